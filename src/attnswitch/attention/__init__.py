@@ -1,0 +1,1 @@
+"""The attention contract, its backends, planning and conformance."""

@@ -1,0 +1,1 @@
+"""One file per backend; each module exposes `BACKEND`."""

@@ -1,0 +1,348 @@
+"""The attention contract: argument validation and the `Call` that describes one request.
+
+Semantics (DESIGN.md section 1), for every backend:
+
+- Dense layout BSHD: q `[B, Sq, Hq, D]`, k and v `[B, Sk, Hkv, D]`, `Hq % Hkv == 0`; query
+  head h reads key/value head `h // (Hq // Hkv)`.
+- Packed layout: q `[Tq, Hq, D]`, k and v `[Tk, Hkv, D]`, int32 `cu_seqlens_q/k` `[N + 1]`
+  starting at 0, non-decreasing, ending at Tq / Tk; sequence i owns rows `cu[i]:cu[i+1]`.
+- `scale` defaults to `1 / sqrt(D)`.
+- `causal` is bottom-right aligned: query i attends key j iff `j <= i + (Sk - Sq)`.
+- `window=(left, right)`: query i attends key j iff
+  `i + (Sk - Sq) - left <= j <= i + (Sk - Sq) + right`; -1 is unbounded. Intersects `causal`.
+- `softcap=c`: logits become `c * tanh(logits / c)` after scaling, before masking.
+- `key_padding_mask` bool `[B, Sk]` and `attn_mask` bool broadcastable to `[B, Hq, Sq, Sk]`:
+  True means "may attend". All masks intersect.
+- A query row with no key it may attend gives zeros (and lse `-inf`).
+- `return_lse` gives `(out, lse)`, lse float32 `[B, Hq, Sq]` dense or `[Hq, Tq]` packed.
+
+Every check here runs before any kernel; a failure raises `AttentionInputError` naming the
+argument, what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attnswitch.attention import arrays
+from attnswitch.attention.arrays import DeviceInfo
+
+
+class AttentionInputError(ValueError):
+    """An argument of `attention` breaks the contract. The message names the argument."""
+
+    def __init__(self, name: str, expected: str, got: Any):
+        self.argument = name
+        super().__init__(f"{name}: expected {expected}, got {got}")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One attention request, validated and described for planning.
+
+    Identity fields (shapes, dtype, features) make the call's planning key; the mask and
+    cu_seqlens arrays ride along uncompared. Backends read only this, never raw arguments.
+    For the packed layout `batch` is the number of sequences N and `seqlen_q/k` are the
+    longest sequence lengths.
+    """
+
+    framework: str
+    device: DeviceInfo
+    dtype: str
+    layout: str
+    batch: int
+    seqlen_q: int
+    seqlen_k: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    scale: float
+    causal: bool = False
+    window: tuple[int, int] | None = None
+    softcap: float | None = None
+    key_padding: bool = False
+    attn_mask_shape: tuple[int, ...] | None = None
+    return_lse: bool = False
+    requires_grad: bool = False
+    seqlens_q: tuple[int, ...] | None = None
+    seqlens_k: tuple[int, ...] | None = None
+    key_padding_mask: Any = field(default=None, compare=False, repr=False)
+    attn_mask: Any = field(default=None, compare=False, repr=False)
+    cu_seqlens_q: Any = field(default=None, compare=False, repr=False)
+    cu_seqlens_k: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def packed(self) -> bool:
+        return self.layout == "packed"
+
+    @property
+    def gqa(self) -> bool:
+        return self.heads_q != self.heads_kv
+
+    @property
+    def bounds(self) -> tuple[int, int] | None:
+        """The (left, right) key range around the aligned diagonal that `causal` and `window`
+        allow together, -1 meaning unbounded; None when neither restricts."""
+        if not self.causal and self.window is None:
+            return None
+        left, right = self.window if self.window is not None else (-1, -1)
+        if self.causal:
+            right = 0 if right == -1 else min(right, 0)
+        return left, right
+
+    @property
+    def has_mask(self) -> bool:
+        return self.key_padding or self.attn_mask_shape is not None
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """Names of the contract features this call uses, for plans, metrics and warnings."""
+        names = []
+        if self.packed:
+            names.append("packed")
+        if self.gqa:
+            names.append("gqa")
+        if self.causal:
+            names.append("causal")
+        if self.window is not None:
+            names.append("window")
+        if self.softcap is not None:
+            names.append("softcap")
+        if self.key_padding:
+            names.append("key_padding_mask")
+        if self.attn_mask_shape is not None:
+            names.append("attn_mask")
+        if self.return_lse:
+            names.append("lse")
+        if self.requires_grad:
+            names.append("grad")
+        return tuple(names)
+
+    @property
+    def kind(self) -> str:
+        """A short label of the call's sort (not its exact shape), e.g.
+        "torch/cpu/float32/dense+causal"."""
+        feats = "+".join(f for f in self.features if f != "packed")
+        return f"{self.framework}/{self.device.kind}/{self.dtype}/{self.layout}" + (
+            f"+{feats}" if feats else ""
+        )
+
+    def sequence(self, seqlen_q: int, seqlen_k: int) -> "Call":
+        """One sequence of a packed call as a dense call with batch 1 (no arrays attached)."""
+        return dataclasses.replace(
+            self, layout="dense", batch=1, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
+            seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
+        )
+
+    @property
+    def shape_text(self) -> str:
+        b = f"N={self.batch}" if self.packed else f"B={self.batch}"
+        return (
+            f"{b} Sq={self.seqlen_q} Sk={self.seqlen_k} "
+            f"Hq={self.heads_q} Hkv={self.heads_kv} D={self.head_dim}"
+        )
+
+
+def _describe(x: Any) -> str:
+    fw = arrays.framework_of(x)
+    if fw is None:
+        return type(x).__name__
+    return f"{fw} array of shape {tuple(x.shape)} and dtype {arrays.dtype_name(x)}"
+
+
+def _check_jax_available(name: str, x: Any) -> None:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        raise AttentionInputError(
+            name, "an array of an installed framework (the jax extra is not installed:"
+            " pip install 'attnswitch[jax]')", _describe(x)
+        ) from None
+
+
+def validate(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    key_padding_mask: Any = None,
+    attn_mask: Any = None,
+    window: tuple[int, int] | None = None,
+    softcap: float | None = None,
+    cu_seqlens_q: Any = None,
+    cu_seqlens_k: Any = None,
+    return_lse: bool = False,
+) -> Call:
+    """Check every argument against the contract and describe the request as a `Call`."""
+    framework = arrays.framework_of(q)
+    if framework is None:
+        raise AttentionInputError("q", "a numpy, torch or jax array", type(q).__name__)
+    if framework == "jax":
+        _check_jax_available("q", q)
+    for name, x in (("k", k), ("v", v)):
+        fw = arrays.framework_of(x)
+        if fw != framework:
+            raise AttentionInputError(name, f"a {framework} array like q", _describe(x))
+
+    dtype = arrays.dtype_name(q)
+    if dtype not in arrays.DTYPES:
+        raise AttentionInputError("q", f"a dtype among {', '.join(arrays.DTYPES)}", dtype)
+    for name, x in (("k", k), ("v", v)):
+        if arrays.dtype_name(x) != dtype:
+            raise AttentionInputError(name, f"dtype {dtype} like q", arrays.dtype_name(x))
+
+    device = arrays.device_of(q, framework)
+    for name, x in (("k", k), ("v", v)):
+        dev = arrays.device_of(x, framework)
+        if dev != device:
+            raise AttentionInputError(name, f"device {device.label} like q", dev.label)
+
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    rank = 3 if packed else 4
+    layout_text = "[T, H, D] (packed)" if packed else "[B, S, H, D] (BSHD)"
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.ndim != rank:
+            raise AttentionInputError(name, f"rank {rank} {layout_text}", f"shape {tuple(x.shape)}")
+    if 0 in tuple(q.shape)[-2:] or 0 in tuple(k.shape)[-2:]:
+        raise AttentionInputError("q", "non-zero heads and head dim", f"shape {tuple(q.shape)}")
+
+    heads_q, head_dim = q.shape[-2], q.shape[-1]
+    heads_kv = k.shape[-2]
+    if tuple(v.shape) != tuple(k.shape):
+        raise AttentionInputError("v", f"the shape of k {tuple(k.shape)}", f"{tuple(v.shape)}")
+    if k.shape[-1] != head_dim:
+        raise AttentionInputError("k", f"head dim {head_dim} like q", f"{k.shape[-1]}")
+    if heads_q % heads_kv != 0:
+        raise AttentionInputError(
+            "k", f"a number of heads dividing q's {heads_q} (MQA/GQA)", f"{heads_kv}"
+        )
+    if not packed and q.shape[0] != k.shape[0]:
+        raise AttentionInputError("k", f"batch size {q.shape[0]} like q", f"{k.shape[0]}")
+
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (
+        math.isfinite(scale) and scale > 0
+    ):
+        raise AttentionInputError("scale", "a positive finite number", repr(scale))
+    if softcap is not None and (
+        isinstance(softcap, bool) or not isinstance(softcap, (int, float))
+        or not (math.isfinite(softcap) and softcap > 0)
+    ):
+        raise AttentionInputError("softcap", "a positive finite number or None", repr(softcap))
+    if window is not None:
+        window = _check_window(window)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise AttentionInputError("causal", "a bool", repr(causal))
+
+    requires_grad = False
+    if framework == "torch":
+        import torch
+
+        requires_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+
+    common = dict(
+        framework=framework, device=device, dtype=dtype, heads_q=heads_q, heads_kv=heads_kv,
+        head_dim=head_dim, scale=float(scale), causal=bool(causal), window=window,
+        softcap=None if softcap is None else float(softcap), return_lse=bool(return_lse),
+        requires_grad=requires_grad,
+    )
+    if packed:
+        for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
+            if mask is not None:
+                raise AttentionInputError(
+                    name, "None with the packed layout (cu_seqlens bound the sequences)",
+                    _describe(mask),
+                )
+        lens_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, framework, q.shape[0])
+        lens_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, framework, k.shape[0])
+        if len(lens_q) != len(lens_k):
+            raise AttentionInputError(
+                "cu_seqlens_k", f"{len(lens_q) + 1} entries like cu_seqlens_q",
+                f"{len(lens_k) + 1}",
+            )
+        return Call(
+            layout="packed", batch=len(lens_q), seqlen_q=max(lens_q, default=0),
+            seqlen_k=max(lens_k, default=0), seqlens_q=lens_q, seqlens_k=lens_k,
+            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, **common,
+        )
+
+    batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], k.shape[1]
+    if key_padding_mask is not None:
+        _check_mask("key_padding_mask", key_padding_mask, framework, device)
+        if tuple(key_padding_mask.shape) != (batch, seqlen_k):
+            raise AttentionInputError(
+                "key_padding_mask", f"shape [B, Sk] = {(batch, seqlen_k)}",
+                f"{tuple(key_padding_mask.shape)}",
+            )
+    attn_mask_shape = None
+    if attn_mask is not None:
+        _check_mask("attn_mask", attn_mask, framework, device)
+        attn_mask_shape = tuple(attn_mask.shape)
+        target = (batch, heads_q, seqlen_q, seqlen_k)
+        if len(attn_mask_shape) > 4 or any(
+            m not in (1, t) for m, t in zip(reversed(attn_mask_shape), reversed(target))
+        ):
+            raise AttentionInputError(
+                "attn_mask", f"a shape broadcastable to [B, Hq, Sq, Sk] = {target}",
+                f"{attn_mask_shape}",
+            )
+    return Call(
+        layout="dense", batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
+        key_padding=key_padding_mask is not None, attn_mask_shape=attn_mask_shape,
+        key_padding_mask=key_padding_mask, attn_mask=attn_mask, **common,
+    )
+
+
+def _check_window(window: Any) -> tuple[int, int]:
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise AttentionInputError("window", "a pair (left, right)", repr(window))
+    out = []
+    for w in window:
+        if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < -1:
+            raise AttentionInputError("window", "integers >= -1 (-1 = unbounded)", repr(window))
+        out.append(int(w))
+    return out[0], out[1]
+
+
+def _check_mask(name: str, mask: Any, framework: str, device: DeviceInfo) -> None:
+    fw = arrays.framework_of(mask)
+    if fw != framework:
+        raise AttentionInputError(name, f"a {framework} array like q", _describe(mask))
+    if arrays.dtype_name(mask) != "bool":
+        raise AttentionInputError(
+            name, "dtype bool (True = may attend)", arrays.dtype_name(mask)
+        )
+    dev = arrays.device_of(mask, fw)
+    if dev != device:
+        raise AttentionInputError(name, f"device {device.label} like q", dev.label)
+
+
+def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[int, ...]:
+    if cu is None:
+        other = "cu_seqlens_k" if name == "cu_seqlens_q" else "cu_seqlens_q"
+        raise AttentionInputError(name, f"an int32 array when {other} is given", "None")
+    fw = arrays.framework_of(cu)
+    if fw != framework:
+        raise AttentionInputError(name, f"a {framework} array like q", _describe(cu))
+    if arrays.dtype_name(cu) != "int32":
+        raise AttentionInputError(name, "dtype int32", arrays.dtype_name(cu))
+    if cu.ndim != 1 or cu.shape[0] < 1:
+        raise AttentionInputError(name, "shape [N + 1]", f"shape {tuple(cu.shape)}")
+    host = arrays.to_numpy(cu).astype(np.int64)
+    if host[0] != 0:
+        raise AttentionInputError(name, "a first entry of 0", int(host[0]))
+    if np.any(np.diff(host) < 0):
+        raise AttentionInputError(name, "non-decreasing entries", host.tolist())
+    if host[-1] != total:
+        raise AttentionInputError(
+            name, f"a last entry equal to the packed length {total}", int(host[-1])
+        )
+    return tuple(int(n) for n in np.diff(host))

@@ -1,0 +1,81 @@
+"""Masks and packing shared by backends, written once for numpy, torch and jax.
+
+Functions take `arange`, a callable `n -> int array` of the backend's framework and device
+(`np.arange`, `functools.partial(torch.arange, device=d)`, `jnp.arange`), so the same rule
+builds the mask for every framework: the contract's alignment exists in one place only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from attnswitch.attention.contract import Call
+
+Arange = Callable[[int], Any]
+
+
+def position_mask(
+    arange: Arange, seqlen_q: int, seqlen_k: int, bounds: tuple[int, int] | None
+) -> Any:
+    """Bool `[Sq, Sk]`: query i may attend key j under bottom-right aligned `bounds`
+    (`Call.bounds`), or None when `bounds` restricts nothing."""
+    if bounds is None:
+        return None
+    left, right = bounds
+    if left < 0 and right < 0:
+        return None
+    diag = arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q)
+    j = arange(seqlen_k)[None, :]
+    mask = None
+    if right >= 0:
+        mask = j <= diag + right
+    if left >= 0:
+        lower = j >= diag - left
+        mask = lower if mask is None else mask & lower
+    return mask
+
+
+def dense_mask(call: Call, arange: Arange, key_padding_mask: Any = None, attn_mask: Any = None) -> Any:
+    """Bool mask broadcastable to `[B, Hq, Sq, Sk]` joining alignment bounds, key padding and
+    `attn_mask` (arrays of the backend's framework), or None when nothing is masked."""
+    mask = position_mask(arange, call.seqlen_q, call.seqlen_k, call.bounds)
+    if mask is not None:
+        mask = mask[None, None]
+    if key_padding_mask is not None:
+        kp = key_padding_mask[:, None, None, :]
+        mask = kp if mask is None else mask & kp
+    if attn_mask is not None:
+        am = attn_mask.reshape((1,) * (4 - attn_mask.ndim) + tuple(attn_mask.shape))
+        mask = am if mask is None else mask & am
+    return mask
+
+
+def padding_indices(seqlens: tuple[int, ...], max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """For packed sequences of `seqlens` laid out as padded `[N, max_len]` rows: the flat
+    padded position of each packed row (int64 `[T]`) and the validity of each padded slot
+    (bool `[N, max_len]`).
+
+    Sequences sit at the *end* of their padded row (left padding). Then the dense bottom-right
+    alignment over `[max_len_q, max_len_k]` equals each sequence's own bottom-right alignment
+    (`Sk_i - Sq_i`), so a padded dense call honours `causal` and `window` exactly.
+    """
+    n = len(seqlens)
+    lens = np.asarray(seqlens, dtype=np.int64)[:, None]
+    valid = np.arange(max_len)[None, :] >= max_len - lens
+    flat = np.flatnonzero(valid.reshape(n * max_len))
+    return flat, valid.reshape(n, max_len)
+
+
+def pad_packed(x: Any, flat_index: Any, n: int, max_len: int, zeros: Callable[..., Any]) -> Any:
+    """Scatter packed rows `x [T, H, D]` into zero-padded `[N, max_len, H, D]`."""
+    out = zeros((n * max_len,) + tuple(x.shape[1:]))
+    out[flat_index] = x
+    return out.reshape((n, max_len) + tuple(x.shape[1:]))
+
+
+def unpad(x: Any, flat_index: Any) -> Any:
+    """Gather the real rows of padded `x [N, S, ...]` back into packed `[T, ...]`."""
+    return x.reshape((x.shape[0] * x.shape[1],) + tuple(x.shape[2:]))[flat_index]

@@ -1,0 +1,364 @@
+"""Selection: which backend serves a call, why the others don't, and running the plan.
+
+`explain(...)` returns a `Plan`: the chosen backend, the ordered fallbacks and, for every
+other backend, why not (unavailable, declined with reasons, quarantined by a failed
+conformance verdict). `attention(...)` runs the plan's first candidate; on a runtime failure
+(not an input error) it warns once per (backend, call kind), counts it and tries the next.
+
+Order of candidates: a measured autotune table for the call when one exists, else `PRIORITY`
+for the device kind. Overrides, strongest first: `backend=`, `with use(name):`, the
+`ATTNSWITCH_BACKEND` environment variable. An explicitly requested backend never falls back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from attnswitch.attention import arrays, autotune, registry, verdicts
+from attnswitch.attention.contract import AttentionInputError, Call, validate
+from attnswitch.observe import metrics
+from attnswitch.observe.scopes import scope
+
+# Fixed priority per device kind: the native and fastest kernels first, portable ones after,
+# the float64 oracle last. Names not registered here are skipped; plug-ins not listed here
+# come after the listed ones, before the oracle.
+PRIORITY: dict[str, tuple[str, ...]] = {
+    "cpu": ("torch-sdpa", "torch-flex", "torch-math", "jax-xla", "jax-blockwise", "reference"),
+    "cuda": (
+        "flash-attn-3", "flash-attn", "torch-sdpa", "jax-cudnn", "torch-flex", "jax-xla",
+        "jax-blockwise", "torch-math", "reference",
+    ),
+    "rocm": ("flash-attn", "torch-sdpa", "torch-flex", "jax-xla", "torch-math", "reference"),
+    "tpu": ("pallas-splash", "pallas-flash", "jax-blockwise", "jax-xla", "reference"),
+}
+DEFAULT_PRIORITY = ("torch-sdpa", "jax-xla", "jax-blockwise", "torch-math", "reference")
+
+UNAVAILABLE, DECLINED, QUARANTINED, NOT_REQUESTED = (
+    "unavailable", "declined", "quarantined", "not requested"
+)
+
+
+class NoBackendError(RuntimeError):
+    """No backend can serve the call (or the requested one cannot). Carries the full plan."""
+
+    def __init__(self, plan: Plan, message: str | None = None):
+        self.plan = plan
+        head = message or f"no attention backend can serve {plan.call.kind} ({plan.call.shape_text})"
+        super().__init__(f"{head}\n{plan}")
+
+
+class BackendFailedError(RuntimeError):
+    """A backend raised at run time and no fallback was allowed (explicit request, strict
+    mode, or no candidate left)."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    backend: str
+    status: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a call will be served.
+
+    candidates: backends that can serve it, in the order they will be tried.
+    rejected: every other registered backend with its status and reasons.
+    source: what ordered the candidates ("priority:<device kind>", "autotune", or the override
+    that forced one: "backend=", "use()", "ATTNSWITCH_BACKEND").
+    """
+
+    call: Call
+    candidates: tuple[str, ...]
+    rejected: tuple[Rejection, ...]
+    source: str
+    requested: str | None = None
+    details: dict[str, str] = field(default_factory=dict, compare=False)
+    verdicts: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def chosen(self) -> str | None:
+        return self.candidates[0] if self.candidates else None
+
+    @property
+    def fallbacks(self) -> tuple[str, ...]:
+        return self.candidates[1:]
+
+    def reasons(self, backend: str) -> list[str]:
+        """Why `backend` is not a candidate (empty when it is one)."""
+        for r in self.rejected:
+            if r.backend == backend:
+                return list(r.reasons)
+        return []
+
+    def status(self, backend: str) -> str:
+        if backend in self.candidates:
+            return "chosen" if backend == self.chosen else "fallback"
+        for r in self.rejected:
+            if r.backend == backend:
+                return r.status
+        return "unknown"
+
+    def __str__(self) -> str:
+        c = self.call
+        lines = [
+            f"call: {c.kind}  {c.shape_text}  on {c.device.label} ({c.device.name})",
+            f"order: {self.source}",
+        ]
+        for i, name in enumerate(self.candidates):
+            role = "chosen  " if i == 0 else "fallback"
+            note = self.details.get(name)
+            verdict = self.verdicts.get(name, verdicts.UNVERIFIED)
+            lines.append(f"  {role} {name} [{verdict}]" + (f": {note}" if note else ""))
+        for r in self.rejected:
+            lines.append(f"  {r.status:<9}{r.backend}: " + "; ".join(r.reasons))
+        return "\n".join(lines)
+
+
+# ---- configuration and overrides -------------------------------------------------------
+
+_use: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnswitch_use", default=None)
+_config = {"strict": os.environ.get("ATTNSWITCH_STRICT", "") not in ("", "0", "false")}
+
+
+def configure(*, strict: bool | None = None) -> dict[str, Any]:
+    """Set process-wide options; returns the current configuration.
+
+    strict: every runtime fallback becomes an error (also `ATTNSWITCH_STRICT=1`).
+    """
+    if strict is not None:
+        _config["strict"] = bool(strict)
+        _plans.clear()
+    return dict(_config)
+
+
+@contextlib.contextmanager
+def use(name: str) -> Iterator[None]:
+    """Within this block, attention calls without `backend=` use backend `name`."""
+    _check_name(name, "use")
+    token = _use.set(name)
+    try:
+        yield
+    finally:
+        _use.reset(token)
+
+
+def _check_name(name: Any, argument: str) -> None:
+    if not isinstance(name, str) or registry.get(name) is None:
+        raise AttentionInputError(
+            argument, f"a registered backend name ({', '.join(registry.names())})", repr(name)
+        )
+
+
+def _requested(backend: str | None) -> tuple[str | None, str | None]:
+    if backend is not None:
+        _check_name(backend, "backend")
+        return backend, "backend="
+    if (name := _use.get()) is not None:
+        return name, "use()"
+    if name := os.environ.get("ATTNSWITCH_BACKEND"):
+        _check_name(name, "ATTNSWITCH_BACKEND")
+        return name, "ATTNSWITCH_BACKEND"
+    return None, None
+
+
+# ---- planning ------------------------------------------------------------------------
+
+_plans: dict[tuple, Plan] = {}
+_PLAN_CACHE_SIZE = 4096
+
+
+def _order(call: Call) -> tuple[list[str], str]:
+    names = registry.names()
+    tuned = autotune.preferred(call)
+    if tuned:
+        head = [n for n in tuned if n in names]
+        source = "autotune"
+    else:
+        head = [n for n in PRIORITY.get(call.device.kind, DEFAULT_PRIORITY) if n in names]
+        source = f"priority:{call.device.kind}"
+    rest = [n for n in names if n not in head and n != "reference"]
+    tail = ["reference"] if "reference" in names and "reference" not in head else []
+    return head + rest + tail, source
+
+
+def plan_for(call: Call, backend: str | None = None) -> Plan:
+    """The plan for a validated call (cached per call identity and configuration)."""
+    requested, how = _requested(backend)
+    key = (call, requested, registry.generation, verdicts.STORE.generation, autotune.generation())
+    cached = _plans.get(key)
+    if cached is not None:
+        return cached
+    plan = _make_plan(call, requested, how)
+    if len(_plans) >= _PLAN_CACHE_SIZE:
+        _plans.clear()
+    _plans[key] = plan
+    return plan
+
+
+def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
+    order, source = _order(call)
+    candidates, rejected, details, verdict_of = [], [], {}, {}
+    for name in order:
+        b = registry.get(name)
+        if requested is not None and name != requested:
+            rejected.append(Rejection(name, NOT_REQUESTED, (f"{how} asked for {requested}",)))
+            continue
+        if (why := b.unavailable()) is not None:
+            rejected.append(Rejection(name, UNAVAILABLE, (why,)))
+            continue
+        reasons = b.declines(call)
+        if reasons:
+            rejected.append(Rejection(name, DECLINED, tuple(reasons)))
+            continue
+        verdict = verdicts.status(b, call.device)
+        verdict_of[name] = verdict
+        if verdict == verdicts.FAIL and requested is None:
+            rejected.append(Rejection(
+                name, QUARANTINED,
+                ("failed conformance for this fingerprint; `attnswitch conformance "
+                 f"--backend {name}` requalifies it",),
+            ))
+            continue
+        candidates.append(name)
+        detail = getattr(b, "detail", None)
+        if detail is not None and (note := detail(call)):
+            details[name] = note
+    return Plan(
+        call=call, candidates=tuple(candidates), rejected=tuple(rejected),
+        source=how or source, requested=requested, details=details, verdicts=verdict_of,
+    )
+
+
+def explain(
+    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
+    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
+    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
+    return_lse: bool = False, backend: str | None = None,
+) -> Plan:
+    """The plan `attention` would follow for these arguments, without running anything."""
+    call = validate(
+        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
+        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k, return_lse=return_lse,
+    )
+    return plan_for(call, backend)
+
+
+# ---- running -------------------------------------------------------------------------
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key: tuple[str, str], message: str) -> None:
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def _adapt(call: Call, framework: str, q: Any, k: Any, v: Any) -> tuple[Call, Any, Any, Any]:
+    """numpy input planned onto a torch or jax backend: convert arrays to that framework."""
+    conv = lambda x: None if x is None else arrays.numpy_to(x, framework)  # noqa: E731
+    adapted = replace(
+        call, framework=framework, key_padding_mask=conv(call.key_padding_mask),
+        attn_mask=conv(call.attn_mask), cu_seqlens_q=conv(call.cu_seqlens_q),
+        cu_seqlens_k=conv(call.cu_seqlens_k),
+    )
+    return adapted, conv(q), conv(k), conv(v)
+
+
+def _back_to_numpy(result: Any, return_lse: bool) -> Any:
+    if return_lse:
+        out, lse = result
+        return arrays.to_numpy(out), arrays.to_numpy(lse)
+    return arrays.to_numpy(result)
+
+
+def run_backend(name: str, q: Any, k: Any, v: Any, call: Call) -> Any:
+    """Run one backend on a validated call inside its profiler scope, converting numpy input
+    to the backend's framework and back. No planning, no fallback, no counting."""
+    b = registry.get(name)
+    convert = call.framework == "numpy" and b.framework != "numpy"
+    if convert and not getattr(getattr(b, "caps", None), "accepts_all_frameworks", False):
+        call_b, q, k, v = _adapt(call, b.framework, q, k, v)
+    else:
+        call_b, convert = call, False
+    with scope(name, b.framework, call.device.kind):
+        result = b.run(q, k, v, call_b)
+    return _back_to_numpy(result, call.return_lse) if convert else result
+
+
+def attention(
+    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
+    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
+    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
+    return_lse: bool = False, backend: str | None = None,
+) -> Any:
+    """Scaled dot-product attention under the attnswitch contract (see `contract`).
+
+    q `[B, Sq, Hq, D]`, k/v `[B, Sk, Hkv, D]` (or packed `[T, H, D]` with `cu_seqlens_*`).
+    Returns out shaped and typed like q, or `(out, lse)` with `return_lse=True`.
+    Raises `AttentionInputError` for bad input, `NoBackendError` when nothing can serve.
+    """
+    call = validate(
+        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
+        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k, return_lse=return_lse,
+    )
+    plan = plan_for(call, backend)
+    if not plan.candidates:
+        if plan.requested is not None:
+            raise NoBackendError(plan, f"requested backend {plan.requested} cannot serve {call.kind}")
+        raise NoBackendError(plan)
+    if plan.requested is not None and plan.verdicts.get(plan.requested) == verdicts.FAIL:
+        _warn_once(
+            (plan.requested, "quarantined"),
+            f"attnswitch: {plan.requested} failed conformance for this fingerprint and runs only "
+            "because it was requested explicitly",
+        )
+    no_fallback = plan.requested is not None or _config["strict"]
+    for i, name in enumerate(plan.candidates):
+        start = time.perf_counter()
+        try:
+            result = run_backend(name, q, k, v, call)
+        except AttentionInputError:
+            raise
+        except Exception as exc:
+            metrics.ATTENTION_FAILURES.labels(name).inc()
+            last = i == len(plan.candidates) - 1
+            if no_fallback or last:
+                why = "it was requested explicitly" if plan.requested else (
+                    "strict mode is on" if _config["strict"] else "no fallback is left")
+                raise BackendFailedError(
+                    f"{name}: failed on {call.kind} ({call.shape_text}) and {why}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            nxt = plan.candidates[i + 1]
+            metrics.ATTENTION_FALLBACKS.labels(name, nxt).inc()
+            _warn_once(
+                (name, call.kind),
+                f"attnswitch: {name} failed on {call.kind} ({type(exc).__name__}: {exc}); "
+                f"falling back to {nxt}",
+            )
+            continue
+        metrics.ATTENTION_SECONDS.labels(name).observe(time.perf_counter() - start)
+        metrics.ATTENTION_CALLS.labels(name).inc()
+        return result
+    raise AssertionError("unreachable")
+
+
+def backends() -> list[Any]:
+    """Every registered backend (`.name`, `.framework`, `.unavailable()`)."""
+    return registry.backends()

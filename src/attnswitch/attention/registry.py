@@ -1,0 +1,108 @@
+"""The set of known backends: the built-in ones, entry-point plug-ins and programmatic ones.
+
+Built-in backend modules are imported here, but each imports its heavy library (torch, jax,
+flash_attn) only when probed or run. Third-party packages add backends through the
+entry-point group `attnswitch.backends`; an entry point names a backend instance or class.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import warnings
+from importlib import metadata
+
+from attnswitch.attention.backend import Backend
+
+ENTRY_POINT_GROUP = "attnswitch.backends"
+
+BUILTIN_MODULES = (
+    "reference",
+    "torch_math",
+    "torch_sdpa",
+    "torch_flex",
+    "flash_attn",
+    "jax_xla",
+    "jax_cudnn",
+    "jax_blockwise",
+    "pallas_flash",
+    "pallas_splash",
+)
+
+_lock = threading.Lock()
+_backends: dict[str, Backend] | None = None
+generation = 0  # bumped on every change, so cached plans know they are stale
+
+
+def _load() -> dict[str, Backend]:
+    found: dict[str, Backend] = {}
+    for module_name in BUILTIN_MODULES:
+        try:
+            module = importlib.import_module(f"attnswitch.attention.backends.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"attnswitch.attention.backends.{module_name}":
+                continue
+            raise
+        backend = module.BACKEND
+        found[backend.name] = backend
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+            backend = obj() if isinstance(obj, type) else obj
+        except Exception as exc:  # a broken plug-in must not break attnswitch
+            warnings.warn(f"attnswitch: backend entry point {ep.name!r} failed to load: {exc}")
+            continue
+        if not isinstance(backend, Backend):
+            warnings.warn(
+                f"attnswitch: backend entry point {ep.name!r}: expected an object with name, "
+                f"framework, unavailable, declines and run, got {type(backend).__name__}"
+            )
+            continue
+        found.setdefault(backend.name, backend)
+    return found
+
+
+def _all() -> dict[str, Backend]:
+    global _backends
+    if _backends is None:
+        with _lock:
+            if _backends is None:
+                _backends = _load()
+    return _backends
+
+
+def backends() -> list[Backend]:
+    """Every registered backend, available here or not."""
+    return list(_all().values())
+
+
+def names() -> list[str]:
+    return list(_all())
+
+
+def get(name: str) -> Backend | None:
+    return _all().get(name)
+
+
+def register(backend: Backend, *, replace: bool = False) -> None:
+    """Add a backend programmatically (the entry-point group is the packaged way)."""
+    global generation
+    table = _all()
+    if backend.name in table and not replace:
+        raise ValueError(f"backend: expected a new name, got {backend.name!r} (already registered)")
+    table[backend.name] = backend
+    generation += 1
+
+
+def unregister(name: str) -> None:
+    global generation
+    _all().pop(name, None)
+    generation += 1
+
+
+def reload() -> None:
+    """Forget everything and rediscover built-ins and entry points."""
+    global _backends, generation
+    with _lock:
+        _backends = None
+    generation += 1

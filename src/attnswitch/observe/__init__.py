@@ -1,0 +1,1 @@
+"""Profiler scopes, metrics, memory watchdog and cost."""

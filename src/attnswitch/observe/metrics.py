@@ -1,0 +1,59 @@
+"""Counters and latency histograms per backend, in Prometheus format and readable from Python.
+
+All attnswitch metrics live in one `REGISTRY`, so a service exposes them with
+`prometheus_client.generate_latest(REGISTRY)` and tests read them without global state from
+other libraries.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+ATTENTION_CALLS = Counter(
+    "attnswitch_attention_calls", "Attention calls served, by backend.", ["backend"],
+    registry=REGISTRY,
+)
+ATTENTION_FALLBACKS = Counter(
+    "attnswitch_attention_fallbacks",
+    "Attention calls that left a failing backend for the next candidate.",
+    ["backend", "to"], registry=REGISTRY,
+)
+ATTENTION_FAILURES = Counter(
+    "attnswitch_attention_failures", "Runtime failures of a backend, by backend.", ["backend"],
+    registry=REGISTRY,
+)
+ATTENTION_SECONDS = Histogram(
+    "attnswitch_attention_seconds",
+    "Host wall time of one attention call (launch time for asynchronous devices).",
+    ["backend"], registry=REGISTRY,
+    buckets=(1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+)
+
+
+def _by_label(counter: Counter, label: str = "backend") -> dict[str, int]:
+    out: dict[str, int] = {}
+    for metric in counter.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                key = sample.labels[label]
+                out[key] = out.get(key, 0) + int(sample.value)
+    return out
+
+
+def stats() -> dict[str, dict[str, int]]:
+    """Per-backend counts since start: `{"calls": {...}, "fallbacks": {...}, "failures": {...}}`.
+    A fallback is counted against the backend that failed."""
+    return {
+        "calls": _by_label(ATTENTION_CALLS),
+        "fallbacks": _by_label(ATTENTION_FALLBACKS),
+        "failures": _by_label(ATTENTION_FAILURES),
+    }
+
+
+def exposition() -> bytes:
+    """All attnswitch metrics in the Prometheus text format."""
+    from prometheus_client import generate_latest
+
+    return generate_latest(REGISTRY)
