@@ -1,0 +1,322 @@
+"""Conformance: every backend measured against the float64 oracle by FlashAttention's rule.
+
+Rule: in dtype X, a backend passes a case when
+    max|out - ref| <= rtol * max|naive_X - ref| + floor
+where `ref` is the float64 `reference` on the same (already rounded) inputs, `naive_X` is
+plain matmul-softmax-matmul with every intermediate rounded to X (what a framework computes
+in X with float32 accumulation), rtol is 2 (3 with softcap) and `floor` is twice the rounding
+error X makes around the output's magnitude (FlashAttention 3's `fwd_atol`). The lse, when
+the case asks for it, is held to the same rule. Never a bare fixed tolerance.
+
+`check(backend, case)` runs one case; `run(...)` runs a grid and records a verdict per
+backend fingerprint (see `verdicts`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from attnswitch.attention import arrays, masks, registry, verdicts
+from attnswitch.attention.backends.reference import attention_f64
+from attnswitch.attention.contract import Call, validate
+
+_NP_DTYPES = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+}
+
+PASSED, FAILED, DECLINED, UNAVAILABLE, ERROR = "pass", "fail", "declined", "unavailable", "error"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case. `packed` lists (len_q, len_k) per sequence for the packed layout;
+    `masked_row` makes query 0 of example 0 attend nothing; `magnitude` scales q, k, v."""
+
+    name: str
+    dtype: str = "float32"
+    batch: int = 2
+    seqlen_q: int = 113
+    seqlen_k: int = 203
+    heads_q: int = 4
+    heads_kv: int = 4
+    head_dim: int = 64
+    causal: bool = False
+    window: tuple[int, int] | None = None
+    softcap: float | None = None
+    key_padding: bool = False
+    masked_row: bool = False
+    packed: tuple[tuple[int, int], ...] | None = None
+    magnitude: float = 1.0
+    return_lse: bool = False
+    scale: float | None = None
+
+    def with_dtype(self, dtype: str) -> Case:
+        return dataclasses.replace(self, dtype=dtype)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.dtype}"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    backend: str
+    status: str
+    error: float = math.nan
+    bound: float = math.nan
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PASSED, DECLINED, UNAVAILABLE)
+
+
+# The grid (DESIGN.md section 4): odd and unequal lengths, head dims 32..256 and an odd one,
+# GQA, causal with Sq != Sk both ways, windows, softcap, padding, packed with a zero-length
+# sequence, a fully masked row, large-magnitude float16. Each runs in every dtype of DTYPES
+# except where the case names its own.
+GRID: tuple[Case, ...] = (
+    Case("plain-113x203"),
+    Case("self-128", seqlen_q=128, seqlen_k=128),
+    Case("causal-113x203", causal=True),
+    Case("causal-203x113", seqlen_q=203, seqlen_k=113, causal=True),
+    Case("causal-self-97", seqlen_q=97, seqlen_k=97, causal=True),
+    Case("window-64-16", window=(64, 16)),
+    Case("window-causal-48", window=(48, -1), causal=True),
+    Case("softcap-30", softcap=30.0, magnitude=3.0),
+    Case("gqa-8-2", heads_q=8, heads_kv=2, causal=True),
+    Case("mqa-4-1", heads_q=4, heads_kv=1),
+    Case("padding", key_padding=True),
+    Case("masked-row", masked_row=True),
+    Case("lse", return_lse=True, causal=True),
+    Case("scale-0.3", scale=0.3),
+    Case("packed", packed=((37, 37), (0, 0), (91, 91), (1, 1)), causal=True),
+    Case("packed-unequal", packed=((13, 40), (50, 20), (0, 7), (30, 0)), return_lse=True),
+    Case("packed-window", packed=((60, 60), (45, 80)), window=(16, 4)),
+    *(Case(f"hdim-{d}", head_dim=d, batch=1, seqlen_q=67, seqlen_k=131, heads_q=2, heads_kv=2)
+      for d in (32, 80, 128, 256, 59)),
+)
+DTYPES = ("float32", "bfloat16")
+SPECIAL: tuple[Case, ...] = (
+    Case("large-magnitude", dtype="float16", magnitude=100.0, batch=1, seqlen_q=65, seqlen_k=97),
+    Case("plain-fp16", dtype="float16"),
+    Case("long-1023x1024", batch=1, seqlen_q=1023, seqlen_k=1024, heads_q=2, heads_kv=2,
+         causal=True),
+)
+QUICK = ("plain-113x203", "causal-203x113", "gqa-8-2", "padding", "masked-row", "packed", "lse")
+
+
+def cases(*, quick: bool = False, dtypes: Sequence[str] = DTYPES) -> list[Case]:
+    """The conformance grid: GRID in each of `dtypes`, then the cases with their own dtype."""
+    grid = [c for c in GRID if not quick or c.name in QUICK]
+    out = [c.with_dtype(d) for d in dtypes for c in grid]
+    if not quick:
+        out.extend(SPECIAL)
+    return out
+
+
+def _seed(case: Case) -> int:
+    return int.from_bytes(hashlib.sha256(case.label.encode()).digest()[:4], "little")
+
+
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Round float values to `dtype` and back to float64 (emulates storing in `dtype`)."""
+    return x.astype(_NP_DTYPES[dtype]).astype(np.float64)
+
+
+def make_inputs(case: Case) -> dict[str, Any]:
+    """Deterministic numpy inputs for a case: q, k, v in the case dtype, and masks/cu_seqlens."""
+    rng = np.random.default_rng(_seed(case))
+    dt = _NP_DTYPES[case.dtype]
+    if case.packed is not None:
+        tq = sum(n for n, _ in case.packed)
+        tk = sum(n for _, n in case.packed)
+        shape_q, shape_k = (tq, case.heads_q, case.head_dim), (tk, case.heads_kv, case.head_dim)
+    else:
+        shape_q = (case.batch, case.seqlen_q, case.heads_q, case.head_dim)
+        shape_k = (case.batch, case.seqlen_k, case.heads_kv, case.head_dim)
+    q, k, v = (
+        (rng.standard_normal(s) * case.magnitude).astype(dt) for s in (shape_q, shape_k, shape_k)
+    )
+    kwargs: dict[str, Any] = dict(
+        causal=case.causal, window=case.window, softcap=case.softcap,
+        return_lse=case.return_lse, scale=case.scale,
+    )
+    if case.packed is not None:
+        cu = lambda lens: np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)  # noqa: E731
+        kwargs["cu_seqlens_q"] = cu([n for n, _ in case.packed])
+        kwargs["cu_seqlens_k"] = cu([n for _, n in case.packed])
+    else:
+        if case.key_padding:
+            lengths = rng.integers(1, case.seqlen_k + 1, size=case.batch)
+            lengths[0] = case.seqlen_k
+            kwargs["key_padding_mask"] = np.arange(case.seqlen_k)[None, :] < lengths[:, None]
+        if case.masked_row:
+            am = np.ones((case.batch, 1, case.seqlen_q, case.seqlen_k), dtype=bool)
+            am[0, 0, 0, :] = False
+            kwargs["attn_mask"] = am
+    return {"q": q, "k": k, "v": v, **kwargs}
+
+
+def _naive_low_precision(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call, mask: Any, dtype: str):
+    """Plain attention with every intermediate rounded to `dtype` (float32 accumulation), the
+    way a framework computes it in that dtype: FlashAttention's `attention_ref(upcast=False)`."""
+    r = lambda x: round_to(x, dtype)  # noqa: E731
+    groups = call.heads_q // call.heads_kv
+    k = np.repeat(k, groups, axis=2)
+    v = np.repeat(v, groups, axis=2)
+    qs = r(q * call.scale)
+    s = r(np.einsum("bqhd,bkhd->bhqk", qs.astype(np.float32), k.astype(np.float32)).astype(np.float64))
+    if call.softcap is not None:
+        s = r(call.softcap * np.tanh(s / call.softcap))
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp((s - m).astype(np.float32)).astype(np.float64)
+    total = e.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        lse = (np.log(total) + m)[..., 0].astype(np.float32).astype(np.float64)
+    p = r(e / np.where(total == 0, 1.0, total))
+    out = r(np.einsum("bhqk,bkhd->bqhd", p.astype(np.float32), v.astype(np.float32)).astype(np.float64))
+    return out, lse
+
+
+def _expected(inputs: dict[str, Any], call: Call) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ref_out, ref_lse, naive_out, naive_lse) in float64, packed calls sequence by sequence."""
+    q, k, v = (inputs[n].astype(np.float64) for n in ("q", "k", "v"))
+    if not call.packed:
+        mask = masks.dense_mask(call, np.arange, inputs.get("key_padding_mask"), inputs.get("attn_mask"))
+        ref = attention_f64(q, k, v, call, mask)
+        naive = _naive_low_precision(q, k, v, call, mask, call.dtype)
+        return (*ref, *naive)
+    outs = [np.zeros_like(q), np.full((call.heads_q, q.shape[0]), -np.inf),
+            np.zeros_like(q), np.full((call.heads_q, q.shape[0]), -np.inf)]
+    sq = sk = 0
+    for len_q, len_k in zip(call.seqlens_q, call.seqlens_k):
+        rq, rk = slice(sq, sq + len_q), slice(sk, sk + len_k)
+        sq, sk = sq + len_q, sk + len_k
+        if len_q == 0 or len_k == 0:
+            continue
+        sub = call.sequence(len_q, len_k)
+        mask = masks.dense_mask(sub, np.arange)
+        ro, rl = attention_f64(q[None, rq], k[None, rk], v[None, rk], sub, mask)
+        no, nl = _naive_low_precision(q[None, rq], k[None, rk], v[None, rk], sub, mask, call.dtype)
+        outs[0][rq], outs[1][:, rq], outs[2][rq], outs[3][:, rq] = ro[0], rl[0], no[0], nl[0]
+    return tuple(outs)
+
+
+def _max_err(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| where -inf matches -inf; NaN or a mismatched infinity is an infinite error."""
+    if np.isnan(a).any():
+        return math.inf
+    both_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
+    with np.errstate(invalid="ignore"):
+        diff = np.where(both_inf, 0.0, np.abs(a - b))
+    return float(np.nan_to_num(diff, nan=math.inf, posinf=math.inf).max(initial=0.0))
+
+
+def _floor(ref: np.ndarray, dtype: str) -> float:
+    finite = np.where(np.isfinite(ref), ref, 0.0)
+    r = round_to(finite, dtype)
+    return 2.0 * float(np.abs(round_to(round_to(r + 0.3, dtype) - 0.3, dtype) - r).max(initial=0.0))
+
+
+def _to_device(x: Any, framework: str, device: str) -> Any:
+    if x is None or framework == "numpy":
+        return x
+    out = arrays.numpy_to(x, framework)
+    if device == "cpu":
+        return out
+    if framework == "torch":
+        return out.to(device)
+    import jax
+
+    return jax.device_put(out, jax.devices(device)[0])
+
+
+def check(backend: str, case: Case, *, device: str = "cpu", force: bool = False) -> CaseResult:
+    """Run one case on one backend (arrays of the backend's framework on `device`) and judge
+    it. `force` runs a backend even when its `unavailable()` says no (e.g. Pallas kernels in
+    interpret mode on CPU, whose backends expose that through their own switch)."""
+    b = registry.get(backend)
+    if b is None:
+        raise ValueError(f"backend: expected a registered name, got {backend!r}")
+    if not force and (why := b.unavailable()) is not None:
+        return CaseResult(case, backend, UNAVAILABLE, reasons=(why,))
+    inputs = make_inputs(case)
+    fw = "numpy" if getattr(getattr(b, "caps", None), "accepts_all_frameworks", False) else b.framework
+    args = {n: _to_device(x, fw, device) if isinstance(x, np.ndarray) else x for n, x in inputs.items()}
+    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+    call = validate(q, k, v, **args)
+    reasons = b.declines(call)
+    if reasons:
+        return CaseResult(case, backend, DECLINED, reasons=tuple(reasons))
+    from attnswitch.attention.plan import run_backend
+
+    try:
+        result = run_backend(backend, q, k, v, call)
+    except Exception as exc:  # a crash is a verdict, not an abort of the whole grid
+        return CaseResult(case, backend, ERROR, reasons=(f"{type(exc).__name__}: {exc}",))
+    out, lse = result if case.return_lse else (result, None)
+    ref_out, ref_lse, naive_out, naive_lse = _expected(inputs, call)
+    rtol = 3.0 if case.softcap is not None else 2.0
+    got = arrays.to_numpy(out).astype(np.float64)
+    error = _max_err(got, ref_out)
+    bound = rtol * _max_err(naive_out, ref_out) + _floor(ref_out, case.dtype)
+    reasons_out: list[str] = []
+    if tuple(got.shape) != tuple(ref_out.shape):
+        reasons_out.append(f"out: expected shape {ref_out.shape}, got {got.shape}")
+    if arrays.dtype_name(out) != case.dtype:
+        reasons_out.append(f"out: expected dtype {case.dtype}, got {arrays.dtype_name(out)}")
+    if lse is not None:
+        got_lse = arrays.to_numpy(lse).astype(np.float64)
+        lse_error = _max_err(got_lse, ref_lse)
+        lse_bound = rtol * _max_err(naive_lse, ref_lse) + _floor(ref_lse, "float32") + 1e-6
+        if lse_error > lse_bound:
+            reasons_out.append(f"lse: error {lse_error:.3g} > bound {lse_bound:.3g}")
+        if arrays.dtype_name(lse) != "float32":
+            reasons_out.append(f"lse: expected dtype float32, got {arrays.dtype_name(lse)}")
+    if not error <= bound:
+        reasons_out.append(f"out: error {error:.3g} > bound {bound:.3g}")
+    return CaseResult(
+        case, backend, FAILED if reasons_out else PASSED, error, bound, tuple(reasons_out)
+    )
+
+
+def run(
+    backends: Sequence[str], cases: Iterable[Case], *, device: str = "cpu",
+    record: bool = True, force: bool = False,
+) -> list[CaseResult]:
+    """Run `cases` on each backend; with `record`, store one verdict per backend (a backend
+    that only declined or was unavailable gets none)."""
+    results: list[CaseResult] = []
+    cases = list(cases)
+    for name in backends:
+        mine = [check(name, c, device=device, force=force) for c in cases]
+        results.extend(mine)
+        ran = [r for r in mine if r.status in (PASSED, FAILED, ERROR)]
+        if record and ran:
+            failures = [f"{r.case.label}: {'; '.join(r.reasons)}" for r in ran if r.status != PASSED]
+            dev = arrays.CPU if device == "cpu" else _device_info(name, device)
+            verdicts.record(registry.get(name), dev, len(ran), failures)
+    return results
+
+
+def _device_info(backend: str, device: str) -> arrays.DeviceInfo:
+    """The DeviceInfo a call on `device` reports, so verdicts match what plans look up."""
+    b = registry.get(backend)
+    probe = _to_device(np.zeros((1,), np.float32), b.framework, device)
+    return arrays.device_of(probe, b.framework)
