@@ -85,8 +85,21 @@ def _torch_device(device: Any) -> DeviceInfo:
     return DeviceInfo(device.type, device.type, device.index)
 
 
+def is_traced(x: Any) -> bool:
+    """True for a jax tracer (an array inside `jax.jit`, `grad`, `vmap`...): its shape and
+    dtype are known, its values and placement are not."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.core.Tracer)
+
+
 def _jax_device(x: Any) -> DeviceInfo:
-    devices = list(x.devices()) if hasattr(x, "devices") else []
+    if is_traced(x):
+        # A tracer has no placement; a traced computation runs on jax's default device.
+        import jax
+
+        devices = jax.devices()[:1]
+    else:
+        devices = list(x.devices()) if hasattr(x, "devices") else []
     if not devices:
         return CPU
     d = devices[0]

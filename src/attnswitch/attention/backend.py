@@ -80,6 +80,8 @@ class BackendBase:
         reasons = []
         if call.framework not in (self.framework, "numpy") and not caps.accepts_all_frameworks:
             reasons.append(f"takes {self.framework} or numpy arrays, got {call.framework}")
+        if call.traced and self.framework != "jax":
+            reasons.append("needs concrete arrays, got jax tracers (inside jax.jit/grad/vmap)")
         if call.device.kind not in caps.device_kinds:
             reasons.append(
                 f"runs on {'/'.join(caps.device_kinds)}, not on {call.device.kind}"

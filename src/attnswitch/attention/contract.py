@@ -18,6 +18,19 @@ Semantics (DESIGN.md section 1), for every backend:
 
 Every check here runs before any kernel; a failure raises `AttentionInputError` naming the
 argument, what was expected and what came.
+
+Under jax tracing (`jax.jit`, `grad`, `vmap`: some argument is a `jax.core.Tracer`) shapes,
+dtypes and options are known and validated as usual; values are not. Design choice:
+- The `Call` gets `traced=True`, so plans are made apart from eager calls and backends that
+  need host values decline (`BackendBase` declines traced calls for every non-jax backend).
+- A tracer has no placement: its device is jax's default device.
+- Traced `cu_seqlens_q/k` are checked for framework, dtype int32, shape `[N + 1]` and equal N;
+  their values (start 0, non-decreasing, last = T) cannot be read, so they are not checked
+  and stay the caller's responsibility, like any traced index. The packed `Call` then has
+  `seqlens_q/k = None` and `seqlen_q/k` = the packed totals Tq / Tk (upper bounds of the
+  longest sequence); backends derive per-sequence facts on device (e.g. segment ids from
+  cu_seqlens), or decline when they need the lengths on the host. To keep the value checks
+  under `jax.jit`, close over concrete cu_seqlens instead of passing them as traced arguments.
 """
 
 from __future__ import annotations
@@ -48,7 +61,8 @@ class Call:
     Identity fields (shapes, dtype, features) make the call's planning key; the mask and
     cu_seqlens arrays ride along uncompared. Backends read only this, never raw arguments.
     For the packed layout `batch` is the number of sequences N and `seqlen_q/k` are the
-    longest sequence lengths.
+    longest sequence lengths (the packed totals when traced: see the module docstring).
+    `traced`: some argument is a jax tracer; `seqlens_q/k` are None for a traced packed call.
     """
 
     framework: str
@@ -69,6 +83,7 @@ class Call:
     attn_mask_shape: tuple[int, ...] | None = None
     return_lse: bool = False
     requires_grad: bool = False
+    traced: bool = False
     seqlens_q: tuple[int, ...] | None = None
     seqlens_k: tuple[int, ...] | None = None
     key_padding_mask: Any = field(default=None, compare=False, repr=False)
@@ -248,11 +263,15 @@ def validate(
 
         requires_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
 
+    traced = framework == "jax" and any(
+        arrays.is_traced(x)
+        for x in (q, k, v, key_padding_mask, attn_mask, cu_seqlens_q, cu_seqlens_k)
+    )
     common = dict(
         framework=framework, device=device, dtype=dtype, heads_q=heads_q, heads_kv=heads_kv,
         head_dim=head_dim, scale=float(scale), causal=bool(causal), window=window,
         softcap=None if softcap is None else float(softcap), return_lse=bool(return_lse),
-        requires_grad=requires_grad,
+        requires_grad=requires_grad, traced=traced,
     )
     if packed:
         for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
@@ -263,10 +282,16 @@ def validate(
                 )
         lens_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, framework, q.shape[0])
         lens_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, framework, k.shape[0])
-        if len(lens_q) != len(lens_k):
+        if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
             raise AttentionInputError(
-                "cu_seqlens_k", f"{len(lens_q) + 1} entries like cu_seqlens_q",
-                f"{len(lens_k) + 1}",
+                "cu_seqlens_k", f"{cu_seqlens_q.shape[0]} entries like cu_seqlens_q",
+                f"{cu_seqlens_k.shape[0]}",
+            )
+        if lens_q is None or lens_k is None:
+            return Call(
+                layout="packed", batch=cu_seqlens_q.shape[0] - 1, seqlen_q=q.shape[0],
+                seqlen_k=k.shape[0], cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                **common,
             )
         return Call(
             layout="packed", batch=len(lens_q), seqlen_q=max(lens_q, default=0),
@@ -325,7 +350,9 @@ def _check_mask(name: str, mask: Any, framework: str, device: DeviceInfo) -> Non
         raise AttentionInputError(name, f"device {device.label} like q", dev.label)
 
 
-def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[int, ...]:
+def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[int, ...] | None:
+    """Check cu_seqlens and return the sequence lengths, or None when `cu` is a jax tracer
+    (its values are unknown: only framework, dtype and shape are checked)."""
     if cu is None:
         other = "cu_seqlens_k" if name == "cu_seqlens_q" else "cu_seqlens_q"
         raise AttentionInputError(name, f"an int32 array when {other} is given", "None")
@@ -336,6 +363,8 @@ def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[i
         raise AttentionInputError(name, "dtype int32", arrays.dtype_name(cu))
     if cu.ndim != 1 or cu.shape[0] < 1:
         raise AttentionInputError(name, "shape [N + 1]", f"shape {tuple(cu.shape)}")
+    if arrays.is_traced(cu):
+        return None
     host = arrays.to_numpy(cu).astype(np.int64)
     if host[0] != 0:
         raise AttentionInputError(name, "a first entry of 0", int(host[0]))

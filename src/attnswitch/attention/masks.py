@@ -22,18 +22,25 @@ def position_mask(
 ) -> Any:
     """Bool `[Sq, Sk]`: query i may attend key j under bottom-right aligned `bounds`
     (`Call.bounds`), or None when `bounds` restricts nothing."""
+    if bounds is None or (bounds[0] < 0 and bounds[1] < 0):
+        return None
+    diag = arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q)
+    return bounds_mask(diag, arange(seqlen_k)[None, :], bounds)
+
+
+def bounds_mask(diag: Any, key: Any, bounds: tuple[int, int] | None) -> Any:
+    """Bool: key position `key` lies within `bounds` (`Call.bounds`) around `diag`, the key
+    position each query is aligned to (bottom-right: `i + Sk - Sq`). `diag` and `key` are int
+    arrays broadcasting together (e.g. `[Sq, 1]` and `[1, Sk]`); packed and blockwise
+    backends pass per-token positions. None when `bounds` restricts nothing."""
     if bounds is None:
         return None
     left, right = bounds
-    if left < 0 and right < 0:
-        return None
-    diag = arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q)
-    j = arange(seqlen_k)[None, :]
     mask = None
     if right >= 0:
-        mask = j <= diag + right
+        mask = key <= diag + right
     if left >= 0:
-        lower = j >= diag - left
+        lower = key >= diag - left
         mask = lower if mask is None else mask & lower
     return mask
 

@@ -1,0 +1,136 @@
+"""`torch-sdpa`: `torch.nn.functional.scaled_dot_product_attention`.
+
+Translations into what SDPA takes:
+- BSHD in, BHSD views for SDPA, the output viewed back as BSHD (no copy: SDPA allocates its
+  output so that this view is contiguous on CPU and CUDA);
+- bottom-right causal: `is_causal=True` when Sq == Sk and nothing else masks (the fused fast
+  path); otherwise causal and windows become one boolean mask, joined with key padding and
+  `attn_mask`;
+- packed input: scattered into a left-padded batch (see `masks.padding_indices`);
+- GQA: `enable_gqa=True`.
+Declines softcap (SDPA has no logit soft-capping) and `return_lse` (its public API does not
+return the log-sum-exp).
+
+On CUDA, `detail` names the SDPA sub-kernel that will run (flash, efficient, cuDNN or math)
+from torch's own `can_use_*` checks, with torch's reasons for refusing the faster ones.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from attnswitch.attention.backend import BackendBase, Capabilities, import_reason
+from attnswitch.attention.contract import Call
+
+# The fused CPU kernel (`_scaled_dot_product_flash_attention_for_cpu`) already returns zeros
+# for rows whose mask is all False; other devices' kernels are zeroed explicitly.
+_ZERO_SAFE_DEVICES = ("cpu",)
+
+
+class TorchSDPA(BackendBase):
+    name = "torch-sdpa"
+    framework = "torch"
+    caps = Capabilities(
+        device_kinds=("cpu", "cuda", "rocm", "mps", "xpu"),
+        dtypes=("float16", "bfloat16", "float32"),
+        softcap=False,
+        lse=False,
+        grad=True,
+    )
+    libraries = ("torch",)
+
+    def _probe(self) -> str | None:
+        if why := import_reason("torch", "torch"):
+            return why
+        import torch
+
+        if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+            return f"torch {torch.__version__} has no scaled_dot_product_attention"
+        return None
+
+    def detail(self, call: Call) -> str | None:
+        if call.device.kind == "cpu":
+            if _uses_is_causal(call) or not call.has_mask and call.bounds is None:
+                return "fused CPU flash kernel"
+            return "fused CPU flash kernel with a boolean mask"
+        if call.device.kind == "cuda":
+            return _cuda_subkernel(call)
+        return None
+
+    def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
+        from attnswitch.attention import torch_common
+
+        if call.packed:
+            return torch_common.run_padded(self._dense, q, k, v, call)
+        return self._dense(q, k, v, call)
+
+    @staticmethod
+    def _dense(q: Any, k: Any, v: Any, call: Call) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        from attnswitch.attention import torch_common
+
+        qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))
+        if _uses_is_causal(call):
+            mask, is_causal = None, True
+        else:
+            mask, is_causal = torch_common.dense_mask(call, q.device), False
+        out = F.scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=mask, is_causal=is_causal, scale=call.scale,
+            enable_gqa=call.gqa,
+        ).transpose(1, 2)
+        if mask is not None and call.device.kind not in _ZERO_SAFE_DEVICES:
+            rows = mask.any(dim=-1).expand(call.batch, call.heads_q, call.seqlen_q)
+            out = out * rows.transpose(1, 2).unsqueeze(-1).to(out.dtype)
+        return out
+
+
+def _uses_is_causal(call: Call) -> bool:
+    """SDPA's own causal flag is top-left; it equals the contract only when Sq == Sk."""
+    return (
+        call.causal and call.window is None and not call.has_mask
+        and call.seqlen_q == call.seqlen_k and not call.packed
+    )
+
+
+_CHECKS = {
+    "FLASH_ATTENTION": ("flash", "can_use_flash_attention"),
+    "EFFICIENT_ATTENTION": ("efficient", "can_use_efficient_attention"),
+    "CUDNN_ATTENTION": ("cudnn", "can_use_cudnn_attention"),
+}
+
+
+def _cuda_subkernel(call: Call) -> str:
+    """Which SDPA sub-kernel torch will pick for this call (torch's own choice function), and
+    torch's reasons for refusing the ones it prefers to it."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    dtype = getattr(torch, call.dtype)
+    dev = torch.device("cuda", call.device.index or 0)
+    q = torch.empty((call.batch, call.heads_q, call.seqlen_q, call.head_dim), dtype=dtype, device=dev)
+    k = torch.empty((call.batch, call.heads_kv, call.seqlen_k, call.head_dim), dtype=dtype, device=dev)
+    is_causal = _uses_is_causal(call)
+    mask = None
+    if not is_causal and (call.has_mask or call.bounds is not None or call.packed):
+        mask = torch.ones((1, 1, call.seqlen_q, call.seqlen_k), dtype=torch.bool, device=dev)
+    chosen = SDPBackend(torch._fused_sdp_choice(q, k, k, mask, 0.0, is_causal, call.scale, call.gqa))
+    params = torch.backends.cuda.SDPAParams(q, k, k, mask, 0.0, is_causal, call.gqa)
+    refusals = []
+    for index in torch._C._get_sdp_priority_order():
+        backend = SDPBackend(index)
+        if backend == chosen or backend.name not in _CHECKS:
+            break
+        label, check = _CHECKS[backend.name]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(torch.backends.cuda, check)(params, True)
+        why = "; ".join(str(w.message).strip() for w in caught) or "refused"
+        refusals.append(f"{label}: {why}")
+    name = _CHECKS.get(chosen.name, (chosen.name.lower(),))[0]
+    return f"SDPA sub-kernel {name}" + (f" (refused: {' | '.join(refusals)})" if refusals else "")
+
+
+BACKEND = TorchSDPA()

@@ -1,0 +1,83 @@
+"""Helpers shared by the jax backends: layout transforms, packed-sequence metadata, masks.
+
+Everything here is traceable: it runs on tracers inside `jax.jit`, so per-sequence facts of a
+packed call are derived on device from `cu_seqlens`, never read on the host. Import it only
+from inside a backend's functions (it imports jax).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from attnswitch.attention import masks
+from attnswitch.attention.contract import Call
+
+
+def bshd_to_bhsd(x: Any) -> Any:
+    """`[B, S, H, D]` -> `[B, H, S, D]` (and back: the transform is its own inverse)."""
+    return jnp.swapaxes(x, 1, 2)
+
+
+bhsd_to_bshd = bshd_to_bhsd
+
+
+def segment_ids(cu_seqlens: Any, total: int) -> Any:
+    """int32 `[total]`: the sequence each packed row belongs to (zero-length sequences own
+    no row)."""
+    rows = jnp.arange(total, dtype=jnp.int32)
+    return (jnp.searchsorted(cu_seqlens, rows, side="right") - 1).astype(jnp.int32)
+
+
+def packed_positions(cu_q: Any, cu_k: Any, total_q: int) -> tuple[Any, Any]:
+    """For packed queries: (segment id `[Tq]`, aligned key row `[Tq]`).
+
+    The aligned key row is the bottom-right diagonal of each query in absolute packed key
+    rows: query row `r` of sequence s (local index `r - cu_q[s]`) aligns with local key
+    `r - cu_q[s] + len_k(s) - len_q(s)`, i.e. absolute key row `r + cu_k[s+1] - cu_q[s+1]`.
+    With key rows as positions, `masks.bounds_mask` then applies causal/window per sequence.
+    """
+    seg_q = segment_ids(cu_q, total_q)
+    rows = jnp.arange(total_q, dtype=jnp.int32)
+    diag = rows + cu_k[seg_q + 1] - cu_q[seg_q + 1]
+    return seg_q, diag
+
+
+def packed_mask(call: Call, cu_q: Any, cu_k: Any, total_q: int, total_k: int) -> Any:
+    """Bool `[Tq, Tk]`: packed query row may attend packed key row (same sequence, within
+    the call's bottom-right bounds)."""
+    seg_q, diag = packed_positions(cu_q, cu_k, total_q)
+    seg_k = segment_ids(cu_k, total_k)
+    mask = seg_q[:, None] == seg_k[None, :]
+    bounded = masks.bounds_mask(diag[:, None], jnp.arange(total_k, dtype=jnp.int32)[None, :], call.bounds)
+    return mask if bounded is None else mask & bounded
+
+
+def dense_mask(call: Call) -> Any:
+    """Bool mask broadcastable to `[B, Hq, Sq, Sk]` for a dense call (bounds, key padding,
+    attn_mask), or None when nothing is masked."""
+    return masks.dense_mask(call, jnp.arange, call.key_padding_mask, call.attn_mask)
+
+
+def zero_empty_rows(out: Any, lse: Any, mask: Any) -> tuple[Any, Any]:
+    """Apply the contract to query rows whose `mask` allows no key: out `[B, Sq, Hq, D]`
+    becomes 0 there and lse `[B, Hq, Sq]` (or None) -inf. Kernels that mask with a finite
+    large negative number return mean(V) for such rows instead."""
+    b, sq, hq, _ = out.shape
+    any_key = jnp.broadcast_to(jnp.any(mask, axis=-1), (b, hq, sq))
+    out = jnp.where(jnp.transpose(any_key, (0, 2, 1))[..., None], out, jnp.zeros((), out.dtype))
+    if lse is not None:
+        lse = jnp.where(any_key, lse, -jnp.inf)
+    return out, lse
+
+
+def empty_result(q: Any, call: Call) -> Any:
+    """The result for calls with no key at all (Sk = 0 or Tk = 0) or no query: zeros and
+    lse -inf in the contract's shapes."""
+    out = jnp.zeros_like(q)
+    if not call.return_lse:
+        return out
+    if call.packed:
+        return out, jnp.full((call.heads_q, q.shape[0]), -jnp.inf, jnp.float32)
+    return out, jnp.full((q.shape[0], call.heads_q, q.shape[1]), -jnp.inf, jnp.float32)

@@ -1,0 +1,1 @@
+"""The document pipeline: ingest -> chunk -> batch -> encode -> store -> search."""

@@ -1,0 +1,353 @@
+"""Ingest: walk a folder and turn each file into text, or into a reason it was skipped.
+
+`scan(root)` lists the files under `root` recursively in a deterministic order (names
+sorted by code point, directories descended in that order) without reading them;
+`load(entry)` reads one file, hashes its bytes and extracts its text; `ingest(root)` does
+both, lazily, one `Document` at a time.
+
+Formats, chosen by extension and checked against content:
+
+- `.txt`, `.text`, `.rst`, `.md`, `.markdown`, and files with no extension: text, decoded
+  as UTF-8 (a BOM wins), else with the charset that charset-normalizer detects;
+- `.html`, `.htm`, `.xhtml`: HTML, decoded as above with the page's declared charset tried
+  after UTF-8; text extracted with Beautiful Soup (stdlib `html.parser`), one paragraph
+  per block element, scripts and styles dropped, `<pre>` line breaks kept;
+- `.pdf`: PDF, text extracted page by page with pypdf.
+
+Any of these whose bytes start with a PDF header is read as a PDF. Hidden files and
+folders (a name starting with ".") are not walked unless `include_hidden=True`, so a
+data folder such as `.attnswitch/` inside the root is never ingested. Symbolic links to
+folders are not followed; links to files are read.
+
+A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Document` whose
+`skip` names one of the `Skip` categories and whose `reason` says what happened.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import io
+import logging
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 20 * 2**20
+TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
+                   ".md": "markdown", ".markdown": "markdown"}
+HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
+PDF_EXTENSIONS = {".pdf": "pdf"}
+KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
+
+_SNIFF_BYTES = 8192
+_PDF_MAGIC = b"%PDF-"
+_BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"),
+)
+log = logging.getLogger(__name__)
+
+
+class Skip(str, enum.Enum):
+    """Why a file gave no text. The value is the category shown in summaries."""
+
+    UNREADABLE = "unreadable"
+    NOT_A_FILE = "not a regular file"
+    UNSUPPORTED = "unsupported extension"
+    TOO_LARGE = "too large"
+    EMPTY = "empty"
+    BINARY = "binary"
+    UNDECODABLE = "undecodable text"
+    CORRUPT_PDF = "corrupt PDF"
+    ENCRYPTED_PDF = "encrypted PDF"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file found by `scan`, not read yet.
+
+    `source` is the path relative to `root` with "/" separators (the document's identity
+    within its root); `path` is absolute. `size` and `mtime_ns` come from `os.stat`
+    (following a link); both are -1 when the file could not be stat'ed, and then `error`
+    says why.
+    """
+
+    root: str
+    source: str
+    path: Path
+    size: int
+    mtime_ns: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """One ingested file: its text, or why it has none.
+
+    `sha256` is the hex digest of the bytes read (None when they could not be read or
+    were not read: unsupported, too large). `kind` is "text", "markdown", "html" or "pdf".
+    `encoding` is the codec the text was decoded with (None for PDF) and
+    `encoding_detected` is True when it came from charset detection rather than UTF-8,
+    a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
+    `reason` reads "<category>: <detail>". `pages_failed` counts PDF pages whose text
+    could not be extracted while others could.
+    """
+
+    root: str
+    source: str
+    path: Path
+    size: int
+    mtime_ns: int
+    sha256: str | None
+    kind: str | None
+    text: str | None
+    encoding: str | None = None
+    encoding_detected: bool = False
+    skip: Skip | None = None
+    detail: str | None = None
+    pages_failed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.skip is None
+
+    @property
+    def reason(self) -> str | None:
+        if self.skip is None:
+            return None
+        return f"{self.skip.value}: {self.detail}" if self.detail else self.skip.value
+
+
+class _Skipped(Exception):
+    def __init__(self, skip: Skip, detail: str):
+        super().__init__(detail)
+        self.skip = skip
+        self.detail = detail
+
+
+def scan(root: str | os.PathLike, *, include_hidden: bool = False) -> list[SourceFile]:
+    """Every file under `root`, recursively, in deterministic order.
+
+    A folder that cannot be listed becomes one entry (its relative path, with `error`
+    set) so that `load` reports it as unreadable; the walk goes on.
+    """
+    base = Path(root).resolve()
+    if not base.is_dir():
+        raise NotADirectoryError(f"root: expected a folder, got {str(root)!r}")
+    out: list[SourceFile] = []
+    _scan_dir(base, base, include_hidden, out)
+    return out
+
+
+def _scan_dir(base: Path, folder: Path, include_hidden: bool, out: list[SourceFile]) -> None:
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        rel = folder.relative_to(base).as_posix()
+        out.append(SourceFile(str(base), rel, folder, -1, -1, f"cannot list folder: {exc}"))
+        return
+    for entry in entries:
+        if not include_hidden and entry.name.startswith("."):
+            continue
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if is_dir:
+            _scan_dir(base, Path(entry.path), include_hidden, out)
+            continue
+        path = Path(entry.path)
+        rel = path.relative_to(base).as_posix()
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            out.append(SourceFile(str(base), rel, path, -1, -1, f"cannot stat: {exc}"))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            continue  # a link to a folder: not followed
+        out.append(SourceFile(str(base), rel, path, st.st_size, st.st_mtime_ns))
+
+
+def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
+           include_hidden: bool = False) -> Iterator[Document]:
+    """`load` each file that `scan(root)` finds, in its order."""
+    for entry in scan(root, include_hidden=include_hidden):
+        yield load(entry, max_bytes=max_bytes)
+
+
+def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
+    """Read, hash and extract one file. Never raises for a bad file."""
+    fields = dict(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
+                  mtime_ns=entry.mtime_ns)
+    data: bytes | None = None
+    kind: str | None = None
+    try:
+        if entry.error is not None:
+            raise _Skipped(Skip.UNREADABLE, entry.error)
+        suffix = entry.path.suffix.lower()
+        if suffix not in KINDS:
+            raise _Skipped(Skip.UNSUPPORTED, suffix)
+        kind = KINDS[suffix]
+        data = _read(entry.path, max_bytes)
+        if _PDF_MAGIC in data[:1024]:
+            kind = "pdf"
+        if kind == "pdf":
+            text, pages_failed = _pdf_text(data)
+            encoding, detected = None, False
+        else:
+            if kind == "html":
+                text, encoding, detected = _html_text(data)
+            else:
+                text, encoding, detected = _decode(data)
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
+            pages_failed = 0
+        if not text.strip():
+            raise _Skipped(Skip.EMPTY, "no text after extraction")
+    except _Skipped as s:
+        return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=s.skip,
+                        detail=s.detail)
+    except Exception as exc:  # a bad file must never stop the walk
+        log.warning("ingest: %s: unexpected %s: %s", entry.source, type(exc).__name__, exc)
+        skip = Skip.CORRUPT_PDF if kind == "pdf" else Skip.UNREADABLE
+        return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=skip,
+                        detail=f"{type(exc).__name__}: {exc}")
+    return Document(**fields, sha256=_digest(data), kind=kind, text=text, encoding=encoding,
+                    encoding_detected=detected, pages_failed=pages_failed)
+
+
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _read(path: Path, max_bytes: int) -> bytes:
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Skipped(Skip.NOT_A_FILE, _mode_name(st.st_mode))
+        if st.st_size > max_bytes:
+            raise _Skipped(Skip.TOO_LARGE, f"{_mb(st.st_size)} > limit {_mb(max_bytes)}")
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise _Skipped(Skip.UNREADABLE, f"{type(exc).__name__}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:  # grew after stat
+        raise _Skipped(Skip.TOO_LARGE, f"more than limit {_mb(max_bytes)}")
+    if not data:
+        raise _Skipped(Skip.EMPTY, "0 bytes")
+    return data
+
+
+def _mode_name(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return f"mode {stat.filemode(mode)}"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _decode(data: bytes, declared: str | None = None) -> tuple[str, str, bool]:
+    """Text, codec, detected?: a BOM, then strict UTF-8, then `declared`, then detection."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), codec, False
+            except UnicodeDecodeError:
+                raise _Skipped(Skip.UNDECODABLE, f"invalid {codec} after its BOM") from None
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        raise _Skipped(Skip.BINARY, f"NUL bytes in the first {_SNIFF_BYTES} bytes")
+    try:
+        return data.decode("utf-8"), "utf-8", False
+    except UnicodeDecodeError:
+        pass
+    if declared:
+        try:
+            return data.decode(declared), declared, False
+        except (UnicodeDecodeError, LookupError):
+            pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    if best is None:
+        raise _Skipped(Skip.UNDECODABLE, "not UTF-8 and no charset detected")
+    return str(best), best.encoding, True
+
+
+_BLOCK = "\ue000"  # marks a paragraph break through whitespace collapsing
+_LINE = "\ue001"  # marks a kept line break (<br>, <pre>)
+_BLOCK_TAGS = (
+    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
+    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
+    "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
+    "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "title",
+)
+_CELL_TAGS = ("td", "th")
+_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object")
+
+
+def _html_text(data: bytes) -> tuple[str, str, bool]:
+    from bs4 import BeautifulSoup
+    from bs4.dammit import EncodingDetector
+
+    declared = EncodingDetector.find_declared_encoding(data[:_SNIFF_BYTES * 4], is_html=True)
+    markup, encoding, detected = _decode(data, declared)
+    soup = BeautifulSoup(markup.replace(_BLOCK, " ").replace(_LINE, " "), "html.parser")
+    for tag in soup.find_all(_DROP_TAGS):
+        tag.decompose()
+    for tag in soup.find_all("pre"):
+        for s in tag.find_all(string=True):
+            s.replace_with(s.replace("\n", _LINE))
+    for tag in soup.find_all("br"):
+        tag.replace_with(_LINE)
+    for tag in soup.find_all(_BLOCK_TAGS):
+        tag.insert_before(_BLOCK)
+        tag.insert_after(_BLOCK)
+    for tag in soup.find_all(_CELL_TAGS):
+        tag.insert_after(" ")
+    text = re.sub(r"\s+", " ", soup.get_text())
+    text = re.sub(rf" ?{_LINE} ?", "\n", text)
+    text = re.sub(rf"[ \n]*{_BLOCK}[ \n{_BLOCK}]*", "\n\n", text)
+    return text.strip(), encoding, detected
+
+
+def _pdf_text(data: bytes) -> tuple[str, int]:
+    """Text of every page joined by blank lines, and how many pages failed."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError, PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                if not reader.decrypt(""):
+                    raise _Skipped(Skip.ENCRYPTED_PDF, "needs a password")
+            except (PyPdfError, NotImplementedError) as exc:
+                raise _Skipped(Skip.ENCRYPTED_PDF, str(exc)) from None
+        pages = list(reader.pages)
+    except _Skipped:
+        raise
+    except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError,
+            IndexError, AssertionError, RecursionError, OSError) as exc:
+        raise _Skipped(Skip.CORRUPT_PDF, f"{type(exc).__name__}: {exc}") from None
+    if not pages:
+        raise _Skipped(Skip.CORRUPT_PDF, "no pages")
+    texts, failed = [], 0
+    for page in pages:
+        try:
+            texts.append(page.extract_text() or "")
+        except Exception:  # one broken page should not cost the others
+            failed += 1
+    if failed == len(pages):
+        raise _Skipped(Skip.CORRUPT_PDF, f"text extraction failed on all {failed} pages")
+    text = "\n\n".join(t.strip() for t in texts if t.strip())
+    if not text:
+        raise _Skipped(Skip.EMPTY, f"no extractable text in {len(pages)} pages (scanned?)")
+    return text, failed

@@ -1,0 +1,217 @@
+"""Conformance: every registered backend against the float64 oracle on the whole case grid,
+and deliberately broken backends showing that the rule catches each kind of bug (and lets
+the bug pass where it does not change the result, so the rule is not trivially strict)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from attnswitch.attention import arrays, conformance, masks, registry
+from attnswitch.attention.backend import BackendBase, Capabilities
+from attnswitch.attention.contract import Call
+
+# The Pallas TPU kernels only run on CPU in interpret mode, which their own tests drive on
+# small shapes; the full grid in interpret mode would take minutes.
+OWN_TESTS = {
+    "pallas-flash": "run by its own tests in Pallas interpret mode",
+    "pallas-splash": "run by its own tests in Pallas interpret mode",
+}
+
+CASES = conformance.cases()
+CASE_BY_LABEL = {c.label: c for c in CASES}
+
+
+def _grid() -> Iterator[Any]:
+    for name in registry.names():
+        for case in CASES:
+            marks = [pytest.mark.xdist_group(f"conformance-{name}")]  # share compiled kernels
+            if name in OWN_TESTS:
+                marks.append(pytest.mark.skip(reason=f"{name}: {OWN_TESTS[name]}"))
+            yield pytest.param(name, case, id=f"{name}-{case.label}", marks=marks)
+
+
+@pytest.mark.parametrize(("backend", "case"), list(_grid()))
+def test_backend_conforms(backend: str, case: conformance.Case) -> None:
+    result = conformance.check(backend, case)
+    if result.status == conformance.UNAVAILABLE:
+        pytest.skip(f"{backend} unavailable: {'; '.join(result.reasons)}")
+    if result.status == conformance.DECLINED:
+        pytest.skip(f"{backend} declines {case.label}: {'; '.join(result.reasons)}")
+    assert result.status == conformance.PASSED, (
+        f"{backend} on {case.label}: {result.status}: {'; '.join(result.reasons)}"
+    )
+    assert result.error <= result.bound
+
+
+def test_grid_covers_the_design() -> None:
+    """The grid holds the awkward cases DESIGN.md section 4 names, in float32 and bfloat16."""
+    labels = set(CASE_BY_LABEL)
+    for name in ("causal-113x203", "causal-203x113", "gqa-8-2", "mqa-4-1", "window-64-16",
+                 "softcap-30", "padding", "masked-row", "packed", "hdim-59", "hdim-256"):
+        assert {f"{name}/float32", f"{name}/bfloat16"} <= labels
+    assert any(c.packed and (0, 0) in c.packed for c in CASES)
+    assert any(c.dtype == "float16" and c.magnitude >= 100 for c in CASES)
+    assert {c.name for c in conformance.cases(quick=True)} == set(conformance.QUICK)
+
+
+# ---- the rule can fail -----------------------------------------------------------------
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call, mask: Any,
+            fill: float, guard_empty_rows: bool) -> np.ndarray:
+    """Dense float64 attention whose masked scores become `fill`. Without `guard_empty_rows`
+    a row with no key divides 0 by 0 (NaN) when `fill` is -inf."""
+    groups = call.heads_q // call.heads_kv
+    k, v = np.repeat(k, groups, axis=2), np.repeat(v, groups, axis=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) * call.scale
+    if call.softcap is not None:
+        s = call.softcap * np.tanh(s / call.softcap)
+    if mask is not None:
+        s = np.where(mask, s, fill)
+    m = s.max(axis=-1, keepdims=True)
+    if guard_empty_rows:
+        m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - m)
+        total = p.sum(axis=-1, keepdims=True)
+        if guard_empty_rows:
+            total = np.where(total == 0, 1.0, total)
+        return np.einsum("bhqk,bkhd->bqhd", p / total, v)
+
+
+class Broken(BackendBase):
+    """A numpy backend with one deliberate bug, named by `bug`:
+
+    ignores-causal: drops `causal` from the mask.
+    top-left: aligns causal/window to the top-left corner instead of the bottom-right.
+    mean-v: masks with a large finite value (as Pallas TPU kernels do), so a row with no
+        allowed key averages V instead of giving zeros.
+    nan-rows: no guard for rows with no allowed key (0/0 = NaN).
+    bf16-output: computes exactly, then rounds the output to bfloat16 whatever the dtype.
+    """
+
+    framework = "numpy"
+    caps = Capabilities(layouts=("dense",), lse=False, accepts_all_frameworks=True)
+
+    def __init__(self, bug: str = "none"):
+        self.bug = bug
+        self.name = f"broken-{bug}"
+
+    def _mask(self, call: Call) -> Any:
+        kp = None if call.key_padding_mask is None else arrays.to_numpy(call.key_padding_mask)
+        am = None if call.attn_mask is None else arrays.to_numpy(call.attn_mask)
+        if self.bug == "ignores-causal":
+            call = dataclasses.replace(call, causal=False)
+        if self.bug == "top-left" and call.bounds is not None:
+            left, right = call.bounds
+            i, j = np.arange(call.seqlen_q)[:, None], np.arange(call.seqlen_k)[None, :]
+            pos = np.ones((call.seqlen_q, call.seqlen_k), dtype=bool)
+            if right >= 0:
+                pos &= j <= i + right
+            if left >= 0:
+                pos &= j >= i - left
+            no_bounds = dataclasses.replace(call, causal=False, window=None)
+            rest = masks.dense_mask(no_bounds, np.arange, kp, am)
+            return pos[None, None] if rest is None else pos[None, None] & rest
+        return masks.dense_mask(call, np.arange, kp, am)
+
+    def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
+        q64, k64, v64 = (arrays.to_numpy(x).astype(np.float64) for x in (q, k, v))
+        fill = -0.7 * F32_MAX if self.bug == "mean-v" else -np.inf
+        out = _attend(q64, k64, v64, call, self._mask(call), fill, self.bug != "nan-rows")
+        if self.bug == "bf16-output":
+            out = out.astype(ml_dtypes.bfloat16)
+        return arrays.numpy_to(out.astype(arrays.to_numpy(q).dtype), call.framework, like=q)
+
+
+@pytest.fixture
+def broken(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Register `Broken(request.param)` for one test; yields its name."""
+    backend = Broken(request.param)
+    registry.register(backend)
+    try:
+        yield backend.name
+    finally:
+        registry.unregister(backend.name)
+
+
+# (bug, cases it must fail, cases where the bug changes nothing and it must pass)
+BUGS = [
+    ("ignores-causal",
+     ["causal-113x203/float32", "causal-self-97/bfloat16", "gqa-8-2/float32"],
+     ["plain-113x203/float32", "window-64-16/bfloat16", "padding/float32"]),
+    ("top-left",
+     ["causal-113x203/float32", "causal-203x113/bfloat16", "window-64-16/float32"],
+     ["causal-self-97/float32", "causal-self-97/bfloat16", "plain-113x203/float32"]),
+    ("mean-v",
+     ["masked-row/float32", "masked-row/bfloat16", "causal-203x113/float32"],
+     ["plain-113x203/float32", "padding/bfloat16", "causal-113x203/float32"]),
+    ("nan-rows",
+     ["masked-row/float32", "causal-203x113/bfloat16"],
+     ["plain-113x203/float32", "causal-113x203/bfloat16"]),
+    ("bf16-output",
+     ["plain-113x203/float32", "causal-113x203/float32", "hdim-59/float32"],
+     ["plain-113x203/bfloat16", "causal-113x203/bfloat16", "masked-row/bfloat16"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("broken", "failing", "passing"), [pytest.param(*b, id=b[0]) for b in BUGS],
+    indirect=["broken"],
+)
+def test_rule_catches_bug(broken: str, failing: list[str], passing: list[str]) -> None:
+    for label in failing:
+        result = conformance.check(broken, CASE_BY_LABEL[label])
+        assert result.status == conformance.FAILED, (label, result)
+        assert not result.error <= result.bound, (label, result)
+        assert any(r.startswith("out: error") for r in result.reasons), (label, result)
+    for label in passing:
+        result = conformance.check(broken, CASE_BY_LABEL[label])
+        assert result.status == conformance.PASSED, (label, result)
+
+
+@pytest.mark.parametrize("broken", ["nan-rows"], indirect=True)
+def test_nan_is_an_infinite_error(broken: str) -> None:
+    result = conformance.check(broken, CASE_BY_LABEL["masked-row/float32"])
+    assert result.status == conformance.FAILED
+    assert math.isinf(result.error)
+
+
+@pytest.mark.parametrize("broken", ["ignores-causal"], indirect=True)
+def test_declined_case_is_not_run(broken: str) -> None:
+    """A case outside the backend's capabilities is declined with its reasons, not failed."""
+    packed = CASE_BY_LABEL["packed/float32"]
+    result = conformance.check(broken, packed)
+    assert result.status == conformance.DECLINED
+    assert "packed layout not supported" in result.reasons
+    lse = conformance.check(broken, CASE_BY_LABEL["lse/float32"])
+    assert lse.status == conformance.DECLINED
+    assert "return_lse not supported" in lse.reasons
+
+
+def test_wrong_dtype_fails() -> None:
+    """An output in another dtype than q's fails even when its values are exact."""
+
+    class Upcasts(Broken):
+        def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
+            return super().run(q, k, v, call).astype(np.float32)
+
+    backend = Upcasts("upcasts")
+    registry.register(backend)
+    try:
+        exact = conformance.check(backend.name, CASE_BY_LABEL["plain-113x203/float32"])
+        upcast = conformance.check(backend.name, CASE_BY_LABEL["plain-113x203/bfloat16"])
+    finally:
+        registry.unregister(backend.name)
+    assert exact.status == conformance.PASSED
+    assert upcast.status == conformance.FAILED
+    assert "out: expected dtype bfloat16, got float32" in upcast.reasons
