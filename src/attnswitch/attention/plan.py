@@ -194,7 +194,7 @@ def _order(call: Call) -> tuple[list[str], str]:
 def plan_for(call: Call, backend: str | None = None) -> Plan:
     """The plan for a validated call (cached per call identity and configuration)."""
     requested, how = _requested(backend)
-    key = (call, requested, registry.generation, verdicts.STORE.generation, autotune.generation())
+    key = (call, requested, how, registry.generation, verdicts.STORE.generation, autotune.generation())
     cached = _plans.get(key)
     if cached is not None:
         return cached
