@@ -21,7 +21,11 @@ from attnswitch.attention.arrays import CPU
 from attnswitch.attention.backends.reference import Reference
 from attnswitch.attention.contract import Call
 
-QUICK = conformance.cases(quick=True)
+# A few cases keep these tests fast; causal-203x113 is where dropping `causal` shows.
+QUICK = [
+    c for c in conformance.cases(quick=True, dtypes=("float32",))
+    if c.name in ("plain-113x203", "causal-203x113", "packed")
+]
 _names = itertools.count()
 
 

@@ -316,12 +316,12 @@ def run(
         ran = [r for r in mine if r.status in (PASSED, FAILED, ERROR)]
         if record and ran:
             failures = [f"{r.case.label}: {'; '.join(r.reasons)}" for r in ran if r.status != PASSED]
-            dev = arrays.CPU if device == "cpu" else _device_info(name, device)
+            dev = arrays.CPU if device == "cpu" else device_info(name, device)
             verdicts.record(registry.get(name), dev, len(ran), failures)
     return results
 
 
-def _device_info(backend: str, device: str) -> arrays.DeviceInfo:
+def device_info(backend: str, device: str) -> arrays.DeviceInfo:
     """The DeviceInfo a call on `device` reports, so verdicts match what plans look up."""
     b = registry.get(backend)
     probe = _to_device(np.zeros((1,), np.float32), b.framework, device)

@@ -7,8 +7,12 @@ from inside a backend's functions (it imports jax).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from attnswitch.attention import masks
@@ -81,3 +85,28 @@ def empty_result(q: Any, call: Call) -> Any:
     if call.packed:
         return out, jnp.full((call.heads_q, q.shape[0]), -jnp.inf, jnp.float32)
     return out, jnp.full((q.shape[0], call.heads_q, q.shape[1]), -jnp.inf, jnp.float32)
+
+
+def run_jitted(fn: Callable[..., Any], q: Any, k: Any, v: Any, call: Call, *static: Any) -> Any:
+    """Run `fn(q, k, v, call, *static)` compiled once per static configuration: the call's
+    arrays (masks, cu_seqlens) become traced arguments, its other fields and `static` are
+    compile-time constants. Works inside an outer `jax.jit` too (the inner one inlines)."""
+    key = dataclasses.replace(
+        call, key_padding_mask=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
+        seqlens_q=None, seqlens_k=None, traced=False,
+    )
+    if call.packed:  # the longest lengths don't shape the program: share it across batches
+        key = dataclasses.replace(key, seqlen_q=q.shape[0], seqlen_k=k.shape[0])
+    compiled = _compiled(fn, key, static)
+    return compiled(q, k, v, call.key_padding_mask, call.attn_mask, call.cu_seqlens_q, call.cu_seqlens_k)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(fn: Callable[..., Any], key: Call, static: tuple[Any, ...]) -> Callable[..., Any]:
+    def body(q: Any, k: Any, v: Any, kp: Any, am: Any, cu_q: Any, cu_k: Any) -> Any:
+        call = dataclasses.replace(
+            key, key_padding_mask=kp, attn_mask=am, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k
+        )
+        return fn(q, k, v, call, *static)
+
+    return jax.jit(body)

@@ -97,7 +97,7 @@ class _Store:
     def __init__(self) -> None:
         self._data: dict[str, dict] = {}
         self._path: Path | None = None
-        self._mtime: int | None = None
+        self._mtime: tuple[int, int, int] | None = None
         self._checked = 0.0
 
     def _refresh(self, force: bool = False) -> None:
@@ -107,7 +107,10 @@ class _Store:
             return
         self._checked = now
         try:
-            mtime = path.stat().st_mtime_ns
+            st = path.stat()
+            # Every write renames a new file into place: the inode and size tell two writes
+            # apart even where file times are coarser than the writes are frequent.
+            mtime = (st.st_mtime_ns, st.st_ino, st.st_size)
         except FileNotFoundError:
             mtime = None
         if path != self._path or mtime != self._mtime:

@@ -49,32 +49,39 @@ class JaxXla(BackendBase):
         return f"materialises [B, Hq, Sq, Sk] float32 scores ({scores / 2**30:.3g} GiB)"
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
-        import jax
-        import jax.numpy as jnp
-
         from attnswitch.attention import jax_common
 
         if 0 in q.shape[:-2] or 0 in k.shape[:-2]:
             return jax_common.empty_result(q, call)
-        if call.packed:
-            mask = jax_common.packed_mask(
-                call, call.cu_seqlens_q, call.cu_seqlens_k, q.shape[0], k.shape[0]
-            )[None, None]
-            q, k, v = q[None], k[None], v[None]
-        else:
-            mask = jax_common.dense_mask(call)
-        result = jax.nn.dot_product_attention(
-            q, k, v, mask=mask, scale=call.scale, implementation=self.implementation,
-            return_residual=call.return_lse,
-        )
-        out, lse = result if call.return_lse else (result, None)
-        if lse is not None:
-            lse = jnp.transpose(lse, (0, 2, 1)).astype(jnp.float32)  # [B, Sq, Hq] -> [B, Hq, Sq]
-        if mask is not None:
-            out, lse = jax_common.zero_empty_rows(out, lse, mask)
-        if call.packed:
-            out, lse = out[0], None if lse is None else lse[0]
-        return (out, lse) if call.return_lse else out
+        return jax_common.run_jitted(attend, q, k, v, call, self.implementation)
+
+
+def attend(q: Any, k: Any, v: Any, call: Call, implementation: str) -> Any:
+    """The contract through `jax.nn.dot_product_attention` (traceable; see the module doc)."""
+    import jax
+    import jax.numpy as jnp
+
+    from attnswitch.attention import jax_common
+
+    if call.packed:
+        mask = jax_common.packed_mask(
+            call, call.cu_seqlens_q, call.cu_seqlens_k, q.shape[0], k.shape[0]
+        )[None, None]
+        q, k, v = q[None], k[None], v[None]
+    else:
+        mask = jax_common.dense_mask(call)
+    result = jax.nn.dot_product_attention(
+        q, k, v, mask=mask, scale=call.scale, implementation=implementation,
+        return_residual=call.return_lse,
+    )
+    out, lse = result if call.return_lse else (result, None)
+    if lse is not None:
+        lse = jnp.transpose(lse, (0, 2, 1)).astype(jnp.float32)  # [B, Sq, Hq] -> [B, Hq, Sq]
+    if mask is not None:
+        out, lse = jax_common.zero_empty_rows(out, lse, mask)
+    if call.packed:
+        out, lse = out[0], None if lse is None else lse[0]
+    return (out, lse) if call.return_lse else out
 
 
 BACKEND = JaxXla()

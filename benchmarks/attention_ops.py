@@ -1,0 +1,306 @@
+"""Time every attention backend that serves each call, side by side in one process.
+
+For a grid of realistic encoder and decoder shapes (float32 and bfloat16; plain, causal,
+padded and packed), each backend that serves the call runs in its own framework's arrays,
+round-robin so that machine noise hits all alike; the table gives medians, marks the
+planner's pick (*) and the fastest (bold), and the pick's ratio to the fastest. A second
+table measures the cost of `attnswitch.attention` over calling the chosen library function
+directly. Writes markdown and a PNG plot.
+
+    python benchmarks/attention_ops.py [--quick] [--reps N] [--out docs/results]
+        [--write-autotune] [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import attnswitch as asw
+from attnswitch.attention import arrays, autotune, registry
+from attnswitch.attention.contract import validate
+from attnswitch.attention.plan import run_backend
+from attnswitch.attention.verdicts import cpu_name
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    batch: int
+    seqlen: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    dtype: str
+    feature: str  # plain | causal | padded | packed
+    seqlen_k: int | None = None
+
+
+CPU_GRID = [
+    Row("encoder", 8, 512, 12, 12, 64, "float32", "plain"),
+    Row("encoder", 8, 512, 12, 12, 64, "float32", "padded"),
+    Row("encoder", 8, 512, 12, 12, 64, "float32", "packed"),
+    Row("encoder", 8, 512, 12, 12, 64, "bfloat16", "plain"),
+    Row("encoder", 8, 512, 12, 12, 64, "bfloat16", "padded"),
+    Row("encoder-short", 32, 128, 12, 12, 64, "float32", "padded"),
+    Row("encoder-short", 32, 128, 12, 12, 64, "bfloat16", "packed"),
+    Row("decoder", 2, 1024, 16, 4, 64, "float32", "causal"),
+    Row("decoder", 2, 1024, 16, 4, 64, "bfloat16", "causal"),
+    Row("decoder-long", 1, 2048, 8, 2, 128, "bfloat16", "causal"),
+    Row("decode-step", 8, 1, 16, 4, 64, "float32", "causal", seqlen_k=2048),
+]
+CUDA_GRID = [
+    Row(f"gpu-{s}", b, s, h, h, d, "bfloat16", f)
+    for (b, s) in ((16, 1024), (4, 4096), (1, 16384))
+    for (h, d) in ((16, 64), (8, 128))
+    for f in ("plain", "causal")
+]
+QUICK = [CPU_GRID[0], CPU_GRID[2], CPU_GRID[7]]
+
+
+def make_inputs(row: Row, seed: int = 0) -> dict:
+    """numpy inputs (bfloat16 through ml_dtypes) for a row; padded rows mask a random tail of
+    keys per example; packed rows hold the same sequences as a padded batch would."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(row.dtype) if row.dtype != "bfloat16" else np.dtype("bfloat16")
+    sk = row.seqlen_k or row.seqlen
+    lengths = rng.integers(row.seqlen // 4, row.seqlen + 1, size=row.batch)
+    lengths[0] = row.seqlen
+    kw: dict = {}
+    if row.feature == "packed":
+        t = int(lengths.sum())
+        q = rng.standard_normal((t, row.heads_q, row.head_dim)).astype(dt)
+        k = rng.standard_normal((t, row.heads_kv, row.head_dim)).astype(dt)
+        cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu)
+    else:
+        q = rng.standard_normal((row.batch, row.seqlen, row.heads_q, row.head_dim)).astype(dt)
+        k = rng.standard_normal((row.batch, sk, row.heads_kv, row.head_dim)).astype(dt)
+        if row.feature == "padded":
+            kw = dict(key_padding_mask=np.arange(sk)[None, :] < lengths[:, None])
+        if row.feature == "causal":
+            kw = dict(causal=True)
+    v = rng.standard_normal(k.shape).astype(dt)
+    return dict(q=q, k=k, v=v, **kw)
+
+
+def to_framework(inputs: dict, framework: str, device: str) -> dict:
+    out = {}
+    for name, x in inputs.items():
+        if isinstance(x, np.ndarray) and framework != "numpy":
+            x = arrays.numpy_to(x, framework)
+            if device != "cpu" and framework == "torch":
+                x = x.to(device)
+        out[name] = x
+    return out
+
+
+def sync(x) -> None:
+    """Wait for asynchronous devices so wall time covers the kernel."""
+    fw = arrays.framework_of(x[0] if isinstance(x, tuple) else x)
+    x = x[0] if isinstance(x, tuple) else x
+    if fw == "torch" and x.device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    elif fw == "jax":
+        x.block_until_ready()
+
+
+def serving_backends(inputs_np: dict, device: str) -> dict[str, tuple]:
+    """backend name -> (call, q, k, v) for every available backend that serves the row in
+    its own framework's arrays."""
+    found = {}
+    for b in registry.backends():
+        if b.unavailable() is not None or b.name == "reference":
+            continue
+        fw = "numpy" if b.framework == "numpy" else b.framework
+        args = to_framework(inputs_np, fw, device)
+        q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+        try:
+            call = validate(q, k, v, **args)
+        except asw.AttentionInputError:
+            continue
+        if not b.declines(call):
+            found[b.name] = (call, q, k, v)
+    return found
+
+
+def time_row(row: Row, reps: int, device: str) -> dict:
+    inputs = make_inputs(row)
+    serving = serving_backends(inputs, device)
+    torch_args = to_framework(inputs, "torch", device)
+    q, k, v = torch_args.pop("q"), torch_args.pop("k"), torch_args.pop("v")
+    plan = asw.explain(q, k, v, **torch_args)
+    times: dict[str, list[float]] = {name: [] for name in serving}
+    for name, (call, bq, bk, bv) in serving.items():  # warm-up: compile, caches
+        for _ in range(2):
+            sync(run_backend(name, bq, bk, bv, call))
+    for _ in range(reps):
+        for name, (call, bq, bk, bv) in serving.items():
+            start = time.perf_counter()
+            sync(run_backend(name, bq, bk, bv, call))
+            times[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    return dict(row=row, medians=medians, pick=plan.chosen, plan=plan, call=plan.call)
+
+
+def overhead(reps: int, device: str) -> dict:
+    """attnswitch.attention against the chosen library function called directly (B=8,
+    S=512, H=12, D=64 float32), interleaved call by call."""
+    import torch
+    import torch.nn.functional as F
+
+    row = Row("overhead", 8, 512, 12, 12, 64, "float32", "plain")
+    args = to_framework(make_inputs(row), "torch", device)
+    q, k, v = args["q"], args["k"], args["v"]
+    chosen = asw.explain(q, k, v).chosen
+
+    def direct():
+        return F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+
+    def through():
+        return asw.attention(q, k, v)
+
+    for fn in (direct, through, direct, through):
+        sync(fn())
+    t = {"direct": [], "attnswitch": []}
+    for _ in range(reps):
+        for label, fn in (("direct", direct), ("attnswitch", through)):
+            start = time.perf_counter()
+            sync(fn())
+            t[label].append(time.perf_counter() - start)
+    # Host-side cost of validation + planning + scope alone, without the kernel.
+    n = 2000
+    start = time.perf_counter()
+    for _ in range(n):
+        asw.explain(q, k, v)
+    plan_us = (time.perf_counter() - start) / n * 1e6
+    med = {key: statistics.median(val) for key, val in t.items()}
+    return dict(chosen=chosen, direct=med["direct"], through=med["attnswitch"],
+                ratio=med["attnswitch"] / med["direct"], plan_us=plan_us, reps=reps)
+
+
+def fmt_ms(s: float) -> str:
+    return f"{s * 1e3:.2f}"
+
+
+def markdown(results: list[dict], ov: dict | None, meta: str) -> str:
+    names = sorted({n for r in results for n in r["medians"]})
+    lines = [
+        "# Attention backends side by side", "", meta, "",
+        "Median milliseconds per call; `*` = the planner's pick for torch input, **bold** = "
+        "fastest. `pick/fastest` compares the pick with the fastest backend that serves the "
+        "same torch call (jax backends run on jax arrays and are shown for comparison).", "",
+        "| shape | dtype | feature | " + " | ".join(names) + " | pick/fastest |",
+        "|---|---|---|" + "---|" * len(names) + "---|",
+    ]
+    for r in results:
+        row, med = r["row"], r["medians"]
+        torch_serving = {n: t for n, t in med.items() if registry.get(n).framework == "torch"}
+        fastest = min(med, key=med.get)
+        cells = []
+        for n in names:
+            if n not in med:
+                cells.append("—")
+                continue
+            cell = fmt_ms(med[n]) + ("*" if n == r["pick"] else "")
+            cells.append(f"**{cell}**" if n == fastest else cell)
+        best_torch = min(torch_serving.values()) if torch_serving else float("nan")
+        ratio = med.get(r["pick"], float("nan")) / best_torch
+        shape = f"B{row.batch} S{row.seqlen}" + (f"x{row.seqlen_k}" if row.seqlen_k else "") + (
+            f" H{row.heads_q}/{row.heads_kv} D{row.head_dim}")
+        lines.append(f"| {row.label} {shape} | {row.dtype} | {row.feature} | "
+                     + " | ".join(cells) + f" | {ratio:.2f} |")
+    if ov:
+        lines += [
+            "", "## Cost of the attnswitch call", "",
+            f"B=8, S=512, H=12, D=64 float32, chosen backend `{ov['chosen']}`, {ov['reps']} "
+            "interleaved calls each.", "",
+            "| direct library call (ms) | attnswitch.attention (ms) | ratio | validate + plan (µs) |",
+            "|---|---|---|---|",
+            f"| {fmt_ms(ov['direct'])} | {fmt_ms(ov['through'])} | {ov['ratio']:.3f} | "
+            f"{ov['plan_us']:.1f} |",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({n for r in results for n in r["medians"]})
+    fig, ax = plt.subplots(figsize=(max(8, len(results) * 1.1), 5))
+    width = 0.8 / max(len(names), 1)
+    for i, n in enumerate(names):
+        xs = [j + i * width for j, r in enumerate(results) if n in r["medians"]]
+        ys = [r["medians"][n] * 1e3 for r in results if n in r["medians"]]
+        ax.bar(xs, ys, width, label=n)
+    labels = [f"{r['row'].label}\n{r['row'].dtype[:4]} {r['row'].feature}" for r in results]
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(results))], labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("median ms per call (log)")
+    ax.set_title("attnswitch backends side by side")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def autotune_entries(results: list[dict]) -> dict[str, list[str]]:
+    out = {}
+    for r in results:
+        torch_med = {n: t for n, t in r["medians"].items() if registry.get(n).framework == "torch"}
+        if torch_med:
+            out[autotune.bucket(r["call"])] = sorted(torch_med, key=torch_med.get)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three rows, for a smoke run")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default="docs/results")
+    parser.add_argument("--write-autotune", action="store_true",
+                        help="record the measured order for the planner (autotune.json)")
+    args = parser.parse_args(argv)
+    grid = QUICK if args.quick else (CUDA_GRID if args.device == "cuda" else CPU_GRID)
+    results = []
+    for row in grid:
+        r = time_row(row, args.reps, args.device)
+        results.append(r)
+        print(f"{row.label:<14} {row.dtype:<9} {row.feature:<7} pick={r['pick']:<12} "
+              + "  ".join(f"{n}={fmt_ms(t)}" for n, t in sorted(r["medians"].items())),
+              flush=True)
+    ov = overhead(max(args.reps * 3, 20), args.device)
+    import torch
+
+    device_label = cpu_name() if args.device == "cpu" else torch.cuda.get_device_name()
+    meta = (f"Device: {args.device} ({device_label}), "
+            f"torch {torch.__version__}, attnswitch {asw.__version__}, {args.reps} reps per backend, "
+            f"median. Command: `python benchmarks/attention_ops.py{' --quick' if args.quick else ''}"
+            f"{' --device ' + args.device if args.device != 'cpu' else ''}`.")
+    text = markdown(results, ov, meta)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"attention_ops_{args.device}"
+    (out / f"{stem}.md").write_text(text)
+    plot(results, out / f"{stem}.png")
+    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.png')}")
+    if args.write_autotune:
+        print(f"autotune table: {autotune.record(autotune_entries(results))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,381 @@
+"""Plumbing shared by the Pallas TPU backends (`pallas-flash`, `pallas-splash`).
+
+The interpret switch. On a TPU the kernels run natively. Elsewhere they run only in Pallas
+interpret mode (for tests, slow), which `ATTNSWITCH_PALLAS_INTERPRET=1` or
+`set_interpret(True)` switches on: `unavailable()` then says nothing on a host without a
+TPU, the backends accept CPU arrays, and a call whose arrays are not on a TPU is
+interpreted.
+
+The frame. The kernels take `[B, H, L, D]` and tile L in blocks that are multiples of 128
+dividing L. A call becomes a dense problem first: packed input is one stream `[1, T]` with
+segment ids (one per sequence) when every sequence has as many keys as queries, otherwise
+it is left-padded to `[N, max_len]` (`masks.padding_indices`, which keeps each sequence's
+bottom-right alignment). The problem is then padded to whole blocks (at the end; at the
+front too for kernels whose causal is top-left: `front_q`/`front_k` shift queries or keys
+so that the kernel's diagonal is the contract's bottom-right one). Padded, padding and
+masked-out keys carry segment id 0, which no real query has.
+
+Rows with no allowed key. The kernels mask with a finite number, so such rows come back
+as mean(V) (or NaN where a whole block row is skipped). `row_has_key` finds them from the
+geometry (bounds, key validity, `attn_mask`) in O(B * (Sq + Sk)) without an attn_mask, and
+`execute` zeroes them (lse -inf).
+
+Import this module only from inside a backend's functions (it imports jax).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnswitch.attention import jax_common, masks, registry
+from attnswitch.attention.contract import Call
+
+INTERPRET_ENV = "ATTNSWITCH_PALLAS_INTERPRET"
+NO_TPU = (
+    "needs a TPU; runs here only in Pallas interpret mode for tests "
+    f"({INTERPRET_ENV}=1)"
+)
+BLOCK = 128  # the kernels' block unit (TPU lanes)
+MAX_BLOCK = 512  # the largest block chosen for long sequences
+
+_interpret: bool | None = None  # set_interpret's override; None reads the environment
+
+
+def interpret_enabled() -> bool:
+    """Whether Pallas interpret mode is switched on (`set_interpret`, else the environment)."""
+    if _interpret is not None:
+        return _interpret
+    return os.environ.get(INTERPRET_ENV, "") not in ("", "0", "false", "False")
+
+
+def set_interpret(enabled: bool | None) -> None:
+    """Switch interpret mode on or off for this process (None: follow the environment).
+    Cached plans are invalidated, since availability changes with it."""
+    global _interpret
+    _interpret = None if enabled is None else bool(enabled)
+    registry.generation += 1
+
+
+@contextlib.contextmanager
+def interpret(enabled: bool = True) -> Iterator[None]:
+    """Within this block, interpret mode is `enabled`."""
+    previous = _interpret
+    set_interpret(enabled)
+    try:
+        yield
+    finally:
+        set_interpret(previous)
+
+
+@functools.cache
+def tpu_present() -> bool:
+    return any(d.platform == "tpu" for d in jax.devices())
+
+
+def kernel_import_reason(module: str) -> str | None:
+    """None if the kernel module imports, else why not (JAX's Pallas attention kernels are
+    moving to the tokamax project and may leave `jax.experimental`)."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        return f"{module} is not importable in jax {jax.__version__} ({type(exc).__name__}: {exc})"
+    return None
+
+
+def device_reason() -> str | None:
+    """Why the kernels cannot run in this process (no TPU, interpret mode off), or None."""
+    if tpu_present() or interpret_enabled():
+        return None
+    return NO_TPU
+
+
+def device_kinds() -> tuple[str, ...]:
+    """Device kinds a Pallas backend serves now: TPU, and CPU under interpret mode."""
+    return ("tpu", "cpu") if interpret_enabled() else ("tpu",)
+
+
+def is_traced(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+@contextlib.contextmanager
+def tpu_interpret_mode(enabled: bool) -> Iterator[None]:
+    """Force TPU interpret mode for Pallas calls traced in this block (for kernels without an
+    `interpret` argument); after an exception its shared state is reset, as JAX asks."""
+    if not enabled:
+        yield
+        return
+    from jax.experimental.pallas import tpu as pltpu
+
+    try:
+        with pltpu.force_tpu_interpret_mode():
+            yield
+    except BaseException:
+        pltpu.reset_tpu_interpret_mode_state()
+        raise
+
+
+# ---- the frame -------------------------------------------------------------------------
+
+
+def _round_up(n: int, m: int) -> int:
+    return max(m, -(-n // m) * m)
+
+
+def block_for(length: int) -> int:
+    """The largest block (a multiple of 128, at most MAX_BLOCK) dividing a framed length."""
+    for b in range(MAX_BLOCK, BLOCK - 1, -BLOCK):
+        if length % b == 0:
+            return b
+    raise ValueError(f"length: expected a multiple of {BLOCK}, got {length}")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Static geometry of one call in a kernel's layout (hashable: a jit static argument).
+
+    layout: "dense", "stream" (packed, every sequence as long in q as in k: one row with
+    segment ids) or "padded" (packed, left-padded to `[N, max_len]`).
+    batch, seqlen_q, seqlen_k: the dense problem. Real query i sits at frame row
+    `front_q + i`, real key j at frame column `front_k + j`; frame lengths `len_q`, `len_k`
+    are multiples of 128. `head_dim_pad` >= `head_dim` is the head dim the kernel sees.
+    """
+
+    layout: str
+    batch: int
+    seqlen_q: int
+    seqlen_k: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    head_dim_pad: int
+    front_q: int
+    front_k: int
+    len_q: int
+    len_k: int
+    bounds: tuple[int, int] | None
+    key_padding: bool
+    return_lse: bool
+    interpret: bool
+    seqlens_q: tuple[int, ...] | None = None
+    seqlens_k: tuple[int, ...] | None = None
+
+    @property
+    def offset(self) -> int:
+        """The diagonal in frame coordinates: frame row r is aligned with column r + offset."""
+        return self.seqlen_k - self.seqlen_q + self.front_q - self.front_k
+
+    @property
+    def block_q(self) -> int:
+        return block_for(self.len_q)
+
+    @property
+    def block_k(self) -> int:
+        return block_for(self.len_k)
+
+    @property
+    def segmented(self) -> bool:
+        """Whether keys need segment ids (packing, key padding, or padded key columns)."""
+        return (
+            self.layout != "dense" or self.key_padding or self.front_k > 0
+            or self.len_k != self.seqlen_k
+        )
+
+    @property
+    def restricted(self) -> tuple[int, int] | None:
+        """`bounds` unless they restrict nothing."""
+        b = self.bounds
+        return None if b is None or (b[0] < 0 and b[1] < 0) else b
+
+
+def plan_frame(
+    call: Call, *, top_left: bool, head_dim_pad: Callable[[int], int] = lambda d: d
+) -> Frame:
+    """The frame of `call` for a kernel. `top_left`: the kernel's causal is top-left, so
+    queries (Sq < Sk) or keys (Sq > Sk) are shifted to make the diagonals meet.
+    `head_dim_pad` maps the head dim to the one the kernel needs (zero padding)."""
+    seqlens_q = seqlens_k = None
+    if not call.packed:
+        layout, batch, sq, sk = "dense", call.batch, call.seqlen_q, call.seqlen_k
+    elif call.seqlens_q == call.seqlens_k:
+        layout, batch = "stream", 1
+        sq = sk = sum(call.seqlens_q)
+        seqlens_q, seqlens_k = call.seqlens_q, call.seqlens_k
+    else:
+        layout, batch, sq, sk = "padded", call.batch, call.seqlen_q, call.seqlen_k
+        seqlens_q, seqlens_k = call.seqlens_q, call.seqlens_k
+    bounds = call.bounds
+    restricted = bounds is not None and not (bounds[0] < 0 and bounds[1] < 0)
+    front_q = front_k = 0
+    if top_left and restricted:
+        front_q, front_k = max(0, sk - sq), max(0, sq - sk)
+    return Frame(
+        layout=layout, batch=batch, seqlen_q=sq, seqlen_k=sk, heads_q=call.heads_q,
+        heads_kv=call.heads_kv, head_dim=call.head_dim, head_dim_pad=head_dim_pad(call.head_dim),
+        front_q=front_q, front_k=front_k, len_q=_round_up(front_q + sq, BLOCK),
+        len_k=_round_up(front_k + sk, BLOCK), bounds=bounds,
+        key_padding=call.key_padding or layout == "padded", return_lse=call.return_lse,
+        interpret=call.device.kind != "tpu", seqlens_q=seqlens_q, seqlens_k=seqlens_k,
+    )
+
+
+def is_empty(q: Any, k: Any, call: Call) -> bool:
+    """No query, or no key at all: the result is zeros (lse -inf) without a kernel."""
+    return 0 in tuple(q.shape)[:-2] or 0 in tuple(k.shape)[:-2]
+
+
+@dataclass(frozen=True)
+class Framed:
+    """A call's arrays in the frame: q `[B, Hq, Lq, Dp]`, k/v `[B, Hkv, Lk, Dp]`, segment ids
+    `[B, Lq]`/`[B, Lk]` int32 (None when not `frame.segmented`), and the dense problem's key
+    validity `[B, Sk]` (None: all valid)."""
+
+    q: Any
+    k: Any
+    v: Any
+    seg_q: Any
+    seg_kv: Any
+    kv_valid: Any
+
+
+def _packed_to_padded(x: Any, seqlens: tuple[int, ...], max_len: int) -> tuple[Any, np.ndarray]:
+    flat, valid = masks.padding_indices(seqlens, max_len)
+    n = len(seqlens)
+    out = jnp.zeros((n * max_len,) + tuple(x.shape[1:]), x.dtype).at[flat].set(x)
+    return out.reshape((n, max_len) + tuple(x.shape[1:])), valid
+
+
+def _stream_ids(seqlens: tuple[int, ...]) -> np.ndarray:
+    return np.repeat(np.arange(1, len(seqlens) + 1, dtype=np.int32), seqlens)[None]
+
+
+def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame) -> Framed:
+    """Put contract-layout arrays into `frame` (traceable)."""
+    ids_q = ids_k = kv_valid = None
+    if frame.layout == "dense":
+        kv_valid = key_padding_mask
+    elif frame.layout == "stream":
+        q, k, v = q[None], k[None], v[None]
+        ids_q, ids_k = _stream_ids(frame.seqlens_q), _stream_ids(frame.seqlens_k)
+    else:
+        q, _ = _packed_to_padded(q, frame.seqlens_q, frame.seqlen_q)
+        k, valid = _packed_to_padded(k, frame.seqlens_k, frame.seqlen_k)
+        v, _ = _packed_to_padded(v, frame.seqlens_k, frame.seqlen_k)
+        kv_valid = jnp.asarray(valid)
+
+    def place(x: Any, front: int, length: int) -> Any:
+        pad = ((0, 0), (front, length - front - x.shape[1]), (0, 0), (0, frame.head_dim_pad - x.shape[3]))
+        return jax_common.bshd_to_bhsd(jnp.pad(x, pad))
+
+    qf, kf, vf = (
+        place(q, frame.front_q, frame.len_q),
+        place(k, frame.front_k, frame.len_k),
+        place(v, frame.front_k, frame.len_k),
+    )
+    seg_q = seg_kv = None
+    if frame.segmented:
+        b = frame.batch
+        if ids_q is None:
+            ids_q = jnp.ones((b, frame.seqlen_q), jnp.int32)
+            ids_k = (
+                jnp.ones((b, frame.seqlen_k), jnp.int32) if kv_valid is None
+                else kv_valid.astype(jnp.int32)
+            )
+        seg_q = jnp.pad(jnp.asarray(ids_q), ((0, 0), (frame.front_q, frame.len_q - frame.front_q - frame.seqlen_q)))
+        seg_kv = jnp.pad(jnp.asarray(ids_k), ((0, 0), (frame.front_k, frame.len_k - frame.front_k - frame.seqlen_k)))
+    return Framed(qf, kf, vf, seg_q, seg_kv, kv_valid)
+
+
+def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any) -> Any:
+    """Bool `[B|1, H|1, Sq]`: dense-problem query rows with at least one allowed key, or None
+    when every row has one. Without attn_mask this costs O(B * (Sq + Sk)): each row's
+    allowed keys form an interval (bounds), and a prefix sum of key validity counts them."""
+    if frame.layout == "stream":
+        return None  # every sequence has its diagonal key, which any bounds allow
+    sq, sk = frame.seqlen_q, frame.seqlen_k
+    if attn_mask is not None:
+        mask = masks.position_mask(jnp.arange, sq, sk, frame.restricted)
+        mask = None if mask is None else mask[None, None]
+        if kv_valid is not None:
+            kp = kv_valid[:, None, None, :]
+            mask = kp if mask is None else mask & kp
+        am = attn_mask.reshape((1,) * (4 - attn_mask.ndim) + tuple(attn_mask.shape))
+        mask = am if mask is None else mask & am
+        return jnp.any(mask, axis=-1)
+    rows = np.arange(sq)
+    lo, hi = np.zeros(sq, np.int64), np.full(sq, sk, np.int64)
+    if frame.restricted is not None:
+        left, right = frame.restricted
+        diag = rows + (sk - sq)
+        if left >= 0:
+            lo = np.clip(diag - left, 0, sk)
+        if right >= 0:
+            hi = np.clip(diag + right + 1, 0, sk)
+    if kv_valid is None:
+        ok = hi > lo
+        return None if ok.all() else jnp.asarray(ok)[None, None]
+    counts = jnp.concatenate(
+        [jnp.zeros((kv_valid.shape[0], 1), jnp.int32), jnp.cumsum(kv_valid.astype(jnp.int32), axis=1)],
+        axis=1,
+    )
+    return (counts[:, hi] - counts[:, lo] > 0)[:, None, :]
+
+
+def from_frame(out: Any, lse: Any, frame: Frame, framed: Framed, attn_mask: Any) -> Any:
+    """Kernel output `[B, Hq, Lq, Dp]` (and lse `[B, Hq, Lq]`) back to the contract's layout,
+    with rows that have no allowed key zeroed (lse -inf). Returns out or (out, lse)."""
+    rows = slice(frame.front_q, frame.front_q + frame.seqlen_q)
+    out = jax_common.bhsd_to_bshd(out[:, :, rows, : frame.head_dim])
+    lse = None if lse is None else lse[:, :, rows].astype(jnp.float32)
+    ok = row_has_key(frame, framed.kv_valid, attn_mask)
+    if ok is not None:
+        b, sq, hq, _ = out.shape
+        ok = jnp.broadcast_to(ok, (b, hq, sq))
+        out = jnp.where(jnp.swapaxes(ok, 1, 2)[..., None], out, jnp.zeros((), out.dtype))
+        if lse is not None:
+            lse = jnp.where(ok, lse, -jnp.inf)
+    if frame.layout == "stream":
+        out, lse = out[0], None if lse is None else lse[0]
+    elif frame.layout == "padded":
+        flat, _ = masks.padding_indices(frame.seqlens_q, frame.seqlen_q)
+        out = masks.unpad(out, flat)
+        if lse is not None:
+            lse = jnp.swapaxes(lse, 0, 1).reshape(frame.heads_q, -1)[:, flat]
+    return out if lse is None else (out, lse)
+
+
+Kernel = Callable[[Framed, Any], tuple[Any, Any]]
+
+
+def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, extra: Any, *,
+             frame: Frame, kernel: Kernel) -> Any:
+    framed = to_frame(q, k, v, key_padding_mask, frame)
+    out, lse = kernel(framed, extra)
+    return from_frame(out, lse, frame, framed, attn_mask)
+
+
+@functools.cache
+def _jitted() -> Callable[..., Any]:
+    return jax.jit(_execute, static_argnames=("frame", "kernel"))
+
+
+def execute(q: Any, k: Any, v: Any, call: Call, frame: Frame, kernel: Kernel, extra: Any = None) -> Any:
+    """Run `kernel` (hashable: a jit static argument) on `call` framed by `frame` and return
+    the contract's result. `kernel(framed, extra)` returns out `[B, Hq, Lq, Dp]` in q's dtype
+    and lse `[B, Hq, Lq]` (or None); `extra` is a pytree of arrays it needs."""
+    if is_empty(q, k, call):
+        return jax_common.empty_result(q, call)
+    return _jitted()(
+        q, k, v, call.key_padding_mask, call.attn_mask, extra, frame=frame, kernel=kernel
+    )

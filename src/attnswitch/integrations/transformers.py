@@ -1,0 +1,426 @@
+"""Hugging Face transformers: `attn_implementation="attnswitch"`.
+
+Importing this module registers two functions under the name "attnswitch" (`import
+attnswitch` does it lazily, see `attnswitch.integrations`):
+
+- an attention function (`AttentionInterface`) that maps what transformers passes onto the
+  attnswitch contract and runs `attnswitch.attention`, so the planner picks the backend;
+- a mask function (`AttentionMaskInterface`). Without one, transformers hands a custom
+  attention `attention_mask=None` and the causal and padding masks are silently lost. Ours
+  builds the same 4D boolean mask as "sdpa" (True = may attend), or None where sdpa would
+  rely on `is_causal` or needs no mask at all.
+
+What transformers passes, and what it becomes (q, k, v arrive as `[B, H, S, D]`; GQA key/value
+heads are never repeated: the contract serves `Hq % Hkv == 0` itself):
+
+- layout: BSHD views (`transpose(1, 2)`, no copy); the output is `[B, Sq, Hq, D]`, as
+  transformers expects from every attention function.
+- `scaling` -> `scale`; `softcap` -> `softcap`; `sliding_window=w` -> `window=(w-1, w-1)`,
+  intersected with causal for decoders (transformers' convention: `(w-1, 0)` causal, the flash
+  path's symmetric window for encoders, matching its masks).
+- `attention_mask=None`: causal iff `is_causal` (the kwarg, else `module.is_causal`) and
+  `Sq > 1`, as in the sdpa integration; when sdpa's mask skip leaves more keys than queries
+  (a static cache's prefill), keys beyond the queries are cropped like sdpa does.
+- a 4D mask (boolean, or additive 0 / -inf): matched exactly against the structured forms
+  the contract can state, key padding joined with causal and/or a window, so that fast
+  kernels (SDPA's `is_causal` path, flash-style kernels) stay eligible. A mask that matches
+  none is passed as `attn_mask`. The match is computed once per mask tensor (transformers
+  passes the same mask to every layer) and is exact, so it can never change the result.
+- packed batches: explicit `cu_seq_lens_q/k` (with `max_length_q/k`), or batch 1 with
+  `position_ids` restarting (the flash path's rule, `_is_packed_sequence`), become the packed
+  layout with `cu_seqlens`, so no padding is computed. A mask present with packing must agree
+  with the per-sequence pattern: exactly for packing seen in `position_ids`, within each
+  sequence for explicit `cu_seq_lens_*` (like transformers' flash path, which bounds
+  attention by them); otherwise the mask is used densely.
+- not in the contract, so refused with a clear error rather than dropped: dropout in
+  training mode, attention sinks (`s_aux`), additive position biases (`position_bias`, float
+  masks with values other than 0 and -inf). `output_attentions` returns None weights.
+
+`explain_model(model, example_inputs)` runs a model until its first attention call and
+returns the attnswitch `Plan` for that call: which backend serves it, and why not the others.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import warnings
+from typing import Any
+
+import torch
+
+import attnswitch
+from attnswitch.attention import masks
+from attnswitch.attention.plan import Plan
+
+NAME = "attnswitch"
+
+_FORMS_ATTR = "_attnswitch_forms"
+_PACKED_ATTR = "_attnswitch_packed"
+
+
+# ---- registration ---------------------------------------------------------------------
+
+
+def register_attention() -> None:
+    """Register the attention function under "attnswitch" (idempotent)."""
+    from transformers.modeling_utils import AttentionInterface
+
+    AttentionInterface.register(NAME, attention_forward)
+
+
+def register_mask() -> None:
+    """Register the mask function under "attnswitch" (idempotent)."""
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionMaskInterface.register(NAME, mask_function)
+
+
+def register() -> None:
+    """Register both functions; models then accept `attn_implementation="attnswitch"`."""
+    register_attention()
+    register_mask()
+
+
+def mask_function(*args: Any, **kwargs: Any) -> torch.Tensor | None:
+    """transformers' mask interface for "attnswitch": exactly sdpa's mask (`sdpa_mask`), a bool
+    `[B, 1, Sq, Sk]` tensor with True = may attend, or None where sdpa relies on `is_causal`
+    (plain causal without padding) or needs no mask (bidirectional without padding)."""
+    from transformers.masking_utils import sdpa_mask
+
+    return sdpa_mask(*args, **kwargs)
+
+
+# ---- mapping onto the contract ----------------------------------------------------------
+
+
+class _Form:
+    """A structured equivalent of a dense mask: key padding (or None) plus causal/window."""
+
+    __slots__ = ("causal", "window", "key_padding_mask")
+
+    def __init__(self, causal: bool, window: tuple[int, int] | None, key_padding_mask: Any):
+        self.causal = causal
+        self.window = window
+        self.key_padding_mask = key_padding_mask
+
+
+def _window_of(sliding_window: Any) -> tuple[int, int] | None:
+    if sliding_window is None:
+        return None
+    w = int(sliding_window)
+    if w <= 0:
+        raise ValueError(f"sliding_window: expected a positive int or None, got {sliding_window!r}")
+    return (w - 1, w - 1)
+
+
+def _bounds(causal: bool, window: tuple[int, int] | None) -> tuple[int, int] | None:
+    """`Call.bounds` for these options: the key range around the aligned diagonal."""
+    if not causal and window is None:
+        return None
+    left, right = window if window is not None else (-1, -1)
+    if causal:
+        right = 0 if right == -1 else min(right, 0)
+    return left, right
+
+
+def _candidates(causal: bool, window: tuple[int, int] | None) -> list[tuple[bool, Any]]:
+    """(causal, window) options to try against a dense mask, the likeliest first."""
+    out: list[tuple[bool, Any]] = []
+    for c in (causal, not causal):
+        for w in (window, None):
+            if (c, w) not in out:
+                out.append((c, w))
+    return out
+
+
+def _as_bool_mask(mask: torch.Tensor) -> torch.Tensor:
+    """A 4D attention mask as bool (True = may attend). Additive float masks must hold only 0
+    (attend) and -inf or the dtype's most negative values (masked): any other value is a bias
+    the contract has no place for, and is refused rather than dropped."""
+    if mask.dtype == torch.bool:
+        return mask
+    if not mask.is_floating_point():
+        raise ValueError(
+            f"attention_mask: expected a bool or float 4D mask, got dtype {mask.dtype}"
+        )
+    allowed = mask == 0
+    blocked = mask <= torch.finfo(mask.dtype).min / 2
+    if not bool((allowed | blocked).all()):
+        raise ValueError(
+            "attention_mask: expected a boolean mask or an additive mask of 0 and -inf, got an "
+            "additive mask with other values (a bias such as ALiBi is not part of the "
+            "attnswitch contract; use attn_implementation='eager' for this model)"
+        )
+    return allowed
+
+
+def _dense_form(mask: torch.Tensor, causal: bool, window: tuple[int, int] | None) -> _Form | None:
+    """The structured form that reproduces the bool mask `[B, 1, Sq, Sk]` exactly, or None."""
+    if mask.shape[1] != 1:
+        return None
+    b, _, sq, sk = mask.shape
+    kp = mask[:, 0].any(dim=1)  # [B, Sk]: keys some query may attend
+    arange = lambda n: torch.arange(n, device=mask.device)  # noqa: E731
+    for c, w in _candidates(causal, window):
+        pos = masks.position_mask(arange, sq, sk, _bounds(c, w))
+        expect = kp[:, None, None, :] if pos is None else kp[:, None, None, :] & pos
+        if torch.equal(expect.expand(b, 1, sq, sk), mask):
+            return _Form(c, w, None if bool(kp.all()) else kp)
+    return None
+
+
+def _segment_ids(cu: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per packed row: its sequence index, its position within the sequence, and the
+    sequence's length."""
+    lengths = cu[1:] - cu[:-1]
+    seg = torch.repeat_interleave(torch.arange(len(lengths), device=cu.device), lengths)
+    local = torch.arange(total, device=cu.device) - cu[:-1][seg]
+    return seg, local, lengths[seg]
+
+
+def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
+                    causal: bool, window: tuple[int, int] | None) -> torch.Tensor:
+    """Bool `[Tq, Tk]`: what the packed layout lets each row attend (same sequence, and
+    the bounds aligned bottom-right within the sequence)."""
+    seg_q, pos_q, len_q = _segment_ids(cu_q.long(), tq)
+    seg_k, pos_k, _ = _segment_ids(cu_k.long(), tk)
+    lengths_k = (cu_k[1:] - cu_k[:-1]).long()
+    same = seg_q[:, None] == seg_k[None, :]
+    diag = pos_q + lengths_k[seg_q] - len_q
+    inside = masks.bounds_mask(diag[:, None], pos_k[None, :], _bounds(causal, window))
+    return same if inside is None else same & inside
+
+
+def _packed_form(mask: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor,
+                 causal: bool, window: tuple[int, int] | None, within: bool) -> _Form | None:
+    """The (causal, window) under which packing reproduces the bool mask `[1, 1, Tq, Tk]`:
+    everywhere, or only inside each sequence when `within`."""
+    if mask.shape[0] != 1 or mask.shape[1] != 1:
+        return None
+    m = mask[0, 0]
+    tq, tk = m.shape
+    for c, w in _candidates(causal, window):
+        pattern = _packed_pattern(cu_q, cu_k, tq, tk, c, w)
+        seen = m & _packed_pattern(cu_q, cu_k, tq, tk, False, None) if within else m
+        if torch.equal(seen, pattern):
+            return _Form(c, w, None)
+    return None
+
+
+def _cached(tensor: torch.Tensor, attr: str, key: tuple, compute: Any) -> Any:
+    """`compute()` memoised on the tensor object itself (transformers passes the same mask and
+    position_ids tensors to every layer; a new or sliced tensor starts afresh)."""
+    table = getattr(tensor, attr, None)
+    if table is None:
+        table = {}
+        try:
+            setattr(tensor, attr, table)
+        except (AttributeError, RuntimeError):
+            return compute()
+    if key not in table:
+        table[key] = compute()
+    return table[key]
+
+
+def _packing_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor | None:
+    """cu_seqlens (int32) for a batch-1 packed `position_ids` (sequences restart at the
+    minimum position, transformers' flash rule), or None when it is one sequence."""
+    pos = position_ids.reshape(-1)
+    if pos.numel() <= 1:
+        return None
+    if bool((pos == torch.arange(pos.numel(), device=pos.device) + pos.min()).all()):
+        return None
+    starts = (pos == pos.min()).nonzero().view(-1).to(torch.int32)
+    total = torch.tensor([pos.numel()], dtype=torch.int32, device=pos.device)
+    if starts.numel() == 0 or int(starts[0]) != 0:
+        return None
+    return torch.cat([starts, total])
+
+
+def _int32(cu: Any, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(cu, device=device).to(torch.int32).reshape(-1)
+
+
+def contract_arguments(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+    position_ids: torch.Tensor | None = None,
+    cu_seq_lens_q: Any = None,
+    cu_seq_lens_k: Any = None,
+    s_aux: Any = None,
+    position_bias: Any = None,
+    **_: Any,
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], dict[str, Any], tuple[int, ...]]:
+    """What transformers passes (q `[B, Hq, Sq, D]`, k/v `[B, Hkv, Sk, D]`) as arguments of
+    `attnswitch.attention`: `((q, k, v), options, out_shape)`, where the result reshaped to
+    `out_shape` is the `[B, Sq, Hq, D]` transformers expects. See the module docstring."""
+    if dropout and getattr(module, "training", False):
+        raise ValueError(
+            f"dropout: expected 0.0 (attnswitch attention has no dropout; call model.eval() "
+            f"for inference), got {dropout}"
+        )
+    if s_aux is not None:
+        raise ValueError("s_aux: expected None (attention sinks are not part of the attnswitch contract)")
+    if position_bias is not None:
+        raise ValueError(
+            "position_bias: expected None (additive position biases are not part of the "
+            "attnswitch contract; use attn_implementation='eager' for this model)"
+        )
+    b, hq, sq, d = query.shape
+    sk = key.shape[2]
+    causal_flag = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    window = _window_of(sliding_window)
+    scale = None if scaling is None else float(scaling)
+    q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # BSHD views
+    out_shape = (b, sq, hq, d)
+
+    mask = None
+    if attention_mask is not None:
+        if attention_mask.ndim != 4:
+            raise ValueError(
+                f"attention_mask: expected a 4D mask from the 'attnswitch' mask function, got "
+                f"shape {tuple(attention_mask.shape)}"
+            )
+        mask = _cached(attention_mask, _FORMS_ATTR, ("bool",), lambda: _as_bool_mask(attention_mask))
+        if mask.shape[-1] > sk:  # as eager: keys beyond the cache's length are not there
+            mask = mask[..., :sk]
+
+    # packed layouts
+    cu_q = cu_k = None
+    within = False
+    if cu_seq_lens_q is not None or cu_seq_lens_k is not None:
+        if cu_seq_lens_q is None or cu_seq_lens_k is None:
+            raise ValueError("cu_seq_lens_q/k: expected both or neither, got one of them")
+        cu_q, cu_k = _int32(cu_seq_lens_q, q.device), _int32(cu_seq_lens_k, q.device)
+        within = True
+        if mask is not None and b != 1:
+            raise ValueError(
+                f"cu_seq_lens_q: expected batch size 1 when a mask is passed with packed "
+                f"sequences, got batch size {b}"
+            )
+    elif position_ids is not None and b == 1 and sq == sk and sq > 1:
+        cu_q = _cached(position_ids, _PACKED_ATTR, ("cu",), lambda: _packing_from_position_ids(position_ids))
+        cu_k = cu_q
+
+    if cu_q is not None:
+        tq, tk = b * sq, b * k.shape[1]
+        if mask is None:
+            form = _Form(causal_flag, window, None)
+        else:
+            cu_key = tuple(cu_q.tolist()) + (-1,) + tuple(cu_k.tolist())
+            form = _cached(
+                attention_mask, _FORMS_ATTR, ("packed", causal_flag, window, within, cu_key),
+                lambda: _packed_form(mask, cu_q, cu_k, causal_flag, window, within),
+            )
+        if form is not None:
+            q, k, v = q.reshape(tq, hq, d), k.reshape(tk, -1, d), v.reshape(tk, -1, d)
+            options = dict(causal=form.causal, window=form.window, scale=scale, softcap=softcap,
+                           cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+            return (q, k, v), options, out_shape
+        if within:  # explicit sequences bound attention even when the mask does not say so
+            mask = mask & _packed_pattern(cu_q, cu_k, tq, tk, False, None)[None, None]
+
+    options: dict[str, Any] = dict(scale=scale, softcap=softcap)
+    if mask is None:
+        causal = causal_flag and sq > 1
+        if causal and sk > sq:  # sdpa's skip with keys beyond the queries: static-cache prefill
+            k, v = k[:, :sq], v[:, :sq]
+        options.update(causal=causal, window=window)
+        return (q, k, v), options, out_shape
+    form = None
+    if mask.shape[-2:] == (sq, sk) and mask.shape[0] in (1, b):
+        form = _cached(
+            attention_mask, _FORMS_ATTR, ("dense", causal_flag, window, sq, sk),
+            lambda: _dense_form(mask, causal_flag, window),
+        )
+    if form is None:
+        options.update(attn_mask=mask)
+    else:
+        kp = form.key_padding_mask
+        if kp is not None and kp.shape[0] != b:
+            kp = kp.expand(b, sk)
+        options.update(causal=form.causal, window=form.window, key_padding_mask=kp)
+    return (q, k, v), options, out_shape
+
+
+# ---- the attention function -------------------------------------------------------------
+
+_capture: contextvars.ContextVar[list | None] = contextvars.ContextVar("attnswitch_capture", default=None)
+_warned_output_attentions = False
+
+
+class _Captured(Exception):
+    """Stops a forward pass at its first attention call (see `explain_model`)."""
+
+
+def attention_forward(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention interface for "attnswitch": q `[B, Hq, S, D]`, k/v
+    `[B, Hkv, S, D]` in, `(out [B, S, Hq, D], None)` out, through `attnswitch.attention`."""
+    global _warned_output_attentions
+    if kwargs.get("output_attentions") and not _warned_output_attentions:
+        _warned_output_attentions = True
+        warnings.warn("attnswitch attention does not return attention weights (None instead)",
+                      stacklevel=2)
+    (q, k, v), options, out_shape = contract_arguments(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
+    sink = _capture.get()
+    if sink is not None:
+        sink.append(attnswitch.explain(q, k, v, **options))
+        raise _Captured()
+    out = attnswitch.attention(q, k, v, **options)
+    return out.reshape(out_shape), None
+
+
+def explain_model(model: Any, example_inputs: dict[str, Any]) -> Plan:
+    """The attnswitch plan for the first attention call of `model(**example_inputs)`: which
+    backend serves it and why the others don't. The forward pass stops at that call.
+
+    `model` must use `attn_implementation="attnswitch"`."""
+    sink: list[Plan] = []
+    token = _capture.set(sink)
+    try:
+        with torch.inference_mode():
+            model(**example_inputs)
+    except _Captured:
+        pass
+    finally:
+        _capture.reset(token)
+    if not sink:
+        impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        raise ValueError(
+            f"model: expected a model whose attention runs through attnswitch "
+            f"(attn_implementation='{NAME}'), got attn_implementation={impl!r}"
+        )
+    return sink[0]
+
+
+register()
+
+__all__ = [
+    "NAME",
+    "attention_forward",
+    "contract_arguments",
+    "explain_model",
+    "mask_function",
+    "register",
+]
+

@@ -1,0 +1,556 @@
+"""Store: documents, chunks, vectors and run state in one SQLite file (stdlib sqlite3, WAL).
+
+The store is what makes a run resumable and idempotent:
+
+- A document's row (its content hash, its config) and all its chunks and vectors are
+  written in one transaction (`write_document`). A run killed at any moment, `kill -9`
+  included, leaves each document either fully at its old state or fully at its new one;
+  the next run's plan sees the old hash and redoes exactly the documents not committed.
+- `plan(root, documents, config)` compares an ingested listing with the stored state:
+  new, changed (other hash, other config, or previously skipped), unchanged, skipped
+  (by ingest, with its reason) and deleted (stored under `root`, absent from the listing).
+  `config` is a fingerprint of whatever makes vectors differ (model, chunking): a document
+  indexed under another config is changed.
+- Documents are keyed by (root, source): one store may index several folders, and a plan
+  only ever deletes within the root it was given.
+
+Vectors are float32, stored L2-normalised in the chunk row, so cosine similarity is a dot
+product; every vector in a store has the store's one dimension (`dim`). Bad input (wrong
+dimension, non-finite or zero vectors, a skipped document passed as indexable, chunks and
+vectors of different counts) raises `StoreInputError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from attnswitch.pipeline.ingest import Document, SourceFile
+
+DEFAULT_DATA_DIR = ".attnswitch"
+DB_NAME = "index.sqlite3"
+SCHEMA_VERSION = 1
+RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    root TEXT NOT NULL,
+    source TEXT NOT NULL,
+    sha256 TEXT,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    kind TEXT,
+    encoding TEXT,
+    status TEXT NOT NULL CHECK (status IN ('indexed', 'skipped')),
+    skip TEXT,
+    reason TEXT,
+    config TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL DEFAULT 0,
+    n_tokens INTEGER NOT NULL DEFAULT 0,
+    run_id INTEGER,
+    updated_at REAL NOT NULL,
+    UNIQUE (root, source)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    n_tokens INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    UNIQUE (doc_id, ordinal)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    root TEXT,
+    config TEXT,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+    counts TEXT NOT NULL DEFAULT '{}',
+    summary TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+
+class StoreInputError(ValueError):
+    """An argument given to the store is unusable; nothing was written."""
+
+    def __init__(self, name: str, expected: str, got: Any):
+        self.argument = name
+        super().__init__(f"{name}: expected {expected}, got {got}")
+
+
+class StoreBusyError(RuntimeError):
+    """Another process holds this store's run lock."""
+
+
+class ChunkLike(Protocol):
+    """What the store needs of a chunk: its text, token count and [start, end) span in
+    its document's text."""
+
+    text: str
+    n_tokens: int
+    char_start: int
+    char_end: int
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A plain chunk, for callers without a chunk type of their own."""
+
+    text: str
+    n_tokens: int
+    char_start: int
+    char_end: int
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A document row as stored."""
+
+    id: int
+    root: str
+    source: str
+    sha256: str | None
+    size: int
+    mtime_ns: int
+    status: str
+    reason: str | None
+    config: str
+    n_chunks: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run must do for `root`: documents to encode (`new + changed`), documents to
+    leave alone, skips to record and stored sources to delete."""
+
+    root: str
+    new: tuple[Document, ...] = ()
+    changed: tuple[Document, ...] = ()
+    unchanged: tuple[Document, ...] = ()
+    skipped: tuple[Document, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+    @property
+    def to_encode(self) -> tuple[Document, ...]:
+        return self.new + self.changed
+
+    def counts(self) -> dict[str, int]:
+        return {"new": len(self.new), "changed": len(self.changed),
+                "unchanged": len(self.unchanged), "skipped": len(self.skipped),
+                "deleted": len(self.deleted)}
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    root: str | None
+    config: str | None
+    pid: int
+    started_at: float
+    ended_at: float | None
+    status: str
+    counts: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """`skipped_by_reason` counts skipped files per category; `skipped_files` lists
+    (root, source, reason) for each, sorted."""
+
+    path: str
+    documents: int
+    chunks: int
+    tokens: int
+    skipped: int
+    skipped_by_reason: dict[str, int]
+    skipped_files: tuple[tuple[str, str, str], ...]
+    dim: int | None
+    roots: tuple[str, ...]
+    last_run: Run | None
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    root: str
+    source: str
+    ordinal: int
+    text: str
+    n_tokens: int
+    char_start: int
+    char_end: int
+
+
+def resolve_path(path: str | os.PathLike | None = None) -> Path:
+    """The database file for `path`: `./.attnswitch/index.sqlite3` when None, and
+    `<dir>/index.sqlite3` when `path` is an existing folder or ends with a separator."""
+    if path is None:
+        return Path(DEFAULT_DATA_DIR) / DB_NAME
+    p = Path(path)
+    if p.is_dir() or str(path).endswith(("/", os.sep)):
+        return p / DB_NAME
+    return p
+
+
+def root_key(root: str | os.PathLike) -> str:
+    """How a root is stored: its absolute, resolved path (as `ingest.scan` records it)."""
+    return str(Path(root).resolve())
+
+
+class Store:
+    """One SQLite database. Open with `Store(path)` (see `resolve_path`), use as a context
+    manager or call `close()`. Reads never block on a running writer (WAL)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = resolve_path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        self._lock_fh = None
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
+                                      f"{version} in {self.path} (made by a newer attnswitch)")
+            with self._transaction():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._release_lock()
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it commits, or none of it (also on kill -9)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- reading the stored state ---------------------------------------------------
+
+    @property
+    def dim(self) -> int | None:
+        """The vector dimension of this store, or None before the first vector."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        return int(row[0]) if row else None
+
+    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
+        row = self._conn.execute(
+            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
+            " FROM documents WHERE root = ? AND source = ?", (root_key(root), source),
+        ).fetchone()
+        return StoredDocument(*row) if row else None
+
+    def sources(self, root: str | os.PathLike) -> set[str]:
+        """Every source stored under `root`, indexed or skipped."""
+        rows = self._conn.execute("SELECT source FROM documents WHERE root = ?",
+                                  (root_key(root),))
+        return {r[0] for r in rows}
+
+    def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
+        """True when `entry` was stored under `config` with this size and mtime: a run may
+        then skip reading it. A False only means "read and hash it"."""
+        row = self.lookup(entry.root, entry.source)
+        return (row is not None and row.config == config and row.size == entry.size
+                and row.mtime_ns == entry.mtime_ns and entry.error is None)
+
+    def classify(self, doc: Document, config: str = "") -> str:
+        """"skipped", "new", "changed" or "unchanged" for one ingested document."""
+        if not doc.ok:
+            return "skipped"
+        row = self.lookup(doc.root, doc.source)
+        if row is None:
+            return "new"
+        if row.status == "indexed" and row.sha256 == doc.sha256 and row.config == config:
+            return "unchanged"
+        return "changed"
+
+    def plan(self, root: str | os.PathLike, documents: Iterable[Document],
+             config: str = "") -> Plan:
+        """Compare a complete listing of `root` (as `ingest.ingest(root)` gives it) with the
+        stored state. Every document must belong to `root`."""
+        key = root_key(root)
+        groups: dict[str, list[Document]] = {k: [] for k in
+                                             ("new", "changed", "unchanged", "skipped")}
+        seen: set[str] = set()
+        for doc in documents:
+            if doc.root != key:
+                raise StoreInputError("documents", f"documents under root {key!r}",
+                                      f"{doc.source!r} under {doc.root!r}")
+            if doc.source in seen:
+                raise StoreInputError("documents", "each source once", f"{doc.source!r} twice")
+            seen.add(doc.source)
+            groups[self.classify(doc, config)].append(doc)
+        deleted = tuple(sorted(self.sources(key) - seen))
+        return Plan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
+                                                         "skipped")), deleted)
+
+    # -- writing --------------------------------------------------------------------
+
+    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
+                       config: str = "", run_id: int | None = None) -> int:
+        """Replace `doc`'s stored chunks and vectors with these, in one transaction.
+
+        `vectors` is `[len(chunks), dim]`, any array numpy can read (a CPU torch tensor
+        too); it is stored as float32, L2-normalised. Returns the document's id.
+        """
+        if not doc.ok:
+            raise StoreInputError("doc", "a document with text (use record_skip)",
+                                  f"{doc.source!r} skipped: {doc.reason}")
+        rows = _chunk_rows(chunks)
+        matrix = _vectors(vectors, len(rows))
+        dim = matrix.shape[1] if len(rows) else None
+        with self._transaction() as conn:
+            stored_dim = self.dim
+            if dim is not None and stored_dim is not None and dim != stored_dim:
+                if conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]:
+                    raise StoreInputError(
+                        "vectors", f"dimension {stored_dim} (this store's)",
+                        f"{dim}: a model with another dimension needs another store")
+            if dim is not None and dim != stored_dim:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+            doc_id = self._upsert(conn, doc, "indexed", config, run_id,
+                                  n_chunks=len(rows), n_tokens=sum(r[1] for r in rows))
+            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            conn.executemany(
+                "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
+                " vector) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ((doc_id, i, *row, matrix[i].tobytes()) for i, row in enumerate(rows)),
+            )
+        return doc_id
+
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int:
+        """Record that `doc` was skipped, with its reason; any chunks it had go."""
+        if doc.ok:
+            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
+        with self._transaction() as conn:
+            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
+            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        return doc_id
+
+    def touch(self, doc: Document) -> None:
+        """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
+        self._conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
+                           "source = ? AND sha256 IS ?",
+                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256))
+
+    def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
+        """Delete these documents of `root` and their chunks, in one transaction; returns
+        how many documents were removed."""
+        key = root_key(root)
+        with self._transaction() as conn:
+            cur = conn.executemany("DELETE FROM documents WHERE root = ? AND source = ?",
+                                   ((key, s) for s in sources))
+            return cur.rowcount
+
+    def _upsert(self, conn: sqlite3.Connection, doc: Document, status: str, config: str,
+                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
+        values = dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
+                      mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
+                      status=status, skip=doc.skip.value if doc.skip else None,
+                      reason=doc.reason, config=config, n_chunks=n_chunks,
+                      n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+        cols = ", ".join(values)
+        marks = ", ".join(f":{c}" for c in values)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
+                                                                               "source"))
+        conn.execute(f"INSERT INTO documents ({cols}) VALUES ({marks}) "
+                     f"ON CONFLICT (root, source) DO UPDATE SET {updates}", values)
+        return conn.execute("SELECT id FROM documents WHERE root = ? AND source = ?",
+                            (doc.root, doc.source)).fetchone()[0]
+
+    # -- runs -----------------------------------------------------------------------
+
+    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+        """Start a run: take the store's run lock (one run per store at a time), mark runs
+        left "running" by a killed process as "interrupted", and return the new run id."""
+        self._acquire_lock()
+        try:
+            with self._transaction() as conn:
+                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+                cur = conn.execute(
+                    "INSERT INTO runs (root, config, pid, started_at, status) "
+                    "VALUES (?, ?, ?, ?, 'running')",
+                    (root_key(root) if root is not None else None, config, os.getpid(),
+                     time.time()))
+                return int(cur.lastrowid)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def finish_run(self, run_id: int, status: str = "completed", *,
+                   counts: dict[str, Any] | None = None,
+                   summary: dict[str, Any] | None = None) -> None:
+        """Close a run with its status, counts and a JSON-serialisable summary."""
+        if status not in RUN_STATUSES or status == "running":
+            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
+        counts_json = json.dumps(counts or {}, sort_keys=True)
+        summary_json = json.dumps(summary or {}, sort_keys=True, default=str)
+        with self._transaction() as conn:
+            conn.execute("UPDATE runs SET status = ?, ended_at = ?, counts = ?, summary = ? "
+                         "WHERE id = ?",
+                         (status, time.time(), counts_json, summary_json, run_id))
+        self._release_lock()
+
+    def runs(self, limit: int | None = None) -> list[Run]:
+        """Runs, newest first."""
+        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
+               " FROM runs ORDER BY id DESC")
+        rows = self._conn.execute(sql + (" LIMIT ?" if limit else ""),
+                                  (limit,) if limit else ()).fetchall()
+        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+
+    def _acquire_lock(self) -> None:
+        if self._lock_fh is not None:
+            raise StoreBusyError(f"{self.path}: this Store already has a run in progress")
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here: one run at a time is on the user
+            return
+        fh = open(f"{self.path}.lock", "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise StoreBusyError(f"{self.path}: another attnswitch run is writing this "
+                                 "store; wait for it or use another --db") from None
+        self._lock_fh = fh
+
+    def _release_lock(self) -> None:
+        if self._lock_fh is not None:
+            self._lock_fh.close()  # closing drops the flock
+            self._lock_fh = None
+
+    # -- summaries and search input -------------------------------------------------
+
+    def status(self) -> StoreStatus:
+        conn = self._conn
+        docs, tokens = conn.execute("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM "
+                                    "documents WHERE status = 'indexed'").fetchone()
+        n_chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        skipped = conn.execute("SELECT root, source, reason, skip FROM documents WHERE "
+                               "status = 'skipped' ORDER BY root, source").fetchall()
+        roots = tuple(r[0] for r in conn.execute("SELECT DISTINCT root FROM documents "
+                                                 "ORDER BY root"))
+        runs = self.runs(limit=1)
+        return StoreStatus(
+            path=str(self.path), documents=docs, chunks=n_chunks, tokens=tokens,
+            skipped=len(skipped),
+            skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
+            skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
+            dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
+        )
+
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
+        rows = self._conn.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall()
+        dim = self.dim or 0
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
+        return ids, matrix.reshape(len(rows), dim).astype(np.float32, copy=False)
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        """The chunk rows (with their document's root and source) for these ids."""
+        ids = [int(i) for i in ids]
+        out: dict[int, ChunkRow] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            marks = ", ".join("?" * len(part))
+            for row in self._conn.execute(
+                    "SELECT c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, "
+                    "c.char_start, c.char_end FROM chunks c JOIN documents d "
+                    f"ON d.id = c.doc_id WHERE c.id IN ({marks})", part):
+                out[row[0]] = ChunkRow(*row)
+        return out
+
+    def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
+        """One document's chunks in order."""
+        rows = self._conn.execute(
+            "SELECT c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
+            "c.char_end FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.root = ? AND d.source = ? ORDER BY c.ordinal",
+            (root_key(root), source))
+        return [ChunkRow(*r) for r in rows]
+
+
+def _chunk_rows(chunks: Sequence[ChunkLike]) -> list[tuple[str, int, int, int]]:
+    rows = []
+    for i, c in enumerate(chunks):
+        try:
+            text, n_tokens, start, end = c.text, c.n_tokens, c.char_start, c.char_end
+        except AttributeError as exc:
+            raise StoreInputError(f"chunks[{i}]", "text, n_tokens, char_start, char_end",
+                                  f"{type(c).__name__} ({exc})") from None
+        if not isinstance(text, str):
+            raise StoreInputError(f"chunks[{i}].text", "str", type(text).__name__)
+        for name, value in (("n_tokens", n_tokens), ("char_start", start),
+                            ("char_end", end)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or value < 0:
+                raise StoreInputError(f"chunks[{i}].{name}", "an int >= 0", repr(value))
+        if end < start:
+            raise StoreInputError(f"chunks[{i}].char_end", f">= char_start {start}", end)
+        rows.append((text, int(n_tokens), int(start), int(end)))
+    return rows
+
+
+def _vectors(vectors: Any, n: int) -> np.ndarray:
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise StoreInputError("vectors", "a numeric array", f"{type(vectors).__name__} "
+                              f"({exc})") from None
+    if n == 0 and matrix.size == 0:
+        return matrix.reshape(0, matrix.shape[-1] if matrix.ndim == 2 else 0)
+    if matrix.ndim != 2 or matrix.shape[0] != n or matrix.shape[1] == 0:
+        raise StoreInputError("vectors", f"shape [{n}, dim] (one row per chunk)",
+                              list(matrix.shape))
+    if not np.isfinite(matrix).all():
+        raise StoreInputError("vectors", "finite values", "NaN or inf")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise StoreInputError("vectors", "non-zero rows",
+                              f"zero vector at rows {np.flatnonzero(norms[:, 0] == 0)[:5]}")
+    return np.ascontiguousarray(matrix / norms, dtype="<f4")
