@@ -240,7 +240,8 @@ def _floor(ref: np.ndarray, dtype: str) -> float:
     return 2.0 * float(np.abs(round_to(round_to(r + 0.3, dtype) - 0.3, dtype) - r).max(initial=0.0))
 
 
-def _to_device(x: Any, framework: str, device: str) -> Any:
+def to_device(x: Any, framework: str, device: str) -> Any:
+    """numpy `x` as an array of `framework` on `device` (cpu, cuda, cuda:N; jax: cpu, gpu, tpu)."""
     if x is None or framework == "numpy":
         return x
     out = arrays.numpy_to(x, framework)
@@ -264,7 +265,7 @@ def check(backend: str, case: Case, *, device: str = "cpu", force: bool = False)
         return CaseResult(case, backend, UNAVAILABLE, reasons=(why,))
     inputs = make_inputs(case)
     fw = "numpy" if getattr(getattr(b, "caps", None), "accepts_all_frameworks", False) else b.framework
-    args = {n: _to_device(x, fw, device) if isinstance(x, np.ndarray) else x for n, x in inputs.items()}
+    args = {n: to_device(x, fw, device) if isinstance(x, np.ndarray) else x for n, x in inputs.items()}
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
     call = validate(q, k, v, **args)
     reasons = b.declines(call)
@@ -324,5 +325,5 @@ def run(
 def device_info(backend: str, device: str) -> arrays.DeviceInfo:
     """The DeviceInfo a call on `device` reports, so verdicts match what plans look up."""
     b = registry.get(backend)
-    probe = _to_device(np.zeros((1,), np.float32), b.framework, device)
+    probe = to_device(np.zeros((1,), np.float32), b.framework, device)
     return arrays.device_of(probe, b.framework)

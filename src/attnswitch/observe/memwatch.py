@@ -68,15 +68,25 @@ class MemVerdict:
 
 
 class MemoryWatchdog:
-    def __init__(self, source: str = "auto", *, device: object = None, warmup: int = 3,
-                 window: int = 24, min_samples: int = 8, min_growth_mb: float = 32.0,
-                 min_trend: float = 0.6, warn: bool = True):
-        if source not in SOURCES:
+    """`check()` once per batch; `verdict()` judges the samples so far.
+
+    `meter`, when given, replaces the built-in meters: any callable returning bytes (a
+    counter of another device, a recorded series); `source` then only names it.
+    """
+
+    def __init__(self, source: str = "auto", *, device: object = None,
+                 meter: Callable[[], int] | None = None, warmup: int = 3, window: int = 24,
+                 min_samples: int = 8, min_growth_mb: float = 32.0, min_trend: float = 0.6,
+                 warn: bool = True):
+        if source not in SOURCES and meter is None:
             raise ValueError(f"source: expected one of {SOURCES}, got {source!r}")
         if min_samples < 3 or window < min_samples or warmup < 0:
             raise ValueError(f"window, min_samples, warmup: expected window >= min_samples"
                              f" >= 3 and warmup >= 0, got {window}, {min_samples}, {warmup}")
-        self.source, self._meter = _meter(source, device)
+        if meter is not None:
+            self.source, self._meter = ("custom" if source == "auto" else source), meter
+        else:
+            self.source, self._meter = _meter(source, device)
         self.warmup = warmup
         self.window = window
         self.min_samples = min_samples
@@ -124,8 +134,8 @@ class MemoryWatchdog:
         x = np.array([s.step for s in judged], dtype=np.float64)
         y = np.array([s.bytes for s in judged], dtype=np.float64)
         slope, trend = _theil_sen(x, y), _kendall_tau_a(x, y)
-        growth = slope * (x[-1] - x[0])
-        growing = slope > 0 and growth >= self.min_growth and trend >= self.min_trend
+        growth = float(slope * (x[-1] - x[0]))
+        growing = bool(slope > 0 and growth >= self.min_growth and trend >= self.min_trend)
         what = "growing" if growing else "steady"
         reason = (f"{self.source} memory {what}: {slope / MB:+.2f} MiB per batch, "
                   f"{growth / MB:+.1f} MiB over the last {n} batches (trend {trend:.2f}; "

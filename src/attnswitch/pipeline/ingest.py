@@ -11,13 +11,16 @@ Formats, chosen by extension and checked against content:
   as UTF-8 (a BOM wins), else with the charset that charset-normalizer detects;
 - `.html`, `.htm`, `.xhtml`: HTML, decoded as above with the page's declared charset tried
   after UTF-8; text extracted with Beautiful Soup (stdlib `html.parser`), one paragraph
-  per block element, scripts and styles dropped, `<pre>` line breaks kept;
+  per block element, scripts and styles dropped, runs of whitespace collapsed to one
+  space except the line breaks of `<pre>` and `<br>`;
 - `.pdf`: PDF, text extracted page by page with pypdf.
 
-Any of these whose bytes start with a PDF header is read as a PDF. Hidden files and
-folders (a name starting with ".") are not walked unless `include_hidden=True`, so a
-data folder such as `.attnswitch/` inside the root is never ingested. Symbolic links to
-folders are not followed; links to files are read.
+A file of any of these extensions whose bytes start with `%PDF-` is read as a PDF; text
+that is mostly control characters is binary. Hidden files and folders (a name starting
+with ".") are not walked unless `include_hidden=True`, so a data folder such as
+`.attnswitch/` inside the root is never ingested. Symbolic links to folders are not
+followed; links to files are read. Special files (pipes, sockets, devices) are never
+opened.
 
 A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Document` whose
 `skip` names one of the `Skip` categories and whose `reason` says what happened.
@@ -25,6 +28,7 @@ A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Documen
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import io
@@ -44,6 +48,7 @@ PDF_EXTENSIONS = {".pdf": "pdf"}
 KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
 
 _SNIFF_BYTES = 8192
+_CHAOS_MARGIN = 0.05
 _PDF_MAGIC = b"%PDF-"
 _BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
     (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
@@ -88,8 +93,9 @@ class SourceFile:
 class Document:
     """One ingested file: its text, or why it has none.
 
-    `sha256` is the hex digest of the bytes read (None when they could not be read or
-    were not read: unsupported, too large). `kind` is "text", "markdown", "html" or "pdf".
+    `size` and `mtime_ns` are from the stat taken just before reading (the scan's when
+    the file was not read); `sha256` is the hex digest of the bytes read (None when they
+    could not be read or were not read: unsupported, too large). `kind` is "text", "markdown", "html" or "pdf".
     `encoding` is the codec the text was decoded with (None for PDF) and
     `encoding_detected` is True when it came from charset detection rather than UTF-8,
     a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
@@ -193,8 +199,11 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         if suffix not in KINDS:
             raise _Skipped(Skip.UNSUPPORTED, suffix)
         kind = KINDS[suffix]
-        data = _read(entry.path, max_bytes)
-        if _PDF_MAGIC in data[:1024]:
+        data, st = _read(entry.path, max_bytes)
+        # The stat taken just before reading: if the file changes after it, the stored
+        # mtime is older than the file's and the next run reads it again.
+        fields.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
+        if data.startswith(_PDF_MAGIC):
             kind = "pdf"
         if kind == "pdf":
             text, pages_failed = _pdf_text(data)
@@ -205,6 +214,7 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
             else:
                 text, encoding, detected = _decode(data)
                 text = text.replace("\r\n", "\n").replace("\r", "\n")
+            _check_controls(text)
             pages_failed = 0
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
@@ -224,7 +234,7 @@ def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def _read(path: Path, max_bytes: int) -> bytes:
+def _read(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -239,7 +249,7 @@ def _read(path: Path, max_bytes: int) -> bytes:
         raise _Skipped(Skip.TOO_LARGE, f"more than limit {_mb(max_bytes)}")
     if not data:
         raise _Skipped(Skip.EMPTY, "0 bytes")
-    return data
+    return data, st
 
 
 def _mode_name(mode: int) -> str:
@@ -275,10 +285,28 @@ def _decode(data: bytes, declared: str | None = None) -> tuple[str, str, bool]:
             pass
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = matches.best()
     if best is None:
         raise _Skipped(Skip.UNDECODABLE, "not UTF-8 and no charset detected")
+    # Short Western text fits cp1250, cp1252 and cp1257 about equally well and the
+    # detector's pick among them is arbitrary; prefer windows-1252, the legacy default
+    # of the web (WHATWG), whenever it is as plausible as the best.
+    if any(m.chaos <= best.chaos + _CHAOS_MARGIN and "cp1252" in m.could_be_from_charset
+           for m in matches):
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode("cp1252"), "cp1252", True
     return str(best), best.encoding, True
+
+
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+def _check_controls(text: str) -> None:
+    """Decodable is not enough: text that is mostly control characters is binary."""
+    head = text[:_SNIFF_BYTES]
+    if head and len(_CONTROLS.findall(head)) > 0.1 * len(head):
+        raise _Skipped(Skip.BINARY, "mostly control characters")
 
 
 _BLOCK = "\ue000"  # marks a paragraph break through whitespace collapsing

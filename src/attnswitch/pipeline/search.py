@@ -23,8 +23,8 @@ class Hit:
     root: str
     chunk_id: int
     ordinal: int
-    char_start: int
-    char_end: int
+    start: int
+    end: int
 
 
 class VectorIndex:
@@ -55,12 +55,16 @@ class VectorIndex:
         k = min(int(k), len(self))
         picked = []
         for row in scores:
-            top = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
-            order = np.lexsort((self.ids[top], -row[top]))  # score desc, then id asc
+            if k < len(row):  # the k best, plus any tied with the k-th, then sorted
+                kth = row[np.argpartition(-row, k - 1)[k - 1]]
+                top = np.flatnonzero(row >= kth)
+            else:
+                top = np.arange(len(row))
+            order = np.lexsort((self.ids[top], -row[top]))[:k]  # score desc, then id asc
             picked.append([(float(row[i]), int(self.ids[i])) for i in top[order]])
         rows = self.store.chunks({cid for hits in picked for _, cid in hits})
         return [[Hit(score, rows[cid].source, rows[cid].text, rows[cid].root, cid,
-                     rows[cid].ordinal, rows[cid].char_start, rows[cid].char_end)
+                     rows[cid].ordinal, rows[cid].start, rows[cid].end)
                  for score, cid in hits] for hits in picked]
 
 

@@ -101,13 +101,14 @@ class StoreBusyError(RuntimeError):
 
 
 class ChunkLike(Protocol):
-    """What the store needs of a chunk: its text, token count and [start, end) span in
-    its document's text."""
+    """What the store needs of a chunk (`chunk.Chunk` has it): its text, its token count
+    and its character span `[start, end)` in its document's text. A chunk's ordinal is
+    its position in the sequence given to `write_document`."""
 
     text: str
     n_tokens: int
-    char_start: int
-    char_end: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,8 @@ class ChunkRecord:
 
     text: str
     n_tokens: int
-    char_start: int
-    char_end: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,8 @@ class ChunkRow:
     ordinal: int
     text: str
     n_tokens: int
-    char_start: int
-    char_end: int
+    start: int
+    end: int
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
@@ -226,13 +227,13 @@ class Store:
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
-            self._conn.execute("PRAGMA foreign_keys=ON")
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
                                       f"{version} in {self.path} (made by a newer attnswitch)")
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
+            self._conn.execute("PRAGMA foreign_keys=ON")
             with self._transaction():
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -519,19 +520,18 @@ def _chunk_rows(chunks: Sequence[ChunkLike]) -> list[tuple[str, int, int, int]]:
     rows = []
     for i, c in enumerate(chunks):
         try:
-            text, n_tokens, start, end = c.text, c.n_tokens, c.char_start, c.char_end
+            text, n_tokens, start, end = c.text, c.n_tokens, c.start, c.end
         except AttributeError as exc:
-            raise StoreInputError(f"chunks[{i}]", "text, n_tokens, char_start, char_end",
+            raise StoreInputError(f"chunks[{i}]", "attributes text, n_tokens, start, end",
                                   f"{type(c).__name__} ({exc})") from None
         if not isinstance(text, str):
             raise StoreInputError(f"chunks[{i}].text", "str", type(text).__name__)
-        for name, value in (("n_tokens", n_tokens), ("char_start", start),
-                            ("char_end", end)):
+        for name, value in (("n_tokens", n_tokens), ("start", start), ("end", end)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                     or value < 0:
                 raise StoreInputError(f"chunks[{i}].{name}", "an int >= 0", repr(value))
         if end < start:
-            raise StoreInputError(f"chunks[{i}].char_end", f">= char_start {start}", end)
+            raise StoreInputError(f"chunks[{i}].end", f">= start {start}", end)
         rows.append((text, int(n_tokens), int(start), int(end)))
     return rows
 

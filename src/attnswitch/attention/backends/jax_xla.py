@@ -13,6 +13,8 @@ How the contract maps onto the API (jax 0.10):
 - lse: `return_residual=True` returns the logsumexp rounded to the input dtype, so only
   float32 meets the contract's float32 lse; float16/bfloat16 with `return_lse` is declined.
 - softcap: the API has no logit transform: declined.
+- float16 on CPU and TPU: the API requests dot precision F16_F16_F32, which XLA rejects there
+  under `jax.jit` (eagerly jax falls back; compiled it fails): declined.
 The XLA path materialises the scores `[B, Hq, Sq, Sk]`: memory grows with Sq * Sk.
 """
 
@@ -35,12 +37,18 @@ class JaxXla(BackendBase):
         return import_reason("jax", "jax")
 
     def extra_declines(self, call: Call) -> list[str]:
+        reasons = []
         if call.return_lse and call.dtype != "float32":
-            return [
+            reasons.append(
                 f"return_lse in {call.dtype}: jax.nn.dot_product_attention returns lse rounded "
                 f"to {call.dtype}, the contract asks float32"
-            ]
-        return []
+            )
+        if call.dtype == "float16" and call.device.kind in ("cpu", "tpu"):
+            reasons.append(
+                f"float16 on {call.device.kind}: the API asks dot precision F16_F16_F32, which "
+                "XLA rejects there when compiled"
+            )
+        return reasons
 
     def detail(self, call: Call) -> str | None:
         if call.packed:

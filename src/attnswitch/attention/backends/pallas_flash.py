@@ -34,7 +34,7 @@ from attnswitch.attention.backend import BackendBase, Capabilities, import_reaso
 from attnswitch.attention.contract import Call
 
 KERNEL_MODULE = "jax.experimental.pallas.ops.tpu.flash_attention"
-MASK_BIAS = -1e30  # the bias for a masked key: exp underflows to 0 after any scale <= 1e8
+MASK_BIAS = -1e30  # a masked key's bias (added before sm_scale): finite, and exp gives 0
 
 
 def _head_dim_pad(d: int) -> int:
@@ -44,8 +44,10 @@ def _head_dim_pad(d: int) -> int:
 
 def _residuals_entry() -> Any:
     """The kernel's forward with residuals (l, m), or None when this JAX lacks it."""
-    from jax.experimental.pallas.ops.tpu import flash_attention as fa
-
+    try:
+        from jax.experimental.pallas.ops.tpu import flash_attention as fa
+    except ImportError:
+        return None
     return getattr(fa, "_flash_attention", None)
 
 
@@ -94,7 +96,7 @@ class PallasFlash(BackendBase):
 
         return Capabilities(
             device_kinds=pallas_common.device_kinds(), dtypes=("bfloat16", "float32"),
-            softcap=False, lse=_residuals_entry() is not None,
+            softcap=False,
         )
 
     def _probe(self) -> str | None:
@@ -112,10 +114,17 @@ class PallasFlash(BackendBase):
         return pallas_common.device_reason()
 
     def extra_declines(self, call: Call) -> list[str]:
+        reasons = []
         b = call.bounds
         if b is not None and b not in ((-1, -1), (-1, 0)):
-            return [f"window {call.window}: the kernel has causal only (pallas-splash serves windows)"]
-        return []
+            reasons.append(
+                f"window {call.window}: the kernel has causal only (pallas-splash serves windows)"
+            )
+        if call.return_lse and _residuals_entry() is None:
+            reasons.append(
+                f"return_lse: {KERNEL_MODULE} has no `_flash_attention` entry returning residuals"
+            )
+        return reasons
 
     def detail(self, call: Call) -> str | None:
         from attnswitch.attention.backends import pallas_common

@@ -1,0 +1,308 @@
+"""`torch-flex`: FlexAttention (`torch.nn.attention.flex_attention`) compiled by torch.compile.
+
+Translations into what FlexAttention takes:
+- BSHD in, BHSD views for flex, the output viewed back as BSHD (flex lays its output out
+  like the query, so the view is contiguous);
+- causal, window (bottom-right aligned, `Call.bounds`), `key_padding_mask` and `attn_mask`
+  become one `mask_mod` and a `BlockMask` (`create_block_mask`): blocks nothing may attend
+  are skipped, which is where flex beats a dense boolean mask;
+- packed input runs natively as batch 1 over the concatenated tokens: each token carries its
+  sequence id and its aligned diagonal in absolute key positions, and the mask keeps a query
+  to its own sequence (zero-length sequences own no rows; a sequence with no keys gives zeros);
+- softcap is a `score_mod`, `c * tanh(s / c)` on the scaled score, before masking;
+- GQA: `enable_gqa=True`; lse: `return_aux=AuxRequest(lse=True)` (natural log, float32).
+
+Compiled kernels: one `torch.compile(dynamic=False, fullgraph=True)` wrapper, so dynamo keeps
+one kernel per shape (and per mask/softcap constants) and a repeated shape never recompiles.
+`dynamic=True` compiles fewer kernels but ran about 4x slower on CPU (B8 S512 H12 D64).
+Dynamo's recompile limit (8 by default) would silently drop calls past the eighth shape to
+flex's unfused eager path; calls here raise the limit to `MAX_KERNELS` and, when it is hit,
+forget this wrapper's kernels (and only these) and compile afresh. Block masks that depend only
+on the call's geometry (causal, window, packed lengths) are cached (`MAX_BLOCK_MASKS`); masks
+that read the caller's tensors are built per call.
+
+Declines, each found by running torch 2.13 (not guessed):
+- CPU: gradients (flex raises NotImplementedError for backward on CPU) and `return_lse`
+  (inductor's C++ flex kernel raises NotImplementedError for it); the C++ kernel also needs
+  AVX2 and a C++ compiler. float64 is refused on CPU. Head dims 59, 80, 256 and odd lengths
+  (113 x 203, non-multiples of the 128 block) run fine.
+- CUDA/ROCm: head dim < 16 (the Triton kernel's `tl.dot` minimum), and no Triton.
+Fully masked query rows come out as zeros (lse -inf) from flex itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from attnswitch.attention.backend import BackendBase, Capabilities, import_reason
+from attnswitch.attention.contract import Call
+
+MAX_KERNELS = 64  # compiled kernels (shapes) kept before they are all dropped and rebuilt
+MAX_BLOCK_MASKS = 32  # geometry-only block masks kept
+_TRITON_DEVICES = ("cuda", "rocm")
+_lock = threading.Lock()  # dynamo's config is process-global: one patched call at a time
+
+
+class TorchFlex(BackendBase):
+    name = "torch-flex"
+    framework = "torch"
+    caps = Capabilities(
+        device_kinds=("cpu", *_TRITON_DEVICES),
+        dtypes=("float16", "bfloat16", "float32"),
+        grad=True,
+    )
+    libraries = ("torch",)
+
+    def _probe(self) -> str | None:
+        if why := import_reason("torch", "torch"):
+            return why
+        import torch
+
+        try:
+            from torch.nn.attention.flex_attention import (  # noqa: F401
+                create_block_mask,
+                flex_attention,
+            )
+        except ImportError as exc:
+            return f"torch {torch.__version__} has no FlexAttention ({exc})"
+        if not torch._dynamo.is_dynamo_supported():
+            return "torch.compile (dynamo) is not supported on this Python"
+        return None
+
+    def extra_declines(self, call: Call) -> list[str]:
+        reasons = []
+        if call.device.kind == "cpu":
+            if call.requires_grad:
+                reasons.append("gradients: FlexAttention has no backward on CPU")
+            if call.return_lse:
+                reasons.append(
+                    "return_lse: the compiled CPU flex kernel cannot return lse in this torch"
+                )
+            if why := _cpu_kernel_missing():
+                reasons.append(why)
+        elif call.device.kind in _TRITON_DEVICES:
+            if call.head_dim < 16:
+                reasons.append(f"head dim {call.head_dim} < 16 (the Triton flex kernel's minimum)")
+            if why := _triton_missing():
+                reasons.append(why)
+        return reasons
+
+    def detail(self, call: Call) -> str | None:
+        kernel = "C++" if call.device.kind == "cpu" else "Triton"
+        first = "seconds, about 25 s cold on CPU" if call.device.kind == "cpu" else "seconds"
+        if call.has_mask:
+            mask = "block mask built per call from the caller's masks"
+        elif call.packed or _bounds(call) is not None:
+            mask = "block mask cached"
+        else:
+            mask = "no block mask"
+        return f"compiled flex {kernel} kernel, the first call of a shape compiles ({first}); {mask}"
+
+    def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
+        import torch
+
+        if not call.requires_grad:
+            # flex refuses inputs that require grad on CPU even under no_grad
+            q, k, v = q.detach(), k.detach(), v.detach()
+        if call.packed:
+            qh, kh, vh = (x.contiguous().transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+        else:
+            qh, kh, vh = (x.contiguous().transpose(1, 2) for x in (q, k, v))
+        if 0 in (qh.shape[0], qh.shape[2], kh.shape[2]):
+            out = torch.zeros_like(qh)
+            lse = torch.full(qh.shape[:3], -torch.inf, dtype=torch.float32, device=q.device)
+        else:
+            score_mod = _softcap_mod(call.softcap) if call.softcap is not None else None
+            out, lse = _flex(qh, kh, vh, score_mod, _block_mask(call, q.device), call)
+        out = out[0].transpose(0, 1) if call.packed else out.transpose(1, 2)
+        if not call.return_lse:
+            return out
+        lse = lse.float()
+        return out, lse[0] if call.packed else lse
+
+
+# ---- kernels ---------------------------------------------------------------------------
+
+
+@functools.cache
+def _compiled() -> tuple[Any, Any]:
+    """The flex call and its compiled form. Its own function (not `flex_attention` itself), so
+    its dynamo cache holds only this backend's kernels and can be reset without touching any
+    other compiled code of the process."""
+    import torch
+    from torch.nn.attention import flex_attention as fa
+
+    aux_request = getattr(fa, "AuxRequest", None)
+
+    def flex_forward(q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse):
+        if not return_lse:
+            out = fa.flex_attention(
+                q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                enable_gqa=enable_gqa,
+            )
+            return out, None
+        if aux_request is None:  # torch < 2.9
+            return fa.flex_attention(
+                q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                enable_gqa=enable_gqa, return_lse=True,
+            )
+        out, aux = fa.flex_attention(
+            q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+            enable_gqa=enable_gqa, return_aux=aux_request(lse=True),
+        )
+        return out, aux.lse
+
+    return flex_forward, torch.compile(flex_forward, dynamic=False, fullgraph=True)
+
+
+def _flex(q: Any, k: Any, v: Any, score_mod: Any, block_mask: Any, call: Call) -> tuple[Any, Any]:
+    """Run the compiled flex call on BHSD tensors; (out, lse or None)."""
+    import torch
+    from torch._dynamo.exc import FailOnRecompileLimitHit
+
+    forward, compiled = _compiled()
+    args = (q, k, v, score_mod, block_mask, call.scale, call.gqa, call.return_lse)
+    with _lock, torch._dynamo.config.patch(
+        recompile_limit=MAX_KERNELS, accumulated_recompile_limit=max(MAX_KERNELS, 256)
+    ):
+        try:
+            return compiled(*args)
+        except FailOnRecompileLimitHit:
+            torch._dynamo.reset_code(forward.__code__)
+            return compiled(*args)
+
+
+@functools.lru_cache(maxsize=16)
+def _softcap_mod(cap: float) -> Any:
+    """`score_mod` for softcapping; one function per cap, so compiled kernels are reused."""
+    import torch
+
+    def softcap(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap)
+
+    return softcap
+
+
+# ---- block masks -----------------------------------------------------------------------
+
+
+def _bounds(call: Call) -> tuple[int, int] | None:
+    """`Call.bounds` when it restricts anything, else None."""
+    bounds = call.bounds
+    if bounds is None or bounds == (-1, -1):
+        return None
+    return bounds
+
+
+def _diagonal_mods(diag: Any, bounds: tuple[int, int] | None) -> list[Any]:
+    """Mask mods keeping key kv within `bounds` of the aligned diagonal `diag(q_idx)`."""
+    if bounds is None:
+        return []
+    left, right = bounds
+    mods = []
+    if right >= 0:
+        mods.append(lambda b, h, q_idx, kv_idx: kv_idx <= diag(q_idx) + right)
+    if left >= 0:
+        mods.append(lambda b, h, q_idx, kv_idx: kv_idx >= diag(q_idx) - left)
+    return mods
+
+
+def _block_mask(call: Call, device: Any) -> Any:
+    """The call's BlockMask, or None when nothing masks."""
+    bounds = _bounds(call)
+    if call.packed:
+        return _packed_mask(str(device), call.seqlens_q, call.seqlens_k, bounds)
+    if not call.has_mask:
+        if bounds is None:
+            return None
+        return _dense_bounds_mask(str(device), call.seqlen_q, call.seqlen_k, bounds)
+    return _dense_tensor_mask(call, device, bounds)
+
+
+def _create(mods: list[Any], batch: int | None, heads: int | None, sq: int, sk: int, device: Any) -> Any:
+    from torch.nn.attention.flex_attention import and_masks, create_block_mask
+
+    mod = mods[0] if len(mods) == 1 else and_masks(*mods)
+    return create_block_mask(mod, batch, heads, sq, sk, device=device)
+
+
+@functools.lru_cache(maxsize=MAX_BLOCK_MASKS)
+def _dense_bounds_mask(device: str, sq: int, sk: int, bounds: tuple[int, int]) -> Any:
+    offset = sk - sq
+    return _create(_diagonal_mods(lambda q_idx: q_idx + offset, bounds), None, None, sq, sk, device)
+
+
+def _dense_tensor_mask(call: Call, device: Any, bounds: tuple[int, int] | None) -> Any:
+    """Built per call: the mask reads the caller's key_padding_mask / attn_mask tensors."""
+    offset = call.seqlen_k - call.seqlen_q
+    mods = _diagonal_mods(lambda q_idx: q_idx + offset, bounds)
+    batch = heads = None
+    if call.key_padding_mask is not None:
+        kp = call.key_padding_mask
+        mods.append(lambda b, h, q_idx, kv_idx: kp[b, kv_idx])
+        batch = call.batch
+    if call.attn_mask is not None:
+        am = call.attn_mask
+        am = am.reshape((1,) * (4 - am.ndim) + tuple(am.shape))
+        if am.shape[0] > 1:
+            batch = call.batch
+        if am.shape[1] > 1:
+            heads = call.heads_q
+        full = am.expand(call.batch, call.heads_q, call.seqlen_q, call.seqlen_k)
+        mods.append(lambda b, h, q_idx, kv_idx: full[b, h, q_idx, kv_idx])
+    return _create(mods, batch, heads, call.seqlen_q, call.seqlen_k, device)
+
+
+@functools.lru_cache(maxsize=MAX_BLOCK_MASKS)
+def _packed_mask(
+    device: str, lens_q: tuple[int, ...], lens_k: tuple[int, ...], bounds: tuple[int, int] | None
+) -> Any:
+    """Packed sequences as one batch: query t of sequence i attends key u iff u is in
+    sequence i and within `bounds` of t's diagonal, `t + (cu_k[i+1] - cu_q[i+1])` in absolute
+    key positions (= the sequence's own bottom-right alignment)."""
+    import numpy as np
+    import torch
+
+    nq, nk = np.asarray(lens_q, np.int64), np.asarray(lens_k, np.int64)
+    ids = np.arange(len(lens_q))
+    doc_q_np = np.repeat(ids, nq)
+    shift = np.repeat(np.cumsum(nk) - np.cumsum(nq), nq)
+    to = functools.partial(torch.as_tensor, device=device)
+    doc_q, doc_k = to(doc_q_np), to(np.repeat(ids, nk))
+    diag_q = to(np.arange(len(doc_q_np)) + shift)
+    mods = [lambda b, h, q_idx, kv_idx: doc_q[q_idx] == doc_k[kv_idx]]
+    mods += _diagonal_mods(lambda q_idx: diag_q[q_idx], bounds)
+    return _create(mods, None, None, int(nq.sum()), int(nk.sum()), device)
+
+
+# ---- environment checks ----------------------------------------------------------------
+
+
+@functools.cache
+def _cpu_kernel_missing() -> str | None:
+    """Why inductor's C++ flex kernel cannot be built here, or None."""
+    import os
+
+    import torch
+
+    if not torch.cpu._is_avx2_supported() or os.getenv("ATEN_CPU_CAPABILITY") == "default":
+        return "the compiled CPU flex kernel needs AVX2"
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except Exception as exc:
+        return f"torch.compile on CPU needs a C++ compiler ({type(exc).__name__})"
+    return None
+
+
+@functools.cache
+def _triton_missing() -> str | None:
+    from torch.utils._triton import has_triton
+
+    return None if has_triton() else "Triton is not installed (the GPU flex kernel is Triton)"
+
+
+BACKEND = TorchFlex()

@@ -1,0 +1,489 @@
+"""The `attnswitch` command line.
+
+    attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
+    attnswitch doctor [--no-timing] [--json]
+
+One small function per command; each imports what it needs (numpy, torch, jax, attnswitch
+itself) inside, so `attnswitch --help` stays fast. A new command is one more
+`@app.command()` function here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from collections import Counter
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="attnswitch",
+    help="One attention contract, the native kernel of each chip behind it, verified "
+    "against a float64 oracle.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+# ---- shared helpers ----------------------------------------------------------------------
+
+def _console(stderr: bool = False) -> Any:
+    """A rich console; when the output is not a terminal, wide enough not to fold tables."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = None
+    if not stream.isatty() and "COLUMNS" not in os.environ:
+        width = 160
+    return Console(file=stream, width=width)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(_jsonable(data), indent=1, default=str))
+
+
+def _jsonable(x: Any) -> Any:
+    """NaN and infinities as None (JSON has neither); containers recursively."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def _fmt(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.3g}"
+
+
+def default_device(framework: str) -> str:
+    """Where `framework` puts arrays by default: torch `cuda` when a GPU is visible, jax its
+    default backend (`cpu`, `gpu`, `tpu`), else `cpu`."""
+    if framework == "torch":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if framework == "jax":
+        import jax
+
+        return jax.default_backend()
+    return "cpu"
+
+
+def _check_names(names: list[str]) -> None:
+    from attnswitch.attention import registry
+
+    known = registry.names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise typer.BadParameter(
+            f"expected registered backend names ({', '.join(known)}), got {', '.join(unknown)}",
+            param_hint="--backend",
+        )
+
+
+# ---- conformance -------------------------------------------------------------------------
+
+@app.command()
+def conformance(
+    backend: Annotated[list[str] | None, typer.Option(
+        "--backend", "-b", help="Backend to check (repeatable). Default: every available one.",
+    )] = None,
+    quick: Annotated[bool, typer.Option(help="Run the short grid only.")] = False,
+    device: Annotated[str, typer.Option(
+        help="Where the arrays live: auto (each framework's default device), cpu, cuda, "
+        "cuda:N (torch), gpu, tpu (jax).",
+    )] = "auto",
+    show_declined: Annotated[bool, typer.Option(
+        help="List declined cases one per row instead of a count per backend.",
+    )] = False,
+    record: Annotated[bool, typer.Option(
+        help="Store a verdict per backend fingerprint (this quarantines or requalifies it).",
+    )] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Check backends against the float64 oracle and record their verdicts.
+
+    Exits 1 when any case fails or errors, or when a requested backend cannot run here.
+    """
+    from attnswitch.attention import conformance as conf
+    from attnswitch.attention import registry
+
+    names = list(backend or [])
+    _check_names(names)
+    explicit = bool(names)
+    names = names or registry.names()
+    cases = conf.cases(quick=quick)
+    reports = [_conformance_backend(name, cases, device, record) for name in names]
+
+    if as_json:
+        _print_json(reports)
+    else:
+        _render_conformance(reports, show_declined)
+    failed = any(r["failed"] or r["errors"] for r in reports)
+    missing = explicit and any(r["unavailable"] for r in reports)
+    raise typer.Exit(1 if failed or missing else 0)
+
+
+def _conformance_backend(name: str, cases: list[Any], device: str, record: bool) -> dict:
+    """Run the grid on one backend; a report dict with every result and the verdict."""
+    from attnswitch.attention import conformance as conf
+    from attnswitch.attention import registry
+
+    b = registry.get(name)
+    report: dict[str, Any] = {
+        "backend": name, "framework": b.framework, "device": None, "unavailable": None,
+        "verdict": None, "passed": 0, "failed": 0, "errors": 0, "declined": 0, "results": [],
+    }
+    if (why := b.unavailable()) is not None:
+        report["unavailable"] = why
+        return report
+    try:
+        where = default_device(b.framework) if device == "auto" else device
+        report["device"] = conf.device_info(name, where).label
+    except Exception as exc:  # e.g. --device tpu for a torch backend
+        report["unavailable"] = f"cannot place arrays on {device}: {type(exc).__name__}: {exc}"
+        return report
+    with _console(stderr=True).status(f"conformance: {name} ({len(cases)} cases on {where})"):
+        results = conf.run([name], cases, device=where, record=record)
+    counts = Counter(r.status for r in results)
+    report.update(
+        passed=counts[conf.PASSED], failed=counts[conf.FAILED], errors=counts[conf.ERROR],
+        declined=counts[conf.DECLINED],
+    )
+    if counts[conf.PASSED] + counts[conf.FAILED] + counts[conf.ERROR]:
+        report["verdict"] = "pass" if not (counts[conf.FAILED] or counts[conf.ERROR]) else "fail"
+    report["results"] = [
+        {"case": r.case.label, "status": r.status, "error": r.error, "bound": r.bound,
+         "reasons": list(r.reasons)}
+        for r in results
+    ]
+    return report
+
+
+_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "declined": "dim"}
+
+
+def _render_conformance(reports: list[dict], show_declined: bool) -> None:
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title="Conformance against the float64 oracle", title_justify="left")
+    for col, kw in (("backend", {}), ("case", {}), ("error", {"justify": "right"}),
+                    ("bound", {"justify": "right"}), ("result", {}),
+                    ("note", {"overflow": "fold", "ratio": 1})):
+        table.add_column(col, **kw)
+    for rep in reports:
+        for r in rep["results"]:
+            if r["status"] == "declined" and not show_declined:
+                continue
+            style = _STYLE.get(r["status"], "")
+            table.add_row(
+                rep["backend"], r["case"], _fmt(r["error"]), _fmt(r["bound"]),
+                f"[{style}]{r['status']}[/]" if style else r["status"], "; ".join(r["reasons"]),
+            )
+    if table.row_count:
+        console.print(table)
+
+    summary = Table(title="Verdicts", title_justify="left")
+    for col in ("backend", "device", "passed", "failed", "errors", "declined", "verdict"):
+        summary.add_column(col)
+    summary.add_column("note", overflow="fold", ratio=1)
+    for rep in reports:
+        verdict = rep["verdict"] or ("unavailable" if rep["unavailable"] else "none")
+        style = _STYLE.get(verdict, "dim")
+        summary.add_row(
+            rep["backend"], rep["device"] or "-", str(rep["passed"]), str(rep["failed"]),
+            str(rep["errors"]), str(rep["declined"]), f"[{style}]{verdict}[/]",
+            rep["unavailable"] or _declined_note(rep, show_declined),
+        )
+    console.print(summary)
+
+
+def _declined_note(rep: dict, show_declined: bool) -> str:
+    """The reasons a backend declined cases, each with how many cases it covered."""
+    if not rep["declined"] or show_declined:
+        return "" if rep["verdict"] else "declined every case: no verdict recorded"
+    reasons = Counter(
+        reason for r in rep["results"] if r["status"] == "declined" for reason in r["reasons"]
+    )
+    text = "; ".join(f"{reason} ({n})" for reason, n in reasons.most_common())
+    return f"declined: {text}"
+
+
+# ---- doctor ------------------------------------------------------------------------------
+
+# Reference shape for doctor's timing: B=2, S=256, H=8, D=64, float32.
+TIMING_SHAPE = (2, 256, 8, 64)
+TIMING_REPEATS = 5
+TIMING_BUDGET_S = 1.0  # fewer calls for slow backends (the float64 oracle), at least one
+# Backends whose first call compiles for long (torch-flex: about 25 s on CPU); timed only
+# with --timing-all.
+SLOW_FIRST_CALL = {"torch-flex": "first call compiles (about 25 s on CPU)"}
+FRAMEWORK_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "ml_dtypes", "transformers",
+                       "flash-attn")
+
+
+@app.command()
+def doctor(
+    timing: Annotated[bool, typer.Option(
+        help="Time each available backend on a reference shape "
+        f"(B, S, H, D = {TIMING_SHAPE}, float32).",
+    )] = True,
+    timing_all: Annotated[bool, typer.Option(
+        help="Also time backends whose first call compiles for long.",
+    )] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """What runs here: backends, verdicts, timings, the planner's choices, versions."""
+    report = {
+        "versions": _versions(),
+        "backends": _backend_rows(timing, timing_all),
+        "plans": _plan_rows(),
+        "engines": _engines(),
+    }
+    if as_json:
+        _print_json(report)
+    else:
+        _render_doctor(report)
+
+
+def _versions() -> dict[str, str]:
+    import platform
+    from importlib import metadata
+
+    from attnswitch import __version__
+
+    out = {"python": platform.python_version(), "attnswitch": __version__}
+    for lib in FRAMEWORK_LIBRARIES:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = "-"
+    return out
+
+
+def _backend_rows(timing: bool, timing_all: bool) -> list[dict]:
+    from attnswitch.attention import conformance as conf
+    from attnswitch.attention import registry, verdicts
+
+    rows = []
+    for b in registry.backends():
+        row: dict[str, Any] = {
+            "backend": b.name, "framework": b.framework, "available": True, "why": None,
+            "device": None, "verdict": None, "median_ms": None, "timing_note": None,
+        }
+        rows.append(row)
+        if (why := b.unavailable()) is not None:
+            row.update(available=False, why=why)
+            continue
+        try:
+            where = default_device(b.framework)
+            dev = conf.device_info(b.name, where)
+            row["device"] = dev.label
+            row["verdict"] = verdicts.status(b, dev)
+        except Exception as exc:
+            row["why"] = f"device check failed: {type(exc).__name__}: {exc}"
+            continue
+        if not timing:
+            continue
+        if b.name in SLOW_FIRST_CALL and not timing_all:
+            row["timing_note"] = f"not timed: {SLOW_FIRST_CALL[b.name]}; --timing-all"
+            continue
+        row["median_ms"], row["timing_note"] = _time_backend(b, where)
+    return rows
+
+
+def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
+    """Median milliseconds of up to `TIMING_REPEATS` calls (within `TIMING_BUDGET_S`) after
+    one warm-up, or None and a note why not."""
+    import numpy as np
+
+    from attnswitch.attention import conformance as conf
+    from attnswitch.attention.contract import validate
+    from attnswitch.attention.plan import run_backend
+
+    rng = np.random.default_rng(0)
+    fw = "numpy" if getattr(getattr(b, "caps", None), "accepts_all_frameworks", False) else b.framework
+    q, k, v = (conf.to_device(rng.standard_normal(TIMING_SHAPE, dtype=np.float32), fw, where)
+               for _ in range(3))
+    call = validate(q, k, v)
+    if reasons := b.declines(call):
+        return None, "declines the timing shape: " + "; ".join(reasons)
+
+    def once() -> float:
+        start = time.perf_counter()
+        out = run_backend(b.name, q, k, v, call)
+        _sync(out, fw, where)
+        return time.perf_counter() - start
+
+    try:
+        first = once()
+        times = [once()]
+        while len(times) < TIMING_REPEATS and sum(times) < TIMING_BUDGET_S:
+            times.append(once())
+    except Exception as exc:
+        return None, f"failed: {type(exc).__name__}: {exc}"
+    notes = [f"median of {len(times)}"] if len(times) < TIMING_REPEATS else []
+    if first > 2 * max(times):
+        notes.append(f"first call {first * 1e3:.0f} ms")
+    return float(np.median(times)) * 1e3, "; ".join(notes) or None
+
+
+def _sync(out: Any, framework: str, where: str) -> None:
+    if framework == "jax":
+        out.block_until_ready()
+    elif framework == "torch" and where.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _plan_calls(framework: str) -> list[tuple[str, dict]]:
+    """Three common calls, as arrays of `framework` on its default device (zeros: planning
+    reads shapes only)."""
+    import numpy as np
+
+    from attnswitch.attention import conformance as conf
+
+    where = default_device(framework)
+    dtype = np.float32
+    put = lambda x: conf.to_device(x, framework, where)  # noqa: E731
+    zeros = lambda *shape: put(np.zeros(shape, dtype))  # noqa: E731
+    lengths = np.array([128, 100, 77, 128, 40, 128, 9, 128])
+    padding = put(np.arange(128)[None, :] < lengths[:, None])
+    cu = put(np.array([0, 100, 350, 400], dtype=np.int32))
+    return [
+        ("encoder self-attention, key padding (B=8 S=128 H=12 D=64)",
+         dict(q=zeros(8, 128, 12, 64), k=zeros(8, 128, 12, 64), v=zeros(8, 128, 12, 64),
+              key_padding_mask=padding)),
+        ("decode step, causal GQA 32/8 (Sq=1 Sk=1024 D=128)",
+         dict(q=zeros(4, 1, 32, 128), k=zeros(4, 1024, 8, 128), v=zeros(4, 1024, 8, 128),
+              causal=True)),
+        ("packed varlen batch, 3 sequences (T=400 H=12 D=64)",
+         dict(q=zeros(400, 12, 64), k=zeros(400, 12, 64), v=zeros(400, 12, 64),
+              cu_seqlens_q=cu, cu_seqlens_k=cu)),
+    ]
+
+
+def _plan_rows() -> list[dict]:
+    """For each common call and each installed framework: the plan's choice and its source."""
+    from importlib.util import find_spec
+
+    import attnswitch
+
+    frameworks = ["numpy"] + [f for f in ("torch", "jax") if find_spec(f) is not None]
+    rows: dict[str, dict] = {}
+    for fw in frameworks:
+        try:
+            calls = _plan_calls(fw)
+        except Exception as exc:
+            for row in rows.values():
+                row["plans"][fw] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        for label, kwargs in calls:
+            row = rows.setdefault(label, {"call": label, "plans": {}})
+            plan = attnswitch.explain(**kwargs)
+            row["plans"][fw] = {
+                "chosen": plan.chosen, "source": plan.source, "fallbacks": list(plan.fallbacks),
+                "kind": plan.call.kind,
+            }
+    return list(rows.values())
+
+
+# ---- engines (filled in by attnswitch.engines.engines_status when it exists) --------------
+
+def _engines() -> Any:
+    """`attnswitch.engines.engines_status()` when that function exists, else None (the
+    section is left out: no placeholder rows)."""
+    try:
+        from attnswitch.engines import engines_status
+    except ImportError:
+        return None
+    try:
+        status = engines_status()
+    except Exception as exc:
+        return [{"error": f"{type(exc).__name__}: {exc}"}]
+    return [dataclasses.asdict(e) if dataclasses.is_dataclass(e) else e for e in status]
+
+
+def _render_engines(console: Any, engines: Any) -> None:
+    from rich.table import Table
+
+    if isinstance(engines, dict):
+        engines = [{"engine": k, **(v if isinstance(v, dict) else {"status": v})}
+                   for k, v in engines.items()]
+    if not isinstance(engines, list) or not all(isinstance(e, dict) for e in engines):
+        console.print("Engines:", engines)
+        return
+    columns: list[str] = []
+    for e in engines:
+        columns.extend(c for c in e if c not in columns)
+    table = Table(title="Engines", title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for e in engines:
+        table.add_row(*(str(e.get(c, "")) for c in columns))
+    console.print(table)
+
+
+# ---- doctor rendering --------------------------------------------------------------------
+
+def _render_doctor(report: dict) -> None:
+    from rich.table import Table
+
+    console = _console()
+    versions = Table(title="Versions", title_justify="left")
+    for lib in report["versions"]:
+        versions.add_column(lib)
+    versions.add_row(*report["versions"].values())
+    console.print(versions)
+
+    table = Table(title="Backends", title_justify="left")
+    for col, kw in (("backend", {}), ("framework", {}), ("available", {"overflow": "fold"}),
+                    ("device", {}), ("verdict", {}), ("median ms", {"justify": "right"}),
+                    ("note", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    shape = "x".join(map(str, TIMING_SHAPE))
+    for r in report["backends"]:
+        verdict = r["verdict"] or "-"
+        style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
+        table.add_row(
+            r["backend"], r["framework"],
+            "yes" if r["available"] and not r["why"] else f"no: {r['why']}",
+            r["device"] or "-", f"[{style}]{verdict}[/]",
+            "-" if r["median_ms"] is None else f"{r['median_ms']:.2f}", r["timing_note"] or "",
+        )
+    table.caption = (f"median ms: up to {TIMING_REPEATS} calls on B,S,H,D = {shape} float32, "
+                     "after a warm-up")
+    console.print(table)
+
+    plans = Table(title="Planner's choice for common calls (chosen, and what ordered it)",
+                  title_justify="left")
+    plans.add_column("call")
+    frameworks = list(dict.fromkeys(fw for r in report["plans"] for fw in r["plans"]))
+    for fw in frameworks:
+        plans.add_column(f"{fw} input")
+    for r in report["plans"]:
+        cells = []
+        for fw in frameworks:
+            p = r["plans"].get(fw, {})
+            cells.append(p.get("error") or f"{p.get('chosen') or 'none'} ({p.get('source')})")
+        plans.add_row(r["call"], *cells)
+    console.print(plans)
+
+    if report["engines"] is not None:
+        _render_engines(console, report["engines"])
+
+
+if __name__ == "__main__":
+    app()

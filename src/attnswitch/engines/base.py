@@ -1,0 +1,164 @@
+"""What every engine answers: `Encoder.encode(texts) -> float32 [N, dim]`, and the work all
+engines share (input checks, tokenising, length-sorted token-budget batching).
+
+Semantics, the same for every engine:
+- texts: a list (or tuple) of non-empty strings. An empty or whitespace-only text raises
+  `EncodeInputError` naming its index.
+- Tokenising uses the model's own tokenizer with its special tokens. A text longer than the
+  model's `max_seq_length` tokens is truncated (as sentence-transformers does), or refused
+  with `EncodeInputError` when `truncate=False`.
+- Batches: texts sorted by token count, longest first, grouped so that each padded batch
+  holds at most `batch_tokens` token slots (batch size x longest text) and at most
+  `max_batch` texts. Sorting leaves almost no padding; small batches keep activations in
+  cache. Output rows are in input order whatever the batching.
+- Pooling over the real tokens only (padding never counts): "mean" = the average of the
+  last hidden states, "cls" = the first token's, "last" = the last real token's; then L2
+  normalisation when the model asks for it (`ModelSpec`).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from attnswitch.engines.model import ModelSpec
+
+PRECISIONS = ("fp32", "bf16")
+
+
+class EncodeInputError(ValueError):
+    """Bad input to `encode`: the message names the argument (or the text's index), what was
+    expected and what came."""
+
+    def __init__(self, name: str, expected: str, got: Any):
+        self.argument = name
+        super().__init__(f"{name}: expected {expected}, got {got}")
+
+
+def _preview(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def check_texts(texts: Any) -> list[str]:
+    """The texts as a list of non-empty strings, or `EncodeInputError` naming the culprit."""
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise EncodeInputError("texts", "a list of strings", type(texts).__name__)
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise EncodeInputError(f"texts[{i}]", "a string", type(text).__name__)
+        if not text.strip():
+            raise EncodeInputError(f"texts[{i}]", "a non-empty text", _preview(text))
+    return out
+
+
+def check_precision(precision: Any) -> str:
+    if precision not in PRECISIONS:
+        raise EncodeInputError("precision", f"one of {', '.join(PRECISIONS)}", repr(precision))
+    return precision
+
+
+def plan_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[np.ndarray]:
+    """Indices of each batch: sorted by length, longest first, each batch's padded size
+    (count x its longest length) within `batch_tokens` and its count within `max_batch`.
+    A text longer than the budget gets a batch of its own."""
+    if batch_tokens < 1 or max_batch < 1:
+        raise EncodeInputError("batch_tokens", "a positive number of tokens", batch_tokens)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        width = int(lengths[order[start]])
+        count = max(1, min(max_batch, batch_tokens // max(width, 1)))
+        batches.append(order[start:start + count])
+        start += count
+    return batches
+
+
+class Encoder(abc.ABC):
+    """One model on one engine. Subclasses implement `_forward` (a batch of token id lists,
+    longest first, to pooled float32 vectors) and `explain`."""
+
+    engine: str = ""
+    default_batch_tokens: int = 2048
+    max_batch: int = 64
+
+    def __init__(self, spec: ModelSpec, precision: str = "fp32"):
+        self.spec = spec
+        self.precision = check_precision(precision)
+        self._tokenizer = spec.tokenizer()
+
+    @property
+    def dim(self) -> int:
+        return self.spec.dim
+
+    def tokenize(self, texts: Sequence[str], *, truncate: bool = True) -> list[list[int]]:
+        """Token ids per text, special tokens included, at most `max_seq_length` each."""
+        texts = check_texts(texts)
+        if self.spec.do_lower_case:
+            texts = [t.lower() for t in texts]
+        encodings = self._tokenizer.encode_batch(texts)
+        if not truncate:
+            limit = self.spec.max_seq_length
+            for i, enc in enumerate(encodings):
+                if enc.overflowing:
+                    full = self._untruncated_length(texts[i])
+                    raise EncodeInputError(
+                        f"texts[{i}]", f"at most {limit} tokens for this model (or truncate=True)",
+                        f"{full} tokens",
+                    )
+        return [enc.ids for enc in encodings]
+
+    def _untruncated_length(self, text: str) -> int:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(self._tokenizer.to_str())
+        tok.no_truncation()
+        return len(tok.encode(text).ids)
+
+    def encode(
+        self, texts: Sequence[str], *, batch_tokens: int | None = None, truncate: bool = True
+    ) -> np.ndarray:
+        """float32 `[len(texts), dim]`, one vector per text, in input order."""
+        return self.encode_ids(self.tokenize(texts, truncate=truncate), batch_tokens=batch_tokens)
+
+    def encode_ids(
+        self, ids: Sequence[Sequence[int]], *, batch_tokens: int | None = None
+    ) -> np.ndarray:
+        """Like `encode`, from token id lists (special tokens included, each non-empty and at
+        most `max_seq_length` long)."""
+        limit = self.spec.max_seq_length
+        for i, row in enumerate(ids):
+            if not 0 < len(row) <= limit:
+                raise EncodeInputError(f"ids[{i}]", f"1 to {limit} token ids", f"{len(row)}")
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        budget = self.default_batch_tokens if batch_tokens is None else int(batch_tokens)
+        for index in plan_batches([len(r) for r in ids], budget, self.max_batch):
+            out[index] = self._forward([list(ids[i]) for i in index])
+        return out
+
+    @abc.abstractmethod
+    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+        """Pooled (and normalised, per the model) float32 vectors `[len(batch), dim]`."""
+
+    @abc.abstractmethod
+    def explain(self, text: str = "attnswitch explains its plan") -> Any:
+        """The attnswitch `Plan` of this engine's attention call for `text`."""
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} engine={self.engine} model={self.spec.path.name} "
+                f"precision={self.precision}>")
+
+
+def padded(batch: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded int64 ids `[B, S]` and the int64 mask of real tokens `[B, S]`."""
+    width = max(len(row) for row in batch)
+    ids = np.full((len(batch), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(batch), width), dtype=np.int64)
+    for r, row in enumerate(batch):
+        ids[r, : len(row)] = row
+        mask[r, : len(row)] = 1
+    return ids, mask

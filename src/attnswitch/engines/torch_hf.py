@@ -1,0 +1,128 @@
+"""The torch engine: an unmodified transformers `AutoModel` whose attention runs through
+attnswitch (`attn_implementation="attnswitch"`), so the planner picks the kernel.
+
+Speed on CPU comes from doing no redundant work rather than from a special kernel:
+- texts sorted by token count and cut into small token-budget batches (`base.plan_batches`):
+  padding almost vanishes and activations stay in cache;
+- a batch whose texts have one length is sent without a mask, so attention runs unmasked;
+  otherwise the 2D padding mask becomes a key padding mask (see the transformers
+  integration), which keeps the fused SDPA kernel;
+- `torch.inference_mode()`; precision "bf16" runs under `torch.autocast` with bfloat16
+  (matmuls in bfloat16, float32 weights kept); "fp32" is exact float32.
+`layout="packed"` concatenates a batch into one row with `position_ids` restarting per text:
+no padding token is computed, and attention gets the packed layout (`cu_seqlens`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from attnswitch.engines.base import Encoder, EncodeInputError, padded
+from attnswitch.engines.model import ModelSpec
+
+LAYOUTS = ("padded", "packed")
+# RoBERTa-style models number positions from padding_idx + 1
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+class TorchEncoder(Encoder):
+    engine = "torch"
+    # Measured on a 2-core CPU with all-MiniLM-L6-v2 (see the engines' report): 16 texts of
+    # up to ~128 tokens per batch was the sweet spot; larger batches lose cache locality.
+    default_batch_tokens = 2048
+    max_batch = 16
+
+    def __init__(self, spec: ModelSpec, precision: str = "fp32", *, device: str | None = None,
+                 layout: str = "padded"):
+        super().__init__(spec, precision)
+        import torch
+        from transformers import AutoModel
+
+        from attnswitch.integrations import transformers as hf
+
+        hf.register()
+        if layout not in LAYOUTS:
+            raise EncodeInputError("layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
+        self.layout = layout
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = AutoModel.from_pretrained(
+            spec.path, attn_implementation=hf.NAME, dtype=torch.float32
+        ).to(self.device).eval()
+        self._position_offset = (
+            spec.pad_token_id + 1 if spec.model_type in _OFFSET_POSITIONS else 0
+        )
+
+    def _autocast(self) -> Any:
+        import torch
+
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def inputs(self, batch: list[list[int]]) -> dict[str, Any]:
+        """The model's keyword inputs for a batch of token id lists."""
+        import torch
+
+        if self.layout == "packed":
+            flat = np.concatenate([np.asarray(row, dtype=np.int64) for row in batch])
+            positions = np.concatenate([np.arange(len(row)) for row in batch]) + self._position_offset
+            return {
+                "input_ids": torch.from_numpy(flat)[None].to(self.device),
+                "position_ids": torch.from_numpy(positions.astype(np.int64))[None].to(self.device),
+            }
+        ids, mask = padded(batch, self.spec.pad_token_id)
+        inputs = {"input_ids": torch.from_numpy(ids).to(self.device)}
+        if not mask.all():
+            inputs["attention_mask"] = torch.from_numpy(mask).to(self.device)
+        return inputs
+
+    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+        import torch
+
+        lengths = torch.tensor([len(row) for row in batch], device=self.device)
+        with torch.inference_mode(), self._autocast():
+            hidden = self.model(**self.inputs(batch)).last_hidden_state.float()
+            if self.layout == "packed":
+                vectors = _pool_packed(hidden[0], lengths, self.spec.pooling)
+            else:
+                vectors = _pool_padded(hidden, lengths, self.spec.pooling)
+            if self.spec.normalize:
+                vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+        return vectors.cpu().numpy()
+
+    def explain(self, text: str = "attnswitch explains its plan") -> Any:
+        from attnswitch.integrations.transformers import explain_model
+
+        return explain_model(self.model, self.inputs(self.tokenize([text])))
+
+
+def _pool_padded(hidden: Any, lengths: Any, mode: str) -> Any:
+    """Pool right-padded `[B, S, H]` hidden states over each row's first `lengths` tokens."""
+    import torch
+
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode == "last":
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), lengths - 1]
+    real = (torch.arange(hidden.shape[1], device=hidden.device)[None] < lengths[:, None])
+    real = real.to(hidden.dtype)[..., None]
+    return (hidden * real).sum(dim=1) / real.sum(dim=1).clamp(min=1e-9)
+
+
+def _pool_packed(hidden: Any, lengths: Any, mode: str) -> Any:
+    """Pool packed `[T, H]` hidden states of sequences of `lengths` laid end to end."""
+    import torch
+
+    ends = torch.cumsum(lengths, 0)
+    starts = ends - lengths
+    if mode == "cls":
+        return hidden[starts]
+    if mode == "last":
+        return hidden[ends - 1]
+    seg = torch.repeat_interleave(torch.arange(len(lengths), device=hidden.device), lengths)
+    sums = torch.zeros((len(lengths), hidden.shape[1]), dtype=hidden.dtype, device=hidden.device)
+    sums.index_add_(0, seg, hidden)
+    return sums / lengths[:, None].to(hidden.dtype)

@@ -1,0 +1,128 @@
+"""pallas_common: the interpret switch, the frame geometry and the masked-row finder."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+from attnswitch.attention import masks, registry  # noqa: E402
+from attnswitch.attention.backends import pallas_common  # noqa: E402
+from attnswitch.attention.contract import validate  # noqa: E402
+
+PALLAS = ("pallas-flash", "pallas-splash")
+no_tpu = pytest.mark.skipif(pallas_common.tpu_present(), reason="checks the behaviour off a TPU")
+
+
+@no_tpu
+@pytest.mark.parametrize("name", PALLAS)
+def test_interpret_switch_decides_availability_off_a_tpu(name, monkeypatch):
+    backend = registry.get(name)
+    monkeypatch.delenv(pallas_common.INTERPRET_ENV, raising=False)
+    with pallas_common.interpret(False):
+        assert backend.unavailable() == pallas_common.NO_TPU
+        assert backend.unavailable().startswith(
+            "needs a TPU; runs here only in Pallas interpret mode for tests"
+        )
+        assert backend.caps.device_kinds == ("tpu",)
+    with pallas_common.interpret(True):
+        assert backend.unavailable() is None
+        assert "cpu" in backend.caps.device_kinds
+    monkeypatch.setenv(pallas_common.INTERPRET_ENV, "1")
+    assert pallas_common.interpret_enabled()
+    assert backend.unavailable() is None
+    monkeypatch.setenv(pallas_common.INTERPRET_ENV, "0")
+    assert backend.unavailable() == pallas_common.NO_TPU
+
+
+def test_switch_invalidates_cached_plans():
+    before = registry.generation
+    with pallas_common.interpret(True):
+        assert registry.generation > before
+
+
+@pytest.mark.parametrize("module", [
+    "jax.experimental.pallas.ops.tpu.flash_attention",
+    "jax.experimental.pallas.ops.tpu.splash_attention",
+])
+def test_kernel_modules_exist_in_this_jax(module):
+    assert pallas_common.kernel_import_reason(module) is None
+
+
+def test_missing_kernel_module_is_a_reason_naming_the_jax_version():
+    reason = pallas_common.kernel_import_reason("jax.experimental.pallas.ops.tpu.no_such_kernel")
+    assert "not importable" in reason and jax.__version__ in reason
+
+
+def call_for(sq, sk, *, b=2, packed=None, **kw):
+    if packed is not None:
+        cu = lambda lens: np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)  # noqa: E731
+        q = jnp.zeros((sum(a for a, _ in packed), 4, 16))
+        k = jnp.zeros((sum(c for _, c in packed), 2, 16))
+        return validate(q, k, k, cu_seqlens_q=jnp.asarray(cu([a for a, _ in packed])),
+                        cu_seqlens_k=jnp.asarray(cu([c for _, c in packed])), **kw)
+    return validate(jnp.zeros((b, sq, 4, 16)), jnp.zeros((b, sk, 2, 16)), jnp.zeros((b, sk, 2, 16)), **kw)
+
+
+@pytest.mark.parametrize("sq, sk", [(1, 300), (113, 203), (203, 113), (128, 128), (300, 10)])
+@pytest.mark.parametrize("top_left", [False, True])
+def test_frame_blocks_and_diagonal(sq, sk, top_left):
+    frame = pallas_common.plan_frame(call_for(sq, sk, causal=True), top_left=top_left)
+    for length, block in ((frame.len_q, frame.block_q), (frame.len_k, frame.block_k)):
+        assert length % 128 == 0 and block % 128 == 0 and length % block == 0
+    assert frame.len_q >= frame.front_q + sq and frame.len_k >= frame.front_k + sk
+    # Real query i sits at row front_q + i and is aligned with real key i + sk - sq.
+    assert frame.offset == (0 if top_left else sk - sq)
+    assert frame.segmented == (frame.front_k > 0 or frame.len_k != sk)
+
+
+def test_packed_layouts():
+    same = pallas_common.plan_frame(call_for(0, 0, packed=((5, 5), (0, 0), (9, 9))), top_left=True)
+    assert (same.layout, same.batch, same.seqlen_q, same.offset) == ("stream", 1, 14, 0)
+    assert same.segmented
+    unequal = pallas_common.plan_frame(call_for(0, 0, packed=((5, 9), (7, 2))), top_left=False)
+    assert (unequal.layout, unequal.batch, unequal.seqlen_q, unequal.seqlen_k) == ("padded", 2, 7, 9)
+
+
+GEOMETRIES = [
+    dict(sq=7, sk=5, causal=True),
+    dict(sq=5, sk=9, causal=True),
+    dict(sq=6, sk=6, window=(1, 0)),
+    dict(sq=4, sk=12, window=(0, 0)),
+    dict(sq=9, sk=4, window=(2, 1), causal=True),
+    dict(sq=5, sk=8),
+]
+
+
+@pytest.mark.parametrize("geometry, padded_keys", list(itertools.product(GEOMETRIES, [False, True])))
+def test_row_has_key_matches_the_dense_mask(geometry, padded_keys):
+    rng = np.random.default_rng(0)
+    geometry = dict(geometry)
+    sq, sk = geometry.pop("sq"), geometry.pop("sk")
+    kp = rng.random((3, sk)) < 0.4 if padded_keys else None
+    call = call_for(sq, sk, b=3, key_padding_mask=None if kp is None else jnp.asarray(kp), **geometry)
+    frame = pallas_common.plan_frame(call, top_left=True)
+    got = pallas_common.row_has_key(frame, None if kp is None else jnp.asarray(kp), None)
+    dense = masks.dense_mask(call, np.arange, kp)
+    want = np.ones((1, 1, sq), bool) if dense is None else np.broadcast_to(
+        dense, (3, 1, sq, sk)).any(-1)
+    if got is None:
+        assert want.all()
+    else:
+        np.testing.assert_array_equal(np.broadcast_to(np.asarray(got), want.shape), want)
+
+
+def test_row_has_key_with_a_per_head_attn_mask():
+    rng = np.random.default_rng(1)
+    am = rng.random((2, 4, 6, 9)) < 0.15
+    am[0, 1, 3] = False
+    call = call_for(6, 9, causal=True, attn_mask=jnp.asarray(am))
+    frame = pallas_common.plan_frame(call, top_left=False)
+    got = np.asarray(pallas_common.row_has_key(frame, None, jnp.asarray(am)))
+    want = masks.dense_mask(call, np.arange, None, am).any(-1)
+    np.testing.assert_array_equal(got, want)
+    assert not got[0, 1, 3]

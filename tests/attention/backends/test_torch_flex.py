@@ -1,0 +1,193 @@
+"""torch-flex: what it declines and why, conformance on the features it serves, and kernel
+reuse (a repeated shape never recompiles; past the kernel limit it recompiles, never falls
+back to flex's unfused eager path).
+
+Compiling a flex kernel takes seconds on CPU, so the tests reuse the shapes of the
+conformance cases (B2 Sq113 Sk203 H4 D64), whose kernels one compile serves."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import attnswitch as asw
+from attnswitch.attention import conformance
+from attnswitch.attention.arrays import DeviceInfo
+from attnswitch.attention.backends import torch_flex
+from attnswitch.attention.backends.torch_flex import BACKEND
+from attnswitch.attention.contract import validate
+
+pytestmark = [
+    pytest.mark.xdist_group("conformance-torch-flex"),  # share compiled kernels in one worker
+    pytest.mark.skipif(BACKEND.unavailable() is not None, reason=f"{BACKEND.unavailable()}"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
+
+QUICK = {c.label: c for c in conformance.cases(quick=True)}
+PLAIN = QUICK["plain-113x203/float32"]
+
+
+def call_for(sq=8, sk=8, d=16, dtype=torch.float32, **kw):
+    q = torch.randn(2, sq, 4, d, dtype=dtype)
+    k = torch.randn(2, sk, 2, d, dtype=dtype)
+    return validate(q, k, k, **kw)
+
+
+def on(call, kind, name):
+    return dataclasses.replace(call, device=DeviceInfo(kind, name, 0, (9, 0)))
+
+
+def graphs() -> int:
+    return counters["stats"]["unique_graphs"]
+
+
+# ---- declines ---------------------------------------------------------------------------
+
+
+def test_declines_grad_on_cpu():
+    q = torch.randn(1, 8, 2, 16, requires_grad=True)
+    assert BACKEND.declines(validate(q, q, q)) == [
+        "gradients: FlexAttention has no backward on CPU"
+    ]
+
+
+def test_grad_on_cpu_is_truly_unsupported_by_flex():
+    """The fact behind the decline: should torch learn CPU backward, this fails and the
+    decline should go."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q = torch.randn(1, 2, 8, 16, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="backward on CPU"):
+        flex_attention(q, q, q)
+
+
+def test_declines_lse_on_cpu_but_not_on_cuda():
+    reason = "return_lse: the compiled CPU flex kernel cannot return lse in this torch"
+    call = call_for(return_lse=True)
+    assert reason in BACKEND.declines(call)
+    assert reason not in BACKEND.declines(on(call, "cuda", "NVIDIA H100"))
+
+
+def test_declines_float64_and_lists_every_reason():
+    q = torch.randn(1, 8, 2, 16, dtype=torch.float64, requires_grad=True)
+    reasons = BACKEND.declines(validate(q, q, q, return_lse=True))
+    assert len(reasons) == 3
+    assert any("float64" in r for r in reasons)
+
+
+@pytest.mark.parametrize("d, declined", [(8, True), (15, True), (16, False), (59, False)])
+def test_gpu_head_dim_minimum(d, declined):
+    reasons = BACKEND.declines(on(call_for(d=d), "cuda", "NVIDIA H100"))
+    assert any("< 16" in r for r in reasons) == declined
+
+
+def test_cpu_serves_small_and_awkward_head_dims_and_every_mask_feature():
+    for d in (8, 59, 80, 256):
+        assert BACKEND.declines(call_for(d=d)) == []
+    kp = torch.ones(2, 8, dtype=torch.bool)
+    assert BACKEND.declines(call_for(causal=True, window=(3, 1), softcap=5.0,
+                                     key_padding_mask=kp)) == []
+
+
+def test_detail_says_how_the_block_mask_is_kept():
+    assert "block mask cached" in BACKEND.detail(call_for(causal=True))
+    kp = torch.ones(2, 8, dtype=torch.bool)
+    assert "built per call" in BACKEND.detail(call_for(key_padding_mask=kp))
+    assert "no block mask" in BACKEND.detail(call_for())
+
+
+# ---- numbers ----------------------------------------------------------------------------
+
+CASES = [
+    *(QUICK[f"{n}/float32"] for n in conformance.QUICK),
+    conformance.Case("softcap-30", softcap=30.0, magnitude=3.0),
+    # same total length as "packed" with other sequence lengths: a cached block mask must not
+    # serve it, though the compiled kernel does
+    conformance.Case("packed-reordered", packed=((1, 1), (91, 91), (0, 0), (37, 37)), causal=True),
+    conformance.Case("packed-no-keys", packed=((5, 0), (3, 0))),
+    conformance.Case("empty-queries", seqlen_q=0),
+]
+
+
+@pytest.mark.slow  # each new case compiles a kernel: seconds on CPU
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.label)
+def test_conformance(case):
+    result = conformance.check("torch-flex", case)
+    if case.return_lse:
+        assert result.status == conformance.DECLINED
+        assert any(r.startswith("return_lse") for r in result.reasons)
+        return
+    assert result.status == conformance.PASSED, result.reasons
+    assert result.error <= result.bound
+
+
+@pytest.mark.slow
+def test_second_call_of_a_shape_does_not_recompile():
+    rng = np.random.default_rng(0)
+    args = {n: torch.from_numpy(x) for n, x in conformance.make_inputs(PLAIN).items()
+            if isinstance(x, np.ndarray)}
+    q, k, v = args["q"], args["k"], args["v"]
+    for causal in (False, True):
+        asw.attention(q, k, v, causal=causal, backend="torch-flex")
+        before = graphs()
+        asw.attention(q + 1, k, v, causal=causal, backend="torch-flex")
+        assert graphs() == before
+    # masks read from the caller's tensors: new values, same kernel, results follow the values
+    kp = torch.from_numpy(rng.random((2, 203)) < 0.5)
+    first = asw.attention(q, k, v, key_padding_mask=kp, backend="torch-flex")
+    before = graphs()
+    second = asw.attention(q, k, v, key_padding_mask=~kp, backend="torch-flex")
+    assert graphs() == before
+    ref = asw.attention(q.double(), k.double(), v.double(), key_padding_mask=~kp,
+                        backend="reference")
+    assert not torch.allclose(first, second)
+    assert (second.double() - ref).abs().max() < 1e-5
+
+
+@pytest.mark.slow
+def test_past_the_kernel_limit_it_recompiles_instead_of_falling_back(monkeypatch):
+    """With the limit at one kernel, a second shape hits dynamo's recompile limit: the
+    backend forgets its kernels and compiles again (with fullgraph, dynamo would otherwise
+    raise; without it, run flex unfused)."""
+    monkeypatch.setattr(torch_flex, "MAX_KERNELS", 1)
+    inputs = {n: torch.from_numpy(x) for n, x in conformance.make_inputs(PLAIN).items()
+              if isinstance(x, np.ndarray)}
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    expected = asw.attention(q, k, v, backend="torch-flex")
+    # a window no other test uses: a kernel no earlier call left in the cache
+    asw.attention(q, k, v, window=(7, 3), backend="torch-flex")
+    before = graphs()
+    again = asw.attention(q, k, v, backend="torch-flex")
+    assert graphs() == before + 1  # compiled afresh, not served by an eager fallback
+    assert torch.equal(again, expected)
+
+
+def test_numpy_input_runs_on_torch_flex():
+    inputs = conformance.make_inputs(PLAIN)
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    plan = asw.explain(q, k, v, backend="torch-flex")
+    assert plan.chosen == "torch-flex"
+    out = asw.attention(q, k, v, backend="torch-flex")
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == q.shape
+    same = asw.attention(*(torch.from_numpy(x) for x in (q, k, v)), backend="torch-flex")
+    np.testing.assert_array_equal(out, same.numpy())
+
+
+def test_inputs_requiring_grad_run_under_no_grad():
+    inputs = conformance.make_inputs(PLAIN)
+    q, k, v = (torch.from_numpy(inputs[n]).requires_grad_() for n in ("q", "k", "v"))
+    with torch.no_grad():
+        out = asw.attention(q, k, v, backend="torch-flex")
+    expected = asw.attention(q.detach(), k.detach(), v.detach(), backend="torch-flex")
+    assert torch.equal(out, expected)
+
+
+def test_output_is_bshd_contiguous_like_q():
+    inputs = conformance.make_inputs(PLAIN)
+    q, k, v = (torch.from_numpy(inputs[n]) for n in ("q", "k", "v"))
+    out = asw.attention(q, k, v, backend="torch-flex")
+    assert out.shape == q.shape and out.dtype == q.dtype and out.is_contiguous()

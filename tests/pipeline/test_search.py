@@ -1,0 +1,145 @@
+"""Top-k cosine search over a real store, checked against brute force in float64, and on
+part of the shipped corpus with a bag-of-words embedding (no model needed)."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnswitch.pipeline.ingest import ingest
+from attnswitch.pipeline.search import VectorIndex, search
+from attnswitch.pipeline.store import ChunkRecord, Store, StoreInputError
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+DIM = 16
+
+
+@pytest.fixture
+def filled(tmp_path: Path):
+    """A store with 3 documents of 7 chunks each and the vectors written, by chunk id."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (root / name).write_text(f"document {name} " * 20)
+    rng = np.random.default_rng(7)
+    written: dict[int, np.ndarray] = {}
+    with Store(tmp_path / "index.sqlite3") as store:
+        for doc in ingest(root):
+            chunks = [ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10)
+                      for i in range(7)]
+            vecs = rng.normal(size=(7, DIM))
+            store.write_document(doc, chunks, vecs)
+            for row, v in zip(store.document_chunks(root, doc.source), vecs, strict=True):
+                written[row.id] = v
+        yield store, written
+
+
+def brute_force(written: dict[int, np.ndarray], query: np.ndarray) -> list[tuple[float, int]]:
+    q = query.astype(np.float64) / np.linalg.norm(query)
+    scored = [(float(v @ q / np.linalg.norm(v)), cid) for cid, v in written.items()]
+    return sorted(scored, key=lambda s: (-s[0], s[1]))
+
+
+@pytest.mark.parametrize("k", [1, 5, 21, 50])
+def test_top_k_matches_brute_force(filled, k: int) -> None:
+    store, written = filled
+    query = np.random.default_rng(k).normal(size=DIM)
+    hits = search(store, query, k)
+    expected = brute_force(written, query)[:k]
+    assert [h.chunk_id for h in hits] == [cid for _, cid in expected]
+    np.testing.assert_allclose([h.score for h in hits], [s for s, _ in expected], atol=1e-5)
+    rows = store.chunks(h.chunk_id for h in hits)
+    for h in hits:
+        assert (h.source, h.text, h.ordinal, h.start) == (
+            rows[h.chunk_id].source, rows[h.chunk_id].text, rows[h.chunk_id].ordinal,
+            rows[h.chunk_id].start)
+        assert h.text.startswith(h.source)
+
+
+def test_a_stored_vector_finds_itself_first(filled) -> None:
+    store, written = filled
+    cid, vec = list(written.items())[9]
+    (hit,) = search(store, vec * 3.0, k=1)
+    assert hit.chunk_id == cid and hit.score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_ties_are_broken_by_chunk_id(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "same.txt").write_text("same vectors")
+    with Store(tmp_path / "i.sqlite3") as store:
+        (doc,) = ingest(root)
+        vecs = np.tile(np.eye(4)[0], (40, 1))
+        vecs[::7] = np.eye(4)[1]  # c0, c7, c14, ... score 0; the others tie at 1
+        chunks = [ChunkRecord(f"c{i}", 1, 0, 1) for i in range(40)]
+        store.write_document(doc, chunks, vecs)
+        hits = search(store, np.eye(4)[0], k=5)
+        assert [h.text for h in hits] == ["c1", "c2", "c3", "c4", "c5"]
+        assert [h.text for h in search(store, np.eye(4)[1], k=3)] == ["c0", "c7", "c14"]
+
+
+def test_search_many_equals_one_by_one(filled) -> None:
+    store, _ = filled
+    queries = np.random.default_rng(3).normal(size=(4, DIM))
+    index = VectorIndex(store)
+    assert len(index) == 21
+    many = index.search_many(queries, k=3)
+    assert [[h.chunk_id for h in hits] for hits in many] == \
+        [[h.chunk_id for h in index.search(q, k=3)] for q in queries]
+
+
+@pytest.mark.parametrize(("query", "k", "message"), [
+    (np.ones(DIM + 1), 3, "query: expected dimension 16"),
+    (np.zeros(DIM), 3, "query: expected a non-zero vector"),
+    (np.full(DIM, np.nan), 3, "query: expected finite values"),
+    (np.ones((2, 2, DIM)), 3, "query: expected one vector"),
+    (np.ones(DIM), 0, "k: expected an int >= 1"),
+])
+def test_bad_queries(filled, query, k, message: str) -> None:
+    store, _ = filled
+    with pytest.raises(StoreInputError, match=message):
+        search(store, query, k)
+
+
+def test_empty_store(tmp_path: Path) -> None:
+    with Store(tmp_path / "empty.sqlite3") as store:
+        assert search(store, np.ones(DIM), k=3) == []
+
+
+def bag_of_words(text: str, dim: int = 1024) -> np.ndarray:
+    """A deterministic hashed bag-of-words vector: a stand-in embedding for search tests."""
+    v = np.zeros(dim)
+    for word in re.findall(r"[a-z]{3,}", text.lower()):
+        v[zlib.crc32(word.encode()) % dim] += 1.0
+    return v
+
+
+def paragraphs(text: str, size: int = 800) -> list[ChunkRecord]:
+    out, start = [], 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        out.append(ChunkRecord(text[start:end], len(text[start:end].split()), start, end))
+        start = end
+    return [c for c in out if re.search(r"[a-z]{3,}", c.text.lower())]
+
+
+def test_corpus_search_finds_the_right_page(tmp_path: Path) -> None:
+    root = CORPUS / "sqlite"
+    with Store(tmp_path / "corpus.sqlite3") as store:
+        plan = store.plan(root, ingest(root))
+        assert not plan.skipped and len(plan.new) >= 10
+        for doc in plan.new:
+            chunks = paragraphs(doc.text)
+            store.write_document(doc, chunks, np.stack([bag_of_words(c.text) for c in chunks]))
+        index = VectorIndex(store)
+        for query, page in [
+            ("write-ahead log wal checkpoint readers writers", "wal.html"),
+            ("json functions json_extract json_object arrays", "json1.html"),
+            ("type affinity storage class integer real text blob", "datatype3.html"),
+        ]:
+            hits = index.search(bag_of_words(query), k=3)
+            assert hits[0].source == page, [(h.source, round(h.score, 3)) for h in hits]

@@ -1,0 +1,434 @@
+"""The SQLite store on real files and a real database: plans, per-document transactions,
+bad input, runs, and a writer killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
+from attnswitch.pipeline.store import (
+    ChunkRecord,
+    Store,
+    StoreBusyError,
+    StoreInputError,
+    resolve_path,
+)
+
+DIM = 8
+
+
+def chunks_of(doc: Document, size: int = 24) -> list[ChunkRecord]:
+    text = doc.text
+    return [ChunkRecord(text[i:i + size], len(text[i:i + size].split()), i,
+                        min(i + size, len(text))) for i in range(0, len(text), size)]
+
+
+def vectors_for(chunks: list, dim: int = DIM, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(len(chunks), dim))
+
+
+def index(store: Store, root: Path, config: str = "cfg") -> dict[str, int]:
+    """Bring the store up to date with `root` (what a pipeline run does, minus encoding)."""
+    plan = store.plan(root, ingest(root), config)
+    for doc in plan.to_encode:
+        chunks = chunks_of(doc)
+        store.write_document(doc, chunks, vectors_for(chunks), config=config)
+    for doc in plan.skipped:
+        store.record_skip(doc, config=config)
+    store.remove(root, plan.deleted)
+    return plan.counts()
+
+
+def doc_named(root: Path, source: str) -> Document:
+    (doc,) = [d for d in ingest(root) if d.source == source]
+    return doc
+
+
+def snapshot(store: Store) -> tuple:
+    """Everything a reader can see: documents, chunks and vectors."""
+    rows = store._conn.execute("SELECT root, source, sha256, status, reason, config, n_chunks"
+                               " FROM documents ORDER BY root, source").fetchall()
+    chunks = store._conn.execute("SELECT doc_id, ordinal, text, n_tokens, char_start, "
+                                 "char_end FROM chunks ORDER BY id").fetchall()
+    ids, matrix = store.vectors()
+    return rows, chunks, ids.tolist(), matrix.tobytes(), store.dim
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("Alpha document. " * 10)
+    (folder / "b.md").write_text("# Beta\n\nBeta body text that is long enough. " * 3)
+    (folder / "sub" / "c.html").write_text("<html><body><p>Gamma page.</p><p>More gamma.</p>"
+                                           "</body></html>")
+    return folder
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with Store(tmp_path / "db" / "index.sqlite3") as s:
+        yield s
+
+
+# -- plans ----------------------------------------------------------------------------------
+
+def test_plan_new_unchanged_changed_deleted_skipped(store: Store, root: Path) -> None:
+    assert index(store, root) == {"new": 3, "changed": 0, "unchanged": 0, "skipped": 0,
+                                  "deleted": 0}
+    first = store.status()
+    assert index(store, root) == {"new": 0, "changed": 0, "unchanged": 3, "skipped": 0,
+                                  "deleted": 0}
+    assert store.status().chunks == first.chunks
+
+    (root / "b.md").write_text("# Beta v2\n\nRewritten.")
+    (root / "sub" / "c.html").unlink()
+    (root / "d.txt").write_text("Delta, a new file.")
+    (root / "e.txt").write_bytes(b"\x00\x01binary")
+    plan = store.plan(root, ingest(root), "cfg")
+    assert [d.source for d in plan.new] == ["d.txt"]
+    assert [d.source for d in plan.changed] == ["b.md"]
+    assert [d.source for d in plan.unchanged] == ["a.txt"]
+    assert [d.source for d in plan.skipped] == ["e.txt"]
+    assert plan.deleted == ("sub/c.html",)
+
+    index(store, root)
+    assert store.lookup(root, "sub/c.html") is None
+    assert store.document_chunks(root, "sub/c.html") == []
+    assert "".join(c.text for c in store.document_chunks(root, "b.md")) == \
+        "# Beta v2\n\nRewritten."
+    expected = sum(len(chunks_of(d)) for d in ingest(root) if d.ok)
+    assert store.status().chunks == expected == len(store.vectors()[0])
+
+
+def test_config_change_makes_documents_changed(store: Store, root: Path) -> None:
+    index(store, root, config="model-a/256/32")
+    plan = store.plan(root, ingest(root), "model-a/128/16")
+    assert len(plan.changed) == 3 and not plan.unchanged
+
+
+def test_skipped_then_fixed_then_broken_again(store: Store, root: Path) -> None:
+    (root / "x.txt").write_bytes(b"")
+    index(store, root)
+    row = store.lookup(root, "x.txt")
+    assert (row.status, row.reason, row.n_chunks) == ("skipped", "empty: 0 bytes", 0)
+    assert store.plan(root, ingest(root), "cfg").skipped[0].source == "x.txt"
+
+    (root / "x.txt").write_text("Now it has text.")
+    plan = store.plan(root, ingest(root), "cfg")
+    assert [d.source for d in plan.changed] == ["x.txt"]
+    index(store, root)
+    assert store.lookup(root, "x.txt").status == "indexed"
+    assert store.document_chunks(root, "x.txt")
+
+    (root / "x.txt").write_bytes(b"\x00" * 64)
+    index(store, root)
+    row = store.lookup(root, "x.txt")
+    assert row.status == "skipped" and row.reason.startswith("binary")
+    assert store.document_chunks(root, "x.txt") == []
+
+
+def test_plan_refuses_foreign_or_repeated_documents(store: Store, root: Path,
+                                                    tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "z.txt").write_text("z")
+    with pytest.raises(StoreInputError, match="documents: expected documents under root"):
+        store.plan(root, ingest(other))
+    docs = list(ingest(root))
+    with pytest.raises(StoreInputError, match="each source once"):
+        store.plan(root, docs + docs[:1])
+
+
+def test_roots_are_independent(store: Store, tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "README.md").write_text(f"readme of {name}")
+    index(store, tmp_path / "one")
+    index(store, tmp_path / "two")
+    assert store.status().documents == 2 and len(store.status().roots) == 2
+    (tmp_path / "two" / "README.md").unlink()
+    assert index(store, tmp_path / "two")["deleted"] == 1
+    assert store.lookup(tmp_path / "one", "README.md") is not None
+
+
+def test_is_fresh_and_touch(store: Store, root: Path) -> None:
+    index(store, root)
+    entry = next(e for e in scan(root) if e.source == "a.txt")
+    assert store.is_fresh(entry, "cfg") and not store.is_fresh(entry, "other-cfg")
+    st = os.stat(entry.path)
+    os.utime(entry.path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    entry = next(e for e in scan(root) if e.source == "a.txt")
+    assert not store.is_fresh(entry, "cfg")
+    doc = doc_named(root, "a.txt")
+    assert store.classify(doc, "cfg") == "unchanged"
+    store.touch(doc)
+    assert store.is_fresh(entry, "cfg")
+
+
+# -- one transaction per document -----------------------------------------------------------
+
+def test_changed_document_replaces_all_its_chunks(store: Store, root: Path) -> None:
+    doc = doc_named(root, "a.txt")
+    long = chunks_of(doc, size=10)
+    store.write_document(doc, long, vectors_for(long))
+    short = chunks_of(doc, size=100)
+    store.write_document(doc, short, vectors_for(short, seed=1))
+    rows = store.document_chunks(root, "a.txt")
+    assert [r.ordinal for r in rows] == list(range(len(short)))
+    assert [(r.text, r.start, r.end) for r in rows] == [(c.text, c.start, c.end) for c in short]
+    assert len(store.vectors()[0]) == len(short)
+
+
+def test_write_failing_mid_document_leaves_the_old_version(store: Store, root: Path) -> None:
+    old = doc_named(root, "b.md")
+    old_chunks = chunks_of(old)
+    store.write_document(old, old_chunks, vectors_for(old_chunks), config="cfg")
+    before = snapshot(store)
+
+    (root / "b.md").write_text("A completely new beta, written in more than three chunks. " * 4)
+    new = doc_named(root, "b.md")
+    new_chunks = chunks_of(new)
+    assert len(new_chunks) > 3
+    # A real database failure in the middle of the document: the fourth chunk's insert.
+    with sqlite3.connect(store.path) as other:
+        other.execute("CREATE TRIGGER fail_mid_document BEFORE INSERT ON chunks "
+                      "WHEN NEW.ordinal = 3 BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="injected"):
+        store.write_document(new, new_chunks, vectors_for(new_chunks), config="cfg")
+
+    assert snapshot(store) == before
+    assert store.lookup(root, "b.md").sha256 == old.sha256
+    assert store.classify(new, "cfg") == "changed"  # the next run redoes it
+
+    with sqlite3.connect(store.path) as other:
+        other.execute("DROP TRIGGER fail_mid_document")
+    store.write_document(new, new_chunks, vectors_for(new_chunks), config="cfg")
+    assert len(store.document_chunks(root, "b.md")) == len(new_chunks)
+    assert store.classify(new, "cfg") == "unchanged"
+
+
+_KILLED_WRITER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from attnswitch.pipeline.ingest import ingest
+    from attnswitch.pipeline.store import ChunkRecord, Store
+
+    root, db = sys.argv[1], sys.argv[2]
+    docs = list(ingest(root))
+    rng = np.random.default_rng(0)
+    with Store(db) as store:
+        store.begin_run(root, "cycle")
+        print("writing", flush=True)
+        cycle = 0
+        while True:  # rewrite every document forever, a different chunk count each cycle
+            n = 150 + 37 * (cycle % 5)
+            for doc in docs:
+                chunks = [ChunkRecord(f"c{cycle} {k}", 2, 0, 0) for k in range(n)]
+                store.write_document(doc, chunks, rng.normal(size=(n, 16)),
+                                     config=f"c{cycle}")
+            cycle += 1
+""")
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.4])
+def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
+                                                  delay: float) -> None:
+    db = tmp_path / "killed.sqlite3"
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), str(db)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.strip() == "writing", child.stderr.read()
+        time.sleep(delay)
+        assert child.poll() is None, child.stderr.read()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+    with Store(db) as store:
+        rows = store._conn.execute("SELECT id, config, n_chunks FROM documents").fetchall()
+        assert rows, "the writer committed nothing before the kill"
+        for doc_id, config, n_chunks in rows:
+            chunks = store._conn.execute("SELECT ordinal, text FROM chunks WHERE doc_id = ? "
+                                         "ORDER BY ordinal", (doc_id,)).fetchall()
+            assert [o for o, _ in chunks] == list(range(n_chunks))
+            assert {t.split()[0] for _, t in chunks} == {config}
+        ids, matrix = store.vectors()
+        assert matrix.shape == (sum(r[2] for r in rows), 16)
+        np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
+
+        run = store.begin_run(root, "resume")  # the killed run's lock died with it
+        runs = store.runs()
+        assert [r.status for r in runs] == ["running", "interrupted"] and runs[0].id == run
+        latest = max(r[1] for r in rows)
+        plan = store.plan(root, ingest(root), latest)
+        redo = {d.source for d in plan.changed}
+        assert redo == {store._conn.execute("SELECT source FROM documents WHERE id = ?",
+                                            (r[0],)).fetchone()[0] for r in rows
+                        if r[1] != latest}
+        store.finish_run(run)
+
+
+# -- bad input: a clear error, nothing lost -----------------------------------------------
+
+BAD_VECTORS = {
+    "other dim": lambda n: np.ones((n, DIM + 1)),
+    "too few rows": lambda n: np.ones((n - 1, DIM)),
+    "one-dimensional": lambda n: np.ones(n * DIM),
+    "nan": lambda n: np.full((n, DIM), np.nan),
+    "zero row": lambda n: np.vstack([np.ones((n - 1, DIM)), np.zeros((1, DIM))]),
+    "not numbers": lambda n: [["a"] * DIM] * n,
+}
+
+
+@pytest.mark.parametrize("bad", BAD_VECTORS, ids=list(BAD_VECTORS))
+def test_bad_vectors_are_refused_and_nothing_is_lost(store: Store, root: Path,
+                                                     bad: str) -> None:
+    index(store, root)
+    (root / "a.txt").write_text("changed text for alpha, long enough for chunks")
+    doc = doc_named(root, "a.txt")
+    chunks = chunks_of(doc)
+    before = snapshot(store)
+    with pytest.raises(StoreInputError, match=r"^vectors: expected "):
+        store.write_document(doc, chunks, BAD_VECTORS[bad](len(chunks)))
+    assert snapshot(store) == before
+
+
+BAD_CHUNKS = {
+    "missing field": (object(), "attributes text, n_tokens, start, end"),
+    "text not str": (ChunkRecord(b"bytes", 1, 0, 5), "str"),
+    "negative tokens": (ChunkRecord("x", -1, 0, 1), "an int >= 0"),
+    "float span": (ChunkRecord("x", 1, 0.5, 1), "an int >= 0"),
+    "end before start": (ChunkRecord("x", 1, 5, 2), ">= start 5"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_CHUNKS, ids=list(BAD_CHUNKS))
+def test_bad_chunks_are_refused_and_nothing_is_written(store: Store, root: Path,
+                                                       bad: str) -> None:
+    index(store, root)
+    doc = doc_named(root, "a.txt")
+    chunk, expected = BAD_CHUNKS[bad]
+    good = chunks_of(doc)
+    before = snapshot(store)
+    with pytest.raises(StoreInputError, match=rf"^chunks\[1\]\.?\w*: expected {expected}"):
+        store.write_document(doc, [good[0], chunk], vectors_for(good[:2]))
+    assert snapshot(store) == before
+
+
+def test_wrong_kind_of_document(store: Store, root: Path) -> None:
+    (root / "bad.txt").write_bytes(b"\x00\x00")
+    bad, good = doc_named(root, "bad.txt"), doc_named(root, "a.txt")
+    assert bad.skip is Skip.BINARY
+    with pytest.raises(StoreInputError, match="use record_skip"):
+        store.write_document(bad, [], np.zeros((0, DIM)))
+    with pytest.raises(StoreInputError, match="expected a skipped document"):
+        store.record_skip(good)
+    assert store.status().documents == 0 and store.status().skipped == 0
+
+
+def test_dimension_is_fixed_while_vectors_exist(store: Store, root: Path) -> None:
+    doc = doc_named(root, "a.txt")
+    chunks = chunks_of(doc)
+    store.write_document(doc, chunks, vectors_for(chunks, dim=4))
+    assert store.dim == 4
+    with pytest.raises(StoreInputError, match="dimension 4 .this store's., got 6"):
+        store.write_document(doc, chunks, vectors_for(chunks, dim=6))
+    assert store.remove(root, ["a.txt", "never-stored.txt"]) == 1
+    store.write_document(doc, chunks, vectors_for(chunks, dim=6))
+    assert store.dim == 6 and store.vectors()[1].shape == (len(chunks), 6)
+
+
+def test_document_without_chunks(store: Store, root: Path) -> None:
+    doc = doc_named(root, "a.txt")
+    store.write_document(doc, [], np.zeros((0, DIM)))
+    assert store.lookup(root, "a.txt").n_chunks == 0 and store.dim is None
+    assert store.vectors()[1].shape == (0, 0)
+
+
+# -- reading back -----------------------------------------------------------------------
+
+def test_vectors_are_normalised_float32_with_chunk_ids(store: Store, root: Path) -> None:
+    written = {}
+    for seed, doc in enumerate(d for d in ingest(root)):
+        chunks = chunks_of(doc)
+        vecs = vectors_for(chunks, seed=seed) * (seed + 3)
+        store.write_document(doc, chunks, vecs)
+        for row, v in zip(store.document_chunks(root, doc.source), vecs, strict=True):
+            written[row.id] = v / np.linalg.norm(v)
+    ids, matrix = store.vectors()
+    assert matrix.dtype == np.float32 and ids.dtype == np.int64
+    assert sorted(written) == ids.tolist()
+    np.testing.assert_allclose(matrix, np.stack([written[i] for i in ids.tolist()]),
+                               rtol=1e-6, atol=1e-7)
+    rows = store.chunks(ids[:3])
+    assert set(rows) == set(ids[:3].tolist()) and all(r.root == str(root) for r in rows.values())
+
+
+def test_status_and_runs(store: Store, root: Path) -> None:
+    (root / "pic.png").write_bytes(b"\x89PNG")
+    (root / "nul.txt").write_bytes(b"\x00")
+    run = store.begin_run(root, "cfg")
+    counts = index(store, root)
+    store.finish_run(run, counts=counts, summary={"tokens_per_s": 12.5})
+    status = store.status()
+    assert (status.documents, status.skipped, status.dim) == (3, 2, DIM)
+    assert status.skipped_by_reason == {"binary": 1, "unsupported extension": 1}
+    assert [f[1] for f in status.skipped_files] == ["nul.txt", "pic.png"]
+    assert status.tokens == sum(c.n_tokens for d in ingest(root) if d.ok for c in chunks_of(d))
+    last = status.last_run
+    assert (last.id, last.status, last.counts, last.summary) == (
+        run, "completed", counts, {"tokens_per_s": 12.5})
+    assert last.ended_at >= last.started_at
+    with pytest.raises(StoreInputError, match="status: expected one of"):
+        store.finish_run(run, "running")
+
+
+def test_one_run_at_a_time(store: Store) -> None:
+    run = store.begin_run()
+    with Store(store.path) as other:
+        with pytest.raises(StoreBusyError, match="another attnswitch run"):
+            other.begin_run()
+        store.finish_run(run, "failed")
+        second = other.begin_run()
+        other.finish_run(second)
+    assert [r.status for r in store.runs()] == ["completed", "failed"]
+
+
+# -- the file -------------------------------------------------------------------------------
+
+def test_paths_and_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve_path() == Path(".attnswitch") / "index.sqlite3"
+    (tmp_path / "data").mkdir()
+    assert resolve_path(tmp_path / "data") == tmp_path / "data" / "index.sqlite3"
+    assert resolve_path("new-dir/") == Path("new-dir") / "index.sqlite3"
+    assert resolve_path("x.db") == Path("x.db")
+    with Store() as store:
+        assert store.path.resolve() == (tmp_path / ".attnswitch" / "index.sqlite3")
+    with sqlite3.connect(tmp_path / ".attnswitch" / "index.sqlite3") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "future.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(StoreInputError, match="made by a newer attnswitch"):
+        Store(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 99
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
