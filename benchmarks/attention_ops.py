@@ -97,6 +97,10 @@ def to_framework(inputs: dict, framework: str, device: str) -> dict:
             x = arrays.numpy_to(x, framework)
             if device != "cpu" and framework == "torch":
                 x = x.to(device)
+            elif device != "cpu" and framework == "jax":
+                import jax
+
+                x = jax.device_put(x, jax.devices("gpu" if device == "cuda" else device)[0])
         out[name] = x
     return out
 
@@ -132,9 +136,9 @@ def serving_backends(inputs_np: dict, device: str) -> dict[str, tuple]:
     return found
 
 
-def time_row(row: Row, reps: int, device: str) -> dict:
+def time_row(row: Row, reps: int, device: str, skip: set[str] = frozenset()) -> dict:
     inputs = make_inputs(row)
-    serving = serving_backends(inputs, device)
+    serving = {n: v for n, v in serving_backends(inputs, device).items() if n not in skip}
     torch_args = to_framework(inputs, "torch", device)
     q, k, v = torch_args.pop("q"), torch_args.pop("k"), torch_args.pop("v")
     plan = asw.explain(q, k, v, **torch_args)
@@ -188,11 +192,41 @@ def overhead(reps: int, device: str) -> dict:
                 ratio=med["attnswitch"] / med["direct"], plan_us=plan_us, reps=reps)
 
 
+def flops(row: Row) -> float:
+    """Forward FLOPs of one call: two matmuls of 2*Sq*Sk*D per head, halved under causal
+    (packed and padded rows are counted as full, an upper bound)."""
+    sk = row.seqlen_k or row.seqlen
+    total = 4.0 * row.batch * row.heads_q * row.seqlen * sk * row.head_dim
+    return total / 2 if row.feature == "causal" and row.seqlen == sk else total
+
+
 def fmt_ms(s: float) -> str:
     return f"{s * 1e3:.2f}"
 
 
-def markdown(results: list[dict], ov: dict | None, meta: str) -> str:
+def tflops_table(results: list[dict], peak: float) -> list[str]:
+    """TFLOP/s per backend and as a fraction of the device's peak dense bf16 rate."""
+    names = sorted({n for r in results for n in r["medians"]})
+    lines = [
+        "", f"## Throughput (TFLOP/s; fraction of the {peak:.0f} TFLOP/s peak dense bf16 rate)", "",
+        "| shape | feature | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for r in results:
+        row, med = r["row"], r["medians"]
+        cells = []
+        for n in names:
+            if n not in med:
+                cells.append("—")
+                continue
+            tf = flops(row) / med[n] / 1e12
+            cells.append(f"{tf:.1f} ({tf / peak:.0%})")
+        lines.append(f"| B{row.batch} S{row.seqlen} H{row.heads_q} D{row.head_dim} {row.dtype} "
+                     f"| {row.feature} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(results: list[dict], ov: dict | None, meta: str, peak: float | None = None) -> str:
     names = sorted({n for r in results for n in r["medians"]})
     lines = [
         "# Attention backends side by side", "", meta, "",
@@ -219,6 +253,8 @@ def markdown(results: list[dict], ov: dict | None, meta: str) -> str:
             f" H{row.heads_q}/{row.heads_kv} D{row.head_dim}")
         lines.append(f"| {row.label} {shape} | {row.dtype} | {row.feature} | "
                      + " | ".join(cells) + f" | {ratio:.2f} |")
+    if peak:
+        lines += tflops_table(results, peak)
     if ov:
         lines += [
             "", "## Cost of the attnswitch call", "",
@@ -270,13 +306,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default="docs/results")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the device's peak dense bf16 TFLOP/s, for the throughput table")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="backends to leave out (e.g. materialising ones at long lengths)")
     parser.add_argument("--write-autotune", action="store_true",
                         help="record the measured order for the planner (autotune.json)")
     args = parser.parse_args(argv)
     grid = QUICK if args.quick else (CUDA_GRID if args.device == "cuda" else CPU_GRID)
     results = []
     for row in grid:
-        r = time_row(row, args.reps, args.device)
+        r = time_row(row, args.reps, args.device, skip=set(args.skip))
         results.append(r)
         print(f"{row.label:<14} {row.dtype:<9} {row.feature:<7} pick={r['pick']:<12} "
               + "  ".join(f"{n}={fmt_ms(t)}" for n, t in sorted(r["medians"].items())),
@@ -289,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             f"torch {torch.__version__}, attnswitch {asw.__version__}, {args.reps} reps per backend, "
             f"median. Command: `python benchmarks/attention_ops.py{' --quick' if args.quick else ''}"
             f"{' --device ' + args.device if args.device != 'cpu' else ''}`.")
-    text = markdown(results, ov, meta)
+    text = markdown(results, ov, meta, args.peak_tflops)
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

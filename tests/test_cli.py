@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from attnswitch.attention import conformance, registry
+from attnswitch.attention import conformance, registry, verdicts
+from attnswitch.attention.arrays import CPU
 from attnswitch.attention.backends.reference import Reference
 from attnswitch.cli import app
 
@@ -42,11 +43,11 @@ BACKEND = DropsCausal()
 '''
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`python -m attnswitch.cli ARGS` in a fresh process."""
     return subprocess.run(
         [sys.executable, "-m", "attnswitch.cli", *args], capture_output=True, text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=300,
     )
 
 
@@ -63,13 +64,13 @@ def plugin_path(tmp_path: Path) -> Path:
         "Metadata-Version: 2.1\nName: attnswitch-test-plugin\nVersion: 0.1\n"
     )
     (info / "entry_points.txt").write_text(
-        f"[attnswitch.backends]\ndrops-causal = attnswitch_test_plugin:BACKEND\n"
+        "[attnswitch.backends]\ndrops-causal = attnswitch_test_plugin:BACKEND\n"
     )
     return root
 
 
 def _invoke(*args: str) -> Any:
-    result = CliRunner().invoke(app, list(args))
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result
@@ -162,17 +163,18 @@ def test_doctor_json(cache_dir: Path) -> None:
     assert report["versions"]["numpy"]
 
 
-def test_conformance_json_and_requalify(cache_dir: Path) -> None:
+def test_conformance_json_records_verdict(cache_dir: Path) -> None:
+    _invoke("conformance", "--quick", "--backend", "reference", "--no-record")
+    assert not (cache_dir / "verdicts.json").exists()
+    assert verdicts.status(registry.get("reference"), CPU) == verdicts.UNVERIFIED
+
     result = _invoke("conformance", "--quick", "--backend", "reference", "--json")
     assert result.exit_code == 0, result.output
     (report,) = json.loads(result.stdout)
     assert report["verdict"] == "pass" and report["failed"] == 0
     assert len(report["results"]) == len(conformance.cases(quick=True))
     assert all(r["error"] <= r["bound"] for r in report["results"])
-
-    status = _invoke("doctor", "--json", "--no-timing")
-    rows = {r["backend"]: r for r in json.loads(status.stdout)["backends"]}
-    assert rows["reference"]["verdict"] == "pass"
+    assert verdicts.status(registry.get("reference"), CPU) == verdicts.PASS
 
 
 @pytest.fixture

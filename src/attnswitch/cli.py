@@ -3,9 +3,9 @@
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
 
-One small function per command; each imports what it needs (numpy, torch, jax, attnswitch
-itself) inside, so `attnswitch --help` stays fast. A new command is one more
-`@app.command()` function here.
+One small function per command; each imports what it needs (torch, jax, the attention
+modules) inside, so `attnswitch --help` imports neither torch nor jax. A new command is one
+more `@app.command()` function (here, or in its own module importing `app`).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def conformance(
     from attnswitch.attention import conformance as conf
     from attnswitch.attention import registry
 
-    names = list(backend or [])
+    names = list(dict.fromkeys(backend or []))
     _check_names(names)
     explicit = bool(names)
     names = names or registry.names()
@@ -142,7 +142,8 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool)
     b = registry.get(name)
     report: dict[str, Any] = {
         "backend": name, "framework": b.framework, "device": None, "unavailable": None,
-        "verdict": None, "passed": 0, "failed": 0, "errors": 0, "declined": 0, "results": [],
+        "verdict": None, "recorded": False, "passed": 0, "failed": 0, "errors": 0,
+        "declined": 0, "results": [],
     }
     if (why := b.unavailable()) is not None:
         report["unavailable"] = why
@@ -162,6 +163,7 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool)
     )
     if counts[conf.PASSED] + counts[conf.FAILED] + counts[conf.ERROR]:
         report["verdict"] = "pass" if not (counts[conf.FAILED] or counts[conf.ERROR]) else "fail"
+        report["recorded"] = record
     report["results"] = [
         {"case": r.case.label, "status": r.status, "error": r.error, "bound": r.bound,
          "reasons": list(r.reasons)}
@@ -204,20 +206,25 @@ def _render_conformance(reports: list[dict], show_declined: bool) -> None:
         summary.add_row(
             rep["backend"], rep["device"] or "-", str(rep["passed"]), str(rep["failed"]),
             str(rep["errors"]), str(rep["declined"]), f"[{style}]{verdict}[/]",
-            rep["unavailable"] or _declined_note(rep, show_declined),
+            rep["unavailable"] or _summary_note(rep, show_declined),
         )
     console.print(summary)
 
 
-def _declined_note(rep: dict, show_declined: bool) -> str:
-    """The reasons a backend declined cases, each with how many cases it covered."""
-    if not rep["declined"] or show_declined:
-        return "" if rep["verdict"] else "declined every case: no verdict recorded"
-    reasons = Counter(
-        reason for r in rep["results"] if r["status"] == "declined" for reason in r["reasons"]
-    )
-    text = "; ".join(f"{reason} ({n})" for reason, n in reasons.most_common())
-    return f"declined: {text}"
+def _summary_note(rep: dict, show_declined: bool) -> str:
+    """Whether the verdict was stored, and the reasons a backend declined cases, each with
+    how many cases it covered."""
+    notes = []
+    if rep["verdict"] is None:
+        notes.append("declined every case: no verdict recorded")
+    elif not rep["recorded"]:
+        notes.append("not recorded (--no-record)")
+    if rep["declined"] and not show_declined:
+        reasons = Counter(
+            reason for r in rep["results"] if r["status"] == "declined" for reason in r["reasons"]
+        )
+        notes.append("declined: " + "; ".join(f"{why} ({n})" for why, n in reasons.most_common()))
+    return "; ".join(notes)
 
 
 # ---- doctor ------------------------------------------------------------------------------
@@ -313,7 +320,8 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
     from attnswitch.attention.plan import run_backend
 
     rng = np.random.default_rng(0)
-    fw = "numpy" if getattr(getattr(b, "caps", None), "accepts_all_frameworks", False) else b.framework
+    any_input = getattr(getattr(b, "caps", None), "accepts_all_frameworks", False)
+    fw = "numpy" if any_input else b.framework
     q, k, v = (conf.to_device(rng.standard_normal(TIMING_SHAPE, dtype=np.float32), fw, where)
                for _ in range(3))
     call = validate(q, k, v)
@@ -432,8 +440,16 @@ def _render_engines(console: Any, engines: Any) -> None:
     for col in columns:
         table.add_column(col, overflow="fold")
     for e in engines:
-        table.add_row(*(str(e.get(c, "")) for c in columns))
+        table.add_row(*(_cell(e.get(c)) for c in columns))
     console.print(table)
+
+
+def _cell(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    return str(x)
 
 
 # ---- doctor rendering --------------------------------------------------------------------

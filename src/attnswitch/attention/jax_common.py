@@ -54,7 +54,8 @@ def packed_mask(call: Call, cu_q: Any, cu_k: Any, total_q: int, total_k: int) ->
     seg_q, diag = packed_positions(cu_q, cu_k, total_q)
     seg_k = segment_ids(cu_k, total_k)
     mask = seg_q[:, None] == seg_k[None, :]
-    bounded = masks.bounds_mask(diag[:, None], jnp.arange(total_k, dtype=jnp.int32)[None, :], call.bounds)
+    key_rows = jnp.arange(total_k, dtype=jnp.int32)
+    bounded = masks.bounds_mask(diag[:, None], key_rows[None, :], call.bounds)
     return mask if bounded is None else mask & bounded
 
 
@@ -98,7 +99,9 @@ def run_jitted(fn: Callable[..., Any], q: Any, k: Any, v: Any, call: Call, *stat
     if call.packed:  # the longest lengths don't shape the program: share it across batches
         key = dataclasses.replace(key, seqlen_q=q.shape[0], seqlen_k=k.shape[0])
     compiled = _compiled(fn, key, static)
-    return compiled(q, k, v, call.key_padding_mask, call.attn_mask, call.cu_seqlens_q, call.cu_seqlens_k)
+    return compiled(
+        q, k, v, call.key_padding_mask, call.attn_mask, call.cu_seqlens_q, call.cu_seqlens_k
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -136,13 +136,20 @@ class Encoder(abc.ABC):
                 raise EncodeInputError(f"ids[{i}]", f"1 to {limit} token ids", f"{len(row)}")
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         budget = self.default_batch_tokens if batch_tokens is None else int(batch_tokens)
-        for index in plan_batches([len(r) for r in ids], budget, self.max_batch):
-            out[index] = self._forward([list(ids[i]) for i in index])
+        lengths = [self.planned_length(len(r)) for r in ids]
+        for index in plan_batches(lengths, budget, self.max_batch):
+            out[index] = self._forward([list(ids[i]) for i in index], budget)
         return out
 
+    def planned_length(self, length: int) -> int:
+        """The length a text of `length` tokens occupies in a batch (engines that compile per
+        shape round it up)."""
+        return length
+
     @abc.abstractmethod
-    def _forward(self, batch: list[list[int]]) -> np.ndarray:
-        """Pooled (and normalised, per the model) float32 vectors `[len(batch), dim]`."""
+    def _forward(self, batch: list[list[int]], batch_tokens: int) -> np.ndarray:
+        """Pooled (and normalised, per the model) float32 vectors `[len(batch), dim]` for a
+        batch planned under `batch_tokens`."""
 
     @abc.abstractmethod
     def explain(self, text: str = "attnswitch explains its plan") -> Any:

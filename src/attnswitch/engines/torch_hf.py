@@ -79,7 +79,7 @@ class TorchEncoder(Encoder):
             inputs["attention_mask"] = torch.from_numpy(mask).to(self.device)
         return inputs
 
-    def _forward(self, batch: list[list[int]]) -> np.ndarray:
+    def _forward(self, batch: list[list[int]], batch_tokens: int) -> np.ndarray:
         import torch
 
         lengths = torch.tensor([len(row) for row in batch], device=self.device)

@@ -69,6 +69,7 @@ class Skip(str, enum.Enum):
     UNDECODABLE = "undecodable text"
     CORRUPT_PDF = "corrupt PDF"
     ENCRYPTED_PDF = "encrypted PDF"
+    ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
 
 
 @dataclass(frozen=True)

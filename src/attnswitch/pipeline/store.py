@@ -274,6 +274,17 @@ class Store:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         return int(row[0]) if row else None
 
+    def meta(self, key: str) -> str | None:
+        """A value of the store's key-value table (e.g. the index config), or None."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set one key of the store's key-value table (one statement: atomic)."""
+        if key == "dim":
+            raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
     def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
         row = self._conn.execute(
             "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
@@ -286,6 +297,13 @@ class Store:
         rows = self._conn.execute("SELECT source FROM documents WHERE root = ?",
                                   (root_key(root),))
         return {r[0] for r in rows}
+
+    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
+        """(indexed documents, their chunks) stored under `root`."""
+        docs, chunks = self._conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = ? AND "
+            "status = 'indexed'", (root_key(root),)).fetchone()
+        return int(docs), int(chunks)
 
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
         """True when `entry` was stored under `config` with this size and mtime: a run may

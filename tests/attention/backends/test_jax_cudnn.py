@@ -76,7 +76,9 @@ def test_declines_everything_it_cannot_honour_with_every_reason() -> None:
 
 
 def test_declines_packed_and_other_devices() -> None:
-    packed = dataclasses.replace(call(), layout="packed", seqlens_q=(100, 156), seqlens_k=(100, 156))
+    packed = dataclasses.replace(
+        call(), layout="packed", seqlens_q=(100, 156), seqlens_k=(100, 156)
+    )
     assert any("packed layout" in r for r in BACKEND.declines(packed))
     for device in (DeviceInfo("cpu", "cpu"), DeviceInfo("tpu", "TPU v5 lite", 0),
                    DeviceInfo("rocm", "AMD Instinct MI300X", 0, (9, 4))):

@@ -10,7 +10,8 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
-from attnswitch.attention import masks, registry  # noqa: E402
+import attnswitch as asw  # noqa: E402
+from attnswitch.attention import conformance, masks, registry  # noqa: E402
 from attnswitch.attention.backends import pallas_common  # noqa: E402
 from attnswitch.attention.contract import validate  # noqa: E402
 
@@ -28,15 +29,27 @@ def test_interpret_switch_decides_availability_off_a_tpu(name, monkeypatch):
         assert backend.unavailable().startswith(
             "needs a TPU; runs here only in Pallas interpret mode for tests"
         )
-        assert backend.caps.device_kinds == ("tpu",)
     with pallas_common.interpret(True):
         assert backend.unavailable() is None
-        assert "cpu" in backend.caps.device_kinds
     monkeypatch.setenv(pallas_common.INTERPRET_ENV, "1")
     assert pallas_common.interpret_enabled()
     assert backend.unavailable() is None
     monkeypatch.setenv(pallas_common.INTERPRET_ENV, "0")
     assert backend.unavailable() == pallas_common.NO_TPU
+
+
+@no_tpu
+def test_plans_say_why_not_and_force_still_runs_the_kernel_interpreted():
+    q = np.zeros((1, 8, 2, 16), np.float32)
+    with pallas_common.interpret(False):
+        plan = asw.explain(q, q, q)
+        for name in PALLAS:
+            assert plan.status(name) == "unavailable"
+            assert plan.reasons(name) == [pallas_common.NO_TPU]
+        case = conformance.Case("forced", batch=1, seqlen_q=20, seqlen_k=30, heads_q=2, heads_kv=2,
+                                causal=True)
+        assert conformance.check("pallas-splash", case).status == conformance.UNAVAILABLE
+        assert conformance.check("pallas-splash", case, force=True).status == conformance.PASSED
 
 
 def test_switch_invalidates_cached_plans():
@@ -55,7 +68,7 @@ def test_kernel_modules_exist_in_this_jax(module):
 
 def test_missing_kernel_module_is_a_reason_naming_the_jax_version():
     reason = pallas_common.kernel_import_reason("jax.experimental.pallas.ops.tpu.no_such_kernel")
-    assert "not importable" in reason and jax.__version__ in reason
+    assert "not importable" in reason and jax.__version__ in reason and "tokamax" in reason
 
 
 def call_for(sq, sk, *, b=2, packed=None, **kw):
@@ -65,7 +78,8 @@ def call_for(sq, sk, *, b=2, packed=None, **kw):
         k = jnp.zeros((sum(c for _, c in packed), 2, 16))
         return validate(q, k, k, cu_seqlens_q=jnp.asarray(cu([a for a, _ in packed])),
                         cu_seqlens_k=jnp.asarray(cu([c for _, c in packed])), **kw)
-    return validate(jnp.zeros((b, sq, 4, 16)), jnp.zeros((b, sk, 2, 16)), jnp.zeros((b, sk, 2, 16)), **kw)
+    k = jnp.zeros((b, sk, 2, 16))
+    return validate(jnp.zeros((b, sq, 4, 16)), k, k, **kw)
 
 
 @pytest.mark.parametrize("sq, sk", [(1, 300), (113, 203), (203, 113), (128, 128), (300, 10)])
@@ -85,7 +99,8 @@ def test_packed_layouts():
     assert (same.layout, same.batch, same.seqlen_q, same.offset) == ("stream", 1, 14, 0)
     assert same.segmented
     unequal = pallas_common.plan_frame(call_for(0, 0, packed=((5, 9), (7, 2))), top_left=False)
-    assert (unequal.layout, unequal.batch, unequal.seqlen_q, unequal.seqlen_k) == ("padded", 2, 7, 9)
+    assert (unequal.layout, unequal.batch, unequal.seqlen_q, unequal.seqlen_k) == (
+        "padded", 2, 7, 9)
 
 
 GEOMETRIES = [
@@ -98,15 +113,18 @@ GEOMETRIES = [
 ]
 
 
-@pytest.mark.parametrize("geometry, padded_keys", list(itertools.product(GEOMETRIES, [False, True])))
+@pytest.mark.parametrize(
+    "geometry, padded_keys", list(itertools.product(GEOMETRIES, [False, True]))
+)
 def test_row_has_key_matches_the_dense_mask(geometry, padded_keys):
     rng = np.random.default_rng(0)
     geometry = dict(geometry)
     sq, sk = geometry.pop("sq"), geometry.pop("sk")
     kp = rng.random((3, sk)) < 0.4 if padded_keys else None
-    call = call_for(sq, sk, b=3, key_padding_mask=None if kp is None else jnp.asarray(kp), **geometry)
+    kp_jax = None if kp is None else jnp.asarray(kp)
+    call = call_for(sq, sk, b=3, key_padding_mask=kp_jax, **geometry)
     frame = pallas_common.plan_frame(call, top_left=True)
-    got = pallas_common.row_has_key(frame, None if kp is None else jnp.asarray(kp), None)
+    got = pallas_common.row_has_key(frame, kp_jax, None)
     dense = masks.dense_mask(call, np.arange, kp)
     want = np.ones((1, 1, sq), bool) if dense is None else np.broadcast_to(
         dense, (3, 1, sq, sk)).any(-1)

@@ -24,7 +24,6 @@ from attnswitch.attention.contract import validate
 pytestmark = [
     pytest.mark.xdist_group("conformance-torch-flex"),  # share compiled kernels in one worker
     pytest.mark.skipif(BACKEND.unavailable() is not None, reason=f"{BACKEND.unavailable()}"),
-    pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
 
 QUICK = {c.label: c for c in conformance.cases(quick=True)}
@@ -91,6 +90,17 @@ def test_cpu_serves_small_and_awkward_head_dims_and_every_mask_feature():
     kp = torch.ones(2, 8, dtype=torch.bool)
     assert BACKEND.declines(call_for(causal=True, window=(3, 1), softcap=5.0,
                                      key_padding_mask=kp)) == []
+
+
+def test_declines_without_a_cpp_compiler(monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-cxx-compiler")
+    torch_flex._cpu_kernel_missing.cache_clear()
+    try:
+        assert "torch.compile on CPU needs a C++ compiler (no-such-cxx-compiler not found)" in (
+            BACKEND.declines(call_for())
+        )
+    finally:
+        torch_flex._cpu_kernel_missing.cache_clear()
 
 
 def test_detail_says_how_the_block_mask_is_kept():

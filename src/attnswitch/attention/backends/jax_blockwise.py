@@ -129,9 +129,13 @@ def _blockwise(
         widths[axis] = (0, amount)
         return jnp.pad(x, widths, **kw)
 
-    q_blocks = split(pad(q, 1, pad_q).reshape(b, nq * bq, hkv, g, d), 1, nq, bq)
-    k_blocks = split(pad(k, 1, pad_k), 1, nk, bk)
-    v_blocks = split(pad(v, 1, pad_k), 1, nk, bk)
+    # Head-major blocks, so each block product is one batched matmul over (B, Hkv) with the
+    # G query heads sharing a key/value head stacked as extra rows.
+    q_heads = jnp.transpose(pad(q, 1, pad_q).reshape(b, nq * bq, hkv, g, d), (0, 2, 3, 1, 4))
+    q_blocks = split(q_heads, 3, nq, bq)  # [nq, B, Hkv, G, bq, D]
+    k_blocks, v_blocks = (  # [nk, B, Hkv, bk, D]
+        split(jnp.transpose(pad(x, 1, pad_k), (0, 2, 1, 3)), 2, nk, bk) for x in (k, v)
+    )
     diag_blocks = split(pad(diag, 0, pad_q, mode="edge"), 0, nq, bq)
     seg_q_blocks = None if seg_q is None else split(pad(seg_q, 0, pad_q, mode="edge"), 0, nq, bq)
     seg_k_blocks = None if seg_k is None else split(pad(seg_k, 0, pad_k, mode="edge"), 0, nk, bk)
@@ -170,9 +174,9 @@ def _blockwise(
             j, k_blk, v_blk, valid_blk, seg_k_blk, seg_k_lo, seg_k_hi = ys
 
             def compute(carry: Any) -> Any:
-                m, l, acc = carry
+                m, row_sum, acc = carry
                 s = jnp.einsum(
-                    "bqhgd,bkhd->bhgqk", q_blk, k_blk, precision=precision,
+                    "bhgqd,bhkd->bhgqk", q_blk, k_blk, precision=precision,
                     preferred_element_type=f32,
                 ) * f32(call.scale)
                 if call.softcap is not None:
@@ -197,12 +201,12 @@ def _blockwise(
                 m_use = jnp.where(m_new == -jnp.inf, f32(0), m_new)
                 p = jnp.exp(s - m_use[..., None])
                 alpha = jnp.exp(m - m_use)
-                l_new = alpha * l + p.sum(axis=-1)
+                row_sum = alpha * row_sum + p.sum(axis=-1)
                 pv = jnp.einsum(
-                    "bhgqk,bkhd->bhgqd", p.astype(v_blk.dtype), v_blk, precision=precision,
+                    "bhgqk,bhkd->bhgqd", p.astype(v_blk.dtype), v_blk, precision=precision,
                     preferred_element_type=f32,
                 )
-                return m_new, l_new, alpha[..., None] * acc + pv
+                return m_new, row_sum, alpha[..., None] * acc + pv
 
             if not skipping:
                 return compute(carry), None
@@ -226,10 +230,11 @@ def _blockwise(
             jnp.arange(nk, dtype=jnp.int32), k_blocks, v_blocks, kv_valid, seg_k_blocks,
             *(seg_k_range or (None, None)),
         )
-        (m, l, acc), _ = lax.scan(kv_step, init, ys)
-        empty = l == 0
-        out = acc / jnp.where(empty, f32(1), l)[..., None]
-        lse = jnp.where(empty, -jnp.inf, m + jnp.log(jnp.where(empty, f32(1), l)))
+        (m, row_sum, acc), _ = lax.scan(kv_step, init, ys)
+        empty = row_sum == 0  # no allowed key in the row: out 0, lse -inf
+        row_sum = jnp.where(empty, f32(1), row_sum)
+        out = acc / row_sum[..., None]
+        lse = jnp.where(empty, -jnp.inf, m + jnp.log(row_sum))
         return out.astype(q.dtype), lse
 
     out, lse = lax.map(q_step, (q_blocks, diag_blocks, seg_q_blocks, am_q_blocks))

@@ -79,7 +79,9 @@ class JaxCudnn(BackendBase):
             if cap is None:
                 reasons.append("compute capability unknown")
             elif cap < (8, 0):
-                reasons.append(f"compute capability {cap[0]}.{cap[1]} < 8.0 (cuDNN flash attention)")
+                reasons.append(
+                    f"compute capability {cap[0]}.{cap[1]} < 8.0 (cuDNN flash attention)"
+                )
             else:
                 head_max = 256 if cap >= (9, 0) else 128
                 if call.head_dim > head_max or call.head_dim % 8:

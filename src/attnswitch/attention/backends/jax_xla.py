@@ -52,7 +52,9 @@ class JaxXla(BackendBase):
 
     def detail(self, call: Call) -> str | None:
         if call.packed:
-            return f"packed as one row with a [Tq, Tk] segment mask ({call.seqlen_q}x{call.seqlen_k})"
+            tq, tk = (call.seqlen_q, call.seqlen_k) if call.seqlens_q is None else (
+                sum(call.seqlens_q), sum(call.seqlens_k))
+            return f"packed as one row with a [Tq, Tk] = [{tq}, {tk}] segment mask"
         scores = call.batch * call.heads_q * call.seqlen_q * call.seqlen_k * 4
         return f"materialises [B, Hq, Sq, Sk] float32 scores ({scores / 2**30:.3g} GiB)"
 

@@ -2,9 +2,8 @@
 
 The interpret switch. On a TPU the kernels run natively. Elsewhere they run only in Pallas
 interpret mode (for tests, slow), which `ATTNSWITCH_PALLAS_INTERPRET=1` or
-`set_interpret(True)` switches on: `unavailable()` then says nothing on a host without a
-TPU, the backends accept CPU arrays, and a call whose arrays are not on a TPU is
-interpreted.
+`set_interpret(True)` (or `with interpret():`) switches on: `unavailable()` then says
+nothing on a host without a TPU, and a call whose arrays are not on a TPU is interpreted.
 
 The frame. The kernels take `[B, H, L, D]` and tile L in blocks that are multiples of 128
 dividing L. A call becomes a dense problem first: packed input is one stream `[1, T]` with
@@ -89,7 +88,10 @@ def kernel_import_reason(module: str) -> str | None:
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        return f"{module} is not importable in jax {jax.__version__} ({type(exc).__name__}: {exc})"
+        return (
+            f"{module} is not importable in jax {jax.__version__} ({type(exc).__name__}: {exc}); "
+            "JAX's Pallas TPU attention kernels are moving to the tokamax project"
+        )
     return None
 
 
@@ -101,8 +103,11 @@ def device_reason() -> str | None:
 
 
 def device_kinds() -> tuple[str, ...]:
-    """Device kinds a Pallas backend serves now: TPU, and CPU under interpret mode."""
-    return ("tpu", "cpu") if interpret_enabled() else ("tpu",)
+    """Device kinds a Pallas backend serves: TPU, and CPU (interpreted) when interpret mode is
+    on or when there is no TPU here (`unavailable()` then keeps plans off the backend, and
+    `conformance.check(..., force=True)` can still run it). A TPU host without the switch
+    declines CPU arrays rather than interpret them silently."""
+    return ("tpu", "cpu") if interpret_enabled() or not tpu_present() else ("tpu",)
 
 
 def is_traced(x: Any) -> bool:
@@ -166,7 +171,6 @@ class Frame:
     len_k: int
     bounds: tuple[int, int] | None
     key_padding: bool
-    return_lse: bool
     interpret: bool
     seqlens_q: tuple[int, ...] | None = None
     seqlens_k: tuple[int, ...] | None = None
@@ -225,12 +229,12 @@ def plan_frame(
         heads_kv=call.heads_kv, head_dim=call.head_dim, head_dim_pad=head_dim_pad(call.head_dim),
         front_q=front_q, front_k=front_k, len_q=_round_up(front_q + sq, BLOCK),
         len_k=_round_up(front_k + sk, BLOCK), bounds=bounds,
-        key_padding=call.key_padding or layout == "padded", return_lse=call.return_lse,
-        interpret=call.device.kind != "tpu", seqlens_q=seqlens_q, seqlens_k=seqlens_k,
+        key_padding=call.key_padding or layout == "padded", interpret=call.device.kind != "tpu",
+        seqlens_q=seqlens_q, seqlens_k=seqlens_k,
     )
 
 
-def is_empty(q: Any, k: Any, call: Call) -> bool:
+def is_empty(q: Any, k: Any) -> bool:
     """No query, or no key at all: the result is zeros (lse -inf) without a kernel."""
     return 0 in tuple(q.shape)[:-2] or 0 in tuple(k.shape)[:-2]
 
@@ -275,8 +279,13 @@ def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame) -> Fra
         kv_valid = jnp.asarray(valid)
 
     def place(x: Any, front: int, length: int) -> Any:
-        pad = ((0, 0), (front, length - front - x.shape[1]), (0, 0), (0, frame.head_dim_pad - x.shape[3]))
-        return jax_common.bshd_to_bhsd(jnp.pad(x, pad))
+        rows = (front, length - front - x.shape[1])
+        return jax_common.bshd_to_bhsd(
+            jnp.pad(x, ((0, 0), rows, (0, 0), (0, frame.head_dim_pad - x.shape[3])))
+        )
+
+    def place_ids(ids: Any, front: int, length: int) -> Any:
+        return jnp.pad(jnp.asarray(ids), ((0, 0), (front, length - front - ids.shape[1])))
 
     qf, kf, vf = (
         place(q, frame.front_q, frame.len_q),
@@ -292,8 +301,8 @@ def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame) -> Fra
                 jnp.ones((b, frame.seqlen_k), jnp.int32) if kv_valid is None
                 else kv_valid.astype(jnp.int32)
             )
-        seg_q = jnp.pad(jnp.asarray(ids_q), ((0, 0), (frame.front_q, frame.len_q - frame.front_q - frame.seqlen_q)))
-        seg_kv = jnp.pad(jnp.asarray(ids_k), ((0, 0), (frame.front_k, frame.len_k - frame.front_k - frame.seqlen_k)))
+        seg_q = place_ids(ids_q, frame.front_q, frame.len_q)
+        seg_kv = place_ids(ids_k, frame.front_k, frame.len_k)
     return Framed(qf, kf, vf, seg_q, seg_kv, kv_valid)
 
 
@@ -304,15 +313,8 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any) -> Any:
     if frame.layout == "stream":
         return None  # every sequence has its diagonal key, which any bounds allow
     sq, sk = frame.seqlen_q, frame.seqlen_k
-    if attn_mask is not None:
-        mask = masks.position_mask(jnp.arange, sq, sk, frame.restricted)
-        mask = None if mask is None else mask[None, None]
-        if kv_valid is not None:
-            kp = kv_valid[:, None, None, :]
-            mask = kp if mask is None else mask & kp
-        am = attn_mask.reshape((1,) * (4 - attn_mask.ndim) + tuple(attn_mask.shape))
-        mask = am if mask is None else mask & am
-        return jnp.any(mask, axis=-1)
+    if attn_mask is not None:  # the frame answers seqlen_q, seqlen_k and bounds like a Call
+        return jnp.any(masks.dense_mask(frame, jnp.arange, kv_valid, attn_mask), axis=-1)
     rows = np.arange(sq)
     lo, hi = np.zeros(sq, np.int64), np.full(sq, sk, np.int64)
     if frame.restricted is not None:
@@ -325,10 +327,8 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any) -> Any:
     if kv_valid is None:
         ok = hi > lo
         return None if ok.all() else jnp.asarray(ok)[None, None]
-    counts = jnp.concatenate(
-        [jnp.zeros((kv_valid.shape[0], 1), jnp.int32), jnp.cumsum(kv_valid.astype(jnp.int32), axis=1)],
-        axis=1,
-    )
+    valid = kv_valid.astype(jnp.int32)
+    counts = jnp.concatenate([jnp.zeros_like(valid[:, :1]), jnp.cumsum(valid, axis=1)], axis=1)
     return (counts[:, hi] - counts[:, lo] > 0)[:, None, :]
 
 
@@ -379,12 +379,15 @@ def _jitted(interpret: bool) -> Callable[..., Any]:
     return jax.jit(_execute, static_argnames=("frame", "kernel"), compiler_options=options)
 
 
-def execute(q: Any, k: Any, v: Any, call: Call, frame: Frame, kernel: Kernel, extra: Any = None) -> Any:
+def execute(
+    q: Any, k: Any, v: Any, call: Call, frame: Frame, kernel: Kernel, extra: Any = None
+) -> Any:
     """Run `kernel` (hashable: a jit static argument) on `call` framed by `frame` and return
     the contract's result. `kernel(framed, extra)` returns out `[B, Hq, Lq, Dp]` in q's dtype
     and lse `[B, Hq, Lq]` (or None); `extra` is a pytree of arrays it needs."""
-    if is_empty(q, k, call):
+    if is_empty(q, k):
         return jax_common.empty_result(q, call)
-    return _jitted(frame.interpret)(
-        q, k, v, call.key_padding_mask, call.attn_mask, extra, frame=frame, kernel=kernel
-    )
+    args = (q, k, v, call.key_padding_mask, call.attn_mask, extra)
+    # compiler options are for a top-level jit only, not one nested in the caller's trace
+    top_level = not any(is_traced(x) for x in jax.tree.leaves(args))
+    return _jitted(frame.interpret and top_level)(*args, frame=frame, kernel=kernel)

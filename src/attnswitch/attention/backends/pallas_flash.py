@@ -146,7 +146,7 @@ class PallasFlash(BackendBase):
         from attnswitch.attention import jax_common
         from attnswitch.attention.backends import pallas_common
 
-        if pallas_common.is_empty(q, k, call):
+        if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)
         frame = pallas_common.plan_frame(call, top_left=True, head_dim_pad=_head_dim_pad)
         run = _Run(

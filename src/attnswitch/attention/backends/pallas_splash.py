@@ -15,6 +15,8 @@ How the contract maps onto the kernel (jax 0.10):
 - key_padding_mask and packed input: segment ids (`pallas_common`).
 - attn_mask: folded into the static mask (`NumpyMask` per head, one kernel per example when
   it varies over the batch), so it must be concrete: a traced mask is declined.
+- head dim: any, unpadded (this JAX's kernel tiles head dims itself; 32 to 256 and odd ones
+  conform in interpret mode and lower for TPU).
 - lse: `save_residuals=True` returns the logsumexp in float32.
 - Rows with no allowed key: the kernel's mask value is finite (mean(V) comes back) and a
   block row with no block left is 0/0; the adapter zeroes those rows, lse -inf.
@@ -82,7 +84,9 @@ class PallasSplash(BackendBase):
     def caps(self) -> Capabilities:  # type: ignore[override]
         from attnswitch.attention.backends import pallas_common
 
-        return Capabilities(device_kinds=pallas_common.device_kinds(), dtypes=("bfloat16", "float32"))
+        return Capabilities(
+            device_kinds=pallas_common.device_kinds(), dtypes=("bfloat16", "float32")
+        )
 
     def _probe(self) -> str | None:
         if why := import_reason("jax", "jax"):
@@ -113,7 +117,9 @@ class PallasSplash(BackendBase):
         from attnswitch.attention.backends import pallas_common
 
         frame = pallas_common.plan_frame(call, top_left=False)
-        mask = _mask_text(frame) + (" & attn_mask (NumpyMask)" if call.attn_mask is not None else "")
+        mask = _mask_text(frame)
+        if call.attn_mask is not None:
+            mask += " & attn_mask (NumpyMask)"
         mode = "interpret mode" if frame.interpret else "native"
         return (
             f"{mask}; frame {frame.layout} {frame.len_q}x{frame.len_k} "
@@ -124,7 +130,7 @@ class PallasSplash(BackendBase):
         from attnswitch.attention import jax_common
         from attnswitch.attention.backends import pallas_common
 
-        if pallas_common.is_empty(q, k, call):
+        if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)
         frame = pallas_common.plan_frame(call, top_left=False)
         settings = _Settings(

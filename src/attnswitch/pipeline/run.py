@@ -1,0 +1,460 @@
+"""Run: bring a store up to date with a folder (ingest -> chunk -> encode -> store).
+
+`run(root, store, options)` does the whole job and returns a `RunSummary`:
+
+1. scan `root`; every stored document of `root` absent from the listing is deleted;
+2. a file whose size, mtime and config match its stored row is unchanged without being read;
+   every other file is read and hashed (`ingest.load`): same hash and config -> unchanged,
+   a skip (with its reason) -> recorded, else new or changed;
+3. the text of new and changed documents is chunked (`chunk.chunk_text`, the model's
+   tokenizer) and their chunks are gathered, several documents at a time, until
+   `chunks_per_call` chunks are pending; one `Encoder.encode` call then embeds them all
+   (the engine sorts them by length and cuts token-budget batches), and each document is
+   written in its own transaction (`Store.write_document`).
+
+So a run killed at any moment, `kill -9` included, loses at most the documents of the
+encode call in flight, and the next run redoes exactly those (their stored rows still have
+the old hash). A re-run on unchanged files reads no file, loads no model and encodes nothing.
+
+The model is loaded on first need (`get_encoder`). When an encode call fails, its documents
+are encoded one at a time; a document that fails on its own is recorded as skipped ("encode
+failed") and retried by the next run. `MAX_FAILURES_IN_ROW` documents failing one after
+another are not the documents' fault: the run stops ("failed"), keeping what it committed.
+
+During the run a `MemoryWatchdog` samples memory after each encode call; its verdict, the
+attention backends that served (from `attnswitch.stats()`), peak memory and the cost per
+million tokens (`observe.cost`) are in the summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import resource
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnswitch.pipeline.chunk import Chunk, chunk_text
+from attnswitch.pipeline.config import (
+    DEFAULT_OVERLAP,
+    IndexConfig,
+    META_KEY,
+    check_same_model,
+    chunk_tokenizer,
+    stored_config,
+)
+from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
+from attnswitch.pipeline.store import Store, root_key
+
+log = logging.getLogger(__name__)
+DEFAULT_CHUNKS_PER_CALL = 128
+# Documents failing to encode one after another point at the engine or device, not at them.
+MAX_FAILURES_IN_ROW = 3
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """model: a model folder (None: the packaged default); engine: "auto", "torch", "jax";
+    precision: "fp32" or "bf16"; max_tokens: text tokens per chunk (None: the model's limit);
+    overlap: tokens shared by neighbouring chunks; batch_tokens: the engine's padded-token
+    budget per batch (None: its default); chunks_per_call: chunks gathered across documents
+    for one encode call; max_bytes: larger files are skipped; hourly_usd: the device's price
+    (None: `observe.cost` looks it up)."""
+
+    model: str | None = None
+    engine: str = "auto"
+    precision: str = "fp32"
+    max_tokens: int | None = None
+    overlap: int = DEFAULT_OVERLAP
+    batch_tokens: int | None = None
+    chunks_per_call: int = DEFAULT_CHUNKS_PER_CALL
+    max_bytes: int = DEFAULT_MAX_BYTES
+    hourly_usd: float | None = None
+    include_hidden: bool = False
+
+    def __post_init__(self) -> None:
+        from attnswitch.engines.base import check_precision
+
+        check_precision(self.precision)
+        if self.chunks_per_call < 1:
+            raise ValueError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
+        if self.max_bytes < 1:
+            raise ValueError(f"max_bytes: expected >= 1, got {self.max_bytes}")
+        if self.hourly_usd is not None and not self.hourly_usd >= 0:
+            raise ValueError(f"hourly_usd: expected >= 0, got {self.hourly_usd}")
+
+
+@dataclass
+class RunProgress:
+    """What a progress display needs, updated as the run goes. Bytes count the files that
+    had to be read; `tokens_per_s` is over the time since encoding could start (after the
+    model loaded)."""
+
+    files_total: int = 0
+    files_done: int = 0
+    bytes_total: int = 0
+    bytes_done: int = 0
+    chunks: int = 0
+    tokens: int = 0
+    stage: str = "scanning"
+    started: float = field(default_factory=time.perf_counter)
+    load_s: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        busy = time.perf_counter() - self.started - self.load_s
+        return self.tokens / busy if busy > 0 and self.tokens else 0.0
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The outcome of a run (`to_dict` for JSON and the runs table). Counts are of documents
+    (files) of this root; `chunks_encoded`/`tokens_encoded` count only this run's encoding;
+    `tokens_per_s` = tokens_encoded / (wall_s - load_s)."""
+
+    run_id: int
+    status: str
+    root: str
+    db: str
+    files: int
+    new: int
+    changed: int
+    unchanged: int
+    deleted: int
+    skipped: int
+    failed: int
+    indexed: int
+    chunks_encoded: int
+    tokens_encoded: int
+    chunks_stored: int
+    wall_s: float
+    load_s: float
+    encode_s: float
+    tokens_per_s: float | None
+    chunks_per_s: float | None
+    model: str
+    engine: str
+    precision: str
+    device: str | None
+    backends: dict[str, int]
+    fallbacks: dict[str, int]
+    peak_rss_mb: float
+    peak_device_mb: float | None
+    memory: dict[str, Any]
+    cost: dict[str, Any]
+    skipped_by_reason: dict[str, int]
+    skipped_files: list[dict[str, str]]
+    notes: list[dict[str, str]]
+    config: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def counts(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("new", "changed", "unchanged", "deleted",
+                                               "skipped", "failed", "indexed")}
+
+
+def _default_encoder(options: RunOptions, engine: str) -> Callable[[], Any]:
+    def get() -> Any:
+        from attnswitch.engines import get_engine
+
+        return get_engine(options.model, engine, options.precision)
+    return get
+
+
+class _Run:
+    """The state of one run; `run()` below is its only user."""
+
+    def __init__(self, root: Path, store: Store, options: RunOptions,
+                 get_encoder: Callable[[], Any] | None,
+                 on_progress: Callable[[RunProgress], None] | None):
+        from attnswitch.engines import ModelSpec, choose
+
+        self.root, self.store, self.options = root, store, options
+        self.spec = ModelSpec.load(options.model)
+        self.tokenizer = chunk_tokenizer(self.spec)
+        self.engine_name = choose(options.engine)
+        self.config = IndexConfig.build(self.spec, options.model, self.engine_name,
+                                        options.precision, options.max_tokens,
+                                        options.overlap, self.tokenizer)
+        self.fp = self.config.fingerprint
+        self._get_encoder = get_encoder or _default_encoder(options, self.engine_name)
+        self.encoder: Any = None
+        self.watchdog: Any = None
+        self.on_progress = on_progress or (lambda p: None)
+        self.progress = RunProgress()
+        self.counts: Counter[str] = Counter()
+        self.skips: list[Document] = []
+        self.notes: list[dict[str, str]] = []
+        self.pending: list[tuple[Document, list[Chunk], str]] = []
+        self.encode_s = 0.0
+        self.failures_in_row = 0
+        self.run_id = 0
+
+    # -- stages -------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        store, key = self.store, root_key(self.root)
+        entries = self._listing()
+        store.set_meta(META_KEY, self.config.to_json())
+        deleted = sorted(store.sources(key) - {e.source for e in entries})
+        if deleted:
+            self.counts["deleted"] = store.remove(key, deleted)
+        to_read = [e for e in entries if not self._fresh(e)]
+        self.counts["unchanged"] += len(entries) - len(to_read)
+        p = self.progress
+        p.files_total, p.files_done = len(entries), len(entries) - len(to_read)
+        p.bytes_total = sum(max(e.size, 0) for e in to_read)
+        p.stage = "reading"
+        self.on_progress(p)
+        for entry in to_read:
+            self._take(entry)
+        self._flush()
+        p.stage = "done"
+        self.on_progress(p)
+
+    def _listing(self) -> list[SourceFile]:
+        """The files of the root, less the store's own files when they lie inside."""
+        db = self.store.path.resolve()
+        own = {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal",
+                                                              ".lock"))}
+        return [e for e in scan(self.root, include_hidden=self.options.include_hidden)
+                if e.path not in own]
+
+    def _fresh(self, entry: SourceFile) -> bool:
+        row = self.store.lookup(entry.root, entry.source)
+        return (row is not None and row.status == "indexed" and row.config == self.fp
+                and row.size == entry.size and row.mtime_ns == entry.mtime_ns
+                and entry.error is None)
+
+    def _take(self, entry: SourceFile) -> None:
+        doc = load(entry, max_bytes=self.options.max_bytes)
+        kind = self.store.classify(doc, self.fp)
+        if kind == "skipped":
+            self._skip(doc)
+        elif kind == "unchanged":
+            self.store.touch(doc)
+            self.counts["unchanged"] += 1
+            self._advance(doc)
+        else:
+            chunks = chunk_text(doc.text, self.tokenizer, max_tokens=self.config.max_tokens,
+                                overlap=self.config.overlap)
+            if not chunks:
+                self._skip(dataclasses.replace(doc, text=None, skip=Skip.EMPTY,
+                                               detail="no model tokens in the text"))
+                return
+            self.counts[kind] += 1
+            self.pending.append((doc, chunks, kind))
+            if sum(len(c) for _, c, _ in self.pending) >= self.options.chunks_per_call:
+                self._flush()
+
+    def _skip(self, doc: Document) -> None:
+        self.store.record_skip(doc, config=self.fp, run_id=self.run_id)
+        self.counts["skipped"] += 1
+        self.skips.append(doc)
+        self._advance(doc)
+
+    def _advance(self, doc: Document, chunks: list[Chunk] = ()) -> None:
+        p = self.progress
+        p.files_done += 1
+        p.bytes_done += max(doc.size, 0)
+        p.chunks += len(chunks)
+        p.tokens += sum(c.n_tokens for c in chunks)
+        self.on_progress(p)
+
+    def _flush(self) -> None:
+        """Encode every pending chunk in one call, then write each document on its own."""
+        group, self.pending = self.pending, []
+        if not group:
+            return
+        if len(group) > 1:
+            try:
+                vectors = self._encode([c.text for _, chunks, _ in group for c in chunks])
+            except Exception as exc:
+                log.warning("run: an encode call of %d documents failed (%s: %s); retrying "
+                            "them one at a time", len(group), type(exc).__name__, exc)
+            else:
+                start = 0
+                for doc, chunks, _ in group:
+                    self._write(doc, chunks, vectors[start:start + len(chunks)])
+                    start += len(chunks)
+                return
+        for doc, chunks, kind in group:
+            try:
+                vectors = self._encode([c.text for c in chunks])
+            except Exception as exc:
+                self._failed(doc, kind, exc)
+                continue
+            self._write(doc, chunks, vectors)
+
+    def _failed(self, doc: Document, kind: str, exc: Exception) -> None:
+        """Record a document that failed to encode; stop when failures come in a row."""
+        self.failures_in_row += 1
+        if self.failures_in_row >= MAX_FAILURES_IN_ROW:
+            raise exc
+        self.counts[kind] -= 1
+        self.counts["failed"] += 1
+        self._skip(dataclasses.replace(doc, text=None, skip=Skip.ENCODE_FAILED,
+                                       detail=f"{type(exc).__name__}: {exc}"))
+
+    def _write(self, doc: Document, chunks: list[Chunk], vectors: Any) -> None:
+        self.store.write_document(doc, chunks, vectors, config=self.fp, run_id=self.run_id)
+        self.failures_in_row = 0
+        self.counts["chunks"] += len(chunks)
+        self.counts["tokens"] += sum(c.n_tokens for c in chunks)
+        if doc.encoding_detected:
+            self.notes.append({"source": doc.source,
+                               "note": f"not UTF-8: decoded as {doc.encoding} (detected)"})
+        if doc.pages_failed:
+            self.notes.append({"source": doc.source,
+                               "note": f"PDF: text of {doc.pages_failed} page(s) unreadable"})
+        self._advance(doc, chunks)
+
+    def _encode(self, texts: list[str]) -> Any:
+        if self.encoder is None:
+            self._load()
+        start = time.perf_counter()
+        self.progress.stage = "encoding"
+        try:
+            return self.encoder.encode(texts, batch_tokens=self.options.batch_tokens)
+        finally:
+            self.encode_s += time.perf_counter() - start
+            self.watchdog.check()
+
+    def _load(self) -> None:
+        from attnswitch.observe.memwatch import MemoryWatchdog
+
+        self.progress.stage = "loading model"
+        self.on_progress(self.progress)
+        start = time.perf_counter()
+        self.encoder = self._get_encoder()
+        self.progress.load_s = time.perf_counter() - start
+        self.watchdog = MemoryWatchdog("auto")
+
+
+def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(), *,
+        get_encoder: Callable[[], Any] | None = None,
+        on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
+    """Index `root` into `store` (see the module doc). `get_encoder` returns the `Encoder`
+    to use (default: `engines.get_engine` for the options), called once, on first need.
+    The run is recorded in the store's runs table, "completed", "failed" or "interrupted"
+    (Ctrl-C); exceptions propagate after it is recorded."""
+    import attnswitch
+
+    started = time.perf_counter()
+    root = Path(root)
+    if not root.is_dir():
+        raise NotADirectoryError(f"root: expected a folder, got {str(root)!r}")
+    calls_before = attnswitch.stats()
+    job = _Run(root, store, options, get_encoder, on_progress)
+    check_same_model(stored_config(store), job.config, store.dim is not None, str(store.path))
+    job.progress.started = started
+    job.run_id = store.begin_run(root, job.fp)
+    status = "failed"
+    summary: RunSummary | None = None
+    try:
+        job.execute()
+        status = "completed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        summary = _summarise(job, status, started, calls_before)
+        store.finish_run(job.run_id, status, counts=summary.counts(), summary=summary.to_dict())
+    return summary
+
+
+def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v > before.get(k, 0)}
+
+
+def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> RunSummary:
+    import attnswitch
+
+    wall = time.perf_counter() - started
+    calls_after = attnswitch.stats()
+    key = root_key(job.root)
+    st = job.store
+    indexed, stored_chunks = st.root_counts(key)
+    tokens = job.counts["tokens"]
+    busy = wall - job.progress.load_s
+    device = _device_name(job.encoder) if job.encoder is not None else None
+    return RunSummary(
+        run_id=job.run_id, status=status, root=key, db=str(st.path.resolve()),
+        files=job.progress.files_total, new=job.counts["new"], changed=job.counts["changed"],
+        unchanged=job.counts["unchanged"], deleted=job.counts["deleted"],
+        skipped=job.counts["skipped"], failed=job.counts["failed"], indexed=indexed,
+        chunks_encoded=job.counts["chunks"], tokens_encoded=tokens,
+        chunks_stored=stored_chunks, wall_s=wall, load_s=job.progress.load_s,
+        encode_s=job.encode_s,
+        tokens_per_s=tokens / busy if tokens and busy > 0 else None,
+        chunks_per_s=job.counts["chunks"] / busy if tokens and busy > 0 else None,
+        model=job.config.describe(), engine=job.engine_name, precision=job.config.precision,
+        device=device, backends=_diff(calls_after["calls"], calls_before["calls"]),
+        fallbacks=_diff(calls_after["fallbacks"], calls_before["fallbacks"]),
+        peak_rss_mb=_peak_rss_mb(), peak_device_mb=_peak_device_mb(job.encoder),
+        memory=_memory(job.watchdog), cost=_cost(tokens, busy, device, job.options.hourly_usd),
+        skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
+        skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
+        notes=job.notes, config=job.fp,
+    )
+
+
+def _device_name(encoder: Any) -> str | None:
+    """The device an encoder runs on, named as `observe.cost` prices it."""
+    device = getattr(encoder, "device", None)
+    if device is not None and getattr(device, "type", None) is not None:  # torch.device
+        if device.type == "cuda":
+            import torch
+
+            return torch.cuda.get_device_name(device)
+        return device.type
+    if getattr(encoder, "engine", None) == "jax":
+        import jax
+
+        dev = jax.devices()[0]
+        return "cpu" if dev.platform == "cpu" else dev.device_kind
+    return None
+
+
+def _peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
+
+
+def _peak_device_mb(encoder: Any) -> float | None:
+    device = getattr(encoder, "device", None)
+    if getattr(device, "type", None) == "cuda":
+        import torch
+
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return None
+
+
+def _memory(watchdog: Any) -> dict[str, Any]:
+    if watchdog is None:
+        return {"growing": False, "samples": 0, "reason": "no encoding: memory not sampled"}
+    v = watchdog.verdict()
+    return {"growing": v.growing, "samples": v.samples, "mib_per_call": v.mb_per_step,
+            "source": v.source, "reason": v.reason}
+
+
+def _cost(tokens: int, seconds: float, device: str | None,
+          hourly_usd: float | None) -> dict[str, Any]:
+    from attnswitch.observe.cost import cost
+
+    if not tokens or seconds <= 0:
+        return {"usd_per_million_tokens": None, "reason": "no tokens encoded"}
+    try:
+        c = cost(tokens, seconds, device, hourly_usd=hourly_usd)
+    except ValueError as exc:
+        return {"usd_per_million_tokens": None, "reason": str(exc)}
+    return {"usd_per_million_tokens": c.usd_per_million_tokens, "hourly_usd": c.hourly_usd,
+            "price_source": c.price_source, "device": c.device, "reason": None}

@@ -1,0 +1,24 @@
+"""Fixtures of the integration tests (helpers in hf_testing.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hf_testing import Models
+
+
+@pytest.fixture(scope="module")
+def models() -> Callable[[str], Models]:
+    import attnswitch.integrations.transformers  # noqa: F401  (registers)
+
+    cache: dict[str, Models] = {}
+
+    def get(family: str) -> Models:
+        if family not in cache:
+            cache[family] = Models(family)
+        return cache[family]
+
+    return get
+
+

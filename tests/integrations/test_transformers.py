@@ -1,0 +1,315 @@
+"""attn_implementation="attnswitch": registration, mask mapping, and hidden states of real
+transformers models (random-initialised, small) against a float64 eager oracle."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from hf_testing import CAUSAL, FAMILIES, hidden, rule, torch_backends
+
+import attnswitch
+from attnswitch.integrations import transformers as hf
+
+BACKENDS = torch_backends()
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=240)
+
+
+# ---- registration ---------------------------------------------------------------------
+
+
+def test_import_attnswitch_imports_neither_transformers_nor_torch():
+    result = _run_python("""
+        import sys, attnswitch
+        print(sorted(m for m in ("transformers", "torch") if m in sys.modules))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("setup", ["import attnswitch", "import attnswitch.integrations as i; i.install()"])
+def test_registered_when_transformers_is_imported_afterwards(setup):
+    result = _run_python(f"""
+        {setup}
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface
+        print("attnswitch" in AttentionInterface._global_mapping,
+              "attnswitch" in AttentionMaskInterface._global_mapping)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"], result.stderr
+
+
+def test_registered_when_transformers_was_imported_before():
+    result = _run_python("""
+        import transformers.modeling_utils, transformers.masking_utils
+        import attnswitch.integrations as i
+        i.install()
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface
+        print(AttentionInterface._global_mapping["attnswitch"].__name__,
+              AttentionMaskInterface._global_mapping["attnswitch"].__name__)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["attention_forward", "mask_function"]
+
+
+def test_from_pretrained_needs_nothing_else(tmp_path, models):
+    models("bert").eager.save_pretrained(tmp_path)
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(tmp_path, attn_implementation="attnswitch").eval()
+    assert model.config._attn_implementation == "attnswitch"
+    ids = torch.randint(1, 100, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 5:] = 0
+    plan = hf.explain_model(model, {"input_ids": ids, "attention_mask": mask})
+    assert plan.chosen is not None
+    assert "key_padding_mask" in plan.call.features
+
+
+# ---- hidden states against the float64 oracle ----------------------------------------------
+
+
+def _padded_inputs(side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(1)
+    lengths = (20, 13, 6)
+    ids = torch.randint(3, 100, (len(lengths), 20), generator=gen)
+    mask = torch.zeros(len(lengths), 20, dtype=torch.long)
+    for r, n in enumerate(lengths):
+        if side == "right":
+            mask[r, :n] = 1
+        else:
+            mask[r, 20 - n:] = 1
+    return ids, mask
+
+
+def _plan_or_skip(model: object, inputs: dict) -> attnswitch.Plan:
+    try:
+        return hf.explain_model(model, inputs)
+    except attnswitch.NoBackendError as exc:
+        pytest.skip(f"the requested backend declines this model's attention: {exc.plan.rejected}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_padded_batch_matches_eager_oracle(models, family, side, backend):
+    m = models(family)
+    ids, mask = _padded_inputs(side)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    with attnswitch.use(backend):
+        plan = _plan_or_skip(m.attnswitch, inputs)
+        out = hidden(m.attnswitch, **inputs)
+    assert plan.chosen == backend
+    real = mask.bool()
+    err, bound = rule(out[real], hidden(m.eager, **inputs)[real], hidden(m.oracle, **inputs)[real])
+    assert err <= bound, f"{family}/{side}/{backend}: error {err:.3g} > bound {bound:.3g}"
+
+
+def _packed_inputs(family: str, lengths: tuple[int, ...]) -> dict:
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(3, 100, (1, sum(lengths)), generator=gen)
+    positions = torch.cat([torch.arange(n) for n in lengths])[None]
+    inputs = {"input_ids": ids, "position_ids": positions}
+    if family == "modernbert":  # ModernBERT does not hand position_ids to its attention
+        cu = torch.tensor([0, *torch.cumsum(torch.tensor(lengths), 0).tolist()], dtype=torch.int32)
+        inputs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
+                      max_length_k=max(lengths))
+    return inputs
+
+
+PACKED_LENGTHS = (7, 12, 4)  # longer than the sliding windows (6) and local attention (8)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_packed_batch_takes_the_packed_layout(models, family):
+    plan = hf.explain_model(models(family).attnswitch, _packed_inputs(family, PACKED_LENGTHS))
+    assert plan.call.layout == "packed"
+    assert plan.call.seqlens_q == PACKED_LENGTHS
+    assert plan.call.causal == (family in CAUSAL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_packed_batch_matches_each_sequence_alone(models, family, backend):
+    m = models(family)
+    inputs = _packed_inputs(family, PACKED_LENGTHS)
+    with attnswitch.use(backend):
+        _plan_or_skip(m.attnswitch, inputs)
+        out = hidden(m.attnswitch, **inputs)[0]
+    pieces = torch.split(inputs["input_ids"][0], PACKED_LENGTHS)
+    alone = lambda model: torch.cat([hidden(model, input_ids=p[None])[0] for p in pieces])  # noqa: E731
+    err, bound = rule(out, alone(m.eager), alone(m.oracle))
+    assert err <= bound, f"{family}/{backend}: error {err:.3g} > bound {bound:.3g}"
+
+
+def test_rule_rejects_a_dropped_padding_mask(models):
+    """Negative control: the rule has teeth. Dropping the padding mask of a padded batch
+    moves the real tokens' hidden states far outside the bound."""
+    m = models("bert")
+    ids, mask = _padded_inputs("right")
+    real = mask.bool()
+    out = hidden(m.attnswitch, input_ids=ids)  # no attention_mask: padding attended
+    err, bound = rule(out[real], hidden(m.eager, input_ids=ids, attention_mask=mask)[real],
+                      hidden(m.oracle, input_ids=ids, attention_mask=mask)[real])
+    assert err > 100 * bound
+
+
+@pytest.mark.parametrize("family", CAUSAL)
+def test_causal_model_keeps_its_causal_mask(models, family):
+    model = models(family).attnswitch
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randint(3, 100, (1, 16), generator=gen)
+    b = a.clone()
+    b[0, 10:] = (a[0, 10:] + 7) % 97 + 3  # change only the future tokens
+    ha, hb = hidden(model, input_ids=a)[0], hidden(model, input_ids=b)[0]
+    past = float((ha[:10] - hb[:10]).abs().max())
+    future = float((ha[10:] - hb[10:]).abs().max())
+    assert future > 1e-2  # the change is visible where it may be
+    assert past <= 4 * torch.finfo(torch.float32).eps * float(ha.abs().max())
+
+
+def test_bidirectional_model_sees_future_tokens(models):
+    """Control for the causal test: in an encoder a later token changes earlier states."""
+    model = models("bert").attnswitch
+    a = torch.randint(3, 100, (1, 16), generator=torch.Generator().manual_seed(3))
+    b = a.clone()
+    b[0, 10:] = (a[0, 10:] + 7) % 97 + 3
+    assert float((hidden(model, input_ids=a)[0, :10] - hidden(model, input_ids=b)[0, :10]).abs().max()) > 1e-2
+
+
+# ---- mapping transformers' arguments onto the contract ------------------------------------
+
+
+class _Module(torch.nn.Module):
+    def __init__(self, is_causal: bool, groups: int = 1):
+        super().__init__()
+        self.is_causal = is_causal
+        self.num_key_value_groups = groups
+
+
+def _qkv(b=2, hq=4, hkv=2, sq=10, sk=10, d=8, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(4)
+    q = torch.randn(b, hq, sq, d, generator=gen, dtype=dtype)
+    k = torch.randn(b, hkv, sk, d, generator=gen, dtype=dtype)
+    v = torch.randn(b, hkv, sk, d, generator=gen, dtype=dtype)
+    return q, k, v
+
+
+def _sdpa_mask(mask_function, padding, q_length=10, kv_length=10):
+    from transformers.masking_utils import sdpa_mask
+
+    return sdpa_mask(batch_size=padding.shape[0], q_length=q_length, kv_length=kv_length,
+                     mask_function=mask_function, attention_mask=padding,
+                     allow_is_causal_skip=False)
+
+
+def _padding(left: bool = False) -> torch.Tensor:
+    pad = torch.ones(2, 10, dtype=torch.bool)
+    if left:
+        pad[1, :4] = False
+    else:
+        pad[1, 6:] = False
+    return pad
+
+
+def _same_as_dense(qkv, options, dense_mask):
+    """The mapped call and the plain dense-mask call give the same float64 result."""
+    (q, k, v) = qkv
+    mapped = attnswitch.attention(q, k, v, **options, backend="reference")
+    q0, k0, v0 = (x.transpose(1, 2) for x in _qkv())
+    dense = attnswitch.attention(q0, k0, v0, attn_mask=dense_mask, backend="reference")
+    torch.testing.assert_close(mapped.reshape(dense.shape), dense, rtol=0, atol=1e-6)
+
+
+def test_bidirectional_padding_becomes_key_padding_mask():
+    from transformers.masking_utils import bidirectional_mask_function
+
+    pad = _padding()
+    mask = _sdpa_mask(bidirectional_mask_function, pad)
+    qkv, options, shape = hf.contract_arguments(_Module(False), *_qkv(), mask)
+    assert "attn_mask" not in options and not options["causal"]
+    assert torch.equal(options["key_padding_mask"], pad)
+    assert qkv[1].shape == (2, 10, 2, 8)  # GQA heads not repeated, BSHD
+    assert shape == (2, 10, 4, 8)
+    _same_as_dense(qkv, options, mask)
+
+
+def test_causal_left_padding_becomes_causal_and_key_padding():
+    from transformers.masking_utils import causal_mask_function
+
+    pad = _padding(left=True)
+    mask = _sdpa_mask(causal_mask_function, pad)
+    qkv, options, _ = hf.contract_arguments(_Module(True), *_qkv(), mask)
+    assert options["causal"] and options["window"] is None and "attn_mask" not in options
+    assert torch.equal(options["key_padding_mask"], pad)
+    _same_as_dense(qkv, options, mask)
+
+
+def test_sliding_window_becomes_window():
+    from transformers.masking_utils import sliding_window_causal_mask_function
+
+    mask = _sdpa_mask(sliding_window_causal_mask_function(4), _padding())
+    qkv, options, _ = hf.contract_arguments(_Module(True), *_qkv(), mask, sliding_window=4)
+    assert options["causal"] and options["window"] == (3, 3)
+    _same_as_dense(qkv, options, mask)
+
+
+def test_irregular_mask_is_passed_as_attn_mask():
+    mask = torch.rand(2, 1, 10, 10, generator=torch.Generator().manual_seed(5)) > 0.4
+    qkv, options, _ = hf.contract_arguments(_Module(False), *_qkv(), mask)
+    assert options["attn_mask"] is mask
+    assert "key_padding_mask" not in options
+    _same_as_dense(qkv, options, mask)
+
+
+def test_additive_float_mask_is_read_as_boolean():
+    from transformers.masking_utils import bidirectional_mask_function
+
+    pad = _padding()
+    boolean = _sdpa_mask(bidirectional_mask_function, pad)
+    additive = torch.where(boolean, 0.0, torch.finfo(torch.float32).min)
+    _, options, _ = hf.contract_arguments(_Module(False), *_qkv(), additive)
+    assert torch.equal(options["key_padding_mask"], pad)
+
+
+def test_additive_bias_is_refused():
+    bias = torch.randn(2, 1, 10, 10)
+    with pytest.raises(ValueError, match="attention_mask: expected a boolean mask or an additive"):
+        hf.contract_arguments(_Module(False), *_qkv(), bias)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dropout": 0.1}, "dropout: expected 0.0"),
+    ({"s_aux": torch.zeros(4)}, "s_aux: expected None"),
+    ({"position_bias": torch.zeros(1, 4, 10, 10)}, "position_bias: expected None"),
+])
+def test_features_outside_the_contract_are_refused(kwargs, message):
+    module = _Module(False).train()
+    with pytest.raises(ValueError, match=message):
+        hf.contract_arguments(module, *_qkv(), None, **kwargs)
+
+
+def test_no_mask_causal_prefill_of_a_static_cache_crops_keys():
+    """sdpa's skip leaves keys beyond the queries (empty static-cache slots): cropped, as
+    sdpa does, since its top-left causal never reaches them."""
+    qkv, options, _ = hf.contract_arguments(_Module(True), *_qkv(sq=6, sk=10), None)
+    assert options["causal"] and qkv[1].shape[1] == 6
+
+
+def test_no_mask_decode_step_attends_every_key():
+    qkv, options, _ = hf.contract_arguments(_Module(True), *_qkv(sq=1, sk=10), None)
+    assert not options["causal"] and qkv[1].shape[1] == 10
+
+
+def test_explain_model_refuses_a_model_without_attnswitch(models):
+    with pytest.raises(ValueError, match="attn_implementation='attnswitch'"):
+        hf.explain_model(models("bert").eager, {"input_ids": torch.tensor([[5, 6, 7]])})

@@ -1,0 +1,176 @@
+"""The `run`, `search` and `status` commands: the real CLI in subprocesses (killed with
+SIGKILL mid-run, then resumed, and compared with a clean run) and in-process through typer's
+CliRunner (sharing the loaded model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attnswitch.pipeline.commands import app
+from attnswitch.pipeline.run import RunOptions, run
+from attnswitch.pipeline.store import DB_NAME, Store
+
+FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "attnswitch.pipeline.commands", *args]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app(), list(args), catch_exceptions=False)
+
+
+def chunk_rows(db: Path) -> list[tuple[str, int, str]]:
+    """(source, ordinal, text) of every stored chunk, read-only (the writer may be live)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute("SELECT d.source, c.ordinal, c.text FROM chunks c JOIN documents d"
+                            " ON d.id = c.doc_id ORDER BY d.source, c.ordinal").fetchall()
+    except sqlite3.OperationalError:  # the schema is not created yet
+        return []
+    finally:
+        conn.close()
+
+
+def vectors_by_chunk(db: Path, root: Path) -> dict[tuple[str, int], np.ndarray]:
+    with Store(db) as store:
+        ids, matrix = store.vectors()
+        rows = store.chunks(ids)
+    return {(rows[int(i)].source, rows[int(i)].ordinal): matrix[r] for r, i in enumerate(ids)}
+
+
+def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path,
+                                                 encoder) -> None:
+    db = tmp_path / "killed"
+    proc = subprocess.Popen(cli("run", str(more_docs), "--db", str(db), "--json", *FAST),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        if (db / DB_NAME).exists() and chunk_rows(db / DB_NAME):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read()}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    at_kill = chunk_rows(db / DB_NAME)
+
+    resumed = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *FAST),
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    again = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *FAST),
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    unchanged = json.loads(again.stdout)
+
+    clean_db = tmp_path / "clean"
+    with Store(clean_db / DB_NAME) as store:
+        clean = run(more_docs, store, RunOptions(max_tokens=32, overlap=4, chunks_per_call=8),
+                    get_encoder=lambda: encoder)
+    final = chunk_rows(db / DB_NAME)
+    assert final == chunk_rows(clean_db / DB_NAME)  # same documents, same chunk texts
+    assert len(set((s, o) for s, o, _ in final)) == len(final)  # no duplicates
+    assert 0 < len(at_kill) < len(final)  # killed mid-run
+    assert set(at_kill) <= set(final)
+    assert summary["status"] == "completed"
+    assert summary["chunks_encoded"] == len(final) - len(at_kill)
+    assert summary["chunks_stored"] == clean.chunks_stored == len(final)
+    assert (unchanged["chunks_encoded"], unchanged["unchanged"]) == (0, clean.new)
+    with Store(db / DB_NAME) as store:
+        assert [r.status for r in store.runs()] == ["completed", "completed", "interrupted"]
+    got, want = vectors_by_chunk(db / DB_NAME, more_docs), vectors_by_chunk(clean_db / DB_NAME,
+                                                                          more_docs)
+    assert got.keys() == want.keys()
+    cosines = [float(got[k] @ want[k]) for k in want]  # stored L2-normalised
+    assert min(cosines) >= 0.9999
+
+
+def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> None:
+    (docs / "empty.txt").write_bytes(b"")
+    (docs / "binary.txt").write_bytes(bytes(range(256)) * 8)
+    (docs / "corrupt.pdf").write_bytes(b"%PDF-1.4 not really")
+    (docs / "huge.txt").write_text("word " * 30_000)
+    (docs / "latin1.txt").write_bytes("Crème brûlée, déjà vu, garçon.\n".encode("cp1252"))
+    db = str(tmp_path / "db")
+    result = invoke("run", str(docs), "--db", db, "--max-mb", "0.1", "--hourly-usd", "2.5",
+                    "--no-progress", *FAST)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    for shown in ("completed", "skipped", "empty: 0 bytes", "binary", "corrupt PDF",
+                  "too large", "cp1252", "torch-sdpa", "per million tokens at $2.50/h",
+                  "memory watch", "peak memory", "tokens/s"):
+        assert shown in out, shown
+
+    status = json.loads(invoke("status", "--db", db, "--json").output)
+    assert (status["documents"], status["skipped"]) == (5, 4)
+    assert {f["source"]: f["reason"].split(":")[0] for f in status["skipped_files"]} == {
+        "empty.txt": "empty", "binary.txt": "binary", "corrupt.pdf": "corrupt PDF",
+        "huge.txt": "too large"}
+    assert status["last_run"]["status"] == "completed"
+    assert status["model"]["precision"] == "fp32" and status["model"]["max_tokens"] == 32
+    text = " ".join(invoke("status", "--db", db).output.split())
+    assert "5 indexed, 4 skipped" in text and "huge.txt" in text
+
+    found = json.loads(invoke("search", "change the values of existing rows", "-k", "3",
+                              "--db", db, "--json").output)
+    ranks = found["results"]
+    assert [r["rank"] for r in ranks] == [1, 2, 3]
+    assert ranks[0]["source"] == "postgresql/tutorial-update.html"
+    assert ranks[0]["score"] >= ranks[1]["score"] >= ranks[2]["score"]
+    expected = encoder.encode(["change the values of existing rows"])[0]
+    with Store(Path(db) / DB_NAME) as store:
+        matrix = store.vectors()[1]
+    best = float(np.max(matrix @ expected))
+    assert ranks[0]["score"] == pytest.approx(best, abs=1e-5)
+    table = " ".join(invoke("search", "change the values of existing rows", "--db", db)
+                     .output.split())
+    assert "tutorial-update.html" in table
+
+
+def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -> None:
+    missing = tmp_path / "nothing-here"
+    for args in (("search", "rows"), ("status",)):
+        result = invoke(*args, "--db", str(missing), "--json")
+        assert result.exit_code == 1
+        assert "no index at" in json.loads(result.stdout)["error"]
+        assert not missing.exists()  # refusing never creates a store
+    empty = tmp_path / "empty-index"
+    (empty_docs := tmp_path / "no-text").mkdir()
+    (empty_docs / "blank.txt").write_bytes(b"")
+    assert invoke("run", str(empty_docs), "--db", str(empty), "--json").exit_code == 0
+    result = invoke("search", "rows", "--db", str(empty))
+    assert result.exit_code == 1 and "is empty" in result.output
+
+    db = str(tmp_path / "db")
+    assert invoke("run", str(docs), "--db", db, "--json", *FAST).exit_code == 0
+    other = tmp_path / "other-model"
+    other.mkdir()
+    for f in encoder.spec.path.iterdir():
+        if f.is_file():
+            (other / f.name).symlink_to(f)
+    (other / "1_Pooling").symlink_to(encoder.spec.path / "1_Pooling")
+    (other / "config.json").unlink()
+    (other / "config.json").write_text((encoder.spec.path / "config.json").read_text()
+                                       .replace('"hidden_act"', '"note": 1, "hidden_act"'))
+    result = invoke("search", "rows", "--db", db, "--model", str(other), "--json")
+    assert result.exit_code == 1
+    assert "expected the index's model" in json.loads(result.stdout)["error"]
+    result = invoke("run", str(docs), "--db", db, "--model", str(other), "--json")
+    assert result.exit_code == 1 and "use another --db" in result.stdout
+    result = invoke("run", str(tmp_path / "no-such-folder"), "--db", db)
+    assert result.exit_code == 1 and "expected a folder" in result.output
+    result = invoke("run", str(docs), "--db", db, "--precision", "fp8", "--json")
+    assert result.exit_code == 2 and "precision" in json.loads(result.stdout)["error"]

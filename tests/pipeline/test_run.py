@@ -1,0 +1,229 @@
+"""The pipeline run on real documents, the real model and a real SQLite store: what it
+stores, that re-runs are no-ops, that changed, deleted and bad files are handled, and that
+a document whose encoding fails is recorded and retried."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnswitch.pipeline.chunk import chunk_text
+from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
+from attnswitch.pipeline.ingest import Skip, ingest
+from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
+from attnswitch.pipeline.store import Store
+
+# Short chunks keep encoding cheap; the chunking code is the same at any size.
+OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
+
+
+def state(store: Store, root: Path) -> dict[str, tuple[list[str], np.ndarray]]:
+    """source -> (chunk texts in order, their stored vectors) for every indexed document."""
+    ids, matrix = store.vectors()
+    row_of = {int(i): r for r, i in enumerate(ids)}
+    out = {}
+    for source in sorted(store.sources(root)):
+        chunks = store.document_chunks(root, source)
+        if chunks:
+            out[source] = ([c.text for c in chunks],
+                           matrix[[row_of[c.id] for c in chunks]])
+    return out
+
+
+class Counting:
+    """Hands out the shared encoder and counts how often the run asked for it."""
+
+    def __init__(self, encoder):
+        self.encoder, self.calls = encoder, 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.encoder
+
+
+def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, encoder) -> None:
+    with Store(tmp_path / "db") as store:
+        summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        stored = state(store, docs)
+    tok = chunk_tokenizer(encoder.spec)
+    expected = {d.source: [c.text for c in chunk_text(d.text, tok, max_tokens=32, overlap=4)]
+                for d in ingest(docs)}
+    assert {s: texts for s, (texts, _) in stored.items()} == expected
+    assert summary.status == "completed"
+    assert (summary.new, summary.indexed, summary.skipped) == (len(expected), len(expected), 0)
+    assert summary.chunks_encoded == summary.chunks_stored == sum(map(len, expected.values()))
+    # Several documents share each encode call: every vector must be its own chunk's.
+    texts = [t for texts, _ in stored.values() for t in texts]
+    vectors = np.concatenate([v for _, v in stored.values()])
+    np.testing.assert_allclose(vectors, encoder.encode(texts), atol=2e-5)
+    assert summary.backends and summary.engine == encoder.engine
+    assert summary.tokens_per_s > 0 and summary.cost["usd_per_million_tokens"] > 0
+
+
+def test_rerun_on_unchanged_files_encodes_nothing(docs: Path, tmp_path: Path, encoder) -> None:
+    with Store(tmp_path / "db") as store:
+        run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        before = state(store, docs)
+        ids_before = store.vectors()[0]
+        again = Counting(encoder)
+        summary = run(docs, store, OPTIONS, get_encoder=again)
+        assert (summary.chunks_encoded, summary.unchanged, summary.new) == (0, 4, 0)
+        assert again.calls == 0  # not even the model was loaded
+        # A new mtime with the same bytes: read and hashed again, still not encoded.
+        os.utime(docs / "postgresql" / "tutorial-start.html", ns=(1, 1))
+        summary = run(docs, store, OPTIONS, get_encoder=again)
+        assert (summary.chunks_encoded, summary.unchanged, again.calls) == (0, 4, 0)
+        assert np.array_equal(store.vectors()[0], ids_before)
+        after = state(store, docs)
+    assert after.keys() == before.keys()
+    for source, (texts, vectors) in before.items():
+        assert after[source][0] == texts and np.array_equal(after[source][1], vectors)
+
+
+def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> None:
+    with Store(tmp_path / "db") as store:
+        run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        untouched = store.document_chunks(docs, "postgresql/tutorial-advanced.html")
+        changed = docs / "postgresql" / "tutorial-update.html"
+        changed.write_text("<html><body><p>Rewritten: the UPDATE command changes rows."
+                           "</p></body></html>")
+        (docs / "postgresql" / "tutorial-conclusion.html").unlink()
+        (docs / "new.md").write_text("# New\n\nA note about vacuum and analyze.\n")
+        summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        assert (summary.new, summary.changed, summary.deleted, summary.unchanged) == (1, 1, 1, 2)
+        assert store.lookup(docs, "postgresql/tutorial-conclusion.html") is None
+        rows = store.document_chunks(docs, "postgresql/tutorial-update.html")
+        assert [r.text for r in rows] == ["Rewritten: the UPDATE command changes rows."]
+        assert store.document_chunks(docs, "postgresql/tutorial-advanced.html") == untouched
+        assert summary.chunks_encoded == 1 + len(store.document_chunks(docs, "new.md"))
+        # A file that turns bad loses its chunks and is recorded as skipped.
+        changed.write_bytes(b"")
+        summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        assert summary.skipped_files == [{"source": "postgresql/tutorial-update.html",
+                                          "reason": "empty: 0 bytes"}]
+        assert store.document_chunks(docs, "postgresql/tutorial-update.html") == []
+        total = sum(len(store.document_chunks(docs, s)) for s in store.sources(docs))
+        assert store.status().chunks == total == summary.chunks_stored
+
+
+def test_other_chunking_reencodes_everything(docs: Path, tmp_path: Path, encoder) -> None:
+    with Store(tmp_path / "db") as store:
+        first = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        second = run(docs, store, dataclasses.replace(OPTIONS, max_tokens=48),
+                     get_encoder=Counting(encoder))
+        assert (second.changed, second.unchanged) == (4, 0)
+        assert second.config != first.config
+        assert second.chunks_stored == store.status().chunks < first.chunks_stored
+
+
+def _bad_inputs(root: Path) -> dict[str, str]:
+    """One file of each bad kind; returns source -> the skip category expected."""
+    root.mkdir()
+    (root / "good.txt").write_text("Vacuum reclaims storage occupied by dead tuples.\n")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "blank.md").write_text("   \n\n  \t\n")
+    (root / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    (root / "corrupt.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\ngarbage\n")
+    (root / "huge.txt").write_text("word " * 50_000)  # 250 kB, over the limit set below
+    (root / "dangling.md").symlink_to(root / "missing-target.md")
+    (root / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    expected = {"empty.txt": Skip.EMPTY, "blank.md": Skip.EMPTY, "binary.txt": Skip.BINARY,
+                "corrupt.pdf": Skip.CORRUPT_PDF, "huge.txt": Skip.TOO_LARGE,
+                "dangling.md": Skip.UNREADABLE, "picture.png": Skip.UNSUPPORTED}
+    if os.geteuid() != 0:  # root reads any file whatever its mode
+        (root / "locked.txt").write_text("secret")
+        (root / "locked.txt").chmod(0)
+        expected["locked.txt"] = Skip.UNREADABLE
+    # Not UTF-8: decoded with a detected charset, indexed, and noted.
+    (root / "latin1.txt").write_bytes("Café crème, déjà vu, élève, garçon, où, très bien.\n"
+                                      .encode("cp1252"))
+    return {k: v.value for k, v in expected.items()}
+
+
+def test_bad_input_is_recorded_and_the_run_goes_on(tmp_path: Path, encoder) -> None:
+    root = tmp_path / "bad"
+    expected = _bad_inputs(root)
+    options = dataclasses.replace(OPTIONS, max_bytes=100_000)
+    with Store(tmp_path / "db") as store:
+        summary = run(root, store, options, get_encoder=Counting(encoder))
+        assert summary.status == "completed"
+        got = {f["source"]: f["reason"].split(":")[0] for f in summary.skipped_files}
+        assert got == expected
+        assert summary.skipped_by_reason == {k: list(expected.values()).count(k)
+                                             for k in set(expected.values())}
+        assert summary.indexed == 2 and summary.new == 2
+        assert [n["source"] for n in summary.notes] == ["latin1.txt"]
+        assert "cp1252" in summary.notes[0]["note"]
+        latin = store.document_chunks(root, "latin1.txt")
+        assert latin[0].text.startswith("Café crème")
+        status = store.status()
+        assert {s for _, s, _ in status.skipped_files} == set(expected)
+        # Skips are re-checked each run (a fixed file gets indexed) and stay recorded.
+        again = run(root, store, options, get_encoder=Counting(encoder))
+        assert (again.skipped, again.chunks_encoded) == (len(expected), 0)
+        (root / "empty.txt").write_text("Now it has text about autovacuum.\n")
+        fixed = run(root, store, options, get_encoder=Counting(encoder))
+        assert (fixed.changed, fixed.skipped, fixed.chunks_encoded) == (1, len(expected) - 1, 1)
+
+
+class FailsOn:
+    """The real encoder, except that texts containing `marker` fail to encode (a stand-in
+    for a device error on one document: no real input makes the engine fail)."""
+
+    def __init__(self, encoder, marker: str):
+        self.encoder, self.marker = encoder, marker
+        self.engine, self.device = encoder.engine, getattr(encoder, "device", None)
+
+    def encode(self, texts, **kw):
+        if any(self.marker in t for t in texts):
+            raise RuntimeError(f"injected failure on {self.marker!r}")
+        return self.encoder.encode(texts, **kw)
+
+
+def test_a_document_that_fails_to_encode_is_recorded_and_retried(docs: Path, tmp_path: Path,
+                                                                 encoder) -> None:
+    with Store(tmp_path / "db") as store:
+        summary = run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
+        assert summary.status == "completed" and summary.failed == 1
+        (skip,) = summary.skipped_files
+        assert skip["source"] == "postgresql/tutorial-update.html"
+        assert skip["reason"].startswith("encode failed: RuntimeError: injected failure")
+        assert summary.indexed == 3
+        retry = run(docs, store, OPTIONS, get_encoder=lambda: encoder)
+        assert (retry.changed, retry.unchanged, retry.indexed) == (1, 3, 4)
+        # Documents failing one after another: the fault is not theirs, the run stops.
+        for i, page in enumerate(sorted((docs / "postgresql").iterdir())):
+            page.write_text(f"<p>UPDATE number {i}</p>")
+        with pytest.raises(RuntimeError, match="injected failure"):
+            run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
+        assert store.runs(limit=1)[0].status == "failed"
+        assert len(store.status().skipped_files) == MAX_FAILURES_IN_ROW - 1
+
+
+def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder) -> None:
+    other = tmp_path / "other-model"
+    shutil.copytree(encoder.spec.path, other, ignore=shutil.ignore_patterns("*.safetensors"))
+    (other / "model.safetensors").symlink_to(encoder.spec.path / "model.safetensors")
+    config = (other / "config.json").read_text()
+    (other / "config.json").write_text(config.replace('"hidden_act"', '"note": "other",\n  '
+                                                                      '"hidden_act"'))
+    with Store(tmp_path / "db") as store:
+        run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+        runs = len(store.runs())
+        with pytest.raises(IndexMismatchError, match="use another --db"):
+            run(docs, store, dataclasses.replace(OPTIONS, model=str(other)),
+                get_encoder=Counting(encoder))
+        assert len(store.runs()) == runs  # refused before starting a run
+
+
+def test_bad_options_are_refused() -> None:
+    for kw, match in (({"chunks_per_call": 0}, "chunks_per_call"),
+                      ({"max_bytes": 0}, "max_bytes"), ({"hourly_usd": -1.0}, "hourly_usd"),
+                      ({"precision": "fp16"}, "precision")):
+        with pytest.raises(ValueError, match=match):
+            RunOptions(**kw)
