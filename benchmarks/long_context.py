@@ -135,7 +135,9 @@ def table(args: argparse.Namespace, results: list[dict]) -> str:
         f"({platform.machine()}), Python {platform.python_version()}. Each backend in its own "
         "process; memory is resident set size (RSS). \"Before\" holds the interpreter, the "
         "framework and the inputs; \"peak\" is the process maximum over all calls. The error is "
-        f"the largest over {SAMPLE_ROWS} output rows against float64.",
+        f"the largest over {SAMPLE_ROWS} output rows against float64. Load average "
+        f"(1 min) at the start and end of the run: {args.load[0]:.1f} and {args.load[1]:.1f}: "
+        "other work on the machine slows both backends alike.",
         "",
         "| backend | status | RSS before (GiB) | peak RSS (GiB) | peak - before (GiB) "
         "| first call (s) | later calls (s) | max error (sampled rows) |",
@@ -197,9 +199,11 @@ def main() -> None:
         print(json.dumps(child(args)), flush=True)
         return
     results = []
+    start_load = os.getloadavg()[0]
     for name in args.backends.split(","):
         print(f"running {name} ...", file=sys.stderr, flush=True)
         results.append(run_child(args, name))
+    args.load = (start_load, os.getloadavg()[0])
     text = table(args, results)
     print(text)
     out = Path(args.out)

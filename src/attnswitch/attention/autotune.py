@@ -43,10 +43,10 @@ class _Table:
 
     def refresh(self) -> tuple:
         now = time.monotonic()
-        if self._key is not None and now - self._checked < 1.0:
+        path = table_path()
+        if self._key is not None and self._key[0] == str(path) and now - self._checked < 1.0:
             return self._key
         self._checked = now
-        path = table_path()
         try:
             mtime = path.stat().st_mtime_ns
         except FileNotFoundError:

@@ -69,7 +69,7 @@ class BackendBase:
 
     def unavailable(self) -> str | None:
         """Why this backend cannot run in this process at all, or None."""
-        return _cached_probe(type(self))
+        return _cached_probe(self)
 
     def _probe(self) -> str | None:
         return None
@@ -126,9 +126,9 @@ class BackendBase:
 
 
 @functools.cache
-def _cached_probe(cls: type) -> str | None:
+def _cached_probe(backend: BackendBase) -> str | None:
     try:
-        return cls._probe(cls())
+        return backend._probe()
     except Exception as exc:  # a broken install is a reason, not a crash of the planner
         return f"probe failed: {type(exc).__name__}: {exc}"
 

@@ -115,12 +115,12 @@ class Plan:
             f"order: {self.source}",
         ]
         for i, name in enumerate(self.candidates):
-            role = "chosen  " if i == 0 else "fallback"
+            role = "chosen" if i == 0 else "fallback"
             note = self.details.get(name)
             verdict = self.verdicts.get(name, verdicts.UNVERIFIED)
-            lines.append(f"  {role} {name} [{verdict}]" + (f": {note}" if note else ""))
+            lines.append(f"  {role:<13} {name} [{verdict}]" + (f": {note}" if note else ""))
         for r in self.rejected:
-            lines.append(f"  {r.status:<9}{r.backend}: " + "; ".join(r.reasons))
+            lines.append(f"  {r.status:<13} {r.backend}: " + "; ".join(r.reasons))
         return "\n".join(lines)
 
 

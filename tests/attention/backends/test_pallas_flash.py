@@ -18,8 +18,8 @@ from attnswitch.attention.contract import validate  # noqa: E402
 
 NAME = "pallas-flash"
 # Every feature it serves in float32 and bfloat16 (head dim 64 is the grid's default); the
-# other head dims in float32. TPU interpret mode compiles each shape anew (about a second
-# each): this is what fits the time budget.
+# other head dims in float32. TPU interpret mode compiles each shape anew: this is what
+# fits the time budget.
 FEATURES = (
     "causal-113x203", "causal-203x113", "gqa-8-2", "padding", "masked-row", "lse", "packed",
     "packed-lse",

@@ -71,6 +71,16 @@ def test_declines_lse_on_cpu_but_not_on_cuda():
     assert reason not in BACKEND.declines(on(call, "cuda", "NVIDIA H100"))
 
 
+def test_lse_on_cpu_is_truly_unsupported_by_the_compiled_kernel():
+    from torch._inductor.exc import InductorError
+    from torch.nn.attention.flex_attention import AuxRequest, flex_attention
+
+    compiled = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+    q = torch.randn(1, 2, 8, 16)
+    with pytest.raises(InductorError, match="`return_lse` is not supported"):
+        compiled(q, q, q, return_aux=AuxRequest(lse=True))
+
+
 def test_declines_float64_and_lists_every_reason():
     q = torch.randn(1, 8, 2, 16, dtype=torch.float64, requires_grad=True)
     reasons = BACKEND.declines(validate(q, q, q, return_lse=True))
@@ -120,6 +130,8 @@ CASES = [
     conformance.Case("packed-reordered", packed=((1, 1), (91, 91), (0, 0), (37, 37)), causal=True),
     conformance.Case("packed-no-keys", packed=((5, 0), (3, 0))),
     conformance.Case("empty-queries", seqlen_q=0),
+    conformance.Case("hdim-8", head_dim=8, batch=1, seqlen_q=67, seqlen_k=131, heads_q=2,
+                     heads_kv=2),
 ]
 
 

@@ -21,13 +21,13 @@ forget this wrapper's kernels (and only these) and compile afresh. Block masks t
 on the call's geometry (causal, window, packed lengths) are cached (`MAX_BLOCK_MASKS`); masks
 that read the caller's tensors are built per call.
 
-Declines, each found by running torch 2.13 (not guessed):
-- CPU: gradients (flex raises NotImplementedError for backward on CPU) and `return_lse`
-  (inductor's C++ flex kernel raises NotImplementedError for it); the C++ kernel also needs
-  AVX2 and a C++ compiler. float64 is refused on CPU. Head dims 59, 80, 256 and odd lengths
-  (113 x 203, non-multiples of the 128 block) run fine.
-- CUDA/ROCm: head dim < 16 (the Triton kernel's `tl.dot` minimum), and no Triton.
-Fully masked query rows come out as zeros (lse -inf) from flex itself.
+Declines. On CPU each was found by running torch 2.13: gradients (flex raises
+NotImplementedError for backward on CPU), `return_lse` (inductor's C++ flex kernel raises
+NotImplementedError for it), float64 (refused by the C++ kernel); the C++ kernel also needs
+AVX2 and a C++ compiler (inductor's own checks). Head dims 1, 4, 8, 59, 80, 256 and lengths that are
+not multiples of the 128 block (113 x 203) run fine on CPU. On CUDA/ROCm, from inductor's
+source (not run here): head dim < 16 (the Triton kernel's `tl.dot` minimum), and no Triton.
+Fully masked query rows come out of flex as zeros (and lse -inf on the eager path).
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ class TorchFlex(BackendBase):
             mask = "block mask cached"
         else:
             mask = "no block mask"
-        return f"compiled flex {kernel} kernel, the first call of a shape compiles ({first}); {mask}"
+        return (
+            f"compiled flex {kernel} kernel, the first call of a shape compiles ({first}); {mask}"
+        )
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         import torch
@@ -219,7 +221,9 @@ def _block_mask(call: Call, device: Any) -> Any:
     return _dense_tensor_mask(call, device, bounds)
 
 
-def _create(mods: list[Any], batch: int | None, heads: int | None, sq: int, sk: int, device: Any) -> Any:
+def _create(
+    mods: list[Any], batch: int | None, heads: int | None, sq: int, sk: int, device: Any
+) -> Any:
     from torch.nn.attention.flex_attention import and_masks, create_block_mask
 
     mod = mods[0] if len(mods) == 1 else and_masks(*mods)
