@@ -89,7 +89,7 @@ class TorchFlex(BackendBase):
 
     def detail(self, call: Call) -> str | None:
         kernel = "C++" if call.device.kind == "cpu" else "Triton"
-        first = "seconds, about 25 s cold on CPU" if call.device.kind == "cpu" else "seconds"
+        first = "seconds; tens of seconds for a process's first on CPU"
         if call.has_mask:
             mask = "block mask built per call from the caller's masks"
         elif call.packed or _bounds(call) is not None:
@@ -143,7 +143,7 @@ def _compiled() -> tuple[Any, Any]:
                 enable_gqa=enable_gqa,
             )
             return out, None
-        if aux_request is None:  # torch < 2.9
+        if aux_request is None:  # older torch: the deprecated `return_lse` flag
             return fa.flex_attention(
                 q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
                 enable_gqa=enable_gqa, return_lse=True,
