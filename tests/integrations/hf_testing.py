@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 import attnswitch
+import attnswitch.integrations.transformers  # noqa: F401  (registers "attnswitch")
 
 # torch-flex compiles a kernel per shape on CPU (about 25 s the first time): its own tests
 # cover it; here it would dominate the suite's time.
@@ -97,3 +98,16 @@ def rule(out: torch.Tensor, eager: torch.Tensor, oracle: torch.Tensor) -> tuple[
     err = float((out.double() - oracle).abs().max())
     base = float((eager.double() - oracle).abs().max())
     return err, 2.0 * base + floor32(oracle)
+
+
+def per_sequence(model: object, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Hidden states of the real tokens of a padded batch, each sequence run alone (no
+    padding, no mask) at the positions the padded run gives it, rows in the order of
+    `h[mask.bool()]`. The oracle for padded batches: with padding, a float64 eager run is
+    not an oracle, since rows with no key to attend (padding under a sliding window) become
+    NaN in its float32 softmax and spread through the masked keys."""
+    out = []
+    for row, real in zip(ids, mask.bool()):
+        positions = real.nonzero().view(-1)
+        out.append(hidden(model, input_ids=row[positions][None], position_ids=positions[None])[0])
+    return torch.cat(out)

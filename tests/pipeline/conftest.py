@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
-# Small real documents: four short html pages (19 chunks of 32 tokens), and seven documents
-# of three formats (html, reStructuredText, pdf; 93 such chunks).
+# Small real documents: four short html pages (19 chunks of 32 tokens), and six documents
+# of three formats (html, reStructuredText, pdf; 66 such chunks).
 SMALL = ("postgresql/tutorial-start.html", "postgresql/tutorial-advanced.html",
          "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
-LARGER = SMALL + ("sqlite/copyright-release.pdf", "python-tutorial/index.rst.txt",
-                  "python-tutorial/whatnow.rst.txt")
+LARGER = SMALL + ("sqlite/copyright-release.pdf", "python-tutorial/index.rst.txt")
 
 
 def copy_corpus(dest: Path, sources: tuple[str, ...]) -> Path:
@@ -40,5 +39,5 @@ def docs(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def more_docs(tmp_path: Path) -> Path:
-    """A copy of seven documents (html, rst, pdf)."""
+    """A copy of six documents (html, rst, pdf)."""
     return copy_corpus(tmp_path / "more", LARGER)

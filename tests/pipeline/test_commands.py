@@ -170,7 +170,8 @@ def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -
     assert "expected the index's model" in json.loads(result.stdout)["error"]
     result = invoke("run", str(docs), "--db", db, "--model", str(other), "--json")
     assert result.exit_code == 1 and "use another --db" in result.stdout
-    result = invoke("run", str(tmp_path / "no-such-folder"), "--db", db)
+    result = invoke("run", str(tmp_path / "no-such-folder"), "--db", str(tmp_path / "db2"))
     assert result.exit_code == 1 and "expected a folder" in result.output
+    assert not (tmp_path / "db2").exists()
     result = invoke("run", str(docs), "--db", db, "--precision", "fp8", "--json")
-    assert result.exit_code == 2 and "precision" in json.loads(result.stdout)["error"]
+    assert result.exit_code == 2 and "'fp8' is not one of 'fp32', 'bf16'" in " ".join(result.output.split())

@@ -124,9 +124,14 @@ def _layer_norm(x: Any, g: Any, b: Any, eps: float) -> Any:
 
 
 def _dense(x: Any, w: Any, b: Any) -> Any:
+    """x @ w + b with float32 accumulation; float32 weights get full float32 precision (TPUs
+    otherwise multiply float32 in bfloat16 passes)."""
+    import jax
     import jax.numpy as jnp
 
-    return jnp.dot(x.astype(w.dtype), w, preferred_element_type=jnp.float32) + b
+    precision = jax.lax.Precision.HIGHEST if w.dtype == jnp.float32 else None
+    return jnp.dot(x.astype(w.dtype), w, precision=precision,
+                   preferred_element_type=jnp.float32) + b
 
 
 def _activation(kind: str, x: Any) -> Any:

@@ -26,12 +26,12 @@ heads are never repeated: the contract serves `Hq % Hkv == 0` itself):
   kernels (SDPA's `is_causal` path, flash-style kernels) stay eligible. A mask that matches
   none is passed as `attn_mask`. The match is computed once per mask tensor (transformers
   passes the same mask to every layer) and is exact, so it can never change the result.
-- packed batches: explicit `cu_seq_lens_q/k` (with `max_length_q/k`), or batch 1 with
-  `position_ids` restarting (the flash path's rule, `_is_packed_sequence`), become the packed
-  layout with `cu_seqlens`, so no padding is computed. A mask present with packing must agree
-  with the per-sequence pattern: exactly for packing seen in `position_ids`, within each
-  sequence for explicit `cu_seq_lens_*` (like transformers' flash path, which bounds
-  attention by them); otherwise the mask is used densely.
+- packed batches: explicit `cu_seq_lens_q/k` (with `max_length_q/k`), or a batch of one
+  row whose `position_ids` restart (the flash path's rule, `_is_packed_sequence`), become the
+  packed layout with `cu_seqlens`, so no padding is computed. As in transformers' flash path
+  the sequences bound attention even where the 4D mask does not say so (transformers' sdpa
+  and eager masks ignore packing when a cache is in use); inside each sequence the mask must
+  follow the causal/window pattern, or it is used densely, intersected with the sequences.
 - not in the contract, so refused with a clear error rather than dropped: dropout in
   training mode, attention sinks (`s_aux`), additive position biases (`position_bias`, float
   masks with values other than 0 and -inf). `output_attentions` returns None weights.
@@ -192,17 +192,15 @@ def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
 
 
 def _packed_form(mask: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor,
-                 causal: bool, window: tuple[int, int] | None, within: bool) -> _Form | None:
-    """The (causal, window) under which packing reproduces the bool mask `[1, 1, Tq, Tk]`:
-    everywhere, or only inside each sequence when `within`."""
+                 causal: bool, window: tuple[int, int] | None) -> _Form | None:
+    """The (causal, window) under which packing reproduces the bool mask `[1, 1, Tq, Tk]`
+    inside each sequence (entries across sequences are not looked at)."""
     if mask.shape[0] != 1 or mask.shape[1] != 1:
         return None
-    m = mask[0, 0]
-    tq, tk = m.shape
+    tq, tk = mask.shape[-2:]
+    seen = mask[0, 0] & _packed_pattern(cu_q, cu_k, tq, tk, False, None)
     for c, w in _candidates(causal, window):
-        pattern = _packed_pattern(cu_q, cu_k, tq, tk, c, w)
-        seen = m & _packed_pattern(cu_q, cu_k, tq, tk, False, None) if within else m
-        if torch.equal(seen, pattern):
+        if torch.equal(seen, _packed_pattern(cu_q, cu_k, tq, tk, c, w)):
             return _Form(c, w, None)
     return None
 
@@ -225,6 +223,8 @@ def _cached(tensor: torch.Tensor, attr: str, key: tuple, compute: Any) -> Any:
 def _packing_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor | None:
     """cu_seqlens (int32) for a batch-1 packed `position_ids` (sequences restart at the
     minimum position, transformers' flash rule), or None when it is one sequence."""
+    if position_ids.ndim > 2 or (position_ids.ndim == 2 and position_ids.shape[0] != 1):
+        return None  # e.g. multimodal rope positions [3, B, S]: not a packing signal
     pos = position_ids.reshape(-1)
     if pos.numel() <= 1:
         return None
@@ -296,12 +296,10 @@ def contract_arguments(
 
     # packed layouts
     cu_q = cu_k = None
-    within = False
     if cu_seq_lens_q is not None or cu_seq_lens_k is not None:
         if cu_seq_lens_q is None or cu_seq_lens_k is None:
             raise ValueError("cu_seq_lens_q/k: expected both or neither, got one of them")
         cu_q, cu_k = _int32(cu_seq_lens_q, q.device), _int32(cu_seq_lens_k, q.device)
-        within = True
         if mask is not None and b != 1:
             raise ValueError(
                 f"cu_seq_lens_q: expected batch size 1 when a mask is passed with packed "
@@ -318,16 +316,16 @@ def contract_arguments(
         else:
             cu_key = tuple(cu_q.tolist()) + (-1,) + tuple(cu_k.tolist())
             form = _cached(
-                attention_mask, _FORMS_ATTR, ("packed", causal_flag, window, within, cu_key),
-                lambda: _packed_form(mask, cu_q, cu_k, causal_flag, window, within),
+                attention_mask, _FORMS_ATTR, ("packed", causal_flag, window, cu_key),
+                lambda: _packed_form(mask, cu_q, cu_k, causal_flag, window),
             )
         if form is not None:
             q, k, v = q.reshape(tq, hq, d), k.reshape(tk, -1, d), v.reshape(tk, -1, d)
             options = dict(causal=form.causal, window=form.window, scale=scale, softcap=softcap,
                            cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
             return (q, k, v), options, out_shape
-        if within:  # explicit sequences bound attention even when the mask does not say so
-            mask = mask & _packed_pattern(cu_q, cu_k, tq, tk, False, None)[None, None]
+        # the sequences bound attention even where the mask does not say so
+        mask = mask & _packed_pattern(cu_q, cu_k, tq, tk, False, None)[None, None]
 
     options: dict[str, Any] = dict(scale=scale, softcap=softcap)
     if mask is None:

