@@ -54,7 +54,7 @@ def _grid() -> Iterator[Any]:
 
 def _pallas_interpreted() -> bool:
     try:
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
     except ImportError:  # no jax: the backends are unavailable and skip below
         return True
     return pallas_common.tpu_present() or pallas_common.interpret_enabled()

@@ -31,7 +31,7 @@ from attnswitch.observe.scopes import scope
 # the float64 oracle last. Names not registered here are skipped; plug-ins not listed here
 # come after the listed ones, before the oracle.
 PRIORITY: dict[str, tuple[str, ...]] = {
-    "cpu": ("torch-sdpa", "torch-flex", "torch-math", "jax-xla", "jax-blockwise", "reference"),
+    "cpu": ("torch-sdpa", "torch-flex", "jax-blockwise", "jax-xla", "torch-math", "reference"),
     "cuda": (
         "flash-attn-3", "flash-attn", "torch-sdpa", "jax-cudnn", "torch-flex", "jax-xla",
         "jax-blockwise", "torch-math", "reference",

@@ -92,7 +92,7 @@ class PallasFlash(BackendBase):
 
     @property
     def caps(self) -> Capabilities:  # type: ignore[override]
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         return Capabilities(
             device_kinds=pallas_common.device_kinds(), dtypes=("bfloat16", "float32"),
@@ -102,14 +102,14 @@ class PallasFlash(BackendBase):
     def _probe(self) -> str | None:
         if why := import_reason("jax", "jax"):
             return why
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         return pallas_common.kernel_import_reason(KERNEL_MODULE)
 
     def unavailable(self) -> str | None:
         if why := super().unavailable():
             return why
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         return pallas_common.device_reason()
 
@@ -127,7 +127,7 @@ class PallasFlash(BackendBase):
         return reasons
 
     def detail(self, call: Call) -> str | None:
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         f = pallas_common.plan_frame(call, top_left=True, head_dim_pad=_head_dim_pad)
         notes = [f"frame {f.layout} {f.len_q}x{f.len_k} (blocks {f.block_q}x{f.block_k})"]
@@ -144,7 +144,7 @@ class PallasFlash(BackendBase):
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         from attnswitch.attention import jax_common
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)

@@ -82,7 +82,7 @@ class PallasSplash(BackendBase):
 
     @property
     def caps(self) -> Capabilities:  # type: ignore[override]
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         return Capabilities(
             device_kinds=pallas_common.device_kinds(), dtypes=("bfloat16", "float32")
@@ -91,22 +91,22 @@ class PallasSplash(BackendBase):
     def _probe(self) -> str | None:
         if why := import_reason("jax", "jax"):
             return why
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         return pallas_common.kernel_import_reason(KERNEL_MODULE)
 
     def unavailable(self) -> str | None:
         if why := super().unavailable():
             return why
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         return pallas_common.device_reason()
 
     def extra_declines(self, call: Call) -> list[str]:
         if call.attn_mask is not None and call.framework == "jax":
-            from attnswitch.attention.backends import pallas_common
+            from attnswitch.attention import pallas_common
 
-            if pallas_common.is_traced(call.attn_mask):
+            if arrays.is_traced(call.attn_mask):
                 return [
                     "attn_mask is traced (inside jax.jit): splash builds its block map from a "
                     "concrete mask"
@@ -114,7 +114,7 @@ class PallasSplash(BackendBase):
         return []
 
     def detail(self, call: Call) -> str | None:
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         frame = pallas_common.plan_frame(call, top_left=False)
         mask = _mask_text(frame)
@@ -128,7 +128,7 @@ class PallasSplash(BackendBase):
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         from attnswitch.attention import jax_common
-        from attnswitch.attention.backends import pallas_common
+        from attnswitch.attention import pallas_common
 
         if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnswitch.attention import jax_common, masks, registry
+from attnswitch.attention import arrays, jax_common, masks, registry
 from attnswitch.attention.contract import Call
 
 INTERPRET_ENV = "ATTNSWITCH_PALLAS_INTERPRET"
@@ -108,10 +108,6 @@ def device_kinds() -> tuple[str, ...]:
     `conformance.check(..., force=True)` can still run it). A TPU host without the switch
     declines CPU arrays rather than interpret them silently."""
     return ("tpu", "cpu") if interpret_enabled() or not tpu_present() else ("tpu",)
-
-
-def is_traced(x: Any) -> bool:
-    return isinstance(x, jax.core.Tracer)
 
 
 @contextlib.contextmanager
@@ -389,5 +385,5 @@ def execute(
         return jax_common.empty_result(q, call)
     args = (q, k, v, call.key_padding_mask, call.attn_mask, extra)
     # compiler options are for a top-level jit only, not one nested in the caller's trace
-    top_level = not any(is_traced(x) for x in jax.tree.leaves(args))
+    top_level = not any(arrays.is_traced(x) for x in jax.tree.leaves(args))
     return _jitted(frame.interpret and top_level)(*args, frame=frame, kernel=kernel)
