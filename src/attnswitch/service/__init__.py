@@ -1,0 +1,38 @@
+"""attnswitch's HTTP service: OpenAI-compatible embeddings, search and indexing jobs over
+the CLI's data folder, with limits, backpressure, API keys and graceful shutdown.
+
+One job per module:
+
+- `config`: `ServiceConfig`, every setting checked once;
+- `app`: `create_app(config)`, the FastAPI app; `routes`: the endpoints; `schemas`: bodies;
+- `errors`: the one JSON error shape; `limits`: body size (bytes read), items, empty input;
+- `auth`: hashed bearer keys, constant-time checks, loopback-only without keys;
+- `batching`: the bounded queue (429) and the token-budget batcher in front of the model;
+- `runtime`: the parts wired together (threads, encoder, deadlines); `index`: search;
+  `jobs`: indexing jobs; `metrics`: Prometheus; `lifecycle`: warm-up, readiness, drain;
+- `server`: uvicorn with drain on SIGTERM; `command`: `attnswitch serve`.
+
+Importing this package imports neither FastAPI nor torch; `create_app` and `serve` do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ServiceConfig", "create_app", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ServiceConfig":
+        from attnswitch.service.config import ServiceConfig
+
+        return ServiceConfig
+    if name == "create_app":
+        from attnswitch.service.app import create_app
+
+        return create_app
+    if name == "serve":
+        from attnswitch.service.server import serve
+
+        return serve
+    raise AttributeError(f"module 'attnswitch.service' has no attribute {name!r}")

@@ -1,0 +1,39 @@
+"""The app factory: `create_app(config)` -> a FastAPI app serving one `runtime.Service`.
+
+Middleware, outermost first: metrics (every request counted and timed, refusals too), the
+body limit (bytes actually read), then FastAPI's routing with the service's error handlers
+(`errors.HANDLERS`: one JSON error shape). The lifespan starts the service (warm-up in the
+background) and stops it after the server drained (`lifecycle`).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from attnswitch._version import __version__
+from attnswitch.service.config import ServiceConfig
+from attnswitch.service.errors import HANDLERS
+from attnswitch.service.lifecycle import lifespan
+from attnswitch.service.limits import BodyLimitMiddleware
+from attnswitch.service.metrics import MetricsMiddleware
+from attnswitch.service.routes import health, v1
+from attnswitch.service.runtime import Service
+
+
+def create_app(config: ServiceConfig | None = None, *, service: Service | None = None) -> FastAPI:
+    """A new app and its own service (metrics registry, queue, threads) for `config`, or for
+    an existing `service`."""
+    if service is None:
+        service = Service(config or ServiceConfig())
+    app = FastAPI(
+        title="attnswitch", version=__version__, lifespan=lifespan(service),
+        description="Embeddings (OpenAI-compatible), search and indexing jobs over an "
+        "attnswitch index.",
+        exception_handlers=dict(HANDLERS),
+    )
+    app.state.service = service
+    app.include_router(health)
+    app.include_router(v1)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=service.metrics)
+    return app

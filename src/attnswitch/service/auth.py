@@ -1,0 +1,114 @@
+"""API keys: optional bearer tokens, stored hashed, compared in constant time.
+
+Key file (`--api-key-file`), one entry per line; blank lines and lines starting with `#`
+are ignored:
+
+- `sha256:<64 hex digits>` or a bare 64-hex-digit line: the SHA-256 digest of a key
+  (`printf %s "$KEY" | sha256sum`), so the file never holds the key itself;
+- any other line: a plain key, hashed when the file is read (only the digest is kept).
+
+A request presents `Authorization: Bearer <key>`. Its SHA-256 digest is compared with every
+stored digest by `hmac.compare_digest`, all of them each time, so neither the key nor which
+entry matched shows in the timing. Health routes (`/livez`, `/readyz`) and `/metrics` stay
+open; every `/v1/` route needs a key when keys are configured.
+
+Without keys the service refuses a non-loopback host unless `allow_no_auth` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import re
+from pathlib import Path
+
+from fastapi import Request
+
+from attnswitch.service.errors import ServiceError
+
+_HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+class KeyFileError(ValueError):
+    """A key file that cannot be used, with the reason."""
+
+
+class BindRefusedError(ValueError):
+    """A host that may not be served with the given authentication settings."""
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest of a key, as the key file stores it."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def load_keys(path: str | os.PathLike) -> tuple[str, ...]:
+    """The digests of every key in `path` (see the module doc); at least one."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyFileError(f"api key file: expected a readable UTF-8 file, got {str(p)!r} "
+                           f"({type(exc).__name__}: {exc})") from None
+    digests = []
+    for line in lines:
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        match = _HEX64.fullmatch(entry)
+        digests.append(match.group(1).lower() if match else hash_key(entry))
+    if not digests:
+        raise KeyFileError(f"api key file: expected at least one key or sha256 digest, got "
+                           f"none in {str(p)!r}")
+    return tuple(dict.fromkeys(digests))
+
+
+class KeyChecker:
+    """Checks bearer tokens against stored digests (constant time, see the module doc)."""
+
+    def __init__(self, digests: tuple[str, ...]):
+        if not digests:
+            raise KeyFileError("api keys: expected at least one digest, got none")
+        self._digests = tuple(bytes.fromhex(d) for d in digests)
+
+    def valid(self, token: str) -> bool:
+        presented = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        found = False
+        for digest in self._digests:
+            found |= hmac.compare_digest(presented, digest)
+        return found
+
+    def check(self, request: Request) -> None:
+        """Raise a 401 `ServiceError` unless the request carries a valid bearer key."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ServiceError(401, "authorization: expected 'Bearer <api key>', got "
+                               + ("none" if not header else "another scheme"),
+                               code="missing_api_key", headers={"WWW-Authenticate": "Bearer"})
+        if not self.valid(token.strip()):
+            raise ServiceError(401, "authorization: expected a valid api key, got an "
+                               "unknown one", code="invalid_api_key",
+                               headers={"WWW-Authenticate": "Bearer"})
+
+
+def is_loopback(host: str) -> bool:
+    """True for loopback addresses (127.0.0.0/8, ::1) and localhost names."""
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, has_keys: bool, allow_no_auth: bool) -> None:
+    """Refuse a non-loopback host without keys unless explicitly allowed."""
+    if has_keys or allow_no_auth or is_loopback(host):
+        return
+    raise BindRefusedError(
+        f"host: expected a loopback address without api keys, got {host!r}: give "
+        "--api-key-file FILE, or --allow-no-auth to serve it to the network without keys")

@@ -1,0 +1,102 @@
+"""`attnswitch serve`: the HTTP service over the CLI's data folder, as a plain
+typer-annotated function (the CLI registers it; `python -m attnswitch.service` runs it
+alone).
+
+    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
+
+Exit status: 0 after a clean stop, 2 for a refused configuration (bad option, unreadable
+key file, a non-loopback host without keys), 1 when the address cannot be bound.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from attnswitch.pipeline.commands import DbOption
+
+
+class ServeEngine(str, enum.Enum):
+    auto = "auto"
+    torch = "torch"
+    jax = "jax"
+
+
+class ServePrecision(str, enum.Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
+class LogLevel(str, enum.Enum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+def serve_command(
+    host: Annotated[str, typer.Option(
+        help="Address to listen on. A non-loopback address needs --api-key-file (or "
+        "--allow-no-auth).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free port; the address is printed "
+                                      "on stderr).")] = 8000,
+    db: DbOption = None,
+    api_key_file: Annotated[Path | None, typer.Option(
+        help="Bearer keys, one a line: 'sha256:<hex digest>' (or a bare 64-hex digest), or "
+        "a plain key (hashed when read). Default: no keys.", show_default=False)] = None,
+    allow_no_auth: Annotated[bool, typer.Option(
+        "--allow-no-auth", help="Serve a non-loopback address without keys.")] = False,
+    model: Annotated[str | None, typer.Option(
+        help="Model folder. Default: the index's model, else all-MiniLM-L6-v2.",
+        show_default=False)] = None,
+    engine: Annotated[ServeEngine, typer.Option(
+        help="auto: the index's engine, else jax on a TPU host, torch elsewhere.")
+    ] = ServeEngine.auto,
+    precision: Annotated[ServePrecision | None, typer.Option(
+        help="Default: the index's precision, else fp32.", show_default=False)] = None,
+    jobs_root: Annotated[Path | None, typer.Option(
+        help="Folders POST /v1/jobs may index must lie inside it. Default: the working "
+        "directory.", show_default=False)] = None,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (bytes read).")
+                              ] = 2 * 2**20,
+    max_items: Annotated[int, typer.Option(help="Texts per request.")] = 256,
+    max_queue: Annotated[int, typer.Option(
+        help="Texts waiting for the model; beyond it requests get 429.")] = 1024,
+    batch_tokens: Annotated[int, typer.Option(
+        help="Model tokens per encoder call, gathered across requests (the engine cuts "
+        "its own batches inside).")] = 4096,
+    max_wait_ms: Annotated[float, typer.Option(
+        help="How long a batch waits for more requests.")] = 5.0,
+    request_timeout: Annotated[float, typer.Option(
+        help="Seconds a request may take (504 past it).")] = 30.0,
+    drain_timeout: Annotated[float, typer.Option(
+        help="Seconds shutdown waits for requests in flight (and for a running job).")] = 30.0,
+    log_level: Annotated[LogLevel, typer.Option(help="Server log level.")] = LogLevel.info,
+    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+) -> None:
+    """Serve embeddings (OpenAI-compatible), search and indexing jobs over HTTP.
+
+    Health: GET /livez, /readyz (503 while warming up or draining), /metrics (Prometheus).
+    """
+    from attnswitch.service.auth import BindRefusedError, KeyFileError
+    from attnswitch.service.config import ServiceConfig
+    from attnswitch.service.server import serve
+
+    try:
+        config = ServiceConfig(
+            host=host, port=port, db=db, model=model, engine=ServeEngine(engine).value,
+            precision=None if precision is None else ServePrecision(precision).value,
+            api_key_file=api_key_file, allow_no_auth=allow_no_auth, jobs_root=jobs_root,
+            max_body_bytes=max_body_bytes, max_items=max_items, max_queue_items=max_queue,
+            batch_tokens=batch_tokens, max_wait_ms=max_wait_ms,
+            request_timeout_s=request_timeout, drain_timeout_s=drain_timeout)
+        serve(config, log_level=LogLevel(log_level).value, access_log=access_log)
+    except (ValueError, BindRefusedError, KeyFileError) as exc:
+        typer.echo(f"attnswitch serve: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"attnswitch serve: cannot listen on {host}:{port}: {exc}", err=True)
+        raise typer.Exit(1) from None

@@ -1,0 +1,80 @@
+"""The service's settings, checked once: one frozen `ServiceConfig` feeds every part.
+
+Sizes are counted as the service sees them: `max_body_bytes` on the bytes actually read
+(chunked bodies included), `max_items` texts per request, `max_queue_items` texts admitted
+and waiting for the model (beyond it a request gets 429 at once), `batch_tokens` model
+tokens per encoder call gathered across requests, `max_wait_ms` how long the batcher waits
+for more requests once one is queued, `request_timeout_s` the deadline of one request
+(504 past it), `drain_timeout_s` how long shutdown waits for requests in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnswitch.engines.base import check_precision
+
+ENGINES = ("auto", "torch", "jax")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """host/port: where to listen (port 0: any free port). db: the data folder, as the
+    CLI's `--db` (None: ./.attnswitch/). model/engine/precision: the encoder (None and
+    "auto": the index's own when the data folder has one, else the packaged default).
+    api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
+    permit a non-loopback host without keys. jobs_root: indexing jobs may only name paths
+    inside it (None: the working directory at start)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    db: Path | None = None
+    model: str | None = None
+    engine: str = "auto"
+    precision: str | None = None
+    api_key_file: Path | None = None
+    allow_no_auth: bool = False
+    jobs_root: Path | None = None
+    max_body_bytes: int = 2 * 2**20
+    max_items: int = 256
+    max_queue_items: int = 1024
+    batch_tokens: int = 4096
+    max_wait_ms: float = 5.0
+    request_timeout_s: float = 30.0
+    drain_timeout_s: float = 30.0
+    job_chunks_per_call: int = 32
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port: expected 0 to 65535, got {self.port}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.precision is not None:
+            check_precision(self.precision)
+        for name in ("max_body_bytes", "max_items", "max_queue_items", "batch_tokens",
+                     "job_chunks_per_call"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if self.max_items > self.max_queue_items:
+            raise ValueError(f"max_items: expected at most max_queue_items "
+                             f"({self.max_queue_items}), got {self.max_items}")
+        for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
+        if self.request_timeout_s == 0:
+            raise ValueError("request_timeout_s: expected a number > 0, got 0")
+
+    @property
+    def index_path(self) -> Path:
+        """The index file, resolved as the CLI resolves `--db`."""
+        from attnswitch.pipeline.commands import db_path
+
+        return db_path(self.db)
+
+    @property
+    def jobs_folder(self) -> Path:
+        return (self.jobs_root or Path(os.getcwd())).resolve()

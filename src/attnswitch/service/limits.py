@@ -1,0 +1,121 @@
+"""Request limits: body size on the bytes actually read, items per request, empty input.
+
+`BodyLimitMiddleware` reads the whole body before the app sees it and answers 413 (in the
+service's JSON error shape) as soon as the bytes read pass the limit, whatever the
+Content-Length said or whether there was one (chunked transfer encoding). A declared
+Content-Length over the limit is refused without waiting for the bytes. Starlette's own
+limiter answers in plain text, hence this one.
+
+After a refusal the rest of the body is read and dropped, up to `DRAIN_BYTES`, so that a
+client still sending gets the 413 rather than a reset connection.
+
+Token limits per item are the model's (`max_seq_length`): longer texts are truncated unless
+the request says `"truncate": false` (then 422); see `runtime.Service.embed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from attnswitch.service.errors import ServiceError, error_body
+
+DRAIN_BYTES = 8 * 2**20
+
+
+class BodyLimitMiddleware:
+    """Refuse HTTP request bodies over `max_bytes` with 413 (see the module doc)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await _drain(receive, min(declared, DRAIN_BYTES))
+            await self._refuse(send, f"{declared} bytes declared")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.max_bytes:
+                if message.get("more_body", False):
+                    await _drain(receive, DRAIN_BYTES)
+                await self._refuse(send, f"more than {self.max_bytes} bytes read")
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _refuse(self, send: Send, got: str) -> None:
+        body = error_body(413, f"body: expected at most {self.max_bytes} bytes, got {got}",
+                          "body_too_large", "body")
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _drain(receive: Receive, limit: int) -> None:
+    """Read and drop the rest of a body, at most `limit` bytes."""
+    dropped = 0
+    while dropped < limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        dropped += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # http.disconnect, for handlers that watch for it
+
+    return replay
+
+
+def check_items(texts: Sequence[str], max_items: int, param: str = "input",
+                is_list: bool = True) -> None:
+    """Refuse an empty list or an empty text (400) and too many texts (422). `is_list`:
+    whether the client sent a list (errors then name the item, `input[3]`)."""
+    if not texts:
+        raise ServiceError(400, f"{param}: expected at least one text, got an empty list",
+                           code="empty_input", param=param)
+    if len(texts) > max_items:
+        raise ServiceError(422, f"{param}: expected at most {max_items} texts per request, "
+                           f"got {len(texts)}", code="too_many_items", param=param)
+    for i, text in enumerate(texts):
+        if not text.strip():
+            where = f"{param}[{i}]" if is_list else param
+            raise ServiceError(400, f"{where}: expected a non-empty text, got "
+                               f"{'an empty string' if not text else 'only whitespace'}",
+                               code="empty_input", param=where)

@@ -1,0 +1,139 @@
+"""The HTTP routes. Health routes are open; `/v1/` routes need a key when keys are set.
+
+    GET  /livez                 200 while the process serves
+    GET  /readyz                200 ready; 503 warming up, draining or failed
+    GET  /metrics               Prometheus text: the service's and attnswitch's metrics
+    POST /v1/embeddings         OpenAI-compatible embeddings
+    POST /v1/search             {"query", "k"}: the k best chunks of the index
+    POST /v1/jobs               {"path"}: index a folder of the server (202, the job)
+    GET  /v1/jobs/{id}          a job's status and progress
+    GET  /v1/jobs               recent jobs, newest first
+    GET  /v1/models             the served model (OpenAI's models list)
+
+Every refusal has the JSON error shape of `errors`. A client may shorten its deadline with
+the header `X-Request-Timeout: <seconds>` (never beyond the server's `--request-timeout`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request
+from starlette.responses import JSONResponse, Response
+
+from attnswitch.service.errors import ServiceError
+from attnswitch.service.limits import check_items
+from attnswitch.service.runtime import Service
+from attnswitch.service.schemas import (
+    EmbeddingRequest,
+    EmbeddingResponse,
+    Health,
+    JobList,
+    JobRequest,
+    JobResponse,
+    ModelList,
+    SearchRequest,
+    SearchResponse,
+    errors,
+    render_embeddings,
+)
+
+TimeoutHeader = Annotated[float | None, Header(
+    alias="x-request-timeout", description="Seconds this request may take (at most the "
+    "server's --request-timeout).")]
+
+
+def service(request: Request) -> Service:
+    return request.app.state.service
+
+
+async def authorized(request: Request) -> None:
+    """401 unless the request carries a valid key (when the service has keys)."""
+    svc = service(request)
+    if svc.keys is not None:
+        svc.keys.check(request)
+
+
+health = APIRouter(tags=["health"])
+v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorized)], tags=["v1"])
+_COMMON = (400, 401, 413, 422, 429, 503, 504)
+
+
+@health.get("/livez", response_model=Health)
+async def livez() -> dict:
+    return {"status": "alive"}
+
+
+@health.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+async def readyz(request: Request) -> JSONResponse:
+    readiness = service(request).readiness
+    return JSONResponse(readiness.report(), status_code=200 if readiness.ready else 503)
+
+
+@health.get("/metrics", response_class=Response,
+            responses={200: {"content": {"text/plain": {}}}})
+async def metrics(request: Request) -> Response:
+    body, content_type = service(request).metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
+@v1.post("/embeddings", response_model=EmbeddingResponse, responses=errors(*_COMMON))
+async def embeddings(body: EmbeddingRequest, request: Request,
+                     timeout: TimeoutHeader = None) -> Response:
+    svc = service(request)
+    svc.readiness.check()
+    is_list = not isinstance(body.input, str)
+    texts = list(body.input) if is_list else [body.input]
+    check_items(texts, svc.config.max_items, "input", is_list)
+    if body.dimensions is not None and body.dimensions != svc.encoder.dim:
+        raise ServiceError(422, f"dimensions: expected {svc.encoder.dim} (this model's) or "
+                           f"none, got {body.dimensions}", code="invalid_dimensions",
+                           param="dimensions")
+    vectors, tokens = await svc.embed(texts, truncate=body.truncate, route="/v1/embeddings",
+                                      deadline=svc.deadline(timeout), is_list=is_list)
+    content = await svc.in_cpu_pool(render_embeddings, vectors, body.encoding_format,
+                                    svc.model, tokens)
+    return Response(content, media_type="application/json")
+
+
+@v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
+async def search(body: SearchRequest, request: Request,
+                 timeout: TimeoutHeader = None) -> dict:
+    svc = service(request)
+    svc.readiness.check()
+    check_items([body.query], 1, "query", is_list=False)
+    hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout))
+    data = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
+             "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
+             "end": h.end, "text": h.text} for i, h in enumerate(hits)]
+    return {"object": "list", "data": data, "model": svc.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+@v1.post("/jobs", status_code=202, response_model=JobResponse,
+         responses=errors(400, 401, 403, 409, 413, 422, 503))
+async def create_job(body: JobRequest, request: Request) -> JSONResponse:
+    svc = service(request)
+    svc.readiness.check()
+    job = await svc.in_cpu_pool(svc.jobs.start, body.path)
+    return JSONResponse(job.to_dict(), status_code=202,
+                        headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@v1.get("/jobs", response_model=JobList, responses=errors(401))
+async def list_jobs(request: Request) -> dict:
+    return {"object": "list", "data": [j.to_dict() for j in service(request).jobs.recent()]}
+
+
+@v1.get("/jobs/{job_id}", response_model=JobResponse, responses=errors(401, 404))
+async def get_job(job_id: str, request: Request) -> dict:
+    return service(request).jobs.get(job_id).to_dict()
+
+
+@v1.get("/models", response_model=ModelList, responses=errors(401, 503))
+async def models(request: Request) -> dict:
+    svc = service(request)
+    svc.readiness.check()
+    return {"object": "list", "data": [{"id": svc.model, "object": "model",
+                                        "created": svc.started_at, "owned_by": "attnswitch"}]}

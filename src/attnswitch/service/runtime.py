@@ -1,0 +1,264 @@
+"""The service's working parts wired together: the encoder, the queue and its batcher, the
+worker threads, the search index, the jobs, the metrics and the readiness state.
+
+Threads: one model thread runs every encoder call (request batches and job encoding take
+turns on it); a small CPU pool tokenises requests and renders large responses; the search
+index has its own thread (it owns the SQLite connection); a job has its own thread. The
+event loop only parses, admits, routes and awaits, so health checks stay fast under load.
+
+`embed` is the one path to the model for requests: readiness check (503), admission into
+the bounded queue (429 with Retry-After when full, or when the work queued ahead would
+outlast the request's deadline), tokenising (strict requests: 422 for a
+text over the model's limit), batching, all within the request's deadline (504).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.service.auth import KeyChecker, load_keys
+from attnswitch.service.batching import Batcher, QueueFull
+from attnswitch.service.config import ServiceConfig
+from attnswitch.service.errors import ServiceError
+from attnswitch.service.index import SearchIndex
+from attnswitch.service.jobs import JobManager
+from attnswitch.service.lifecycle import Readiness
+from attnswitch.service.metrics import ServiceMetrics
+
+log = logging.getLogger("attnswitch.service")
+WARMUP_TEXT = "attnswitch warms up its model"
+
+
+class _SerialEncoder:
+    """An encoder whose `encode` runs on the model thread (for indexing jobs); any other
+    attribute is the wrapped encoder's."""
+
+    def __init__(self, encoder: Any, executor: Executor):
+        self._encoder = encoder
+        self._executor = executor
+
+    def encode(self, texts: Any, **kwargs: Any) -> np.ndarray:
+        return self._executor.submit(self._encoder.encode, texts, **kwargs).result()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._encoder, name)
+
+
+def model_name(path: Path) -> str:
+    """A readable name for a model folder (the packaged default lives in `<package>/model`)."""
+    return path.parent.name if path.name == "model" else path.name
+
+
+class Service:
+    """See the module doc. Create inside or outside a loop; `start()` and `stop()` run on
+    the serving loop (the app's lifespan calls them)."""
+
+    def __init__(self, config: ServiceConfig):
+        self.config = config
+        self.readiness = Readiness()
+        self.keys = KeyChecker(load_keys(config.api_key_file)) if config.api_key_file else None
+        self.model_pool = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-model")
+        self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="attnswitch-cpu")
+        self.metrics = ServiceMetrics(queue_depth=lambda: float(self.batcher.depth))
+        self.batcher = Batcher(self._encode_ids, self.model_pool,
+                               capacity=config.max_queue_items,
+                               batch_tokens=config.batch_tokens,
+                               max_wait_s=config.max_wait_ms / 1e3,
+                               on_batch=self.metrics.record_batch)
+        self.index = SearchIndex(config.index_path)
+        self.jobs = JobManager(config.index_path, config.jobs_folder, self._job_encoder,
+                               self._run_options)
+        self.encoder: Any = None
+        self.model = "attnswitch"
+        self.engine = config.engine
+        self.precision = config.precision or "fp32"
+        self.model_arg: str | None = config.model
+        self.started_at = int(time.time())
+        self.counts: Counter[str] = Counter()
+        self._tasks: list[asyncio.Task] = []
+
+    # -- life ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the batcher and the warm-up; returns at once (see `lifecycle`)."""
+        self._tasks = [asyncio.create_task(self.batcher.run(), name="attnswitch-batcher"),
+                       asyncio.create_task(self._warm_up(), name="attnswitch-warm-up")]
+
+    async def _warm_up(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self.model_pool, self._load)
+        except Exception as exc:
+            reason = f"warm-up failed: {type(exc).__name__}: {exc}"
+            log.error("attnswitch serve: %s", reason)
+            self.readiness.set_failed(reason)
+            return
+        self.readiness.set_ready()
+        log.info("attnswitch serve: ready (%s, %s engine, %s)", self.model, self.engine,
+                 self.precision)
+
+    def _load(self) -> None:
+        """Resolve the model (the index's own unless told otherwise), load it, encode once."""
+        from attnswitch.engines import choose, get_engine
+        from attnswitch.pipeline.config import model_fingerprint, stored_config
+        from attnswitch.pipeline.store import Store
+
+        cfg = self.config
+        model, engine, precision = cfg.model, cfg.engine, cfg.precision
+        if cfg.index_path.is_file():
+            with Store(cfg.index_path) as store:
+                stored = stored_config(store)
+            if stored is not None:
+                model = stored.model if cfg.model is None else model
+                engine = stored.engine if cfg.engine == "auto" else engine
+                precision = precision or stored.precision
+        precision = precision or "fp32"
+        engine = choose(engine)
+        encoder = get_engine(model, engine, precision)
+        encoder.encode([WARMUP_TEXT])
+        self.index.fingerprint = model_fingerprint(encoder.spec.path)
+        self.model_arg, self.engine, self.precision = model, engine, precision
+        self.model = model_name(Path(encoder.spec.path))
+        self.encoder = encoder
+
+    def begin_drain(self) -> None:
+        """Stop taking work (called from the signal handler, before uvicorn drains)."""
+        self.readiness.drain()
+        self.jobs.request_stop()
+
+    async def stop(self) -> None:
+        """After uvicorn drained the connections: stop the job, the batcher, the threads;
+        log what was admitted and answered."""
+        self.begin_drain()
+        loop = asyncio.get_running_loop()
+        job_stopped = await loop.run_in_executor(None, self.jobs.stop,
+                                                 self.config.drain_timeout_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.counts["failed_at_shutdown"] += self.batcher.fail_pending(
+            ServiceError(503, "server: shutting down", code="draining"))
+        await loop.run_in_executor(None, self.index.close)
+        self.model_pool.shutdown(wait=False, cancel_futures=True)
+        self.cpu_pool.shutdown(wait=False, cancel_futures=True)
+        summary = self.summary()
+        summary["job_stopped"] = job_stopped
+        print(f"attnswitch serve: stopped {json.dumps(summary, sort_keys=True)}",
+              file=sys.stderr, flush=True)
+
+    def summary(self) -> dict[str, Any]:
+        """Requests admitted to the queue and how each ended; `unanswered` counts admitted
+        requests that got no answer (0 after a clean drain)."""
+        c = self.counts
+        ended = sum(c[k] for k in ("completed", "timed_out", "refused", "failed",
+                                   "failed_at_shutdown"))
+        return {**{k: c[k] for k in ("admitted", "completed", "timed_out", "refused",
+                                     "failed", "failed_at_shutdown", "queue_full")},
+                "unanswered": c["admitted"] - ended, "jobs": self.jobs.counts()}
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _encode_ids(self, ids: list[list[int]]) -> np.ndarray:
+        return self.encoder.encode_ids(ids)
+
+    def _job_encoder(self) -> Any:
+        if self.encoder is None:
+            raise RuntimeError("encoder: expected a loaded model, got none (still warming up)")
+        return _SerialEncoder(self.encoder, self.model_pool)
+
+    def _run_options(self) -> Any:
+        from attnswitch.pipeline.run import RunOptions
+
+        return RunOptions(model=self.model_arg, engine=self.engine, precision=self.precision,
+                          chunks_per_call=self.config.job_chunks_per_call)
+
+    def deadline(self, requested: float | None) -> float:
+        """The loop time by which a request must be answered: the server's timeout, or the
+        client's shorter one (`X-Request-Timeout`)."""
+        timeout = self.config.request_timeout_s
+        if requested is not None and 0 < requested < timeout:
+            timeout = requested
+        return asyncio.get_running_loop().time() + timeout
+
+    async def embed(self, texts: list[str], *, truncate: bool, route: str, deadline: float,
+                    param: str = "input", is_list: bool = True) -> tuple[np.ndarray, int]:
+        """Vectors float32 `[len(texts), dim]` and the model tokens they took (see the
+        module doc for the refusals)."""
+        self.readiness.check()
+        loop = asyncio.get_running_loop()
+        try:
+            ticket = self.batcher.admit(len(texts), within_s=deadline - loop.time())
+        except QueueFull as exc:
+            self.counts["queue_full"] += 1
+            self.metrics.rejected.labels("queue_full").inc()
+            raise ServiceError(429, str(exc), code="queue_full",
+                               headers={"Retry-After": str(exc.retry_after)}) from None
+        self.counts["admitted"] += 1
+        try:
+            async with asyncio.timeout_at(deadline):
+                ids = await loop.run_in_executor(self.cpu_pool, self._tokenize, texts,
+                                                 truncate, param, is_list)
+                vectors = await self.batcher.encode(ticket, ids)
+        except TimeoutError:
+            self.counts["timed_out"] += 1
+            self.metrics.rejected.labels("deadline").inc()
+            raise ServiceError(504, "deadline: expected an answer within the request's "
+                               "timeout, got none in time; retry, or send fewer texts",
+                               code="deadline_exceeded") from None
+        except ServiceError as exc:
+            self.counts["refused" if exc.status < 500 else "failed"] += 1
+            raise
+        except BaseException:
+            self.counts["failed"] += 1
+            raise
+        finally:
+            ticket.release()
+        self.counts["completed"] += 1
+        tokens = sum(len(row) for row in ids)
+        self.metrics.tokens.labels(route).inc(tokens)
+        self.metrics.items.labels(route).inc(len(texts))
+        return vectors, tokens
+
+    def _tokenize(self, texts: list[str], truncate: bool, param: str,
+                  is_list: bool) -> list[list[int]]:
+        from attnswitch.engines import EncodeInputError
+
+        try:
+            return self.encoder.tokenize(texts, truncate=truncate)
+        except EncodeInputError as exc:
+            where = exc.argument.replace("texts", param) if is_list else param
+            message = str(exc).replace(exc.argument, where, 1).replace(
+                "truncate=True", '"truncate": true')
+            raise ServiceError(422, message, code="too_many_tokens", param=where) from None
+
+    async def search(self, query: str, k: int, deadline: float) -> tuple[list[Any], int]:
+        """The `k` best chunks for `query` and the tokens its encoding took."""
+        vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
+                                           deadline=deadline, param="query", is_list=False)
+        from attnswitch.pipeline.store import StoreInputError
+
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout_at(deadline):
+                hits = await loop.run_in_executor(self.index.executor, self.index.search,
+                                                  vectors[0], k)
+        except StoreInputError as exc:
+            raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
+        except TimeoutError:
+            self.metrics.rejected.labels("deadline").inc()
+            raise ServiceError(504, "deadline: expected search results within the request's "
+                               "timeout, got none in time", code="deadline_exceeded") from None
+        return hits, tokens
+
+    async def in_cpu_pool(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.cpu_pool, fn, *args)

@@ -1,0 +1,153 @@
+"""Request and response bodies, as the OpenAPI schema shows them.
+
+Requests are validated strictly (a number is not a string, "false" is not a boolean) and
+unknown fields are ignored (OpenAI clients may send `user`). Embedding responses are built
+as bytes off the event loop (`render_embeddings`) rather than through these models; the
+models document their shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_K = 100
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class EmbeddingRequest(_Request):
+    """OpenAI's embeddings request. `truncate` (an extension, as in TEI): texts longer than
+    the model's token limit are cut to it (true, the default) or refused with 422 (false)."""
+
+    input: str | list[str] = Field(description="A text, or a list of texts, to embed.")
+    model: str | None = Field(None, description="Accepted and ignored: the served model "
+                              "answers (its name is in the response).")
+    encoding_format: Literal["float", "base64"] = Field(
+        "float", description="float: lists of numbers; base64: little-endian float32 bytes.")
+    dimensions: int | None = Field(None, ge=1, description="Must be the model's dimension "
+                                   "when given (the served models are not shortened).")
+    user: str | None = None
+    truncate: bool = True
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = Field(description="Model tokens encoded, special tokens included.")
+    total_tokens: int
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: Usage
+
+
+class SearchRequest(_Request):
+    query: str = Field(description="What to look for (truncated to the model's limit).")
+    k: int = Field(5, ge=1, le=MAX_K, description="How many chunks to return.")
+
+
+class Hit(BaseModel):
+    rank: int
+    score: float = Field(description="Cosine similarity to the query, -1 to 1.")
+    source: str
+    root: str
+    path: str
+    ordinal: int
+    start: int
+    end: int
+    text: str
+
+
+class SearchResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Hit]
+    model: str
+    usage: Usage
+
+
+class JobRequest(_Request):
+    path: str = Field(description="A folder on the server, inside its jobs root (relative "
+                      "paths are taken from the jobs root).")
+
+
+class JobResponse(BaseModel):
+    id: str
+    object: Literal["job"] = "job"
+    path: str
+    status: Literal["queued", "running", "completed", "failed", "interrupted"]
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    progress: dict[str, Any]
+    summary: dict[str, Any] | None
+    error: str | None
+
+
+class JobList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[JobResponse]
+
+
+class Model(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Model]
+
+
+class Health(BaseModel):
+    status: str
+    reason: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for these error statuses."""
+    return {s: {"model": ErrorResponse} for s in statuses}
+
+
+def render_embeddings(vectors: np.ndarray, encoding_format: str, model: str,
+                      tokens: int) -> bytes:
+    """The JSON body of an embeddings response (CPU work: call it off the event loop).
+    Floats are the float32 values written exactly (as shortest float64 text)."""
+    vectors = np.ascontiguousarray(vectors, dtype="<f4")
+    if encoding_format == "base64":
+        rows: list[Any] = [base64.b64encode(v.tobytes()).decode("ascii") for v in vectors]
+    else:
+        rows = vectors.tolist()
+    return json.dumps({
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": row}
+                 for i, row in enumerate(rows)],
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }, separators=(",", ":")).encode()

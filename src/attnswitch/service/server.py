@@ -1,0 +1,70 @@
+"""Run the app on uvicorn: bind the socket, serve, drain on SIGTERM/SIGINT.
+
+`serve(config)` refuses a non-loopback host without keys (`auth.check_bind`), binds the
+socket itself (port 0 picks a free one) and prints the address on stderr as
+
+    attnswitch serve: listening on http://127.0.0.1:PORT
+
+before the model loads, so a caller can wait for `/readyz`. On SIGTERM (or Ctrl-C) the
+service starts draining at once (`/readyz` 503, new requests 503), then uvicorn stops
+accepting connections, waits up to `drain_timeout_s` for the requests in flight, and runs
+the lifespan shutdown (see `lifecycle`). uvicorn then re-raises the signal, as it always does.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from types import FrameType
+import uvicorn
+
+from attnswitch.service.app import create_app
+from attnswitch.service.auth import check_bind
+from attnswitch.service.config import ServiceConfig
+from attnswitch.service.runtime import Service
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, telling the service to drain as soon as a stop signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, service: Service):
+        super().__init__(config)
+        self._service = service
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._service.begin_drain()
+        super().handle_exit(sig, frame)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), IPv4 or IPv6 as the host resolves."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(config: ServiceConfig, *, log_level: str = "info", access_log: bool = False) -> None:
+    """Serve until stopped (see the module doc)."""
+    check_bind(config.host, config.api_key_file is not None, config.allow_no_auth)
+    service = Service(config)
+    app = create_app(service=service)
+    sock = bind(config.host, config.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"attnswitch serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
+    uv_config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, access_log=access_log,
+        timeout_graceful_shutdown=config.drain_timeout_s, lifespan="on", http="h11",
+        loop="asyncio", ws="none",
+    )
+    server = _DrainingServer(uv_config, service)
+    server.run(sockets=[sock])
+

@@ -1,0 +1,92 @@
+"""Fixtures of the engine tests: real text shipped in the repository, sentence-transformers'
+vectors for it (the reference), and small random-initialised model directories."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def chunks() -> list[str]:
+    """600+ real text chunks of mixed lengths (a few words to past the model's 256-token
+    limit): every third paragraph of the plain-text and Markdown documents of the example
+    corpus (Debian documentation packages; licences in examples/corpus-licenses)."""
+    files = sorted(p for p in CORPUS.rglob("*") if p.suffix in (".txt", ".md"))
+    paragraphs = []
+    for path in files:
+        for block in re.split(r"\n\s*\n", path.read_text(encoding="utf-8", errors="replace")):
+            text = " ".join(block.split())
+            if len(text.split()) >= 3:
+                paragraphs.append(text)
+    out = paragraphs[::3]
+    assert len(out) >= 500, f"expected 500+ chunks from {CORPUS}, got {len(out)}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    from attnswitch.engines.model import default_model_path
+
+    return default_model_path()
+
+
+@pytest.fixture(scope="session")
+def st_vectors(chunks: list[str], minilm_path: Path) -> np.ndarray:
+    """sentence-transformers' float32 vectors of `chunks` with all-MiniLM-L6-v2."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(minilm_path), device="cpu")
+    return model.encode(chunks, batch_size=32, convert_to_numpy=True)
+
+
+def _random_model(root: Path, family: str, minilm: Path, pooling: str | None) -> Path:
+    import torch
+    from transformers import AutoModel, BertConfig, RobertaConfig
+
+    torch.manual_seed(0)
+    small = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64)
+    if family == "bert":
+        config = BertConfig(**small)
+    else:
+        config = RobertaConfig(max_position_embeddings=514, pad_token_id=1, **small)
+    path = root / f"{family}-{pooling or 'plain'}"
+    AutoModel.from_config(config).save_pretrained(path)
+    shutil.copy(minilm / "tokenizer.json", path / "tokenizer.json")
+    if pooling is not None:
+        (path / "1_Pooling").mkdir()
+        flags = {"pooling_mode_mean_tokens": pooling == "mean",
+                 "pooling_mode_cls_token": pooling == "cls",
+                 "pooling_mode_lasttoken": pooling == "last"}
+        (path / "1_Pooling" / "config.json").write_text(json.dumps(flags))
+        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                   {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
+        (path / "modules.json").write_text(json.dumps(modules))
+        (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def random_model(tmp_path_factory: pytest.TempPathFactory, minilm_path: Path):
+    """`random_model(family, pooling)`: a saved random-initialised "bert" or "roberta" model
+    (hidden 32, 2 layers) with MiniLM's tokenizer; with `pooling` ("mean", "cls", "last") also
+    sentence-transformers files (that pooling, normalised, max_seq_length 64)."""
+    root = tmp_path_factory.mktemp("models")
+    made: dict[tuple, Path] = {}
+
+    def make(family: str, pooling: str | None = None) -> Path:
+        key = (family, pooling)
+        if key not in made:
+            made[key] = _random_model(root, family, minilm_path, pooling)
+        return made[key]
+
+    return make

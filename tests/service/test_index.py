@@ -1,0 +1,51 @@
+"""Search through a real server over the CLI's data folder: documents indexed by the
+pipeline in another process (as `attnswitch run` does) are found at once, with the hits and
+scores that the in-process search gives for the same query."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnswitch.pipeline.run import RunOptions, run
+from attnswitch.pipeline.search import VectorIndex
+from attnswitch.pipeline.store import Store
+from service_testing import PYTHON_DOCS, copy_corpus, wait_for_jobs
+
+pytestmark = pytest.mark.xdist_group("service")
+QUERY = "automate a task: search-and-replace over many text files, rename photo files"
+
+
+@pytest.fixture(scope="session")
+def cli_indexed(shared_client, service_dirs, reference):
+    wait_for_jobs(shared_client)  # the store takes one writer at a time
+    root = copy_corpus(service_dirs["base"] / "cli-docs", PYTHON_DOCS)
+    with Store(service_dirs["data"]) as store:
+        summary = run(root, store, RunOptions(), get_encoder=lambda: reference)
+    assert summary.status == "completed" and summary.indexed == len(PYTHON_DOCS)
+    return root
+
+
+@pytest.fixture(scope="session")
+def shared_client(server):
+    import httpx
+
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=120) as c:
+        yield c
+
+
+@pytest.mark.parametrize("k", [1, 3, 100])
+def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_dirs,
+                                           reference, k) -> None:
+    r = shared_client.post("/v1/search", json={"query": QUERY, "k": k})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    with Store(service_dirs["data"]) as store:
+        want = VectorIndex(store).search(reference.encode([QUERY])[0], k)
+    got = body["data"]
+    assert [(h["root"], h["source"], h["ordinal"]) for h in got] == \
+        [(h.root, h.source, h.ordinal) for h in want]
+    assert [h["rank"] for h in got] == list(range(1, len(want) + 1))
+    for g, w in zip(got, want):
+        assert abs(g["score"] - w.score) <= 1e-5 and g["text"] == w.text
+    assert got[0]["root"] == str(cli_indexed.resolve())
+    assert body["usage"]["prompt_tokens"] == len(reference.tokenize([QUERY])[0])
