@@ -35,7 +35,6 @@ import platform
 import random
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -501,5 +501,19 @@ def _render_doctor(report: dict) -> None:
         _render_engines(console, report["engines"])
 
 
+def _register_commands() -> None:
+    """The main job's and the service's commands live beside their code; their modules
+    import heavy libraries only inside the commands, so `--help` stays fast."""
+    from attnswitch.pipeline.commands import run_command, search_command, status_command
+    from attnswitch.service.command import serve_command
+
+    app.command("run")(run_command)
+    app.command("search")(search_command)
+    app.command("status")(status_command)
+    app.command("serve")(serve_command)
+
+
+_register_commands()
+
 if __name__ == "__main__":
     app()

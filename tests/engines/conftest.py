@@ -3,6 +3,7 @@ vectors for it (the reference), and small random-initialised model directories."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -39,12 +40,29 @@ def minilm_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def st_vectors(chunks: list[str], minilm_path: Path) -> np.ndarray:
-    """sentence-transformers' float32 vectors of `chunks` with all-MiniLM-L6-v2."""
-    from sentence_transformers import SentenceTransformer
+def st_vectors(chunks: list[str], minilm_path: Path, tmp_path_factory: pytest.TempPathFactory,
+               worker_id: str) -> np.ndarray:
+    """sentence-transformers' float32 vectors of `chunks` with all-MiniLM-L6-v2.
 
-    model = SentenceTransformer(str(minilm_path), device="cpu")
-    return model.encode(chunks, batch_size=32, convert_to_numpy=True)
+    Computed once per test run: xdist workers share the run's temporary root and wait on a
+    file lock while one of them computes (the `xdist_group` marks do not keep these tests in
+    one worker with the installed pytest-xdist)."""
+    import sentence_transformers
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # shared by the workers of this run
+    text = "\0".join([sentence_transformers.__version__, *chunks])
+    key = hashlib.sha256(text.encode()).hexdigest()
+    path = root / f"st-minilm-{key[:16]}.npy"
+    with FileLock(str(path) + ".lock"):
+        if path.is_file():
+            return np.load(path)
+        model = sentence_transformers.SentenceTransformer(str(minilm_path), device="cpu")
+        vectors = model.encode(chunks, batch_size=32, convert_to_numpy=True)
+        np.save(path, vectors)
+    return vectors
 
 
 def _random_model(root: Path, family: str, minilm: Path, pooling: str | None) -> Path:
@@ -67,9 +85,12 @@ def _random_model(root: Path, family: str, minilm: Path, pooling: str | None) ->
                  "pooling_mode_cls_token": pooling == "cls",
                  "pooling_mode_lasttoken": pooling == "last"}
         (path / "1_Pooling" / "config.json").write_text(json.dumps(flags))
-        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-                   {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
+        modules = [
+            {"idx": i, "name": str(i), "path": folder,
+             "type": f"sentence_transformers.models.{kind}"}
+            for i, (folder, kind) in enumerate(
+                [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")])
+        ]
         (path / "modules.json").write_text(json.dumps(modules))
         (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64}))
     return path

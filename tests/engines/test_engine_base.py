@@ -34,7 +34,8 @@ def test_plan_batches_sorts_and_respects_the_budget(budget, max_batch):
 
 def test_too_long_text_is_refused_when_truncation_is_off():
     engine = get_engine(engine="torch")
-    with pytest.raises(EncodeInputError, match=r"texts\[1\]: expected at most 256 tokens .* got 602 tokens"):
+    message = r"texts\[1\]: expected at most 256 tokens .* got 602 tokens"
+    with pytest.raises(EncodeInputError, match=message):
         engine.tokenize(["short", "word " * 600], truncate=False)
     assert len(engine.tokenize(["word " * 600])[0]) == 256  # truncated by default
 

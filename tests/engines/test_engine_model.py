@@ -42,12 +42,12 @@ def test_unsupported_pooling_is_refused(random_model, tmp_path):
     path = tmp_path / "model"
     shutil.copytree(random_model("bert", "mean"), path)
     (path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
-    with pytest.raises(ModelError, match="pooling: expected exactly one of mean, cls or last-token"):
+    with pytest.raises(ModelError, match="pooling: expected exactly one of mean, cls or last"):
         ModelSpec.load(path)
 
 
 def test_directory_without_config_is_refused(tmp_path):
-    with pytest.raises(ModelError, match="model: expected a directory with a transformers config.json"):
+    with pytest.raises(ModelError, match="model: expected a directory with a transformers config"):
         ModelSpec.load(tmp_path)
 
 

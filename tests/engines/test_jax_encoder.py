@@ -16,10 +16,10 @@ from attnswitch.engines.jax_encoder import BUCKETS, JaxEncoder, bucket
 from attnswitch.engines.model import ModelError, ModelSpec
 
 pytestmark = pytest.mark.skipif(
-    "jax-xla" not in [b.name for b in attnswitch.backends()], reason="no jax attention backend registered")
+    "jax-xla" not in [b.name for b in attnswitch.backends()],
+    reason="no jax attention backend registered")
 
 
-@pytest.mark.xdist_group("minilm")
 def test_matches_sentence_transformers_on_real_text(chunks, st_vectors):
     vectors = get_engine(engine="jax").encode(chunks)
     assert vectors.shape == st_vectors.shape and vectors.dtype == np.float32
@@ -27,7 +27,6 @@ def test_matches_sentence_transformers_on_real_text(chunks, st_vectors):
     assert worst.min() >= 0.9999, f"chunk {worst.argmin()}: cosine {worst.min():.6f}"
 
 
-@pytest.mark.xdist_group("minilm")
 def test_bf16_matches_sentence_transformers(chunks, st_vectors):
     engine = get_engine(engine="jax", precision="bf16")
     worst = cosines(engine.encode(chunks[:120]), st_vectors[:120])
@@ -45,7 +44,8 @@ def test_hidden_states_match_float64_oracle(random_model, family):
     batch = engine.tokenize(TEXTS)
     hidden = engine.hidden(batch)
     out = np.concatenate([hidden[r, : len(ids)] for r, ids in enumerate(batch)])
-    err, bound = rule(out, torch_reference(path, batch, "float32"), torch_reference(path, batch, "float64"))
+    eager, oracle = (torch_reference(path, batch, dtype) for dtype in ("float32", "float64"))
+    err, bound = rule(out, eager, oracle)
     assert err <= bound, f"{family}: error {err:.3g} > bound {bound:.3g}"
 
 

@@ -12,7 +12,6 @@ from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.torch_hf import TorchEncoder
 
 
-@pytest.mark.xdist_group("minilm")
 def test_matches_sentence_transformers_on_real_text(chunks, st_vectors):
     vectors = get_engine(engine="torch").encode(chunks)
     assert vectors.shape == st_vectors.shape and vectors.dtype == np.float32
@@ -20,7 +19,6 @@ def test_matches_sentence_transformers_on_real_text(chunks, st_vectors):
     assert worst.min() >= 0.9999, f"chunk {worst.argmin()}: cosine {worst.min():.6f}"
 
 
-@pytest.mark.xdist_group("minilm")
 @pytest.mark.parametrize("options, floor", [
     ({"linear": "torch"}, 0.9999),       # plain nn.Linear (no oneDNN packing)
     ({"layout": "packed"}, 0.9999),      # one row, position_ids restarting, cu_seqlens
@@ -55,5 +53,6 @@ def test_packed_layout_reaches_attention_as_packed():
     engine = TorchEncoder(ModelSpec.load(None), layout="packed")
     from attnswitch.integrations.transformers import explain_model
 
-    plan = explain_model(engine.model, engine.inputs(engine.tokenize(["one text", "and another text"])))
+    batch = engine.tokenize(["one text", "and another text"])
+    plan = explain_model(engine.model, engine.inputs(batch))
     assert plan.call.layout == "packed" and plan.call.seqlens_q == (4, 5)

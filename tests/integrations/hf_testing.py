@@ -39,8 +39,13 @@ def torch_backends() -> list[str]:
 
 
 def _configs() -> dict[str, Callable[[], object]]:
-    from transformers import (BertConfig, Gemma2Config, LlamaConfig, MistralConfig,
-                              ModernBertConfig)
+    from transformers import (
+        BertConfig,
+        Gemma2Config,
+        LlamaConfig,
+        MistralConfig,
+        ModernBertConfig,
+    )
 
     small = dict(vocab_size=100, hidden_size=64, intermediate_size=96, num_attention_heads=4)
     return {
@@ -107,7 +112,7 @@ def per_sequence(model: object, ids: torch.Tensor, mask: torch.Tensor) -> torch.
     not an oracle, since rows with no key to attend (padding under a sliding window) become
     NaN in its float32 softmax and spread through the masked keys."""
     out = []
-    for row, real in zip(ids, mask.bool()):
+    for row, real in zip(ids, mask.bool(), strict=True):
         positions = real.nonzero().view(-1)
         out.append(hidden(model, input_ids=row[positions][None], position_ids=positions[None])[0])
     return torch.cat(out)

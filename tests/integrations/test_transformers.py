@@ -34,7 +34,8 @@ def test_import_attnswitch_imports_neither_transformers_nor_torch():
     assert result.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("setup", ["import attnswitch", "import attnswitch.integrations as i; i.install()"])
+@pytest.mark.parametrize(
+    "setup", ["import attnswitch", "import attnswitch.integrations as i; i.install()"])
 def test_registered_when_transformers_is_imported_afterwards(setup):
     result = _run_python(f"""
         {setup}
@@ -94,7 +95,8 @@ def _padded_inputs(side: str) -> tuple[torch.Tensor, torch.Tensor]:
 def _plan_or_skip(model: object, inputs: dict, backend: str) -> attnswitch.Plan:
     plan = hf.explain_model(model, inputs)
     if not plan.candidates:
-        pytest.skip(f"{backend} declines this model's attention: {'; '.join(plan.reasons(backend))}")
+        reasons = "; ".join(plan.reasons(backend))
+        pytest.skip(f"{backend} declines this model's attention: {reasons}")
     return plan
 
 

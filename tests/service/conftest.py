@@ -1,6 +1,8 @@
-"""Fixtures of the service tests: a real `attnswitch serve` process on a free loopback port
-(one per test session and xdist worker, shared by the modules of the "service" group), an
-httpx client, and the reference encoder in the test process (helpers in service_testing.py).
+"""Fixtures of the service tests: a real `attnswitch serve` process on a free loopback port,
+shared by the modules of one test process (each xdist worker starts its own: the
+`xdist_group` marks do not keep tests in one worker with the installed pytest-xdist, and
+nothing here depends on them), an httpx client, and the reference encoder in the test
+process (helpers in service_testing.py).
 
 The shared server has API keys (a plain one and one given by its digest) and small limits,
 so that every limit is cheap to reach: 64 KiB bodies, 16 texts per request, 48 queued texts.

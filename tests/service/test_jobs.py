@@ -51,6 +51,8 @@ def test_a_job_indexes_a_folder_and_reports_progress(client, service_dirs) -> No
     ("no-such-folder", 422, "not_a_folder"),
     ("docs/postgresql/tutorial-start.html", 422, "not_a_folder"),
     ("bad\u0000path", 422, "invalid_path"),
+    ("n" * 4000, 422, "not_a_folder"),  # longer than a file name may be
+    ("d/" * 3000, 422, "not_a_folder"),  # longer than a path may be
 ])
 def test_paths_outside_the_root_or_not_folders_are_refused(client, path, status, code) -> None:
     r = client.post("/v1/jobs", json={"path": path})

@@ -113,3 +113,22 @@ def test_sigterm_answers_requests_in_flight_and_stops_cleanly(warming) -> None:
         assert store.status().chunks == chunks  # every document whole, or absent
         if runs[0].status == "interrupted":
             assert indexed < len(SOURCES)
+
+
+def test_a_failed_warm_up_keeps_readyz_at_503_with_the_reason(tmp_path) -> None:
+    srv = start_server(tmp_path / "server", "--db", str(tmp_path / "data"), "--model",
+                       str(tmp_path / "no-model-here"), wait_ready=False)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            ready = httpx.get(srv.url + "/readyz", timeout=30)
+            if ready.json()["status"] != "warming up" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert ready.status_code == 503 and ready.json()["status"] == "failed"
+        assert "config.json" in ready.json()["reason"]  # the model folder's problem
+        assert httpx.get(srv.url + "/livez", timeout=30).status_code == 200
+        r = httpx.post(srv.url + "/v1/embeddings", json={"input": "x"}, timeout=30)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "failed"
+    finally:
+        assert srv.stop() in (0, -signal.SIGTERM)

@@ -115,6 +115,14 @@ def test_wrong_types_on_other_routes_are_422(client, path, body) -> None:
     assert_error(client.post(path, json=body), 422, "invalid_type")
 
 
+@pytest.mark.parametrize("body, param", [({"input": "a\ud800b"}, "input"),
+                                         ({"input": ["ok", "\udfff"]}, "input[1]")])
+def test_unpaired_surrogates_are_422(client, body, param) -> None:
+    r = client.post("/v1/embeddings", content=json.dumps(body),  # ascii: escapes survive
+                    headers={"content-type": "application/json"})
+    assert_error(r, 422, "invalid_text", param)
+
+
 def test_invalid_json_is_400(client) -> None:
     r = client.post("/v1/embeddings", content=b'{"input": ["unterminated',
                     headers={"content-type": "application/json"})

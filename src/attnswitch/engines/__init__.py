@@ -22,7 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from attnswitch.engines.base import PRECISIONS, EncodeInputError, Encoder, check_precision
+from attnswitch.engines.base import (
+    PRECISIONS,
+    EncodeInputError,
+    Encoder,
+    check_precision,
+)
 from attnswitch.engines.model import ModelError, ModelSpec
 
 ENGINES = ("torch", "jax")

@@ -83,15 +83,16 @@ def load_params(spec: ModelSpec, dtype: Any) -> dict[str, Any]:
             return jnp.asarray(np.stack([a.T for a in arrays]), dtype=dtype)
         return jnp.asarray(np.stack(arrays))
 
-    att = "attention.self"
-    wqkv = np.stack([
-        np.concatenate([get(f"encoder.layer.{i}.{att}.{p}.weight").T for p in ("query", "key", "value")], axis=1)
-        for i in range(n_layers)
-    ])
-    bqkv = np.stack([
-        np.concatenate([get(f"encoder.layer.{i}.{att}.{p}.bias") for p in ("query", "key", "value")])
-        for i in range(n_layers)
-    ])
+    def fused_qkv(i: int, kind: str) -> np.ndarray:
+        """Query, key and value of layer i side by side: weights `[in, 3 * out]`, biases."""
+        parts = [get(f"encoder.layer.{i}.attention.self.{p}.{kind}")
+                 for p in ("query", "key", "value")]
+        if kind == "weight":
+            return np.concatenate([w.T for w in parts], axis=1)
+        return np.concatenate(parts)
+
+    wqkv = np.stack([fused_qkv(i, "weight") for i in range(n_layers)])
+    bqkv = np.stack([fused_qkv(i, "bias") for i in range(n_layers)])
     return {
         "word": jnp.asarray(get("embeddings.word_embeddings.weight")),
         "position": jnp.asarray(get("embeddings.position_embeddings.weight")),
@@ -233,7 +234,8 @@ class JaxEncoder(Encoder):
     def planned_length(self, length: int) -> int:
         return bucket(length)
 
-    def arrays(self, batch: list[list[int]], batch_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def arrays(self, batch: list[list[int]],
+               batch_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Padded int32 ids and bool mask `[rows, width]` of the shape compiled for this batch:
         width is the bucket of its longest text, rows the batch size planned for that bucket
         under `batch_tokens` (spare rows have no real token)."""

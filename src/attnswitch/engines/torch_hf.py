@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.engines.base import Encoder, EncodeInputError, padded
+from attnswitch.engines.base import EncodeInputError, Encoder, padded
 from attnswitch.engines.model import ModelSpec
 
 LAYOUTS = ("padded", "packed")
@@ -95,7 +95,8 @@ class TorchEncoder(Encoder):
 
         if self.layout == "packed":
             flat = np.concatenate([np.asarray(row, dtype=np.int64) for row in batch])
-            positions = np.concatenate([np.arange(len(row)) for row in batch]) + self._position_offset
+            positions = np.concatenate([np.arange(len(row)) for row in batch])
+            positions += self._position_offset
             return {
                 "input_ids": torch.from_numpy(flat)[None].to(self.device),
                 "position_ids": torch.from_numpy(positions.astype(np.int64))[None].to(self.device),

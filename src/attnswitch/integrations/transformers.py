@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextvars
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -93,15 +94,13 @@ def mask_function(*args: Any, **kwargs: Any) -> torch.Tensor | None:
 # ---- mapping onto the contract ----------------------------------------------------------
 
 
+@dataclass(frozen=True)
 class _Form:
     """A structured equivalent of a dense mask: key padding (or None) plus causal/window."""
 
-    __slots__ = ("causal", "window", "key_padding_mask")
-
-    def __init__(self, causal: bool, window: tuple[int, int] | None, key_padding_mask: Any):
-        self.causal = causal
-        self.window = window
-        self.key_padding_mask = key_padding_mask
+    causal: bool
+    window: tuple[int, int] | None
+    key_padding_mask: Any = None
 
 
 def _window_of(sliding_window: Any) -> tuple[int, int] | None:
@@ -269,7 +268,8 @@ def contract_arguments(
             f"for inference), got {dropout}"
         )
     if s_aux is not None:
-        raise ValueError("s_aux: expected None (attention sinks are not part of the attnswitch contract)")
+        raise ValueError(
+            "s_aux: expected None (attention sinks are not part of the attnswitch contract)")
     if position_bias is not None:
         raise ValueError(
             "position_bias: expected None (additive position biases are not part of the "
@@ -290,7 +290,8 @@ def contract_arguments(
                 f"attention_mask: expected a 4D mask from the 'attnswitch' mask function, got "
                 f"shape {tuple(attention_mask.shape)}"
             )
-        mask = _cached(attention_mask, _FORMS_ATTR, ("bool",), lambda: _as_bool_mask(attention_mask))
+        mask = _cached(attention_mask, _FORMS_ATTR, ("bool",),
+                       lambda: _as_bool_mask(attention_mask))
         if mask.shape[-1] > sk:  # as eager: keys beyond the cache's length are not there
             mask = mask[..., :sk]
 
@@ -306,7 +307,8 @@ def contract_arguments(
                 f"sequences, got batch size {b}"
             )
     elif position_ids is not None and b == 1 and sq == sk and sq > 1:
-        cu_q = _cached(position_ids, _PACKED_ATTR, ("cu",), lambda: _packing_from_position_ids(position_ids))
+        cu_q = _cached(position_ids, _PACKED_ATTR, ("cu",),
+                       lambda: _packing_from_position_ids(position_ids))
         cu_k = cu_q
 
     if cu_q is not None:
@@ -352,7 +354,8 @@ def contract_arguments(
 
 # ---- the attention function -------------------------------------------------------------
 
-_capture: contextvars.ContextVar[list | None] = contextvars.ContextVar("attnswitch_capture", default=None)
+_capture: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "attnswitch_capture", default=None)
 _warned_output_attentions = False
 
 

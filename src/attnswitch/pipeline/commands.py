@@ -41,6 +41,11 @@ class Precision(str, enum.Enum):
     bf16 = "bf16"
 
 
+class Layout(str, enum.Enum):
+    padded = "padded"
+    packed = "packed"
+
+
 SNIPPET_CHARS = 240
 SKIPS_SHOWN = 20
 
@@ -120,6 +125,9 @@ def run_command(
     overlap: Annotated[int, typer.Option(help="Tokens shared by neighbouring chunks.")] = 32,
     batch_tokens: Annotated[int | None, typer.Option(
         help="Padded tokens per batch. Default: the engine's.", show_default=False)] = None,
+    layout: Annotated[Layout, typer.Option(
+        help="padded: length-sorted token-budget batches; packed: sequences laid end to end "
+        "(cu_seqlens, no padding computed; torch engine).")] = Layout.padded,
     chunks_per_call: Annotated[int, typer.Option(
         help="Chunks gathered across documents for one encode call (the engine sorts "
         "them by length); committed per document after it.")] = 128,
@@ -149,7 +157,7 @@ def run_command(
         options = RunOptions(model=model, engine=Engine(engine).value,
                              precision=Precision(precision).value,
                              max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
-                             chunks_per_call=chunks_per_call,
+                             chunks_per_call=chunks_per_call, layout=Layout(layout).value,
                              max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd)
     except ValueError as exc:
         raise _fail("run", str(exc), as_json, 2) from None

@@ -56,6 +56,10 @@ log = logging.getLogger(__name__)
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
 MAX_FAILURES_IN_ROW = 3
+# Padded (length-sorted) batches by default: on CPU packed batches were no faster (see
+# docs/results/e2e_vs_sentence_transformers.md); packed pays off where a varlen kernel
+# (flash-attn) serves them.
+LAYOUTS = ("padded", "packed")
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ class RunOptions:
     overlap: tokens shared by neighbouring chunks; batch_tokens: the engine's padded-token
     budget per batch (None: its default); chunks_per_call: chunks gathered across documents
     for one encode call; max_bytes: larger files are skipped; hourly_usd: the device's price
-    (None: `observe.cost` looks it up)."""
+    (None: `observe.cost` looks it up); layout: "padded" (length-sorted token-budget
+    batches) or "packed" (one row per batch with `cu_seqlens`, torch engine only)."""
 
     model: str | None = None
     engine: str = "auto"
@@ -77,11 +82,14 @@ class RunOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     hourly_usd: float | None = None
     include_hidden: bool = False
+    layout: str = "padded"
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision
 
         check_precision(self.precision)
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.chunks_per_call < 1:
             raise ValueError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
         if self.max_bytes < 1:
@@ -161,11 +169,16 @@ class RunSummary:
                                                "skipped", "failed", "indexed")}
 
 
-def _default_encoder(options: RunOptions, engine: str) -> Callable[[], Any]:
+def _default_encoder(options: RunOptions, spec: Any, engine: str) -> Callable[[], Any]:
     def get() -> Any:
         from attnswitch.engines import get_engine
 
-        return get_engine(options.model, engine, options.precision)
+        if options.layout == "padded":
+            return get_engine(options.model, engine, options.precision)
+        # `get_engine` has no layout argument: the torch engine is built here for packed.
+        from attnswitch.engines.torch_hf import TorchEncoder
+
+        return TorchEncoder(spec, options.precision, layout=options.layout)
     return get
 
 
@@ -185,7 +198,11 @@ class _Run:
                                         options.precision, options.max_tokens,
                                         options.overlap, self.tokenizer)
         self.fp = self.config.fingerprint
-        self._get_encoder = get_encoder or _default_encoder(options, self.engine_name)
+        if options.layout != "padded" and self.engine_name != "torch":
+            raise ValueError(f"layout: expected 'padded' for the {self.engine_name} engine "
+                             f"(packed batches are the torch engine's), got {options.layout!r}")
+        self._get_encoder = get_encoder or _default_encoder(options, self.spec,
+                                                            self.engine_name)
         self.encoder: Any = None
         self.watchdog: Any = None
         self.on_progress = on_progress or (lambda p: None)

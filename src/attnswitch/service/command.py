@@ -11,6 +11,7 @@ key file, a non-loopback host without keys), 1 when the address cannot be bound.
 from __future__ import annotations
 
 import enum
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -85,6 +86,7 @@ def serve_command(
     from attnswitch.service.config import ServiceConfig
     from attnswitch.service.server import serve
 
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         config = ServiceConfig(
             host=host, port=port, db=db, model=model, engine=ServeEngine(engine).value,

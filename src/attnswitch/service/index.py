@@ -46,7 +46,7 @@ class SearchIndex:
 
         if self._store is None:
             if not self.path.is_file():
-                raise ServiceError(409, f"index: expected documents to search, got no index "
+                raise ServiceError(409, "index: expected documents to search, got no index "
                                    "yet: POST /v1/jobs to index a folder first",
                                    code="index_empty")
             self._store = Store(self.path)

@@ -97,10 +97,13 @@ class JobManager:
             raise ServiceError(403, "path: expected a folder inside the server's jobs root "
                                "(serve --jobs-root), got one outside it", code="path_forbidden",
                                param="path")
-        if not folder.is_dir():
-            raise ServiceError(422, "path: expected an existing folder on the server, got "
-                               f"{'a file' if folder.exists() else 'nothing'} there",
-                               code="not_a_folder", param="path")
+        try:
+            found = "a folder" if folder.is_dir() else "a file" if folder.exists() else "nothing"
+        except OSError as exc:  # e.g. a name too long for the file system
+            found = f"an unusable path ({exc.strerror or type(exc).__name__})"
+        if found != "a folder":
+            raise ServiceError(422, f"path: expected an existing folder on the server, got "
+                               f"{found} there", code="not_a_folder", param="path")
         return folder
 
     def start(self, path: str) -> Job:

@@ -233,6 +233,14 @@ class Service:
                   is_list: bool) -> list[list[int]]:
         from attnswitch.engines import EncodeInputError
 
+        for i, text in enumerate(texts):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # JSON may carry lone surrogates ("\ud800")
+                where = f"{param}[{i}]" if is_list else param
+                raise ServiceError(422, f"{where}: expected Unicode text, got an unpaired "
+                                   f"surrogate at character {exc.start}", code="invalid_text",
+                                   param=where) from None
         try:
             return self.encoder.tokenize(texts, truncate=truncate)
         except EncodeInputError as exc:
