@@ -221,9 +221,20 @@ def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder
         assert len(store.runs()) == runs  # refused before starting a run
 
 
+def test_packed_batches_store_the_same_vectors(docs: Path, tmp_path: Path, encoder) -> None:
+    with Store(tmp_path / "padded") as padded, Store(tmp_path / "packed") as packed:
+        run(docs, padded, OPTIONS, get_encoder=Counting(encoder))
+        summary = run(docs, packed, dataclasses.replace(OPTIONS, layout="packed"))
+        assert summary.layout == "packed" and summary.backends
+        a, b = state(padded, docs), state(packed, docs)
+    assert {s: t for s, (t, _) in a.items()} == {s: t for s, (t, _) in b.items()}
+    for source, (_, vectors) in a.items():
+        assert np.min(np.sum(vectors * b[source][1], axis=1)) >= 0.9999
+
+
 def test_bad_options_are_refused() -> None:
     for kw, match in (({"chunks_per_call": 0}, "chunks_per_call"),
                       ({"max_bytes": 0}, "max_bytes"), ({"hourly_usd": -1.0}, "hourly_usd"),
-                      ({"precision": "fp16"}, "precision")):
+                      ({"precision": "fp16"}, "precision"), ({"layout": "ragged"}, "layout")):
         with pytest.raises(ValueError, match=match):
             RunOptions(**kw)

@@ -240,7 +240,7 @@ def _render_run(s: dict) -> None:
         ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
                        " chunks/s (wall time less model load)"),
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
-                   f"{s['precision']}"),
+                   f"{s['precision']}, {s['layout']} batches"),
         ("model", s["model"]),
         ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items())
          or "no calls"),

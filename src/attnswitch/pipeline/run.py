@@ -149,6 +149,7 @@ class RunSummary:
     model: str
     engine: str
     precision: str
+    layout: str
     device: str | None
     backends: dict[str, int]
     fallbacks: dict[str, int]
@@ -414,6 +415,7 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
         tokens_per_s=tokens / busy if tokens and busy > 0 else None,
         chunks_per_s=job.counts["chunks"] / busy if tokens and busy > 0 else None,
         model=job.config.describe(), engine=job.engine_name, precision=job.config.precision,
+        layout=job.options.layout,
         device=device, backends=_diff(calls_after["calls"], calls_before["calls"]),
         fallbacks=_diff(calls_after["fallbacks"], calls_before["fallbacks"]),
         peak_rss_mb=_peak_rss_mb(), peak_device_mb=_peak_device_mb(job.encoder),
