@@ -245,12 +245,14 @@ def plot(path: Path, rows) -> None:
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.2))
     names = [r["c"].name for r in rows]
     ax.barh(names, [r["rate"] for r in rows], color=["#999"] + ["#3a7"] * (len(rows) - 1))
+    right = max(max(r["per_round"]) for r in rows)
     for i, r in enumerate(rows):
         ax.scatter(r["per_round"], [i] * len(r["per_round"]), color="k", s=8, zorder=3)
-        ax.text(r["rate"], i, f"  {r['ratio']:.2f}x", va="center")
+        ax.text(right * 1.03, i, f"{r['ratio']:.2f}x", va="center")
+    ax.set_xlim(0, right * 1.15)
     ax.invert_yaxis()
-    ax.set_xlabel("chunks/s (bar: median over rounds; dots: rounds)")
-    ax.set_title("attnswitch encode vs sentence-transformers: same model, chunks, machine")
+    ax.set_xlabel("chunks/s (bar: median over rounds; dots: rounds; right: vs ST)")
+    ax.set_title("Same model, chunks and machine", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")

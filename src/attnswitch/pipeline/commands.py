@@ -170,8 +170,9 @@ def run_command(
     except KeyboardInterrupt:
         raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
     except (NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError,
-            StoreBusyError, StoreInputError, ValueError) as exc:
-        raise _fail("run", str(exc), as_json) from None
+            StoreBusyError, StoreInputError, ValueError, ImportError) as exc:
+        raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
+                    else str(exc), as_json) from None
     if as_json:
         _print_json(summary.to_dict())
     else:
@@ -324,7 +325,8 @@ def search_command(
                     "built with, or re-run `attnswitch run` to rebuild it")
             encoder = get_engine(spec.path, config.engine, config.precision)
             vector = encoder.encode([query])[0]
-        except (ModelError, EncodeInputError, IndexMismatchError, ValueError) as exc:
+        except (ModelError, EncodeInputError, IndexMismatchError, ValueError,
+                ImportError) as exc:
             raise _fail("search", str(exc), as_json) from None
         hits = index.search(vector, k)
     results = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,

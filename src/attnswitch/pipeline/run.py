@@ -3,7 +3,8 @@
 `run(root, store, options)` does the whole job and returns a `RunSummary`:
 
 1. scan `root`; every stored document of `root` absent from the listing is deleted;
-2. a file whose size, mtime and config match its stored row is unchanged without being read;
+2. a file whose size, mtime and config match its stored row is unchanged without being read
+   (as make and rsync judge: a file rewritten with the same size and mtime is not seen);
    every other file is read and hashed (`ingest.load`): same hash and config -> unchanged,
    a skip (with its reason) -> recorded, else new or changed;
 3. the text of new and changed documents is chunked (`chunk.chunk_text`, the model's
@@ -31,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import resource
 import sys
 import time
 from collections import Counter
@@ -444,6 +444,13 @@ def _device_name(encoder: Any) -> str | None:
 
 
 def _peak_rss_mb() -> float:
+    """The process's peak resident memory (its current one where no peak is kept)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
 

@@ -1,0 +1,40 @@
+"""oneDNN prepacked linears against a float64 oracle, by the FlashAttention-style rule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnswitch.engines import onednn
+
+pytestmark = pytest.mark.skipif(onednn.unavailable() is not None,
+                                reason=f"oneDNN linears unavailable: {onednn.unavailable()}")
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 384), (3, 17, 384), (16, 129, 384), (5, 384)])
+@pytest.mark.parametrize("compute", [torch.float32, torch.bfloat16])
+def test_packed_linear_matches_float64_oracle(shape, compute):
+    gen = torch.Generator().manual_seed(0)
+    linear = torch.nn.Linear(384, 200)
+    x = torch.randn(*shape, generator=gen)
+    with torch.inference_mode():
+        oracle = torch.nn.functional.linear(x.double(), linear.weight.double(), linear.bias.double())
+        naive = torch.nn.functional.linear(x.to(compute), linear.weight.to(compute),
+                                           linear.bias.to(compute)).double()
+        got = onednn.PackedLinear(linear, compute, out_dtype=torch.float32)(x)
+    assert got.dtype == torch.float32 and got.shape == shape[:-1] + (200,)
+    err = float((got.double() - oracle).abs().max())
+    floor = 2 * float(((oracle.float() + 0.3) - 0.3 - oracle.float()).abs().max())
+    assert err <= 2 * float((naive - oracle).abs().max()) + floor
+
+
+def test_pack_linears_swaps_every_linear_and_keeps_the_output():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
+                                torch.nn.Sequential(torch.nn.Linear(16, 4)))
+    x = torch.randn(2, 8)
+    with torch.inference_mode():
+        before = model(x)
+        assert onednn.pack_linears(model, torch.float32) == 2
+        after = model(x)
+    assert not any(type(m) is torch.nn.Linear for m in model.modules())
+    torch.testing.assert_close(after, before)
