@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/attnswitch doctor
+	$(VENV)/bin/attnswitch run examples/corpus
+	$(VENV)/bin/attnswitch search "how do I update rows in a table" -k 3
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup -q
