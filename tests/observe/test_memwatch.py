@@ -29,7 +29,9 @@ def test_leaking_workload_is_flagged() -> None:
     assert verdict.growing
     # Each batch kept 4 MiB; the estimate is of that order (RSS also moves for other reasons).
     assert 2.0 < verdict.mb_per_step < 8.0
-    assert verdict.trend > 0.9
+    # RSS also moves with whatever else the process and machine do, so the trend of a real
+    # leak is high but not perfect; the detector's own threshold is what flags it.
+    assert verdict.trend >= watchdog.min_trend
     del kept
 
 
