@@ -214,7 +214,7 @@ def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
             rejected.append(Rejection(name, NOT_REQUESTED, (f"{how} asked for {requested}",)))
             continue
         if (why := b.unavailable()) is not None:
-            rejected.append(Rejection(name, UNAVAILABLE, (why,)))
+            rejected.append(Rejection(name, UNAVAILABLE, (why, *_declines_quietly(b, call))))
             continue
         reasons = b.declines(call)
         if reasons:
@@ -237,6 +237,15 @@ def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
         call=call, candidates=tuple(candidates), rejected=tuple(rejected),
         source=how or source, requested=requested, details=details, verdicts=verdict_of,
     )
+
+
+def _declines_quietly(b: Any, call: Call) -> list[str]:
+    """An unavailable backend's decline rules for this call too, so a plan shows what it
+    would refuse where it is installed (e.g. flash-attn's rules on a CPU host)."""
+    try:
+        return list(b.declines(call))
+    except Exception:  # rules that need the missing library cannot be asked here
+        return []
 
 
 def explain(

@@ -72,3 +72,14 @@ def test_conformance_on_gpu():
     for case in conformance.cases(quick=True, dtypes=("bfloat16",)):
         result = conformance.check("flash-attn", case, device="cuda")
         assert result.ok, (case.label, result.reasons)
+
+
+def test_rules_appear_in_explain_even_where_unavailable():
+    import attnswitch as asw
+
+    q = torch.randn(1, 8, 2, 288)
+    plan = asw.explain(q, q, q, causal=True)
+    reasons = plan.reasons("flash-attn")
+    assert plan.status("flash-attn") == "unavailable"
+    assert "runs on cuda, not on cpu" in reasons and "head dim 288 > 256" in reasons
+    assert any("dtype float32" in r for r in reasons)
