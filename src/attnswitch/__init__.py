@@ -13,18 +13,27 @@ from attnswitch.attention.plan import (
     explain,
     use,
 )
+from attnswitch.engines import EncodeInputError, encode
 from attnswitch.observe.metrics import stats
+
+# attn_implementation="attnswitch" for Hugging Face transformers, registered lazily (nothing
+# heavy is imported here; see attnswitch.integrations).
+from attnswitch import integrations as _integrations  # noqa: E402
+
+_integrations.install()
 
 __all__ = [
     "AttentionInputError",
     "BackendFailedError",
     "Call",
+    "EncodeInputError",
     "NoBackendError",
     "Plan",
     "__version__",
     "attention",
     "backends",
     "configure",
+    "encode",
     "explain",
     "stats",
     "use",

@@ -18,9 +18,9 @@ def test_packed_linear_matches_float64_oracle(shape, compute):
     linear = torch.nn.Linear(384, 200)
     x = torch.randn(*shape, generator=gen)
     with torch.inference_mode():
-        oracle = torch.nn.functional.linear(x.double(), linear.weight.double(), linear.bias.double())
-        naive = torch.nn.functional.linear(x.to(compute), linear.weight.to(compute),
-                                           linear.bias.to(compute)).double()
+        w, b = linear.weight, linear.bias
+        oracle = torch.nn.functional.linear(x.double(), w.double(), b.double())
+        naive = torch.nn.functional.linear(x.to(compute), w.to(compute), b.to(compute)).double()
         got = onednn.PackedLinear(linear, compute, out_dtype=torch.float32)(x)
     assert got.dtype == torch.float32 and got.shape == shape[:-1] + (200,)
     err = float((got.double() - oracle).abs().max())

@@ -15,7 +15,8 @@ import pytest
 from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
-from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
+from attnswitch.observe.memwatch import MemoryGrowthWarning
+from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, WATCH_MIN_CALLS, RunOptions, run
 from attnswitch.pipeline.store import Store
 
 # Short chunks keep encoding cheap; the chunking code is the same at any size.
@@ -203,6 +204,30 @@ def test_a_document_that_fails_to_encode_is_recorded_and_retried(docs: Path, tmp
             run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
         assert store.runs(limit=1)[0].status == "failed"
         assert len(store.status().skipped_files) == MAX_FAILURES_IN_ROW - 1
+
+
+class Leaky:
+    """The real encoder, keeping 2 MiB more memory after each call (a stand-in for a leak)."""
+
+    def __init__(self, encoder):
+        self.encoder, self.kept = encoder, []
+        self.engine, self.device = encoder.engine, getattr(encoder, "device", None)
+
+    def encode(self, texts, **kw):
+        self.kept.append(np.ones(2 * 2**20, np.uint8))
+        return self.encoder.encode(texts, **kw)
+
+
+def test_the_memory_watchdog_judges_the_run(more_docs: Path, tmp_path: Path, encoder) -> None:
+    with Store(tmp_path / "steady") as store:
+        steady = run(more_docs, store, OPTIONS, get_encoder=Counting(encoder))
+    assert steady.memory["source"] == "rss" and not steady.memory["growing"]
+    assert steady.memory["reason"].startswith(f"{steady.memory['samples']} samples after")
+    one_per_call = dataclasses.replace(OPTIONS, chunks_per_call=1)
+    with Store(tmp_path / "leaky") as store, pytest.warns(MemoryGrowthWarning):
+        leaky = run(more_docs, store, one_per_call, get_encoder=lambda: Leaky(encoder))
+    assert leaky.memory["growing"] and leaky.memory["samples"] >= WATCH_MIN_CALLS
+    assert "growing" in leaky.memory["reason"]
 
 
 def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder) -> None:

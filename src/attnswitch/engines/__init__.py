@@ -11,6 +11,7 @@ imports neither torch nor jax.
 
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.util
 import os
@@ -28,7 +29,7 @@ from attnswitch.engines.base import (
     Encoder,
     check_precision,
 )
-from attnswitch.engines.model import ModelError, ModelSpec
+from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
 
 ENGINES = ("torch", "jax")
 _REQUIREMENTS = {
@@ -60,6 +61,7 @@ def _version(dist: str) -> str:
         return "?"
 
 
+@functools.cache
 def _tpu_host() -> bool:
     """True on a host whose jax sees a TPU. Only imports jax where a TPU is plausible."""
     if importlib.util.find_spec("jax") is None:
@@ -136,12 +138,13 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     if missing := _missing(name):
         raise EncodeInputError(
             "engine", f"an installed engine ({name} needs {', '.join(missing)})", repr(engine))
-    spec = ModelSpec.load(model)
-    key = (str(Path(spec.path).resolve()), name, precision)
+    path = default_model_path() if model is None else Path(model)
+    key = (str(path.resolve()), name, precision)
     with _cache_lock:
         cached = _cache.get(key)
         if cached is not None:
             return cached
+        spec = ModelSpec.load(path)
         if name == "torch":
             from attnswitch.engines.torch_hf import TorchEncoder
 

@@ -9,22 +9,25 @@
    a skip (with its reason) -> recorded, else new or changed;
 3. the text of new and changed documents is chunked (`chunk.chunk_text`, the model's
    tokenizer) and their chunks are gathered, several documents at a time, until
-   `chunks_per_call` chunks are pending; one `Encoder.encode` call then embeds them all
-   (the engine sorts them by length and cuts token-budget batches), and each document is
-   written in its own transaction (`Store.write_document`).
+   `chunks_per_call` chunks are pending; they are embedded by `Encoder.encode` calls of
+   that many chunks (the engine sorts each call's chunks by length and cuts token-budget
+   batches), and then each document is written in its own transaction
+   (`Store.write_document`).
 
-So a run killed at any moment, `kill -9` included, loses at most the documents of the
-encode call in flight, and the next run redoes exactly those (their stored rows still have
-the old hash). A re-run on unchanged files reads no file, loads no model and encodes nothing.
+So a run killed at any moment, `kill -9` included, loses only the pending documents (about
+`chunks_per_call` chunks, or one large document), and the next run redoes exactly those
+(their stored rows still have the old hash). A re-run on unchanged files reads no file,
+loads no model and encodes nothing.
 
 The model is loaded on first need (`get_encoder`). When an encode call fails, its documents
 are encoded one at a time; a document that fails on its own is recorded as skipped ("encode
 failed") and retried by the next run. `MAX_FAILURES_IN_ROW` documents failing one after
 another are not the documents' fault: the run stops ("failed"), keeping what it committed.
 
-During the run a `MemoryWatchdog` samples memory after each encode call; its verdict, the
-attention backends that served (from `attnswitch.stats()`), peak memory and the cost per
-million tokens (`observe.cost`) are in the summary.
+During the run a `MemoryWatchdog` samples memory after each encode call and judges once
+`WATCH_WARMUP_CALLS + WATCH_MIN_CALLS` calls are done; its verdict, the attention backends
+that served (from `attnswitch.stats()`), peak memory and the cost per million tokens
+(`observe.cost`) are in the summary.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from attnswitch.pipeline.chunk import Chunk, chunk_text
 from attnswitch.pipeline.config import (
@@ -60,6 +65,13 @@ MAX_FAILURES_IN_ROW = 3
 # docs/results/e2e_vs_sentence_transformers.md); packed pays off where a varlen kernel
 # (flash-attn) serves them.
 LAYOUTS = ("padded", "packed")
+# The memory watchdog's warm-up and its fewest samples, in encode calls. Encoding
+# examples/corpus, RSS rose by about 100 MiB over the first 11 calls of 128-300 chunks (the
+# allocator meeting new batch shapes), then stayed flat for 30 more; three full runs in one
+# process ended at 843, 848 and 853 MiB. Judged earlier or on fewer samples, the tail of
+# that warm-up was once flagged as growth.
+WATCH_WARMUP_CALLS = 12
+WATCH_MIN_CALLS = 12
 
 
 @dataclass(frozen=True)
@@ -335,16 +347,23 @@ class _Run:
                                "note": f"PDF: text of {doc.pages_failed} page(s) unreadable"})
         self._advance(doc, chunks)
 
-    def _encode(self, texts: list[str]) -> Any:
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """Vectors of `texts`, in encode calls of at most `chunks_per_call` texts (a large
+        document too), the memory watchdog sampled after each."""
         if self.encoder is None:
             self._load()
-        start = time.perf_counter()
         self.progress.stage = "encoding"
-        try:
-            return self.encoder.encode(texts, batch_tokens=self.options.batch_tokens)
-        finally:
-            self.encode_s += time.perf_counter() - start
-            self.watchdog.check()
+        step = self.options.chunks_per_call
+        parts = []
+        for i in range(0, len(texts), step):
+            start = time.perf_counter()
+            try:
+                parts.append(self.encoder.encode(texts[i:i + step],
+                                                 batch_tokens=self.options.batch_tokens))
+            finally:
+                self.encode_s += time.perf_counter() - start
+                self.watchdog.check()
+        return np.concatenate(parts)
 
     def _load(self) -> None:
         from attnswitch.observe.memwatch import MemoryWatchdog
@@ -354,7 +373,8 @@ class _Run:
         start = time.perf_counter()
         self.encoder = self._get_encoder()
         self.progress.load_s = time.perf_counter() - start
-        self.watchdog = MemoryWatchdog("auto")
+        self.watchdog = MemoryWatchdog("auto", warmup=WATCH_WARMUP_CALLS,
+                                       min_samples=WATCH_MIN_CALLS)
 
 
 def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(), *,
