@@ -16,7 +16,8 @@ from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
 from attnswitch.observe.memwatch import MemoryGrowthWarning
-from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, WATCH_MIN_CALLS, RunOptions, run
+from attnswitch.pipeline import run as run_module
+from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
 from attnswitch.pipeline.store import Store
 
 # Short chunks keep encoding cheap; the chunking code is the same at any size.
@@ -207,27 +208,30 @@ def test_a_document_that_fails_to_encode_is_recorded_and_retried(docs: Path, tmp
 
 
 class Leaky:
-    """The real encoder, keeping 2 MiB more memory after each call (a stand-in for a leak)."""
+    """The real encoder, keeping 8 MiB more memory after each call (a stand-in for a leak)."""
 
     def __init__(self, encoder):
         self.encoder, self.kept = encoder, []
         self.engine, self.device = encoder.engine, getattr(encoder, "device", None)
 
     def encode(self, texts, **kw):
-        self.kept.append(np.ones(2 * 2**20, np.uint8))
+        self.kept.append(np.ones(8 * 2**20, np.uint8))
         return self.encoder.encode(texts, **kw)
 
 
-def test_the_memory_watchdog_judges_the_run(more_docs: Path, tmp_path: Path, encoder) -> None:
+def test_the_memory_watchdog_judges_the_run(docs: Path, tmp_path: Path, encoder,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # A short warm-up, so that a few documents give enough encode calls to judge.
+    monkeypatch.setattr(run_module, "WATCH_WARMUP_CALLS", 1)
+    monkeypatch.setattr(run_module, "WATCH_MIN_CALLS", 8)
+    small_calls = dataclasses.replace(OPTIONS, chunks_per_call=2)  # 19 chunks: 11 calls
     with Store(tmp_path / "steady") as store:
-        steady = run(more_docs, store, OPTIONS, get_encoder=Counting(encoder))
-    assert steady.memory["source"] == "rss" and not steady.memory["growing"]
-    assert steady.memory["reason"].startswith(f"{steady.memory['samples']} samples after")
-    one_per_call = dataclasses.replace(OPTIONS, chunks_per_call=1)
+        steady = run(docs, store, small_calls, get_encoder=Counting(encoder))
+    assert steady.memory["source"] == "rss" and steady.memory["samples"] >= 8
+    assert not steady.memory["growing"] and "steady" in steady.memory["reason"]
     with Store(tmp_path / "leaky") as store, pytest.warns(MemoryGrowthWarning):
-        leaky = run(more_docs, store, one_per_call, get_encoder=lambda: Leaky(encoder))
-    assert leaky.memory["growing"] and leaky.memory["samples"] >= WATCH_MIN_CALLS
-    assert "growing" in leaky.memory["reason"]
+        leaky = run(docs, store, small_calls, get_encoder=lambda: Leaky(encoder))
+    assert leaky.memory["growing"] and "growing" in leaky.memory["reason"]
 
 
 def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder) -> None:
