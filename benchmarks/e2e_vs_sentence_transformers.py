@@ -145,7 +145,8 @@ def main() -> None:
     slices_ids = [base.tokenize(sl) for sl in slices]
     lengths = np.array([len(r) for ids in slices_ids for r in ids])
     tokens = int(lengths.sum())
-    waste = padding(slices, slices_ids, args.batch_tokens or base.default_batch_tokens, base.max_batch)
+    waste = padding(slices, slices_ids, args.batch_tokens or base.default_batch_tokens,
+                    base.max_batch)
     print(f"{len(texts)} chunks in {len(slices)} slices, {tokens} tokens (mean "
           f"{lengths.mean():.0f}, max {lengths.max()}), torch threads "
           f"{torch.get_num_threads()}, load {load_start[0]:.1f}", flush=True)

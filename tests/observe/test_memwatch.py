@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import sys
 import warnings
 
@@ -15,8 +16,12 @@ BLOCK = 4 * MB
 
 
 def touched(nbytes: int) -> np.ndarray:
-    """A buffer whose pages are really resident (zeros from calloc may not be)."""
-    return np.full(nbytes, 7, dtype=np.uint8)
+    """A buffer whose pages are really resident and newly mapped: an anonymous mmap, so a
+    long-lived test process cannot serve it from heap memory other tests freed earlier
+    (which would leave RSS flat however much is kept)."""
+    buf = np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+    buf[:] = 7
+    return buf
 
 
 def test_leaking_workload_is_flagged() -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnswitch.observe.memwatch import MemoryGrowthWarning
+from attnswitch.pipeline import run as run_module
 from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
-from attnswitch.observe.memwatch import MemoryGrowthWarning
-from attnswitch.pipeline import run as run_module
 from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
 from attnswitch.pipeline.store import Store
 
@@ -142,8 +142,8 @@ def _bad_inputs(root: Path) -> dict[str, str]:
         (root / "locked.txt").chmod(0)
         expected["locked.txt"] = Skip.UNREADABLE
     # Not UTF-8: decoded with a detected charset, indexed, and noted.
-    (root / "latin1.txt").write_bytes("Café crème, déjà vu, élève, garçon, où, très bien.\n"
-                                      .encode("cp1252"))
+    latin = "Café crème, déjà vu, élève, garçon, où, très bien.\n"
+    (root / "latin1.txt").write_bytes(latin.encode("cp1252"))
     return {k: v.value for k, v in expected.items()}
 
 

@@ -32,6 +32,9 @@ from attnswitch.engines.base import (
 from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
 
 ENGINES = ("torch", "jax")
+# module -> the extra of attnswitch that installs it
+_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax", "transformers": "models",
+           "tokenizers": "models", "safetensors": "models"}
 _REQUIREMENTS = {
     "torch": ("torch", "transformers", "tokenizers"),
     "jax": ("jax", "jaxlib", "safetensors", "tokenizers"),
@@ -97,8 +100,8 @@ def engines_status() -> list[EngineStatus]:
         missing = _missing(name)
         reason = None
         if missing:
-            extra = "torch" if name == "torch" else "jax"
-            reason = f"not installed: {', '.join(missing)} (pip install 'attnswitch[{extra}]')"
+            extras = ",".join(sorted({_EXTRAS[m] for m in missing}))
+            reason = f"not installed: {', '.join(missing)} (pip install 'attnswitch[{extras}]')"
         if name == "torch":
             detail = (f"transformers {_version('transformers')} AutoModel, "
                       f"attn_implementation='attnswitch', torch {_version('torch')}")

@@ -374,7 +374,8 @@ def status_command(db: DbOption = None, as_json: JsonOption = False) -> None:
         runs = store.runs(limit=1)
     last = runs[0] if runs else None
     report = {
-        "index": str(Path(st.path).resolve()), "documents": st.documents, "chunks": st.chunks, "tokens": st.tokens,
+        "index": str(Path(st.path).resolve()), "documents": st.documents,
+        "chunks": st.chunks, "tokens": st.tokens,
         "dim": st.dim, "roots": list(st.roots), "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "skipped_files": [{"root": r, "source": s, "reason": why}
