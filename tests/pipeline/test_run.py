@@ -5,6 +5,7 @@ a document whose encoding fails is recorded and retried."""
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import shutil
 from pathlib import Path
@@ -215,7 +216,11 @@ class Leaky:
         self.engine, self.device = encoder.engine, getattr(encoder, "device", None)
 
     def encode(self, texts, **kw):
-        self.kept.append(np.ones(8 * 2**20, np.uint8))
+        # A fresh anonymous mapping, touched: heap memory freed by earlier tests in this
+        # process would otherwise absorb the "leak" and leave RSS flat.
+        block = np.frombuffer(mmap.mmap(-1, 8 * 2**20), np.uint8)
+        block[:] = 1
+        self.kept.append(block)
         return self.encoder.encode(texts, **kw)
 
 
