@@ -11,7 +11,6 @@ more `@app.command()` function (here, or in its own module importing `app`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -20,6 +19,8 @@ from collections import Counter
 from typing import Annotated, Any
 
 import typer
+
+from attnswitch.jsonout import print_json
 
 app = typer.Typer(
     name="attnswitch",
@@ -46,19 +47,6 @@ def _console(stderr: bool = False) -> Any:
     return Console(file=stream, width=width)
 
 
-def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(_jsonable(data), indent=1, default=str))
-
-
-def _jsonable(x: Any) -> Any:
-    """NaN and infinities as None (JSON has neither); containers recursively."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
 
 
 def _fmt(x: float) -> str:
@@ -126,7 +114,7 @@ def conformance(
     reports = [_conformance_backend(name, cases, device, record) for name in names]
 
     if as_json:
-        _print_json(reports)
+        print_json(reports)
     else:
         _render_conformance(reports, show_declined)
     failed = any(r["failed"] or r["errors"] for r in reports)
@@ -259,7 +247,7 @@ def doctor(
         "engines": _engines(),
     }
     if as_json:
-        _print_json(report)
+        print_json(report)
     else:
         _render_doctor(report)
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import enum
 import json
-import math
 import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from attnswitch.jsonout import print_json
 
 DbOption = Annotated[Path | None, typer.Option(
     "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False)]
@@ -69,25 +70,13 @@ def _console(stderr: bool = False) -> Any:
     return Console(file=stream, width=160 if wide else None, soft_wrap=False)
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
-def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(_jsonable(data), indent=1, default=str))
 
 
 def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exit:
     """Report an error (stderr, and stdout as JSON with --json); the caller raises it."""
     typer.echo(f"attnswitch {command}: {message}", err=True)
     if as_json:
-        _print_json({"error": message})
+        print_json({"error": message})
     return typer.Exit(code)
 
 
@@ -174,7 +163,7 @@ def run_command(
         raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
                     else str(exc), as_json) from None
     if as_json:
-        _print_json(summary.to_dict())
+        print_json(summary.to_dict())
     else:
         _render_run(summary.to_dict())
 
@@ -334,7 +323,7 @@ def search_command(
                 "end": h.end, "text": h.text, "snippet": _snippet(h.text)}
                for i, h in enumerate(hits)]
     if as_json:
-        _print_json({"query": query, "k": k, "index": str(path), "model": config.describe(),
+        print_json({"query": query, "k": k, "index": str(path), "model": config.describe(),
                      "results": results})
         return
     _render_search(query, results, config.describe())
@@ -388,7 +377,7 @@ def status_command(db: DbOption = None, as_json: JsonOption = False) -> None:
             "summary": last.summary},
     }
     if as_json:
-        _print_json(report)
+        print_json(report)
     else:
         _render_status(report, config)
 
