@@ -213,3 +213,40 @@ def test_output_is_bshd_contiguous_like_q():
     q, k, v = (torch.from_numpy(inputs[n]) for n in ("q", "k", "v"))
     out = asw.attention(q, k, v, backend="torch-flex")
     assert out.shape == q.shape and out.dtype == q.dtype and out.is_contiguous()
+
+
+@pytest.mark.parametrize("total, bucket", [
+    (0, 128), (1, 128), (128, 128), (129, 256), (1000, 1024), (1024, 1024), (1025, 1280),
+    (4097, 4992), (8192, 8192),
+])
+def test_packed_bucket(total, bucket):
+    assert torch_flex.packed_bucket(total) == bucket
+
+
+def test_packed_buckets_are_few_and_waste_little():
+    buckets = {torch_flex.packed_bucket(t) for t in range(1, 16385)}
+    assert len(buckets) <= 24
+    assert all(b % torch_flex.BLOCK == 0 for b in buckets)
+    assert all(torch_flex.packed_bucket(t) < 1.2 * t + torch_flex.BLOCK for t in range(1, 16385))
+
+
+@pytest.mark.slow
+def test_packed_totals_in_one_bucket_share_a_kernel():
+    """Batches of a pipeline each have another packed total: in one bucket they must reuse
+    one compiled kernel, and the padding must not change any answer."""
+    rng = np.random.default_rng(1)
+    lens_seen = ((40, 60, 41), (100, 20, 25), (7, 130, 3, 1))  # totals 141, 145, 141 -> 256
+    before = None
+    for lens in lens_seen:
+        cu = torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32)
+        q, k, v = (torch.from_numpy(rng.standard_normal((int(cu[-1]), 4, 16), np.float32))
+                   for _ in range(3))
+        out = asw.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True,
+                            backend="torch-flex")
+        if before is not None:
+            assert graphs() == before
+        before = graphs()
+        ref = asw.attention(q.double(), k.double(), v.double(), cu_seqlens_q=cu,
+                            cu_seqlens_k=cu, causal=True, backend="reference")
+        assert out.shape == q.shape
+        assert (out.double() - ref).abs().max() < 1e-5

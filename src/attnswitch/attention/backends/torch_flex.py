@@ -8,7 +8,11 @@ Translations into what FlexAttention takes:
   are skipped, which is where flex beats a dense boolean mask;
 - packed input runs natively as batch 1 over the concatenated tokens: each token carries its
   sequence id and its aligned diagonal in absolute key positions, and the mask keeps a query
-  to its own sequence (zero-length sequences own no rows; a sequence with no keys gives zeros);
+  to its own sequence (zero-length sequences own no rows; a sequence with no keys gives zeros).
+  The packed totals are padded up to a bucket (`packed_bucket`: multiples of the 128 block, 4
+  buckets per doubling) with rows that attend nothing and that nothing attends, so a pipeline
+  whose batches each have another total compiles a few kernels, not one per batch; padding
+  blocks are empty in the block mask and cost no compute;
 - softcap is a `score_mod`, `c * tanh(s / c)` on the scaled score, before masking;
 - GQA: `enable_gqa=True`; lse: `return_aux=AuxRequest(lse=True)` (natural log, float32).
 
@@ -33,6 +37,7 @@ Fully masked query rows come out of flex as zeros (and lse -inf on the eager pat
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from typing import Any
 
@@ -41,6 +46,8 @@ from attnswitch.attention.contract import Call
 
 MAX_KERNELS = 64  # compiled kernels (shapes) kept before they are all dropped and rebuilt
 MAX_BLOCK_MASKS = 32  # geometry-only block masks kept
+BLOCK = 128  # flex's default block size
+BUCKETS_PER_DOUBLING = 4  # packed totals are padded by at most 19% (2 ** (1 / 4))
 _TRITON_DEVICES = ("cuda", "rocm")
 _lock = threading.Lock()  # dynamo's config is process-global: one patched call at a time
 
@@ -107,7 +114,10 @@ class TorchFlex(BackendBase):
             # flex refuses inputs that require grad on CPU even under no_grad
             q, k, v = q.detach(), k.detach(), v.detach()
         if call.packed:
-            qh, kh, vh = (x.contiguous().transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+            rows_q = q.shape[0]
+            q = _pad_rows(q, packed_bucket(q.shape[0]))
+            k, v = (_pad_rows(x, packed_bucket(k.shape[0])) for x in (k, v))
+            qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
         else:
             qh, kh, vh = (x.contiguous().transpose(1, 2) for x in (q, k, v))
         if 0 in (qh.shape[0], qh.shape[2], kh.shape[2]):
@@ -116,14 +126,31 @@ class TorchFlex(BackendBase):
         else:
             score_mod = _softcap_mod(call.softcap) if call.softcap is not None else None
             out, lse = _flex(qh, kh, vh, score_mod, _block_mask(call, q.device), call)
-        out = out[0].transpose(0, 1) if call.packed else out.transpose(1, 2)
-        if not call.return_lse:
-            return out
-        lse = lse.float()
-        return out, lse[0] if call.packed else lse
+        if not call.packed:
+            out = out.transpose(1, 2)
+            return (out, lse.float()) if call.return_lse else out
+        out = out[0].transpose(0, 1)[:rows_q]
+        return (out, lse[0, :, :rows_q].float()) if call.return_lse else out
 
 
 # ---- kernels ---------------------------------------------------------------------------
+
+
+def packed_bucket(total: int) -> int:
+    """The length a packed total of `total` rows is padded to: the smallest multiple of
+    `BLOCK` at or above `total` on the grid `BLOCK * 2 ** (i / BUCKETS_PER_DOUBLING)`."""
+    if total <= BLOCK:
+        return BLOCK
+    step = math.ceil(BUCKETS_PER_DOUBLING * math.log2(total / BLOCK) - 1e-9)
+    return BLOCK * math.ceil(2 ** (step / BUCKETS_PER_DOUBLING) - 1e-9)
+
+
+def _pad_rows(x: Any, rows: int) -> Any:
+    """`x [T, H, D]` with zero rows appended up to `rows`, contiguous."""
+    import torch.nn.functional as F
+
+    return F.pad(x, (0, 0, 0, 0, 0, rows - x.shape[0])) if rows > x.shape[0] else x.contiguous()
+
 
 
 @functools.cache
@@ -213,7 +240,9 @@ def _block_mask(call: Call, device: Any) -> Any:
     """The call's BlockMask, or None when nothing masks."""
     bounds = _bounds(call)
     if call.packed:
-        return _packed_mask(str(device), call.seqlens_q, call.seqlens_k, bounds)
+        return _packed_mask(str(device), call.seqlens_q, call.seqlens_k, bounds,
+                            packed_bucket(sum(call.seqlens_q)),
+                            packed_bucket(sum(call.seqlens_k)))
     if not call.has_mask:
         if bounds is None:
             return None
@@ -259,24 +288,31 @@ def _dense_tensor_mask(call: Call, device: Any, bounds: tuple[int, int] | None) 
 
 @functools.lru_cache(maxsize=MAX_BLOCK_MASKS)
 def _packed_mask(
-    device: str, lens_q: tuple[int, ...], lens_k: tuple[int, ...], bounds: tuple[int, int] | None
+    device: str, lens_q: tuple[int, ...], lens_k: tuple[int, ...],
+    bounds: tuple[int, int] | None, rows_q: int, rows_k: int,
 ) -> Any:
-    """Packed sequences as one batch: query t of sequence i attends key u iff u is in
-    sequence i and within `bounds` of t's diagonal, `t + (cu_k[i+1] - cu_q[i+1])` in absolute
-    key positions (= the sequence's own bottom-right alignment)."""
+    """Packed sequences as one batch of `rows_q` queries and `rows_k` keys (padding rows
+    after the sequences): query t of sequence i attends key u iff u is in sequence i and
+    within `bounds` of t's diagonal, `t + (cu_k[i+1] - cu_q[i+1])` in absolute key positions
+    (= the sequence's own bottom-right alignment). Padding queries (sequence -1) and keys
+    (sequence -2) match nothing."""
     import numpy as np
     import torch
 
     nq, nk = np.asarray(lens_q, np.int64), np.asarray(lens_k, np.int64)
     ids = np.arange(len(lens_q))
-    doc_q_np = np.repeat(ids, nq)
+
+    def padded(values: np.ndarray, rows: int, fill: int) -> np.ndarray:
+        return np.concatenate([values, np.full(rows - len(values), fill, np.int64)])
+
     shift = np.repeat(np.cumsum(nk) - np.cumsum(nq), nq)
     to = functools.partial(torch.as_tensor, device=device)
-    doc_q, doc_k = to(doc_q_np), to(np.repeat(ids, nk))
-    diag_q = to(np.arange(len(doc_q_np)) + shift)
+    doc_q = to(padded(np.repeat(ids, nq), rows_q, -1))
+    doc_k = to(padded(np.repeat(ids, nk), rows_k, -2))
+    diag_q = to(padded(np.arange(int(nq.sum())) + shift, rows_q, 0))
     mods = [lambda b, h, q_idx, kv_idx: doc_q[q_idx] == doc_k[kv_idx]]
     mods += _diagonal_mods(lambda q_idx: diag_q[q_idx], bounds)
-    return _create(mods, None, None, int(nq.sum()), int(nk.sum()), device)
+    return _create(mods, None, None, rows_q, rows_k, device)
 
 
 # ---- environment checks ----------------------------------------------------------------
