@@ -225,7 +225,7 @@ TIMING_BUDGET_S = 1.0  # fewer calls for slow backends (the float64 oracle), at 
 # with --timing-all.
 SLOW_FIRST_CALL = {"torch-flex": "first call compiles (about 25 s on CPU)"}
 FRAMEWORK_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "ml_dtypes", "transformers",
-                       "flash-attn")
+                       "flash-attn", "flash-attn-3")
 
 
 @app.command()

@@ -6,8 +6,9 @@ conformance verdict). `attention(...)` runs the plan's first candidate; on a run
 (not an input error) it warns once per (backend, call kind), counts it and tries the next.
 
 Order of candidates: a measured autotune table for the call when one exists, else `PRIORITY`
-for the device kind. Overrides, strongest first: `backend=`, `with use(name):`, the
-`ATTNSWITCH_BACKEND` environment variable. An explicitly requested backend never falls back.
+for the device kind (on CUDA, per generation: see `_priority_key`). Overrides, strongest
+first: `backend=`, `with use(name):`, the `ATTNSWITCH_BACKEND` environment variable. An
+explicitly requested backend never falls back.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ PRIORITY: dict[str, tuple[str, ...]] = {
     "cpu": ("torch-sdpa", "torch-flex", "jax-blockwise", "jax-xla", "torch-math", "reference"),
     "cuda": (
         "flash-attn-3", "flash-attn", "torch-sdpa", "jax-cudnn", "torch-flex", "jax-xla",
+        "jax-blockwise", "torch-math", "reference",
+    ),
+    # CUDA before Hopper: FlashAttention 2 is the mature kernel there (about 70% of an A100's
+    # peak); FlashAttention 3's sm8x path follows it. From Hopper on, FA3 leads ("cuda").
+    "cuda-sm8x": (
+        "flash-attn", "flash-attn-3", "torch-sdpa", "jax-cudnn", "torch-flex", "jax-xla",
         "jax-blockwise", "torch-math", "reference",
     ),
     "rocm": ("flash-attn", "torch-sdpa", "torch-flex", "jax-xla", "torch-math", "reference"),
@@ -184,11 +191,19 @@ def _order(call: Call) -> tuple[list[str], str]:
         head = [n for n in tuned if n in names]
         source = "autotune"
     else:
-        head = [n for n in PRIORITY.get(call.device.kind, DEFAULT_PRIORITY) if n in names]
-        source = f"priority:{call.device.kind}"
+        key = _priority_key(call.device)
+        head = [n for n in PRIORITY.get(key, DEFAULT_PRIORITY) if n in names]
+        source = f"priority:{key}"
     rest = [n for n in names if n not in head and n != "reference"]
     tail = ["reference"] if "reference" in names and "reference" not in head else []
     return head + rest + tail, source
+
+
+def _priority_key(device: arrays.DeviceInfo) -> str:
+    """The PRIORITY entry for a device: its kind, or "cuda-sm8x" for Ampere and Ada GPUs."""
+    if device.kind == "cuda" and device.capability is not None and device.capability[0] == 8:
+        return "cuda-sm8x"
+    return device.kind
 
 
 def plan_for(call: Call, backend: str | None = None) -> Plan:

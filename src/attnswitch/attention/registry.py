@@ -22,6 +22,7 @@ BUILTIN_MODULES = (
     "torch_sdpa",
     "torch_flex",
     "flash_attn",
+    "flash_attn3",
     "jax_xla",
     "jax_cudnn",
     "jax_blockwise",

@@ -1,58 +1,44 @@
-"""flash-attn: its rules, tested on CPU through `declines` with calls described for GPUs."""
+"""flash-attn: its rules, tested on CPU through `declines` with calls described for GPUs
+(`gpu_call` in conftest.py). The dispatch it shares with flash-attn-3 is tested in
+tests/attention/test_flash_common.py."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 import torch
 
-from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.backends.flash_attn import BACKEND
-from attnswitch.attention.contract import validate
-
-SM80 = DeviceInfo("cuda", "NVIDIA A100-SXM4-80GB", 0, (8, 0))
-SM90 = DeviceInfo("cuda", "NVIDIA H200", 0, (9, 0))
-SM75 = DeviceInfo("cuda", "Tesla T4", 0, (7, 5))
 
 
-def cuda_call(device=SM90, dtype=torch.bfloat16, d=128, sq=64, sk=64, **kw):
-    q = torch.randn(2, sq, 8, d).to(dtype)
-    k = torch.randn(2, sk, 2, d).to(dtype)
-    call = validate(q, k, k, **kw)
-    return dataclasses.replace(call, device=device)
-
-
-@pytest.mark.parametrize("device", [SM80, SM90])
+@pytest.mark.parametrize("gpu", ["sm80", "sm86", "sm90", "sm100"])
 @pytest.mark.parametrize("kw", [
     dict(), dict(causal=True), dict(causal=True, sq=17, sk=300), dict(window=(32, 0)),
-    dict(softcap=30.0), dict(return_lse=True),
-])
-def test_serves_its_native_features(device, kw):
-    assert BACKEND.declines(cuda_call(device, **kw)) == []
+    dict(softcap=30.0), dict(return_lse=True), dict(d=59), dict(packed=(5, 0, 9)),
+], ids=str)
+def test_serves_its_native_features(gpu_call, gpu, kw):
+    assert BACKEND.declines(gpu_call(gpu, **kw)) == []
 
 
-@pytest.mark.parametrize("call, reason", [
-    (lambda: cuda_call(SM75), "compute capability 7.5 < 8.0"),
-    (lambda: cuda_call(dtype=torch.float32), "dtype float32 not among float16, bfloat16"),
-    (lambda: cuda_call(d=288), "head dim 288 > 256"),
-    (lambda: cuda_call(attn_mask=torch.ones(2, 1, 64, 64, dtype=torch.bool)), "attn_mask not supported"),
-    (lambda: cuda_call(causal=True, key_padding_mask=torch.ones(2, 64, dtype=torch.bool)),
-     "key_padding_mask with causal/window"),
-    (lambda: dataclasses.replace(cuda_call(), device=DeviceInfo("cpu", "cpu")), "runs on cuda, not on cpu"),
-])
-def test_declines_with_reason(call, reason):
-    reasons = BACKEND.declines(call())
+@pytest.mark.parametrize("kw, reason", [
+    (dict(gpu="sm75"), "compute capability 7.5 < 8.0"),
+    (dict(dtype="float32"), "dtype float32 not among float16, bfloat16"),
+    (dict(d=288), "head dim 288 > 256"),
+    (dict(attn_mask=True), "attn_mask not supported"),
+    (dict(causal=True, key_padding=True), "key_padding_mask with causal/window"),
+    (dict(gpu="cpu"), "runs on cuda, not on cpu"),
+], ids=str)
+def test_declines_with_reason(gpu_call, kw, reason):
+    reasons = BACKEND.declines(gpu_call(**kw))
     assert any(reason in r for r in reasons), reasons
 
 
-def test_lists_every_reason_at_once():
-    reasons = BACKEND.declines(cuda_call(SM75, dtype=torch.float32, d=288))
+def test_lists_every_reason_at_once(gpu_call):
+    reasons = BACKEND.declines(gpu_call("sm75", dtype="float32", d=288))
     assert len(reasons) == 3
 
 
-def test_key_padding_without_bounds_is_served_by_varlen():
-    call = cuda_call(key_padding_mask=torch.ones(2, 64, dtype=torch.bool))
+def test_key_padding_without_bounds_is_served_by_varlen(gpu_call):
+    call = gpu_call(key_padding=True)
     assert BACKEND.declines(call) == []
     assert BACKEND.detail(call) == "flash_attn_varlen_func over the unpadded keys"
 
