@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import attnswitch as asw
+from attnswitch.attention import masks
 from attnswitch.attention.contract import validate
 
 
@@ -177,3 +178,30 @@ def test_call_describes_features():
     qp, kp, vp, cu = packed()
     pcall = validate(qp, kp, vp, cu_seqlens_q=cu, cu_seqlens_k=cu)
     assert pcall.layout == "packed" and pcall.seqlens_q == (3, 0, 4) and pcall.seqlen_q == 4
+
+
+@pytest.mark.parametrize("sq, sk, kw, bounds", [
+    (1, 64, dict(causal=True), None),  # a decode step sees every key
+    (2, 64, dict(causal=True), (-1, 0)),
+    (8, 8, dict(window=(7, 7)), None),  # reaches every key from every query
+    (8, 8, dict(window=(6, 7)), (6, -1)),
+    (8, 8, dict(window=(7, 6)), (-1, 6)),
+    (4, 16, dict(causal=True, window=(15, 0)), (-1, 0)),
+    (1, 16, dict(causal=True, window=(15, 0)), None),
+    (4, 16, dict(causal=True, window=(14, 0)), (14, 0)),
+    (0, 16, dict(causal=True), None),
+])
+def test_bounds_that_restrict_nothing_are_dropped(sq, sk, kw, bounds):
+    q = torch.zeros(1, sq, 2, 8)
+    k = torch.zeros(1, sk, 2, 8)
+    call = validate(q, k, k, **kw)
+    assert call.bounds == bounds
+    # what is dropped was unrestrictive: the raw bounds allow every (query, key) pair
+    left, right = kw.get("window", (-1, -1))
+    if kw.get("causal"):
+        right = 0 if right == -1 else min(right, 0)
+    raw = masks.position_mask(np.arange, sq, sk, (left, right))
+    if bounds is None:
+        assert raw is None or raw.all()
+    else:
+        assert not raw.all()

@@ -102,13 +102,19 @@ class Call:
     @property
     def bounds(self) -> tuple[int, int] | None:
         """The (left, right) key range around the aligned diagonal that `causal` and `window`
-        allow together, -1 meaning unbounded; None when neither restricts."""
+        allow together, -1 meaning unbounded; None when neither restricts. A bound that no
+        query of `seqlen_q` and key of `seqlen_k` can reach counts as unbounded: causal with
+        one query (a decode step) restricts nothing, so kernels need no mask for it."""
         if not self.causal and self.window is None:
             return None
         left, right = self.window if self.window is not None else (-1, -1)
         if self.causal:
             right = 0 if right == -1 else min(right, 0)
-        return left, right
+        if right >= self.seqlen_q - 1:
+            right = -1
+        if left >= self.seqlen_k - 1:
+            left = -1
+        return None if (left, right) == (-1, -1) else (left, right)
 
     @property
     def has_mask(self) -> bool:

@@ -82,7 +82,7 @@ def call_for(sq, sk, *, b=2, packed=None, **kw):
     return validate(jnp.zeros((b, sq, 4, 16)), k, k, **kw)
 
 
-@pytest.mark.parametrize("sq, sk", [(1, 300), (113, 203), (203, 113), (128, 128), (300, 10)])
+@pytest.mark.parametrize("sq, sk", [(2, 300), (113, 203), (203, 113), (128, 128), (300, 10)])
 @pytest.mark.parametrize("top_left", [False, True])
 def test_frame_blocks_and_diagonal(sq, sk, top_left):
     frame = pallas_common.plan_frame(call_for(sq, sk, causal=True), top_left=top_left)
@@ -92,6 +92,13 @@ def test_frame_blocks_and_diagonal(sq, sk, top_left):
     # Real query i sits at row front_q + i and is aligned with real key i + sk - sq.
     assert frame.offset == (0 if top_left else sk - sq)
     assert frame.segmented == (frame.front_k > 0 or frame.len_k != sk)
+
+
+@pytest.mark.parametrize("top_left", [False, True])
+def test_a_decode_step_needs_no_causal_frame(top_left):
+    """Causal with one query restricts nothing (`Call.bounds` is None): no rows shifted."""
+    frame = pallas_common.plan_frame(call_for(1, 300, causal=True), top_left=top_left)
+    assert (frame.front_q, frame.front_k, frame.len_q, frame.len_k) == (0, 0, 128, 384)
 
 
 def test_packed_layouts():

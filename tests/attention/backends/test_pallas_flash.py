@@ -98,11 +98,12 @@ def test_causal_is_served_both_ways_but_windows_are_not():
 
 
 def test_detail_names_the_translations():
-    detail = BACKEND.detail(_call(1, 300, causal=True))
-    assert "causal aligned by shifting queries 299 rows" in detail
+    detail = BACKEND.detail(_call(2, 300, causal=True))
+    assert "causal aligned by shifting queries 298 rows" in detail
     assert "key/value heads repeated 4x" in detail and "384x384" in detail
     assert "shifting keys 290 columns" in BACKEND.detail(_call(300, 10, causal=True))
     assert "shifting" not in BACKEND.detail(_call(300, 10))  # no causal: nothing to align
+    assert "shifting" not in BACKEND.detail(_call(1, 300, causal=True))  # sees every key
 
 
 def test_lse_is_declined_when_the_kernel_module_has_no_residuals_entry(monkeypatch):
