@@ -1,8 +1,9 @@
-"""Fixtures of the pipeline tests: a copy of a few real corpus documents and the model,
-loaded once per test process."""
+"""Fixtures of the pipeline tests: a copy of a few real corpus documents, the model,
+loaded once per test process, and a local Ray cluster for the Ray tests."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -41,3 +42,22 @@ def docs(tmp_path: Path) -> Path:
 def more_docs(tmp_path: Path) -> Path:
     """A copy of six documents (html, rst, pdf)."""
     return copy_corpus(tmp_path / "more", LARGER)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster (`ray.cluster_utils.Cluster`) of one head node with 2 CPUs, this
+    process connected to it. Tests may add nodes and must remove them. The tests using it
+    share one xdist worker (`pytest.mark.xdist_group("ray")`), so one runs at a time."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (attnswitch[ray])")
+    pytest.importorskip("ray.data", reason="Ray Data is part of the ray extra")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 2, "include_dashboard": False, "object_store_memory": 300 * 2**20})
+    try:
+        ray.init(address=cluster.address, logging_level=logging.WARNING)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -1,6 +1,7 @@
 """The pipeline's commands: `run`, `search`, `status`, as plain typer-annotated functions.
 
     attnswitch run PATH [--db DIR] [--precision fp32|bf16] [--hourly-usd X] [--json] ...
+    attnswitch run PATH --ray [--ray-address HOST:PORT] [--ray-cpu-actors N] ...
     attnswitch search "QUERY" [-k 5] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
 
@@ -129,12 +130,35 @@ def run_command(
         "--progress/--no-progress",
         help="Show a progress bar on stderr. Default: when stderr is a terminal.",
         show_default=False)] = None,
+    use_ray: Annotated[bool, typer.Option(
+        "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch[ray]'): "
+        "reading and chunking as Ray Data tasks, encoding in actors on each node's own "
+        "device. Joins the local Ray (RAY_ADDRESS, or the latest `ray start`), else starts "
+        "one.")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Address of the Ray cluster's head (HOST:PORT, ray://HOST:PORT or auto); "
+        "implies --ray.", show_default=False)] = None,
+    ray_cpu_actors: Annotated[int | None, typer.Option(
+        min=0, help="Encoder actors on CPUs. Default, when the cluster has no GPU or TPU: "
+        "one per CPU on a single node, as many as fit (one CPU each) on several; else "
+        "none.", show_default=False)] = None,
+    ray_gpu_actors: Annotated[int | None, typer.Option(
+        min=0, help="Encoder actors on GPUs, one GPU each. Default: one per GPU.",
+        show_default=False)] = None,
+    ray_tpu_actors: Annotated[int | None, typer.Option(
+        min=0, help="Encoder actors on TPU chips, one chip each. Default: one per chip.",
+        show_default=False)] = None,
+    ray_cpus_per_actor: Annotated[float | None, typer.Option(
+        min=0.01, help="CPUs each CPU encoder actor asks Ray for (its torch threads). "
+        "Default: on a single node, its CPUs less half a CPU for reading, shared by the "
+        "actors (at most 1 each); on several, 1.", show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index a folder: ingest txt, md, html and pdf files, chunk, embed and store them.
 
     Resumable and idempotent: a killed run is finished by the next one; unchanged files are
     not read again; changed files replace their chunks; deleted files' chunks are removed.
+    With --ray the same run is spread over a Ray cluster; the index stays here.
     """
     from attnswitch.engines import EncodeInputError, ModelError
     from attnswitch.pipeline.config import IndexMismatchError
@@ -153,19 +177,58 @@ def run_command(
     if not path.is_dir():  # before the store is made
         raise _fail("run", f"PATH: expected a folder, got {str(path)!r}", as_json)
     show = (sys.stderr.isatty() and not as_json) if progress is None else progress
+    errors: tuple[type[BaseException], ...] = (
+        NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
+        StoreInputError, ValueError, ImportError)
+    if use_ray or ray_address is not None:
+        from attnswitch.pipeline.ray_encoders import RayUnavailableError, import_ray
+        from attnswitch.pipeline.ray_run import check_address
+
+        try:  # before the store is made (Ray itself would retry an address for minutes)
+            import_ray()
+            check_address(ray_address)
+        except (RayUnavailableError, ConnectionError) as exc:
+            raise _fail("run", str(exc), as_json) from None
+        runner = _ray_runner(path, options, ray_address, ray_cpu_actors, ray_gpu_actors,
+                             ray_tpu_actors, ray_cpus_per_actor, as_json)
+        errors += (ConnectionError, TimeoutError, RuntimeError)
+    else:
+        def runner(store: Any, on_progress: Any) -> Any:
+            return run(path, store, options, on_progress=on_progress)
     try:
         with Store(db_path(db)) as store, _Progress(show) as bar:
-            summary = run(path, store, options, on_progress=bar.update)
+            summary = runner(store, bar.update)
     except KeyboardInterrupt:
         raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
-    except (NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError,
-            StoreBusyError, StoreInputError, ValueError, ImportError) as exc:
+    except errors as exc:
         raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
                     else str(exc), as_json) from None
     if as_json:
         print_json(summary.to_dict())
     else:
         _render_run(summary.to_dict())
+
+
+def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int | None,
+                gpu_actors: int | None, tpu_actors: int | None, cpus_per_actor: float | None,
+                as_json: bool) -> Any:
+    """`run_on_ray` for `run_command`, with Ray's own logging kept to warnings and errors
+    (and the workers' output kept off stdout with --json)."""
+    import logging
+
+    from attnswitch.pipeline.ray_run import RayOptions, run_on_ray
+
+    ray_options = RayOptions(address=address, cpu_actors=cpu_actors, gpu_actors=gpu_actors,
+                             tpu_actors=tpu_actors, cpus_per_actor=cpus_per_actor,
+                             log_to_driver=not as_json)
+
+    def runner(store: Any, on_progress: Any) -> Any:
+        # Ray Data logs each dataset's start and end at INFO, and a warning that its
+        # progress bars are off (its level is set when ray.data is imported, so after):
+        # the run's own progress bar and summary say more.
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        return run_on_ray(path, store, options, ray_options, on_progress=on_progress)
+    return runner
 
 
 class _Progress:
@@ -225,10 +288,10 @@ def _render_run(s: dict) -> None:
         ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
                    "this folder)"),
         ("tokens", f"{s['tokens_encoded']:,} encoded"),
-        ("wall time", f"{s['wall_s']:.1f} s (model load {s['load_s']:.1f} s, encoding "
+        ("wall time", f"{s['wall_s']:.1f} s ({_load_text(s)} {s['load_s']:.1f} s, encoding "
                       f"{s['encode_s']:.1f} s)"),
         ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
-                       " chunks/s (wall time less model load)"),
+                       f" chunks/s (wall time less {_load_text(s)})"),
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
                    f"{s['precision']}, {s['layout']} batches"),
         ("model", s["model"]),
@@ -240,6 +303,12 @@ def _render_run(s: dict) -> None:
          + s["memory"]["reason"]),
         ("cost", _cost_text(s["cost"])),
     ]
+    if s.get("ray"):
+        r = s["ray"]
+        rows.append(("ray", f"{r['nodes']} node(s) at {r['address']}; Ray connect "
+                            f"{r['connect_s']:.1f} s, actors' start {r['start_s']:.1f} s"
+                     + (f"; {r['requeued_batches']} batch(es) moved off lost actors"
+                        if r["requeued_batches"] else "")))
     if s["fallbacks"]:
         rows.append(("fallbacks", ", ".join(f"{b} ({n})" for b, n in s["fallbacks"].items())))
     if s["skipped"]:
@@ -248,10 +317,37 @@ def _render_run(s: dict) -> None:
     for key, value in rows:
         t.add_row(key, value)
     console.print(t)
+    if s.get("ray"):
+        _render_kinds(console, s["ray"]["kinds"])
     if s["skipped_files"]:
         _render_files(console, "Skipped files", s["skipped_files"], "reason")
     if s["notes"]:
         _render_files(console, "Handled with a note", s["notes"], "note")
+
+
+def _load_text(s: dict) -> str:
+    return "Ray connect and actors' start" if s.get("ray") else "model load"
+
+
+def _render_kinds(console: Any, kinds: dict) -> None:
+    """The Ray run's encoder pools, one row per node kind."""
+    from rich.table import Table
+
+    t = Table(title="Encoders per node kind", title_justify="left")
+    for name in ("kind", "actors", "nodes", "chunks", "tokens", "tokens/s", "engine",
+                 "device", "attention", "restarts"):
+        t.add_column(name, justify="right" if name in ("actors", "nodes", "chunks", "tokens",
+                                                       "tokens/s", "restarts") else "left")
+    for kind, k in kinds.items():
+        t.add_row(kind, str(k["actors"]), str(k["nodes"]), f"{k['chunks']:,}",
+                  f"{k['tokens']:,}", _num(k["tokens_per_s"]), ", ".join(k["engines"]),
+                  ", ".join(k["devices"]),
+                  ", ".join(f"{b} ({n:,})" for b, n in k["backends"].items()) or "-",
+                  str(k["restarts"]))
+    console.print(t)
+    for kind, k in kinds.items():
+        if k.get("note"):
+            console.print(f"{kind}: {k['note']}")
 
 
 def _cost_text(c: dict) -> str:

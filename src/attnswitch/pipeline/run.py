@@ -28,6 +28,9 @@ During the run a `MemoryWatchdog` samples memory after each encode call and judg
 `WATCH_WARMUP_CALLS + WATCH_MIN_CALLS` calls are done; its verdict, the attention backends
 that served (from `attnswitch.stats()`), peak memory and the cost per million tokens
 (`observe.cost`) are in the summary.
+
+`ray_run.run_on_ray` runs the same job on a Ray cluster through a subclass of `_Run`
+(`drive` is their shared frame); this module never imports Ray.
 """
 
 from __future__ import annotations
@@ -136,7 +139,9 @@ class RunProgress:
 class RunSummary:
     """The outcome of a run (`to_dict` for JSON and the runs table). Counts are of documents
     (files) of this root; `chunks_encoded`/`tokens_encoded` count only this run's encoding;
-    `tokens_per_s` = tokens_encoded / (wall_s - load_s)."""
+    `tokens_per_s` = tokens_encoded / (wall_s - load_s). `ray` is None here; a Ray run
+    (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s` is Ray's
+    connect and the actors' start."""
 
     run_id: int
     status: str
@@ -173,6 +178,7 @@ class RunSummary:
     skipped_files: list[dict[str, str]]
     notes: list[dict[str, str]]
     config: str
+    ray: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -231,6 +237,13 @@ class _Run:
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
+        for entry in self._prepare():
+            self._take(entry)
+        self._flush()
+        self._done()
+
+    def _prepare(self) -> list[SourceFile]:
+        """List the root, delete what left it, and return the files to read (not fresh)."""
         store, key = self.store, root_key(self.root)
         entries = self._listing()
         store.set_meta(META_KEY, self.config.to_json())
@@ -244,19 +257,21 @@ class _Run:
         p.bytes_total = sum(max(e.size, 0) for e in to_read)
         p.stage = "reading"
         self.on_progress(p)
-        for entry in to_read:
-            self._take(entry)
-        self._flush()
-        p.stage = "done"
-        self.on_progress(p)
+        return to_read
+
+    def _done(self) -> None:
+        self.progress.stage = "done"
+        self.on_progress(self.progress)
 
     def _listing(self) -> list[SourceFile]:
         """The files of the root, less the store's own files when they lie inside."""
+        return self._not_own(scan(self.root, include_hidden=self.options.include_hidden))
+
+    def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
         db = self.store.path.resolve()
         own = {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal",
                                                               ".lock"))}
-        return [e for e in scan(self.root, include_hidden=self.options.include_hidden)
-                if e.path not in own]
+        return [e for e in entries if e.path not in own]
 
     def _fresh(self, entry: SourceFile) -> bool:
         row = self.store.lookup(entry.root, entry.source)
@@ -265,7 +280,12 @@ class _Run:
                 and entry.error is None)
 
     def _take(self, entry: SourceFile) -> None:
-        doc = load(entry, max_bytes=self.options.max_bytes)
+        self._admit(load(entry, max_bytes=self.options.max_bytes))
+
+    def _admit(self, doc: Document, chunks: list[Chunk] | None = None) -> None:
+        """Classify a loaded document against the store: record a skip, touch an unchanged
+        one, or queue its chunks for encoding (`chunks`: already cut elsewhere, None: cut
+        here)."""
         kind = self.store.classify(doc, self.fp)
         if kind == "skipped":
             self._skip(doc)
@@ -274,16 +294,20 @@ class _Run:
             self.counts["unchanged"] += 1
             self._advance(doc)
         else:
-            chunks = chunk_text(doc.text, self.tokenizer, max_tokens=self.config.max_tokens,
-                                overlap=self.config.overlap)
+            if chunks is None:
+                chunks = chunk_text(doc.text, self.tokenizer, max_tokens=self.config.max_tokens,
+                                    overlap=self.config.overlap)
             if not chunks:
                 self._skip(dataclasses.replace(doc, text=None, skip=Skip.EMPTY,
                                                detail="no model tokens in the text"))
                 return
             self.counts[kind] += 1
-            self.pending.append((doc, chunks, kind))
-            if sum(len(c) for _, c, _ in self.pending) >= self.options.chunks_per_call:
-                self._flush()
+            self._queue(doc, chunks, kind)
+
+    def _queue(self, doc: Document, chunks: list[Chunk], kind: str) -> None:
+        self.pending.append((doc, chunks, kind))
+        if sum(len(c) for _, c, _ in self.pending) >= self.options.chunks_per_call:
+            self._flush()
 
     def _skip(self, doc: Document) -> None:
         self.store.record_skip(doc, config=self.fp, run_id=self.run_id)
@@ -376,6 +400,19 @@ class _Run:
         self.watchdog = MemoryWatchdog("auto", warmup=WATCH_WARMUP_CALLS,
                                        min_samples=WATCH_MIN_CALLS)
 
+    def engine_report(self, calls_before: dict) -> dict[str, Any]:
+        """What the summary says of the encoding side: device, attention backends and
+        fallbacks (since `calls_before`), device memory, the memory watchdog's verdict, and
+        `ray` (None here)."""
+        import attnswitch
+
+        calls_after = attnswitch.stats()
+        return {"device": _device_name(self.encoder) if self.encoder is not None else None,
+                "backends": _diff(calls_after["calls"], calls_before["calls"]),
+                "fallbacks": _diff(calls_after["fallbacks"], calls_before["fallbacks"]),
+                "peak_device_mb": _peak_device_mb(self.encoder),
+                "memory": _memory(self.watchdog), "ray": None}
+
 
 def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(), *,
         get_encoder: Callable[[], Any] | None = None,
@@ -384,17 +421,29 @@ def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(
     to use (default: `engines.get_engine` for the options), called once, on first need.
     The run is recorded in the store's runs table, "completed", "failed" or "interrupted"
     (Ctrl-C); exceptions propagate after it is recorded."""
-    import attnswitch
-
     started = time.perf_counter()
+    root = check_root(root)
+    return drive(_Run(root, store, options, get_encoder, on_progress), started)
+
+
+def check_root(root: str | os.PathLike) -> Path:
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"root: expected a folder, got {str(root)!r}")
+    return root
+
+
+def drive(job: _Run, started: float) -> RunSummary:
+    """Run a prepared job (`_Run` or a subclass) against its store: refuse another model's
+    store, record the run in the runs table and summarise it (`started`: a perf_counter
+    time, the start of the wall time)."""
+    import attnswitch
+
+    store = job.store
     calls_before = attnswitch.stats()
-    job = _Run(root, store, options, get_encoder, on_progress)
     check_same_model(stored_config(store), job.config, store.dim is not None, str(store.path))
     job.progress.started = started
-    job.run_id = store.begin_run(root, job.fp)
+    job.run_id = store.begin_run(job.root, job.fp)
     status = "failed"
     summary: RunSummary | None = None
     try:
@@ -414,16 +463,14 @@ def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 
 def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> RunSummary:
-    import attnswitch
-
     wall = time.perf_counter() - started
-    calls_after = attnswitch.stats()
     key = root_key(job.root)
     st = job.store
     indexed, stored_chunks = st.root_counts(key)
     tokens = job.counts["tokens"]
     busy = wall - job.progress.load_s
-    device = _device_name(job.encoder) if job.encoder is not None else None
+    report = job.engine_report(calls_before)
+    device = report["device"]
     return RunSummary(
         run_id=job.run_id, status=status, root=key, db=str(st.path.resolve()),
         files=job.progress.files_total, new=job.counts["new"], changed=job.counts["changed"],
@@ -436,13 +483,12 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
         chunks_per_s=job.counts["chunks"] / busy if tokens and busy > 0 else None,
         model=job.config.describe(), engine=job.engine_name, precision=job.config.precision,
         layout=job.options.layout,
-        device=device, backends=_diff(calls_after["calls"], calls_before["calls"]),
-        fallbacks=_diff(calls_after["fallbacks"], calls_before["fallbacks"]),
-        peak_rss_mb=_peak_rss_mb(), peak_device_mb=_peak_device_mb(job.encoder),
-        memory=_memory(job.watchdog), cost=_cost(tokens, busy, device, job.options.hourly_usd),
+        device=device, backends=report["backends"], fallbacks=report["fallbacks"],
+        peak_rss_mb=_peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
+        memory=report["memory"], cost=_cost(tokens, busy, device, job.options.hourly_usd),
         skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
         skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
-        notes=job.notes, config=job.fp,
+        notes=job.notes, config=job.fp, ray=report["ray"],
     )
 
 
