@@ -54,6 +54,7 @@ CPU_GRID = [
     Row("decoder", 2, 1024, 16, 4, 64, "bfloat16", "causal"),
     Row("decoder-long", 1, 2048, 8, 2, 128, "bfloat16", "causal"),
     Row("decode-step", 8, 1, 16, 4, 64, "float32", "causal", seqlen_k=2048),
+    Row("decode-step", 8, 1, 32, 8, 128, "bfloat16", "causal", seqlen_k=4096),
 ]
 CUDA_GRID = [
     Row(f"gpu-{s}", b, s, h, h, d, "bfloat16", f)

@@ -10,7 +10,7 @@ import torch
 import attnswitch as asw
 from attnswitch.attention import conformance
 from attnswitch.attention.arrays import DeviceInfo
-from attnswitch.attention.backends.torch_sdpa import BACKEND, _uses_is_causal
+from attnswitch.attention.backends.torch_sdpa import BACKEND, _folds_groups, _uses_is_causal
 from attnswitch.attention.contract import validate
 
 
@@ -109,3 +109,37 @@ def test_packed_gradients_match_torch_math():
         grads[name] = (q.grad, k.grad, v.grad)
     for got, want in zip(grads["torch-sdpa"], grads["torch-math"]):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+# -- GQA: query heads folded into rows of their key/value head -----------------------------
+
+FOLDED = {
+    "decode-step": dict(seqlen_q=1, seqlen_k=300, heads_q=8, heads_kv=2, causal=True),
+    "mqa-key-padding": dict(heads_q=6, heads_kv=1, key_padding=True),
+    "gqa-masked-row": dict(heads_q=8, heads_kv=2, key_padding=True, masked_row=True),
+    "gqa-no-queries": dict(seqlen_q=0, heads_q=8, heads_kv=2),
+    "gqa-packed": dict(packed=((1, 40), (0, 5), (17, 17)), heads_q=8, heads_kv=4),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])  # float32: the unfolded path
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_folded_gqa_meets_the_conformance_rule(name, dtype):
+    case = conformance.Case(f"sdpa-fold-{name}", dtype=dtype, **FOLDED[name])
+    result = conformance.check("torch-sdpa", case, force=True)
+    assert result.status == conformance.PASSED, (result.error, result.bound, result.reasons)
+
+
+@pytest.mark.parametrize("sq, hkv, dtype, kw, folds", [
+    (1, 2, torch.bfloat16, dict(causal=True), True),  # a decode step: causal restricts nothing
+    (1, 2, torch.float16, {}, True),
+    (1, 2, torch.float32, dict(causal=True), False),  # float32 keeps one-row rounding
+    (8, 2, torch.bfloat16, dict(causal=True), False),  # each row sees other keys
+    (8, 2, torch.bfloat16, dict(key_padding_mask=torch.ones(2, 8, dtype=torch.bool)), True),
+    (8, 2, torch.bfloat16, dict(attn_mask=torch.ones(8, 8, dtype=torch.bool)), False),
+    (8, 4, torch.bfloat16, {}, False),  # not GQA
+])
+def test_which_calls_fold_their_groups(sq, hkv, dtype, kw, folds):
+    q = torch.randn(2, sq, 4, 16, dtype=dtype)
+    k = torch.randn(2, 8, hkv, 16, dtype=dtype)
+    assert _folds_groups(validate(q, k, k, **kw)) == folds

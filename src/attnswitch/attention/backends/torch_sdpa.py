@@ -11,7 +11,14 @@ Translations into what SDPA takes:
   1.7-2.9x and FlexAttention's document mask by 1.4-3.2x (docs/results/attention_ops_cpu.md):
   the fused CPU kernel computes masked-out padding anyway, and a per-sequence call costs only
   tens of microseconds, even for hundreds of short sequences;
-- GQA: `enable_gqa=True`.
+- GQA: in float16/bfloat16, when no mask depends on the query (no causal/window bounds, no
+  `attn_mask`), the query heads of a group are folded into query rows of their key/value
+  head (`[B, Hkv, group * Sq, D]`), so each key/value block is read once for the whole
+  group: 10x faster for a bf16 decode step on CPU (B8 Hq32/Hkv8 D128, 4k keys), and never
+  slower in the shapes measured; otherwise `enable_gqa=True`. Not in float32: folding
+  turns one-row score products into multi-row ones, whose different rounding broke the
+  conformance rule for single-query calls (errors 3-4x the bound, against a naive baseline
+  that computes a row at a time), although it was 1.5-2x faster there too.
 Declines softcap (SDPA has no logit soft-capping) and `return_lse` (its public API does not
 return the log-sum-exp).
 
@@ -79,14 +86,18 @@ class TorchSDPA(BackendBase):
         from attnswitch.attention import torch_common
 
         qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))
+        fold = _folds_groups(call)
+        if fold:
+            qh = _fold_groups(q, call.heads_kv)
         if _uses_is_causal(call):
             mask, is_causal = None, True
         else:
             mask, is_causal = torch_common.dense_mask(call, q.device), False
         out = F.scaled_dot_product_attention(
             qh, kh, vh, attn_mask=mask, is_causal=is_causal, scale=call.scale,
-            enable_gqa=call.gqa,
-        ).transpose(1, 2)
+            enable_gqa=call.gqa and not fold,
+        )
+        out = _unfold_groups(out, call.seqlen_q, call.heads_q) if fold else out.transpose(1, 2)
         if mask is not None and call.device.kind not in _ZERO_SAFE_DEVICES:
             rows = mask.any(dim=-1).expand(call.batch, call.heads_q, call.seqlen_q)
             out = out * rows.transpose(1, 2).unsqueeze(-1).to(out.dtype)
@@ -112,6 +123,28 @@ def _per_sequence(dense: Any, q: Any, k: Any, v: Any, call: Call) -> Any:
     if not parts:
         return q.new_zeros((q.shape[0], *row))
     return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _folds_groups(call: Call) -> bool:
+    """Whether GQA query heads are folded into query rows: a half-precision call (see the
+    module doc for float32) where no mask row depends on the query's head or position."""
+    return (call.gqa and call.dtype in ("float16", "bfloat16") and call.bounds is None
+            and call.attn_mask_shape is None)
+
+
+def _fold_groups(q: Any, heads_kv: int) -> Any:
+    """`q [B, Sq, Hq, D]` -> `[B, Hkv, group * Sq, D]`, query head h in group h // group."""
+    b, sq, hq, d = q.shape
+    group = hq // heads_kv
+    return q.reshape(b, sq, heads_kv, group, d).permute(0, 2, 3, 1, 4).reshape(
+        b, heads_kv, group * sq, d)
+
+
+def _unfold_groups(out: Any, seqlen_q: int, heads_q: int) -> Any:
+    """The inverse layout for the output: `[B, Hkv, group * Sq, D]` -> `[B, Sq, Hq, D]`."""
+    b, hkv, _, d = out.shape
+    return out.reshape(b, hkv, heads_q // hkv, seqlen_q, d).permute(0, 3, 1, 2, 4).reshape(
+        b, seqlen_q, heads_q, d)
 
 
 def _uses_is_causal(call: Call) -> bool:
