@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import sys
 import time
 from collections import Counter
 from typing import Annotated, Any
 
 import typer
 
+from attnswitch.console import rich_console
 from attnswitch.jsonout import print_json
 
 app = typer.Typer(
@@ -35,19 +34,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 # ---- shared helpers ----------------------------------------------------------------------
-
-def _console(stderr: bool = False) -> Any:
-    """A rich console; when the output is not a terminal, wide enough not to fold tables."""
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    width = None
-    if not stream.isatty() and "COLUMNS" not in os.environ:
-        width = 160
-    return Console(file=stream, width=width)
-
-
-
 
 def _fmt(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.3g}"
@@ -142,7 +128,7 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool)
     except Exception as exc:  # e.g. --device tpu for a torch backend
         report["unavailable"] = f"cannot place arrays on {device}: {type(exc).__name__}: {exc}"
         return report
-    with _console(stderr=True).status(f"conformance: {name} ({len(cases)} cases on {where})"):
+    with rich_console(stderr=True).status(f"conformance: {name} ({len(cases)} cases on {where})"):
         results = conf.run([name], cases, device=where, record=record)
     counts = Counter(r.status for r in results)
     report.update(
@@ -166,7 +152,7 @@ _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "declined": 
 def _render_conformance(reports: list[dict], show_declined: bool) -> None:
     from rich.table import Table
 
-    console = _console()
+    console = rich_console()
     table = Table(title="Conformance against the float64 oracle", title_justify="left")
     for col, kw in (("backend", {}), ("case", {}), ("error", {"justify": "right"}),
                     ("bound", {"justify": "right"}), ("result", {}),
@@ -445,7 +431,7 @@ def _cell(x: Any) -> str:
 def _render_doctor(report: dict) -> None:
     from rich.table import Table
 
-    console = _console()
+    console = rich_console()
     versions = Table(title="Versions", title_justify="left")
     for lib in report["versions"]:
         versions.add_column(lib)

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from attnswitch.console import rich_console
 from attnswitch.jsonout import print_json
 
 DbOption = Annotated[Path | None, typer.Option(
@@ -61,16 +62,6 @@ def db_path(db: Path | None) -> Path:
     if db is None:
         return resolve_path(None)
     return db if db.is_file() else db / DB_NAME
-
-
-def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    wide = not stream.isatty() and "COLUMNS" not in os.environ
-    return Console(file=stream, width=160 if wide else None, soft_wrap=False)
-
-
 
 
 def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exit:
@@ -250,7 +241,7 @@ class _Progress:
                 TextColumn("chunks {task.fields[chunks]}"),
                 TextColumn("{task.fields[rate]} tok/s"),
                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=_console(stderr=True), transient=False,
+                console=rich_console(stderr=True), transient=False,
             )
             self._bar.start()
             self._task = self._bar.add_task("scanning", total=None, files="-", chunks=0,
@@ -275,7 +266,7 @@ class _Progress:
 def _render_run(s: dict) -> None:
     from rich.table import Table
 
-    console = _console()
+    console = rich_console()
     t = Table(title=f"attnswitch run: {s['status']}", title_justify="left", show_header=False)
     t.add_column(style="bold")
     t.add_column()
@@ -443,7 +434,7 @@ def _render_search(query: str, results: list[dict], model: str) -> None:
     for r in results:
         t.add_row(str(r["rank"]), f"{r['score']:.3f}", escape(f"{r['source']} #{r['ordinal']}"),
                   escape(r["snippet"]))
-    _console().print(t)
+    rich_console().print(t)
 
 
 # ---- status ----------------------------------------------------------------------------
@@ -483,7 +474,7 @@ def _render_status(r: dict, config: Any) -> None:
 
     from rich.table import Table
 
-    console = _console()
+    console = rich_console()
     t = Table(title="attnswitch status", title_justify="left", show_header=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
