@@ -250,3 +250,23 @@ def test_packed_totals_in_one_bucket_share_a_kernel():
                             cu_seqlens_k=cu, causal=True, backend="reference")
         assert out.shape == q.shape
         assert (out.double() - ref).abs().max() < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("softcap", [None, 20.0])
+def test_decode_steps_of_a_growing_cache_share_a_kernel(softcap):
+    """A decode step (one query, no block mask) compiles one kernel for every key length:
+    without it a generation loop compiled on every step."""
+    rng = np.random.default_rng(2)
+    q = torch.from_numpy(rng.standard_normal((2, 1, 8, 32), np.float32))
+    before = None
+    for sk in range(150, 154):
+        k, v = (torch.from_numpy(rng.standard_normal((2, sk, 2, 32), np.float32))
+                for _ in range(2))
+        out = asw.attention(q, k, v, causal=True, softcap=softcap, backend="torch-flex")
+        if before is not None:
+            assert graphs() == before, f"recompiled for {sk} keys"
+        before = graphs()
+        ref = asw.attention(q.double(), k.double(), v.double(), causal=True, softcap=softcap,
+                            backend="reference")
+        assert (out.double() - ref).abs().max() < 1e-5
