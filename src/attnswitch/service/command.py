@@ -17,18 +17,7 @@ from typing import Annotated
 
 import typer
 
-from attnswitch.pipeline.commands import DbOption
-
-
-class ServeEngine(str, enum.Enum):
-    auto = "auto"
-    torch = "torch"
-    jax = "jax"
-
-
-class ServePrecision(str, enum.Enum):
-    fp32 = "fp32"
-    bf16 = "bf16"
+from attnswitch.pipeline.commands import DbOption, Engine, Precision
 
 
 class LogLevel(str, enum.Enum):
@@ -53,10 +42,10 @@ def serve_command(
     model: Annotated[str | None, typer.Option(
         help="Model folder. Default: the index's model, else all-MiniLM-L6-v2.",
         show_default=False)] = None,
-    engine: Annotated[ServeEngine, typer.Option(
+    engine: Annotated[Engine, typer.Option(
         help="auto: the index's engine, else jax on a TPU host, torch elsewhere.")
-    ] = ServeEngine.auto,
-    precision: Annotated[ServePrecision | None, typer.Option(
+    ] = Engine.auto,
+    precision: Annotated[Precision | None, typer.Option(
         help="Default: the index's precision, else fp32.", show_default=False)] = None,
     jobs_root: Annotated[Path | None, typer.Option(
         help="Folders POST /v1/jobs may index must lie inside it. Default: the working "
@@ -89,8 +78,8 @@ def serve_command(
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         config = ServiceConfig(
-            host=host, port=port, db=db, model=model, engine=ServeEngine(engine).value,
-            precision=None if precision is None else ServePrecision(precision).value,
+            host=host, port=port, db=db, model=model, engine=Engine(engine).value,
+            precision=None if precision is None else Precision(precision).value,
             api_key_file=api_key_file, allow_no_auth=allow_no_auth, jobs_root=jobs_root,
             max_body_bytes=max_body_bytes, max_items=max_items, max_queue_items=max_queue,
             batch_tokens=batch_tokens, max_wait_ms=max_wait_ms,

@@ -7,10 +7,10 @@ Translations into what SDPA takes:
   path); otherwise causal and windows become one boolean mask, joined with key padding and
   `attn_mask`;
 - packed input: one SDPA call per sequence, on views of the packed rows (no copy in, one
-  concatenation out). On CPU this beat one left-padded batch with a key padding mask by
-  1.7-2.9x and FlexAttention's document mask by 1.4-3.2x (docs/results/attention_ops_cpu.md):
-  the fused CPU kernel computes masked-out padding anyway, and a per-sequence call costs only
-  tens of microseconds, even for hundreds of short sequences;
+  concatenation out). On CPU this beat FlexAttention's document mask by 1.9-3.4x
+  (docs/results/attention_ops_cpu.md) and, timed side by side, one left-padded batch with a
+  key padding mask by 1.7-2.8x: the fused CPU kernel computes masked-out padding anyway, and
+  a per-sequence call costs only tens of microseconds, even for hundreds of short sequences;
 - GQA: in float16/bfloat16, when no mask depends on the query (no causal/window bounds, no
   `attn_mask`), the query heads of a group are folded into query rows of their key/value
   head (`[B, Hkv, group * Sq, D]`), so each key/value block is read once for the whole
