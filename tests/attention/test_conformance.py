@@ -114,6 +114,12 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call, mask: Any,
         return np.einsum("bhqk,bkhd->bqhd", p / total, v)
 
 
+def _round_to_tf32(x: np.ndarray) -> np.ndarray:
+    """`x` rounded to 10 mantissa bits (TF32's), half away from zero, as float64."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+
 class Broken(BackendBase):
     """A numpy backend with one deliberate bug, named by `bug`:
 
@@ -123,6 +129,8 @@ class Broken(BackendBase):
         allowed key averages V instead of giving zeros.
     nan-rows: no guard for rows with no allowed key (0/0 = NaN).
     bf16-output: computes exactly, then rounds the output to bfloat16 whatever the dtype.
+    tf32-inputs: rounds q, k and v to TF32 (10 mantissa bits) first, as a float32 matmul
+        silently switched to TF32 does.
     """
 
     framework = "numpy"
@@ -152,6 +160,8 @@ class Broken(BackendBase):
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         q64, k64, v64 = (arrays.to_numpy(x).astype(np.float64) for x in (q, k, v))
+        if self.bug == "tf32-inputs":
+            q64, k64, v64 = (_round_to_tf32(x) for x in (q64, k64, v64))
         fill = -0.7 * F32_MAX if self.bug == "mean-v" else -np.inf
         out = _attend(q64, k64, v64, call, self._mask(call), fill, self.bug != "nan-rows")
         if self.bug == "bf16-output":
@@ -174,7 +184,9 @@ def broken(request: pytest.FixtureRequest) -> Iterator[str]:
 BUGS = [
     ("ignores-causal",
      ["causal-113x203/float32", "causal-self-97/bfloat16", "gqa-8-2/float32"],
-     ["plain-113x203/float32", "window-64-16/bfloat16", "padding/float32"]),
+     # decode: a single query at the end of its keys, where causal restricts nothing
+     ["plain-113x203/float32", "window-64-16/bfloat16", "padding/float32",
+      "decode-gqa-1x1000/float32"]),
     ("top-left",
      ["causal-113x203/float32", "causal-203x113/bfloat16", "window-64-16/float32"],
      ["causal-self-97/float32", "causal-self-97/bfloat16", "plain-113x203/float32"]),
@@ -187,6 +199,9 @@ BUGS = [
     ("bf16-output",
      ["plain-113x203/float32", "causal-113x203/float32", "hdim-59/float32"],
      ["plain-113x203/bfloat16", "causal-113x203/bfloat16", "masked-row/bfloat16"]),
+    ("tf32-inputs",  # bfloat16 values are exact in TF32: nothing changes there
+     ["plain-113x203/float32", "decode-gqa-1x1000/float32", "long-1023x1024/float32"],
+     ["plain-113x203/bfloat16", "decode-gqa-1x1000/bfloat16", "gqa-8-2/bfloat16"]),
 ]
 
 
@@ -203,6 +218,24 @@ def test_rule_catches_bug(broken: str, failing: list[str], passing: list[str]) -
     for label in passing:
         result = conformance.check(broken, CASE_BY_LABEL[label])
         assert result.status == conformance.PASSED, (label, result)
+
+
+def test_serial_matmul_sums_in_order_bit_for_bit() -> None:
+    """The baseline's matmul is the textbook loop (each product and partial sum rounded to
+    float32, k ascending) whatever BLAS numpy has: same bits as scalar float32 arithmetic."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 5, 37)).astype(np.float32)
+    b = rng.standard_normal((2, 1, 37, 4)).astype(np.float32)  # broadcast over the head axis
+    got = conformance._serial_matmul(a, b)
+    assert got.shape == (2, 3, 5, 4) and got.dtype == np.float32
+    for idx in np.ndindex(got.shape):
+        n, h, i, j = idx
+        acc = np.float32(0)
+        for kk in range(a.shape[-1]):
+            acc = np.float32(acc + np.float32(a[n, h, i, kk] * b[n, 0, kk, j]))
+        assert got[idx] == acc, idx
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(got - exact).max() < 1e-4  # and it is a matmul
 
 
 @pytest.mark.parametrize("broken", ["nan-rows"], indirect=True)

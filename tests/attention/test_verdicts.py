@@ -81,6 +81,7 @@ def test_verdict_is_stored_per_fingerprint_in_cache_dir(cache_dir: Path) -> None
         "versions": {"numpy": np.__version__},
         "attnswitch": attnswitch.__version__,
         "device": verdicts.cpu_name(),
+        "conformance": conformance.rule_id(),
     }
     assert entry["passed"] is True
     assert entry["cases"] == len(QUICK)
@@ -110,6 +111,19 @@ def test_other_device_is_another_fingerprint(fakelib: str) -> None:
     gpu = arrays.DeviceInfo("cuda", "Some GPU", 0, (9, 0))
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
     assert verdicts.status(registry.get(fakelib), gpu) == verdicts.UNVERIFIED
+
+
+def test_changed_rule_or_grid_is_another_fingerprint(fakelib: str, monkeypatch) -> None:
+    conformance.run([fakelib], QUICK)
+    assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
+    for attr, value in (("RULE_REVISION", conformance.RULE_REVISION + 1),
+                        ("GRID", conformance.GRID[:-1])):
+        with monkeypatch.context() as m:
+            m.setattr(conformance, attr, value)
+            conformance.rule_id.cache_clear()
+            assert verdicts.status(registry.get(fakelib), CPU) == verdicts.UNVERIFIED, attr
+        conformance.rule_id.cache_clear()
+    assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
 
 
 def test_failure_quarantines_and_pass_requalifies(fakelib: str) -> None:

@@ -4,7 +4,8 @@ Rule: in dtype X, a backend passes a case when
     max|out - ref| <= rtol * max|naive_X - ref| + floor
 where `ref` is the float64 `reference` on the same (already rounded) inputs, `naive_X` is
 plain matmul-softmax-matmul with every intermediate rounded to X (what a framework computes
-in X with float32 accumulation), rtol is 2 (3 with softcap) and `floor` is twice the rounding
+in X with float32 accumulation; the matmuls sum their products in order, see
+`_serial_matmul`), rtol is 2 (3 with softcap) and `floor` is twice the rounding
 error X makes around the output's magnitude (FlashAttention 3's `fwd_atol`). The lse, when
 the case asks for it, is held to the same rule. Never a bare fixed tolerance.
 
@@ -98,6 +99,9 @@ GRID: tuple[Case, ...] = (
     Case("window-causal-48", window=(48, -1), causal=True),
     Case("softcap-30", softcap=30.0, magnitude=3.0),
     Case("gqa-8-2", heads_q=8, heads_kv=2, causal=True),
+    Case("decode-gqa-1x1000", seqlen_q=1, seqlen_k=1000, heads_q=8, heads_kv=2, causal=True),
+    Case("decode-window-padding", seqlen_q=1, seqlen_k=301, heads_q=4, heads_kv=4,
+         window=(128, 0), key_padding=True),
     Case("mqa-4-1", heads_q=4, heads_kv=1),
     Case("padding", key_padding=True),
     Case("masked-row", masked_row=True),
@@ -117,7 +121,21 @@ SPECIAL: tuple[Case, ...] = (
     Case("long-1023x1024", batch=1, seqlen_q=1023, seqlen_k=1024, heads_q=2, heads_kv=2,
          causal=True),
 )
-QUICK = ("plain-113x203", "causal-203x113", "gqa-8-2", "padding", "masked-row", "packed", "lse")
+QUICK = ("plain-113x203", "causal-203x113", "gqa-8-2", "decode-gqa-1x1000", "padding", "masked-row",
+         "packed", "lse")
+
+
+# Bump when the rule or its baseline changes; with the grid it names the verdicts a stored
+# pass or fail stands for (`rule_id`), so a change requalifies every backend.
+# 2: float32 products summed in order (`_serial_matmul`); decode cases in the grid.
+RULE_REVISION = 2
+
+
+@functools.cache
+def rule_id() -> str:
+    """The rule revision and a digest of the full grid, e.g. `r2-1f0c9a2b7d3e`."""
+    digest = hashlib.sha256(repr((GRID, DTYPES, SPECIAL)).encode()).hexdigest()[:12]
+    return f"r{RULE_REVISION}-{digest}"
 
 
 def cases(*, quick: bool = False, dtypes: Sequence[str] = DTYPES) -> list[Case]:
@@ -182,9 +200,7 @@ def _naive_low_precision(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call
     k = np.repeat(k, groups, axis=2).astype(f32)
     v = np.repeat(v, groups, axis=2).astype(f32)
     qs = r(q.astype(f32) * f32(call.scale))
-    # Matmuls through BLAS (np.matmul), as frameworks compute them; einsum's own loops sum
-    # more accurately than any fast kernel and would make the baseline unfairly tight.
-    s = r(np.matmul(qs.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)))
+    s = r(_serial_matmul(qs.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)))
     if call.softcap is not None:
         c = f32(call.softcap)
         s = r(c * np.tanh(s / c))
@@ -197,8 +213,30 @@ def _naive_low_precision(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call
     with np.errstate(divide="ignore"):
         lse = (np.log(total) + m)[..., 0]
     p = r(e / np.where(total == 0, f32(1), total))
-    out = r(np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3))
+    out = r(_serial_matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3))
     return out.astype(np.float64), lse.astype(np.float64)
+
+
+def _serial_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`a [..., M, K] @ b [..., K, N]` in float32, each output summed over k = 0..K-1 in order
+    (every product and every partial sum rounded to float32): the textbook loop, which is
+    what a GEMM's per-element FMA chain over K does (cuBLAS, under FlashAttention's own
+    reference) and what torch's single-row CPU matmul does.
+
+    Hand-written because BLAS is not one order: OpenBLAS (numpy's) sums a single row with
+    many partial sums and blocks K for several rows, 2-4x more accurately than a plain loop
+    at K = 2048, and MKL or Accelerate sum differently again. That made the baseline depend
+    on how numpy was built, and tighter than the plain computation itself: torch-math missed
+    it on 37 of 88 single-query float32 calls. One order, bit-for-bit the same everywhere."""
+    at = np.ascontiguousarray(np.moveaxis(a, -1, 0), dtype=np.float32)  # [K, ..., M]
+    bt = np.ascontiguousarray(np.moveaxis(b, -2, 0), dtype=np.float32)  # [K, ..., N]
+    shape = (*np.broadcast_shapes(at.shape[1:-1], bt.shape[1:-1]), a.shape[-2], b.shape[-1])
+    out = np.zeros(shape, np.float32)
+    term = np.empty(shape, np.float32)
+    for ak, bk in zip(at, bt):
+        np.multiply(ak[..., :, None], bk[..., None, :], out=term)
+        out += term
+    return out
 
 
 def _expected(inputs: dict[str, Any], call: Call) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

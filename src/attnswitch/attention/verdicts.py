@@ -1,7 +1,8 @@
 """Conformance verdicts, stored per fingerprint in the user cache directory.
 
-A fingerprint is (backend, its library versions, attnswitch version, device name). A new
-fingerprint (a library upgrade, another GPU) has no verdict: the backend is *unverified*. A
+A fingerprint is (backend, its library versions, attnswitch version, device name, the
+conformance rule and grid it was judged by). A new fingerprint (a library upgrade, another
+GPU, a changed rule or grid) has no verdict: the backend is *unverified*. A
 stored failure *quarantines* the backend: the planner skips it until it passes again.
 
 The cache directory is `platformdirs.user_cache_dir("attnswitch")`, or
@@ -63,12 +64,14 @@ def _versions(backend_name: str, backend: Backend) -> tuple[tuple[str, str], ...
 
 def fingerprint(backend: Backend, device: DeviceInfo) -> dict:
     from attnswitch import __version__
+    from attnswitch.attention.conformance import rule_id
 
     return {
         "backend": backend.name,
         "versions": dict(_versions(backend.name, backend)),
         "attnswitch": __version__,
         "device": device_name(device),
+        "conformance": rule_id(),
     }
 
 

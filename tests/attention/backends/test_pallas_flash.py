@@ -22,13 +22,14 @@ NAME = "pallas-flash"
 # fits the time budget.
 FEATURES = (
     "causal-113x203", "causal-203x113", "gqa-8-2", "padding", "masked-row", "lse", "packed",
-    "packed-lse",
+    "packed-lse", "decode-gqa-1x1000",
 )
 HEAD_DIMS = ("hdim-32", "hdim-80", "hdim-128", "hdim-256", "hdim-59")
 DECLINED = {
     "window-64-16": "the kernel has causal only",
     "window-causal-48": "the kernel has causal only",
     "packed-window": "the kernel has causal only",
+    "decode-window-padding": "the kernel has causal only",
     "softcap-30": "softcap not supported",
     "plain-fp16": "dtype float16 not among bfloat16, float32",
 }

@@ -21,7 +21,7 @@ NAME = "pallas-splash"
 FEATURES = (
     "causal-113x203", "causal-203x113", "window-64-16", "window-causal-48", "softcap-30",
     "gqa-8-2", "mqa-4-1", "padding", "masked-row", "lse", "scale-0.3", "packed", "packed-lse",
-    "packed-window",
+    "packed-window", "decode-gqa-1x1000", "decode-window-padding",
 )
 HEAD_DIMS = ("hdim-32", "hdim-80", "hdim-128", "hdim-256", "hdim-59")
 CASES = [

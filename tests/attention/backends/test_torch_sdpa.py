@@ -122,7 +122,7 @@ FOLDED = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])  # float32: the unfolded path
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", sorted(FOLDED))
 def test_folded_gqa_meets_the_conformance_rule(name, dtype):
     case = conformance.Case(f"sdpa-fold-{name}", dtype=dtype, **FOLDED[name])
@@ -133,7 +133,7 @@ def test_folded_gqa_meets_the_conformance_rule(name, dtype):
 @pytest.mark.parametrize("sq, hkv, dtype, kw, folds", [
     (1, 2, torch.bfloat16, dict(causal=True), True),  # a decode step: causal restricts nothing
     (1, 2, torch.float16, {}, True),
-    (1, 2, torch.float32, dict(causal=True), False),  # float32 keeps one-row rounding
+    (1, 2, torch.float32, dict(causal=True), True),
     (8, 2, torch.bfloat16, dict(causal=True), False),  # each row sees other keys
     (8, 2, torch.bfloat16, dict(key_padding_mask=torch.ones(2, 8, dtype=torch.bool)), True),
     (8, 2, torch.bfloat16, dict(attn_mask=torch.ones(8, 8, dtype=torch.bool)), False),
