@@ -159,7 +159,6 @@ def time_row(row: Row, reps: int, device: str, skip: set[str] = frozenset()) -> 
 def overhead(reps: int, device: str) -> dict:
     """attnswitch.attention against the chosen library function called directly (B=8,
     S=512, H=12, D=64 float32), interleaved call by call."""
-    import torch
     import torch.nn.functional as F
 
     row = Row("overhead", 8, 512, 12, 12, 64, "float32", "plain")

@@ -204,7 +204,7 @@ def render(args, rows, results, load_start, load_end) -> str:
         "actors' start (their model load) for Ray. chunks/s and tokens/s: over run. vs "
         f"{base['label']}: its time over the contender's (above 1: faster).",
         "",
-        f"| contender | total s | run s | startup s | chunks/s | tokens/s | vs single "
+        "| contender | total s | run s | startup s | chunks/s | tokens/s | vs single "
         "(total) | vs single (run) | total s per round |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]

@@ -44,6 +44,9 @@ from pathlib import Path
 
 import httpx
 
+from attnswitch.service import launch
+from attnswitch.service.launch import ServerProcess
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus" / "python-tutorial"
 LIVEZ_LIMIT_S = 0.100
@@ -78,34 +81,13 @@ def texts_from_corpus(n: int, seed: int = 0) -> list[str]:
 
 # -- the server ---------------------------------------------------------------------------
 
-def start_server(args: argparse.Namespace, workdir: Path) -> tuple[subprocess.Popen, str, Path]:
-    log = workdir / "server.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "attnswitch.service", "--host", "127.0.0.1", "--port", "0",
-             "--db", str(workdir / "data"), "--jobs-root", str(workdir),
-             "--max-queue", str(args.max_queue), "--max-items", str(max(args.texts, 16)),
-             "--request-timeout", str(args.request_timeout), "--drain-timeout", "60",
-             "--log-level", "warning"],
-            stdout=subprocess.DEVNULL, stderr=fh, env=env, cwd=workdir)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        match = re.search(r"listening on (http://\S+)", log.read_text(errors="replace"))
-        if match:
-            url = match.group(1)
-            with httpx.Client(base_url=url, timeout=10) as c:
-                while time.monotonic() < deadline and proc.poll() is None:
-                    try:
-                        if c.get("/readyz").status_code == 200:
-                            return proc, url, log
-                    except httpx.TransportError:
-                        pass
-                    time.sleep(0.1)
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"server did not become ready:\n{log.read_text(errors='replace')}")
+def start_server(args: argparse.Namespace, workdir: Path) -> ServerProcess:
+    """The server under load: a data folder and jobs root in `workdir`, the run's limits."""
+    return launch.start(
+        workdir, "--db", str(workdir / "data"), "--jobs-root", str(workdir),
+        "--max-queue", str(args.max_queue), "--max-items", str(max(args.texts, 16)),
+        "--request-timeout", str(args.request_timeout), "--drain-timeout", "60",
+        timeout=300, poll_s=0.05)
 
 
 # -- the probe (its own process) ----------------------------------------------------------
@@ -387,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="attnswitch-load-") as tmp:
         workdir = Path(tmp)
-        proc, url, log = start_server(args, workdir)
+        server = start_server(args, workdir)
+        proc, url = server.proc, server.url
         try:
             results: mp.Queue = mp.get_context("spawn").Queue()
             prober = mp.get_context("spawn").Process(
@@ -403,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
-        server_log = log.read_text(errors="replace")
+        server_log = server.stderr()
     summary = summarise(args, outcomes, sigterm_at, probe_result, server_log,
                         (load_start, os.getloadavg()[0]))
     if args.baseline:

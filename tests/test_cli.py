@@ -163,6 +163,29 @@ def test_doctor_json(cache_dir: Path) -> None:
     assert report["versions"]["numpy"]
 
 
+class _CompilesFirst(Reference):
+    name = "cli-test-compiles-first"
+    slow_first_call = "first call compiles (a test backend)"
+
+
+def test_doctor_times_a_compiling_backend_only_when_asked(monkeypatch) -> None:
+    from attnswitch import cli
+
+    slow = _CompilesFirst()
+    registry.register(slow)
+    try:
+        monkeypatch.setattr(registry, "backends", lambda: [registry.get("reference"), slow])
+        plain, compiling = cli._backend_rows(timing=True, timing_all=False)
+        assert plain["median_ms"] > 0 and plain["timing_note"] is None
+        assert compiling["median_ms"] is None
+        assert compiling["timing_note"] == (
+            "not timed: first call compiles (a test backend); --timing-all")
+        _, compiling = cli._backend_rows(timing=True, timing_all=True)
+        assert compiling["median_ms"] > 0
+    finally:
+        registry.unregister(slow.name)
+
+
 def test_conformance_json_records_verdict(cache_dir: Path) -> None:
     _invoke("conformance", "--quick", "--backend", "reference", "--no-record")
     assert not (cache_dir / "verdicts.json").exists()

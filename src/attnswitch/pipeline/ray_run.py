@@ -263,7 +263,7 @@ class _RayRun(_Run):
 
         items = []
         for e in to_read:
-            row = self.store.lookup(e.root, e.source)
+            row = self.stored.get(e.source)
             known = (row.sha256 if row is not None and row.status == "indexed"
                      and row.config == self.fp else None)
             items.append({"root": e.root, "source": e.source, "path": str(e.path),

@@ -58,7 +58,7 @@ from attnswitch.pipeline.config import (
     stored_config,
 )
 from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
-from attnswitch.pipeline.store import Store, root_key
+from attnswitch.pipeline.store import Store, StoredDocument, root_key
 
 log = logging.getLogger(__name__)
 DEFAULT_CHUNKS_PER_CALL = 128
@@ -230,6 +230,7 @@ class _Run:
         self.skips: list[Document] = []
         self.notes: list[dict[str, str]] = []
         self.pending: list[tuple[Document, list[Chunk], str]] = []
+        self.stored: dict[str, StoredDocument | None] = {}  # the store rows of the files to read
         self.encode_s = 0.0
         self.failures_in_row = 0
         self.run_id = 0
@@ -250,7 +251,9 @@ class _Run:
         deleted = sorted(store.sources(key) - {e.source for e in entries})
         if deleted:
             self.counts["deleted"] = store.remove(key, deleted)
-        to_read = [e for e in entries if not self._fresh(e)]
+        rows = {e.source: store.lookup(e.root, e.source) for e in entries}
+        to_read = [e for e in entries if not self._fresh(e, rows[e.source])]
+        self.stored = {e.source: rows[e.source] for e in to_read}
         self.counts["unchanged"] += len(entries) - len(to_read)
         p = self.progress
         p.files_total, p.files_done = len(entries), len(entries) - len(to_read)
@@ -273,8 +276,9 @@ class _Run:
                                                               ".lock"))}
         return [e for e in entries if e.path not in own]
 
-    def _fresh(self, entry: SourceFile) -> bool:
-        row = self.store.lookup(entry.root, entry.source)
+    def _fresh(self, entry: SourceFile, row: StoredDocument | None) -> bool:
+        """Whether the store's `row` for `entry` (None: not stored) is indexed with this
+        configuration at the file's current size and mtime: then it is not read again."""
         return (row is not None and row.status == "indexed" and row.config == self.fp
                 and row.size == entry.size and row.mtime_ns == entry.mtime_ns
                 and entry.error is None)

@@ -104,8 +104,6 @@ class PallasSplash(BackendBase):
 
     def extra_declines(self, call: Call) -> list[str]:
         if call.attn_mask is not None and call.framework == "jax":
-            from attnswitch.attention import pallas_common
-
             if arrays.is_traced(call.attn_mask):
                 return [
                     "attn_mask is traced (inside jax.jit): splash builds its block map from a "

@@ -68,6 +68,7 @@ class TorchFlex(BackendBase):
         grad=True,
     )
     libraries = ("torch",)
+    slow_first_call = "first call compiles (about 25 s on CPU)"
 
     def _probe(self) -> str | None:
         if why := import_reason("torch", "torch"):

@@ -78,7 +78,6 @@ class TorchSDPA(BackendBase):
 
     @staticmethod
     def _dense(q: Any, k: Any, v: Any, call: Call) -> Any:
-        import torch
         import torch.nn.functional as F
 
         from attnswitch.attention import torch_common
