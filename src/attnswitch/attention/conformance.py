@@ -292,6 +292,26 @@ def _floor(ref: np.ndarray, dtype: str) -> float:
     return 2.0 * float(np.abs(round_to(round_to(r + 0.3, dtype) - 0.3, dtype) - r).max(initial=0.0))
 
 
+def _rtol(call: Call) -> float:
+    return 3.0 if call.softcap is not None else 2.0
+
+
+def _error_and_bound(got: np.ndarray, ref: np.ndarray, naive: np.ndarray,
+                     call: Call) -> tuple[float, float]:
+    return _max_err(got, ref), _rtol(call) * _max_err(naive, ref) + _floor(ref, call.dtype)
+
+
+def judge(out: Any, inputs: dict[str, Any]) -> tuple[float, float]:
+    """(error, bound) by the rule for `out`, an attention output for `inputs` (numpy `q`,
+    `k`, `v` and the call's keyword arguments, as `make_inputs` returns them): for inputs no
+    `Case` describes, such as hand-made masks. The output passes when error <= bound."""
+    args = dict(inputs)
+    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+    call = validate(q, k, v, **args)
+    ref_out, _, naive_out, _ = _expected(inputs, call)
+    return _error_and_bound(arrays.to_numpy(out).astype(np.float64), ref_out, naive_out, call)
+
+
 def to_device(x: Any, framework: str, device: str) -> Any:
     """numpy `x` as an array of `framework` on `device` (cpu, cuda, cuda:N; jax: cpu, gpu, tpu)."""
     if x is None or framework == "numpy":
@@ -331,10 +351,9 @@ def check(backend: str, case: Case, *, device: str = "cpu", force: bool = False)
         return CaseResult(case, backend, ERROR, reasons=(f"{type(exc).__name__}: {exc}",))
     out, lse = result if case.return_lse else (result, None)
     ref_out, ref_lse, naive_out, naive_lse = _expected_for(case)
-    rtol = 3.0 if case.softcap is not None else 2.0
+    rtol = _rtol(call)
     got = arrays.to_numpy(out).astype(np.float64)
-    error = _max_err(got, ref_out)
-    bound = rtol * _max_err(naive_out, ref_out) + _floor(ref_out, case.dtype)
+    error, bound = _error_and_bound(got, ref_out, naive_out, call)
     reasons_out: list[str] = []
     if tuple(got.shape) != tuple(ref_out.shape):
         reasons_out.append(f"out: expected shape {ref_out.shape}, got {got.shape}")

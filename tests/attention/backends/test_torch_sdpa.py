@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 
+import ml_dtypes
+import numpy as np
 import pytest
 import torch
 
 import attnswitch as asw
 from attnswitch.attention import conformance
 from attnswitch.attention.arrays import DeviceInfo
-from attnswitch.attention.backends.torch_sdpa import BACKEND, _folds_groups, _uses_is_causal
+from attnswitch.attention.backends.torch_sdpa import (
+    BACKEND,
+    CUT_MIN_KEYS,
+    CUT_MIN_SKIPPED,
+    _cut_keys,
+    _folds_groups,
+    _key_runs,
+    _may_cut_keys,
+    _uses_is_causal,
+)
 from attnswitch.attention.contract import validate
 
 
@@ -143,3 +154,105 @@ def test_which_calls_fold_their_groups(sq, hkv, dtype, kw, folds):
     q = torch.randn(2, sq, 4, 16, dtype=dtype)
     k = torch.randn(2, 8, hkv, 16, dtype=dtype)
     assert _folds_groups(validate(q, k, k, **kw)) == folds
+
+
+# -- key padding cut away instead of masked (CPU) --------------------------------------------
+
+def _runs_mask(runs: list[tuple[int, int]], sk: int) -> np.ndarray:
+    pos = np.arange(sk)
+    return np.stack([(pos >= s) & (pos < e) for s, e in runs])
+
+
+CUT = {  # (runs of allowed keys per example, Sk, Hq, Hkv)
+    "right-padding": ([(0, 300), (0, 171), (0, 64)], 300, 4, 4),
+    "left-padding": ([(90, 300), (0, 300), (250, 300)], 300, 4, 4),
+    "one-shared-run": ([(20, 250)] * 3, 300, 4, 4),
+    "an-example-without-keys": ([(0, 300), (0, 0), (0, 130)], 300, 4, 4),
+    "no-keys-anywhere": ([(0, 0)] * 3, 300, 4, 4),
+    "gqa-folded-too": ([(0, 300), (0, 40), (7, 200)], 300, 8, 2),
+    "short-keys-stay-masked": ([(0, 100), (0, 30), (0, 77)], 100, 4, 4),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(CUT))
+def test_cut_key_padding_meets_the_conformance_rule(name, dtype):
+    runs, sk, hq, hkv = CUT[name]
+    rng = np.random.default_rng(len(name))
+    np_dtype = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    shapes = {"q": (len(runs), 37, hq, 64), "k": (len(runs), sk, hkv, 64), "v": (len(runs), sk, hkv, 64)}
+    inputs = {n: rng.standard_normal(s).astype(np.float32).astype(np_dtype) for n, s in shapes.items()}
+    inputs["key_padding_mask"] = _runs_mask(runs, sk)
+    q, k, v = (torch.from_numpy(inputs[n].astype(np.float32)).to(getattr(torch, dtype)) for n in "qkv")
+    mask = torch.from_numpy(inputs["key_padding_mask"])
+    out = asw.attention(q, k, v, key_padding_mask=mask, backend="torch-sdpa")
+    error, bound = conformance.judge(out.float().numpy(), inputs)
+    assert error <= bound, (error, bound)
+    if any(s == e for s, e in runs):  # an example that attends nothing gives zeros
+        for b in (i for i, (s, e) in enumerate(runs) if s == e):
+            assert not out[b].any()
+
+
+@pytest.mark.parametrize("runs, expected", [
+    ([(0, 8), (0, 3)], [(0, 8), (0, 3)]),
+    ([(5, 8), (0, 0)], [(5, 8), (0, 0)]),
+    ([(2, 6)], [(2, 6)]),
+])
+def test_key_runs_reads_one_run_per_example(runs, expected):
+    assert _key_runs(torch.from_numpy(_runs_mask(runs, 8))) == expected
+
+
+def test_key_runs_refuses_a_mask_with_holes():
+    mask = torch.tensor([[True, False, True, True], [True, True, True, True]])
+    assert _key_runs(mask) is None
+
+
+def test_cut_keys_takes_one_call_per_example_only_when_worth_it():
+    """Which kernel shapes reach SDPA: the per-example path from CUT_MIN_KEYS keys with
+    CUT_MIN_SKIPPED of them skipped, one unmasked call for a shared run, else the mask."""
+    seen = []
+
+    def dense(q, k, v, call):
+        seen.append((q.shape[0], k.shape[1], call.key_padding))
+        return q.new_zeros((*q.shape[:-1], v.shape[-1]))
+
+    def shapes(runs, sk):
+        seen.clear()
+        q = torch.zeros(len(runs), 4, 2, 8)
+        k = torch.zeros(len(runs), sk, 2, 8)
+        mask = torch.from_numpy(_runs_mask(runs, sk))
+        call = validate(q, k, k, key_padding_mask=mask)
+        _cut_keys(dense, q, k, k, call, _key_runs(mask))
+        return list(seen)
+
+    assert shapes([(0, 200), (0, 100)], 200) == [(1, 200, False), (1, 100, False)]
+    assert shapes([(10, 150), (10, 150)], 200) == [(2, 140, False)]
+    assert shapes([(0, 200), (0, 190)], 200) == [(2, 200, True)]  # 2.5% skipped
+    assert shapes([(0, 100), (0, 10)], 100) == [(2, 100, True)]  # below CUT_MIN_KEYS
+    assert CUT_MIN_KEYS == 128 and CUT_MIN_SKIPPED == 1 / 8
+
+
+def test_cut_keys_is_cpu_only_and_not_with_other_masks():
+    kp = torch.ones(2, 8, dtype=torch.bool)
+    assert _may_cut_keys(call_for(key_padding_mask=kp))
+    assert not _may_cut_keys(call_for(key_padding_mask=kp, causal=True))
+    assert not _may_cut_keys(call_for(key_padding_mask=kp, attn_mask=torch.ones(8, 8, dtype=torch.bool)))
+    cuda = dataclasses.replace(call_for(key_padding_mask=kp), device=DeviceInfo("cuda", "GPU", 0, (9, 0)))
+    assert not _may_cut_keys(cuda)
+    assert "cut away" in BACKEND.detail(call_for(key_padding_mask=kp))
+
+
+def test_cut_key_padding_gradients_match_torch_math():
+    runs = [(0, 200), (60, 200), (0, 0)]
+    mask = torch.from_numpy(_runs_mask(runs, 200))
+    grads = {}
+    for name in ("torch-sdpa", "torch-math"):
+        gen = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(3, 9, 2, 16, generator=gen) if n == "q" else
+                   torch.randn(3, 200, 2, 16, generator=gen) for n in "qkv")
+        for x in (q, k, v):
+            x.requires_grad_(True)
+        asw.attention(q, k, v, key_padding_mask=mask, backend=name).square().sum().backward()
+        grads[name] = (q.grad, k.grad, v.grad)
+    for got, want in zip(grads["torch-sdpa"], grads["torch-math"]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

@@ -6,6 +6,11 @@ Translations into what SDPA takes:
 - bottom-right causal: `is_causal=True` when Sq == Sk and nothing else masks (the fused fast
   path); otherwise causal and windows become one boolean mask, joined with key padding and
   `attn_mask`;
+- key padding on CPU, when each example's allowed keys are one contiguous run (right or
+  left padding): the padding is cut away, not masked, since the fused CPU kernel computes
+  masked keys anyway. One unmasked call when every example has the same run; else one call
+  per example from 128 keys with 1/8 of the keys skipped, 1.1-1.9x faster than the masked
+  call in the shapes measured (not below 128 keys: 0.8-0.9x);
 - packed input: one SDPA call per sequence, on views of the packed rows (no copy in, one
   concatenation out). On CPU this beat FlexAttention's document mask by 1.9-3.4x
   (docs/results/attention_ops_cpu.md) and, timed side by side, one left-padded batch with a
@@ -26,6 +31,7 @@ from torch's own `can_use_*` checks, with torch's reasons for refusing the faste
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -66,6 +72,9 @@ class TorchSDPA(BackendBase):
         if call.device.kind == "cpu":
             if _uses_is_causal(call) or not call.has_mask and call.bounds is None:
                 return "fused CPU flash kernel"
+            if _may_cut_keys(call):
+                return ("fused CPU flash kernel; key padding that leaves each example one run "
+                        "of keys is cut away, not masked")
             return "fused CPU flash kernel with a boolean mask"
         if call.device.kind == "cuda":
             return _cuda_subkernel(call)
@@ -74,6 +83,8 @@ class TorchSDPA(BackendBase):
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         if call.packed:
             return _per_sequence(self._dense, q, k, v, call)
+        if _may_cut_keys(call) and (runs := _key_runs(call.key_padding_mask)) is not None:
+            return _cut_keys(self._dense, q, k, v, call, runs)
         return self._dense(q, k, v, call)
 
     @staticmethod
@@ -120,6 +131,63 @@ def _per_sequence(dense: Any, q: Any, k: Any, v: Any, call: Call) -> Any:
     if not parts:
         return q.new_zeros((q.shape[0], *row))
     return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _may_cut_keys(call: Call) -> bool:
+    """Whether key padding may be served by cutting keys: a dense CPU call (reading the mask
+    costs no device sync) whose only mask is the key padding."""
+    return (call.device.kind == "cpu" and call.key_padding and not call.packed
+            and call.bounds is None and call.attn_mask_shape is None)
+
+
+def _key_runs(key_padding_mask: Any) -> list[tuple[int, int]] | None:
+    """Per example, the run `[start, end)` of keys a `[B, Sk]` mask allows ((0, 0): none),
+    when every example's allowed keys are one contiguous run (right or left padding); else
+    None."""
+    import torch
+
+    m = key_padding_mask
+    lengths = m.sum(-1)
+    starts = torch.where(lengths > 0, m.to(torch.int8).argmax(-1), 0)
+    pos = torch.arange(m.shape[-1], device=m.device)
+    run = (pos >= starts[:, None]) & (pos < (starts + lengths)[:, None])
+    if not torch.equal(run, m):
+        return None
+    return list(zip(starts.tolist(), (starts + lengths).tolist()))
+
+
+# Cutting keys per example pays when the keys skipped outweigh one SDPA call per example.
+# Measured on CPU (B x S with random lengths, 30-48% padding, H 4-12, D 64-128): 1.1-1.9x
+# faster from 128 keys up; 0.8-0.9x at 64 keys, where per-call costs dominate.
+CUT_MIN_KEYS = 128
+CUT_MIN_SKIPPED = 1 / 8  # share of the batch's keys
+
+
+def _cut_keys(dense: Any, q: Any, k: Any, v: Any, call: Call,
+              runs: list[tuple[int, int]]) -> Any:
+    """A key-padded dense call with its padding cut away instead of masked: one unmasked
+    call on the shared run when every example has the same one, else (when worth it, see
+    CUT_MIN_*) one call per example on its own run; otherwise the masked call."""
+    import torch
+
+    unmasked = dataclasses.replace(call, key_padding=False, key_padding_mask=None)
+    (start, end), *rest = runs
+    if all(r == (start, end) for r in rest):
+        if start == end:
+            return q.new_zeros((*q.shape[:-1], v.shape[-1]))
+        sub = dataclasses.replace(unmasked, seqlen_k=end - start)
+        return dense(q, k[:, start:end], v[:, start:end], sub)
+    skipped = sum(call.seqlen_k - (e - s) for s, e in runs)
+    if call.seqlen_k < CUT_MIN_KEYS or skipped < CUT_MIN_SKIPPED * call.batch * call.seqlen_k:
+        return dense(q, k, v, call)
+    parts = []
+    for b, (s, e) in enumerate(runs):
+        if s == e:
+            parts.append(q.new_zeros((1, *q.shape[1:-1], v.shape[-1])))
+        else:
+            sub = dataclasses.replace(unmasked, batch=1, seqlen_k=e - s)
+            parts.append(dense(q[b:b + 1], k[b:b + 1, s:e], v[b:b + 1, s:e], sub))
+    return torch.cat(parts)
 
 
 def _folds_groups(call: Call) -> bool:
