@@ -225,11 +225,13 @@ def test_cut_keys_takes_one_call_per_example_only_when_worth_it():
         _cut_keys(dense, q, k, k, call, _key_runs(mask))
         return list(seen)
 
-    assert shapes([(0, 200), (0, 100)], 200) == [(1, 200, False), (1, 100, False)]
-    assert shapes([(10, 150), (10, 150)], 200) == [(2, 140, False)]
-    assert shapes([(0, 200), (0, 190)], 200) == [(2, 200, True)]  # 2.5% skipped
-    assert shapes([(0, 100), (0, 10)], 100) == [(2, 100, True)]  # below CUT_MIN_KEYS
-    assert CUT_MIN_KEYS == 128 and CUT_MIN_SKIPPED == 1 / 8
+    sk = CUT_MIN_KEYS + 72
+    assert shapes([(0, sk), (0, 100)], sk) == [(1, sk, False), (1, 100, False)]
+    assert shapes([(10, 150), (10, 150)], sk) == [(2, 140, False)]
+    few = int(CUT_MIN_SKIPPED * 2 * sk) - 1  # keys skipped, just under the share
+    assert shapes([(0, sk), (0, sk - few)], sk) == [(2, sk, True)]
+    short = CUT_MIN_KEYS - 1
+    assert shapes([(0, short), (0, 10)], short) == [(2, short, True)]
 
 
 def test_cut_keys_is_cpu_only_and_not_with_other_masks():
