@@ -127,6 +127,31 @@ def tpu_interpret_mode(enabled: bool) -> Iterator[None]:
         raise
 
 
+def interpreted_vjp(fn: Callable[..., Any], enabled: bool) -> Callable[..., Any]:
+    """`fn` (a Pallas kernel without an `interpret` argument) traced in TPU interpret mode
+    when `enabled`, its backward pass too: JAX traces a VJP after the forward's
+    `tpu_interpret_mode` block has closed, so without this the backward kernels would be
+    lowered for a TPU. The identity when not `enabled`."""
+    if not enabled:
+        return fn
+
+    @jax.custom_vjp
+    def wrapped(*args: Any) -> Any:
+        with tpu_interpret_mode(True):
+            return fn(*args)
+
+    def forward(*args: Any) -> tuple[Any, Any]:
+        with tpu_interpret_mode(True):
+            return jax.vjp(fn, *args)  # (out, the VJP closure: a pytree, kept as residual)
+
+    def backward(vjp: Any, cotangent: Any) -> Any:
+        with tpu_interpret_mode(True):
+            return vjp(cotangent)
+
+    wrapped.defvjp(forward, backward)
+    return wrapped
+
+
 # ---- the frame -------------------------------------------------------------------------
 
 
@@ -386,4 +411,14 @@ def execute(
     args = (q, k, v, call.key_padding_mask, call.attn_mask, extra)
     # compiler options are for a top-level jit only, not one nested in the caller's trace
     top_level = not any(arrays.is_traced(x) for x in jax.tree.leaves(args))
-    return _jitted(frame.interpret and top_level)(*args, frame=frame, kernel=kernel)
+    try:
+        return _jitted(frame.interpret and top_level)(*args, frame=frame, kernel=kernel)
+    except NotImplementedError as exc:
+        if not call.return_lse:
+            raise
+        # The kernels return lse only from their residual-saving forward, which JAX's
+        # kernels refuse to differentiate ("Higher-order AD not supported").
+        raise NotImplementedError(
+            f"return_lse: expected a call that is not differentiated, got one under jax "
+            f"differentiation; the Pallas kernel returns lse only from a forward pass without "
+            f"a VJP ({exc})") from exc

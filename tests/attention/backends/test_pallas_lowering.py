@@ -117,3 +117,28 @@ def test_the_raw_kernels_reject_what_the_adapters_frame():
     with pytest.raises(ValueError, match="should divide"):
         sa.make_splash_mha(sa.MultiHeadMask([sa.CausalMask((113, 203))] * 2), head_shards=1,
                            q_seq_shards=1)
+
+
+GRAD_SHAPES = ("plain-113x203", "causal-1023x1024", "hdim-192", "hdim-59-key-padding",
+               "packed-causal", "window-64-16", "softcap-30", "decode-1x4096-mqa")
+
+
+@pytest.mark.parametrize("shape", GRAD_SHAPES)
+@pytest.mark.parametrize("name", PALLAS)
+def test_backward_lowers_for_tpu(name, shape):
+    """Differentiating the call lowers the kernel's backward (dK/dV and dQ kernels) for the
+    TPU too: three Mosaic calls where the forward has one."""
+    backend = registry.get(name)
+    q, k, call = tpu_call(*SHAPES[shape])
+    if backend.declines(call):
+        assert (name, shape) in DECLINED
+        return
+    spec = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype)  # noqa: E731
+
+    def loss(q, k, v):
+        return backend.run(q, k, v, call).astype(jnp.float32).sum()
+
+    traced = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(spec(q), spec(k), spec(k))
+    text = traced.lower(lowering_platforms=("tpu",)).as_text()
+    assert text.count("tpu_custom_call") >= 3, text.count("tpu_custom_call")
+    assert "interpret" not in text

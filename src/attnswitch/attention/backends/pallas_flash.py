@@ -20,13 +20,18 @@ How the contract maps onto the kernel (jax 0.10):
   lse = m + log(l). If a JAX version drops it, return_lse is declined.
 - Rows with no allowed key: the mask value is finite (mean(V) comes back); the adapter
   zeroes those rows, lse -inf.
-- dtypes: bfloat16 and float32 (the TPU's); gradients are not wired (no backward blocks).
+- dtypes: bfloat16 and float32 (the TPU's).
+- gradients: the kernel's own VJP (dK/dV and dQ kernels), tiled like the forward. In
+  interpret mode `pallas_common.interpreted_vjp` traces the backward in interpret mode too.
+  lse comes from the residual entry, which has no VJP: differentiating a `return_lse` call
+  raises a clear error (and an unrequested plan falls back).
 - No `interpret` argument: off a TPU the call is traced under
   `pltpu.force_tpu_interpret_mode()` (slow: tests only).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,24 +65,32 @@ class _Run:
     block_q: int
     block_k: int
     lse: bool
+    interpret: bool
 
     def __call__(self, framed: Any, attn_mask: Any) -> tuple[Any, Any]:
         import jax.numpy as jnp
         from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
+        from attnswitch.attention import pallas_common
 
         q, k, v = framed.q, framed.k, framed.v
         groups = q.shape[1] // k.shape[1]
         if groups > 1:
             k, v = jnp.repeat(k, groups, axis=1), jnp.repeat(v, groups, axis=1)
         segments = None if framed.seg_q is None else fa.SegmentIds(q=framed.seg_q, kv=framed.seg_kv)
+        bq, bk = self.block_q, self.block_k
+        # The backward kernels (dK/dV, dQ) tile like the forward: the frame is padded to
+        # whole blocks of these sizes, so they divide every length.
         blocks = fa.BlockSizes(
-            block_q=self.block_q, block_k_major=self.block_k, block_k=self.block_k, block_b=1
+            block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
+            block_q_major_dkv=bq, block_k_major_dkv=bk, block_k_dkv=bk, block_q_dkv=bq,
+            block_k_major_dq=bk, block_k_dq=bk, block_q_dq=bq,
         )
         if not self.lse:
-            out = fa.flash_attention(
-                q, k, v, attn_mask, segments, causal=self.causal, sm_scale=self.scale,
-                block_sizes=blocks,
-            )
+            kernel = functools.partial(
+                fa.flash_attention, causal=self.causal, sm_scale=self.scale, block_sizes=blocks)
+            out = pallas_common.interpreted_vjp(kernel, self.interpret)(
+                q, k, v, attn_mask, segments)
             return out, None
         out, l, m = _residuals_entry()(
             q, k, v, attn_mask, segments, True, self.causal, self.scale, blocks, False
@@ -151,7 +164,7 @@ class PallasFlash(BackendBase):
         frame = pallas_common.plan_frame(call, top_left=True, head_dim_pad=_head_dim_pad)
         run = _Run(
             causal=frame.restricted is not None, scale=call.scale, block_q=frame.block_q,
-            block_k=frame.block_k, lse=call.return_lse,
+            block_k=frame.block_k, lse=call.return_lse, interpret=frame.interpret,
         )
         bias = None if call.attn_mask is None else _bias(call.attn_mask, frame)
         with pallas_common.tpu_interpret_mode(frame.interpret):

@@ -20,7 +20,10 @@ How the contract maps onto the kernel (jax 0.10):
 - lse: `save_residuals=True` returns the logsumexp in float32.
 - Rows with no allowed key: the kernel's mask value is finite (mean(V) comes back) and a
   block row with no block left is 0/0; the adapter zeroes those rows, lse -inf.
-- dtypes: bfloat16 and float32 (the TPU's); gradients are not wired (no backward blocks).
+- dtypes: bfloat16 and float32 (the TPU's).
+- gradients: the kernel's own VJP (dK/dV and dQ kernels), tiled like the forward. A
+  `return_lse` kernel (`save_residuals=True`) has no VJP: differentiating it raises a clear
+  error (and an unrequested plan falls back).
 """
 
 from __future__ import annotations
@@ -192,8 +195,11 @@ def _make(settings: _Settings, head_masks: list[Any]) -> Any:
     make = sa.make_splash_mqa if settings.mqa else sa.make_splash_mha
     return make(
         sa.MultiHeadMask(head_masks),
-        block_sizes=sa.BlockSizes(
-            block_q=settings.block_q, block_kv=settings.block_k, block_kv_compute=settings.block_k
+        block_sizes=sa.BlockSizes(  # backward (dK/dV, dQ) tiled like the forward
+            block_q=settings.block_q, block_kv=settings.block_k, block_kv_compute=settings.block_k,
+            block_q_dkv=settings.block_q, block_kv_dkv=settings.block_k,
+            block_kv_dkv_compute=settings.block_k, block_q_dq=settings.block_q,
+            block_kv_dq=settings.block_k,
         ),
         head_shards=1, q_seq_shards=1, attn_logits_soft_cap=settings.softcap,
         save_residuals=settings.lse, interpret=settings.interpret,
