@@ -5,7 +5,7 @@ Rule: in dtype X, a backend passes a case when
 where `ref` is the float64 `reference` on the same (already rounded) inputs, `naive_X` is
 plain matmul-softmax-matmul with every intermediate rounded to X (what a framework computes
 in X with float32 accumulation; the matmuls sum their products in order, see
-`_serial_matmul`), rtol is 2 (3 with softcap) and `floor` is twice the rounding
+`serial_matmul`), rtol is 2 (3 with softcap) and `floor` is twice the rounding
 error X makes around the output's magnitude (FlashAttention 3's `fwd_atol`). The lse, when
 the case asks for it, is held to the same rule. Never a bare fixed tolerance.
 
@@ -127,7 +127,7 @@ QUICK = ("plain-113x203", "causal-203x113", "gqa-8-2", "decode-gqa-1x1000", "pad
 
 # Bump when the rule or its baseline changes; with the grid it names the verdicts a stored
 # pass or fail stands for (`rule_id`), so a change requalifies every backend.
-# 2: float32 products summed in order (`_serial_matmul`); decode cases in the grid.
+# 2: float32 products summed in order (`serial_matmul`); decode cases in the grid.
 RULE_REVISION = 2
 
 
@@ -200,7 +200,7 @@ def _naive_low_precision(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call
     k = np.repeat(k, groups, axis=2).astype(f32)
     v = np.repeat(v, groups, axis=2).astype(f32)
     qs = r(q.astype(f32) * f32(call.scale))
-    s = r(_serial_matmul(qs.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)))
+    s = r(serial_matmul(qs.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)))
     if call.softcap is not None:
         c = f32(call.softcap)
         s = r(c * np.tanh(s / c))
@@ -213,11 +213,11 @@ def _naive_low_precision(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call
     with np.errstate(divide="ignore"):
         lse = (np.log(total) + m)[..., 0]
     p = r(e / np.where(total == 0, f32(1), total))
-    out = r(_serial_matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3))
+    out = r(serial_matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3))
     return out.astype(np.float64), lse.astype(np.float64)
 
 
-def _serial_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def serial_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`a [..., M, K] @ b [..., K, N]` in float32, each output summed over k = 0..K-1 in order
     (every product and every partial sum rounded to float32): the textbook loop, which is
     what a GEMM's per-element FMA chain over K does (cuBLAS, under FlashAttention's own
