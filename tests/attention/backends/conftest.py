@@ -1,6 +1,5 @@
-"""Helpers of the backend tests: calls described as if they came from a GPU, so that CUDA
-backends' decline rules run on a CPU host (real arrays are validated on the CPU, then the
-call's device is replaced), and gradients of a JAX backend on a conformance case."""
+"""Calls described as if they came from a GPU, so that CUDA backends' decline rules run on a
+CPU host: real arrays are validated on the CPU, then the call's device is replaced."""
 
 from __future__ import annotations
 
@@ -57,33 +56,3 @@ def gpu_call():
     """`describe_gpu_call`, for tests of CUDA backends' rules."""
     return describe_gpu_call
 
-
-def jax_input_grads(backend, case):
-    """(dq, dk, dv) as numpy float64 of `sum(out * w)` through `attnswitch.attention` with
-    `backend` on `case`'s inputs as jax arrays; `w` is fixed random weights, so that no
-    symmetry of the loss hides a wrong gradient. Masks and cu_seqlens stay concrete."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    import attnswitch as asw
-    from attnswitch.attention import conformance
-
-    inputs = conformance.make_inputs(case)
-    args = {n: conformance.to_device(x, "jax", "cpu") if isinstance(x, np.ndarray) else x
-            for n, x in inputs.items()}
-    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-    rng = np.random.default_rng(1)
-    w = jnp.asarray(rng.standard_normal((*q.shape[:-1], v.shape[-1])), jnp.float32)
-
-    def loss(q, k, v):
-        out = asw.attention(q, k, v, backend=backend, **args)
-        return (out.astype(jnp.float32) * w).sum()
-
-    return tuple(np.asarray(g, np.float64) for g in jax.grad(loss, argnums=(0, 1, 2))(q, k, v))
-
-
-@pytest.fixture
-def jax_grads():
-    """`jax_input_grads`, for gradient tests of JAX backends."""
-    return jax_input_grads
