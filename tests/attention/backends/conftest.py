@@ -55,4 +55,3 @@ def describe_gpu_call(
 def gpu_call():
     """`describe_gpu_call`, for tests of CUDA backends' rules."""
     return describe_gpu_call
-
