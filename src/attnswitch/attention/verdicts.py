@@ -27,26 +27,23 @@ from attnswitch.attention.backend import Backend
 PASS, FAIL, UNVERIFIED = "pass", "fail", "unverified"
 
 
-def cache_dir() -> Path:
-    return cache_file("")
-
-
 def cache_file(name: str) -> Path:
-    """`name` in the cache directory (the directory itself for ""). Every planned call asks
-    for it, so it is computed once per value of the variables that decide it."""
+    """`name` in the cache directory. Every planned call asks for it, so it is computed once
+    per value of the variables that decide it."""
     return _cache_file(os.environ.get("ATTNSWITCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"),
                        name)
 
 
 @functools.cache
 def _cache_file(override: str | None, xdg_cache_home: str | None, name: str) -> Path:
+    # xdg_cache_home is only part of the cache key: platformdirs reads it from the environment
     if override:
         base = Path(override)
     else:
         import platformdirs
 
         base = Path(platformdirs.user_cache_dir("attnswitch"))
-    return base / name if name else base
+    return base / name
 
 
 def store_path() -> Path:

@@ -92,14 +92,6 @@ AWKWARD_PACKED = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("name", sorted(AWKWARD_PACKED))
-def test_packed_calls_meet_the_conformance_rule(name, dtype):
-    case = conformance.Case(f"sdpa-{name}", dtype=dtype, **AWKWARD_PACKED[name])
-    result = conformance.check("torch-sdpa", case, force=True)
-    assert result.status == conformance.PASSED, (result.error, result.bound, result.reasons)
-
-
 def test_packed_detail_says_one_call_per_sequence():
     q = torch.randn(10, 4, 16)
     cu = torch.tensor([0, 3, 3, 10], dtype=torch.int32)
@@ -107,19 +99,23 @@ def test_packed_detail_says_one_call_per_sequence():
     assert plan.details["torch-sdpa"] == "fused CPU flash kernel, one call per sequence (3)"
 
 
-def test_packed_gradients_match_torch_math():
-    torch.manual_seed(0)
-    cu = torch.tensor([0, 5, 5, 17, 20], dtype=torch.int32)
+def assert_grads_match_torch_math(q_shape, kv_shape, **kw):
+    """Gradients of `sum(out ** 2)` wrt q, k, v through torch-sdpa equal torch-math's, on the
+    same float32 inputs (seeded per tensor) and contract arguments `kw`."""
     grads = {}
     for name in ("torch-sdpa", "torch-math"):
-        q, k, v = (torch.randn(20, 4, 16, dtype=torch.float32,
-                               generator=torch.Generator().manual_seed(i)).requires_grad_()
-                   for i in range(3))
-        out = asw.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, backend=name)
-        out.square().sum().backward()
+        q, k, v = (torch.randn(shape, generator=torch.Generator().manual_seed(i)).requires_grad_()
+                   for i, shape in enumerate((q_shape, kv_shape, kv_shape)))
+        asw.attention(q, k, v, backend=name, **kw).square().sum().backward()
         grads[name] = (q.grad, k.grad, v.grad)
     for got, want in zip(grads["torch-sdpa"], grads["torch-math"]):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_packed_gradients_match_torch_math():
+    cu = torch.tensor([0, 5, 5, 17, 20], dtype=torch.int32)
+    assert_grads_match_torch_math((20, 4, 16), (20, 4, 16), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                  causal=True)
 
 
 # -- GQA: query heads folded into rows of their key/value head -----------------------------
@@ -134,9 +130,13 @@ FOLDED = {
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("name", sorted(FOLDED))
-def test_folded_gqa_meets_the_conformance_rule(name, dtype):
-    case = conformance.Case(f"sdpa-fold-{name}", dtype=dtype, **FOLDED[name])
+@pytest.mark.parametrize("name, kw", [
+    *((f"packed-{n}", kw) for n, kw in sorted(AWKWARD_PACKED.items())),
+    *((f"fold-{n}", kw) for n, kw in sorted(FOLDED.items())),
+])
+def test_awkward_calls_meet_the_conformance_rule(name, kw, dtype):
+    """Packed calls (one SDPA call per sequence) and folded GQA groups."""
+    case = conformance.Case(f"sdpa-{name}", dtype=dtype, **kw)
     result = conformance.check("torch-sdpa", case, force=True)
     assert result.status == conformance.PASSED, (result.error, result.bound, result.reasons)
 
@@ -245,16 +245,5 @@ def test_cut_keys_is_cpu_only_and_not_with_other_masks():
 
 
 def test_cut_key_padding_gradients_match_torch_math():
-    runs = [(0, 200), (60, 200), (0, 0)]
-    mask = torch.from_numpy(_runs_mask(runs, 200))
-    grads = {}
-    for name in ("torch-sdpa", "torch-math"):
-        gen = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(3, 9, 2, 16, generator=gen) if n == "q" else
-                   torch.randn(3, 200, 2, 16, generator=gen) for n in "qkv")
-        for x in (q, k, v):
-            x.requires_grad_(True)
-        asw.attention(q, k, v, key_padding_mask=mask, backend=name).square().sum().backward()
-        grads[name] = (q.grad, k.grad, v.grad)
-    for got, want in zip(grads["torch-sdpa"], grads["torch-math"]):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    mask = torch.from_numpy(_runs_mask([(0, 200), (60, 200), (0, 0)], 200))
+    assert_grads_match_torch_math((3, 9, 2, 16), (3, 200, 2, 16), key_padding_mask=mask)

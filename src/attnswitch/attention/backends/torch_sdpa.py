@@ -9,9 +9,9 @@ Translations into what SDPA takes:
 - key padding on CPU, when each example's allowed keys are one contiguous run (right or
   left padding): the padding is cut away, not masked, since the fused CPU kernel computes
   masked keys anyway. One unmasked call when every example has the same run; else one call
-  per example from 128 keys with 1/8 of the keys skipped: 1.1-1.9x faster than the masked
-  call in 13 of 14 shapes measured, 0.96x once (B64 S128 fp32); not below 128 keys, where
-  it was 0.8-0.9x;
+  per example from 128 keys with 1/8 of the keys skipped: 1.07-1.95x faster than the
+  masked call in 14 of 15 measurements from 128 keys, 0.96x once (B64 S128 fp32); not
+  below 128 keys, where it was 0.79-0.93x;
 - packed input: one SDPA call per sequence, on views of the packed rows (no copy in, one
   concatenation out). On CPU this beat FlexAttention's document mask by 1.9-3.4x
   (docs/results/attention_ops_cpu.md) and, timed side by side, one left-padded batch with a
@@ -158,8 +158,8 @@ def _key_runs(key_padding_mask: Any) -> list[tuple[int, int]] | None:
 
 
 # Cutting keys per example pays when the keys skipped outweigh one SDPA call per example.
-# Measured on CPU (B x S with random lengths, 14-48% padding, H 4-16, D 64-128): 1.1-1.9x
-# faster from 128 keys up but for one 0.96x; 0.8-0.9x at 64 keys, where per-call costs
+# Measured on CPU (B x S with random lengths, 14-48% padding, H 4-16, D 64-128): 1.07-1.95x
+# faster from 128 keys up but for one 0.96x; 0.79-0.93x at 64 keys, where per-call costs
 # dominate.
 CUT_MIN_KEYS = 128
 CUT_MIN_SKIPPED = 1 / 8  # share of the batch's keys
