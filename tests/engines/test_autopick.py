@@ -143,7 +143,8 @@ def test_a_named_engine_overrides_auto(auto, small_bert, monkeypatch, via):
                          engines.get_engine(small_bert, "onnxruntime"))
         assert plan.source == "forced by argument"
     assert plan.chosen == encoder.engine == "onnxruntime"
-    assert not (auto / autopick.TABLE).exists()  # nothing was measured
+    # nothing was calibrated: the table holds only the named engine's parity check
+    assert [k[:7] for k in autopick.read_table()] == ["parity-"]
 
 
 def test_a_named_engine_that_cannot_serve_says_why(auto, monkeypatch):
@@ -154,3 +155,46 @@ def test_a_named_engine_that_cannot_serve_says_why(auto, monkeypatch):
     with pytest.raises(EncodeInputError, match=r"\$ATTNSWITCH_ENGINE: expected one of auto, "
                                                r"torch.*got 'tpu-please'"):
         engines.encode(["text"])
+
+
+class _Skewed(TorchEncoder):
+    """Vectors turned a little, standing in for a runtime whose upgrade changed answers."""
+
+    engine = "skewed"
+
+    def _forward(self, batch, batch_tokens):
+        out = super()._forward(batch, batch_tokens)
+        out[:, 0] += 0.05
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+class _SkewedEngine(registry.Engine):
+    name = "skewed"
+    requires = ("torch",)
+
+    def detail(self) -> str:
+        return "changed answers"
+
+    def load(self, spec, precision):
+        return _Skewed(spec, precision)
+
+
+def test_a_named_engine_is_checked_for_parity_on_first_use(auto, small_bert):
+    registry.register(_SkewedEngine())
+    try:
+        with pytest.warns(RuntimeWarning, match=r"engine 'skewed' \(fp32\) failed its parity "
+                                                r"check: min cosine 0\.9\d+ to torch float32"):
+            engines.get_engine(small_bert, "skewed", "fp32")
+        table = json.loads((auto / autopick.TABLE).read_text())
+        [entry] = [v for k, v in table.items() if k.startswith("parity-")]
+        assert entry["rows"][0]["engine"] == "skewed" and entry["rows"][0]["parity"] is False
+    finally:
+        registry.unregister("skewed")
+
+
+def test_a_named_engine_that_keeps_parity_passes_quietly(auto, small_bert, recwarn):
+    engines.get_engine(small_bert, "onnxruntime", "fp32")
+    assert not [w for w in recwarn if "parity" in str(w.message)]
+    table = json.loads((auto / autopick.TABLE).read_text())
+    [entry] = [v for k, v in table.items() if k.startswith("parity-")]
+    assert entry["rows"][0]["parity"] is True and entry["rows"][0]["min_cosine"] >= 0.9999

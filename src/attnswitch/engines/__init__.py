@@ -177,9 +177,28 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     spec = _spec(model)
     with _cache_lock:
         encoder = _load_locked(spec, plan.chosen, precision)
+        if not plan.rows:  # a named engine: its parity is checked on first use
+            _check_parity(spec, plan.chosen, precision, encoder)
     if not plan.fallbacks:
         return encoder
     return FallbackEncoder(encoder, plan, lambda name: _load(spec, name, precision))
+
+
+def _check_parity(spec: ModelSpec, name: str, precision: str, encoder: Encoder) -> None:
+    """A named engine's vectors against the torch float32 ones, once per fingerprint: a
+    failure warns (the user asked for this engine by name, as with an attention backend
+    forced by name), and is kept in the engine table for `attnswitch engines`."""
+    from attnswitch.engines import autopick
+
+    engine = registry.get(name)
+    if engine.reference and precision == "fp32" or not _reference_ok():
+        return
+    row = autopick.check_parity(spec, engine, precision, encoder,
+                                _load_locked(spec, "torch", "fp32"))
+    if not row.parity:
+        warnings.warn(f"attnswitch: engine {name!r} ({precision}) failed its parity check: "
+                      f"min cosine {row.min_cosine:.6f} to torch float32 < "
+                      f"{autopick.PARITY[precision]}", RuntimeWarning, stacklevel=3)
 
 
 def _load(spec: ModelSpec, name: str, precision: str) -> Encoder:

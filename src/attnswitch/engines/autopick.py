@@ -225,6 +225,29 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                                        1e-30)
 
 
+def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encoder: Any,
+                 reference: Any) -> EngineRow:
+    """First use of a named engine: its vectors of the calibration texts against the
+    reference's float32 ones, recorded per (machine, model, precision, engine and its
+    library versions), so each new fingerprint is checked once."""
+    from attnswitch import __version__
+
+    ident = {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
+             "precision": precision, "attnswitch": __version__, "engine": engine.name,
+             "versions": engine.versions()}
+    key = "parity-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    entry = read_table().get(key)
+    if entry:
+        return EngineRow(**entry["rows"][0])
+    texts = calibration_texts(spec)
+    ids = reference.tokenize(texts)
+    row = EngineRow(engine.name, "measured", detail=encoder.describe())
+    row.min_cosine = float(cosines(encoder.encode_ids(ids), reference.encode_ids(ids)).min())
+    row.parity = row.min_cosine >= PARITY[precision]
+    _write(key, EnginePlan(precision, engine.name, [], [row], "parity check", key))
+    return row
+
+
 def measure(spec: ModelSpec, precision: str, load: Any, reference: Any) -> EnginePlan:
     """Calibrate every engine that can serve, record the table, and return the plan.
 
