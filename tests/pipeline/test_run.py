@@ -272,3 +272,29 @@ def test_bad_options_are_refused() -> None:
                       ({"precision": "fp16"}, "precision"), ({"layout": "ragged"}, "layout")):
         with pytest.raises(ValueError, match=match):
             RunOptions(**kw)
+
+
+def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypatch):
+    from attnswitch.pipeline import run as run_module
+    from attnswitch.pipeline.ingest import scan
+
+    for i in range(12):
+        (tmp_path / f"doc{i:02d}.txt").write_text(f"document number {i}\n")
+    entries = sorted(scan(tmp_path), key=lambda e: e.source)
+    started: list[str] = []
+    real_load = run_module.load
+
+    def counting_load(entry, **kwargs):
+        started.append(entry.source)
+        return real_load(entry, **kwargs)
+
+    monkeypatch.setattr(run_module, "load", counting_load)
+    docs = run_module.read_ahead(entries, 2**20, depth=3)
+    taken = [next(docs).source for _ in range(2)]
+    assert taken == [e.source for e in entries[:2]]
+    docs.close()
+    assert len(started) <= 2 + 3  # the two taken and at most three ahead
+    everything = [d.source for d in run_module.read_ahead(entries, 2**20, depth=3)]
+    assert everything == [e.source for e in entries]
+    assert all(d.text.startswith("document number") for d in
+               run_module.read_ahead(entries, 2**20, depth=3))

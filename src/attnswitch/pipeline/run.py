@@ -5,7 +5,8 @@
 1. scan `root`; every stored document of `root` absent from the listing is deleted;
 2. a file whose size, mtime and config match its stored row is unchanged without being read
    (as make and rsync judge: a file rewritten with the same size and mtime is not seen);
-   every other file is read and hashed (`ingest.load`): same hash and config -> unchanged,
+   every other file is read and hashed (`ingest.load`, on a background thread a few files
+   ahead of the encoder, `read_ahead`): same hash and config -> unchanged,
    a skip (with its reason) -> recorded, else new or changed;
 3. the text of new and changed documents is chunked (`chunk.chunk_text`, the model's
    tokenizer) and their chunks are gathered, several documents at a time, until
@@ -40,8 +41,9 @@ import logging
 import os
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,8 @@ log = logging.getLogger(__name__)
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
 MAX_FAILURES_IN_ROW = 3
+# Files read and extracted ahead of the encoder (`read_ahead`).
+READ_AHEAD = 8
 # Padded (length-sorted) batches by default: on CPU packed batches were no faster (see
 # docs/results/e2e_vs_sentence_transformers.md); packed pays off where a varlen kernel
 # (flash-attn) serves them.
@@ -195,6 +199,28 @@ class RunSummary:
                                                "skipped", "failed", "indexed")}
 
 
+def read_ahead(entries: list[SourceFile], max_bytes: int,
+               depth: int = READ_AHEAD) -> Iterator[Document]:
+    """`load` each entry, in order, on a background thread at most `depth` files ahead of
+    the consumer: reading and extracting the next files overlaps with encoding (the engines
+    release the GIL while they compute). Files not yet taken when the consumer stops are
+    not read."""
+    with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
+        ahead: deque[Future[Document]] = deque(
+            pool.submit(load, e, max_bytes=max_bytes) for e in entries[:depth])
+        rest = iter(entries[depth:])
+        try:
+            while ahead:
+                doc = ahead.popleft().result()
+                following = next(rest, None)
+                if following is not None:
+                    ahead.append(pool.submit(load, following, max_bytes=max_bytes))
+                yield doc
+        finally:
+            for future in ahead:
+                future.cancel()
+
+
 def _default_encoder(options: RunOptions, spec: Any) -> Callable[[], Any]:
     def get() -> Any:
         from attnswitch.engines import get_engine
@@ -258,8 +284,8 @@ class _Run:
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
-        for entry in self._prepare():
-            self._take(entry)
+        for doc in read_ahead(self._prepare(), self.options.max_bytes):
+            self._admit(doc)
         self._flush()
         self._done()
 
@@ -302,9 +328,6 @@ class _Run:
         return (row is not None and row.status == "indexed" and row.config == self.fp
                 and row.size == entry.size and row.mtime_ns == entry.mtime_ns
                 and entry.error is None)
-
-    def _take(self, entry: SourceFile) -> None:
-        self._admit(load(entry, max_bytes=self.options.max_bytes))
 
     def _admit(self, doc: Document, chunks: list[Chunk] | None = None) -> None:
         """Classify a loaded document against the store: record a skip, touch an unchanged
