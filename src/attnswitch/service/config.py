@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnswitch.engines.base import check_precision
+from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 ENGINES = ("auto", "torch", "jax")
 
@@ -58,6 +59,9 @@ class ServiceConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if self.max_items > MAX_INPUT_ITEMS:
+            raise ValueError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
+                             f"{self.max_items}")
         if self.max_items > self.max_queue_items:
             raise ValueError(f"max_items: expected at most max_queue_items "
                              f"({self.max_queue_items}), got {self.max_items}")

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_K = 100
+# The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
+# schema carries it so that validation stops at the limit: the errors of a huge list of
+# wrong items are never all produced.
+MAX_INPUT_ITEMS = 2048
 
 
 class _Request(BaseModel):
@@ -26,7 +30,8 @@ class EmbeddingRequest(_Request):
     """OpenAI's embeddings request. `truncate` (an extension, as in TEI): texts longer than
     the model's token limit are cut to it (true, the default) or refused with 422 (false)."""
 
-    input: str | list[str] = Field(description="A text, or a list of texts, to embed.")
+    input: str | Annotated[list[str], Field(max_length=MAX_INPUT_ITEMS)] = Field(
+        description="A text, or a list of texts, to embed.")
     model: str | None = Field(None, description="Accepted and ignored: the served model "
                               "answers (its name is in the response).")
     encoding_format: Literal["float", "base64"] = Field(
