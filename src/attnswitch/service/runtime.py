@@ -110,18 +110,14 @@ class Service:
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
         from attnswitch.engines import choose, get_engine
-        from attnswitch.pipeline.config import model_fingerprint, stored_config
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.config import model_fingerprint
 
         cfg = self.config
         model, engine, precision = cfg.model, cfg.engine, cfg.precision
-        if cfg.index_path.is_file():
-            with Store(cfg.index_path) as store:
-                stored = stored_config(store)
-            if stored is not None:
-                model = stored.model if cfg.model is None else model
-                engine = stored.engine if cfg.engine == "auto" else engine
-                precision = precision or stored.precision
+        if (stored := self.index.stored_config()) is not None:  # None too when unreadable
+            model = stored.model if cfg.model is None else model
+            engine = stored.engine if cfg.engine == "auto" else engine
+            precision = precision or stored.precision
         precision = precision or "fp32"
         engine = choose(engine)
         encoder = get_engine(model, engine, precision)

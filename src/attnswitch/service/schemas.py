@@ -68,9 +68,10 @@ class SearchRequest(_Request):
 class Hit(BaseModel):
     rank: int
     score: float = Field(description="Cosine similarity to the query, -1 to 1.")
-    source: str
-    root: str
-    path: str
+    source: str = Field(description="The document's path inside its folder.")
+    root: str = Field(description="The indexed folder: relative to the jobs root when "
+                      "inside it, else its name only (never an absolute server path).")
+    path: str = Field(description="root/source.")
     ordinal: int
     start: int
     end: int
@@ -86,7 +87,7 @@ class SearchResponse(BaseModel):
 
 class JobRequest(_Request):
     path: str = Field(description="A folder on the server, inside its jobs root (relative "
-                      "paths are taken from the jobs root).")
+                      "paths are taken from the jobs root); no hidden components.")
 
 
 class JobResponse(BaseModel):
