@@ -191,6 +191,23 @@ def test_a_request_longer_than_its_estimate_is_refused_after_tokenising() -> Non
     assert all(call[0][0] != 2 for call in calls)  # never encoded
 
 
+def test_the_call_cost_separates_the_fixed_cost_of_a_call() -> None:
+    """Small calls cost mostly their fixed part: it must not read as a slow rate for the
+    full calls a queue is served in. Calls of one size give no fit: all per token."""
+    batcher = Batcher(Recorder(), None, capacity=64, batch_tokens=1000, max_wait_s=0.0)
+    assert batcher.call_cost() is None
+    for tokens in (10, 1000, 500, 20, 750):
+        batcher._learn(1, tokens, 0.1 + 0.0001 * tokens)
+    per_call, per_token = batcher.call_cost()
+    assert per_call == pytest.approx(0.1) and per_token == pytest.approx(0.0001)
+    assert batcher.tokens_per_s() < 0.5 * 1 / per_token  # the plain rate is far too low
+
+    same = Batcher(Recorder(), None, capacity=64, batch_tokens=1000, max_wait_s=0.0)
+    for _ in range(3):
+        same._learn(1, 100, 0.2)
+    assert same.call_cost() == (0.0, pytest.approx(0.002))
+
+
 class SlowModel:
     """encode(ids): sleeps 5 ms per call plus 0.4 ms per token (a model of a busy CPU)."""
 

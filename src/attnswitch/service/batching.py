@@ -10,9 +10,12 @@ that would not finish in time, so that an admitted request gets its answer rathe
 504 later:
 
 - the work ahead is the rest of the encoder call in progress plus every text admitted and
-  not yet encoding (their tokens once tokenised, an estimate per text before), at the rate
-  measured over the last `RATE_WINDOW` calls (tokens over seconds, so large calls weigh
-  most, and a call's wait for the model thread counts as its time);
+  not yet encoding (their tokens once tokenised, an estimate per text before);
+- its time comes from the last `RATE_WINDOW` encoder calls (a call's wait for the model
+  thread counts as its time), fitted as seconds = per call + per token x tokens, so that
+  the fixed cost of many small calls is not taken for a slow rate when the queue will be
+  served in full calls of `batch_tokens` (when the calls seen are all of one size, the
+  cost is all per token: pessimistic for larger calls, never optimistic);
 - a request is admitted when that work, its own and one `max_wait_s` fit in
   `ADMIT_MARGIN` of `within_s` (the margin absorbs the rate's noise, tokenising and
   rendering), or when nothing at all is ahead of it;
@@ -45,7 +48,7 @@ import numpy as np
 
 MAX_RETRY_AFTER_S = 60
 ADMIT_MARGIN = 0.5  # admitted work must fit in this share of the time left to the deadline
-RATE_WINDOW = 8  # encoder calls the throughput estimate spans
+RATE_WINDOW = 16  # encoder calls the cost estimate spans
 
 
 class QueueFull(Exception):
@@ -134,16 +137,15 @@ class Batcher:
         in_flight_items = self._in_flight[0] if self._in_flight else 0
         if queued_items + in_flight_items == 0:
             return  # nothing ahead: the request gets the model to itself
-        rate = self.tokens_per_s()
-        if rate is None:
+        if self.tokens_per_s() is None:
             cold_items = max(1, int(self.batch_tokens // self._tokens_per_item))
             if queued_items + in_flight_items + tokens / self._tokens_per_item > cold_items:
                 raise QueueFull("at most one encoder call's worth of texts queued before "
                                 "the throughput is measured",
                                 f"{queued_items + in_flight_items} texts ahead", 1)
             return
-        ahead = self.expected_wait(exclude_items=self._queued - queued_items)
-        need = ahead + tokens / rate + self.max_wait_s
+        queued_tokens = self._queued_tokens_estimate(self._queued - queued_items)
+        need = self._in_flight_left() + self._work_s(queued_tokens + tokens) + self.max_wait_s
         if need > ADMIT_MARGIN * within_s:
             raise QueueFull(f"an answer within {within_s:.3g} s",
                             f"{queued_items + in_flight_items} texts ahead, about {need:.3g} s "
@@ -156,24 +158,52 @@ class Batcher:
         seconds = sum(s for _, s in self._recent)
         return tokens / seconds if tokens and seconds > 0 else None
 
-    def expected_wait(self, exclude_items: int = 0) -> float:
-        """Seconds until every text admitted so far (less `exclude_items` not tokenised
-        yet) is encoded, at the measured rate: the rest of the call in progress and the
-        queued texts (0 before any rate is known)."""
-        rate = self.tokens_per_s()
-        if rate is None:
+    def call_cost(self) -> tuple[float, float] | None:
+        """(seconds per call, seconds per token) fitted to the last calls by least squares
+        (see the module doc); None before any call."""
+        if self.tokens_per_s() is None:
+            return None
+        tokens = np.array([t for t, _ in self._recent], dtype=np.float64)
+        seconds = np.array([s for _, s in self._recent], dtype=np.float64)
+        spread = tokens - tokens.mean()
+        if len(tokens) >= 3 and (spread ** 2).mean() > (0.25 * tokens.mean()) ** 2:
+            per_token = float(spread @ (seconds - seconds.mean()) / (spread @ spread))
+            per_call = float(seconds.mean() - per_token * tokens.mean())
+            if per_token > 0 and per_call >= 0:
+                return per_call, per_token
+        return 0.0, float(seconds.sum() / tokens.sum())
+
+    def _work_s(self, tokens: float) -> float:
+        """Seconds to encode `tokens` queued tokens, in calls of `batch_tokens`."""
+        cost = self.call_cost()
+        if cost is None or tokens <= 0:
             return 0.0
+        per_call, per_token = cost
+        return per_call * math.ceil(tokens / self.batch_tokens) + per_token * tokens
+
+    def _in_flight_left(self) -> float:
+        """Seconds the encoder call in progress likely still takes."""
+        cost = self.call_cost()
+        if self._in_flight is None or cost is None:
+            return 0.0
+        _, tokens, start = self._in_flight
+        return max(0.0, cost[0] + cost[1] * tokens - (time.perf_counter() - start))
+
+    def _queued_tokens_estimate(self, exclude_items: int = 0) -> float:
+        """Tokens admitted and not encoding: counted once tokenised, estimated before
+        (less `exclude_items` texts not tokenised yet)."""
         pending_items = pending_tokens = 0
         for request in self._pending:
             if not request.future.done():
                 pending_items += len(request.ids)
                 pending_tokens += request.tokens
         untokenised = max(0, self._queued - exclude_items - pending_items)
-        wait = (pending_tokens + untokenised * self._tokens_per_item) / rate
-        if self._in_flight is not None:
-            _, tokens, start = self._in_flight
-            wait += max(0.0, tokens / rate - (time.perf_counter() - start))
-        return wait
+        return pending_tokens + untokenised * self._tokens_per_item
+
+    def expected_wait(self) -> float:
+        """Seconds until every text admitted so far is encoded: the rest of the call in
+        progress and the queued texts (0 before any call has been measured)."""
+        return self._in_flight_left() + self._work_s(self._queued_tokens_estimate())
 
     def retry_after(self) -> int:
         """Whole seconds until the queued texts are likely encoded (1 to 60)."""

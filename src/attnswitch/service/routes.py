@@ -57,7 +57,7 @@ async def authorized(request: Request) -> None:
 
 health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorized)], tags=["v1"])
-_COMMON = (400, 401, 413, 422, 429, 503, 504)
+_COMMON = (400, 401, 408, 413, 422, 429, 503, 504)
 
 
 @health.get("/livez", response_model=Health)
@@ -114,7 +114,7 @@ async def search(body: SearchRequest, request: Request,
 
 
 @v1.post("/jobs", status_code=202, response_model=JobResponse,
-         responses=errors(400, 401, 403, 409, 413, 422, 503))
+         responses=errors(400, 401, 403, 408, 409, 413, 422, 503))
 async def create_job(body: JobRequest, request: Request) -> JSONResponse:
     svc = service(request)
     svc.readiness.check()
