@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from attnswitch.pipeline.ingest import Document, SourceFile
-from attnswitch.pipeline.store_errors import REBUILD, StoreCorruptError
+from attnswitch.pipeline.store_errors import REBUILD, StoreCorruptError, check_schema
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
@@ -234,6 +234,7 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
                                       f"{version} in {self.path} (made by a newer attnswitch)")
+            check_schema(self._conn, _SCHEMA, self.path)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
             self._conn.execute("PRAGMA foreign_keys=ON")

@@ -21,6 +21,27 @@ class StoreCorruptError(RuntimeError):
     not the store's dimension); the message names the file and what to do."""
 
 
+def check_schema(conn: sqlite3.Connection, schema: str, path: object) -> None:
+    """Raise `StoreCorruptError` when a table of `schema` exists in `conn` without all of
+    its columns (a database another program made, under the index's name). Call it before
+    creating the tables, so such a database is left untouched."""
+    expected = sqlite3.connect(":memory:")
+    try:
+        expected.executescript(schema)
+        tables = [r[0] for r in expected.execute("SELECT name FROM sqlite_master WHERE "
+                                                 "type = 'table' ORDER BY name")]
+        for table in tables:
+            want = {r[1] for r in expected.execute(f"PRAGMA table_info({table})")}
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if have and (missing := sorted(want - have)):
+                raise StoreCorruptError(
+                    f"{path}: not an attnswitch index of a schema this version knows (table "
+                    f"{table} lacks {', '.join(missing)}; made by another program?); use "
+                    f"another --db, or {REBUILD}")
+    finally:
+        expected.close()
+
+
 def _errors() -> tuple[type[BaseException], ...]:
     from attnswitch.pipeline.store import StoreBusyError, StoreInputError
 
