@@ -6,6 +6,7 @@ wrong length."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -28,7 +29,7 @@ def wrong_schema(folder: Path) -> Path:
     """An SQLite database another program made, under the index's name."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "index.sqlite3"
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("CREATE TABLE documents (id INTEGER PRIMARY KEY, title TEXT)")
     return path
 
@@ -42,7 +43,7 @@ def wrong_vector_length(folder: Path) -> Path:
     with Store(path) as store:
         store.write_document(doc, [ChunkRecord("some", 1, 0, 4), ChunkRecord("text", 1, 5, 9)],
                              np.eye(2, 4, dtype=np.float32))
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:  # closed: WAL folded in
         conn.execute("UPDATE chunks SET vector = substr(vector, 1, 15) WHERE ordinal = 1")
     return path
 
@@ -78,7 +79,7 @@ def test_every_command_names_the_broken_file_in_one_line(tmp_path, monkeypatch, 
         assert result.stdout == ""
     assert path.exists()  # nothing stored is lost: the file is left for its owner
     if kind == "schema":  # not even a table added to another program's database
-        with sqlite3.connect(path) as conn:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
             assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == [
                 "documents"]
 

@@ -166,7 +166,7 @@ def test_full_queue_answers_429_at_once_with_retry_after(server) -> None:
     refused = [r for r in responses if r.status_code == 429]
     # At most max_queue // max_items are admitted; fewer when the measured speed says the
     # work ahead would not finish in time (a loaded machine): refused for time, not 504.
-    assert refused and 1 <= statuses.count(200) <= n - len(refused)
+    assert refused and 200 in statuses
     for r in refused:
         error = assert_error(r, 429, "queue_full")
         assert "full queue" in error["message"] or "an answer within" in error["message"]
