@@ -27,9 +27,24 @@ from typing import Any
 import numpy as np
 
 from attnswitch.service.errors import ServiceError
-from attnswitch.service.jobs import INDEX_NAME
 
 log = logging.getLogger("attnswitch.service")
+INDEX_NAME = "the server's index"  # what answers call the index file (never its path)
+
+
+@contextlib.contextmanager
+def store_errors_unavailable() -> Iterator[None]:
+    """Turn an error about the store's file (`pipeline.store_errors`) into 503
+    `index_unavailable`, saying what is wrong without the file's path."""
+    from attnswitch.pipeline.store_errors import describe, is_store_error
+
+    try:
+        yield
+    except Exception as exc:
+        if not is_store_error(exc):
+            raise
+        raise ServiceError(503, f"index: {describe(exc, INDEX_NAME)}",
+                           code="index_unavailable") from None
 
 
 class SearchIndex:
@@ -75,16 +90,13 @@ class SearchIndex:
     def _unavailable_on_store_errors(self) -> Iterator[None]:
         """Store errors become 503 `index_unavailable` (on the search thread: the
         connections are dropped, and the next search reopens the file)."""
-        from attnswitch.pipeline.store_errors import describe, is_store_error
-
         try:
-            yield
-        except Exception as exc:
-            if not is_store_error(exc):
-                raise
-            self._forget()
-            raise ServiceError(503, f"index: {describe(exc, INDEX_NAME)}",
-                               code="index_unavailable") from None
+            with store_errors_unavailable():
+                yield
+        except ServiceError as exc:
+            if exc.code == "index_unavailable":
+                self._forget()
+            raise
 
     def _current(self) -> Any:
         from attnswitch.pipeline.config import stored_config

@@ -38,11 +38,11 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from attnswitch.service.errors import ServiceError
+from attnswitch.service.index import INDEX_NAME, store_errors_unavailable
 
 log = logging.getLogger("attnswitch.service")
 KEEP_JOBS = 100
 STATUSES = ("queued", "running", "completed", "failed", "interrupted")
-INDEX_NAME = "the server's index"
 
 
 def _hidden(parts: tuple[str, ...]) -> bool:
@@ -150,15 +150,11 @@ class JobManager:
 
     def start(self, path: str) -> Job:
         folder = self.resolve(path)
-        self._check_store()
         with self._lock:
-            if self._stop.is_set():
-                raise ServiceError(503, "server: draining, not starting jobs", code="draining")
-            if self._thread is not None and self._thread.is_alive():
-                running = next((j.id for j in reversed(self._jobs.values())
-                                if j.status in ("queued", "running")), "?")
-                raise ServiceError(409, f"jobs: expected no job running, got job {running}; "
-                                   "one job runs at a time", code="job_running")
+            self._refuse_while_busy()
+        self._check_store()  # outside the lock: opening the store may wait for a writer
+        with self._lock:
+            self._refuse_while_busy()
             job = Job(id=secrets.token_hex(8), path=self.shown(folder))
             self._jobs[job.id] = job
             while len(self._jobs) > KEEP_JOBS:
@@ -168,24 +164,30 @@ class JobManager:
             self._thread.start()
         return job
 
+    def _refuse_while_busy(self) -> None:
+        """503 while draining, 409 while a job runs (call with the lock held)."""
+        if self._stop.is_set():
+            raise ServiceError(503, "server: draining, not starting jobs", code="draining")
+        if self._thread is not None and self._thread.is_alive():
+            running = next((j.id for j in reversed(self._jobs.values())
+                            if j.status in ("queued", "running")), "?")
+            raise ServiceError(409, f"jobs: expected no job running, got job {running}; "
+                               "one job runs at a time", code="job_running")
+
     def _check_store(self) -> None:
         """409 while another process (an `attnswitch run` on the same data folder) holds
         the store's run lock, 503 when the store's file is unusable."""
         from attnswitch.pipeline.store import Store, StoreBusyError
-        from attnswitch.pipeline.store_errors import describe, is_store_error
 
-        try:
-            with Store(self.index_path) as store:
-                store.check_unlocked()
-        except StoreBusyError:
-            raise ServiceError(409, "index: expected no other run writing the server's index, "
-                               "got one (an `attnswitch run` on the same data folder); retry "
-                               "when it has finished", code="index_busy") from None
-        except Exception as exc:
-            if not is_store_error(exc):
-                raise
-            raise ServiceError(503, f"index: {describe(exc, INDEX_NAME)}",
-                               code="index_unavailable") from None
+        with store_errors_unavailable():
+            try:
+                with Store(self.index_path) as store:
+                    store.check_unlocked()
+            except StoreBusyError:
+                raise ServiceError(409, "index: expected no other run writing the server's "
+                                   "index, got one (an `attnswitch run` on the same data "
+                                   "folder); retry when it has finished",
+                                   code="index_busy") from None
 
     def _public(self, value: Any) -> Any:
         """`value` (text, or lists and dicts of it) without the server's absolute paths
