@@ -30,6 +30,7 @@ import typer
 from attnswitch.console import rich_console
 from attnswitch.jsonout import print_json
 
+
 def nonblank_path(value: str | Path) -> Path:
     """A command-line path, refusing an empty or blank one (an unset shell variable would
     otherwise mean the working directory)."""

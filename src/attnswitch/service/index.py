@@ -71,7 +71,6 @@ class SearchIndex:
         answers 503 until the file is fixed)."""
         from attnswitch.pipeline.config import stored_config
         from attnswitch.pipeline.store import Store
-
         from attnswitch.pipeline.store_errors import describe, is_store_error
 
         if not self.path.is_file():
