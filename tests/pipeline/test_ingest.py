@@ -69,6 +69,49 @@ def test_scan_does_not_follow_folder_links(tmp_path: Path) -> None:
     assert [e.source for e in scan(tmp_path)] == ["d/x.txt", "link.txt"]
 
 
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the root, holding a secret a link may point at."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "passwd").write_text("root:x:0:0:secret line:/root:/bin/bash\n")
+    return folder
+
+
+def test_links_out_of_the_root_are_skipped_with_the_reason(tmp_path: Path, outside: Path) -> None:
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "x.txt").write_text("inside text")
+    (root / ".hidden").mkdir()
+    (root / ".hidden" / "id_rsa").write_text("PRIVATE KEY")
+    (root / "passwd").symlink_to(outside / "passwd")  # a file link out of the root
+    (root / "etc").symlink_to(outside, target_is_directory=True)  # a folder link out
+    (root / "up.txt").symlink_to(Path("..") / "outside" / "passwd")  # relative, out
+    (root / "key").symlink_to(root / ".hidden" / "id_rsa")  # to a hidden path inside
+    (root / "inside.txt").symlink_to(root / "d" / "x.txt")  # inside: read
+    docs = {d.source: d for d in ingest(root)}
+    assert sorted(docs) == ["d/x.txt", "etc", "inside.txt", "key", "passwd", "up.txt"]
+    for source in ("etc", "passwd", "up.txt"):
+        assert docs[source].skip is Skip.LINK and docs[source].text is None
+        assert docs[source].reason == "link not followed: its target is outside the root"
+        assert docs[source].sha256 is None  # never read
+    assert docs["key"].skip is Skip.LINK and "hidden" in docs["key"].reason
+    assert docs["inside.txt"].text == "inside text"
+    assert [d.source for d in ingest(root, include_hidden=True) if d.ok] == [
+        ".hidden/id_rsa", "d/x.txt", "inside.txt", "key"]
+
+
+def test_a_link_swapped_in_after_the_scan_is_not_read(tmp_path: Path, outside: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "notes.txt").write_text("harmless at scan time")
+    (entry,) = scan(root)
+    (root / "notes.txt").unlink()
+    (root / "notes.txt").symlink_to(outside / "passwd")
+    doc = load(entry)
+    assert doc.skip is Skip.LINK and doc.text is None and doc.sha256 is None
+
+
 def test_root_must_be_a_folder(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(NotADirectoryError, match="root: expected a folder"):

@@ -3,6 +3,7 @@ bad input, runs, and a writer killed with SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -23,6 +24,7 @@ from attnswitch.pipeline.store import (
     StoreInputError,
     resolve_path,
 )
+from attnswitch.pipeline.store_errors import StoreCorruptError
 
 DIM = 8
 
@@ -432,3 +434,27 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 99
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def test_a_stored_vector_of_the_wrong_length_is_reported_not_reshaped(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.txt").write_text("one two three four five six seven eight nine ten " * 4)
+    with Store(tmp_path / "db") as store:
+        index(store, root)
+        store._conn.execute("UPDATE chunks SET vector = substr(vector, 1, 7) "
+                            "WHERE id = (SELECT MAX(id) FROM chunks)")
+        with pytest.raises(StoreCorruptError, match=r"expected vectors of 32 bytes \(dimension "
+                           r"8\), got 1 chunk\(s\) of another length.*rebuild the index"):
+            store.vectors()
+
+
+def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, who TEXT)")
+    with pytest.raises(StoreCorruptError, match="table runs lacks"):
+        Store(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["runs"]
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"

@@ -19,6 +19,7 @@ from attnswitch.service.auth import (
     KeyFileError,
     check_bind,
     hash_key,
+    host_name,
     is_loopback,
     load_keys,
 )
@@ -104,3 +105,11 @@ def test_serve_refuses_a_public_host_without_keys_before_binding(tmp_path: Path)
     assert done.returncode == 2
     assert "--allow-no-auth" in done.stderr and "listening" not in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("header, name", [
+    ("localhost", "localhost"), ("localhost:8000", "localhost"), ("127.0.0.1:80", "127.0.0.1"),
+    ("[::1]:8000", "::1"), ("[::1]", "::1"), ("evil.example:80", "evil.example"),
+    ("a:b", "a:b"), ("", "")])
+def test_host_name_drops_the_port(header: str, name: str) -> None:
+    assert host_name(header) == name

@@ -4,6 +4,8 @@ scores that the in-process search gives for the same query."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from attnswitch.pipeline.run import RunOptions, run
@@ -42,10 +44,17 @@ def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_d
     with Store(service_dirs["data"]) as store:
         want = VectorIndex(store).search(reference.encode([QUERY])[0], k)
     got = body["data"]
+    jobs_root = service_dirs["jobs_root"].resolve()
+
+    def shown(root: str) -> str:  # never the server's absolute path
+        inside = Path(root).is_relative_to(jobs_root)
+        return Path(root).relative_to(jobs_root).as_posix() if inside else Path(root).name
+
     assert [(h["root"], h["source"], h["ordinal"]) for h in got] == \
-        [(h.root, h.source, h.ordinal) for h in want]
+        [(shown(h.root), h.source, h.ordinal) for h in want]
     assert [h["rank"] for h in got] == list(range(1, len(want) + 1))
     for g, w in zip(got, want):
         assert abs(g["score"] - w.score) <= 1e-5 and g["text"] == w.text
-    assert got[0]["root"] == str(cli_indexed.resolve())
+    assert got[0]["root"] == cli_indexed.name  # outside the jobs root: its name only
+    assert got[0]["path"] == f"{cli_indexed.name}/{got[0]['source']}"
     assert body["usage"]["prompt_tokens"] == len(reference.tokenize([QUERY])[0])

@@ -39,7 +39,7 @@ def warming(tmp_path_factory):
     copy_corpus(jobs_root / "docs", SOURCES)
     srv = start_server(tmp / "server", "--db", str(tmp / "data"), "--jobs-root",
                        str(jobs_root), "--drain-timeout", "120", "--max-items", "16",
-                       wait_ready=False)
+                       "--request-timeout", "120", wait_ready=False)
     early = httpx.post(srv.url + "/v1/embeddings", json={"input": "too early"}, timeout=30)
     seen = []
     deadline = time.monotonic() + 180
@@ -63,11 +63,15 @@ def test_sigterm_answers_requests_in_flight_and_stops_cleanly(warming) -> None:
     srv, _, _, tmp = warming
     data, jobs_root = tmp / "data", tmp / "jobs"
     deadline = time.monotonic() + 180
+    texts = ["a long enough text to keep the model busy for a while " * 4] * 16
     try:
+        # One request first: admission then knows the encoder's speed (before it, it
+        # admits one encoder call's worth of texts only, fewer than IN_FLIGHT requests).
+        warm = httpx.post(srv.url + "/v1/embeddings", json={"input": texts}, timeout=300)
+        assert warm.status_code == 200, warm.text[:300]
         job = httpx.post(srv.url + "/v1/jobs", json={"path": "docs"}, timeout=30)
         assert job.status_code == 202, job.text
 
-        texts = ["a long enough text to keep the model busy for a while " * 4] * 16
         results: list[httpx.Response | Exception] = [None] * IN_FLIGHT  # type: ignore
 
         def send(i: int) -> None:

@@ -130,12 +130,19 @@ def test_invalid_json_is_400(client) -> None:
 
 
 def test_errors_never_echo_large_input(client) -> None:
-    sent = json.dumps({"input": list(range(6000)), "model": "m" * 20000})
+    sent = json.dumps({"input": list(range(2000)), "model": "m" * 20000})  # under 2048
     assert len(sent) < LIMITS["max_body_bytes"]
     r = client.post("/v1/embeddings", content=sent, headers={"content-type": "application/json"})
     error = assert_error(r, 422, "invalid_type")
-    assert "mmmm" not in error["message"] and "5999" not in error["message"]
+    assert "mmmm" not in error["message"] and "1999" not in error["message"]
     assert "more" in error["message"]  # the list of errors is cut, and says so
+
+
+def test_a_list_over_2048_items_stops_validation_at_the_limit(client) -> None:
+    sent = json.dumps({"input": [0] * 20000})
+    r = client.post("/v1/embeddings", content=sent, headers={"content-type": "application/json"})
+    error = assert_error(r, 422, "too_many_items", "input")
+    assert "at most 2048 items" in error["message"]
 
 
 def test_unknown_route_and_method_use_the_error_shape(client) -> None:
@@ -157,9 +164,12 @@ def test_full_queue_answers_429_at_once_with_retry_after(server) -> None:
     statuses = [r.status_code for r in responses]
     assert set(statuses) <= {200, 429}, statuses
     refused = [r for r in responses if r.status_code == 429]
-    assert refused and statuses.count(200) >= LIMITS["max_queue"] // LIMITS["max_items"]
+    # At most max_queue // max_items are admitted; fewer when the measured speed says the
+    # work ahead would not finish in time (a loaded machine): refused for time, not 504.
+    assert refused and 200 in statuses
     for r in refused:
-        assert_error(r, 429, "queue_full")
+        error = assert_error(r, 429, "queue_full")
+        assert "full queue" in error["message"] or "an answer within" in error["message"]
         assert int(r.headers["retry-after"]) >= 1
         assert r.elapsed.total_seconds() < min(x.elapsed.total_seconds()
                                                for x in responses if x.status_code == 200)

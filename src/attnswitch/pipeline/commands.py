@@ -16,10 +16,12 @@ runs them on their own (the same commands, under a small app of their own).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,8 +30,21 @@ import typer
 from attnswitch.console import rich_console
 from attnswitch.jsonout import print_json
 
+
+def nonblank_path(value: str | Path) -> Path:
+    """A command-line path, refusing an empty or blank one (an unset shell variable would
+    otherwise mean the working directory)."""
+    if isinstance(value, Path):
+        return value
+    if not value.strip():
+        got = "an empty string" if not value else "only whitespace"
+        raise typer.BadParameter(f"expected a path, got {got}")
+    return Path(value)
+
+
 DbOption = Annotated[Path | None, typer.Option(
-    "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False)]
+    "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False,
+    parser=nonblank_path)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
@@ -74,6 +89,20 @@ def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exi
     return typer.Exit(code)
 
 
+@contextlib.contextmanager
+def _store_errors(command: str, path: Path, as_json: bool) -> Iterator[None]:
+    """Report an error about the store's file (corrupt, locked, another schema, a vector of
+    the wrong length: `store_errors`) in one line naming the file and what to do."""
+    from attnswitch.pipeline.store_errors import describe, is_store_error
+
+    try:
+        yield
+    except Exception as exc:
+        if not is_store_error(exc):
+            raise
+        raise _fail(command, describe(exc, str(path)), as_json) from None
+
+
 def _open_existing(path: Path, command: str, as_json: bool) -> Any:
     """The store at `path`; refuses (without creating one) when there is none."""
     from attnswitch.pipeline.store import Store
@@ -93,7 +122,8 @@ def _num(x: float | None, fmt: str = ",.0f") -> str:
 
 def run_command(
     path: Annotated[Path, typer.Argument(help="Folder to index (recursively).",
-                                         show_default=False)],
+                                         show_default=False, parser=nonblank_path,
+                                         metavar="PATH")],
     db: DbOption = None,
     model: Annotated[str | None, typer.Option(
         help="Model folder (transformers + sentence-transformers files). Default: "
@@ -188,14 +218,15 @@ def run_command(
     else:
         def runner(store: Any, on_progress: Any) -> Any:
             return run(path, store, options, on_progress=on_progress)
-    try:
-        with Store(db_path(db)) as store, _Progress(show) as bar:
-            summary = runner(store, bar.update)
-    except KeyboardInterrupt:
-        raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
-    except errors as exc:
-        raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
-                    else str(exc), as_json) from None
+    with _store_errors("run", db_path(db), as_json):
+        try:
+            with Store(db_path(db)) as store, _Progress(show) as bar:
+                summary = runner(store, bar.update)
+        except KeyboardInterrupt:
+            raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
+        except errors as exc:
+            raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
+                        else str(exc), as_json) from None
     if as_json:
         print_json(summary.to_dict())
     else:
@@ -384,7 +415,7 @@ def search_command(
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     path = db_path(db)
-    with _open_existing(path, "search", as_json) as store:
+    with _store_errors("search", path, as_json), _open_existing(path, "search", as_json) as store:
         config = stored_config(store)
         index = VectorIndex(store)
         if config is None or len(index) == 0:
@@ -446,7 +477,7 @@ def status_command(db: DbOption = None, as_json: JsonOption = False) -> None:
     from attnswitch.pipeline.config import stored_config
 
     path = db_path(db)
-    with _open_existing(path, "status", as_json) as store:
+    with _store_errors("status", path, as_json), _open_existing(path, "status", as_json) as store:
         st = store.status()
         config = stored_config(store)
         runs = store.runs(limit=1)

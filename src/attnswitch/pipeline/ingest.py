@@ -18,9 +18,13 @@ Formats, chosen by extension and checked against content:
 A file of any of these extensions whose bytes start with `%PDF-` is read as a PDF; text
 that is mostly control characters is binary. Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
-`.attnswitch/` inside the root is never ingested. Symbolic links to folders are not
-followed; links to files are read. Special files (pipes, sockets, devices) are never
-opened.
+`.attnswitch/` inside the root is never ingested. Symbolic links never lead out of the
+root: a link (to a file or a folder) whose target resolves outside the root, or to a
+hidden path inside it, is listed as skipped ("link not followed") and never read; other
+links to folders are not followed (their target is walked in its own place); other links
+to files are read. `load` resolves the path again just before opening it and opens the
+resolved file without following links, so a link swapped in after the scan is refused
+too. Special files (pipes, sockets, devices) are never read.
 
 A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Document` whose
 `skip` names one of the `Skip` categories and whose `reason` says what happened.
@@ -68,6 +72,7 @@ class Skip(str, enum.Enum):
     BINARY = "binary"
     UNDECODABLE = "undecodable text"
     CORRUPT_PDF = "corrupt PDF"
+    LINK = "link not followed"
     ENCRYPTED_PDF = "encrypted PDF"
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
 
@@ -78,8 +83,8 @@ class SourceFile:
 
     `source` is the path relative to `root` with "/" separators (the document's identity
     within its root); `path` is absolute. `size` and `mtime_ns` come from `os.stat`
-    (following a link); both are -1 when the file could not be stat'ed, and then `error`
-    says why.
+    (following a link); both are -1 when the file could not be stat'ed or was refused,
+    and then `error` says why and `skip` is the category (unreadable unless set).
     """
 
     root: str
@@ -88,6 +93,7 @@ class SourceFile:
     size: int
     mtime_ns: int
     error: str | None = None
+    skip: Skip | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,9 @@ def _scan_dir(base: Path, folder: Path, include_hidden: bool, out: list[SourceFi
             continue
         path = Path(entry.path)
         rel = path.relative_to(base).as_posix()
+        if entry.is_symlink() and (why := _link_refusal(base, path, include_hidden)):
+            out.append(SourceFile(str(base), rel, path, -1, -1, why, Skip.LINK))
+            continue
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -178,6 +187,17 @@ def _scan_dir(base: Path, folder: Path, include_hidden: bool, out: list[SourceFi
         if stat.S_ISDIR(st.st_mode):
             continue  # a link to a folder: not followed
         out.append(SourceFile(str(base), rel, path, st.st_size, st.st_mtime_ns))
+
+
+def _link_refusal(base: Path, path: Path, include_hidden: bool) -> str | None:
+    """Why the link at `path` must not be followed from the root `base`, or None."""
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(base):
+        return "its target is outside the root"
+    hidden = [part for part in target.relative_to(base).parts if part.startswith(".")]
+    if hidden and not include_hidden:
+        return "its target is a hidden path"
+    return None
 
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
@@ -195,12 +215,12 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     kind: str | None = None
     try:
         if entry.error is not None:
-            raise _Skipped(Skip.UNREADABLE, entry.error)
+            raise _Skipped(entry.skip or Skip.UNREADABLE, entry.error)
         suffix = entry.path.suffix.lower()
         if suffix not in KINDS:
             raise _Skipped(Skip.UNSUPPORTED, suffix)
         kind = KINDS[suffix]
-        data, st = _read(entry.path, max_bytes)
+        data, st = _read(entry.path, max_bytes, Path(entry.root))
         # The stat taken just before reading: if the file changes after it, the stored
         # mtime is older than the file's and the next run reads it again.
         fields.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
@@ -235,14 +255,25 @@ def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def _read(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+def _read(path: Path, max_bytes: int, root: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file at `path`, which must resolve inside `root`: the
+    resolved path is opened without following links, and the file opened must be the one
+    stat'ed (a path swapped for a link after the scan is refused, not read)."""
     try:
-        st = os.stat(path)
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(os.path.realpath(root)):
+            raise _Skipped(Skip.LINK, "its target is outside the root")
+        st = os.stat(real)
         if not stat.S_ISREG(st.st_mode):
             raise _Skipped(Skip.NOT_A_FILE, _mode_name(st.st_mode))
         if st.st_size > max_bytes:
             raise _Skipped(Skip.TOO_LARGE, f"{_mb(st.st_size)} > limit {_mb(max_bytes)}")
-        with open(path, "rb") as fh:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb") as fh:
+            opened = os.fstat(fh.fileno())
+            if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+                raise _Skipped(Skip.UNREADABLE, "the file changed while it was opened")
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise _Skipped(Skip.UNREADABLE, f"{type(exc).__name__}: {exc.strerror or exc}") from None

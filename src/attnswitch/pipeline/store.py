@@ -17,7 +17,9 @@ The store is what makes a run resumable and idempotent:
 Vectors are float32, stored L2-normalised in the chunk row, so cosine similarity is a dot
 product; every vector in a store has the store's one dimension (`dim`). Bad input (wrong
 dimension, non-finite or zero vectors, a skipped document passed as indexable, chunks and
-vectors of different counts) raises `StoreInputError` before anything is written.
+vectors of different counts) raises `StoreInputError` before anything is written. A
+stored vector of the wrong length raises `StoreCorruptError` when the vectors are read
+(see `store_errors` for every error about the file itself).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from attnswitch.pipeline.ingest import Document, SourceFile
+from attnswitch.pipeline.store_errors import REBUILD, StoreCorruptError, check_schema
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
@@ -231,6 +234,7 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
                                       f"{version} in {self.path} (made by a newer attnswitch)")
+            check_schema(self._conn, _SCHEMA, self.path)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
             self._conn.execute("PRAGMA foreign_keys=ON")
@@ -459,6 +463,12 @@ class Store:
                                   (limit,) if limit else ()).fetchall()
         return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
 
+    def check_unlocked(self) -> None:
+        """Raise `StoreBusyError` when another process holds this store's run lock (takes
+        the lock and lets go of it at once; a run may still start right after)."""
+        self._acquire_lock()
+        self._release_lock()
+
     def _acquire_lock(self) -> None:
         if self._lock_fh is not None:
             raise StoreBusyError(f"{self.path}: this Store already has a run in progress")
@@ -507,6 +517,14 @@ class Store:
         if not rows:
             return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != 4 * dim]
+        if not dim:
+            raise StoreCorruptError(f"{self.path}: expected the vectors' dimension in its "
+                                    f"meta table, got none beside {len(rows)} chunks; {REBUILD}")
+        if bad:
+            raise StoreCorruptError(
+                f"{self.path}: expected vectors of {dim * 4} bytes (dimension {dim}), got "
+                f"{len(bad)} chunk(s) of another length (ids {bad[:5]}); {REBUILD}")
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
         return ids, matrix.reshape(len(rows), dim).astype(np.float32, copy=False)
 

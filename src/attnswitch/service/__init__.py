@@ -5,8 +5,10 @@ One job per module:
 
 - `config`: `ServiceConfig`, every setting checked once;
 - `app`: `create_app(config)`, the FastAPI app; `routes`: the endpoints; `schemas`: bodies;
-- `errors`: the one JSON error shape; `limits`: body size (bytes read), items, empty input;
-- `auth`: hashed bearer keys, constant-time checks, loopback-only without keys;
+- `errors`: the one JSON error shape; `limits`: body size (bytes read), body deadline,
+  UTF-8, items, empty input; `protocol`: uvicorn's h11 with a deadline on headers;
+- `auth`: hashed bearer keys, constant-time checks, loopback-only without keys, the Host
+  check of a keyless loopback server;
 - `batching`: the bounded queue (429) and the token-budget batcher in front of the model;
 - `runtime`: the parts wired together (threads, encoder, deadlines); `index`: search;
   `jobs`: indexing jobs; `metrics`: Prometheus; `lifecycle`: warm-up, readiness, drain;

@@ -1,8 +1,9 @@
 """The app factory: `create_app(config)` -> a FastAPI app serving one `runtime.Service`.
 
-Middleware, outermost first: metrics (every request counted and timed, refusals too), the
-body limit (bytes actually read), then FastAPI's routing with the service's error handlers
-(`errors.HANDLERS`: one JSON error shape). The lifespan starts the service (warm-up in the
+Middleware, outermost first: metrics (every request counted and timed, refusals too), on a
+keyless loopback server the Host check (`auth.LoopbackHostMiddleware`), the body limits
+(bytes actually read, time, UTF-8), then FastAPI's routing with the service's error
+handlers (`errors.HANDLERS`: one JSON error shape). The lifespan starts the service (warm-up in the
 background) and stops it after the server drained (`lifecycle`).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from attnswitch._version import __version__
+from attnswitch.service.auth import LoopbackHostMiddleware, is_loopback
 from attnswitch.service.config import ServiceConfig
 from attnswitch.service.errors import HANDLERS
 from attnswitch.service.lifecycle import lifespan
@@ -34,6 +36,10 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
     app.state.service = service
     app.include_router(health)
     app.include_router(v1)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.max_body_bytes)
+    config = service.config
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
+                       timeout_s=config.body_timeout_s)
+    if service.keys is None and is_loopback(config.host):
+        app.add_middleware(LoopbackHostMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
     return app

@@ -12,7 +12,11 @@ stored digest by `hmac.compare_digest`, all of them each time, so neither the ke
 entry matched shows in the timing. Health routes (`/livez`, `/readyz`) and `/metrics` stay
 open; every `/v1/` route needs a key when keys are configured.
 
-Without keys the service refuses a non-loopback host unless `allow_no_auth` says so.
+Without keys the service refuses a non-loopback host unless `allow_no_auth` says so. A
+keyless server on a loopback address also checks every request's Host header
+(`LoopbackHostMiddleware`): a name that is not a loopback one is refused (400
+`invalid_host`), so a web page whose own name was made to resolve to 127.0.0.1 (DNS
+rebinding) cannot read the service from the browser.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ import os
 import re
 from pathlib import Path
 
+from typing import Any
+
 from fastapi import Request
 
-from attnswitch.service.errors import ServiceError
+from attnswitch.service.errors import ServiceError, error_response
 
 _HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
 _LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
@@ -112,3 +118,33 @@ def check_bind(host: str, has_keys: bool, allow_no_auth: bool) -> None:
     raise BindRefusedError(
         f"host: expected a loopback address without api keys, got {host!r}: give "
         "--api-key-file FILE, or --allow-no-auth to serve it to the network without keys")
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header, without its port: "[::1]:80" -> "::1", "a:80" -> "a"."""
+    header = header.strip()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    name, _, port = header.rpartition(":")
+    return name if name and port.isdigit() else header
+
+
+class LoopbackHostMiddleware:
+    """Refuse requests whose Host header names anything but a loopback host (see the
+    module doc). Hand-written: Starlette's TrustedHostMiddleware matches names only (not
+    127.0.0.0/8), drops IPv6 literals' ports wrongly and answers in plain text."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            header = next((v for k, v in scope.get("headers", ()) if k == b"host"), None)
+            name = None if header is None else host_name(header.decode("latin-1"))
+            if name is not None and not is_loopback(name.rstrip(".")):
+                response = error_response(
+                    400, "host: expected a loopback name (localhost, 127.0.0.1, [::1]) on "
+                    "a server without api keys, got another", "invalid_host")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from attnswitch.pipeline.commands import ENGINE_HELP, DbOption, Precision
+from attnswitch.pipeline.commands import ENGINE_HELP, DbOption, Precision, nonblank_path
 
 
 class LogLevel(str, enum.Enum):
@@ -36,7 +36,8 @@ def serve_command(
     db: DbOption = None,
     api_key_file: Annotated[Path | None, typer.Option(
         help="Bearer keys, one a line: 'sha256:<hex digest>' (or a bare 64-hex digest), or "
-        "a plain key (hashed when read). Default: no keys.", show_default=False)] = None,
+        "a plain key (hashed when read). Default: no keys.", show_default=False,
+        parser=nonblank_path)] = None,
     allow_no_auth: Annotated[bool, typer.Option(
         "--allow-no-auth", help="Serve a non-loopback address without keys.")] = False,
     model: Annotated[str | None, typer.Option(
@@ -46,8 +47,8 @@ def serve_command(
     precision: Annotated[Precision | None, typer.Option(
         help="Default: the index's precision, else fp32.", show_default=False)] = None,
     jobs_root: Annotated[Path | None, typer.Option(
-        help="Folders POST /v1/jobs may index must lie inside it. Default: the working "
-        "directory.", show_default=False)] = None,
+        help="Turn indexing jobs on: POST /v1/jobs may index folders inside this one. "
+        "Default: no jobs.", show_default=False, parser=nonblank_path)] = None,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body (bytes read).")
                               ] = 2 * 2**20,
     max_items: Annotated[int, typer.Option(help="Texts per request.")] = 256,
@@ -62,6 +63,10 @@ def serve_command(
         help="Seconds a request may take (504 past it).")] = 30.0,
     drain_timeout: Annotated[float, typer.Option(
         help="Seconds shutdown waits for requests in flight (and for a running job).")] = 30.0,
+    header_timeout: Annotated[float, typer.Option(
+        help="Seconds a connection may take to send a request's headers.")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(
+        help="Seconds a request may take to send its body.")] = 20.0,
     log_level: Annotated[LogLevel, typer.Option(help="Server log level.")] = LogLevel.info,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
@@ -81,7 +86,8 @@ def serve_command(
             api_key_file=api_key_file, allow_no_auth=allow_no_auth, jobs_root=jobs_root,
             max_body_bytes=max_body_bytes, max_items=max_items, max_queue_items=max_queue,
             batch_tokens=batch_tokens, max_wait_ms=max_wait_ms,
-            request_timeout_s=request_timeout, drain_timeout_s=drain_timeout)
+            request_timeout_s=request_timeout, drain_timeout_s=drain_timeout,
+            header_timeout_s=header_timeout, body_timeout_s=body_timeout)
         serve(config, log_level=LogLevel(log_level).value, access_log=access_log)
     except (ValueError, BindRefusedError, KeyFileError) as exc:
         typer.echo(f"attnswitch serve: {exc}", err=True)

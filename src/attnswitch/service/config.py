@@ -5,16 +5,18 @@ Sizes are counted as the service sees them: `max_body_bytes` on the bytes actual
 and waiting for the model (beyond it a request gets 429 at once), `batch_tokens` model
 tokens per encoder call gathered across requests, `max_wait_ms` how long the batcher waits
 for more requests once one is queued, `request_timeout_s` the deadline of one request
-(504 past it), `drain_timeout_s` how long shutdown waits for requests in flight.
+(504 past it), `drain_timeout_s` how long shutdown waits for requests in flight,
+`header_timeout_s` how long a connection may take to send a request's headers and
+`body_timeout_s` its body (a client that trickles is closed; see `limits`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from attnswitch.engines.base import check_precision
+from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 @dataclass(frozen=True)
 class ServiceConfig:
@@ -22,8 +24,8 @@ class ServiceConfig:
     CLI's `--db` (None: ./.attnswitch/). model/engine/precision: the encoder (None and
     "auto": the index's own when the data folder has one, else the packaged default).
     api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
-    permit a non-loopback host without keys. jobs_root: indexing jobs may only name paths
-    inside it (None: the working directory at start)."""
+    permit a non-loopback host without keys. jobs_root: an existing folder; indexing jobs
+    may only name folders inside it (None: no jobs)."""
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -41,6 +43,8 @@ class ServiceConfig:
     max_wait_ms: float = 5.0
     request_timeout_s: float = 30.0
     drain_timeout_s: float = 30.0
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 20.0
     job_chunks_per_call: int = 32
 
     def __post_init__(self) -> None:
@@ -58,15 +62,23 @@ class ServiceConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if self.max_items > MAX_INPUT_ITEMS:
+            raise ValueError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
+                             f"{self.max_items}")
         if self.max_items > self.max_queue_items:
             raise ValueError(f"max_items: expected at most max_queue_items "
                              f"({self.max_queue_items}), got {self.max_items}")
-        for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s"):
+        for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s",
+                     "header_timeout_s", "body_timeout_s"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
-        if self.request_timeout_s == 0:
-            raise ValueError("request_timeout_s: expected a number > 0, got 0")
+        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s"):
+            if getattr(self, name) == 0:
+                raise ValueError(f"{name}: expected a number > 0, got 0")
+        if self.jobs_root is not None and not Path(self.jobs_root).is_dir():
+            raise ValueError(f"jobs_root: expected an existing folder, got "
+                             f"{str(self.jobs_root)!r}")
 
     @property
     def index_path(self) -> Path:
@@ -76,5 +88,6 @@ class ServiceConfig:
         return db_path(self.db)
 
     @property
-    def jobs_folder(self) -> Path:
-        return (self.jobs_root or Path(os.getcwd())).resolve()
+    def jobs_folder(self) -> Path | None:
+        """The jobs root, resolved (None: jobs are off)."""
+        return None if self.jobs_root is None else Path(self.jobs_root).resolve()

@@ -8,6 +8,7 @@ errors name where the problem is and what was expected, not the value that came.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from typing import Any
@@ -24,9 +25,9 @@ MAX_VALIDATION_ERRORS = 4
 
 TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 405: "invalid_request_error", 409: "conflict_error",
-    413: "invalid_request_error", 422: "invalid_request_error", 429: "rate_limit_error",
-    500: "server_error", 503: "service_unavailable", 504: "timeout_error",
+    404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error",
+    409: "conflict_error", 413: "invalid_request_error", 422: "invalid_request_error",
+    429: "rate_limit_error", 500: "server_error", 503: "service_unavailable", 504: "timeout_error",
 }
 
 
@@ -75,17 +76,17 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None, bool]:
     """(message, first field, whether the body was not JSON at all) for pydantic errors;
-    their `input` (the value sent) is left out."""
-    parts: list[str] = []
+    their `input` (the value sent) is left out. The message shows the first
+    `MAX_VALIDATION_ERRORS` distinct problems and counts the rest, in time linear in the
+    number of errors (a body of 60,000 wrong items is one pass, not 60,000 squared)."""
+    distinct: dict[str, None] = {}  # insertion-ordered set
     for e in errors:
         if e.get("type") == "json_invalid":
             detail = (e.get("ctx") or {}).get("error", "")
             return cap(f"body: expected a JSON object, got invalid JSON ({detail})"), "body", True
-        text = f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}"
-        if text not in parts:
-            parts.append(text)
-    shown = parts[:MAX_VALIDATION_ERRORS]
-    more = len(parts) - len(shown)
+        distinct.setdefault(f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}")
+    shown = list(itertools.islice(distinct, MAX_VALIDATION_ERRORS))
+    more = len(distinct) - len(shown)
     message = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
     first = _where(tuple(errors[0].get("loc", ()))) if errors else None
     return cap(message), first, False
@@ -98,10 +99,13 @@ async def service_error_handler(request: Request, exc: Exception) -> Response:
 
 async def validation_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    message, param, not_json = validation_message(list(exc.errors()))
+    errors = list(exc.errors())
+    message, param, not_json = validation_message(errors)
     if not_json:
         return error_response(400, message, "invalid_json", param)
-    return error_response(422, message, "invalid_type", param)
+    too_long = any(e.get("type") == "too_long" for e in errors)
+    return error_response(422, message, "too_many_items" if too_long else "invalid_type",
+                          param)
 
 
 async def http_error_handler(request: Request, exc: Exception) -> Response:

@@ -7,11 +7,19 @@ its own), so a search always sees the committed index without rereading it per q
 
 Queries must be encoded by the index's model: a store whose recorded model fingerprint is
 not the service's is refused (409), as the CLI's search refuses it.
+
+A store whose file is unusable (corrupt, locked, another schema, a vector of the wrong
+length: `pipeline.store_errors`) answers 503 (`index_unavailable`) with what is wrong,
+without the file's path; every search tries the file again, so replacing it heals the
+service without a restart. Embeddings never touch the store and stay up.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,6 +27,24 @@ from typing import Any
 import numpy as np
 
 from attnswitch.service.errors import ServiceError
+
+log = logging.getLogger("attnswitch.service")
+INDEX_NAME = "the server's index"  # what answers call the index file (never its path)
+
+
+@contextlib.contextmanager
+def store_errors_unavailable() -> Iterator[None]:
+    """Turn an error about the store's file (`pipeline.store_errors`) into 503
+    `index_unavailable`, saying what is wrong without the file's path."""
+    from attnswitch.pipeline.store_errors import describe, is_store_error
+
+    try:
+        yield
+    except Exception as exc:
+        if not is_store_error(exc):
+            raise
+        raise ServiceError(503, f"index: {describe(exc, INDEX_NAME)}",
+                           code="index_unavailable") from None
 
 
 class SearchIndex:
@@ -36,8 +62,40 @@ class SearchIndex:
 
     def search(self, vector: np.ndarray, k: int) -> list[Any]:
         """The `k` best `pipeline.search.Hit`s for one query vector (runs on `executor`)."""
-        index = self._current()
-        return index.search(vector, k)
+        with self._unavailable_on_store_errors():
+            return self._current().search(vector, k)
+
+    def stored_config(self) -> Any:
+        """The index's recorded `IndexConfig`, or None when there is no index yet or its
+        file is unusable (then logged: the service starts with its own defaults and search
+        answers 503 until the file is fixed)."""
+        from attnswitch.pipeline.config import stored_config
+        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store_errors import describe, is_store_error
+
+        if not self.path.is_file():
+            return None
+        try:
+            with Store(self.path) as store:
+                return stored_config(store)
+        except Exception as exc:
+            if not is_store_error(exc):
+                raise
+            log.warning("attnswitch serve: %s; search answers 503 until it is fixed",
+                        describe(exc, str(self.path)))
+            return None
+
+    @contextlib.contextmanager
+    def _unavailable_on_store_errors(self) -> Iterator[None]:
+        """Store errors become 503 `index_unavailable` (on the search thread: the
+        connections are dropped, and the next search reopens the file)."""
+        try:
+            with store_errors_unavailable():
+                yield
+        except ServiceError as exc:
+            if exc.code == "index_unavailable":
+                self._forget()
+            raise
 
     def _current(self) -> Any:
         from attnswitch.pipeline.config import stored_config
@@ -65,17 +123,17 @@ class SearchIndex:
                                "POST /v1/jobs to index a folder first", code="index_empty")
         return self._index
 
-    def close(self) -> None:
-        def close_store() -> None:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-            if self._watch is not None:
-                self._watch.close()
-                self._watch = None
+    def _forget(self) -> None:
+        """Close the connections and drop the loaded vectors (the next search reopens)."""
+        for conn in (self._store, self._watch):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+        self._store = self._watch = self._index = self._version = None
 
+    def close(self) -> None:
         try:
-            self.executor.submit(close_store).result(timeout=5)
+            self.executor.submit(self._forget).result(timeout=5)
         except Exception:
             pass
         self.executor.shutdown(wait=False)

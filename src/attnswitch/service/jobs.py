@@ -1,10 +1,20 @@
 """Indexing jobs: `attnswitch run` on a folder of the server, in a thread, with progress.
 
-`JobManager.start(path)` checks the path (a folder inside `jobs_root`; 403 outside it, 422
-when it is not a folder), then runs `attnswitch.pipeline.run.run` on it in a thread of its
-own, against the service's data folder: the same resumable, per-document transactional
+Jobs are off unless the server was given a jobs root (`serve --jobs-root DIR`): without
+one, `POST /v1/jobs` answers 403 (`jobs_disabled`), so a server started in a home folder
+exposes nothing to index.
+
+`JobManager.start(path)` checks the path: not empty or blank (422), no hidden component
+(a name starting with "."; 403), inside `jobs_root` once resolved, links included (403),
+an existing folder (422, with one message whatever is there instead, so that the answer
+never says whether a file exists). It checks that no other process holds the store's run
+lock (409), then runs `attnswitch.pipeline.run.run` on the folder in a thread of its own,
+against the service's data folder: the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
-one does; the store's run lock also refuses while a CLI run writes the same store).
+one does).
+
+Paths in answers are relative to the jobs root (`shown`); a job's summary and error never
+carry the server's absolute paths.
 
 The job encodes through the service's encoder on the model's executor (`encode` below), so
 its encoder calls take turns with request batches instead of competing for the CPU.
@@ -18,19 +28,32 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from attnswitch.service.errors import ServiceError
+from attnswitch.service.index import INDEX_NAME, store_errors_unavailable
 
 log = logging.getLogger("attnswitch.service")
 KEEP_JOBS = 100
 STATUSES = ("queued", "running", "completed", "failed", "interrupted")
+
+
+def _hidden(parts: tuple[str, ...]) -> bool:
+    """Whether a path has a hidden component (a name starting with ".", not "." or "..")."""
+    return any(part.startswith(".") and part not in (".", "..") for part in parts)
+
+
+def _hidden_refused() -> ServiceError:
+    return ServiceError(403, "path: expected a folder without hidden components (names "
+                        "starting with '.'), got one with", code="path_forbidden",
+                        param="path")
 
 
 class _StopRequested(KeyboardInterrupt):
@@ -58,7 +81,7 @@ class JobManager:
     """Runs and remembers indexing jobs (see the module doc). `encoder` returns the encoder
     for a job; `options` the `RunOptions` to run with."""
 
-    def __init__(self, index_path: Path, jobs_root: Path, encoder: Callable[[], Any],
+    def __init__(self, index_path: Path, jobs_root: Path | None, encoder: Callable[[], Any],
                  options: Callable[[], Any]):
         self.index_path = index_path
         self.jobs_root = jobs_root
@@ -84,39 +107,55 @@ class JobManager:
 
     def resolve(self, path: str) -> Path:
         """The folder a job may index for `path` (relative paths are under jobs_root)."""
+        if self.jobs_root is None:
+            raise ServiceError(403, "jobs: expected a server started with --jobs-root DIR, got "
+                               "none: indexing jobs are off", code="jobs_disabled")
+        if not path.strip():
+            raise ServiceError(422, "path: expected a folder path, got "
+                               f"{'an empty string' if not path else 'only whitespace'}",
+                               code="invalid_path", param="path")
         if "\x00" in path:
             raise ServiceError(422, "path: expected a folder path, got a NUL character",
                                code="invalid_path", param="path")
+        if _hidden(PurePath(path).parts):
+            raise _hidden_refused()
         try:
             folder = (self.jobs_root / path).resolve()
         except (OSError, RuntimeError, ValueError) as exc:
             raise ServiceError(422, f"path: expected a folder path, got one that does not "
                                f"resolve ({type(exc).__name__})", code="invalid_path",
                                param="path") from None
-        if folder != self.jobs_root and self.jobs_root not in folder.parents:
+        if not folder.is_relative_to(self.jobs_root):
             raise ServiceError(403, "path: expected a folder inside the server's jobs root "
                                "(serve --jobs-root), got one outside it", code="path_forbidden",
                                param="path")
+        if _hidden(folder.relative_to(self.jobs_root).parts):  # through a link
+            raise _hidden_refused()
         try:
-            found = "a folder" if folder.is_dir() else "a file" if folder.exists() else "nothing"
-        except OSError as exc:  # e.g. a name too long for the file system
-            found = f"an unusable path ({exc.strerror or type(exc).__name__})"
-        if found != "a folder":
-            raise ServiceError(422, f"path: expected an existing folder on the server, got "
-                               f"{found} there", code="not_a_folder", param="path")
+            is_folder = folder.is_dir()
+        except OSError:  # e.g. a name too long for the file system
+            is_folder = False
+        if not is_folder:  # one answer whatever is there: a file's existence stays private
+            raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
+                               "got no such folder", code="not_a_folder", param="path")
         return folder
+
+    def shown(self, path: str | Path) -> str:
+        """How a server path appears in answers: relative to the jobs root when inside it,
+        else only its last name."""
+        p = Path(path)
+        if self.jobs_root is not None and p.is_relative_to(self.jobs_root):
+            return p.relative_to(self.jobs_root).as_posix()
+        return p.name
 
     def start(self, path: str) -> Job:
         folder = self.resolve(path)
         with self._lock:
-            if self._stop.is_set():
-                raise ServiceError(503, "server: draining, not starting jobs", code="draining")
-            if self._thread is not None and self._thread.is_alive():
-                running = next((j.id for j in reversed(self._jobs.values())
-                                if j.status in ("queued", "running")), "?")
-                raise ServiceError(409, f"jobs: expected no job running, got job {running}; "
-                                   "one job runs at a time", code="job_running")
-            job = Job(id=secrets.token_hex(8), path=str(folder))
+            self._refuse_while_busy()
+        self._check_store()  # outside the lock: opening the store may wait for a writer
+        with self._lock:
+            self._refuse_while_busy()
+            job = Job(id=secrets.token_hex(8), path=self.shown(folder))
             self._jobs[job.id] = job
             while len(self._jobs) > KEEP_JOBS:
                 self._jobs.popitem(last=False)
@@ -125,9 +164,53 @@ class JobManager:
             self._thread.start()
         return job
 
+    def _refuse_while_busy(self) -> None:
+        """503 while draining, 409 while a job runs (call with the lock held)."""
+        if self._stop.is_set():
+            raise ServiceError(503, "server: draining, not starting jobs", code="draining")
+        if self._thread is not None and self._thread.is_alive():
+            running = next((j.id for j in reversed(self._jobs.values())
+                            if j.status in ("queued", "running")), "?")
+            raise ServiceError(409, f"jobs: expected no job running, got job {running}; "
+                               "one job runs at a time", code="job_running")
+
+    def _check_store(self) -> None:
+        """409 while another process (an `attnswitch run` on the same data folder) holds
+        the store's run lock, 503 when the store's file is unusable."""
+        from attnswitch.pipeline.store import Store, StoreBusyError
+
+        with store_errors_unavailable():
+            try:
+                with Store(self.index_path) as store:
+                    store.check_unlocked()
+            except StoreBusyError:
+                raise ServiceError(409, "index: expected no other run writing the server's "
+                                   "index, got one (an `attnswitch run` on the same data "
+                                   "folder); retry when it has finished",
+                                   code="index_busy") from None
+
+    def _public(self, value: Any) -> Any:
+        """`value` (text, or lists and dicts of it) without the server's absolute paths
+        (the index's, the jobs root's)."""
+        if isinstance(value, dict):
+            return {k: self._public(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._public(v) for v in value]
+        if not isinstance(value, str):
+            return value
+        text = value
+        for path, name in ((self.index_path, INDEX_NAME),
+                           (self.index_path.resolve(), INDEX_NAME)):
+            text = text.replace(str(path), name)
+        if self.jobs_root is not None:
+            text = text.replace(str(self.jobs_root) + os.sep, "").replace(
+                str(self.jobs_root), ".")
+        return text
+
     def _run(self, job: Job, folder: Path) -> None:
         from attnswitch.pipeline.run import run
         from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store_errors import describe, is_store_error
 
         job.status, job.started_at = "running", time.time()
 
@@ -143,13 +226,16 @@ class JobManager:
             with Store(self.index_path) as store:
                 summary = run(folder, store, self._options(), get_encoder=self._encoder,
                               on_progress=progress)
-            job.summary = summary.to_dict()
+            public = {k: v for k, v in summary.to_dict().items() if k != "db"}
+            job.summary = {**self._public(public), "root": job.path}
             job.status = "completed"
         except KeyboardInterrupt:
             job.status, job.error = "interrupted", "stopped by server shutdown; run again to finish"
         except Exception as exc:
-            job.status, job.error = "failed", f"{type(exc).__name__}: {exc}"
-            log.warning("job %s failed: %s", job.id, job.error)
+            log.warning("job %s failed: %s: %s", job.id, type(exc).__name__, exc)
+            error = (describe(exc, INDEX_NAME) if is_store_error(exc)
+                     else f"{type(exc).__name__}: {exc}")
+            job.status, job.error = "failed", self._public(error)
         finally:
             job.finished_at = time.time()
 

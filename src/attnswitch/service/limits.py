@@ -1,13 +1,18 @@
-"""Request limits: body size on the bytes actually read, items per request, empty input.
+"""Request limits: body size on the bytes actually read, the time to send it, its
+encoding, items per request, empty input.
 
 `BodyLimitMiddleware` reads the whole body before the app sees it and answers 413 (in the
 service's JSON error shape) as soon as the bytes read pass the limit, whatever the
 Content-Length said or whether there was one (chunked transfer encoding). A declared
 Content-Length over the limit is refused without waiting for the bytes. Starlette's own
-limiter answers in plain text, hence this one.
+limiter answers in plain text, hence this one. The whole body must arrive within
+`timeout_s` (a client that trickles it gets 408 and the connection is closed), and be
+UTF-8, as JSON must (RFC 8259; 400 `invalid_json` otherwise). The headers' own deadline is
+the server's (`protocol`).
 
-After a refusal the rest of the body is read and dropped, up to `DRAIN_BYTES`, so that a
-client still sending gets the 413 rather than a reset connection.
+After a 413 the rest of the body is read and dropped, up to `DRAIN_BYTES` (8 MiB) and
+within the body's deadline, so that a client still sending gets the 413 rather than a
+reset connection.
 
 Token limits per item are the model's (`max_seq_length`): longer texts are truncated unless
 the request says `"truncate": false` (then 422); see `runtime.Service.embed`.
@@ -15,6 +20,7 @@ the request says `"truncate": false` (then 422); see `runtime.Service.embed`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -25,47 +31,71 @@ DRAIN_BYTES = 8 * 2**20
 
 
 class BodyLimitMiddleware:
-    """Refuse HTTP request bodies over `max_bytes` with 413 (see the module doc)."""
+    """Refuse HTTP request bodies over `max_bytes` (413), slower than `timeout_s` (408) or
+    not UTF-8 (400); see the module doc."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = 20.0):
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                body = await self._read(scope, receive, send)
+        except TimeoutError:
+            await _refuse(send, 408, f"body: expected the whole body within "
+                          f"{self.timeout_s:g} s, got less in that time", "body_timeout")
+            return
+        if body is None:  # refused or disconnected
+            return
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            await _refuse(send, 400, f"body: expected UTF-8 JSON, got invalid UTF-8 at byte "
+                          f"{exc.start}", "invalid_json")
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
             await _drain(receive, min(declared, DRAIN_BYTES))
-            await self._refuse(send, f"{declared} bytes declared")
-            return
+            await self._too_large(send, f"{declared} bytes declared")
+            return None
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return None
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_bytes:
                 if message.get("more_body", False):
                     await _drain(receive, DRAIN_BYTES)
-                await self._refuse(send, f"more than {self.max_bytes} bytes read")
-                return
+                await self._too_large(send, f"more than {self.max_bytes} bytes read")
+                return None
             chunks.append(body)
             if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+                return b"".join(chunks)
 
-    async def _refuse(self, send: Send, got: str) -> None:
-        body = error_body(413, f"body: expected at most {self.max_bytes} bytes, got {got}",
-                          "body_too_large", "body")
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+    async def _too_large(self, send: Send, got: str) -> None:
+        await _refuse(send, 413, f"body: expected at most {self.max_bytes} bytes, got {got}",
+                      "body_too_large")
+
+
+async def _refuse(send: Send, status: int, message: str, code: str) -> None:
+    """Answer in the service's error shape and close the connection."""
+    body = error_body(status, message, code, "body")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _content_length(scope: Scope) -> int | None:

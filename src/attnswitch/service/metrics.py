@@ -6,7 +6,9 @@ backend, fallbacks, failures, attention latency). Service metrics, all prefixed
 `attnswitch_service_`:
 
 - `requests_total{route, method, status}` and `request_seconds{route}` (every request,
-  refusals included; `route` is the route's template, "other" for unknown paths);
+  refusals included; `route` is the route's template, "other" for unknown paths; `method`
+  one of HTTP's standard methods, "other" for any other name, so that no client can grow
+  the label set);
 - `tokens_total{route}` model tokens encoded, `items_total{route}` texts encoded;
 - `rejected_total{reason}`: queue_full (429), deadline (504), not_ready (503);
 - `queue_depth` texts waiting for the model, `in_flight` requests being served;
@@ -35,6 +37,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from attnswitch.observe.metrics import REGISTRY as ATTENTION_REGISTRY
 from attnswitch.service.batching import BatchStats
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+                     "PATCH"})
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -108,5 +112,6 @@ class MetricsMiddleware:
         finally:
             self.metrics.in_flight.dec()
             route = getattr(scope.get("route"), "path", None) or "other"
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.metrics.requests.labels(route, method, str(status)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)

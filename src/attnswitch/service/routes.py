@@ -16,7 +16,7 @@ the header `X-Request-Timeout: <seconds>` (never beyond the server's `--request-
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -57,7 +57,7 @@ async def authorized(request: Request) -> None:
 
 health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorized)], tags=["v1"])
-_COMMON = (400, 401, 413, 422, 429, 503, 504)
+_COMMON = (400, 401, 408, 413, 422, 429, 503, 504)
 
 
 @health.get("/livez", response_model=Health)
@@ -104,15 +104,17 @@ async def search(body: SearchRequest, request: Request,
     svc.readiness.check()
     check_items([body.query], 1, "query", is_list=False)
     hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout))
-    data = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
-             "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
-             "end": h.end, "text": h.text} for i, h in enumerate(hits)]
+    shown = [svc.jobs.shown(h.root) for h in hits]  # never the server's absolute paths
+    data = [{"rank": i + 1, "score": h.score, "source": h.source, "root": root,
+             "path": PurePosixPath(root, h.source).as_posix(), "ordinal": h.ordinal,
+             "start": h.start, "end": h.end, "text": h.text}
+            for i, (h, root) in enumerate(zip(hits, shown))]
     return {"object": "list", "data": data, "model": svc.model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
 @v1.post("/jobs", status_code=202, response_model=JobResponse,
-         responses=errors(400, 401, 403, 409, 413, 422, 503))
+         responses=errors(400, 401, 403, 408, 409, 413, 422, 503))
 async def create_job(body: JobRequest, request: Request) -> JSONResponse:
     svc = service(request)
     svc.readiness.check()

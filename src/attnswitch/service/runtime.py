@@ -110,17 +110,13 @@ class Service:
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
         from attnswitch.engines import get_engine
-        from attnswitch.pipeline.config import model_fingerprint, stored_config
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.config import model_fingerprint
 
         cfg = self.config
         model, engine, precision = cfg.model, cfg.engine, cfg.precision
-        if cfg.index_path.is_file():
-            with Store(cfg.index_path) as store:
-                stored = stored_config(store)
-            if stored is not None:
-                model = stored.model if cfg.model is None else model
-                precision = precision or stored.precision
+        if (stored := self.index.stored_config()) is not None:  # None too when unreadable
+            model = stored.model if cfg.model is None else model
+            precision = precision or stored.precision
         precision = precision or "fp32"
         # "auto" is the measured pick of `attnswitch run` on this machine (engines.autopick)
         encoder = get_engine(model, engine, precision)
@@ -198,16 +194,17 @@ class Service:
         try:
             ticket = self.batcher.admit(len(texts), within_s=deadline - loop.time())
         except QueueFull as exc:
-            self.counts["queue_full"] += 1
-            self.metrics.rejected.labels("queue_full").inc()
-            raise ServiceError(429, str(exc), code="queue_full",
-                               headers={"Retry-After": str(exc.retry_after)}) from None
+            raise self._queue_full(exc) from None
         self.counts["admitted"] += 1
         try:
             async with asyncio.timeout_at(deadline):
                 ids = await loop.run_in_executor(self.cpu_pool, self._tokenize, texts,
                                                  truncate, param, is_list)
-                vectors = await self.batcher.encode(ticket, ids)
+                vectors = await self.batcher.encode(ticket, ids,
+                                                    within_s=deadline - loop.time())
+        except QueueFull as exc:  # its real token count no longer fits in time
+            self.counts["refused"] += 1
+            raise self._queue_full(exc) from None
         except TimeoutError:
             self.counts["timed_out"] += 1
             self.metrics.rejected.labels("deadline").inc()
@@ -227,6 +224,13 @@ class Service:
         self.metrics.tokens.labels(route).inc(tokens)
         self.metrics.items.labels(route).inc(len(texts))
         return vectors, tokens
+
+    def _queue_full(self, exc: QueueFull) -> ServiceError:
+        """The 429 for a refused admission, counted."""
+        self.counts["queue_full"] += 1
+        self.metrics.rejected.labels("queue_full").inc()
+        return ServiceError(429, str(exc), code="queue_full",
+                            headers={"Retry-After": str(exc.retry_after)})
 
     def _tokenize(self, texts: list[str], truncate: bool, param: str,
                   is_list: bool) -> list[list[int]]:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_K = 100
+# The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
+# schema carries it so that validation stops at the limit: the errors of a huge list of
+# wrong items are never all produced.
+MAX_INPUT_ITEMS = 2048
 
 
 class _Request(BaseModel):
@@ -26,7 +30,8 @@ class EmbeddingRequest(_Request):
     """OpenAI's embeddings request. `truncate` (an extension, as in TEI): texts longer than
     the model's token limit are cut to it (true, the default) or refused with 422 (false)."""
 
-    input: str | list[str] = Field(description="A text, or a list of texts, to embed.")
+    input: str | Annotated[list[str], Field(max_length=MAX_INPUT_ITEMS)] = Field(
+        description="A text, or a list of texts, to embed.")
     model: str | None = Field(None, description="Accepted and ignored: the served model "
                               "answers (its name is in the response).")
     encoding_format: Literal["float", "base64"] = Field(
@@ -63,9 +68,10 @@ class SearchRequest(_Request):
 class Hit(BaseModel):
     rank: int
     score: float = Field(description="Cosine similarity to the query, -1 to 1.")
-    source: str
-    root: str
-    path: str
+    source: str = Field(description="The document's path inside its folder.")
+    root: str = Field(description="The indexed folder: relative to the jobs root when "
+                      "inside it, else its name only (never an absolute server path).")
+    path: str = Field(description="root/source.")
     ordinal: int
     start: int
     end: int
@@ -81,7 +87,7 @@ class SearchResponse(BaseModel):
 
 class JobRequest(_Request):
     path: str = Field(description="A folder on the server, inside its jobs root (relative "
-                      "paths are taken from the jobs root).")
+                      "paths are taken from the jobs root); no hidden components.")
 
 
 class JobResponse(BaseModel):

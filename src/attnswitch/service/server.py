@@ -9,6 +9,9 @@ before the model loads, so a caller can wait for `/readyz`. On SIGTERM (or Ctrl-
 service starts draining at once (`/readyz` 503, new requests 503), then uvicorn stops
 accepting connections, waits up to `drain_timeout_s` for the requests in flight, and runs
 the lifespan shutdown (see `lifecycle`). uvicorn then re-raises the signal, as it always does.
+
+Connections run uvicorn's h11 protocol with a deadline on request headers (`protocol`);
+the body's deadline is the body limit middleware's (`limits`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import uvicorn
 from attnswitch.service.app import create_app
 from attnswitch.service.auth import check_bind
 from attnswitch.service.config import ServiceConfig
+from attnswitch.service.protocol import header_timeout_protocol
 from attnswitch.service.runtime import Service
 
 
@@ -62,8 +66,8 @@ def serve(config: ServiceConfig, *, log_level: str = "info", access_log: bool = 
     print(f"attnswitch serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
     uv_config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=access_log,
-        timeout_graceful_shutdown=config.drain_timeout_s, lifespan="on", http="h11",
-        loop="asyncio", ws="none",
+        timeout_graceful_shutdown=config.drain_timeout_s, lifespan="on",
+        http=header_timeout_protocol(config.header_timeout_s), loop="asyncio", ws="none",
     )
     server = _DrainingServer(uv_config, service)
     server.run(sockets=[sock])

@@ -1,0 +1,82 @@
+"""What can go wrong with a store's file, said in one line: which file, what is wrong with
+it, and what to do.
+
+`STORE_ERRORS` is every exception a store raises for its file rather than for its caller's
+arguments: SQLite's own errors (not a database, malformed, locked, read-only, another
+schema), `StoreCorruptError` (rows SQLite reads fine but attnswitch cannot use, such as a
+vector of the wrong length), `StoreBusyError` (another run holds the run lock) and a
+schema newer than this attnswitch (`StoreInputError` from `Store(path)`). `describe(exc,
+where)` turns any of them into the message the CLI prints and the service answers with.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+REBUILD = "move the file aside and run `attnswitch run FOLDER` again to rebuild the index"
+
+
+class StoreCorruptError(RuntimeError):
+    """The store's file holds rows attnswitch cannot use (e.g. a vector whose length is
+    not the store's dimension); the message names the file and what to do."""
+
+
+def check_schema(conn: sqlite3.Connection, schema: str, path: object) -> None:
+    """Raise `StoreCorruptError` when a table of `schema` exists in `conn` without all of
+    its columns (a database another program made, under the index's name). Call it before
+    creating the tables, so such a database is left untouched."""
+    expected = sqlite3.connect(":memory:")
+    try:
+        expected.executescript(schema)
+        tables = [r[0] for r in expected.execute("SELECT name FROM sqlite_master WHERE "
+                                                 "type = 'table' ORDER BY name")]
+        for table in tables:
+            want = {r[1] for r in expected.execute(f"PRAGMA table_info({table})")}
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if have and (missing := sorted(want - have)):
+                raise StoreCorruptError(
+                    f"{path}: not an attnswitch index of a schema this version knows (table "
+                    f"{table} lacks {', '.join(missing)}; made by another program?); use "
+                    f"another --db, or {REBUILD}")
+    finally:
+        expected.close()
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from attnswitch.pipeline.store import StoreBusyError, StoreInputError
+
+    return (sqlite3.Error, StoreCorruptError, StoreBusyError, StoreInputError)
+
+
+def is_store_error(exc: BaseException) -> bool:
+    """Whether `exc` is about the store's file (see the module doc), not a bug elsewhere.
+    A `StoreInputError` counts only when it is about the store itself (its schema)."""
+    from attnswitch.pipeline.store import StoreInputError
+
+    if isinstance(exc, StoreInputError):
+        return exc.argument == "store"
+    return isinstance(exc, _errors())
+
+
+def describe(exc: BaseException, where: str) -> str:
+    """One line for a store error about the file `where` (a path, or a name such as "the
+    server's index"): what is wrong and what to do."""
+    from attnswitch.pipeline.store import StoreBusyError
+
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, (StoreCorruptError, StoreBusyError)) or not isinstance(
+            exc, sqlite3.Error):
+        return text if where in text else f"{where}: {text}"
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return (f"{where}: locked by another process ({text}); wait for it to finish, or "
+                "use another --db")
+    if "readonly" in lowered or "read-only" in lowered or "unable to open" in lowered:
+        return (f"{where}: cannot be opened for reading and writing ({text}); check the "
+                "file's and its folder's permissions, or use another --db")
+    if "no such table" in lowered or "no such column" in lowered or "has no column" in lowered:
+        return (f"{where}: not an attnswitch index of a schema this version knows ({text}); "
+                f"use another --db, or {REBUILD}")
+    if isinstance(exc, sqlite3.DatabaseError):
+        return f"{where}: not a readable attnswitch index ({text}); {REBUILD}"
+    return f"{where}: the index could not be used ({type(exc).__name__}: {text})"
