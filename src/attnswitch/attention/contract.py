@@ -121,20 +121,20 @@ class Call:
     @property
     def plan_key(self) -> Any:
         """What a plan depends on: the call's geometry. A dense call is its own key (its
-        shapes are what kernels compile for). A packed call is keyed on layout, dtype, heads,
-        head dim and features with N, the longest lengths and the totals rounded up to powers
-        of two (the buckets `autotune` measures in), plus what decline rules read from the
-        lengths: the effective `bounds`, whether host lengths are known, and whether q and k
-        share them. So a pipeline's packed batches, whose make-up never repeats, share a few
-        plans instead of missing the cache on every batch."""
+        shapes are what kernels compile for). A packed call is keyed on dtype, heads, head dim
+        and features with N and the longest lengths rounded up to powers of two (the buckets
+        `autotune` orders backends by), plus what decline rules read from the lengths: the
+        effective `bounds`, whether host lengths are known, and whether q and k share them.
+        The totals are left out: no rule reads them. So a pipeline's packed batches, whose
+        make-up never repeats, share a few plans instead of missing on every batch."""
         if not self.packed:
             return self
         return (
             self.framework, self.device, self.dtype, _pow2(self.batch), _pow2(self.seqlen_q),
-            _pow2(self.seqlen_k), _pow2(self.total_q), _pow2(self.total_k), self.heads_q,
-            self.heads_kv, self.head_dim, self.scale, self.causal, self.window, self.softcap,
-            self.return_lse, self.requires_grad, self.traced, self.bounds,
-            self.seqlens_q is not None, self.seqlens_q == self.seqlens_k,
+            _pow2(self.seqlen_k), self.heads_q, self.heads_kv, self.head_dim, self.scale,
+            self.causal, self.window, self.softcap, self.return_lse, self.requires_grad,
+            self.traced, self.bounds, self.seqlens_q is not None,
+            self.seqlens_q == self.seqlens_k,
         )
 
     @property
