@@ -14,6 +14,7 @@ directly. Writes markdown and a PNG plot.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -387,8 +388,10 @@ def device_text(device: str) -> str:
         label = f"{cpu_name()}, ISA {torch.backends.cpu.get_cpu_capability()}"
     else:
         label = torch.cuda.get_device_name()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"Device: {device} ({label}), {torch.get_num_threads()} torch threads, "
-            f"torch {torch.__version__}, attnswitch {asw.__version__}")
+            f"load average {load:.1f} at the end, torch {torch.__version__}, "
+            f"attnswitch {asw.__version__}")
 
 
 def overhead_main(args: argparse.Namespace) -> int:
