@@ -68,7 +68,8 @@ def _gather_rows(x: torch.Tensor, rows: torch.Tensor, valid: torch.Tensor) -> to
     if x.shape[0] == 0:
         return x.new_zeros((*rows.shape, *x.shape[1:]))
     picked = x[rows.clamp(max=x.shape[0] - 1)]
-    return torch.where(valid[..., None, None], picked, torch.zeros((), dtype=x.dtype, device=x.device))
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    return torch.where(valid[..., None, None], picked, zero)
 
 
 def _packed_rows(cu: torch.Tensor, total: int, width: int) -> torch.Tensor:

@@ -32,6 +32,10 @@ heads are never repeated: the contract serves `Hq % Hkv == 0` itself):
   the sequences bound attention even where the 4D mask does not say so (transformers' sdpa
   and eager masks ignore packing when a cache is in use); inside each sequence the mask must
   follow the causal/window pattern, or it is used densely, intersected with the sequences.
+- explicit `cu_seq_lens_q/k` come with `max_length_q/k`: given as host ints (FlashAttention's
+  convention) they become `max_seqlen_q/k`, so a device `cu_seqlens` is not read on the host.
+- under `torch.compile` all of the above runs inside one custom op per attention call
+  (`attnswitch::hf_attention`, see "under torch.compile" below): no graph break.
 - not in the contract, so refused with a clear error rather than dropped: dropout in
   training mode, attention sinks (`s_aux`), additive position biases (`position_bias`, float
   masks with values other than 0 and -inf). `output_attentions` returns None weights.

@@ -13,12 +13,13 @@ Translations into what SDPA takes:
   masked call in 14 of 15 measurements from 128 keys, 0.96x once (B64 S128 fp32); not
   below 128 keys, where it was 0.79-0.93x;
 - packed input with host lengths (`Call.seqlens_q/k`): one SDPA call per sequence, on views
-  of the packed rows (no copy in, one concatenation out). Without them (a device
-  `cu_seqlens` passed with `max_seqlen_q/k`) the sequences are gathered on device into one
-  left-padded batch (`torch_common.run_padded`), so nothing is read on the host. On CPU this beat FlexAttention's document mask by 1.9-3.4x
-  (docs/results/attention_ops_cpu.md) and, timed side by side, one left-padded batch with a
-  key padding mask by 1.7-2.8x: the fused CPU kernel computes masked-out padding anyway, and
-  a per-sequence call costs only tens of microseconds, even for hundreds of short sequences;
+  of the packed rows (no copy in, one concatenation out). On CPU this beat FlexAttention's
+  document mask by 1.9-3.4x (docs/results/attention_ops_cpu.md) and, timed side by side,
+  one left-padded batch with a key padding mask by 1.7-2.8x: the fused CPU kernel computes
+  masked-out padding anyway, and a per-sequence call costs only tens of microseconds, even
+  for hundreds of short sequences. Without host lengths (a device `cu_seqlens` passed with
+  `max_seqlen_q/k`) the sequences are gathered on device into one left-padded batch
+  (`torch_common.run_padded`), so nothing is read on the host;
 - GQA: when no mask depends on the query (no causal/window bounds, no `attn_mask`), the
   query heads of a group are folded into query rows of their key/value head
   (`[B, Hkv, group * Sq, D]`), so each key/value block is read once for the whole group
