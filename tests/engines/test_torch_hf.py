@@ -58,15 +58,17 @@ def test_packed_layout_reaches_attention_as_packed():
     assert plan.call.layout == "packed" and plan.call.seqlens_q == (4, 5)
 
 
-def test_packed_batches_hit_the_plan_cache_after_warm_up(chunks):
+def test_packed_batches_hit_the_plan_cache_after_warm_up(chunks, monkeypatch):
     """The packed batches of an encode never repeat their make-up of lengths, yet each finds
     the plan of its geometry bucket (N and the longest length rounded up to powers of two):
     after a warm-up on other texts, the only misses are the first call of a bucket the
     warm-up did not see (counted from the engine's own batching), and every other call hits
     (attnswitch.stats() reports both)."""
     import attnswitch
+    from attnswitch.attention import plan as plan_mod
     from attnswitch.engines.base import plan_batches
 
+    monkeypatch.setattr(plan_mod, "_plans", {})  # plans of earlier tests would count as hits
     engine = TorchEncoder(ModelSpec.load(None), layout="packed")
     layers = engine.model.config.num_hidden_layers
     pow2 = lambda n: 1 << (n - 1).bit_length()  # noqa: E731
