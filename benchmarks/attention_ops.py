@@ -14,6 +14,7 @@ directly. Writes markdown and a PNG plot.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -156,40 +157,62 @@ def time_row(row: Row, reps: int, device: str, skip: set[str] = frozenset()) -> 
     return dict(row=row, medians=medians, pick=plan.chosen, plan=plan, call=plan.call)
 
 
-def overhead(reps: int, device: str) -> dict:
-    """attnswitch.attention against the chosen library function called directly (B=8,
-    S=512, H=12, D=64 float32), interleaved call by call."""
+OVERHEAD_ROWS = [
+    Row("encoder", 8, 512, 12, 12, 64, "float32", "plain"),
+    Row("decode-step", 8, 1, 16, 4, 64, "float32", "causal", seqlen_k=2048),
+]
+
+
+def _direct_sdpa(q, k, v, row: Row):
+    """The SDPA call torch-sdpa makes for `row`, written out by hand: BHSD views, and for a
+    GQA decode step the query heads of each group folded into rows of their key/value head
+    (see backends/torch_sdpa.py)."""
     import torch.nn.functional as F
 
-    row = Row("overhead", 8, 512, 12, 12, 64, "float32", "plain")
-    args = to_framework(make_inputs(row), "torch", device)
-    q, k, v = args["q"], args["k"], args["v"]
-    chosen = asw.explain(q, k, v).chosen
+    from attnswitch.attention.backends.torch_sdpa import _fold_groups, _unfold_groups
 
-    def direct():
-        return F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    kh, vh = k.transpose(1, 2), v.transpose(1, 2)
+    if row.heads_q != row.heads_kv:
+        out = F.scaled_dot_product_attention(_fold_groups(q, row.heads_kv), kh, vh)
+        return _unfold_groups(out, row.seqlen, row.heads_q)
+    return F.scaled_dot_product_attention(q.transpose(1, 2), kh, vh).transpose(1, 2)
 
-    def through():
-        return asw.attention(q, k, v)
 
-    for fn in (direct, through, direct, through):
-        sync(fn())
-    t = {"direct": [], "attnswitch": []}
-    for _ in range(reps):
-        for label, fn in (("direct", direct), ("attnswitch", through)):
-            start = time.perf_counter()
+def overhead(reps: int, device: str) -> list[dict]:
+    """attnswitch.attention against the same kernel call made directly, interleaved call by
+    call, for an encoder call and a decode step (`OVERHEAD_ROWS`), plus the host cost of
+    validation and a cached plan alone."""
+    results = []
+    for row in OVERHEAD_ROWS:
+        args = to_framework(make_inputs(row), "torch", device)
+        q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+        chosen = asw.explain(q, k, v, **args).chosen
+        n = reps if row.seqlen > 1 else reps * 10  # a decode step is short: more of them
+
+        def direct():
+            return _direct_sdpa(q, k, v, row)
+
+        def through():
+            return asw.attention(q, k, v, **args)
+
+        for fn in (direct, through, direct, through):
             sync(fn())
-            t[label].append(time.perf_counter() - start)
-    # Host-side cost of validation + planning + scope alone, without the kernel.
-    n = 2000
-    start = time.perf_counter()
-    for _ in range(n):
-        asw.explain(q, k, v)
-    plan_us = (time.perf_counter() - start) / n * 1e6
-    med = {key: statistics.median(val) for key, val in t.items()}
-    return dict(chosen=chosen, direct=med["direct"], through=med["attnswitch"],
-                ratio=med["attnswitch"] / med["direct"], plan_us=plan_us, reps=reps)
+        t = {"direct": [], "attnswitch": []}
+        for _ in range(n):
+            for label, fn in (("direct", direct), ("attnswitch", through)):
+                start = time.perf_counter()
+                sync(fn())
+                t[label].append(time.perf_counter() - start)
+        calls = 2000
+        start = time.perf_counter()
+        for _ in range(calls):
+            asw.explain(q, k, v, **args)
+        plan_us = (time.perf_counter() - start) / calls * 1e6
+        med = {key: statistics.median(val) for key, val in t.items()}
+        results.append(dict(row=row, chosen=chosen, direct=med["direct"],
+                            through=med["attnswitch"], ratio=med["attnswitch"] / med["direct"],
+                            plan_us=plan_us, reps=n))
+    return results
 
 
 def flops(row: Row) -> float:
@@ -226,7 +249,30 @@ def tflops_table(results: list[dict], peak: float) -> list[str]:
     return lines
 
 
-def markdown(results: list[dict], ov: dict | None, meta: str, peak: float | None = None) -> str:
+def overhead_lines(ov: list[dict]) -> list[str]:
+    """The markdown table of `overhead` results."""
+    lines = [
+        "", "## Cost of the attnswitch call", "",
+        "`attnswitch.attention` against the same SDPA call written by hand (for the GQA "
+        "decode step: query heads folded per key/value head, as torch-sdpa does), "
+        "interleaved call by call; `validate + plan` is the host cost of validation and "
+        "a cached plan alone (`attnswitch.explain`).", "",
+        "| call | backend | calls each | direct (ms) | attnswitch.attention (ms) | ratio "
+        "| validate + plan (µs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for o in ov:
+        row = o["row"]
+        shape = f"B{row.batch} S{row.seqlen}" + (f"x{row.seqlen_k}" if row.seqlen_k else "") + (
+            f" H{row.heads_q}/{row.heads_kv} D{row.head_dim} {row.dtype}")
+        lines.append(
+            f"| {row.label} {shape} | `{o['chosen']}` | {o['reps']} | {fmt_ms(o['direct'])} "
+            f"| {fmt_ms(o['through'])} | {o['ratio']:.3f} | {o['plan_us']:.1f} |")
+    return lines
+
+
+def markdown(results: list[dict], ov: list[dict] | None, meta: str,
+             peak: float | None = None) -> str:
     names = sorted({n for r in results for n in r["medians"]})
     lines = [
         "# Attention backends side by side", "", meta, "",
@@ -256,15 +302,7 @@ def markdown(results: list[dict], ov: dict | None, meta: str, peak: float | None
     if peak:
         lines += tflops_table(results, peak)
     if ov:
-        lines += [
-            "", "## Cost of the attnswitch call", "",
-            f"B=8, S=512, H=12, D=64 float32, chosen backend `{ov['chosen']}`, {ov['reps']} "
-            "interleaved calls each.", "",
-            "| direct library call (ms) | attnswitch.attention (ms) | ratio | validate + plan (µs) |",
-            "|---|---|---|---|",
-            f"| {fmt_ms(ov['direct'])} | {fmt_ms(ov['through'])} | {ov['ratio']:.3f} | "
-            f"{ov['plan_us']:.1f} |",
-        ]
+        lines += overhead_lines(ov)
     return "\n".join(lines) + "\n"
 
 
@@ -312,7 +350,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="backends to leave out (e.g. materialising ones at long lengths)")
     parser.add_argument("--write-autotune", action="store_true",
                         help="record the measured order for the planner (autotune.json)")
+    parser.add_argument("--overhead-only", action="store_true",
+                        help="only the cost of the attnswitch call (attention_overhead_*.md)")
     args = parser.parse_args(argv)
+    if args.overhead_only:
+        return overhead_main(args)
     grid = QUICK if args.quick else (CUDA_GRID if args.device == "cuda" else CPU_GRID)
     results = []
     for row in grid:
@@ -322,12 +364,8 @@ def main(argv: list[str] | None = None) -> int:
               + "  ".join(f"{n}={fmt_ms(t)}" for n, t in sorted(r["medians"].items())),
               flush=True)
     ov = overhead(max(args.reps * 3, 20), args.device)
-    import torch
-
-    device_label = cpu_name() if args.device == "cpu" else torch.cuda.get_device_name()
-    meta = (f"Device: {args.device} ({device_label}), "
-            f"torch {torch.__version__}, attnswitch {asw.__version__}, {args.reps} reps per backend, "
-            f"median. Command: `python benchmarks/attention_ops.py{' --quick' if args.quick else ''}"
+    meta = (f"{device_text(args.device)}, {args.reps} reps per backend, median. Command: "
+            f"`python benchmarks/attention_ops.py{' --quick' if args.quick else ''}"
             f"{' --device ' + args.device if args.device != 'cpu' else ''}`.")
     text = markdown(results, ov, meta, args.peak_tflops)
     print(text)
@@ -339,6 +377,36 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {out / (stem + '.md')} and {out / (stem + '.png')}")
     if args.write_autotune:
         print(f"autotune table: {autotune.record(autotune_entries(results))}")
+    return 0
+
+
+def device_text(device: str) -> str:
+    """The device, its ISA (CPU) and the library versions, for a results file."""
+    import torch
+
+    if device == "cpu":
+        label = f"{cpu_name()}, ISA {torch.backends.cpu.get_cpu_capability()}"
+    else:
+        label = torch.cuda.get_device_name()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"Device: {device} ({label}), {torch.get_num_threads()} torch threads, "
+            f"load average {load:.1f} at the end, torch {torch.__version__}, "
+            f"attnswitch {asw.__version__}")
+
+
+def overhead_main(args: argparse.Namespace) -> int:
+    reps = max(args.reps * 3, 20)
+    ov = overhead(reps, args.device)
+    meta = (f"{device_text(args.device)}. Medians. Command: `python benchmarks/attention_ops.py "
+            f"--overhead-only{' --reps ' + str(args.reps) if args.reps != 7 else ''}"
+            f"{' --device ' + args.device if args.device != 'cpu' else ''}`.")
+    text = "\n".join(["# Cost of the attnswitch call", "", meta, *overhead_lines(ov)[3:]]) + "\n"
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"attention_overhead_{args.device}.md"
+    path.write_text(text)
+    print(f"wrote {path}")
     return 0
 
 

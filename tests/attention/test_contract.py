@@ -205,3 +205,46 @@ def test_bounds_that_restrict_nothing_are_dropped(sq, sk, kw, bounds):
         assert raw is None or raw.all()
     else:
         assert not raw.all()
+
+
+# ---- max_seqlen_q/k: FlashAttention's host-side maxima ------------------------------------
+
+
+@pytest.mark.parametrize("value", [-1, 8, 2.5, True, "4"])
+def test_bad_max_seqlen(framework, value):
+    q, k, v, cu = packed(framework)  # 7 rows, longest sequence 4
+    msg = _raises("max_seqlen_q", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                  max_seqlen_q=value)
+    assert "0 to the packed length 7" in msg
+
+
+def test_max_seqlen_below_the_longest_sequence_read(framework):
+    q, k, v, cu = packed(framework)
+    msg = _raises("max_seqlen_k", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                  max_seqlen_k=3)
+    assert "longest sequence of cu_seqlens_k (4)" in msg
+
+
+def test_max_seqlen_only_for_packed(framework):
+    q, k, v = qkv(framework)
+    _raises("max_seqlen_q", asw.attention, q, k, v, max_seqlen_q=5)
+
+
+def test_device_cu_seqlens_with_maxima_are_not_read(monkeypatch):
+    """With max_seqlen_q/k a cu_seqlens that is not in host memory is left unread: the call
+    carries the maxima and no lengths; without them, or in debug mode, it is read."""
+    from attnswitch.attention import arrays
+
+    q, k, v, cu = packed("torch")
+    monkeypatch.setattr(arrays, "on_host", lambda x: False)  # as a CUDA tensor would be
+    call = validate(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=5, max_seqlen_k=6)
+    assert (call.seqlens_q, call.seqlen_q, call.seqlen_k, call.total_q) == (None, 5, 6, 7)
+    assert validate(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu).seqlens_q == (3, 0, 4)
+    asw.configure(debug=True)
+    try:
+        bad = cu.clone()
+        bad[1] = 9
+        _raises("cu_seqlens_q", validate, q, k, v, cu_seqlens_q=bad, cu_seqlens_k=cu,
+                max_seqlen_q=5, max_seqlen_k=5)
+    finally:
+        asw.configure(debug=False)

@@ -56,3 +56,36 @@ def test_packed_layout_reaches_attention_as_packed():
     batch = engine.tokenize(["one text", "and another text"])
     plan = explain_model(engine.model, engine.inputs(batch))
     assert plan.call.layout == "packed" and plan.call.seqlens_q == (4, 5)
+
+
+def test_packed_batches_hit_the_plan_cache_after_warm_up(chunks, monkeypatch):
+    """The packed batches of an encode never repeat their make-up of lengths, yet each finds
+    the plan of its geometry bucket (N and the longest length rounded up to powers of two):
+    after a warm-up on other texts, the only misses are the first call of a bucket the
+    warm-up did not see (counted from the engine's own batching), and every other call hits
+    (attnswitch.stats() reports both)."""
+    import attnswitch
+    from attnswitch.attention import plan as plan_mod
+    from attnswitch.engines.base import plan_batches
+
+    monkeypatch.setattr(plan_mod, "_plans", {})  # plans of earlier tests would count as hits
+    engine = TorchEncoder(ModelSpec.load(None), layout="packed")
+    layers = engine.model.config.num_hidden_layers
+    pow2 = lambda n: 1 << (n - 1).bit_length()  # noqa: E731
+
+    def buckets(texts):
+        lengths = [len(ids) for ids in engine.tokenize(texts)]
+        batches = plan_batches(lengths, engine.default_batch_tokens, engine.max_batch)
+        return [(pow2(len(b)), pow2(max(lengths[i] for i in b))) for b in batches]
+
+    warm, texts = chunks[1::2], chunks[::4]  # different texts: batches of other make-ups
+    engine.encode(warm)
+    before = attnswitch.stats()["plans"]
+    engine.encode(texts)
+    after = attnswitch.stats()["plans"]
+    hits, misses = after["hits"] - before["hits"], after["misses"] - before["misses"]
+    batches = buckets(texts)
+    new = set(batches) - set(buckets(warm))
+    assert len(batches) - len(new) >= 4  # batches of warmed buckets, new make-ups
+    assert misses == len(new), f"{misses} misses, {len(new)} new buckets"
+    assert hits == len(batches) * layers - misses

@@ -116,3 +116,34 @@ def per_sequence(model: object, ids: torch.Tensor, mask: torch.Tensor) -> torch.
         positions = real.nonzero().view(-1)
         out.append(hidden(model, input_ids=row[positions][None], position_ids=positions[None])[0])
     return torch.cat(out)
+
+
+def padded_inputs(side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids `[3, 20]` and a padding mask for lengths 20, 13 and 6, padded on `side`."""
+    gen = torch.Generator().manual_seed(1)
+    lengths = (20, 13, 6)
+    ids = torch.randint(3, 100, (len(lengths), 20), generator=gen)
+    mask = torch.zeros(len(lengths), 20, dtype=torch.long)
+    for r, n in enumerate(lengths):
+        if side == "right":
+            mask[r, :n] = 1
+        else:
+            mask[r, 20 - n:] = 1
+    return ids, mask
+
+
+def packed_inputs(family: str, lengths: tuple[int, ...]) -> dict:
+    """One packed row of sequences of `lengths`: positions restarting per sequence (and
+    explicit cu_seq_lens for ModernBERT)."""
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(3, 100, (1, sum(lengths)), generator=gen)
+    positions = torch.cat([torch.arange(n) for n in lengths])[None]
+    inputs = {"input_ids": ids, "position_ids": positions}
+    if family == "modernbert":  # ModernBERT does not hand position_ids to its attention
+        cu = torch.tensor([0, *torch.cumsum(torch.tensor(lengths), 0).tolist()], dtype=torch.int32)
+        inputs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
+                      max_length_k=max(lengths))
+    return inputs
+
+
+PACKED_LENGTHS = (7, 12, 4)  # longer than the sliding windows (6) and local attention (8)

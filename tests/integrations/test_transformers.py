@@ -9,7 +9,17 @@ import textwrap
 
 import pytest
 import torch
-from hf_testing import CAUSAL, FAMILIES, hidden, per_sequence, rule, torch_backends
+from hf_testing import (
+    CAUSAL,
+    FAMILIES,
+    PACKED_LENGTHS,
+    hidden,
+    packed_inputs,
+    padded_inputs,
+    per_sequence,
+    rule,
+    torch_backends,
+)
 
 import attnswitch
 from attnswitch.integrations import transformers as hf
@@ -79,19 +89,6 @@ def test_from_pretrained_needs_nothing_else(tmp_path, models):
 # ---- hidden states against the float64 oracle ----------------------------------------------
 
 
-def _padded_inputs(side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(1)
-    lengths = (20, 13, 6)
-    ids = torch.randint(3, 100, (len(lengths), 20), generator=gen)
-    mask = torch.zeros(len(lengths), 20, dtype=torch.long)
-    for r, n in enumerate(lengths):
-        if side == "right":
-            mask[r, :n] = 1
-        else:
-            mask[r, 20 - n:] = 1
-    return ids, mask
-
-
 def _plan_or_skip(model: object, inputs: dict, backend: str) -> attnswitch.Plan:
     plan = hf.explain_model(model, inputs)
     if not plan.candidates:
@@ -105,7 +102,7 @@ def _plan_or_skip(model: object, inputs: dict, backend: str) -> attnswitch.Plan:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_padded_batch_matches_eager_oracle(models, family, side, backend):
     m = models(family)
-    ids, mask = _padded_inputs(side)
+    ids, mask = padded_inputs(side)
     inputs = {"input_ids": ids, "attention_mask": mask}
     with attnswitch.use(backend):
         plan = _plan_or_skip(m.attnswitch, inputs, backend)
@@ -116,24 +113,9 @@ def test_padded_batch_matches_eager_oracle(models, family, side, backend):
     assert err <= bound, f"{family}/{side}/{backend}: error {err:.3g} > bound {bound:.3g}"
 
 
-def _packed_inputs(family: str, lengths: tuple[int, ...]) -> dict:
-    gen = torch.Generator().manual_seed(2)
-    ids = torch.randint(3, 100, (1, sum(lengths)), generator=gen)
-    positions = torch.cat([torch.arange(n) for n in lengths])[None]
-    inputs = {"input_ids": ids, "position_ids": positions}
-    if family == "modernbert":  # ModernBERT does not hand position_ids to its attention
-        cu = torch.tensor([0, *torch.cumsum(torch.tensor(lengths), 0).tolist()], dtype=torch.int32)
-        inputs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
-                      max_length_k=max(lengths))
-    return inputs
-
-
-PACKED_LENGTHS = (7, 12, 4)  # longer than the sliding windows (6) and local attention (8)
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_packed_batch_takes_the_packed_layout(models, family):
-    plan = hf.explain_model(models(family).attnswitch, _packed_inputs(family, PACKED_LENGTHS))
+    plan = hf.explain_model(models(family).attnswitch, packed_inputs(family, PACKED_LENGTHS))
     assert plan.call.layout == "packed"
     assert plan.call.seqlens_q == PACKED_LENGTHS
     assert plan.call.causal == (family in CAUSAL)
@@ -143,7 +125,7 @@ def test_packed_batch_takes_the_packed_layout(models, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_packed_batch_matches_each_sequence_alone(models, family, backend):
     m = models(family)
-    inputs = _packed_inputs(family, PACKED_LENGTHS)
+    inputs = packed_inputs(family, PACKED_LENGTHS)
     with attnswitch.use(backend):
         _plan_or_skip(m.attnswitch, inputs, backend)
         out = hidden(m.attnswitch, **inputs)[0]
@@ -157,7 +139,7 @@ def test_rule_rejects_a_dropped_padding_mask(models):
     """Negative control: the rule has teeth. Dropping the padding mask of a padded batch
     moves the real tokens' hidden states far outside the bound."""
     m = models("bert")
-    ids, mask = _padded_inputs("right")
+    ids, mask = padded_inputs("right")
     real = mask.bool()
     out = hidden(m.attnswitch, input_ids=ids)  # no attention_mask: padding attended
     err, bound = rule(out[real], hidden(m.eager, input_ids=ids, attention_mask=mask)[real],

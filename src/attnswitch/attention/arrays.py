@@ -92,6 +92,35 @@ def is_traced(x: Any) -> bool:
     return jax is not None and isinstance(x, jax.core.Tracer)
 
 
+def is_symbolic(x: Any) -> bool:
+    """True for an array whose values do not exist yet: a jax tracer, or a torch fake or meta
+    tensor (what `torch.compile` traces with, and what a custom op's fake kernel receives)."""
+    if is_traced(x):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return False
+    if x.device.type == "meta":
+        return True
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(x)
+
+
+def on_host(x: Any) -> bool:
+    """Whether reading the values of `x` costs no device synchronisation: numpy arrays, torch
+    CPU tensors and concrete jax arrays in host memory. Values of anything else (a CUDA tensor,
+    a jax array on an accelerator, a tracer or fake tensor) are left where they are."""
+    framework = framework_of(x)
+    if framework == "numpy":
+        return True
+    if framework == "torch":
+        return x.device.type == "cpu" and not is_symbolic(x)
+    if framework == "jax":
+        return not is_traced(x) and _jax_device(x).kind == "cpu"
+    return False
+
+
 def _jax_device(x: Any) -> DeviceInfo:
     if is_traced(x):
         # A tracer has no placement; a traced computation runs on jax's default device.

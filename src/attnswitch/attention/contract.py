@@ -19,6 +19,19 @@ Semantics (DESIGN.md section 1), for every backend:
 Every check here runs before any kernel; a failure raises `AttentionInputError` naming the
 argument, what was expected and what came.
 
+What is checked eagerly, and what is not (packed calls, `cu_seqlens_q/k`):
+- always, from metadata alone (no device access): framework, dtype int32, shape `[N + 1]`,
+  equal N for q and k, `max_seqlen_q/k` (when given) between 0 and the packed total;
+- the values (start 0, non-decreasing, last = T) are read and checked when reading them
+  costs no device synchronisation (`arrays.on_host`: numpy, torch CPU tensors, jax arrays in
+  host memory), or when no `max_seqlen_q/k` was passed (the longest length is then needed:
+  one device-to-host copy), or with `configure(debug=True)` / `ATTNSWITCH_DEBUG=1`;
+- a device `cu_seqlens` passed with `max_seqlen_q/k` (FlashAttention's calling convention) is
+  not read: no `.item()`/`.tolist()` and no sync on the hot path. Its values and the maxima
+  are then the caller's responsibility, as in FlashAttention; the `Call` has
+  `seqlens_q/k = None` and `seqlen_q/k` = the given maxima, and backends derive per-sequence
+  facts on device (or decline when they need host lengths).
+
 Under jax tracing (`jax.jit`, `grad`, `vmap`: some argument is a `jax.core.Tracer`) shapes,
 dtypes and options are known and validated as usual; values are not. Design choice:
 - The `Call` gets `traced=True`, so plans are made apart from eager calls and backends that
@@ -31,12 +44,15 @@ dtypes and options are known and validated as usual; values are not. Design choi
   longest sequence); backends derive per-sequence facts on device (e.g. segment ids from
   cu_seqlens), or decline when they need the lengths on the host. To keep the value checks
   under `jax.jit`, close over concrete cu_seqlens instead of passing them as traced arguments.
+  torch fake tensors (`torch.compile` tracing; the fake kernel of the `attnswitch::attention`
+  custom op) are handled the same way, except that `traced` stays False.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +60,10 @@ import numpy as np
 
 from attnswitch.attention import arrays
 from attnswitch.attention.arrays import DeviceInfo
+
+# `configure(debug=True)` (or ATTNSWITCH_DEBUG=1): read and check device cu_seqlens values
+# even when that synchronises (see the module docstring).
+CHECKS = {"device_values": os.environ.get("ATTNSWITCH_DEBUG", "") not in ("", "0", "false")}
 
 
 class AttentionInputError(ValueError):
@@ -60,8 +80,9 @@ class Call:
 
     Identity fields (shapes, dtype, features) make the call's planning key; the mask and
     cu_seqlens arrays ride along uncompared. Backends read only this, never raw arguments.
-    For the packed layout `batch` is the number of sequences N and `seqlen_q/k` are the
-    longest sequence lengths (the packed totals when traced: see the module docstring).
+    For the packed layout `batch` is the number of sequences N, `seqlen_q/k` are the
+    longest sequence lengths (or the given `max_seqlen_q/k`, or the packed totals when
+    traced: see the module docstring) and `total_q/k` the packed totals Tq / Tk.
     `traced`: some argument is a jax tracer; `seqlens_q/k` are None for a traced packed call.
     """
 
@@ -86,6 +107,8 @@ class Call:
     traced: bool = False
     seqlens_q: tuple[int, ...] | None = None
     seqlens_k: tuple[int, ...] | None = None
+    total_q: int = 0
+    total_k: int = 0
     key_padding_mask: Any = field(default=None, compare=False, repr=False)
     attn_mask: Any = field(default=None, compare=False, repr=False)
     cu_seqlens_q: Any = field(default=None, compare=False, repr=False)
@@ -94,6 +117,25 @@ class Call:
     @property
     def packed(self) -> bool:
         return self.layout == "packed"
+
+    @property
+    def plan_key(self) -> Any:
+        """What a plan depends on: the call's geometry. A dense call is its own key (its
+        shapes are what kernels compile for). A packed call is keyed on dtype, heads, head dim
+        and features with N and the longest lengths rounded up to powers of two (the buckets
+        `autotune` orders backends by), plus what decline rules read from the lengths: the
+        effective `bounds`, whether host lengths are known, and whether q and k share them.
+        The totals are left out: no rule reads them. So a pipeline's packed batches, whose
+        make-up never repeats, share a few plans instead of missing on every batch."""
+        if not self.packed:
+            return self
+        return (
+            self.framework, self.device, self.dtype, _pow2(self.batch), _pow2(self.seqlen_q),
+            _pow2(self.seqlen_k), self.heads_q, self.heads_kv, self.head_dim, self.scale,
+            self.causal, self.window, self.softcap, self.return_lse, self.requires_grad,
+            self.traced, self.bounds, self.seqlens_q is not None,
+            self.seqlens_q == self.seqlens_k,
+        )
 
     @property
     def gqa(self) -> bool:
@@ -157,7 +199,8 @@ class Call:
         """One sequence of a packed call as a dense call with batch 1 (no arrays attached)."""
         return dataclasses.replace(
             self, layout="dense", batch=1, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
-            seqlens_q=None, seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
+            seqlens_q=None, seqlens_k=None, total_q=0, total_k=0, cu_seqlens_q=None,
+            cu_seqlens_k=None,
         )
 
     @property
@@ -167,6 +210,10 @@ class Call:
             f"{b} Sq={self.seqlen_q} Sk={self.seqlen_k} "
             f"Hq={self.heads_q} Hkv={self.heads_kv} D={self.head_dim}"
         )
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def _describe(x: Any) -> str:
@@ -199,9 +246,15 @@ def validate(
     softcap: float | None = None,
     cu_seqlens_q: Any = None,
     cu_seqlens_k: Any = None,
+    max_seqlen_q: int | None = None,
+    max_seqlen_k: int | None = None,
     return_lse: bool = False,
 ) -> Call:
-    """Check every argument against the contract and describe the request as a `Call`."""
+    """Check every argument against the contract and describe the request as a `Call`.
+
+    `max_seqlen_q/k` (packed layout only): upper bounds of the sequence lengths, as
+    FlashAttention's varlen functions take them; with them a device `cu_seqlens` is never
+    read on the host (see the module docstring)."""
     framework = arrays.framework_of(q)
     if framework is None:
         raise AttentionInputError("q", "a numpy, torch or jax array", type(q).__name__)
@@ -286,8 +339,11 @@ def validate(
                     name, "None with the packed layout (cu_seqlens bound the sequences)",
                     _describe(mask),
                 )
-        lens_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, framework, q.shape[0])
-        lens_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, framework, k.shape[0])
+        total_q, total_k = q.shape[0], k.shape[0]
+        max_q = _check_max_seqlen("max_seqlen_q", max_seqlen_q, total_q)
+        max_k = _check_max_seqlen("max_seqlen_k", max_seqlen_k, total_k)
+        lens_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, framework, total_q, max_q)
+        lens_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, framework, total_k, max_k)
         if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
             raise AttentionInputError(
                 "cu_seqlens_k", f"{cu_seqlens_q.shape[0]} entries like cu_seqlens_q",
@@ -295,15 +351,22 @@ def validate(
             )
         if lens_q is None or lens_k is None:
             return Call(
-                layout="packed", batch=cu_seqlens_q.shape[0] - 1, seqlen_q=q.shape[0],
-                seqlen_k=k.shape[0], cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                layout="packed", batch=cu_seqlens_q.shape[0] - 1,
+                seqlen_q=total_q if max_q is None else max_q,
+                seqlen_k=total_k if max_k is None else max_k, total_q=total_q,
+                total_k=total_k, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                 **common,
             )
         return Call(
             layout="packed", batch=len(lens_q), seqlen_q=max(lens_q, default=0),
             seqlen_k=max(lens_k, default=0), seqlens_q=lens_q, seqlens_k=lens_k,
-            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, **common,
+            total_q=total_q, total_k=total_k, cu_seqlens_q=cu_seqlens_q,
+            cu_seqlens_k=cu_seqlens_k, **common,
         )
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if value is not None:
+            raise AttentionInputError(
+                name, "None with the dense layout (it bounds packed sequences)", repr(value))
 
     batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], k.shape[1]
     if key_padding_mask is not None:
@@ -356,9 +419,24 @@ def _check_mask(name: str, mask: Any, framework: str, device: DeviceInfo) -> Non
         raise AttentionInputError(name, f"device {device.label} like q", dev.label)
 
 
-def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[int, ...] | None:
-    """Check cu_seqlens and return the sequence lengths, or None when `cu` is a jax tracer
-    (its values are unknown: only framework, dtype and shape are checked)."""
+def _check_max_seqlen(name: str, value: Any, total: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+        0 <= value <= total
+    ):
+        raise AttentionInputError(
+            name, f"None or an int from 0 to the packed length {total}", repr(value))
+    return int(value)
+
+
+def _check_cu_seqlens(
+    name: str, cu: Any, framework: str, total: int, max_seqlen: int | None
+) -> tuple[int, ...] | None:
+    """Check cu_seqlens and return the sequence lengths, or None when its values are not
+    read: a tracer or fake tensor (unknown values), or a device array given with its
+    `max_seqlen` (reading would synchronise). Only framework, dtype and shape are checked
+    then; see the module docstring."""
     if cu is None:
         other = "cu_seqlens_k" if name == "cu_seqlens_q" else "cu_seqlens_q"
         raise AttentionInputError(name, f"an int32 array when {other} is given", "None")
@@ -369,7 +447,9 @@ def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[i
         raise AttentionInputError(name, "dtype int32", arrays.dtype_name(cu))
     if cu.ndim != 1 or cu.shape[0] < 1:
         raise AttentionInputError(name, "shape [N + 1]", f"shape {tuple(cu.shape)}")
-    if arrays.is_traced(cu):
+    if arrays.is_symbolic(cu):
+        return None
+    if max_seqlen is not None and not CHECKS["device_values"] and not arrays.on_host(cu):
         return None
     host = arrays.to_numpy(cu).astype(np.int64)
     if host[0] != 0:
@@ -380,4 +460,10 @@ def _check_cu_seqlens(name: str, cu: Any, framework: str, total: int) -> tuple[i
         raise AttentionInputError(
             name, f"a last entry equal to the packed length {total}", int(host[-1])
         )
-    return tuple(int(n) for n in np.diff(host))
+    lengths = tuple(int(n) for n in np.diff(host))
+    if max_seqlen is not None and max(lengths, default=0) > max_seqlen:
+        raise AttentionInputError(
+            f"max_seqlen_{name[-1]}", f"at least the longest sequence of {name} "
+            f"({max(lengths)})", max_seqlen,
+        )
+    return lengths

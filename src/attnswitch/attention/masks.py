@@ -76,13 +76,6 @@ def padding_indices(seqlens: tuple[int, ...], max_len: int) -> tuple[np.ndarray,
     return flat, valid.reshape(n, max_len)
 
 
-def pad_packed(x: Any, flat_index: Any, n: int, max_len: int, zeros: Callable[..., Any]) -> Any:
-    """Scatter packed rows `x [T, H, D]` into zero-padded `[N, max_len, H, D]`."""
-    out = zeros((n * max_len,) + tuple(x.shape[1:]))
-    out[flat_index] = x
-    return out.reshape((n, max_len) + tuple(x.shape[1:]))
-
-
 def unpad(x: Any, flat_index: Any) -> Any:
     """Gather the real rows of padded `x [N, S, ...]` back into packed `[T, ...]`."""
     return x.reshape((x.shape[0] * x.shape[1],) + tuple(x.shape[2:]))[flat_index]

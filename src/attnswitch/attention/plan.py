@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import sys
 import threading
 import time
 import warnings
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from attnswitch.attention import arrays, autotune, registry, verdicts
-from attnswitch.attention.contract import AttentionInputError, Call, validate
+from attnswitch.attention.contract import CHECKS, AttentionInputError, Call, validate
 from attnswitch.observe import metrics
 from attnswitch.observe.scopes import scope
 
@@ -137,15 +138,19 @@ _use: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnswitch_us
 _config = {"strict": os.environ.get("ATTNSWITCH_STRICT", "") not in ("", "0", "false")}
 
 
-def configure(*, strict: bool | None = None) -> dict[str, Any]:
+def configure(*, strict: bool | None = None, debug: bool | None = None) -> dict[str, Any]:
     """Set process-wide options; returns the current configuration.
 
     strict: every runtime fallback becomes an error (also `ATTNSWITCH_STRICT=1`).
+    debug: read and check the values of device `cu_seqlens` even when that synchronises
+    (also `ATTNSWITCH_DEBUG=1`; see `attention.contract`).
     """
     if strict is not None:
         _config["strict"] = bool(strict)
         _plans.clear()
-    return dict(_config)
+    if debug is not None:
+        CHECKS["device_values"] = bool(debug)
+    return dict(_config, debug=CHECKS["device_values"])
 
 
 @contextlib.contextmanager
@@ -207,12 +212,17 @@ def _priority_key(device: arrays.DeviceInfo) -> str:
 
 
 def plan_for(call: Call, backend: str | None = None) -> Plan:
-    """The plan for a validated call (cached per call identity and configuration)."""
+    """The plan for a validated call, cached per geometry (`Call.plan_key`) and
+    configuration. A cached plan's `call` is the first call of its key; `explain` returns
+    the plan with the caller's own call. Hits and misses are counted (`attnswitch.stats()`)."""
     requested, how = _requested(backend)
-    key = (call, requested, how, registry.generation, verdicts.STORE.generation, autotune.generation())
+    key = (call.plan_key, requested, how, registry.generation, verdicts.STORE.generation,
+           autotune.generation())
     cached = _plans.get(key)
     if cached is not None:
+        metrics.PLAN_CACHE_HITS.inc()
         return cached
+    metrics.PLAN_CACHE_MISSES.inc()
     plan = _make_plan(call, requested, how)
     if len(_plans) >= _PLAN_CACHE_SIZE:
         _plans.clear()
@@ -254,6 +264,24 @@ def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
     )
 
 
+def _details(candidates: Any, call: Call) -> dict[str, str]:
+    """Each candidate's note on how it will serve `call` (e.g. which sub-kernel)."""
+    details = {}
+    for name in candidates:
+        detail = getattr(registry.get(name), "detail", None)
+        if detail is not None and (note := detail(call)):
+            details[name] = note
+    return details
+
+
+def _for_call(plan: Plan, call: Call) -> Plan:
+    """`plan` (cached under `call`'s key, possibly made for another call of that geometry)
+    describing `call` itself."""
+    if plan.call is call:
+        return plan
+    return replace(plan, call=call, details=_details(plan.candidates, call))
+
+
 def _declines_quietly(b: Any, call: Call) -> list[str]:
     """An unavailable backend's decline rules for this call too, so a plan shows what it
     would refuse where it is installed (e.g. flash-attn's rules on a CPU host)."""
@@ -267,15 +295,17 @@ def explain(
     q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
     key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
     softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
+    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
     return_lse: bool = False, backend: str | None = None,
 ) -> Plan:
     """The plan `attention` would follow for these arguments, without running anything."""
     call = validate(
         q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
         attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, return_lse=return_lse,
+        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+        return_lse=return_lse,
     )
-    return plan_for(call, backend)
+    return _for_call(plan_for(call, backend), call)
 
 
 # ---- running -------------------------------------------------------------------------
@@ -328,21 +358,39 @@ def attention(
     q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
     key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
     softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
+    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
     return_lse: bool = False, backend: str | None = None,
 ) -> Any:
     """Scaled dot-product attention under the attnswitch contract (see `contract`).
 
-    q `[B, Sq, Hq, D]`, k/v `[B, Sk, Hkv, D]` (or packed `[T, H, D]` with `cu_seqlens_*`).
-    Returns out shaped and typed like q, or `(out, lse)` with `return_lse=True`.
-    Raises `AttentionInputError` for bad input, `NoBackendError` when nothing can serve.
+    q `[B, Sq, Hq, D]`, k/v `[B, Sk, Hkv, D]` (or packed `[T, H, D]` with `cu_seqlens_*` and
+    optionally `max_seqlen_q/k`, FlashAttention's host-side maxima: with them device
+    `cu_seqlens` are not read on the host). Returns out shaped and typed like q, or
+    `(out, lse)` with `return_lse=True`. Raises `AttentionInputError` for bad input,
+    `NoBackendError` when nothing can serve.
+
+    Under `torch.compile` the call becomes one opaque custom op, `attnswitch::attention`
+    (`attention/torch_op.py`): no graph break; validation runs at trace time on fake
+    tensors, planning and the kernel at run time.
     """
+    if _torch_compiling():
+        from attnswitch.attention import torch_op
+
+        return torch_op.attention(
+            q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
+            attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
+            cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+            return_lse=return_lse, backend=backend,
+        )
     call = validate(
         q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
         attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, return_lse=return_lse,
+        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+        return_lse=return_lse,
     )
     plan = plan_for(call, backend)
     if not plan.candidates:
+        plan = _for_call(plan, call)
         if plan.requested is not None:
             raise NoBackendError(plan, f"requested backend {plan.requested} cannot serve {call.kind}")
         raise NoBackendError(plan)
@@ -381,6 +429,12 @@ def attention(
         metrics.ATTENTION_CALLS.labels(name).inc()
         return result
     raise AssertionError("unreachable")
+
+
+def _torch_compiling() -> bool:
+    """Whether torch.compile (dynamo) is tracing this call; False without torch imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 def backends() -> list[Any]:

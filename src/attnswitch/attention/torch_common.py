@@ -26,25 +26,55 @@ def run_padded(
 ) -> Any:
     """Serve a packed call with a dense kernel: scatter the sequences into left-padded
     `[N, S, H, D]` batches with a key padding mask, run `dense`, gather the real rows back.
-    Rows of zero-length sequences never exist; sequences with no keys give zeros (lse -inf)."""
+    Rows of zero-length sequences never exist; sequences with no keys give zeros (lse -inf).
+
+    Everything is computed on the tensors' device from `cu_seqlens` and the call's maxima
+    (`seqlen_q/k`, host ints): fixed-shape gathers only, so no value is read on the host
+    and nothing synchronises a device."""
     n = call.batch
     sq, sk = max(call.seqlen_q, 1), max(call.seqlen_k, 1)
-    flat_q, _ = masks.padding_indices(call.seqlens_q, sq)
-    flat_k, valid_k = masks.padding_indices(call.seqlens_k, sk)
-    idx_q = torch.from_numpy(flat_q).to(q.device)
-    idx_k = torch.from_numpy(flat_k).to(q.device)
-    zeros = functools.partial(torch.zeros, dtype=q.dtype, device=q.device)
-    qp = masks.pad_packed(q, idx_q, n, sq, zeros)
-    kp = masks.pad_packed(k, idx_k, n, sk, zeros)
-    vp = masks.pad_packed(v, idx_k, n, sk, zeros)
+    cu_q = call.cu_seqlens_q.to(device=q.device, dtype=torch.long)
+    cu_k = call.cu_seqlens_k.to(device=q.device, dtype=torch.long)
+    rows_q, valid_q = _left_padded_rows(cu_q, sq)
+    rows_k, valid_k = _left_padded_rows(cu_k, sk)
+    qp = _gather_rows(q, rows_q, valid_q)
+    kp, vp = _gather_rows(k, rows_k, valid_k), _gather_rows(v, rows_k, valid_k)
     sub = dataclasses.replace(
         call, layout="dense", seqlen_q=sq, seqlen_k=sk, key_padding=True,
-        key_padding_mask=torch.from_numpy(valid_k).to(q.device), seqlens_q=None,
-        seqlens_k=None, cu_seqlens_q=None, cu_seqlens_k=None,
+        key_padding_mask=valid_k, seqlens_q=None, seqlens_k=None, total_q=0, total_k=0,
+        cu_seqlens_q=None, cu_seqlens_k=None,
     )
     result = dense(qp, kp, vp, sub)
+    back = _packed_rows(cu_q, q.shape[0], sq)  # [Tq]: each packed row's padded row
     if not call.return_lse:
-        return masks.unpad(result, idx_q)
+        return result.reshape(n * sq, *result.shape[2:])[back]
     out, lse = result
-    lse = lse.permute(0, 2, 1)  # [N, Sq, H] so packed rows gather along one axis
-    return masks.unpad(out, idx_q), masks.unpad(lse, idx_q).transpose(0, 1)
+    lse = lse.permute(0, 2, 1).reshape(n * sq, -1)  # [N*Sq, H] so rows gather along one axis
+    return out.reshape(n * sq, *out.shape[2:])[back], lse[back].transpose(0, 1)
+
+
+def _left_padded_rows(cu: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For `[N, width]` left-padded slots: the packed row each slot holds (clamped for
+    padding) and whether it is real. Sequence i ends at `cu[i+1]`, so slot p holds row
+    `cu[i+1] - width + p`, real iff `p >= width - len_i`."""
+    ends, lengths = cu[1:, None], (cu[1:] - cu[:-1])[:, None]
+    pos = torch.arange(width, device=cu.device)
+    valid = pos >= width - lengths
+    return (ends - width + pos).clamp(min=0), valid
+
+
+def _gather_rows(x: torch.Tensor, rows: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """`x [T, H, D]` gathered into `[N, S, H, D]` at `rows`, zero where not `valid`."""
+    if x.shape[0] == 0:
+        return x.new_zeros((*rows.shape, *x.shape[1:]))
+    picked = x[rows.clamp(max=x.shape[0] - 1)]
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    return torch.where(valid[..., None, None], picked, zero)
+
+
+def _packed_rows(cu: torch.Tensor, total: int, width: int) -> torch.Tensor:
+    """`[total]`: for each packed row, its slot in the flattened `[N * width]` left-padded
+    batch (the inverse of `_left_padded_rows`)."""
+    rows = torch.arange(total, device=cu.device)
+    seq = torch.searchsorted(cu[1:], rows, right=True)
+    return seq * width + rows - cu[1:][seq] + width

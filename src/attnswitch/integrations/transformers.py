@@ -32,6 +32,10 @@ heads are never repeated: the contract serves `Hq % Hkv == 0` itself):
   the sequences bound attention even where the 4D mask does not say so (transformers' sdpa
   and eager masks ignore packing when a cache is in use); inside each sequence the mask must
   follow the causal/window pattern, or it is used densely, intersected with the sequences.
+- explicit `cu_seq_lens_q/k` come with `max_length_q/k`: given as host ints (FlashAttention's
+  convention) they become `max_seqlen_q/k`, so a device `cu_seqlens` is not read on the host.
+- under `torch.compile` all of the above runs inside one custom op per attention call
+  (`attnswitch::hf_attention`, see "under torch.compile" below): no graph break.
 - not in the contract, so refused with a clear error rather than dropped: dropout in
   training mode, attention sinks (`s_aux`), additive position biases (`position_bias`, float
   masks with values other than 0 and -inf). `output_attentions` returns None weights.
@@ -50,7 +54,7 @@ from typing import Any
 import torch
 
 import attnswitch
-from attnswitch.attention import masks
+from attnswitch.attention import masks, torch_op
 from attnswitch.attention.plan import Plan
 
 NAME = "attnswitch"
@@ -236,8 +240,31 @@ def _packing_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor | Non
     return torch.cat([starts, total])
 
 
+def _host_int(x: Any) -> int | None:
+    """A maximum length given as a host int (FlashAttention's `max_seqlen`), else None: a
+    tensor is not read, since that would synchronise a device."""
+    return int(x) if isinstance(x, int) and not isinstance(x, bool) else None
+
+
 def _int32(cu: Any, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(cu, device=device).to(torch.int32).reshape(-1)
+
+
+def _refuse_outside_contract(module: Any, dropout: float, s_aux: Any, position_bias: Any) -> None:
+    """Features transformers may ask for that the contract has not: refused, never dropped."""
+    if dropout and getattr(module, "training", False):
+        raise ValueError(
+            f"dropout: expected 0.0 (attnswitch attention has no dropout; call model.eval() "
+            f"for inference), got {dropout}"
+        )
+    if s_aux is not None:
+        raise ValueError(
+            "s_aux: expected None (attention sinks are not part of the attnswitch contract)")
+    if position_bias is not None:
+        raise ValueError(
+            "position_bias: expected None (additive position biases are not part of the "
+            "attnswitch contract; use attn_implementation='eager' for this model)"
+        )
 
 
 def contract_arguments(
@@ -255,6 +282,8 @@ def contract_arguments(
     position_ids: torch.Tensor | None = None,
     cu_seq_lens_q: Any = None,
     cu_seq_lens_k: Any = None,
+    max_length_q: Any = None,
+    max_length_k: Any = None,
     s_aux: Any = None,
     position_bias: Any = None,
     **_: Any,
@@ -262,19 +291,7 @@ def contract_arguments(
     """What transformers passes (q `[B, Hq, Sq, D]`, k/v `[B, Hkv, Sk, D]`) as arguments of
     `attnswitch.attention`: `((q, k, v), options, out_shape)`, where the result reshaped to
     `out_shape` is the `[B, Sq, Hq, D]` transformers expects. See the module docstring."""
-    if dropout and getattr(module, "training", False):
-        raise ValueError(
-            f"dropout: expected 0.0 (attnswitch attention has no dropout; call model.eval() "
-            f"for inference), got {dropout}"
-        )
-    if s_aux is not None:
-        raise ValueError(
-            "s_aux: expected None (attention sinks are not part of the attnswitch contract)")
-    if position_bias is not None:
-        raise ValueError(
-            "position_bias: expected None (additive position biases are not part of the "
-            "attnswitch contract; use attn_implementation='eager' for this model)"
-        )
+    _refuse_outside_contract(module, dropout, s_aux, position_bias)
     b, hq, sq, d = query.shape
     sk = key.shape[2]
     causal_flag = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
@@ -324,7 +341,9 @@ def contract_arguments(
         if form is not None:
             q, k, v = q.reshape(tq, hq, d), k.reshape(tk, -1, d), v.reshape(tk, -1, d)
             options = dict(causal=form.causal, window=form.window, scale=scale, softcap=softcap,
-                           cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+                           cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                           max_seqlen_q=_host_int(max_length_q),
+                           max_seqlen_k=_host_int(max_length_k))
             return (q, k, v), options, out_shape
         # the sequences bound attention even where the mask does not say so
         mask = mask & _packed_pattern(cu_q, cu_k, tq, tk, False, None)[None, None]
@@ -375,6 +394,9 @@ def attention_forward(
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention interface for "attnswitch": q `[B, Hq, S, D]`, k/v
     `[B, Hkv, S, D]` in, `(out [B, S, Hq, D], None)` out, through `attnswitch.attention`."""
+    if torch.compiler.is_compiling():
+        return _compiled_forward(module, query, key, value, attention_mask, dropout, scaling,
+                                 **kwargs), None
     global _warned_output_attentions
     if kwargs.get("output_attentions") and not _warned_output_attentions:
         _warned_output_attentions = True
@@ -389,6 +411,116 @@ def attention_forward(
         raise _Captured()
     out = attnswitch.attention(q, k, v, **options)
     return out.reshape(out_shape), None
+
+
+# ---- under torch.compile: one custom op ---------------------------------------------------
+#
+# Mapping transformers' arguments reads tensors on the host (matching a 4D mask against the
+# structured forms, finding packed sequences in position_ids), which dynamo cannot trace
+# without graph breaks. Under torch.compile the whole mapping and the attention call run
+# inside one custom op, `attnswitch::hf_attention`, so the compiled model sees one opaque
+# node per layer and the mapping is exactly the eager one (see `attention/torch_op.py` for
+# the op pattern: shapes validated on fake tensors at trace time, a recomputing backward).
+
+
+def _compiled_forward(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      attention_mask: torch.Tensor | None, dropout: float,
+                      scaling: float | None, **kwargs: Any) -> torch.Tensor:
+    """`attention_forward` under torch.compile: module attributes and plain options are
+    resolved here (traceable), tensors go to the op."""
+    _refuse_outside_contract(module, dropout, kwargs.get("s_aux"), kwargs.get("position_bias"))
+    is_causal = kwargs.get("is_causal")
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    b, _, sq, _ = query.shape
+    packable = b == 1 and sq == key.shape[2] and sq > 1
+    cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
+    window = kwargs.get("sliding_window")
+    softcap = kwargs.get("softcap")
+    return torch.ops.attnswitch.hf_attention(
+        query, key, value, attention_mask, kwargs.get("position_ids") if packable else None,
+        None if cu_q is None else torch.as_tensor(cu_q),
+        None if cu_k is None else torch.as_tensor(cu_k),
+        _host_int(kwargs.get("max_length_q")), _host_int(kwargs.get("max_length_k")),
+        None if scaling is None else float(scaling), causal,
+        None if window is None else int(window), None if softcap is None else float(softcap),
+    )
+
+
+def _hf_eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
+              cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
+              max_length_q: int | None, max_length_k: int | None, scaling: float | None,
+              is_causal: bool, sliding_window: int | None, softcap: float | None) -> torch.Tensor:
+    """The eager mapping and call, `[B, Sq, Hq, D]` out."""
+    (q, k, v), options, out_shape = contract_arguments(
+        None, query, key, value, attention_mask, scaling=scaling, is_causal=is_causal,
+        sliding_window=sliding_window, softcap=softcap, position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k, max_length_q=max_length_q,
+        max_length_k=max_length_k,
+    )
+    return attnswitch.attention(q, k, v, **options).reshape(out_shape)
+
+
+@torch.library.custom_op("attnswitch::hf_attention", mutates_args=())
+def _hf_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
+    cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
+    max_length_q: int | None, max_length_k: int | None, scaling: float | None,
+    is_causal: bool, sliding_window: int | None, softcap: float | None,
+) -> torch.Tensor:
+    inputs = (query, key, value, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k)
+    out = _hf_eager(*inputs, max_length_q, max_length_k, scaling, is_causal, sliding_window,
+                    softcap)
+    return torch_op.fresh(out, inputs)
+
+
+@_hf_attention.register_fake
+def _hf_attention_fake(query, key, value, attention_mask, *rest):
+    from attnswitch.attention.contract import validate
+
+    validate(*(x.transpose(1, 2) for x in (query, key, value)))  # shapes, heads, dtypes
+    if attention_mask is not None and attention_mask.ndim != 4:
+        raise ValueError(
+            f"attention_mask: expected a 4D mask from the 'attnswitch' mask function, got "
+            f"shape {tuple(attention_mask.shape)}"
+        )
+    b, hq, sq, _ = query.shape
+    return query.new_empty((b, sq, hq, value.shape[-1]))
+
+
+@torch.library.custom_op("attnswitch::hf_attention_backward", mutates_args=())
+def _hf_attention_backward(
+    grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
+    cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
+    max_length_q: int | None, max_length_k: int | None, scaling: float | None,
+    is_causal: bool, sliding_window: int | None, softcap: float | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    with torch_op.autograd_on():
+        leaves = tuple(x.detach().requires_grad_() for x in (query, key, value))
+        out = _hf_eager(*leaves, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k,
+                        max_length_q, max_length_k, scaling, is_causal, sliding_window, softcap)
+        grads = torch.autograd.grad(out, leaves, grad_out)
+    return tuple(g.contiguous() for g in grads)
+
+
+@_hf_attention_backward.register_fake
+def _hf_attention_backward_fake(grad_out, query, key, value, *rest):
+    return tuple(x.new_empty(x.shape) for x in (query, key, value))
+
+
+def _hf_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    ctx.save_for_backward(*inputs[:7])
+    ctx.options = inputs[7:]
+
+
+def _hf_backward(ctx: Any, grad_out: torch.Tensor) -> tuple:
+    grads = torch.ops.attnswitch.hf_attention_backward(grad_out, *ctx.saved_tensors, *ctx.options)
+    return (*grads, *(None,) * 10)
+
+
+_hf_attention.register_autograd(_hf_backward, setup_context=_hf_setup_context)
 
 
 def explain_model(model: Any, example_inputs: dict[str, Any]) -> Plan:

@@ -7,6 +7,8 @@ other libraries.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -36,6 +38,15 @@ ENGINE_FALLBACKS = Counter(
     ["engine", "to"], registry=REGISTRY,
 )
 
+PLAN_CACHE = Counter(
+    "attnswitch_plan_cache_lookups",
+    "Plan cache lookups of attention calls, by result (hit or miss).", ["result"],
+    registry=REGISTRY,
+)
+# bound once: a lookup happens on every attention call
+PLAN_CACHE_HITS = PLAN_CACHE.labels("hit")
+PLAN_CACHE_MISSES = PLAN_CACHE.labels("miss")
+
 
 def _by_label(counter: Counter, label: str = "backend") -> dict[str, int]:
     out: dict[str, int] = {}
@@ -47,13 +58,18 @@ def _by_label(counter: Counter, label: str = "backend") -> dict[str, int]:
     return out
 
 
-def stats() -> dict[str, dict[str, int]]:
-    """Per-backend counts since start: `{"calls": {...}, "fallbacks": {...}, "failures": {...}}`.
-    A fallback is counted against the backend that failed."""
+def stats() -> dict[str, dict[str, Any]]:
+    """Counts since start: per backend `{"calls": {...}, "fallbacks": {...}, "failures": {...}}`
+    (a fallback is counted against the backend that failed), and the plan cache,
+    `"plans": {"hits": n, "misses": m, "hit_rate": n / (n + m) or None}`."""
+    lookups = _by_label(PLAN_CACHE, "result")
+    hits, misses = lookups.get("hit", 0), lookups.get("miss", 0)
     return {
         "calls": _by_label(ATTENTION_CALLS),
         "fallbacks": _by_label(ATTENTION_FALLBACKS),
         "failures": _by_label(ATTENTION_FAILURES),
+        "plans": {"hits": hits, "misses": misses,
+                  "hit_rate": hits / (hits + misses) if hits + misses else None},
     }
 
 

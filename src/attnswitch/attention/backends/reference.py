@@ -68,7 +68,11 @@ class Reference(BackendBase):
         out = np.zeros_like(q)
         lse = np.full((call.heads_q, q.shape[0]), -np.inf)
         start_q = start_k = 0
-        for len_q, len_k in zip(call.seqlens_q, call.seqlens_k):
+        lens_q, lens_k = call.seqlens_q, call.seqlens_k
+        if lens_q is None:  # lengths left on device: the oracle reads them (it syncs anyway)
+            lens_q, lens_k = (np.diff(arrays.to_numpy(cu)).tolist()
+                              for cu in (call.cu_seqlens_q, call.cu_seqlens_k))
+        for len_q, len_k in zip(lens_q, lens_k):
             sq, sk = slice(start_q, start_q + len_q), slice(start_k, start_k + len_k)
             start_q, start_k = start_q + len_q, start_k + len_k
             if len_q == 0:

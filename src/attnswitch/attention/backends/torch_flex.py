@@ -86,6 +86,9 @@ class TorchFlex(BackendBase):
 
     def extra_declines(self, call: Call) -> list[str]:
         reasons = []
+        if call.packed and call.seqlens_q is None:
+            reasons.append(
+                "packed without host lengths: the document block mask is built from them")
         if call.device.kind == "cpu":
             if call.requires_grad:
                 reasons.append("gradients: FlexAttention has no backward on CPU")

@@ -12,11 +12,14 @@ Translations into what SDPA takes:
   per example from 128 keys with 1/8 of the keys skipped: 1.07-1.95x faster than the
   masked call in 14 of 15 measurements from 128 keys, 0.96x once (B64 S128 fp32); not
   below 128 keys, where it was 0.79-0.93x;
-- packed input: one SDPA call per sequence, on views of the packed rows (no copy in, one
-  concatenation out). On CPU this beat FlexAttention's document mask by 1.9-3.4x
-  (docs/results/attention_ops_cpu.md) and, timed side by side, one left-padded batch with a
-  key padding mask by 1.7-2.8x: the fused CPU kernel computes masked-out padding anyway, and
-  a per-sequence call costs only tens of microseconds, even for hundreds of short sequences;
+- packed input with host lengths (`Call.seqlens_q/k`): one SDPA call per sequence, on views
+  of the packed rows (no copy in, one concatenation out). On CPU this beat FlexAttention's
+  document mask by 1.9-3.4x (docs/results/attention_ops_cpu.md) and, timed side by side,
+  one left-padded batch with a key padding mask by 1.7-2.8x: the fused CPU kernel computes
+  masked-out padding anyway, and a per-sequence call costs only tens of microseconds, even
+  for hundreds of short sequences. Without host lengths (a device `cu_seqlens` passed with
+  `max_seqlen_q/k`) the sequences are gathered on device into one left-padded batch
+  (`torch_common.run_padded`), so nothing is read on the host;
 - GQA: when no mask depends on the query (no causal/window bounds, no `attn_mask`), the
   query heads of a group are folded into query rows of their key/value head
   (`[B, Hkv, group * Sq, D]`), so each key/value block is read once for the whole group
@@ -82,9 +85,14 @@ class TorchSDPA(BackendBase):
         return None
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
+        from attnswitch.attention import arrays, torch_common
+
         if call.packed:
+            if call.seqlens_q is None:  # lengths on device only: never read them here
+                return torch_common.run_padded(self._dense, q, k, v, call)
             return _per_sequence(self._dense, q, k, v, call)
-        if _may_cut_keys(call) and (runs := _key_runs(call.key_padding_mask)) is not None:
+        if (_may_cut_keys(call) and arrays.on_host(call.key_padding_mask)
+                and (runs := _key_runs(call.key_padding_mask)) is not None):
             return _cut_keys(self._dense, q, k, v, call, runs)
         return self._dense(q, k, v, call)
 
