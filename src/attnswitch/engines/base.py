@@ -138,7 +138,7 @@ class Encoder(abc.ABC):
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         budget = self.default_batch_tokens if batch_tokens is None else int(batch_tokens)
         lengths = [self.planned_length(len(r)) for r in ids]
-        plan = plan_batches(lengths, budget, self.max_batch)
+        plan = plan_batches(lengths, budget, self.batch_limit(len(ids)))
         batches = ([list(ids[i]) for i in index] for index in plan)
         for index, vectors in zip(plan, self._forward_batches(batches, budget), strict=True):
             out[index] = vectors
@@ -149,6 +149,11 @@ class Encoder(abc.ABC):
         """The vectors of each batch, in order (engines that overlap batches override it)."""
         for batch in batches:
             yield self._forward(batch, batch_tokens)
+
+    def batch_limit(self, count: int) -> int:
+        """The most texts per batch for a call of `count` texts (engines that run batches
+        side by side split small calls so that every worker gets one)."""
+        return self.max_batch
 
     def planned_length(self, length: int) -> int:
         """The length a text of `length` tokens occupies in a batch (engines that compile per

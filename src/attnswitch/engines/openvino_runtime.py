@@ -12,7 +12,8 @@ Streams: the plugin's THROUGHPUT hint makes one stream per core (each single-thr
 by an `AsyncInferQueue`: batches run side by side instead of every op splitting across cores
 and meeting at a barrier, which is what a busy host punishes. `streams="latency"` runs one
 batch at a time over all cores (the plugin's default). Batches are the shared length-sorted
-token-budget batches (`base.plan_batches`).
+token-budget batches (`base.plan_batches`), a call of fewer than `jobs x max_batch` texts
+cut into at least `jobs` batches so that every stream has work.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class OpenVinoEncoder(Encoder):
         self.jobs = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._queue = ov.AsyncInferQueue(self.compiled, self.jobs)
         self._request = self.compiled.create_infer_request()
+
+    def batch_limit(self, count: int) -> int:
+        # a small call (a service batch of a few requests) still feeds every stream
+        return max(1, min(self.max_batch, -(-count // self.jobs)))
 
     def _inputs(self, batch: list[list[int]]) -> dict[str, np.ndarray]:
         ids, mask = padded(batch, self.spec.pad_token_id)
