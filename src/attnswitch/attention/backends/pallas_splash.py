@@ -12,7 +12,11 @@ How the contract maps onto the kernel (jax 0.10):
 - softcap: `attn_logits_soft_cap` (applied after the pre-scaling, before masking).
 - GQA/MQA: native (`make_splash_mha` maps query head h to key/value head h // (Hq / Hkv);
   `make_splash_mqa` for one key/value head).
-- key_padding_mask and packed input: segment ids (`pallas_common`).
+- key_padding_mask and packed input: segment ids (`pallas_common`). Packed with traced
+  cu_seqlens: one stream with segment ids computed on the device; causal and windows are
+  declined there (`pallas_common.traced_packed_reason`).
+- vmap: the kernel is already vmapped over the batch, and an outer `jax.vmap` batches it
+  again (interpret mode included).
 - attn_mask: folded into the static mask (`NumpyMask` per head, one kernel per example when
   it varies over the batch), so it must be concrete: a traced mask is declined.
 - head dim: any, unpadded (this JAX's kernel tiles head dims itself; 32 to 256 and odd ones
@@ -106,13 +110,18 @@ class PallasSplash(BackendBase):
         return pallas_common.device_reason()
 
     def extra_declines(self, call: Call) -> list[str]:
+        from attnswitch.attention import pallas_common
+
+        reasons = []
         if call.attn_mask is not None and call.framework == "jax":
             if arrays.is_traced(call.attn_mask):
-                return [
+                reasons.append(
                     "attn_mask is traced (inside jax.jit): splash builds its block map from a "
                     "concrete mask"
-                ]
-        return []
+                )
+        if why := pallas_common.traced_packed_reason(call):
+            reasons.append(why)
+        return reasons
 
     def detail(self, call: Call) -> str | None:
         from attnswitch.attention import pallas_common
@@ -122,10 +131,7 @@ class PallasSplash(BackendBase):
         if call.attn_mask is not None:
             mask += " & attn_mask (NumpyMask)"
         mode = "interpret mode" if frame.interpret else "native"
-        return (
-            f"{mask}; frame {frame.layout} {frame.len_q}x{frame.len_k} "
-            f"(blocks {frame.block_q}x{frame.block_k}); {mode}"
-        )
+        return f"{mask}; {frame.text}; {mode}"
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         from attnswitch.attention import jax_common
