@@ -105,7 +105,7 @@ def _blockwise(
     import jax.numpy as jnp
     from jax import lax
 
-    from attnswitch.attention import masks
+    from attnswitch.attention import jax_common, masks
 
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -180,8 +180,7 @@ def _blockwise(
                     preferred_element_type=f32,
                 ) * f32(call.scale)
                 if call.softcap is not None:
-                    cap = f32(call.softcap)
-                    s = cap * jnp.tanh(s / cap)
+                    s = jax_common.softcap(s, call.softcap)
                 allowed = None
                 key_pos = j * bk + jnp.arange(bk, dtype=jnp.int32)
                 for part in (

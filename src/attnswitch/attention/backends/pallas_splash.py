@@ -9,7 +9,9 @@ How the contract maps onto the kernel (jax 0.10):
 - causal and window: the masks are top-left with an `offset`; `CausalMask(shape, offset)`
   and `LocalMask(shape, (left, right), offset)` with `offset = Sk - Sq` give the
   contract's bottom-right bounds exactly, and blocks outside them are skipped.
-- softcap: `attn_logits_soft_cap` (applied after the pre-scaling, before masking).
+- softcap: `attn_logits_soft_cap` (applied after the pre-scaling, before masking) with the
+  device's `jnp.tanh`, which is off by up to 4.6 ulp in float32 on XLA:CPU (interpret mode);
+  conformance states this (`conformance.kernel_tanh_baseline`; docs/architecture.md).
 - GQA/MQA: native (`make_splash_mha` maps query head h to key/value head h // (Hq / Hkv);
   `make_splash_mqa` for one key/value head).
 - key_padding_mask and packed input: segment ids (`pallas_common`). Packed with traced
@@ -86,6 +88,7 @@ class PallasSplash(BackendBase):
     name = "pallas-splash"
     framework = "jax"
     libraries = ("jax", "jaxlib")
+    softcap_tanh = "jax"  # the kernel's `attn_logits_soft_cap` is `jnp.tanh`
 
     @property
     def caps(self) -> Capabilities:  # type: ignore[override]
@@ -116,8 +119,8 @@ class PallasSplash(BackendBase):
         if call.attn_mask is not None and call.framework == "jax":
             if arrays.is_traced(call.attn_mask):
                 reasons.append(
-                    "attn_mask is traced (inside jax.jit): splash builds its block map from a "
-                    "concrete mask"
+                    "attn_mask is traced (inside jax.jit or vmap): splash builds its block map "
+                    "from a concrete mask"
                 )
         if why := pallas_common.traced_packed_reason(call):
             reasons.append(why)
@@ -196,20 +199,25 @@ def _positional_mask(key: tuple) -> Any:
 
 
 def _make(settings: _Settings, head_masks: list[Any]) -> Any:
+    """A splash kernel. Built with concrete arrays even when called inside a trace (a call
+    under `jax.jit`): the kernel holds its block map as arrays and is cached across traces,
+    so a tracer inside it would leak into the next one."""
+    import jax
     from jax.experimental.pallas.ops.tpu import splash_attention as sa
 
     make = sa.make_splash_mqa if settings.mqa else sa.make_splash_mha
-    return make(
-        sa.MultiHeadMask(head_masks),
-        block_sizes=sa.BlockSizes(  # backward (dK/dV, dQ) tiled like the forward
-            block_q=settings.block_q, block_kv=settings.block_k, block_kv_compute=settings.block_k,
-            block_q_dkv=settings.block_q, block_kv_dkv=settings.block_k,
-            block_kv_dkv_compute=settings.block_k, block_q_dq=settings.block_q,
-            block_kv_dq=settings.block_k,
-        ),
-        head_shards=1, q_seq_shards=1, attn_logits_soft_cap=settings.softcap,
-        save_residuals=settings.lse, interpret=settings.interpret,
-    )
+    with jax.ensure_compile_time_eval():
+        return make(
+            sa.MultiHeadMask(head_masks),
+            block_sizes=sa.BlockSizes(  # backward (dK/dV, dQ) tiled like the forward
+                block_q=settings.block_q, block_kv=settings.block_k,
+                block_kv_compute=settings.block_k, block_q_dkv=settings.block_q,
+                block_kv_dkv=settings.block_k, block_kv_dkv_compute=settings.block_k,
+                block_q_dq=settings.block_q, block_kv_dq=settings.block_k,
+            ),
+            head_shards=1, q_seq_shards=1, attn_logits_soft_cap=settings.softcap,
+            save_residuals=settings.lse, interpret=settings.interpret,
+        )
 
 
 @functools.lru_cache(maxsize=64)
