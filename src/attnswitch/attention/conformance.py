@@ -258,8 +258,12 @@ def kernel_tanh_baseline(b: Any, call: Call, device: str) -> tuple[str, str] | N
     return framework, device
 
 
-def _framework_tanh(framework: str, device: str) -> Tanh:
-    """float32 tanh as `framework` computes it on `device` (numpy in and out)."""
+def _tanh(kernel_tanh: tuple[str, str] | None) -> Tanh:
+    """The baseline's float32 tanh: numpy's, or as `kernel_tanh` = (framework, device)
+    computes it (numpy in and out)."""
+    if kernel_tanh is None:
+        return np.tanh
+    framework, device = kernel_tanh
     if framework != "jax":
         raise ValueError(f"softcap_tanh: expected 'jax', got {framework!r}")
     import jax
@@ -305,8 +309,7 @@ def _expected_for(case: Case, kernel_tanh: tuple[str, str] | None = None) -> tup
     inputs = make_inputs(case)
     args = dict(inputs)
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-    tanh = np.tanh if kernel_tanh is None else _framework_tanh(*kernel_tanh)
-    expected = _expected(inputs, validate(q, k, v, **args), tanh)
+    expected = _expected(inputs, validate(q, k, v, **args), _tanh(kernel_tanh))
     for a in expected:
         a.setflags(write=False)
     return expected
@@ -522,15 +525,14 @@ def check_transformed(backend: str, case: Case, transform: str, *, device: str =
     if declined:
         return CaseResult(case, backend, DECLINED, reasons=tuple(declined))
     judged = []
+    kernel_tanh = kernel_tanh_baseline(b, seen[0], device)
     for i, inputs in enumerate(examples):
         one = jax.tree.map(lambda x: x[i], result) if transform == "vmap" else result
         out, lse = one if case.return_lse else (one, None)
-        kernel_tanh = kernel_tanh_baseline(b, seen[0], device)
         args = dict(inputs)
         q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
         concrete = validate(q, k, v, **args)
-        expected = _expected(inputs, concrete, np.tanh if kernel_tanh is None
-                             else _framework_tanh(*kernel_tanh))
+        expected = _expected(inputs, concrete, _tanh(kernel_tanh))
         strict = None if kernel_tanh is None else _expected(inputs, concrete)
         result_i = _judge(case, b, concrete, out, lse, expected, strict)
         if transform == "vmap" and result_i.reasons:

@@ -12,8 +12,8 @@ it is left-padded to `[N, max_len]` (`masks.padding_indices`, which keeps each s
 bottom-right alignment). With traced `cu_seqlens` (inside `jax.jit`) the lengths are not
 known on the host: the call is one stream `[1, Tq] x [1, Tk]` whose segment ids are computed
 on the device from `cu_seqlens`; that is exact without causal or a window (segments alone
-decide), so backends decline traced packed calls with bounds (`traced_packed_reason`). The problem is then padded to whole blocks (at the end; at the
-front too for kernels whose causal is top-left: `front_q`/`front_k` shift queries or keys
+decide), so backends decline traced packed calls with bounds (`traced_packed_reason`).
+The problem is then padded to whole blocks (at the end; at the front too for kernels whose causal is top-left: `front_q`/`front_k` shift queries or keys
 so that the kernel's diagonal is the contract's bottom-right one). Padded, padding and
 masked-out keys carry segment id 0, which no real query has.
 

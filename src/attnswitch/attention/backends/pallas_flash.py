@@ -25,11 +25,11 @@ How the contract maps onto the kernel (jax 0.10):
 - dtypes: bfloat16 and float32 (the TPU's).
 - gradients: the kernel's own VJP (dK/dV and dQ kernels), tiled like the forward. In
   interpret mode `pallas_common.interpreted` traces the backward in interpret mode too.
-- vmap: natively the kernel's `pallas_call` batches (Mosaic lowers the extra grid dimension);
-  JAX's TPU interpreter cannot, so in interpret mode `pallas_common.fold_vmap` folds the
-  vmapped axis into the batch axis.
   lse comes from the residual entry, which has no VJP: differentiating a `return_lse` call
   raises a clear error (and an unrequested plan falls back).
+- vmap: natively the kernel's `pallas_call` batches (Mosaic lowers the extra grid dimension);
+  JAX's TPU interpreter cannot, so in interpret mode `pallas_common.fold_vmap` folds the
+  vmapped axis into the batch axis (forward, lse and backward).
 - No `interpret` argument: off a TPU the call is traced under
   `pltpu.force_tpu_interpret_mode()` (slow: tests only).
 """
