@@ -163,3 +163,31 @@ def test_torch_and_jax_backends_agree_with_the_reference(jax_backend: str, dtype
     # Each is within its bound of the float64 reference, so they are within both of each other.
     gap = float(np.abs(torch_out - jax_out).max())
     assert gap <= verdicts[torch_backend].bound + verdicts[jax_backend].bound
+
+
+def test_accurate_tanh_is_within_one_and_a_half_ulp() -> None:
+    """float32 tanh for softcap: within 1.5 ulp of float64 over |x| in [1e-30, 30], where
+    XLA's own `jnp.tanh` is off by more than 4 on CPU (so the check can fail); exact at the
+    edges, odd, and with finite gradients (both branches are evaluated)."""
+    grid = np.linspace(-30, 30, 600_001, dtype=np.float32)
+    tiny = np.float32(10) ** np.linspace(-30, 1.5, 50_001, dtype=np.float32)
+    x = np.concatenate([grid, tiny, -tiny]).astype(np.float32)
+    exact = np.tanh(x.astype(np.float64))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+
+    def worst(fn) -> float:
+        return float((np.abs(np.asarray(jax.jit(fn)(x), np.float64) - exact) / ulp).max())
+
+    assert worst(jax_common.accurate_tanh) <= 1.5
+    if jax.devices()[0].platform == "cpu":
+        assert worst(jnp.tanh) > 3.0
+    edges = jnp.asarray([0.0, 9.1, 50.0, np.inf, -np.inf, 1e-30], jnp.float32)
+    assert np.asarray(jax_common.accurate_tanh(edges)).tolist() == [
+        0.0, 1.0, 1.0, 1.0, -1.0, np.float32(1e-30)]
+    np.testing.assert_array_equal(np.asarray(jax_common.accurate_tanh(-x[:1000])),
+                                  -np.asarray(jax_common.accurate_tanh(x[:1000])))
+    grads = jax.grad(lambda v: jax_common.accurate_tanh(v).sum())(
+        jnp.asarray([0.0, 0.2, 0.5, 5.0, 1e30, -1e30], jnp.float32))
+    np.testing.assert_allclose(np.asarray(grads)[:4], 1 - np.tanh([0.0, 0.2, 0.5, 5.0]) ** 2,
+                               rtol=0, atol=1e-7)  # float32 working precision of a value <= 1
+    assert np.asarray(grads)[4:].tolist() == [0.0, 0.0]

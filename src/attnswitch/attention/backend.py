@@ -69,6 +69,10 @@ class BackendBase:
     # Why the first call of a new shape is slow (a compile), for tools that time backends
     # (`attnswitch doctor` skips timing it unless asked); None when it is not.
     slow_first_call: str | None = None
+    # The framework whose own float32 tanh computes softcap inside a kernel attnswitch does
+    # not write (conformance judges such a kernel against a baseline using that tanh:
+    # `conformance.kernel_tanh_baseline`); None when attnswitch computes it.
+    softcap_tanh: str | None = None
 
     def unavailable(self) -> str | None:
         """Why this backend cannot run in this process at all, or None."""

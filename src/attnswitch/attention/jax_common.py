@@ -59,6 +59,43 @@ def packed_mask(call: Call, cu_q: Any, cu_k: Any, total_q: int, total_k: int) ->
     return mask if bounded is None else mask & bounded
 
 
+# tanh's odd Taylor series (x - x^3/3 + 2x^5/15 - ...): coefficients of x^3, x^5, ..., x^13.
+_TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925, 21844 / 6081075)
+_TANH_SERIES_BELOW = 0.3  # |x| where the series (to x^13) is exact in float32
+_TANH_ONE_FROM = 9.1  # tanh(|x|) rounds to 1 in float32 from here
+
+
+def accurate_tanh(x: Any) -> Any:
+    """tanh of float32 `x` within 1.5 ulp (measured over |x| in [1e-30, 30]; numpy's float32
+    tanh: 1.4; XLA:CPU's `jnp.tanh`: 4.6, see docs/architecture.md, "Softcap in float32").
+
+    XLA's tanh is a fast rational approximation; softcap's logits inherit its error, which
+    made float32 softcap miss the conformance rule. Hand-written because no JAX function
+    offers an accurate float32 tanh: below |x| = 0.3 the odd Taylor series to x^13 (its
+    truncation is under 1e-9 relative there), above it `e / (e + 2)` with
+    `e = expm1(2|x|)`, whose cancellation-free form is accurate where the series is not.
+    Both branches are evaluated (jnp.where); their inputs are clamped so that neither
+    overflows, which keeps gradients finite."""
+    a = jnp.abs(x)
+    small = a < _TANH_SERIES_BELOW
+    xs = jnp.where(small, x, jnp.zeros_like(x))
+    x2 = xs * xs
+    poly = jnp.full_like(x2, _TANH_SERIES[-1])
+    for c in reversed(_TANH_SERIES[:-1]):
+        poly = poly * x2 + jnp.asarray(c, x2.dtype)
+    series = xs + xs * (x2 * poly)
+    e = jnp.expm1(2 * jnp.minimum(a, _TANH_ONE_FROM))
+    return jnp.where(small, series, jnp.copysign(e / (e + 2), x))
+
+
+def softcap(scores: Any, cap: float, accurate: bool = True) -> Any:
+    """The contract's softcap `cap * tanh(scores / cap)` on float32 scores, with
+    `accurate_tanh` when `accurate` (float32 outputs), else XLA's faster tanh, whose error
+    is far below what rounding to float16/bfloat16 adds."""
+    c = jnp.float32(cap)
+    return c * (accurate_tanh if accurate else jnp.tanh)(scores / c)
+
+
 def dense_mask(call: Call) -> Any:
     """Bool mask broadcastable to `[B, Hq, Sq, Sk]` for a dense call (bounds, key padding,
     attn_mask), or None when nothing is masked."""

@@ -9,8 +9,11 @@ The frame. The kernels take `[B, H, L, D]` and tile L in blocks that are multipl
 dividing L. A call becomes a dense problem first: packed input is one stream `[1, T]` with
 segment ids (one per sequence) when every sequence has as many keys as queries, otherwise
 it is left-padded to `[N, max_len]` (`masks.padding_indices`, which keeps each sequence's
-bottom-right alignment). The problem is then padded to whole blocks (at the end; at the
-front too for kernels whose causal is top-left: `front_q`/`front_k` shift queries or keys
+bottom-right alignment). With traced `cu_seqlens` (inside `jax.jit`) the lengths are not
+known on the host: the call is one stream `[1, Tq] x [1, Tk]` whose segment ids are computed
+on the device from `cu_seqlens`; that is exact without causal or a window (segments alone
+decide), so backends decline traced packed calls with bounds (`traced_packed_reason`).
+The problem is then padded to whole blocks (at the end; at the front too for kernels whose causal is top-left: `front_q`/`front_k` shift queries or keys
 so that the kernel's diagonal is the contract's bottom-right one). Padded, padding and
 masked-out keys carry segment id 0, which no real query has.
 
@@ -152,6 +155,60 @@ def interpreted_vjp(fn: Callable[..., Any], enabled: bool) -> Callable[..., Any]
     return wrapped
 
 
+def interpreted(fn: Callable[..., Any], enabled: bool) -> Callable[..., Any]:
+    """`interpreted_vjp(fn)` that also survives `jax.vmap` in interpret mode: a vmapped call
+    folds the vmapped axis into the kernel's batch axis (every argument and result of `fn`
+    leads with it), forward and backward. JAX's TPU interpreter cannot run a batched
+    `pallas_call` (its grid gains a dimension that its dimension semantics lack: jax 0.10
+    raises "safe_zip() argument 1 has length 4 but argument 0 has length 5"); Mosaic's TPU
+    lowering can, so natively nothing is wrapped. The backward here recomputes the forward
+    (interpret mode is for tests: its cost does not matter). The identity when not `enabled`."""
+    if not enabled:
+        return fn
+    forward = fold_vmap(interpreted_vjp(fn, True))
+
+    def cotangents(args: tuple[Any, ...], cotangent: Any) -> Any:
+        grads = jax.vjp(interpreted_vjp(fn, True), *args)[1](cotangent)
+        # integer arguments (segment ids) have no cotangent: None, not float0 arrays
+        return jax.tree.map(lambda g: None if g.dtype == jax.dtypes.float0 else g, grads)
+
+    backward = fold_vmap(cotangents)
+
+    @jax.custom_vjp
+    def wrapped(*args: Any) -> Any:
+        return forward(*args)
+
+    wrapped.defvjp(lambda *args: (forward(*args), args), backward)
+    return wrapped
+
+
+def fold_vmap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, whose array arguments and results all lead with a batch axis, batched under
+    `jax.vmap` by folding the vmapped axis into that batch axis (`[V, B, ...]` runs as
+    `[V * B, ...]`; an unbatched argument is broadcast first) instead of by `fn`'s primitives'
+    own batching rules. Not differentiable by itself (`jax.custom_batching.custom_vmap`):
+    `interpreted` puts a VJP around it."""
+    from jax.custom_batching import custom_vmap
+
+    folded = custom_vmap(fn)
+
+    @folded.def_vmap
+    def _rule(axis_size: int, in_batched: Any, *args: Any) -> tuple[Any, Any]:
+        leaves, tree = jax.tree.flatten(args)
+        batched = jax.tree.leaves(in_batched)
+
+        def fold(x: Any, is_batched: bool) -> Any:
+            if not is_batched:
+                x = jnp.broadcast_to(x, (axis_size, *x.shape))
+            return x.reshape((axis_size * x.shape[1], *x.shape[2:]))
+
+        out = folded(*jax.tree.unflatten(tree, [fold(x, b) for x, b in zip(leaves, batched)]))
+        unfold = lambda y: y.reshape((axis_size, y.shape[0] // axis_size, *y.shape[1:]))  # noqa: E731
+        return jax.tree.map(unfold, out), jax.tree.map(lambda _: True, out)
+
+    return folded
+
+
 # ---- the frame -------------------------------------------------------------------------
 
 
@@ -171,8 +228,9 @@ def block_for(length: int) -> int:
 class Frame:
     """Static geometry of one call in a kernel's layout (hashable: a jit static argument).
 
-    layout: "dense", "stream" (packed, every sequence as long in q as in k: one row with
-    segment ids) or "padded" (packed, left-padded to `[N, max_len]`).
+    layout: "dense", "stream" (packed, every sequence as long in q as in k, or lengths
+    traced: one row with segment ids) or "padded" (packed, left-padded to `[N, max_len]`).
+    seqlens_q/k: the packed lengths; None in a stream of traced cu_seqlens (`on_device`).
     batch, seqlen_q, seqlen_k: the dense problem. Real query i sits at frame row
     `front_q + i`, real key j at frame column `front_k + j`; frame lengths `len_q`, `len_k`
     are multiples of 128. `head_dim_pad` >= `head_dim` is the head dim the kernel sees.
@@ -197,6 +255,11 @@ class Frame:
     seqlens_k: tuple[int, ...] | None = None
 
     @property
+    def on_device(self) -> bool:
+        """A stream whose segment ids come from traced cu_seqlens, on the device."""
+        return self.layout == "stream" and self.seqlens_q is None
+
+    @property
     def offset(self) -> int:
         """The diagonal in frame coordinates: frame row r is aligned with column r + offset."""
         return self.seqlen_k - self.seqlen_q - self.front_q + self.front_k
@@ -218,6 +281,13 @@ class Frame:
         )
 
     @property
+    def text(self) -> str:
+        """How the frame reads in a plan, e.g. "frame stream 128x128 (blocks 128x128)"."""
+        source = " of traced cu_seqlens (segment ids on the device)" if self.on_device else ""
+        return (f"frame {self.layout}{source} {self.len_q}x{self.len_k} "
+                f"(blocks {self.block_q}x{self.block_k})")
+
+    @property
     def restricted(self) -> tuple[int, int] | None:
         """`bounds` unless they restrict nothing."""
         b = self.bounds
@@ -233,6 +303,8 @@ def plan_frame(
     seqlens_q = seqlens_k = None
     if not call.packed:
         layout, batch, sq, sk = "dense", call.batch, call.seqlen_q, call.seqlen_k
+    elif call.seqlens_q is None:  # traced cu_seqlens: seqlen_q/k are the totals Tq, Tk
+        layout, batch, sq, sk = "stream", 1, call.seqlen_q, call.seqlen_k
     elif call.seqlens_q == call.seqlens_k:
         layout, batch = "stream", 1
         sq = sk = sum(call.seqlens_q)
@@ -253,6 +325,19 @@ def plan_frame(
         key_padding=call.key_padding or layout == "padded", interpret=call.device.kind != "tpu",
         seqlens_q=seqlens_q, seqlens_k=seqlens_k,
     )
+
+
+def traced_packed_reason(call: Call) -> str | None:
+    """Why a packed call with traced cu_seqlens cannot be framed, or None. The stream frame
+    has one diagonal; each sequence's own diagonal (`Sk_i - Sq_i`) needs lengths that are
+    on the device only, so causal and windows are declined (no bounds: segments decide)."""
+    if call.packed and call.seqlens_q is None and call.bounds is not None:
+        return (
+            "causal/window on packed input with traced cu_seqlens (inside jax.jit): the "
+            "kernel's one diagonal needs each sequence's lengths on the host; close over "
+            "concrete cu_seqlens, or jax-blockwise serves traced ones"
+        )
+    return None
 
 
 def is_empty(q: Any, k: Any) -> bool:
@@ -285,11 +370,22 @@ def _stream_ids(seqlens: tuple[int, ...]) -> np.ndarray:
     return np.repeat(np.arange(1, len(seqlens) + 1, dtype=np.int32), seqlens)[None]
 
 
-def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame) -> Framed:
-    """Put contract-layout arrays into `frame` (traceable)."""
+def _device_stream_ids(cu_seqlens: Any, total: int) -> Any:
+    """int32 `[1, total]` segment ids (sequence index + 1) from traced cu_seqlens."""
+    return (jax_common.segment_ids(cu_seqlens, total) + 1)[None]
+
+
+def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame,
+             cu_seqlens: tuple[Any, Any] | None = None) -> Framed:
+    """Put contract-layout arrays into `frame` (traceable). `cu_seqlens` (q, k): the
+    call's, needed only when `frame.on_device`."""
     ids_q = ids_k = kv_valid = None
     if frame.layout == "dense":
         kv_valid = key_padding_mask
+    elif frame.on_device:
+        q, k, v = q[None], k[None], v[None]
+        ids_q = _device_stream_ids(cu_seqlens[0], frame.seqlen_q)
+        ids_k = _device_stream_ids(cu_seqlens[1], frame.seqlen_k)
     elif frame.layout == "stream":
         q, k, v = q[None], k[None], v[None]
         ids_q, ids_k = _stream_ids(frame.seqlens_q), _stream_ids(frame.seqlens_k)
@@ -327,10 +423,17 @@ def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame) -> Fra
     return Framed(qf, kf, vf, seg_q, seg_kv, kv_valid)
 
 
-def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any) -> Any:
+def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
+                cu_seqlens: tuple[Any, Any] | None = None) -> Any:
     """Bool `[B|1, H|1, Sq]`: dense-problem query rows with at least one allowed key, or None
     when every row has one. Without attn_mask this costs O(B * (Sq + Sk)): each row's
-    allowed keys form an interval (bounds), and a prefix sum of key validity counts them."""
+    allowed keys form an interval (bounds), and a prefix sum of key validity counts them.
+    A stream from traced `cu_seqlens` (q, k) has no bounds: a row has a key when its
+    sequence has one."""
+    if frame.on_device:
+        cu_q, cu_k = cu_seqlens
+        seq = jax_common.segment_ids(cu_q, frame.seqlen_q)
+        return (cu_k[seq + 1] > cu_k[seq])[None, None]
     if frame.layout == "stream":
         return None  # every sequence has its diagonal key, which any bounds allow
     sq, sk = frame.seqlen_q, frame.seqlen_k
@@ -353,13 +456,14 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any) -> Any:
     return (counts[:, hi] - counts[:, lo] > 0)[:, None, :]
 
 
-def from_frame(out: Any, lse: Any, frame: Frame, framed: Framed, attn_mask: Any) -> Any:
+def from_frame(out: Any, lse: Any, frame: Frame, framed: Framed, attn_mask: Any,
+               cu_seqlens: tuple[Any, Any] | None = None) -> Any:
     """Kernel output `[B, Hq, Lq, Dp]` (and lse `[B, Hq, Lq]`) back to the contract's layout,
     with rows that have no allowed key zeroed (lse -inf). Returns out or (out, lse)."""
     rows = slice(frame.front_q, frame.front_q + frame.seqlen_q)
     out = jax_common.bhsd_to_bshd(out[:, :, rows, : frame.head_dim])
     lse = None if lse is None else lse[:, :, rows].astype(jnp.float32)
-    ok = row_has_key(frame, framed.kv_valid, attn_mask)
+    ok = row_has_key(frame, framed.kv_valid, attn_mask, cu_seqlens)
     if ok is not None:
         b, sq, hq, _ = out.shape
         ok = jnp.broadcast_to(ok, (b, hq, sq))
@@ -379,11 +483,11 @@ def from_frame(out: Any, lse: Any, frame: Frame, framed: Framed, attn_mask: Any)
 Kernel = Callable[[Framed, Any], tuple[Any, Any]]
 
 
-def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, extra: Any, *,
-             frame: Frame, kernel: Kernel) -> Any:
-    framed = to_frame(q, k, v, key_padding_mask, frame)
+def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, cu_seqlens: Any,
+             extra: Any, *, frame: Frame, kernel: Kernel) -> Any:
+    framed = to_frame(q, k, v, key_padding_mask, frame, cu_seqlens)
     out, lse = kernel(framed, extra)
-    return from_frame(out, lse, frame, framed, attn_mask)
+    return from_frame(out, lse, frame, framed, attn_mask, cu_seqlens)
 
 
 # Interpret mode compiles every shape anew for small test shapes, where compile time
@@ -408,7 +512,8 @@ def execute(
     and lse `[B, Hq, Lq]` (or None); `extra` is a pytree of arrays it needs."""
     if is_empty(q, k):
         return jax_common.empty_result(q, call)
-    args = (q, k, v, call.key_padding_mask, call.attn_mask, extra)
+    cu_seqlens = (call.cu_seqlens_q, call.cu_seqlens_k) if frame.on_device else None
+    args = (q, k, v, call.key_padding_mask, call.attn_mask, cu_seqlens, extra)
     # compiler options are for a top-level jit only, not one nested in the caller's trace
     top_level = not any(arrays.is_traced(x) for x in jax.tree.leaves(args))
     try:

@@ -1,5 +1,6 @@
 """pallas_common: the interpret switch, the frame geometry, the masked-row finder, and
-gradients through both Pallas backends (`interpreted_vjp` in interpret mode)."""
+gradients through both Pallas backends (`interpreted` in interpret mode), and calls under
+jax.jit and jax.vmap (the repros of issue 16)."""
 
 from __future__ import annotations
 
@@ -154,7 +155,7 @@ def test_row_has_key_with_a_per_head_attn_mask():
     assert not got[0, 1, 3]
 
 
-# -- gradients: the kernels' own VJPs, in interpret mode (`interpreted_vjp`) ----------------
+# -- gradients: the kernels' own VJPs, in interpret mode (`interpreted`) ----------------------
 
 HDIM_192 = conformance.Case("hdim-192", batch=1, seqlen_q=67, seqlen_k=131, heads_q=2,
                             heads_kv=2, head_dim=192)  # pallas-flash zero-pads it to 256
@@ -206,3 +207,85 @@ def test_lse_under_differentiation_is_a_clear_error(name):
             match="return_lse: expected a call that is not differentiated, got one under jax "
                   "differentiation"):
         _input_grads(name, case)
+
+
+# -- under jax.jit and jax.vmap ------------------------------------------------------------
+
+def _judged(out, q, k, v, **kw):
+    """Assert `out` passes the conformance rule for these (jax) inputs; returns the float64
+    reference lse."""
+    inputs = {n: np.asarray(x) if isinstance(x, jax.Array) else x
+              for n, x in dict(q=q, k=k, v=v, **kw).items()}
+    error, bound = conformance.judge(out, inputs)
+    assert error <= bound, (error, bound)
+    args = dict(inputs)
+    _, lse = asw.attention(args.pop("q"), args.pop("k"), args.pop("v"), backend="reference",
+                           return_lse=True, **args)
+    return lse
+
+
+def _assert_lse(got, want):
+    """lse in float32 against the float64 reference: a few ulp of its magnitude."""
+    got = np.asarray(got, np.float64)
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", PALLAS)
+def test_packed_call_with_traced_cu_seqlens_is_served_as_one_stream(name):
+    """Issue 16, repro 1: under jax.jit, with traced cu_seqlens, planning read per-sequence
+    lengths that only the device has (TypeError inside the backend's detail). Without
+    causal or a window the segments alone decide: the call is served, a sequence without
+    keys included (zeros, lse -inf)."""
+    q = jax.random.normal(jax.random.PRNGKey(0), (96, 4, 32))
+    cu_q = jnp.array([0, 64, 96], jnp.int32)
+    with pallas_common.interpret(True):
+        for cu_k in (jnp.array([0, 32, 96], jnp.int32), jnp.array([0, 0, 96], jnp.int32)):
+            def f(q, cq, ck):
+                return asw.attention(q, q, q, cu_seqlens_q=cq, cu_seqlens_k=ck, backend=name,
+                                     return_lse=True)
+
+            out, lse = jax.jit(f)(q, cu_q, cu_k)
+            _assert_lse(lse, _judged(out, q, q, q, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k))
+        # the exact repro: no backend=, so every backend is planned (and detail() asked)
+        jitted = jax.jit(lambda q, cq, ck: asw.attention(q, q, q, cu_seqlens_q=cq, cu_seqlens_k=ck))
+        _judged(jitted(q, cu_q, cu_k), q, q, q, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+        def plan(q, cq, ck):
+            plans.append(asw.explain(q, q, q, cu_seqlens_q=cq, cu_seqlens_k=ck, causal=True))
+            plans.append(asw.explain(q, q, q, cu_seqlens_q=cq, cu_seqlens_k=ck))
+            return q
+
+        plans: list = []
+        jax.make_jaxpr(plan)(q, cu_q, cu_k)
+    causal, plain = plans
+    assert "the kernel's one diagonal needs each sequence's lengths on the host" in "; ".join(
+        causal.reasons(name))
+    assert name in plain.candidates
+    assert "frame stream of traced cu_seqlens (segment ids on the device) 128x128" in (
+        plain.details[name])
+
+
+@pytest.mark.parametrize("name", PALLAS)
+def test_vmap_is_served(name):
+    """Issue 16, repro 2: pallas-flash under jax.vmap accepted the call, then JAX's TPU
+    interpreter raised (safe_zip: a batched pallas_call's grid has a dimension more than its
+    dimension semantics). The vmapped axis is folded into the batch axis, forward, lse and
+    backward; vmap over jit too."""
+    x = jax.random.normal(jax.random.PRNGKey(1), (2, 1, 128, 4, 32))
+    with pallas_common.interpret(True):
+        out = jax.vmap(lambda a: asw.attention(a, a, a, backend=name))(x)  # the exact repro
+        f = lambda a: asw.attention(a, a, a, causal=True, return_lse=True, backend=name)  # noqa: E731
+        got, got_lse = jax.vmap(jax.jit(f))(x)
+
+        def loss(a):
+            return (asw.attention(a, a, a, causal=True, backend=name) * a).sum()
+
+        grads = jax.vmap(jax.grad(loss))(x)
+        for i in range(2):
+            a = x[i]
+            _judged(out[i], a, a, a)
+            _assert_lse(got_lse[i], _judged(got[i], a, a, a, causal=True))
+            want = np.asarray(jax.grad(loss)(a))  # one example, no vmap
+            assert np.abs(np.asarray(grads[i]) - want).max() <= 1e-5 * np.abs(want).max()

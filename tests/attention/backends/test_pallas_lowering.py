@@ -142,3 +142,33 @@ def test_backward_lowers_for_tpu(name, shape):
     text = traced.lower(lowering_platforms=("tpu",)).as_text()
     assert text.count("tpu_custom_call") >= 3, text.count("tpu_custom_call")
     assert "interpret" not in text
+
+
+@pytest.mark.parametrize("name", PALLAS)
+def test_vmap_and_traced_cu_seqlens_lower_for_tpu(name):
+    """Natively nothing folds a vmapped call: the kernels' `pallas_call`s batch and Mosaic
+    lowers the extra grid dimension (JAX's TPU interpreter cannot: there pallas-flash folds
+    the axis, `pallas_common.fold_vmap`). A packed call with traced cu_seqlens lowers as one
+    stream with segment ids computed on the device."""
+    backend = registry.get(name)
+    spec = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype)  # noqa: E731
+    q, k, call = tpu_call(*SHAPES["causal-203x113-gqa-lse"])
+    batched = jax.ShapeDtypeStruct((3, *q.shape), q.dtype), jax.ShapeDtypeStruct(
+        (3, *k.shape), k.dtype)
+    fn = jax.vmap(lambda q, k, v: backend.run(q, k, v, dataclasses.replace(call, traced=True)))
+    text = jax.jit(fn).trace(batched[0], batched[1], batched[1]).lower(
+        lowering_platforms=("tpu",)).as_text()
+    assert "tpu_custom_call" in text and "interpret" not in text
+
+    q = jnp.zeros((96, 4, 64), jnp.bfloat16)
+    cu_q, cu_k = _cu([64, 32]), _cu([32, 64])
+
+    def packed(q, cu_q, cu_k):
+        traced = validate(q, q, q, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+        traced = dataclasses.replace(traced, device=TPU)
+        assert traced.seqlens_q is None and backend.declines(traced) == []
+        return backend.run(q, q, q, traced)
+
+    text = jax.jit(packed).trace(spec(q), spec(cu_q), spec(cu_k)).lower(
+        lowering_platforms=("tpu",)).as_text()
+    assert "tpu_custom_call" in text and "interpret" not in text

@@ -28,10 +28,12 @@ Masks are made per block from per-row facts, never as a dense matrix:
 Key blocks that the bounds or the segments exclude entirely are skipped (`lax.cond`), so
 causal attention costs about half of full attention.
 
-Precision: scores and accumulators are float32 (float32 inputs use HIGHEST matmul precision,
-so TPUs do not round them to bfloat16); p is cast to the value dtype for the p @ v matmul, as
-FlashAttention does. The program is compiled once per static configuration (shapes, options,
-block sizes) and cached.
+Precision: scores and accumulators are float32. float32 inputs use HIGHEST matmul precision
+(so TPUs do not round them to bfloat16) and an accurate tanh for softcap
+(`jax_common.accurate_tanh`: with XLA's own, float32 softcap missed the conformance rule;
+docs/architecture.md, "Softcap in float32"). p is cast to the value dtype for the p @ v
+matmul, as FlashAttention does. The program is compiled once per static configuration
+(shapes, options, block sizes) and cached.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def _blockwise(
     import jax.numpy as jnp
     from jax import lax
 
-    from attnswitch.attention import masks
+    from attnswitch.attention import jax_common, masks
 
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -180,8 +182,7 @@ def _blockwise(
                     preferred_element_type=f32,
                 ) * f32(call.scale)
                 if call.softcap is not None:
-                    cap = f32(call.softcap)
-                    s = cap * jnp.tanh(s / cap)
+                    s = jax_common.softcap(s, call.softcap, accurate=q.dtype == f32)
                 allowed = None
                 key_pos = j * bk + jnp.arange(bk, dtype=jnp.int32)
                 for part in (

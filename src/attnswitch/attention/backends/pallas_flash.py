@@ -11,7 +11,9 @@ How the contract maps onto the kernel (jax 0.10):
   costs its rows or columns in work (see `detail`).
 - window and softcap: the kernel has neither: declined (`pallas-splash` serves both).
 - GQA/MQA: the kernel wants as many key/value heads as query heads: they are repeated.
-- key_padding_mask and packed input: segment ids. attn_mask: the kernel's additive bias
+- key_padding_mask and packed input: segment ids. Packed with traced cu_seqlens (inside
+  `jax.jit`): one stream with segment ids computed on the device, so causal and windows are
+  declined there (`pallas_common.traced_packed_reason`). attn_mask: the kernel's additive bias
   `ab` (a `[B, Hq, Lq, Lk]` array: memory grows with Sq * Sk); traced masks work too.
 - head dim: above 128 it must be a multiple of 128: zero-padded (scores unchanged; the extra
   output columns are sliced off).
@@ -22,9 +24,12 @@ How the contract maps onto the kernel (jax 0.10):
   zeroes those rows, lse -inf.
 - dtypes: bfloat16 and float32 (the TPU's).
 - gradients: the kernel's own VJP (dK/dV and dQ kernels), tiled like the forward. In
-  interpret mode `pallas_common.interpreted_vjp` traces the backward in interpret mode too.
+  interpret mode `pallas_common.interpreted` traces the backward in interpret mode too.
   lse comes from the residual entry, which has no VJP: differentiating a `return_lse` call
   raises a clear error (and an unrequested plan falls back).
+- vmap: natively the kernel's `pallas_call` batches (Mosaic lowers the extra grid dimension);
+  JAX's TPU interpreter cannot, so in interpret mode `pallas_common.fold_vmap` folds the
+  vmapped axis into the batch axis (forward, lse and backward).
 - No `interpret` argument: off a TPU the call is traced under
   `pltpu.force_tpu_interpret_mode()` (slow: tests only).
 """
@@ -89,12 +94,19 @@ class _Run:
         if not self.lse:
             kernel = functools.partial(
                 fa.flash_attention, causal=self.causal, sm_scale=self.scale, block_sizes=blocks)
-            out = pallas_common.interpreted_vjp(kernel, self.interpret)(
+            out = pallas_common.interpreted(kernel, self.interpret)(
                 q, k, v, attn_mask, segments)
             return out, None
-        out, l, m = _residuals_entry()(
-            q, k, v, attn_mask, segments, True, self.causal, self.scale, blocks, False
-        )
+        entry = _residuals_entry()
+
+        def residuals(q: Any, k: Any, v: Any, attn_mask: Any, segments: Any) -> Any:
+            with pallas_common.tpu_interpret_mode(self.interpret):  # also when vmap folds later
+                return entry(q, k, v, attn_mask, segments, True, self.causal, self.scale, blocks,
+                             False)
+
+        if self.interpret:
+            residuals = pallas_common.fold_vmap(residuals)
+        out, l, m = residuals(q, k, v, attn_mask, segments)
         return out, m + jnp.log(l)
 
 
@@ -127,12 +139,16 @@ class PallasFlash(BackendBase):
         return pallas_common.device_reason()
 
     def extra_declines(self, call: Call) -> list[str]:
+        from attnswitch.attention import pallas_common
+
         reasons = []
         b = call.bounds
         if b is not None and b not in ((-1, -1), (-1, 0)):
             reasons.append(
                 f"window {call.window}: the kernel has causal only (pallas-splash serves windows)"
             )
+        if why := pallas_common.traced_packed_reason(call):
+            reasons.append(why)
         if call.return_lse and _residuals_entry() is None:
             reasons.append(
                 f"return_lse: {KERNEL_MODULE} has no `_flash_attention` entry returning residuals"
@@ -143,7 +159,7 @@ class PallasFlash(BackendBase):
         from attnswitch.attention import pallas_common
 
         f = pallas_common.plan_frame(call, top_left=True, head_dim_pad=_head_dim_pad)
-        notes = [f"frame {f.layout} {f.len_q}x{f.len_k} (blocks {f.block_q}x{f.block_k})"]
+        notes = [f.text]
         if f.front_q:
             notes.append(f"causal aligned by shifting queries {f.front_q} rows")
         if f.front_k:

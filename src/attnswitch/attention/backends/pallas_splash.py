@@ -9,10 +9,16 @@ How the contract maps onto the kernel (jax 0.10):
 - causal and window: the masks are top-left with an `offset`; `CausalMask(shape, offset)`
   and `LocalMask(shape, (left, right), offset)` with `offset = Sk - Sq` give the
   contract's bottom-right bounds exactly, and blocks outside them are skipped.
-- softcap: `attn_logits_soft_cap` (applied after the pre-scaling, before masking).
+- softcap: `attn_logits_soft_cap` (applied after the pre-scaling, before masking) with the
+  device's `jnp.tanh`, which is off by up to 4.6 ulp in float32 on XLA:CPU (interpret mode);
+  conformance states this (`conformance.kernel_tanh_baseline`; docs/architecture.md).
 - GQA/MQA: native (`make_splash_mha` maps query head h to key/value head h // (Hq / Hkv);
   `make_splash_mqa` for one key/value head).
-- key_padding_mask and packed input: segment ids (`pallas_common`).
+- key_padding_mask and packed input: segment ids (`pallas_common`). Packed with traced
+  cu_seqlens: one stream with segment ids computed on the device; causal and windows are
+  declined there (`pallas_common.traced_packed_reason`).
+- vmap: the kernel is already vmapped over the batch, and an outer `jax.vmap` batches it
+  again (interpret mode included).
 - attn_mask: folded into the static mask (`NumpyMask` per head, one kernel per example when
   it varies over the batch), so it must be concrete: a traced mask is declined.
 - head dim: any, unpadded (this JAX's kernel tiles head dims itself; 32 to 256 and odd ones
@@ -82,6 +88,7 @@ class PallasSplash(BackendBase):
     name = "pallas-splash"
     framework = "jax"
     libraries = ("jax", "jaxlib")
+    softcap_tanh = "jax"  # the kernel's `attn_logits_soft_cap` is `jnp.tanh`
 
     @property
     def caps(self) -> Capabilities:  # type: ignore[override]
@@ -106,13 +113,18 @@ class PallasSplash(BackendBase):
         return pallas_common.device_reason()
 
     def extra_declines(self, call: Call) -> list[str]:
+        from attnswitch.attention import pallas_common
+
+        reasons = []
         if call.attn_mask is not None and call.framework == "jax":
             if arrays.is_traced(call.attn_mask):
-                return [
-                    "attn_mask is traced (inside jax.jit): splash builds its block map from a "
-                    "concrete mask"
-                ]
-        return []
+                reasons.append(
+                    "attn_mask is traced (inside jax.jit or vmap): splash builds its block map "
+                    "from a concrete mask"
+                )
+        if why := pallas_common.traced_packed_reason(call):
+            reasons.append(why)
+        return reasons
 
     def detail(self, call: Call) -> str | None:
         from attnswitch.attention import pallas_common
@@ -122,10 +134,7 @@ class PallasSplash(BackendBase):
         if call.attn_mask is not None:
             mask += " & attn_mask (NumpyMask)"
         mode = "interpret mode" if frame.interpret else "native"
-        return (
-            f"{mask}; frame {frame.layout} {frame.len_q}x{frame.len_k} "
-            f"(blocks {frame.block_q}x{frame.block_k}); {mode}"
-        )
+        return f"{mask}; {frame.text}; {mode}"
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
         from attnswitch.attention import jax_common
@@ -190,20 +199,25 @@ def _positional_mask(key: tuple) -> Any:
 
 
 def _make(settings: _Settings, head_masks: list[Any]) -> Any:
+    """A splash kernel. Built with concrete arrays even when called inside a trace (a call
+    under `jax.jit`): the kernel holds its block map as arrays and is cached across traces,
+    so a tracer inside it would leak into the next one."""
+    import jax
     from jax.experimental.pallas.ops.tpu import splash_attention as sa
 
     make = sa.make_splash_mqa if settings.mqa else sa.make_splash_mha
-    return make(
-        sa.MultiHeadMask(head_masks),
-        block_sizes=sa.BlockSizes(  # backward (dK/dV, dQ) tiled like the forward
-            block_q=settings.block_q, block_kv=settings.block_k, block_kv_compute=settings.block_k,
-            block_q_dkv=settings.block_q, block_kv_dkv=settings.block_k,
-            block_kv_dkv_compute=settings.block_k, block_q_dq=settings.block_q,
-            block_kv_dq=settings.block_k,
-        ),
-        head_shards=1, q_seq_shards=1, attn_logits_soft_cap=settings.softcap,
-        save_residuals=settings.lse, interpret=settings.interpret,
-    )
+    with jax.ensure_compile_time_eval():
+        return make(
+            sa.MultiHeadMask(head_masks),
+            block_sizes=sa.BlockSizes(  # backward (dK/dV, dQ) tiled like the forward
+                block_q=settings.block_q, block_kv=settings.block_k,
+                block_kv_compute=settings.block_k, block_q_dkv=settings.block_q,
+                block_kv_dkv=settings.block_k, block_kv_dkv_compute=settings.block_k,
+                block_q_dq=settings.block_q, block_kv_dq=settings.block_k,
+            ),
+            head_shards=1, q_seq_shards=1, attn_logits_soft_cap=settings.softcap,
+            save_residuals=settings.lse, interpret=settings.interpret,
+        )
 
 
 @functools.lru_cache(maxsize=64)
