@@ -144,7 +144,8 @@ class Standing:
     or "unverified". full: a full-grid pass stands. passed: labels of the cases passed (first-
     use, quick or partial runs included); covered: the call features those cases cover;
     unchecked: features a first-use check found no served case for (accepted, and shown).
-    failure: the standing failure's first reason ("case: error vs bound"), with its kind."""
+    failure: the standing failure's first reason ("case: error vs bound"), with its kind;
+    failed_run: every case the standing failures ran (a pass must run them all to clear them)."""
 
     status: str = UNVERIFIED
     full: bool = False
@@ -154,6 +155,15 @@ class Standing:
     kinds: tuple[str, ...] = ()
     failure: str | None = None
     failure_kind: str | None = None
+    failed_run: frozenset[str] = frozenset()
+
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON output (`attnswitch doctor --json`)."""
+        return {
+            "status": self.status, "full_grid": self.full, "passed": sorted(self.passed),
+            "kinds": list(self.kinds), "unchecked": sorted(self.unchecked),
+            "failure": self.failure, "failure_kind": self.failure_kind, "summary": self.summary,
+        }
 
     def covers(self, features: Iterable[str]) -> bool:
         """Whether the passed cases vouch for a call with these features (no failure stands)."""
@@ -292,7 +302,8 @@ def _standing(history: list[Verdict]) -> Standing:
     if failures:
         worst = failures[-1]
         return Standing(FAIL, failure=worst.failures[0] if worst.failures else "failed",
-                        failure_kind=worst.kind)
+                        failure_kind=worst.kind,
+                        failed_run=frozenset(label for f in failures for label in f.labels))
     if not passes:
         return Standing()
     full_labels = conformance.full_grid_labels()
