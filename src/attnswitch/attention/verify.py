@@ -74,11 +74,12 @@ def _case_call(case: Case, call: Call) -> Call:
     """The case's Call as the backend would see it on the call's framework and device."""
     import dataclasses
 
-    return dataclasses.replace(_numpy_call(case), framework=call.framework, device=call.device)
+    return dataclasses.replace(case_call(case), framework=call.framework, device=call.device)
 
 
 @functools.lru_cache(maxsize=256)
-def _numpy_call(case: Case) -> Call:
+def case_call(case: Case) -> Call:
+    """The validated Call of a case's own (numpy) inputs."""
     args = conformance.make_inputs(case)
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
     return validate(q, k, v, **args)
