@@ -391,3 +391,21 @@ def test_where_the_check_cannot_run_the_call_is_served_warned_and_counted(
         _attend(_inputs(), "numpy")
     assert asw.stats()["unverified"][counting.name] == before + 1
     assert counting.runs == 1 and verdicts.STORE.verdicts(counting, CPU) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")
+def test_scaled_backend_never_serves_on_gpu(scaled_sdpa: list[int],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check runs on the call's own device: CUDA arrays are checked on CUDA."""
+    for kind in ("cuda", "cuda-sm8x"):
+        monkeypatch.setitem(plan.PRIORITY, kind, ("torch-sdpa", "torch-math", "reference"))
+    inputs = _inputs("bfloat16")
+    args = {n: x.cuda() if isinstance(x, torch.Tensor) else x for n, x in _torch(inputs).items()}
+    device = asw.explain(**args).call.device
+    with pytest.warns(RuntimeWarning, match="torch-sdpa failed its first-use check"):
+        out = asw.attention(**args)
+    error, bound = conformance.judge(out.cpu(), inputs)
+    assert error <= bound
+    (verdict,) = verdicts.STORE.verdicts(registry.get("torch-sdpa"), device)
+    assert verdict.fingerprint["device"] == torch.cuda.get_device_name() and not verdict.passed
