@@ -241,11 +241,10 @@ def test_policy_full_runs_the_grid_once(counting: Counting, monkeypatch) -> None
     small = conformance.GRID[:2]
     monkeypatch.setattr(conformance, "GRID", small)
     monkeypatch.setattr(conformance, "SPECIAL", ())
-    asw.configure(verify="full")
-    try:
-        _attend(_inputs(), "numpy")
-    finally:
-        asw.configure(verify="first-use")
+    monkeypatch.setitem(plan._config, "verify", None)  # restored after the test
+    assert asw.configure(verify="full")["verify"] == "full"
+    monkeypatch.setenv("ATTNSWITCH_VERIFY", "off")  # configure() wins over the environment
+    _attend(_inputs(), "numpy")
     (verdict,) = verdicts.STORE.verdicts(counting, CPU)
     assert verdict.kind == verdicts.FULL and verdict.cases == len(small) * 2
     assert verdicts.standing(counting, CPU).full

@@ -110,12 +110,13 @@ def cannot_run_here(call: Call) -> str | None:
 
 
 def check_before_use(name: str, call: Call, policy: str) -> verdicts.Verdict | None:
-    """Run the policy's self-check of backend `name` for `call` and record its verdict;
-    return it, or None when the backend is already covered (another thread checked it) or
-    the check cannot run here (see `cannot_run_here`)."""
+    """Run the policy's self-check of backend `name` for `call` (the caller has made sure it
+    can run here: `cannot_run_here`) and record its verdict; return it, or None when another
+    thread's check already covers the call."""
     backend = registry.get(name)
     with _lock:
-        if verdicts.standing(backend, call.device).covers(conformance.call_features(call)):
+        standing = verdicts.standing(backend, call.device)
+        if standing.full or (policy != FULL and standing.covers(conformance.call_features(call))):
             return None
         if policy == FULL:
             cases, uncovered = conformance.cases(), frozenset()
