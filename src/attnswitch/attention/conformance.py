@@ -462,7 +462,9 @@ def still_current(labels: Sequence[str], case_set: str) -> bool:
 
 
 # Call features a verdict can vouch for: dtype, layout, each contract feature, decode steps
-# (one query) and the head dims the grid has cases for.
+# (one query), causal or window bounds on a diagonal that does not start at key 0 (query and
+# key lengths differ: where bottom-right and top-left alignment part), and the head dims the
+# grid has cases for.
 def case_features(case: Case) -> frozenset[str]:
     """The call features this case exercises (see `call_features`)."""
     feats = {f"dtype:{case.dtype}", f"layout:{'packed' if case.packed else 'dense'}",
@@ -483,6 +485,10 @@ def case_features(case: Case) -> frozenset[str]:
         feats.add("lse")
     if case.packed is None and case.seqlen_q == 1:
         feats.add("decode")
+    unequal = (any(a != b for a, b in case.packed) if case.packed is not None
+               else case.seqlen_q != case.seqlen_k)
+    if (case.causal or case.window is not None) and unequal:
+        feats.add("diagonal-offset")
     return frozenset(feats)
 
 
@@ -494,12 +500,20 @@ def _head_dims(token: tuple) -> frozenset[int]:
 def call_features(call: Call) -> frozenset[str]:
     """The features of a call that verification must cover: its dtype and layout, each
     contract feature it uses (causal, window, softcap, masks, GQA, lse), "decode" for a
-    single query, and its head dim where the grid has a case of that head dim. Gradients are
+    single query, "diagonal-offset" for causal or window bounds with query and key lengths
+    that differ, and its head dim where the grid has a case of that head dim. Gradients are
     not among them: conformance checks the forward pass."""
     feats = {f"dtype:{call.dtype}", f"layout:{call.layout}"}
     feats.update(f for f in call.features if f not in ("packed", "grad"))
     if not call.packed and call.seqlen_q == 1:
         feats.add("decode")
+    if call.causal or call.window is not None:
+        if call.packed:  # traced: lengths unknown, so assume they differ
+            unequal = call.seqlens_q is None or call.seqlens_q != call.seqlens_k
+        else:
+            unequal = call.seqlen_q != call.seqlen_k
+        if unequal:
+            feats.add("diagonal-offset")
     if call.head_dim in _head_dims(catalogue_token()):
         feats.add(f"head_dim:{call.head_dim}")
     return frozenset(feats)
