@@ -16,7 +16,7 @@
 Writes markdown and a PNG plot. The machine is shared and noisy: compare side by side.
 
     python benchmarks/first_use_verification.py [--procs 5] [--calls 300] [--rounds 7]
-        [--out docs/results]
+        [--out docs/results] [--layer-only]
 """
 
 from __future__ import annotations
@@ -244,9 +244,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", default="docs/results")
+    parser.add_argument("--layer-only", action="store_true",
+                        help="only time the attnswitch layer per policy; print, write nothing")
     args = parser.parse_args(argv)
     if args.child:
         child(args.child)
+        return 0
+    if args.layer_only:
+        with tempfile.TemporaryDirectory(prefix="attnswitch-bench-cache-") as cache:
+            os.environ["ATTNSWITCH_CACHE_DIR"] = cache
+            layer = layer_overhead(args.calls * 10, args.rounds)
+        print(f"CPU: {cpu_description()}; load average {os.getloadavg()[0]:.1f}")
+        print("attnswitch layer per call (validate, cached plan, verification gate), median µs: "
+              + "  ".join(f"{p}={t * 1e6:.1f}" for p, t in layer.items())
+              + f"  ratio first-use/off={layer['first-use'] / layer['off']:.3f}")
         return 0
     first = first_calls(args.procs)
     later = later_calls(args.calls, args.rounds)
