@@ -43,3 +43,35 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(path))
     return path
+
+
+# ---- backends unavailable here: deselected at collection, one summary line ---------------
+
+_DESELECTED: dict[str, list[str]] = {}  # backend -> [why, test ids...]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `backend(name)` for a backend that cannot run here are deselected rather
+    than skipped one by one (hundreds of skips hide the ones that matter)."""
+    from attnswitch.attention import registry
+
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("backend")
+        backend = registry.get(marker.args[0]) if marker else None
+        why = backend.unavailable() if backend is not None else None
+        if why is None:
+            keep.append(item)
+            continue
+        drop.append(item)
+        _DESELECTED.setdefault(marker.args[0], [why]).append(item.nodeid)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    if not _DESELECTED:
+        return None
+    parts = [f"{name} ({len(ids)} tests: {why})" for name, (why, *ids) in _DESELECTED.items()]
+    return "attnswitch: deselected tests of backends unavailable here: " + "; ".join(parts)

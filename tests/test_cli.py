@@ -249,3 +249,69 @@ def test_unknown_backend_is_a_usage_error(cache_dir: Path) -> None:
     result = _invoke("conformance", "--backend", "no-such-backend")
     assert result.exit_code == 2
     assert "no-such-backend" in result.output
+
+
+class _Scaled(Reference):
+    """The oracle returning 1.01x its answer (a library that silently changed)."""
+
+    name = "cli-test-scaled"
+    scale = 1.01
+
+    def run(self, q: Any, k: Any, v: Any, call: Any) -> Any:
+        out = super().run(q, k, v, call)
+        return out if self.scale == 1.0 else out * self.scale  # float32 dense calls only
+
+
+@pytest.mark.parametrize("extra_backend", [_Scaled()], indirect=True)
+def test_doctor_shows_each_backend_verification(extra_backend: str, cache_dir: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never checked, passed first-use cases (which), failed (which case, error vs bound),
+    passed the full grid: each as doctor shows it."""
+    import warnings
+
+    import numpy as np
+
+    import attnswitch
+    from attnswitch.attention import plan
+
+    def verification() -> dict[str, dict]:
+        report = json.loads(_invoke("doctor", "--json", "--no-timing").stdout)
+        assert report["verify"] == "first-use"
+        return {r["backend"]: r["verification"] for r in report["backends"]}
+
+    assert verification()[extra_backend]["summary"] == "never checked"
+    monkeypatch.setitem(plan.PRIORITY, "cpu", (extra_backend, "reference"))
+    q = np.ones((1, 5, 2, 64), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        attnswitch.attention(q, q, q)
+    rows = verification()
+    failed, ref = rows[extra_backend], rows["reference"]
+    assert failed["status"] == "fail" and failed["failure_kind"] == "first-use"
+    assert re.fullmatch(r"fail \(first-use\): self-128/float32: out: error \S+ > bound \S+",
+                        failed["summary"]), failed["summary"]
+    assert ref["status"] == "pass" and ref["passed"] == ["self-128/float32"]
+    assert ref["summary"] == "pass (first-use: self-128/float32)"
+
+    result = _invoke("doctor", "--no-timing")
+    assert re.search(rf"│ {extra_backend} .*fail \(first-use\): self-128/float32", result.stdout)
+
+
+@pytest.mark.parametrize("extra_backend", [_Scaled()], indirect=True)
+def test_full_run_reruns_the_cases_of_a_first_use_failure(extra_backend: str,
+                                                          cache_dir: Path) -> None:
+    """A first-use failure on a case outside the grid (float16 here) is cleared only by a run
+    that passes it again: the full conformance run includes it."""
+    backend = registry.get(extra_backend)
+    off_grid = conformance.case_by_label("padding/float16")
+    assert off_grid.label not in conformance.full_grid_labels()
+    conformance.run([extra_backend], [off_grid], kind=verdicts.FIRST_USE)
+    assert verdicts.status(backend, CPU) == verdicts.FAIL
+
+    backend.scale = 1.0  # fixed, same fingerprint
+    result = _invoke("conformance", "--backend", extra_backend, "--json")
+    assert result.exit_code == 0, result.output
+    (report,) = json.loads(result.stdout)
+    assert "padding/float16" in {r["case"] for r in report["results"]}
+    standing = verdicts.standing(backend, CPU)
+    assert standing.status == verdicts.PASS and standing.full

@@ -88,6 +88,9 @@ def conformance(
 ) -> None:
     """Check backends against the float64 oracle and record their verdicts.
 
+    A verdict names the cases it ran. Only a full run (no --quick) clears a full-grid failure;
+    it also reruns the cases of any standing first-use failure.
+
     Exits 1 when any case fails or errors, or when a requested backend cannot run here.
     """
     from attnswitch.attention import conformance as conf
@@ -98,7 +101,7 @@ def conformance(
     explicit = bool(names)
     names = names or registry.names()
     cases = conf.cases(quick=quick)
-    reports = [_conformance_backend(name, cases, device, record) for name in names]
+    reports = [_conformance_backend(name, cases, device, record, quick) for name in names]
 
     if as_json:
         print_json(reports)
@@ -109,8 +112,22 @@ def conformance(
     raise typer.Exit(1 if failed or missing else 0)
 
 
-def _conformance_backend(name: str, cases: list[Any], device: str, record: bool) -> dict:
-    """Run the grid on one backend; a report dict with every result and the verdict."""
+def _requalifying_cases(backend: Any, device: Any, cases: list[Any]) -> list[Any]:
+    """Cases outside `cases` that a standing failure of `backend` ran (e.g. float16 cases of a
+    first-use check): a full run includes them, since only a pass of every case a failure ran
+    clears it (see attention/verdicts.py)."""
+    from attnswitch.attention import conformance as conf
+    from attnswitch.attention import verdicts
+
+    have = {c.label for c in cases}
+    extra = sorted(verdicts.standing(backend, device).failed_run - have)
+    return [c for label in extra if (c := conf.case_by_label(label)) is not None]
+
+
+def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
+                         quick: bool = False) -> dict:
+    """Run the grid on one backend; a report dict with every result and the verdict. A full
+    run adds the cases of standing failures outside the grid (`_requalifying_cases`)."""
     from attnswitch.attention import conformance as conf
     from attnswitch.attention import registry
 
@@ -129,6 +146,8 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool)
     except Exception as exc:  # e.g. --device tpu for a torch backend
         report["unavailable"] = f"cannot place arrays on {device}: {type(exc).__name__}: {exc}"
         return report
+    if not quick:
+        cases = cases + _requalifying_cases(b, conf.device_info(name, where), cases)
     with rich_console(stderr=True).status(f"conformance: {name} ({len(cases)} cases on {where})"):
         results = conf.run([name], cases, device=where, record=record)
     counts = Counter(r.status for r in results)
@@ -224,8 +243,11 @@ def doctor(
     as_json: JsonOption = False,
 ) -> None:
     """What runs here: backends, verdicts, timings, the planner's choices, versions."""
+    from attnswitch.attention.plan import verify_policy
+
     report = {
         "versions": _versions(),
+        "verify": verify_policy(),
         "backends": _backend_rows(timing, timing_all),
         "plans": _plan_rows(),
         "engines": _engines(),
@@ -259,7 +281,8 @@ def _backend_rows(timing: bool, timing_all: bool) -> list[dict]:
     for b in registry.backends():
         row: dict[str, Any] = {
             "backend": b.name, "framework": b.framework, "available": True, "why": None,
-            "device": None, "verdict": None, "median_ms": None, "timing_note": None,
+            "device": None, "verdict": None, "verification": None, "median_ms": None,
+            "timing_note": None,
         }
         rows.append(row)
         if (why := b.unavailable()) is not None:
@@ -269,7 +292,8 @@ def _backend_rows(timing: bool, timing_all: bool) -> list[dict]:
             where = default_device(b.framework)
             dev = conf.device_info(b.name, where)
             row["device"] = dev.label
-            row["verdict"] = verdicts.status(b, dev)
+            standing = verdicts.standing(b, dev)
+            row["verdict"], row["verification"] = standing.status, standing.as_dict()
         except Exception as exc:
             row["why"] = f"device check failed: {type(exc).__name__}: {exc}"
             continue
@@ -504,21 +528,23 @@ def _render_doctor(report: dict) -> None:
 
     table = Table(title="Backends", title_justify="left")
     for col, kw in (("backend", {}), ("framework", {}), ("available", {"overflow": "fold"}),
-                    ("device", {}), ("verdict", {}), ("median ms", {"justify": "right"}),
+                    ("device", {}), ("verification", {"overflow": "fold", "ratio": 1}),
+                    ("median ms", {"justify": "right"}),
                     ("note", {"overflow": "fold"})):
         table.add_column(col, **kw)
     shape = "x".join(map(str, TIMING_SHAPE))
     for r in report["backends"]:
         verdict = r["verdict"] or "-"
         style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
+        summary = r["verification"]["summary"] if r["verification"] else "-"
         table.add_row(
             r["backend"], r["framework"],
             "yes" if r["available"] and not r["why"] else f"no: {r['why']}",
-            r["device"] or "-", f"[{style}]{verdict}[/]",
+            r["device"] or "-", f"[{style}]{summary}[/]",
             "-" if r["median_ms"] is None else f"{r['median_ms']:.2f}", r["timing_note"] or "",
         )
-    table.caption = (f"median ms: up to {TIMING_REPEATS} calls on B,S,H,D = {shape} float32, "
-                     "after a warm-up")
+    table.caption = (f"verification policy: {report['verify']} (ATTNSWITCH_VERIFY); median ms: up "
+                     f"to {TIMING_REPEATS} calls on B,S,H,D = {shape} float32, after a warm-up")
     console.print(table)
 
     plans = Table(title="Planner's choice for common calls (chosen, and what ordered it)",

@@ -17,11 +17,14 @@ import pytest
 from attnswitch.attention import arrays, conformance, masks, registry
 from attnswitch.attention.backend import BackendBase, Capabilities
 from attnswitch.attention.contract import Call
+from grid_pins import DECLINES_ON_CPU, DECLINES_ON_GPU, declined
 
-# Off a TPU the Pallas kernels run only in interpret mode, which their own tests drive on
-# small shapes; here they join the grid only when interpret mode is switched on
-# (ATTNSWITCH_PALLAS_INTERPRET=1), since the whole grid interpreted takes minutes.
-PALLAS = ("pallas-flash", "pallas-splash")
+# Backends unavailable here (CUDA ones on a CPU host; the Pallas kernels off a TPU unless
+# interpret mode is on, ATTNSWITCH_PALLAS_INTERPRET=1, since the whole grid interpreted takes
+# minutes) are deselected at collection (`backend` marker, tests/conftest.py), with one line
+# in the summary. A case a backend declines is not generated when its decline is pinned
+# (grid_pins.py); any other decline fails. CUDA-only backends run their pinned grid on the
+# GPU in their own tests (this grid runs on CPU arrays).
 
 CASES = conformance.cases()
 CASE_BY_LABEL = {c.label: c for c in CASES}
@@ -42,9 +45,15 @@ FULL = os.environ.get("ATTNSWITCH_FULL_CONFORMANCE", "") not in ("", "0")
 
 def _grid() -> Iterator[Any]:
     for name in registry.names():
+        if name in DECLINES_ON_GPU:
+            continue
         subset = None if FULL else COMPILING_SUBSET.get(name)
+        pinned = DECLINES_ON_CPU.get(name, frozenset())
         for case in CASES:
-            marks = [pytest.mark.xdist_group(f"conformance-{name}")]  # share compiled kernels
+            if case.label in pinned:
+                continue
+            marks = [pytest.mark.xdist_group(f"conformance-{name}"),  # share compiled kernels
+                     pytest.mark.backend(name)]
             if subset is not None and case.label not in subset:
                 marks.append(pytest.mark.skip(
                     reason=f"{name} compiles per shape: outside the default subset "
@@ -52,28 +61,32 @@ def _grid() -> Iterator[Any]:
             yield pytest.param(name, case, id=f"{name}-{case.label}", marks=marks)
 
 
-def _pallas_interpreted() -> bool:
-    try:
-        from attnswitch.attention import pallas_common
-    except ImportError:  # no jax: the backends are unavailable and skip below
-        return True
-    return pallas_common.tpu_present() or pallas_common.interpret_enabled()
-
-
 @pytest.mark.parametrize(("backend", "case"), list(_grid()))
 def test_backend_conforms(backend: str, case: conformance.Case) -> None:
-    if backend in PALLAS and not _pallas_interpreted():
-        pytest.skip(f"{backend}: run by its own tests in Pallas interpret mode off a TPU "
-                    "(ATTNSWITCH_PALLAS_INTERPRET=1 adds it to this grid)")
     result = conformance.check(backend, case)
-    if result.status == conformance.UNAVAILABLE:
-        pytest.skip(f"{backend} unavailable: {'; '.join(result.reasons)}")
-    if result.status == conformance.DECLINED:
-        pytest.skip(f"{backend} declines {case.label}: {'; '.join(result.reasons)}")
+    if result.status == conformance.DECLINED and backend not in DECLINES_ON_CPU:
+        pytest.skip(f"{backend} (a plug-in without pins) declines {case.label}: "
+                    f"{'; '.join(result.reasons)}")
     assert result.status == conformance.PASSED, (
         f"{backend} on {case.label}: {result.status}: {'; '.join(result.reasons)}"
     )
     assert result.error <= result.bound
+
+
+@pytest.mark.parametrize("backend", sorted(DECLINES_ON_CPU))
+def test_declines_exactly_the_pinned_cases(backend: str) -> None:
+    """What each built-in backend declines on CPU arrays is pinned: serving less (a capability
+    regressed) or more (pin it) fails here, whether or not the backend can run on this host."""
+    b = registry.get(backend)
+    if b.framework != "numpy":
+        pytest.importorskip(b.framework)
+    assert declined(b, CASES) == DECLINES_ON_CPU[backend]
+
+
+def test_every_builtin_backend_is_pinned() -> None:
+    builtin = {b.name for b in registry.backends()
+               if type(b).__module__.startswith("attnswitch.attention.backends.")}
+    assert builtin == set(DECLINES_ON_CPU) | set(DECLINES_ON_GPU)
 
 
 def test_grid_covers_the_design() -> None:

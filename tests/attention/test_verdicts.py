@@ -81,10 +81,14 @@ def test_verdict_is_stored_per_fingerprint_in_cache_dir(cache_dir: Path) -> None
         "versions": {"numpy": np.__version__},
         "attnswitch": attnswitch.__version__,
         "device": verdicts.cpu_name(),
-        "conformance": conformance.rule_id(),
+        "rule": conformance.RULE_REVISION,
+        "cases": conformance.case_set_id(verdicts.PARTIAL, QUICK),
     }
+    assert fp["cases"].startswith("partial-")
     assert entry["passed"] is True
     assert entry["cases"] == len(QUICK)
+    assert entry["kind"] == verdicts.PARTIAL
+    assert entry["labels"] == [c.label for c in QUICK]
     assert list(stored) == [verdicts.fingerprint_key(fp)]
     assert verdicts.status(registry.get("reference"), CPU) == verdicts.PASS
 
@@ -113,17 +117,34 @@ def test_other_device_is_another_fingerprint(fakelib: str) -> None:
     assert verdicts.status(registry.get(fakelib), gpu) == verdicts.UNVERIFIED
 
 
-def test_changed_rule_or_grid_is_another_fingerprint(fakelib: str, monkeypatch) -> None:
+def test_changed_rule_is_another_fingerprint(fakelib: str, monkeypatch) -> None:
     conformance.run([fakelib], QUICK)
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
-    for attr, value in (("RULE_REVISION", conformance.RULE_REVISION + 1),
-                        ("GRID", conformance.GRID[:-1])):
-        with monkeypatch.context() as m:
-            m.setattr(conformance, attr, value)
-            conformance.rule_id.cache_clear()
-            assert verdicts.status(registry.get(fakelib), CPU) == verdicts.UNVERIFIED, attr
-        conformance.rule_id.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(conformance, "RULE_REVISION", conformance.RULE_REVISION + 1)
+        assert verdicts.status(registry.get(fakelib), CPU) == verdicts.UNVERIFIED
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
+
+
+def test_grid_changes_age_verdicts_case_by_case(fakelib: str, monkeypatch) -> None:
+    """A verdict stands for the cases it ran, as they are: removing or changing one of them
+    makes it stale (unverified); adding a case to the grid turns a full-grid pass into a pass
+    of the cases it ran."""
+    conformance.run([fakelib], conformance.cases())
+    backend = registry.get(fakelib)
+    assert verdicts.standing(backend, CPU).full
+    with monkeypatch.context() as m:
+        m.setattr(conformance, "GRID", conformance.GRID[:-1])
+        assert verdicts.status(backend, CPU) == verdicts.UNVERIFIED
+    with monkeypatch.context() as m:
+        m.setattr(conformance, "GRID", (*conformance.GRID, conformance.Case("new-case", seqlen_q=7)))
+        standing = verdicts.standing(backend, CPU)
+        assert standing.status == verdicts.PASS and not standing.full
+    with monkeypatch.context() as m:
+        changed = dataclasses.replace(conformance.GRID[0], seqlen_q=114)
+        m.setattr(conformance, "GRID", (changed, *conformance.GRID[1:]))
+        assert verdicts.status(backend, CPU) == verdicts.UNVERIFIED
+    assert verdicts.standing(backend, CPU).full
 
 
 def test_failure_quarantines_and_pass_requalifies(fakelib: str) -> None:
@@ -131,8 +152,8 @@ def test_failure_quarantines_and_pass_requalifies(fakelib: str) -> None:
     _replace(fakelib, ignore_causal=True)
     results = conformance.run([fakelib], QUICK)
     assert any(r.status == conformance.FAILED for r in results)
-    stored = verdicts.STORE.get(registry.get(fakelib), CPU)
-    assert stored is not None and not stored.passed
+    (stored,) = verdicts.STORE.verdicts(registry.get(fakelib), CPU)
+    assert not stored.passed
     assert any(f.startswith("causal-203x113/") for f in stored.failures)
 
     for causal in (True, False):  # a verdict is about the backend, not one kind of call

@@ -49,7 +49,7 @@ class _Table:
         self._checked = now
         try:
             mtime = path.stat().st_mtime_ns
-        except FileNotFoundError:
+        except OSError:  # absent, or the cache path is unusable: no table
             mtime = None
         key = (str(path), mtime)
         if key != self._key:

@@ -10,7 +10,9 @@ error X makes around the output's magnitude (FlashAttention 3's `fwd_atol`). The
 the case asks for it, is held to the same rule. Never a bare fixed tolerance.
 
 `check(backend, case)` runs one case; `run(...)` runs a grid and records a verdict per
-backend fingerprint (see `verdicts`).
+backend fingerprint (see `verdicts`). Every case has a label ("causal-113x203/bfloat16"); the
+catalogue (`case_by_label`) is the grid in every dtype plus the special cases, so a verdict
+names its cases and is aged case by case when the grid changes (`still_current`).
 """
 
 from __future__ import annotations
@@ -126,17 +128,12 @@ QUICK = ("plain-113x203", "causal-203x113", "gqa-8-2", "decode-gqa-1x1000", "pad
          "packed", "lse")
 
 
-# Bump when the rule or its baseline changes; with the grid it names the verdicts a stored
-# pass or fail stands for (`rule_id`), so a change requalifies every backend.
+# Bump when the rule or its baseline changes: it is part of every verdict's subject
+# (`verdicts.subject`), so a change requalifies every backend.
 # 2: float32 products summed in order (`serial_matmul`); decode cases in the grid.
-RULE_REVISION = 2
-
-
-@functools.cache
-def rule_id() -> str:
-    """The rule revision and a digest of the full grid, e.g. `r2-1f0c9a2b7d3e`."""
-    digest = hashlib.sha256(repr((GRID, DTYPES, SPECIAL)).encode()).hexdigest()[:12]
-    return f"r{RULE_REVISION}-{digest}"
+# 3: verdicts name the case set they ran (`case_set_id`); grid changes age verdicts per case.
+RULE_REVISION = 3
+ALL_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def cases(*, quick: bool = False, dtypes: Sequence[str] = DTYPES) -> list[Case]:
@@ -352,7 +349,8 @@ def judge(out: Any, inputs: dict[str, Any]) -> tuple[float, float]:
 
 
 def to_device(x: Any, framework: str, device: str) -> Any:
-    """numpy `x` as an array of `framework` on `device` (cpu, cuda, cuda:N; jax: cpu, gpu, tpu)."""
+    """numpy `x` as an array of `framework` on `device` (cpu, cuda, cuda:N; jax: cpu, gpu,
+    tpu, gpu:N, tpu:N)."""
     if x is None or framework == "numpy":
         return x
     out = arrays.numpy_to(x, framework)
@@ -545,20 +543,20 @@ def check_transformed(backend: str, case: Case, transform: str, *, device: str =
 
 def run(
     backends: Sequence[str], cases: Iterable[Case], *, device: str = "cpu",
-    record: bool = True, force: bool = False,
+    record: bool = True, force: bool = False, kind: str | None = None,
 ) -> list[CaseResult]:
-    """Run `cases` on each backend; with `record`, store one verdict per backend (a backend
-    that only declined or was unavailable gets none)."""
+    """Run `cases` on each backend; with `record`, store one verdict per backend under the
+    case set run (`kind`: "full", "quick", "first-use" or "partial"; by default what the cases
+    are). A backend that only declined or was unavailable gets none."""
     results: list[CaseResult] = []
     cases = list(cases)
     for name in backends:
         mine = [check(name, c, device=device, force=force) for c in cases]
         results.extend(mine)
-        ran = [r for r in mine if r.status in (PASSED, FAILED, ERROR)]
+        ran = any(r.status in (PASSED, FAILED, ERROR) for r in mine)
         if record and ran:
-            failures = [f"{r.case.label}: {'; '.join(r.reasons)}" for r in ran if r.status != PASSED]
             dev = arrays.CPU if device == "cpu" else device_info(name, device)
-            verdicts.record(registry.get(name), dev, len(ran), failures)
+            verdicts.record(registry.get(name), dev, mine, kind)
     return results
 
 
@@ -567,3 +565,124 @@ def device_info(backend: str, device: str) -> arrays.DeviceInfo:
     b = registry.get(backend)
     probe = to_device(np.zeros((1,), np.float32), b.framework, device)
     return arrays.device_of(probe, b.framework)
+
+
+# ---- case sets: what a verdict ran, and which call features its cases cover --------------
+
+def catalogue_token() -> tuple:
+    """Changes whenever GRID, DTYPES or SPECIAL is rebound (caches of derived facts key on it)."""
+    return (id(GRID), len(GRID), id(SPECIAL), len(SPECIAL), DTYPES)
+
+
+@functools.cache
+def _catalogue(token: tuple) -> dict[str, Case]:
+    out = {c.with_dtype(d).label: c.with_dtype(d) for c in GRID for d in ALL_DTYPES}
+    out.update((c.label, c) for c in SPECIAL)
+    return out
+
+
+def catalogue() -> dict[str, Case]:
+    """Every nameable case by label: the grid cases in every dtype, and the special cases."""
+    return _catalogue(catalogue_token())
+
+
+def case_by_label(label: str) -> Case | None:
+    return catalogue().get(label)
+
+
+@functools.cache
+def _full_grid_labels(token: tuple) -> frozenset[str]:
+    return frozenset(c.label for c in cases())
+
+
+def full_grid_labels() -> frozenset[str]:
+    """Labels of the full grid (`cases()`)."""
+    return _full_grid_labels(catalogue_token())
+
+
+def case_set_kind(run: Sequence[Case]) -> str:
+    """"full" when `run` holds the whole grid, "quick" when exactly the quick grid, else
+    "partial"."""
+    labels = {c.label for c in run}
+    if labels >= full_grid_labels():
+        return verdicts.FULL
+    if labels == {c.label for c in cases(quick=True)}:
+        return verdicts.QUICK
+    return verdicts.PARTIAL
+
+
+def _digest(run: Iterable[Case]) -> str:
+    return hashlib.sha256(repr(sorted(map(repr, run))).encode()).hexdigest()[:12]
+
+
+def case_set_id(kind: str, run: Sequence[Case]) -> str:
+    """The fingerprint's name for the cases run: kind and a digest of the cases themselves,
+    e.g. `first-use-1f0c9a2b7d3e`."""
+    return f"{kind}-{_digest(run)}"
+
+
+def still_current(labels: Sequence[str], case_set: str) -> bool:
+    """Whether a verdict that ran `labels` under `case_set` still stands for today's cases:
+    every label names a case of the catalogue, unchanged."""
+    found = [case_by_label(label) for label in labels]
+    if any(c is None for c in found):
+        return False
+    return case_set.rsplit("-", 1)[-1] == _digest(found)  # type: ignore[arg-type]
+
+
+# Call features a verdict can vouch for: dtype, layout, each contract feature, decode steps
+# (one query), causal or window bounds on a diagonal that does not start at key 0 (query and
+# key lengths differ: where bottom-right and top-left alignment part), and the head dims the
+# grid has cases for.
+def case_features(case: Case) -> frozenset[str]:
+    """The call features this case exercises (see `call_features`)."""
+    feats = {f"dtype:{case.dtype}", f"layout:{'packed' if case.packed else 'dense'}",
+             f"head_dim:{case.head_dim}"}
+    if case.causal:
+        feats.add("causal")
+    if case.window is not None:
+        feats.add("window")
+    if case.softcap is not None:
+        feats.add("softcap")
+    if case.key_padding:
+        feats.add("key_padding_mask")
+    if case.masked_row:
+        feats.add("attn_mask")
+    if case.heads_q != case.heads_kv:
+        feats.add("gqa")
+    if case.return_lse:
+        feats.add("lse")
+    if case.packed is None and case.seqlen_q == 1:
+        feats.add("decode")
+    unequal = (any(a != b for a, b in case.packed) if case.packed is not None
+               else case.seqlen_q != case.seqlen_k)
+    if (case.causal or case.window is not None) and unequal:
+        feats.add("diagonal-offset")
+    return frozenset(feats)
+
+
+@functools.cache
+def _head_dims(token: tuple) -> frozenset[int]:
+    return frozenset(c.head_dim for c in catalogue().values())
+
+
+def call_features(call: Call) -> frozenset[str]:
+    """The features of a call that verification must cover: its dtype and layout, each
+    contract feature it uses (causal, window, softcap, masks, GQA, lse), "decode" for a
+    single query, "diagonal-offset" for causal or window bounds with query and key lengths
+    that differ, and its head dim where the grid has a case of that head dim. Gradients are
+    not among them: conformance checks the forward pass."""
+    feats = {f"dtype:{call.dtype}", f"layout:{call.layout}"}
+    feats.update(f for f in call.features if f not in ("packed", "grad"))
+    if not call.packed and call.seqlen_q == 1:
+        feats.add("decode")
+    if call.causal or call.window is not None:
+        if call.packed:  # traced: lengths unknown, so assume they differ
+            unequal = call.seqlens_q is None or call.seqlens_q != call.seqlens_k
+        else:
+            unequal = call.seqlen_q != call.seqlen_k
+        if unequal:
+            feats.add("diagonal-offset")
+    if call.head_dim in _head_dims(catalogue_token()):
+        feats.add(f"head_dim:{call.head_dim}")
+    return frozenset(feats)

@@ -2,8 +2,15 @@
 
 `explain(...)` returns a `Plan`: the chosen backend, the ordered fallbacks and, for every
 other backend, why not (unavailable, declined with reasons, quarantined by a failed
-conformance verdict). `attention(...)` runs the plan's first candidate; on a runtime failure
-(not an input error) it warns once per (backend, call kind), counts it and tries the next.
+conformance verdict), with each backend's verification state. `attention(...)` runs the plan's
+first candidate; on a runtime failure (not an input error) it warns once per (backend, call
+kind), counts it and tries the next.
+
+Verification (`attention/verify.py`): under the default policy a candidate whose passed cases
+do not cover the call's features runs a first-use self-check before it serves; one that fails
+is quarantined for its fingerprint and the call falls back to the next candidate, with a
+one-time warning and a counter (an error in strict mode). An explicitly requested backend is
+neither checked first nor quarantined (a stored failure only warns).
 
 Order of candidates: a measured autotune table for the call when one exists, else `PRIORITY`
 for the device kind (on CUDA, per generation: see `_priority_key`). Overrides, strongest
@@ -24,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from attnswitch.attention import arrays, autotune, registry, verdicts
+from attnswitch.attention import arrays, autotune, conformance, registry, verdicts, verify
 from attnswitch.attention.contract import CHECKS, AttentionInputError, Call, validate
 from attnswitch.observe import metrics
 from attnswitch.observe.scopes import scope
@@ -68,6 +75,15 @@ class BackendFailedError(RuntimeError):
     mode, or no candidate left)."""
 
 
+class VerificationFailedError(BackendFailedError):
+    """A backend failed its first-use self-check and no fallback was allowed (strict mode, or
+    no candidate left). `verdict` is the recorded verdict."""
+
+    def __init__(self, message: str, verdict: verdicts.Verdict):
+        self.verdict = verdict
+        super().__init__(message)
+
+
 @dataclass(frozen=True)
 class Rejection:
     backend: str
@@ -83,6 +99,10 @@ class Plan:
     rejected: every other registered backend with its status and reasons.
     source: what ordered the candidates ("priority:<device kind>", "autotune", or the override
     that forced one: "backend=", "use()", "ATTNSWITCH_BACKEND").
+    verdicts: status ("pass", "fail", "unverified") of every backend that could serve the call;
+    standing: its verification state in full (`verdicts.Standing`).
+    verify: the verification policy; unverified: candidates that will run a self-check before
+    serving (their passed cases do not cover the call's features).
     """
 
     call: Call
@@ -92,6 +112,9 @@ class Plan:
     requested: str | None = None
     details: dict[str, str] = field(default_factory=dict, compare=False)
     verdicts: dict[str, str] = field(default_factory=dict, compare=False)
+    standing: dict[str, verdicts.Standing] = field(default_factory=dict, compare=False)
+    verify: str = verify.FIRST_USE
+    unverified: tuple[str, ...] = ()
 
     @property
     def chosen(self) -> str | None:
@@ -120,13 +143,15 @@ class Plan:
         c = self.call
         lines = [
             f"call: {c.kind}  {c.shape_text}  on {c.device.label} ({c.device.name})",
-            f"order: {self.source}",
+            f"order: {self.source}  verify: {self.verify}",
         ]
         for i, name in enumerate(self.candidates):
             role = "chosen" if i == 0 else "fallback"
             note = self.details.get(name)
-            verdict = self.verdicts.get(name, verdicts.UNVERIFIED)
-            lines.append(f"  {role:<13} {name} [{verdict}]" + (f": {note}" if note else ""))
+            state = self.standing.get(name, verdicts.Standing()).summary
+            if name in self.unverified:
+                state += f"; {self.verify} check before it serves this call"
+            lines.append(f"  {role:<13} {name} [{state}]" + (f": {note}" if note else ""))
         for r in self.rejected:
             lines.append(f"  {r.status:<13} {r.backend}: " + "; ".join(r.reasons))
         return "\n".join(lines)
@@ -135,22 +160,48 @@ class Plan:
 # ---- configuration and overrides -------------------------------------------------------
 
 _use: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnswitch_use", default=None)
-_config = {"strict": os.environ.get("ATTNSWITCH_STRICT", "") not in ("", "0", "false")}
+_config: dict[str, Any] = {
+    "strict": os.environ.get("ATTNSWITCH_STRICT", "") not in ("", "0", "false"),
+    "verify": None,  # None: ATTNSWITCH_VERIFY, else "first-use"
+}
 
 
-def configure(*, strict: bool | None = None, debug: bool | None = None) -> dict[str, Any]:
+def configure(*, strict: bool | None = None, debug: bool | None = None,
+              verify: str | None = None) -> dict[str, Any]:
     """Set process-wide options; returns the current configuration.
 
-    strict: every runtime fallback becomes an error (also `ATTNSWITCH_STRICT=1`).
+    strict: every runtime fallback, and every fallback from a backend that failed its
+    first-use check, becomes an error (also `ATTNSWITCH_STRICT=1`).
     debug: read and check the values of device `cu_seqlens` even when that synchronises
     (also `ATTNSWITCH_DEBUG=1`; see `attention.contract`).
+    verify: "first-use" (default), "full" or "off" (also `ATTNSWITCH_VERIFY`); see
+    `attention/verify.py`.
     """
     if strict is not None:
         _config["strict"] = bool(strict)
         _plans.clear()
     if debug is not None:
         CHECKS["device_values"] = bool(debug)
-    return dict(_config, debug=CHECKS["device_values"])
+    if verify is not None:
+        _check_policy(verify, "verify")
+        _config["verify"] = verify
+        _plans.clear()
+    return {**_config, "verify": verify_policy(), "debug": CHECKS["device_values"]}
+
+
+def verify_policy() -> str:
+    """The verification policy in force: `configure(verify=...)`, else `ATTNSWITCH_VERIFY`,
+    else "first-use"."""
+    if (policy := _config["verify"]) is not None:
+        return policy
+    policy = os.environ.get("ATTNSWITCH_VERIFY") or verify.FIRST_USE
+    _check_policy(policy, "ATTNSWITCH_VERIFY")
+    return policy
+
+
+def _check_policy(policy: Any, argument: str) -> None:
+    if policy not in verify.POLICIES:
+        raise AttentionInputError(argument, f"one of {', '.join(verify.POLICIES)}", repr(policy))
 
 
 @contextlib.contextmanager
@@ -216,23 +267,26 @@ def plan_for(call: Call, backend: str | None = None) -> Plan:
     configuration. A cached plan's `call` is the first call of its key; `explain` returns
     the plan with the caller's own call. Hits and misses are counted (`attnswitch.stats()`)."""
     requested, how = _requested(backend)
-    key = (call.plan_key, requested, how, registry.generation, verdicts.STORE.generation,
+    policy = verify_policy()
+    key = (call.plan_key, requested, how, policy, registry.generation, verdicts.STORE.generation,
            autotune.generation())
     cached = _plans.get(key)
     if cached is not None:
         metrics.PLAN_CACHE_HITS.inc()
         return cached
     metrics.PLAN_CACHE_MISSES.inc()
-    plan = _make_plan(call, requested, how)
+    plan = _make_plan(call, requested, how, policy)
     if len(_plans) >= _PLAN_CACHE_SIZE:
         _plans.clear()
     _plans[key] = plan
     return plan
 
 
-def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
+def _make_plan(call: Call, requested: str | None, how: str | None, policy: str) -> Plan:
     order, source = _order(call)
-    candidates, rejected, details, verdict_of = [], [], {}, {}
+    candidates, rejected, details, verdict_of, standing_of = [], [], {}, {}, {}
+    unverified = []
+    features = conformance.call_features(call)
     for name in order:
         b = registry.get(name)
         if requested is not None and name != requested:
@@ -245,15 +299,19 @@ def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
         if reasons:
             rejected.append(Rejection(name, DECLINED, tuple(reasons)))
             continue
-        verdict = verdicts.status(b, call.device)
-        verdict_of[name] = verdict
-        if verdict == verdicts.FAIL and requested is None:
+        standing = verdicts.standing(b, call.device)
+        verdict_of[name], standing_of[name] = standing.status, standing
+        if standing.status == verdicts.FAIL and requested is None:
             rejected.append(Rejection(
                 name, QUARANTINED,
-                ("failed conformance for this fingerprint; `attnswitch conformance "
-                 f"--backend {name}` requalifies it",),
+                (f"failed conformance ({standing.failure_kind}) for this fingerprint: "
+                 f"{standing.failure}; `attnswitch conformance --backend {name}` requalifies it",),
             ))
             continue
+        # An explicit request runs what was asked for: not quarantined, not checked first.
+        if requested is None and policy != verify.OFF and (
+                not standing.covers(features) or (policy == verify.FULL and not standing.full)):
+            unverified.append(name)
         candidates.append(name)
         detail = getattr(b, "detail", None)
         if detail is not None and (note := detail(call)):
@@ -261,6 +319,7 @@ def _make_plan(call: Call, requested: str | None, how: str | None) -> Plan:
     return Plan(
         call=call, candidates=tuple(candidates), rejected=tuple(rejected),
         source=how or source, requested=requested, details=details, verdicts=verdict_of,
+        standing=standing_of, verify=policy, unverified=tuple(unverified),
     )
 
 
@@ -402,6 +461,10 @@ def attention(
         )
     no_fallback = plan.requested is not None or _config["strict"]
     for i, name in enumerate(plan.candidates):
+        last = i == len(plan.candidates) - 1
+        if plan.unverified and name in plan.unverified and not _verified_before_use(
+                name, call, plan, no_fallback, last):
+            continue
         start = time.perf_counter()
         try:
             result = run_backend(name, q, k, v, call)
@@ -409,7 +472,6 @@ def attention(
             raise
         except Exception as exc:
             metrics.ATTENTION_FAILURES.labels(name).inc()
-            last = i == len(plan.candidates) - 1
             if no_fallback or last:
                 why = "it was requested explicitly" if plan.requested else (
                     "strict mode is on" if _config["strict"] else "no fallback is left")
@@ -435,6 +497,44 @@ def _torch_compiling() -> bool:
     """Whether torch.compile (dynamo) is tracing this call; False without torch imported."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.compiler.is_compiling()
+
+
+def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
+                         last: bool) -> bool:
+    """Run `name`'s self-check for this call (policy `plan.verify`). True: it may serve (it
+    passed, or the check cannot run here: warned and counted).
+    False: it failed and the caller moves on to the next candidate (warned and counted).
+    Raises `VerificationFailedError` when it failed and no fallback is allowed."""
+    if (why := verify.cannot_run_here(call)) is not None:
+        metrics.ATTENTION_VERIFICATIONS.labels(name, "skipped").inc()
+        _warn_once(
+            (name, "unverifiable"),
+            f"attnswitch: {name} serves {call.kind} unverified on this fingerprint: {why}, "
+            "where its self-check cannot run; one eager call before tracing verifies it",
+        )
+        return True
+    verdict = verify.check_before_use(name, call, plan.verify)
+    if verdict is None:  # another thread verified it meanwhile
+        return True
+    metrics.ATTENTION_VERIFICATIONS.labels(name, verdict.status).inc()
+    if verdict.passed:
+        return True
+    failure = verdict.failures[0]
+    if no_fallback or last:
+        why = "strict mode is on" if _config["strict"] else "no fallback is left"
+        raise VerificationFailedError(
+            f"{name}: failed its {verdict.kind} check for {call.kind} ({failure}) and {why}",
+            verdict,
+        )
+    nxt = plan.candidates[plan.candidates.index(name) + 1]
+    metrics.ATTENTION_FALLBACKS.labels(name, nxt).inc()
+    _warn_once(
+        (name, "quarantined"),
+        f"attnswitch: {name} failed its {verdict.kind} check on this fingerprint ({failure}); "
+        f"quarantined, falling back to {nxt}. `attnswitch conformance --backend {name}` "
+        "requalifies it",
+    )
+    return False
 
 
 def backends() -> list[Any]:

@@ -26,6 +26,12 @@ ATTENTION_FAILURES = Counter(
     "attnswitch_attention_failures", "Runtime failures of a backend, by backend.", ["backend"],
     registry=REGISTRY,
 )
+ATTENTION_VERIFICATIONS = Counter(
+    "attnswitch_attention_verifications",
+    "First-use self-checks of a backend, by result: pass, fail (quarantined), skipped (the "
+    "call was traced where the check cannot run).",
+    ["backend", "result"], registry=REGISTRY,
+)
 ATTENTION_SECONDS = Histogram(
     "attnswitch_attention_seconds",
     "Host wall time of one attention call (launch time for asynchronous devices).",
@@ -48,26 +54,32 @@ PLAN_CACHE_HITS = PLAN_CACHE.labels("hit")
 PLAN_CACHE_MISSES = PLAN_CACHE.labels("miss")
 
 
-def _by_label(counter: Counter, label: str = "backend") -> dict[str, int]:
+def _by_label(counter: Counter, label: str = "backend", **only: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for metric in counter.collect():
         for sample in metric.samples:
-            if sample.name.endswith("_total"):
+            if sample.name.endswith("_total") and all(
+                    sample.labels.get(k) == v for k, v in only.items()):
                 key = sample.labels[label]
                 out[key] = out.get(key, 0) + int(sample.value)
     return out
 
 
 def stats() -> dict[str, dict[str, Any]]:
-    """Counts since start: per backend `{"calls": {...}, "fallbacks": {...}, "failures": {...}}`
-    (a fallback is counted against the backend that failed), and the plan cache,
-    `"plans": {"hits": n, "misses": m, "hit_rate": n / (n + m) or None}`."""
+    """Counts since start: per backend `{"calls": {...}, "fallbacks": {...}, "failures": {...},
+    "verified": {...}, "verification_failures": {...}, "unverified": {...}}` (a fallback is
+    counted against the backend that failed, at run time or its first-use check;
+    "unverified" counts calls served without a check because it could not run, traced), and
+    the plan cache, `"plans": {"hits": n, "misses": m, "hit_rate": n / (n + m) or None}`."""
     lookups = _by_label(PLAN_CACHE, "result")
     hits, misses = lookups.get("hit", 0), lookups.get("miss", 0)
     return {
         "calls": _by_label(ATTENTION_CALLS),
         "fallbacks": _by_label(ATTENTION_FALLBACKS),
         "failures": _by_label(ATTENTION_FAILURES),
+        "verified": _by_label(ATTENTION_VERIFICATIONS, result="pass"),
+        "verification_failures": _by_label(ATTENTION_VERIFICATIONS, result="fail"),
+        "unverified": _by_label(ATTENTION_VERIFICATIONS, result="skipped"),
         "plans": {"hits": hits, "misses": misses,
                   "hit_rate": hits / (hits + misses) if hits + misses else None},
     }

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnswitch.attention.backends.flash_attn import BACKEND
+from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 
 @pytest.mark.parametrize("gpu", ["sm80", "sm86", "sm90", "sm100"])
@@ -50,14 +51,23 @@ def test_unavailable_here_with_a_reason():
     assert why is not None and "GPU" in why
 
 
+@pytest.mark.parametrize("gpu", sorted(GPUS))
+def test_declines_exactly_the_pinned_cases(gpu):
+    assert declined(BACKEND, gpu_grid(), GPUS[gpu]) == DECLINES_ON_GPU["flash-attn"][gpu]
+
+
 @pytest.mark.gpu
-@pytest.mark.skipif(BACKEND.unavailable() is not None, reason=f"flash-attn: {BACKEND.unavailable()}")
+@pytest.mark.backend("flash-attn")
 def test_conformance_on_gpu():
+    """Every quick case it is pinned to serve on this GPU passes; a decline or an error fails."""
     from attnswitch.attention import conformance
 
-    for case in conformance.cases(quick=True, dtypes=("bfloat16",)):
-        result = conformance.check("flash-attn", case, device="cuda")
-        assert result.ok, (case.label, result.reasons)
+    cases = must_serve("flash-attn", gpu_generation(), conformance.cases(quick=True,
+                                                                          dtypes=("bfloat16",)))
+    results = [conformance.check("flash-attn", case, device="cuda") for case in cases]
+    assert results, "no case ran"
+    assert [(r.case.label, r.status, r.reasons) for r in results
+            if r.status != conformance.PASSED] == []
 
 
 def test_rules_appear_in_explain_even_where_unavailable():

@@ -13,6 +13,7 @@ import torch
 import attnswitch as asw
 from attnswitch.attention.backends.flash_attn3 import BACKEND, FlashAttn3
 from attnswitch.attention.contract import AttentionInputError, validate
+from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 NAME = "flash-attn-3"
 # A complete build, whatever is installed here, for the rules of the library itself.
@@ -141,9 +142,7 @@ def test_planner_order_on_cuda(gpu_call):
 
 # ---- on a GPU with FlashAttention 3 ---------------------------------------------------
 
-needs_fa3 = pytest.mark.skipif(
-    BACKEND.unavailable() is not None, reason=f"{NAME}: {BACKEND.unavailable()}"
-)
+needs_fa3 = pytest.mark.backend(NAME)
 # The quick grid plus what this backend adds or translates: odd and large head dims (padding),
 # windows, softcap, MQA, packed with unequal lengths and the lse.
 GPU_CASES = ("hdim-59", "hdim-80", "hdim-256", "window-64-16", "window-causal-48", "softcap-30",
@@ -156,13 +155,19 @@ GPU_CASES = ("hdim-59", "hdim-80", "hdim-256", "window-64-16", "window-causal-48
 def test_conformance_on_gpu(dtype):
     from attnswitch.attention import conformance
 
-    grid = conformance.cases(quick=True, dtypes=(dtype,))
-    grid += [c.with_dtype(dtype) for c in conformance.GRID if c.name in GPU_CASES]
-    failed = [
-        (case.label, r.status, r.reasons) for case in grid
-        if not (r := conformance.check(NAME, case, device="cuda")).ok
-    ]
-    assert failed == []
+    grid = conformance.cases(quick=True, dtypes=("bfloat16",))
+    grid += [c.with_dtype("bfloat16") for c in conformance.GRID if c.name in GPU_CASES]
+    cases = [c.with_dtype(dtype) for c in must_serve(NAME, gpu_generation(), grid)]
+    results = [conformance.check(NAME, case, device="cuda") for case in cases]
+    assert results, "no case ran"
+    assert [(r.case.label, r.status, r.reasons) for r in results
+            if r.status != conformance.PASSED] == []
+
+
+@pytest.mark.parametrize("gpu", sorted(GPUS))
+def test_declines_exactly_the_pinned_cases(gpu):
+    """For a complete build (the installed one may lack switches)."""
+    assert declined(FULL, gpu_grid(), GPUS[gpu]) == DECLINES_ON_GPU[NAME][gpu]
 
 
 @pytest.mark.gpu

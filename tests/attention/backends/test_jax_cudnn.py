@@ -12,6 +12,7 @@ from attnswitch.attention import conformance
 from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.backends.jax_cudnn import BACKEND, native_bounds
 from attnswitch.attention.contract import Call
+from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", 0, (9, 0))
 A100 = DeviceInfo("cuda", "NVIDIA A100-SXM4-80GB", 0, (8, 0))
@@ -117,15 +118,18 @@ def test_versions_name_jax_and_jaxlib() -> None:
     assert set(BACKEND.versions()) == {"jax", "jaxlib"}
 
 
+@pytest.mark.parametrize("gpu", sorted(GPUS))
+def test_declines_exactly_the_pinned_cases(gpu: str) -> None:
+    assert declined(BACKEND, gpu_grid(), GPUS[gpu]) == DECLINES_ON_GPU["jax-cudnn"][gpu]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["causal-self-97", "causal-113x203", "window-causal-48",
-                                  "padding", "masked-row", "gqa-8-2", "hdim-256"])
-def test_conforms_on_gpu(name: str) -> None:
-    if BACKEND.unavailable() is not None:
-        pytest.skip(BACKEND.unavailable())
-    case = next(c for c in conformance.cases() if c.label == f"{name}/bfloat16")
-    result = conformance.check("jax-cudnn", case, device="gpu")
-    if name == "hdim-256" and result.status == conformance.DECLINED:
-        assert any("head dim 256" in r for r in result.reasons)  # before Hopper
-        return
-    assert result.status == conformance.PASSED, result.reasons
+@pytest.mark.backend("jax-cudnn")
+def test_conforms_on_gpu() -> None:
+    """Every bfloat16 grid case it is pinned to serve on this GPU passes (head dim 256 only
+    from Hopper on); a decline or an error fails."""
+    cases = must_serve("jax-cudnn", gpu_generation("jax"), gpu_grid())
+    results = [conformance.check("jax-cudnn", case, device="gpu") for case in cases]
+    assert results, "no case ran"
+    assert [(r.case.label, r.status, r.reasons) for r in results
+            if r.status != conformance.PASSED] == []

@@ -23,7 +23,7 @@ from attnswitch.attention.contract import validate
 
 pytestmark = [
     pytest.mark.xdist_group("conformance-torch-flex"),  # share compiled kernels in one worker
-    pytest.mark.skipif(BACKEND.unavailable() is not None, reason=f"{BACKEND.unavailable()}"),
+    pytest.mark.backend("torch-flex"),  # deselected where unavailable (tests/conftest.py)
 ]
 
 QUICK = {c.label: c for c in conformance.cases(quick=True)}
