@@ -22,7 +22,7 @@ from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import chunk_tokenizer
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.store import DB_NAME, Store
+from attnswitch.pipeline.store import DB_NAME, SQLiteStore
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster per test process, one user
@@ -37,7 +37,7 @@ def ray_options(**kw):
     return RayOptions(**{"startup_timeout_s": 300, "stall_timeout_s": 300, **kw})
 
 
-def rows(store: Store) -> dict[tuple[str, int], tuple[str, np.ndarray]]:
+def rows(store: SQLiteStore) -> dict[tuple[str, int], tuple[str, np.ndarray]]:
     """(source, ordinal) -> (chunk text, stored vector) for every chunk of the store."""
     ids, matrix = store.vectors()
     chunks = store.chunks(ids)
@@ -68,10 +68,10 @@ def test_the_corpus_on_ray_matches_a_single_process_run(ray_cluster, tmp_path: P
     from attnswitch.pipeline.ray_run import run_on_ray
 
     options = RunOptions(precision="bf16")  # both runs; about twice as fast as fp32 here
-    with Store(tmp_path / "single" / DB_NAME) as store:
+    with SQLiteStore(tmp_path / "single" / DB_NAME) as store:
         single = run(CORPUS, store, options)
         want = rows(store)
-    with Store(tmp_path / "ray" / DB_NAME) as store:
+    with SQLiteStore(tmp_path / "ray" / DB_NAME) as store:
         on_ray = run_on_ray(CORPUS, store, options, ray_options())
         got = rows(store)
         again = run_on_ray(CORPUS, store, options, ray_options())
@@ -108,7 +108,7 @@ def test_indexed_documents_are_not_scheduled_again(ray_cluster, docs: Path, tmp_
                                                    encoder) -> None:
     from attnswitch.pipeline.ray_run import run_on_ray
 
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         first = run(docs, store, OPTIONS, get_encoder=lambda: encoder)
         before = rows(store)
         # New mtimes, same bytes: read and hashed on Ray, found unchanged, not chunked
@@ -148,7 +148,7 @@ def test_encoder_actors_land_where_their_resources_are(ray_cluster, more_docs: P
     try:
         ray_cluster.wait_for_nodes(timeout=120)
         assert ray.cluster_resources().get("TPU") == 1
-        with Store(tmp_path / "db") as store:
+        with SQLiteStore(tmp_path / "db") as store:
             summary = run_on_ray(more_docs, store, OPTIONS,
                                  ray_options(cpu_actors=1, gpu_actors=1, tpu_actors=1))
             got = rows(store)
@@ -199,7 +199,7 @@ def test_a_killed_encoder_actor_loses_no_chunk(ray_cluster, more_docs: Path, tmp
                 ray.kill(handle, no_restart=False)
                 killed.append(name)
 
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         summary = run_on_ray(more_docs, store, OPTIONS, ray_options(cpu_actors=1),
                              on_progress=kill_once)
         got = rows(store)
@@ -228,7 +228,7 @@ def test_cli_run_ray_json_joins_the_running_cluster(ray_cluster, docs: Path,
     assert summary["status"] == "completed" and summary["new"] == 4
     assert summary["ray"]["address"] == ray_cluster.address
     assert summary["ray"]["kinds"]["cpu"]["chunks"] == summary["chunks_encoded"] > 0
-    with Store(tmp_path / "db" / DB_NAME) as store:
+    with SQLiteStore(tmp_path / "db" / DB_NAME) as store:
         assert store.status().chunks == summary["chunks_stored"]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.search import VectorIndex, search
-from attnswitch.pipeline.store import ChunkRecord, Store, StoreInputError
+from attnswitch.pipeline.store import ChunkRecord, SQLiteStore, StoreInputError
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 DIM = 16
@@ -27,7 +27,7 @@ def filled(tmp_path: Path):
         (root / name).write_text(f"document {name} " * 20)
     rng = np.random.default_rng(7)
     written: dict[int, np.ndarray] = {}
-    with Store(tmp_path / "index.sqlite3") as store:
+    with SQLiteStore(tmp_path / "index.sqlite3") as store:
         for doc in ingest(root):
             chunks = [ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10)
                       for i in range(7)]
@@ -71,7 +71,7 @@ def test_ties_are_broken_by_chunk_id(tmp_path: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
     (root / "same.txt").write_text("same vectors")
-    with Store(tmp_path / "i.sqlite3") as store:
+    with SQLiteStore(tmp_path / "i.sqlite3") as store:
         (doc,) = ingest(root)
         vecs = np.tile(np.eye(4)[0], (40, 1))
         vecs[::7] = np.eye(4)[1]  # c0, c7, c14, ... score 0; the others tie at 1
@@ -106,7 +106,7 @@ def test_bad_queries(filled, query, k, message: str) -> None:
 
 
 def test_empty_store(tmp_path: Path) -> None:
-    with Store(tmp_path / "empty.sqlite3") as store:
+    with SQLiteStore(tmp_path / "empty.sqlite3") as store:
         assert search(store, np.ones(DIM), k=3) == []
 
 
@@ -129,7 +129,7 @@ def paragraphs(text: str, size: int = 800) -> list[ChunkRecord]:
 
 def test_corpus_search_finds_the_right_page(tmp_path: Path) -> None:
     root = CORPUS / "sqlite"
-    with Store(tmp_path / "corpus.sqlite3") as store:
+    with SQLiteStore(tmp_path / "corpus.sqlite3") as store:
         plan = store.plan(root, ingest(root))
         assert not plan.skipped and len(plan.new) >= 10
         for doc in plan.new:

@@ -8,7 +8,7 @@ import pytest
 
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.search import VectorIndex
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import SQLiteStore
 from service_testing import PYTHON_DOCS, copy_corpus, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
@@ -19,7 +19,7 @@ QUERY = "automate a task: search-and-replace over many text files, rename photo 
 def cli_indexed(shared_client, service_dirs, reference):
     wait_for_jobs(shared_client)  # the store takes one writer at a time
     root = copy_corpus(service_dirs["base"] / "cli-docs", PYTHON_DOCS)
-    with Store(service_dirs["data"]) as store:
+    with SQLiteStore(service_dirs["data"]) as store:
         summary = run(root, store, RunOptions(), get_encoder=lambda: reference)
     assert summary.status == "completed" and summary.indexed == len(PYTHON_DOCS)
     return root
@@ -39,7 +39,7 @@ def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_d
     r = shared_client.post("/v1/search", json={"query": QUERY, "k": k})
     assert r.status_code == 200, r.text
     body = r.json()
-    with Store(service_dirs["data"]) as store:
+    with SQLiteStore(service_dirs["data"]) as store:
         want = VectorIndex(store).search(reference.encode([QUERY])[0], k)
     got = body["data"]
     assert [(h["root"], h["source"], h["ordinal"]) for h in got] == \

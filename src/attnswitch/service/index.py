@@ -42,14 +42,14 @@ class SearchIndex:
     def _current(self) -> Any:
         from attnswitch.pipeline.config import stored_config
         from attnswitch.pipeline.search import VectorIndex
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store import SQLiteStore
 
         if self._store is None:
             if not self.path.is_file():
                 raise ServiceError(409, "index: expected documents to search, got no index "
                                    "yet: POST /v1/jobs to index a folder first",
                                    code="index_empty")
-            self._store = Store(self.path)
+            self._store = SQLiteStore(self.path)
             self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
         version = self._watch.execute("PRAGMA data_version").fetchone()[0]
         if self._index is None or version != self._version:

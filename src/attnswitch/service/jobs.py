@@ -127,7 +127,7 @@ class JobManager:
 
     def _run(self, job: Job, folder: Path) -> None:
         from attnswitch.pipeline.run import run
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store import SQLiteStore
 
         job.status, job.started_at = "running", time.time()
 
@@ -140,7 +140,7 @@ class JobManager:
                 raise _StopRequested()
 
         try:
-            with Store(self.index_path) as store:
+            with SQLiteStore(self.index_path) as store:
                 summary = run(folder, store, self._options(), get_encoder=self._encoder,
                               on_progress=progress)
             job.summary = summary.to_dict()

@@ -111,12 +111,12 @@ class Service:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
         from attnswitch.engines import choose, get_engine
         from attnswitch.pipeline.config import model_fingerprint, stored_config
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store import SQLiteStore
 
         cfg = self.config
         model, engine, precision = cfg.model, cfg.engine, cfg.precision
         if cfg.index_path.is_file():
-            with Store(cfg.index_path) as store:
+            with SQLiteStore(cfg.index_path) as store:
                 stored = stored_config(store)
             if stored is not None:
                 model = stored.model if cfg.model is None else model
