@@ -305,7 +305,8 @@ def is_url(location: str | os.PathLike | None) -> bool:
 def keyword_terms(text: str) -> list[str]:
     """The words of a keyword query (letters, digits, underscores), at most
     `MAX_QUERY_TERMS`; each store turns them into its own query syntax."""
-    return re.findall(r"\w+", text)[:MAX_QUERY_TERMS]
+    return [t for t in re.findall(r"\w+", text) if any(c.isalnum() for c in t)][
+        :MAX_QUERY_TERMS]
 
 
 class PlanLogic:
