@@ -127,8 +127,9 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
     assert "5 indexed, 5 skipped" in text and "huge.txt" in text
 
     found = json.loads(invoke("search", "change the values of existing rows", "-k", "3",
-                              "--db", db, "--json").output)
+                              "--mode", "dense", "--db", db, "--json").output)
     ranks = found["results"]
+    assert found["mode"] == "dense"
     assert [r["rank"] for r in ranks] == [1, 2, 3]
     assert ranks[0]["source"] == "postgresql/tutorial-update.html"
     assert ranks[0]["score"] >= ranks[1]["score"] >= ranks[2]["score"]
@@ -139,7 +140,12 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
     assert ranks[0]["score"] == pytest.approx(best, abs=1e-5)
     table = " ".join(invoke("search", "change the values of existing rows", "--db", db)
                      .output.split())
-    assert "tutorial-update.html" in table
+    assert "tutorial-update.html" in table and "hybrid search" in table
+    for mode in ("hybrid", "keyword"):
+        found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
+                                  "--mode", mode, "--db", db, "--json").output)
+        assert found["mode"] == mode
+        assert found["results"][0]["source"] == "postgresql/tutorial-update.html"
 
 
 def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -> None:

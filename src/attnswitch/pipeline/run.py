@@ -362,6 +362,10 @@ class _Run:
 
     def _write(self, doc: Document, chunks: list[Chunk], vectors: Any) -> None:
         self.store.write_document(doc, chunks, vectors, config=self.fp, run_id=self.run_id)
+        self._written(doc, chunks)
+
+    def _written(self, doc: Document, chunks: list[Chunk]) -> None:
+        """Account for a document whose chunks were committed (here or by a Ray actor)."""
         self.failures_in_row = 0
         self.counts["chunks"] += len(chunks)
         self.counts["tokens"] += sum(c.n_tokens for c in chunks)

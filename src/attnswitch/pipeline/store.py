@@ -660,7 +660,7 @@ class SQLiteStore(PlanLogic):
                                                  "ORDER BY root"))
         runs = self.runs(limit=1)
         return StoreStatus(
-            path=str(self.path), documents=docs, chunks=n_chunks, tokens=tokens,
+            path=self.location, documents=docs, chunks=n_chunks, tokens=tokens,
             skipped=len(skipped),
             skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
             skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
