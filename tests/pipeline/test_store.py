@@ -1,5 +1,6 @@
-"""The SQLite store on real files and a real database: plans, per-document transactions,
-bad input, runs, and a writer killed with SIGKILL."""
+"""Both stores (SQLite on real files, PostgreSQL + pgvector on a real throwaway server),
+through the one `Store` protocol: plans, per-document transactions, bad input, runs, and a
+writer killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from attnswitch.pipeline.store import (
     SQLiteStore,
     StoreBusyError,
     StoreInputError,
+    open_store,
     resolve_path,
 )
 
@@ -75,8 +77,22 @@ def root(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path: Path) -> str | Path:
+    """Where a fresh store lives: a SQLite file, or a new database on the test cluster."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    return tmp_path / "db" / "index.sqlite3"
+
+
 @pytest.fixture
-def store(tmp_path: Path):
+def store(location):
+    with open_store(location) as s:
+        yield s
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path):
     with SQLiteStore(tmp_path / "db" / "index.sqlite3") as s:
         yield s
 
@@ -190,7 +206,9 @@ def test_changed_document_replaces_all_its_chunks(store: SQLiteStore, root: Path
     assert len(store.vectors()[0]) == len(short)
 
 
-def test_write_failing_mid_document_leaves_the_old_version(store: SQLiteStore, root: Path) -> None:
+def test_write_failing_mid_document_leaves_the_old_version(sqlite_store: SQLiteStore,
+                                                           root: Path) -> None:
+    store = sqlite_store
     old = doc_named(root, "b.md")
     old_chunks = chunks_of(old)
     store.write_document(old, old_chunks, vectors_for(old_chunks), config="cfg")
@@ -222,14 +240,13 @@ _KILLED_WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from attnswitch.pipeline.ingest import ingest
-    from attnswitch.pipeline.store import ChunkRecord, SQLiteStore
+    from attnswitch.pipeline.store import ChunkRecord, open_store
 
     root, db = sys.argv[1], sys.argv[2]
     docs = list(ingest(root))
     rng = np.random.default_rng(0)
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         store.begin_run(root, "cycle")
-        print("writing", flush=True)
         cycle = 0
         while True:  # rewrite every document forever, a different chunk count each cycle
             n = 150 + 37 * (cycle % 5)
@@ -237,14 +254,16 @@ _KILLED_WRITER = textwrap.dedent("""
                 chunks = [ChunkRecord(f"c{cycle} {k}", 2, 0, 0) for k in range(n)]
                 store.write_document(doc, chunks, rng.normal(size=(n, 16)),
                                      config=f"c{cycle}")
+                if cycle == 0 and doc is docs[0]:
+                    print("writing", flush=True)  # one document committed
             cycle += 1
 """)
 
 
 @pytest.mark.parametrize("delay", [0.15, 0.4])
-def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
+def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
                                                   delay: float) -> None:
-    db = tmp_path / "killed.sqlite3"
+    db = location
     child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), str(db)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -257,12 +276,13 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
         child.wait()
     assert child.returncode == -signal.SIGKILL
 
-    with SQLiteStore(db) as store:
+    with open_store(db) as store:
         rows = store._conn.execute("SELECT id, config, n_chunks FROM documents").fetchall()
         assert rows, "the writer committed nothing before the kill"
         for doc_id, config, n_chunks in rows:
-            chunks = store._conn.execute("SELECT ordinal, text FROM chunks WHERE doc_id = ? "
-                                         "ORDER BY ordinal", (doc_id,)).fetchall()
+            chunks = [(c.ordinal, c.text) for c in store.document_chunks(
+                root, store._conn.execute(f"SELECT source FROM documents WHERE id = {doc_id}"
+                                          ).fetchone()[0])]
             assert [o for o, _ in chunks] == list(range(n_chunks))
             assert {t.split()[0] for _, t in chunks} == {config}
         ids, matrix = store.vectors()
@@ -275,9 +295,8 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
         latest = max(r[1] for r in rows)
         plan = store.plan(root, ingest(root), latest)
         redo = {d.source for d in plan.changed}
-        assert redo == {store._conn.execute("SELECT source FROM documents WHERE id = ?",
-                                            (r[0],)).fetchone()[0] for r in rows
-                        if r[1] != latest}
+        assert redo == {store._conn.execute(f"SELECT source FROM documents WHERE id = {r[0]}"
+                                            ).fetchone()[0] for r in rows if r[1] != latest}
         store.finish_run(run)
 
 
@@ -396,9 +415,9 @@ def test_status_and_runs(store: SQLiteStore, root: Path) -> None:
         store.finish_run(run, "running")
 
 
-def test_one_run_at_a_time(store: SQLiteStore) -> None:
+def test_one_run_at_a_time(store: SQLiteStore, location) -> None:
     run = store.begin_run()
-    with SQLiteStore(store.path) as other:
+    with open_store(location) as other:
         with pytest.raises(StoreBusyError, match="another attnswitch run"):
             other.begin_run()
         store.finish_run(run, "failed")

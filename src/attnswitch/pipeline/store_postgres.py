@@ -168,6 +168,11 @@ def describe(url: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{host}:{port}/{parts.get('dbname', '')}"
 
 
+def _array(value: Any) -> np.ndarray:
+    """A stored vector as float32 `[dim]` (pgvector's adapter gives a `Vector`)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -401,7 +406,7 @@ class PostgresStore(PlanLogic):
         if not rows:
             return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         return (np.fromiter((r[0] for r in rows), np.int64, len(rows)),
-                np.stack([np.asarray(r[1], np.float32) for r in rows]))
+                np.stack([_array(r[1]) for r in rows]))
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         rows = self._conn.execute(
