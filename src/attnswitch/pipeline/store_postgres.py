@@ -122,8 +122,13 @@ def connect(url: str) -> Any:
         raise StoreConnectError(
             f"--db: expected psycopg and pgvector for a PostgreSQL store (pip install "
             f"'attnswitch[postgres]'), got {type(exc).__name__}: {exc}") from None
+    from psycopg.conninfo import conninfo_to_dict
+
     where = describe(url)
     try:
+        port = conninfo_to_dict(url).get("port")
+        if port is not None and not str(port).replace(",", "").isdigit():
+            raise psycopg.ProgrammingError(f"invalid port {port!r}")
         conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
     except psycopg.ProgrammingError as exc:
         raise StoreConnectError(
