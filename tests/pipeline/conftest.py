@@ -96,3 +96,12 @@ def pg_url(pg_cluster, request) -> str:
     with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return pg_cluster.url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path: Path) -> str | Path:
+    """Where a fresh store lives, per backend: a SQLite file, or a new database on the test
+    cluster (`open_store(location)` opens either)."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    return tmp_path / "db" / "index.sqlite3"

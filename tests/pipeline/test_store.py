@@ -77,14 +77,6 @@ def root(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path: Path) -> str | Path:
-    """Where a fresh store lives: a SQLite file, or a new database on the test cluster."""
-    if request.param == "postgres":
-        return request.getfixturevalue("pg_url")
-    return tmp_path / "db" / "index.sqlite3"
-
-
 @pytest.fixture
 def store(location):
     with open_store(location) as s:
