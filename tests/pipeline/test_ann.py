@@ -75,6 +75,8 @@ def test_a_run_saves_the_graph_and_search_reads_it(tmp_path: Path, root: Path) -
         index = HnswIndex.open(store)
         assert not index.rebuilt and len(index) == 3 * PER_DOC
         assert dense_ids(store, QUERIES, 10) == exact(store, QUERIES, 10)
+        for q in QUERIES[:3]:  # one query at a time, as search asks
+            assert dense_ids(store, q[None, :], 10) == exact(store, q[None, :], 10)
         assert store._conn.execute("SELECT COUNT(*) FROM chunk_log").fetchone()[0] == 0
 
 

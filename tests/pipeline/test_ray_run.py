@@ -295,3 +295,63 @@ def test_bad_ray_options_are_refused() -> None:
         with pytest.raises(ValueError, match=match):
             RayOptions(**kw)
     assert dataclasses.replace(RayOptions(), cpu_actors=2).cpu_actors == 2
+
+
+def pg_rows(url: str) -> list[tuple[str, int, str]]:
+    """(source, ordinal, text) of every chunk committed to the PostgreSQL store at `url`."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        try:
+            return conn.execute("SELECT d.source, c.ordinal, c.text FROM chunks c JOIN "
+                                "documents d ON d.id = c.doc_id ORDER BY d.source, c.ordinal"
+                                ).fetchall()
+        except psycopg.errors.UndefinedTable:  # the schema is not created yet
+            return []
+
+
+@pytest.mark.slow
+def test_actors_write_to_postgres_and_a_killed_driver_resumes(ray_cluster, more_docs: Path,
+                                                              pg_url: str, encoder) -> None:
+    """`run --ray --db postgresql://...`: the actors write (the driver's store refuses to),
+    the driver is killed with SIGKILL mid-run, and the next run finishes it: each document
+    whole, every chunk once, the chunker's chunks exactly."""
+    import signal
+
+    from attnswitch.pipeline.ray_run import run_on_ray
+    from attnswitch.pipeline.store_postgres import PostgresStore
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnswitch.pipeline.commands", "run", str(more_docs),
+         "--db", pg_url, "--ray-address", ray_cluster.address, "--json", *FAST],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not pg_rows(pg_url):
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read()}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    _wait_until(ray_cluster_idle, timeout=120)  # the killed job's actors are gone
+    at_kill = pg_rows(pg_url)
+
+    class DriverMustNotWrite(PostgresStore):
+        def write_document(self, *args, **kwargs):
+            raise AssertionError("the driver wrote a document: the actors should")
+
+    with DriverMustNotWrite(pg_url) as store:
+        resumed = run_on_ray(more_docs, store, OPTIONS, ray_options())
+        statuses = [r.status for r in store.runs()]
+    final = pg_rows(pg_url)
+    want = chunker_output(more_docs, encoder, OPTIONS)
+    assert resumed.status == "completed" and statuses == ["completed", "interrupted"]
+    assert {(s, o): t for s, o, t in final} == want and len(final) == len(want)  # no doubles
+    assert 0 < len(at_kill) < len(final) and set(at_kill) <= set(final)
+    assert resumed.chunks_encoded == len(final) - len(at_kill)
+    assert resumed.ray["kinds"]["cpu"]["chunks"] == resumed.chunks_encoded
+
+
+def ray_cluster_idle() -> bool:
+    import ray
+
+    return ray.available_resources().get("CPU", 0) >= ray.cluster_resources().get("CPU", 0)

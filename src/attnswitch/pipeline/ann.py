@@ -102,6 +102,7 @@ class HnswIndex:
             except Exception:  # a torn or foreign file: rebuilt below
                 index = None
             if index is not None and index.ndim == store.dim:
+                index.expansion_search = EXPANSION_SEARCH  # not kept in the file
                 self = cls(db_path, index, meta["seq"], rebuilt=False)
                 if pending:
                     self._replay(store, log_last)
@@ -141,12 +142,13 @@ class HnswIndex:
         if n == 0:
             return [[] for _ in range(len(queries))]
         found = self.index.search(queries, n, threads=1)
-        keys = np.atleast_2d(found.keys)
-        dists = np.atleast_2d(found.distances)
-        counts = np.atleast_1d(found.counts)
-        # usearch's "ip" distance is 1 - inner product.
-        return [[(int(keys[q, j]), float(1.0 - dists[q, j])) for j in range(int(counts[q]))]
-                for q in range(len(queries))]
+        # One query gives `Matches` (its hits only), several `BatchMatches` (padded rows
+        # and `counts`). usearch's "ip" distance is 1 - inner product.
+        if len(queries) == 1:
+            return [[(int(key), float(1.0 - d)) for key, d in zip(found.keys, found.distances,
+                                                                   strict=True)]]
+        return [[(int(found.keys[q, j]), float(1.0 - found.distances[q, j]))
+                 for j in range(int(found.counts[q]))] for q in range(len(queries))]
 
     def save(self, store: Any) -> None:
         """Write the graph and its header atomically (a reader sees the old pair or the
