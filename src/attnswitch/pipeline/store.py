@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
@@ -309,9 +309,18 @@ def keyword_terms(text: str) -> list[str]:
         :MAX_QUERY_TERMS]
 
 
-class PlanLogic:
-    """Freshness, classification and plans, from `lookup` and `sources` (the same for
-    every store)."""
+class StoreBase:
+    """What every store does the same way on top of its own connection (`_conn`, whose
+    `execute` takes `_mark` placeholders) and transactions (`_transaction`): freshness,
+    classification, plans, skips and the runs table."""
+
+    _mark = "?"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
         """True when `entry` was stored under `config` with this size and mtime: a run may
@@ -351,6 +360,34 @@ class PlanLogic:
         return Plan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
                                                          "skipped")), deleted)
 
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int:
+        """Record that `doc` was skipped, with its reason; any chunks it had go."""
+        if doc.ok:
+            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
+        with self._transaction() as conn:
+            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
+            conn.execute(f"DELETE FROM chunks WHERE doc_id = {self._mark}", (doc_id,))
+        return doc_id
+
+    def runs(self, limit: int | None = None) -> list[Run]:
+        """Runs, newest first."""
+        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
+               " FROM runs ORDER BY id DESC")
+        rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
+                                  (limit,) if limit else ()).fetchall()
+        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+
+    @staticmethod
+    def _document_values(doc: Document, status: str, config: str, run_id: int | None,
+                         n_chunks: int, n_tokens: int) -> dict[str, Any]:
+        """A document row's columns, as `_upsert` writes them."""
+        return dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
+                    mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
+                    status=status, skip=doc.skip.value if doc.skip else None,
+                    reason=doc.reason, config=config, n_chunks=n_chunks,
+                    n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
@@ -369,7 +406,7 @@ def root_key(root: str | os.PathLike) -> str:
     return str(Path(root).resolve())
 
 
-class SQLiteStore(PlanLogic):
+class SQLiteStore(StoreBase):
     """One SQLite database. Open with `SQLiteStore(path)` (see `resolve_path`), use as a
     context manager or call `close()`. Reads never block on a running writer (WAL).
     `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`)."""
@@ -413,12 +450,6 @@ class SQLiteStore(PlanLogic):
     def close(self) -> None:
         self._release_lock()
         self._conn.close()
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def own_files(self) -> set[Path]:
         """The files this store keeps (a run over a folder holding them leaves them out)."""
@@ -525,16 +556,6 @@ class SQLiteStore(PlanLogic):
             )
         return doc_id
 
-    def record_skip(self, doc: Document, *, config: str = "",
-                    run_id: int | None = None) -> int:
-        """Record that `doc` was skipped, with its reason; any chunks it had go."""
-        if doc.ok:
-            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
-        with self._transaction() as conn:
-            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
-            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-        return doc_id
-
     def touch(self, doc: Document) -> None:
         """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
         self._conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
@@ -552,11 +573,7 @@ class SQLiteStore(PlanLogic):
 
     def _upsert(self, conn: sqlite3.Connection, doc: Document, status: str, config: str,
                 run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
-        values = dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
-                      mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
-                      status=status, skip=doc.skip.value if doc.skip else None,
-                      reason=doc.reason, config=config, n_chunks=n_chunks,
-                      n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+        values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
         cols = ", ".join(values)
         marks = ", ".join(f":{c}" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
@@ -617,14 +634,6 @@ class SQLiteStore(PlanLogic):
             upto = graph.seq
             self._dense = (upto, graph)
         self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
-
-    def runs(self, limit: int | None = None) -> list[Run]:
-        """Runs, newest first."""
-        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
-               " FROM runs ORDER BY id DESC")
-        rows = self._conn.execute(sql + (" LIMIT ?" if limit else ""),
-                                  (limit,) if limit else ()).fetchall()
-        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
 
     def _acquire_lock(self) -> None:
         if self._lock_fh is not None:

@@ -36,8 +36,7 @@ from attnswitch.pipeline.store import (
     RUN_STATUSES,
     ChunkLike,
     ChunkRow,
-    PlanLogic,
-    Run,
+    StoreBase,
     StoreBusyError,
     StoreConnectError,
     StoredDocument,
@@ -183,9 +182,11 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class PostgresStore(PlanLogic):
+class PostgresStore(StoreBase):
     """A PostgreSQL database with pgvector (see the module doc). `url` is a libpq URL;
     use as a context manager or call `close()`."""
+
+    _mark = "%s"
 
     def __init__(self, url: str):
         self.url = url
@@ -204,12 +205,6 @@ class PostgresStore(PlanLogic):
 
     def close(self) -> None:
         self._conn.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def own_files(self) -> set[Path]:
         return set()  # it keeps everything on its server
@@ -301,15 +296,6 @@ class PostgresStore(PlanLogic):
         conn.execute("INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET "
                      "value = excluded.value", (str(dim),))
 
-    def record_skip(self, doc: Document, *, config: str = "",
-                    run_id: int | None = None) -> int:
-        if doc.ok:
-            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
-        with self._transaction() as conn:
-            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
-            conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
-        return doc_id
-
     def touch(self, doc: Document) -> None:
         self._conn.execute("UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
                            "source = %s AND sha256 IS NOT DISTINCT FROM %s",
@@ -324,11 +310,7 @@ class PostgresStore(PlanLogic):
 
     def _upsert(self, conn: Any, doc: Document, status: str, config: str,
                 run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
-        values = dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
-                      mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
-                      status=status, skip=doc.skip.value if doc.skip else None,
-                      reason=doc.reason, config=config, n_chunks=n_chunks,
-                      n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+        values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
         cols = ", ".join(values)
         marks = ", ".join(f"%({c})s" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
@@ -376,13 +358,6 @@ class PostgresStore(PlanLogic):
         if self._run_locked:
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (RUN_LOCK,))
             self._run_locked = False
-
-    def runs(self, limit: int | None = None) -> list[Run]:
-        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
-               " FROM runs ORDER BY id DESC")
-        rows = self._conn.execute(sql + (" LIMIT %s" if limit else ""),
-                                  (limit,) if limit else ()).fetchall()
-        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
 
     # -- summaries and search -------------------------------------------------------
 
