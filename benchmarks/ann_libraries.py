@@ -106,6 +106,7 @@ def main() -> None:
                          "p99_ms": 1e3 * float(np.percentile(times, 99)),
                          "recall_at_10": float(recall), "file_mb": path.stat().st_size / 2**20,
                          "deletes": deletes, "mmap": mmap})
+            print(json.dumps(rows[-1]), flush=True)
     print(f"{args.n:,} vectors x {args.dim}, M={M}, ef_construction={EF_CONSTRUCTION}, "
           f"ef={EF_SEARCH}; {cpu_description()}; {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}")

@@ -128,3 +128,19 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
         assert "chunks_embedding_hnsw" in " ".join(r[0] for r in plan)
         (best, score), *_ = store.dense(q[None, :].astype(np.float32), 5)[0]
         assert store.chunks([best])[best].text == "c17" and score == pytest.approx(1, abs=1e-5)
+
+
+def test_cli_run_status_and_search_on_postgres(pg_url: str, docs: Path) -> None:
+    fast = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
+    result = invoke("run", str(docs), "--db", pg_url, "--json", *fast)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["status"] == "completed" and summary["db"] == pg_url
+    status = json.loads(invoke("status", "--db", pg_url, "--json").stdout)
+    assert status["documents"] == 4 and status["dim"] == 384
+    assert status["chunks"] == summary["chunks_stored"] > 0
+    for mode in ("hybrid", "dense", "keyword"):
+        found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
+                                  "--mode", mode, "--db", pg_url, "--json").stdout)
+        assert found["mode"] == mode and len(found["results"]) == 3
+        assert found["results"][0]["source"] == "postgresql/tutorial-update.html", mode

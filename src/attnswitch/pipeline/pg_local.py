@@ -135,13 +135,10 @@ class LocalCluster:
     def _run(self, program: str, *args: str) -> None:
         command = [str(self.server.bin / program), *args]
         kwargs: dict = {}
-        if os.geteuid() == 0:
-            entry = pwd.getpwnam(RUN_AS)
-
-            def drop() -> None:
-                os.setgid(entry.pw_gid)
-                os.setuid(entry.pw_uid)
-            kwargs = {"preexec_fn": drop, "cwd": str(self.folder)}
+        if os.geteuid() == 0:  # dropped in the child by subprocess itself (no Python runs
+            entry = pwd.getpwnam(RUN_AS)  # there: safe in a threaded parent)
+            kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": [],
+                      "cwd": str(self.folder)}
         env = {**os.environ, "LC_ALL": "C.UTF-8"}
         result = subprocess.run(command, capture_output=True, text=True, env=env, **kwargs)
         if result.returncode != 0:
