@@ -615,7 +615,8 @@ class SQLiteStore(StoreBase):
                          "WHERE id = ?",
                          (status, time.time(), counts_json, summary_json, run_id))
         try:
-            self.sync_index()
+            if status == "completed":  # else the next search replays the log, or rebuilds
+                self.sync_index()
         finally:
             self._release_lock()
 
