@@ -5,9 +5,9 @@
 - `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
   the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json`. usearch was measured
   against hnswlib and faiss (`benchmarks/ann_libraries.py`, figures in
-  docs/architecture.md): it builds fastest, deletes for real (hnswlib only marks, faiss's
-  HNSW cannot), and memory-maps its saved file (`view`), so a cold CLI search reads only
-  the pages its graph walk touches.
+  docs/results/search.md): the same recall and query time, a slower build, but the only
+  one that deletes for real (hnswlib only marks, faiss's HNSW cannot) and memory-maps its
+  saved file (`view`), so a cold CLI search reads only the pages its graph walk touches.
 
 Keeping the index in step: every insert and delete of a chunk is appended to the store's
 `chunk_log` (by SQL triggers, in the writing transaction). The header records the log
