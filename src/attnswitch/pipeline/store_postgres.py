@@ -50,7 +50,7 @@ from attnswitch.pipeline.store import (
 
 CONNECT_TIMEOUT_S = 5
 # HNSW graph parameters (pgvector's defaults are m=16, ef_construction=64) and the search
-# beam: ef_search=128 holds recall@10 >= 0.98 on the scale benchmark.
+# beam: ef_search=128 gave recall@10 1.000 on the scale benchmark (30,000 chunks).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 EF_SEARCH = 128
