@@ -1,27 +1,27 @@
-"""End to end: attnswitch's encode path against sentence-transformers `encode`.
+"""End to end: attnswitch's encode against sentence-transformers and the fused CPU runtimes.
 
-The same model (all-MiniLM-L6-v2 by default), the same real chunks (`--chunks`, default
-2,000, evenly spaced over every chunk that `chunk_text` cuts from examples/corpus with the
-model's limit and `run`'s default overlap), the same process and machine.
+The same model (all-MiniLM-L6-v2), the same real chunks (`--chunks`, default 600, cut by
+`chunk_text` from examples/corpus with the model's limit and `run`'s default overlap, evenly
+spaced over the corpus), the same machine. Each contender runs in a process of its own
+(`e2e_contender.py`) with the defaults a user would have, once per round; the order of
+contenders is rotated from round to round. Conditions:
+- quiet: nothing else runs (other than what the machine already runs; the load average is
+  printed);
+- load: `--load-procs` background processes (default 2), each running single-threaded
+  float32 matrix products without pause, started before the round and stopped after it:
+  a fixed load, the same for every contender.
 
-Alternation: the chunks are cut into slices of `--slice` (default 250); a round encodes
-every slice with every contender, slice by slice, in an order rotated from one slice to the
-next, so that a change of machine load (a shared machine) hits all contenders alike. A
-contender's time for a round is the sum over slices. The table gives, over `--rounds`
-rounds, the median chunks/s and tokens/s, their ratio to sentence-transformers', the median
-of the paired per-slice ratios (the same slice, back to back: the figure least moved by
-load), and the minimum cosine similarity of each contender's vectors to
-sentence-transformers' float32 vectors of the same round, over all chunks and rounds.
+Per condition the table gives each contender's median chunks/s over rounds, the median of
+its per-round ratio to sentence-transformers float32 of the same round, and the minimum
+cosine of its vectors to sentence-transformers float32's. The page names the CPU model and
+its ISA flags (AMX, AVX-512 BF16...), and writes a plot.
 
-Contenders: sentence-transformers `encode` (float32, its default batch size 32; it sorts
-texts by character length); attnswitch `encode` in each `--precision` (`fp32` exact
-float32, the default of `attnswitch run`; `bf16` bfloat16 matmuls) with padded batches,
-and with `--layouts padded,packed` also packed batches (`cu_seqlens`, no padding token).
-Tokens are the model's own (special tokens included, truncated at its limit), the same
-count for every contender.
+Before the rounds, `engine="auto"` is calibrated once (engines.autopick) in the cache
+directory every contender shares, so the auto contenders time encoding, not calibration;
+the page shows what auto picked and why.
 
-    python benchmarks/e2e_vs_sentence_transformers.py [--chunks 2000] [--rounds 3]
-        [--slice 250] [--precision fp32,bf16] [--layouts padded,packed] [--threads N]
+    python benchmarks/e2e_vs_sentence_transformers.py [--chunks 600] [--rounds 3]
+        [--conditions quiet,load] [--contenders a,b,...] [--load-contenders a,b,...]
         [--out docs/results]
 """
 
@@ -29,65 +29,100 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
+import multiprocessing as mp
 import os
 import platform
 import statistics
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
-TARGETS = {"fp32": (1.25, 0.9999), "bf16": (1.8, 0.999)}  # (speed-up, min cosine)
+BASELINE = "st-fp32"
+QUIET = ("st-fp32", "st-bf16", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32",
+         "asw-torch-fp32-nnlinear", "asw-torch-bf16", "asw-jax-fp32", "asw-openvino-fp32",
+         "asw-openvino-bf16", "asw-onnxruntime-fp32", "ov-user-fp32", "ov-user-bf16",
+         "ort-user-fp32")
+LOADED = ("st-fp32", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32", "asw-torch-bf16",
+          "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
+# the peers each attnswitch default is judged against (issue: fp32 >= best fp32 runtime,
+# bf16 >= OpenVINO bf16), and the parity each must keep
+JUDGED = {"asw-auto-fp32": (("ort-user-fp32", "ov-user-fp32"), 0.9999),
+          "asw-auto-bf16": (("ov-user-bf16",), 0.999)}
 
 
-@dataclass
-class Contender:
-    name: str
-    precision: str
-    encode: Callable[[list[str]], np.ndarray]
-    rounds: list[list[float]] = field(default_factory=list)  # seconds per slice, per round
-    min_cos: float = 1.0
-
-    def rates(self, n: int) -> list[float]:
-        return [n / sum(r) for r in self.rounds]
-
-
-def corpus_chunks(n: int, tokenizer, max_tokens: int, overlap: int) -> list[str]:
+def corpus_chunks(n: int) -> list[str]:
     """`n` chunk texts evenly spaced over all chunks of the corpus, in corpus order."""
+    from attnswitch.engines.model import ModelSpec
     from attnswitch.pipeline.chunk import chunk_text
+    from attnswitch.pipeline.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
     from attnswitch.pipeline.ingest import ingest
 
+    spec = ModelSpec.load(None)
+    tok = chunk_tokenizer(spec)
+    limit = spec.max_seq_length - special_tokens(tok)
     texts = [c.text for doc in ingest(CORPUS) if doc.ok
-             for c in chunk_text(doc.text, tokenizer, max_tokens=max_tokens, overlap=overlap)]
+             for c in chunk_text(doc.text, tok, max_tokens=limit, overlap=DEFAULT_OVERLAP)]
     if n > len(texts):
         raise SystemExit(f"--chunks: expected at most {len(texts)} (the corpus), got {n}")
     pick = np.linspace(0, len(texts) - 1, n).round().astype(int)
     return [texts[i] for i in pick]
 
 
-def contenders(args: argparse.Namespace) -> tuple[list[Contender], object]:
-    from sentence_transformers import SentenceTransformer
+def cpu_description() -> tuple[str, list[str]]:
+    from attnswitch.attention.verdicts import cpu_name
+    from attnswitch.engines.openvino_runtime import cpu_flags
 
-    from attnswitch.engines import get_engine
-    from attnswitch.engines.torch_hf import TorchEncoder
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
+              "amx_tile")
+    return cpu_name(), [f for f in wanted if f in cpu_flags()]
 
-    base = get_engine(args.model, "torch", "fp32")
-    st = SentenceTransformer(str(base.spec.path), device=str(base.device))
-    out = [Contender("sentence-transformers", "fp32",
-                     lambda t: st.encode(t, convert_to_numpy=True, show_progress_bar=False))]
-    for precision in args.precision:
-        for layout in args.layouts:
-            if layout == "padded":  # what `attnswitch run` uses
-                enc = get_engine(args.model, "torch", precision)
-            else:  # the same weights, packed batches
-                enc = TorchEncoder(base.spec, precision, layout=layout)
-            out.append(Contender(f"attnswitch {precision} {layout}", precision,
-                                 lambda t, e=enc: e.encode(t, batch_tokens=args.batch_tokens)))
-    return out, base
+
+def _burn(stop: mp.Event) -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    a = np.random.default_rng(0).standard_normal((256, 256), dtype=np.float32)
+    while not stop.is_set():
+        a = np.tanh(a @ a.T * 1e-3)
+
+
+class Load:
+    """`procs` single-threaded busy processes while the context is open."""
+
+    def __init__(self, procs: int):
+        self.procs = procs
+
+    def __enter__(self) -> Load:
+        ctx = mp.get_context("spawn")
+        self.stop = ctx.Event()
+        self.workers = [ctx.Process(target=_burn, args=(self.stop,), daemon=True)
+                        for _ in range(self.procs)]
+        for w in self.workers:
+            w.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for w in self.workers:
+            w.join(10)
+            if w.is_alive():
+                w.kill()
+
+
+def run_contender(name: str, texts_file: Path, workdir: Path, env: dict) -> dict:
+    out = workdir / f"{name}.npz"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "e2e_contender.py"),
+                           name, "--texts", str(texts_file), "--out", str(out)],
+                          env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+    data = np.load(out)
+    return {"vectors": data["vectors"], "seconds": float(data["seconds"]),
+            "detail": str(data["detail"])}
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -96,167 +131,159 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1)
 
 
-def padding(slices: list[list[str]], slices_ids: list[list[list[int]]], budget: int,
-            max_batch: int) -> dict[str, float]:
-    """Fraction of computed token slots that are padding, per batching, over all slices."""
-    from attnswitch.engines.base import plan_batches
+def measure(condition: str, names: list[str], texts: list[str], texts_file: Path,
+            rounds: int, load_procs: int, env: dict, workdir: Path) -> dict:
+    per_round: dict[str, list[float]] = {n: [] for n in names}
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    min_cos: dict[str, float] = {n: 1.0 for n in names}
+    detail: dict[str, str] = {}
+    loads = []
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        with Load(load_procs if condition == "load" else 0):
+            results = {n: run_contender(n, texts_file, workdir, env) for n in order}
+            loads.append(os.getloadavg()[0])
+        base = results[BASELINE]
+        for n in names:
+            rate = len(texts) / results[n]["seconds"]
+            per_round[n].append(rate)
+            ratios[n].append(rate * base["seconds"] / len(texts))
+            min_cos[n] = min(min_cos[n], float(cosines(results[n]["vectors"],
+                                                       base["vectors"]).min()))
+            detail[n] = results[n]["detail"]
+        print(f"[{condition}] round {r + 1}, load {loads[-1]:.1f}: " + ", ".join(
+            f"{n} {per_round[n][-1]:.1f}" for n in names), flush=True)
+    return {"rates": per_round, "ratios": ratios, "min_cos": min_cos, "detail": detail,
+            "loads": loads}
 
-    real = slots_st = slots_ours = 0
-    for texts, ids in zip(slices, slices_ids, strict=True):
-        lengths = np.array([len(r) for r in ids])
-        real += int(lengths.sum())
-        by_chars = np.argsort([-len(t) for t in texts], kind="stable")  # as ST sorts
-        slots_st += sum(len(b) * lengths[b].max() for b in
-                        (by_chars[i:i + 32] for i in range(0, len(lengths), 32)))
-        slots_ours += sum(len(b) * lengths[b].max() for b in
-                          plan_batches(lengths, budget, max_batch))
-    return {"sentence-transformers (batch 32)": 1 - real / slots_st,
-            "attnswitch padded": 1 - real / slots_ours, "attnswitch packed": 0.0}
 
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--chunks", type=int, default=2000)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--slice", type=int, default=250)
-    p.add_argument("--precision", default="fp32,bf16")
-    p.add_argument("--layouts", default="padded,packed")
-    p.add_argument("--model", default=None, help="model folder (default all-MiniLM-L6-v2)")
-    p.add_argument("--batch-tokens", type=int, default=None)
-    p.add_argument("--overlap", type=int, default=32)
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
-    args = p.parse_args()
-    args.precision = [x for x in args.precision.split(",") if x]
-    args.layouts = [x for x in args.layouts.split(",") if x]
-
+def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]],
+           results: dict, plans: dict) -> str:
     import torch
 
-    from attnswitch.pipeline.config import chunk_tokenizer, special_tokens
+    from attnswitch.engines.registry import library_version
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    load_start = os.getloadavg()
-    runners, base = contenders(args)
-    tok = chunk_tokenizer(base.spec)
-    texts = corpus_chunks(args.chunks, tok, base.spec.max_seq_length - special_tokens(tok),
-                          args.overlap)
-    slices = [texts[i:i + args.slice] for i in range(0, len(texts), args.slice)]
-    slices_ids = [base.tokenize(sl) for sl in slices]
-    lengths = np.array([len(r) for ids in slices_ids for r in ids])
-    tokens = int(lengths.sum())
-    waste = padding(slices, slices_ids, args.batch_tokens or base.default_batch_tokens,
-                    base.max_batch)
-    print(f"{len(texts)} chunks in {len(slices)} slices, {tokens} tokens (mean "
-          f"{lengths.mean():.0f}, max {lengths.max()}), torch threads "
-          f"{torch.get_num_threads()}, load {load_start[0]:.1f}", flush=True)
-
-    for c in runners:  # first calls (allocations, kernel selection) are not timed
-        c.encode(texts[:64])
-    paired: dict[str, list[float]] = {c.name: [] for c in runners}
-    for r in range(args.rounds):
-        vectors: dict[str, list[np.ndarray]] = {c.name: [] for c in runners}
-        for c in runners:
-            c.rounds.append([])
-        for j, sl in enumerate(slices):
-            k = (r * len(slices) + j) % len(runners)
-            took = {}
-            for c in runners[k:] + runners[:k]:
-                start = time.perf_counter()
-                vectors[c.name].append(c.encode(sl))
-                took[c.name] = time.perf_counter() - start
-                c.rounds[-1].append(took[c.name])
-            for c in runners:
-                paired[c.name].append(took[runners[0].name] / took[c.name])
-        reference = np.concatenate(vectors[runners[0].name])
-        for c in runners:
-            c.min_cos = min(c.min_cos, float(cosines(np.concatenate(vectors[c.name]),
-                                                     reference).min()))
-        print(f"round {r + 1}: " + ", ".join(f"{c.name} {c.rates(len(texts))[-1]:.1f}"
-                                            for c in runners) + " chunks/s", flush=True)
-    load_end = os.getloadavg()
-
-    n = len(texts)
-    st_rate = statistics.median(runners[0].rates(n))
-    rows = []
-    for c in runners:
-        rate = statistics.median(c.rates(n))
-        ratio, pair = rate / st_rate, statistics.median(paired[c.name])
-        target = None if c is runners[0] else TARGETS.get(c.precision)
-        met = "-" if target is None else (
-            "yes" if ratio >= target[0] and c.min_cos >= target[1] else "no")
-        rows.append(dict(c=c, rate=rate, tok_rate=rate * tokens / n, ratio=ratio, pair=pair,
-                         per_round=c.rates(n), target=target, met=met))
-    report = render(args, rows, n, len(slices), tokens, lengths, waste, load_start, load_end,
-                    torch.get_num_threads())
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "e2e_vs_sentence_transformers.md"
-    path.write_text(report)
-    print(report)
-    print(f"wrote {path}")
-    plot(args.out / "e2e_vs_sentence_transformers.png", rows)
-
-
-def render(args, rows, n, n_slices, tokens, lengths, waste, load_start, load_end,
-           threads: int) -> str:
-    import sentence_transformers
-    import torch
-    import transformers
-
+    n, mean_tokens, total = texts_tokens
     lines = [
-        "# End to end: attnswitch encode vs sentence-transformers encode",
-        "",
+        "# End to end: attnswitch encode vs sentence-transformers and the CPU runtimes", "",
         f"Generated by `benchmarks/e2e_vs_sentence_transformers.py` on "
-        f"{dt.date.today().isoformat()}: {platform.machine()}, {os.cpu_count()} CPU cores, "
-        f"torch {torch.__version__} ({threads} intra-op threads), transformers "
-        f"{transformers.__version__}, sentence-transformers {sentence_transformers.__version__}."
-        f" Load average {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end (a "
-        "shared machine: other jobs ran alongside, so absolute rates are noisy).",
-        "",
-        f"{n:,} real chunks of examples/corpus (`chunk_text`, at most {lengths.max()} model "
-        f"tokens each with special tokens, mean {lengths.mean():.0f}; {tokens:,} tokens), "
-        f"in {n_slices} slices of {args.slice} encoded by every contender back to back, in "
-        f"rotating order; {args.rounds} rounds. chunks/s and tokens/s: medians over rounds. "
-        "vs ST: ratio of the medians; paired: median over slices and rounds of the ratio on "
-        "the same slice. Cosine: against sentence-transformers' float32 vectors, the minimum "
-        "over all chunks and rounds.",
-        "",
-        "| contender | chunks/s | tokens/s | vs ST | paired | min cosine | target | met | "
-        "chunks/s per round |",
-        "|---|---:|---:|---:|---:|---:|---|---|---|",
+        f"{dt.date.today().isoformat()}. CPU: **{cpu[0]}**, ISA flags: "
+        f"{', '.join(cpu[1]) or 'none of note'}; {len(os.sched_getaffinity(0))} cores; "
+        f"torch {torch.__version__}, OpenVINO {library_version('openvino')}, ONNX Runtime "
+        f"{library_version('onnxruntime')}, sentence-transformers "
+        f"{library_version('sentence_transformers')}.", "",
+        f"{n} real chunks of examples/corpus (mean {mean_tokens:.0f} tokens, {total:,} in "
+        f"all). Each contender in its own process with its defaults, once per round, in an "
+        f"order rotated every round; {args.rounds} rounds per condition. chunks/s: median "
+        "over rounds; vs ST: median of the per-round ratio to sentence-transformers float32 "
+        "of the same round; min cosine: to sentence-transformers float32's vectors, over all "
+        f"rounds. Load: {args.load_procs} single-threaded busy processes beside the "
+        "contender.", "",
     ]
-    for row in rows:
-        t = row["target"]
-        tgt = "-" if t is None else f">= {t[0]}x, cos >= {t[1]}"
-        lines.append(
-            f"| {row['c'].name} | {row['rate']:.1f} | {row['tok_rate']:,.0f} | "
-            f"{row['ratio']:.2f}x | {row['pair']:.2f}x | {row['c'].min_cos:.6f} | {tgt} | "
-            f"{row['met']} | {', '.join(f'{x:.1f}' for x in row['per_round'])} |")
-    lines += ["", "Padding (token slots computed for nothing): "
-              + ", ".join(f"{k} {v:.1%}" for k, v in waste.items()) + ".", ""]
+    for precision, plan in plans.items():
+        lines += [f"`engine=\"auto\"` ({precision}) picked **{plan['chosen']}**: "
+                  f"{plan['reason']}.", ""]
+        for row in plan["rows"]:
+            rate = "-" if row["chunks_per_s"] is None else f"{row['chunks_per_s']:.1f}"
+            cos = "-" if row["min_cosine"] is None else f"{row['min_cosine']:.6f}"
+            lines.append(f"- {row['engine']}: {row['status']}, calibration {rate} chunks/s, "
+                         f"min cosine {cos}" + (f" ({row['reason']})" if row["reason"]
+                                                else ""))
+        lines.append("")
+    for condition, res in results.items():
+        lines += [f"## {condition} (load average during rounds: "
+                  f"{', '.join(f'{x:.1f}' for x in res['loads'])})", "",
+                  "| contender | chunks/s | vs ST fp32 | min cosine | chunks/s per round | "
+                  "what ran |", "|---|---:|---:|---:|---|---|"]
+        for name, rates in res["rates"].items():
+            lines.append(
+                f"| {name} | {statistics.median(rates):.1f} | "
+                f"{statistics.median(res['ratios'][name]):.2f}x | {res['min_cos'][name]:.6f} | "
+                f"{', '.join(f'{x:.1f}' for x in rates)} | {res['detail'][name]} |")
+        lines.append("")
+        for ours, (peers, parity) in JUDGED.items():
+            if ours not in res["rates"] or not all(p in res["rates"] for p in peers):
+                continue
+            per_round = [res["rates"][ours][i] / max(res["rates"][p][i] for p in peers)
+                         for i in range(len(res["rates"][ours]))]
+            ratio = statistics.median(per_round)
+            ok = res["min_cos"][ours] >= parity
+            lines.append(f"- **{ours} vs the best of {', '.join(peers)}: {ratio:.2f}x** "
+                         f"(median of per-round ratios: "
+                         f"{', '.join(f'{x:.2f}' for x in per_round)}); min cosine "
+                         f"{res['min_cos'][ours]:.6f} {'>=' if ok else '<'} {parity}.")
+        lines.append("")
     return "\n".join(lines)
 
 
-def plot(path: Path, rows) -> None:
+def plot(path: Path, results: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.2))
-    names = [r["c"].name for r in rows]
-    ax.barh(names, [r["rate"] for r in rows], color=["#999"] + ["#3a7"] * (len(rows) - 1))
-    right = max(max(r["per_round"]) for r in rows)
-    for i, r in enumerate(rows):
-        ax.scatter(r["per_round"], [i] * len(r["per_round"]), color="k", s=8, zorder=3)
-        ax.text(right * 1.03, i, f"{r['ratio']:.2f}x", va="center")
-    ax.set_xlim(0, right * 1.15)
-    ax.invert_yaxis()
-    ax.set_xlabel("chunks/s (bar: median over rounds; dots: rounds; right: vs ST)")
-    ax.set_title("Same model, chunks and machine", fontsize=10)
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 6), squeeze=False)
+    for ax, (condition, res) in zip(axes[0], results.items(), strict=True):
+        names = list(res["rates"])
+        ratios = [statistics.median(res["ratios"][n]) for n in names]
+        colors = ["#3a7" if n.startswith("asw-auto") else "#8bd" if n.startswith("asw")
+                  else "#999" for n in names]
+        ax.barh(names, ratios, color=colors)
+        for i, r in enumerate(ratios):
+            ax.text(r, i, f" {r:.2f}x", va="center", fontsize=8)
+        ax.axvline(1.0, color="k", lw=0.5)
+        ax.invert_yaxis()
+        ax.set_xlabel("chunks/s vs sentence-transformers fp32 (median of per-round ratios)")
+        ax.set_title(condition, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--chunks", type=int, default=600)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--conditions", default="quiet,load")
+    p.add_argument("--contenders", default=",".join(QUIET))
+    p.add_argument("--load-contenders", default=",".join(LOADED))
+    p.add_argument("--load-procs", type=int, default=2)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
+    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    texts = corpus_chunks(args.chunks)
+    from attnswitch.engines import explain_engine, get_engine
+
+    ids = get_engine(None, "torch").tokenize(texts)
+    lengths = [len(r) for r in ids]
+    workdir = Path(tempfile.mkdtemp(prefix="asw-e2e-"))
+    texts_file = workdir / "texts.json"
+    texts_file.write_text(json.dumps(texts))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("ATTNSWITCH_ENGINE", None)
+    os.environ.pop("ATTNSWITCH_ENGINE", None)
+    plans = {}
+    for precision in ("fp32", "bf16"):  # calibrated once, shared through the cache dir
+        plans[precision] = explain_engine(None, "auto", precision).to_dict()
+        print(f"auto {precision}: {plans[precision]['chosen']} ({plans[precision]['reason']})",
+              flush=True)
+    results = {}
+    for condition in args.conditions.split(","):
+        names = (args.contenders if condition == "quiet" else args.load_contenders).split(",")
+        if BASELINE not in names:
+            names.insert(0, BASELINE)
+        results[condition] = measure(condition, names, texts, texts_file, args.rounds,
+                                     args.load_procs, env, workdir)
+    cpu = cpu_description()
+    page = render(args, (len(texts), float(np.mean(lengths)), int(np.sum(lengths))), cpu,
+                  results, plans)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "e2e_vs_sentence_transformers.md").write_text(page)
+    (args.out / "e2e_vs_sentence_transformers.json").write_text(json.dumps(
+        {"cpu": cpu, "plans": plans, "results": results,
+         "platform": platform.platform()}, indent=1, default=float))
+    plot(args.out / "e2e_vs_sentence_transformers.png", results)
+    print(page)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """Shared fixtures. Tests never touch the user's cache: verdicts and autotune tables go to a
-temporary directory for the whole session (each xdist worker has its own)."""
+temporary directory for the whole session (each xdist worker has its own).
+
+The suite runs `engine="auto"` as the torch engine (`ATTNSWITCH_ENGINE=torch`), so that
+each worker does not first measure every engine on the real model (about a minute on two
+cores); tests/engines/test_autopick.py clears it and tests the measured pick."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _PREVIOUS_CACHE = os.environ.get("ATTNSWITCH_CACHE_DIR")
     _SESSION_CACHE = tempfile.mkdtemp(prefix="attnswitch-test-cache-")
     os.environ["ATTNSWITCH_CACHE_DIR"] = _SESSION_CACHE
+    os.environ.setdefault("ATTNSWITCH_ENGINE", "torch")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -2,6 +2,7 @@
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
+    attnswitch engines [--precision fp32|bf16|int8] [--no-measure] [--json]
 
 One small function per command; each imports what it needs (torch, jax, the attention
 modules) inside, so `attnswitch --help` imports neither torch nor jax. A new command is one
@@ -380,39 +381,104 @@ def _plan_rows() -> list[dict]:
     return list(rows.values())
 
 
-# ---- engines (filled in by attnswitch.engines.engines_status when it exists) --------------
+# ---- engines ------------------------------------------------------------------------------
 
-def _engines() -> Any:
-    """`attnswitch.engines.engines_status()` when that function exists, else None (the
-    section is left out: no placeholder rows)."""
-    try:
-        from attnswitch.engines import engines_status
-    except ImportError:
-        return None
-    try:
-        status = engines_status()
-    except Exception as exc:
-        return [{"error": f"{type(exc).__name__}: {exc}"}]
-    return [dataclasses.asdict(e) if dataclasses.is_dataclass(e) else e for e in status]
+def _engines() -> dict[str, Any]:
+    """Every engine with whether it runs here, and the engine plans recorded for this
+    machine (measuring is `attnswitch engines`' job: doctor measures no engine)."""
+    from attnswitch.engines import PRECISIONS, engines_status, explain_engine
+
+    plans = {}
+    for precision in PRECISIONS:
+        try:
+            plan = explain_engine(None, "auto", precision, measure=False)
+        except Exception as exc:  # doctor reports, it does not crash
+            plans[precision] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        if plan is not None:
+            plans[precision] = plan.to_dict()
+    return {"status": [dataclasses.asdict(e) for e in engines_status()], "plans": plans}
 
 
-def _render_engines(console: Any, engines: Any) -> None:
+def _render_engines(console: Any, engines: dict[str, Any]) -> None:
     from rich.table import Table
 
-    if isinstance(engines, dict):
-        engines = [{"engine": k, **(v if isinstance(v, dict) else {"status": v})}
-                   for k, v in engines.items()]
-    if not isinstance(engines, list) or not all(isinstance(e, dict) for e in engines):
-        console.print("Engines:", engines)
-        return
-    columns: list[str] = []
-    for e in engines:
-        columns.extend(c for c in e if c not in columns)
     table = Table(title="Engines", title_justify="left")
-    for col in columns:
+    for col in ("engine", "available", "auto", "detail"):
         table.add_column(col, overflow="fold")
-    for e in engines:
-        table.add_row(*(_cell(e.get(c)) for c in columns))
+    for e in engines["status"]:
+        table.add_row(e["name"], "yes" if e["available"] else f"no: {e['reason']}",
+                      _cell(e["auto"]), e["detail"])
+    console.print(table)
+    for precision, plan in engines["plans"].items():
+        if "error" in plan:
+            console.print(f"engine plan ({precision}): {plan['error']}")
+        else:
+            _render_plan(console, plan)
+    if not engines["plans"]:
+        console.print("No engine plan recorded on this machine yet: `attnswitch engines` "
+                      "measures one (and `attnswitch run` does on first use).")
+
+
+@app.command("engines")
+def engines_command(
+    precision: Annotated[str, typer.Option(help="fp32, bf16 or int8.")] = "fp32",
+    model: Annotated[str | None, typer.Option(
+        help="Model folder. Default: all-MiniLM-L6-v2.", show_default=False)] = None,
+    engine: Annotated[str, typer.Option(help="auto, or an engine's name.")] = "auto",
+    measure: Annotated[bool, typer.Option(
+        help="Measure when nothing is recorded for this machine.")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Which engine encodes here, measured, and why each other one does not (for "auto"
+    the recorded plan of this machine, measured first when there is none)."""
+    from attnswitch.engines import EncodeInputError, ModelError, explain_engine
+
+    try:
+        plan = explain_engine(model, engine, precision, measure=measure)
+    except (EncodeInputError, ModelError) as exc:
+        typer.echo(f"attnswitch engines: {exc}", err=True)
+        if as_json:
+            print_json({"error": str(exc)})
+        raise typer.Exit(1) from None
+    if plan is None:
+        message = (f"nothing recorded for {precision} on this machine: run `attnswitch "
+                   f"engines --precision {precision}` to measure")
+        if as_json:
+            print_json({"plan": None, "reason": message})
+        else:
+            typer.echo(message)
+        return
+    if as_json:
+        print_json(plan.to_dict())
+    else:
+        render_plan(rich_console(), plan.to_dict())
+
+
+def _render_plan(console: Any, plan: dict) -> None:
+    """A table of an `EnginePlan.to_dict()`."""
+    from rich.table import Table
+
+    from attnswitch.engines.autopick import PARITY
+
+    table = Table(title=f"Engine plan ({plan['precision']}): {plan['chosen']}",
+                  title_justify="left", caption=plan["reason"], caption_justify="left")
+    for col, kw in (("engine", {}), ("chunks/s", {"justify": "right"}),
+                    ("min cosine", {"justify": "right"}), ("parity", {}),
+                    ("why not / what it ran", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    why_not = plan["why_not"]
+    for row in plan["rows"]:
+        rate = "-" if row["chunks_per_s"] is None else f"{row['chunks_per_s']:.1f}"
+        cos = "-" if row["min_cosine"] is None else f"{row['min_cosine']:.6f}"
+        parity = ("-" if row["parity"] is None else
+                  f"{'yes' if row['parity'] else '[bold red]no[/]'} "
+                  f"(>= {PARITY[plan['precision']]})")
+        name = row["engine"] + (" [green](pick)[/]" if row["engine"] == plan["chosen"] else "")
+        note = why_not.get(row["engine"], "")
+        table.add_row(name, rate, cos, parity, "; ".join(x for x in (note, row["detail"]) if x))
+    if plan["fallbacks"]:
+        table.caption += f"; fallbacks: {', '.join(plan['fallbacks'])}"
     console.print(table)
 
 
@@ -469,8 +535,7 @@ def _render_doctor(report: dict) -> None:
         plans.add_row(r["call"], *cells)
     console.print(plans)
 
-    if report["engines"] is not None:
-        _render_engines(console, report["engines"])
+    _render_engines(console, report["engines"])
 
 
 def _register_commands() -> None:

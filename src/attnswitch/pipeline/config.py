@@ -6,13 +6,13 @@ precision that encoded, and the chunking. It is kept in the store (meta key "ind
 refuses when the model on disk is no longer the one the index was built with.
 
 `fingerprint` is the short hash of everything that changes a document's chunks or vectors
-(model files, pooling, truncation, engine, precision, chunk size, overlap). Each stored
+(model files, pooling, truncation, precision, chunk size, overlap). The engine is recorded
+but not hashed: every engine's vectors match torch float32 within the parity that
+`engines.autopick` checks, so a change of engine does not re-encode. Each stored
 document carries the fingerprint it was indexed under, so changing any of these makes the
 next run re-encode, and leaves everything else alone.
 
-The model fingerprint hashes every file of the model folder (hidden files and READMEs
-aside): small files fully, files over `_FULL_HASH_LIMIT` by their size and `_SAMPLES`
-evenly spaced blocks, so that a multi-gigabyte model is fingerprinted in milliseconds.
+The model fingerprint is `engines.model.model_fingerprint`.
 """
 
 from __future__ import annotations
@@ -24,37 +24,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from attnswitch.engines.model import model_fingerprint
+
 META_KEY = "index"
 DEFAULT_OVERLAP = 32
 
-_FULL_HASH_LIMIT = 4 * 2**20
-_SAMPLES = 16
-_SAMPLE_BYTES = 64 * 2**10
 
 
 class IndexMismatchError(ValueError):
     """A store's vectors were made with another model than the one asked for."""
-
-
-def model_fingerprint(path: str | os.PathLike) -> str:
-    """A hex digest of a model folder's files (see the module doc)."""
-    root = Path(path)
-    h = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts)
-                   and not p.name.lower().startswith("readme"))
-    for p in files:
-        size = p.stat().st_size
-        h.update(f"{p.relative_to(root).as_posix()}\0{size}\0".encode())
-        with open(p, "rb") as fh:
-            if size <= _FULL_HASH_LIMIT:
-                h.update(fh.read())
-                continue
-            step = (size - _SAMPLE_BYTES) // (_SAMPLES - 1)
-            for i in range(_SAMPLES):
-                fh.seek(i * step)
-                h.update(fh.read(_SAMPLE_BYTES))
-    return h.hexdigest()
 
 
 def special_tokens(tokenizer: Any) -> int:
@@ -117,7 +95,9 @@ class IndexConfig:
     @property
     def fingerprint(self) -> str:
         fields = asdict(self)
-        for key in ("model", "model_name", "dim"):  # where it lives is not what it is
+        # where it lives is not what it is; engines agree within the parity of
+        # engines.autopick, so switching engines does not re-encode an index
+        for key in ("model", "model_name", "dim", "engine"):
             fields.pop(key)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 

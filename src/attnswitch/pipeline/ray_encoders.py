@@ -5,9 +5,9 @@ Ray placed it on, each planning its own engine and attention backend there.
   the cluster's resources, and refuses pools the cluster cannot hold (Ray would otherwise
   wait for them forever).
 - `EncoderActor` (made a Ray actor by `EncoderPool`) loads the model on start, checks that
-  its model files are the driver's (same fingerprint), picks the engine native to what it
-  got (`engines.choose`: jax on a TPU host, torch elsewhere, torch on CUDA when the GPU is
-  visible) and encodes batches of chunk texts. Each call returns the vectors and a report:
+  its model files are the driver's (same fingerprint), picks the engine for what it got
+  (`run.resolve_engine`: the run's engine, or with "auto" the fastest engine measured on
+  that node's device with parity to torch float32) and encodes batches of chunk texts. Each call returns the vectors and a report:
   node kind, node id, device, engine, attention backends used, seconds, memory. With a
   server store (`Store.url`, PostgreSQL) it writes the batch's documents itself, each in
   its own transaction (`encode_and_write`), and returns no vectors.
@@ -146,7 +146,7 @@ class EncoderActor:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         import ray
 
-        from attnswitch.engines import ModelSpec, choose
+        from attnswitch.engines import ModelSpec
         from attnswitch.observe.memwatch import MemoryWatchdog
         from attnswitch.pipeline.config import IndexMismatchError
         from attnswitch.pipeline.config import model_fingerprint as fingerprint_of
@@ -155,6 +155,7 @@ class EncoderActor:
             WATCH_WARMUP_CALLS,
             _default_encoder,
             _device_name,
+            resolve_engine,
         )
 
         started = time.perf_counter()
@@ -167,16 +168,13 @@ class EncoderActor:
                 f"model: expected the driver's model files ({model_fingerprint[:12]}) on node "
                 f"{ctx.get_node_id()[:12]}, got {found[:12]} at {spec.path}; install the same "
                 "model on every node")
-        engine = choose(options.engine)
-        if options.layout != "padded" and engine != "torch":
-            raise ValueError(f"layout: expected 'padded' for the {engine} engine on this "
-                             f"{kind} node, got {options.layout!r}")
+        engine, _ = resolve_engine(options)
         threads = max(1, math.floor(ctx.get_assigned_resources().get("CPU", 1.0)))
         if engine == "torch":
             import torch
 
             torch.set_num_threads(threads)  # the CPUs Ray gave this actor, no more
-        self.encoder = _default_encoder(options, spec, engine)()
+        self.encoder = _default_encoder(options, spec)()
         self.watchdog = MemoryWatchdog("auto", warmup=WATCH_WARMUP_CALLS,
                                        min_samples=WATCH_MIN_CALLS)
         self.info = {"kind": kind, "node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(),

@@ -79,7 +79,8 @@ WATCH_MIN_CALLS = 12
 
 @dataclass(frozen=True)
 class RunOptions:
-    """model: a model folder (None: the packaged default); engine: "auto", "torch", "jax";
+    """model: a model folder (None: the packaged default); engine: "auto" or an engine's
+    name (`engines.engine_names()`);
     precision: "fp32" or "bf16"; max_tokens: text tokens per chunk (None: the model's limit);
     overlap: tokens shared by neighbouring chunks; batch_tokens: the engine's padded-token
     budget per batch (None: its default); chunks_per_call: chunks gathered across documents
@@ -103,6 +104,11 @@ class RunOptions:
         from attnswitch.engines.base import check_precision
 
         check_precision(self.precision)
+        from attnswitch.engines import engine_names
+
+        if self.engine not in engine_names():
+            raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
+                             f"got {self.engine!r}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.chunks_per_call < 1:
@@ -165,6 +171,7 @@ class RunSummary:
     chunks_per_s: float | None
     model: str
     engine: str
+    engine_reason: str
     precision: str
     layout: str
     device: str | None
@@ -188,17 +195,34 @@ class RunSummary:
                                                "skipped", "failed", "indexed")}
 
 
-def _default_encoder(options: RunOptions, spec: Any, engine: str) -> Callable[[], Any]:
+def _default_encoder(options: RunOptions, spec: Any) -> Callable[[], Any]:
     def get() -> Any:
         from attnswitch.engines import get_engine
 
         if options.layout == "padded":
-            return get_engine(options.model, engine, options.precision)
+            return get_engine(options.model, options.engine, options.precision)
         # `get_engine` has no layout argument: the torch engine is built here for packed.
         from attnswitch.engines.torch_hf import TorchEncoder
 
         return TorchEncoder(spec, options.precision, layout=options.layout)
     return get
+
+
+def resolve_engine(options: RunOptions) -> tuple[str, str]:
+    """The engine a run with `options` encodes with, and why (packed batches are the torch
+    engine's; "auto" is the measured pick, see `engines.explain_engine`)."""
+    from attnswitch.engines import NoEngineError, explain_engine
+
+    if options.layout != "padded":
+        if options.engine not in ("auto", "torch"):
+            raise ValueError(f"layout: expected 'padded' for the {options.engine} engine "
+                             f"(packed batches are the torch engine's), got {options.layout!r}")
+        return "torch", "packed batches are the torch engine's"
+    plan = explain_engine(options.model, options.engine, options.precision)
+    if plan.chosen is None:
+        raise NoEngineError(f"engine: expected an engine that can serve {options.precision} "
+                            f"here, got none\n{plan}")
+    return plan.chosen, plan.reason()
 
 
 class _Run:
@@ -207,21 +231,17 @@ class _Run:
     def __init__(self, root: Path, store: Store, options: RunOptions,
                  get_encoder: Callable[[], Any] | None,
                  on_progress: Callable[[RunProgress], None] | None):
-        from attnswitch.engines import ModelSpec, choose
+        from attnswitch.engines import ModelSpec
 
         self.root, self.store, self.options = root, store, options
         self.spec = ModelSpec.load(options.model)
         self.tokenizer = chunk_tokenizer(self.spec)
-        self.engine_name = choose(options.engine)
+        self.engine_name, self.engine_reason = resolve_engine(options)
         self.config = IndexConfig.build(self.spec, options.model, self.engine_name,
                                         options.precision, options.max_tokens,
                                         options.overlap, self.tokenizer)
         self.fp = self.config.fingerprint
-        if options.layout != "padded" and self.engine_name != "torch":
-            raise ValueError(f"layout: expected 'padded' for the {self.engine_name} engine "
-                             f"(packed batches are the torch engine's), got {options.layout!r}")
-        self._get_encoder = get_encoder or _default_encoder(options, self.spec,
-                                                            self.engine_name)
+        self._get_encoder = get_encoder or _default_encoder(options, self.spec)
         self.encoder: Any = None
         self.watchdog: Any = None
         self.on_progress = on_progress or (lambda p: None)
@@ -487,7 +507,8 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
         encode_s=job.encode_s,
         tokens_per_s=tokens / busy if tokens and busy > 0 else None,
         chunks_per_s=job.counts["chunks"] / busy if tokens and busy > 0 else None,
-        model=job.config.describe(), engine=job.engine_name, precision=job.config.precision,
+        model=job.config.describe(), engine=_engine_used(job), engine_reason=job.engine_reason,
+        precision=job.config.precision,
         layout=job.options.layout,
         device=device, backends=report["backends"], fallbacks=report["fallbacks"],
         peak_rss_mb=_peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
@@ -500,19 +521,13 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
 
 def _device_name(encoder: Any) -> str | None:
     """The device an encoder runs on, named as `observe.cost` prices it."""
-    device = getattr(encoder, "device", None)
-    if device is not None and getattr(device, "type", None) is not None:  # torch.device
-        if device.type == "cuda":
-            import torch
+    label = getattr(encoder, "device_label", None)
+    return label() if label is not None else None
 
-            return torch.cuda.get_device_name(device)
-        return device.type
-    if getattr(encoder, "engine", None) == "jax":
-        import jax
 
-        dev = jax.devices()[0]
-        return "cpu" if dev.platform == "cpu" else dev.device_kind
-    return None
+def _engine_used(job: _Run) -> str:
+    """The engine that encoded last (the planned one unless it fell back)."""
+    return getattr(job.encoder, "engine", None) or job.engine_name
 
 
 def _peak_rss_mb() -> float:

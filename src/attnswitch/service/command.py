@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from attnswitch.pipeline.commands import DbOption, Engine, Precision
+from attnswitch.pipeline.commands import ENGINE_HELP, DbOption, Precision
 
 
 class LogLevel(str, enum.Enum):
@@ -42,9 +42,7 @@ def serve_command(
     model: Annotated[str | None, typer.Option(
         help="Model folder. Default: the index's model, else all-MiniLM-L6-v2.",
         show_default=False)] = None,
-    engine: Annotated[Engine, typer.Option(
-        help="auto: the index's engine, else jax on a TPU host, torch elsewhere.")
-    ] = Engine.auto,
+    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "auto",
     precision: Annotated[Precision | None, typer.Option(
         help="Default: the index's precision, else fp32.", show_default=False)] = None,
     jobs_root: Annotated[Path | None, typer.Option(
@@ -78,7 +76,7 @@ def serve_command(
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         config = ServiceConfig(
-            host=host, port=port, db=db, model=model, engine=Engine(engine).value,
+            host=host, port=port, db=db, model=model, engine=engine,
             precision=None if precision is None else Precision(precision).value,
             api_key_file=api_key_file, allow_no_auth=allow_no_auth, jobs_root=jobs_root,
             max_body_bytes=max_body_bytes, max_items=max_items, max_queue_items=max_queue,

@@ -16,9 +16,6 @@ from pathlib import Path
 
 from attnswitch.engines.base import check_precision
 
-ENGINES = ("auto", "torch", "jax")
-
-
 @dataclass(frozen=True)
 class ServiceConfig:
     """host/port: where to listen (port 0: any free port). db: the data folder, as the
@@ -49,8 +46,11 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port: expected 0 to 65535, got {self.port}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {self.engine!r}")
+        from attnswitch.engines import engine_names
+
+        if self.engine not in engine_names():
+            raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
+                             f"got {self.engine!r}")
         if self.precision is not None:
             check_precision(self.precision)
         for name in ("max_body_bytes", "max_items", "max_queue_items", "batch_tokens",

@@ -109,7 +109,7 @@ class Service:
 
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
-        from attnswitch.engines import choose, get_engine
+        from attnswitch.engines import get_engine
         from attnswitch.pipeline.config import model_fingerprint, stored_config
         from attnswitch.pipeline.store import SQLiteStore
 
@@ -120,14 +120,13 @@ class Service:
                 stored = stored_config(store)
             if stored is not None:
                 model = stored.model if cfg.model is None else model
-                engine = stored.engine if cfg.engine == "auto" else engine
                 precision = precision or stored.precision
         precision = precision or "fp32"
-        engine = choose(engine)
+        # "auto" is the measured pick of `attnswitch run` on this machine (engines.autopick)
         encoder = get_engine(model, engine, precision)
         encoder.encode([WARMUP_TEXT])
         self.index.fingerprint = model_fingerprint(encoder.spec.path)
-        self.model_arg, self.engine, self.precision = model, engine, precision
+        self.model_arg, self.engine, self.precision = model, encoder.engine, precision
         self.model = model_name(Path(encoder.spec.path))
         self.encoder = encoder
 

@@ -1,0 +1,267 @@
+"""`engine="auto"`: the fastest engine that keeps the reference's answers, chosen by
+measurement on this machine and remembered.
+
+On first use per (machine, model, precision, engine library versions), every engine that
+can serve here encodes a fixed calibration set (`CALIBRATION`: documentation-like texts of
+two lengths, deterministic). Each is checked against the reference engine's float32 vectors
+(torch): the minimum cosine must reach `PARITY[precision]`. Rates are medians over `ROUNDS`
+rounds in rotated order, so a change of machine load hits all engines alike. The table is
+written to `engines.json` in the cache directory; later processes read the pick from it.
+`pick(rows)` is a pure function of the recorded rows, so the choice can be re-derived from
+the file.
+
+`EnginePlan` shows it like an attention plan: the pick, the order of fallbacks, and for
+every other engine why not (unavailable, declined, failed parity, slower, failed to run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attnswitch.engines import registry
+from attnswitch.engines.model import ModelSpec, model_fingerprint
+
+# Minimum cosine of an engine's vectors to the reference's float32 vectors, per precision.
+PARITY = {"fp32": 0.9999, "bf16": 0.999, "int8": 0.98}
+ROUNDS = 3
+REVISION = 1  # bump when the calibration set or the method changes
+TABLE = "engines.json"
+
+_WORDS = (
+    "the server reads its configuration file at start and keeps every setting in memory; "
+    "a query planner chooses an index scan when the predicate is selective enough, "
+    "otherwise a sequential scan reads the whole table in physical order. to update rows "
+    "in a table use the UPDATE statement with a WHERE clause naming the rows; without it "
+    "every row changes. functions return a value or raise an exception that names the "
+    "argument and what was expected. the compiler checks each borrow at build time, and "
+    "a reference may not outlive the value it points to. transactions group statements "
+    "so that either all of them take effect or none does, and concurrent readers see a "
+    "consistent snapshot. the tokenizer splits text into word pieces; long documents are "
+    "cut into overlapping windows before they are embedded and stored for search."
+).split()
+
+
+def calibration_texts(spec: ModelSpec) -> list[str]:
+    """16 deterministic texts: 8 near the model's token limit and 8 near half of it (the
+    lengths of a chunked corpus), built from a fixed word list in a fixed order."""
+    out = []
+    for i in range(16):
+        words = max(8, int(spec.max_seq_length * (0.8 if i < 8 else 0.4)))
+        start = (i * 7) % len(_WORDS)
+        out.append(" ".join(_WORDS[(start + j) % len(_WORDS)] for j in range(words)))
+    return out
+
+
+@dataclass
+class EngineRow:
+    """One engine's outcome. status: "measured", "unavailable", "declined", "failed"
+    (load or encode raised). chunks_per_s: median over rounds (tokens_per_s the same in
+    tokens); min_cosine: against the
+    reference's float32 vectors; parity: min_cosine reached the precision's threshold."""
+
+    engine: str
+    status: str
+    reason: str | None = None
+    detail: str = ""
+    chunks_per_s: float | None = None
+    tokens_per_s: float | None = None
+    rates: list[float] = field(default_factory=list)
+    min_cosine: float | None = None
+    parity: bool | None = None
+
+
+@dataclass
+class EnginePlan:
+    """The engine `engine="auto"` runs for (model, precision) here, the ordered fallbacks,
+    and why each other engine was not picked."""
+
+    precision: str
+    chosen: str | None
+    fallbacks: list[str]
+    rows: list[EngineRow]
+    source: str  # "measured now", "recorded <date>", "forced by <how>"
+    key: str = ""
+
+    def why_not(self) -> dict[str, str]:
+        out = {}
+        best = next((r for r in self.rows if r.engine == self.chosen), None)
+        for r in self.rows:
+            if r.engine == self.chosen:
+                continue
+            if r.status != "measured":
+                out[r.engine] = f"{r.status}: {r.reason}"
+            elif not r.parity:
+                out[r.engine] = (f"failed parity: min cosine {r.min_cosine:.6f} < "
+                                 f"{PARITY[self.precision]}")
+            elif best is not None and best.chunks_per_s and r.chunks_per_s:
+                out[r.engine] = (f"slower: {r.chunks_per_s:.1f} chunks/s, "
+                                 f"{r.chunks_per_s / best.chunks_per_s:.2f}x the pick")
+        return out
+
+    def reason(self) -> str:
+        """One line: why the pick was made."""
+        row = next((r for r in self.rows if r.engine == self.chosen), None)
+        if row is None or row.chunks_per_s is None:
+            return self.source
+        return (f"fastest with parity ({row.chunks_per_s:.1f} chunks/s, min cosine "
+                f"{row.min_cosine:.6f} >= {PARITY[self.precision]}), {self.source}")
+
+    def __str__(self) -> str:
+        lines = [f"engine plan ({self.precision}): {self.chosen}  [{self.reason()}]"]
+        if self.fallbacks:
+            lines.append("  fallbacks: " + ", ".join(self.fallbacks))
+        for name, why in self.why_not().items():
+            lines.append(f"  {name}: {why}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "chosen": self.chosen, "reason": self.reason(),
+                "fallbacks": self.fallbacks, "source": self.source,
+                "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
+
+
+def pick(rows: list[EngineRow]) -> tuple[str | None, list[str]]:
+    """The fastest measured engine with parity, and the others with parity by rate."""
+    ok = sorted((r for r in rows if r.status == "measured" and r.parity),
+                key=lambda r: -(r.chunks_per_s or 0.0))
+    names = [r.engine for r in ok]
+    return (names[0] if names else None), names[1:]
+
+
+def machine() -> dict[str, Any]:
+    """What decides engine speed here: the device, the CPU model and its ISA flags, and the
+    cores this process may use."""
+    from attnswitch.attention.verdicts import cpu_name
+    from attnswitch.engines.openvino_runtime import cpu_flags
+
+    flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4")))
+    return {"device": registry.host_device(), "cpu": cpu_name(), "flags": flags,
+            "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count()}
+
+
+def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -> str:
+    from attnswitch import __version__
+
+    ident = {"machine": machine(), "model": model_fingerprint(spec.path),
+             "precision": precision, "attnswitch": __version__, "revision": REVISION,
+             "engines": {e.name: e.versions() for e in engines}}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _table_path() -> Any:
+    from attnswitch.attention.verdicts import cache_file
+
+    return cache_file(TABLE)
+
+
+def read_table() -> dict[str, Any]:
+    """The recorded plans by key ({} when there is none or it is unreadable)."""
+    try:
+        data = json.loads(_table_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(key: str, plan: EnginePlan) -> None:
+    path = _table_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = read_table()
+    data[key] = {"when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+                 "precision": plan.precision, "rows": [asdict(r) for r in plan.rows]}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".engines.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def recorded(spec: ModelSpec, precision: str) -> EnginePlan | None:
+    """The plan recorded for this machine, model, precision and engine versions, if any."""
+    engines = registry.engines()
+    key = table_key(spec, precision, engines)
+    entry = read_table().get(key)
+    if not entry:
+        return None
+    try:
+        rows = [EngineRow(**r) for r in entry["rows"]]
+    except (KeyError, TypeError):
+        return None
+    chosen, fallbacks = pick(rows)
+    return EnginePlan(precision, chosen, fallbacks, rows, f"recorded {entry.get('when')}", key)
+
+
+def candidates(spec: ModelSpec, precision: str) -> tuple[list[registry.Engine], list[EngineRow]]:
+    """The engines that can serve (spec, precision) here, and rows for those that cannot."""
+    device = registry.host_device()
+    able, rows = [], []
+    for engine in registry.engines():
+        why = engine.unavailable()
+        if why is not None:
+            rows.append(EngineRow(engine.name, "unavailable", why))
+            continue
+        declines = engine.declines(device, precision, spec)
+        if declines:
+            rows.append(EngineRow(engine.name, "declined", "; ".join(declines)))
+            continue
+        able.append(engine)
+    return able, rows
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two `[N, dim]` arrays."""
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    return (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1),
+                                       1e-30)
+
+
+def measure(spec: ModelSpec, precision: str, load: Any, reference: Any) -> EnginePlan:
+    """Calibrate every engine that can serve, record the table, and return the plan.
+
+    load(engine, precision) -> Encoder (cached by the caller); reference: the reference
+    engine's float32 Encoder."""
+    able, rows = candidates(spec, precision)
+    texts = calibration_texts(spec)
+    want = reference.encode(texts)
+    ids = reference.tokenize(texts)
+    loaded: dict[str, Any] = {}
+    for engine in able:
+        row = EngineRow(engine.name, "measured", detail=engine.detail())
+        try:
+            encoder = load(engine, precision)
+            got = encoder.encode_ids(ids)  # first call: compiles, allocates
+            row.min_cosine = float(cosines(got, want).min())
+            row.parity = row.min_cosine >= PARITY[precision]
+            row.detail = encoder.describe()
+            loaded[engine.name] = encoder
+        except Exception as exc:  # a broken engine is a reason, not a crash
+            row.status, row.reason = "failed", f"{type(exc).__name__}: {exc}"
+        rows.append(row)
+    measured = [r for r in rows if r.engine in loaded]
+    tokens = sum(len(r) for r in ids)
+    for round_ in range(ROUNDS):
+        shift = round_ % max(len(measured), 1)
+        for row in measured[shift:] + measured[:shift]:
+            start = time.perf_counter()
+            loaded[row.engine].encode_ids(ids)
+            row.rates.append(len(ids) / (time.perf_counter() - start))
+    for row in measured:
+        row.chunks_per_s = statistics.median(row.rates)
+        row.tokens_per_s = row.chunks_per_s * tokens / len(ids)
+    order = [e.name for e in registry.engines()]
+    rows.sort(key=lambda r: order.index(r.engine) if r.engine in order else len(order))
+    chosen, fallbacks = pick(rows)
+    key = table_key(spec, precision, registry.engines())
+    plan = EnginePlan(precision, chosen, fallbacks, rows, "measured now", key)
+    _write(key, plan)
+    return plan

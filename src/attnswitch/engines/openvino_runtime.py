@@ -1,0 +1,160 @@
+"""The openvino engine: the model converted to OpenVINO IR and run by OpenVINO's CPU plugin.
+
+Built once per (model files, library versions) and cached (`export.Artifacts`): the float32
+sentence-embedding ONNX graph (`export.export_onnx`) read by OpenVINO's ONNX frontend and saved as IR with float32 weights (`compress_to_fp16=False`: the default would round
+weights to float16).
+
+Precision is a compile-time hint of the CPU plugin: "fp32" is `INFERENCE_PRECISION_HINT=f32`;
+"bf16" is `bf16`, offered where the plugin reports BF16 (AMX or AVX-512 BF16; `isa()` says
+which), with LayerNorm and softmax kept in float32 by the plugin.
+
+Streams: the plugin's THROUGHPUT hint makes one stream per core (each single-threaded), fed
+by an `AsyncInferQueue`: batches run side by side instead of every op splitting across cores
+and meeting at a barrier, which is what a busy host punishes. `streams="latency"` runs one
+batch at a time over all cores (the plugin's default). Batches are the shared length-sorted
+token-budget batches (`base.plan_batches`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.engines.base import EncodeInputError, Encoder, padded
+from attnswitch.engines.model import ModelSpec
+from attnswitch.engines.registry import Engine, library_version
+
+STREAMS = ("throughput", "latency")
+_HINTS = {"fp32": "f32", "bf16": "bf16"}
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def isa(precision: str) -> str:
+    """The CPU instructions the plugin's matmuls use for `precision` on this host."""
+    flags = cpu_flags()
+    if precision == "bf16":
+        if "amx_bf16" in flags:
+            return "AMX bf16"
+        return "AVX-512 BF16" if "avx512_bf16" in flags else "bf16 (emulated)"
+    if "avx512f" in flags:
+        return "AVX-512 fp32"
+    return "AVX2 fp32" if "avx2" in flags else "fp32"
+
+
+class OpenVinoEncoder(Encoder):
+    engine = "openvino"
+    default_batch_tokens = 4096
+    max_batch = 32
+
+    def __init__(self, spec: ModelSpec, precision: str = "fp32", *, streams: str = "throughput"):
+        super().__init__(spec, precision)
+        if streams not in STREAMS:
+            raise EncodeInputError("streams", f"one of {', '.join(STREAMS)}", repr(streams))
+        import openvino as ov
+
+        folder, self.build_note = artifacts(spec)
+        self.streams = streams
+        config = {"INFERENCE_PRECISION_HINT": _HINTS[precision],
+                  "PERFORMANCE_HINT": streams.upper()}
+        self.compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", config)
+        self.jobs = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        self._queue = ov.AsyncInferQueue(self.compiled, self.jobs)
+        self._request = self.compiled.create_infer_request()
+
+    def _inputs(self, batch: list[list[int]]) -> dict[str, np.ndarray]:
+        ids, mask = padded(batch, self.spec.pad_token_id)
+        return {"input_ids": ids, "attention_mask": mask}
+
+    def _forward(self, batch: list[list[int]], batch_tokens: int) -> np.ndarray:
+        result = self._request.infer(self._inputs(batch))
+        return np.array(result[0], dtype=np.float32)
+
+    def _forward_batches(self, batches: Iterable[list[list[int]]],
+                         batch_tokens: int) -> list[np.ndarray]:
+        if self.jobs < 2:
+            return super()._forward_batches(batches, batch_tokens)
+        out: dict[int, np.ndarray] = {}
+
+        def done(request: Any, index: int) -> None:
+            out[index] = np.array(request.get_output_tensor(0).data, dtype=np.float32)
+
+        self._queue.set_callback(done)
+        count = 0
+        for count, batch in enumerate(batches, 1):
+            self._queue.start_async(self._inputs(batch), count - 1)
+        self._queue.wait_all()
+        return [out[i] for i in range(count)]
+
+    def describe(self) -> str:
+        hint = self.compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+        return (f"OpenVINO {library_version('openvino')} CPU plugin, inference precision "
+                f"{hint} ({isa(self.precision)}), {self.streams} hint, {self.jobs} parallel "
+                f"requests; {self.build_note}")
+
+    def explain(self, text: str = "attnswitch explains its plan") -> Any:
+        return self.describe()
+
+
+def artifacts(spec: ModelSpec) -> tuple[Path, str]:
+    """The cached IR folder of `spec` (precision is chosen at compile time, so one IR serves
+    every precision), and how it was had."""
+    from attnswitch.engines import export
+
+    key = export.base_key(spec, ENGINE.name, "any", ENGINE.versions())
+
+    def build(folder: Path) -> None:
+        import openvino as ov
+
+        onnx_path = folder / "exported.onnx"
+        export.export_onnx(spec, onnx_path)
+        # the runtime's own ONNX reader: `openvino.convert_model` (the OVC tool) would also
+        # start a telemetry process that tries to reach the network
+        ov.save_model(ov.Core().read_model(str(onnx_path)), str(folder / "model.xml"),
+                      compress_to_fp16=False)
+        onnx_path.unlink()
+
+    return export.Artifacts(key).ensure(build)
+
+
+class OpenVinoEngine(Engine):
+    name = "openvino"
+    requires = ("openvino", "onnx", "torch", "transformers", "tokenizers")
+    extra = "openvino"
+    devices = ("cpu",)
+    precisions = ("fp32", "bf16")
+
+    def precision_unavailable(self, precision: str) -> str | None:
+        if precision == "bf16" and "BF16" not in _capabilities():
+            return "this CPU has no bf16 instructions (the CPU plugin reports no BF16)"
+        return None
+
+    def detail(self) -> str:
+        return (f"OpenVINO {library_version('openvino')} CPU plugin, IR converted once from "
+                f"the exported ONNX graph")
+
+    def load(self, spec: ModelSpec, precision: str) -> Encoder:
+        return OpenVinoEncoder(spec, precision)
+
+
+@functools.cache
+def _capabilities() -> tuple[str, ...]:
+    import openvino as ov
+
+    return tuple(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+ENGINE = OpenVinoEngine()

@@ -1,0 +1,156 @@
+"""engine="auto": measured on first use, recorded, reproducible from the record, parity
+enforced, overridable, and falling back when the picked engine fails at run time."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from engine_testing import cosines
+
+import attnswitch.engines as engines
+from attnswitch.engines import EncodeInputError, autopick, registry
+from attnswitch.engines.autopick import EnginePlan, EngineRow
+from attnswitch.engines.model import ModelSpec
+from attnswitch.engines.torch_hf import TorchEncoder
+
+
+@pytest.fixture
+def auto(monkeypatch, cache_dir):
+    """"auto" really measured: no engine forced by the environment, an empty cache."""
+    monkeypatch.delenv(engines.ENV_ENGINE, raising=False)
+    return cache_dir
+
+
+@pytest.fixture(scope="module")
+def small_bert(random_model):
+    return random_model("bert", "mean")
+
+
+def _measured(rows: list[EngineRow]) -> list[EngineRow]:
+    return [r for r in rows if r.status == "measured"]
+
+
+def test_first_use_measures_every_engine_and_records_the_table(auto, small_bert):
+    plan = engines.explain_engine(small_bert, "auto", "fp32")
+    assert plan.source == "measured now"
+    measured = _measured(plan.rows)
+    assert {r.engine for r in measured} == {"torch", "jax", "openvino", "onnxruntime"}
+    for row in measured:
+        assert row.parity and row.min_cosine >= 0.9999, row
+        assert len(row.rates) == autopick.ROUNDS and row.chunks_per_s == np.median(row.rates)
+    assert plan.chosen == max(measured, key=lambda r: r.chunks_per_s).engine
+    assert set(plan.fallbacks) == {r.engine for r in measured} - {plan.chosen}
+    assert (auto / autopick.TABLE).is_file()
+    again = engines.explain_engine(small_bert, "auto", "fp32")
+    assert again.source.startswith("recorded") and again.chosen == plan.chosen
+    assert str(again).startswith(f"engine plan (fp32): {plan.chosen}")
+
+
+def test_the_pick_is_reproducible_from_the_recorded_table(auto, small_bert):
+    plan = engines.explain_engine(small_bert, "auto", "fp32")
+    entry = json.loads((auto / autopick.TABLE).read_text())[plan.key]
+    chosen, fallbacks = autopick.pick([EngineRow(**r) for r in entry["rows"]])
+    assert (chosen, fallbacks) == (plan.chosen, plan.fallbacks)
+    assert entry["machine"] == autopick.machine()
+
+
+def test_a_recorded_table_decides_without_measuring(auto, small_bert):
+    spec = ModelSpec.load(small_bert)
+    key = autopick.table_key(spec, "fp32", registry.engines())
+    rows = [EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
+            EngineRow("onnxruntime", "measured", chunks_per_s=30.0, min_cosine=1.0,
+                      parity=True)]
+    autopick._write(key, EnginePlan("fp32", None, [], rows, "test", key))
+    plan = engines.explain_engine(small_bert, "auto", "fp32")
+    assert plan.source.startswith("recorded")
+    assert (plan.chosen, plan.fallbacks) == ("onnxruntime", ["torch"])
+    assert engines.get_engine(small_bert, "auto", "fp32").engine == "onnxruntime"
+
+
+def test_the_fastest_engine_without_parity_is_not_picked():
+    rows = [EngineRow("fast-wrong", "measured", chunks_per_s=100.0, min_cosine=0.99,
+                      parity=False),
+            EngineRow("slow-right", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
+            EngineRow("mid-right", "measured", chunks_per_s=20.0, min_cosine=1.0, parity=True),
+            EngineRow("absent", "unavailable", "not installed: x"),
+            EngineRow("broken", "failed", "RuntimeError: boom")]
+    assert autopick.pick(rows) == ("mid-right", ["slow-right"])
+    why = EnginePlan("fp32", "mid-right", ["slow-right"], rows, "test").why_not()
+    assert why["fast-wrong"] == "failed parity: min cosine 0.990000 < 0.9999"
+    assert why["slow-right"] == "slower: 10.0 chunks/s, 0.50x the pick"
+    assert why["absent"] == "unavailable: not installed: x"
+    assert why["broken"] == "failed: RuntimeError: boom"
+
+
+class _LostDevice(TorchEncoder):
+    engine = "flaky"
+
+    def _forward(self, batch, batch_tokens):
+        raise RuntimeError("device lost")
+
+
+class _Flaky(registry.Engine):
+    name = "flaky"
+    requires = ("torch",)
+
+    def detail(self) -> str:
+        return "fails at run time"
+
+    def load(self, spec, precision):
+        return _LostDevice(spec, precision)
+
+
+@pytest.fixture
+def flaky():
+    registry.register(_Flaky())
+    yield
+    registry.unregister("flaky")
+
+
+def test_a_failing_engine_falls_back_along_the_plan(auto, small_bert, flaky):
+    from attnswitch.observe.metrics import ENGINE_FALLBACKS
+
+    spec = ModelSpec.load(small_bert)
+    key = autopick.table_key(spec, "fp32", registry.engines())
+    rows = [EngineRow("flaky", "measured", chunks_per_s=99.0, min_cosine=1.0, parity=True),
+            EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True)]
+    autopick._write(key, EnginePlan("fp32", None, [], rows, "test", key))
+    counter = ENGINE_FALLBACKS.labels(engine="flaky", to="torch")
+    before = counter._value.get()
+    encoder = engines.get_engine(small_bert, "auto", "fp32")
+    texts = ["one text", "and another one"]
+    with pytest.warns(RuntimeWarning, match="engine 'flaky' failed .*device lost.*'torch'"):
+        got = encoder.encode(texts)
+    assert counter._value.get() == before + 1
+    want = engines.get_engine(small_bert, "torch", "fp32").encode(texts)
+    assert cosines(got, want).min() >= 0.99999
+    assert encoder.engine == "torch"
+    with pytest.raises(EncodeInputError, match=r"texts\[0\]"):  # bad input never falls back
+        encoder.encode([""])
+
+
+@pytest.mark.parametrize("via", ["argument", "environment"])
+def test_a_named_engine_overrides_auto(auto, small_bert, monkeypatch, via):
+    if via == "environment":
+        monkeypatch.setenv(engines.ENV_ENGINE, "onnxruntime")
+        plan, encoder = (engines.explain_engine(small_bert),
+                         engines.get_engine(small_bert))
+        assert plan.source == "forced by $ATTNSWITCH_ENGINE"
+    else:
+        plan, encoder = (engines.explain_engine(small_bert, "onnxruntime"),
+                         engines.get_engine(small_bert, "onnxruntime"))
+        assert plan.source == "forced by argument"
+    assert plan.chosen == encoder.engine == "onnxruntime"
+    assert not (auto / autopick.TABLE).exists()  # nothing was measured
+
+
+def test_a_named_engine_that_cannot_serve_says_why(auto, monkeypatch):
+    with pytest.raises(EncodeInputError, match=r"engine: expected an engine that can serve "
+                                               r"bf16 here, got 'onnxruntime' \(computes"):
+        engines.encode(["text"], engine="onnxruntime", precision="bf16")
+    monkeypatch.setenv(engines.ENV_ENGINE, "tpu-please")
+    with pytest.raises(EncodeInputError, match=r"\$ATTNSWITCH_ENGINE: expected one of auto, "
+                                               r"torch.*got 'tpu-please'"):
+        engines.encode(["text"])

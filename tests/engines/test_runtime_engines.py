@@ -1,0 +1,83 @@
+"""The fused CPU runtime engines (OpenVINO, ONNX Runtime): parity with sentence-transformers
+on real chunks, the torch engine's input contract, and pooling against a float64 oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_testing import cosines, pooled_reference
+
+from attnswitch.engines import EncodeInputError, get_engine, registry
+from attnswitch.engines.model import ModelSpec
+
+RUNTIMES = ["openvino", "onnxruntime"]
+# (engine, precision, minimum cosine to sentence-transformers float32); the thresholds are
+# the parity rule of engines.autopick.
+PARITY_CASES = [
+    ("torch", "fp32", 0.9999),
+    ("jax", "fp32", 0.9999),
+    ("openvino", "fp32", 0.9999),
+    ("onnxruntime", "fp32", 0.9999),
+    ("openvino", "bf16", 0.999),
+    ("onnxruntime", "int8", 0.98),
+]
+
+
+@pytest.mark.parametrize("engine, precision, floor", PARITY_CASES)
+def test_every_engine_matches_sentence_transformers_on_real_chunks(
+        chunks, st_vectors, engine, precision, floor):
+    declines = registry.get(engine).declines("cpu", precision)
+    if declines:
+        pytest.skip(f"{engine} {precision} declined on this CPU: {declines}")
+    subset = slice(0, 200)
+    vectors = get_engine(None, engine, precision).encode(chunks[subset])
+    assert vectors.shape == st_vectors[subset].shape and vectors.dtype == np.float32
+    worst = cosines(vectors, st_vectors[subset])
+    assert worst.min() >= floor, f"chunk {worst.argmin()}: cosine {worst.min():.6f}"
+
+
+@pytest.mark.parametrize("engine", RUNTIMES)
+def test_texts_past_the_limit_are_truncated_like_the_torch_engine(engine):
+    long = "word " * 600
+    got = get_engine(None, engine).encode([long, "short text"])
+    want = get_engine(None, "torch").encode([long, "short text"])
+    assert cosines(got, want).min() >= 0.9999
+
+
+@pytest.mark.parametrize("engine", RUNTIMES)
+def test_bad_input_is_named_not_sent_to_the_runtime(engine):
+    encoder = get_engine(None, engine)
+    with pytest.raises(EncodeInputError, match=r"texts\[1\]: expected a non-empty text"):
+        encoder.encode(["fine", "   "])
+    with pytest.raises(EncodeInputError, match=r"texts\[0\]: expected at most 256 tokens"):
+        encoder.encode(["word " * 600], truncate=False)
+    with pytest.raises(EncodeInputError, match="texts: expected a list of strings"):
+        encoder.encode("one string")
+    assert encoder.encode([]).shape == (0, 384)
+
+
+@pytest.mark.parametrize("engine", RUNTIMES)
+@pytest.mark.parametrize("family, pooling", [("bert", "mean"), ("bert", "cls"),
+                                             ("roberta", "last")])
+def test_pooling_matches_the_float64_oracle(random_model, engine, family, pooling):
+    path = random_model(family, pooling)
+    encoder = registry.get(engine).load(ModelSpec.load(path), "fp32")
+    texts = ["a short one", "a somewhat longer text with more words in it", "mid length text"]
+    worst = cosines(encoder.encode(texts), pooled_reference(path, encoder.tokenize(texts),
+                                                            pooling))
+    assert worst.min() >= 0.99999
+
+
+def test_openvino_streams_agree(chunks):
+    from attnswitch.engines.openvino_runtime import OpenVinoEncoder
+
+    spec = ModelSpec.load(None)
+    texts = chunks[:40]
+    latency = OpenVinoEncoder(spec, streams="latency").encode(texts)
+    throughput = OpenVinoEncoder(spec, streams="throughput").encode(texts)
+    np.testing.assert_allclose(latency, throughput, atol=1e-5)
+
+
+def test_openvino_reports_what_it_runs():
+    text = get_engine(None, "openvino").describe()
+    assert "inference precision f32" in text and "OpenVINO" in text
