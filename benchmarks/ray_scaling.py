@@ -54,7 +54,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
 
     _, kind, n, per_actor = CONTENDERS[name]
     from attnswitch.pipeline.run import RunOptions
-    from attnswitch.pipeline.store import Store
+    from attnswitch.pipeline.store import SQLiteStore
 
     options = RunOptions(precision=precision)
     out: dict = {}
@@ -64,7 +64,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
         torch.set_num_threads(n)
         from attnswitch.pipeline.run import run
 
-        with Store(db) as store:
+        with SQLiteStore(db) as store:
             summary = run(CORPUS, store, options)
         out["startup_s"] = summary.load_s  # the model load
     else:
@@ -78,7 +78,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
                  logging_level=logging.WARNING, log_to_driver=False)
         out["ray_init_s"] = time.perf_counter() - start
         logging.getLogger("ray.data").setLevel(logging.ERROR)
-        with Store(db) as store:
+        with SQLiteStore(db) as store:
             summary = run_on_ray(CORPUS, store, options,
                                  RayOptions(cpu_actors=n, cpus_per_actor=per_actor))
         start = time.perf_counter()

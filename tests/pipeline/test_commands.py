@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from attnswitch.pipeline.commands import app
 from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.store import DB_NAME, Store
+from attnswitch.pipeline.store import DB_NAME, SQLiteStore
 
 FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
 
@@ -46,7 +46,7 @@ def chunk_rows(db: Path) -> list[tuple[str, int, str]]:
 
 
 def vectors_by_chunk(db: Path, root: Path) -> dict[tuple[str, int], np.ndarray]:
-    with Store(db) as store:
+    with SQLiteStore(db) as store:
         ids, matrix = store.vectors()
         rows = store.chunks(ids)
     return {(rows[int(i)].source, rows[int(i)].ordinal): matrix[r] for r, i in enumerate(ids)}
@@ -78,7 +78,7 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
     unchanged = json.loads(again.stdout)
 
     clean_db = tmp_path / "clean"
-    with Store(clean_db / DB_NAME) as store:
+    with SQLiteStore(clean_db / DB_NAME) as store:
         clean = run(more_docs, store, RunOptions(max_tokens=32, overlap=4, chunks_per_call=8),
                     get_encoder=lambda: encoder)
     final = chunk_rows(db / DB_NAME)
@@ -90,7 +90,7 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
     assert summary["chunks_encoded"] == len(final) - len(at_kill)
     assert summary["chunks_stored"] == clean.chunks_stored == len(final)
     assert (unchanged["chunks_encoded"], unchanged["unchanged"]) == (0, clean.new)
-    with Store(db / DB_NAME) as store:
+    with SQLiteStore(db / DB_NAME) as store:
         assert [r.status for r in store.runs()] == ["completed", "completed", "interrupted"]
     got, want = vectors_by_chunk(db / DB_NAME, more_docs), vectors_by_chunk(clean_db / DB_NAME,
                                                                           more_docs)
@@ -127,19 +127,25 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
     assert "5 indexed, 5 skipped" in text and "huge.txt" in text
 
     found = json.loads(invoke("search", "change the values of existing rows", "-k", "3",
-                              "--db", db, "--json").output)
+                              "--mode", "dense", "--db", db, "--json").output)
     ranks = found["results"]
+    assert found["mode"] == "dense"
     assert [r["rank"] for r in ranks] == [1, 2, 3]
     assert ranks[0]["source"] == "postgresql/tutorial-update.html"
     assert ranks[0]["score"] >= ranks[1]["score"] >= ranks[2]["score"]
     expected = encoder.encode(["change the values of existing rows"])[0]
-    with Store(Path(db) / DB_NAME) as store:
+    with SQLiteStore(Path(db) / DB_NAME) as store:
         matrix = store.vectors()[1]
     best = float(np.max(matrix @ expected))
     assert ranks[0]["score"] == pytest.approx(best, abs=1e-5)
     table = " ".join(invoke("search", "change the values of existing rows", "--db", db)
                      .output.split())
-    assert "tutorial-update.html" in table
+    assert "tutorial-update.html" in table and "hybrid search" in table
+    for mode in ("hybrid", "keyword"):
+        found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
+                                  "--mode", mode, "--db", db, "--json").output)
+        assert found["mode"] == mode
+        assert found["results"][0]["source"] == "postgresql/tutorial-update.html"
 
 
 def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -> None:

@@ -22,7 +22,7 @@ from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import chunk_tokenizer
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.store import DB_NAME, Store
+from attnswitch.pipeline.store import DB_NAME, SQLiteStore
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster per test process, one user
@@ -37,7 +37,7 @@ def ray_options(**kw):
     return RayOptions(**{"startup_timeout_s": 300, "stall_timeout_s": 300, **kw})
 
 
-def rows(store: Store) -> dict[tuple[str, int], tuple[str, np.ndarray]]:
+def rows(store: SQLiteStore) -> dict[tuple[str, int], tuple[str, np.ndarray]]:
     """(source, ordinal) -> (chunk text, stored vector) for every chunk of the store."""
     ids, matrix = store.vectors()
     chunks = store.chunks(ids)
@@ -68,10 +68,10 @@ def test_the_corpus_on_ray_matches_a_single_process_run(ray_cluster, tmp_path: P
     from attnswitch.pipeline.ray_run import run_on_ray
 
     options = RunOptions(precision="bf16")  # both runs; about twice as fast as fp32 here
-    with Store(tmp_path / "single" / DB_NAME) as store:
+    with SQLiteStore(tmp_path / "single" / DB_NAME) as store:
         single = run(CORPUS, store, options)
         want = rows(store)
-    with Store(tmp_path / "ray" / DB_NAME) as store:
+    with SQLiteStore(tmp_path / "ray" / DB_NAME) as store:
         on_ray = run_on_ray(CORPUS, store, options, ray_options())
         got = rows(store)
         again = run_on_ray(CORPUS, store, options, ray_options())
@@ -108,7 +108,7 @@ def test_indexed_documents_are_not_scheduled_again(ray_cluster, docs: Path, tmp_
                                                    encoder) -> None:
     from attnswitch.pipeline.ray_run import run_on_ray
 
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         first = run(docs, store, OPTIONS, get_encoder=lambda: encoder)
         before = rows(store)
         # New mtimes, same bytes: read and hashed on Ray, found unchanged, not chunked
@@ -148,7 +148,7 @@ def test_encoder_actors_land_where_their_resources_are(ray_cluster, more_docs: P
     try:
         ray_cluster.wait_for_nodes(timeout=120)
         assert ray.cluster_resources().get("TPU") == 1
-        with Store(tmp_path / "db") as store:
+        with SQLiteStore(tmp_path / "db") as store:
             summary = run_on_ray(more_docs, store, OPTIONS,
                                  ray_options(cpu_actors=1, gpu_actors=1, tpu_actors=1))
             got = rows(store)
@@ -199,7 +199,7 @@ def test_a_killed_encoder_actor_loses_no_chunk(ray_cluster, more_docs: Path, tmp
                 ray.kill(handle, no_restart=False)
                 killed.append(name)
 
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         summary = run_on_ray(more_docs, store, OPTIONS, ray_options(cpu_actors=1),
                              on_progress=kill_once)
         got = rows(store)
@@ -228,7 +228,7 @@ def test_cli_run_ray_json_joins_the_running_cluster(ray_cluster, docs: Path,
     assert summary["status"] == "completed" and summary["new"] == 4
     assert summary["ray"]["address"] == ray_cluster.address
     assert summary["ray"]["kinds"]["cpu"]["chunks"] == summary["chunks_encoded"] > 0
-    with Store(tmp_path / "db" / DB_NAME) as store:
+    with SQLiteStore(tmp_path / "db" / DB_NAME) as store:
         assert store.status().chunks == summary["chunks_stored"]
 
 
@@ -295,3 +295,63 @@ def test_bad_ray_options_are_refused() -> None:
         with pytest.raises(ValueError, match=match):
             RayOptions(**kw)
     assert dataclasses.replace(RayOptions(), cpu_actors=2).cpu_actors == 2
+
+
+def pg_rows(url: str) -> list[tuple[str, int, str]]:
+    """(source, ordinal, text) of every chunk committed to the PostgreSQL store at `url`."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        try:
+            return conn.execute("SELECT d.source, c.ordinal, c.text FROM chunks c JOIN "
+                                "documents d ON d.id = c.doc_id ORDER BY d.source, c.ordinal"
+                                ).fetchall()
+        except psycopg.errors.UndefinedTable:  # the schema is not created yet
+            return []
+
+
+@pytest.mark.slow
+def test_actors_write_to_postgres_and_a_killed_driver_resumes(ray_cluster, more_docs: Path,
+                                                              pg_url: str, encoder) -> None:
+    """`run --ray --db postgresql://...`: the actors write (the driver's store refuses to),
+    the driver is killed with SIGKILL mid-run, and the next run finishes it: each document
+    whole, every chunk once, the chunker's chunks exactly."""
+    import signal
+
+    from attnswitch.pipeline.ray_run import run_on_ray
+    from attnswitch.pipeline.store_postgres import PostgresStore
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnswitch.pipeline.commands", "run", str(more_docs),
+         "--db", pg_url, "--ray-address", ray_cluster.address, "--json", *FAST],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not pg_rows(pg_url):
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read()}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    _wait_until(ray_cluster_idle, timeout=120)  # the killed job's actors are gone
+    at_kill = pg_rows(pg_url)
+
+    class DriverMustNotWrite(PostgresStore):
+        def write_document(self, *args, **kwargs):
+            raise AssertionError("the driver wrote a document: the actors should")
+
+    with DriverMustNotWrite(pg_url) as store:
+        resumed = run_on_ray(more_docs, store, OPTIONS, ray_options())
+        statuses = [r.status for r in store.runs()]
+    final = pg_rows(pg_url)
+    want = chunker_output(more_docs, encoder, OPTIONS)
+    assert resumed.status == "completed" and statuses == ["completed", "interrupted"]
+    assert {(s, o): t for s, o, t in final} == want and len(final) == len(want)  # no doubles
+    assert 0 < len(at_kill) < len(final) and set(at_kill) <= set(final)
+    assert resumed.chunks_encoded == len(final) - len(at_kill)
+    assert resumed.ray["kinds"]["cpu"]["chunks"] == resumed.chunks_encoded
+
+
+def ray_cluster_idle() -> bool:
+    import ray
+
+    return ray.available_resources().get("CPU", 0) >= ray.cluster_resources().get("CPU", 0)

@@ -19,13 +19,13 @@ from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
 from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import SQLiteStore
 
 # Short chunks keep encoding cheap; the chunking code is the same at any size.
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
 
 
-def state(store: Store, root: Path) -> dict[str, tuple[list[str], np.ndarray]]:
+def state(store: SQLiteStore, root: Path) -> dict[str, tuple[list[str], np.ndarray]]:
     """source -> (chunk texts in order, their stored vectors) for every indexed document."""
     ids, matrix = store.vectors()
     row_of = {int(i): r for r, i in enumerate(ids)}
@@ -50,7 +50,7 @@ class Counting:
 
 
 def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, encoder) -> None:
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         stored = state(store, docs)
     tok = chunk_tokenizer(encoder.spec)
@@ -69,7 +69,7 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
 
 
 def test_rerun_on_unchanged_files_encodes_nothing(docs: Path, tmp_path: Path, encoder) -> None:
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         before = state(store, docs)
         ids_before = store.vectors()[0]
@@ -89,7 +89,7 @@ def test_rerun_on_unchanged_files_encodes_nothing(docs: Path, tmp_path: Path, en
 
 
 def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> None:
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         untouched = store.document_chunks(docs, "postgresql/tutorial-advanced.html")
         changed = docs / "postgresql" / "tutorial-update.html"
@@ -115,7 +115,7 @@ def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> N
 
 
 def test_other_chunking_reencodes_everything(docs: Path, tmp_path: Path, encoder) -> None:
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         first = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         second = run(docs, store, dataclasses.replace(OPTIONS, max_tokens=48),
                      get_encoder=Counting(encoder))
@@ -152,7 +152,7 @@ def test_bad_input_is_recorded_and_the_run_goes_on(tmp_path: Path, encoder) -> N
     root = tmp_path / "bad"
     expected = _bad_inputs(root)
     options = dataclasses.replace(OPTIONS, max_bytes=100_000)
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         summary = run(root, store, options, get_encoder=Counting(encoder))
         assert summary.status == "completed"
         got = {f["source"]: f["reason"].split(":")[0] for f in summary.skipped_files}
@@ -190,7 +190,7 @@ class FailsOn:
 
 def test_a_document_that_fails_to_encode_is_recorded_and_retried(docs: Path, tmp_path: Path,
                                                                  encoder) -> None:
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         summary = run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
         assert summary.status == "completed" and summary.failed == 1
         (skip,) = summary.skipped_files
@@ -230,11 +230,11 @@ def test_the_memory_watchdog_judges_the_run(docs: Path, tmp_path: Path, encoder,
     monkeypatch.setattr(run_module, "WATCH_WARMUP_CALLS", 1)
     monkeypatch.setattr(run_module, "WATCH_MIN_CALLS", 8)
     small_calls = dataclasses.replace(OPTIONS, chunks_per_call=2)  # 19 chunks: 11 calls
-    with Store(tmp_path / "steady") as store:
+    with SQLiteStore(tmp_path / "steady") as store:
         steady = run(docs, store, small_calls, get_encoder=Counting(encoder))
     assert steady.memory["source"] == "rss" and steady.memory["samples"] >= 8
     assert not steady.memory["growing"] and "steady" in steady.memory["reason"]
-    with Store(tmp_path / "leaky") as store, pytest.warns(MemoryGrowthWarning):
+    with SQLiteStore(tmp_path / "leaky") as store, pytest.warns(MemoryGrowthWarning):
         leaky = run(docs, store, small_calls, get_encoder=lambda: Leaky(encoder))
     assert leaky.memory["growing"] and "growing" in leaky.memory["reason"]
 
@@ -246,7 +246,7 @@ def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder
     config = (other / "config.json").read_text()
     (other / "config.json").write_text(config.replace('"hidden_act"', '"note": "other",\n  '
                                                                       '"hidden_act"'))
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         runs = len(store.runs())
         with pytest.raises(IndexMismatchError, match="use another --db"):
@@ -256,7 +256,7 @@ def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder
 
 
 def test_packed_batches_store_the_same_vectors(docs: Path, tmp_path: Path, encoder) -> None:
-    with Store(tmp_path / "padded") as padded, Store(tmp_path / "packed") as packed:
+    with SQLiteStore(tmp_path / "padded") as padded, SQLiteStore(tmp_path / "packed") as packed:
         run(docs, padded, OPTIONS, get_encoder=Counting(encoder))
         summary = run(docs, packed, dataclasses.replace(OPTIONS, layout="packed"))
         assert summary.layout == "packed" and summary.backends

@@ -12,7 +12,7 @@ import pytest
 
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.search import VectorIndex, search
-from attnswitch.pipeline.store import ChunkRecord, Store, StoreInputError
+from attnswitch.pipeline.store import ChunkRecord, SQLiteStore, StoreInputError
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 DIM = 16
@@ -27,7 +27,7 @@ def filled(tmp_path: Path):
         (root / name).write_text(f"document {name} " * 20)
     rng = np.random.default_rng(7)
     written: dict[int, np.ndarray] = {}
-    with Store(tmp_path / "index.sqlite3") as store:
+    with SQLiteStore(tmp_path / "index.sqlite3") as store:
         for doc in ingest(root):
             chunks = [ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10)
                       for i in range(7)]
@@ -71,7 +71,7 @@ def test_ties_are_broken_by_chunk_id(tmp_path: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
     (root / "same.txt").write_text("same vectors")
-    with Store(tmp_path / "i.sqlite3") as store:
+    with SQLiteStore(tmp_path / "i.sqlite3") as store:
         (doc,) = ingest(root)
         vecs = np.tile(np.eye(4)[0], (40, 1))
         vecs[::7] = np.eye(4)[1]  # c0, c7, c14, ... score 0; the others tie at 1
@@ -106,7 +106,7 @@ def test_bad_queries(filled, query, k, message: str) -> None:
 
 
 def test_empty_store(tmp_path: Path) -> None:
-    with Store(tmp_path / "empty.sqlite3") as store:
+    with SQLiteStore(tmp_path / "empty.sqlite3") as store:
         assert search(store, np.ones(DIM), k=3) == []
 
 
@@ -129,7 +129,7 @@ def paragraphs(text: str, size: int = 800) -> list[ChunkRecord]:
 
 def test_corpus_search_finds_the_right_page(tmp_path: Path) -> None:
     root = CORPUS / "sqlite"
-    with Store(tmp_path / "corpus.sqlite3") as store:
+    with SQLiteStore(tmp_path / "corpus.sqlite3") as store:
         plan = store.plan(root, ingest(root))
         assert not plan.skipped and len(plan.new) >= 10
         for doc in plan.new:
@@ -143,3 +143,75 @@ def test_corpus_search_finds_the_right_page(tmp_path: Path) -> None:
         ]:
             hits = index.search(bag_of_words(query), k=3)
             assert hits[0].source == page, [(h.source, round(h.score, 3)) for h in hits]
+
+
+# -- modes: dense, keyword, hybrid, on both stores ---------------------------------------------
+
+MODE_TEXTS = [
+    "The connection pool returned error ERR_CONN_42 after the timeout expired.",
+    "Set max_wal_senders in postgresql.conf before enabling replication.",
+    "Vacuum reclaims storage occupied by dead tuples in the table.",
+    "Connection failures are retried with exponential backoff by the client.",
+    "The planner estimates row counts from the statistics gathered by analyze.",
+]
+
+
+@pytest.fixture
+def modes_store(location, tmp_path: Path):
+    """Five one-chunk documents with bag-of-words vectors, in each store."""
+    from attnswitch.pipeline.store import open_store
+
+    root = tmp_path / "modes"
+    root.mkdir()
+    for i, text in enumerate(MODE_TEXTS):
+        (root / f"t{i}.txt").write_text(text)
+    with open_store(location) as store:
+        for doc in sorted(ingest(root), key=lambda d: d.source):
+            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                                 bag_of_words(doc.text, 64)[None, :])
+        yield store
+
+
+def sources(hits) -> list[str]:
+    return [h.source for h in hits]
+
+
+def test_keyword_finds_exact_terms(modes_store) -> None:
+    hits = search(modes_store, None, 3, text="ERR_CONN_42", mode="keyword")
+    assert sources(hits) == ["t0.txt"]
+    hits = search(modes_store, None, 5, text="max_wal_senders replication", mode="keyword")
+    assert sources(hits)[0] == "t1.txt" and hits[0].score > 0
+    assert search(modes_store, None, 5, text="zyzzyva", mode="keyword") == []
+    # query syntax of either engine is taken as words, never as syntax
+    for text in ('"unbalanced', "NEAR(a b", "a AND OR NOT *", "x:* & !y | (z", "'; --"):
+        search(modes_store, None, 5, text=text, mode="keyword")
+
+
+def test_hybrid_is_the_reciprocal_rank_fusion_of_both(modes_store) -> None:
+    from attnswitch.pipeline.search import CANDIDATES, RRF_K
+
+    text = "connection error timeout"
+    vector = bag_of_words("connection failures retried client", 64)
+    dense = search(modes_store, vector, CANDIDATES, mode="dense")
+    keyword = search(modes_store, None, CANDIDATES, text=text, mode="keyword")
+    expected: dict[int, float] = {}
+    for ranked in (dense, keyword):
+        for rank, h in enumerate(ranked, start=1):
+            expected[h.chunk_id] = expected.get(h.chunk_id, 0.0) + 1 / (RRF_K + rank)
+    order = sorted(expected.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    hybrid = search(modes_store, vector, 3, text=text)  # hybrid: the default with text
+    assert [h.chunk_id for h in hybrid] == [cid for cid, _ in order]
+    assert [h.score for h in hybrid] == pytest.approx([score for _, score in order])
+    assert sources(hybrid)[0] in {"t0.txt", "t3.txt"}
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"mode": "keyword"}, "text: expected the query's text for mode 'keyword'"),
+    ({"mode": "hybrid", "text": "  "}, "text: expected the query's text for mode 'hybrid'"),
+    ({"mode": "fuzzy", "text": "x"}, "mode: expected one of hybrid, dense, keyword"),
+])
+def test_modes_refuse_what_they_cannot_use(modes_store, kwargs, message: str) -> None:
+    with pytest.raises(StoreInputError, match=message):
+        search(modes_store, np.ones(64), 3, **kwargs)
+    with pytest.raises(StoreInputError, match="query: expected the query's vector"):
+        search(modes_store, None, 3, text="vacuum", mode="dense")

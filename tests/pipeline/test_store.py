@@ -1,5 +1,6 @@
-"""The SQLite store on real files and a real database: plans, per-document transactions,
-bad input, runs, and a writer killed with SIGKILL."""
+"""Both stores (SQLite on real files, PostgreSQL + pgvector on a real throwaway server),
+through the one `Store` protocol: plans, per-document transactions, bad input, runs, and a
+writer killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ import pytest
 from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
 from attnswitch.pipeline.store import (
     ChunkRecord,
-    Store,
+    SQLiteStore,
     StoreBusyError,
     StoreInputError,
+    open_store,
     resolve_path,
 )
 from attnswitch.pipeline.store_errors import StoreCorruptError
@@ -39,7 +41,7 @@ def vectors_for(chunks: list, dim: int = DIM, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(len(chunks), dim))
 
 
-def index(store: Store, root: Path, config: str = "cfg") -> dict[str, int]:
+def index(store: SQLiteStore, root: Path, config: str = "cfg") -> dict[str, int]:
     """Bring the store up to date with `root` (what a pipeline run does, minus encoding)."""
     plan = store.plan(root, ingest(root), config)
     for doc in plan.to_encode:
@@ -56,7 +58,7 @@ def doc_named(root: Path, source: str) -> Document:
     return doc
 
 
-def snapshot(store: Store) -> tuple:
+def snapshot(store: SQLiteStore) -> tuple:
     """Everything a reader can see: documents, chunks and vectors."""
     rows = store._conn.execute("SELECT root, source, sha256, status, reason, config, n_chunks"
                                " FROM documents ORDER BY root, source").fetchall()
@@ -78,14 +80,20 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    with Store(tmp_path / "db" / "index.sqlite3") as s:
+def store(location):
+    with open_store(location) as s:
+        yield s
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path):
+    with SQLiteStore(tmp_path / "db" / "index.sqlite3") as s:
         yield s
 
 
 # -- plans ----------------------------------------------------------------------------------
 
-def test_plan_new_unchanged_changed_deleted_skipped(store: Store, root: Path) -> None:
+def test_plan_new_unchanged_changed_deleted_skipped(store: SQLiteStore, root: Path) -> None:
     assert index(store, root) == {"new": 3, "changed": 0, "unchanged": 0, "skipped": 0,
                                   "deleted": 0}
     first = store.status()
@@ -113,13 +121,13 @@ def test_plan_new_unchanged_changed_deleted_skipped(store: Store, root: Path) ->
     assert store.status().chunks == expected == len(store.vectors()[0])
 
 
-def test_config_change_makes_documents_changed(store: Store, root: Path) -> None:
+def test_config_change_makes_documents_changed(store: SQLiteStore, root: Path) -> None:
     index(store, root, config="model-a/256/32")
     plan = store.plan(root, ingest(root), "model-a/128/16")
     assert len(plan.changed) == 3 and not plan.unchanged
 
 
-def test_skipped_then_fixed_then_broken_again(store: Store, root: Path) -> None:
+def test_skipped_then_fixed_then_broken_again(store: SQLiteStore, root: Path) -> None:
     (root / "x.txt").write_bytes(b"")
     index(store, root)
     row = store.lookup(root, "x.txt")
@@ -140,7 +148,7 @@ def test_skipped_then_fixed_then_broken_again(store: Store, root: Path) -> None:
     assert store.document_chunks(root, "x.txt") == []
 
 
-def test_plan_refuses_foreign_or_repeated_documents(store: Store, root: Path,
+def test_plan_refuses_foreign_or_repeated_documents(store: SQLiteStore, root: Path,
                                                     tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
@@ -152,7 +160,7 @@ def test_plan_refuses_foreign_or_repeated_documents(store: Store, root: Path,
         store.plan(root, docs + docs[:1])
 
 
-def test_roots_are_independent(store: Store, tmp_path: Path) -> None:
+def test_roots_are_independent(store: SQLiteStore, tmp_path: Path) -> None:
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "README.md").write_text(f"readme of {name}")
@@ -164,7 +172,7 @@ def test_roots_are_independent(store: Store, tmp_path: Path) -> None:
     assert store.lookup(tmp_path / "one", "README.md") is not None
 
 
-def test_is_fresh_and_touch(store: Store, root: Path) -> None:
+def test_is_fresh_and_touch(store: SQLiteStore, root: Path) -> None:
     index(store, root)
     entry = next(e for e in scan(root) if e.source == "a.txt")
     assert store.is_fresh(entry, "cfg") and not store.is_fresh(entry, "other-cfg")
@@ -180,7 +188,7 @@ def test_is_fresh_and_touch(store: Store, root: Path) -> None:
 
 # -- one transaction per document -----------------------------------------------------------
 
-def test_changed_document_replaces_all_its_chunks(store: Store, root: Path) -> None:
+def test_changed_document_replaces_all_its_chunks(store: SQLiteStore, root: Path) -> None:
     doc = doc_named(root, "a.txt")
     long = chunks_of(doc, size=10)
     store.write_document(doc, long, vectors_for(long))
@@ -192,7 +200,9 @@ def test_changed_document_replaces_all_its_chunks(store: Store, root: Path) -> N
     assert len(store.vectors()[0]) == len(short)
 
 
-def test_write_failing_mid_document_leaves_the_old_version(store: Store, root: Path) -> None:
+def test_write_failing_mid_document_leaves_the_old_version(sqlite_store: SQLiteStore,
+                                                           root: Path) -> None:
+    store = sqlite_store
     old = doc_named(root, "b.md")
     old_chunks = chunks_of(old)
     store.write_document(old, old_chunks, vectors_for(old_chunks), config="cfg")
@@ -224,14 +234,13 @@ _KILLED_WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from attnswitch.pipeline.ingest import ingest
-    from attnswitch.pipeline.store import ChunkRecord, Store
+    from attnswitch.pipeline.store import ChunkRecord, open_store
 
     root, db = sys.argv[1], sys.argv[2]
     docs = list(ingest(root))
     rng = np.random.default_rng(0)
-    with Store(db) as store:
+    with open_store(db) as store:
         store.begin_run(root, "cycle")
-        print("writing", flush=True)
         cycle = 0
         while True:  # rewrite every document forever, a different chunk count each cycle
             n = 150 + 37 * (cycle % 5)
@@ -239,14 +248,16 @@ _KILLED_WRITER = textwrap.dedent("""
                 chunks = [ChunkRecord(f"c{cycle} {k}", 2, 0, 0) for k in range(n)]
                 store.write_document(doc, chunks, rng.normal(size=(n, 16)),
                                      config=f"c{cycle}")
+                if cycle == 0 and doc is docs[0]:
+                    print("writing", flush=True)  # one document committed
             cycle += 1
 """)
 
 
 @pytest.mark.parametrize("delay", [0.15, 0.4])
-def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
+def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
                                                   delay: float) -> None:
-    db = tmp_path / "killed.sqlite3"
+    db = location
     child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), str(db)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -259,12 +270,13 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
         child.wait()
     assert child.returncode == -signal.SIGKILL
 
-    with Store(db) as store:
+    with open_store(db) as store:
         rows = store._conn.execute("SELECT id, config, n_chunks FROM documents").fetchall()
         assert rows, "the writer committed nothing before the kill"
         for doc_id, config, n_chunks in rows:
-            chunks = store._conn.execute("SELECT ordinal, text FROM chunks WHERE doc_id = ? "
-                                         "ORDER BY ordinal", (doc_id,)).fetchall()
+            chunks = [(c.ordinal, c.text) for c in store.document_chunks(
+                root, store._conn.execute(f"SELECT source FROM documents WHERE id = {doc_id}"
+                                          ).fetchone()[0])]
             assert [o for o, _ in chunks] == list(range(n_chunks))
             assert {t.split()[0] for _, t in chunks} == {config}
         ids, matrix = store.vectors()
@@ -277,9 +289,8 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, tmp_path: Path,
         latest = max(r[1] for r in rows)
         plan = store.plan(root, ingest(root), latest)
         redo = {d.source for d in plan.changed}
-        assert redo == {store._conn.execute("SELECT source FROM documents WHERE id = ?",
-                                            (r[0],)).fetchone()[0] for r in rows
-                        if r[1] != latest}
+        assert redo == {store._conn.execute(f"SELECT source FROM documents WHERE id = {r[0]}"
+                                            ).fetchone()[0] for r in rows if r[1] != latest}
         store.finish_run(run)
 
 
@@ -296,7 +307,7 @@ BAD_VECTORS = {
 
 
 @pytest.mark.parametrize("bad", BAD_VECTORS, ids=list(BAD_VECTORS))
-def test_bad_vectors_are_refused_and_nothing_is_lost(store: Store, root: Path,
+def test_bad_vectors_are_refused_and_nothing_is_lost(store: SQLiteStore, root: Path,
                                                      bad: str) -> None:
     index(store, root)
     (root / "a.txt").write_text("changed text for alpha, long enough for chunks")
@@ -318,7 +329,7 @@ BAD_CHUNKS = {
 
 
 @pytest.mark.parametrize("bad", BAD_CHUNKS, ids=list(BAD_CHUNKS))
-def test_bad_chunks_are_refused_and_nothing_is_written(store: Store, root: Path,
+def test_bad_chunks_are_refused_and_nothing_is_written(store: SQLiteStore, root: Path,
                                                        bad: str) -> None:
     index(store, root)
     doc = doc_named(root, "a.txt")
@@ -330,7 +341,7 @@ def test_bad_chunks_are_refused_and_nothing_is_written(store: Store, root: Path,
     assert snapshot(store) == before
 
 
-def test_wrong_kind_of_document(store: Store, root: Path) -> None:
+def test_wrong_kind_of_document(store: SQLiteStore, root: Path) -> None:
     (root / "bad.txt").write_bytes(b"\x00\x00")
     bad, good = doc_named(root, "bad.txt"), doc_named(root, "a.txt")
     assert bad.skip is Skip.BINARY
@@ -341,7 +352,7 @@ def test_wrong_kind_of_document(store: Store, root: Path) -> None:
     assert store.status().documents == 0 and store.status().skipped == 0
 
 
-def test_dimension_is_fixed_while_vectors_exist(store: Store, root: Path) -> None:
+def test_dimension_is_fixed_while_vectors_exist(store: SQLiteStore, root: Path) -> None:
     doc = doc_named(root, "a.txt")
     chunks = chunks_of(doc)
     store.write_document(doc, chunks, vectors_for(chunks, dim=4))
@@ -353,7 +364,7 @@ def test_dimension_is_fixed_while_vectors_exist(store: Store, root: Path) -> Non
     assert store.dim == 6 and store.vectors()[1].shape == (len(chunks), 6)
 
 
-def test_document_without_chunks(store: Store, root: Path) -> None:
+def test_document_without_chunks(store: SQLiteStore, root: Path) -> None:
     doc = doc_named(root, "a.txt")
     store.write_document(doc, [], np.zeros((0, DIM)))
     assert store.lookup(root, "a.txt").n_chunks == 0 and store.dim is None
@@ -362,7 +373,7 @@ def test_document_without_chunks(store: Store, root: Path) -> None:
 
 # -- reading back -----------------------------------------------------------------------
 
-def test_vectors_are_normalised_float32_with_chunk_ids(store: Store, root: Path) -> None:
+def test_vectors_are_normalised_float32_with_chunk_ids(store: SQLiteStore, root: Path) -> None:
     written = {}
     for seed, doc in enumerate(d for d in ingest(root)):
         chunks = chunks_of(doc)
@@ -379,7 +390,7 @@ def test_vectors_are_normalised_float32_with_chunk_ids(store: Store, root: Path)
     assert set(rows) == set(ids[:3].tolist()) and all(r.root == str(root) for r in rows.values())
 
 
-def test_status_and_runs(store: Store, root: Path) -> None:
+def test_status_and_runs(store: SQLiteStore, root: Path) -> None:
     (root / "pic.png").write_bytes(b"\x89PNG")
     (root / "nul.txt").write_bytes(b"\x00")
     run = store.begin_run(root, "cfg")
@@ -398,9 +409,9 @@ def test_status_and_runs(store: Store, root: Path) -> None:
         store.finish_run(run, "running")
 
 
-def test_one_run_at_a_time(store: Store) -> None:
+def test_one_run_at_a_time(store: SQLiteStore, location) -> None:
     run = store.begin_run()
-    with Store(store.path) as other:
+    with open_store(location) as other:
         with pytest.raises(StoreBusyError, match="another attnswitch run"):
             other.begin_run()
         store.finish_run(run, "failed")
@@ -418,7 +429,7 @@ def test_paths_and_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_path(tmp_path / "data") == tmp_path / "data" / "index.sqlite3"
     assert resolve_path("new-dir/") == Path("new-dir") / "index.sqlite3"
     assert resolve_path("x.db") == Path("x.db")
-    with Store() as store:
+    with SQLiteStore() as store:
         assert store.path.resolve() == (tmp_path / ".attnswitch" / "index.sqlite3")
     with sqlite3.connect(tmp_path / ".attnswitch" / "index.sqlite3") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -429,7 +440,7 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA user_version = 99")
     with pytest.raises(StoreInputError, match="made by a newer attnswitch"):
-        Store(db)
+        SQLiteStore(db)
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 99
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
@@ -440,7 +451,7 @@ def test_a_stored_vector_of_the_wrong_length_is_reported_not_reshaped(tmp_path: 
     root = tmp_path / "docs"
     root.mkdir()
     (root / "a.txt").write_text("one two three four five six seven eight nine ten " * 4)
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         index(store, root)
         store._conn.execute("UPDATE chunks SET vector = substr(vector, 1, 7) "
                             "WHERE id = (SELECT MAX(id) FROM chunks)")
@@ -454,7 +465,7 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, who TEXT)")
     with pytest.raises(StoreCorruptError, match="table runs lacks"):
-        Store(path)
+        SQLiteStore(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["runs"]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attnswitch.cli import app
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import SQLiteStore
 from security_testing import SECRET
 
 pytestmark = pytest.mark.xdist_group("security")
@@ -56,7 +56,7 @@ def test_links_out_of_the_root_are_skipped_and_never_searchable(client, indexed,
     r = client.post("/v1/search", json={"query": SECRET, "k": 100})
     assert r.status_code == 200, r.text
     assert r.json()["data"] and not any("SECRET" in h["text"] for h in r.json()["data"])
-    with Store(layout.data) as store:
+    with SQLiteStore(layout.data) as store:
         ids, _ = store.vectors()
         assert not any("SECRET" in c.text for c in store.chunks(ids).values())
 
@@ -100,7 +100,7 @@ def test_blank_cli_paths_are_refused(tmp_path, monkeypatch, args) -> None:
 def test_a_job_while_a_cli_run_holds_the_store_is_409(client, layout, indexed) -> None:
     """Row 10: a job posted while another process runs on the same store is refused at
     once, not accepted and failed later."""
-    with Store(layout.data) as store:
+    with SQLiteStore(layout.data) as store:
         run_id = store.begin_run(layout.jobs_root / "docs")  # as `attnswitch run` does
         try:
             r = client.post("/v1/jobs", json={"path": "docs"})

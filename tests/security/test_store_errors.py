@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from attnswitch.cli import app
 from attnswitch.pipeline.ingest import Document
-from attnswitch.pipeline.store import ChunkRecord, Store
+from attnswitch.pipeline.store import ChunkRecord, SQLiteStore
 from security_testing import corrupt_index
 
 pytestmark = pytest.mark.xdist_group("security")
@@ -40,7 +40,7 @@ def wrong_vector_length(folder: Path) -> Path:
     path = folder / "index.sqlite3"
     doc = Document(root=str(folder.resolve()), source="a.txt", path=folder / "a.txt", size=9,
                    mtime_ns=1, sha256="0" * 64, kind="text", text="some text")
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         store.write_document(doc, [ChunkRecord("some", 1, 0, 4), ChunkRecord("text", 1, 5, 9)],
                              np.eye(2, 4, dtype=np.float32))
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:  # closed: WAL folded in

@@ -25,7 +25,7 @@ def service_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     jobs_root = base / "jobs"
     copy_corpus(jobs_root / "docs")
     data = base / "data"
-    data.mkdir()  # an existing folder: `Store(data)` and `--db data` mean the same file
+    data.mkdir()  # an existing folder: `SQLiteStore(data)` and `--db data` mean the same file
     return {"base": base, "jobs_root": jobs_root, "data": data}
 
 

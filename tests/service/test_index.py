@@ -1,6 +1,6 @@
 """Search through a real server over the CLI's data folder: documents indexed by the
 pipeline in another process (as `attnswitch run` does) are found at once, with the hits and
-scores that the in-process search gives for the same query."""
+scores that the in-process search gives for the same query, in each search mode."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.search import VectorIndex
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.search import search
+from attnswitch.pipeline.store import SQLiteStore
 from service_testing import PYTHON_DOCS, copy_corpus, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
@@ -21,7 +21,7 @@ QUERY = "automate a task: search-and-replace over many text files, rename photo 
 def cli_indexed(shared_client, service_dirs, reference):
     wait_for_jobs(shared_client)  # the store takes one writer at a time
     root = copy_corpus(service_dirs["base"] / "cli-docs", PYTHON_DOCS)
-    with Store(service_dirs["data"]) as store:
+    with SQLiteStore(service_dirs["data"]) as store:
         summary = run(root, store, RunOptions(), get_encoder=lambda: reference)
     assert summary.status == "completed" and summary.indexed == len(PYTHON_DOCS)
     return root
@@ -35,14 +35,16 @@ def shared_client(server):
         yield c
 
 
-@pytest.mark.parametrize("k", [1, 3, 100])
+@pytest.mark.parametrize(("k", "mode"), [(1, "dense"), (3, "dense"), (100, "dense"),
+                                         (3, "hybrid"), (100, "hybrid"), (3, "keyword")])
 def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_dirs,
-                                           reference, k) -> None:
-    r = shared_client.post("/v1/search", json={"query": QUERY, "k": k})
+                                           reference, k, mode) -> None:
+    r = shared_client.post("/v1/search", json={"query": QUERY, "k": k, "mode": mode})
     assert r.status_code == 200, r.text
     body = r.json()
-    with Store(service_dirs["data"]) as store:
-        want = VectorIndex(store).search(reference.encode([QUERY])[0], k)
+    with SQLiteStore(service_dirs["data"]) as store:
+        want = search(store, reference.encode([QUERY])[0], k, text=QUERY, mode=mode)
+    assert want
     got = body["data"]
     jobs_root = service_dirs["jobs_root"].resolve()
 
@@ -57,4 +59,15 @@ def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_d
         assert abs(g["score"] - w.score) <= 1e-5 and g["text"] == w.text
     assert got[0]["root"] == cli_indexed.name  # outside the jobs root: its name only
     assert got[0]["path"] == f"{cli_indexed.name}/{got[0]['source']}"
-    assert body["usage"]["prompt_tokens"] == len(reference.tokenize([QUERY])[0])
+    assert body["usage"]["prompt_tokens"] == (
+        0 if mode == "keyword" else len(reference.tokenize([QUERY])[0]))
+
+
+def test_search_is_hybrid_by_default_and_refuses_an_unknown_mode(shared_client,
+                                                                 cli_indexed) -> None:
+    plain = shared_client.post("/v1/search", json={"query": QUERY, "k": 5})
+    hybrid = shared_client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": "hybrid"})
+    assert plain.status_code == hybrid.status_code == 200
+    assert plain.json()["data"] == hybrid.json()["data"]
+    bad = shared_client.post("/v1/search", json={"query": QUERY, "mode": "fuzzy"})
+    assert bad.status_code == 422 and "mode" in bad.text

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import SQLiteStore
 from service_testing import LARGER, copy_corpus, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
@@ -38,7 +38,7 @@ def test_a_job_indexes_a_folder_and_reports_progress(client, service_dirs) -> No
     assert progress["files_done"] == progress["files_total"] == len(LARGER)
     assert progress["chunks"] == summary["chunks_encoded"] > 0
     assert client.get("/v1/jobs").json()["data"][0]["id"] == job["id"]
-    with Store(service_dirs["data"]) as store:
+    with SQLiteStore(service_dirs["data"]) as store:
         run = next(x for x in store.runs() if x.id == summary["run_id"])
         assert run.status == "completed" and run.root == str(folder.resolve())
         assert store.root_counts(folder) == (len(LARGER), summary["chunks_stored"])

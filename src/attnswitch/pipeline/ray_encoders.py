@@ -8,7 +8,9 @@ Ray placed it on, each planning its own engine and attention backend there.
   its model files are the driver's (same fingerprint), picks the engine for what it got
   (`run.resolve_engine`: the run's engine, or with "auto" the fastest engine measured on
   that node's device with parity to torch float32) and encodes batches of chunk texts. Each call returns the vectors and a report:
-  node kind, node id, device, engine, attention backends used, seconds, memory.
+  node kind, node id, device, engine, attention backends used, seconds, memory. With a
+  server store (`Store.url`, PostgreSQL) it writes the batch's documents itself, each in
+  its own transaction (`encode_and_write`), and returns no vectors.
 - `EncoderPool` holds the actors and dispatches batches to them: each actor takes up to
   `in_flight` batches (so the next is queued while one runs), the least busy first, and
   `wait` returns the finished ones. Nothing more: placement is Ray's, and so is fault
@@ -185,6 +187,26 @@ class EncoderActor:
         """What this actor planned (node kind, node id, engine, device, load seconds)."""
         return dict(self.info)
 
+    def encode_and_write(self, texts: Sequence[str],
+                         write: dict[str, Any]) -> tuple[None, dict[str, Any]]:
+        """Encode `texts` (`encode`), then write `write["documents"]` ([(document, its
+        chunks)], the texts' owners in order) to the store at `write["url"]`, each document
+        in its own transaction, under `write["config"]` and `write["run_id"]`. A retried
+        call writes them again: `write_document` replaces a document's chunks."""
+        from attnswitch.pipeline.store import open_store
+
+        vectors, report = self.encode(texts)
+        if getattr(self, "_store_url", None) != write["url"]:
+            if getattr(self, "_store", None) is not None:
+                self._store.close()
+            self._store, self._store_url = open_store(write["url"]), write["url"]
+        start = 0
+        for doc, chunks in write["documents"]:
+            self._store.write_document(doc, chunks, vectors[start:start + len(chunks)],
+                                       config=write["config"], run_id=write["run_id"])
+            start += len(chunks)
+        return None, report
+
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, dict[str, Any]]:
         """Vectors float32 `[len(texts), dim]` of `texts`, in encode calls of at most
         `chunks_per_call` texts, and a report of the call (`info` plus seconds, attention
@@ -223,9 +245,10 @@ class _Actor:
 class EncoderPool:
     """The encoder actors of a run, over one or more node kinds (see the module doc).
 
-    `submit(texts, tag)` sends a batch to the least busy actor with a free slot;
+    `submit(texts, tag, write)` sends a batch to the least busy actor with a free slot
+    (with `write`, see `EncoderActor.encode_and_write`, the actor writes it);
     `wait(timeout)` returns `[(tag, result or exception)]` for the batches that finished
-    (a result is `(vectors, report)`); `close()` kills the actors. Actors are named
+    (a result is `(vectors, report)`, vectors None when the actor wrote them); `close()` kills the actors. Actors are named
     `{name}-{kind}-{i}` (`ray list actors`, `ray.get_actor`).
     """
 
@@ -284,10 +307,11 @@ class EncoderPool:
     def has_slot(self) -> bool:
         return any(a.busy < self.in_flight for a in self.actors)
 
-    def submit(self, texts: list[str], tag: Any) -> None:
+    def submit(self, texts: list[str], tag: Any, write: dict[str, Any] | None = None) -> None:
         actor = min((a for a in self.actors if a.busy < self.in_flight),
                     key=lambda a: a.busy)
-        ref = actor.handle.encode.remote(texts)
+        ref = (actor.handle.encode.remote(texts) if write is None
+               else actor.handle.encode_and_write.remote(texts, write))
         actor.busy += 1
         self._running[ref] = (actor, tag)
 

@@ -16,9 +16,12 @@ failures, writes and the summary), with the work placed by Ray:
    `run` does, and dispatches each batch to an `EncoderPool` of actors (`ray_encoders`),
    one pool per node kind (gpu, tpu, cpu), each actor on its own device with the engine
    native to it;
-4. writing: the driver writes each document of a finished batch in its own transaction
-   (`Store.write_document`). SQLite has one writer, and the store lives with the driver:
-   no node needs it, and a run killed at any moment leaves whole documents only.
+4. writing: each document of a finished batch is written in its own transaction
+   (`Store.write_document`). With SQLite the driver writes (one writer, the store lives
+   with the driver: no node needs it). With a server store (`Store.url`: PostgreSQL) the
+   encoder actor writes its own batch's documents (`EncoderActor.encode_and_write`), and
+   only reports come back. Either way a run killed at any moment, its driver by
+   `kill -9` included, leaves whole documents only, and the next run redoes the rest.
 
 Results are the single-process run's: the same chunker and tokenizer, the same config
 fingerprint, the same engine (on the same hardware). With `engine="auto"` each actor picks
@@ -305,7 +308,7 @@ class _RayRun(_Run):
         while True:
             while self.todo and pool.has_slot():
                 batch = self.todo.popleft()
-                pool.submit(batch.texts(), batch)
+                pool.submit(batch.texts(), batch, self._remote_write(batch))
                 if self.first_sent is None:
                     self.first_sent = time.perf_counter()
             if not pool.running:
@@ -324,6 +327,14 @@ class _RayRun(_Run):
                 self._settle(batch, outcome)
             if not block and not self.todo:
                 return
+
+    def _remote_write(self, batch: _Batch) -> dict[str, Any] | None:
+        """What an actor needs to write `batch` itself, when the store takes writes from
+        other processes (`Store.url`); None: the driver writes."""
+        if self.store.url is None:
+            return None
+        return {"url": self.store.url, "config": self.fp, "run_id": self.run_id,
+                "documents": [(doc, chunks) for doc, chunks, _ in batch.group]}
 
     def _start_pool(self) -> None:
         started = time.perf_counter()
@@ -353,7 +364,10 @@ class _RayRun(_Run):
             self._record(batch, report)
             start = 0
             for doc, chunks, _ in batch.group:
-                self._write(doc, chunks, vectors[start:start + len(chunks)])
+                if vectors is None:  # the actor wrote them
+                    self._written(doc, chunks)
+                else:
+                    self._write(doc, chunks, vectors[start:start + len(chunks)])
                 start += len(chunks)
             return
         if isinstance(outcome, RayActorError):

@@ -317,9 +317,7 @@ class _Run:
         return self._not_own(scan(self.root, include_hidden=self.options.include_hidden))
 
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
-        db = self.store.path.resolve()
-        own = {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal",
-                                                              ".lock"))}
+        own = self.store.own_files()
         return [e for e in entries if e.path not in own]
 
     def _fresh(self, entry: SourceFile, row: StoredDocument | None) -> bool:
@@ -407,6 +405,10 @@ class _Run:
 
     def _write(self, doc: Document, chunks: list[Chunk], vectors: Any) -> None:
         self.store.write_document(doc, chunks, vectors, config=self.fp, run_id=self.run_id)
+        self._written(doc, chunks)
+
+    def _written(self, doc: Document, chunks: list[Chunk]) -> None:
+        """Account for a document whose chunks were committed (here or by a Ray actor)."""
         self.failures_in_row = 0
         self.counts["chunks"] += len(chunks)
         self.counts["tokens"] += sum(c.n_tokens for c in chunks)
@@ -488,7 +490,7 @@ def drive(job: _Run, started: float) -> RunSummary:
 
     store = job.store
     calls_before = attnswitch.stats()
-    check_same_model(stored_config(store), job.config, store.dim is not None, str(store.path))
+    check_same_model(stored_config(store), job.config, store.dim, store.location)
     job.progress.started = started
     job.run_id = store.begin_run(job.root, job.fp)
     status = "failed"
@@ -519,7 +521,7 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
     report = job.engine_report(calls_before)
     device = report["device"]
     return RunSummary(
-        run_id=job.run_id, status=status, root=key, db=str(st.path.resolve()),
+        run_id=job.run_id, status=status, root=key, db=st.location,
         files=job.progress.files_total, new=job.counts["new"], changed=job.counts["changed"],
         unchanged=job.counts["unchanged"], deleted=job.counts["deleted"],
         skipped=job.counts["skipped"], failed=job.counts["failed"], indexed=indexed,

@@ -1,8 +1,18 @@
-"""Search: top-k chunks by cosine similarity to a query vector, with source and text.
+"""Search: the top-k chunks for a query, by meaning (dense), by words (keyword) or both
+(hybrid, the default), with source and text.
 
-The store keeps vectors L2-normalised, so the score of a chunk is the dot product of its
-vector with the normalised query, in [-1, 1]. Ties are broken by chunk id, so results
-are deterministic. Encoding the query text is the engine's job; this takes its vector.
+- dense: cosine similarity of the query's vector to the chunks' (the store keeps vectors
+  L2-normalised, so a dot product, in [-1, 1]); the store answers exactly or from its ANN
+  index (`Store.dense`).
+- keyword: the store's full-text ranking of the query's words (SQLite FTS5 BM25,
+  PostgreSQL `ts_rank_cd`), any word matching; exact terms such as error codes, function
+  names and config keys are found even where the embedding misses them.
+- hybrid: both lists fused by reciprocal rank fusion (Cormack et al., SIGIR 2009): a
+  chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
+  Each list is `max(k, CANDIDATES)` long.
+
+Ties are broken by chunk id, so results are deterministic. Encoding the query text is the
+engine's job; this takes its vector (dense, hybrid) and its text (keyword, hybrid).
 """
 
 from __future__ import annotations
@@ -12,11 +22,19 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.pipeline.ann import exact_top_k
 from attnswitch.pipeline.store import Store, StoreInputError
+
+MODES = ("hybrid", "dense", "keyword")
+RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
+CANDIDATES = 50
 
 
 @dataclass(frozen=True)
 class Hit:
+    """One result. `score`: cosine similarity (dense), the store's keyword rank score
+    (keyword; higher is better) or the RRF score (hybrid)."""
+
     score: float
     source: str
     text: str
@@ -27,8 +45,56 @@ class Hit:
     end: int
 
 
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise StoreInputError("mode", f"one of {', '.join(MODES)}", repr(mode))
+    return mode
+
+
+def check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise StoreInputError("k", "an int >= 1", repr(k))
+    return int(k)
+
+
+def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = None,
+           mode: str | None = None) -> list[Hit]:
+    """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
+    (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
+    `text` is given, else dense."""
+    k = check_k(k)
+    mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
+    if mode != "keyword" and query is None:
+        raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
+    if mode != "dense" and (not isinstance(text, str) or not text.strip()):
+        raise StoreInputError("text", f"the query's text for mode {mode!r}", repr(text))
+    n = k if mode != "hybrid" else max(k, CANDIDATES)
+    lists = []
+    if mode != "keyword":
+        if np.ndim(query) != 1:
+            raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
+        q = normalised(np.asarray(query)[None, :], store.dim)
+        lists.append(store.dense(q, n)[0])
+    if mode != "dense":
+        lists.append(store.keyword(text, n))
+    ranked = lists[0][:k] if len(lists) == 1 else fuse(lists, k)
+    return _hits(store, [ranked])[0]
+
+
+def fuse(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion of ranked (chunk id, score) lists: the `k` best (chunk id,
+    RRF score), score descending, then chunk id ascending."""
+    scores: dict[int, float] = {}
+    for ranked in lists:
+        for rank, (cid, _) in enumerate(ranked, start=1):
+            scores[cid] = scores.get(cid, 0.0) + 1.0 / (RRF_K + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
 class VectorIndex:
-    """The store's vectors loaded once (`[N, dim]` float32) for repeated queries."""
+    """A store's vectors loaded once (`[N, dim]` float32) for repeated exact dense
+    queries: the reference the ANN index is measured against, and the search of small
+    stores (`ann.exact_top_k`)."""
 
     def __init__(self, store: Store):
         self.store = store
@@ -46,34 +112,21 @@ class VectorIndex:
 
     def search_many(self, queries: Any, k: int = 5) -> list[list[Hit]]:
         """Top `k` for each row of `queries` `[Q, dim]`."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise StoreInputError("k", "an int >= 1", repr(k))
-        q = _normalised(queries, self.matrix.shape[1] if len(self) else self.store.dim)
-        if len(self) == 0:
-            return [[] for _ in range(len(q))]
-        scores = q @ self.matrix.T  # [Q, N]
-        k = min(int(k), len(self))
-        picked = []
-        for row in scores:
-            if k < len(row):  # the k best, plus any tied with the k-th, then sorted
-                kth = row[np.argpartition(-row, k - 1)[k - 1]]
-                top = np.flatnonzero(row >= kth)
-            else:
-                top = np.arange(len(row))
-            order = np.lexsort((self.ids[top], -row[top]))[:k]  # score desc, then id asc
-            picked.append([(float(row[i]), int(self.ids[i])) for i in top[order]])
-        rows = self.store.chunks({cid for hits in picked for _, cid in hits})
-        return [[Hit(score, rows[cid].source, rows[cid].text, rows[cid].root, cid,
-                     rows[cid].ordinal, rows[cid].start, rows[cid].end)
-                 for score, cid in hits] for hits in picked]
+        k = check_k(k)
+        q = normalised(queries, self.matrix.shape[1] if len(self) else self.store.dim)
+        return _hits(self.store, exact_top_k(self.ids, self.matrix, q, k))
 
 
-def search(store: Store, query: Any, k: int = 5) -> list[Hit]:
-    """One query against `store`: `VectorIndex(store).search(query, k)`."""
-    return VectorIndex(store).search(query, k)
+def _hits(store: Store, ranked: list[list[tuple[int, float]]]) -> list[list[Hit]]:
+    rows = store.chunks({cid for hits in ranked for cid, _ in hits})
+    return [[Hit(score, rows[cid].source, rows[cid].text, rows[cid].root, cid,
+                 rows[cid].ordinal, rows[cid].start, rows[cid].end)
+             for cid, score in hits if cid in rows] for hits in ranked]
 
 
-def _normalised(queries: Any, dim: int | None) -> np.ndarray:
+def normalised(queries: Any, dim: int | None) -> np.ndarray:
+    """`queries` `[Q, dim]` as float32 rows of norm 1; refuses another dimension than the
+    store's, non-finite and zero vectors."""
     try:
         q = np.asarray(queries, dtype=np.float32)
     except (TypeError, ValueError) as exc:

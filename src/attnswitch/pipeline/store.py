@@ -1,4 +1,13 @@
-"""Store: documents, chunks, vectors and run state in one SQLite file (stdlib sqlite3, WAL).
+"""Store: documents, chunks, vectors and run state, behind one protocol (`Store`).
+
+Two implementations, opened by `open_store(location)`:
+
+- `SQLiteStore`: one SQLite file (stdlib sqlite3, WAL), the default. Keyword search by
+  FTS5 (BM25); dense search exact below `EXACT_BELOW` chunks, else by an HNSW graph kept
+  beside the file (`ann.HnswIndex`).
+- `PostgresStore` (`store_postgres`, for `postgresql://...` locations): a PostgreSQL
+  server with pgvector. Keyword search by PostgreSQL full-text search; dense search by
+  pgvector's HNSW index. Other processes and nodes may write to it (`url`).
 
 The store is what makes a run resumable and idempotent:
 
@@ -14,7 +23,7 @@ The store is what makes a run resumable and idempotent:
 - Documents are keyed by (root, source): one store may index several folders, and a plan
   only ever deletes within the root it was given.
 
-Vectors are float32, stored L2-normalised in the chunk row, so cosine similarity is a dot
+Vectors are float32, stored L2-normalised with their chunk, so cosine similarity is a dot
 product; every vector in a store has the store's one dimension (`dim`). Bad input (wrong
 dimension, non-finite or zero vectors, a skipped document passed as indexable, chunks and
 vectors of different counts) raises `StoreInputError` before anything is written. A
@@ -27,13 +36,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
@@ -42,12 +53,17 @@ from attnswitch.pipeline.store_errors import REBUILD, StoreCorruptError, check_s
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
+# 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
+EXACT_BELOW = 20_000
+# A keyword query uses at most this many of its words.
+MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY,
     root TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -65,8 +81,8 @@ CREATE TABLE IF NOT EXISTS documents (
     run_id INTEGER,
     updated_at REAL NOT NULL,
     UNIQUE (root, source)
-);
-CREATE TABLE IF NOT EXISTS chunks (
+)""",
+    """CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY,
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     ordinal INTEGER NOT NULL,
@@ -76,8 +92,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     char_end INTEGER NOT NULL,
     vector BLOB NOT NULL,
     UNIQUE (doc_id, ordinal)
-);
-CREATE TABLE IF NOT EXISTS runs (
+)""",
+    """CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     root TEXT,
     config TEXT,
@@ -87,8 +103,25 @@ CREATE TABLE IF NOT EXISTS runs (
     status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
     counts TEXT NOT NULL DEFAULT '{}',
     summary TEXT NOT NULL DEFAULT '{}'
-);
-"""
+)""",
+    # Keyword search: an FTS5 index over the chunks' text (external content: the text is
+    # stored once, in chunks), and a log of chunk inserts and deletes that the HNSW graph
+    # replays (ann.HnswIndex); triggers keep both in the writing transaction.
+    """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    text, content='chunks', content_rowid='id')""",
+    """CREATE TABLE IF NOT EXISTS chunk_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_id INTEGER NOT NULL
+)""",
+    """CREATE TRIGGER IF NOT EXISTS chunks_inserted AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+    INSERT INTO chunk_log (chunk_id) VALUES (new.id);
+END""",
+    """CREATE TRIGGER IF NOT EXISTS chunks_deleted AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO chunk_log (chunk_id) VALUES (old.id);
+END""",
+)
 
 
 class StoreInputError(ValueError):
@@ -204,6 +237,162 @@ class ChunkRow:
     end: int
 
 
+class StoreConnectError(ConnectionError):
+    """The store's server cannot be reached or used (one line: what, where, why)."""
+
+
+class Store(Protocol):
+    """What the pipeline, the search and the service use of a store: the one seam between
+    them and a database. `SQLiteStore` and `store_postgres.PostgresStore` implement it.
+
+    `location` names the store for people (a file path, or a URL without its password);
+    `url` is how another process or node opens it for writing (`open_store(url)`), None
+    when only this process may write (SQLite: one writer, kept with the driver).
+    Vectors in and out are float32 `[N, dim]`, L2-normalised; ids are chunk ids.
+    """
+
+    location: str
+    url: str | None
+
+    @property
+    def dim(self) -> int | None: ...
+    def own_files(self) -> set[Path]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Store: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None: ...
+    def sources(self, root: str | os.PathLike) -> set[str]: ...
+    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]: ...
+    def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
+    def classify(self, doc: Document, config: str = "") -> str: ...
+    def plan(self, root: str | os.PathLike, documents: Iterable[Document],
+             config: str = "") -> Plan: ...
+    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
+                       config: str = "", run_id: int | None = None) -> int: ...
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int: ...
+    def touch(self, doc: Document) -> None: ...
+    def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int: ...
+    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int: ...
+    def finish_run(self, run_id: int, status: str = "completed", *,
+                   counts: dict[str, Any] | None = None,
+                   summary: dict[str, Any] | None = None) -> None: ...
+    def runs(self, limit: int | None = None) -> list[Run]: ...
+    def status(self) -> StoreStatus: ...
+    def count(self) -> int: ...
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
+    def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]: ...
+    def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]: ...
+    def keyword(self, text: str, n: int) -> list[tuple[int, float]]: ...
+
+
+def open_store(location: str | os.PathLike | None = None) -> Store:
+    """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
+    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`)."""
+    if is_url(location):
+        from attnswitch.pipeline.store_postgres import PostgresStore
+
+        return PostgresStore(str(location))
+    return SQLiteStore(location)
+
+
+def is_url(location: str | os.PathLike | None) -> bool:
+    """Whether `location` names a PostgreSQL server rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(("postgresql://",
+                                                              "postgres://"))
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The words of a keyword query (letters, digits, underscores), at most
+    `MAX_QUERY_TERMS`; each store turns them into its own query syntax."""
+    return [t for t in re.findall(r"\w+", text) if any(c.isalnum() for c in t)][
+        :MAX_QUERY_TERMS]
+
+
+class StoreBase:
+    """What every store does the same way on top of its own connection (`_conn`, whose
+    `execute` takes `_mark` placeholders) and transactions (`_transaction`): freshness,
+    classification, plans, skips and the runs table."""
+
+    _mark = "?"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
+        """True when `entry` was stored under `config` with this size and mtime: a run may
+        then skip reading it. A False only means "read and hash it"."""
+        row = self.lookup(entry.root, entry.source)
+        return (row is not None and row.config == config and row.size == entry.size
+                and row.mtime_ns == entry.mtime_ns and entry.error is None)
+
+    def classify(self, doc: Document, config: str = "") -> str:
+        """"skipped", "new", "changed" or "unchanged" for one ingested document."""
+        if not doc.ok:
+            return "skipped"
+        row = self.lookup(doc.root, doc.source)
+        if row is None:
+            return "new"
+        if row.status == "indexed" and row.sha256 == doc.sha256 and row.config == config:
+            return "unchanged"
+        return "changed"
+
+    def plan(self, root: str | os.PathLike, documents: Iterable[Document],
+             config: str = "") -> Plan:
+        """Compare a complete listing of `root` (as `ingest.ingest(root)` gives it) with the
+        stored state. Every document must belong to `root`."""
+        key = root_key(root)
+        groups: dict[str, list[Document]] = {k: [] for k in
+                                             ("new", "changed", "unchanged", "skipped")}
+        seen: set[str] = set()
+        for doc in documents:
+            if doc.root != key:
+                raise StoreInputError("documents", f"documents under root {key!r}",
+                                      f"{doc.source!r} under {doc.root!r}")
+            if doc.source in seen:
+                raise StoreInputError("documents", "each source once", f"{doc.source!r} twice")
+            seen.add(doc.source)
+            groups[self.classify(doc, config)].append(doc)
+        deleted = tuple(sorted(self.sources(key) - seen))
+        return Plan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
+                                                         "skipped")), deleted)
+
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int:
+        """Record that `doc` was skipped, with its reason; any chunks it had go."""
+        if doc.ok:
+            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
+        with self._transaction() as conn:
+            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
+            conn.execute(f"DELETE FROM chunks WHERE doc_id = {self._mark}", (doc_id,))
+        return doc_id
+
+    def runs(self, limit: int | None = None) -> list[Run]:
+        """Runs, newest first."""
+        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
+               " FROM runs ORDER BY id DESC")
+        rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
+                                  (limit,) if limit else ()).fetchall()
+        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+
+    @staticmethod
+    def _document_values(doc: Document, status: str, config: str, run_id: int | None,
+                         n_chunks: int, n_tokens: int) -> dict[str, Any]:
+        """A document row's columns, as `_upsert` writes them."""
+        return dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
+                    mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
+                    status=status, skip=doc.skip.value if doc.skip else None,
+                    reason=doc.reason, config=config, n_chunks=n_chunks,
+                    n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+
+
+
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
     """The database file for `path`: `./.attnswitch/index.sqlite3` when None, and
     `<dir>/index.sqlite3` when `path` is an existing folder or ends with a separator."""
@@ -220,15 +409,21 @@ def root_key(root: str | os.PathLike) -> str:
     return str(Path(root).resolve())
 
 
-class Store:
-    """One SQLite database. Open with `Store(path)` (see `resolve_path`), use as a context
-    manager or call `close()`. Reads never block on a running writer (WAL)."""
+class SQLiteStore(StoreBase):
+    """One SQLite database. Open with `SQLiteStore(path)` (see `resolve_path`), use as a
+    context manager or call `close()`. Reads never block on a running writer (WAL).
+    `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`)."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    url = None  # one writer: this process
+
+    def __init__(self, path: str | os.PathLike | None = None, *,
+                 exact_below: int = EXACT_BELOW):
         self.path = resolve_path(path)
+        self.exact_below = exact_below
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None
+        self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -238,11 +433,18 @@ class Store:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
             self._conn.execute("PRAGMA foreign_keys=ON")
-            with self._transaction():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
+            if version < SCHEMA_VERSION:
+                with self._transaction():
+                    for statement in _SCHEMA:
                         self._conn.execute(statement)
-                self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    if version == 1:  # made before keyword search: index the stored text
+                        self._conn.execute("INSERT INTO chunks_fts (chunks_fts) "
+                                           "VALUES ('rebuild')")
+                    self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)",
+                                       (uuid.uuid4().hex,))
+                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self.store_id = self.meta("store_id")
+            self.location = str(self.path.resolve())
         except BaseException:
             self._conn.close()
             raise
@@ -253,11 +455,26 @@ class Store:
         self._release_lock()
         self._conn.close()
 
-    def __enter__(self) -> Store:
-        return self
+    def own_files(self) -> set[Path]:
+        """The files this store keeps (a run over a folder holding them leaves them out)."""
+        from attnswitch.pipeline.ann import HnswIndex
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        db = self.path.resolve()
+        return {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal",
+                                                              ".lock")),
+                *HnswIndex.paths(db)}
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read snapshot for the statements inside (nested: the outer one's)."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -309,44 +526,6 @@ class Store:
             "status = 'indexed'", (root_key(root),)).fetchone()
         return int(docs), int(chunks)
 
-    def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
-        """True when `entry` was stored under `config` with this size and mtime: a run may
-        then skip reading it. A False only means "read and hash it"."""
-        row = self.lookup(entry.root, entry.source)
-        return (row is not None and row.config == config and row.size == entry.size
-                and row.mtime_ns == entry.mtime_ns and entry.error is None)
-
-    def classify(self, doc: Document, config: str = "") -> str:
-        """"skipped", "new", "changed" or "unchanged" for one ingested document."""
-        if not doc.ok:
-            return "skipped"
-        row = self.lookup(doc.root, doc.source)
-        if row is None:
-            return "new"
-        if row.status == "indexed" and row.sha256 == doc.sha256 and row.config == config:
-            return "unchanged"
-        return "changed"
-
-    def plan(self, root: str | os.PathLike, documents: Iterable[Document],
-             config: str = "") -> Plan:
-        """Compare a complete listing of `root` (as `ingest.ingest(root)` gives it) with the
-        stored state. Every document must belong to `root`."""
-        key = root_key(root)
-        groups: dict[str, list[Document]] = {k: [] for k in
-                                             ("new", "changed", "unchanged", "skipped")}
-        seen: set[str] = set()
-        for doc in documents:
-            if doc.root != key:
-                raise StoreInputError("documents", f"documents under root {key!r}",
-                                      f"{doc.source!r} under {doc.root!r}")
-            if doc.source in seen:
-                raise StoreInputError("documents", "each source once", f"{doc.source!r} twice")
-            seen.add(doc.source)
-            groups[self.classify(doc, config)].append(doc)
-        deleted = tuple(sorted(self.sources(key) - seen))
-        return Plan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
-                                                         "skipped")), deleted)
-
     # -- writing --------------------------------------------------------------------
 
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
@@ -381,16 +560,6 @@ class Store:
             )
         return doc_id
 
-    def record_skip(self, doc: Document, *, config: str = "",
-                    run_id: int | None = None) -> int:
-        """Record that `doc` was skipped, with its reason; any chunks it had go."""
-        if doc.ok:
-            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
-        with self._transaction() as conn:
-            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
-            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-        return doc_id
-
     def touch(self, doc: Document) -> None:
         """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
         self._conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
@@ -408,11 +577,7 @@ class Store:
 
     def _upsert(self, conn: sqlite3.Connection, doc: Document, status: str, config: str,
                 run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
-        values = dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
-                      mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
-                      status=status, skip=doc.skip.value if doc.skip else None,
-                      reason=doc.reason, config=config, n_chunks=n_chunks,
-                      n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+        values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
         cols = ", ".join(values)
         marks = ", ".join(f":{c}" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
@@ -453,15 +618,27 @@ class Store:
             conn.execute("UPDATE runs SET status = ?, ended_at = ?, counts = ?, summary = ? "
                          "WHERE id = ?",
                          (status, time.time(), counts_json, summary_json, run_id))
-        self._release_lock()
+        try:
+            if status == "completed":  # else the next search replays the log, or rebuilds
+                self.sync_index()
+        finally:
+            self._release_lock()
 
-    def runs(self, limit: int | None = None) -> list[Run]:
-        """Runs, newest first."""
-        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
-               " FROM runs ORDER BY id DESC")
-        rows = self._conn.execute(sql + (" LIMIT ?" if limit else ""),
-                                  (limit,) if limit else ()).fetchall()
-        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+    def sync_index(self) -> None:
+        """Bring the HNSW graph beside the file up to the committed chunks and save it, then
+        drop the log it no longer needs; below `exact_below` chunks there is no graph.
+        Called by `finish_run`, under the run lock (one writer of the graph at a time)."""
+        from attnswitch.pipeline.ann import HnswIndex
+
+        if self.count() < self.exact_below:
+            HnswIndex.remove_files(self.path)
+            upto = self.chunk_log_state()[1]
+        else:
+            graph = HnswIndex.open(self, writable=True)
+            graph.save(self)
+            upto = graph.seq
+            self._dense = (upto, graph)
+        self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
 
     def check_unlocked(self) -> None:
         """Raise `StoreBusyError` when another process holds this store's run lock (takes
@@ -503,7 +680,7 @@ class Store:
                                                  "ORDER BY root"))
         runs = self.runs(limit=1)
         return StoreStatus(
-            path=str(self.path), documents=docs, chunks=n_chunks, tokens=tokens,
+            path=self.location, documents=docs, chunks=n_chunks, tokens=tokens,
             skipped=len(skipped),
             skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
             skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
@@ -513,20 +690,82 @@ class Store:
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
         rows = self._conn.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall()
-        dim = self.dim or 0
-        if not rows:
-            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != 4 * dim]
-        if not dim:
-            raise StoreCorruptError(f"{self.path}: expected the vectors' dimension in its "
-                                    f"meta table, got none beside {len(rows)} chunks; {REBUILD}")
-        if bad:
-            raise StoreCorruptError(
-                f"{self.path}: expected vectors of {dim * 4} bytes (dimension {dim}), got "
-                f"{len(bad)} chunk(s) of another length (ids {bad[:5]}); {REBUILD}")
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
-        return ids, matrix.reshape(len(rows), dim).astype(np.float32, copy=False)
+        return _unpack(rows, self.dim or 0, self.path)
+
+    def count(self) -> int:
+        """How many chunks are stored."""
+        return int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def chunk_log_state(self) -> tuple[int | None, int, int]:
+        """(first logged position or None when the log is empty, last position ever
+        logged, chunk count): what `ann.HnswIndex` checks its saved graph against."""
+        first = self._conn.execute("SELECT MIN(seq) FROM chunk_log").fetchone()[0]
+        return first, self._log_position(), self.count()
+
+    def _log_position(self) -> int:
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'"
+                                 ).fetchone()
+        return int(row[0]) if row else 0
+
+    def chunk_log_ids(self, after: int, upto: int) -> list[int]:
+        """The chunk ids inserted or deleted at log positions (after, upto]."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT DISTINCT chunk_id FROM chunk_log WHERE seq > ? AND seq <= ?",
+            (after, upto))]
+
+    def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of those of these chunk ids that are stored, by id."""
+        ids = sorted({int(i) for i in ids})
+        found: list[tuple[int, bytes]] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            found += self._conn.execute(
+                f"SELECT id, vector FROM chunks WHERE id IN ({', '.join('?' * len(part))}) "
+                "ORDER BY id", part).fetchall()
+        return _unpack(found, self.dim or 0, self.path)
+
+    def iter_vectors(self, batch: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """All (ids, vectors) in batches of `batch` rows, by id."""
+        last = -1
+        while True:
+            rows = self._conn.execute("SELECT id, vector FROM chunks WHERE id > ? ORDER BY id"
+                                      " LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield _unpack(rows, self.dim or 0, self.path)
+
+    def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` (normalised):
+        exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`), which
+        is loaded once and reloaded when a write has been committed since."""
+        from attnswitch.pipeline.ann import HnswIndex, exact_top_k
+
+        position = self._log_position()
+        if self._dense is None or self._dense[0] != position:
+            self._dense = None  # the old one is garbage before the new one loads
+            if self.count() < self.exact_below:
+                searcher: Any = self.vectors()
+            else:
+                searcher = HnswIndex.open(self)
+            self._dense = (position, searcher)
+        searcher = self._dense[1]
+        if isinstance(searcher, tuple):
+            return exact_top_k(*searcher, queries, n)
+        return searcher.search(queries, n)
+
+    def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
+        """The `n` best (chunk id, BM25 score, higher is better) for the words of `text`
+        (any of them; FTS5's BM25 ranks those with more and rarer ones first)."""
+        terms = keyword_terms(text)
+        if not terms:
+            return []
+        # Each word a quoted FTS5 string: no query syntax can leak in from the user.
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        rows = self._conn.execute(
+            "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
+            "ORDER BY bm25(chunks_fts), rowid LIMIT ?", (match, int(n))).fetchall()
+        return [(int(r[0]), -float(r[1])) for r in rows]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         """The chunk rows (with their document's root and source) for these ids."""
@@ -550,6 +789,25 @@ class Store:
             "WHERE d.root = ? AND d.source = ? ORDER BY c.ordinal",
             (root_key(root), source))
         return [ChunkRow(*r) for r in rows]
+
+
+def _unpack(rows: Sequence[tuple[int, bytes]], dim: int,
+            where: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(ids int64 `[N]`, float32 `[N, dim]`) of (id, little-endian float32 bytes) rows;
+    `StoreCorruptError` naming `where` (the store) for a vector of another length."""
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+    ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    if not dim:
+        raise StoreCorruptError(f"{where}: expected the vectors' dimension in its "
+                                f"meta table, got none beside {len(rows)} chunks; {REBUILD}")
+    bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != 4 * dim]
+    if bad:
+        raise StoreCorruptError(
+            f"{where}: expected vectors of {dim * 4} bytes (dimension {dim}), got "
+            f"{len(bad)} chunk(s) of another length (ids {bad[:5]}); {REBUILD}")
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
+    return ids, matrix.reshape(len(rows), dim).astype(np.float32, copy=False)
 
 
 def _chunk_rows(chunks: Sequence[ChunkLike]) -> list[tuple[str, int, int, int]]:

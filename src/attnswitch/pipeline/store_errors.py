@@ -5,8 +5,8 @@ it, and what to do.
 arguments: SQLite's own errors (not a database, malformed, locked, read-only, another
 schema), `StoreCorruptError` (rows SQLite reads fine but attnswitch cannot use, such as a
 vector of the wrong length), `StoreBusyError` (another run holds the run lock) and a
-schema newer than this attnswitch (`StoreInputError` from `Store(path)`). `describe(exc,
-where)` turns any of them into the message the CLI prints and the service answers with.
+schema newer than this attnswitch (`StoreInputError` from `SQLiteStore(path)`).
+`describe(exc, where)` turns any of them into the message the CLI prints and the service answers with.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Search over the data folder's index, on a thread of its own.
 
 The SQLite connection is made and used on one worker thread (sqlite3 connections belong to
-their thread); the vectors are loaded once (`pipeline.search.VectorIndex`) and reloaded when
-a job or a CLI run has committed since (`PRAGMA data_version` on a read-only connection of
-its own), so a search always sees the committed index without rereading it per query.
+their thread); the store keeps its dense index (exact vectors or HNSW graph) loaded and
+reloads it when a job or a CLI run has committed since, and the index config is checked
+again then (`PRAGMA data_version` on a read-only connection of its own), so a search
+always sees the committed index without rereading it per query.
 
 Queries must be encoded by the index's model: a store whose recorded model fingerprint is
 not the service's is refused (409), as the CLI's search refuses it.
@@ -57,26 +58,30 @@ class SearchIndex:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-search")
         self._store: Any = None
         self._watch: sqlite3.Connection | None = None
-        self._index: Any = None
+        self._count = 0
         self._version: int | None = None
 
-    def search(self, vector: np.ndarray, k: int) -> list[Any]:
-        """The `k` best `pipeline.search.Hit`s for one query vector (runs on `executor`)."""
+    def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
+               mode: str = "dense") -> list[Any]:
+        """The `k` best `pipeline.search.Hit`s for a query's vector and text in `mode`
+        (`pipeline.search.search`; runs on `executor`)."""
+        from attnswitch.pipeline.search import search
+
         with self._unavailable_on_store_errors():
-            return self._current().search(vector, k)
+            return search(self._current(), vector, k, text=text, mode=mode)
 
     def stored_config(self) -> Any:
         """The index's recorded `IndexConfig`, or None when there is no index yet or its
         file is unusable (then logged: the service starts with its own defaults and search
         answers 503 until the file is fixed)."""
         from attnswitch.pipeline.config import stored_config
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store import SQLiteStore
         from attnswitch.pipeline.store_errors import describe, is_store_error
 
         if not self.path.is_file():
             return None
         try:
-            with Store(self.path) as store:
+            with SQLiteStore(self.path) as store:
                 return stored_config(store)
         except Exception as exc:
             if not is_store_error(exc):
@@ -99,29 +104,28 @@ class SearchIndex:
 
     def _current(self) -> Any:
         from attnswitch.pipeline.config import stored_config
-        from attnswitch.pipeline.search import VectorIndex
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store import SQLiteStore
 
         if self._store is None:
             if not self.path.is_file():
                 raise ServiceError(409, "index: expected documents to search, got no index "
                                    "yet: POST /v1/jobs to index a folder first",
                                    code="index_empty")
-            self._store = Store(self.path)
+            self._store = SQLiteStore(self.path)
             self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
         version = self._watch.execute("PRAGMA data_version").fetchone()[0]
-        if self._index is None or version != self._version:
+        if self._version is None or version != self._version:
             config = stored_config(self._store)
             if config is not None and self.fingerprint is not None and (
                     config.model_fingerprint != self.fingerprint):
                 raise ServiceError(409, f"index: expected vectors of the served model, got "
                                    f"{config.describe()}; serve with that model (--model) or "
                                    "use another --db", code="index_model_mismatch")
-            self._index, self._version = VectorIndex(self._store), version
-        if len(self._index) == 0:
+            self._version, self._count = version, self._store.count()
+        if self._count == 0:
             raise ServiceError(409, "index: expected documents to search, got an empty index: "
                                "POST /v1/jobs to index a folder first", code="index_empty")
-        return self._index
+        return self._store
 
     def _forget(self) -> None:
         """Close the connections and drop the loaded vectors (the next search reopens)."""

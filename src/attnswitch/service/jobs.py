@@ -177,11 +177,11 @@ class JobManager:
     def _check_store(self) -> None:
         """409 while another process (an `attnswitch run` on the same data folder) holds
         the store's run lock, 503 when the store's file is unusable."""
-        from attnswitch.pipeline.store import Store, StoreBusyError
+        from attnswitch.pipeline.store import SQLiteStore, StoreBusyError
 
         with store_errors_unavailable():
             try:
-                with Store(self.index_path) as store:
+                with SQLiteStore(self.index_path) as store:
                     store.check_unlocked()
             except StoreBusyError:
                 raise ServiceError(409, "index: expected no other run writing the server's "
@@ -209,7 +209,7 @@ class JobManager:
 
     def _run(self, job: Job, folder: Path) -> None:
         from attnswitch.pipeline.run import run
-        from attnswitch.pipeline.store import Store
+        from attnswitch.pipeline.store import SQLiteStore
         from attnswitch.pipeline.store_errors import describe, is_store_error
 
         job.status, job.started_at = "running", time.time()
@@ -223,7 +223,7 @@ class JobManager:
                 raise _StopRequested()
 
         try:
-            with Store(self.index_path) as store:
+            with SQLiteStore(self.index_path) as store:
                 summary = run(folder, store, self._options(), get_encoder=self._encoder,
                               on_progress=progress)
             public = {k: v for k, v in summary.to_dict().items() if k != "db"}

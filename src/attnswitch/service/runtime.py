@@ -252,17 +252,23 @@ class Service:
                 "truncate=True", '"truncate": true')
             raise ServiceError(422, message, code="too_many_tokens", param=where) from None
 
-    async def search(self, query: str, k: int, deadline: float) -> tuple[list[Any], int]:
-        """The `k` best chunks for `query` and the tokens its encoding took."""
-        vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
-                                           deadline=deadline, param="query", is_list=False)
+    async def search(self, query: str, k: int, deadline: float,
+                     mode: str = "hybrid") -> tuple[list[Any], int]:
+        """The `k` best chunks for `query` (`pipeline.search` modes) and the tokens its
+        encoding took (none for "keyword": the query is not encoded)."""
+        vector, tokens = None, 0
+        if mode != "keyword":
+            vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
+                                               deadline=deadline, param="query",
+                                               is_list=False)
+            vector = vectors[0]
         from attnswitch.pipeline.store import StoreInputError
 
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout_at(deadline):
                 hits = await loop.run_in_executor(self.index.executor, self.index.search,
-                                                  vectors[0], k)
+                                                  vector, k, query, mode)
         except StoreInputError as exc:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
         except TimeoutError:

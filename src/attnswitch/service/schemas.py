@@ -63,11 +63,16 @@ class EmbeddingResponse(BaseModel):
 class SearchRequest(_Request):
     query: str = Field(description="What to look for (truncated to the model's limit).")
     k: int = Field(5, ge=1, le=MAX_K, description="How many chunks to return.")
+    mode: Literal["hybrid", "dense", "keyword"] = Field(
+        "hybrid", description="hybrid: dense and keyword results fused by reciprocal rank; "
+        "dense: by the model's vectors; keyword: by the query's words (full-text ranking).")
 
 
 class Hit(BaseModel):
     rank: int
-    score: float = Field(description="Cosine similarity to the query, -1 to 1.")
+    score: float = Field(description="dense: cosine similarity to the query, -1 to 1; "
+                         "keyword: full-text rank score; hybrid: reciprocal rank fusion "
+                         "score. Higher is better.")
     source: str = Field(description="The document's path inside its folder.")
     root: str = Field(description="The indexed folder: relative to the jobs root when "
                       "inside it, else its name only (never an absolute server path).")

@@ -1,0 +1,170 @@
+"""Dense top-k for the embedded store: exact below a size threshold, HNSW above it.
+
+- `exact_top_k(ids, matrix, queries, n)`: inner products of L2-normalised vectors, ties
+  broken by chunk id (deterministic).
+- `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
+  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json`. usearch was measured
+  against hnswlib and faiss (`benchmarks/ann_libraries.py`, figures in
+  docs/results/search.md): the same recall and query time, a slower build, but the only
+  one that deletes for real (hnswlib only marks, faiss's HNSW cannot) and memory-maps its
+  saved file (`view`), so a cold CLI search reads only the pages its graph walk touches.
+
+Keeping the index in step: every insert and delete of a chunk is appended to the store's
+`chunk_log` (by SQL triggers, in the writing transaction). The header records the log
+position (`seq`) the saved graph reflects, the store's id and dimension, and the file's
+size. Opening an index replays the log after `seq` (adds inserted chunks still present,
+removes deleted ones); it is rebuilt from the vectors when the file or header is missing,
+unreadable, another store's or another dimension's, when the log no longer reaches back
+to `seq` (pruned), or when its size after the replay is not the store's chunk count. A run
+saves the caught-up graph when it finishes (`SQLiteStore.finish_run`) and prunes the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Graph parameters: M=16, ef_construction=128 and ef=128 gave recall@10 1.000 on the
+# scale benchmark's clustered 384-d vectors at 30,000 chunks (benchmarks/store_scale.py).
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 128
+INDEX_FORMAT = 1
+
+
+def exact_top_k(ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray,
+                n: int) -> list[list[tuple[int, float]]]:
+    """The `n` best (chunk id, score) per row of `queries` `[Q, dim]` (normalised) among
+    `matrix` `[N, dim]` with chunk ids `ids` `[N]`: score descending, then id ascending."""
+    if len(ids) == 0:
+        return [[] for _ in range(len(queries))]
+    scores = queries @ matrix.T  # [Q, N]
+    n = min(int(n), len(ids))
+    out = []
+    for row in scores:
+        if n < len(row):  # the n best, plus any tied with the n-th, then sorted
+            kth = row[np.argpartition(-row, n - 1)[n - 1]]
+            top = np.flatnonzero(row >= kth)
+        else:
+            top = np.arange(len(row))
+        order = np.lexsort((ids[top], -row[top]))[:n]
+        out.append([(int(ids[i]), float(row[i])) for i in top[order]])
+    return out
+
+
+class HnswIndex:
+    """The HNSW graph of one SQLite store (see the module doc). `open` loads, replays or
+    rebuilds it; `search` answers; `save` persists it (writers only)."""
+
+    def __init__(self, db_path: Path, index: Any, seq: int, rebuilt: bool):
+        self.db_path = db_path
+        self.index = index
+        self.seq = seq
+        self.rebuilt = rebuilt  # built from the vectors by this open (not loaded)
+
+    @staticmethod
+    def paths(db_path: Path) -> tuple[Path, Path]:
+        """(graph file, header file) beside the database."""
+        return db_path.with_name(db_path.name + ".hnsw"), db_path.with_name(
+            db_path.name + ".hnsw.json")
+
+    @classmethod
+    def open(cls, store: Any, *, writable: bool = False) -> HnswIndex:
+        """The store's index, current to its committed state. Read-only opens memory-map
+        the saved graph when nothing is to replay (`writable=False`)."""
+        from usearch.index import Index
+
+        with store.reading():  # one snapshot: the log, the count and the vectors agree
+            return cls._open(store, Index, writable)
+
+    @classmethod
+    def _open(cls, store: Any, Index: Any, writable: bool) -> HnswIndex:
+        db_path = Path(store.path)
+        graph, header = cls.paths(db_path)
+        log_first, log_last, count = store.chunk_log_state()
+        try:
+            meta = json.loads(header.read_text())
+            usable = (meta.get("format") == INDEX_FORMAT and meta["store_id"] == store.store_id
+                      and meta["dim"] == store.dim and graph.stat().st_size == meta["size"]
+                      and (meta["seq"] == log_last or (
+                          log_first is not None and log_first <= meta["seq"] + 1
+                          and meta["seq"] < log_last)))
+        except (OSError, ValueError, KeyError, TypeError):
+            usable = False
+        if usable:
+            pending = meta["seq"] < log_last
+            try:
+                index = Index.restore(str(graph), view=not (writable or pending))
+            except Exception:  # a torn or foreign file: rebuilt below
+                index = None
+            if index is not None and index.ndim == store.dim:
+                index.expansion_search = EXPANSION_SEARCH  # not kept in the file
+                self = cls(db_path, index, meta["seq"], rebuilt=False)
+                if pending:
+                    self._replay(store, log_last)
+                if len(self.index) == count:
+                    return self
+        return cls._build(store, db_path)
+
+    @classmethod
+    def _build(cls, store: Any, db_path: Path) -> HnswIndex:
+        from usearch.index import Index
+
+        index = Index(ndim=store.dim, metric="ip", dtype="f32", connectivity=CONNECTIVITY,
+                      expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+        seq = store.chunk_log_state()[1]
+        for ids, matrix in store.iter_vectors():
+            index.add(ids.astype(np.uint64), matrix)
+        return cls(db_path, index, seq, rebuilt=True)
+
+    def _replay(self, store: Any, upto: int) -> None:
+        """Apply the logged inserts and deletes after `self.seq`: the net effect per chunk
+        id (a chunk deleted then inserted again is re-added with its new vector)."""
+        touched = store.chunk_log_ids(self.seq, upto)
+        present = [int(i) for i in touched if self.index.contains(int(i))]
+        if present:
+            self.index.remove(np.asarray(present, np.uint64))
+        ids, matrix = store.vectors_of(touched)
+        if len(ids):
+            self.index.add(ids.astype(np.uint64), matrix)
+        self.seq = upto
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`."""
+        n = min(int(n), len(self.index))
+        if n == 0:
+            return [[] for _ in range(len(queries))]
+        found = self.index.search(queries, n, threads=1)
+        # One query gives `Matches` (its hits only), several `BatchMatches` (padded rows
+        # and `counts`). usearch's "ip" distance is 1 - inner product.
+        if len(queries) == 1:
+            return [[(int(key), float(1.0 - d)) for key, d in zip(found.keys, found.distances,
+                                                                   strict=True)]]
+        return [[(int(found.keys[q, j]), float(1.0 - found.distances[q, j]))
+                 for j in range(int(found.counts[q]))] for q in range(len(queries))]
+
+    def save(self, store: Any) -> None:
+        """Write the graph and its header atomically (a reader sees the old pair or the
+        new one: the header names the graph's size, so a mix is rebuilt, not trusted)."""
+        graph, header = self.paths(self.db_path)
+        tmp = graph.with_name(graph.name + f".{os.getpid()}.tmp")
+        self.index.save(str(tmp))
+        os.replace(tmp, graph)
+        meta = {"format": INDEX_FORMAT, "store_id": store.store_id, "dim": store.dim,
+                "seq": self.seq, "size": graph.stat().st_size, "count": len(self.index),
+                "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
+        tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")
+        tmp_header.write_text(json.dumps(meta))
+        os.replace(tmp_header, header)
+
+    @classmethod
+    def remove_files(cls, db_path: Path) -> None:
+        for path in cls.paths(db_path):
+            path.unlink(missing_ok=True)

@@ -1,0 +1,154 @@
+"""The SQLite store's HNSW graph (`ann.HnswIndex`) on real files: saved beside the database
+when a run ends, kept in step with inserts and deletes made since (replayed from the chunk
+log), rebuilt when missing, torn, another store's or stale, never trusted blindly; exact
+search below the threshold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnswitch.pipeline.ann import HnswIndex, exact_top_k
+from attnswitch.pipeline.ingest import ingest
+from attnswitch.pipeline.store import ChunkRecord, SQLiteStore
+
+pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
+DIM = 24
+PER_DOC = 40
+THRESHOLD = 100  # chunks: the tests' stores go above it with 3 documents
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("a", "b", "c", "d"):
+        (folder / f"{name}.txt").write_text(f"document {name} " * 30)
+    return folder
+
+
+def write(store: SQLiteStore, root: Path, source: str, seed: int) -> np.ndarray:
+    (doc,) = [d for d in ingest(root) if d.source == source]
+    vectors = np.random.default_rng(seed).normal(size=(PER_DOC, DIM))
+    store.write_document(doc, [ChunkRecord(f"{source} {i}", 1, i, i + 1)
+                               for i in range(PER_DOC)], vectors)
+    return vectors
+
+
+def indexed(tmp_path: Path, root: Path, sources=("a.txt", "b.txt", "c.txt")) -> Path:
+    db = tmp_path / "index.sqlite3"
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        run = store.begin_run(root)
+        for i, source in enumerate(sources):
+            write(store, root, source, seed=i)
+        store.finish_run(run)
+    return db
+
+
+def exact(store: SQLiteStore, queries: np.ndarray, n: int) -> list[list[int]]:
+    ids, matrix = store.vectors()
+    return [[cid for cid, _ in hits] for hits in exact_top_k(ids, matrix, queries, n)]
+
+
+def dense_ids(store: SQLiteStore, queries: np.ndarray, n: int) -> list[list[int]]:
+    return [[cid for cid, _ in hits] for hits in store.dense(queries, n)]
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+QUERIES = unit(np.random.default_rng(99).normal(size=(8, DIM)))
+
+
+def test_a_run_saves_the_graph_and_search_reads_it(tmp_path: Path, root: Path) -> None:
+    db = indexed(tmp_path, root)
+    graph, header = HnswIndex.paths(db)
+    meta = json.loads(header.read_text())
+    assert graph.is_file() and meta["count"] == 3 * PER_DOC and meta["dim"] == DIM
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        assert meta["store_id"] == store.store_id
+        index = HnswIndex.open(store)
+        assert not index.rebuilt and len(index) == 3 * PER_DOC
+        assert dense_ids(store, QUERIES, 10) == exact(store, QUERIES, 10)
+        for q in QUERIES[:3]:  # one query at a time, as search asks
+            assert dense_ids(store, q[None, :], 10) == exact(store, q[None, :], 10)
+        assert store._conn.execute("SELECT COUNT(*) FROM chunk_log").fetchone()[0] == 0
+
+
+def test_inserts_and_deletes_since_the_save_are_replayed(tmp_path: Path, root: Path) -> None:
+    db = indexed(tmp_path, root)
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        gone = {r.id for r in store.document_chunks(root, "a.txt")}
+        store.remove(root, ["a.txt"])
+        added = write(store, root, "d.txt", seed=7)
+        write(store, root, "b.txt", seed=8)  # rewritten: same ordinals, new ids and vectors
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        index = HnswIndex.open(store)
+        assert not index.rebuilt and len(index) == 3 * PER_DOC == store.count()
+        found = dense_ids(store, unit(added), 1)
+        d_ids = [r.id for r in store.document_chunks(root, "d.txt")]
+        assert [hits[0] for hits in found] == d_ids  # each new vector finds its own chunk
+        hits = dense_ids(store, QUERIES, 30)
+        assert not gone & {cid for row in hits for cid in row}
+        assert hits == exact(store, QUERIES, 30)
+
+
+@pytest.mark.parametrize("damage", ["missing", "torn", "other store", "other dim",
+                                    "log pruned"])
+def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage: str) -> None:
+    db = indexed(tmp_path, root)
+    graph, header = HnswIndex.paths(db)
+    meta = json.loads(header.read_text())
+    if damage == "missing":
+        graph.unlink()
+    elif damage == "torn":
+        graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+        meta["size"] = graph.stat().st_size
+        header.write_text(json.dumps(meta))
+    elif damage == "other store":
+        other = indexed(tmp_path / "other", root, ("a.txt", "b.txt", "d.txt"))
+        for src, dst in zip(HnswIndex.paths(other), (graph, header), strict=True):
+            shutil.copy(src, dst)
+    elif damage == "other dim":
+        header.write_text(json.dumps({**meta, "dim": DIM * 2}))
+    else:  # a write after the save, then its log lost: the graph cannot catch up
+        with SQLiteStore(db, exact_below=THRESHOLD) as store:
+            write(store, root, "d.txt", seed=5)
+            store._conn.execute("DELETE FROM chunk_log")
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        index = HnswIndex.open(store)
+        assert index.rebuilt and len(index) == store.count()
+        assert dense_ids(store, QUERIES, 10) == exact(store, QUERIES, 10)
+
+
+def test_below_the_threshold_search_is_exact_and_keeps_no_graph(tmp_path: Path,
+                                                                root: Path) -> None:
+    db = indexed(tmp_path, root)
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        run = store.begin_run(root)
+        store.remove(root, ["a.txt", "b.txt"])
+        store.finish_run(run)
+        assert store.count() == PER_DOC < THRESHOLD
+        assert not any(p.exists() for p in HnswIndex.paths(db))
+        assert dense_ids(store, QUERIES, 5) == exact(store, QUERIES, 5)
+        assert store._conn.execute("SELECT COUNT(*) FROM chunk_log").fetchone()[0] == 0
+
+
+def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Path) -> None:
+    """A version-1 file (no FTS table, no log): opening it indexes the stored text."""
+    import sqlite3
+
+    db = indexed(tmp_path, root)
+    with sqlite3.connect(db) as conn:
+        conn.executescript("DROP TRIGGER chunks_inserted; DROP TRIGGER chunks_deleted; "
+                           "DROP TABLE chunks_fts; DROP TABLE chunk_log; "
+                           "PRAGMA user_version = 1;")
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        (cid, _), = store.keyword("b.txt 7", 1)
+        assert store.chunks([cid])[cid].text == "b.txt 7"
+        assert HnswIndex.open(store).rebuilt  # the log it was saved against is gone
