@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import importlib
 import threading
-import warnings
-from importlib import metadata
 
 from attnswitch.attention.backend import Backend
+from attnswitch.plugins import entry_point_objects
 
 ENTRY_POINT_GROUP = "attnswitch.backends"
 
@@ -46,19 +45,9 @@ def _load() -> dict[str, Backend]:
             raise
         backend = module.BACKEND
         found[backend.name] = backend
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            backend = obj() if isinstance(obj, type) else obj
-        except Exception as exc:  # a broken plug-in must not break attnswitch
-            warnings.warn(f"attnswitch: backend entry point {ep.name!r} failed to load: {exc}")
-            continue
-        if not isinstance(backend, Backend):
-            warnings.warn(
-                f"attnswitch: backend entry point {ep.name!r}: expected an object with name, "
-                f"framework, unavailable, declines and run, got {type(backend).__name__}"
-            )
-            continue
+    for backend in entry_point_objects(
+            ENTRY_POINT_GROUP, "backend", lambda b: isinstance(b, Backend),
+            "an object with name, framework, unavailable, declines and run"):
         found.setdefault(backend.name, backend)
     return found
 

@@ -19,9 +19,10 @@ import importlib
 import importlib.util
 import os
 import threading
-import warnings
 from importlib import metadata
 from typing import Any
+
+from attnswitch.plugins import entry_point_objects
 
 ENTRY_POINT_GROUP = "attnswitch.engines"
 DEVICE_KINDS = ("cpu", "cuda", "tpu")
@@ -117,17 +118,9 @@ def _load() -> dict[str, Engine]:
     for module_name, attr in BUILTIN:
         engine = getattr(importlib.import_module(module_name), attr)
         found[engine.name] = engine
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            engine = obj() if isinstance(obj, type) else obj
-        except Exception as exc:  # a broken plug-in must not break attnswitch
-            warnings.warn(f"attnswitch: engine entry point {ep.name!r} failed to load: {exc}")
-            continue
-        if not isinstance(engine, Engine):
-            warnings.warn(f"attnswitch: engine entry point {ep.name!r}: expected an "
-                          f"attnswitch.engines.Engine, got {type(engine).__name__}")
-            continue
+    for engine in entry_point_objects(ENTRY_POINT_GROUP, "engine",
+                                      lambda e: isinstance(e, Engine),
+                                      "an attnswitch.engines.Engine"):
         found.setdefault(engine.name, engine)
     return found
 
