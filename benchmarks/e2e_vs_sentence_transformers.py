@@ -45,11 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
 BASELINE = "st-fp32"
 QUIET = ("st-fp32", "st-bf16", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32",
-         "asw-torch-fp32-nnlinear", "asw-torch-bf16", "asw-jax-fp32", "asw-openvino-fp32",
-         "asw-openvino-bf16", "asw-onnxruntime-fp32", "ov-user-fp32", "ov-user-bf16",
-         "ort-user-fp32")
-LOADED = ("st-fp32", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32", "asw-torch-bf16",
-          "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
+         "asw-torch-fp32-nnlinear", "asw-torch-fp32-passive", "asw-onnxruntime-fp32",
+         "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
+LOADED = ("st-fp32", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32",
+          "asw-torch-fp32-passive", "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
 # the peers each attnswitch default is judged against (issue: fp32 >= best fp32 runtime,
 # bf16 >= OpenVINO bf16), and the parity each must keep
 JUDGED = {"asw-auto-fp32": (("ort-user-fp32", "ov-user-fp32"), 0.9999),
@@ -172,6 +171,7 @@ def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]
         f"torch {torch.__version__}, OpenVINO {library_version('openvino')}, ONNX Runtime "
         f"{library_version('onnxruntime')}, sentence-transformers "
         f"{library_version('sentence_transformers')}.", "",
+        f"Command: `{' '.join(['python', 'benchmarks/e2e_vs_sentence_transformers.py', *sys.argv[1:]])}`.", "",
         f"{n} real chunks of examples/corpus (mean {mean_tokens:.0f} tokens, {total:,} in "
         f"all). Each contender in its own process with its defaults, once per round, in an "
         f"order rotated every round; {args.rounds} rounds per condition. chunks/s: median "

@@ -118,7 +118,7 @@ class HnswIndex:
                       expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
         seq = store.chunk_log_state()[1]
         for ids, matrix in store.iter_vectors():
-            index.add(ids.astype(np.uint64), matrix)
+            index.add(ids.astype(np.uint64), matrix, threads=1)
         return cls(db_path, index, seq, rebuilt=True)
 
     def _replay(self, store: Any, upto: int) -> None:
@@ -130,7 +130,7 @@ class HnswIndex:
             self.index.remove(np.asarray(present, np.uint64))
         ids, matrix = store.vectors_of(touched)
         if len(ids):
-            self.index.add(ids.astype(np.uint64), matrix)
+            self.index.add(ids.astype(np.uint64), matrix, threads=1)
         self.seq = upto
 
     def __len__(self) -> int:

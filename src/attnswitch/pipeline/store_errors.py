@@ -12,6 +12,7 @@ schema newer than this attnswitch (`StoreInputError` from `SQLiteStore(path)`).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 REBUILD = "move the file aside and run `attnswitch run FOLDER` again to rebuild the index"
 
@@ -21,13 +22,14 @@ class StoreCorruptError(RuntimeError):
     not the store's dimension); the message names the file and what to do."""
 
 
-def check_schema(conn: sqlite3.Connection, schema: str, path: object) -> None:
-    """Raise `StoreCorruptError` when a table of `schema` exists in `conn` without all of
-    its columns (a database another program made, under the index's name). Call it before
-    creating the tables, so such a database is left untouched."""
+def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object) -> None:
+    """Raise `StoreCorruptError` when a table of `schema` (its statements) exists in `conn`
+    without all of its columns (a database another program made, under the index's name).
+    Call it before creating the tables, so such a database is left untouched."""
     expected = sqlite3.connect(":memory:")
     try:
-        expected.executescript(schema)
+        for statement in schema:
+            expected.execute(statement)
         tables = [r[0] for r in expected.execute("SELECT name FROM sqlite_master WHERE "
                                                  "type = 'table' ORDER BY name")]
         for table in tables:
