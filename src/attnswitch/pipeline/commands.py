@@ -138,10 +138,13 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
         raise _fail(command, f"no index at {location}: run `attnswitch run FOLDER"
                     f"{'' if location == db_path(None) else ' --db ' + str(location.parent)}`"
                     " first", as_json)
+    from attnswitch.pipeline.store_errors import describe, is_store_error
+
     try:
         return open_store(location)
     except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
-        raise _fail(command, str(exc), as_json) from None
+        message = describe(exc, str(location)) if is_store_error(exc) else str(exc)
+        raise _fail(command, message, as_json) from None
 
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:
