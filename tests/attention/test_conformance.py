@@ -90,7 +90,7 @@ def test_every_builtin_backend_is_pinned() -> None:
 
 
 def test_grid_covers_the_design() -> None:
-    """The grid holds the awkward cases DESIGN.md section 4 names, in float32 and bfloat16."""
+    """The grid holds the awkward cases docs/architecture.md names, in float32 and bfloat16."""
     labels = set(CASE_BY_LABEL)
     for name in ("causal-113x203", "causal-203x113", "gqa-8-2", "mqa-4-1", "window-64-16",
                  "softcap-30", "padding", "masked-row", "packed", "hdim-59", "hdim-256"):

@@ -29,7 +29,8 @@ def test_packed_batches_of_new_make_up_hit_the_plan_of_their_bucket():
     batches = [(20, 9, 17, 30, 1), (32, 31, 5, 2, 8, 1), (18, 18, 18, 18, 18, 18),
                (25, 3, 3, 3, 3, 3, 20, 10)]
     q, k, v, kw = _packed(batches[0])
-    asw.attention(q, k, v, **kw)  # warm-up: the bucket's first call plans
+    asw.attention(q, k, v, **kw)  # warm-up: the bucket's first call plans (and verifies,
+    asw.attention(q, k, v, **kw)  # which records a verdict: the next call plans once more)
     hits, misses = _lookups()
     for lengths in batches[1:]:
         q, k, v, kw = _packed(lengths)

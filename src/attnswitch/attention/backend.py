@@ -16,7 +16,7 @@ from attnswitch.attention.contract import Call
 
 @runtime_checkable
 class Backend(Protocol):
-    """The shape of every backend (DESIGN.md section 2)."""
+    """The shape of every backend (docs/architecture.md, "The attention path")."""
 
     name: str
     framework: str

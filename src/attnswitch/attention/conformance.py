@@ -88,9 +88,9 @@ class CaseResult:
         return self.status in (PASSED, DECLINED, UNAVAILABLE)
 
 
-# The grid (DESIGN.md section 4): odd and unequal lengths, head dims 32..256 and an odd one,
-# GQA, causal with Sq != Sk both ways, windows, softcap, padding, packed with a zero-length
-# sequence, a fully masked row, large-magnitude float16. Each runs in every dtype of DTYPES
+# The grid (docs/architecture.md, "Conformance"): odd and unequal lengths, head dims 32..256
+# and an odd one, GQA, causal with Sq != Sk both ways, windows, softcap, padding, packed with
+# a zero-length sequence, a fully masked row, large-magnitude float16. Each runs in every dtype of DTYPES
 # except where the case names its own.
 GRID: tuple[Case, ...] = (
     Case("plain-113x203"),

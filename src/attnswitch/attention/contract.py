@@ -1,6 +1,6 @@
 """The attention contract: argument validation and the `Call` that describes one request.
 
-Semantics (DESIGN.md section 1), for every backend:
+Semantics (docs/architecture.md), for every backend:
 
 - Dense layout BSHD: q `[B, Sq, Hq, D]`, k and v `[B, Sk, Hkv, D]`, `Hq % Hkv == 0`; query
   head h reads key/value head `h // (Hq // Hkv)`.

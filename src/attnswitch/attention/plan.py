@@ -432,7 +432,7 @@ def attention(
     (`attention/torch_op.py`): no graph break; validation runs at trace time on fake
     tensors, planning and the kernel at run time.
     """
-    if _torch_compiling():
+    if _torch_compiling(q):
         from attnswitch.attention import torch_op
 
         return torch_op.attention(
@@ -493,10 +493,11 @@ def attention(
     raise AssertionError("unreachable")
 
 
-def _torch_compiling() -> bool:
-    """Whether torch.compile (dynamo) is tracing this call; False without torch imported."""
+def _torch_compiling(q: Any) -> bool:
+    """Whether torch.compile (dynamo) is tracing this call on torch tensors; False without
+    torch imported."""
     torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    return torch is not None and isinstance(q, torch.Tensor) and torch.compiler.is_compiling()
 
 
 def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
