@@ -121,8 +121,8 @@ def export_onnx(spec: ModelSpec, path: Path) -> None:
 
     model = AutoModel.from_pretrained(spec.path, attn_implementation="eager",
                                       dtype=torch.float32).eval()
-    wrapper = _SentenceEmbedding(model, spec.pooling, spec.normalize,
-                                 token_types="type_vocab_size" in spec.config)
+    wrapper = _sentence_embedding_module()(model, spec.pooling, spec.normalize,
+                                           token_types="type_vocab_size" in spec.config)
     ids = torch.full((2, 8), spec.pad_token_id + 5, dtype=torch.int64)
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
@@ -168,6 +168,3 @@ def _sentence_embedding_module() -> type:
 
     return SentenceEmbedding
 
-
-def _SentenceEmbedding(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 (a class, built lazily)
-    return _sentence_embedding_module()(*args, **kwargs)

@@ -188,6 +188,6 @@ def model_fingerprint(path: str | os.PathLike) -> str:
     so that a multi-gigabyte model is fingerprinted in milliseconds. Remembered per folder
     while no file's size or time changes."""
     root = Path(path).resolve()
-    stamp = tuple(sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
-                         for p in root.rglob("*") if p.is_file()))
+    stats = ((p, p.stat()) for p in root.rglob("*") if p.is_file())
+    stamp = tuple(sorted((str(p), st.st_size, st.st_mtime_ns) for p, st in stats))
     return _fingerprint(root, stamp)
