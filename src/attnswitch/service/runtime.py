@@ -112,9 +112,8 @@ class Service:
     def serving(self) -> dict[str, Any]:
         """What serves: the model's name, the engine (the auto pick or the one asked for),
         the precision, and what the engine runs on."""
-        describe = getattr(self.encoder, "describe", None)
         return {"model": self.model, "engine": self.engine, "precision": self.precision,
-                "runs_on": describe() if describe else None}
+                "runs_on": self.encoder.describe()}
 
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
