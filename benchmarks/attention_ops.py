@@ -27,7 +27,7 @@ import attnswitch as asw
 from attnswitch.attention import arrays, autotune, registry
 from attnswitch.attention.contract import validate
 from attnswitch.attention.plan import run_backend
-from attnswitch.attention.verdicts import cpu_name
+from attnswitch.attention.cache import cpu_name
 
 
 @dataclass(frozen=True)

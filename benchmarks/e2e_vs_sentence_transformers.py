@@ -74,7 +74,7 @@ def corpus_chunks(n: int) -> list[str]:
 
 
 def cpu_description() -> tuple[str, list[str]]:
-    from attnswitch.attention.verdicts import cpu_name
+    from attnswitch.attention.cache import cpu_name
     from attnswitch.engines.openvino_runtime import cpu_flags
 
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",

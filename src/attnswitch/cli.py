@@ -129,7 +129,7 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
     """Run the grid on one backend; a report dict with every result and the verdict. A full
     run adds the cases of standing failures outside the grid (`_requalifying_cases`)."""
     from attnswitch.attention import conformance as conf
-    from attnswitch.attention import registry
+    from attnswitch.attention import registry, verdicts
 
     b = registry.get(name)
     report: dict[str, Any] = {
@@ -149,7 +149,7 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
     if not quick:
         cases = cases + _requalifying_cases(b, conf.device_info(name, where), cases)
     with rich_console(stderr=True).status(f"conformance: {name} ({len(cases)} cases on {where})"):
-        results = conf.run([name], cases, device=where, record=record)
+        results = verdicts.run([name], cases, device=where, store=record)
     counts = Counter(r.status for r in results)
     report.update(
         passed=counts[conf.PASSED], failed=counts[conf.FAILED], errors=counts[conf.ERROR],

@@ -64,7 +64,7 @@ def set_interpret(enabled: bool | None) -> None:
     Cached plans are invalidated, since availability changes with it."""
     global _interpret
     _interpret = None if enabled is None else bool(enabled)
-    registry.generation += 1
+    registry.invalidate()
 
 
 @contextlib.contextmanager

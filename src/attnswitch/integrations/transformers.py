@@ -53,9 +53,9 @@ from typing import Any
 
 import torch
 
-import attnswitch
+from attnswitch.attention.entry import attention
 from attnswitch.attention import masks, torch_op
-from attnswitch.attention.plan import Plan
+from attnswitch.attention.plan import Plan, explain
 
 NAME = "attnswitch"
 
@@ -407,9 +407,9 @@ def attention_forward(
     )
     sink = _capture.get()
     if sink is not None:
-        sink.append(attnswitch.explain(q, k, v, **options))
+        sink.append(explain(q, k, v, **options))
         raise _Captured()
-    out = attnswitch.attention(q, k, v, **options)
+    out = attention(q, k, v, **options)
     return out.reshape(out_shape), None
 
 
@@ -458,7 +458,7 @@ def _hf_eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k, max_length_q=max_length_q,
         max_length_k=max_length_k,
     )
-    return attnswitch.attention(q, k, v, **options).reshape(out_shape)
+    return attention(q, k, v, **options).reshape(out_shape)
 
 
 @torch.library.custom_op("attnswitch::hf_attention", mutates_args=())
