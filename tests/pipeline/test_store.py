@@ -234,7 +234,8 @@ _KILLED_WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from attnswitch.pipeline.ingest import ingest
-    from attnswitch.pipeline.store import ChunkRecord, open_store
+    from attnswitch.pipeline.location import open_store
+    from attnswitch.pipeline.store import ChunkRecord
 
     root, db = sys.argv[1], sys.argv[2]
     docs = list(ingest(root))

@@ -193,7 +193,7 @@ class EncoderActor:
         chunks)], the texts' owners in order) to the store at `write["url"]`, each document
         in its own transaction, under `write["config"]` and `write["run_id"]`. A retried
         call writes them again: `write_document` replaces a document's chunks."""
-        from attnswitch.pipeline.store import open_store
+        from attnswitch.pipeline.location import open_store
 
         vectors, report = self.encode(texts)
         if getattr(self, "_store_url", None) != write["url"]:

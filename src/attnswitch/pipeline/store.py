@@ -1,6 +1,6 @@
 """Store: documents, chunks, vectors and run state, behind one protocol (`Store`).
 
-Two implementations, opened by `open_store(location)`:
+Two implementations, opened by `location.open_store(location)`:
 
 - `SQLiteStore`: one SQLite file (stdlib sqlite3, WAL), the default. Keyword search by
   FTS5 (BM25); dense search exact below `EXACT_BELOW` chunks, else by an HNSW graph kept
@@ -49,7 +49,14 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from attnswitch.pipeline.ingest import Document, SourceFile
-from attnswitch.pipeline.store_errors import REBUILD, StoreCorruptError, check_schema
+from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors, re-exported)
+    REBUILD,
+    StoreBusyError,
+    StoreConnectError,
+    StoreCorruptError,
+    StoreInputError,
+    check_schema,
+)
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
@@ -122,18 +129,6 @@ END""",
     INSERT INTO chunk_log (chunk_id) VALUES (old.id);
 END""",
 )
-
-
-class StoreInputError(ValueError):
-    """An argument given to the store is unusable; nothing was written."""
-
-    def __init__(self, name: str, expected: str, got: Any):
-        self.argument = name
-        super().__init__(f"{name}: expected {expected}, got {got}")
-
-
-class StoreBusyError(RuntimeError):
-    """Another process holds this store's run lock."""
 
 
 class ChunkLike(Protocol):
@@ -237,10 +232,6 @@ class ChunkRow:
     end: int
 
 
-class StoreConnectError(ConnectionError):
-    """The store's server cannot be reached or used (one line: what, where, why)."""
-
-
 class Store(Protocol):
     """What the pipeline, the search and the service use of a store: the one seam between
     them and a database. `SQLiteStore` and `store_postgres.PostgresStore` implement it.
@@ -287,22 +278,6 @@ class Store(Protocol):
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]: ...
     def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]: ...
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]: ...
-
-
-def open_store(location: str | os.PathLike | None = None) -> Store:
-    """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
-    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`)."""
-    if is_url(location):
-        from attnswitch.pipeline.store_postgres import PostgresStore
-
-        return PostgresStore(str(location))
-    return SQLiteStore(location)
-
-
-def is_url(location: str | os.PathLike | None) -> bool:
-    """Whether `location` names a PostgreSQL server rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://",
-                                                              "postgres://"))
 
 
 def keyword_terms(text: str) -> list[str]:
@@ -394,12 +369,17 @@ class StoreBase:
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
-    """The database file for `path`: `./.attnswitch/index.sqlite3` when None, and
-    `<dir>/index.sqlite3` when `path` is an existing folder or ends with a separator."""
+    """The database file `path` names (the one rule for the library, the CLI's `--db` and the
+    service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
+    index.sqlite3` for an existing folder, a path ending with a separator, or a new path
+    without a file suffix (a data folder to create); a new path with a suffix (`x.db`) is
+    the file itself."""
     if path is None:
         return Path(DEFAULT_DATA_DIR) / DB_NAME
     p = Path(path)
-    if p.is_dir() or str(path).endswith(("/", os.sep)):
+    if p.is_file():
+        return p
+    if p.is_dir() or str(path).endswith(("/", os.sep)) or not p.suffix:
         return p / DB_NAME
     return p
 

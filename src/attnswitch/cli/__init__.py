@@ -1,12 +1,18 @@
-"""The `attnswitch` command line.
+"""The `attnswitch` command line: seven commands.
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
     attnswitch engines [--precision fp32|bf16|int8] [--no-measure] [--json]
+    attnswitch run PATH [--db DIR] [--engine auto|NAME] [--precision fp32|bf16] [--ray] [--json]
+    attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
+    attnswitch status [--db DIR] [--json]
+    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
 
-One small function per command; each imports what it needs (torch, jax, the attention
-modules) inside, so `attnswitch --help` imports neither torch nor jax. A new command is one
-more `@app.command()` function (here, or in its own module importing `app`).
+The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `serve` in
+`cli/serve.py`, and the option types they share in `cli/options.py`. One small function per
+command; each imports what it needs (torch, jax, the attention modules, the pipeline)
+inside, so `attnswitch --help` imports neither torch nor jax. This package is the top
+layer: nothing below it imports typer (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from attnswitch.cli.options import JsonOption
 from attnswitch.console import rich_console
 from attnswitch.jsonout import print_json
 
@@ -30,8 +37,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 
 # ---- shared helpers ----------------------------------------------------------------------
@@ -567,8 +572,8 @@ def _render_doctor(report: dict) -> None:
 def _register_commands() -> None:
     """The main job's and the service's commands live beside their code; their modules
     import heavy libraries only inside the commands, so `--help` stays fast."""
-    from attnswitch.pipeline.commands import run_command, search_command, status_command
-    from attnswitch.service.command import serve_command
+    from attnswitch.cli.pipeline import run_command, search_command, status_command
+    from attnswitch.cli.serve import serve_command
 
     app.command("run")(run_command)
     app.command("search")(search_command)
@@ -577,6 +582,3 @@ def _register_commands() -> None:
 
 
 _register_commands()
-
-if __name__ == "__main__":
-    app()
