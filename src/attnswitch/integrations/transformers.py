@@ -53,8 +53,9 @@ from typing import Any
 
 import torch
 
-from attnswitch.attention.entry import attention
 from attnswitch.attention import masks, torch_op
+from attnswitch.attention.contract import attention_bounds
+from attnswitch.attention.entry import attention
 from attnswitch.attention.plan import Plan, explain
 
 NAME = "attnswitch"
@@ -116,16 +117,6 @@ def _window_of(sliding_window: Any) -> tuple[int, int] | None:
     return (w - 1, w - 1)
 
 
-def _bounds(causal: bool, window: tuple[int, int] | None) -> tuple[int, int] | None:
-    """`Call.bounds` for these options: the key range around the aligned diagonal."""
-    if not causal and window is None:
-        return None
-    left, right = window if window is not None else (-1, -1)
-    if causal:
-        right = 0 if right == -1 else min(right, 0)
-    return left, right
-
-
 def _candidates(causal: bool, window: tuple[int, int] | None) -> list[tuple[bool, Any]]:
     """(causal, window) options to try against a dense mask, the likeliest first."""
     out: list[tuple[bool, Any]] = []
@@ -165,7 +156,7 @@ def _dense_form(mask: torch.Tensor, causal: bool, window: tuple[int, int] | None
     kp = mask[:, 0].any(dim=1)  # [B, Sk]: keys some query may attend
     arange = lambda n: torch.arange(n, device=mask.device)  # noqa: E731
     for c, w in _candidates(causal, window):
-        pos = masks.position_mask(arange, sq, sk, _bounds(c, w))
+        pos = masks.position_mask(arange, sq, sk, attention_bounds(c, w))
         expect = kp[:, None, None, :] if pos is None else kp[:, None, None, :] & pos
         if torch.equal(expect.expand(b, 1, sq, sk), mask):
             return _Form(c, w, None if bool(kp.all()) else kp)
@@ -190,7 +181,7 @@ def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
     lengths_k = (cu_k[1:] - cu_k[:-1]).long()
     same = seg_q[:, None] == seg_k[None, :]
     diag = pos_q + lengths_k[seg_q] - len_q
-    inside = masks.bounds_mask(diag[:, None], pos_k[None, :], _bounds(causal, window))
+    inside = masks.bounds_mask(diag[:, None], pos_k[None, :], attention_bounds(causal, window))
     return same if inside is None else same & inside
 
 
