@@ -1,8 +1,10 @@
-"""Running one backend on a validated call: the step below planning, shared by the planner
-and by conformance checks (which run a backend by name, with no plan and no fallback)."""
+"""Running one backend on a validated call: the step below planning, shared by the planner,
+conformance checks (which run a backend by name, with no plan and no fallback) and timings
+(`timed_run`: `attnswitch doctor`, benchmarks/attention_ops.py)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -41,3 +43,23 @@ def run_backend(name: str, q: Any, k: Any, v: Any, call: Call) -> Any:
     with scope(name, b.framework, call.device.kind):
         result = b.run(q, k, v, call_b)
     return _back_to_numpy(result, call.return_lse) if convert else result
+
+
+def wait_for(result: Any) -> None:
+    """Block until an asynchronous device (CUDA, any jax device) has computed `result` (an
+    array, or `(out, lse)`), so that wall time covers the kernel."""
+    x = result[0] if isinstance(result, tuple) else result
+    framework = arrays.framework_of(x)
+    if framework == "jax":
+        x.block_until_ready()
+    elif framework == "torch" and x.device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(x.device)
+
+
+def timed_run(name: str, q: Any, k: Any, v: Any, call: Call) -> float:
+    """Seconds one `run_backend` call takes, the device waited for (`wait_for`)."""
+    start = time.perf_counter()
+    wait_for(run_backend(name, q, k, v, call))
+    return time.perf_counter() - start

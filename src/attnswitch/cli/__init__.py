@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections import Counter
 from typing import Annotated, Any
 
@@ -319,7 +318,7 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
 
     from attnswitch.attention import conformance as conf
     from attnswitch.attention.contract import validate
-    from attnswitch.attention.plan import run_backend
+    from attnswitch.attention.execute import timed_run
 
     rng = np.random.default_rng(0)
     any_input = getattr(getattr(b, "caps", None), "accepts_all_frameworks", False)
@@ -331,10 +330,7 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
         return None, "declines the timing shape: " + "; ".join(reasons)
 
     def once() -> float:
-        start = time.perf_counter()
-        out = run_backend(b.name, q, k, v, call)
-        _sync(out, fw, where)
-        return time.perf_counter() - start
+        return timed_run(b.name, q, k, v, call)
 
     try:
         first = once()
@@ -347,15 +343,6 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
     if first > 2 * max(times):
         notes.append(f"first call {first * 1e3:.0f} ms")
     return float(np.median(times)) * 1e3, "; ".join(notes) or None
-
-
-def _sync(out: Any, framework: str, where: str) -> None:
-    if framework == "jax":
-        out.block_until_ready()
-    elif framework == "torch" and where.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def _plan_calls(framework: str) -> list[tuple[str, dict]]:
