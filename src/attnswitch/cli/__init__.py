@@ -25,8 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from attnswitch.cli.options import JsonOption
-from attnswitch.console import rich_console
-from attnswitch.jsonout import print_json
+from attnswitch.cli.output import print_json, rich_console
 
 app = typer.Typer(
     name="attnswitch",

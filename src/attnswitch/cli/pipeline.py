@@ -37,8 +37,7 @@ from attnswitch.cli.options import (
     StoreOption,
     nonblank_path,
 )
-from attnswitch.console import rich_console
-from attnswitch.jsonout import print_json
+from attnswitch.cli.output import print_json, rich_console
 
 
 class Layout(str, enum.Enum):
