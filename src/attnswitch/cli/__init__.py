@@ -22,7 +22,11 @@ import math
 from collections import Counter
 from typing import Annotated, Any
 
-import typer
+try:
+    import typer
+except ModuleNotFoundError as exc:  # a core install: the command line is the pipeline extra's
+    raise SystemExit("attnswitch: the command line needs the pipeline extra: "
+                     "pip install 'attnswitch[pipeline]'") from exc
 
 from attnswitch.cli.options import JsonOption
 from attnswitch.cli.output import print_json, rich_console
