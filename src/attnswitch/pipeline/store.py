@@ -169,7 +169,7 @@ class StoredDocument:
 
 
 @dataclass(frozen=True)
-class Plan:
+class SyncPlan:
     """What a run must do for `root`: documents to encode (`new + changed`), documents to
     leave alone, skips to record and stored sources to delete."""
 
@@ -191,7 +191,9 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Run:
+class RunRecord:
+    """A row of the runs table: one `run.run` (or Ray run) on this store and its outcome."""
+
     id: int
     root: str | None
     config: str | None
@@ -217,7 +219,7 @@ class StoreStatus:
     skipped_files: tuple[tuple[str, str, str], ...]
     dim: int | None
     roots: tuple[str, ...]
-    last_run: Run | None
+    last_run: RunRecord | None
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,7 @@ class Store(Protocol):
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
     def classify(self, doc: Document, config: str = "") -> str: ...
     def plan(self, root: str | os.PathLike, documents: Iterable[Document],
-             config: str = "") -> Plan: ...
+             config: str = "") -> SyncPlan: ...
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
                        config: str = "", run_id: int | None = None) -> int: ...
     def record_skip(self, doc: Document, *, config: str = "",
@@ -270,7 +272,7 @@ class Store(Protocol):
     def finish_run(self, run_id: int, status: str = "completed", *,
                    counts: dict[str, Any] | None = None,
                    summary: dict[str, Any] | None = None) -> None: ...
-    def runs(self, limit: int | None = None) -> list[Run]: ...
+    def runs(self, limit: int | None = None) -> list[RunRecord]: ...
     def status(self) -> StoreStatus: ...
     def count(self) -> int: ...
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
@@ -319,7 +321,7 @@ class StoreBase:
         return "changed"
 
     def plan(self, root: str | os.PathLike, documents: Iterable[Document],
-             config: str = "") -> Plan:
+             config: str = "") -> SyncPlan:
         """Compare a complete listing of `root` (as `ingest.ingest(root)` gives it) with the
         stored state. Every document must belong to `root`."""
         key = root_key(root)
@@ -335,7 +337,7 @@ class StoreBase:
             seen.add(doc.source)
             groups[self.classify(doc, config)].append(doc)
         deleted = tuple(sorted(self.sources(key) - seen))
-        return Plan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
+        return SyncPlan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
                                                          "skipped")), deleted)
 
     def record_skip(self, doc: Document, *, config: str = "",
@@ -348,13 +350,13 @@ class StoreBase:
             conn.execute(f"DELETE FROM chunks WHERE doc_id = {self._mark}", (doc_id,))
         return doc_id
 
-    def runs(self, limit: int | None = None) -> list[Run]:
+    def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first."""
         sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
                " FROM runs ORDER BY id DESC")
         rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
                                   (limit,) if limit else ()).fetchall()
-        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+        return [RunRecord(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
 
     @staticmethod
     def _document_values(doc: Document, status: str, config: str, run_id: int | None,
