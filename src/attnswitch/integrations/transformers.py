@@ -201,17 +201,29 @@ def _packed_form(mask: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor,
 
 def _cached(tensor: torch.Tensor, attr: str, key: tuple, compute: Any) -> Any:
     """`compute()` memoised on the tensor object itself (transformers passes the same mask and
-    position_ids tensors to every layer; a new or sliced tensor starts afresh)."""
-    table = getattr(tensor, attr, None)
-    if table is None:
-        table = {}
+    position_ids tensors to every layer; a new or sliced tensor starts afresh), keyed on the
+    tensor's version counter, so a tensor changed in place is analysed again. Inference
+    tensors (`torch.inference_mode`) keep no version counter: theirs is kept per object."""
+    version = _version(tensor)
+    held = getattr(tensor, attr, None)
+    if held is None or held[0] != version:
+        held = (version, {})
         try:
-            setattr(tensor, attr, table)
+            setattr(tensor, attr, held)
         except (AttributeError, RuntimeError):
             return compute()
+    table = held[1]
     if key not in table:
         table[key] = compute()
     return table[key]
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's in-place version counter; None for an inference tensor (it has none)."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return None
 
 
 def _packing_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor | None:
