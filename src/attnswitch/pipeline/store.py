@@ -370,6 +370,28 @@ class StoreBase:
 
 
 
+# What each schema version adds to a file of the version before, beyond the tables and
+# triggers `_SCHEMA` creates (IF NOT EXISTS) for every version.
+# 2: keyword search (FTS5) and the chunk log: a version-1 file's stored text is indexed.
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
+}
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a file of schema `version` (0: a new file) to SCHEMA_VERSION, inside the
+    caller's transaction: create what is missing, then each upgrade after `version` in
+    order; the stored documents, chunks, vectors and runs are kept."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    if version > 0:
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _UPGRADES.get(step, ()):
+                conn.execute(statement)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
     """The database file `path` names (the one rule for the library, the CLI's `--db` and the
     service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
@@ -417,14 +439,7 @@ class SQLiteStore(StoreBase):
             self._conn.execute("PRAGMA foreign_keys=ON")
             if version < SCHEMA_VERSION:
                 with self._transaction():
-                    for statement in _SCHEMA:
-                        self._conn.execute(statement)
-                    if version == 1:  # made before keyword search: index the stored text
-                        self._conn.execute("INSERT INTO chunks_fts (chunks_fts) "
-                                           "VALUES ('rebuild')")
-                    self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)",
-                                       (uuid.uuid4().hex,))
-                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    _migrate(self._conn, version)
             self.store_id = self.meta("store_id")
             self.location = str(self.path.resolve())
         except BaseException:
