@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import attnswitch
-from attnswitch.attention import arrays, conformance, plan, registry, verdicts
+from attnswitch.attention import arrays, cache, conformance, plan, registry, verdicts
 from attnswitch.attention.arrays import CPU
 from attnswitch.attention.backends.reference import Reference
 from attnswitch.attention.contract import Call
@@ -80,7 +80,7 @@ def test_verdict_is_stored_per_fingerprint_in_cache_dir(cache_dir: Path) -> None
         "backend": "reference",
         "versions": {"numpy": np.__version__},
         "attnswitch": attnswitch.__version__,
-        "device": verdicts.cpu_name(),
+        "device": cache.cpu_name(),
         "rule": conformance.RULE_REVISION,
         "cases": conformance.case_set_id(verdicts.PARTIAL, QUICK),
     }
