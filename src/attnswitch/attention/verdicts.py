@@ -47,10 +47,6 @@ PASS, FAIL, UNVERIFIED = "pass", "fail", "unverified"
 FULL, QUICK, FIRST_USE, PARTIAL = conformance.CASE_SET_KINDS
 
 
-def store_path() -> Path:
-    return TABLE.path
-
-
 @functools.cache
 def _versions(backend_name: str, backend: Backend) -> tuple[tuple[str, str], ...]:
     versions = getattr(backend, "versions", None)
@@ -160,7 +156,7 @@ class _Store:
     case catalogue changes."""
 
     def __init__(self) -> None:
-        self._standing: dict[tuple, Standing] = {}
+        self._standing: dict[str, Standing] = {}
         self._standing_of: tuple | None = None
 
     @property
