@@ -33,7 +33,6 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from attnswitch._version import __version__
