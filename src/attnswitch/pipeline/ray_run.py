@@ -365,7 +365,8 @@ class RayRunJob(RunJob):
             self.todo.appendleft(batch)
             return
         if isinstance(outcome, BaseException):
-            vectors = outcome.cause if isinstance(outcome, RayTaskError) else outcome
+            cause = outcome.cause if isinstance(outcome, RayTaskError) else outcome
+            vectors = cause if isinstance(cause, Exception) else RuntimeError(str(outcome))
         else:
             vectors, report = outcome  # vectors None: the actor wrote them
             self.last_done = time.perf_counter()
