@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
+from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.store import (
     ChunkRecord,
     SQLiteStore,
     StoreBusyError,
     StoreInputError,
-    open_store,
     resolve_path,
 )
 from attnswitch.pipeline.store_errors import StoreCorruptError

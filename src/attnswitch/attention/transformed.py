@@ -22,6 +22,7 @@ from attnswitch.attention.conformance import (
     UNAVAILABLE,
     Case,
     CaseResult,
+    check,
     expected_outputs,
     judge_case,
     kernel_tanh_baseline,
