@@ -25,9 +25,9 @@ import numpy as np
 
 import attnswitch as asw
 from attnswitch.attention import arrays, autotune, registry
+from attnswitch.attention.cache import cpu_name
 from attnswitch.attention.contract import validate
-from attnswitch.attention.plan import run_backend
-from attnswitch.attention.verdicts import cpu_name
+from attnswitch.attention.execute import timed_run, wait_for
 
 
 @dataclass(frozen=True)
@@ -107,18 +107,6 @@ def to_framework(inputs: dict, framework: str, device: str) -> dict:
     return out
 
 
-def sync(x) -> None:
-    """Wait for asynchronous devices so wall time covers the kernel."""
-    fw = arrays.framework_of(x[0] if isinstance(x, tuple) else x)
-    x = x[0] if isinstance(x, tuple) else x
-    if fw == "torch" and x.device.type == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-    elif fw == "jax":
-        x.block_until_ready()
-
-
 def serving_backends(inputs_np: dict, device: str) -> dict[str, tuple]:
     """backend name -> (call, q, k, v) for every available backend that serves the row in
     its own framework's arrays."""
@@ -147,12 +135,10 @@ def time_row(row: Row, reps: int, device: str, skip: set[str] = frozenset()) -> 
     times: dict[str, list[float]] = {name: [] for name in serving}
     for name, (call, bq, bk, bv) in serving.items():  # warm-up: compile, caches
         for _ in range(2):
-            sync(run_backend(name, bq, bk, bv, call))
+            timed_run(name, bq, bk, bv, call)
     for _ in range(reps):
         for name, (call, bq, bk, bv) in serving.items():
-            start = time.perf_counter()
-            sync(run_backend(name, bq, bk, bv, call))
-            times[name].append(time.perf_counter() - start)
+            times[name].append(timed_run(name, bq, bk, bv, call))
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     return dict(row=row, medians=medians, pick=plan.chosen, plan=plan, call=plan.call)
 
@@ -196,12 +182,12 @@ def overhead(reps: int, device: str) -> list[dict]:
             return asw.attention(q, k, v, **args)
 
         for fn in (direct, through, direct, through):
-            sync(fn())
+            wait_for(fn())
         t = {"direct": [], "attnswitch": []}
         for _ in range(n):
             for label, fn in (("direct", direct), ("attnswitch", through)):
                 start = time.perf_counter()
-                sync(fn())
+                wait_for(fn())
                 t[label].append(time.perf_counter() - start)
         calls = 2000
         start = time.perf_counter()

@@ -159,7 +159,7 @@ def layer_overhead(calls: int, rounds: int) -> dict[str, float]:
 
 
 def cpu_description() -> str:
-    from attnswitch.attention.verdicts import cpu_name
+    from attnswitch.attention.cache import cpu_name
 
     flags: set[str] = set()
     try:

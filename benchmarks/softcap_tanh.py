@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
-    from attnswitch.attention.verdicts import cpu_name
+    from attnswitch.attention.cache import cpu_name
 
     lines = [
         "# Softcap in float32 on JAX",

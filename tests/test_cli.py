@@ -305,7 +305,7 @@ def test_full_run_reruns_the_cases_of_a_first_use_failure(extra_backend: str,
     backend = registry.get(extra_backend)
     off_grid = conformance.case_by_label("padding/float16")
     assert off_grid.label not in conformance.full_grid_labels()
-    conformance.run([extra_backend], [off_grid], kind=verdicts.FIRST_USE)
+    verdicts.run([extra_backend], [off_grid], kind=verdicts.FIRST_USE)
     assert verdicts.status(backend, CPU) == verdicts.FAIL
 
     backend.scale = 1.0  # fixed, same fingerprint

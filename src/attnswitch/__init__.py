@@ -3,11 +3,11 @@ against a float64 oracle, and a document engine built on it."""
 
 from attnswitch._version import __version__
 from attnswitch.attention.contract import AttentionInputError, Call
+from attnswitch.attention.entry import attention
 from attnswitch.attention.plan import (
     BackendFailedError,
     NoBackendError,
     Plan,
-    attention,
     backends,
     configure,
     explain,

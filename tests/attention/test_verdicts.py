@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import attnswitch
-from attnswitch.attention import arrays, conformance, plan, registry, verdicts
+from attnswitch.attention import arrays, cache, conformance, plan, registry, verdicts
 from attnswitch.attention.arrays import CPU
 from attnswitch.attention.backends.reference import Reference
 from attnswitch.attention.contract import Call
@@ -72,7 +72,7 @@ def _inputs() -> tuple[np.ndarray, ...]:
 
 
 def test_verdict_is_stored_per_fingerprint_in_cache_dir(cache_dir: Path) -> None:
-    conformance.run(["reference"], QUICK)
+    verdicts.run(["reference"], QUICK)
     stored = json.loads((cache_dir / "verdicts.json").read_text())
     (entry,) = stored.values()
     fp = entry["fingerprint"]
@@ -80,7 +80,7 @@ def test_verdict_is_stored_per_fingerprint_in_cache_dir(cache_dir: Path) -> None
         "backend": "reference",
         "versions": {"numpy": np.__version__},
         "attnswitch": attnswitch.__version__,
-        "device": verdicts.cpu_name(),
+        "device": cache.cpu_name(),
         "rule": conformance.RULE_REVISION,
         "cases": conformance.case_set_id(verdicts.PARTIAL, QUICK),
     }
@@ -96,7 +96,7 @@ def test_verdict_is_stored_per_fingerprint_in_cache_dir(cache_dir: Path) -> None
 def test_new_fingerprint_is_unverified(fakelib: str) -> None:
     q, k, v = _inputs()
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.UNVERIFIED
-    conformance.run([fakelib], QUICK)
+    verdicts.run([fakelib], QUICK)
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
     assert attnswitch.explain(q, k, v).verdicts[fakelib] == verdicts.PASS
 
@@ -111,14 +111,14 @@ def test_new_fingerprint_is_unverified(fakelib: str) -> None:
 
 
 def test_other_device_is_another_fingerprint(fakelib: str) -> None:
-    conformance.run([fakelib], QUICK)
+    verdicts.run([fakelib], QUICK)
     gpu = arrays.DeviceInfo("cuda", "Some GPU", 0, (9, 0))
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
     assert verdicts.status(registry.get(fakelib), gpu) == verdicts.UNVERIFIED
 
 
 def test_changed_rule_is_another_fingerprint(fakelib: str, monkeypatch) -> None:
-    conformance.run([fakelib], QUICK)
+    verdicts.run([fakelib], QUICK)
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
     with monkeypatch.context() as m:
         m.setattr(conformance, "RULE_REVISION", conformance.RULE_REVISION + 1)
@@ -130,7 +130,7 @@ def test_grid_changes_age_verdicts_case_by_case(fakelib: str, monkeypatch) -> No
     """A verdict stands for the cases it ran, as they are: removing or changing one of them
     makes it stale (unverified); adding a case to the grid turns a full-grid pass into a pass
     of the cases it ran."""
-    conformance.run([fakelib], conformance.cases())
+    verdicts.run([fakelib], conformance.cases())
     backend = registry.get(fakelib)
     assert verdicts.standing(backend, CPU).full
     with monkeypatch.context() as m:
@@ -150,7 +150,7 @@ def test_grid_changes_age_verdicts_case_by_case(fakelib: str, monkeypatch) -> No
 def test_failure_quarantines_and_pass_requalifies(fakelib: str) -> None:
     q, k, v = _inputs()
     _replace(fakelib, ignore_causal=True)
-    results = conformance.run([fakelib], QUICK)
+    results = verdicts.run([fakelib], QUICK)
     assert any(r.status == conformance.FAILED for r in results)
     (stored,) = verdicts.STORE.verdicts(registry.get(fakelib), CPU)
     assert not stored.passed
@@ -166,7 +166,7 @@ def test_failure_quarantines_and_pass_requalifies(fakelib: str) -> None:
         assert re.search(rf"^\s*quarantined\s*{fakelib}: ", str(p), re.MULTILINE)
 
     _replace(fakelib)  # fixed, same fingerprint
-    conformance.run([fakelib], QUICK)
+    verdicts.run([fakelib], QUICK)
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.PASS
     p = attnswitch.explain(q, k, v, causal=True)
     assert fakelib in p.candidates
@@ -179,7 +179,7 @@ def test_explicit_request_runs_quarantined_backend_with_warning(
 ) -> None:
     q, k, v = _inputs()
     _replace(fakelib, ignore_causal=True)
-    conformance.run([fakelib], QUICK)
+    verdicts.run([fakelib], QUICK)
     assert verdicts.status(registry.get(fakelib), CPU) == verdicts.FAIL
 
     def attention(**kwargs: Any) -> Any:
@@ -207,7 +207,7 @@ def test_declined_only_records_nothing(cache_dir: Path) -> None:
     only_dense.caps = dataclasses.replace(only_dense.caps, layouts=("dense",))
     registry.register(only_dense)
     try:
-        results = conformance.run([only_dense.name], packed)
+        results = verdicts.run([only_dense.name], packed)
     finally:
         registry.unregister(only_dense.name)
     assert {r.status for r in results} == {conformance.DECLINED}

@@ -303,15 +303,15 @@ def _as(backend: Counting, cls: type) -> Counting:
 def test_quick_or_first_use_pass_never_clears_a_full_grid_failure(
         counting: Counting, small_grid: Any) -> None:
     broken = _as(counting, DropsCausal)
-    conformance.run([broken.name], conformance.cases())
+    verdicts.run([broken.name], conformance.cases())
     standing = verdicts.standing(broken, CPU)
     assert standing.status == verdicts.FAIL and standing.failure_kind == verdicts.FULL
     assert standing.failure.startswith("causal-203x113/")
 
     fixed = _as(counting, Counting)  # same fingerprint, answers right again
-    conformance.run([fixed.name], conformance.cases(quick=True))
+    verdicts.run([fixed.name], conformance.cases(quick=True))
     assert verdicts.status(fixed, CPU) == verdicts.FAIL  # quick pass: still quarantined
-    conformance.run([fixed.name], [conformance.case_by_label("causal-203x113/float32")])
+    verdicts.run([fixed.name], [conformance.case_by_label("causal-203x113/float32")])
     assert verdicts.status(fixed, CPU) == verdicts.FAIL  # passing the failed case alone: too
     # A call never checks a quarantined backend (so no first-use pass can be recorded).
     p = asw.explain(**_inputs())
@@ -319,7 +319,7 @@ def test_quick_or_first_use_pass_never_clears_a_full_grid_failure(
     _attend(_inputs(), "numpy")
     assert fixed.runs == 3  # only the two conformance runs above ran it
 
-    conformance.run([fixed.name], conformance.cases())  # a full pass clears it
+    verdicts.run([fixed.name], conformance.cases())  # a full pass clears it
     standing = verdicts.standing(fixed, CPU)
     assert standing.status == verdicts.PASS and standing.full
     assert asw.explain(**_inputs()).chosen == fixed.name
@@ -330,15 +330,15 @@ def test_full_pass_clears_quick_and_first_use_failures(counting: Counting, small
     with pytest.warns(RuntimeWarning, match="failed its first-use check"):
         _attend(_inputs(causal=True), "numpy")
     assert verdicts.standing(broken, CPU).failure_kind == verdicts.FIRST_USE
-    conformance.run([broken.name], conformance.cases(quick=True))  # quick passes (no causal)
+    verdicts.run([broken.name], conformance.cases(quick=True))  # quick passes (no causal)
     assert verdicts.status(broken, CPU) == verdicts.FAIL
     fixed = _as(counting, Counting)
-    conformance.run([fixed.name], conformance.cases())
+    verdicts.run([fixed.name], conformance.cases())
     assert verdicts.standing(fixed, CPU).full
 
 
 def test_partial_pass_is_not_a_full_pass(counting: Counting, small_grid) -> None:
-    conformance.run([counting.name], conformance.cases(quick=True))
+    verdicts.run([counting.name], conformance.cases(quick=True))
     standing = verdicts.standing(counting, CPU)
     assert standing.status == verdicts.PASS and not standing.full
     assert standing.kinds == (verdicts.QUICK,)

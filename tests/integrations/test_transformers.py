@@ -250,6 +250,22 @@ def test_sliding_window_becomes_window():
     _same_as_dense(qkv, options, mask)
 
 
+def test_a_mask_changed_in_place_is_analysed_again():
+    """The analysis cached on the mask tensor is keyed on its version counter: a mask
+    rewritten in place (a new padding row) maps to the new padding, not the cached one."""
+    from transformers.masking_utils import bidirectional_mask_function
+
+    pad = _padding()
+    mask = _sdpa_mask(bidirectional_mask_function, pad)
+    _, options, _ = hf.contract_arguments(_Module(False), *_qkv(), mask)
+    assert torch.equal(options["key_padding_mask"], pad)
+    pad[0, 8:] = False
+    mask.copy_(_sdpa_mask(bidirectional_mask_function, pad))
+    qkv, options, _ = hf.contract_arguments(_Module(False), *_qkv(), mask)
+    assert torch.equal(options["key_padding_mask"], pad)
+    _same_as_dense(qkv, options, mask)
+
+
 def test_irregular_mask_is_passed_as_attn_mask():
     mask = torch.rand(2, 1, 10, 10, generator=torch.Generator().manual_seed(5)) > 0.4
     qkv, options, _ = hf.contract_arguments(_Module(False), *_qkv(), mask)

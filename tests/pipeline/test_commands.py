@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attnswitch.pipeline.commands import app
+from attnswitch.cli.pipeline import app
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.store import DB_NAME, SQLiteStore
 
@@ -25,7 +25,7 @@ FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "attnswitch.pipeline.commands", *args]
+    return [sys.executable, "-m", "attnswitch.cli.pipeline", *args]
 
 
 def invoke(*args: str):

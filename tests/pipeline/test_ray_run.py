@@ -220,7 +220,7 @@ def test_cli_run_ray_json_joins_the_running_cluster(ray_cluster, docs: Path,
                                                     tmp_path: Path) -> None:
     env = dict(os.environ, RAY_ADDRESS=ray_cluster.address)
     result = subprocess.run(
-        [sys.executable, "-m", "attnswitch.pipeline.commands", "run", str(docs), "--db",
+        [sys.executable, "-m", "attnswitch.cli.pipeline", "run", str(docs), "--db",
          str(tmp_path / "db"), "--ray", "--json", *FAST],
         capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
@@ -234,7 +234,7 @@ def test_cli_run_ray_json_joins_the_running_cluster(ray_cluster, docs: Path,
 
 def test_cli_run_ray_renders_the_node_kinds_and_refuses_clearly(ray_cluster, docs: Path,
                                                                 tmp_path: Path) -> None:
-    from attnswitch.pipeline.commands import app
+    from attnswitch.cli.pipeline import app
 
     def invoke(*args: str):
         return CliRunner(env={"COLUMNS": "200"}).invoke(app(), list(args),
@@ -261,7 +261,7 @@ def test_cli_run_ray_renders_the_node_kinds_and_refuses_clearly(ray_cluster, doc
 
 def test_without_ray_the_cli_names_the_extra(docs: Path, tmp_path: Path) -> None:
     code = ("import sys; sys.modules['ray'] = None\n"  # as if Ray were not installed
-            "from attnswitch.pipeline.commands import app\n"
+            "from attnswitch.cli.pipeline import app\n"
             f"sys.argv = ['attnswitch', 'run', {str(docs)!r}, '--db', "
             f"{str(tmp_path / 'db')!r}, '--ray', '--json']\n"
             "app()()\n")
@@ -322,7 +322,7 @@ def test_actors_write_to_postgres_and_a_killed_driver_resumes(ray_cluster, more_
     from attnswitch.pipeline.store_postgres import PostgresStore
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "attnswitch.pipeline.commands", "run", str(more_docs),
+        [sys.executable, "-m", "attnswitch.cli.pipeline", "run", str(more_docs),
          "--db", pg_url, "--ray-address", ray_cluster.address, "--json", *FAST],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from attnswitch.observe.memwatch import MemoryGrowthWarning
+from attnswitch.pipeline import encode as encode_module
 from attnswitch.pipeline import run as run_module
 from attnswitch.pipeline.chunk import chunk_text
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
@@ -227,8 +228,8 @@ class Leaky:
 def test_the_memory_watchdog_judges_the_run(docs: Path, tmp_path: Path, encoder,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # A short warm-up, so that a few documents give enough encode calls to judge.
-    monkeypatch.setattr(run_module, "WATCH_WARMUP_CALLS", 1)
-    monkeypatch.setattr(run_module, "WATCH_MIN_CALLS", 8)
+    monkeypatch.setattr(encode_module, "WATCH_WARMUP_CALLS", 1)
+    monkeypatch.setattr(encode_module, "WATCH_MIN_CALLS", 8)
     small_calls = dataclasses.replace(OPTIONS, chunks_per_call=2)  # 19 chunks: 11 calls
     with SQLiteStore(tmp_path / "steady") as store:
         steady = run(docs, store, small_calls, get_encoder=Counting(encoder))

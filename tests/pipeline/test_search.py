@@ -159,7 +159,7 @@ MODE_TEXTS = [
 @pytest.fixture
 def modes_store(location, tmp_path: Path):
     """Five one-chunk documents with bag-of-words vectors, in each store."""
-    from attnswitch.pipeline.store import open_store
+    from attnswitch.pipeline.location import open_store
 
     root = tmp_path / "modes"
     root.mkdir()

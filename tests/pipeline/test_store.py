@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -18,12 +19,12 @@ import numpy as np
 import pytest
 
 from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
+from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.store import (
     ChunkRecord,
     SQLiteStore,
     StoreBusyError,
     StoreInputError,
-    open_store,
     resolve_path,
 )
 from attnswitch.pipeline.store_errors import StoreCorruptError
@@ -234,7 +235,8 @@ _KILLED_WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     from attnswitch.pipeline.ingest import ingest
-    from attnswitch.pipeline.store import ChunkRecord, open_store
+    from attnswitch.pipeline.location import open_store
+    from attnswitch.pipeline.store import ChunkRecord
 
     root, db = sys.argv[1], sys.argv[2]
     docs = list(ingest(root))
@@ -469,3 +471,47 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["runs"]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+
+
+def test_a_version_1_store_migrates_to_version_2(docs: Path, tmp_path: Path, encoder) -> None:
+    """The schema's migration path, 1 -> 2, on a copy of a real store: the real model's
+    vectors of real documents, taken back to what version 1 had (no keyword index, no chunk
+    log, no store id). Opening the copy migrates it: nothing stored is lost, keyword search
+    finds the stored text, dense search gives what the original gives, and a run on the
+    same folder finds every file unchanged."""
+    import shutil
+
+    from attnswitch.pipeline.run import RunOptions, run
+
+    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
+    original = tmp_path / "v2" / "index.sqlite3"
+    with SQLiteStore(original) as store:
+        run(docs, store, options, get_encoder=lambda: encoder)
+        want_ids, want_vectors = store.vectors()
+        want_runs = store.runs()
+        query = want_vectors[:3]
+        want_dense = store.dense(query, 5)
+    copy = tmp_path / "v1" / "index.sqlite3"
+    copy.parent.mkdir()
+    shutil.copy2(original, copy)
+    with sqlite3.connect(copy) as conn:
+        conn.executescript("DROP TRIGGER chunks_inserted; DROP TRIGGER chunks_deleted; "
+                           "DROP TABLE chunks_fts; DROP TABLE chunk_log; "
+                           "DELETE FROM meta WHERE key = 'store_id'; PRAGMA user_version = 1;")
+        assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN "
+                            "('chunks_fts', 'chunk_log')").fetchone()[0] == 0
+
+    with SQLiteStore(copy) as store:
+        ids, vectors = store.vectors()
+        assert np.array_equal(ids, want_ids) and np.array_equal(vectors, want_vectors)
+        assert [(r.id, r.status) for r in store.runs()] == [(r.id, r.status) for r in want_runs]
+        assert store.dense(query, 5) == want_dense
+        assert store.meta("store_id")
+        text = store.chunks([int(ids[0])])[int(ids[0])].text
+        word = max(re.findall(r"\w+", text), key=len)
+        hits = store.keyword(word, 20)
+        assert int(ids[0]) in {cid for cid, _ in hits}, (word, hits)
+        again = run(docs, store, options, get_encoder=lambda: encoder)
+        assert again.unchanged == again.files and again.chunks_encoded == 0
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2

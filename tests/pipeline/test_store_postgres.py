@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from attnswitch.pipeline.ingest import ingest
-from attnswitch.pipeline.store import ChunkRecord, StoreConnectError, StoreInputError, open_store
+from attnswitch.pipeline.location import open_store
+from attnswitch.pipeline.store import ChunkRecord, StoreConnectError, StoreInputError
 
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
 

@@ -9,8 +9,8 @@ in X with float32 accumulation; the matmuls sum their products in order, see
 error X makes around the output's magnitude (FlashAttention 3's `fwd_atol`). The lse, when
 the case asks for it, is held to the same rule. Never a bare fixed tolerance.
 
-`check(backend, case)` runs one case; `run(...)` runs a grid and records a verdict per
-backend fingerprint (see `verdicts`). Every case has a label ("causal-113x203/bfloat16"); the
+`check(backend, case)` runs one case; `verdicts.run(...)` runs a grid and records a verdict
+per backend fingerprint. `attention/transformed.py` checks JAX backends under jit and vmap. Every case has a label ("causal-113x203/bfloat16"); the
 catalogue (`case_by_label`) is the grid in every dtype plus the special cases, so a verdict
 names its cases and is aged case by case when the grid changes (`still_current`).
 """
@@ -28,9 +28,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from attnswitch.attention import arrays, masks, registry, verdicts
+from attnswitch.attention import arrays, masks, registry
 from attnswitch.attention.backends.reference import attention_f64
 from attnswitch.attention.contract import Call, validate
+from attnswitch.attention.execute import run_backend
 
 _NP_DTYPES = {
     "float16": np.dtype(np.float16),
@@ -40,6 +41,9 @@ _NP_DTYPES = {
 }
 
 PASSED, FAILED, DECLINED, UNAVAILABLE, ERROR = "pass", "fail", "declined", "unavailable", "error"
+RAN = (PASSED, FAILED, ERROR)  # the statuses of a case that ran (a verdict counts them)
+# The kinds of case set: the whole grid, the quick grid, a first-use self-check, any other.
+CASE_SET_KINDS = FULL_GRID, QUICK_GRID, FIRST_USE, PARTIAL = "full", "quick", "first-use", "partial"
 Tanh = Callable[[np.ndarray], np.ndarray]
 
 
@@ -255,7 +259,7 @@ def kernel_tanh_baseline(b: Any, call: Call, device: str) -> tuple[str, str] | N
     return framework, device
 
 
-def _tanh(kernel_tanh: tuple[str, str] | None) -> Tanh:
+def tanh_of(kernel_tanh: tuple[str, str] | None) -> Tanh:
     """The baseline's float32 tanh: numpy's, or as `kernel_tanh` = (framework, device)
     computes it (numpy in and out)."""
     if kernel_tanh is None:
@@ -270,7 +274,7 @@ def _tanh(kernel_tanh: tuple[str, str] | None) -> Tanh:
     return lambda x: np.asarray(tanh(to_device(np.asarray(x, np.float32), "jax", device)))
 
 
-def _expected(inputs: dict[str, Any], call: Call,
+def expected_outputs(inputs: dict[str, Any], call: Call,
               tanh: Tanh = np.tanh) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ref_out, ref_lse, naive_out, naive_lse) in float64, packed calls sequence by sequence;
     the naive baseline's softcap uses `tanh`."""
@@ -298,7 +302,7 @@ def _expected(inputs: dict[str, Any], call: Call,
 
 
 @functools.lru_cache(maxsize=64)
-def _expected_for(case: Case, kernel_tanh: tuple[str, str] | None = None) -> tuple[np.ndarray, ...]:
+def expected_for(case: Case, kernel_tanh: tuple[str, str] | None = None) -> tuple[np.ndarray, ...]:
     """`_expected` on the case's own inputs (a function of the case alone), computed once per
     process and shared by every backend checked on the case. The arrays are read-only.
     `kernel_tanh` (framework, device): the baseline's softcap uses that tanh
@@ -306,7 +310,7 @@ def _expected_for(case: Case, kernel_tanh: tuple[str, str] | None = None) -> tup
     inputs = make_inputs(case)
     args = dict(inputs)
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-    expected = _expected(inputs, validate(q, k, v, **args), _tanh(kernel_tanh))
+    expected = expected_outputs(inputs, validate(q, k, v, **args), tanh_of(kernel_tanh))
     for a in expected:
         a.setflags(write=False)
     return expected
@@ -344,7 +348,7 @@ def judge(out: Any, inputs: dict[str, Any]) -> tuple[float, float]:
     args = dict(inputs)
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
     call = validate(q, k, v, **args)
-    ref_out, _, naive_out, _ = _expected(inputs, call)
+    ref_out, _, naive_out, _ = expected_outputs(inputs, call)
     return _error_and_bound(arrays.to_numpy(out).astype(np.float64), ref_out, naive_out, call)
 
 
@@ -380,19 +384,17 @@ def check(backend: str, case: Case, *, device: str = "cpu", force: bool = False)
     reasons = b.declines(call)
     if reasons:
         return CaseResult(case, backend, DECLINED, reasons=tuple(reasons))
-    from attnswitch.attention.plan import run_backend
-
     try:
         result = run_backend(backend, q, k, v, call)
     except Exception as exc:  # a crash is a verdict, not an abort of the whole grid
         return CaseResult(case, backend, ERROR, reasons=(f"{type(exc).__name__}: {exc}",))
     out, lse = result if case.return_lse else (result, None)
     kernel_tanh = kernel_tanh_baseline(b, call, device)
-    strict = None if kernel_tanh is None else _expected_for(case)
-    return _judge(case, b, call, out, lse, _expected_for(case, kernel_tanh), strict)
+    strict = None if kernel_tanh is None else expected_for(case)
+    return judge_case(case, b, call, out, lse, expected_for(case, kernel_tanh), strict)
 
 
-def _judge(case: Case, b: Any, call: Call, out: Any, lse: Any,
+def judge_case(case: Case, b: Any, call: Call, out: Any, lse: Any,
            expected: tuple[np.ndarray, ...], strict: tuple[np.ndarray, ...] | None = None,
            ) -> CaseResult:
     """The rule applied to backend `b`'s `out` (and `lse`) on `call`, given `_expected`.
@@ -430,134 +432,6 @@ def _judge(case: Case, b: Any, call: Call, out: Any, lse: Any,
     return CaseResult(
         case, backend, FAILED if reasons_out else PASSED, error, bound, (*reasons_out, *notes)
     )
-
-
-# ---- JAX transformations ---------------------------------------------------------------
-
-# How a JAX backend is called: as is, inside `jax.jit` (every array a traced argument:
-# q, k, v, masks and cu_seqlens) or inside `jax.vmap` over two examples of the case (q, k, v
-# and masks batched; cu_seqlens shared, so concrete).
-TRANSFORMS = ("eager", "jit", "vmap")
-
-# Small cases for the transformed variants (Pallas interpret mode compiles each anew): every
-# feature the grid has, and the frames that differ under tracing (packed with and without
-# bounds, key padding, a traced attn_mask with a fully masked row).
-TRANSFORM_GRID: tuple[Case, ...] = (
-    Case("t-causal-gqa-37x70", seqlen_q=37, seqlen_k=70, heads_q=4, heads_kv=2, head_dim=32,
-         causal=True),
-    Case("t-causal-70x37-lse", seqlen_q=70, seqlen_k=37, heads_q=2, heads_kv=2, head_dim=32,
-         causal=True, return_lse=True),
-    Case("t-window-softcap", seqlen_q=45, seqlen_k=80, heads_q=2, heads_kv=2, head_dim=32,
-         window=(16, 4), softcap=30.0, magnitude=3.0),
-    Case("t-padding", seqlen_q=40, seqlen_k=70, heads_q=2, heads_kv=1, head_dim=32,
-         key_padding=True),
-    Case("t-masked-row", seqlen_q=40, seqlen_k=70, heads_q=2, heads_kv=2, head_dim=32,
-         masked_row=True),
-    Case("t-packed-causal", packed=((17, 17), (0, 0), (30, 30)), heads_q=2, heads_kv=2,
-         head_dim=32, causal=True),
-    Case("t-packed-unequal-lse", packed=((13, 40), (20, 8), (0, 7), (9, 0)), heads_q=2,
-         heads_kv=2, head_dim=32, return_lse=True),
-)
-TRANSFORM_DTYPES = ("float32",)
-
-
-def transform_cases() -> list[Case]:
-    """TRANSFORM_GRID in each of TRANSFORM_DTYPES, and its first case in bfloat16."""
-    out = [c.with_dtype(d) for d in TRANSFORM_DTYPES for c in TRANSFORM_GRID]
-    return out + [TRANSFORM_GRID[0].with_dtype("bfloat16")]
-
-
-def check_transformed(backend: str, case: Case, transform: str, *, device: str = "cpu",
-                      force: bool = False) -> CaseResult:
-    """`check` for a JAX backend under a JAX transformation (TRANSFORMS): inside it the call
-    is validated and planned with `backend=` (planning must not raise on traced arrays),
-    then declined with the backend's reasons for the call as it sees it there, or run. An
-    exception while tracing or running is an ERROR, as in `check`. Under vmap each of the
-    two examples is judged by the rule and the worse one is reported."""
-    if transform not in TRANSFORMS:
-        raise ValueError(f"transform: expected one of {TRANSFORMS}, got {transform!r}")
-    b = registry.get(backend)
-    if b is None or b.framework != "jax":
-        raise ValueError(f"backend: expected a registered jax backend, got {backend!r}")
-    if transform == "eager":
-        return check(backend, case, device=device, force=force)
-    if not force and (why := b.unavailable()) is not None:
-        return CaseResult(case, backend, UNAVAILABLE, reasons=(why,))
-    import jax
-
-    examples = [make_inputs(case)]
-    if transform == "vmap":  # a second example: other values, other key padding
-        examples.append(make_inputs(dataclasses.replace(case, name=f"{case.name}~vmap")))
-    first = examples[0]
-    shared = [n for n in ("cu_seqlens_q", "cu_seqlens_k") if transform == "vmap" and n in first]
-    options = {n: x for n, x in first.items() if not isinstance(x, np.ndarray)}
-    mapped = {
-        n: np.stack([e[n] for e in examples]) if transform == "vmap" else first[n]
-        for n, x in first.items() if isinstance(x, np.ndarray) and n not in shared
-    }
-    declined: list[str] = []
-    seen: list[Call] = []
-
-    def attend(mapped: dict[str, Any], shared: dict[str, Any]) -> Any:
-        args = {**mapped, **shared}
-        q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-        call = validate(q, k, v, **args, **options)
-        seen.append(call)
-        from attnswitch.attention.plan import plan_for, run_backend
-
-        plan_for(call, backend)
-        if reasons := b.declines(call):
-            declined.extend(reasons)
-            return None
-        return run_backend(backend, q, k, v, call)
-
-    fn = jax.jit(attend) if transform == "jit" else jax.vmap(attend, in_axes=(0, None))
-    jax_args = [
-        {n: to_device(x, "jax", device) for n, x in mapped.items()},
-        {n: to_device(first[n], "jax", device) for n in shared},
-    ]
-    try:
-        result = fn(*jax_args)
-    except Exception as exc:  # a crash is a verdict, as in `check`
-        return CaseResult(case, backend, ERROR, reasons=(f"{type(exc).__name__}: {exc}",))
-    if declined:
-        return CaseResult(case, backend, DECLINED, reasons=tuple(declined))
-    judged = []
-    kernel_tanh = kernel_tanh_baseline(b, seen[0], device)
-    for i, inputs in enumerate(examples):
-        one = jax.tree.map(lambda x: x[i], result) if transform == "vmap" else result
-        out, lse = one if case.return_lse else (one, None)
-        args = dict(inputs)
-        q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-        concrete = validate(q, k, v, **args)
-        expected = _expected(inputs, concrete, _tanh(kernel_tanh))
-        strict = None if kernel_tanh is None else _expected(inputs, concrete)
-        result_i = _judge(case, b, concrete, out, lse, expected, strict)
-        if transform == "vmap" and result_i.reasons:
-            result_i = dataclasses.replace(
-                result_i, reasons=tuple(f"vmap example {i}: {r}" for r in result_i.reasons))
-        judged.append(result_i)
-    failed = [r for r in judged if r.status != PASSED]
-    return failed[0] if failed else max(judged, key=lambda r: r.error - r.bound)
-
-
-def run(
-    backends: Sequence[str], cases: Iterable[Case], *, device: str = "cpu",
-    record: bool = True, force: bool = False, kind: str | None = None,
-) -> list[CaseResult]:
-    """Run `cases` on each backend; with `record`, store one verdict per backend under the
-    case set run (`kind`: "full", "quick", "first-use" or "partial"; by default what the cases
-    are). A backend that only declined or was unavailable gets none."""
-    results: list[CaseResult] = []
-    cases = list(cases)
-    for name in backends:
-        mine = [check(name, c, device=device, force=force) for c in cases]
-        results.extend(mine)
-        ran = any(r.status in (PASSED, FAILED, ERROR) for r in mine)
-        if record and ran:
-            dev = arrays.CPU if device == "cpu" else device_info(name, device)
-            verdicts.record(registry.get(name), dev, mine, kind)
-    return results
 
 
 def device_info(backend: str, device: str) -> arrays.DeviceInfo:
@@ -605,10 +479,10 @@ def case_set_kind(run: Sequence[Case]) -> str:
     "partial"."""
     labels = {c.label for c in run}
     if labels >= full_grid_labels():
-        return verdicts.FULL
+        return FULL_GRID
     if labels == {c.label for c in cases(quick=True)}:
-        return verdicts.QUICK
-    return verdicts.PARTIAL
+        return QUICK_GRID
+    return PARTIAL
 
 
 def _digest(run: Iterable[Case]) -> str:

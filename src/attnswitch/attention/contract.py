@@ -143,20 +143,8 @@ class Call:
 
     @property
     def bounds(self) -> tuple[int, int] | None:
-        """The (left, right) key range around the aligned diagonal that `causal` and `window`
-        allow together, -1 meaning unbounded; None when neither restricts. A bound that no
-        query of `seqlen_q` and key of `seqlen_k` can reach counts as unbounded: causal with
-        one query (a decode step) restricts nothing, so kernels need no mask for it."""
-        if not self.causal and self.window is None:
-            return None
-        left, right = self.window if self.window is not None else (-1, -1)
-        if self.causal:
-            right = 0 if right == -1 else min(right, 0)
-        if right >= self.seqlen_q - 1:
-            right = -1
-        if left >= self.seqlen_k - 1:
-            left = -1
-        return None if (left, right) == (-1, -1) else (left, right)
+        """`attention_bounds` of this call's options and lengths."""
+        return attention_bounds(self.causal, self.window, self.seqlen_q, self.seqlen_k)
 
     @property
     def has_mask(self) -> bool:
@@ -210,6 +198,26 @@ class Call:
             f"{b} Sq={self.seqlen_q} Sk={self.seqlen_k} "
             f"Hq={self.heads_q} Hkv={self.heads_kv} D={self.head_dim}"
         )
+
+
+def attention_bounds(causal: bool, window: tuple[int, int] | None,
+                     seqlen_q: int | None = None,
+                     seqlen_k: int | None = None) -> tuple[int, int] | None:
+    """The (left, right) key range around the aligned diagonal that `causal` and `window`
+    allow together, -1 meaning unbounded on that side; None when nothing is restricted.
+    Given the lengths, a bound that no query of `seqlen_q` and key of `seqlen_k` can reach
+    counts as unbounded: causal with one query (a decode step) restricts nothing, so kernels
+    need no mask for it."""
+    if not causal and window is None:
+        return None
+    left, right = window if window is not None else (-1, -1)
+    if causal:
+        right = 0 if right == -1 else min(right, 0)
+    if seqlen_q is not None and right >= seqlen_q - 1:
+        right = -1
+    if seqlen_k is not None and left >= seqlen_k - 1:
+        left = -1
+    return None if (left, right) == (-1, -1) else (left, right)
 
 
 def _pow2(n: int) -> int:

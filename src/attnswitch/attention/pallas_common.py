@@ -64,7 +64,7 @@ def set_interpret(enabled: bool | None) -> None:
     Cached plans are invalidated, since availability changes with it."""
     global _interpret
     _interpret = None if enabled is None else bool(enabled)
-    registry.generation += 1
+    registry.invalidate()
 
 
 @contextlib.contextmanager
@@ -346,7 +346,7 @@ def is_empty(q: Any, k: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Framed:
+class FramedArrays:
     """A call's arrays in the frame: q `[B, Hq, Lq, Dp]`, k/v `[B, Hkv, Lk, Dp]`, segment ids
     `[B, Lq]`/`[B, Lk]` int32 (None when not `frame.segmented`), and the dense problem's key
     validity `[B, Sk]` (None: all valid)."""
@@ -376,7 +376,7 @@ def _device_stream_ids(cu_seqlens: Any, total: int) -> Any:
 
 
 def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame,
-             cu_seqlens: tuple[Any, Any] | None = None) -> Framed:
+             cu_seqlens: tuple[Any, Any] | None = None) -> FramedArrays:
     """Put contract-layout arrays into `frame` (traceable). `cu_seqlens` (q, k): the
     call's, needed only when `frame.on_device`."""
     ids_q = ids_k = kv_valid = None
@@ -420,7 +420,7 @@ def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame,
             )
         seg_q = place_ids(ids_q, frame.front_q, frame.len_q)
         seg_kv = place_ids(ids_k, frame.front_k, frame.len_k)
-    return Framed(qf, kf, vf, seg_q, seg_kv, kv_valid)
+    return FramedArrays(qf, kf, vf, seg_q, seg_kv, kv_valid)
 
 
 def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
@@ -456,7 +456,7 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
     return (counts[:, hi] - counts[:, lo] > 0)[:, None, :]
 
 
-def from_frame(out: Any, lse: Any, frame: Frame, framed: Framed, attn_mask: Any,
+def from_frame(out: Any, lse: Any, frame: Frame, framed: FramedArrays, attn_mask: Any,
                cu_seqlens: tuple[Any, Any] | None = None) -> Any:
     """Kernel output `[B, Hq, Lq, Dp]` (and lse `[B, Hq, Lq]`) back to the contract's layout,
     with rows that have no allowed key zeroed (lse -inf). Returns out or (out, lse)."""
@@ -480,7 +480,7 @@ def from_frame(out: Any, lse: Any, frame: Frame, framed: Framed, attn_mask: Any,
     return out if lse is None else (out, lse)
 
 
-Kernel = Callable[[Framed, Any], tuple[Any, Any]]
+Kernel = Callable[[FramedArrays, Any], tuple[Any, Any]]
 
 
 def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, cu_seqlens: Any,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import sys
 import threading
 import time
 import warnings
@@ -33,8 +32,8 @@ from typing import Any
 
 from attnswitch.attention import arrays, autotune, conformance, registry, verdicts, verify
 from attnswitch.attention.contract import CHECKS, AttentionInputError, Call, validate
+from attnswitch.attention.execute import run_backend
 from attnswitch.observe import metrics
-from attnswitch.observe.scopes import scope
 
 # Fixed priority per device kind: the native and fastest kernels first, portable ones after,
 # the float64 oracle last. Names not registered here are skipped; plug-ins not listed here
@@ -381,38 +380,6 @@ def _warn_once(key: tuple[str, str], message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-def _adapt(call: Call, framework: str, q: Any, k: Any, v: Any) -> tuple[Call, Any, Any, Any]:
-    """numpy input planned onto a torch or jax backend: convert arrays to that framework."""
-    conv = lambda x: None if x is None else arrays.numpy_to(x, framework)  # noqa: E731
-    adapted = replace(
-        call, framework=framework, key_padding_mask=conv(call.key_padding_mask),
-        attn_mask=conv(call.attn_mask), cu_seqlens_q=conv(call.cu_seqlens_q),
-        cu_seqlens_k=conv(call.cu_seqlens_k),
-    )
-    return adapted, conv(q), conv(k), conv(v)
-
-
-def _back_to_numpy(result: Any, return_lse: bool) -> Any:
-    if return_lse:
-        out, lse = result
-        return arrays.to_numpy(out), arrays.to_numpy(lse)
-    return arrays.to_numpy(result)
-
-
-def run_backend(name: str, q: Any, k: Any, v: Any, call: Call) -> Any:
-    """Run one backend on a validated call inside its profiler scope, converting numpy input
-    to the backend's framework and back. No planning, no fallback, no counting."""
-    b = registry.get(name)
-    convert = call.framework == "numpy" and b.framework != "numpy"
-    if convert and not getattr(getattr(b, "caps", None), "accepts_all_frameworks", False):
-        call_b, q, k, v = _adapt(call, b.framework, q, k, v)
-    else:
-        call_b, convert = call, False
-    with scope(name, b.framework, call.device.kind):
-        result = b.run(q, k, v, call_b)
-    return _back_to_numpy(result, call.return_lse) if convert else result
-
-
 def attention(
     q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
     key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
@@ -420,27 +387,9 @@ def attention(
     max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
     return_lse: bool = False, backend: str | None = None,
 ) -> Any:
-    """Scaled dot-product attention under the attnswitch contract (see `contract`).
-
-    q `[B, Sq, Hq, D]`, k/v `[B, Sk, Hkv, D]` (or packed `[T, H, D]` with `cu_seqlens_*` and
-    optionally `max_seqlen_q/k`, FlashAttention's host-side maxima: with them device
-    `cu_seqlens` are not read on the host). Returns out shaped and typed like q, or
-    `(out, lse)` with `return_lse=True`. Raises `AttentionInputError` for bad input,
-    `NoBackendError` when nothing can serve.
-
-    Under `torch.compile` the call becomes one opaque custom op, `attnswitch::attention`
-    (`attention/torch_op.py`): no graph break; validation runs at trace time on fake
-    tensors, planning and the kernel at run time.
-    """
-    if _torch_compiling(q):
-        from attnswitch.attention import torch_op
-
-        return torch_op.attention(
-            q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
-            attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-            cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-            return_lse=return_lse, backend=backend,
-        )
+    """The eager path of `attnswitch.attention` (`attention/entry.py`, which documents the
+    contract): validate, plan, run the plan with fallback. Under torch.compile the front door
+    routes the call through the custom op (`attention/torch_op.py`), whose kernel is this."""
     call = validate(
         q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
         attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
@@ -491,13 +440,6 @@ def attention(
         metrics.ATTENTION_CALLS.labels(name).inc()
         return result
     raise AssertionError("unreachable")
-
-
-def _torch_compiling(q: Any) -> bool:
-    """Whether torch.compile (dynamo) is tracing this call on torch tensors; False without
-    torch imported."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(q, torch.Tensor) and torch.compiler.is_compiling()
 
 
 def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,

@@ -90,9 +90,8 @@ def unregister(name: str) -> None:
     generation += 1
 
 
-def reload() -> None:
-    """Forget everything and rediscover built-ins and entry points."""
-    global _backends, generation
-    with _lock:
-        _backends = None
+def invalidate() -> None:
+    """Mark cached plans stale: what a backend can serve here changed without a change of the
+    registered set (e.g. Pallas interpret mode switched on)."""
+    global generation
     generation += 1

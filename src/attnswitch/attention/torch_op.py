@@ -3,7 +3,7 @@
 Dynamo cannot trace the attnswitch call itself: planning reads caches, environment variables
 and context variables, and some backends read masks or `cu_seqlens` on the host, each a graph
 break (a 2-layer BERT gave 14). So under `torch.compile`, `attnswitch.attention` calls this
-op instead (`plan.attention` checks `torch.compiler.is_compiling()`), and dynamo sees one
+op instead (`entry.attention` checks `torch.compiler.is_compiling()`), and dynamo sees one
 opaque node, as FlashAttention's own kernels are registered (`torch.library.custom_op`):
 
 - fake kernel (trace time, on fake tensors): `contract.validate` checks shapes, dtypes and

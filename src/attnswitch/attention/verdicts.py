@@ -16,9 +16,12 @@ One verdict is kept per fingerprint; the verdicts of one subject together give i
 - a verdict whose cases no longer exist or have changed (the grid moved) is stale and ignored;
 - a new subject (a library upgrade, another device, a new rule) has no verdict: *unverified*.
 
-The cache directory is `platformdirs.user_cache_dir("attnswitch")`, or
-`$ATTNSWITCH_CACHE_DIR` when set. Verdicts are kept in memory too, so a read-only cache
-directory costs a re-check per process, never a wrong answer.
+Verdicts live in `verdicts.json`, a `cache.JsonTable` in the cache directory (see
+`attention/cache.py`): shared by the processes of a machine, and kept in memory too, so a
+read-only cache directory costs a re-check per process, never a wrong answer.
+
+`run` runs conformance cases (`attention/conformance.py`) and records their verdicts; this
+module sits above conformance, which knows nothing of verdicts.
 """
 
 from __future__ import annotations
@@ -26,60 +29,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import platform
-import tempfile
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
+from attnswitch._version import __version__
+from attnswitch.attention import arrays, conformance, registry
 from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.backend import Backend
+from attnswitch.attention.cache import JsonTable, device_name
 
 PASS, FAIL, UNVERIFIED = "pass", "fail", "unverified"
-FULL, QUICK, FIRST_USE, PARTIAL = "full", "quick", "first-use", "partial"
-
-
-def cache_file(name: str) -> Path:
-    """`name` in the cache directory. Every planned call asks for it, so it is computed once
-    per value of the variables that decide it."""
-    return _cache_file(os.environ.get("ATTNSWITCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"),
-                       name)
-
-
-@functools.cache
-def _cache_file(override: str | None, xdg_cache_home: str | None, name: str) -> Path:
-    # xdg_cache_home is only part of the cache key: platformdirs reads it from the environment
-    if override:
-        base = Path(override)
-    else:
-        import platformdirs
-
-        base = Path(platformdirs.user_cache_dir("attnswitch"))
-    return base / name
-
-
-def store_path() -> Path:
-    return cache_file("verdicts.json")
-
-
-@functools.cache
-def cpu_name() -> str:
-    """The CPU model, which decides the CPU kernels a library picks (AVX-512, AMX, NEON...)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_name(device: DeviceInfo) -> str:
-    return cpu_name() if device.kind == "cpu" else device.name
+# The kinds of case set a verdict ran (`conformance.case_set_kind`).
+FULL, QUICK, FIRST_USE, PARTIAL = conformance.CASE_SET_KINDS
 
 
 @functools.cache
@@ -90,15 +54,12 @@ def _versions(backend_name: str, backend: Backend) -> tuple[tuple[str, str], ...
 
 def subject(backend: Backend, device: DeviceInfo) -> dict:
     """What a verdict is about: the backend as installed here, on this device, by this rule."""
-    from attnswitch import __version__
-    from attnswitch.attention.conformance import RULE_REVISION
-
     return {
         "backend": backend.name,
         "versions": dict(_versions(backend.name, backend)),
         "attnswitch": __version__,
         "device": device_name(device),
-        "rule": RULE_REVISION,
+        "rule": conformance.RULE_REVISION,
     }
 
 
@@ -186,71 +147,39 @@ class Standing:
         return "never checked"
 
 
+TABLE = JsonTable("verdicts.json")
+
+
 class _Store:
-    """The JSON file of verdicts, re-read when another process rewrites it, plus the verdicts
-    recorded in this process (kept when the file cannot be written)."""
+    """The verdicts in `TABLE`, with each subject's standing cached until the table or the
+    case catalogue changes."""
 
     def __init__(self) -> None:
-        self._data: dict[str, dict] = {}
-        self._local: dict[Path, dict[str, dict]] = {}
-        self._path: Path | None = None
-        self._mtime: tuple[int, int, int] | None = None
-        self._checked = 0.0
-        self._standing: dict[tuple, Standing] = {}
-        self._writes = 0
-
-    def _refresh(self, force: bool = False) -> None:
-        path = store_path()
-        now = time.monotonic()
-        if not force and path == self._path and now - self._checked < 1.0:
-            return
-        self._checked = now
-        try:
-            st = path.stat()
-            # Every write renames a new file into place: the inode and size tell two writes
-            # apart even where file times are coarser than the writes are frequent.
-            mtime = (st.st_mtime_ns, st.st_ino, st.st_size)
-        except OSError:  # absent, or not readable: verdicts of this process only
-            mtime = None
-        if path != self._path or mtime != self._mtime:
-            self._path, self._mtime = path, mtime
-            try:
-                self._data = json.loads(path.read_text()) if mtime is not None else {}
-            except (OSError, ValueError):
-                self._data = {}
-            self._standing.clear()
+        self._standing: dict[str, Standing] = {}
+        self._standing_of: tuple | None = None
 
     @property
     def generation(self) -> tuple:
-        self._refresh()
-        return (str(self._path), self._mtime, self._writes)
-
-    def _entries(self) -> dict[str, dict]:
-        local = self._local.get(self._path, {})  # type: ignore[arg-type]
-        return {**self._data, **local} if local else self._data
+        return TABLE.generation
 
     def get(self, backend: Backend, device: DeviceInfo, case_set: str) -> Verdict | None:
-        self._refresh()
-        entry = self._entries().get(fingerprint_key(fingerprint(backend, device, case_set)))
-        return _verdict(entry)
+        return _verdict(TABLE.get(fingerprint_key(fingerprint(backend, device, case_set))))
 
     def verdicts(self, backend: Backend, device: DeviceInfo) -> list[Verdict]:
         """Every stored verdict on this backend's subject, oldest first."""
-        self._refresh()
         want = subject(backend, device)
         found = []
-        for entry in self._entries().values():
-            fp = entry.get("fingerprint", {})
+        for entry in TABLE.data().values():
+            fp = entry.get("fingerprint", {}) if isinstance(entry, dict) else {}
             if {k: fp.get(k) for k in want} == want and (v := _verdict(entry)) is not None:
                 found.append(v)
         return sorted(found, key=lambda v: v.when)
 
     def standing(self, backend: Backend, device: DeviceInfo) -> Standing:
-        from attnswitch.attention import conformance
-
-        self._refresh()
-        key = (fingerprint_key(subject(backend, device)), self._writes,
-               conformance.catalogue_token())
+        of = (TABLE.generation, conformance.catalogue_token())
+        if of != self._standing_of:
+            self._standing, self._standing_of = {}, of
+        key = fingerprint_key(subject(backend, device))
         cached = self._standing.get(key)
         if cached is None:
             cached = _standing(self.verdicts(backend, device))
@@ -258,26 +187,13 @@ class _Store:
         return cached
 
     def put(self, verdict: Verdict) -> None:
-        self._refresh(force=True)
-        key, entry = fingerprint_key(verdict.fingerprint), asdict(verdict)
-        path = store_path()
-        self._local.setdefault(path, {})[key] = entry
-        self._writes += 1
-        self._standing.clear()
-        self._data[key] = entry
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Write-then-rename so a reader never sees half a file.
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".verdicts.")
-            with os.fdopen(fd, "w") as f:
-                json.dump(self._data, f, indent=1, sort_keys=True)
-            os.replace(tmp, path)
+            TABLE.update({fingerprint_key(verdict.fingerprint): asdict(verdict)})
         except OSError as exc:
             warnings.warn(
-                f"attnswitch: verdicts could not be stored in {path} ({exc}); they hold for "
-                "this process only", RuntimeWarning, stacklevel=3,
+                f"attnswitch: verdicts could not be stored in {TABLE.path} ({exc}); they hold "
+                "for this process only", RuntimeWarning, stacklevel=3,
             )
-        self._refresh(force=True)
 
 
 def _verdict(entry: dict | None) -> Verdict | None:
@@ -290,8 +206,6 @@ def _verdict(entry: dict | None) -> Verdict | None:
 
 def _standing(history: list[Verdict]) -> Standing:
     """The rules in the module docstring, over one subject's verdicts (oldest first)."""
-    from attnswitch.attention import conformance
-
     current = [v for v in history if conformance.still_current(v.labels, v.fingerprint["cases"])]
     failures = [
         f for i, f in enumerate(current) if not f.passed and not any(
@@ -331,15 +245,12 @@ def status(backend: Backend, device: DeviceInfo) -> str:
     return STORE.standing(backend, device).status
 
 
-def record(backend: Backend, device: DeviceInfo, results: list[Any], kind: str | None = None,
-           uncovered: list[str] | None = None) -> Verdict:
+def record(backend: Backend, device: DeviceInfo, results: list[Any],
+           kind: str | None = None, uncovered: list[str] | None = None) -> Verdict:
     """Store the verdict of `results` (`conformance.CaseResult`s of one backend; declined and
     unavailable ones are listed as declined, not run). `kind` defaults to what the cases are:
     the full grid, the quick grid, or partial. `uncovered`: see `Verdict`."""
-    from attnswitch.attention import conformance
-
-    ran = [r for r in results if r.status in (conformance.PASSED, conformance.FAILED,
-                                              conformance.ERROR)]
+    ran = [r for r in results if r.status in conformance.RAN]
     declined = [r.case.label for r in results if r not in ran]
     kind = kind or conformance.case_set_kind([r.case for r in results])
     case_set = conformance.case_set_id(kind, [r.case for r in ran])
@@ -352,3 +263,22 @@ def record(backend: Backend, device: DeviceInfo, results: list[Any], kind: str |
     )
     STORE.put(verdict)
     return verdict
+
+
+def run(
+    backends: Sequence[str], cases: Iterable[conformance.Case], *, device: str = "cpu",
+    store: bool = True, force: bool = False, kind: str | None = None,
+) -> list[conformance.CaseResult]:
+    """Run `cases` on each backend (`conformance.check`); with `store`, store one verdict per
+    backend under the case set run (`kind`: "full", "quick", "first-use" or "partial"; by
+    default what the cases are). A backend that only declined or was unavailable gets none."""
+    results: list[conformance.CaseResult] = []
+    cases = list(cases)
+    for name in backends:
+        mine = [conformance.check(name, c, device=device, force=force) for c in cases]
+        results.extend(mine)
+        ran = any(r.status in conformance.RAN for r in mine)
+        if store and ran:
+            dev = arrays.CPU if device == "cpu" else conformance.device_info(name, device)
+            record(registry.get(name), dev, mine, kind)
+    return results

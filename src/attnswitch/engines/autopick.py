@@ -20,13 +20,13 @@ import hashlib
 import json
 import os
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from attnswitch.attention.cache import JsonTable
 from attnswitch.engines import registry
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
@@ -35,6 +35,7 @@ PARITY = {"fp32": 0.9999, "bf16": 0.999, "int8": 0.98}
 ROUNDS = 3
 REVISION = 2  # bump when the calibration set or the method changes
 TABLE = "engines.json"
+_TABLE = JsonTable(TABLE)
 
 _WORDS = (
     "the server reads its configuration file at start and keeps every setting in memory; "
@@ -140,7 +141,7 @@ def pick(rows: list[EngineRow]) -> tuple[str | None, list[str]]:
 def machine() -> dict[str, Any]:
     """What decides engine speed here: the device, the CPU model and its ISA flags, and the
     cores this process may use."""
-    from attnswitch.attention.verdicts import cpu_name
+    from attnswitch.attention.cache import cpu_name
     from attnswitch.engines.openvino_runtime import cpu_flags
 
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4")))
@@ -150,7 +151,7 @@ def machine() -> dict[str, Any]:
 
 
 def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -> str:
-    from attnswitch import __version__
+    from attnswitch._version import __version__
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path),
              "precision": precision, "attnswitch": __version__, "revision": REVISION,
@@ -158,31 +159,15 @@ def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _table_path() -> Any:
-    from attnswitch.attention.verdicts import cache_file
-
-    return cache_file(TABLE)
-
-
 def read_table() -> dict[str, Any]:
     """The recorded plans by key ({} when there is none or it is unreadable)."""
-    try:
-        data = json.loads(_table_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return _TABLE.data()
 
 
 def _write(key: str, plan: EnginePlan) -> None:
-    path = _table_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = read_table()
-    data[key] = {"when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-                 "precision": plan.precision, "rows": [asdict(r) for r in plan.rows]}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".engines.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    _TABLE.update({key: {"when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+                           "precision": plan.precision,
+                           "rows": [asdict(r) for r in plan.rows]}})
 
 
 def recorded(spec: ModelSpec, precision: str) -> EnginePlan | None:
@@ -230,7 +215,7 @@ def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encod
     """First use of a named engine: its vectors of the calibration texts against the
     reference's float32 ones, recorded per (machine, model, precision, engine and its
     library versions), so each new fingerprint is checked once."""
-    from attnswitch import __version__
+    from attnswitch._version import __version__
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
              "precision": precision, "attnswitch": __version__, "engine": engine.name,

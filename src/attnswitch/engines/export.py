@@ -35,7 +35,7 @@ ONNX_OPSET = 17
 
 
 def cache_root() -> Path:
-    from attnswitch.attention.verdicts import cache_file
+    from attnswitch.attention.cache import cache_file
 
     return cache_file("engines")
 
@@ -105,7 +105,7 @@ class Artifacts:
 def base_key(spec: ModelSpec, engine: str, precision: str,
              versions: dict[str, str]) -> dict[str, Any]:
     """What an exported model depends on: the model, the engine, the precision, libraries."""
-    from attnswitch import __version__
+    from attnswitch._version import __version__
     from attnswitch.engines.registry import library_version
 
     return {"model": model_fingerprint(spec.path), "pooling": spec.pooling,

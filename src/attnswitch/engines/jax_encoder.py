@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-import attnswitch
+from attnswitch.attention.entry import attention
+from attnswitch.attention.plan import explain
 from attnswitch.engines.base import Encoder
 from attnswitch.engines.model import ModelError, ModelSpec
 from attnswitch.engines.registry import Engine, library_version
@@ -169,7 +170,7 @@ def hidden_states(params: dict[str, Any], ids: Any, mask: Any, *, heads: int, ep
     def layer(x: Any, p: dict[str, Any]) -> tuple[Any, None]:
         qkv = _dense(x, p["wqkv"], p["bqkv"]).astype(dtype)
         q, k, v = (t.reshape(b, s, heads, head_dim) for t in jnp.split(qkv, 3, axis=-1))
-        a = attnswitch.attention(q, k, v, key_padding_mask=mask).reshape(b, s, hidden)
+        a = attention(q, k, v, key_padding_mask=mask).reshape(b, s, hidden)
         x = _layer_norm(x + _dense(a, p["wo"], p["bo"]), p["ln1_g"], p["ln1_b"], eps)
         h = _activation(activation, _dense(x, p["wi"], p["bi"]))
         x = _layer_norm(x + _dense(h, p["wo2"], p["bo2"]), p["ln2_g"], p["ln2_b"], eps)
@@ -270,7 +271,7 @@ class JaxEncoder(Encoder):
         plans: list[Any] = []
 
         def probe(q: Any, k: Any, v: Any, m: Any) -> Any:
-            plans.append(attnswitch.explain(q, k, v, key_padding_mask=m))
+            plans.append(explain(q, k, v, key_padding_mask=m))
             return q
 
         jax.eval_shape(probe, qkv, qkv, qkv, jax.ShapeDtypeStruct(mask.shape, bool))

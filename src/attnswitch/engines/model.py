@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-POOLINGS = ("mean", "cls", "last")
 _FULL_HASH_LIMIT = 4 * 2**20
 _SAMPLES = 16
 _SAMPLE_BYTES = 64 * 2**10

@@ -42,14 +42,17 @@ class Engine(abc.ABC):
 
     name: the registry name ("torch", "openvino", ...). requires: modules that must be
     importable. extra: the attnswitch extra that installs them. devices: device kinds it
-    runs on. precisions: the precisions it can compute. reference: True for the engine whose
-    float32 vectors are the parity reference of the others (torch)."""
+    runs on. precisions: the precisions it can compute. layouts: the batch layouts it
+    encodes ("padded" always; an engine declaring more takes `layout=` in `load`).
+    reference: True for the engine whose float32 vectors are the parity reference of the
+    others (torch)."""
 
     name: str = ""
     requires: tuple[str, ...] = ()
     extra: str = ""
     devices: tuple[str, ...] = ("cpu",)
     precisions: tuple[str, ...] = ("fp32",)
+    layouts: tuple[str, ...] = ("padded",)
     reference: bool = False
 
     def unavailable(self) -> str | None:
@@ -91,7 +94,9 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def load(self, spec: Any, precision: str) -> Any:
-        """The `Encoder` for model `spec` in `precision` (not cached here)."""
+        """The `Encoder` for model `spec` in `precision` (not cached here); an engine that
+        declares `layouts` beyond padded takes the layout as `load(spec, precision,
+        layout=...)`."""
 
     def versions(self) -> dict[str, str]:
         """The versions of the libraries it runs on (part of every cache key)."""

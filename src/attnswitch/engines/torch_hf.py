@@ -161,14 +161,15 @@ class TorchEngine(Engine):
     extra = "torch,models"
     devices = ("cpu", "cuda")
     precisions = ("fp32", "bf16")
+    layouts = LAYOUTS
     reference = True
 
     def detail(self) -> str:
         return (f"transformers {library_version('transformers')} AutoModel, "
                 f"attn_implementation='attnswitch', torch {library_version('torch')}")
 
-    def load(self, spec: ModelSpec, precision: str) -> Encoder:
-        return TorchEncoder(spec, precision)
+    def load(self, spec: ModelSpec, precision: str, layout: str = "padded") -> Encoder:
+        return TorchEncoder(spec, precision, layout=layout)
 
 
 ENGINE = TorchEngine()

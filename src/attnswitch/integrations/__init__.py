@@ -4,23 +4,21 @@
 to Hugging Face transformers without importing transformers or torch itself: `import
 transformers` costs about 1 s and its modeling code (which imports torch) about 5 s, against
 a fraction of a second for attnswitch. If transformers' modeling code is already imported,
-the attention and mask functions are registered at once; otherwise a post-import hook on
-`sys.meta_path` registers each of them right after the transformers module that defines its
-interface (`transformers.modeling_utils`, `transformers.masking_utils`) has run, which is
-always before a model can be built. A failure there warns and never breaks the import of
+the attention and mask functions are registered at once; otherwise a post-import hook
+(`wrapt.register_post_import_hook`, a maintained implementation of PEP 369's hooks)
+registers each of them right after the transformers module that defines its interface
+(`transformers.modeling_utils`, `transformers.masking_utils`) has run, which is always
+before a model can be built. A failure there warns and never breaks the import of
 transformers. `import attnswitch.integrations.transformers` registers explicitly.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
 import threading
 import warnings
 from collections.abc import Callable
-from types import ModuleType
-from typing import Any
+
+import wrapt
 
 _lock = threading.Lock()
 _installed = False
@@ -57,44 +55,6 @@ def _run_hook(name: str) -> None:
         )
 
 
-class _HookedLoader(importlib.abc.Loader):
-    """Wraps a module's real loader and runs the attnswitch hook after the module executed."""
-
-    def __init__(self, loader: Any, name: str):
-        self._loader = loader
-        self._name = name
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        _run_hook(self._name)
-
-    def __getattr__(self, attr: str) -> Any:  # get_source, get_filename, is_package, ...
-        return getattr(self._loader, attr)
-
-
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: for the watched transformers modules it asks the other finders
-    and wraps the loader they return."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in _HOOKS:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _HookedLoader(spec.loader, fullname)
-        return spec
-
-
 def install() -> None:
     """Register attnswitch with the libraries it integrates, now for those already imported
     and on import for the others. Idempotent; imports nothing heavy."""
@@ -103,9 +63,6 @@ def install() -> None:
         if _installed:
             return
         _installed = True
-        waiting = [name for name in _HOOKS if name not in sys.modules]
-        if waiting and not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _PostImportFinder())
     for name in _HOOKS:
-        if name in sys.modules:
-            _run_hook(name)
+        # Runs the hook now when the module is imported already, else right after its import.
+        wrapt.register_post_import_hook(lambda module: _run_hook(module.__name__), name)

@@ -53,9 +53,10 @@ from typing import Any
 
 import torch
 
-import attnswitch
 from attnswitch.attention import masks, torch_op
-from attnswitch.attention.plan import Plan
+from attnswitch.attention.contract import attention_bounds
+from attnswitch.attention.entry import attention
+from attnswitch.attention.plan import Plan, explain
 
 NAME = "attnswitch"
 
@@ -116,16 +117,6 @@ def _window_of(sliding_window: Any) -> tuple[int, int] | None:
     return (w - 1, w - 1)
 
 
-def _bounds(causal: bool, window: tuple[int, int] | None) -> tuple[int, int] | None:
-    """`Call.bounds` for these options: the key range around the aligned diagonal."""
-    if not causal and window is None:
-        return None
-    left, right = window if window is not None else (-1, -1)
-    if causal:
-        right = 0 if right == -1 else min(right, 0)
-    return left, right
-
-
 def _candidates(causal: bool, window: tuple[int, int] | None) -> list[tuple[bool, Any]]:
     """(causal, window) options to try against a dense mask, the likeliest first."""
     out: list[tuple[bool, Any]] = []
@@ -165,7 +156,7 @@ def _dense_form(mask: torch.Tensor, causal: bool, window: tuple[int, int] | None
     kp = mask[:, 0].any(dim=1)  # [B, Sk]: keys some query may attend
     arange = lambda n: torch.arange(n, device=mask.device)  # noqa: E731
     for c, w in _candidates(causal, window):
-        pos = masks.position_mask(arange, sq, sk, _bounds(c, w))
+        pos = masks.position_mask(arange, sq, sk, attention_bounds(c, w))
         expect = kp[:, None, None, :] if pos is None else kp[:, None, None, :] & pos
         if torch.equal(expect.expand(b, 1, sq, sk), mask):
             return _Form(c, w, None if bool(kp.all()) else kp)
@@ -190,7 +181,7 @@ def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
     lengths_k = (cu_k[1:] - cu_k[:-1]).long()
     same = seg_q[:, None] == seg_k[None, :]
     diag = pos_q + lengths_k[seg_q] - len_q
-    inside = masks.bounds_mask(diag[:, None], pos_k[None, :], _bounds(causal, window))
+    inside = masks.bounds_mask(diag[:, None], pos_k[None, :], attention_bounds(causal, window))
     return same if inside is None else same & inside
 
 
@@ -210,17 +201,29 @@ def _packed_form(mask: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor,
 
 def _cached(tensor: torch.Tensor, attr: str, key: tuple, compute: Any) -> Any:
     """`compute()` memoised on the tensor object itself (transformers passes the same mask and
-    position_ids tensors to every layer; a new or sliced tensor starts afresh)."""
-    table = getattr(tensor, attr, None)
-    if table is None:
-        table = {}
+    position_ids tensors to every layer; a new or sliced tensor starts afresh), keyed on the
+    tensor's version counter, so a tensor changed in place is analysed again. Inference
+    tensors (`torch.inference_mode`) keep no version counter: theirs is kept per object."""
+    version = _version(tensor)
+    held = getattr(tensor, attr, None)
+    if held is None or held[0] != version:
+        held = (version, {})
         try:
-            setattr(tensor, attr, table)
+            setattr(tensor, attr, held)
         except (AttributeError, RuntimeError):
             return compute()
+    table = held[1]
     if key not in table:
         table[key] = compute()
     return table[key]
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's in-place version counter; None for an inference tensor (it has none)."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return None
 
 
 def _packing_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor | None:
@@ -407,9 +410,9 @@ def attention_forward(
     )
     sink = _capture.get()
     if sink is not None:
-        sink.append(attnswitch.explain(q, k, v, **options))
+        sink.append(explain(q, k, v, **options))
         raise _Captured()
-    out = attnswitch.attention(q, k, v, **options)
+    out = attention(q, k, v, **options)
     return out.reshape(out_shape), None
 
 
@@ -458,7 +461,7 @@ def _hf_eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k, max_length_q=max_length_q,
         max_length_k=max_length_k,
     )
-    return attnswitch.attention(q, k, v, **options).reshape(out_shape)
+    return attention(q, k, v, **options).reshape(out_shape)
 
 
 @torch.library.custom_op("attnswitch::hf_attention", mutates_args=())

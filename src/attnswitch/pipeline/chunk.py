@@ -3,7 +3,8 @@ shared between neighbours, cut on word boundaries, each carrying its character s
 stored text is the document's own text.
 
 `max_tokens` counts the text's tokens only; the encoder adds its special tokens ([CLS],
-[SEP]) on top, so pass the model's limit minus those (`Encoder.max_text_tokens`).
+[SEP]) on top, so pass the model's limit minus those (`config.special_tokens`;
+`config.IndexConfig.build` does).
 """
 
 from __future__ import annotations

@@ -147,14 +147,12 @@ class EncoderActor:
         import ray
 
         from attnswitch.engines import ModelSpec
-        from attnswitch.observe.memwatch import MemoryWatchdog
         from attnswitch.pipeline.config import IndexMismatchError
         from attnswitch.pipeline.config import model_fingerprint as fingerprint_of
-        from attnswitch.pipeline.run import (
-            WATCH_MIN_CALLS,
-            WATCH_WARMUP_CALLS,
-            _default_encoder,
-            _device_name,
+        from attnswitch.pipeline.encode import (
+            ChunkEncoder,
+            device_name,
+            load_encoder,
             resolve_engine,
         )
 
@@ -174,12 +172,11 @@ class EncoderActor:
             import torch
 
             torch.set_num_threads(threads)  # the CPUs Ray gave this actor, no more
-        self.encoder = _default_encoder(options, spec)()
-        self.watchdog = MemoryWatchdog("auto", warmup=WATCH_WARMUP_CALLS,
-                                       min_samples=WATCH_MIN_CALLS)
+        self.encoding = ChunkEncoder(load_encoder(options, spec), options.chunks_per_call,
+                                     options.batch_tokens)
         self.info = {"kind": kind, "node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(),
                      "pid": os.getpid(), "engine": engine,
-                     "device": _device_name(self.encoder) or "unknown", "threads": threads,
+                     "device": device_name(self.encoding.encoder) or "unknown", "threads": threads,
                      "resources": dict(ctx.get_assigned_resources()),
                      "load_s": time.perf_counter() - started}
 
@@ -193,7 +190,7 @@ class EncoderActor:
         chunks)], the texts' owners in order) to the store at `write["url"]`, each document
         in its own transaction, under `write["config"]` and `write["run_id"]`. A retried
         call writes them again: `write_document` replaces a document's chunks."""
-        from attnswitch.pipeline.store import open_store
+        from attnswitch.pipeline.location import open_store
 
         vectors, report = self.encode(texts)
         if getattr(self, "_store_url", None) != write["url"]:
@@ -211,28 +208,23 @@ class EncoderActor:
         """Vectors float32 `[len(texts), dim]` of `texts`, in encode calls of at most
         `chunks_per_call` texts, and a report of the call (`info` plus seconds, attention
         backend calls and fallbacks, memory)."""
-        import attnswitch
+        from attnswitch.observe.metrics import stats
+        from attnswitch.pipeline.encode import (
+            count_diff,
+            memory_report,
+            peak_device_mb,
+            peak_rss_mb,
+        )
 
-        from attnswitch.pipeline.run import _diff, _memory, _peak_device_mb, _peak_rss_mb
-
-        before = attnswitch.stats()
-        step = self.options.chunks_per_call
-        parts, seconds = [], 0.0
-        for i in range(0, len(texts), step):
-            start = time.perf_counter()
-            try:
-                parts.append(self.encoder.encode(list(texts[i:i + step]),
-                                                 batch_tokens=self.options.batch_tokens))
-            finally:
-                seconds += time.perf_counter() - start
-                self.watchdog.check()
-        after = attnswitch.stats()
-        report = {**self.info, "seconds": seconds,
-                  "calls": _diff(after["calls"], before["calls"]),
-                  "fallbacks": _diff(after["fallbacks"], before["fallbacks"]),
-                  "memory": _memory(self.watchdog), "peak_rss_mb": _peak_rss_mb(),
-                  "peak_device_mb": _peak_device_mb(self.encoder)}
-        return np.asarray(np.concatenate(parts), dtype=np.float32), report
+        before, seconds_before = stats(), self.encoding.seconds
+        vectors = self.encoding.encode(texts)
+        after = stats()
+        report = {**self.info, "seconds": self.encoding.seconds - seconds_before,
+                  "calls": count_diff(after["calls"], before["calls"]),
+                  "fallbacks": count_diff(after["fallbacks"], before["fallbacks"]),
+                  "memory": memory_report(self.encoding.watchdog), "peak_rss_mb": peak_rss_mb(),
+                  "peak_device_mb": peak_device_mb(self.encoding.encoder)}
+        return vectors, report
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
     summary = run_on_ray(root, store, RunOptions(...), RayOptions(address=None))
 
-The same job as `run.run` (the same `_Run` logic for freshness, classification, skips,
+The same job as `run.run` (the same `RunJob` logic for freshness, classification, skips,
 failures, writes and the summary), with the work placed by Ray:
 
 1. listing: `ingest.scan` as one Ray task; the driver deletes what left the root and keeps
@@ -66,12 +66,12 @@ from attnswitch.pipeline.ray_encoders import (
     import_ray,
     plan_pools,
 )
+from attnswitch.pipeline.encode import count_diff, settle
 from attnswitch.pipeline.run import (
+    RunJob,
     RunOptions,
     RunProgress,
     RunSummary,
-    _diff,
-    _Run,
     check_root,
     drive,
 )
@@ -211,8 +211,8 @@ class _Batch:
         return [c.text for _, chunks, _ in self.group for c in chunks]
 
 
-class _RayRun(_Run):
-    """`_Run` with its stages on Ray (see the module doc); `run_on_ray` is its only user."""
+class RayRunJob(RunJob):
+    """`run.RunJob` with its stages on Ray (see the module doc); `run_on_ray` drives it."""
 
     def __init__(self, root: Path, store: Store, options: RunOptions, ray_options: RayOptions,
                  pools: list[PoolSpec], on_progress: Callable[[RunProgress], None] | None):
@@ -355,36 +355,24 @@ class _RayRun(_Run):
 
     def _settle(self, batch: _Batch, outcome: Any) -> None:
         """Write a finished batch, or queue it again (its actor died), or retry its documents
-        one at a time (the engine failed), as `_Run._flush` does."""
+        one at a time (the engine failed): `encode.settle`, as `RunJob._flush` does."""
         from ray.exceptions import RayActorError, RayTaskError
 
-        if not isinstance(outcome, BaseException):
-            vectors, report = outcome
-            self.last_done = time.perf_counter()
-            self._record(batch, report)
-            start = 0
-            for doc, chunks, _ in batch.group:
-                if vectors is None:  # the actor wrote them
-                    self._written(doc, chunks)
-                else:
-                    self._write(doc, chunks, vectors[start:start + len(chunks)])
-                start += len(chunks)
-            return
         if isinstance(outcome, RayActorError):
             self.requeued += 1
             log.warning("run: an encoder actor was lost (%s); its batch of %d documents goes "
                         "to another", type(outcome).__name__, len(batch.group))
             self.todo.appendleft(batch)
             return
-        cause = outcome.cause if isinstance(outcome, RayTaskError) else outcome
-        cause = cause if isinstance(cause, Exception) else RuntimeError(str(outcome))
-        if len(batch.group) > 1:
-            log.warning("run: an encode call of %d documents failed (%s: %s); retrying them "
-                        "one at a time", len(batch.group), type(cause).__name__, cause)
-            self.todo.extendleft(_Batch([one]) for one in reversed(batch.group))
-            return
-        doc, _, kind = batch.group[0]
-        self._failed(doc, kind, cause)
+        if isinstance(outcome, BaseException):
+            cause = outcome.cause if isinstance(outcome, RayTaskError) else outcome
+            vectors = cause if isinstance(cause, Exception) else RuntimeError(str(outcome))
+        else:
+            vectors, report = outcome  # vectors None: the actor wrote them
+            self.last_done = time.perf_counter()
+            self._record(batch, report)
+        settle(batch.group, vectors, write=self._write, fail=self._failed,
+               retry=lambda singles: self.todo.extendleft(map(_Batch, reversed(singles))))
 
     def _record(self, batch: _Batch, report: dict[str, Any]) -> None:
         s = self.stats.setdefault(report["actor_id"], {
@@ -428,8 +416,8 @@ class _RayRun(_Run):
             "kinds": self._kinds(stats), "actors": [self._actor(s) for s in stats],
             "requeued_batches": self.requeued,
         }
-        return {"device": ", ".join(devices) or None, "backends": _diff(calls, {}),
-                "fallbacks": _diff(fallbacks, {}),
+        return {"device": ", ".join(devices) or None, "backends": count_diff(calls, {}),
+                "fallbacks": count_diff(fallbacks, {}),
                 "peak_device_mb": max(peaks) if peaks else None,
                 "memory": _memory(stats), "ray": summary}
 
@@ -460,7 +448,7 @@ class _RayRun(_Run):
                 "tokens_per_s": sum(s["tokens"] / s["seconds"] for s in mine
                                     if s["seconds"] > 0) or None,
                 "engines": sorted({i["engine"] for i in infos} | {s["engine"] for s in mine}),
-                "devices": devices, "backends": _diff(calls, {}),
+                "devices": devices, "backends": count_diff(calls, {}),
                 "restarts": sum(len(s["pids"]) - 1 for s in mine),
                 "peak_rss_mb": max((s["peak_rss_mb"] for s in mine), default=None),
                 "note": note,
@@ -472,7 +460,7 @@ class _RayRun(_Run):
         return {"kind": s["kind"], "engine": s["engine"], "device": s["device"],
                 "threads": s["threads"], "nodes": sorted(s["node_ids"]),
                 "processes": len(s["pids"]), "chunks": s["chunks"], "tokens": s["tokens"],
-                "encode_s": s["seconds"], "backends": _diff(s["calls"], {})}
+                "encode_s": s["seconds"], "backends": count_diff(s["calls"], {})}
 
 
 def _memory(stats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -507,7 +495,7 @@ def run_on_ray(root: str | os.PathLike, store: Store, options: RunOptions = RunO
                            cpu_actors=ray_options.cpu_actors,
                            gpu_actors=ray_options.gpu_actors, tpu_actors=ray_options.tpu_actors,
                            cpus_per_actor=ray_options.cpus_per_actor)
-        job = _RayRun(root, store, options, ray_options, pools, on_progress)
+        job = RayRunJob(root, store, options, ray_options, pools, on_progress)
         job.connect_s = connect_s
         job.progress.load_s = connect_s  # like a model load: not encoding time
         return drive(job, started)

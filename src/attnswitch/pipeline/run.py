@@ -27,19 +27,17 @@ another are not the documents' fault: the run stops ("failed"), keeping what it 
 
 During the run a `MemoryWatchdog` samples memory after each encode call and judges once
 `WATCH_WARMUP_CALLS + WATCH_MIN_CALLS` calls are done; its verdict, the attention backends
-that served (from `attnswitch.stats()`), peak memory and the cost per million tokens
+that served (from `observe.metrics.stats()`), peak memory and the cost per million tokens
 (`observe.cost`) are in the summary.
 
-`ray_run.run_on_ray` runs the same job on a Ray cluster through a subclass of `_Run`
+`ray_run.run_on_ray` runs the same job on a Ray cluster through a subclass of `RunJob`
 (`drive` is their shared frame); this module never imports Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
-import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -50,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.observe.metrics import stats
 from attnswitch.pipeline.chunk import Chunk, chunk_text
 from attnswitch.pipeline.config import (
     DEFAULT_OVERLAP,
@@ -59,10 +58,20 @@ from attnswitch.pipeline.config import (
     chunk_tokenizer,
     stored_config,
 )
+from attnswitch.pipeline.encode import (
+    ChunkEncoder,
+    count_diff,
+    device_name,
+    load_encoder,
+    memory_report,
+    peak_device_mb,
+    peak_rss_mb,
+    resolve_engine,
+    settle,
+)
 from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
 from attnswitch.pipeline.store import Store, StoredDocument, root_key
 
-log = logging.getLogger(__name__)
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
 MAX_FAILURES_IN_ROW = 3
@@ -72,13 +81,6 @@ READ_AHEAD = 8
 # docs/results/e2e_vs_sentence_transformers.md); packed pays off where a varlen kernel
 # (flash-attn) serves them.
 LAYOUTS = ("padded", "packed")
-# The memory watchdog's warm-up and its fewest samples, in encode calls. Encoding
-# examples/corpus, RSS rose by about 100 MiB over the first 11 calls of 128-300 chunks (the
-# allocator meeting new batch shapes), then stayed flat for 30 more; three full runs in one
-# process ended at 843, 848 and 853 MiB. Judged earlier or on fewer samples, the tail of
-# that warm-up was once flagged as growth.
-WATCH_WARMUP_CALLS = 12
-WATCH_MIN_CALLS = 12
 
 
 @dataclass(frozen=True)
@@ -221,38 +223,9 @@ def read_ahead(entries: list[SourceFile], max_bytes: int,
                 future.cancel()
 
 
-def _default_encoder(options: RunOptions, spec: Any) -> Callable[[], Any]:
-    def get() -> Any:
-        from attnswitch.engines import get_engine
-
-        if options.layout == "padded":
-            return get_engine(options.model, options.engine, options.precision)
-        # `get_engine` has no layout argument: the torch engine is built here for packed.
-        from attnswitch.engines.torch_hf import TorchEncoder
-
-        return TorchEncoder(spec, options.precision, layout=options.layout)
-    return get
-
-
-def resolve_engine(options: RunOptions) -> tuple[str, str]:
-    """The engine a run with `options` encodes with, and why (packed batches are the torch
-    engine's; "auto" is the measured pick, see `engines.explain_engine`)."""
-    from attnswitch.engines import NoEngineError, explain_engine
-
-    if options.layout != "padded":
-        if options.engine not in ("auto", "torch"):
-            raise ValueError(f"layout: expected 'padded' for the {options.engine} engine "
-                             f"(packed batches are the torch engine's), got {options.layout!r}")
-        return "torch", "packed batches are the torch engine's"
-    plan = explain_engine(options.model, options.engine, options.precision)
-    if plan.chosen is None:
-        raise NoEngineError(f"engine: expected an engine that can serve {options.precision} "
-                            f"here, got none\n{plan}")
-    return plan.chosen, plan.reason()
-
-
-class _Run:
-    """The state of one run; `run()` below is its only user."""
+class RunJob:
+    """The state of one run: `run()` below drives it, and `ray_run.RayRunJob` subclasses it
+    to put its stages on Ray (`drive` is their shared frame)."""
 
     def __init__(self, root: Path, store: Store, options: RunOptions,
                  get_encoder: Callable[[], Any] | None,
@@ -267,9 +240,8 @@ class _Run:
                                         options.precision, options.max_tokens,
                                         options.overlap, self.tokenizer)
         self.fp = self.config.fingerprint
-        self._get_encoder = get_encoder or _default_encoder(options, self.spec)
-        self.encoder: Any = None
-        self.watchdog: Any = None
+        self._get_encoder = get_encoder or (lambda: load_encoder(options, self.spec))
+        self.encoding: ChunkEncoder | None = None
         self.on_progress = on_progress or (lambda p: None)
         self.progress = RunProgress()
         self.counts: Counter[str] = Counter()
@@ -277,7 +249,7 @@ class _Run:
         self.notes: list[dict[str, str]] = []
         self.pending: list[tuple[Document, list[Chunk], str]] = []
         self.stored: dict[str, StoredDocument | None] = {}  # the store rows of the files to read
-        self.encode_s = 0.0
+        self.encode_s = 0.0  # seconds spent encoding
         self.failures_in_row = 0
         self.run_id = 0
 
@@ -369,29 +341,19 @@ class _Run:
         self.on_progress(p)
 
     def _flush(self) -> None:
-        """Encode every pending chunk in one call, then write each document on its own."""
-        group, self.pending = self.pending, []
-        if not group:
-            return
-        if len(group) > 1:
-            try:
-                vectors = self._encode([c.text for _, chunks, _ in group for c in chunks])
-            except Exception as exc:
-                log.warning("run: an encode call of %d documents failed (%s: %s); retrying "
-                            "them one at a time", len(group), type(exc).__name__, exc)
-            else:
-                start = 0
-                for doc, chunks, _ in group:
-                    self._write(doc, chunks, vectors[start:start + len(chunks)])
-                    start += len(chunks)
-                return
-        for doc, chunks, kind in group:
-            try:
-                vectors = self._encode([c.text for c in chunks])
-            except Exception as exc:
-                self._failed(doc, kind, exc)
+        """Encode every pending chunk in one call, then write each document on its own
+        (`encode.settle`: a failed call is retried one document at a time)."""
+        todo, self.pending = deque([self.pending]), []
+        while todo:
+            group = todo.popleft()
+            if not group:
                 continue
-            self._write(doc, chunks, vectors)
+            try:
+                outcome: Any = self._encode([c.text for _, chunks, _ in group for c in chunks])
+            except Exception as exc:
+                outcome = exc
+            settle(group, outcome, write=self._write, fail=self._failed,
+                   retry=lambda singles: todo.extendleft(reversed(singles)))
 
     def _failed(self, doc: Document, kind: str, exc: Exception) -> None:
         """Record a document that failed to encode; stop when failures come in a row."""
@@ -404,7 +366,10 @@ class _Run:
                                        detail=f"{type(exc).__name__}: {exc}"))
 
     def _write(self, doc: Document, chunks: list[Chunk], vectors: Any) -> None:
-        self.store.write_document(doc, chunks, vectors, config=self.fp, run_id=self.run_id)
+        """Write a document with its vectors (None: an encoder wrote it already)."""
+        if vectors is not None:
+            self.store.write_document(doc, chunks, vectors, config=self.fp,
+                                      run_id=self.run_id)
         self._written(doc, chunks)
 
     def _written(self, doc: Document, chunks: list[Chunk]) -> None:
@@ -420,47 +385,41 @@ class _Run:
                                "note": f"PDF: text of {doc.pages_failed} page(s) unreadable"})
         self._advance(doc, chunks)
 
+    @property
+    def encoder(self) -> Any:
+        """The `Encoder` of this run (None until the model is loaded)."""
+        return None if self.encoding is None else self.encoding.encoder
+
     def _encode(self, texts: list[str]) -> np.ndarray:
-        """Vectors of `texts`, in encode calls of at most `chunks_per_call` texts (a large
-        document too), the memory watchdog sampled after each."""
-        if self.encoder is None:
+        """Vectors of `texts` (`encode.ChunkEncoder`), the model loaded on first need."""
+        if self.encoding is None:
             self._load()
         self.progress.stage = "encoding"
-        step = self.options.chunks_per_call
-        parts = []
-        for i in range(0, len(texts), step):
-            start = time.perf_counter()
-            try:
-                parts.append(self.encoder.encode(texts[i:i + step],
-                                                 batch_tokens=self.options.batch_tokens))
-            finally:
-                self.encode_s += time.perf_counter() - start
-                self.watchdog.check()
-        return np.concatenate(parts)
+        try:
+            return self.encoding.encode(texts)
+        finally:
+            self.encode_s = self.encoding.seconds
 
     def _load(self) -> None:
-        from attnswitch.observe.memwatch import MemoryWatchdog
-
         self.progress.stage = "loading model"
         self.on_progress(self.progress)
         start = time.perf_counter()
-        self.encoder = self._get_encoder()
+        encoder = self._get_encoder()
         self.progress.load_s = time.perf_counter() - start
-        self.watchdog = MemoryWatchdog("auto", warmup=WATCH_WARMUP_CALLS,
-                                       min_samples=WATCH_MIN_CALLS)
+        self.encoding = ChunkEncoder(encoder, self.options.chunks_per_call,
+                                     self.options.batch_tokens)
 
     def engine_report(self, calls_before: dict) -> dict[str, Any]:
         """What the summary says of the encoding side: device, attention backends and
         fallbacks (since `calls_before`), device memory, the memory watchdog's verdict, and
         `ray` (None here)."""
-        import attnswitch
-
-        calls_after = attnswitch.stats()
-        return {"device": _device_name(self.encoder) if self.encoder is not None else None,
-                "backends": _diff(calls_after["calls"], calls_before["calls"]),
-                "fallbacks": _diff(calls_after["fallbacks"], calls_before["fallbacks"]),
-                "peak_device_mb": _peak_device_mb(self.encoder),
-                "memory": _memory(self.watchdog), "ray": None}
+        calls_after = stats()
+        return {"device": device_name(self.encoder) if self.encoder is not None else None,
+                "backends": count_diff(calls_after["calls"], calls_before["calls"]),
+                "fallbacks": count_diff(calls_after["fallbacks"], calls_before["fallbacks"]),
+                "peak_device_mb": peak_device_mb(self.encoder),
+                "memory": memory_report(None if self.encoding is None
+                                        else self.encoding.watchdog), "ray": None}
 
 
 def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(), *,
@@ -472,7 +431,7 @@ def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(
     (Ctrl-C); exceptions propagate after it is recorded."""
     started = time.perf_counter()
     root = check_root(root)
-    return drive(_Run(root, store, options, get_encoder, on_progress), started)
+    return drive(RunJob(root, store, options, get_encoder, on_progress), started)
 
 
 def check_root(root: str | os.PathLike) -> Path:
@@ -482,14 +441,12 @@ def check_root(root: str | os.PathLike) -> Path:
     return root
 
 
-def drive(job: _Run, started: float) -> RunSummary:
-    """Run a prepared job (`_Run` or a subclass) against its store: refuse another model's
+def drive(job: RunJob, started: float) -> RunSummary:
+    """Run a prepared job (`RunJob` or a subclass) against its store: refuse another model's
     store, record the run in the runs table and summarise it (`started`: a perf_counter
     time, the start of the wall time)."""
-    import attnswitch
-
     store = job.store
-    calls_before = attnswitch.stats()
+    calls_before = stats()
     check_same_model(stored_config(store), job.config, store.dim, store.location)
     job.progress.started = started
     job.run_id = store.begin_run(job.root, job.fp)
@@ -507,11 +464,7 @@ def drive(job: _Run, started: float) -> RunSummary:
     return summary
 
 
-def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v > before.get(k, 0)}
-
-
-def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> RunSummary:
+def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> RunSummary:
     wall = time.perf_counter() - started
     key = root_key(job.root)
     st = job.store
@@ -534,7 +487,7 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
         precision=job.config.precision,
         layout=job.options.layout,
         device=device, backends=report["backends"], fallbacks=report["fallbacks"],
-        peak_rss_mb=_peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
+        peak_rss_mb=peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
         memory=report["memory"], cost=_cost(tokens, busy, device, job.options.hourly_usd),
         skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
         skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
@@ -542,44 +495,9 @@ def _summarise(job: _Run, status: str, started: float, calls_before: dict) -> Ru
     )
 
 
-def _device_name(encoder: Any) -> str | None:
-    """The device an encoder runs on, named as `observe.cost` prices it."""
-    label = getattr(encoder, "device_label", None)
-    return label() if label is not None else None
-
-
-def _engine_used(job: _Run) -> str:
+def _engine_used(job: RunJob) -> str:
     """The engine that encoded last (the planned one unless it fell back)."""
     return getattr(job.encoder, "engine", None) or job.engine_name
-
-
-def _peak_rss_mb() -> float:
-    """The process's peak resident memory (its current one where no peak is kept)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        import psutil
-
-        return psutil.Process().memory_info().rss / 2**20
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
-
-
-def _peak_device_mb(encoder: Any) -> float | None:
-    device = getattr(encoder, "device", None)
-    if getattr(device, "type", None) == "cuda":
-        import torch
-
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return None
-
-
-def _memory(watchdog: Any) -> dict[str, Any]:
-    if watchdog is None:
-        return {"growing": False, "samples": 0, "reason": "no encoding: memory not sampled"}
-    v = watchdog.verdict()
-    return {"growing": v.growing, "samples": v.samples, "mib_per_call": v.mb_per_step,
-            "source": v.source, "reason": v.reason}
 
 
 def _cost(tokens: int, seconds: float, device: str | None,

@@ -1,6 +1,6 @@
 """Store: documents, chunks, vectors and run state, behind one protocol (`Store`).
 
-Two implementations, opened by `open_store(location)`:
+Two implementations, opened by `location.open_store(location)`:
 
 - `SQLiteStore`: one SQLite file (stdlib sqlite3, WAL), the default. Keyword search by
   FTS5 (BM25); dense search exact below `EXACT_BELOW` chunks, else by an HNSW graph kept
@@ -49,7 +49,14 @@ from typing import Any, Protocol, Self
 import numpy as np
 
 from attnswitch.pipeline.ingest import Document, SourceFile
-from attnswitch.pipeline.store_errors import REBUILD, StoreCorruptError, check_schema
+from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors, re-exported)
+    REBUILD,
+    StoreBusyError,
+    StoreConnectError,
+    StoreCorruptError,
+    StoreInputError,
+    check_schema,
+)
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
@@ -124,18 +131,6 @@ END""",
 )
 
 
-class StoreInputError(ValueError):
-    """An argument given to the store is unusable; nothing was written."""
-
-    def __init__(self, name: str, expected: str, got: Any):
-        self.argument = name
-        super().__init__(f"{name}: expected {expected}, got {got}")
-
-
-class StoreBusyError(RuntimeError):
-    """Another process holds this store's run lock."""
-
-
 class ChunkLike(Protocol):
     """What the store needs of a chunk (`chunk.Chunk` has it): its text, its token count
     and its character span `[start, end)` in its document's text. A chunk's ordinal is
@@ -174,7 +169,7 @@ class StoredDocument:
 
 
 @dataclass(frozen=True)
-class Plan:
+class SyncPlan:
     """What a run must do for `root`: documents to encode (`new + changed`), documents to
     leave alone, skips to record and stored sources to delete."""
 
@@ -196,7 +191,9 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class Run:
+class RunRecord:
+    """A row of the runs table: one `run.run` (or Ray run) on this store and its outcome."""
+
     id: int
     root: str | None
     config: str | None
@@ -222,7 +219,7 @@ class StoreStatus:
     skipped_files: tuple[tuple[str, str, str], ...]
     dim: int | None
     roots: tuple[str, ...]
-    last_run: Run | None
+    last_run: RunRecord | None
 
 
 @dataclass(frozen=True)
@@ -235,10 +232,6 @@ class ChunkRow:
     n_tokens: int
     start: int
     end: int
-
-
-class StoreConnectError(ConnectionError):
-    """The store's server cannot be reached or used (one line: what, where, why)."""
 
 
 class Store(Protocol):
@@ -268,7 +261,7 @@ class Store(Protocol):
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
     def classify(self, doc: Document, config: str = "") -> str: ...
     def plan(self, root: str | os.PathLike, documents: Iterable[Document],
-             config: str = "") -> Plan: ...
+             config: str = "") -> SyncPlan: ...
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
                        config: str = "", run_id: int | None = None) -> int: ...
     def record_skip(self, doc: Document, *, config: str = "",
@@ -279,7 +272,7 @@ class Store(Protocol):
     def finish_run(self, run_id: int, status: str = "completed", *,
                    counts: dict[str, Any] | None = None,
                    summary: dict[str, Any] | None = None) -> None: ...
-    def runs(self, limit: int | None = None) -> list[Run]: ...
+    def runs(self, limit: int | None = None) -> list[RunRecord]: ...
     def status(self) -> StoreStatus: ...
     def count(self) -> int: ...
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
@@ -287,22 +280,6 @@ class Store(Protocol):
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]: ...
     def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]: ...
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]: ...
-
-
-def open_store(location: str | os.PathLike | None = None) -> Store:
-    """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
-    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`)."""
-    if is_url(location):
-        from attnswitch.pipeline.store_postgres import PostgresStore
-
-        return PostgresStore(str(location))
-    return SQLiteStore(location)
-
-
-def is_url(location: str | os.PathLike | None) -> bool:
-    """Whether `location` names a PostgreSQL server rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://",
-                                                              "postgres://"))
 
 
 def keyword_terms(text: str) -> list[str]:
@@ -344,7 +321,7 @@ class StoreBase:
         return "changed"
 
     def plan(self, root: str | os.PathLike, documents: Iterable[Document],
-             config: str = "") -> Plan:
+             config: str = "") -> SyncPlan:
         """Compare a complete listing of `root` (as `ingest.ingest(root)` gives it) with the
         stored state. Every document must belong to `root`."""
         key = root_key(root)
@@ -360,7 +337,7 @@ class StoreBase:
             seen.add(doc.source)
             groups[self.classify(doc, config)].append(doc)
         deleted = tuple(sorted(self.sources(key) - seen))
-        return Plan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
+        return SyncPlan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
                                                          "skipped")), deleted)
 
     def record_skip(self, doc: Document, *, config: str = "",
@@ -373,13 +350,13 @@ class StoreBase:
             conn.execute(f"DELETE FROM chunks WHERE doc_id = {self._mark}", (doc_id,))
         return doc_id
 
-    def runs(self, limit: int | None = None) -> list[Run]:
+    def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first."""
         sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
                " FROM runs ORDER BY id DESC")
         rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
                                   (limit,) if limit else ()).fetchall()
-        return [Run(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+        return [RunRecord(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
 
     @staticmethod
     def _document_values(doc: Document, status: str, config: str, run_id: int | None,
@@ -393,13 +370,40 @@ class StoreBase:
 
 
 
+# What each schema version adds to a file of the version before, beyond the tables and
+# triggers `_SCHEMA` creates (IF NOT EXISTS) for every version.
+# 2: keyword search (FTS5) and the chunk log: a version-1 file's stored text is indexed.
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
+}
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a file of schema `version` (0: a new file) to SCHEMA_VERSION, inside the
+    caller's transaction: create what is missing, then each upgrade after `version` in
+    order; the stored documents, chunks, vectors and runs are kept."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    if version > 0:
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _UPGRADES.get(step, ()):
+                conn.execute(statement)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
-    """The database file for `path`: `./.attnswitch/index.sqlite3` when None, and
-    `<dir>/index.sqlite3` when `path` is an existing folder or ends with a separator."""
+    """The database file `path` names (the one rule for the library, the CLI's `--db` and the
+    service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
+    index.sqlite3` for an existing folder, a path ending with a separator, or a new path
+    without a file suffix (a data folder to create); a new path with a suffix (`x.db`) is
+    the file itself."""
     if path is None:
         return Path(DEFAULT_DATA_DIR) / DB_NAME
     p = Path(path)
-    if p.is_dir() or str(path).endswith(("/", os.sep)):
+    if p.is_file():
+        return p
+    if p.is_dir() or str(path).endswith(("/", os.sep)) or not p.suffix:
         return p / DB_NAME
     return p
 
@@ -435,14 +439,7 @@ class SQLiteStore(StoreBase):
             self._conn.execute("PRAGMA foreign_keys=ON")
             if version < SCHEMA_VERSION:
                 with self._transaction():
-                    for statement in _SCHEMA:
-                        self._conn.execute(statement)
-                    if version == 1:  # made before keyword search: index the stored text
-                        self._conn.execute("INSERT INTO chunks_fts (chunks_fts) "
-                                           "VALUES ('rebuild')")
-                    self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)",
-                                       (uuid.uuid4().hex,))
-                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    _migrate(self._conn, version)
             self.store_id = self.meta("store_id")
             self.location = str(self.path.resolve())
         except BaseException:

@@ -1,4 +1,4 @@
-"""What can go wrong with a store's file, said in one line: which file, what is wrong with
+"""The errors of a store, and what can go wrong with a store's file said in one line: which file, what is wrong with
 it, and what to do.
 
 `STORE_ERRORS` is every exception a store raises for its file rather than for its caller's
@@ -15,6 +15,22 @@ import sqlite3
 from collections.abc import Sequence
 
 REBUILD = "move the file aside and run `attnswitch run FOLDER` again to rebuild the index"
+
+
+class StoreInputError(ValueError):
+    """An argument given to the store is unusable; nothing was written."""
+
+    def __init__(self, name: str, expected: str, got: object):
+        self.argument = name
+        super().__init__(f"{name}: expected {expected}, got {got}")
+
+
+class StoreBusyError(RuntimeError):
+    """Another process holds this store's run lock."""
+
+
+class StoreConnectError(ConnectionError):
+    """The store's server cannot be reached or used (one line: what, where, why)."""
 
 
 class StoreCorruptError(RuntimeError):
@@ -45,16 +61,12 @@ def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object) 
 
 
 def _errors() -> tuple[type[BaseException], ...]:
-    from attnswitch.pipeline.store import StoreBusyError, StoreInputError
-
     return (sqlite3.Error, StoreCorruptError, StoreBusyError, StoreInputError)
 
 
 def is_store_error(exc: BaseException) -> bool:
     """Whether `exc` is about the store's file (see the module doc), not a bug elsewhere.
     A `StoreInputError` counts only when it is about the store itself (its schema)."""
-    from attnswitch.pipeline.store import StoreInputError
-
     if isinstance(exc, StoreInputError):
         return exc.argument == "store"
     return isinstance(exc, _errors())
@@ -63,8 +75,6 @@ def is_store_error(exc: BaseException) -> bool:
 def describe(exc: BaseException, where: str) -> str:
     """One line for a store error about the file `where` (a path, or a name such as "the
     server's index"): what is wrong and what to do."""
-    from attnswitch.pipeline.store import StoreBusyError
-
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, (StoreCorruptError, StoreBusyError)) or not isinstance(
             exc, sqlite3.Error):

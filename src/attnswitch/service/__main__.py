@@ -2,7 +2,7 @@
 
 import typer
 
-from attnswitch.service.command import serve_command
+from attnswitch.cli.serve import serve_command
 
 if __name__ == "__main__":
     typer.run(serve_command)

@@ -82,10 +82,10 @@ class ServiceConfig:
 
     @property
     def index_path(self) -> Path:
-        """The index file, resolved as the CLI resolves `--db`."""
-        from attnswitch.pipeline.commands import db_path
+        """The index file `db` names (`store.resolve_path`, the rule of the CLI's `--db`)."""
+        from attnswitch.pipeline.store import resolve_path
 
-        return db_path(self.db)
+        return resolve_path(self.db)
 
     @property
     def jobs_folder(self) -> Path | None:

@@ -62,7 +62,7 @@ def _residuals_entry() -> Any:
 
 
 @dataclass(frozen=True)
-class _Run:
+class _KernelCall:
     """The kernel call inside the jitted frame (hashable: a jit static argument)."""
 
     causal: bool
@@ -178,13 +178,13 @@ class PallasFlash(BackendBase):
         if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)
         frame = pallas_common.plan_frame(call, top_left=True, head_dim_pad=_head_dim_pad)
-        run = _Run(
+        kernel_call = _KernelCall(
             causal=frame.restricted is not None, scale=call.scale, block_q=frame.block_q,
             block_k=frame.block_k, lse=call.return_lse, interpret=frame.interpret,
         )
         bias = None if call.attn_mask is None else _bias(call.attn_mask, frame)
         with pallas_common.tpu_interpret_mode(frame.interpret):
-            return pallas_common.execute(q, k, v, call, frame, run, bias)
+            return pallas_common.execute(q, k, v, call, frame, kernel_call, bias)
 
 
 def _bias(attn_mask: Any, frame: Any) -> Any:

@@ -48,7 +48,7 @@ KERNEL_MODULE = "jax.experimental.pallas.ops.tpu.splash_attention"
 
 
 @dataclass(frozen=True)
-class _Run:
+class _KernelCall:
     """The kernel call inside the jitted frame (hashable: a jit static argument)."""
 
     scale: float
@@ -152,8 +152,8 @@ class PallasSplash(BackendBase):
             kernels = (_kernel(settings, _mask_key(frame)),)
         else:
             kernels = _mask_kernels(settings, frame, arrays.to_numpy(call.attn_mask))
-        run = _Run(call.scale, settings.mqa, len(kernels) > 1)
-        return pallas_common.execute(q, k, v, call, frame, run, kernels)
+        kernel_call = _KernelCall(call.scale, settings.mqa, len(kernels) > 1)
+        return pallas_common.execute(q, k, v, call, frame, kernel_call, kernels)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ class TorchFlex(BackendBase):
         first = "seconds; tens of seconds for a process's first on CPU"
         if call.has_mask:
             mask = "block mask built per call from the caller's masks"
-        elif call.packed or _bounds(call) is not None:
+        elif call.packed or call.bounds is not None:
             mask = "block mask cached"
         else:
             mask = "no block mask"
@@ -230,14 +230,6 @@ def _softcap_mod(cap: float) -> Any:
 # ---- block masks -----------------------------------------------------------------------
 
 
-def _bounds(call: Call) -> tuple[int, int] | None:
-    """`Call.bounds` when it restricts anything, else None."""
-    bounds = call.bounds
-    if bounds is None or bounds == (-1, -1):
-        return None
-    return bounds
-
-
 def _diagonal_mods(diag: Any, bounds: tuple[int, int] | None) -> list[Any]:
     """Mask mods keeping key kv within `bounds` of the aligned diagonal `diag(q_idx)`."""
     if bounds is None:
@@ -253,7 +245,7 @@ def _diagonal_mods(diag: Any, bounds: tuple[int, int] | None) -> list[Any]:
 
 def _block_mask(call: Call, device: Any) -> Any:
     """The call's BlockMask, or None when nothing masks."""
-    bounds = _bounds(call)
+    bounds = call.bounds
     if call.packed:
         return _packed_mask(str(device), call.seqlens_q, call.seqlens_k, bounds,
                             packed_bucket(sum(call.seqlens_q)),

@@ -12,7 +12,7 @@ postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector inste
 object on stdout and nothing else there; errors then print `{"error": ...}` on stdout too,
 with the message on stderr. Exit status: 0 done, 1 refused or failed, 130 interrupted.
 
-The `attnswitch` CLI registers these functions; `python -m attnswitch.pipeline.commands`
+The `attnswitch` CLI registers these functions; `python -m attnswitch.cli.pipeline`
 runs them on their own (the same commands, under a small app of their own).
 """
 
@@ -30,47 +30,14 @@ from typing import Annotated, Any
 
 import typer
 
-from attnswitch.console import rich_console
-from attnswitch.jsonout import print_json
-
-
-def nonblank_location(value: str) -> str:
-    """A `--db` value (a folder, a file or a PostgreSQL URL), refusing an empty or blank one."""
-    return value if "://" in value else str(nonblank_path(value))
-
-
-def nonblank_path(value: str | Path) -> Path:
-    """A command-line path, refusing an empty or blank one (an unset shell variable would
-    otherwise mean the working directory)."""
-    if isinstance(value, Path):
-        return value
-    if not value.strip():
-        got = "an empty string" if not value else "only whitespace"
-        raise typer.BadParameter(f"expected a path, got {got}")
-    return Path(value)
-
-
-DbOption = Annotated[Path | None, typer.Option(
-    "--db", help="Data folder of the index (default ./.attnswitch/).", show_default=False,
-    parser=nonblank_path)]
-StoreOption = Annotated[str | None, typer.Option(
-    "--db", help="Data folder of the index (default ./.attnswitch/), or a PostgreSQL "
-    "server with pgvector: postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME.",
-    show_default=False, parser=nonblank_location)]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-
-
-ENGINE_HELP = ("auto: the fastest engine measured on this machine whose vectors match torch "
-               "float32 (measured on first use, remembered; `attnswitch doctor` shows it); or "
-               "one by name: torch, jax, openvino, onnxruntime, or a plug-in's. "
-               "$ATTNSWITCH_ENGINE names one for auto.")
-EngineOption = Annotated[str, typer.Option(help=ENGINE_HELP)]
-
-
-class Precision(str, enum.Enum):
-    fp32 = "fp32"
-    bf16 = "bf16"
-    int8 = "int8"
+from attnswitch.cli.options import (
+    EngineOption,
+    JsonOption,
+    Precision,
+    StoreOption,
+    nonblank_path,
+)
+from attnswitch.cli.output import print_json, rich_console
 
 
 class Layout(str, enum.Enum):
@@ -89,15 +56,6 @@ SKIPS_SHOWN = 20
 
 
 # ---- helpers ---------------------------------------------------------------------------
-
-def db_path(db: Path | None) -> Path:
-    """The index file for `--db`: DIR/index.sqlite3 (an existing file is taken as is)."""
-    from attnswitch.pipeline.store import DB_NAME, resolve_path
-
-    if db is None:
-        return resolve_path(None)
-    return db if db.is_file() else db / DB_NAME
-
 
 def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exit:
     """Report an error (stderr, and stdout as JSON with --json); the caller raises it."""
@@ -122,21 +80,23 @@ def _store_errors(command: str, path: Path | str, as_json: bool) -> Iterator[Non
 
 
 def store_location(db: str | None) -> str | Path:
-    """What `--db` names: a PostgreSQL URL as given, else the SQLite file (`db_path`)."""
-    from attnswitch.pipeline.store import is_url
+    """What `--db` names: a PostgreSQL URL as given, else the SQLite file (`store.resolve_path`)."""
+    from attnswitch.pipeline.location import is_url
+    from attnswitch.pipeline.store import resolve_path
 
-    return db if is_url(db) else db_path(None if db is None else Path(db))
+    return db if is_url(db) else resolve_path(None if db is None else Path(db))
 
 
 def _open_store(location: str | Path, command: str, as_json: bool, *,
                 existing: bool = False) -> Any:
     """The store at `location` (`open_store`), or the command's one-line failure; with
     `existing`, a SQLite store that does not exist is refused, not created."""
-    from attnswitch.pipeline.store import StoreConnectError, StoreInputError, open_store
+    from attnswitch.pipeline.location import open_store
+    from attnswitch.pipeline.store import StoreConnectError, StoreInputError, resolve_path
 
     if existing and isinstance(location, Path) and not location.is_file():
         raise _fail(command, f"no index at {location}: run `attnswitch run FOLDER"
-                    f"{'' if location == db_path(None) else ' --db ' + str(location.parent)}`"
+                    f"{'' if location == resolve_path(None) else ' --db ' + str(location.parent)}`"
                     " first", as_json)
     from attnswitch.pipeline.store_errors import describe, is_store_error
 

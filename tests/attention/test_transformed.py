@@ -1,6 +1,6 @@
 """Conformance of the JAX backends under JAX transformations: each one eagerly, under
 `jax.jit` (q, k, v, masks and cu_seqlens traced) and under `jax.vmap`, on the small
-transform grid (`conformance.TRANSFORM_GRID`; Pallas in interpret mode off a TPU). Every
+transform grid (`transformed.TRANSFORM_GRID`; Pallas in interpret mode off a TPU). Every
 call is served within the rule or declined with the reason listed here; anything else
 (a crash, a wrong answer, a decline nobody expects) fails."""
 
@@ -12,7 +12,7 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from attnswitch.attention import conformance, pallas_common, registry  # noqa: E402
+from attnswitch.attention import conformance, pallas_common, registry, transformed  # noqa: E402
 
 JAX_BACKENDS = [n for n in registry.names() if registry.get(n).framework == "jax"]
 
@@ -20,8 +20,8 @@ JAX_BACKENDS = [n for n in registry.names() if registry.get(n).framework == "jax
 # transform missing from the inner dict must be served.
 SOFTCAP = "softcap not supported"
 DECLINED: dict[tuple[str, str], dict[str, str]] = {
-    ("jax-xla", "t-window-softcap"): dict.fromkeys(conformance.TRANSFORMS, SOFTCAP),
-    ("pallas-flash", "t-window-softcap"): dict.fromkeys(conformance.TRANSFORMS, SOFTCAP),
+    ("jax-xla", "t-window-softcap"): dict.fromkeys(transformed.TRANSFORMS, SOFTCAP),
+    ("pallas-flash", "t-window-softcap"): dict.fromkeys(transformed.TRANSFORMS, SOFTCAP),
     ("pallas-flash", "t-packed-causal"): {
         "jit": "the kernel's one diagonal needs each sequence's lengths on the host"},
     ("pallas-splash", "t-packed-causal"): {
@@ -35,8 +35,8 @@ def _params() -> list[Any]:
     return [
         pytest.param(name, transform, case, id=f"{name}-{transform}-{case.label}",
                      marks=pytest.mark.xdist_group(f"transforms-{name}"))
-        for name in JAX_BACKENDS for transform in conformance.TRANSFORMS
-        for case in conformance.transform_cases()
+        for name in JAX_BACKENDS for transform in transformed.TRANSFORMS
+        for case in transformed.transform_cases()
     ]
 
 
@@ -44,7 +44,7 @@ def _params() -> list[Any]:
 def test_served_or_declined_under_transform(backend: str, transform: str,
                                             case: conformance.Case) -> None:
     with pallas_common.interpret(True):
-        result = conformance.check_transformed(backend, case, transform)
+        result = transformed.check_transformed(backend, case, transform)
     if result.status == conformance.UNAVAILABLE:
         pytest.skip(f"{backend} unavailable: {'; '.join(result.reasons)}")
     expected = DECLINED.get((backend, case.name), {}).get(transform)
@@ -60,7 +60,7 @@ def test_served_or_declined_under_transform(backend: str, transform: str,
 def test_transform_grid_covers_the_features() -> None:
     """The small grid holds every feature of the main grid and the frames that differ under
     tracing."""
-    cases = conformance.transform_cases()
+    cases = transformed.transform_cases()
     assert any(c.causal and c.seqlen_q < c.seqlen_k and c.heads_q != c.heads_kv for c in cases)
     assert any(c.causal and c.seqlen_q > c.seqlen_k and c.return_lse for c in cases)
     assert any(c.window and c.softcap for c in cases)
@@ -87,10 +87,10 @@ def test_a_crash_under_a_transform_is_an_error_not_a_pass() -> None:
     backend = ReadsValues()
     registry.register(backend)
     try:
-        case = conformance.TRANSFORM_GRID[3].with_dtype("float32")  # t-padding
+        case = transformed.TRANSFORM_GRID[3].with_dtype("float32")  # t-padding
         assert case.key_padding
-        assert conformance.check_transformed(backend.name, case, "eager").status == "pass"
-        jitted = conformance.check_transformed(backend.name, case, "jit")
+        assert transformed.check_transformed(backend.name, case, "eager").status == "pass"
+        jitted = transformed.check_transformed(backend.name, case, "jit")
     finally:
         registry.unregister(backend.name)
     assert jitted.status == conformance.ERROR
@@ -111,8 +111,8 @@ def test_vmap_judges_each_example() -> None:
     backend = FirstOnly()
     registry.register(backend)
     try:
-        case = conformance.TRANSFORM_GRID[0].with_dtype("float32")
-        result = conformance.check_transformed(backend.name, case, "vmap")
+        case = transformed.TRANSFORM_GRID[0].with_dtype("float32")
+        result = transformed.check_transformed(backend.name, case, "vmap")
     finally:
         registry.unregister(backend.name)
     assert result.status == conformance.FAILED

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from attnswitch.pipeline.commands import ENGINE_HELP, DbOption, Precision, nonblank_path
+from attnswitch.cli.options import ENGINE_HELP, DbOption, Precision, nonblank_path
 
 
 class LogLevel(str, enum.Enum):

@@ -1,26 +1,35 @@
-"""The `attnswitch` command line.
+"""The `attnswitch` command line: seven commands.
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
     attnswitch engines [--precision fp32|bf16|int8] [--no-measure] [--json]
+    attnswitch run PATH [--db DIR] [--engine auto|NAME] [--precision fp32|bf16] [--ray] [--json]
+    attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
+    attnswitch status [--db DIR] [--json]
+    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
 
-One small function per command; each imports what it needs (torch, jax, the attention
-modules) inside, so `attnswitch --help` imports neither torch nor jax. A new command is one
-more `@app.command()` function (here, or in its own module importing `app`).
+The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `serve` in
+`cli/serve.py`, and the option types they share in `cli/options.py`. One small function per
+command; each imports what it needs (torch, jax, the attention modules, the pipeline)
+inside, so `attnswitch --help` imports neither torch nor jax. This package is the top
+layer: nothing below it imports typer (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections import Counter
 from typing import Annotated, Any
 
-import typer
+try:
+    import typer
+except ModuleNotFoundError as exc:  # a core install: the command line is the pipeline extra's
+    raise SystemExit("attnswitch: the command line needs the pipeline extra: "
+                     "pip install 'attnswitch[pipeline]'") from exc
 
-from attnswitch.console import rich_console
-from attnswitch.jsonout import print_json
+from attnswitch.cli.options import JsonOption
+from attnswitch.cli.output import print_json, rich_console
 
 app = typer.Typer(
     name="attnswitch",
@@ -30,8 +39,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 
 # ---- shared helpers ----------------------------------------------------------------------
@@ -129,7 +136,7 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
     """Run the grid on one backend; a report dict with every result and the verdict. A full
     run adds the cases of standing failures outside the grid (`_requalifying_cases`)."""
     from attnswitch.attention import conformance as conf
-    from attnswitch.attention import registry
+    from attnswitch.attention import registry, verdicts
 
     b = registry.get(name)
     report: dict[str, Any] = {
@@ -149,7 +156,7 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
     if not quick:
         cases = cases + _requalifying_cases(b, conf.device_info(name, where), cases)
     with rich_console(stderr=True).status(f"conformance: {name} ({len(cases)} cases on {where})"):
-        results = conf.run([name], cases, device=where, record=record)
+        results = verdicts.run([name], cases, device=where, store=record)
     counts = Counter(r.status for r in results)
     report.update(
         passed=counts[conf.PASSED], failed=counts[conf.FAILED], errors=counts[conf.ERROR],
@@ -314,7 +321,7 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
 
     from attnswitch.attention import conformance as conf
     from attnswitch.attention.contract import validate
-    from attnswitch.attention.plan import run_backend
+    from attnswitch.attention.execute import timed_run
 
     rng = np.random.default_rng(0)
     any_input = getattr(getattr(b, "caps", None), "accepts_all_frameworks", False)
@@ -326,10 +333,7 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
         return None, "declines the timing shape: " + "; ".join(reasons)
 
     def once() -> float:
-        start = time.perf_counter()
-        out = run_backend(b.name, q, k, v, call)
-        _sync(out, fw, where)
-        return time.perf_counter() - start
+        return timed_run(b.name, q, k, v, call)
 
     try:
         first = once()
@@ -342,15 +346,6 @@ def _time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
     if first > 2 * max(times):
         notes.append(f"first call {first * 1e3:.0f} ms")
     return float(np.median(times)) * 1e3, "; ".join(notes) or None
-
-
-def _sync(out: Any, framework: str, where: str) -> None:
-    if framework == "jax":
-        out.block_until_ready()
-    elif framework == "torch" and where.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def _plan_calls(framework: str) -> list[tuple[str, dict]]:
@@ -567,8 +562,8 @@ def _render_doctor(report: dict) -> None:
 def _register_commands() -> None:
     """The main job's and the service's commands live beside their code; their modules
     import heavy libraries only inside the commands, so `--help` stays fast."""
-    from attnswitch.pipeline.commands import run_command, search_command, status_command
-    from attnswitch.service.command import serve_command
+    from attnswitch.cli.pipeline import run_command, search_command, status_command
+    from attnswitch.cli.serve import serve_command
 
     app.command("run")(run_command)
     app.command("search")(search_command)
@@ -577,6 +572,3 @@ def _register_commands() -> None:
 
 
 _register_commands()
-
-if __name__ == "__main__":
-    app()
