@@ -271,25 +271,30 @@ def main() -> None:
                   f"(imports, and torch's teardown at exit); the same search path in a fresh "
                   f"process without the model {r['cold_without_model_s']:.3f} s")
     if args.plot:
-        import matplotlib
+        plot(rows, args.n, args.plot)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+def plot(rows: list[dict], n: int, path: Path) -> None:
+    """Bars of dense p50, dense p99 and hybrid p50 per store (also for a saved `--json`:
+    `plot(data["rows"], data["n"], path)`)."""
+    import matplotlib
 
-        fig, ax = plt.subplots(figsize=(6, 3))
-        names = [r["store"] for r in rows]
-        for i, (key, label) in enumerate((("dense_p50_ms", "dense p50"),
-                                          ("dense_p99_ms", "dense p99"),
-                                          ("hybrid_p50_ms", "hybrid p50"))):
-            ax.bar(np.arange(len(rows)) + 0.25 * (i - 1), [r[key] for r in rows], 0.25,
-                   label=label)
-        ax.set_xticks(np.arange(len(rows)), names)
-        ax.set_ylabel("ms per query")
-        ax.set_title(f"{args.n:,} chunks, recall@10 " + ", ".join(
-            f"{r['store']} {r['recall_at_10']:.3f}" for r in rows))
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    names = [r["store"] for r in rows]
+    for i, (key, label) in enumerate((("dense_p50_ms", "dense p50"),
+                                      ("dense_p99_ms", "dense p99"),
+                                      ("hybrid_p50_ms", "hybrid p50"))):
+        ax.bar(np.arange(len(rows)) + 0.25 * (i - 1), [r[key] for r in rows], 0.25,
+               label=label)
+    ax.set_xticks(np.arange(len(rows)), names)
+    ax.set_ylabel("ms per query")
+    ax.set_title(f"{n:,} chunks, recall@10 " + ", ".join(
+        f"{r['store']} {r['recall_at_10']:.3f}" for r in rows))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
