@@ -14,6 +14,13 @@ Contenders (`CONTENDERS`):
 - asw-<engine>-<precision>: `attnswitch.encode` with the engine forced;
 - asw-torch-fp32-nnlinear: the torch engine with torch's own `nn.Linear` (no oneDNN
   prepacking): the named variant that attributes the prepacked linears' gain;
+- asw-openvino-<precision>-b4096: the openvino engine with 4,096-token batches (its default
+  before it was measured: 1,024), and asw-openvino-fp32-latency: the openvino engine with one
+  request at a time over both cores (the plugin's latency hint) instead of a stream per core:
+  the variants that attribute the batch size's and the streams' gains;
+- asw-torch-fp32-compile: the torch engine's model under `torch.compile` (inductor,
+  dynamic shapes, freezing, which prepacks the linears its own way): the variant that
+  measures what compiling gains;
 - asw-torch-fp32-passive, asw-torch-fp32-1thread: the torch engine with OpenMP threads that
   sleep instead of spinning at barriers (`OMP_WAIT_POLICY=PASSIVE`), and with one intra-op
   thread: the variants that find where contention hurts;
@@ -68,6 +75,27 @@ def _asw(engine: str, precision: str, linear: str | None = None) -> tuple[Callab
         encoder = TorchEncoder(ModelSpec.load(None), precision, linear=linear)
     else:
         encoder = get_engine(None, engine, precision)
+    return encoder.encode, f"{encoder.engine}: {encoder.describe()}"
+
+
+def _asw_batch_tokens(engine: str, precision: str, tokens: int) -> tuple[Callable, str]:
+    encode, detail = _asw(engine, precision)
+    return (lambda texts: encode(texts, batch_tokens=tokens)), f"{detail}; batch_tokens={tokens}"
+
+
+def _openvino_latency(precision: str) -> tuple[Callable, str]:
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.engines.openvino_runtime import OpenVinoEncoder
+
+    encoder = OpenVinoEncoder(ModelSpec.load(None), precision, streams="latency")
+    return encoder.encode, f"{encoder.engine}: {encoder.describe()}"
+
+
+def _torch_compiled() -> tuple[Callable, str]:
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.engines.torch_hf import TorchEncoder
+
+    encoder = TorchEncoder(ModelSpec.load(None), "fp32", compile=True)
     return encoder.encode, f"{encoder.engine}: {encoder.describe()}"
 
 
@@ -160,6 +188,10 @@ CONTENDERS: dict[str, Callable[[], tuple[Callable, str]]] = {
     "asw-jax-fp32": lambda: _asw("jax", "fp32"),
     "asw-openvino-fp32": lambda: _asw("openvino", "fp32"),
     "asw-openvino-bf16": lambda: _asw("openvino", "bf16"),
+    "asw-openvino-fp32-b4096": lambda: _asw_batch_tokens("openvino", "fp32", 4096),
+    "asw-openvino-bf16-b4096": lambda: _asw_batch_tokens("openvino", "bf16", 4096),
+    "asw-openvino-fp32-latency": lambda: _openvino_latency("fp32"),
+    "asw-torch-fp32-compile": _torch_compiled,
     "asw-onnxruntime-fp32": lambda: _asw("onnxruntime", "fp32"),
     "ov-user-fp32": lambda: _user("ov", "fp32"),
     "ov-user-bf16": lambda: _user("ov", "bf16"),

@@ -44,9 +44,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
 BASELINE = "st-fp32"
-QUIET = ("st-fp32", "st-bf16", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32",
-         "asw-torch-fp32-nnlinear", "asw-torch-fp32-passive", "asw-onnxruntime-fp32",
-         "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
+QUIET = ("st-fp32", "st-bf16", "asw-auto-fp32", "asw-auto-bf16", "asw-openvino-fp32-b4096",
+         "asw-openvino-bf16-b4096", "asw-openvino-fp32-latency", "asw-torch-fp32",
+         "asw-torch-fp32-nnlinear", "asw-torch-fp32-compile", "asw-torch-fp32-passive",
+         "asw-onnxruntime-fp32", "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
 LOADED = ("st-fp32", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32",
           "asw-torch-fp32-passive", "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
 # the peers each attnswitch default is judged against (issue: fp32 >= best fp32 runtime,
@@ -71,6 +72,27 @@ def corpus_chunks(n: int) -> list[str]:
         raise SystemExit(f"--chunks: expected at most {len(texts)} (the corpus), got {n}")
     pick = np.linspace(0, len(texts) - 1, n).round().astype(int)
     return [texts[i] for i in pick]
+# each gain attributed to its cause: (what changes, the contender with it, the one without)
+ATTRIBUTION = (
+    ("openvino: 1,024-token batches instead of 4,096 (fp32)", "asw-auto-fp32",
+     "asw-openvino-fp32-b4096"),
+    ("openvino: 1,024-token batches instead of 4,096 (bf16)", "asw-auto-bf16",
+     "asw-openvino-bf16-b4096"),
+    ("openvino: a single-threaded stream per core instead of one request over all cores",
+     "asw-auto-fp32", "asw-openvino-fp32-latency"),
+    ("torch: oneDNN prepacked linears instead of nn.Linear", "asw-torch-fp32",
+     "asw-torch-fp32-nnlinear"),
+    ("torch: torch.compile (inductor, freezing) instead of the eager engine",
+     "asw-torch-fp32-compile", "asw-torch-fp32"),
+    ("torch: OpenMP threads that sleep at barriers (OMP_WAIT_POLICY=PASSIVE)",
+     "asw-torch-fp32-passive", "asw-torch-fp32"),
+)
+
+
+def per_round_ratio(res: dict, name: str, others: tuple[str, ...]) -> list[float]:
+    """`name`'s rate over the best of `others`, round by round."""
+    return [res["rates"][name][i] / max(res["rates"][o][i] for o in others)
+            for i in range(len(res["rates"][name]))]
 
 
 def cpu_description() -> tuple[str, list[str]]:
@@ -204,8 +226,7 @@ def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]
         for ours, (peers, parity) in JUDGED.items():
             if ours not in res["rates"] or not all(p in res["rates"] for p in peers):
                 continue
-            per_round = [res["rates"][ours][i] / max(res["rates"][p][i] for p in peers)
-                         for i in range(len(res["rates"][ours]))]
+            per_round = per_round_ratio(res, ours, peers)
             ratio = statistics.median(per_round)
             ok = res["min_cos"][ours] >= parity
             lines.append(f"- **{ours} vs the best of {', '.join(peers)}: {ratio:.2f}x** "
@@ -213,6 +234,15 @@ def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]
                          f"{', '.join(f'{x:.2f}' for x in per_round)}); min cosine "
                          f"{res['min_cos'][ours]:.6f} {'>=' if ok else '<'} {parity}.")
         lines.append("")
+        attributed = [(what, a, b) for what, a, b in ATTRIBUTION
+                      if a in res["rates"] and b in res["rates"]]
+        if attributed:
+            lines += ["| named variant: what changes | with / without (median of per-round "
+                      "ratios) |", "|---|---:|"]
+            lines += [f"| {what} (`{a}` / `{b}`) | "
+                      f"{statistics.median(per_round_ratio(res, a, (b,))):.2f}x |"
+                      for what, a, b in attributed]
+            lines.append("")
     return "\n".join(lines)
 
 

@@ -44,6 +44,9 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_vs_sentence_transformers import Load, cpu_description  # noqa: E402
+
 from attnswitch.service import launch
 from attnswitch.service.launch import ServerProcess
 
@@ -168,17 +171,31 @@ async def load(args: argparse.Namespace, url: str, proc: subprocess.Popen
     return outcomes, sigterm_at, time.monotonic() - t0
 
 
-def engine_alone(n: int) -> dict:
-    """The engine's own rate on `n` texts of the pool, in this process, after the load."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from attnswitch.engines import get_engine
-
-    encoder = get_engine()
+def engine_alone(n: int, engine: str, load_procs: int) -> dict:
+    """One engine's own rate on `n` texts of the pool (one `encode` call after a warm-up of
+    the same texts), in a fresh process, with `load_procs` busy single-threaded processes
+    beside it (the e2e benchmark's fixed load)."""
+    code = (
+        "import json, sys, time\n"
+        "from attnswitch.engines import get_engine\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        f"encoder = get_engine(None, {engine!r})\n"
+        "encoder.encode(texts)\n"
+        "start = time.perf_counter()\n"
+        "encoder.encode(texts)\n"
+        "print(json.dumps({'engine': encoder.engine, 'seconds': time.perf_counter() - start}))\n"
+    )
     texts = texts_from_corpus(n, seed=1)
-    encoder.encode(texts[:4])
-    start = time.perf_counter()
-    encoder.encode(texts)
-    return {"texts": n, "texts_per_s": n / (time.perf_counter() - start)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("ATTNSWITCH_ENGINE", None)
+    with Load(load_procs):
+        proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), env=env,
+                              capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"engine alone ({engine}) failed:\n{proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"engine": out["engine"], "asked": engine, "texts": n, "load_procs": load_procs,
+            "texts_per_s": n / out["seconds"]}
 
 
 # -- report -------------------------------------------------------------------------------
@@ -202,14 +219,19 @@ def summarise(args, outcomes, sigterm_at, probe_result, server_log: str, load_av
         statuses[key] = statuses.get(key, 0) + 1
     match = re.search(r"attnswitch serve: stopped (\{.*\})", server_log)
     server = json.loads(match.group(1)) if match else None
+    ready = re.search(r"attnswitch serve: ready (\{.*\})", server_log)
+    served = (json.loads(ready.group(1)) if ready
+              else {"model": "?", "engine": "?", "precision": "?", "runs_on": None})
     livez = probe_result["latencies"]
     after_other = [o for o in after if o.status != 200 and not o.draining
                    and o.error not in ("refused", "closed")]
     total_200 = sum(1 for o in outcomes if o.status == 200)
     return {
+        "served": served,
         "settings": {k: getattr(args, k) for k in ("duration", "clients", "texts", "max_queue",
                                                     "sigterm_at", "backoff_ms", "probe_ms")},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "cpu": cpu_description(),
                     "load_avg_start": load_avg[0], "load_avg_end": load_avg[1]},
         "before_sigterm": {
             "seconds": span, "requests": len(before),
@@ -283,13 +305,14 @@ def markdown(s: dict) -> str:
         f"`python benchmarks/service_load.py --duration {st['duration']} --clients "
         f"{st['clients']} --texts {st['texts']} --max-queue {st['max_queue']} --sigterm-at "
         f"{st['sigterm_at']}`: {st['clients']} concurrent clients (one asyncio process, httpx), "
-        f"{st['texts']} texts of 8-120 words per request, the default model (all-MiniLM-L6-v2, "
-        f"torch engine, float32) on {m['cpus']} CPU cores shared with the clients and the "
+        f"{st['texts']} texts of 8-120 words per request, the default model "
+        f"({s['served']['model']}, {s['served']['engine']} engine (the auto pick: "
+        f"{s['served']['runs_on']}), {s['served']['precision']}) on {m['cpus']} CPU cores shared with the clients and the "
         f"probe; loopback only. Queue: {st['max_queue']} texts. After a 429 a client waits "
         f"{backoff}. /livez is probed every {st['probe_ms']} ms from a separate process."
         f" SIGTERM at {b['seconds']:.1f} s. Load average (1 min) at start and end: "
-        f"{m['load_avg_start']:.1f} and {m['load_avg_end']:.1f} (other work shares this "
-        "machine).",
+        f"{m['load_avg_start']:.1f} and {m['load_avg_end']:.1f}. CPU: {m['cpu'][0]} "
+        f"({', '.join(m['cpu'][1]) or 'no ISA flags of note'}).",
         "",
         "| before SIGTERM | value |",
         "|---|---:|",
@@ -305,9 +328,15 @@ def markdown(s: dict) -> str:
     ]
     if alone:
         lines += [
-            f"For scale, the engine alone in the load generator's process after the run, no "
-            f"HTTP, no other client: {alone['texts_per_s']:.1f} texts/s ({alone['texts']} "
-            f"texts of the same pool, one `encode` call).",
+            "For scale, each engine alone in a fresh process, no HTTP, no other client: "
+            f"{alone[0]['texts']} texts of the same pool in one `encode` call (after a warm-up "
+            "call on the same texts), on a quiet machine and beside a fixed load of busy "
+            "single-threaded processes (as in the e2e benchmark):",
+            "",
+            "| engine | load processes | texts/s |",
+            "|---|---:|---:|",
+            *[f"| {a['engine']} (asked: {a['asked']}) | {a['load_procs']} | "
+              f"{a['texts_per_s']:.1f} |" for a in alone],
             "",
         ]
     lines += [
@@ -390,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(args, outcomes, sigterm_at, probe_result, server_log,
                         (load_start, os.getloadavg()[0]))
     if args.baseline:
-        summary["engine_alone"] = engine_alone(args.baseline)
+        summary["engine_alone"] = [engine_alone(args.baseline, engine, procs)
+                                   for engine in ("auto", "torch") for procs in (0, 2)]
     text = markdown(summary)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

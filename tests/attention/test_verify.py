@@ -380,6 +380,24 @@ def test_check_runs_eagerly_inside_jax_jit(cache_dir: Path, monkeypatch) -> None
     assert verdicts.standing(registry.get("jax-blockwise"), CPU).status == verdicts.PASS
 
 
+def test_under_torch_compile_the_op_checks_when_it_first_runs(scaled_sdpa: list[int]) -> None:
+    """A compiled graph holds the call as one custom op; the op's body runs eagerly on real
+    tensors, so the first-use check runs there and the scaled backend never serves."""
+    inputs = _inputs()
+    args = _torch(inputs)
+    compiled = torch.compile(lambda q, k, v: asw.attention(q, k, v), fullgraph=True,
+                             backend="aot_eager")
+    before = asw.stats()["calls"].get("torch-sdpa", 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(args["q"], args["k"], args["v"])
+    error, bound = conformance.judge(out, inputs)
+    assert error <= bound, (error, bound)
+    assert _messages(caught, "torch-sdpa failed its first-use check")
+    assert not _messages(caught, "unverified")
+    assert asw.stats()["calls"].get("torch-sdpa", 0) == before and scaled_sdpa[0] >= 1
+
+
 def test_where_the_check_cannot_run_the_call_is_served_warned_and_counted(
         counting: Counting, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inside a torch.compile trace (or a CUDA graph capture) the check's own arrays would be

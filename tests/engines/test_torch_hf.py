@@ -43,6 +43,24 @@ def test_pooling_matches_float64_oracle(random_model, pooling, layout):
     assert worst.min() >= 0.99999
 
 
+def test_compiled_model_matches_float64_oracle(random_model):
+    """`compile=True` (inductor, dynamic shapes, freezing): batches of several widths through
+    one compiled graph, pooled as the oracle pools."""
+    path = random_model("bert", "mean")
+    engine = TorchEncoder(ModelSpec.load(path), compile=True)
+    texts = ["a short one", "a somewhat longer text with more words in it than the others",
+             "mid length text", "another"]
+    batch = engine.tokenize(texts)
+    worst = cosines(engine.encode(texts, batch_tokens=40), pooled_reference(path, batch, "mean"))
+    assert worst.min() >= 0.99999
+    assert "torch.compile" in engine.describe()
+
+
+def test_compile_refuses_the_engines_own_packed_linears():
+    with pytest.raises(ValueError, match="linear: expected 'auto' or 'torch' with compile=True"):
+        TorchEncoder(ModelSpec.load(None), compile=True, linear="onednn")
+
+
 def test_explain_shows_the_backend_serving_the_model():
     plan = get_engine(engine="torch").explain("how does attnswitch pick a kernel?")
     assert plan.call.framework == "torch" and plan.chosen in plan.candidates

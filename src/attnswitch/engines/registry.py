@@ -101,7 +101,10 @@ class Engine(abc.ABC):
         return f"<engine {self.name}>"
 
 
+@functools.cache
 def library_version(module: str) -> str:
+    """The installed version of `module`'s distribution ("?" when it is not installed), read
+    once per process: a library upgraded under a running process is not what it runs."""
     dist = {"jaxlib": "jaxlib", "onnxruntime": "onnxruntime"}.get(module, module)
     try:
         return metadata.version(dist)

@@ -11,6 +11,10 @@ Speed on CPU comes from avoiding redundant work and from the faster GEMM:
 - on CPU, linear layers run on oneDNN with prepacked weights (`onednn.pack_linears`;
   `linear="torch"` keeps `nn.Linear`): torch's default MKL GEMM was 2-3x slower on the
   machine this was measured on.
+`compile=True` runs the model under `torch.compile` (inductor, dynamic shapes, freezing,
+which prepacks the linears its own way): on 300 corpus chunks it was faster than the eager
+engine (docs/results/e2e_vs_sentence_transformers.md, variant `asw-torch-fp32-compile`),
+but its first call compiles for about 30 s per process, so it is asked for, not the default.
 Precision "fp32" is float32 throughout. "bf16" runs under `torch.autocast` with bfloat16
 (attention and any other matmul in bfloat16) with the linear layers multiplying in bfloat16
 and returning float32, so residuals and LayerNorm stay float32: more accurate than bfloat16
@@ -45,12 +49,15 @@ class TorchEncoder(Encoder):
     max_batch = 32
 
     def __init__(self, spec: ModelSpec, precision: str = "fp32", *, device: str | None = None,
-                 layout: str = "padded", linear: str = "auto"):
+                 layout: str = "padded", linear: str = "auto", compile: bool = False):
         super().__init__(spec, precision)
         if layout not in LAYOUTS:
             raise EncodeInputError("layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
         if linear not in LINEARS:
             raise EncodeInputError("linear", f"one of {', '.join(LINEARS)}", repr(linear))
+        if compile and linear == "onednn":
+            raise EncodeInputError("linear", "'auto' or 'torch' with compile=True (inductor "
+                                   "prepacks the linears itself)", repr(linear))
         import torch
         from transformers import AutoModel
 
@@ -62,7 +69,12 @@ class TorchEncoder(Encoder):
         self.model = AutoModel.from_pretrained(
             spec.path, attn_implementation=hf.NAME, dtype=torch.float32
         ).to(self.device).eval()
-        self.linear = self._pack_linears(linear)
+        self.compiled = compile
+        self.linear = self._pack_linears("torch" if compile else linear)
+        if compile:
+            # freezing: inductor folds the weights as constants and prepacks the linears
+            # with oneDNN itself; dynamic: one graph for every batch shape
+            self.model = torch.compile(self.model, dynamic=True, options={"freezing": True})
         self._position_offset = (
             spec.pad_token_id + 1 if spec.model_type in _OFFSET_POSITIONS else 0
         )
@@ -138,7 +150,9 @@ class TorchEncoder(Encoder):
     def describe(self) -> str:
         return (f"transformers {library_version('transformers')} AutoModel on torch "
                 f"{library_version('torch')} ({self.device.type}), attention through "
-                f"attnswitch, {self.linear}, {self.precision}, {self.layout} batches")
+                f"attnswitch, {self.linear}, {self.precision}, {self.layout} batches"
+                + ("; torch.compile (inductor, dynamic shapes, freezing)" if self.compiled
+                   else ""))
 
 
 class TorchEngine(Engine):

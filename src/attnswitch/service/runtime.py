@@ -104,8 +104,17 @@ class Service:
             self.readiness.set_failed(reason)
             return
         self.readiness.set_ready()
-        log.info("attnswitch serve: ready (%s, %s engine, %s)", self.model, self.engine,
-                 self.precision)
+        # on stderr like the stop summary: the one line that says what serves (the engine
+        # "auto" picked), whatever logging the host process configured
+        print(f"attnswitch serve: ready {json.dumps(self.serving(), sort_keys=True)}",
+              file=sys.stderr, flush=True)
+
+    def serving(self) -> dict[str, Any]:
+        """What serves: the model's name, the engine (the auto pick or the one asked for),
+        the precision, and what the engine runs on."""
+        describe = getattr(self.encoder, "describe", None)
+        return {"model": self.model, "engine": self.engine, "precision": self.precision,
+                "runs_on": describe() if describe else None}
 
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
