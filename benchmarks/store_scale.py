@@ -4,26 +4,35 @@
                                      [--queries 200] [--json PATH] [--plot PATH]
 
 For each store: load N chunks (`write_document`, 1,000 chunks per document; vectors from
-`synthetic.clustered`, text 24 words of the shipped corpus' vocabulary), build the ANN
-index (SQLite: the HNSW graph beside the file, `SQLiteStore.sync_index`; PostgreSQL:
-pgvector's HNSW index, created after the load), then report:
+`synthetic.clustered`, text 24 words of the shipped corpus' vocabulary), build the indexes
+after the load (SQLite: the HNSW graph beside the file, `SQLiteStore.sync_index`, on every
+core; PostgreSQL: pgvector's HNSW index and the full-text GIN index, dropped after the
+first document and created once the rows are in, with `max_parallel_maintenance_workers`
+one per core beyond the leader), then report:
 
 - load and index build seconds, and disk size (database and index);
 - dense top-10 latency, warm (p50, p99 over `--queries` queries, one thread), and recall@10
   of the ANN against exact search over the same vectors;
 - keyword and hybrid top-10 latency (p50), for queries of three corpus words;
-- SQLite only: a cold CLI-style search, a fresh process that opens the store, maps the
-  graph and answers one dense query (model load excluded: measured apart, the default
-  model's `get_engine()` + one encode, in another fresh process).
+- SQLite only: the CLI cold, `attnswitch search QUERY --mode dense --json` in a fresh
+  process (median of 3): its wall time, the model's part (loading the default model and
+  encoding the query, `timings.encode_s` of its output), the search (`timings.search_s`)
+  and the rest; and the same search path without the model (`NO_MODEL`: a fresh process
+  that imports the CLI, opens the store, maps the graph, answers a query vector).
+  The store carries the default model's index config so the real command runs; the page
+  cache is warm (the machine's memory is not flushed between runs).
+- the machine's load average when each store starts and ends.
 
-PostgreSQL runs on a throwaway local cluster (`pipeline.pg_local`) with
-maintenance_work_mem 2 GB for the index build.
+PostgreSQL runs on a throwaway local cluster (`pipeline.pg_local`) with maintenance_work_mem
+4 GB (the 1M graph is built in memory) and shared_buffers 4 GB. Results are written to
+`--json` after each store, so a store that finished is kept if a later one does not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -40,24 +49,19 @@ PER_DOC = 1000
 K = 10
 WORDS_PER_CHUNK = 24
 
-COLD_SEARCH = """
+CLI_QUERY = "how do I configure the attention backend"
+# The CLI's search path without the model: a fresh process imports the command's modules,
+# opens the store, maps the graph and answers one dense query given as a vector.
+NO_MODEL = """
 import sys, time
 t0 = time.perf_counter()
 import numpy as np
-from attnswitch.pipeline.store import SQLiteStore
+import attnswitch.cli
 from attnswitch.pipeline.search import search
-q = np.load(sys.argv[2])
-with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[3])) as store:
-    hits = search(store, q, 10, mode="dense")
+from attnswitch.pipeline.store import open_store
+with open_store(sys.argv[1]) as store:
+    hits = search(store, np.load(sys.argv[2]), 10, mode="dense")
 print(time.perf_counter() - t0, len(hits))
-"""
-
-MODEL_LOAD = """
-import time
-t0 = time.perf_counter()
-from attnswitch.engines import get_engine
-get_engine().encode(["a query"])
-print(time.perf_counter() - t0)
 """
 
 
@@ -104,6 +108,64 @@ def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str]) -
             "recall_at_10": recall, "keyword_p50_ms": ms(kw, 50), "hybrid_p50_ms": ms(hy, 50)}
 
 
+def timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def load(store, n: int, after_first=None) -> float:
+    """Seconds to write the n synthetic chunks; `after_first(store)` runs after the first
+    document (PostgreSQL: drop the indexes, built after the load)."""
+    start = time.perf_counter()
+    for d, (doc, chunks, vectors) in enumerate(documents(n, seed=0)):
+        store.write_document(doc, chunks, vectors)
+        if d == 0 and after_first is not None:
+            after_first(store)
+    return time.perf_counter() - start
+
+
+def set_default_model_config(store) -> None:
+    """Give the synthetic store the default model's index config, so that the real
+    `attnswitch search` runs against it (its 384-d vectors fit MiniLM's)."""
+    from attnswitch.engines import ModelSpec
+    from attnswitch.pipeline.config import META_KEY, IndexConfig
+
+    config = IndexConfig.build(ModelSpec.load(None), None, "torch", "fp32")
+    assert config.dim == DIM, config.dim
+    store.set_meta(META_KEY, config.to_json())
+
+
+def cli_cold(db: Path, runs: int = 3) -> dict:
+    """`attnswitch search --mode dense --json` in fresh processes: the median wall time,
+    and the median of wall time less the command's own encode time (model load + encode)."""
+    walls, encodes, searches, no_model = [], [], [], []
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    query = db.with_name("query.npy")
+    np.save(query, clustered(1, DIM, seed=2, centres_seed=0)[0])
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", NO_MODEL, str(db), str(query)],
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert out[1] == str(K), out
+        no_model.append(float(out[0]))
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "attnswitch.cli", "search", CLI_QUERY,
+                               "--mode", "dense", "-k", str(K), "--db", str(db), "--json"],
+                              capture_output=True, text=True, env=env)
+        walls.append(time.perf_counter() - start)
+        if done.returncode != 0:
+            raise RuntimeError(f"attnswitch search: exit {done.returncode}: {done.stderr}")
+        result = json.loads(done.stdout)
+        assert len(result["results"]) == K, result
+        encodes.append(result["timings"]["encode_s"])
+        searches.append(result["timings"]["search_s"])
+    return {"cli_cold_s": float(np.median(walls)),
+            "cli_cold_less_encode_s": float(np.median(np.subtract(walls, encodes))),
+            "model_load_and_encode_s": float(np.median(encodes)),
+            "cli_search_s": float(np.median(searches)),
+            "cold_without_model_s": float(np.median(no_model))}
+
+
 def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                texts: list[str], exact_below: int) -> dict:
     from attnswitch.pipeline.ann import HnswIndex
@@ -111,31 +173,17 @@ def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
 
     db = folder / "scale.sqlite3"
     with SQLiteStore(db, exact_below=exact_below) as store:
-        start = time.perf_counter()
-        for doc, chunks, vectors in documents(n, seed=0):
-            store.write_document(doc, chunks, vectors)
-        load_s = time.perf_counter() - start
-        start = time.perf_counter()
-        store.sync_index()
-        build_s = time.perf_counter() - start
+        load_s = load(store, n)
+        set_default_model_config(store)
+        build_s = timed(store.sync_index)
     graph, header = HnswIndex.paths(db)
     sizes = {"db_mb": sum(p.stat().st_size for p in folder.glob("scale.sqlite3*")
                           if ".hnsw" not in p.name) / 2**20,
              "index_mb": (graph.stat().st_size + header.stat().st_size) / 2**20}
     with SQLiteStore(db, exact_below=exact_below) as store:
         result = measure(store, queries, truth, texts)
-    qfile = folder / "q.npy"
-    np.save(qfile, queries[0])
-    colds = []
-    for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", COLD_SEARCH, str(db), str(qfile),
-                              str(exact_below)],
-                             capture_output=True, text=True, check=True).stdout.split()
-        colds.append(float(out[0]))
-    model = subprocess.run([sys.executable, "-c", MODEL_LOAD], capture_output=True,
-                           text=True, check=True).stdout.split()
     return {"store": "sqlite", "load_s": load_s, "build_s": build_s, **sizes, **result,
-            "cold_search_s": float(np.median(colds)), "model_load_s": float(model[-1])}
+            **cli_cold(db)}
 
 
 def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
@@ -144,29 +192,32 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
     from attnswitch.pipeline.store_postgres import (HNSW_EF_CONSTRUCTION, HNSW_M,
                                                     PostgresStore)
 
-    with LocalCluster.start(folder / "pg", settings={"maintenance_work_mem": "2GB",
-                                                     "shared_buffers": "1GB"}) as cluster:
+    workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core
+    settings = {"maintenance_work_mem": "4GB", "shared_buffers": "4GB",
+                "max_parallel_maintenance_workers": str(workers)}
+    drop = lambda store: store._conn.execute(  # noqa: E731
+        "DROP INDEX chunks_embedding_hnsw; DROP INDEX chunks_tsv")
+    with LocalCluster.start(folder / "pg", settings=settings) as cluster:
         with PostgresStore(cluster.url) as store:
-            gen = documents(n, seed=0)
-            start = time.perf_counter()
-            doc, chunks, vectors = next(gen)
-            store.write_document(doc, chunks, vectors)  # types the column, makes the index
-            store._conn.execute("DROP INDEX chunks_embedding_hnsw")  # built once, after
-            for doc, chunks, vectors in gen:
-                store.write_document(doc, chunks, vectors)
-            load_s = time.perf_counter() - start
-            start = time.perf_counter()
-            store._conn.execute(
+            load_s = load(store, n, after_first=drop)
+            conn = store._conn
+            build_s = timed(lambda: conn.execute(
                 f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
-                f"vector_ip_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
-            build_s = time.perf_counter() - start
-            store._conn.execute("ANALYZE chunks")
-            size = lambda rel: store._conn.execute(  # noqa: E731
+                f"vector_ip_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"))
+            gin_s = timed(lambda: conn.execute(
+                "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)"))
+            conn.execute("VACUUM ANALYZE chunks")
+            size = lambda rel: conn.execute(  # noqa: E731
                 "SELECT pg_total_relation_size(%s)", (rel,)).fetchone()[0] / 2**20
             sizes = {"db_mb": size("chunks") + size("documents") - size(
                 "chunks_embedding_hnsw"), "index_mb": size("chunks_embedding_hnsw")}
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN SELECT id, embedding <#> %s AS d FROM chunks ORDER BY embedding <#> "
+                "%s LIMIT 10", (queries[0], queries[0])))
             result = measure(store, queries, truth, texts)
-    return {"store": "postgres", "load_s": load_s, "build_s": build_s, **sizes, **result}
+    return {"store": "postgres", "load_s": load_s, "build_s": build_s, "gin_build_s": gin_s,
+            **sizes, **result, "uses_hnsw_index": "chunks_embedding_hnsw" in plan,
+            "parallel_workers": workers}
 
 
 def main() -> None:
@@ -196,8 +247,15 @@ def main() -> None:
             folder = Path(tmp)
             folder.chmod(0o755)
             runner = run_sqlite if name == "sqlite" else run_postgres
-            rows.append(runner(args.n, folder, queries, truth, texts, exact_below))
+            load_before = os.getloadavg()
+            start = time.perf_counter()
+            row = runner(args.n, folder, queries, truth, texts, exact_below)
+            rows.append({**row, "total_s": time.perf_counter() - start,
+                         "loadavg_start": load_before, "loadavg_end": os.getloadavg()})
             print(json.dumps(rows[-1]), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"n": args.n, "dim": DIM, "cpu": cpu_description(),
+                                             "rows": rows}, indent=1))
     print(f"\n{args.n:,} chunks x {DIM} dims, {args.queries} queries; {cpu_description()}")
     cols = ("store", "load_s", "build_s", "db_mb", "index_mb", "dense_p50_ms",
             "dense_p99_ms", "recall_at_10", "keyword_p50_ms", "hybrid_p50_ms")
@@ -206,31 +264,37 @@ def main() -> None:
         print(" ".join(f"{r[c]:>14}" if isinstance(r[c], str) else f"{r[c]:>14.3f}"
                        for c in cols))
     for r in rows:
-        if "cold_search_s" in r:
-            print(f"{r['store']}: cold search in a fresh process {r['cold_search_s']:.3f} s "
-                  f"(model load, apart: {r['model_load_s']:.1f} s)")
-    if args.json:
-        args.json.write_text(json.dumps({"n": args.n, "dim": DIM, "rows": rows}, indent=1))
+        if "cli_cold_s" in r:
+            print(f"{r['store']}: cold `attnswitch search` {r['cli_cold_s']:.3f} s, of which "
+                  f"model load and encode {r['model_load_and_encode_s']:.3f} s and the search "
+                  f"{r['cli_search_s']:.3f} s; the rest {r['cli_cold_less_encode_s']:.3f} s "
+                  f"(imports, and torch's teardown at exit); the same search path in a fresh "
+                  f"process without the model {r['cold_without_model_s']:.3f} s")
     if args.plot:
-        import matplotlib
+        plot(rows, args.n, args.plot)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+def plot(rows: list[dict], n: int, path: Path) -> None:
+    """Bars of dense p50, dense p99 and hybrid p50 per store (also for a saved `--json`:
+    `plot(data["rows"], data["n"], path)`)."""
+    import matplotlib
 
-        fig, ax = plt.subplots(figsize=(6, 3))
-        names = [r["store"] for r in rows]
-        for i, (key, label) in enumerate((("dense_p50_ms", "dense p50"),
-                                          ("dense_p99_ms", "dense p99"),
-                                          ("hybrid_p50_ms", "hybrid p50"))):
-            ax.bar(np.arange(len(rows)) + 0.25 * (i - 1), [r[key] for r in rows], 0.25,
-                   label=label)
-        ax.set_xticks(np.arange(len(rows)), names)
-        ax.set_ylabel("ms per query")
-        ax.set_title(f"{args.n:,} chunks, recall@10 " + ", ".join(
-            f"{r['store']} {r['recall_at_10']:.3f}" for r in rows))
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    names = [r["store"] for r in rows]
+    for i, (key, label) in enumerate((("dense_p50_ms", "dense p50"),
+                                      ("dense_p99_ms", "dense p99"),
+                                      ("hybrid_p50_ms", "hybrid p50"))):
+        ax.bar(np.arange(len(rows)) + 0.25 * (i - 1), [r[key] for r in rows], 0.25,
+               label=label)
+    ax.set_xticks(np.arange(len(rows)), names)
+    ax.set_ylabel("ms per query")
+    ax.set_title(f"{n:,} chunks, recall@10 " + ", ".join(
+        f"{r['store']} {r['recall_at_10']:.3f}" for r in rows))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -105,3 +105,11 @@ def location(request, tmp_path: Path) -> str | Path:
     if request.param == "postgres":
         return request.getfixturevalue("pg_url")
     return tmp_path / "db" / "index.sqlite3"
+
+
+@pytest.fixture(scope="session")
+def model_frameworks() -> tuple[str, ...]:
+    """Modules a search must not import to open a store and answer from it (encoding the
+    query is the model's part, apart): each costs seconds of a cold CLI search."""
+    return ("torch", "transformers", "jax", "sentence_transformers", "onnxruntime",
+            "openvino", "ray", "tensorflow")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -106,8 +108,26 @@ def test_inserts_and_deletes_since_the_save_are_replayed(tmp_path: Path, root: P
         assert_recall(hits, exact(store, QUERIES, 30))
 
 
+def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
+        tmp_path: Path, root: Path) -> None:
+    db = indexed(tmp_path, root)
+    graph = str(HnswIndex.paths(db)[0].resolve())
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        index = HnswIndex.open(store)
+        assert index.mapped and not index.rebuilt
+        maps = Path("/proc/self/maps")
+        if maps.exists():  # Linux: the file itself is mapped into this process
+            assert graph in maps.read_text()
+        assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
+        write(store, root, "d.txt", seed=3)
+        replayed = HnswIndex.open(store)
+        assert not replayed.mapped and not replayed.rebuilt
+        assert len(replayed) == store.count() == 4 * PER_DOC
+
+
 @pytest.mark.parametrize("damage", ["missing", "torn", "other store", "other dim",
-                                    "log pruned"])
+                                    "log pruned", "older format", "deleted behind the log",
+                                    "replaced behind the log"])
 def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage: str) -> None:
     db = indexed(tmp_path, root)
     graph, header = HnswIndex.paths(db)
@@ -124,10 +144,21 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
             shutil.copy(src, dst)
     elif damage == "other dim":
         header.write_text(json.dumps({**meta, "dim": DIM * 2}))
-    else:  # a write after the save, then its log lost: the graph cannot catch up
+    elif damage == "log pruned":  # a write after the save, then its log lost
         with SQLiteStore(db, exact_below=THRESHOLD) as store:
             write(store, root, "d.txt", seed=5)
             store._conn.execute("DELETE FROM chunk_log")
+    elif damage == "older format":  # a format-1 header names no largest chunk id
+        header.write_text(json.dumps({**meta, "format": 1}))
+    else:  # chunks changed with the log's triggers off: the log position did not move
+        with SQLiteStore(db, exact_below=THRESHOLD) as store:
+            store._conn.executescript("DROP TRIGGER chunks_inserted; "
+                                      "DROP TRIGGER chunks_deleted;")
+            last = store.max_chunk_id()
+            if damage == "deleted behind the log":  # the count differs
+                store._conn.execute("DELETE FROM chunks WHERE id = ?", (last,))
+            else:  # the same count, another largest id
+                store._conn.execute("UPDATE chunks SET id = ? WHERE id = ?", (last + 1, last))
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         index = HnswIndex.open(store)
         assert index.rebuilt and len(index) == store.count()
@@ -160,3 +191,44 @@ def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Pa
         (cid, _), = store.keyword("b.txt 7", 1)
         assert store.chunks([cid])[cid].text == "b.txt 7"
         assert HnswIndex.open(store).rebuilt  # the log it was saved against is gone
+
+
+def test_a_search_that_rebuilt_the_graph_saves_it_for_the_next(tmp_path: Path,
+                                                               root: Path) -> None:
+    db = indexed(tmp_path, root)
+    graph, header = HnswIndex.paths(db)
+    graph.unlink()
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
+    assert graph.is_file() and json.loads(header.read_text())["count"] == 3 * PER_DOC
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        index = HnswIndex.open(store)
+        assert index.mapped and not index.rebuilt
+        run = store.begin_run(root)  # a run holds the store: a search saves nothing
+        graph.unlink()
+        assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
+        assert not graph.exists()
+        store.finish_run(run)  # the run's end saves it
+    assert graph.is_file()
+
+
+FRESH_SEARCH = """
+import json, sys
+import numpy as np
+from attnswitch.pipeline.ann import HnswIndex
+from attnswitch.pipeline.search import search
+from attnswitch.pipeline.store import SQLiteStore
+with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
+    hits = search(store, np.ones(store.dim), 5, text="a.txt 3", mode="hybrid")
+    mapped = HnswIndex.open(store).mapped
+print(json.dumps({"hits": len(hits), "mapped": mapped,
+                  "heavy": sorted(m for m in sys.argv[3].split(",") if m in sys.modules)}))
+"""
+
+
+def test_a_search_over_the_graph_imports_no_model_framework(
+        tmp_path: Path, root: Path, model_frameworks: tuple[str, ...]) -> None:
+    db = indexed(tmp_path, root)
+    out = subprocess.run([sys.executable, "-c", FRESH_SEARCH, str(db), str(THRESHOLD),
+                          ",".join(model_frameworks)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == {"hits": 5, "mapped": True, "heavy": []}

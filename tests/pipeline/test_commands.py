@@ -183,3 +183,28 @@ def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -
     assert not (tmp_path / "db2").exists()
     result = invoke("run", str(docs), "--db", db, "--precision", "fp8", "--json")
     assert result.exit_code == 2 and "'fp8' is not one of" in result.output
+
+
+FRESH_CLI = """
+import json, sys
+from attnswitch.cli import app
+try:
+    app(["search", "rows", "--mode", "keyword", "--db", sys.argv[1], "--json"])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps(sorted(m for m in sys.argv[2].split(",") if m in sys.modules)))
+"""
+
+
+def test_a_keyword_search_imports_no_model_framework(
+        docs: Path, tmp_path: Path, encoder, model_frameworks: tuple[str, ...]) -> None:
+    """A cold `attnswitch search` opens the store and searches without torch, transformers
+    or jax (only encoding a query needs the model); checked in a fresh process."""
+    db = str(tmp_path / "db")
+    assert invoke("run", str(docs), "--db", db, "--json", *FAST).exit_code == 0
+    out = subprocess.run([sys.executable, "-c", FRESH_CLI, db, ",".join(model_frameworks)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    result = json.loads("\n".join(out[:-1]))
+    assert result["mode"] == "keyword" and result["timings"]["encode_s"] < 1e-3
+    assert json.loads(out[-1]) == []
+

@@ -24,6 +24,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -407,7 +408,8 @@ def search_command(
 
     The query is encoded with the model, engine and precision the index was built with
     (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
-    HNSW graph beside its file (memory-mapped), or pgvector's on the server.
+    HNSW graph beside its file (memory-mapped), or pgvector's on the server. With --json,
+    `timings` gives encode_s (loading the model and encoding the query) and search_s.
     """
     from attnswitch.pipeline.config import stored_config
     from attnswitch.pipeline.search import search
@@ -422,18 +424,21 @@ def search_command(
         if config is None or store.count() == 0:
             raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "
                         "run FOLDER` first", as_json)
+        started = time.perf_counter()
         vector = None if mode == "keyword" else _encode_query(query, model, config, as_json)
+        encoded = time.perf_counter()
         try:
             hits = search(store, vector, k, text=query, mode=mode)
         except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
+        timings = {"encode_s": encoded - started, "search_s": time.perf_counter() - encoded}
     results = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
                 "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
                 "end": h.end, "text": h.text, "snippet": _snippet(h.text)}
                for i, h in enumerate(hits)]
     if as_json:
         print_json({"query": query, "k": k, "mode": mode, "index": str(location),
-                    "model": config.describe(), "results": results})
+                    "model": config.describe(), "results": results, "timings": timings})
         return
     _render_search(query, results, config.describe(), mode)
 

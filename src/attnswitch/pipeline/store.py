@@ -428,6 +428,7 @@ class SQLiteStore(StoreBase):
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None
         self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
+        self._counted: tuple[int, int] | None = None  # (log position, chunk count)
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -690,8 +691,19 @@ class SQLiteStore(StoreBase):
         return _unpack(rows, self.dim or 0, self.path)
 
     def count(self) -> int:
-        """How many chunks are stored."""
-        return int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        """How many chunks are stored. Counted once per log position (every insert and
+        delete of a chunk moves it), by a scan of the small (doc_id, ordinal) index."""
+        with self.reading():
+            position = self._log_position()
+            if self._counted is None or self._counted[0] != position:
+                self._counted = (position, int(self._conn.execute(
+                    "SELECT COUNT(*) FROM chunks").fetchone()[0]))
+            return self._counted[1]
+
+    def max_chunk_id(self) -> int:
+        """The largest chunk id stored (0 when none): one descent of the rowid b-tree."""
+        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks"
+                                      ).fetchone()[0])
 
     def chunk_log_state(self) -> tuple[int | None, int, int]:
         """(first logged position or None when the log is empty, last position ever
@@ -745,11 +757,28 @@ class SQLiteStore(StoreBase):
                 searcher: Any = self.vectors()
             else:
                 searcher = HnswIndex.open(self)
+                if not searcher.mapped:
+                    self._keep(searcher)
             self._dense = (position, searcher)
         searcher = self._dense[1]
         if isinstance(searcher, tuple):
             return exact_top_k(*searcher, queries, n)
         return searcher.search(queries, n)
+
+    def _keep(self, graph: Any) -> None:
+        """Save a graph this search rebuilt or caught up, so that the next search maps it
+        instead of paying the same again; only when no run holds the store (a run saves its
+        own when it ends) and the folder is writable."""
+        try:
+            self._acquire_lock()
+        except (StoreBusyError, OSError):
+            return
+        try:
+            graph.save(self)
+        except OSError:
+            pass
+        finally:
+            self._release_lock()
 
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
         """The `n` best (chunk id, BM25 score, higher is better) for the words of `text`
