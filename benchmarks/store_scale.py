@@ -1,7 +1,8 @@
 """Search at scale in each store: N synthetic 384-d chunks with real words for full-text.
 
     python benchmarks/store_scale.py [--n 1000000] [--stores sqlite,postgres]
-                                     [--queries 200] [--json PATH] [--plot PATH]
+                                     [--queries 200] [--ef 64,128,256]
+                                     [--json PATH] [--plot PATH]
 
 For each store: load N chunks (`write_document`, 1,000 chunks per document; vectors from
 `synthetic.clustered`, text 24 words of the shipped corpus' vocabulary), build the indexes
@@ -12,7 +13,8 @@ one per core beyond the leader), then report:
 
 - load and index build seconds, and disk size (database and index);
 - dense top-10 latency, warm (p50, p99 over `--queries` queries, one thread), and recall@10
-  of the ANN against exact search over the same vectors;
+  of the ANN against exact search over the same vectors, at the store's default search beam
+  (`ef_search`) and at each beam of `--ef` (the recall/latency curve);
 - keyword and hybrid top-10 latency (p50), for queries of three corpus words;
 - SQLite only: the CLI cold, `attnswitch search QUERY --mode dense --json` in a fresh
   process (median of 3): its wall time, the model's part (loading the default model and
@@ -58,7 +60,7 @@ t0 = time.perf_counter()
 import numpy as np
 import attnswitch.cli
 from attnswitch.pipeline.search import search
-from attnswitch.pipeline.store import open_store
+from attnswitch.pipeline.location import open_store
 with open_store(sys.argv[1]) as store:
     hits = search(store, np.load(sys.argv[2]), 10, mode="dense")
 print(time.perf_counter() - t0, len(hits))
@@ -83,10 +85,9 @@ def documents(n: int, seed: int):
         yield doc, [ChunkRecord(t, WORDS_PER_CHUNK, 0, len(t)) for t in texts], x[start:start + m]
 
 
-def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str]) -> dict:
-    from attnswitch.pipeline.search import search
-
-    store.dense(x_queries[:1], K)  # load the index (the warm state)
+def dense_stats(store, x_queries: np.ndarray, truth: np.ndarray) -> dict:
+    """Dense top-10 one query at a time at the store's `ef_search`: p50 and p99 ms, and
+    recall@10 against exact search."""
     times, found = [], []
     for q in x_queries:
         start = time.perf_counter()
@@ -95,6 +96,29 @@ def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str]) -
         found.append([cid - 1 for cid, _ in hits])  # chunk ids are 1..N in load order
     recall = float(np.mean([len(set(f) & set(t.tolist())) / K
                             for f, t in zip(found, truth, strict=True)]))
+    return {"ef_search": store.ef_search, "dense_p50_ms": ms(times, 50),
+            "dense_p99_ms": ms(times, 99), "recall_at_10": recall}
+
+
+def ms(seconds: list[float], percentile: float) -> float:
+    return 1e3 * float(np.percentile(seconds, percentile))
+
+
+def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str],
+            efs: list[int]) -> dict:
+    """Dense stats at the store's default beam, then at each of `efs` (`sweep`), and
+    keyword and hybrid p50 (at the default beam)."""
+    from attnswitch.pipeline.search import search
+
+    store.dense(x_queries[:1], K)  # load the index (the warm state)
+    default = store.ef_search
+    sweep = []
+    for ef in efs:
+        store.ef_search = ef
+        sweep.append(dense_stats(store, x_queries, truth))
+        print(f"  {store.location}: {sweep[-1]}", flush=True)
+    store.ef_search = default
+    result = dense_stats(store, x_queries, truth)
     kw, hy = [], []
     for q, text in zip(x_queries[:50], texts[:50], strict=False):
         start = time.perf_counter()
@@ -103,9 +127,8 @@ def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str]) -
         start = time.perf_counter()
         search(store, q, K, text=text, mode="hybrid")
         hy.append(time.perf_counter() - start)
-    ms = lambda v, p: 1e3 * float(np.percentile(v, p))  # noqa: E731
-    return {"dense_p50_ms": ms(times, 50), "dense_p99_ms": ms(times, 99),
-            "recall_at_10": recall, "keyword_p50_ms": ms(kw, 50), "hybrid_p50_ms": ms(hy, 50)}
+    return {**result, "keyword_p50_ms": ms(kw, 50), "hybrid_p50_ms": ms(hy, 50),
+            "sweep": sweep}
 
 
 def timed(call) -> float:
@@ -167,7 +190,7 @@ def cli_cold(db: Path, runs: int = 3) -> dict:
 
 
 def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
-               texts: list[str], exact_below: int) -> dict:
+               texts: list[str], exact_below: int, efs: list[int]) -> dict:
     from attnswitch.pipeline.ann import HnswIndex
     from attnswitch.pipeline.store import SQLiteStore
 
@@ -181,13 +204,13 @@ def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                           if ".hnsw" not in p.name) / 2**20,
              "index_mb": (graph.stat().st_size + header.stat().st_size) / 2**20}
     with SQLiteStore(db, exact_below=exact_below) as store:
-        result = measure(store, queries, truth, texts)
+        result = measure(store, queries, truth, texts, efs)
     return {"store": "sqlite", "load_s": load_s, "build_s": build_s, **sizes, **result,
             **cli_cold(db)}
 
 
 def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
-                 texts: list[str], exact_below: int) -> dict:
+                 texts: list[str], exact_below: int, efs: list[int]) -> dict:
     from attnswitch.pipeline.pg_local import LocalCluster
     from attnswitch.pipeline.store_postgres import (HNSW_EF_CONSTRUCTION, HNSW_M,
                                                     PostgresStore)
@@ -214,7 +237,7 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
             plan = "\n".join(r[0] for r in conn.execute(
                 "EXPLAIN SELECT id, embedding <#> %s AS d FROM chunks ORDER BY embedding <#> "
                 "%s LIMIT 10", (queries[0], queries[0])))
-            result = measure(store, queries, truth, texts)
+            result = measure(store, queries, truth, texts, efs)
     return {"store": "postgres", "load_s": load_s, "build_s": build_s, "gin_build_s": gin_s,
             **sizes, **result, "uses_hnsw_index": "chunks_embedding_hnsw" in plan,
             "parallel_workers": workers}
@@ -227,6 +250,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--exact-below", type=int, default=None,
                     help="SQLite: chunks below which search is exact (default the store's)")
+    ap.add_argument("--ef", default="",
+                    help="comma-separated search beams to sweep (dense p50/p99 and recall "
+                    "at each), besides the store's default")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
@@ -241,6 +267,7 @@ def main() -> None:
     from attnswitch.pipeline.store import EXACT_BELOW
 
     exact_below = EXACT_BELOW if args.exact_below is None else args.exact_below
+    efs = [int(v) for v in args.ef.split(",") if v.strip()]
     rows = []
     for name in args.stores.split(","):
         with tempfile.TemporaryDirectory(prefix="attnswitch-scale-") as tmp:
@@ -249,7 +276,7 @@ def main() -> None:
             runner = run_sqlite if name == "sqlite" else run_postgres
             load_before = os.getloadavg()
             start = time.perf_counter()
-            row = runner(args.n, folder, queries, truth, texts, exact_below)
+            row = runner(args.n, folder, queries, truth, texts, exact_below, efs)
             rows.append({**row, "total_s": time.perf_counter() - start,
                          "loadavg_start": load_before, "loadavg_end": os.getloadavg()})
             print(json.dumps(rows[-1]), flush=True)
@@ -257,12 +284,17 @@ def main() -> None:
             args.json.write_text(json.dumps({"n": args.n, "dim": DIM, "cpu": cpu_description(),
                                              "rows": rows}, indent=1))
     print(f"\n{args.n:,} chunks x {DIM} dims, {args.queries} queries; {cpu_description()}")
-    cols = ("store", "load_s", "build_s", "db_mb", "index_mb", "dense_p50_ms",
+    cols = ("store", "ef_search", "load_s", "build_s", "db_mb", "index_mb", "dense_p50_ms",
             "dense_p99_ms", "recall_at_10", "keyword_p50_ms", "hybrid_p50_ms")
     print(" ".join(f"{c:>14}" for c in cols))
     for r in rows:
-        print(" ".join(f"{r[c]:>14}" if isinstance(r[c], str) else f"{r[c]:>14.3f}"
+        print(" ".join(f"{r[c]:>14}" if isinstance(r[c], str | int) else f"{r[c]:>14.3f}"
                        for c in cols))
+    for r in rows:
+        for point in r["sweep"]:
+            print(f"{r['store']}: ef_search {point['ef_search']:>5}: dense p50 "
+                  f"{point['dense_p50_ms']:.2f} ms, p99 {point['dense_p99_ms']:.2f} ms, "
+                  f"recall@10 {point['recall_at_10']:.4f}")
     for r in rows:
         if "cli_cold_s" in r:
             print(f"{r['store']}: cold `attnswitch search` {r['cli_cold_s']:.3f} s, of which "
@@ -274,25 +306,42 @@ def main() -> None:
         plot(rows, args.n, args.plot)
 
 def plot(rows: list[dict], n: int, path: Path) -> None:
-    """Bars of dense p50, dense p99 and hybrid p50 per store (also for a saved `--json`:
-    `plot(data["rows"], data["n"], path)`)."""
+    """Left: recall@10 against dense p50 per search beam (the sweep), per store; right:
+    bars of dense p50, dense p99 and hybrid p50 at each store's default beam. Also for a
+    saved `--json`: `plot(data["rows"], data["n"], path)`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3))
-    names = [r["store"] for r in rows]
+    fig, (curve, bars) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for r in rows:
+        points = sorted(r.get("sweep", []), key=lambda p: p["ef_search"])
+        if points:
+            line, = curve.plot([p["dense_p50_ms"] for p in points],
+                               [p["recall_at_10"] for p in points], "o-", label=r["store"])
+            for p in points:
+                curve.annotate(f"ef {p['ef_search']}", (p["dense_p50_ms"], p["recall_at_10"]),
+                               textcoords="offset points", xytext=(4, -10), fontsize=7,
+                               color=line.get_color())
+    curve.axhline(0.98, color="grey", linestyle=":", linewidth=1, label="target 0.98")
+    curve.set_xscale("log")
+    curve.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    curve.set_xlabel("dense p50 ms (one query, one thread)")
+    curve.set_ylabel("recall@10 vs exact")
+    curve.set_title(f"{n:,} chunks: the search beam")
+    curve.legend(fontsize=8)
+    names = [f"{r['store']}\nef {r.get('ef_search', '?')}" for r in rows]
     for i, (key, label) in enumerate((("dense_p50_ms", "dense p50"),
                                       ("dense_p99_ms", "dense p99"),
                                       ("hybrid_p50_ms", "hybrid p50"))):
-        ax.bar(np.arange(len(rows)) + 0.25 * (i - 1), [r[key] for r in rows], 0.25,
-               label=label)
-    ax.set_xticks(np.arange(len(rows)), names)
-    ax.set_ylabel("ms per query")
-    ax.set_title(f"{n:,} chunks, recall@10 " + ", ".join(
-        f"{r['store']} {r['recall_at_10']:.3f}" for r in rows))
-    ax.legend()
+        bars.bar(np.arange(len(rows)) + 0.25 * (i - 1), [r[key] for r in rows], 0.25,
+                 label=label)
+    bars.set_xticks(np.arange(len(rows)), names)
+    bars.set_ylabel("ms per query")
+    bars.set_title("at the default beam, recall@10 " + ", ".join(
+        f"{r['store']} {r['recall_at_10']:.3f}" for r in rows), fontsize=9)
+    bars.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -16,7 +16,7 @@ import pytest
 
 from attnswitch.pipeline.ann import HnswIndex, exact_top_k
 from attnswitch.pipeline.ingest import ingest
-from attnswitch.pipeline.store import ChunkRecord, SQLiteStore
+from attnswitch.pipeline.store import ChunkRecord, SQLiteStore, StoreInputError
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
 DIM = 24
@@ -123,6 +123,24 @@ def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
         replayed = HnswIndex.open(store)
         assert not replayed.mapped and not replayed.rebuilt
         assert len(replayed) == store.count() == 4 * PER_DOC
+
+
+@pytest.mark.parametrize(("ef", "n"), [(1, 10), (10, 10), (64, 10), (300, 5)])
+def test_the_search_beam_is_the_stores_and_at_least_n(tmp_path: Path, root: Path, ef: int,
+                                                      n: int) -> None:
+    db = indexed(tmp_path, root)
+    with SQLiteStore(db, exact_below=THRESHOLD, ef_search=ef) as store:
+        hits = dense_ids(store, QUERIES, n)
+        assert store._dense[1].index.expansion_search == max(ef, n)
+        assert [len(row) for row in hits] == [n] * len(QUERIES)
+        if ef >= 64:  # a beam of about k finds fewer of the exact neighbours, by design
+            assert_recall(hits, exact(store, QUERIES, n))
+
+
+@pytest.mark.parametrize("ef", [0, -3, 2.5, True, "64"])
+def test_a_bad_search_beam_is_refused_by_name(tmp_path: Path, ef: object) -> None:
+    with pytest.raises(StoreInputError, match="ef_search: expected an integer >= 1"):
+        SQLiteStore(tmp_path / "index.sqlite3", ef_search=ef)
 
 
 @pytest.mark.parametrize("damage", ["missing", "torn", "other store", "other dim",

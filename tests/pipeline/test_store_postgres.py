@@ -129,6 +129,10 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
         assert "chunks_embedding_hnsw" in " ".join(r[0] for r in plan)
         (best, score), *_ = store.dense(q[None, :].astype(np.float32), 5)[0]
         assert store.chunks([best])[best].text == "c17" and score == pytest.approx(1, abs=1e-5)
+        store.ef_search = 1  # a beam narrower than n is widened to n: n rows, not 1
+        assert len(store.dense(q[None, :].astype(np.float32), 50)[0]) == 50
+        # The beam is set for the query's own transaction, not left on the session.
+        assert store._conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "40"
 
 
 def test_cli_run_status_and_search_on_postgres(pg_url: str, docs: Path) -> None:
@@ -145,3 +149,9 @@ def test_cli_run_status_and_search_on_postgres(pg_url: str, docs: Path) -> None:
                                   "--mode", mode, "--db", pg_url, "--json").stdout)
         assert found["mode"] == mode and len(found["results"]) == 3
         assert found["results"][0]["source"] == "postgresql/tutorial-update.html", mode
+    narrow = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3", "--mode",
+                               "dense", "--ef", "1", "--db", pg_url, "--json").stdout)
+    assert len(narrow["results"]) == 3  # the beam is widened to k
+    result = invoke("search", "rows", "--ef", "5000", "--db", pg_url)
+    assert result.exit_code != 0 and one_line(result.output)
+    assert "ef_search: expected an integer from 1 to 1000, got 5000" in result.output

@@ -89,7 +89,7 @@ def store_location(db: str | None) -> str | Path:
 
 
 def _open_store(location: str | Path, command: str, as_json: bool, *,
-                existing: bool = False) -> Any:
+                existing: bool = False, ef_search: int | None = None) -> Any:
     """The store at `location` (`open_store`), or the command's one-line failure; with
     `existing`, a SQLite store that does not exist is refused, not created."""
     from attnswitch.pipeline.location import open_store
@@ -102,7 +102,7 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
     from attnswitch.pipeline.store_errors import describe, is_store_error
 
     try:
-        return open_store(location)
+        return open_store(location, ef_search=ef_search)
     except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
         message = describe(exc, str(location)) if is_store_error(exc) else str(exc)
         raise _fail(command, message, as_json) from None
@@ -402,6 +402,10 @@ def search_command(
     model: Annotated[str | None, typer.Option(
         help="Model folder; must be the index's model (default: the one it was built "
         "with).", show_default=False)] = None,
+    ef: Annotated[int | None, typer.Option(
+        "--ef", min=1, help="ANN search beam for large stores: wider finds more of the "
+        "exact nearest chunks, slower (default: the store's; see docs/results/search.md).",
+        show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
@@ -419,7 +423,7 @@ def search_command(
     location = store_location(db)
     mode = Mode(mode).value
     with _store_errors("search", location, as_json), \
-            _open_store(location, "search", as_json, existing=True) as store:
+            _open_store(location, "search", as_json, existing=True, ef_search=ef) as store:
         config = stored_config(store)
         if config is None or store.count() == 0:
             raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "

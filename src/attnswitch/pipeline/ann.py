@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-# Graph parameters: M=16, ef_construction=128 and ef=128 gave recall@10 1.000 on the
-# scale benchmark's clustered 384-d vectors at 100,000 chunks, 0.943 at 1M (below the 0.98
-# target: docs/results/search.md; benchmarks/store_scale.py).
+# Graph parameters: M=16, ef_construction=128. The search beam `EXPANSION_SEARCH` (ef) is
+# a search-time setting (`SQLiteStore(ef_search=...)`); its default is sized on the scale
+# benchmark's 1M clustered 384-d vectors (docs/results/search.md, "Search beam").
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 128
@@ -128,7 +128,6 @@ class HnswIndex:
             except Exception:  # a torn or foreign file: rebuilt below
                 index = None
             if index is not None and index.ndim == store.dim:
-                index.expansion_search = EXPANSION_SEARCH  # not kept in the file
                 self = cls(db_path, index, meta["seq"], rebuilt=False, mapped=view)
                 if pending:
                     self._replay(store, log_last)
@@ -141,7 +140,7 @@ class HnswIndex:
         from usearch.index import Index
 
         index = Index(ndim=store.dim, metric="ip", dtype="f32", connectivity=CONNECTIVITY,
-                      expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+                      expansion_add=EXPANSION_ADD)
         seq = store.chunk_log_state()[1]
         for ids, matrix in store.iter_vectors():
             index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
@@ -162,11 +161,14 @@ class HnswIndex:
     def __len__(self) -> int:
         return len(self.index)
 
-    def search(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`."""
+    def search(self, queries: np.ndarray, n: int,
+               ef: int = EXPANSION_SEARCH) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, with a
+        search beam of `max(ef, n)` candidates (wider: higher recall, slower)."""
         n = min(int(n), len(self.index))
         if n == 0:
             return [[] for _ in range(len(queries))]
+        self.index.expansion_search = max(int(ef), n)  # not kept in the saved file
         found = self.index.search(queries, n, threads=1)
         # One query gives `Matches` (its hits only), several `BatchMatches` (padded rows
         # and `counts`). usearch's "ip" distance is 1 - inner product.

@@ -10,14 +10,16 @@ import os
 from attnswitch.pipeline.store import SQLiteStore, Store
 
 
-def open_store(location: str | os.PathLike | None = None) -> Store:
+def open_store(location: str | os.PathLike | None = None, *,
+               ef_search: int | None = None) -> Store:
     """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
-    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`)."""
+    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`).
+    `ef_search`: the ANN search beam (default: the store's)."""
     if is_url(location):
         from attnswitch.pipeline.store_postgres import PostgresStore
 
-        return PostgresStore(str(location))
-    return SQLiteStore(location)
+        return PostgresStore(str(location), ef_search=ef_search)
+    return SQLiteStore(location, ef_search=ef_search)
 
 
 def is_url(location: str | os.PathLike | None) -> bool:

@@ -48,6 +48,7 @@ from typing import Any, Protocol, Self
 
 import numpy as np
 
+from attnswitch.pipeline.ann import EXPANSION_SEARCH
 from attnswitch.pipeline.ingest import Document, SourceFile
 from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors, re-exported)
     REBUILD,
@@ -392,6 +393,16 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
 
+def check_ef_search(ef: object, most: int | None = None) -> int:
+    """`ef` as a search beam width: an integer from 1 (to `most`, where the index has a
+    limit), else `StoreInputError` naming it."""
+    if isinstance(ef, bool) or not isinstance(ef, int | np.integer) or ef < 1 or (
+            most is not None and ef > most):
+        bound = f"an integer from 1 to {most}" if most else "an integer >= 1"
+        raise StoreInputError("ef_search", bound, repr(ef))
+    return int(ef)
+
+
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
     """The database file `path` names (the one rule for the library, the CLI's `--db` and the
     service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
@@ -416,14 +427,16 @@ def root_key(root: str | os.PathLike) -> str:
 class SQLiteStore(StoreBase):
     """One SQLite database. Open with `SQLiteStore(path)` (see `resolve_path`), use as a
     context manager or call `close()`. Reads never block on a running writer (WAL).
-    `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`)."""
+    `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`); `ef_search`:
+    the HNSW search beam above it (`ann.EXPANSION_SEARCH`)."""
 
     url = None  # one writer: this process
 
     def __init__(self, path: str | os.PathLike | None = None, *,
-                 exact_below: int = EXACT_BELOW):
+                 exact_below: int = EXACT_BELOW, ef_search: int | None = None):
         self.path = resolve_path(path)
         self.exact_below = exact_below
+        self.ef_search = check_ef_search(EXPANSION_SEARCH if ef_search is None else ef_search)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None
@@ -763,7 +776,7 @@ class SQLiteStore(StoreBase):
         searcher = self._dense[1]
         if isinstance(searcher, tuple):
             return exact_top_k(*searcher, queries, n)
-        return searcher.search(queries, n)
+        return searcher.search(queries, n, self.ef_search)
 
     def _keep(self, graph: Any) -> None:
         """Save a graph this search rebuilt or caught up, so that the next search maps it

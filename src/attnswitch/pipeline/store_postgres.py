@@ -7,7 +7,8 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
   chunks deleted and copied in with `COPY`), so a writer killed at any moment leaves it
   whole, and two writers of one document are serialised.
 - Vectors are pgvector `vector(dim)` columns, L2-normalised; dense search is pgvector's
-  HNSW index on inner product (`hnsw.ef_search` = `EF_SEARCH`).
+  HNSW index on inner product (`hnsw.ef_search`: the store's `ef_search`, default
+  `EF_SEARCH`).
 - Keyword search is PostgreSQL full-text search: a generated `tsvector` column (English
   configuration) with a GIN index, ranked by `ts_rank_cd`, any query word matching.
 - One run at a time per database: a session advisory lock (released when the run ends or
@@ -44,16 +45,19 @@ from attnswitch.pipeline.store import (
     StoreStatus,
     _chunk_rows,
     _vectors,
+    check_ef_search,
     keyword_terms,
     root_key,
 )
 
 CONNECT_TIMEOUT_S = 5
-# HNSW graph parameters (pgvector's defaults are m=16, ef_construction=64) and the search
-# beam: ef_search=128 gave recall@10 1.000 on the scale benchmark (30,000 chunks).
+# HNSW graph parameters (pgvector's defaults are m=16, ef_construction=64) and the default
+# search beam (pgvector allows 1 to 1000), sized on the scale benchmark's 1M clustered
+# 384-d vectors (docs/results/search.md, "Search beam").
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
+HNSW_EF_CONSTRUCTION = 128
 EF_SEARCH = 128
+MAX_EF_SEARCH = 1000
 # Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
 RUN_LOCK = 0x6174746E737769
 SCHEMA_LOCK = RUN_LOCK + 1
@@ -152,7 +156,6 @@ def connect(url: str) -> Any:
         conn.close()
         raise
     register_vector(conn)
-    conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
     return conn
 
 
@@ -188,9 +191,11 @@ class PostgresStore(StoreBase):
 
     _mark = "%s"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, ef_search: int | None = None):
         self.url = url
         self.location = describe(url)
+        self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search,
+                                         MAX_EF_SEARCH)
         self._conn = connect(url)
         self._run_locked = False
         self.store_id = self.meta("store_id")
@@ -405,16 +410,14 @@ class PostgresStore(StoreBase):
         pgvector's HNSW index (ties by chunk id)."""
         if self.dim is None:
             return [[] for _ in range(len(queries))]
-        if n > EF_SEARCH:  # the index returns at most ef_search rows
-            self._conn.execute(f"SET hnsw.ef_search = {min(int(n), 1000)}")
-        try:
+        # The index returns at most ef_search rows: the beam is at least n.
+        ef = min(max(self.ef_search, int(n)), MAX_EF_SEARCH)
+        with self._conn.transaction():
+            self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
             return [[(int(r[0]), -float(r[1])) for r in self._conn.execute(
                 "SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks "
                 "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id", (q, q, int(n)))]
                 for q in np.asarray(queries, np.float32)]
-        finally:
-            if n > EF_SEARCH:
-                self._conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
 
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
         """The `n` best (chunk id, `ts_rank_cd`) for any of the words of `text`."""
