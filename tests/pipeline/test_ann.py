@@ -64,8 +64,9 @@ def assert_recall(got: list[list[int]], want: list[list[int]]) -> None:
     assert found >= 0.98 * total, f"recall {found / total:.3f} < 0.98: {got} vs {want}"
 
 
-def dense_ids(store: SQLiteStore, queries: np.ndarray, n: int) -> list[list[int]]:
-    return [[cid for cid, _ in hits] for hits in store.dense(queries, n)]
+def dense_ids(store: SQLiteStore, queries: np.ndarray, n: int,
+              ef: int | None = None) -> list[list[int]]:
+    return [[cid for cid, _ in hits] for hits in store.dense(queries, n, ef)]
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -126,21 +127,30 @@ def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
 
 
 @pytest.mark.parametrize(("ef", "n"), [(1, 10), (10, 10), (64, 10), (300, 5)])
-def test_the_search_beam_is_the_stores_and_at_least_n(tmp_path: Path, root: Path, ef: int,
-                                                      n: int) -> None:
+@pytest.mark.parametrize("given", ["store", "call"])
+def test_the_search_beam_is_the_stores_or_the_calls_and_at_least_n(
+        tmp_path: Path, root: Path, ef: int, n: int, given: str) -> None:
     db = indexed(tmp_path, root)
-    with SQLiteStore(db, exact_below=THRESHOLD, ef_search=ef) as store:
-        hits = dense_ids(store, QUERIES, n)
+    with SQLiteStore(db, exact_below=THRESHOLD,
+                     ef_search=ef if given == "store" else None) as store:
+        hits = dense_ids(store, QUERIES, n, ef if given == "call" else None)
         assert store._dense[1].index.expansion_search == max(ef, n)
         assert [len(row) for row in hits] == [n] * len(QUERIES)
         if ef >= 64:  # a beam of about k finds fewer of the exact neighbours, by design
             assert_recall(hits, exact(store, QUERIES, n))
+        if given == "call":  # the store's own beam is the default again for the next call
+            store.dense(QUERIES, 1)
+            assert store._dense[1].index.expansion_search == store.ef_search
 
 
-@pytest.mark.parametrize("ef", [0, -3, 2.5, True, "64"])
-def test_a_bad_search_beam_is_refused_by_name(tmp_path: Path, ef: object) -> None:
-    with pytest.raises(StoreInputError, match="ef_search: expected an integer >= 1"):
-        SQLiteStore(tmp_path / "index.sqlite3", ef_search=ef)
+@pytest.mark.parametrize("ef", [0, -3, 1001, 2.5, True, "64"])
+def test_a_bad_search_beam_is_refused_by_name(tmp_path: Path, root: Path, ef: object) -> None:
+    with pytest.raises(StoreInputError,
+                       match=r"ef_search: expected an integer from 1 to 1000, got"):
+        SQLiteStore(tmp_path / "other.sqlite3", ef_search=ef)
+    with SQLiteStore(indexed(tmp_path, root), exact_below=THRESHOLD) as store, \
+            pytest.raises(StoreInputError, match="ef_search: expected an integer from 1"):
+        store.dense(QUERIES, 5, ef)
 
 
 @pytest.mark.parametrize("damage", ["missing", "torn", "other store", "other dim",

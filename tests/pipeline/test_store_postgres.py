@@ -131,6 +131,10 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
         assert store.chunks([best])[best].text == "c17" and score == pytest.approx(1, abs=1e-5)
         store.ef_search = 1  # a beam narrower than n is widened to n: n rows, not 1
         assert len(store.dense(q[None, :].astype(np.float32), 50)[0]) == 50
+        assert len(store.dense(q[None, :].astype(np.float32), 30, ef=2)[0]) == 30
+        with pytest.raises(StoreInputError, match="ef_search: expected an integer from 1 to "
+                           "1000, got 1001"):
+            store.dense(q[None, :].astype(np.float32), 5, ef=1001)
         # The beam is set for the query's own transaction, not left on the session.
         assert store._conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "40"
 

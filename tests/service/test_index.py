@@ -71,3 +71,18 @@ def test_search_is_hybrid_by_default_and_refuses_an_unknown_mode(shared_client,
     assert plain.json()["data"] == hybrid.json()["data"]
     bad = shared_client.post("/v1/search", json={"query": QUERY, "mode": "fuzzy"})
     assert bad.status_code == 422 and "mode" in bad.text
+
+
+def test_search_takes_an_ann_beam_and_refuses_one_out_of_range(shared_client,
+                                                                cli_indexed) -> None:
+    """This index is small enough to be searched exactly, so any beam gives the same hits;
+    a beam outside 1..1000 is a 422 naming `ef`."""
+    plain = shared_client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": "dense"})
+    for ef in (1, 1000):
+        beamed = shared_client.post("/v1/search",
+                                    json={"query": QUERY, "k": 5, "mode": "dense", "ef": ef})
+        assert beamed.status_code == 200, beamed.text
+        assert beamed.json()["data"] == plain.json()["data"]
+    for ef in (0, 1001, 2.5, "64"):
+        bad = shared_client.post("/v1/search", json={"query": QUERY, "ef": ef})
+        assert bad.status_code == 422 and "ef" in bad.json()["error"]["param"], bad.text

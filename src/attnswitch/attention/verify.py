@@ -11,10 +11,13 @@ The policy (`configure(verify=...)` or `ATTNSWITCH_VERIFY`):
 
 The check runs outside any traced region: under `jax.jit`/`grad`/`vmap` its cases run eagerly
 at trace time (`jax.ensure_compile_time_eval`), before the traced call is planned onto the
-backend. Inside a `torch.compile` trace or a CUDA graph capture it cannot run (the check's
-own arrays would be traced or captured): `check_before_use` returns None, and the caller
-warns and counts (`attnswitch_attention_verifications{result="skipped"}`). An eager call (or
-`attnswitch conformance`) before compiling verifies the backend for the traced calls too.
+backend. Under `torch.compile`, `attnswitch.attention` is the custom op
+`attnswitch::attention`, whose body (this planner) runs when the compiled graph runs, not
+while dynamo traces, so the check runs there on real tensors. Where the planner itself is
+reached inside a dynamo trace or a CUDA graph capture it cannot run (the check's own arrays
+would be traced or captured): `check_before_use` returns None, and the caller warns and
+counts (`attnswitch_attention_verifications{result="skipped"}`). An eager call (or
+`attnswitch conformance`) before capturing verifies the backend for those calls too.
 """
 
 from __future__ import annotations

@@ -403,8 +403,9 @@ def search_command(
         help="Model folder; must be the index's model (default: the one it was built "
         "with).", show_default=False)] = None,
     ef: Annotated[int | None, typer.Option(
-        "--ef", min=1, help="ANN search beam for large stores: wider finds more of the "
-        "exact nearest chunks, slower (default: the store's; see docs/results/search.md).",
+        "--ef", help="ANN search beam for large stores: wider finds more of the "
+        "exact nearest chunks, slower; 1 to 1000 (default: the store's; see "
+        "docs/results/search.md).",
         show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:

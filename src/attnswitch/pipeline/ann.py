@@ -45,7 +45,7 @@ import numpy as np
 # benchmark's 1M clustered 384-d vectors (docs/results/search.md, "Search beam").
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
-EXPANSION_SEARCH = 128
+EXPANSION_SEARCH = 512
 BUILD_THREADS = 0  # usearch: 0 is every core
 # Batches smaller than this are added on one thread: fast anyway, and the same graph every
 # time (concurrent inserts into a small graph measurably lost neighbours in the tests).

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from attnswitch.pipeline.ann import exact_top_k
-from attnswitch.pipeline.store import Store, StoreInputError
+from attnswitch.pipeline.store import Store, StoreInputError, check_ef_search
 
 MODES = ("hybrid", "dense", "keyword")
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
@@ -58,11 +58,14 @@ def check_k(k: Any) -> int:
 
 
 def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = None,
-           mode: str | None = None) -> list[Hit]:
+           mode: str | None = None, ef: int | None = None) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
-    `text` is given, else dense."""
+    `text` is given, else dense. `ef`: the ANN search beam of a large store (wider finds
+    more of the exact nearest chunks, slower; default the store's `ef_search`)."""
     k = check_k(k)
+    if ef is not None:
+        check_ef_search(ef)
     mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
     if mode != "keyword" and query is None:
         raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
@@ -74,7 +77,7 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         if np.ndim(query) != 1:
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
-        lists.append(store.dense(q, n)[0])
+        lists.append(store.dense(q, n, ef)[0])
     if mode != "dense":
         lists.append(store.keyword(text, n))
     ranked = lists[0][:k] if len(lists) == 1 else fuse(lists, k)

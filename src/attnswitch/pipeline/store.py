@@ -65,6 +65,9 @@ SCHEMA_VERSION = 2
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
 # 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
 EXACT_BELOW = 20_000
+# The widest ANN search beam (`ef_search`) a store or a request may ask for: pgvector's own
+# limit, kept for both stores so that one request's cost stays bounded.
+MAX_EF_SEARCH = 1000
 # A keyword query uses at most this many of its words.
 MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -242,11 +245,13 @@ class Store(Protocol):
     `location` names the store for people (a file path, or a URL without its password);
     `url` is how another process or node opens it for writing (`open_store(url)`), None
     when only this process may write (SQLite: one writer, kept with the driver).
+    `ef_search` is the ANN search beam of a dense search that names none.
     Vectors in and out are float32 `[N, dim]`, L2-normalised; ids are chunk ids.
     """
 
     location: str
     url: str | None
+    ef_search: int
 
     @property
     def dim(self) -> int | None: ...
@@ -279,7 +284,8 @@ class Store(Protocol):
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]: ...
-    def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]: ...
+    def dense(self, queries: np.ndarray, n: int,
+              ef: int | None = None) -> list[list[tuple[int, float]]]: ...
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]: ...
 
 
@@ -302,6 +308,11 @@ class StoreBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def beam(self, ef: int | None) -> int:
+        """The ANN search beam of one dense search: `ef`, checked, or the store's
+        `ef_search` when None."""
+        return self.ef_search if ef is None else check_ef_search(ef)
 
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
         """True when `entry` was stored under `config` with this size and mtime: a run may
@@ -393,13 +404,12 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
 
-def check_ef_search(ef: object, most: int | None = None) -> int:
-    """`ef` as a search beam width: an integer from 1 (to `most`, where the index has a
-    limit), else `StoreInputError` naming it."""
-    if isinstance(ef, bool) or not isinstance(ef, int | np.integer) or ef < 1 or (
-            most is not None and ef > most):
-        bound = f"an integer from 1 to {most}" if most else "an integer >= 1"
-        raise StoreInputError("ef_search", bound, repr(ef))
+def check_ef_search(ef: object) -> int:
+    """`ef` as an ANN search beam: an integer from 1 to `MAX_EF_SEARCH`, else
+    `StoreInputError` naming it."""
+    if isinstance(ef, bool) or not isinstance(ef, int | np.integer) or not (
+            1 <= ef <= MAX_EF_SEARCH):
+        raise StoreInputError("ef_search", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef))
     return int(ef)
 
 
@@ -757,12 +767,15 @@ class SQLiteStore(StoreBase):
             last = rows[-1][0]
             yield _unpack(rows, self.dim or 0, self.path)
 
-    def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]:
+    def dense(self, queries: np.ndarray, n: int,
+              ef: int | None = None) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` (normalised):
-        exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`), which
-        is loaded once and reloaded when a write has been committed since."""
+        exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
+        search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
+        when a write has been committed since."""
         from attnswitch.pipeline.ann import HnswIndex, exact_top_k
 
+        ef = self.beam(ef)
         position = self._log_position()
         if self._dense is None or self._dense[0] != position:
             self._dense = None  # the old one is garbage before the new one loads
@@ -776,7 +789,7 @@ class SQLiteStore(StoreBase):
         searcher = self._dense[1]
         if isinstance(searcher, tuple):
             return exact_top_k(*searcher, queries, n)
-        return searcher.search(queries, n, self.ef_search)
+        return searcher.search(queries, n, ef)
 
     def _keep(self, graph: Any) -> None:
         """Save a graph this search rebuilt or caught up, so that the next search maps it

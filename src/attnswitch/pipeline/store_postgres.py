@@ -45,6 +45,7 @@ from attnswitch.pipeline.store import (
     StoreStatus,
     _chunk_rows,
     _vectors,
+    MAX_EF_SEARCH,
     check_ef_search,
     keyword_terms,
     root_key,
@@ -57,7 +58,6 @@ CONNECT_TIMEOUT_S = 5
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 EF_SEARCH = 128
-MAX_EF_SEARCH = 1000
 # Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
 RUN_LOCK = 0x6174746E737769
 SCHEMA_LOCK = RUN_LOCK + 1
@@ -194,8 +194,7 @@ class PostgresStore(StoreBase):
     def __init__(self, url: str, *, ef_search: int | None = None):
         self.url = url
         self.location = describe(url)
-        self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search,
-                                         MAX_EF_SEARCH)
+        self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
         self._conn = connect(url)
         self._run_locked = False
         self.store_id = self.meta("store_id")
@@ -405,13 +404,16 @@ class PostgresStore(StoreBase):
             "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal", (root_key(root), source))
         return [ChunkRow(*r) for r in rows]
 
-    def dense(self, queries: np.ndarray, n: int) -> list[list[tuple[int, float]]]:
+    def dense(self, queries: np.ndarray, n: int,
+              ef: int | None = None) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, by
-        pgvector's HNSW index (ties by chunk id)."""
+        pgvector's HNSW index with a search beam of `ef` (default `ef_search`; ties by
+        chunk id)."""
+        ef = self.beam(ef)
         if self.dim is None:
             return [[] for _ in range(len(queries))]
         # The index returns at most ef_search rows: the beam is at least n.
-        ef = min(max(self.ef_search, int(n)), MAX_EF_SEARCH)
+        ef = min(max(ef, int(n)), MAX_EF_SEARCH)
         with self._conn.transaction():
             self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
             return [[(int(r[0]), -float(r[1])) for r in self._conn.execute(

@@ -62,13 +62,13 @@ class SearchIndex:
         self._version: int | None = None
 
     def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
-               mode: str = "dense") -> list[Any]:
-        """The `k` best `pipeline.search.Hit`s for a query's vector and text in `mode`
-        (`pipeline.search.search`; runs on `executor`)."""
+               mode: str = "dense", ef: int | None = None) -> list[Any]:
+        """The `k` best `pipeline.search.Hit`s for a query's vector and text in `mode`, with
+        ANN beam `ef` (`pipeline.search.search`; runs on `executor`)."""
         from attnswitch.pipeline.search import search
 
         with self._unavailable_on_store_errors():
-            return search(self._current(), vector, k, text=text, mode=mode)
+            return search(self._current(), vector, k, text=text, mode=mode, ef=ef)
 
     def stored_config(self) -> Any:
         """The index's recorded `IndexConfig`, or None when there is no index yet or its

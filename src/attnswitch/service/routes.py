@@ -4,7 +4,7 @@
     GET  /readyz                200 ready; 503 warming up, draining or failed
     GET  /metrics               Prometheus text: the service's and attnswitch's metrics
     POST /v1/embeddings         OpenAI-compatible embeddings
-    POST /v1/search             {"query", "k", "mode"}: the k best chunks of the index
+    POST /v1/search             {"query", "k", "mode", "ef"}: the k best chunks of the index
     POST /v1/jobs               {"path"}: index a folder of the server (202, the job)
     GET  /v1/jobs/{id}          a job's status and progress
     GET  /v1/jobs               recent jobs, newest first
@@ -103,7 +103,8 @@ async def search(body: SearchRequest, request: Request,
     svc = service(request)
     svc.readiness.check()
     check_items([body.query], 1, "query", is_list=False)
-    hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout), body.mode)
+    hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout), body.mode,
+                                   body.ef)
     shown = [svc.jobs.shown(h.root) for h in hits]  # never the server's absolute paths
     data = [{"rank": i + 1, "score": h.score, "source": h.source, "root": root,
              "path": PurePosixPath(root, h.source).as_posix(), "ordinal": h.ordinal,

@@ -260,10 +260,10 @@ class Service:
                 "truncate=True", '"truncate": true')
             raise ServiceError(422, message, code="too_many_tokens", param=where) from None
 
-    async def search(self, query: str, k: int, deadline: float,
-                     mode: str = "hybrid") -> tuple[list[Any], int]:
-        """The `k` best chunks for `query` (`pipeline.search` modes) and the tokens its
-        encoding took (none for "keyword": the query is not encoded)."""
+    async def search(self, query: str, k: int, deadline: float, mode: str = "hybrid",
+                     ef: int | None = None) -> tuple[list[Any], int]:
+        """The `k` best chunks for `query` (`pipeline.search` modes, ANN beam `ef`) and the
+        tokens its encoding took (none for "keyword": the query is not encoded)."""
         vector, tokens = None, 0
         if mode != "keyword":
             vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
@@ -276,7 +276,7 @@ class Service:
         try:
             async with asyncio.timeout_at(deadline):
                 hits = await loop.run_in_executor(self.index.executor, self.index.search,
-                                                  vector, k, query, mode)
+                                                  vector, k, query, mode, ef)
         except StoreInputError as exc:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
         except TimeoutError:

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from attnswitch.pipeline.store import MAX_EF_SEARCH
+
 MAX_K = 100
 # The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
 # schema carries it so that validation stops at the limit: the errors of a huge list of
@@ -66,6 +68,10 @@ class SearchRequest(_Request):
     mode: Literal["hybrid", "dense", "keyword"] = Field(
         "hybrid", description="hybrid: dense and keyword results fused by reciprocal rank; "
         "dense: by the model's vectors; keyword: by the query's words (full-text ranking).")
+    ef: int | None = Field(None, ge=1, le=MAX_EF_SEARCH, description="The ANN search beam "
+                           "of a large index: wider finds more of the exact nearest chunks, "
+                           "slower (default: the store's). Small indexes are searched "
+                           "exactly.")
 
 
 class Hit(BaseModel):
