@@ -309,6 +309,46 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- runs -----------------------------------------------------------------------
+
+    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+        """Start a run: take the store's run lock (one run per store at a time), mark runs
+        left "running" by a killed process as "interrupted", and return the new run id."""
+        self._lock_run()
+        m = self._mark
+        try:
+            with self._transaction() as conn:
+                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+                return int(conn.execute(
+                    f"INSERT INTO runs (root, config, pid, started_at, status) "
+                    f"VALUES ({m}, {m}, {m}, {m}, 'running') RETURNING id",
+                    (root_key(root) if root is not None else None, config, os.getpid(),
+                     time.time())).fetchone()[0])
+        except BaseException:
+            self._unlock_run()
+            raise
+
+    def finish_run(self, run_id: int, status: str = "completed", *,
+                   counts: dict[str, Any] | None = None,
+                   summary: dict[str, Any] | None = None) -> None:
+        """Close a run with its status, counts and a JSON-serialisable summary, then release
+        the run lock (after the store's own end-of-run work, `_run_finished`)."""
+        if status not in RUN_STATUSES or status == "running":
+            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
+        m = self._mark
+        try:
+            with self._transaction() as conn:
+                conn.execute(f"UPDATE runs SET status = {m}, ended_at = {m}, counts = {m}, "
+                             f"summary = {m} WHERE id = {m}",
+                             (status, time.time(), json.dumps(counts or {}, sort_keys=True),
+                              json.dumps(summary or {}, sort_keys=True, default=str), run_id))
+            self._run_finished(status)
+        finally:
+            self._unlock_run()
+
+    def _run_finished(self, status: str) -> None:
+        """What the store does when a run ends with `status`, still under the run lock."""
+
     def beam(self, ef: int | None) -> int:
         """The ANN search beam of one dense search: `ef`, checked, or the store's
         `ef_search` when None."""
@@ -473,7 +513,7 @@ class SQLiteStore(StoreBase):
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
-        self._release_lock()
+        self._unlock_run()
         self._conn.close()
 
     def own_files(self) -> set[Path]:
@@ -610,40 +650,9 @@ class SQLiteStore(StoreBase):
 
     # -- runs -----------------------------------------------------------------------
 
-    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
-        """Start a run: take the store's run lock (one run per store at a time), mark runs
-        left "running" by a killed process as "interrupted", and return the new run id."""
-        self._acquire_lock()
-        try:
-            with self._transaction() as conn:
-                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
-                cur = conn.execute(
-                    "INSERT INTO runs (root, config, pid, started_at, status) "
-                    "VALUES (?, ?, ?, ?, 'running')",
-                    (root_key(root) if root is not None else None, config, os.getpid(),
-                     time.time()))
-                return int(cur.lastrowid)
-        except BaseException:
-            self._release_lock()
-            raise
-
-    def finish_run(self, run_id: int, status: str = "completed", *,
-                   counts: dict[str, Any] | None = None,
-                   summary: dict[str, Any] | None = None) -> None:
-        """Close a run with its status, counts and a JSON-serialisable summary."""
-        if status not in RUN_STATUSES or status == "running":
-            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
-        counts_json = json.dumps(counts or {}, sort_keys=True)
-        summary_json = json.dumps(summary or {}, sort_keys=True, default=str)
-        with self._transaction() as conn:
-            conn.execute("UPDATE runs SET status = ?, ended_at = ?, counts = ?, summary = ? "
-                         "WHERE id = ?",
-                         (status, time.time(), counts_json, summary_json, run_id))
-        try:
-            if status == "completed":  # else the next search replays the log, or rebuilds
-                self.sync_index()
-        finally:
-            self._release_lock()
+    def _run_finished(self, status: str) -> None:
+        if status == "completed":  # else the next search replays the log, or rebuilds
+            self.sync_index()
 
     def sync_index(self) -> None:
         """Bring the HNSW graph beside the file up to the committed chunks and save it, then
@@ -664,10 +673,10 @@ class SQLiteStore(StoreBase):
     def check_unlocked(self) -> None:
         """Raise `StoreBusyError` when another process holds this store's run lock (takes
         the lock and lets go of it at once; a run may still start right after)."""
-        self._acquire_lock()
-        self._release_lock()
+        self._lock_run()
+        self._unlock_run()
 
-    def _acquire_lock(self) -> None:
+    def _lock_run(self) -> None:
         if self._lock_fh is not None:
             raise StoreBusyError(f"{self.path}: this Store already has a run in progress")
         try:
@@ -683,7 +692,7 @@ class SQLiteStore(StoreBase):
                                  "store; wait for it or use another --db") from None
         self._lock_fh = fh
 
-    def _release_lock(self) -> None:
+    def _unlock_run(self) -> None:
         if self._lock_fh is not None:
             self._lock_fh.close()  # closing drops the flock
             self._lock_fh = None
@@ -796,7 +805,7 @@ class SQLiteStore(StoreBase):
         instead of paying the same again; only when no run holds the store (a run saves its
         own when it ends) and the folder is writable."""
         try:
-            self._acquire_lock()
+            self._lock_run()
         except (StoreBusyError, OSError):
             return
         try:
@@ -804,7 +813,7 @@ class SQLiteStore(StoreBase):
         except OSError:
             pass
         finally:
-            self._release_lock()
+            self._unlock_run()
 
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
         """The `n` best (chunk id, BM25 score, higher is better) for the words of `text`

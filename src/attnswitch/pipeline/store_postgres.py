@@ -22,9 +22,7 @@ problems, a missing extension and a wrong URL raise `StoreConnectError` with one
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -34,7 +32,6 @@ import numpy as np
 
 from attnswitch.pipeline.ingest import Document
 from attnswitch.pipeline.store import (
-    RUN_STATUSES,
     ChunkLike,
     ChunkRow,
     StoreBase,
@@ -325,40 +322,15 @@ class PostgresStore(StoreBase):
 
     # -- runs -----------------------------------------------------------------------
 
-    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+    def _lock_run(self) -> None:
         if self._run_locked:
             raise StoreBusyError(f"{self.location}: this store already has a run in progress")
         if not self._one("SELECT pg_try_advisory_lock(%s)", (RUN_LOCK,))[0]:
             raise StoreBusyError(f"{self.location}: another attnswitch run is writing this "
                                  "store; wait for it or use another --db")
         self._run_locked = True
-        try:
-            with self._transaction() as conn:
-                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
-                return int(conn.execute(
-                    "INSERT INTO runs (root, config, pid, started_at, status) "
-                    "VALUES (%s, %s, %s, %s, 'running') RETURNING id",
-                    (root_key(root) if root is not None else None, config, os.getpid(),
-                     time.time())).fetchone()[0])
-        except BaseException:
-            self._unlock()
-            raise
 
-    def finish_run(self, run_id: int, status: str = "completed", *,
-                   counts: dict[str, Any] | None = None,
-                   summary: dict[str, Any] | None = None) -> None:
-        if status not in RUN_STATUSES or status == "running":
-            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
-        try:
-            self._conn.execute(
-                "UPDATE runs SET status = %s, ended_at = %s, counts = %s, summary = %s "
-                "WHERE id = %s", (status, time.time(), json.dumps(counts or {}, sort_keys=True),
-                                  json.dumps(summary or {}, sort_keys=True, default=str),
-                                  run_id))
-        finally:
-            self._unlock()
-
-    def _unlock(self) -> None:
+    def _unlock_run(self) -> None:
         if self._run_locked:
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (RUN_LOCK,))
             self._run_locked = False
