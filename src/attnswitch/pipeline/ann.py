@@ -40,12 +40,10 @@ from typing import Any
 
 import numpy as np
 
-# Graph parameters: M=16, ef_construction=128. The search beam `EXPANSION_SEARCH` (ef) is
-# a search-time setting (`SQLiteStore(ef_search=...)`); its default is sized on the scale
-# benchmark's 1M clustered 384-d vectors (docs/results/search.md, "Search beam").
+# Graph parameters: M=16, ef_construction=128. The search beam (ef) is a search-time
+# setting: `store.EF_SEARCH` by default, or the store's or the call's.
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
-EXPANSION_SEARCH = 512
 BUILD_THREADS = 0  # usearch: 0 is every core
 # Batches smaller than this are added on one thread: fast anyway, and the same graph every
 # time (concurrent inserts into a small graph measurably lost neighbours in the tests).
@@ -162,7 +160,7 @@ class HnswIndex:
         return len(self.index)
 
     def search(self, queries: np.ndarray, n: int,
-               ef: int = EXPANSION_SEARCH) -> list[list[tuple[int, float]]]:
+               ef: int) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, with a
         search beam of `max(ef, n)` candidates (wider: higher recall, slower)."""
         n = min(int(n), len(self.index))
