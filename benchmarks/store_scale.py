@@ -326,6 +326,8 @@ def plot(rows: list[dict], n: int, path: Path) -> None:
                                color=line.get_color())
     curve.axhline(0.98, color="grey", linestyle=":", linewidth=1, label="target 0.98")
     curve.set_xscale("log")
+    curve.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    curve.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     curve.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     curve.set_xlabel("dense p50 ms (one query, one thread)")
     curve.set_ylabel("recall@10 vs exact")
