@@ -32,6 +32,8 @@ import numpy as np
 
 from attnswitch.pipeline.ingest import Document
 from attnswitch.pipeline.store import (
+    EF_SEARCH,
+    MAX_EF_SEARCH,
     ChunkLike,
     ChunkRow,
     StoreBase,
@@ -42,16 +44,15 @@ from attnswitch.pipeline.store import (
     StoreStatus,
     _chunk_rows,
     _vectors,
-    EF_SEARCH,
-    MAX_EF_SEARCH,
     check_ef_search,
     keyword_terms,
     root_key,
 )
 
 CONNECT_TIMEOUT_S = 5
-# HNSW graph parameters (pgvector's defaults are m=16, ef_construction=64: recall@10 0.79
-# at 1M chunks with a beam of 128, against 0.96 with 128 here; docs/results/search.md).
+# HNSW graph parameters: pgvector's default m=16, and ef_construction 128, not its default
+# 64: at 1M chunks and a beam of 128, a graph built with 64 gave recall@10 0.79, with 128
+# 0.96 (docs/results/search.md).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 # Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
