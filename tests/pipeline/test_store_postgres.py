@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +161,18 @@ def test_cli_run_status_and_search_on_postgres(pg_url: str, docs: Path) -> None:
     result = invoke("search", "rows", "--ef", "5000", "--db", pg_url)
     assert result.exit_code != 0 and one_line(result.output)
     assert "ef_search: expected an integer from 1 to 1000, got 5000" in result.output
+
+
+def test_a_run_lock_freed_a_moment_later_is_taken_not_refused(pg_url: str) -> None:
+    """A run killed a moment ago holds its lock until the server notices its session is
+    gone: a new run waits for the lock (up to `RUN_LOCK_WAIT_S`) instead of being refused.
+    Here the holder's session ends 0.5 s after the new run asks."""
+    with open_store(pg_url) as holder, open_store(pg_url) as store:
+        holder.begin_run()
+        ends = threading.Timer(0.5, holder.close)
+        ends.start()
+        started = time.monotonic()
+        run = store.begin_run()
+        assert time.monotonic() - started >= 0.4  # it did wait for the holder
+        store.finish_run(run)
+        ends.join()

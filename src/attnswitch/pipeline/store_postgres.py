@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -55,6 +56,8 @@ CONNECT_TIMEOUT_S = 5
 # 0.96 (docs/results/search.md).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
+# How long a run waits for another's run lock before it is refused as busy.
+RUN_LOCK_WAIT_S = 2.0
 # Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
 RUN_LOCK = 0x6174746E737769
 SCHEMA_LOCK = RUN_LOCK + 1
@@ -323,11 +326,17 @@ class PostgresStore(StoreBase):
     # -- runs -----------------------------------------------------------------------
 
     def _lock_run(self) -> None:
+        """Take the run lock, waiting up to `RUN_LOCK_WAIT_S` for it: the server session of
+        a run killed a moment ago (kill -9) holds it until the server has noticed the
+        closed connection."""
         if self._run_locked:
             raise StoreBusyError(f"{self.location}: this store already has a run in progress")
-        if not self._one("SELECT pg_try_advisory_lock(%s)", (RUN_LOCK,))[0]:
-            raise StoreBusyError(f"{self.location}: another attnswitch run is writing this "
-                                 "store; wait for it or use another --db")
+        deadline = time.monotonic() + RUN_LOCK_WAIT_S
+        while not self._one("SELECT pg_try_advisory_lock(%s)", (RUN_LOCK,))[0]:
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(f"{self.location}: another attnswitch run is writing "
+                                     "this store; wait for it or use another --db")
+            time.sleep(0.05)
         self._run_locked = True
 
     def _unlock_run(self) -> None:

@@ -13,6 +13,7 @@ import torch
 import attnswitch as asw
 from attnswitch.attention.backends.flash_attn3 import BACKEND, FlashAttn3
 from attnswitch.attention.contract import AttentionInputError, validate
+from grad_rule import assert_grads_within_rule
 from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 NAME = "flash-attn-3"
@@ -183,18 +184,4 @@ def test_gradients_on_gpu(kw):
     # Every run starts from the same bfloat16 values; the float64 one is exact on them.
     base = [torch.randn(2, 113, h, d, device="cuda", generator=gen).bfloat16() for h in (8, 2, 2)]
     dout = torch.randn(2, 113, 8, d, device="cuda", generator=gen).bfloat16()
-
-    def grads(dtype, backend):
-        leaves = [x.to(dtype).requires_grad_() for x in base]
-        out = asw.attention(*leaves, backend=backend, **kw)
-        out.backward(dout.to(dtype))
-        return [x.grad.double() for x in leaves]
-
-    want = grads(torch.float64, "torch-math")
-    naive = grads(torch.bfloat16, "torch-math")
-    got = grads(torch.bfloat16, NAME)
-    for name, g, n, w in zip("qkv", got, naive, want):
-        r = w.to(torch.bfloat16)
-        floor = 2 * (r + 0.3 - 0.3 - r).abs().max().item()
-        err, naive_err = (g - w).abs().max().item(), (n - w).abs().max().item()
-        assert err <= 2 * naive_err + floor, (name, err, naive_err)
+    assert_grads_within_rule(base, dout, torch.bfloat16, NAME, **kw)

@@ -23,6 +23,7 @@ from attnswitch.attention.backends.torch_sdpa import (
     _uses_is_causal,
 )
 from attnswitch.attention.contract import validate
+from grad_rule import assert_grads_within_rule
 
 
 def call_for(sq=8, sk=8, **kw):
@@ -99,23 +100,19 @@ def test_packed_detail_says_one_call_per_sequence():
     assert plan.details["torch-sdpa"] == "fused CPU flash kernel, one call per sequence (3)"
 
 
-def assert_grads_match_torch_math(q_shape, kv_shape, **kw):
-    """Gradients of `sum(out ** 2)` wrt q, k, v through torch-sdpa equal torch-math's, on the
-    same float32 inputs (seeded per tensor) and contract arguments `kw`."""
-    grads = {}
-    for name in ("torch-sdpa", "torch-math"):
-        q, k, v = (torch.randn(shape, generator=torch.Generator().manual_seed(i)).requires_grad_()
-                   for i, shape in enumerate((q_shape, kv_shape, kv_shape)))
-        asw.attention(q, k, v, backend=name, **kw).square().sum().backward()
-        grads[name] = (q.grad, k.grad, v.grad)
-    for got, want in zip(grads["torch-sdpa"], grads["torch-math"]):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+def sdpa_grads_within_the_rule(q_shape, kv_shape, **kw):
+    """Gradients of `sum(out * dout)` wrt q, k, v through torch-sdpa in float32, against
+    float64 autograd, by the conformance rule (`grad_rule`; seeded inputs)."""
+    gen = torch.Generator().manual_seed(0)
+    base = [torch.randn(shape, generator=gen) for shape in (q_shape, kv_shape, kv_shape)]
+    dout = torch.randn(q_shape, generator=gen)
+    assert_grads_within_rule(base, dout, torch.float32, "torch-sdpa", **kw)
 
 
-def test_packed_gradients_match_torch_math():
+def test_packed_gradients_are_within_the_rule():
     cu = torch.tensor([0, 5, 5, 17, 20], dtype=torch.int32)
-    assert_grads_match_torch_math((20, 4, 16), (20, 4, 16), cu_seqlens_q=cu, cu_seqlens_k=cu,
-                                  causal=True)
+    sdpa_grads_within_the_rule((20, 4, 16), (20, 4, 16), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                 causal=True)
 
 
 # -- GQA: query heads folded into rows of their key/value head -----------------------------
@@ -244,6 +241,6 @@ def test_cut_keys_is_cpu_only_and_not_with_other_masks():
     assert "cut away" in BACKEND.detail(call_for(key_padding_mask=kp))
 
 
-def test_cut_key_padding_gradients_match_torch_math():
+def test_cut_key_padding_gradients_are_within_the_rule():
     mask = torch.from_numpy(_runs_mask([(0, 200), (60, 200), (0, 0)], 200))
-    assert_grads_match_torch_math((3, 9, 2, 16), (3, 200, 2, 16), key_padding_mask=mask)
+    sdpa_grads_within_the_rule((3, 9, 2, 16), (3, 200, 2, 16), key_padding_mask=mask)
