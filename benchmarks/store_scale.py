@@ -85,18 +85,19 @@ def documents(n: int, seed: int):
         yield doc, [ChunkRecord(t, WORDS_PER_CHUNK, 0, len(t)) for t in texts], x[start:start + m]
 
 
-def dense_stats(store, x_queries: np.ndarray, truth: np.ndarray) -> dict:
-    """Dense top-10 one query at a time at the store's `ef_search`: p50 and p99 ms, and
-    recall@10 against exact search."""
+def dense_stats(store, x_queries: np.ndarray, truth: np.ndarray,
+                ef: int | None = None) -> dict:
+    """Dense top-10 one query at a time with search beam `ef` (default the store's
+    `ef_search`): p50 and p99 ms, and recall@10 against exact search."""
     times, found = [], []
     for q in x_queries:
         start = time.perf_counter()
-        hits = store.dense(q[None, :], K)[0]
+        hits = store.dense(q[None, :], K, ef)[0]
         times.append(time.perf_counter() - start)
         found.append([cid - 1 for cid, _ in hits])  # chunk ids are 1..N in load order
     recall = float(np.mean([len(set(f) & set(t.tolist())) / K
                             for f, t in zip(found, truth, strict=True)]))
-    return {"ef_search": store.ef_search, "dense_p50_ms": ms(times, 50),
+    return {"ef_search": store.ef_search if ef is None else ef, "dense_p50_ms": ms(times, 50),
             "dense_p99_ms": ms(times, 99), "recall_at_10": recall}
 
 
@@ -111,13 +112,10 @@ def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str],
     from attnswitch.pipeline.search import search
 
     store.dense(x_queries[:1], K)  # load the index (the warm state)
-    default = store.ef_search
     sweep = []
     for ef in efs:
-        store.ef_search = ef
-        sweep.append(dense_stats(store, x_queries, truth))
+        sweep.append(dense_stats(store, x_queries, truth, ef))
         print(f"  {store.location}: {sweep[-1]}", flush=True)
-    store.ef_search = default
     result = dense_stats(store, x_queries, truth)
     kw, hy = [], []
     for q, text in zip(x_queries[:50], texts[:50], strict=False):

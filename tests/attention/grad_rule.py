@@ -35,4 +35,5 @@ def assert_grads_within_rule(base: list[torch.Tensor], dout: torch.Tensor, dtype
         r = w.to(dtype)
         floor = 2 * (r + 0.3 - 0.3 - r).abs().max().item()
         err, naive_err = (g - w).abs().max().item(), (n - w).abs().max().item()
-        assert err <= 2 * naive_err + floor, f"d{name}: error {err:.3g} > 2 x {naive_err:.3g} + {floor:.3g}"
+        assert err <= 2 * naive_err + floor, (
+            f"d{name}: error {err:.3g} > 2 x {naive_err:.3g} + {floor:.3g}")

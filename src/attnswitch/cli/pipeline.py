@@ -8,9 +8,9 @@
 `--db DIR` names the data folder (default `./.attnswitch/`); the index is
 `DIR/index.sqlite3` (an existing file may also be named directly). `--db
 postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector instead
-(`store_postgres`); with `run --ray` its encoder actors then write their own documents. `--json` prints one JSON
-object on stdout and nothing else there; errors then print `{"error": ...}` on stdout too,
-with the message on stderr. Exit status: 0 done, 1 refused or failed, 130 interrupted.
+(`store_postgres`); with `run --ray` its encoder actors then write their own documents.
+`--json` prints one JSON object on stdout and nothing else there; errors then print
+`{"error": ...}` on stdout too, with the message on stderr. Exit status: 0 done, 1 refused or failed, 130 interrupted.
 
 The `attnswitch` CLI registers these functions; `python -m attnswitch.cli.pipeline`
 runs them on their own (the same commands, under a small app of their own).
@@ -89,7 +89,7 @@ def store_location(db: str | None) -> str | Path:
 
 
 def _open_store(location: str | Path, command: str, as_json: bool, *,
-                existing: bool = False, ef_search: int | None = None) -> Any:
+                existing: bool = False) -> Any:
     """The store at `location` (`open_store`), or the command's one-line failure; with
     `existing`, a SQLite store that does not exist is refused, not created."""
     from attnswitch.pipeline.location import open_store
@@ -102,7 +102,7 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
     from attnswitch.pipeline.store_errors import describe, is_store_error
 
     try:
-        return open_store(location, ef_search=ef_search)
+        return open_store(location)
     except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
         message = describe(exc, str(location)) if is_store_error(exc) else str(exc)
         raise _fail(command, message, as_json) from None
@@ -418,13 +418,18 @@ def search_command(
     """
     from attnswitch.pipeline.config import stored_config
     from attnswitch.pipeline.search import search
-    from attnswitch.pipeline.store import StoreInputError
+    from attnswitch.pipeline.store import StoreInputError, check_ef_search
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     location = store_location(db)
     mode = Mode(mode).value
+    if ef is not None:  # refused before the model loads
+        try:
+            check_ef_search(ef)
+        except StoreInputError as exc:
+            raise _fail("search", str(exc), as_json) from None
     with _store_errors("search", location, as_json), \
-            _open_store(location, "search", as_json, existing=True, ef_search=ef) as store:
+            _open_store(location, "search", as_json, existing=True) as store:
         config = stored_config(store)
         if config is None or store.count() == 0:
             raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "
@@ -433,7 +438,7 @@ def search_command(
         vector = None if mode == "keyword" else _encode_query(query, model, config, as_json)
         encoded = time.perf_counter()
         try:
-            hits = search(store, vector, k, text=query, mode=mode)
+            hits = search(store, vector, k, text=query, mode=mode, ef=ef)
         except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
         timings = {"encode_s": encoded - started, "search_s": time.perf_counter() - encoded}

@@ -10,16 +10,14 @@ import os
 from attnswitch.pipeline.store import SQLiteStore, Store
 
 
-def open_store(location: str | os.PathLike | None = None, *,
-               ef_search: int | None = None) -> Store:
+def open_store(location: str | os.PathLike | None = None) -> Store:
     """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
-    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`).
-    `ef_search`: the ANN search beam (default: the store's)."""
+    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`)."""
     if is_url(location):
         from attnswitch.pipeline.store_postgres import PostgresStore
 
-        return PostgresStore(str(location), ef_search=ef_search)
-    return SQLiteStore(location, ef_search=ef_search)
+        return PostgresStore(str(location))
+    return SQLiteStore(location)
 
 
 def is_url(location: str | os.PathLike | None) -> bool:

@@ -64,7 +64,7 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
     `text` is given, else dense. `ef`: the ANN search beam of a large store (wider finds
     more of the exact nearest chunks, slower; default the store's `ef_search`)."""
     k = check_k(k)
-    if ef is not None:
+    if ef is not None:  # also where no dense search will use it (mode "keyword")
         check_ef_search(ef)
     mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
     if mode != "keyword" and query is None:
