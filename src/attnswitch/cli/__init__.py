@@ -471,7 +471,7 @@ def engines_command(
     if as_json:
         print_json(plan.to_dict())
     else:
-        render_plan(rich_console(), plan.to_dict())
+        _render_plan(rich_console(), plan.to_dict())
 
 
 def _render_plan(console: Any, plan: dict) -> None:
