@@ -147,7 +147,8 @@ def run_command(
         help="Show a progress bar on stderr. Default: when stderr is a terminal.",
         show_default=False)] = None,
     use_ray: Annotated[bool, typer.Option(
-        "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch[ray]'): "
+        # \[: a literal bracket in typer's rich help, not a markup tag
+        "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch\\[ray]'): "
         "reading and chunking as Ray Data tasks, encoding in actors on each node's own "
         "device. Joins the local Ray (RAY_ADDRESS, or the latest `ray start`), else starts "
         "one.")] = False,
@@ -191,7 +192,10 @@ def run_command(
     except ValueError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
     if not path.is_dir():  # before the store is made
-        raise _fail("run", f"PATH: expected a folder, got {str(path)!r}", as_json)
+        what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
+            "which does not exist"
+        raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
+                    as_json)
     show = (sys.stderr.isatty() and not as_json) if progress is None else progress
     errors: tuple[type[BaseException], ...] = (
         NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
@@ -420,16 +424,14 @@ def search_command(
     """
     from attnswitch.pipeline.config import stored_config
     from attnswitch.pipeline.search import search
-    from attnswitch.pipeline.store import StoreInputError, check_ef_search
+    from attnswitch.pipeline.store import MAX_EF_SEARCH, StoreInputError
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     location = store_location(db)
     mode = Mode(mode).value
-    if ef is not None:  # refused before the model loads
-        try:
-            check_ef_search(ef)
-        except StoreInputError as exc:
-            raise _fail("search", str(exc), as_json) from None
+    if ef is not None and not 1 <= ef <= MAX_EF_SEARCH:  # refused before the model loads
+        raise _fail("search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}",
+                    as_json)
     with _store_errors("search", location, as_json), \
             _open_store(location, "search", as_json, existing=True) as store:
         config = stored_config(store)
