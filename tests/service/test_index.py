@@ -12,7 +12,7 @@ import pytest
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.search import search
 from attnswitch.pipeline.store import SQLiteStore
-from service_testing import PYTHON_DOCS, copy_corpus, wait_for_jobs
+from service_testing import PYTHON_DOCS, copy_corpus, start_server, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
 QUERY = "automate a task: search-and-replace over many text files, rename photo files"
@@ -127,3 +127,28 @@ def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_ind
         assert (p["dense_similarity"] is None) == (mode == "keyword")
         if mode != "hybrid":  # a hybrid hit may be in one list only
             assert (p["keyword_score"] is None) == (mode == "dense")
+
+
+def test_an_empty_index_without_jobs_says_to_index_with_the_cli(tmp_path) -> None:
+    """A server without --jobs-root cannot index: on an empty index it tells the user to
+    index with `attnswitch run`, not to POST /v1/jobs (which it would refuse)."""
+    import httpx
+
+    data = tmp_path / "data"
+    data.mkdir()
+    srv = start_server(tmp_path / "server", "--db", str(data))
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            for got in ("no index yet", "an empty index"):
+                r = client.post("/v1/search", json={"query": "rows", "mode": "keyword"})
+                assert r.status_code == 409, r.text
+                error = r.json()["error"]
+                assert error["code"] == "index_empty"
+                assert error["message"].startswith(
+                    f"index: expected documents to search, got {got}: index a folder with "
+                    "`attnswitch run FOLDER`"), error
+                assert "/v1/jobs" not in error["message"] and str(data) not in error["message"]
+                SQLiteStore(data).close()  # an index file with no documents
+            assert client.post("/v1/jobs", json={"path": "x"}).status_code != 202
+    finally:
+        srv.stop()
