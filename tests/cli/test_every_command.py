@@ -20,7 +20,7 @@ import pytest
 import typer.main
 
 from attnswitch.cli import app
-from conftest import FAST, Indexed, invoke
+from cli_testing import FAST, Indexed, invoke
 
 # What each command needs to run quickly here; a command not named runs with its defaults.
 QUICK_OPTIONS = {

@@ -13,7 +13,7 @@ import typer.main
 
 from attnswitch import __version__
 from attnswitch.cli import app
-from conftest import Indexed, invoke
+from cli_testing import Indexed, invoke
 
 
 def test_version() -> None:

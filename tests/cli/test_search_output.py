@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import Indexed, invoke
+from cli_testing import Indexed, invoke
 
 QUERY = "how do I update rows in a table"
 
