@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,14 @@ def test_version() -> None:
     result = invoke("--version")
     assert result.exit_code == 0, result.output
     assert result.stdout == f"attnswitch {__version__}\n"
+
+
+@pytest.mark.parametrize("module", ["attnswitch", "attnswitch.cli"])
+def test_python_dash_m_runs_the_command(module: str) -> None:
+    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"attnswitch {__version__}\n"
 
 
 @pytest.mark.parametrize("ef", ["0", "5000"])
