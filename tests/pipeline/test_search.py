@@ -239,6 +239,13 @@ def test_each_hit_carries_its_score_parts(modes_store) -> None:
                                         "keyword_rank", "snippet", "text"}
 
 
+@pytest.mark.parametrize("ef", [0, 5000, 2.5])
+def test_a_bad_beam_is_refused_by_its_argument_name(modes_store, ef) -> None:
+    with pytest.raises(StoreInputError,
+                       match=rf"^ef: expected an integer from 1 to 1000, got {ef!r}$"):
+        search(modes_store, np.ones(64), 3, text="vacuum", ef=ef)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"mode": "keyword"}, "text: expected the query's text for mode 'keyword'"),
     ({"mode": "hybrid", "text": "  "}, "text: expected the query's text for mode 'hybrid'"),

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from attnswitch.pipeline.ann import exact_top_k
-from attnswitch.pipeline.store import Store, StoreInputError, check_ef_search
+from attnswitch.pipeline.store import MAX_EF_SEARCH, Store, StoreInputError, check_ef_search
 
 MODES = ("hybrid", "dense", "keyword")
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
@@ -112,7 +112,11 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
     more of the exact nearest chunks, slower; default the store's `ef_search`)."""
     k = check_k(k)
     if ef is not None:  # also where no dense search will use it (mode "keyword")
-        check_ef_search(ef)
+        try:
+            check_ef_search(ef)
+        except StoreInputError:  # named as this function's argument, not the store's
+            raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}",
+                                  repr(ef)) from None
     mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
     if mode != "keyword" and query is None:
         raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
