@@ -11,8 +11,10 @@
   chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
   Each list is `max(k, CANDIDATES)` long.
 
-Ties are broken by chunk id, so results are deterministic. Encoding the query text is the
-engine's job; this takes its vector (dense, hybrid) and its text (keyword, hybrid).
+Each result is a `Hit`, the one shape of the Python API, `attnswitch search --json` and
+`/v1/search`, with the score parts beside the score (see `Hit`). Ties are broken by chunk
+id, so results are deterministic. Encoding the query text is the engine's job; this takes
+its vector (dense, hybrid) and its text (keyword, hybrid).
 """
 
 from __future__ import annotations
@@ -28,9 +30,7 @@ from attnswitch.pipeline.store import MAX_EF_SEARCH, Store, StoreInputError, che
 MODES = ("hybrid", "dense", "keyword")
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
 CANDIDATES = 50
-
-
-SNIPPET_CHARS = 240
+SNIPPET_CHARS = 240  # a hit's one-line snippet
 
 
 @dataclass(frozen=True)
