@@ -128,7 +128,7 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
 
     found = json.loads(invoke("search", "change the values of existing rows", "-k", "3",
                               "--mode", "dense", "--db", db, "--json").output)
-    ranks = found["results"]
+    ranks = found["data"]
     assert found["mode"] == "dense"
     assert [r["rank"] for r in ranks] == [1, 2, 3]
     assert ranks[0]["source"] == "postgresql/tutorial-update.html"
@@ -145,7 +145,7 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
         found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
                                   "--mode", mode, "--db", db, "--json").output)
         assert found["mode"] == mode
-        assert found["results"][0]["source"] == "postgresql/tutorial-update.html"
+        assert found["data"][0]["source"] == "postgresql/tutorial-update.html"
 
 
 def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -> None:

@@ -205,6 +205,47 @@ def test_hybrid_is_the_reciprocal_rank_fusion_of_both(modes_store) -> None:
     assert sources(hybrid)[0] in {"t0.txt", "t3.txt"}
 
 
+def test_each_hit_carries_its_score_parts(modes_store) -> None:
+    """A hybrid hit shows its cosine similarity and keyword score, each with its rank in its
+    own list (None where the chunk is not in that list); a dense or keyword hit shows its
+    own list's part and None for the other. Every hit has its rank, path, chunk id and a
+    one-line snippet of its text."""
+    from attnswitch.pipeline.search import CANDIDATES
+
+    text = "connection error timeout"
+    vector = bag_of_words("connection failures retried client", 64)
+    dense = search(modes_store, vector, CANDIDATES, mode="dense")
+    keyword = search(modes_store, None, CANDIDATES, text=text, mode="keyword")
+    hybrid = search(modes_store, vector, 5, text=text)
+    assert len(keyword) < len(hybrid) == len(dense) == 5  # some hits are dense-only
+    by_dense = {h.chunk_id: (h.rank, h.score) for h in dense}
+    by_keyword = {h.chunk_id: (h.rank, h.score) for h in keyword}
+    for h in hybrid:
+        assert (h.dense_rank, h.dense_similarity) == by_dense[h.chunk_id]
+        assert (h.keyword_rank, h.keyword_score) == by_keyword.get(h.chunk_id, (None, None))
+    assert any(h.keyword_rank is None for h in hybrid)
+    assert [h.rank for h in hybrid] == [1, 2, 3, 4, 5]
+    q = vector / np.linalg.norm(vector)
+    with_vectors = dict(zip(*modes_store.vectors()))
+    for h in dense:
+        assert h.dense_similarity == h.score == pytest.approx(float(with_vectors[h.chunk_id] @ q),
+                                                              abs=1e-5)
+        assert (h.dense_rank, h.keyword_score, h.keyword_rank) == (h.rank, None, None)
+        assert h.path == h.source and h.snippet == " ".join(h.text.split())
+    for h in keyword:
+        assert (h.keyword_score, h.keyword_rank, h.dense_similarity) == (h.score, h.rank, None)
+    assert set(hybrid[0].to_dict()) >= {"rank", "score", "path", "root", "chunk_id",
+                                        "dense_similarity", "dense_rank", "keyword_score",
+                                        "keyword_rank", "snippet", "text"}
+
+
+@pytest.mark.parametrize("ef", [0, 5000, 2.5])
+def test_a_bad_beam_is_refused_by_its_argument_name(modes_store, ef) -> None:
+    with pytest.raises(StoreInputError,
+                       match=rf"^ef: expected an integer from 1 to 1000, got {ef!r}$"):
+        search(modes_store, np.ones(64), 3, text="vacuum", ef=ef)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"mode": "keyword"}, "text: expected the query's text for mode 'keyword'"),
     ({"mode": "hybrid", "text": "  "}, "text: expected the query's text for mode 'hybrid'"),

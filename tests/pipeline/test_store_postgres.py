@@ -153,14 +153,14 @@ def test_cli_run_status_and_search_on_postgres(pg_url: str, docs: Path) -> None:
     for mode in ("hybrid", "dense", "keyword"):
         found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
                                   "--mode", mode, "--db", pg_url, "--json").stdout)
-        assert found["mode"] == mode and len(found["results"]) == 3
-        assert found["results"][0]["source"] == "postgresql/tutorial-update.html", mode
+        assert found["mode"] == mode and len(found["data"]) == 3
+        assert found["data"][0]["source"] == "postgresql/tutorial-update.html", mode
     narrow = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3", "--mode",
                                "dense", "--ef", "1", "--db", pg_url, "--json").stdout)
-    assert len(narrow["results"]) == 3  # the beam is widened to k
+    assert len(narrow["data"]) == 3  # the beam is widened to k
     result = invoke("search", "rows", "--ef", "5000", "--db", pg_url)
     assert result.exit_code != 0 and one_line(result.output)
-    assert "ef_search: expected an integer from 1 to 1000, got 5000" in result.output
+    assert "--ef: expected an integer from 1 to 1000, got 5000" in result.output
 
 
 def test_a_run_lock_freed_a_moment_later_is_taken_not_refused(pg_url: str) -> None:

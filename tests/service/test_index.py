@@ -4,6 +4,7 @@ scores that the in-process search gives for the same query, in each search mode.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.search import search
 from attnswitch.pipeline.store import SQLiteStore
-from service_testing import PYTHON_DOCS, copy_corpus, wait_for_jobs
+from service_testing import PYTHON_DOCS, copy_corpus, start_server, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
 QUERY = "automate a task: search-and-replace over many text files, rename photo files"
@@ -58,7 +59,7 @@ def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_d
     for g, w in zip(got, want):
         assert abs(g["score"] - w.score) <= 1e-5 and g["text"] == w.text
     assert got[0]["root"] == cli_indexed.name  # outside the jobs root: its name only
-    assert got[0]["path"] == f"{cli_indexed.name}/{got[0]['source']}"
+    assert got[0]["path"] == got[0]["source"]  # relative to its root
     assert body["usage"]["prompt_tokens"] == (
         0 if mode == "keyword" else len(reference.tokenize([QUERY])[0]))
 
@@ -86,3 +87,68 @@ def test_search_takes_an_ann_beam_and_refuses_one_out_of_range(shared_client,
     for ef in (0, 1001, 2.5, "64"):
         bad = shared_client.post("/v1/search", json={"query": QUERY, "ef": ef})
         assert bad.status_code == 422 and "ef" in bad.json()["error"]["param"], bad.text
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
+def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_indexed,
+                                                          service_dirs, reference,
+                                                          mode) -> None:
+    """`/v1/search`, `attnswitch search --json` and `pipeline.search.search` answer the same
+    hits in the same shape (`pipeline.search.Hit`): the same fields in the same order and
+    the same values, but for `root`, which the service shows relative to its jobs root."""
+    from typer.testing import CliRunner
+
+    from attnswitch.cli import app
+
+    wait_for_jobs(shared_client)
+    api = shared_client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": mode})
+    assert api.status_code == 200, api.text
+    done = CliRunner().invoke(app, ["search", QUERY, "-k", "5", "--mode", mode, "--db",
+                                    str(service_dirs["data"]), "--json"])
+    assert done.exit_code == 0, done.output
+    cli = json.loads(done.stdout)
+    with SQLiteStore(service_dirs["data"]) as store:
+        python = [h.to_dict() for h in search(store, reference.encode([QUERY])[0], 5,
+                                              text=QUERY, mode=mode)]
+    assert len(python) == 5
+    assert cli["object"] == api.json()["object"] == "list"
+    for a, c, p in zip(api.json()["data"], cli["data"], python, strict=True):
+        assert list(a) == list(c) == list(p)
+        for key, value in p.items():
+            if key == "root":
+                assert c[key] == value and a[key] == Path(value).name  # outside the jobs root
+            elif isinstance(value, float):
+                assert a[key] == pytest.approx(value, abs=1e-5), key
+                assert c[key] == pytest.approx(value, abs=1e-5), key
+            else:
+                assert a[key] == c[key] == value, key
+        assert p["path"] == Path(p["path"]).as_posix() and not Path(p["path"]).is_absolute()
+        assert p["snippet"] and p["chunk_id"] >= 1
+        assert (p["dense_similarity"] is None) == (mode == "keyword")
+        if mode != "hybrid":  # a hybrid hit may be in one list only
+            assert (p["keyword_score"] is None) == (mode == "dense")
+
+
+def test_an_empty_index_without_jobs_says_to_index_with_the_cli(tmp_path) -> None:
+    """A server without --jobs-root cannot index: on an empty index it tells the user to
+    index with `attnswitch run`, not to POST /v1/jobs (which it would refuse)."""
+    import httpx
+
+    data = tmp_path / "data"
+    data.mkdir()
+    srv = start_server(tmp_path / "server", "--db", str(data))
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            for got in ("no index yet", "an empty index"):
+                r = client.post("/v1/search", json={"query": "rows", "mode": "keyword"})
+                assert r.status_code == 409, r.text
+                error = r.json()["error"]
+                assert error["code"] == "index_empty"
+                assert error["message"].startswith(
+                    f"index: expected documents to search, got {got}: index a folder with "
+                    "`attnswitch run FOLDER`"), error
+                assert "/v1/jobs" not in error["message"] and str(data) not in error["message"]
+                SQLiteStore(data).close()  # an index file with no documents
+            assert client.post("/v1/jobs", json={"path": "x"}).status_code != 202
+    finally:
+        srv.stop()

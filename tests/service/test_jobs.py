@@ -37,6 +37,10 @@ def test_a_job_indexes_a_folder_and_reports_progress(client, service_dirs) -> No
     assert (summary["new"], summary["indexed"], summary["failed"]) == (len(LARGER),) * 2 + (0,)
     assert progress["files_done"] == progress["files_total"] == len(LARGER)
     assert progress["chunks"] == summary["chunks_encoded"] > 0
+    # the server was started with no --engine: its pick was not "forced by argument"
+    from attnswitch.engines import explain_engine
+    assert summary["engine_reason"] == explain_engine(None, "auto", "fp32").reason()
+    assert summary["engine_reason"] != "forced by argument"
     assert client.get("/v1/jobs").json()["data"][0]["id"] == job["id"]
     with SQLiteStore(service_dirs["data"]) as store:
         run = next(x for x in store.runs() if x.id == summary["run_id"])

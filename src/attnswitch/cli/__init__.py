@@ -1,4 +1,4 @@
-"""The `attnswitch` command line: seven commands.
+"""The `attnswitch` command line: seven commands (and `attnswitch --version`).
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
@@ -39,6 +39,23 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from attnswitch._version import __version__
+
+        typer.echo(f"attnswitch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print attnswitch's version and exit.")] = False,
+) -> None:
+    """Options of the `attnswitch` command itself (before the command's name)."""
 
 
 # ---- shared helpers ----------------------------------------------------------------------
@@ -449,8 +466,10 @@ def engines_command(
         help="Measure when nothing is recorded for this machine.")] = True,
     as_json: JsonOption = False,
 ) -> None:
-    """Which engine encodes here, measured, and why each other one does not (for "auto"
-    the recorded plan of this machine, measured first when there is none)."""
+    """Which engine encodes here, and why each other one does not.
+
+    For "auto": the plan recorded for this machine, measured first when there is none
+    (--no-measure: only what is recorded). For an engine named: that engine, forced."""
     from attnswitch.engines import EncodeInputError, ModelError, explain_engine
 
     try:
@@ -471,7 +490,7 @@ def engines_command(
     if as_json:
         print_json(plan.to_dict())
     else:
-        render_plan(rich_console(), plan.to_dict())
+        _render_plan(rich_console(), plan.to_dict())
 
 
 def _render_plan(console: Any, plan: dict) -> None:

@@ -52,7 +52,6 @@ class Mode(str, enum.Enum):
     keyword = "keyword"
 
 
-SNIPPET_CHARS = 240
 SKIPS_SHOWN = 20
 
 
@@ -148,7 +147,8 @@ def run_command(
         help="Show a progress bar on stderr. Default: when stderr is a terminal.",
         show_default=False)] = None,
     use_ray: Annotated[bool, typer.Option(
-        "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch[ray]'): "
+        # \[: a literal bracket in typer's rich help, not a markup tag
+        "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch\\[ray]'): "
         "reading and chunking as Ray Data tasks, encoding in actors on each node's own "
         "device. Joins the local Ray (RAY_ADDRESS, or the latest `ray start`), else starts "
         "one.")] = False,
@@ -192,7 +192,10 @@ def run_command(
     except ValueError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
     if not path.is_dir():  # before the store is made
-        raise _fail("run", f"PATH: expected a folder, got {str(path)!r}", as_json)
+        what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
+            "which does not exist"
+        raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
+                    as_json)
     show = (sys.stderr.isatty() and not as_json) if progress is None else progress
     errors: tuple[type[BaseException], ...] = (
         NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
@@ -413,21 +416,22 @@ def search_command(
 
     The query is encoded with the model, engine and precision the index was built with
     (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
-    HNSW graph beside its file (memory-mapped), or pgvector's on the server. With --json,
-    `timings` gives encode_s (loading the model and encoding the query) and search_s.
+    HNSW graph beside its file (memory-mapped), or pgvector's on the server. A hybrid
+    result shows its fused score beside its cosine similarity and keyword score, each with
+    its rank in its own list. With --json, the hits under `data` have the shape of
+    /v1/search's (docs/service.md), and `timings` gives encode_s (loading the model and
+    encoding the query) and search_s.
     """
     from attnswitch.pipeline.config import stored_config
     from attnswitch.pipeline.search import search
-    from attnswitch.pipeline.store import StoreInputError, check_ef_search
+    from attnswitch.pipeline.store import MAX_EF_SEARCH, StoreInputError
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     location = store_location(db)
     mode = Mode(mode).value
-    if ef is not None:  # refused before the model loads
-        try:
-            check_ef_search(ef)
-        except StoreInputError as exc:
-            raise _fail("search", str(exc), as_json) from None
+    if ef is not None and not 1 <= ef <= MAX_EF_SEARCH:  # refused before the model loads
+        raise _fail("search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}",
+                    as_json)
     with _store_errors("search", location, as_json), \
             _open_store(location, "search", as_json, existing=True) as store:
         config = stored_config(store)
@@ -442,13 +446,11 @@ def search_command(
         except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
         timings = {"encode_s": encoded - started, "search_s": time.perf_counter() - encoded}
-    results = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
-                "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
-                "end": h.end, "text": h.text, "snippet": _snippet(h.text)}
-               for i, h in enumerate(hits)]
+    results = [h.to_dict() for h in hits]
     if as_json:
-        print_json({"query": query, "k": k, "mode": mode, "index": str(location),
-                    "model": config.describe(), "results": results, "timings": timings})
+        print_json({"object": "list", "data": results, "model": config.describe(),
+                    "query": query, "k": k, "mode": mode, "index": str(location),
+                    "timings": timings})
         return
     _render_search(query, results, config.describe(), mode)
 
@@ -481,26 +483,38 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool) -> 
         raise _fail("search", str(exc), as_json) from None
 
 
-def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
-
-
 def _render_search(query: str, results: list[dict], model: str, mode: str) -> None:
+    """A table of `search.Hit.to_dict()`s: rank, score and, in hybrid mode, the score parts
+    (cosine similarity and keyword score, each with its rank in its own list)."""
     from rich.markup import escape
     from rich.table import Table
 
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
+    if mode == "hybrid":
+        caption += ("; fused: reciprocal rank fusion, sum of 1/(60 + rank) over both lists; "
+                    "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
+                    "higher is better; - : not among that list's best")
     t = Table(title=f"Search: {escape(query)}", caption=escape(caption),
-              title_justify="left", show_lines=True)
+              title_justify="left", caption_justify="left", show_lines=True)
     t.add_column("#", justify="right")
-    t.add_column("score", justify="right")
+    t.add_column({"hybrid": "fused", "dense": "cosine", "keyword": "keyword"}[mode],
+                 justify="right")
+    if mode == "hybrid":
+        t.add_column("cosine (rank)", justify="right")
+        t.add_column("keyword (rank)", justify="right")
     t.add_column("source", overflow="fold", max_width=48)
     t.add_column("snippet", overflow="fold", ratio=1)
     for r in results:
-        t.add_row(str(r["rank"]), f"{r['score']:.3f}", escape(f"{r['source']} #{r['ordinal']}"),
-                  escape(r["snippet"]))
+        parts = [_part(r["dense_similarity"], r["dense_rank"], ".3f"),
+                 _part(r["keyword_score"], r["keyword_rank"], ".3g")] if mode == "hybrid" else []
+        t.add_row(str(r["rank"]), f"{r['score']:.4f}" if mode == "hybrid" else
+                  f"{r['score']:.3f}", *parts,
+                  escape(f"{r['path']} #{r['ordinal']}"), escape(r["snippet"]))
     rich_console().print(t)
+
+
+def _part(score: float | None, rank: int | None, fmt: str) -> str:
+    return "-" if score is None or rank is None else f"{format(score, fmt)} (#{rank})"
 
 
 # ---- status ----------------------------------------------------------------------------

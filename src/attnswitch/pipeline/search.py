@@ -11,38 +11,85 @@
   chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
   Each list is `max(k, CANDIDATES)` long.
 
-Ties are broken by chunk id, so results are deterministic. Encoding the query text is the
-engine's job; this takes its vector (dense, hybrid) and its text (keyword, hybrid).
+Each result is a `Hit`, the one shape of the Python API, `attnswitch search --json` and
+`/v1/search`, with the score parts beside the score (see `Hit`). Ties are broken by chunk
+id, so results are deterministic. Encoding the query text is the engine's job; this takes
+its vector (dense, hybrid) and its text (keyword, hybrid).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from attnswitch.pipeline.ann import exact_top_k
-from attnswitch.pipeline.store import Store, StoreInputError, check_ef_search
+from attnswitch.pipeline.store import MAX_EF_SEARCH, Store, StoreInputError, check_ef_search
 
 MODES = ("hybrid", "dense", "keyword")
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
 CANDIDATES = 50
+SNIPPET_CHARS = 240  # a hit's one-line snippet
 
 
 @dataclass(frozen=True)
 class Hit:
-    """One result. `score`: cosine similarity (dense), the store's keyword rank score
-    (keyword; higher is better) or the RRF score (hybrid)."""
+    """One search result, in the one shape that the Python API returns, `attnswitch search
+    --json` prints and `/v1/search` answers (`to_dict`; the service's schema is this class).
 
+    `score` and `rank` order the results: the cosine similarity (dense), the store's
+    keyword rank score (keyword) or the reciprocal rank fusion score (hybrid). The score
+    parts say where a hybrid score came from: the chunk's cosine similarity and rank in the
+    dense list, and its keyword score and rank in the keyword list, each None when the
+    chunk was not in that list (not searched in this mode, or not among its best
+    `max(k, CANDIDATES)`)."""
+
+    __pydantic_config__ = {"use_attribute_docstrings": True}  # the fields' docs in OpenAPI
+
+    rank: int
+    """Position in the results, from 1."""
     score: float
-    source: str
-    text: str
+    """dense: cosine similarity to the query, -1 to 1; keyword: full-text rank score; hybrid:
+    reciprocal rank fusion score, the sum of 1 / (60 + rank) over the lists the chunk is in.
+    Higher is better."""
+    path: str
+    """The document's path relative to the indexed folder (`root`), with / separators."""
     root: str
+    """The indexed folder. The service shows it relative to its jobs root when inside it,
+    else by its name only (never an absolute server path)."""
+    source: str
+    """The same as `path` (the name earlier versions gave it)."""
     chunk_id: int
+    """The chunk's id in the index (stable until its document changes)."""
     ordinal: int
+    """The chunk's position in its document, from 0."""
     start: int
+    """Character offset of the chunk's start in the document's extracted text."""
     end: int
+    """Character offset just past the chunk's end."""
+    dense_similarity: float | None
+    """Cosine similarity of the chunk to the query, -1 to 1 (None: not in the dense list)."""
+    dense_rank: int | None
+    """Rank in the dense list, from 1 (None: not in it)."""
+    keyword_score: float | None
+    """The store's full-text rank score, higher is better (None: not in the keyword list)."""
+    keyword_rank: int | None
+    """Rank in the keyword list, from 1 (None: not in it)."""
+    snippet: str
+    """The chunk's text on one line, at most 240 characters."""
+    text: str
+    """The chunk's text."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """`text` with its whitespace runs made single spaces, cut to `limit` characters with an
+    ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
 
 
 def check_mode(mode: str) -> str:
@@ -65,23 +112,28 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
     more of the exact nearest chunks, slower; default the store's `ef_search`)."""
     k = check_k(k)
     if ef is not None:  # also where no dense search will use it (mode "keyword")
-        check_ef_search(ef)
+        try:
+            check_ef_search(ef)
+        except StoreInputError:  # named as this function's argument, not the store's
+            raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}",
+                                  repr(ef)) from None
     mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
     if mode != "keyword" and query is None:
         raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
     if mode != "dense" and (not isinstance(text, str) or not text.strip()):
         raise StoreInputError("text", f"the query's text for mode {mode!r}", repr(text))
     n = k if mode != "hybrid" else max(k, CANDIDATES)
-    lists = []
+    dense = keyword = None
     if mode != "keyword":
         if np.ndim(query) != 1:
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
-        lists.append(store.dense(q, n, ef)[0])
+        dense = store.dense(q, n, ef)[0]
     if mode != "dense":
-        lists.append(store.keyword(text, n))
+        keyword = store.keyword(text, n)
+    lists = [ranked for ranked in (dense, keyword) if ranked is not None]
     ranked = lists[0][:k] if len(lists) == 1 else fuse(lists, k)
-    return _hits(store, [ranked])[0]
+    return _hits(store, [ranked], [dense], [keyword])[0]
 
 
 def fuse(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
@@ -117,14 +169,39 @@ class VectorIndex:
         """Top `k` for each row of `queries` `[Q, dim]`."""
         k = check_k(k)
         q = normalised(queries, self.matrix.shape[1] if len(self) else self.store.dim)
-        return _hits(self.store, exact_top_k(self.ids, self.matrix, q, k))
+        ranked = exact_top_k(self.ids, self.matrix, q, k)
+        return _hits(self.store, ranked, ranked, [None] * len(ranked))
 
 
-def _hits(store: Store, ranked: list[list[tuple[int, float]]]) -> list[list[Hit]]:
+def _hits(store: Store, ranked: list[list[tuple[int, float]]],
+          dense: list[list[tuple[int, float]] | None],
+          keyword: list[list[tuple[int, float]] | None]) -> list[list[Hit]]:
+    """The `Hit`s of each query's `ranked` (chunk id, score) list, with each chunk's place
+    in that query's `dense` and `keyword` lists (None: that list was not searched)."""
     rows = store.chunks({cid for hits in ranked for cid, _ in hits})
-    return [[Hit(score, rows[cid].source, rows[cid].text, rows[cid].root, cid,
-                 rows[cid].ordinal, rows[cid].start, rows[cid].end)
-             for cid, score in hits if cid in rows] for hits in ranked]
+    out = []
+    for hits, by_meaning, by_words in zip(ranked, dense, keyword, strict=True):
+        in_dense, in_keyword = _places(by_meaning), _places(by_words)
+        found = []
+        for cid, score in hits:
+            if (row := rows.get(cid)) is None:  # deleted since the lists were read
+                continue
+            d_rank, d_score = in_dense.get(cid, (None, None))
+            k_rank, k_score = in_keyword.get(cid, (None, None))
+            found.append(Hit(
+                rank=len(found) + 1, score=float(score), path=row.source, root=row.root,
+                source=row.source, chunk_id=int(cid), ordinal=row.ordinal, start=row.start,
+                end=row.end, dense_similarity=d_score, dense_rank=d_rank,
+                keyword_score=k_score, keyword_rank=k_rank, snippet=snippet(row.text),
+                text=row.text))
+        out.append(found)
+    return out
+
+
+def _places(ranked: list[tuple[int, float]] | None) -> dict[int, tuple[int, float]]:
+    """chunk id -> (rank from 1, score) in a ranked list."""
+    return {int(cid): (rank, float(score))
+            for rank, (cid, score) in enumerate(ranked or (), start=1)}
 
 
 def normalised(queries: Any, dim: int | None) -> np.ndarray:

@@ -50,10 +50,13 @@ def store_errors_unavailable() -> Iterator[None]:
 
 class SearchIndex:
     """The index at `path`, searched on its own thread. `fingerprint` is the service
-    model's fingerprint (`pipeline.config.model_fingerprint`), set once the model loaded."""
+    model's fingerprint (`pipeline.config.model_fingerprint`), set once the model loaded.
+    `jobs`: whether this server indexes folders (`--jobs-root`), which decides what an
+    answer on an empty index tells the user to do."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, jobs: bool = False):
         self.path = path
+        self.jobs = jobs
         self.fingerprint: str | None = None
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-search")
         self._store: Any = None
@@ -108,9 +111,7 @@ class SearchIndex:
 
         if self._store is None:
             if not self.path.is_file():
-                raise ServiceError(409, "index: expected documents to search, got no index "
-                                   "yet: POST /v1/jobs to index a folder first",
-                                   code="index_empty")
+                raise self._empty("no index yet")
             self._store = SQLiteStore(self.path)
             self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
         version = self._watch.execute("PRAGMA data_version").fetchone()[0]
@@ -123,9 +124,17 @@ class SearchIndex:
                                    "use another --db", code="index_model_mismatch")
             self._version, self._count = version, self._store.count()
         if self._count == 0:
-            raise ServiceError(409, "index: expected documents to search, got an empty index: "
-                               "POST /v1/jobs to index a folder first", code="index_empty")
+            raise self._empty("an empty index")
         return self._store
+
+    def _empty(self, got: str) -> ServiceError:
+        """The 409 for an index with nothing to search, saying how to fill it on this server:
+        a job when jobs are on, else the CLI (the path of the server's --db is not shown)."""
+        how = ("POST /v1/jobs to index a folder first" if self.jobs else
+               "index a folder with `attnswitch run FOLDER` (with this server's --db, if "
+               "it was given one), or serve with --jobs-root to index over HTTP")
+        return ServiceError(409, f"index: expected documents to search, got {got}: {how}",
+                            code="index_empty")
 
     def _forget(self) -> None:
         """Close the connections and drop the loaded vectors (the next search reopens)."""

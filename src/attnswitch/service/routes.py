@@ -16,7 +16,7 @@ the header `X-Request-Timeout: <seconds>` (never beyond the server's `--request-
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import dataclasses
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -105,11 +105,8 @@ async def search(body: SearchRequest, request: Request,
     check_items([body.query], 1, "query", is_list=False)
     hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout), body.mode,
                                    body.ef)
-    shown = [svc.jobs.shown(h.root) for h in hits]  # never the server's absolute paths
-    data = [{"rank": i + 1, "score": h.score, "source": h.source, "root": root,
-             "path": PurePosixPath(root, h.source).as_posix(), "ordinal": h.ordinal,
-             "start": h.start, "end": h.end, "text": h.text}
-            for i, (h, root) in enumerate(zip(hits, shown))]
+    # never the server's absolute paths
+    data = [dataclasses.replace(h, root=svc.jobs.shown(h.root)) for h in hits]
     return {"object": "list", "data": data, "model": svc.model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 

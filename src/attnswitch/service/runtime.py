@@ -75,7 +75,7 @@ class Service:
                                batch_tokens=config.batch_tokens,
                                max_wait_s=config.max_wait_ms / 1e3,
                                on_batch=self.metrics.record_batch)
-        self.index = SearchIndex(config.index_path)
+        self.index = SearchIndex(config.index_path, jobs=config.jobs_folder is not None)
         self.jobs = JobManager(config.index_path, config.jobs_folder, self._job_encoder,
                                self._run_options)
         self.encoder: Any = None
@@ -182,7 +182,10 @@ class Service:
     def _run_options(self) -> Any:
         from attnswitch.pipeline.run import RunOptions
 
-        return RunOptions(model=self.model_arg, engine=self.engine, precision=self.precision,
+        # the engine as asked for ("auto" unless --engine named one), not the one it
+        # resolved to, so that a job's summary gives the real reason for the pick
+        return RunOptions(model=self.model_arg, engine=self.config.engine,
+                          precision=self.precision,
                           chunks_per_call=self.config.job_chunks_per_call)
 
     def deadline(self, requested: float | None) -> float:

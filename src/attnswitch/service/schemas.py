@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from attnswitch.pipeline.search import Hit
 from attnswitch.pipeline.store import MAX_EF_SEARCH
 
 MAX_K = 100
@@ -74,22 +75,10 @@ class SearchRequest(_Request):
                            "exactly.")
 
 
-class Hit(BaseModel):
-    rank: int
-    score: float = Field(description="dense: cosine similarity to the query, -1 to 1; "
-                         "keyword: full-text rank score; hybrid: reciprocal rank fusion "
-                         "score. Higher is better.")
-    source: str = Field(description="The document's path inside its folder.")
-    root: str = Field(description="The indexed folder: relative to the jobs root when "
-                      "inside it, else its name only (never an absolute server path).")
-    path: str = Field(description="root/source.")
-    ordinal: int
-    start: int
-    end: int
-    text: str
-
-
 class SearchResponse(BaseModel):
+    """The hits, best first, in the shape `pipeline.search.Hit` defines (the CLI's `search
+    --json` and the Python API give the same)."""
+
     object: Literal["list"] = "list"
     data: list[Hit]
     model: str

@@ -1,0 +1,5 @@
+"""`python -m attnswitch ARGS`: the `attnswitch` command."""
+
+from attnswitch.cli import app
+
+app()

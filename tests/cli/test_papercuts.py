@@ -1,0 +1,69 @@
+"""Small things a new user meets first: `--version`, errors that name the flag the user
+typed and say what is wrong with a path, and help texts shown as written (brackets such
+as `attnswitch[ray]` are not taken for rich markup)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from attnswitch import __version__
+from attnswitch.cli import app
+from cli_testing import Indexed, invoke
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"attnswitch {__version__}\n"
+
+
+@pytest.mark.parametrize("module", ["attnswitch", "attnswitch.cli"])
+def test_python_dash_m_runs_the_command(module: str) -> None:
+    done = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"attnswitch {__version__}\n"
+
+
+@pytest.mark.parametrize("ef", ["0", "5000"])
+def test_a_bad_ef_names_the_flag(indexed: Indexed, ef: str) -> None:
+    plain = invoke("search", "rows", "--ef", ef, "--db", str(indexed.db))
+    assert plain.exit_code == 1
+    assert f"--ef: expected an integer from 1 to 1000, got {ef}" in plain.output
+    assert "ef_search" not in plain.output
+    as_json = invoke("search", "rows", "--ef", ef, "--db", str(indexed.db), "--json")
+    assert json.loads(as_json.stdout)["error"].startswith("--ef: expected")
+
+
+def test_a_mistyped_path_says_it_does_not_exist(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-folder"
+    result = invoke("run", str(missing), "--db", str(tmp_path / "db"))
+    assert result.exit_code == 1
+    assert f"PATH: expected a folder to index, got '{missing}', which does not exist" in \
+        result.output
+    (a_file := tmp_path / "notes.txt").write_text("x")
+    result = invoke("run", str(a_file), "--db", str(tmp_path / "db"))
+    assert result.exit_code == 1 and f"got '{a_file}', a file" in result.output
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize("name", sorted(typer.main.get_command(app).commands))
+def test_help_shows_bracketed_text_literally(name: str) -> None:
+    """Every `[...]` in an option's help (escaped `\\[` in the source, for typer's rich
+    markup) is shown as written by `--help`."""
+    command = typer.main.get_command(app).commands[name]
+    wanted = [m for p in command.params for m in re.findall(r"\[[^\]]*\]",
+                                                            (p.help or "").replace("\\[", "["))]
+    result = invoke(name, "--help", COLUMNS="1000")
+    assert result.exit_code == 0, result.output
+    for text in wanted:
+        assert text in result.stdout, (text, result.stdout)
+    if name == "run":
+        assert "pip install 'attnswitch[ray]'" in result.stdout
