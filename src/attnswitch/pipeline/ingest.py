@@ -32,17 +32,19 @@ A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Documen
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import hashlib
-import io
 import logging
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from attnswitch.pipeline.readers.html import html_text
+from attnswitch.pipeline.readers.pdf import pdf_text
+from attnswitch.pipeline.readers.skip import Skip
+from attnswitch.pipeline.readers.skip import Skipped as _Skipped
+from attnswitch.pipeline.readers.text import check_controls, decode
 
 DEFAULT_MAX_BYTES = 20 * 2**20
 TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
@@ -51,30 +53,8 @@ HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
 PDF_EXTENSIONS = {".pdf": "pdf"}
 KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
 
-_SNIFF_BYTES = 8192
-_CHAOS_MARGIN = 0.05
 _PDF_MAGIC = b"%PDF-"
-_BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
-    (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
-    (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"),
-)
 log = logging.getLogger(__name__)
-
-
-class Skip(str, enum.Enum):
-    """Why a file gave no text. The value is the category shown in summaries."""
-
-    UNREADABLE = "unreadable"
-    NOT_A_FILE = "not a regular file"
-    UNSUPPORTED = "unsupported extension"
-    TOO_LARGE = "too large"
-    EMPTY = "empty"
-    BINARY = "binary"
-    UNDECODABLE = "undecodable text"
-    CORRUPT_PDF = "corrupt PDF"
-    LINK = "link not followed"
-    ENCRYPTED_PDF = "encrypted PDF"
-    ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
 
 
 @dataclass(frozen=True)
@@ -133,13 +113,6 @@ class Document:
         if self.skip is None:
             return None
         return f"{self.skip.value}: {self.detail}" if self.detail else self.skip.value
-
-
-class _Skipped(Exception):
-    def __init__(self, skip: Skip, detail: str):
-        super().__init__(detail)
-        self.skip = skip
-        self.detail = detail
 
 
 def scan(root: str | os.PathLike, *, include_hidden: bool = False) -> list[SourceFile]:
@@ -227,15 +200,15 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         if data.startswith(_PDF_MAGIC):
             kind = "pdf"
         if kind == "pdf":
-            text, pages_failed = _pdf_text(data)
+            text, pages_failed = pdf_text(data)
             encoding, detected = None, False
         else:
             if kind == "html":
-                text, encoding, detected = _html_text(data)
+                text, encoding, detected = html_text(data)
             else:
-                text, encoding, detected = _decode(data)
+                text, encoding, detected = decode(data)
                 text = text.replace("\r\n", "\n").replace("\r", "\n")
-            _check_controls(text)
+            check_controls(text)
             pages_failed = 0
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
@@ -296,118 +269,3 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def _decode(data: bytes, declared: str | None = None) -> tuple[str, str, bool]:
-    """Text, codec, detected?: a BOM, then strict UTF-8, then `declared`, then detection."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(codec), codec, False
-            except UnicodeDecodeError:
-                raise _Skipped(Skip.UNDECODABLE, f"invalid {codec} after its BOM") from None
-    if b"\x00" in data[:_SNIFF_BYTES]:
-        raise _Skipped(Skip.BINARY, f"NUL bytes in the first {_SNIFF_BYTES} bytes")
-    try:
-        return data.decode("utf-8"), "utf-8", False
-    except UnicodeDecodeError:
-        pass
-    if declared:
-        try:
-            return data.decode(declared), declared, False
-        except (UnicodeDecodeError, LookupError):
-            pass
-    from charset_normalizer import from_bytes
-
-    matches = from_bytes(data)
-    best = matches.best()
-    if best is None:
-        raise _Skipped(Skip.UNDECODABLE, "not UTF-8 and no charset detected")
-    # Short Western text fits cp1250, cp1252 and cp1257 about equally well and the
-    # detector's pick among them is arbitrary; prefer windows-1252, the legacy default
-    # of the web (WHATWG), whenever it is as plausible as the best.
-    if any(m.chaos <= best.chaos + _CHAOS_MARGIN and "cp1252" in m.could_be_from_charset
-           for m in matches):
-        with contextlib.suppress(UnicodeDecodeError):
-            return data.decode("cp1252"), "cp1252", True
-    return str(best), best.encoding, True
-
-
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
-
-
-def _check_controls(text: str) -> None:
-    """Decodable is not enough: text that is mostly control characters is binary."""
-    head = text[:_SNIFF_BYTES]
-    if head and len(_CONTROLS.findall(head)) > 0.1 * len(head):
-        raise _Skipped(Skip.BINARY, "mostly control characters")
-
-
-_BLOCK = "\ue000"  # marks a paragraph break through whitespace collapsing
-_LINE = "\ue001"  # marks a kept line break (<br>, <pre>)
-_BLOCK_TAGS = (
-    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
-    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
-    "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
-    "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "title",
-)
-_CELL_TAGS = ("td", "th")
-_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object")
-
-
-def _html_text(data: bytes) -> tuple[str, str, bool]:
-    from bs4 import BeautifulSoup
-    from bs4.dammit import EncodingDetector
-
-    declared = EncodingDetector.find_declared_encoding(data[:_SNIFF_BYTES * 4], is_html=True)
-    markup, encoding, detected = _decode(data, declared)
-    soup = BeautifulSoup(markup.replace(_BLOCK, " ").replace(_LINE, " "), "html.parser")
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for tag in soup.find_all("pre"):
-        for s in tag.find_all(string=True):
-            s.replace_with(s.replace("\n", _LINE))
-    for tag in soup.find_all("br"):
-        tag.replace_with(_LINE)
-    for tag in soup.find_all(_BLOCK_TAGS):
-        tag.insert_before(_BLOCK)
-        tag.insert_after(_BLOCK)
-    for tag in soup.find_all(_CELL_TAGS):
-        tag.insert_after(" ")
-    text = re.sub(r"\s+", " ", soup.get_text())
-    text = re.sub(rf" ?{_LINE} ?", "\n", text)
-    text = re.sub(rf"[ \n]*{_BLOCK}[ \n{_BLOCK}]*", "\n\n", text)
-    return text.strip(), encoding, detected
-
-
-def _pdf_text(data: bytes) -> tuple[str, int]:
-    """Text of every page joined by blank lines, and how many pages failed."""
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError, PyPdfError
-
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            try:
-                if not reader.decrypt(""):
-                    raise _Skipped(Skip.ENCRYPTED_PDF, "needs a password")
-            except (PyPdfError, NotImplementedError) as exc:
-                raise _Skipped(Skip.ENCRYPTED_PDF, str(exc)) from None
-        pages = list(reader.pages)
-    except _Skipped:
-        raise
-    except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError,
-            IndexError, AssertionError, RecursionError, OSError) as exc:
-        raise _Skipped(Skip.CORRUPT_PDF, f"{type(exc).__name__}: {exc}") from None
-    if not pages:
-        raise _Skipped(Skip.CORRUPT_PDF, "no pages")
-    texts, failed = [], 0
-    for page in pages:
-        try:
-            texts.append(page.extract_text() or "")
-        except Exception:  # one broken page should not cost the others
-            failed += 1
-    if failed == len(pages):
-        raise _Skipped(Skip.CORRUPT_PDF, f"text extraction failed on all {failed} pages")
-    text = "\n\n".join(t.strip() for t in texts if t.strip())
-    if not text:
-        raise _Skipped(Skip.EMPTY, f"no extractable text in {len(pages)} pages (scanned?)")
-    return text, failed
