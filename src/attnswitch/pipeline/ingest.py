@@ -5,18 +5,26 @@ sorted by code point, directories descended in that order) without reading them;
 `load(entry)` reads one file, hashes its bytes and extracts its text; `ingest(root)` does
 both, lazily, one `Document` at a time.
 
-Formats, chosen by extension and checked against content:
+Formats, known by content as well as by name (`readers.formats`):
 
-- `.txt`, `.text`, `.rst`, `.md`, `.markdown`, and files with no extension: text, decoded
-  as UTF-8 (a BOM wins), else with the charset that charset-normalizer detects;
+- `.txt`, `.text`, `.rst`, `.md`, `.markdown`: text, decoded as UTF-8 (a BOM wins), else
+  with the charset that charset-normalizer detects;
 - `.html`, `.htm`, `.xhtml`: HTML, decoded as above with the page's declared charset tried
-  after UTF-8; text extracted with Beautiful Soup (stdlib `html.parser`), one paragraph
-  per block element, scripts and styles dropped, runs of whitespace collapsed to one
-  space except the line breaks of `<pre>` and `<br>`;
-- `.pdf`: PDF, text extracted page by page with pypdf.
+  after UTF-8; the page's main content extracted (`readers.html`: trafilatura judges
+  which blocks are content, so navigation, headers, footers and sidebars are dropped),
+  one paragraph per block element, headings kept;
+- `.pdf`, or any file whose bytes start with `%PDF-`: PDF, text extracted page by page
+  with pypdf;
+- gzip, bzip2 and xz files (known by their magic bytes): read through their
+  decompressed stream, at most `max_bytes` of it (more is skipped as too large, so a
+  decompression bomb is never inflated), the name without `.gz`, `.bz2` or `.xz` then
+  choosing the format of the content;
+- any other name (`README.Debian`, `NEWS`, `setup.py`): text when its content is text (no
+  NUL bytes, decodes, not mostly control characters), HTML when it opens like a page;
+  skipped as binary, saying why, when it is not: a known binary signature, a binary
+  media type registered for its extension, or content that is not text.
 
-A file of any of these extensions whose bytes start with `%PDF-` is read as a PDF; text
-that is mostly control characters is binary. Hidden files and folders (a name starting
+Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
 `.attnswitch/` inside the root is never ingested. Symbolic links never lead out of the
 root: a link (to a file or a folder) whose target resolves outside the root, or to a
@@ -40,6 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.readers.html import html_text
 from attnswitch.pipeline.readers.pdf import pdf_text
 from attnswitch.pipeline.readers.skip import Skip
@@ -47,13 +56,6 @@ from attnswitch.pipeline.readers.skip import Skipped as _Skipped
 from attnswitch.pipeline.readers.text import check_controls, decode
 
 DEFAULT_MAX_BYTES = 20 * 2**20
-TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
-                   ".md": "markdown", ".markdown": "markdown"}
-HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
-PDF_EXTENSIONS = {".pdf": "pdf"}
-KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
-
-_PDF_MAGIC = b"%PDF-"
 log = logging.getLogger(__name__)
 
 
@@ -81,8 +83,10 @@ class Document:
     """One ingested file: its text, or why it has none.
 
     `size` and `mtime_ns` are from the stat taken just before reading (the scan's when
-    the file was not read); `sha256` is the hex digest of the bytes read (None when they
-    could not be read or were not read: unsupported, too large). `kind` is "text", "markdown", "html" or "pdf".
+    the file was not read); `sha256` is the hex digest of the bytes read, compressed as
+    they are on disk (None when they could not be read or were not read: too large).
+    `kind` is "text", "markdown", "html" or "pdf" (None when no reader took the file);
+    `compression` is "gzip", "bzip2" or "xz" when the file was read through that stream.
     `encoding` is the codec the text was decoded with (None for PDF) and
     `encoding_detected` is True when it came from charset detection rather than UTF-8,
     a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
@@ -103,6 +107,7 @@ class Document:
     skip: Skip | None = None
     detail: str | None = None
     pages_failed: int = 0
+    compression: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -186,42 +191,47 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
                   mtime_ns=entry.mtime_ns)
     data: bytes | None = None
     kind: str | None = None
+    compression: str | None = None
     try:
         if entry.error is not None:
             raise _Skipped(entry.skip or Skip.UNREADABLE, entry.error)
-        suffix = entry.path.suffix.lower()
-        if suffix not in KINDS:
-            raise _Skipped(Skip.UNSUPPORTED, suffix)
-        kind = KINDS[suffix]
         data, st = _read(entry.path, max_bytes, Path(entry.root))
         # The stat taken just before reading: if the file changes after it, the stored
         # mtime is older than the file's and the next run reads it again.
         fields.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
-        if data.startswith(_PDF_MAGIC):
-            kind = "pdf"
+        compression = compression_of(data)
+        found = detect(entry.path.name, data, max_bytes)
+        kind = found.kind
         if kind == "pdf":
-            text, pages_failed = pdf_text(data)
+            text, pages_failed = pdf_text(found.data)
             encoding, detected = None, False
         else:
-            if kind == "html":
-                text, encoding, detected = html_text(data)
-            else:
-                text, encoding, detected = decode(data)
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            check_controls(text)
+            try:
+                if kind == "html":
+                    text, encoding, detected = html_text(found.data)
+                else:
+                    text, encoding, detected = decode(found.data)
+                    text = text.replace("\r\n", "\n").replace("\r", "\n")
+                check_controls(text)
+            except _Skipped as s:
+                if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
+                    kind = None
+                    raise not_text(s, entry.path.suffix.lower()) from None
+                raise
             pages_failed = 0
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
     except _Skipped as s:
         return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=s.skip,
-                        detail=s.detail)
+                        detail=s.detail, compression=compression)
     except Exception as exc:  # a bad file must never stop the walk
         log.warning("ingest: %s: unexpected %s: %s", entry.source, type(exc).__name__, exc)
         skip = Skip.CORRUPT_PDF if kind == "pdf" else Skip.UNREADABLE
         return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=skip,
-                        detail=f"{type(exc).__name__}: {exc}")
+                        detail=f"{type(exc).__name__}: {exc}", compression=compression)
     return Document(**fields, sha256=_digest(data), kind=kind, text=text, encoding=encoding,
-                    encoding_detected=detected, pages_failed=pages_failed)
+                    encoding_detected=detected, pages_failed=pages_failed,
+                    compression=compression)
 
 
 def _digest(data: bytes | None) -> str | None:

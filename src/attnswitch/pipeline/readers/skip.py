@@ -11,12 +11,13 @@ class Skip(str, enum.Enum):
 
     UNREADABLE = "unreadable"
     NOT_A_FILE = "not a regular file"
-    UNSUPPORTED = "unsupported extension"
+    UNSUPPORTED = "unsupported extension"  # no longer set: formats are known by content
     TOO_LARGE = "too large"
     EMPTY = "empty"
     BINARY = "binary"
     UNDECODABLE = "undecodable text"
     CORRUPT_PDF = "corrupt PDF"
+    CORRUPT_COMPRESSED = "corrupt compressed file"
     LINK = "link not followed"
     ENCRYPTED_PDF = "encrypted PDF"
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
