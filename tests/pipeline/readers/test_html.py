@@ -80,3 +80,4 @@ def test_blocks_are_kept_by_alignment_and_headings_by_their_section() -> None:
         "Guide", "Install", "Run the installer and follow its steps."]
     assert main_blocks(blocks, None) == blocks  # nothing judged: the whole page
     assert main_blocks(blocks, "words that are nowhere on the page") == blocks
+    assert main_blocks(blocks, content, max_words=10) == blocks  # too long to align

@@ -16,8 +16,9 @@ when at least half of its words are in trafilatura's text, in order (a word-sequ
 alignment), and a heading is kept when it is itself kept or any block of its section (up
 to the next heading of its level or higher) is. When trafilatura finds nothing, or
 nothing aligns, the whole page is kept (trafilatura then logs "discarding data" on its
-logger, "trafilatura"). docs/architecture.md has the measurement behind
-this choice (benchmarks/html_extraction.py).
+logger, "trafilatura"), and so is a page of more than `MAX_ALIGNED_WORDS` words.
+docs/architecture.md has the measurement behind this choice
+(benchmarks/html_extraction.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ _CELL_TAGS = ("td", "th")
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object")
 _WORD = re.compile(r"\w+")
 _KEEP_SHARE = 0.5  # a block is content when at least this share of its words aligns
+# The alignment's time grows with the page (about 2 s for 40,000 words on one core of a
+# loaded machine); longer pages are kept whole rather than held up.
+MAX_ALIGNED_WORDS = 250_000
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,11 @@ def html_blocks(markup: str) -> list[HtmlBlock]:
     return [b for b in blocks if b.level != 0 or (b is titles[0] and _phrase(b.text) not in named)]
 
 
-def main_blocks(blocks: list[HtmlBlock], content: str | None) -> list[HtmlBlock]:
+def main_blocks(blocks: list[HtmlBlock], content: str | None, *,
+                max_words: int = MAX_ALIGNED_WORDS) -> list[HtmlBlock]:
     """The blocks that the extracted main-content text `content` covers, with the headings
-    of their sections; all of `blocks` when `content` is empty or covers none."""
+    of their sections; all of `blocks` when `content` is empty or covers none, or when the
+    blocks have more than `max_words` words."""
     if not content or not content.strip():
         return blocks
     words, owner = [], []
@@ -121,6 +127,8 @@ def main_blocks(blocks: list[HtmlBlock], content: str | None) -> list[HtmlBlock]
         found = _words(b.text)
         words += found
         owner += [i] * len(found)
+    if len(words) > max_words:
+        return blocks
     matched = [0] * len(blocks)
     matcher = difflib.SequenceMatcher(None, words, _words(content), autojunk=False)
     for m in matcher.get_matching_blocks():
