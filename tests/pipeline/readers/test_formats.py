@@ -42,6 +42,15 @@ def test_gzip_text_is_read_through_its_stream(tmp_path: Path) -> None:
     assert changelog.ok and changelog.kind == "text" and "Initial release" in changelog.text
 
 
+def test_a_compressed_pdf_is_read_as_a_pdf(tmp_path: Path) -> None:
+    # Debian ships large PDFs so (docbook-xsl's reference.pdf.gz, see the corpus notice).
+    pdf = CORPUS / "sqlite" / "copyright-release.pdf"
+    (tmp_path / "release.pdf.gz").write_bytes(gzip.compress(pdf.read_bytes()))
+    [doc] = ingest(tmp_path)
+    assert doc.ok and (doc.kind, doc.compression) == ("pdf", "gzip")
+    assert "public domain" in " ".join(doc.text.split()).lower()
+
+
 @pytest.mark.parametrize(("name", "pack", "codec"), [
     ("notes.txt.bz2", bz2.compress, "bzip2"),
     ("notes.txt.xz", lzma.compress, "xz"),
