@@ -251,10 +251,10 @@ def test_too_large_is_not_read(tmp_path: Path) -> None:
     assert docs["small.txt"].ok
 
 
-def test_unsupported_extension(tmp_path: Path) -> None:
+def test_a_binary_media_type_is_skipped_by_its_extension(tmp_path: Path) -> None:
     (tmp_path / "photo.png").write_bytes(b"\x89PNG")
     doc = one(tmp_path)
-    assert doc.skip is Skip.UNSUPPORTED and doc.reason == "unsupported extension: .png"
+    assert doc.skip is Skip.BINARY and doc.reason == "binary: .png is image/png, not a text format"
 
 
 def test_undecodable_text(tmp_path: Path) -> None:

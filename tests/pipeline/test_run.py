@@ -138,7 +138,7 @@ def _bad_inputs(root: Path) -> dict[str, str]:
     (root / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     expected = {"empty.txt": Skip.EMPTY, "blank.md": Skip.EMPTY, "binary.txt": Skip.BINARY,
                 "corrupt.pdf": Skip.CORRUPT_PDF, "huge.txt": Skip.TOO_LARGE,
-                "dangling.md": Skip.UNREADABLE, "picture.png": Skip.UNSUPPORTED}
+                "dangling.md": Skip.UNREADABLE, "picture.png": Skip.BINARY}
     if os.geteuid() != 0:  # root reads any file whatever its mode
         (root / "locked.txt").write_text("secret")
         (root / "locked.txt").chmod(0)

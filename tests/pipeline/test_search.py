@@ -1,5 +1,6 @@
 """Top-k cosine search over a real store, checked against brute force in float64, and on
-part of the shipped corpus with a bag-of-words embedding (no model needed)."""
+part of the shipped corpus with a bag-of-words embedding (no model needed); the
+Makefile's demo query on the whole corpus with the default model."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnswitch.pipeline.ingest import ingest
-from attnswitch.pipeline.search import VectorIndex, search
+from attnswitch.pipeline.search import VectorIndex, keyword_text, search
 from attnswitch.pipeline.store import ChunkRecord, SQLiteStore, StoreInputError
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
@@ -256,3 +257,57 @@ def test_modes_refuse_what_they_cannot_use(modes_store, kwargs, message: str) ->
         search(modes_store, np.ones(64), 3, **kwargs)
     with pytest.raises(StoreInputError, match="query: expected the query's vector"):
         search(modes_store, None, 3, text="vacuum", mode="dense")
+
+
+# -- questions: keyword search ranks on what is asked, not on how -----------------------------
+
+def test_keyword_text_drops_the_opening_of_a_question() -> None:
+    assert keyword_text("how do I update rows in a table") == "update rows in a table"
+    assert keyword_text("What is MVCC?") == "MVCC?"
+    assert keyword_text("Can I use SQLite in my product?") == "use SQLite in my product?"
+    # one such word is no question opening: SQL keywords and headings keep every word
+    assert keyword_text("WHERE clause") == "WHERE clause"
+    assert keyword_text("How WAL works") == "How WAL works"
+    assert keyword_text("how do I") == "how do I"  # nothing would be left
+
+
+FAQ = ("How do I create an AUTOINCREMENT field? How do I list all tables? How do I add, "
+       "delete or rename columns? How do I use a string literal with a quote in it? How "
+       "do I get the size of a database? How do I turn on the WAL mode?")
+
+
+def test_a_question_finds_the_answer_not_a_page_of_questions(location, tmp_path: Path) -> None:
+    from attnswitch.pipeline.location import open_store
+
+    root = tmp_path / "questions"
+    root.mkdir()
+    (root / "faq.txt").write_text(FAQ)
+    (root / "vacuum.txt").write_text(MODE_TEXTS[2])
+    with open_store(location) as store:
+        for doc in ingest(root):
+            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                                 bag_of_words(doc.text, 64)[None, :])
+        hits = search(store, None, 2, text="How do I vacuum the table?", mode="keyword")
+        assert sources(hits)[0] == "vacuum.txt", [(h.source, h.score) for h in hits]
+
+
+DEMO_QUERY = "how do I update rows in a table"  # the Makefile's `make run`
+
+
+@pytest.mark.slow  # indexes the whole example corpus (about 2,600 chunks) with the model
+def test_the_demo_query_finds_the_update_tutorial_first(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from attnswitch.cli.pipeline import app
+
+    runner = CliRunner(env={"COLUMNS": "200"})
+    db = str(tmp_path / "db")
+    done = runner.invoke(app(), ["run", str(CORPUS), "--db", db], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    found = runner.invoke(app(), ["search", DEMO_QUERY, "-k", "3", "--db", db, "--json"],
+                          catch_exceptions=False)
+    assert found.exit_code == 0, found.output
+    top = [r["source"] for r in json.loads(found.stdout)["results"]]
+    assert top[0] == "postgresql/tutorial-update.html", top

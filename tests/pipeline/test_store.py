@@ -400,7 +400,7 @@ def test_status_and_runs(store: SQLiteStore, root: Path) -> None:
     store.finish_run(run, counts=counts, summary={"tokens_per_s": 12.5})
     status = store.status()
     assert (status.documents, status.skipped, status.dim) == (3, 2, DIM)
-    assert status.skipped_by_reason == {"binary": 1, "unsupported extension": 1}
+    assert status.skipped_by_reason == {"binary": 2}
     assert [f[1] for f in status.skipped_files] == ["nul.txt", "pic.png"]
     assert status.tokens == sum(c.n_tokens for d in ingest(root) if d.ok for c in chunks_of(d))
     last = status.last_run

@@ -5,18 +5,26 @@ sorted by code point, directories descended in that order) without reading them;
 `load(entry)` reads one file, hashes its bytes and extracts its text; `ingest(root)` does
 both, lazily, one `Document` at a time.
 
-Formats, chosen by extension and checked against content:
+Formats, known by content as well as by name (`readers.formats`):
 
-- `.txt`, `.text`, `.rst`, `.md`, `.markdown`, and files with no extension: text, decoded
-  as UTF-8 (a BOM wins), else with the charset that charset-normalizer detects;
+- `.txt`, `.text`, `.rst`, `.md`, `.markdown`: text, decoded as UTF-8 (a BOM wins), else
+  with the charset that charset-normalizer detects;
 - `.html`, `.htm`, `.xhtml`: HTML, decoded as above with the page's declared charset tried
-  after UTF-8; text extracted with Beautiful Soup (stdlib `html.parser`), one paragraph
-  per block element, scripts and styles dropped, runs of whitespace collapsed to one
-  space except the line breaks of `<pre>` and `<br>`;
-- `.pdf`: PDF, text extracted page by page with pypdf.
+  after UTF-8; the page's main content extracted (`readers.html`: trafilatura judges
+  which blocks are content, so navigation, headers, footers and sidebars are dropped),
+  one paragraph per block element, headings kept;
+- `.pdf`, or any file whose bytes start with `%PDF-`: PDF, text extracted page by page
+  with pypdf;
+- gzip, bzip2 and xz files (known by their magic bytes): read through their
+  decompressed stream, at most `max_bytes` of it (more is skipped as too large, so a
+  decompression bomb is never inflated), the name without `.gz`, `.bz2` or `.xz` then
+  choosing the format of the content;
+- any other name (`README.Debian`, `NEWS`, `setup.py`): text when its content is text (no
+  NUL bytes, decodes, not mostly control characters), HTML when it opens like a page;
+  skipped as binary, saying why, when it is not: a known binary signature, a binary
+  media type registered for its extension, or content that is not text.
 
-A file of any of these extensions whose bytes start with `%PDF-` is read as a PDF; text
-that is mostly control characters is binary. Hidden files and folders (a name starting
+Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
 `.attnswitch/` inside the root is never ingested. Symbolic links never lead out of the
 root: a link (to a file or a folder) whose target resolves outside the root, or to a
@@ -32,49 +40,23 @@ A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Documen
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import hashlib
-import io
 import logging
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
+from attnswitch.pipeline.readers.html import html_text
+from attnswitch.pipeline.readers.pdf import pdf_text
+from attnswitch.pipeline.readers.skip import Skip
+from attnswitch.pipeline.readers.skip import Skipped as _Skipped
+from attnswitch.pipeline.readers.text import check_controls, decode
+
 DEFAULT_MAX_BYTES = 20 * 2**20
-TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
-                   ".md": "markdown", ".markdown": "markdown"}
-HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
-PDF_EXTENSIONS = {".pdf": "pdf"}
-KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
-
-_SNIFF_BYTES = 8192
-_CHAOS_MARGIN = 0.05
-_PDF_MAGIC = b"%PDF-"
-_BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
-    (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
-    (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"),
-)
 log = logging.getLogger(__name__)
-
-
-class Skip(str, enum.Enum):
-    """Why a file gave no text. The value is the category shown in summaries."""
-
-    UNREADABLE = "unreadable"
-    NOT_A_FILE = "not a regular file"
-    UNSUPPORTED = "unsupported extension"
-    TOO_LARGE = "too large"
-    EMPTY = "empty"
-    BINARY = "binary"
-    UNDECODABLE = "undecodable text"
-    CORRUPT_PDF = "corrupt PDF"
-    LINK = "link not followed"
-    ENCRYPTED_PDF = "encrypted PDF"
-    ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
 
 
 @dataclass(frozen=True)
@@ -101,8 +83,10 @@ class Document:
     """One ingested file: its text, or why it has none.
 
     `size` and `mtime_ns` are from the stat taken just before reading (the scan's when
-    the file was not read); `sha256` is the hex digest of the bytes read (None when they
-    could not be read or were not read: unsupported, too large). `kind` is "text", "markdown", "html" or "pdf".
+    the file was not read); `sha256` is the hex digest of the bytes read, compressed as
+    they are on disk (None when they could not be read or were not read: too large).
+    `kind` is "text", "markdown", "html" or "pdf" (None when no reader took the file);
+    `compression` is "gzip", "bzip2" or "xz" when the file was read through that stream.
     `encoding` is the codec the text was decoded with (None for PDF) and
     `encoding_detected` is True when it came from charset detection rather than UTF-8,
     a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
@@ -123,6 +107,7 @@ class Document:
     skip: Skip | None = None
     detail: str | None = None
     pages_failed: int = 0
+    compression: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -133,13 +118,6 @@ class Document:
         if self.skip is None:
             return None
         return f"{self.skip.value}: {self.detail}" if self.detail else self.skip.value
-
-
-class _Skipped(Exception):
-    def __init__(self, skip: Skip, detail: str):
-        super().__init__(detail)
-        self.skip = skip
-        self.detail = detail
 
 
 def scan(root: str | os.PathLike, *, include_hidden: bool = False) -> list[SourceFile]:
@@ -213,42 +191,47 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
                   mtime_ns=entry.mtime_ns)
     data: bytes | None = None
     kind: str | None = None
+    compression: str | None = None
     try:
         if entry.error is not None:
             raise _Skipped(entry.skip or Skip.UNREADABLE, entry.error)
-        suffix = entry.path.suffix.lower()
-        if suffix not in KINDS:
-            raise _Skipped(Skip.UNSUPPORTED, suffix)
-        kind = KINDS[suffix]
         data, st = _read(entry.path, max_bytes, Path(entry.root))
         # The stat taken just before reading: if the file changes after it, the stored
         # mtime is older than the file's and the next run reads it again.
         fields.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
-        if data.startswith(_PDF_MAGIC):
-            kind = "pdf"
+        compression = compression_of(data)
+        found = detect(entry.path.name, data, max_bytes)
+        kind = found.kind
         if kind == "pdf":
-            text, pages_failed = _pdf_text(data)
+            text, pages_failed = pdf_text(found.data)
             encoding, detected = None, False
         else:
-            if kind == "html":
-                text, encoding, detected = _html_text(data)
-            else:
-                text, encoding, detected = _decode(data)
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            _check_controls(text)
+            try:
+                if kind == "html":
+                    text, encoding, detected = html_text(found.data)
+                else:
+                    text, encoding, detected = decode(found.data)
+                    text = text.replace("\r\n", "\n").replace("\r", "\n")
+                check_controls(text)
+            except _Skipped as s:
+                if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
+                    kind = None
+                    raise not_text(s, entry.path.suffix.lower()) from None
+                raise
             pages_failed = 0
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
     except _Skipped as s:
         return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=s.skip,
-                        detail=s.detail)
+                        detail=s.detail, compression=compression)
     except Exception as exc:  # a bad file must never stop the walk
         log.warning("ingest: %s: unexpected %s: %s", entry.source, type(exc).__name__, exc)
         skip = Skip.CORRUPT_PDF if kind == "pdf" else Skip.UNREADABLE
         return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=skip,
-                        detail=f"{type(exc).__name__}: {exc}")
+                        detail=f"{type(exc).__name__}: {exc}", compression=compression)
     return Document(**fields, sha256=_digest(data), kind=kind, text=text, encoding=encoding,
-                    encoding_detected=detected, pages_failed=pages_failed)
+                    encoding_detected=detected, pages_failed=pages_failed,
+                    compression=compression)
 
 
 def _digest(data: bytes | None) -> str | None:
@@ -296,118 +279,3 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def _decode(data: bytes, declared: str | None = None) -> tuple[str, str, bool]:
-    """Text, codec, detected?: a BOM, then strict UTF-8, then `declared`, then detection."""
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(codec), codec, False
-            except UnicodeDecodeError:
-                raise _Skipped(Skip.UNDECODABLE, f"invalid {codec} after its BOM") from None
-    if b"\x00" in data[:_SNIFF_BYTES]:
-        raise _Skipped(Skip.BINARY, f"NUL bytes in the first {_SNIFF_BYTES} bytes")
-    try:
-        return data.decode("utf-8"), "utf-8", False
-    except UnicodeDecodeError:
-        pass
-    if declared:
-        try:
-            return data.decode(declared), declared, False
-        except (UnicodeDecodeError, LookupError):
-            pass
-    from charset_normalizer import from_bytes
-
-    matches = from_bytes(data)
-    best = matches.best()
-    if best is None:
-        raise _Skipped(Skip.UNDECODABLE, "not UTF-8 and no charset detected")
-    # Short Western text fits cp1250, cp1252 and cp1257 about equally well and the
-    # detector's pick among them is arbitrary; prefer windows-1252, the legacy default
-    # of the web (WHATWG), whenever it is as plausible as the best.
-    if any(m.chaos <= best.chaos + _CHAOS_MARGIN and "cp1252" in m.could_be_from_charset
-           for m in matches):
-        with contextlib.suppress(UnicodeDecodeError):
-            return data.decode("cp1252"), "cp1252", True
-    return str(best), best.encoding, True
-
-
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
-
-
-def _check_controls(text: str) -> None:
-    """Decodable is not enough: text that is mostly control characters is binary."""
-    head = text[:_SNIFF_BYTES]
-    if head and len(_CONTROLS.findall(head)) > 0.1 * len(head):
-        raise _Skipped(Skip.BINARY, "mostly control characters")
-
-
-_BLOCK = "\ue000"  # marks a paragraph break through whitespace collapsing
-_LINE = "\ue001"  # marks a kept line break (<br>, <pre>)
-_BLOCK_TAGS = (
-    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
-    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
-    "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
-    "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "title",
-)
-_CELL_TAGS = ("td", "th")
-_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object")
-
-
-def _html_text(data: bytes) -> tuple[str, str, bool]:
-    from bs4 import BeautifulSoup
-    from bs4.dammit import EncodingDetector
-
-    declared = EncodingDetector.find_declared_encoding(data[:_SNIFF_BYTES * 4], is_html=True)
-    markup, encoding, detected = _decode(data, declared)
-    soup = BeautifulSoup(markup.replace(_BLOCK, " ").replace(_LINE, " "), "html.parser")
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for tag in soup.find_all("pre"):
-        for s in tag.find_all(string=True):
-            s.replace_with(s.replace("\n", _LINE))
-    for tag in soup.find_all("br"):
-        tag.replace_with(_LINE)
-    for tag in soup.find_all(_BLOCK_TAGS):
-        tag.insert_before(_BLOCK)
-        tag.insert_after(_BLOCK)
-    for tag in soup.find_all(_CELL_TAGS):
-        tag.insert_after(" ")
-    text = re.sub(r"\s+", " ", soup.get_text())
-    text = re.sub(rf" ?{_LINE} ?", "\n", text)
-    text = re.sub(rf"[ \n]*{_BLOCK}[ \n{_BLOCK}]*", "\n\n", text)
-    return text.strip(), encoding, detected
-
-
-def _pdf_text(data: bytes) -> tuple[str, int]:
-    """Text of every page joined by blank lines, and how many pages failed."""
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError, PyPdfError
-
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            try:
-                if not reader.decrypt(""):
-                    raise _Skipped(Skip.ENCRYPTED_PDF, "needs a password")
-            except (PyPdfError, NotImplementedError) as exc:
-                raise _Skipped(Skip.ENCRYPTED_PDF, str(exc)) from None
-        pages = list(reader.pages)
-    except _Skipped:
-        raise
-    except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError,
-            IndexError, AssertionError, RecursionError, OSError) as exc:
-        raise _Skipped(Skip.CORRUPT_PDF, f"{type(exc).__name__}: {exc}") from None
-    if not pages:
-        raise _Skipped(Skip.CORRUPT_PDF, "no pages")
-    texts, failed = [], 0
-    for page in pages:
-        try:
-            texts.append(page.extract_text() or "")
-        except Exception:  # one broken page should not cost the others
-            failed += 1
-    if failed == len(pages):
-        raise _Skipped(Skip.CORRUPT_PDF, f"text extraction failed on all {failed} pages")
-    text = "\n\n".join(t.strip() for t in texts if t.strip())
-    if not text:
-        raise _Skipped(Skip.EMPTY, f"no extractable text in {len(pages)} pages (scanned?)")
-    return text, failed

@@ -11,6 +11,13 @@
   chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
   Each list is `max(k, CANDIDATES)` long.
 
+The keyword list (keyword and hybrid) is ranked on the query's words less the opening of
+a question ("how do I", "what is", "can I", `keyword_text`): those words say how the
+query is asked, not what it is about, and matched they rank pages that ask many
+questions (an FAQ) over the answer. Only a leading run of at least two such words goes,
+so "WHERE clause" or "How WAL works" keep every word; the dense vector is of the whole
+query.
+
 Each result is a `Hit`, the one shape of the Python API, `attnswitch search --json` and
 `/v1/search`, with the score parts beside the score (see `Hit`). Ties are broken by chunk
 id, so results are deterministic. Encoding the query text is the engine's job; this takes
@@ -28,6 +35,10 @@ from attnswitch.pipeline.ann import exact_top_k
 from attnswitch.pipeline.store import MAX_EF_SEARCH, Store, StoreInputError, check_ef_search
 
 MODES = ("hybrid", "dense", "keyword")
+# Words that open a question: interrogatives, auxiliaries and the asker ("how do I ...").
+QUESTION_OPENING = frozenset(
+    "how what why when where which who whom whose can could should would will shall may "
+    "might must do does did is are was were am i we you one to".split())
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
 CANDIDATES = 50
 SNIPPET_CHARS = 240  # a hit's one-line snippet
@@ -130,10 +141,26 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         q = normalised(np.asarray(query)[None, :], store.dim)
         dense = store.dense(q, n, ef)[0]
     if mode != "dense":
-        keyword = store.keyword(text, n)
+        keyword = store.keyword(keyword_text(text), n)
     lists = [ranked for ranked in (dense, keyword) if ranked is not None]
     ranked = lists[0][:k] if len(lists) == 1 else fuse(lists, k)
     return _hits(store, [ranked], [dense], [keyword])[0]
+
+
+def keyword_text(text: str) -> str:
+    """The words of `text` that keyword search ranks on: all of them less a leading run of
+    at least two question-opening words (`QUESTION_OPENING`), when words remain after it."""
+    words = text.split()
+    opening = 0
+    while opening < len(words) and _bare(words[opening]) in QUESTION_OPENING:
+        opening += 1
+    if opening < 2 or opening == len(words):
+        return text
+    return " ".join(words[opening:])
+
+
+def _bare(word: str) -> str:
+    return word.strip("¿?¡!.,;:'\"()").lower()
 
 
 def fuse(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:

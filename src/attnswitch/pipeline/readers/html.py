@@ -1,0 +1,165 @@
+"""HTML: a page's main content as text, one paragraph per block element, headings kept.
+
+Decoding: a BOM, strict UTF-8, the page's declared charset, then detection
+(`text.decode`).
+
+Structure: the page is cut into blocks by its block elements (paragraphs, headings, list
+items, table rows, `<pre>`, ...); scripts, styles and other non-text elements are
+dropped; runs of whitespace collapse to one space except the line breaks of `<pre>` and
+`<br>`. The `<title>` is the first block unless a heading of the page says the same.
+
+Main content: trafilatura (`favor_recall`, tables kept) judges which text of the page is
+its content; navigation, headers, footers and sidebars are what it leaves out. Its own
+output drops the headings and lists of pages it finds no article container in (manual
+pages such as PostgreSQL's and SQLite's), so it is used as a judge only: a block is kept
+when at least half of its words are in trafilatura's text, in order (a word-sequence
+alignment), and a heading is kept when it is itself kept or any block of its section (up
+to the next heading of its level or higher) is. When trafilatura finds nothing, or
+nothing aligns, the whole page is kept (trafilatura then logs "discarding data" on its
+logger, "trafilatura"), and so is a page of more than `MAX_ALIGNED_WORDS` words.
+docs/architecture.md has the measurement behind this choice
+(benchmarks/html_extraction.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from attnswitch.pipeline.readers.text import SNIFF_BYTES, decode
+
+_BLOCK = "\ue000"  # marks a paragraph break through whitespace collapsing
+_LINE = "\ue001"  # marks a kept line break (<br>, <pre>)
+_HEADING = "\ue002"  # followed by the level digit: this block is a heading
+_MARKS = (_BLOCK, _LINE, _HEADING)
+_BLOCK_TAGS = (
+    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
+    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
+    "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
+    "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "title",
+)
+_HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_CELL_TAGS = ("td", "th")
+_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object")
+_WORD = re.compile(r"\w+")
+_KEEP_SHARE = 0.5  # a block is content when at least this share of its words aligns
+# The alignment's time grows with the page (about 2 s for 40,000 words on one core of a
+# loaded machine); longer pages are kept whole rather than held up.
+MAX_ALIGNED_WORDS = 250_000
+
+
+@dataclass(frozen=True)
+class HtmlBlock:
+    """One block of a page: `level` 1-6 for a heading, 0 for the `<title>`, None for any
+    other block."""
+
+    text: str
+    level: int | None = None
+
+    @property
+    def heading(self) -> bool:
+        return self.level is not None
+
+
+def html_text(data: bytes, *, main_content: bool = True) -> tuple[str, str, bool]:
+    """(text, codec, detected?) of an HTML page: its main content's blocks (all of the
+    page's blocks with `main_content=False`) joined by blank lines."""
+    from bs4.dammit import EncodingDetector
+
+    declared = EncodingDetector.find_declared_encoding(data[:SNIFF_BYTES * 4], is_html=True)
+    markup, encoding, detected = decode(data, declared)
+    blocks = html_blocks(markup)
+    if main_content and len(blocks) > 1:  # one block or none: nothing to choose from
+        blocks = main_blocks(blocks, _content_text(markup))
+    return "\n\n".join(b.text for b in blocks), encoding, detected
+
+
+def html_blocks(markup: str) -> list[HtmlBlock]:
+    """Every text block of the page, in document order."""
+    from bs4 import BeautifulSoup
+
+    for mark in _MARKS:
+        markup = markup.replace(mark, " ")
+    soup = BeautifulSoup(markup, "html.parser")
+    for tag in soup.find_all(_DROP_TAGS):
+        tag.decompose()
+    for tag in soup.find_all("pre"):
+        for s in tag.find_all(string=True):
+            s.replace_with(s.replace("\n", _LINE))
+    for tag in soup.find_all("br"):
+        tag.replace_with(_LINE)
+    for tag in soup.find_all(_HEADING_TAGS):
+        tag.insert(0, f"{_HEADING}{tag.name[1]}")
+    for tag in soup.find_all("title"):
+        tag.insert(0, f"{_HEADING}0")
+    for tag in soup.find_all(_BLOCK_TAGS):
+        tag.insert_before(_BLOCK)
+        tag.insert_after(_BLOCK)
+    for tag in soup.find_all(_CELL_TAGS):
+        tag.insert_after(" ")
+    text = re.sub(r"\s+", " ", soup.get_text())
+    text = re.sub(rf" ?{_LINE} ?", "\n", text)
+    blocks = []
+    for part in text.split(_BLOCK):
+        level = None
+        if _HEADING in part:  # the marker of the innermost heading around this block
+            at = part.rindex(_HEADING)
+            level = int(part[at + 1])
+            part = part.replace(part[at:at + 2], "").replace(_HEADING, "")
+        part = part.strip(" \n")
+        if part:
+            blocks.append(HtmlBlock(part, level))
+    titles = [b for b in blocks if b.level == 0]
+    named = {_phrase(b.text) for b in blocks if b.heading and b.level}
+    return [b for b in blocks if b.level != 0 or (b is titles[0] and _phrase(b.text) not in named)]
+
+
+def main_blocks(blocks: list[HtmlBlock], content: str | None, *,
+                max_words: int = MAX_ALIGNED_WORDS) -> list[HtmlBlock]:
+    """The blocks that the extracted main-content text `content` covers, with the headings
+    of their sections; all of `blocks` when `content` is empty or covers none, or when the
+    blocks have more than `max_words` words."""
+    if not content or not content.strip():
+        return blocks
+    words, owner = [], []
+    for i, b in enumerate(blocks):
+        found = _words(b.text)
+        words += found
+        owner += [i] * len(found)
+    if len(words) > max_words:
+        return blocks
+    matched = [0] * len(blocks)
+    matcher = difflib.SequenceMatcher(None, words, _words(content), autojunk=False)
+    for m in matcher.get_matching_blocks():
+        for j in range(m.a, m.a + m.size):
+            matched[owner[j]] += 1
+    kept = [bool(n) and n >= _KEEP_SHARE * len(_words(b.text)) for b, n in zip(blocks, matched)]
+    if not any(kept):
+        return blocks
+    for i, b in enumerate(blocks):
+        if b.heading and not kept[i]:
+            for j in range(i + 1, len(blocks)):
+                if blocks[j].heading and 0 < (blocks[j].level or 0) <= (b.level or 0):
+                    break
+                if kept[j] and not blocks[j].heading:
+                    kept[i] = True
+                    break
+    return [b for b, keep in zip(blocks, kept) if keep]
+
+
+def _content_text(markup: str) -> str | None:
+    """trafilatura's main-content text of the page, or None where it finds none."""
+    import trafilatura
+
+    return trafilatura.extract(markup, output_format="txt", favor_recall=True,
+                               include_tables=True, include_comments=False,
+                               include_formatting=False, deduplicate=False)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _phrase(text: str) -> str:
+    return " ".join(_words(text))

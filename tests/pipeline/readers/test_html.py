@@ -1,0 +1,83 @@
+"""HTML main-content extraction on the shipped corpus's real pages: the site chrome
+(navigation, header, footer) is dropped, the content and its headings are kept."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from attnswitch.pipeline.readers.html import HtmlBlock, html_text, main_blocks
+
+CORPUS = Path(__file__).resolve().parents[3] / "examples" / "corpus"
+
+
+def text_of(relative: str) -> str:
+    return html_text((CORPUS / relative).read_bytes())[0]
+
+
+def headings(relative: str) -> list[str]:
+    soup = BeautifulSoup((CORPUS / relative).read_bytes(), "html.parser")
+    return [" ".join(h.get_text(" ").split()) for h in soup.find_all(["h1", "h2", "h3", "h4"])]
+
+
+def flat(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def test_postgresql_page_without_its_navigation() -> None:
+    text = text_of("postgresql/tutorial-update.html")
+    assert text.startswith("2.8. Updates\n\nYou can update existing rows using the UPDATE "
+                           "command.")
+    assert text.endswith("(3 rows)")
+    for chrome in ("Prev", "Next", "Home", "Chapter 2", "Aggregate Functions", "Deletions"):
+        assert chrome not in text
+    assert "UPDATE weather\nSET temp_hi = temp_hi - 2" in text  # <pre> keeps its lines
+
+
+def test_sqlite_page_without_its_site_header() -> None:
+    text = text_of("sqlite/wal.html")
+    for chrome in ("Small. Fast. Reliable.", "Choose any three", "Search Documentation",
+                   "Download", "Purchase", "toggle_search"):
+        assert chrome not in text
+    assert text.startswith("Write-Ahead Logging")
+    assert "1. Overview\n\nThe default method by which SQLite implements atomic commit" in text
+    assert "WAL is significantly faster in most scenarios." in text  # a list item
+
+
+@pytest.mark.parametrize("page", ["postgresql/sql-select.html", "postgresql/mvcc-intro.html",
+                                  "sqlite/wal.html", "sqlite/faq.html",
+                                  "postgresql/ddl-partitioning.html"])
+def test_every_heading_of_the_content_is_kept(page: str) -> None:
+    text = f" {flat(text_of(page))} "
+    found = headings(page)
+    assert found
+    assert [h for h in found if f" {flat(h)} " not in text] == []
+
+
+def test_the_title_is_kept_once() -> None:
+    # PostgreSQL's <title> repeats the page's h2; SQLite's FAQ names the page differently.
+    assert text_of("postgresql/tutorial-update.html").count("2.8. Updates") == 1
+    assert text_of("sqlite/faq.html").startswith(
+        "SQLite Frequently Asked Questions\n\nFrequently Asked Questions\n\n")
+
+
+def test_main_content_false_keeps_the_whole_page() -> None:
+    whole = html_text((CORPUS / "postgresql/tutorial-update.html").read_bytes(),
+                      main_content=False)[0]
+    assert "Prev" in whole and "Next" in whole and "You can update existing rows" in whole
+
+
+def test_blocks_are_kept_by_alignment_and_headings_by_their_section() -> None:
+    blocks = [HtmlBlock("Site menu", 2), HtmlBlock("Home About Download"),
+              HtmlBlock("Guide", 1), HtmlBlock("Install", 2),
+              HtmlBlock("Run the installer and follow its steps."),
+              HtmlBlock("Empty section", 2), HtmlBlock("Copyright 2024 Example Inc.")]
+    content = "Run the installer and follow its steps."
+    assert [b.text for b in main_blocks(blocks, content)] == [
+        "Guide", "Install", "Run the installer and follow its steps."]
+    assert main_blocks(blocks, None) == blocks  # nothing judged: the whole page
+    assert main_blocks(blocks, "words that are nowhere on the page") == blocks
+    assert main_blocks(blocks, content, max_words=10) == blocks  # too long to align
