@@ -171,7 +171,8 @@ def run_command(
         "actors (at most 1 each); on several, 1.", show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Index a folder: ingest txt, md, html and pdf files, chunk, embed and store them.
+    """Index a folder: ingest text, Markdown, HTML and PDF files (any other name read when its
+    content is text; gzip, bzip2 and xz through their stream), chunk, embed and store them.
 
     Resumable and idempotent: a killed run is finished by the next one; unchanged files are
     not read again; changed files replace their chunks; deleted files' chunks are removed.
