@@ -309,5 +309,5 @@ def test_the_demo_query_finds_the_update_tutorial_first(tmp_path: Path) -> None:
     found = runner.invoke(app(), ["search", DEMO_QUERY, "-k", "3", "--db", db, "--json"],
                           catch_exceptions=False)
     assert found.exit_code == 0, found.output
-    top = [r["source"] for r in json.loads(found.stdout)["results"]]
+    top = [hit["path"] for hit in json.loads(found.stdout)["data"]]
     assert top[0] == "postgresql/tutorial-update.html", top
