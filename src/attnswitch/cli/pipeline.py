@@ -19,6 +19,7 @@ runs them on their own (the same commands, under a small app of their own).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import json
 import os
@@ -414,12 +415,14 @@ def search_command(
     The query is encoded with the model, engine and precision the index was built with
     (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
     HNSW graph beside its file (memory-mapped), or pgvector's on the server. With --json,
-    `timings` gives encode_s (loading the model and encoding the query) and search_s.
+    `timings` gives the seconds of each step (see `search_timings`).
     """
+    from attnswitch.observe.startup import process_age_s
     from attnswitch.pipeline.config import stored_config
     from attnswitch.pipeline.search import search
     from attnswitch.pipeline.store import StoreInputError, check_ef_search
 
+    startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     location = store_location(db)
     mode = Mode(mode).value
@@ -434,14 +437,16 @@ def search_command(
         if config is None or store.count() == 0:
             raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "
                         "run FOLDER` first", as_json)
-        started = time.perf_counter()
-        vector = None if mode == "keyword" else _encode_query(query, model, config, as_json)
-        encoded = time.perf_counter()
+        steps = QuerySteps()
+        vector = (None if mode == "keyword"
+                  else _encode_query(query, model, config, as_json, steps))
+        searched = time.perf_counter()
         try:
             hits = search(store, vector, k, text=query, mode=mode, ef=ef)
         except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
-        timings = {"encode_s": encoded - started, "search_s": time.perf_counter() - encoded}
+        steps.search_s = time.perf_counter() - searched
+    timings = search_timings(steps, startup_s, process_age_s())
     results = [{"rank": i + 1, "score": h.score, "source": h.source, "root": h.root,
                 "path": str(Path(h.root) / h.source), "ordinal": h.ordinal, "start": h.start,
                 "end": h.end, "text": h.text, "snippet": _snippet(h.text)}
@@ -453,29 +458,70 @@ def search_command(
     _render_search(query, results, config.describe(), mode)
 
 
-def _encode_query(query: str, model: str | None, config: Any, as_json: bool) -> Any:
-    """The query's vector, by the index's model (refusing another), engine and precision."""
-    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine
-    from attnswitch.pipeline.config import IndexConfig, IndexMismatchError
+@dataclasses.dataclass
+class QuerySteps:
+    """Seconds spent by a search's steps in this process (see `search_timings`)."""
+
+    runtime_import_s: float = 0.0
+    tokenizer_s: float = 0.0
+    load_s: float = 0.0
+    encode_s: float = 0.0
+    search_s: float = 0.0
+
+
+def search_timings(steps: QuerySteps, startup_s: float | None,
+                   age_s: float | None) -> dict[str, float | None]:
+    """The `timings` of `search --json`, in seconds:
+    import_s: from the process's start to the command's, plus importing the engine's
+    runtime (openvino, onnxruntime, torch...); tokenizer_s: loading the model's tokenizer;
+    load_s: the rest of loading the engine: reading its plan, reading or compiling the model;
+    encode_s: encoding the query; search_s: the store's search; total_s: from the process's
+    start to the results (the steps' sum plus opening the store and the index's config).
+    Steps a search did not take are 0 (keyword mode loads no model); import_s and total_s
+    are None where the process's start time cannot be read."""
+    return {"import_s": None if startup_s is None else startup_s + steps.runtime_import_s,
+            "tokenizer_s": steps.tokenizer_s, "load_s": steps.load_s,
+            "encode_s": steps.encode_s, "search_s": steps.search_s, "total_s": age_s}
+
+
+def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
+                  steps: QuerySteps) -> Any:
+    """The query's vector, by the index's model (refusing another), engine and precision;
+    the seconds of each step go to `steps`. Only the index's engine is loaded."""
+    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine, registry
+    from attnswitch.engines.model import model_fingerprint
+    from attnswitch.pipeline.config import IndexMismatchError
 
     try:
         spec = ModelSpec.load(model if model is not None else config.model)
-        here = IndexConfig.build(spec, model if model is not None else config.model,
-                                 config.engine, config.precision, config.max_tokens,
-                                 config.overlap)
-        if here.dim != config.dim:
+        name = spec.path.parent.name if spec.path.name == "model" else spec.path.name
+        if spec.dim != config.dim:
             raise IndexMismatchError(
                 f"model: expected vectors of dimension {config.dim} (the index's), got "
-                f"{here.dim} from {here.model_name}; search with the model the index was "
-                "built with")
-        if here.model_fingerprint != config.model_fingerprint:
+                f"{spec.dim} from {name}; search with the model the index was built with")
+        fingerprint = model_fingerprint(spec.path)
+        if fingerprint != config.model_fingerprint:
+            where = str(Path(model).resolve()) if model is not None else config.model
             raise IndexMismatchError(
                 f"model: expected the index's model {config.describe()}, got "
-                f"{here.model_name} ({here.model or 'default model'}, "
-                f"{here.model_fingerprint[:12]}); search with the model the index was "
-                "built with, or re-run `attnswitch run` to rebuild it")
+                f"{name} ({where or 'default model'}, {fingerprint[:12]}); search with the "
+                "model the index was built with, or re-run `attnswitch run` to rebuild it")
+        start = time.perf_counter()
+        registry.get(config.engine).import_runtime()
+        steps.runtime_import_s = time.perf_counter() - start
+        start = time.perf_counter()
         encoder = get_engine(spec.path, config.engine, config.precision)
-        return encoder.encode([query])[0]
+        wall = time.perf_counter() - start
+        loaded = getattr(encoder, "load_times", {})
+        if sum(loaded.values()) > wall + 1e-3:  # loaded earlier in this process: free now
+            loaded = {}
+        steps.runtime_import_s += loaded.get("import_s", 0.0)
+        steps.tokenizer_s = loaded.get("tokenizer_s", 0.0)
+        steps.load_s = max(0.0, wall - loaded.get("import_s", 0.0) - steps.tokenizer_s)
+        start = time.perf_counter()
+        vector = encoder.encode([query])[0]
+        steps.encode_s = time.perf_counter() - start
+        return vector
     except (ModelError, EncodeInputError, IndexMismatchError, ValueError,
             ImportError) as exc:
         raise _fail("search", str(exc), as_json) from None
