@@ -24,7 +24,6 @@ import enum
 import json
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +39,8 @@ from attnswitch.cli.options import (
     nonblank_path,
 )
 from attnswitch.cli.output import print_json, rich_console
+from attnswitch.cli.progress import pick as progress_display
+from attnswitch.observe.liblog import LibraryLog
 
 
 class Layout(str, enum.Enum):
@@ -146,7 +147,8 @@ def run_command(
         show_default=False)] = None,
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
-        help="Show a progress bar on stderr. Default: when stderr is a terminal.",
+        help="Show progress on stderr: a bar on a terminal, else a plain line every few "
+        "seconds. Default: on, except with --json.",
         show_default=False)] = None,
     use_ray: Annotated[bool, typer.Option(
         "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch[ray]'): "
@@ -194,7 +196,6 @@ def run_command(
         raise _fail("run", str(exc), as_json, 2) from None
     if not path.is_dir():  # before the store is made
         raise _fail("run", f"PATH: expected a folder, got {str(path)!r}", as_json)
-    show = (sys.stderr.isatty() and not as_json) if progress is None else progress
     errors: tuple[type[BaseException], ...] = (
         NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
         StoreInputError, ValueError, ImportError, NoEngineError)
@@ -214,19 +215,31 @@ def run_command(
         def runner(store: Any, on_progress: Any) -> Any:
             return run(path, store, options, on_progress=on_progress)
     location = store_location(db)
+    display = progress_display(progress, as_json)
     with _store_errors("run", location, as_json):
         try:
-            with _open_store(location, "run", as_json) as store, _Progress(show) as bar:
-                summary = runner(store, bar.update)
+            with _open_store(location, "run", as_json) as store, display, \
+                    LibraryLog(library_log_path(), display.show, f"attnswitch run {path}") as log:
+                summary = runner(store, display.update)
         except KeyboardInterrupt:
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
         except errors as exc:
             raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
                         else str(exc), as_json) from None
+    report = {**summary.to_dict(), "library_log": {
+        "path": str(log.path) if log.count else None, "messages": log.count}}
     if as_json:
-        print_json(summary.to_dict())
+        print_json(report)
     else:
-        _render_run(summary.to_dict())
+        _render_run(report)
+
+
+def library_log_path() -> Path:
+    """Where `run` appends what libraries log (`observe.liblog`): `run.log` in the cache
+    directory ($ATTNSWITCH_CACHE_DIR, else the user's cache folder)."""
+    from attnswitch.attention.cache import cache_file
+
+    return cache_file("run.log")
 
 
 def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int | None,
@@ -251,47 +264,6 @@ def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int |
     return runner
 
 
-class _Progress:
-    """A rich progress bar on stderr: files, chunks, tokens/s, ETA (by bytes read)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._bar: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
-
-            self._bar = Progress(
-                TextColumn("{task.description:<13}"), BarColumn(), TaskProgressColumn(),
-                TextColumn("files {task.fields[files]}"),
-                TextColumn("chunks {task.fields[chunks]}"),
-                TextColumn("{task.fields[rate]} tok/s"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=rich_console(stderr=True), transient=False,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task("scanning", total=None, files="-", chunks=0,
-                                            rate="-")
-        return self
-
-    def update(self, p: Any) -> None:
-        if self._bar is None:
-            return
-        self._bar.update(
-            self._task, description=p.stage, total=max(p.bytes_total, 1),
-            completed=p.bytes_done if p.bytes_total else 1,
-            files=f"{p.files_done}/{p.files_total}", chunks=f"{p.chunks:,}",
-            rate=_num(p.tokens_per_s) if p.tokens else "-",
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def _render_run(s: dict) -> None:
     from rich.table import Table
 
@@ -308,10 +280,11 @@ def _render_run(s: dict) -> None:
         ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
                    "this folder)"),
         ("tokens", f"{s['tokens_encoded']:,} encoded"),
-        ("wall time", f"{s['wall_s']:.1f} s ({_load_text(s)} {s['load_s']:.1f} s, encoding "
-                      f"{s['encode_s']:.1f} s)"),
+        ("wall time", f"{s['wall_s']:.1f} s ({_measure_text(s)}{_load_text(s)} "
+                      f"{s['load_s']:.1f} s, encoding {s['encode_s']:.1f} s)"),
         ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
-                       f" chunks/s (wall time less {_load_text(s)})"),
+                       f" chunks/s (wall time less {_load_text(s)}"
+                       f"{' and measuring engines' if s.get('measure_s') else ''})"),
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
                    f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
         ("model", s["model"]),
@@ -334,6 +307,10 @@ def _render_run(s: dict) -> None:
     if s["skipped"]:
         rows.append(("skipped", ", ".join(f"{r} ({n})" for r, n
                                           in sorted(s["skipped_by_reason"].items()))))
+    if s.get("library_log", {}).get("messages"):
+        log = s["library_log"]
+        rows.append(("library log", f"{log['messages']} message(s) from libraries in "
+                                    f"{log['path']}"))
     for key, value in rows:
         t.add_row(key, value)
     console.print(t)
@@ -343,6 +320,11 @@ def _render_run(s: dict) -> None:
         _render_files(console, "Skipped files", s["skipped_files"], "reason")
     if s["notes"]:
         _render_files(console, "Handled with a note", s["notes"], "note")
+
+
+def _measure_text(s: dict) -> str:
+    seconds = s.get("measure_s") or 0.0
+    return f"measuring engines, once here, {seconds:.1f} s; " if seconds else ""
 
 
 def _load_text(s: dict) -> str:
