@@ -81,3 +81,29 @@ def test_openvino_streams_agree(chunks):
 def test_openvino_reports_what_it_runs():
     text = get_engine(None, "openvino").describe()
     assert "inference precision f32" in text and "OpenVINO" in text
+
+
+def test_openvino_loads_without_its_telemetry_and_keeps_compiled_models(tmp_path):
+    """Loading the openvino engine imports no conversion tool (whose import sends a usage
+    event from a forked process), and leaves the compiled model in the plugin's cache, from
+    which the next process loads it."""
+    import json
+    import subprocess
+    import sys
+
+    from attnswitch.engines.openvino_runtime import compiled_cache_dir
+
+    get_engine(None, "openvino")  # builds the IR once (the export imports torch)
+    code = """
+import json, sys
+from attnswitch.engines import get_engine
+get_engine(None, "openvino").encode(["a query"])
+loaded = sorted(m for m in ("openvino.tools.ovc", "openvino_telemetry", "torch") if m in sys.modules)
+from openvino.tools.ovc import convert_model  # still importable for code that wants it
+print(json.dumps(loaded))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+    assert "fork" not in out.stderr
+    assert any(compiled_cache_dir().glob("*.blob"))
