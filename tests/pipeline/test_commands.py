@@ -260,3 +260,37 @@ def test_a_keyword_search_reports_no_model_steps(docs: Path, tmp_path: Path) -> 
     assert tuple(timings) == TIMINGS
     assert timings["tokenizer_s"] == timings["load_s"] == timings["encode_s"] == 0.0
     assert timings["search_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path) -> None:
+    """The first run on a machine (an empty cache) measures the engines for about a minute:
+    without a terminal it says so in plain lines, with the steps, then the run's stages;
+    a library's complaint about a broken PDF goes to the log file, not to stderr; and no
+    warning (OpenVINO's telemetry forking after JAX was imported) reaches the user."""
+    from attnswitch.cli.progress import MEASURING_TEXT
+
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+    pdf = (corpus / "sqlite" / "copyright-release.pdf").read_bytes()
+    (docs / "cut-short.pdf").write_bytes(pdf[: len(pdf) // 2])
+    cache = tmp_path / "empty-cache"
+    env = {k: v for k, v in os.environ.items() if k != "ATTNSWITCH_ENGINE"}
+    env["ATTNSWITCH_CACHE_DIR"] = str(cache)
+    db = str(tmp_path / "db")
+    command = [sys.executable, "-m", "attnswitch.cli", "run", str(docs), "--db", db, *FAST]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr
+    lines = first.stderr.splitlines()
+    assert all(line.startswith("attnswitch run: ") for line in lines), lines
+    assert "\x1b[" not in first.stderr
+    assert lines[0].startswith(f"attnswitch run: {MEASURING_TEXT}: step 1 of ")
+    assert any(": load and parity check" in line for line in lines)
+    assert lines[-1].startswith("attnswitch run: done: files 5/5")
+    for noise in ("Traceback", "Warning", "fork", "EOF marker"):
+        assert noise not in first.stderr + first.stdout
+    assert "measuring engines, once here" in first.stdout
+    assert "library log" in first.stdout and "corrupt PDF" in first.stdout
+    assert "EOF marker not found" in (cache / "run.log").read_text()
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and MEASURING_TEXT not in again.stderr
+    assert again.stderr.splitlines()[-1].startswith("attnswitch run: done: files 5/5")

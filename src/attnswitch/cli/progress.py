@@ -65,9 +65,11 @@ class NoProgress:
 
 
 class ProgressBar:
-    """rich bars on stderr: the run's, and the engines' measurement when one runs."""
+    """rich bars on stderr (or `console`, a rich Console): the run's, and the engines'
+    measurement when one runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
+        self._console = console
         self._bar: Any = None
         self._run: Any = None
         self._measure: Any = None
@@ -81,7 +83,8 @@ class ProgressBar:
         self._bar = Progress(
             TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
             TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"),
-            TimeRemainingColumn(), console=rich_console(stderr=True), transient=False,
+            TimeRemainingColumn(), console=self._console or rich_console(stderr=True),
+            transient=False,
         )
         self._bar.start()
         self._run = self._bar.add_task("starting", total=None, detail="", visible=False)
@@ -92,9 +95,10 @@ class ProgressBar:
             if self._measure is None:
                 self._measure = self._bar.add_task(MEASURING_TEXT, total=p.measure_total,
                                                    detail="")
+            # a step lasts seconds: drawn now, not at the next refresh
             self._bar.update(self._measure, total=p.measure_total, completed=p.measure_done,
                              detail=measure_detail(p) if p.measure_done < p.measure_total
-                             else p.measure_step)
+                             else p.measure_step, refresh=True)
             if p.measure_done < p.measure_total:
                 return
         self._bar.update(
