@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         .is_relative_to(ROOT) else str(args.folder),
         "when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
         "load_before": load_before, "load_after": load_after,
-        "index": {k: summary[k] for k in ("engine", "engine_reason", "precision", "indexed",
-                                          "chunks_stored")}
-        | {"documents": summary["indexed"], "chunks": summary["chunks_stored"]},
+        "index": {"engine": summary["engine"], "engine_reason": summary["engine_reason"],
+                  "precision": summary["precision"], "documents": summary["indexed"],
+                  "chunks": summary["chunks_stored"]},
         "stats": summarise(runs), "runs": runs,
     }
     print("\n".join(table(report["stats"])))
