@@ -397,7 +397,9 @@ def search_command(
     The query is encoded with the model, engine and precision the index was built with
     (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
     HNSW graph beside its file (memory-mapped), or pgvector's on the server. With --json,
-    `timings` gives the seconds of each step (see `search_timings`).
+    `timings` gives each step's seconds: import_s (from the process's start, with the
+    engine's runtime), tokenizer_s, load_s (the engine's plan, reading or compiling the
+    model), encode_s, search_s, and total_s.
     """
     from attnswitch.observe.startup import process_age_s
     from attnswitch.pipeline.config import stored_config
