@@ -101,8 +101,8 @@ class ProgressBar:
                              else p.measure_step, refresh=True)
             if p.measure_done < p.measure_total:
                 return
-        self._bar.update(
-            self._run, description=p.stage, total=max(p.bytes_total, 1),
+        self._bar.update(  # the stage padded, so that the bar does not move as it changes
+            self._run, description=f"{p.stage:<13}", total=max(p.bytes_total, 1),
             completed=p.bytes_done if p.bytes_total else 1, detail=run_detail(p),
             visible=True)
 
