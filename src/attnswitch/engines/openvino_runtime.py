@@ -15,10 +15,12 @@ batch at a time over all cores (the plugin's default). Batches are the shared le
 token-budget batches (`base.plan_batches`), a call of fewer than `jobs x max_batch` texts
 cut into at least `jobs` batches so that every stream has work.
 
-Compiling the IR for the CPU takes about a second; the plugin's own compiled-model cache
-(`CACHE_DIR`, under `<cache dir>/engines/openvino-compiled/`, keyed by the plugin on the
-model, the device, the compile options and the OpenVINO version) makes later processes
-load the compiled blob instead.
+Each process compiles the IR for the CPU (about 0.6 s for all-MiniLM-L6-v2). OpenVINO's
+compiled-model cache (`CACHE_DIR`) is not used: in OpenVINO 2026.4 its key for a model
+given by path ignores the inference precision and the performance hint (float32 and
+bfloat16 compiles share one blob file), and compiling the other precision in a process
+that had the blob memory-mapped rewrote it under it (a bus error). Importing an exported
+blob instead took about as long as compiling (0.47-0.59 s against 0.57-0.63 s).
 
 `import_openvino()` imports OpenVINO without its model-conversion tool (`openvino.tools.ovc`,
 unused here): importing that tool sends a usage event to Intel's telemetry on every import,
@@ -64,12 +66,6 @@ def import_openvino() -> Any:
     return openvino
 
 
-def compiled_cache_dir() -> Path:
-    """Where the CPU plugin keeps compiled models (its `CACHE_DIR`)."""
-    from attnswitch.engines import export
-
-    return export.cache_root() / "openvino-compiled"
-
 
 @functools.cache
 def cpu_flags() -> frozenset[str]:
@@ -114,12 +110,6 @@ class OpenVinoEncoder(Encoder):
         self.streams = streams
         config = {"INFERENCE_PRECISION_HINT": _HINTS[precision],
                   "PERFORMANCE_HINT": streams.upper()}
-        blobs = compiled_cache_dir()
-        try:
-            blobs.mkdir(parents=True, exist_ok=True)
-            config["CACHE_DIR"] = str(blobs)
-        except OSError:  # a read-only cache directory: compile every time
-            pass
         self.compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", config)
         self.jobs = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._queue = ov.AsyncInferQueue(self.compiled, self.jobs)
