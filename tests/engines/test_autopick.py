@@ -198,3 +198,68 @@ def test_a_named_engine_that_keeps_parity_passes_quietly(auto, small_bert, recwa
     table = json.loads((auto / autopick.TABLE).read_text())
     [entry] = [v for k, v in table.items() if k.startswith("parity-")]
     assert entry["rows"][0]["parity"] is True and entry["rows"][0]["min_cosine"] >= 0.9999
+
+
+FRESH_ENGINE = """
+import json, sys
+import attnswitch.engines as engines
+encoder = engines.get_engine(sys.argv[1], sys.argv[2], "fp32")
+print(json.dumps({"engine": encoder.engine,
+                  "heavy": sorted(m for m in ("torch", "transformers", "jax") if m in sys.modules)}))
+"""
+
+
+def _fresh_engine(model, name: str) -> dict:
+    """`get_engine(model, name)` in a new process (the test's cache directory): the engine
+    it loaded and which heavy frameworks it imported. The engine's export is built here
+    first (this process may hold an encoder loaded under another test's cache directory)."""
+    import subprocess
+    import sys
+
+    from attnswitch.engines import onnx_runtime
+
+    assert name == "onnxruntime"
+    onnx_runtime.artifacts(ModelSpec.load(model), "fp32")
+
+    out = subprocess.run([sys.executable, "-c", FRESH_ENGINE, str(model), name],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_measured_plan_is_read_without_loading_the_reference(auto, small_bert):
+    """A process that uses an engine of the recorded plan by name (as a search uses the
+    engine its index was built with) reads its parity from the plan: it loads neither torch
+    nor another engine, and records no parity check of its own."""
+    plan = engines.explain_engine(small_bert, "auto", "fp32")
+    assert plan.source == "measured now"
+    row = next(r for r in plan.rows if r.engine == "onnxruntime")
+    assert row.parity
+    assert _fresh_engine(small_bert, "onnxruntime") == {"engine": "onnxruntime", "heavy": []}
+    assert not [k for k in autopick.read_table() if k.startswith("parity-")]
+
+
+def test_a_recorded_parity_check_is_read_without_loading_the_reference(auto, small_bert):
+    """A named engine is checked against torch once; later processes read the verdict."""
+    engines.get_engine(small_bert, "onnxruntime", "fp32")  # checks, builds the export
+    assert [k[:7] for k in autopick.read_table()] == ["parity-"]
+    assert _fresh_engine(small_bert, "onnxruntime") == {"engine": "onnxruntime", "heavy": []}
+
+
+def test_a_measurement_reports_its_steps_and_keeps_only_the_pick_loaded(auto, small_bert):
+    steps = []
+    before = set(engines._cache)
+    plan = engines.explain_engine(small_bert, "auto", "fp32",
+                                  progress=lambda *step: steps.append(step))
+    able = [r for r in plan.rows if r.status == "measured"]
+    total = autopick.measure_steps(len(able))
+    assert steps[0] == (0, total, "reference: torch float32 vectors")
+    assert steps[-1] == (total, total, f"picked {plan.chosen}")
+    assert [d for d, _, _ in steps] == list(range(total + 1))
+    assert {t for _, t, _ in steps} == {total}
+    assert {w.split(":")[0] for _, _, w in steps[1:-1]} == {r.engine for r in able}
+    path = str(small_bert.resolve())
+    assert {k for k in set(engines._cache) - before if k[0] == path} == {
+        (path, plan.chosen, "fp32")}
+    again = []
+    engines.explain_engine(small_bert, "auto", "fp32", progress=lambda *s: again.append(s))
+    assert again == []  # recorded: nothing measured, nothing reported

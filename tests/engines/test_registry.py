@@ -155,3 +155,17 @@ def test_importing_the_engines_imports_no_runtime(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).parent)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_host_without_a_gpu_driver_is_told_apart_without_importing_torch(tmp_path):
+    """Importing torch to learn that there is no GPU costs seconds of every cold start."""
+    import os
+    import subprocess
+
+    if any(os.path.exists(node) for node in registry.GPU_DEVICE_NODES):
+        pytest.skip("this host has a GPU driver: torch is asked")
+    code = ("import sys; from attnswitch.engines import registry; "
+            "print(registry.host_device(), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert out.stdout.split() == ["cpu", "False"]

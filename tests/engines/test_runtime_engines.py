@@ -81,3 +81,25 @@ def test_openvino_streams_agree(chunks):
 def test_openvino_reports_what_it_runs():
     text = get_engine(None, "openvino").describe()
     assert "inference precision f32" in text and "OpenVINO" in text
+
+
+def test_openvino_loads_without_its_telemetry(tmp_path):
+    """Loading the openvino engine imports no conversion tool (whose import sends a usage
+    event from a forked process)."""
+    import json
+    import subprocess
+    import sys
+
+    get_engine(None, "openvino")  # builds the IR once (the export imports torch)
+    code = """
+import json, sys
+from attnswitch.engines import get_engine
+get_engine(None, "openvino").encode(["a query"])
+loaded = sorted(m for m in ("openvino.tools.ovc", "openvino_telemetry", "torch") if m in sys.modules)
+from openvino.tools.ovc import convert_model  # still importable for code that wants it
+print(json.dumps(loaded))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+    assert "fork" not in out.stderr

@@ -208,3 +208,89 @@ def test_a_keyword_search_imports_no_model_framework(
     assert result["mode"] == "keyword" and result["timings"]["encode_s"] < 1e-3
     assert json.loads(out[-1]) == []
 
+
+
+FRESH_SEARCH = """
+import json, sys
+from attnswitch.cli import app
+try:
+    app(["search", "how do I update rows", "--db", sys.argv[1], "--json"])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps(sorted(m for m in sys.argv[2].split(",") if m in sys.modules)))
+"""
+TIMINGS = ("import_s", "tokenizer_s", "load_s", "encode_s", "search_s", "total_s")
+
+
+@pytest.mark.parametrize("engine", ["openvino", "onnxruntime"])
+def test_a_cold_search_loads_only_the_engine_of_the_index(
+        docs: Path, tmp_path: Path, engine: str, model_frameworks: tuple[str, ...]) -> None:
+    """An index built with a fused CPU runtime (the pick of `auto` on most CPUs) is searched
+    by a fresh process that loads that engine only: the parity verdict recorded when the
+    index was built is read, so neither torch nor transformers nor jax is imported; and
+    `timings` says what each step took."""
+    from attnswitch.engines import registry
+
+    why = registry.get(engine).unavailable()
+    if why:
+        pytest.skip(f"{engine}: {why}")
+    db = str(tmp_path / "db")
+    assert invoke("run", str(docs), "--db", db, "--engine", engine, "--json",
+                  *FAST).exit_code == 0
+    out = subprocess.run([sys.executable, "-c", FRESH_SEARCH, db, ",".join(model_frameworks)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    result = json.loads("\n".join(out[:-1]))
+    assert json.loads(out[-1]) == [engine]
+    assert result["model"].endswith(f"{engine} engine, fp32")
+    assert result["results"]
+    timings = result["timings"]
+    assert tuple(timings) == TIMINGS
+    assert all(timings[k] >= 0 for k in TIMINGS)
+    assert timings["import_s"] > 0 and timings["tokenizer_s"] > 0 and timings["load_s"] > 0
+    assert timings["encode_s"] > 0
+    steps = sum(timings[k] for k in TIMINGS[:-1])
+    assert steps <= timings["total_s"] + 0.02  # the process-age clock ticks in 10 ms
+
+
+def test_a_keyword_search_reports_no_model_steps(docs: Path, tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    assert invoke("run", str(docs), "--db", db, "--json", *FAST).exit_code == 0
+    timings = json.loads(invoke("search", "rows", "--mode", "keyword", "--db", db,
+                                "--json").stdout)["timings"]
+    assert tuple(timings) == TIMINGS
+    assert timings["tokenizer_s"] == timings["load_s"] == timings["encode_s"] == 0.0
+    assert timings["search_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path) -> None:
+    """The first run on a machine (an empty cache) measures the engines for about a minute:
+    without a terminal it says so in plain lines, with the steps, then the run's stages;
+    a library's complaint about a broken PDF goes to the log file, not to stderr; and no
+    warning (OpenVINO's telemetry forking after JAX was imported) reaches the user."""
+    from attnswitch.cli.progress import MEASURING_TEXT
+
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+    pdf = (corpus / "sqlite" / "copyright-release.pdf").read_bytes()
+    (docs / "cut-short.pdf").write_bytes(pdf[: len(pdf) // 2])
+    cache = tmp_path / "empty-cache"
+    env = {k: v for k, v in os.environ.items() if k != "ATTNSWITCH_ENGINE"}
+    env["ATTNSWITCH_CACHE_DIR"] = str(cache)
+    db = str(tmp_path / "db")
+    command = [sys.executable, "-m", "attnswitch.cli", "run", str(docs), "--db", db, *FAST]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr
+    lines = first.stderr.splitlines()
+    assert all(line.startswith("attnswitch run: ") for line in lines), lines
+    assert "\x1b[" not in first.stderr
+    assert lines[0].startswith(f"attnswitch run: {MEASURING_TEXT}: step 1 of ")
+    assert any(": load and parity check" in line for line in lines)
+    assert lines[-1].startswith("attnswitch run: done: files 5/5")
+    for noise in ("Traceback", "Warning", "fork", "EOF marker"):
+        assert noise not in first.stderr + first.stdout
+    assert "measuring engines, once here" in first.stdout
+    assert "library log" in first.stdout and "corrupt PDF" in first.stdout
+    assert "EOF marker not found" in (cache / "run.log").read_text()
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and MEASURING_TEXT not in again.stderr
+    assert again.stderr.splitlines()[-1].startswith("attnswitch run: done: files 5/5")

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from attnswitch.attention import arrays, masks, registry
@@ -33,12 +32,14 @@ from attnswitch.attention.backends.reference import attention_f64
 from attnswitch.attention.contract import Call, validate
 from attnswitch.attention.execute import run_backend
 
-_NP_DTYPES = {
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float32": np.dtype(np.float32),
-    "float64": np.dtype(np.float64),
-}
+def _np_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a case dtype name (bfloat16 is ml_dtypes', imported on first use:
+    it takes a second or more to import, and `import attnswitch` must not pay for it)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"float16": np.float16, "float32": np.float32, "float64": np.float64}[name])
 
 PASSED, FAILED, DECLINED, UNAVAILABLE, ERROR = "pass", "fail", "declined", "unavailable", "error"
 RAN = (PASSED, FAILED, ERROR)  # the statuses of a case that ran (a verdict counts them)
@@ -155,13 +156,13 @@ def _seed(case: Case) -> int:
 
 def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
     """Round float values to `dtype` and back to float64 (emulates storing in `dtype`)."""
-    return x.astype(_NP_DTYPES[dtype]).astype(np.float64)
+    return x.astype(_np_dtype(dtype)).astype(np.float64)
 
 
 def make_inputs(case: Case) -> dict[str, Any]:
     """Deterministic numpy inputs for a case: q, k, v in the case dtype, and masks/cu_seqlens."""
     rng = np.random.default_rng(_seed(case))
-    dt = _NP_DTYPES[case.dtype]
+    dt = _np_dtype(case.dtype)
     if case.packed is not None:
         tq = sum(n for n, _ in case.packed)
         tk = sum(n for _, n in case.packed)

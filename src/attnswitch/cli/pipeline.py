@@ -19,11 +19,11 @@ runs them on their own (the same commands, under a small app of their own).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import json
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +39,8 @@ from attnswitch.cli.options import (
     nonblank_path,
 )
 from attnswitch.cli.output import print_json, rich_console
+from attnswitch.cli.progress import pick as progress_display
+from attnswitch.observe.liblog import LibraryLog
 
 
 class Layout(str, enum.Enum):
@@ -144,7 +146,8 @@ def run_command(
         show_default=False)] = None,
     progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress",
-        help="Show a progress bar on stderr. Default: when stderr is a terminal.",
+        help="Show progress on stderr: a bar on a terminal, else a plain line every few "
+        "seconds. Default: on, except with --json.",
         show_default=False)] = None,
     use_ray: Annotated[bool, typer.Option(
         # \[: a literal bracket in typer's rich help, not a markup tag
@@ -197,7 +200,6 @@ def run_command(
             "which does not exist"
         raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
                     as_json)
-    show = (sys.stderr.isatty() and not as_json) if progress is None else progress
     errors: tuple[type[BaseException], ...] = (
         NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
         StoreInputError, ValueError, ImportError, NoEngineError)
@@ -217,19 +219,31 @@ def run_command(
         def runner(store: Any, on_progress: Any) -> Any:
             return run(path, store, options, on_progress=on_progress)
     location = store_location(db)
+    display = progress_display(progress, as_json)
     with _store_errors("run", location, as_json):
         try:
-            with _open_store(location, "run", as_json) as store, _Progress(show) as bar:
-                summary = runner(store, bar.update)
+            with _open_store(location, "run", as_json) as store, display, \
+                    LibraryLog(library_log_path(), display.show, f"attnswitch run {path}") as log:
+                summary = runner(store, display.update)
         except KeyboardInterrupt:
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
         except errors as exc:
             raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
                         else str(exc), as_json) from None
+    report = {**summary.to_dict(), "library_log": {
+        "path": str(log.path) if log.count else None, "messages": log.count}}
     if as_json:
-        print_json(summary.to_dict())
+        print_json(report)
     else:
-        _render_run(summary.to_dict())
+        _render_run(report)
+
+
+def library_log_path() -> Path:
+    """Where `run` appends what libraries log (`observe.liblog`): `run.log` in the cache
+    directory ($ATTNSWITCH_CACHE_DIR, else the user's cache folder)."""
+    from attnswitch.attention.cache import cache_file
+
+    return cache_file("run.log")
 
 
 def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int | None,
@@ -254,47 +268,6 @@ def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int |
     return runner
 
 
-class _Progress:
-    """A rich progress bar on stderr: files, chunks, tokens/s, ETA (by bytes read)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self._bar: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
-
-            self._bar = Progress(
-                TextColumn("{task.description:<13}"), BarColumn(), TaskProgressColumn(),
-                TextColumn("files {task.fields[files]}"),
-                TextColumn("chunks {task.fields[chunks]}"),
-                TextColumn("{task.fields[rate]} tok/s"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=rich_console(stderr=True), transient=False,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task("scanning", total=None, files="-", chunks=0,
-                                            rate="-")
-        return self
-
-    def update(self, p: Any) -> None:
-        if self._bar is None:
-            return
-        self._bar.update(
-            self._task, description=p.stage, total=max(p.bytes_total, 1),
-            completed=p.bytes_done if p.bytes_total else 1,
-            files=f"{p.files_done}/{p.files_total}", chunks=f"{p.chunks:,}",
-            rate=_num(p.tokens_per_s) if p.tokens else "-",
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def _render_run(s: dict) -> None:
     from rich.table import Table
 
@@ -311,10 +284,11 @@ def _render_run(s: dict) -> None:
         ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
                    "this folder)"),
         ("tokens", f"{s['tokens_encoded']:,} encoded"),
-        ("wall time", f"{s['wall_s']:.1f} s ({_load_text(s)} {s['load_s']:.1f} s, encoding "
-                      f"{s['encode_s']:.1f} s)"),
+        ("wall time", f"{s['wall_s']:.1f} s ({_measure_text(s)}{_load_text(s)} "
+                      f"{s['load_s']:.1f} s, encoding {s['encode_s']:.1f} s)"),
         ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
-                       f" chunks/s (wall time less {_load_text(s)})"),
+                       f" chunks/s (wall time less {_load_text(s)}"
+                       f"{' and measuring engines' if s.get('measure_s') else ''})"),
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
                    f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
         ("model", s["model"]),
@@ -337,6 +311,10 @@ def _render_run(s: dict) -> None:
     if s["skipped"]:
         rows.append(("skipped", ", ".join(f"{r} ({n})" for r, n
                                           in sorted(s["skipped_by_reason"].items()))))
+    if s.get("library_log", {}).get("messages"):
+        log = s["library_log"]
+        rows.append(("library log", f"{log['messages']} message(s) from libraries in "
+                                    f"{log['path']}"))
     for key, value in rows:
         t.add_row(key, value)
     console.print(t)
@@ -346,6 +324,11 @@ def _render_run(s: dict) -> None:
         _render_files(console, "Skipped files", s["skipped_files"], "reason")
     if s["notes"]:
         _render_files(console, "Handled with a note", s["notes"], "note")
+
+
+def _measure_text(s: dict) -> str:
+    seconds = s.get("measure_s") or 0.0
+    return f"measuring engines, once here, {seconds:.1f} s; " if seconds else ""
 
 
 def _load_text(s: dict) -> str:
@@ -420,13 +403,16 @@ def search_command(
     HNSW graph beside its file (memory-mapped), or pgvector's on the server. A hybrid
     result shows its fused score beside its cosine similarity and keyword score, each with
     its rank in its own list. With --json, the hits under `data` have the shape of
-    /v1/search's (docs/service.md), and `timings` gives encode_s (loading the model and
-    encoding the query) and search_s.
+    /v1/search's (docs/service.md), and `timings` gives each step's seconds: import_s (from
+    the process's start, with the engine's runtime), tokenizer_s, load_s (the engine's plan,
+    reading or compiling the model), encode_s, search_s, and total_s.
     """
+    from attnswitch.observe.startup import process_age_s
     from attnswitch.pipeline.config import stored_config
     from attnswitch.pipeline.search import search
     from attnswitch.pipeline.store import MAX_EF_SEARCH, StoreInputError
 
+    startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     location = store_location(db)
     mode = Mode(mode).value
@@ -439,14 +425,16 @@ def search_command(
         if config is None or store.count() == 0:
             raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "
                         "run FOLDER` first", as_json)
-        started = time.perf_counter()
-        vector = None if mode == "keyword" else _encode_query(query, model, config, as_json)
-        encoded = time.perf_counter()
+        steps = QuerySteps()
+        vector = (None if mode == "keyword"
+                  else _encode_query(query, model, config, as_json, steps))
+        searched = time.perf_counter()
         try:
             hits = search(store, vector, k, text=query, mode=mode, ef=ef)
         except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
-        timings = {"encode_s": encoded - started, "search_s": time.perf_counter() - encoded}
+        steps.search_s = time.perf_counter() - searched
+    timings = search_timings(steps, startup_s, process_age_s())
     results = [h.to_dict() for h in hits]
     if as_json:
         print_json({"object": "list", "data": results, "model": config.describe(),
@@ -456,29 +444,70 @@ def search_command(
     _render_search(query, results, config.describe(), mode)
 
 
-def _encode_query(query: str, model: str | None, config: Any, as_json: bool) -> Any:
-    """The query's vector, by the index's model (refusing another), engine and precision."""
-    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine
-    from attnswitch.pipeline.config import IndexConfig, IndexMismatchError
+@dataclasses.dataclass
+class QuerySteps:
+    """Seconds spent by a search's steps in this process (see `search_timings`)."""
+
+    runtime_import_s: float = 0.0
+    tokenizer_s: float = 0.0
+    load_s: float = 0.0
+    encode_s: float = 0.0
+    search_s: float = 0.0
+
+
+def search_timings(steps: QuerySteps, startup_s: float | None,
+                   age_s: float | None) -> dict[str, float | None]:
+    """The `timings` of `search --json`, in seconds:
+    import_s: from the process's start to the command's, plus importing the engine's
+    runtime (openvino, onnxruntime, torch...); tokenizer_s: loading the model's tokenizer;
+    load_s: the rest of loading the engine: reading its plan, reading or compiling the model;
+    encode_s: encoding the query; search_s: the store's search; total_s: from the process's
+    start to the results (the steps' sum plus opening the store and the index's config).
+    Steps a search did not take are 0 (keyword mode loads no model); import_s and total_s
+    are None where the process's start time cannot be read."""
+    return {"import_s": None if startup_s is None else startup_s + steps.runtime_import_s,
+            "tokenizer_s": steps.tokenizer_s, "load_s": steps.load_s,
+            "encode_s": steps.encode_s, "search_s": steps.search_s, "total_s": age_s}
+
+
+def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
+                  steps: QuerySteps) -> Any:
+    """The query's vector, by the index's model (refusing another), engine and precision;
+    the seconds of each step go to `steps`. Only the index's engine is loaded."""
+    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine, registry
+    from attnswitch.engines.model import model_fingerprint
+    from attnswitch.pipeline.config import IndexMismatchError
 
     try:
         spec = ModelSpec.load(model if model is not None else config.model)
-        here = IndexConfig.build(spec, model if model is not None else config.model,
-                                 config.engine, config.precision, config.max_tokens,
-                                 config.overlap)
-        if here.dim != config.dim:
+        name = spec.path.parent.name if spec.path.name == "model" else spec.path.name
+        if spec.dim != config.dim:
             raise IndexMismatchError(
                 f"model: expected vectors of dimension {config.dim} (the index's), got "
-                f"{here.dim} from {here.model_name}; search with the model the index was "
-                "built with")
-        if here.model_fingerprint != config.model_fingerprint:
+                f"{spec.dim} from {name}; search with the model the index was built with")
+        fingerprint = model_fingerprint(spec.path)
+        if fingerprint != config.model_fingerprint:
+            where = str(Path(model).resolve()) if model is not None else config.model
             raise IndexMismatchError(
                 f"model: expected the index's model {config.describe()}, got "
-                f"{here.model_name} ({here.model or 'default model'}, "
-                f"{here.model_fingerprint[:12]}); search with the model the index was "
-                "built with, or re-run `attnswitch run` to rebuild it")
+                f"{name} ({where or 'default model'}, {fingerprint[:12]}); search with the "
+                "model the index was built with, or re-run `attnswitch run` to rebuild it")
+        start = time.perf_counter()
+        registry.get(config.engine).import_runtime()
+        steps.runtime_import_s = time.perf_counter() - start
+        start = time.perf_counter()
         encoder = get_engine(spec.path, config.engine, config.precision)
-        return encoder.encode([query])[0]
+        wall = time.perf_counter() - start
+        loaded = getattr(encoder, "load_times", {})
+        if sum(loaded.values()) > wall + 1e-3:  # loaded earlier in this process: free now
+            loaded = {}
+        steps.runtime_import_s += loaded.get("import_s", 0.0)
+        steps.tokenizer_s = loaded.get("tokenizer_s", 0.0)
+        steps.load_s = max(0.0, wall - loaded.get("import_s", 0.0) - steps.tokenizer_s)
+        start = time.perf_counter()
+        vector = encoder.encode([query])[0]
+        steps.encode_s = time.perf_counter() - start
+        return vector
     except (ModelError, EncodeInputError, IndexMismatchError, ValueError,
             ImportError) as exc:
         raise _fail("search", str(exc), as_json) from None

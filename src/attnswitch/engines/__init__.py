@@ -85,10 +85,15 @@ def _check_explicit(name: str, precision: str, spec: ModelSpec | None, source: s
 
 
 def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
-                   precision: str = "fp32", *, measure: bool = True) -> Any:
+                   precision: str = "fp32", *, measure: bool = True,
+                   progress: Any = None) -> Any:
     """The `autopick.EnginePlan` for (model, engine, precision): for "auto", the recorded
     plan, measured now when there is none (or None with `measure=False`); for a named
-    engine, a plan that says it was forced."""
+    engine, a plan that says it was forced. `progress(done, total, what)` follows a
+    measurement (see `autopick.measure`); it is not called when the plan was recorded.
+
+    After a measurement only the pick stays loaded: the encoders it loaded for the other
+    engines are released (a fallback is loaded again if it is ever needed)."""
     from attnswitch.engines import autopick
 
     check_precision(precision)
@@ -100,11 +105,15 @@ def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     with _cache_lock:
         plan = autopick.recorded(spec, precision)
         if plan is None and measure:
-            reference = _load_locked(spec, "torch", "fp32") if _reference_ok() else None
-            if reference is None:
+            if not _reference_ok():
                 return _fixed_plan(spec, precision)
+            before = set(_cache)
             plan = autopick.measure(
-                spec, precision, lambda e, p: _load_locked(spec, e.name, p), reference)
+                spec, precision, lambda e, p: _load_locked(spec, e.name, p),
+                lambda: _load_locked(spec, "torch", "fp32"), progress)
+            keep = (str(spec.path.resolve()), plan.chosen, precision)
+            for key in set(_cache) - before - {keep}:
+                del _cache[key]
         return plan
 
 
@@ -185,8 +194,9 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
 
 
 def _check_parity(spec: ModelSpec, name: str, precision: str, encoder: Encoder) -> None:
-    """A named engine's vectors against the torch float32 ones, once per fingerprint: a
-    failure warns (the user asked for this engine by name, as with an attention backend
+    """A named engine's vectors against the torch float32 ones, once per fingerprint (a
+    verdict recorded here, by a measurement or an earlier check, is read, and torch is not
+    loaded): a failure warns (the user asked for this engine by name, as with an attention backend
     forced by name), and is kept in the engine table for `attnswitch engines`."""
     from attnswitch.engines import autopick
 
@@ -194,7 +204,7 @@ def _check_parity(spec: ModelSpec, name: str, precision: str, encoder: Encoder) 
     if engine.reference and precision == "fp32" or not _reference_ok():
         return
     row = autopick.check_parity(spec, engine, precision, encoder,
-                                _load_locked(spec, "torch", "fp32"))
+                                lambda: _load_locked(spec, "torch", "fp32"))
     if not row.parity:
         warnings.warn(f"attnswitch: engine {name!r} ({precision}) failed its parity check: "
                       f"min cosine {row.min_cosine:.6f} to torch float32 < "

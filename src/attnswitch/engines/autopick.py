@@ -12,6 +12,11 @@ the file.
 
 `EnginePlan` shows it like an attention plan: the pick, the order of fallbacks, and for
 every other engine why not (unavailable, declined, failed parity, slower, failed to run).
+
+A named engine's parity is known without the reference once it was measured here
+(`known_parity`: its row of the recorded plan, else its own recorded parity check), so a
+process that uses a recorded pick loads that engine only. `measure` reports its steps to an
+optional `progress(done, total, what)` callback (about a minute on a small CPU).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -210,40 +216,82 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                                        1e-30)
 
 
-def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encoder: Any,
-                 reference: Any) -> EngineRow:
-    """First use of a named engine: its vectors of the calibration texts against the
-    reference's float32 ones, recorded per (machine, model, precision, engine and its
-    library versions), so each new fingerprint is checked once."""
+def _parity_key(spec: ModelSpec, engine: registry.Engine, precision: str) -> str:
     from attnswitch._version import __version__
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
              "precision": precision, "attnswitch": __version__, "engine": engine.name,
              "versions": engine.versions()}
-    key = "parity-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
-    entry = read_table().get(key)
+    return "parity-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def known_parity(spec: ModelSpec, engine: registry.Engine, precision: str) -> EngineRow | None:
+    """The parity verdict of `engine` already recorded for this machine, model, precision and
+    library versions: its row of the measured plan (`recorded`), else its own parity check
+    (`check_parity`); None when neither was recorded. Reads the table only."""
+    plan = recorded(spec, precision)
+    if plan is not None:
+        for row in plan.rows:
+            if row.engine == engine.name and row.status == "measured" and row.parity is not None:
+                return row
+    entry = read_table().get(_parity_key(spec, engine, precision))
     if entry:
-        return EngineRow(**entry["rows"][0])
+        try:
+            return EngineRow(**entry["rows"][0])
+        except (KeyError, IndexError, TypeError):
+            return None
+    return None
+
+
+def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encoder: Any,
+                 reference: Callable[[], Any]) -> EngineRow:
+    """First use of a named engine: its vectors of the calibration texts against the
+    reference's float32 ones, recorded per (machine, model, precision, engine and its
+    library versions), so each new fingerprint is checked once. A verdict already recorded
+    (`known_parity`) is returned as is: `reference()`, which loads the reference engine,
+    is called only when there is none."""
+    row = known_parity(spec, engine, precision)
+    if row is not None:
+        return row
+    ref = reference()
     texts = calibration_texts(spec)
-    ids = reference.tokenize(texts)
+    ids = ref.tokenize(texts)
     row = EngineRow(engine.name, "measured", detail=encoder.describe())
-    row.min_cosine = float(cosines(encoder.encode_ids(ids), reference.encode_ids(ids)).min())
+    row.min_cosine = float(cosines(encoder.encode_ids(ids), ref.encode_ids(ids)).min())
     row.parity = row.min_cosine >= PARITY[precision]
+    key = _parity_key(spec, engine, precision)
     _write(key, EnginePlan(precision, engine.name, [], [row], "parity check", key))
     return row
 
 
-def measure(spec: ModelSpec, precision: str, load: Any, reference: Any) -> EnginePlan:
+Progress = Callable[[int, int, str], None]
+
+
+def measure_steps(engines: int) -> int:
+    """The steps `measure` reports for `engines` candidates: the reference's float32 vectors,
+    one load and parity check per engine, then `ROUNDS` timed rounds of each."""
+    return 1 + engines + ROUNDS * engines
+
+
+def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], Any],
+            progress: Progress | None = None) -> EnginePlan:
     """Calibrate every engine that can serve, record the table, and return the plan.
 
-    load(engine, precision) -> Encoder (cached by the caller); reference: the reference
-    engine's float32 Encoder."""
+    load(engine, precision) -> Encoder (cached by the caller); reference() -> the reference
+    engine's float32 Encoder (loaded as the first step). progress(done, total, what), when
+    given, is called before each step and once at the end (done == total)."""
     able, rows = candidates(spec, precision)
+    total, done = measure_steps(len(able)), 0
+    report = progress or (lambda done, total, what: None)
+    report(done, total, "reference: torch float32 vectors")
+    ref = reference()
     texts = calibration_texts(spec)
-    want = reference.encode(texts)
-    ids = reference.tokenize(texts)
+    want = ref.encode(texts)
+    ids = ref.tokenize(texts)
+    done += 1
     loaded: dict[str, Any] = {}
     for engine in able:
+        report(done, total, f"{engine.name}: load and parity check")
         row = EngineRow(engine.name, "measured", detail=engine.detail())
         try:
             encoder = load(engine, precision)
@@ -254,15 +302,19 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Any) -> Engin
             loaded[engine.name] = encoder
         except Exception as exc:  # a broken engine is a reason, not a crash
             row.status, row.reason = "failed", f"{type(exc).__name__}: {exc}"
+            total -= ROUNDS  # it is not timed
+        done += 1
         rows.append(row)
     measured = [r for r in rows if r.engine in loaded]
     tokens = sum(len(r) for r in ids)
     for round_ in range(ROUNDS):
         shift = round_ % max(len(measured), 1)
         for row in measured[shift:] + measured[:shift]:
+            report(done, total, f"{row.engine}: timing round {round_ + 1} of {ROUNDS}")
             start = time.perf_counter()
             loaded[row.engine].encode_ids(ids)
             row.rates.append(len(ids) / (time.perf_counter() - start))
+            done += 1
     for row in measured:
         row.chunks_per_s = statistics.median(row.rates)
         row.tokens_per_s = row.chunks_per_s * tokens / len(ids)
@@ -272,4 +324,5 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Any) -> Engin
     key = table_key(spec, precision, registry.engines())
     plan = EnginePlan(precision, chosen, fallbacks, rows, "measured now", key)
     _write(key, plan)
+    report(total, total, f"picked {chosen}" if chosen else "no engine kept parity")
     return plan

@@ -19,6 +19,7 @@ Semantics, the same for every engine:
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -90,7 +91,12 @@ class Encoder(abc.ABC):
     def __init__(self, spec: ModelSpec, precision: str = "fp32"):
         self.spec = spec
         self.precision = check_precision(precision)
+        # seconds each step of loading took: "tokenizer_s" here; engines add "import_s"
+        # (their runtime's modules) and "model_s" (reading, building or compiling the model)
+        self.load_times: dict[str, float] = {}
+        start = time.perf_counter()
         self._tokenizer = spec.tokenizer()
+        self.load_times["tokenizer_s"] = time.perf_counter() - start
 
     @property
     def dim(self) -> int:

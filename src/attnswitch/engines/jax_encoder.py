@@ -21,6 +21,7 @@ float32 LayerNorm and residuals; "fp32" is float32 throughout.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
 import numpy as np
@@ -214,9 +215,12 @@ class JaxEncoder(Encoder):
         act = str(spec.config.get("hidden_act", "gelu"))
         if act not in _ACTIVATIONS:
             raise ModelError(f"hidden_act: expected one of {', '.join(_ACTIVATIONS)}, got {act!r}")
+        start = time.perf_counter()
         import jax
         import jax.numpy as jnp
 
+        self.load_times["import_s"] = time.perf_counter() - start
+        start = time.perf_counter()
         self._dtype = jnp.bfloat16 if precision == "bf16" else jnp.float32
         self.params = load_params(spec, self._dtype)
         self._heads = int(spec.config["num_attention_heads"])
@@ -232,6 +236,7 @@ class JaxEncoder(Encoder):
 
         self._run = jax.jit(run)
         self._hidden = jax.jit(functools.partial(hidden_states, **options))
+        self.load_times["model_s"] = time.perf_counter() - start
 
     def planned_length(self, length: int) -> int:
         return bucket(length)
@@ -293,6 +298,7 @@ class JaxEncoder(Encoder):
 class JaxEngine(Engine):
     name = "jax"
     requires = ("jax", "jaxlib", "safetensors", "tokenizers")
+    runtime = ("jax",)
     extra = "jax,models"
     devices = ("cpu", "tpu")
     precisions = ("fp32", "bf16")

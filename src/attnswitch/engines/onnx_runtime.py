@@ -15,6 +15,7 @@ carries almost no padding.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,18 @@ class OnnxEncoder(Encoder):
 
     def __init__(self, spec: ModelSpec, precision: str = "fp32"):
         super().__init__(spec, precision)
+        start = time.perf_counter()
         import onnxruntime as ort
 
+        self.load_times["import_s"] = time.perf_counter() - start
+        start = time.perf_counter()
         folder, self.build_note = artifacts(spec, precision)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(folder / "model.onnx"), options,
                                             providers=["CPUExecutionProvider"])
         self.fused = (folder / "fused").is_file()
+        self.load_times["model_s"] = time.perf_counter() - start
 
     def _forward(self, batch: list[list[int]], batch_tokens: int) -> np.ndarray:
         ids, mask = padded(batch, self.spec.pad_token_id)
@@ -108,6 +113,7 @@ def _quantize(path: Path) -> None:
 class OnnxRuntimeEngine(Engine):
     name = "onnxruntime"
     requires = ("onnxruntime", "onnx", "torch", "transformers", "tokenizers")
+    runtime = ("onnxruntime",)
     extra = "onnx"
     devices = ("cpu",)
     precisions = ("fp32", "int8")

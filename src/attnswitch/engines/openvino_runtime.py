@@ -14,11 +14,25 @@ and meeting at a barrier, which is what a busy host punishes. `streams="latency"
 batch at a time over all cores (the plugin's default). Batches are the shared length-sorted
 token-budget batches (`base.plan_batches`), a call of fewer than `jobs x max_batch` texts
 cut into at least `jobs` batches so that every stream has work.
+
+Each process compiles the IR for the CPU (about 0.6 s for all-MiniLM-L6-v2). OpenVINO's
+compiled-model cache (`CACHE_DIR`) is not used: in OpenVINO 2026.4 its key for a model
+given by path ignores the inference precision and the performance hint (float32 and
+bfloat16 compiles share one blob file), and compiling the other precision in a process
+that had the blob memory-mapped rewrote it under it (a bus error). Importing an exported
+blob instead took about as long as compiling (0.47-0.59 s against 0.57-0.63 s).
+
+`import_openvino()` imports OpenVINO without its model-conversion tool (`openvino.tools.ovc`,
+unused here): importing that tool sends a usage event to Intel's telemetry on every import,
+from a process it forks (in a process that already runs JAX's or torch's threads, Python
+warns that the fork may deadlock). A document indexer makes no network request of its own.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +45,26 @@ from attnswitch.engines.registry import Engine, library_version
 
 STREAMS = ("throughput", "latency")
 _HINTS = {"fp32": "f32", "bf16": "bf16"}
+_CONVERSION_TOOL = "openvino.tools.ovc"
+
+
+def import_openvino() -> Any:
+    """The `openvino` module, imported without `openvino.tools.ovc` (see the module doc).
+    Where openvino was imported already, that module is returned as it is. Afterwards the
+    tool imports normally (`from openvino.tools.ovc import convert_model`) for code that
+    wants it; `openvino.convert_model` is then left unset in this process."""
+    if "openvino" in sys.modules:
+        return sys.modules["openvino"]
+    blocked = _CONVERSION_TOOL not in sys.modules
+    if blocked:
+        sys.modules[_CONVERSION_TOOL] = None  # openvino/__init__ skips it on ImportError
+    try:
+        import openvino
+    finally:
+        if blocked and sys.modules.get(_CONVERSION_TOOL, 0) is None:
+            del sys.modules[_CONVERSION_TOOL]
+    return openvino
+
 
 
 @functools.cache
@@ -68,8 +102,10 @@ class OpenVinoEncoder(Encoder):
         super().__init__(spec, precision)
         if streams not in STREAMS:
             raise EncodeInputError("streams", f"one of {', '.join(STREAMS)}", repr(streams))
-        import openvino as ov
-
+        start = time.perf_counter()
+        ov = import_openvino()
+        self.load_times["import_s"] = time.perf_counter() - start
+        start = time.perf_counter()
         folder, self.build_note = artifacts(spec)
         self.streams = streams
         config = {"INFERENCE_PRECISION_HINT": _HINTS[precision],
@@ -78,6 +114,7 @@ class OpenVinoEncoder(Encoder):
         self.jobs = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._queue = ov.AsyncInferQueue(self.compiled, self.jobs)
         self._request = self.compiled.create_infer_request()
+        self.load_times["model_s"] = time.perf_counter() - start
 
     def batch_limit(self, count: int) -> int:
         # a small call (a service batch of a few requests) still feeds every stream
@@ -125,8 +162,7 @@ def artifacts(spec: ModelSpec) -> tuple[Path, str]:
     key = export.base_key(spec, ENGINE.name, "any", ENGINE.versions())
 
     def build(folder: Path) -> None:
-        import openvino as ov
-
+        ov = import_openvino()
         onnx_path = folder / "exported.onnx"
         export.export_onnx(spec, onnx_path)
         # the runtime's own ONNX reader: `openvino.convert_model` (the OVC tool) would also
@@ -141,6 +177,7 @@ def artifacts(spec: ModelSpec) -> tuple[Path, str]:
 class OpenVinoEngine(Engine):
     name = "openvino"
     requires = ("openvino", "onnx", "torch", "transformers", "tokenizers")
+    runtime = ("openvino",)
     extra = "openvino"
     devices = ("cpu",)
     precisions = ("fp32", "bf16")
@@ -157,11 +194,13 @@ class OpenVinoEngine(Engine):
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return OpenVinoEncoder(spec, precision)
 
+    def import_runtime(self) -> None:
+        import_openvino()
+
 
 @functools.cache
 def _capabilities() -> tuple[str, ...]:
-    import openvino as ov
-
+    ov = import_openvino()
     return tuple(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 

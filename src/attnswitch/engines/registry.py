@@ -45,10 +45,12 @@ class Engine(abc.ABC):
     runs on. precisions: the precisions it can compute. layouts: the batch layouts it
     encodes ("padded" always; an engine declaring more takes `layout=` in `load`).
     reference: True for the engine whose float32 vectors are the parity reference of the
-    others (torch)."""
+    others (torch). runtime: the modules loading an encoder imports (`import_runtime`),
+    a subset of `requires` (the others may serve a one-time export only)."""
 
     name: str = ""
     requires: tuple[str, ...] = ()
+    runtime: tuple[str, ...] = ()
     extra: str = ""
     devices: tuple[str, ...] = ("cpu",)
     precisions: tuple[str, ...] = ("fp32",)
@@ -97,6 +99,12 @@ class Engine(abc.ABC):
         """The `Encoder` for model `spec` in `precision` (not cached here); an engine that
         declares `layouts` beyond padded takes the layout as `load(spec, precision,
         layout=...)`."""
+
+    def import_runtime(self) -> None:
+        """Import the modules an encoder of this engine runs on (`runtime`), so that their
+        import can be timed, or done ahead, apart from loading a model."""
+        for module in self.runtime:
+            importlib.import_module(module)
 
     def versions(self) -> dict[str, str]:
         """The versions of the libraries it runs on (part of every cache key)."""
@@ -193,10 +201,20 @@ def tpu_host() -> bool:
         return False
 
 
+# Device nodes one of which a GPU driver that torch can use creates: NVIDIA's, ROCm's
+# (torch.cuda also drives AMD GPUs) and WSL's GPU bridge.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd",
+                    "/dev/dxg")
+
+
 @functools.cache
 def cuda_host() -> bool:
-    """True where torch sees a CUDA GPU (imports torch only when it is installed)."""
+    """True where torch sees a CUDA GPU. Imports torch only when it is installed and a GPU
+    driver's device node exists (`GPU_DEVICE_NODES`): without one torch cannot see a GPU,
+    and importing it to be told so costs seconds of every cold start."""
     if importlib.util.find_spec("torch") is None:
+        return False
+    if not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
         return False
     try:
         import torch

@@ -26,6 +26,7 @@ no padding token is computed, and attention gets the packed layout (`cu_seqlens`
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import numpy as np
@@ -58,12 +59,15 @@ class TorchEncoder(Encoder):
         if compile and linear == "onednn":
             raise EncodeInputError("linear", "'auto' or 'torch' with compile=True (inductor "
                                    "prepacks the linears itself)", repr(linear))
+        start = time.perf_counter()
         import torch
         from transformers import AutoModel
 
         from attnswitch.integrations import transformers as hf
 
         hf.register()
+        self.load_times["import_s"] = time.perf_counter() - start
+        start = time.perf_counter()
         self.layout = layout
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = AutoModel.from_pretrained(
@@ -78,6 +82,7 @@ class TorchEncoder(Encoder):
         self._position_offset = (
             spec.pad_token_id + 1 if spec.model_type in _OFFSET_POSITIONS else 0
         )
+        self.load_times["model_s"] = time.perf_counter() - start
 
     def _pack_linears(self, linear: str) -> str:
         """Swap in oneDNN linears where asked and usable; returns what the linears run on."""
@@ -158,6 +163,7 @@ class TorchEncoder(Encoder):
 class TorchEngine(Engine):
     name = "torch"
     requires = ("torch", "transformers", "tokenizers")
+    runtime = ("torch", "transformers")
     extra = "torch,models"
     devices = ("cpu", "cuda")
     precisions = ("fp32", "bf16")

@@ -35,10 +35,12 @@ WATCH_MIN_CALLS = 12
 Group = Sequence[tuple[Any, Sequence[Any], str]]
 
 
-def resolve_engine(options: Any) -> tuple[str, str]:
+def resolve_engine(options: Any, progress: Callable[[int, int, str], None] | None = None
+                   ) -> tuple[str, str]:
     """The engine a run with `options` (`run.RunOptions`) encodes with, and why ("auto" is
     the measured pick, see `engines.explain_engine`; a layout other than padded needs an
-    engine that declares it, see `engines.registry.Engine.layouts`)."""
+    engine that declares it, see `engines.registry.Engine.layouts`). `progress(done, total,
+    what)` follows the measurement of the engines when "auto" has none recorded here."""
     from attnswitch.engines import NoEngineError, explain_engine, registry
 
     if options.layout != "padded":
@@ -47,7 +49,7 @@ def resolve_engine(options: Any) -> tuple[str, str]:
             raise ValueError(f"layout: expected 'padded' for the {name} engine (its layouts: "
                              f"{', '.join(registry.get(name).layouts)}), got {options.layout!r}")
         return name, f"{options.layout} batches are the {name} engine's"
-    plan = explain_engine(options.model, options.engine, options.precision)
+    plan = explain_engine(options.model, options.engine, options.precision, progress=progress)
     if plan.chosen is None:
         raise NoEngineError(f"engine: expected an engine that can serve {options.precision} "
                             f"here, got none\n{plan}")

@@ -125,11 +125,20 @@ class RunOptions:
             raise ValueError(f"hourly_usd: expected >= 0, got {self.hourly_usd}")
 
 
+MEASURING = "measuring engines"
+
+
 @dataclass
 class RunProgress:
     """What a progress display needs, updated as the run goes. Bytes count the files that
     had to be read; `tokens_per_s` is over the time since encoding could start (after the
-    model loaded)."""
+    model loaded).
+
+    `stage` is "measuring engines" (`MEASURING`) while `engine="auto"` measures the engines
+    on this machine, once per machine, model and library versions (about a minute on a small
+    CPU, before any file is read): `measure_done` of `measure_total` steps, the current one
+    named by `measure_step`; `measure_s` is the seconds it took. Then "scanning", "reading",
+    "loading model", "encoding", and "done"."""
 
     files_total: int = 0
     files_done: int = 0
@@ -140,10 +149,14 @@ class RunProgress:
     stage: str = "scanning"
     started: float = field(default_factory=time.perf_counter)
     load_s: float = 0.0
+    measure_done: int = 0
+    measure_total: int = 0
+    measure_step: str = ""
+    measure_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        busy = time.perf_counter() - self.started - self.load_s
+        busy = time.perf_counter() - self.started - self.load_s - self.measure_s
         return self.tokens / busy if busy > 0 and self.tokens else 0.0
 
 
@@ -151,9 +164,10 @@ class RunProgress:
 class RunSummary:
     """The outcome of a run (`to_dict` for JSON and the runs table). Counts are of documents
     (files) of this root; `chunks_encoded`/`tokens_encoded` count only this run's encoding;
-    `tokens_per_s` = tokens_encoded / (wall_s - load_s). `ray` is None here; a Ray run
-    (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s` is Ray's
-    connect and the actors' start."""
+    `tokens_per_s` = tokens_encoded / (wall_s - load_s - measure_s). `ray` is None here; a
+    Ray run (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s`
+    is Ray's connect and the actors' start. `measure_s`: seconds spent measuring the engines
+    for `engine="auto"` (0 when the pick was recorded: every run after the first here)."""
 
     run_id: int
     status: str
@@ -192,6 +206,7 @@ class RunSummary:
     notes: list[dict[str, str]]
     config: str
     ray: dict[str, Any] | None = None
+    measure_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -233,17 +248,18 @@ class RunJob:
         from attnswitch.engines import ModelSpec
 
         self.root, self.store, self.options = root, store, options
+        self.on_progress = on_progress or (lambda p: None)
+        self.progress = RunProgress()
+        self._measure_started: float | None = None
         self.spec = ModelSpec.load(options.model)
         self.tokenizer = chunk_tokenizer(self.spec)
-        self.engine_name, self.engine_reason = resolve_engine(options)
+        self.engine_name, self.engine_reason = resolve_engine(options, self._measuring)
         self.config = IndexConfig.build(self.spec, options.model, self.engine_name,
                                         options.precision, options.max_tokens,
                                         options.overlap, self.tokenizer)
         self.fp = self.config.fingerprint
         self._get_encoder = get_encoder or (lambda: load_encoder(options, self.spec))
         self.encoding: ChunkEncoder | None = None
-        self.on_progress = on_progress or (lambda p: None)
-        self.progress = RunProgress()
         self.counts: Counter[str] = Counter()
         self.skips: list[Document] = []
         self.notes: list[dict[str, str]] = []
@@ -252,6 +268,17 @@ class RunJob:
         self.encode_s = 0.0  # seconds spent encoding
         self.failures_in_row = 0
         self.run_id = 0
+
+    def _measuring(self, done: int, total: int, what: str) -> None:
+        """Progress of the engines' measurement (`autopick.measure`), as a run stage."""
+        now = time.perf_counter()
+        if self._measure_started is None:
+            self._measure_started = now
+        p = self.progress
+        p.stage = MEASURING if done < total else "scanning"
+        p.measure_done, p.measure_total, p.measure_step = done, total, what
+        p.measure_s = now - self._measure_started
+        self.on_progress(p)
 
     # -- stages -------------------------------------------------------------------------
 
@@ -470,7 +497,7 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
     st = job.store
     indexed, stored_chunks = st.root_counts(key)
     tokens = job.counts["tokens"]
-    busy = wall - job.progress.load_s
+    busy = wall - job.progress.load_s - job.progress.measure_s
     report = job.engine_report(calls_before)
     device = report["device"]
     return RunSummary(
@@ -491,7 +518,7 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
         memory=report["memory"], cost=_cost(tokens, busy, device, job.options.hourly_usd),
         skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
         skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
-        notes=job.notes, config=job.fp, ray=report["ray"],
+        notes=job.notes, config=job.fp, ray=report["ray"], measure_s=job.progress.measure_s,
     )
 
 
