@@ -113,6 +113,17 @@ def test_declines_without_a_cpp_compiler(monkeypatch):
         torch_flex._cpu_kernel_missing.cache_clear()
 
 
+@pytest.mark.parametrize("torch_dir, linkable", [
+    ("/srv/venv/lib/python3.11/site-packages/torch", True),
+    ("/root/ci/attn clone/.venv/lib/python3.11/site-packages/torch", False),
+    ("/opt/tab\tname/torch", False)])
+def test_a_torch_under_a_path_with_whitespace_is_named_as_unlinkable(torch_dir, linkable):
+    reason = torch_flex.unlinkable_torch_path(torch_dir)
+    assert (reason is None) == linkable
+    if not linkable:
+        assert repr(torch_dir) in reason and "whitespace" in reason
+
+
 def test_detail_says_how_the_block_mask_is_kept():
     assert "block mask cached" in BACKEND.detail(call_for(causal=True))
     kp = torch.ones(2, 8, dtype=torch.bool)

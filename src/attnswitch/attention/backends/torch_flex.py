@@ -339,6 +339,16 @@ def _cpu_kernel_missing() -> str | None:
     cxx = os.environ.get("CXX", "g++")
     if shutil.which(cxx) is None:
         return f"torch.compile on CPU needs a C++ compiler ({cxx} not found)"
+    return unlinkable_torch_path(os.path.dirname(torch.__file__))
+
+
+def unlinkable_torch_path(torch_dir: str) -> str | None:
+    """Why inductor cannot link its C++ kernels against the torch in `torch_dir`, or None:
+    it passes torch's library folder to the linker unquoted, so a path with whitespace is
+    split and the link fails (torch 2.13: "cannot find -ltorch")."""
+    if any(ch.isspace() for ch in torch_dir):
+        return (f"the compiled CPU flex kernel cannot be linked: torch is installed under a "
+                f"path with whitespace ({torch_dir!r}), which inductor splits")
     return None
 
 
