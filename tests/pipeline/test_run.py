@@ -276,7 +276,6 @@ def test_bad_options_are_refused() -> None:
 
 
 def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypatch):
-    from attnswitch.pipeline import run as run_module
     from attnswitch.pipeline.ingest import scan
 
     for i in range(12):
