@@ -178,7 +178,7 @@ def cli_cold(db: Path, runs: int = 3) -> dict:
         if done.returncode != 0:
             raise RuntimeError(f"attnswitch search: exit {done.returncode}: {done.stderr}")
         result = json.loads(done.stdout)
-        assert len(result["results"]) == K, result
+        assert len(result["data"]) == K, result
         steps = result["timings"]  # the engine's runtime import is in import_s, not here
         encodes.append(steps["tokenizer_s"] + steps["load_s"] + steps["encode_s"])
         searches.append(result["timings"]["search_s"])

@@ -242,7 +242,7 @@ def test_a_cold_search_loads_only_the_engine_of_the_index(
     result = json.loads("\n".join(out[:-1]))
     assert json.loads(out[-1]) == [engine]
     assert result["model"].endswith(f"{engine} engine, fp32")
-    assert result["results"]
+    assert result["data"]
     timings = result["timings"]
     assert tuple(timings) == TIMINGS
     assert all(timings[k] >= 0 for k in TIMINGS)
