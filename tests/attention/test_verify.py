@@ -276,6 +276,22 @@ def test_failure_inside_check_falls_back_and_later_calls_skip_it(counting: Count
     assert broken.runs == runs
 
 
+def test_each_warning_reason_warns_once_on_its_own(counting: Counting) -> None:
+    """"Failed its first-use check" (fallback) and "runs only because it was requested"
+    (explicit request) are different news about one backend: the first must not silence
+    the second (they once shared a warn-once key), and each still warns only once."""
+    _replace(counting, scale=1.01)
+    with pytest.warns(RuntimeWarning, match=f"{counting.name} failed its first-use check"):
+        _attend(_inputs(), "numpy")
+    requested = f"{counting.name} failed conformance for this fingerprint and runs only"
+    with pytest.warns(RuntimeWarning, match=requested):
+        asw.attention(**_inputs(), backend=counting.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # each reason warned once only
+        asw.attention(**_inputs(), backend=counting.name)
+        _attend(_inputs(causal=True), "numpy")
+
+
 # ---- provenance: which verdict stands --------------------------------------------------
 
 @pytest.fixture

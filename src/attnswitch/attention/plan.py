@@ -371,6 +371,13 @@ def explain(
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
+# Why a backend is warned about, one warn-once key per (backend, reason): a backend that
+# failed its first-use check and is then requested explicitly gets both warnings. A runtime
+# failure is keyed on the call kind instead (one warning per kind of call that failed).
+FAILED_CHECK, REQUESTED_DESPITE_FAILURE, UNVERIFIABLE = (
+    "failed first-use check", "requested despite a failed verdict", "unverifiable"
+)
+
 
 def _warn_once(key: tuple[str, str], message: str) -> None:
     with _warned_lock:
@@ -404,7 +411,7 @@ def attention(
         raise NoBackendError(plan)
     if plan.requested is not None and plan.verdicts.get(plan.requested) == verdicts.FAIL:
         _warn_once(
-            (plan.requested, "quarantined"),
+            (plan.requested, REQUESTED_DESPITE_FAILURE),
             f"attnswitch: {plan.requested} failed conformance for this fingerprint and runs only "
             "because it was requested explicitly",
         )
@@ -451,7 +458,7 @@ def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
     if (why := verify.cannot_run_here(call)) is not None:
         metrics.ATTENTION_VERIFICATIONS.labels(name, "skipped").inc()
         _warn_once(
-            (name, "unverifiable"),
+            (name, UNVERIFIABLE),
             f"attnswitch: {name} serves {call.kind} unverified on this fingerprint: {why}, "
             "where its self-check cannot run; one eager call before tracing verifies it",
         )
@@ -472,7 +479,7 @@ def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
     nxt = plan.candidates[plan.candidates.index(name) + 1]
     metrics.ATTENTION_FALLBACKS.labels(name, nxt).inc()
     _warn_once(
-        (name, "quarantined"),
+        (name, FAILED_CHECK),
         f"attnswitch: {name} failed its {verdict.kind} check on this fingerprint ({failure}); "
         f"quarantined, falling back to {nxt}. `attnswitch conformance --backend {name}` "
         "requalifies it",
