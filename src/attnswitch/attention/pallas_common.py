@@ -262,7 +262,7 @@ class Frame:
     @property
     def offset(self) -> int:
         """The diagonal in frame coordinates: frame row r is aligned with column r + offset."""
-        return self.seqlen_k - self.seqlen_q - self.front_q + self.front_k
+        return masks.diagonal_offset(self.seqlen_q, self.seqlen_k) - self.front_q + self.front_k
 
     @property
     def block_q(self) -> int:
@@ -316,7 +316,8 @@ def plan_frame(
     restricted = bounds is not None and not (bounds[0] < 0 and bounds[1] < 0)
     front_q = front_k = 0
     if top_left and restricted:
-        front_q, front_k = max(0, sk - sq), max(0, sq - sk)
+        offset = masks.diagonal_offset(sq, sk)
+        front_q, front_k = max(0, offset), max(0, -offset)
     return Frame(
         layout=layout, batch=batch, seqlen_q=sq, seqlen_k=sk, heads_q=call.heads_q,
         heads_kv=call.heads_kv, head_dim=call.head_dim, head_dim_pad=head_dim_pad(call.head_dim),
@@ -441,13 +442,11 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
         return jnp.any(masks.dense_mask(frame, jnp.arange, kv_valid, attn_mask), axis=-1)
     rows = np.arange(sq)
     lo, hi = np.zeros(sq, np.int64), np.full(sq, sk, np.int64)
-    if frame.restricted is not None:
-        left, right = frame.restricted
-        diag = rows + (sk - sq)
-        if left >= 0:
-            lo = np.clip(diag - left, 0, sk)
-        if right >= 0:
-            hi = np.clip(diag + right + 1, 0, sk)
+    lowest, highest = masks.key_range(rows + masks.diagonal_offset(sq, sk), frame.restricted)
+    if lowest is not None:
+        lo = np.clip(lowest, 0, sk)
+    if highest is not None:
+        hi = np.clip(highest + 1, 0, sk)
     if kv_valid is None:
         ok = hi > lo
         return None if ok.all() else jnp.asarray(ok)[None, None]

@@ -180,7 +180,7 @@ def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
     seg_k, pos_k, _ = _segment_ids(cu_k.long(), tk)
     lengths_k = (cu_k[1:] - cu_k[:-1]).long()
     same = seg_q[:, None] == seg_k[None, :]
-    diag = pos_q + lengths_k[seg_q] - len_q
+    diag = pos_q + masks.diagonal_offset(len_q, lengths_k[seg_q])
     inside = masks.bounds_mask(diag[:, None], pos_k[None, :], attention_bounds(causal, window))
     return same if inside is None else same & inside
 
