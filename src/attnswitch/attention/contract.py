@@ -60,6 +60,7 @@ import numpy as np
 
 from attnswitch.attention import arrays
 from attnswitch.attention.arrays import DeviceInfo
+from attnswitch.attention.options import AttentionOptions, keyword_form
 
 # `configure(debug=True)` (or ATTNSWITCH_DEBUG=1): read and check device cu_seqlens values
 # even when that synchronises (see the module docstring).
@@ -241,28 +242,18 @@ def _check_jax_available(name: str, x: Any) -> None:
         ) from None
 
 
-def validate(
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    causal: bool = False,
-    scale: float | None = None,
-    key_padding_mask: Any = None,
-    attn_mask: Any = None,
-    window: tuple[int, int] | None = None,
-    softcap: float | None = None,
-    cu_seqlens_q: Any = None,
-    cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None,
-    max_seqlen_k: int | None = None,
-    return_lse: bool = False,
-) -> Call:
+def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
     """Check every argument against the contract and describe the request as a `Call`.
+    `validate` is its keyword form (`validate(q, k, v, causal=..., ...)`).
 
     `max_seqlen_q/k` (packed layout only): upper bounds of the sequence lengths, as
     FlashAttention's varlen functions take them; with them a device `cu_seqlens` is never
-    read on the host (see the module docstring)."""
+    read on the host (see the module docstring). `backend` is the planner's: not read here."""
+    causal, scale, window, softcap = options.causal, options.scale, options.window, options.softcap
+    key_padding_mask, attn_mask = options.key_padding_mask, options.attn_mask
+    cu_seqlens_q, cu_seqlens_k = options.cu_seqlens_q, options.cu_seqlens_k
+    max_seqlen_q, max_seqlen_k = options.max_seqlen_q, options.max_seqlen_k
+    return_lse = options.return_lse
     framework = arrays.framework_of(q)
     if framework is None:
         raise AttentionInputError("q", "a numpy, torch or jax array", type(q).__name__)
@@ -401,6 +392,9 @@ def validate(
         key_padding=key_padding_mask is not None, attn_mask_shape=attn_mask_shape,
         key_padding_mask=key_padding_mask, attn_mask=attn_mask, **common,
     )
+
+
+validate = keyword_form(describe, "validate")
 
 
 def _check_window(window: Any) -> tuple[int, int]:

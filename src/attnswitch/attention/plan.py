@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from attnswitch.attention import arrays, autotune, conformance, registry, verdicts, verify
-from attnswitch.attention.contract import CHECKS, AttentionInputError, Call, validate
+from attnswitch.attention.contract import CHECKS, AttentionInputError, Call, describe
+from attnswitch.attention.options import AttentionOptions, keyword_form
 from attnswitch.attention.execute import run_backend
 from attnswitch.observe import metrics
 
@@ -349,21 +350,13 @@ def _declines_quietly(b: Any, call: Call) -> list[str]:
         return []
 
 
-def explain(
-    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-    return_lse: bool = False, backend: str | None = None,
-) -> Plan:
+def _explain(q: Any, k: Any, v: Any, options: AttentionOptions) -> Plan:
     """The plan `attention` would follow for these arguments, without running anything."""
-    call = validate(
-        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
-        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        return_lse=return_lse,
-    )
-    return _for_call(plan_for(call, backend), call)
+    call = describe(q, k, v, options)
+    return _for_call(plan_for(call, options.backend), call)
+
+
+explain = keyword_form(_explain, "explain")
 
 
 # ---- running -------------------------------------------------------------------------
@@ -387,23 +380,13 @@ def _warn_once(key: tuple[str, str], message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-def attention(
-    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-    return_lse: bool = False, backend: str | None = None,
-) -> Any:
+def run(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
     """The eager path of `attnswitch.attention` (`attention/entry.py`, which documents the
     contract): validate, plan, run the plan with fallback. Under torch.compile the front door
-    routes the call through the custom op (`attention/torch_op.py`), whose kernel is this."""
-    call = validate(
-        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
-        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        return_lse=return_lse,
-    )
-    plan = plan_for(call, backend)
+    routes the call through the custom op (`attention/torch_op.py`), whose kernel is this.
+    `attention` is its keyword form."""
+    call = describe(q, k, v, options)
+    plan = plan_for(call, options.backend)
     if not plan.candidates:
         plan = _for_call(plan, call)
         if plan.requested is not None:
@@ -447,6 +430,9 @@ def attention(
         metrics.ATTENTION_CALLS.labels(name).inc()
         return result
     raise AssertionError("unreachable")
+
+
+attention = keyword_form(run, "attention")
 
 
 def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
