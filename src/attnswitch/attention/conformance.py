@@ -23,6 +23,7 @@ import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import ml_dtypes
@@ -33,12 +34,12 @@ from attnswitch.attention.backends.reference import attention_f64
 from attnswitch.attention.contract import Call, validate
 from attnswitch.attention.execute import run_backend
 
-_NP_DTYPES = {
+_NP_DTYPES = MappingProxyType({
     "float16": np.dtype(np.float16),
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
-}
+})
 
 PASSED, FAILED, DECLINED, UNAVAILABLE, ERROR = "pass", "fail", "declined", "unavailable", "error"
 RAN = (PASSED, FAILED, ERROR)  # the statuses of a case that ran (a verdict counts them)

@@ -52,19 +52,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from attnswitch.attention import arrays
+from attnswitch.attention import arrays, runtime
 from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.options import AttentionOptions, keyword_form
 
-# `configure(debug=True)` (or ATTNSWITCH_DEBUG=1): read and check device cu_seqlens values
-# even when that synchronises (see the module docstring).
-CHECKS = {"device_values": os.environ.get("ATTNSWITCH_DEBUG", "") not in ("", "0", "false")}
 
 
 class AttentionInputError(ValueError):
@@ -432,6 +428,15 @@ def _check_max_seqlen(name: str, value: Any, total: int) -> int | None:
     return int(value)
 
 
+def settings() -> runtime.Settings:
+    """The settings of the runtime in force (`attention/runtime.py`); a bad environment
+    variable is an `AttentionInputError` naming it."""
+    try:
+        return runtime.current().settings
+    except runtime.SettingError as exc:
+        raise AttentionInputError(exc.argument, exc.expected, exc.got) from None
+
+
 def _check_cu_seqlens(
     name: str, cu: Any, framework: str, total: int, max_seqlen: int | None
 ) -> tuple[int, ...] | None:
@@ -451,7 +456,9 @@ def _check_cu_seqlens(
         raise AttentionInputError(name, "shape [N + 1]", f"shape {tuple(cu.shape)}")
     if arrays.is_symbolic(cu):
         return None
-    if max_seqlen is not None and not CHECKS["device_values"] and not arrays.on_host(cu):
+    # `configure(debug=True)` (or ATTNSWITCH_DEBUG=1): read and check device values even
+    # when that synchronises (see the module docstring)
+    if max_seqlen is not None and not arrays.on_host(cu) and not settings().debug:
         return None
     host = arrays.to_numpy(cu).astype(np.int64)
     if host[0] != 0:

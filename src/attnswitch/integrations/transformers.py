@@ -47,13 +47,12 @@ returns the attnswitch `Plan` for that call: which backend serves it, and why no
 from __future__ import annotations
 
 import contextvars
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from attnswitch.attention import masks, torch_op
+from attnswitch.attention import masks, runtime, torch_op
 from attnswitch.attention.contract import attention_bounds, describe
 from attnswitch.attention.entry import attention
 from attnswitch.attention.options import AttentionOptions
@@ -380,7 +379,6 @@ def contract_arguments(
 
 _capture: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "attnswitch_capture", default=None)
-_warned_output_attentions = False
 
 
 class _Captured(Exception):
@@ -402,11 +400,10 @@ def attention_forward(
     if torch.compiler.is_compiling():
         return _compiled_forward(module, query, key, value, attention_mask, dropout, scaling,
                                  **kwargs), None
-    global _warned_output_attentions
-    if kwargs.get("output_attentions") and not _warned_output_attentions:
-        _warned_output_attentions = True
-        warnings.warn("attnswitch attention does not return attention weights (None instead)",
-                      stacklevel=2)
+    if kwargs.get("output_attentions"):
+        runtime.current().warn_once(
+            ("transformers", "output_attentions"),
+            "attnswitch attention does not return attention weights (None instead)")
     (q, k, v), options, out_shape = contract_arguments(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
