@@ -11,7 +11,7 @@ import torch
 
 import attnswitch as asw
 from attnswitch.attention import plan as plan_mod
-from attnswitch.attention import arrays, registry
+from attnswitch.attention import arrays, registry, runtime
 from attnswitch.attention.backend import BackendBase, Capabilities
 from attnswitch.attention.backends.reference import BACKEND as REFERENCE
 from attnswitch.attention.contract import validate
@@ -56,7 +56,6 @@ def raiser(monkeypatch):
     registry.register(backend)
     monkeypatch.setitem(plan_mod.PRIORITY, "cpu", ("test-raiser",) + plan_mod.PRIORITY["cpu"])
     monkeypatch.setenv("ATTNSWITCH_VERIFY", "off")
-    plan_mod._warned.clear()
     yield backend
     registry.unregister(backend.name)
     asw.configure(strict=False)
@@ -105,6 +104,8 @@ def test_backend_argument_use_and_environment(monkeypatch):
         assert plan.candidates == ("reference",) and plan.source == "use()"
         assert asw.explain(q, k, v, backend="torch-math").chosen == "torch-math"
     monkeypatch.setenv("ATTNSWITCH_BACKEND", "torch-math")
+    assert asw.explain(q, k, v).source != "ATTNSWITCH_BACKEND"  # read once per runtime
+    runtime.current().reset()  # the one point where the environment is read again
     plan = asw.explain(q, k, v)
     assert plan.chosen == "torch-math" and plan.source == "ATTNSWITCH_BACKEND"
     assert all(r.status == "not requested" for r in plan.rejected)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import attnswitch
-from attnswitch.attention import arrays, cache, conformance, plan, registry, verdicts
+from attnswitch.attention import arrays, cache, conformance, plan, registry, runtime, verdicts
 from attnswitch.attention.arrays import CPU
 from attnswitch.attention.backends.reference import Reference
 from attnswitch.attention.contract import Call
@@ -189,6 +189,7 @@ def test_explicit_request_runs_quarantined_backend_with_warning(
             with attnswitch.use(fakelib):
                 return attnswitch.attention(q, k, v, **kwargs)
         monkeypatch.setenv("ATTNSWITCH_BACKEND", fakelib)
+        runtime.current().reset()  # the environment is read when a runtime starts
         return attnswitch.attention(q, k, v, **kwargs)
 
     with pytest.warns(RuntimeWarning, match=f"{fakelib} failed conformance"):

@@ -67,9 +67,7 @@ def scaled_sdpa(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[li
     monkeypatch.setattr(sdpa, "run", scaled)
     monkeypatch.setitem(plan.PRIORITY, "cpu",
                         tuple(n for n in plan.PRIORITY["cpu"] if n != "torch-flex"))
-    monkeypatch.setattr(plan, "_warned", set())
     yield runs
-    plan.configure(strict=False)
 
 
 CALLS = {
@@ -163,7 +161,6 @@ def counting(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Count
     backend = Counting(f"counting-{next(_names)}")
     registry.register(backend)
     monkeypatch.setitem(plan.PRIORITY, "cpu", (backend.name, *plan.PRIORITY["cpu"]))
-    monkeypatch.setattr(plan, "_warned", set())
     yield backend
     registry.unregister(backend.name)
 
@@ -241,7 +238,6 @@ def test_policy_full_runs_the_grid_once(counting: Counting, monkeypatch) -> None
     small = conformance.GRID[:2]
     monkeypatch.setattr(conformance, "GRID", small)
     monkeypatch.setattr(conformance, "SPECIAL", ())
-    monkeypatch.setitem(plan._config, "verify", None)  # restored after the test
     assert asw.configure(verify="full")["verify"] == "full"
     monkeypatch.setenv("ATTNSWITCH_VERIFY", "off")  # configure() wins over the environment
     _attend(_inputs(), "numpy")
@@ -274,6 +270,22 @@ def test_failure_inside_check_falls_back_and_later_calls_skip_it(counting: Count
         warnings.simplefilter("error")  # warned once only
         _attend(_inputs(causal=True), "numpy")
     assert broken.runs == runs
+
+
+def test_each_warning_reason_warns_once_on_its_own(counting: Counting) -> None:
+    """"Failed its first-use check" (fallback) and "runs only because it was requested"
+    (explicit request) are different news about one backend: the first must not silence
+    the second (they once shared a warn-once key), and each still warns only once."""
+    _replace(counting, scale=1.01)
+    with pytest.warns(RuntimeWarning, match=f"{counting.name} failed its first-use check"):
+        _attend(_inputs(), "numpy")
+    requested = f"{counting.name} failed conformance for this fingerprint and runs only"
+    with pytest.warns(RuntimeWarning, match=requested):
+        asw.attention(**_inputs(), backend=counting.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # each reason warned once only
+        asw.attention(**_inputs(), backend=counting.name)
+        _attend(_inputs(causal=True), "numpy")
 
 
 # ---- provenance: which verdict stands --------------------------------------------------
@@ -369,7 +381,6 @@ def test_check_runs_eagerly_inside_jax_jit(cache_dir: Path, monkeypatch) -> None
     original = type(xla).run
     monkeypatch.setattr(xla, "run", lambda q, k, v, call: original(xla, q, k, v, call) * 1.01)
     monkeypatch.setitem(plan.PRIORITY, "cpu", ("jax-xla", "jax-blockwise", "reference"))
-    monkeypatch.setattr(plan, "_warned", set())
     inputs = _inputs()
     q, k, v = (jax.numpy.asarray(inputs[n]) for n in "qkv")
     with pytest.warns(RuntimeWarning, match="jax-xla failed its first-use check"):

@@ -83,10 +83,10 @@ def test_packed_batches_hit_the_plan_cache_after_warm_up(chunks, monkeypatch):
     warm-up did not see (counted from the engine's own batching), and every other call hits
     (attnswitch.stats() reports both)."""
     import attnswitch
-    from attnswitch.attention import plan as plan_mod
+    from attnswitch.attention import runtime
     from attnswitch.engines.base import plan_batches
 
-    monkeypatch.setattr(plan_mod, "_plans", {})  # plans of earlier tests would count as hits
+    runtime.current().plans.clear()  # plans of earlier tests would count as hits
     engine = TorchEncoder(ModelSpec.load(None), layout="packed")
     layers = engine.model.config.num_hidden_layers
     pow2 = lambda n: 1 << (n - 1).bit_length()  # noqa: E731

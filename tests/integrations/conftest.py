@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from hf_testing import Models
+
+from attnswitch.attention import runtime
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime() -> Iterator[runtime.Runtime]:
+    """Each test runs in a fresh attention runtime (see tests/attention/conftest.py)."""
+    with runtime.fresh() as rt:
+        yield rt
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ A backend file declares its `Capabilities` and adds the rules the declaration ca
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from attnswitch.attention import runtime
 from attnswitch.attention.contract import Call
 
 
@@ -132,12 +132,17 @@ class BackendBase:
         return f"<backend {self.name} ({self.framework})>"
 
 
-@functools.cache
 def _cached_probe(backend: BackendBase) -> str | None:
+    """`backend._probe()` once per runtime (its probe cache, `attention/runtime.py`)."""
+    probes = runtime.current().probes
+    if backend in probes:
+        return probes[backend]
     try:
-        return backend._probe()
+        reason = backend._probe()
     except Exception as exc:  # a broken install is a reason, not a crash of the planner
-        return f"probe failed: {type(exc).__name__}: {exc}"
+        reason = f"probe failed: {type(exc).__name__}: {exc}"
+    probes[backend] = reason
+    return reason
 
 
 def import_reason(module: str, extra: str) -> str | None:

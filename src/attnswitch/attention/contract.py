@@ -52,18 +52,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from attnswitch.attention import arrays
+from attnswitch.attention import arrays, runtime
 from attnswitch.attention.arrays import DeviceInfo
+from attnswitch.attention.options import AttentionOptions, keyword_form
 
-# `configure(debug=True)` (or ATTNSWITCH_DEBUG=1): read and check device cu_seqlens values
-# even when that synchronises (see the module docstring).
-CHECKS = {"device_values": os.environ.get("ATTNSWITCH_DEBUG", "") not in ("", "0", "false")}
 
 
 class AttentionInputError(ValueError):
@@ -241,28 +238,18 @@ def _check_jax_available(name: str, x: Any) -> None:
         ) from None
 
 
-def validate(
-    q: Any,
-    k: Any,
-    v: Any,
-    *,
-    causal: bool = False,
-    scale: float | None = None,
-    key_padding_mask: Any = None,
-    attn_mask: Any = None,
-    window: tuple[int, int] | None = None,
-    softcap: float | None = None,
-    cu_seqlens_q: Any = None,
-    cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None,
-    max_seqlen_k: int | None = None,
-    return_lse: bool = False,
-) -> Call:
+def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
     """Check every argument against the contract and describe the request as a `Call`.
+    `validate` is its keyword form (`validate(q, k, v, causal=..., ...)`).
 
     `max_seqlen_q/k` (packed layout only): upper bounds of the sequence lengths, as
     FlashAttention's varlen functions take them; with them a device `cu_seqlens` is never
-    read on the host (see the module docstring)."""
+    read on the host (see the module docstring). `backend` is the planner's: not read here."""
+    causal, scale, window, softcap = options.causal, options.scale, options.window, options.softcap
+    key_padding_mask, attn_mask = options.key_padding_mask, options.attn_mask
+    cu_seqlens_q, cu_seqlens_k = options.cu_seqlens_q, options.cu_seqlens_k
+    max_seqlen_q, max_seqlen_k = options.max_seqlen_q, options.max_seqlen_k
+    return_lse = options.return_lse
     framework = arrays.framework_of(q)
     if framework is None:
         raise AttentionInputError("q", "a numpy, torch or jax array", type(q).__name__)
@@ -403,6 +390,9 @@ def validate(
     )
 
 
+validate = keyword_form(describe, "validate")
+
+
 def _check_window(window: Any) -> tuple[int, int]:
     if not isinstance(window, (tuple, list)) or len(window) != 2:
         raise AttentionInputError("window", "a pair (left, right)", repr(window))
@@ -438,6 +428,15 @@ def _check_max_seqlen(name: str, value: Any, total: int) -> int | None:
     return int(value)
 
 
+def settings() -> runtime.Settings:
+    """The settings of the runtime in force (`attention/runtime.py`); a bad environment
+    variable is an `AttentionInputError` naming it."""
+    try:
+        return runtime.current().settings
+    except runtime.SettingError as exc:
+        raise AttentionInputError(exc.argument, exc.expected, exc.got) from None
+
+
 def _check_cu_seqlens(
     name: str, cu: Any, framework: str, total: int, max_seqlen: int | None
 ) -> tuple[int, ...] | None:
@@ -457,7 +456,9 @@ def _check_cu_seqlens(
         raise AttentionInputError(name, "shape [N + 1]", f"shape {tuple(cu.shape)}")
     if arrays.is_symbolic(cu):
         return None
-    if max_seqlen is not None and not CHECKS["device_values"] and not arrays.on_host(cu):
+    # `configure(debug=True)` (or ATTNSWITCH_DEBUG=1): read and check device values even
+    # when that synchronises (see the module docstring)
+    if max_seqlen is not None and not arrays.on_host(cu) and not settings().debug:
         return None
     host = arrays.to_numpy(cu).astype(np.int64)
     if host[0] != 0:

@@ -7,15 +7,10 @@ import sys
 from typing import Any
 
 from attnswitch.attention import plan
+from attnswitch.attention.options import AttentionOptions, keyword_form
 
 
-def attention(
-    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-    return_lse: bool = False, backend: str | None = None,
-) -> Any:
+def _attention(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
     """Scaled dot-product attention, `softmax(scale * q @ k^T, masked) @ v`, served by the
     native kernel of the device the arrays are on (see `explain` for which one, and why).
 
@@ -68,20 +63,18 @@ def attention(
     what came) before any kernel runs, and `NoBackendError`, carrying the full plan, when no
     backend can serve. Under `torch.compile` the call is one opaque custom op,
     `attnswitch::attention` (no graph break): validation runs at trace time on fake tensors,
-    planning and the kernel at run time.
+    planning and the kernel at run time. The keyword options are the fields of
+    `attnswitch.attention.options.AttentionOptions`, from which this signature is derived.
     """
     if _torch_compiling(q):
         from attnswitch.attention import torch_op
 
-        call = torch_op.attention
-    else:
-        call = plan.attention
-    return call(
-        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
-        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        return_lse=return_lse, backend=backend,
-    )
+        return torch_op.run(q, k, v, options)
+    return plan.run(q, k, v, options)
+
+
+# The keyword form is the public function; its signature is derived from AttentionOptions.
+attention = keyword_form(_attention, "attention")
 
 
 def _torch_compiling(q: Any) -> bool:

@@ -44,7 +44,7 @@ def packed_positions(cu_q: Any, cu_k: Any, total_q: int) -> tuple[Any, Any]:
     """
     seg_q = segment_ids(cu_q, total_q)
     rows = jnp.arange(total_q, dtype=jnp.int32)
-    diag = rows + cu_k[seg_q + 1] - cu_q[seg_q + 1]
+    diag = rows + masks.diagonal_offset(cu_q[seg_q + 1], cu_k[seg_q + 1])
     return seg_q, diag
 
 

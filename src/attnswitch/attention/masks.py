@@ -3,6 +3,11 @@
 Functions take `arange`, a callable `n -> int array` of the backend's framework and device
 (`np.arange`, `functools.partial(torch.arange, device=d)`, `jnp.arange`), so the same rule
 builds the mask for every framework: the contract's alignment exists in one place only.
+
+The alignment itself is two functions, used by every backend and the transformers
+integration: `diagonal_offset` (bottom-right: query i is aligned with key `i + Sk - Sq`) and
+`key_range` (the keys `causal`/`window` bounds allow around that diagonal key). Both work on
+Python ints and on arrays of any framework.
 """
 
 from __future__ import annotations
@@ -17,6 +22,26 @@ from attnswitch.attention.contract import Call
 Arange = Callable[[int], Any]
 
 
+def diagonal_offset(seqlen_q: Any, seqlen_k: Any) -> Any:
+    """Bottom-right alignment: query position i is aligned with key position
+    `i + diagonal_offset(Sq, Sk)`, i.e. `Sk - Sq`.
+
+    Any coordinates in which the query and key sequences *end* at `seqlen_q` and `seqlen_k`
+    work: lengths for positions within a sequence, `cu_seqlens_q/k[s + 1]` for absolute
+    packed rows of sequence s. Ints or arrays (broadcasting)."""
+    return seqlen_k - seqlen_q
+
+
+def key_range(diag: Any, bounds: tuple[int, int] | None) -> tuple[Any, Any]:
+    """The keys `bounds` (`Call.bounds`: (left, right), -1 unbounded) allow around the
+    aligned key `diag`: inclusive `(lowest, highest)`, each None where unbounded. `diag` is
+    an int or an array (the result has its shape)."""
+    if bounds is None:
+        return None, None
+    left, right = bounds
+    return (diag - left if left >= 0 else None), (diag + right if right >= 0 else None)
+
+
 def position_mask(
     arange: Arange, seqlen_q: int, seqlen_k: int, bounds: tuple[int, int] | None
 ) -> Any:
@@ -24,25 +49,21 @@ def position_mask(
     (`Call.bounds`), or None when `bounds` restricts nothing."""
     if bounds is None or (bounds[0] < 0 and bounds[1] < 0):
         return None
-    diag = arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q)
+    diag = arange(seqlen_q)[:, None] + diagonal_offset(seqlen_q, seqlen_k)
     return bounds_mask(diag, arange(seqlen_k)[None, :], bounds)
 
 
 def bounds_mask(diag: Any, key: Any, bounds: tuple[int, int] | None) -> Any:
     """Bool: key position `key` lies within `bounds` (`Call.bounds`) around `diag`, the key
-    position each query is aligned to (bottom-right: `i + Sk - Sq`). `diag` and `key` are int
+    position each query is aligned to (`i + diagonal_offset(Sq, Sk)`). `diag` and `key` are int
     arrays broadcasting together (e.g. `[Sq, 1]` and `[1, Sk]`); packed and blockwise
     backends pass per-token positions. None when `bounds` restricts nothing."""
-    if bounds is None:
-        return None
-    left, right = bounds
-    mask = None
-    if right >= 0:
-        mask = key <= diag + right
-    if left >= 0:
-        lower = key >= diag - left
-        mask = lower if mask is None else mask & lower
-    return mask
+    lowest, highest = key_range(diag, bounds)
+    upper = None if highest is None else key <= highest
+    lower = None if lowest is None else key >= lowest
+    if upper is None or lower is None:
+        return lower if upper is None else upper
+    return upper & lower
 
 
 def dense_mask(call: Call, arange: Arange, key_padding_mask: Any = None, attn_mask: Any = None) -> Any:

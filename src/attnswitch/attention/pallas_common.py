@@ -29,19 +29,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnswitch.attention import arrays, jax_common, masks, registry
-from attnswitch.attention.contract import Call
+from attnswitch.attention import arrays, jax_common, masks, runtime
+from attnswitch.attention.contract import Call, settings
 
-INTERPRET_ENV = "ATTNSWITCH_PALLAS_INTERPRET"
+INTERPRET_ENV = runtime.ENVIRONMENT["pallas_interpret"]
 NO_TPU = (
     "needs a TPU; runs here only in Pallas interpret mode for tests "
     f"({INTERPRET_ENV}=1)"
@@ -49,33 +49,25 @@ NO_TPU = (
 BLOCK = 128  # the kernels' block unit (TPU lanes)
 MAX_BLOCK = 512  # the largest block chosen for long sequences
 
-_interpret: bool | None = None  # set_interpret's override; None reads the environment
-
-
 def interpret_enabled() -> bool:
-    """Whether Pallas interpret mode is switched on (`set_interpret`, else the environment)."""
-    if _interpret is not None:
-        return _interpret
-    return os.environ.get(INTERPRET_ENV, "") not in ("", "0", "false", "False")
+    """Whether Pallas interpret mode is switched on in the runtime in force (`set_interpret`,
+    `interpret()`, else `ATTNSWITCH_PALLAS_INTERPRET` as read by the runtime)."""
+    return settings().pallas_interpret
 
 
 def set_interpret(enabled: bool | None) -> None:
-    """Switch interpret mode on or off for this process (None: follow the environment).
-    Cached plans are invalidated, since availability changes with it."""
-    global _interpret
-    _interpret = None if enabled is None else bool(enabled)
-    registry.invalidate()
+    """Switch interpret mode on or off in the runtime in force (None: as the environment
+    says). Plans are keyed on the settings, so cached plans of the other mode stay apart."""
+    if enabled is None:
+        enabled = runtime.Settings.from_environment().pallas_interpret
+    runtime.current().configure(pallas_interpret=bool(enabled))
 
 
 @contextlib.contextmanager
 def interpret(enabled: bool = True) -> Iterator[None]:
-    """Within this block, interpret mode is `enabled`."""
-    previous = _interpret
-    set_interpret(enabled)
-    try:
+    """Within this block (this context), interpret mode is `enabled`."""
+    with runtime.using(runtime.current().view(pallas_interpret=bool(enabled))):
         yield
-    finally:
-        set_interpret(previous)
 
 
 @functools.cache
@@ -262,7 +254,7 @@ class Frame:
     @property
     def offset(self) -> int:
         """The diagonal in frame coordinates: frame row r is aligned with column r + offset."""
-        return self.seqlen_k - self.seqlen_q - self.front_q + self.front_k
+        return masks.diagonal_offset(self.seqlen_q, self.seqlen_k) - self.front_q + self.front_k
 
     @property
     def block_q(self) -> int:
@@ -316,7 +308,8 @@ def plan_frame(
     restricted = bounds is not None and not (bounds[0] < 0 and bounds[1] < 0)
     front_q = front_k = 0
     if top_left and restricted:
-        front_q, front_k = max(0, sk - sq), max(0, sq - sk)
+        offset = masks.diagonal_offset(sq, sk)
+        front_q, front_k = max(0, offset), max(0, -offset)
     return Frame(
         layout=layout, batch=batch, seqlen_q=sq, seqlen_k=sk, heads_q=call.heads_q,
         heads_kv=call.heads_kv, head_dim=call.head_dim, head_dim_pad=head_dim_pad(call.head_dim),
@@ -441,13 +434,11 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
         return jnp.any(masks.dense_mask(frame, jnp.arange, kv_valid, attn_mask), axis=-1)
     rows = np.arange(sq)
     lo, hi = np.zeros(sq, np.int64), np.full(sq, sk, np.int64)
-    if frame.restricted is not None:
-        left, right = frame.restricted
-        diag = rows + (sk - sq)
-        if left >= 0:
-            lo = np.clip(diag - left, 0, sk)
-        if right >= 0:
-            hi = np.clip(diag + right + 1, 0, sk)
+    lowest, highest = masks.key_range(rows + masks.diagonal_offset(sq, sk), frame.restricted)
+    if lowest is not None:
+        lo = np.clip(lowest, 0, sk)
+    if highest is not None:
+        hi = np.clip(highest + 1, 0, sk)
     if kv_valid is None:
         ok = hi > lo
         return None if ok.all() else jnp.asarray(ok)[None, None]
@@ -492,15 +483,15 @@ def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, cu_s
 
 # Interpret mode compiles every shape anew for small test shapes, where compile time
 # dominates: XLA's cheaper optimisation level shortens it.
-_INTERPRET_COMPILER_OPTIONS = {
+_INTERPRET_COMPILER_OPTIONS = MappingProxyType({
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,
-}
+})
 
 
 @functools.cache
 def _jitted(interpret: bool) -> Callable[..., Any]:
-    options = _INTERPRET_COMPILER_OPTIONS if interpret else None
+    options = dict(_INTERPRET_COMPILER_OPTIONS) if interpret else None
     return jax.jit(_execute, static_argnames=("frame", "kernel"), compiler_options=options)
 
 

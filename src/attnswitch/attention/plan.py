@@ -21,17 +21,14 @@ explicitly requested backend never falls back.
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import os
-import threading
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from attnswitch.attention import arrays, autotune, conformance, registry, verdicts, verify
-from attnswitch.attention.contract import CHECKS, AttentionInputError, Call, validate
+from attnswitch.attention import arrays, autotune, conformance, registry, runtime, verdicts, verify
+from attnswitch.attention.contract import AttentionInputError, Call, describe, settings
+from attnswitch.attention.options import AttentionOptions, keyword_form
 from attnswitch.attention.execute import run_backend
 from attnswitch.observe import metrics
 
@@ -158,16 +155,9 @@ class Plan:
 
 # ---- configuration and overrides -------------------------------------------------------
 
-_use: contextvars.ContextVar[str | None] = contextvars.ContextVar("attnswitch_use", default=None)
-_config: dict[str, Any] = {
-    "strict": os.environ.get("ATTNSWITCH_STRICT", "") not in ("", "0", "false"),
-    "verify": None,  # None: ATTNSWITCH_VERIFY, else "first-use"
-}
-
-
 def configure(*, strict: bool | None = None, debug: bool | None = None,
               verify: str | None = None) -> dict[str, Any]:
-    """Set process-wide options; returns the current configuration.
+    """Change the settings of the runtime in force (`attention/runtime.py`); returns them.
 
     strict: every runtime fallback, and every fallback from a backend that failed its
     first-use check, becomes an error (also `ATTNSWITCH_STRICT=1`).
@@ -175,43 +165,42 @@ def configure(*, strict: bool | None = None, debug: bool | None = None,
     (also `ATTNSWITCH_DEBUG=1`; see `attention.contract`).
     verify: "first-use" (default), "full" or "off" (also `ATTNSWITCH_VERIFY`); see
     `attention/verify.py`.
+    The environment variables are read once per runtime (at first use, and after
+    `runtime.current().reset()`); what `configure` names wins over them.
     """
+    changes: dict[str, Any] = {}
     if strict is not None:
-        _config["strict"] = bool(strict)
-        _plans.clear()
+        changes["strict"] = bool(strict)
     if debug is not None:
-        CHECKS["device_values"] = bool(debug)
+        changes["debug"] = bool(debug)
     if verify is not None:
         _check_policy(verify, "verify")
-        _config["verify"] = verify
-        _plans.clear()
-    return {**_config, "verify": verify_policy(), "debug": CHECKS["device_values"]}
+        changes["verify"] = verify
+    s = settings()
+    if changes:
+        s = runtime.current().configure(**changes)
+    return {"strict": s.strict, "verify": s.verify, "debug": s.debug}
 
 
 def verify_policy() -> str:
     """The verification policy in force: `configure(verify=...)`, else `ATTNSWITCH_VERIFY`,
     else "first-use"."""
-    if (policy := _config["verify"]) is not None:
-        return policy
-    policy = os.environ.get("ATTNSWITCH_VERIFY") or verify.FIRST_USE
-    _check_policy(policy, "ATTNSWITCH_VERIFY")
-    return policy
+    return settings().verify
 
 
 def _check_policy(policy: Any, argument: str) -> None:
-    if policy not in verify.POLICIES:
-        raise AttentionInputError(argument, f"one of {', '.join(verify.POLICIES)}", repr(policy))
+    try:
+        runtime.check_policy(policy, argument)
+    except runtime.SettingError as exc:
+        raise AttentionInputError(exc.argument, exc.expected, exc.got) from None
 
 
 @contextlib.contextmanager
 def use(name: str) -> Iterator[None]:
     """Within this block, attention calls without `backend=` use backend `name`."""
     _check_name(name, "use")
-    token = _use.set(name)
-    try:
+    with runtime.using(runtime.current().view(use=name)):
         yield
-    finally:
-        _use.reset(token)
 
 
 def _check_name(name: Any, argument: str) -> None:
@@ -225,18 +214,18 @@ def _requested(backend: str | None) -> tuple[str | None, str | None]:
     if backend is not None:
         _check_name(backend, "backend")
         return backend, "backend="
-    if (name := _use.get()) is not None:
-        return name, "use()"
-    if name := os.environ.get("ATTNSWITCH_BACKEND"):
-        _check_name(name, "ATTNSWITCH_BACKEND")
-        return name, "ATTNSWITCH_BACKEND"
+    s = settings()
+    if s.use is not None:
+        return s.use, "use()"
+    if s.backend is not None:
+        _check_name(s.backend, "ATTNSWITCH_BACKEND")
+        return s.backend, "ATTNSWITCH_BACKEND"
     return None, None
 
 
 # ---- planning ------------------------------------------------------------------------
 
-_plans: dict[tuple, Plan] = {}
-_PLAN_CACHE_SIZE = 4096
+_PLAN_CACHE_SIZE = 4096  # plans kept per runtime before the cache is emptied
 
 
 def _order(call: Call) -> tuple[list[str], str]:
@@ -266,18 +255,22 @@ def plan_for(call: Call, backend: str | None = None) -> Plan:
     configuration. A cached plan's `call` is the first call of its key; `explain` returns
     the plan with the caller's own call. Hits and misses are counted (`attnswitch.stats()`)."""
     requested, how = _requested(backend)
-    policy = verify_policy()
-    key = (call.plan_key, requested, how, policy, registry.generation, verdicts.STORE.generation,
-           autotune.generation())
-    cached = _plans.get(key)
+    rt = runtime.current()
+    policy = settings().verify
+    key = (call.plan_key, requested, how, rt.settings, registry.generation,
+           verdicts.STORE.generation, autotune.generation())
+    cached = rt.plans.get(key)
     if cached is not None:
         metrics.PLAN_CACHE_HITS.inc()
+        rt.counters["plan_cache_hits"] += 1
         return cached
     metrics.PLAN_CACHE_MISSES.inc()
+    rt.counters["plan_cache_misses"] += 1
     plan = _make_plan(call, requested, how, policy)
-    if len(_plans) >= _PLAN_CACHE_SIZE:
-        _plans.clear()
-    _plans[key] = plan
+    with rt.lock:
+        if len(rt.plans) >= _PLAN_CACHE_SIZE:
+            rt.plans.clear()
+        rt.plans[key] = plan
     return plan
 
 
@@ -349,54 +342,38 @@ def _declines_quietly(b: Any, call: Call) -> list[str]:
         return []
 
 
-def explain(
-    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-    return_lse: bool = False, backend: str | None = None,
-) -> Plan:
+def _explain(q: Any, k: Any, v: Any, options: AttentionOptions) -> Plan:
     """The plan `attention` would follow for these arguments, without running anything."""
-    call = validate(
-        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
-        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        return_lse=return_lse,
-    )
-    return _for_call(plan_for(call, backend), call)
+    call = describe(q, k, v, options)
+    return _for_call(plan_for(call, options.backend), call)
+
+
+explain = keyword_form(_explain, "explain")
 
 
 # ---- running -------------------------------------------------------------------------
 
-_warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
+
+# Why a backend is warned about, one warn-once key per (backend, reason): a backend that
+# failed its first-use check and is then requested explicitly gets both warnings. A runtime
+# failure is keyed on the call kind instead (one warning per kind of call that failed).
+FAILED_CHECK, REQUESTED_DESPITE_FAILURE, UNVERIFIABLE = (
+    "failed first-use check", "requested despite a failed verdict", "unverifiable"
+)
 
 
 def _warn_once(key: tuple[str, str], message: str) -> None:
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
+    """Warn once per key in the runtime in force (its warn-once registry)."""
+    runtime.current().warn_once(key, message, stacklevel=3)
 
 
-def attention(
-    q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-    key_padding_mask: Any = None, attn_mask: Any = None, window: tuple[int, int] | None = None,
-    softcap: float | None = None, cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
-    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-    return_lse: bool = False, backend: str | None = None,
-) -> Any:
+def run(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
     """The eager path of `attnswitch.attention` (`attention/entry.py`, which documents the
     contract): validate, plan, run the plan with fallback. Under torch.compile the front door
-    routes the call through the custom op (`attention/torch_op.py`), whose kernel is this."""
-    call = validate(
-        q, k, v, causal=causal, scale=scale, key_padding_mask=key_padding_mask,
-        attn_mask=attn_mask, window=window, softcap=softcap, cu_seqlens_q=cu_seqlens_q,
-        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        return_lse=return_lse,
-    )
-    plan = plan_for(call, backend)
+    routes the call through the custom op (`attention/torch_op.py`), whose kernel is this.
+    `attention` is its keyword form."""
+    call = describe(q, k, v, options)
+    plan = plan_for(call, options.backend)
     if not plan.candidates:
         plan = _for_call(plan, call)
         if plan.requested is not None:
@@ -404,11 +381,12 @@ def attention(
         raise NoBackendError(plan)
     if plan.requested is not None and plan.verdicts.get(plan.requested) == verdicts.FAIL:
         _warn_once(
-            (plan.requested, "quarantined"),
+            (plan.requested, REQUESTED_DESPITE_FAILURE),
             f"attnswitch: {plan.requested} failed conformance for this fingerprint and runs only "
             "because it was requested explicitly",
         )
-    no_fallback = plan.requested is not None or _config["strict"]
+    strict = settings().strict
+    no_fallback = plan.requested is not None or strict
     for i, name in enumerate(plan.candidates):
         last = i == len(plan.candidates) - 1
         if plan.unverified and name in plan.unverified and not _verified_before_use(
@@ -423,7 +401,7 @@ def attention(
             metrics.ATTENTION_FAILURES.labels(name).inc()
             if no_fallback or last:
                 why = "it was requested explicitly" if plan.requested else (
-                    "strict mode is on" if _config["strict"] else "no fallback is left")
+                    "strict mode is on" if strict else "no fallback is left")
                 raise BackendFailedError(
                     f"{name}: failed on {call.kind} ({call.shape_text}) and {why}: "
                     f"{type(exc).__name__}: {exc}"
@@ -442,6 +420,9 @@ def attention(
     raise AssertionError("unreachable")
 
 
+attention = keyword_form(run, "attention")
+
+
 def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
                          last: bool) -> bool:
     """Run `name`'s self-check for this call (policy `plan.verify`). True: it may serve (it
@@ -451,7 +432,7 @@ def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
     if (why := verify.cannot_run_here(call)) is not None:
         metrics.ATTENTION_VERIFICATIONS.labels(name, "skipped").inc()
         _warn_once(
-            (name, "unverifiable"),
+            (name, UNVERIFIABLE),
             f"attnswitch: {name} serves {call.kind} unverified on this fingerprint: {why}, "
             "where its self-check cannot run; one eager call before tracing verifies it",
         )
@@ -464,7 +445,7 @@ def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
         return True
     failure = verdict.failures[0]
     if no_fallback or last:
-        why = "strict mode is on" if _config["strict"] else "no fallback is left"
+        why = "strict mode is on" if settings().strict else "no fallback is left"
         raise VerificationFailedError(
             f"{name}: failed its {verdict.kind} check for {call.kind} ({failure}) and {why}",
             verdict,
@@ -472,7 +453,7 @@ def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
     nxt = plan.candidates[plan.candidates.index(name) + 1]
     metrics.ATTENTION_FALLBACKS.labels(name, nxt).inc()
     _warn_once(
-        (name, "quarantined"),
+        (name, FAILED_CHECK),
         f"attnswitch: {name} failed its {verdict.kind} check on this fingerprint ({failure}); "
         f"quarantined, falling back to {nxt}. `attnswitch conformance --backend {name}` "
         "requalifies it",

@@ -1,5 +1,9 @@
 """The set of known backends: the built-in ones, entry-point plug-ins and programmatic ones.
 
+This is the process's registry of backends (docs/architecture.md, "Process state"): one
+table for every runtime, changed only here and under `_lock`; `generation` counts its
+changes, so cached plans know they are stale.
+
 Built-in backend modules are imported here, but each imports its heavy library (torch, jax,
 flash_attn) only when probed or run. Third-party packages add backends through the
 entry-point group `attnswitch.backends`; an entry point names a backend instance or class.
@@ -76,22 +80,30 @@ def get(name: str) -> Backend | None:
 
 def register(backend: Backend, *, replace: bool = False) -> None:
     """Add a backend programmatically (the entry-point group is the packaged way)."""
-    global generation
     table = _all()
-    if backend.name in table and not replace:
-        raise ValueError(f"backend: expected a new name, got {backend.name!r} (already registered)")
-    table[backend.name] = backend
-    generation += 1
+    with _lock:
+        if backend.name in table and not replace:
+            raise ValueError(
+                f"backend: expected a new name, got {backend.name!r} (already registered)")
+        table[backend.name] = backend
+        _bump()
 
 
 def unregister(name: str) -> None:
-    global generation
-    _all().pop(name, None)
-    generation += 1
+    table = _all()
+    with _lock:
+        table.pop(name, None)
+        _bump()
 
 
 def invalidate() -> None:
     """Mark cached plans stale: what a backend can serve here changed without a change of the
-    registered set (e.g. Pallas interpret mode switched on)."""
+    registered set."""
+    with _lock:
+        _bump()
+
+
+def _bump() -> None:
+    """A new generation (under `_lock`)."""
     global generation
     generation += 1

@@ -11,10 +11,17 @@ opaque node, as FlashAttention's own kernels are registered (`torch.library.cust
   graph is traced; then it returns empty tensors of the output's shape;
 - real kernel (run time): the eager `attnswitch.attention`, i.e. validation, the cached
   plan, the chosen backend and its fallbacks, outside any traced region;
-- autograd: the backward is a second op, `attnswitch::attention_backward`, which recomputes
-  the forward with gradients on and differentiates it, so every backend with a backward
-  (`Capabilities.grad`) serves training under `torch.compile`. The lse output is not
+- autograd (FlashAttention's interface): the forward saves q, k, v and what it returned,
+  `out` and `lse`; the backward is a second op, `attnswitch::attention_backward`, which
+  computes the gradients from them with the contract's backward formula in torch ops
+  (`attention/torch_backward.py`) instead of running the forward again. No backend exposes
+  a backward kernel of its own through attnswitch, so this formula serves every backend.
+  When the call did not ask for lse, the forward returns none (torch-sdpa on CPU has none
+  to give) and the backward forms it from the logits it computes anyway. lse is
   differentiable through the op.
+
+The op's schema is derived from `AttentionOptions` (`attention/options.py`): q, k, v, then
+every option in field order; `options.to_op` and `options.from_op` convert.
 
 Outside `torch.compile` the op is not used: a custom op's dispatch costs microseconds that an
 eager decode step would pay for nothing. `torch.ops.attnswitch.attention` can be called
@@ -23,46 +30,28 @@ directly too (arguments as in `attention` below, every one positional).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
+from attnswitch.attention import options as opts
 from attnswitch.attention import plan as plan_mod
-from attnswitch.attention.contract import validate
+from attnswitch.attention.contract import describe
+from attnswitch.attention.options import AttentionOptions, keyword_form
+from attnswitch.attention.torch_backward import attention_backward
 
 Tensor = torch.Tensor
 
 
-def attention(
-    q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: float | None = None,
-    key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-    window: tuple[int, int] | None = None, softcap: float | None = None,
-    cu_seqlens_q: Tensor | None = None, cu_seqlens_k: Tensor | None = None,
-    max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-    return_lse: bool = False, backend: str | None = None,
-) -> Any:
+def run(q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions) -> Any:
     """`attnswitch.attention` for torch tensors through the custom op (traceable by dynamo
-    without a graph break). Same arguments and result."""
-    out, lse = torch.ops.attnswitch.attention(
-        q, k, v, key_padding_mask, attn_mask, cu_seqlens_q, cu_seqlens_k, causal,
-        _number(scale), None if window is None else list(window), _number(softcap),
-        max_seqlen_q, max_seqlen_k, return_lse, backend,
-    )
-    return (out, lse) if return_lse else out
+    without a graph break). Same arguments and result; `attention` is the keyword form."""
+    out, lse = torch.ops.attnswitch.attention(q, k, v, *opts.to_op(options))
+    return (out, lse) if options.return_lse else out
 
 
-def _number(x: Any) -> Any:
-    """Python ints as floats for the op's `float?` arguments; anything else unchanged, for
-    the contract to refuse with its own message."""
-    return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
-
-
-def _options(causal: bool, scale: float | None, window: list[int] | None,
-             softcap: float | None, max_seqlen_q: int | None, max_seqlen_k: int | None,
-             backend: str | None) -> dict[str, Any]:
-    return dict(causal=causal, scale=scale, window=None if window is None else tuple(window),
-                softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                backend=backend)
+attention = keyword_form(run, "attention")
 
 
 def fresh(x: Tensor, inputs: tuple[Tensor | None, ...]) -> Tensor:
@@ -75,102 +64,81 @@ def fresh(x: Tensor, inputs: tuple[Tensor | None, ...]) -> Tensor:
     return x
 
 
-@torch.library.custom_op("attnswitch::attention", mutates_args=())
-def _attention(
-    q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, attn_mask: Tensor | None,
-    cu_seqlens_q: Tensor | None, cu_seqlens_k: Tensor | None, causal: bool,
-    scale: float | None, window: list[int] | None, softcap: float | None,
-    max_seqlen_q: int | None, max_seqlen_k: int | None, return_lse: bool, backend: str | None,
-) -> tuple[Tensor, Tensor]:
-    tensors = (q, k, v, key_padding_mask, attn_mask, cu_seqlens_q, cu_seqlens_k)
-    result = plan_mod.attention(
-        q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, return_lse=return_lse,
-        **_options(causal, scale, window, softcap, max_seqlen_q, max_seqlen_k, backend),
-    )
-    if return_lse:
+def _forward(q: Tensor, k: Tensor, v: Tensor, *values: Any) -> tuple[Tensor, Tensor]:
+    options = opts.from_op(values)
+    inputs = (q, k, v, *(getattr(options, n) for n in opts.TENSORS))
+    result = plan_mod.run(q, k, v, options)
+    if options.return_lse:
         out, lse = result
-        return fresh(out, tensors), fresh(lse, tensors)
-    return fresh(result, tensors), q.new_empty(0, dtype=torch.float32)
+        return fresh(out, inputs), fresh(lse, inputs)
+    return fresh(result, inputs), q.new_empty(0, dtype=torch.float32)
 
 
-@_attention.register_fake
-def _attention_fake(
-    q, k, v, key_padding_mask, attn_mask, cu_seqlens_q, cu_seqlens_k, causal, scale, window,
-    softcap, max_seqlen_q, max_seqlen_k, return_lse, backend,
-):
-    options = _options(causal, scale, window, softcap, max_seqlen_q, max_seqlen_k, backend)
-    backend = options.pop("backend")
-    call = validate(
-        q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-        cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, return_lse=return_lse, **options,
-    )
-    plan = plan_mod.plan_for(call, backend)
+def _forward_fake(q: Tensor, k: Tensor, v: Tensor, *values: Any) -> tuple[Tensor, Tensor]:
+    """Trace time: validate and plan (bad input and "no backend" fail here), then empty
+    outputs of the right shapes."""
+    options = opts.from_op(values)
+    call = describe(q, k, v, options)
+    plan = plan_mod.plan_for(call, options.backend)
     if not plan.candidates:
         raise plan_mod.NoBackendError(plan)
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
-    if not return_lse:
+    if not options.return_lse:
         return out, q.new_empty(0, dtype=torch.float32)
     lse_shape = (q.shape[1], q.shape[0]) if call.packed else (q.shape[0], q.shape[2], q.shape[1])
     return out, q.new_empty(lse_shape, dtype=torch.float32)
 
 
-@torch.library.custom_op("attnswitch::attention_backward", mutates_args=())
-def _attention_backward(
-    grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None,
-    attn_mask: Tensor | None, cu_seqlens_q: Tensor | None, cu_seqlens_k: Tensor | None,
-    causal: bool, scale: float | None, window: list[int] | None, softcap: float | None,
-    max_seqlen_q: int | None, max_seqlen_k: int | None, backend: str | None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Gradients of q, k, v: the forward recomputed with autograd on (the planner then picks
-    a backend with a backward), differentiated against `grad_out`."""
-    with autograd_on():
-        leaves = tuple(x.detach().requires_grad_() for x in (q, k, v))
-        out = plan_mod.attention(
-            *leaves, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-            **_options(causal, scale, window, softcap, max_seqlen_q, max_seqlen_k, backend),
-        )
-        grads = torch.autograd.grad(out, leaves, grad_out)
-    return tuple(g.contiguous() for g in grads)
+_attention = torch.library.custom_op(
+    "attnswitch::attention", _forward, mutates_args=(),
+    schema=opts.op_schema(tuple(f"Tensor {n}" for n in opts.ARRAYS), "(Tensor, Tensor)"),
+)
+_attention.register_fake(_forward_fake)
 
 
-def autograd_on() -> Any:
-    """Autograd back on inside an op's kernel: the dispatcher runs a custom op's kernel with
-    the autograd keys excluded, so `enable_grad` alone would record nothing."""
-    import contextlib
-
-    C = torch._C
-    exclude = C._dispatch_tls_local_exclude_set()
-    for key in (C.DispatchKey.AutogradFunctionality, C.DispatchKey.ADInplaceOrView):
-        exclude = exclude.remove(key)
-    stack = contextlib.ExitStack()
-    stack.enter_context(C._ForceDispatchKeyGuard(C._dispatch_tls_local_include_set(), exclude))
-    stack.enter_context(torch.enable_grad())
-    return stack
+def _backward_kernel(grad_out: Tensor, grad_lse: Tensor | None, out: Tensor, lse: Tensor,
+                     q: Tensor, k: Tensor, v: Tensor, *values: Any) -> tuple[Tensor, ...]:
+    """Gradients of q, k, v from the forward's `out` and `lse` (`torch_backward`)."""
+    options = dataclasses.replace(opts.from_op(values), return_lse=False)
+    call = describe(q, k, v, options)
+    has = lambda x: x is not None and x.numel() > 0  # noqa: E731
+    return attention_backward(call, q, k, v, out, lse if has(lse) else None, grad_out,
+                              grad_lse if has(grad_lse) else None)
 
 
-@_attention_backward.register_fake
-def _attention_backward_fake(grad_out, q, k, v, *rest):
+def _backward_fake(grad_out, grad_lse, out, lse, q, k, v, *values):
     return tuple(x.new_empty(x.shape) for x in (q, k, v))
 
 
+_attention_backward = torch.library.custom_op(
+    "attnswitch::attention_backward", _backward_kernel, mutates_args=(),
+    schema=opts.op_schema(("Tensor grad_out", "Tensor? grad_lse", "Tensor out", "Tensor lse",
+                           "Tensor q", "Tensor k", "Tensor v"), "(Tensor, Tensor, Tensor)"),
+)
+_attention_backward.register_fake(_backward_fake)
+
+
 def _setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
-    q, k, v, kpm, am, cu_q, cu_k, *options = inputs
-    ctx.save_for_backward(q, k, v, kpm, am, cu_q, cu_k)
-    ctx.options = options[:-2] + options[-1:]  # without return_lse
+    """Save q, k, v, the forward's outputs and the option tensors (by name: `options.TENSORS`);
+    the other options ride on `ctx`."""
+    q, k, v, *values = inputs
+    options = opts.from_op(tuple(values))
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, *(getattr(options, n) for n in opts.TENSORS))
+    ctx.options = dataclasses.replace(options, **dict.fromkeys(opts.TENSORS))
     ctx.set_materialize_grads(False)
 
 
 def _backward(ctx: Any, grad_out: Tensor | None, grad_lse: Tensor | None) -> tuple:
-    if grad_lse is not None:
-        raise NotImplementedError(
-            "attnswitch::attention: lse is not differentiable through the custom op")
-    nones = (None,) * 12
-    if grad_out is None:
+    nones = (None,) * len(opts.NAMES)
+    if grad_out is None and grad_lse is None:
         return (None, None, None, *nones)
+    q, k, v, out, lse, *tensors = ctx.saved_tensors
+    options = dataclasses.replace(ctx.options, **dict(zip(opts.TENSORS, tensors)))
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
     dq, dk, dv = torch.ops.attnswitch.attention_backward(
-        grad_out, *ctx.saved_tensors, *ctx.options)
+        grad_out, grad_lse, out, lse, q, k, v, *opts.to_op(options))
     return (dq, dk, dv, *nones)
 
 

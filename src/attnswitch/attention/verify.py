@@ -30,9 +30,7 @@ from typing import Any
 from attnswitch.attention import arrays, conformance, registry, verdicts
 from attnswitch.attention.conformance import Case
 from attnswitch.attention.contract import Call, validate
-
-FIRST_USE, OFF, FULL = "first-use", "off", "full"
-POLICIES = (FIRST_USE, OFF, FULL)
+from attnswitch.attention.runtime import FIRST_USE, FULL, OFF, POLICIES  # noqa: F401
 
 _lock = threading.RLock()  # one check at a time: concurrent first calls verify once
 

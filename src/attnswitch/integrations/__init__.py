@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 import wrapt
 
@@ -37,10 +38,10 @@ def _register_mask() -> None:
 
 
 # module that defines the interface -> what to run once it has been executed
-_HOOKS: dict[str, Callable[[], None]] = {
+_HOOKS: Mapping[str, Callable[[], None]] = MappingProxyType({
     "transformers.modeling_utils": _register_attention,
     "transformers.masking_utils": _register_mask,
-}
+})
 
 
 def _run_hook(name: str) -> None:

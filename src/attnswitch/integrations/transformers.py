@@ -47,16 +47,17 @@ returns the attnswitch `Plan` for that call: which backend serves it, and why no
 from __future__ import annotations
 
 import contextvars
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from attnswitch.attention import masks, torch_op
-from attnswitch.attention.contract import attention_bounds
+from attnswitch.attention import masks, runtime, torch_op
+from attnswitch.attention.contract import attention_bounds, describe
 from attnswitch.attention.entry import attention
+from attnswitch.attention.options import AttentionOptions
 from attnswitch.attention.plan import Plan, explain
+from attnswitch.attention.torch_backward import attention_backward
 
 NAME = "attnswitch"
 
@@ -180,7 +181,7 @@ def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
     seg_k, pos_k, _ = _segment_ids(cu_k.long(), tk)
     lengths_k = (cu_k[1:] - cu_k[:-1]).long()
     same = seg_q[:, None] == seg_k[None, :]
-    diag = pos_q + lengths_k[seg_q] - len_q
+    diag = pos_q + masks.diagonal_offset(len_q, lengths_k[seg_q])
     inside = masks.bounds_mask(diag[:, None], pos_k[None, :], attention_bounds(causal, window))
     return same if inside is None else same & inside
 
@@ -378,7 +379,6 @@ def contract_arguments(
 
 _capture: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "attnswitch_capture", default=None)
-_warned_output_attentions = False
 
 
 class _Captured(Exception):
@@ -400,11 +400,10 @@ def attention_forward(
     if torch.compiler.is_compiling():
         return _compiled_forward(module, query, key, value, attention_mask, dropout, scaling,
                                  **kwargs), None
-    global _warned_output_attentions
-    if kwargs.get("output_attentions") and not _warned_output_attentions:
-        _warned_output_attentions = True
-        warnings.warn("attnswitch attention does not return attention weights (None instead)",
-                      stacklevel=2)
+    if kwargs.get("output_attentions"):
+        runtime.current().warn_once(
+            ("transformers", "output_attentions"),
+            "attnswitch attention does not return attention weights (None instead)")
     (q, k, v), options, out_shape = contract_arguments(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
@@ -423,7 +422,8 @@ def attention_forward(
 # without graph breaks. Under torch.compile the whole mapping and the attention call run
 # inside one custom op, `attnswitch::hf_attention`, so the compiled model sees one opaque
 # node per layer and the mapping is exactly the eager one (see `attention/torch_op.py` for
-# the op pattern: shapes validated on fake tensors at trace time, a recomputing backward).
+# the op pattern: shapes validated on fake tensors at trace time; the backward maps the
+# arguments again and applies the contract's backward formula to the saved output).
 
 
 def _compiled_forward(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -494,27 +494,45 @@ def _hf_attention_fake(query, key, value, attention_mask, *rest):
 
 @torch.library.custom_op("attnswitch::hf_attention_backward", mutates_args=())
 def _hf_attention_backward(
-    grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
+    grad_out: torch.Tensor, out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+    value: torch.Tensor, attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
     cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
     max_length_q: int | None, max_length_k: int | None, scaling: float | None,
     is_causal: bool, sliding_window: int | None, softcap: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    with torch_op.autograd_on():
-        leaves = tuple(x.detach().requires_grad_() for x in (query, key, value))
-        out = _hf_eager(*leaves, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k,
-                        max_length_q, max_length_k, scaling, is_causal, sliding_window, softcap)
-        grads = torch.autograd.grad(out, leaves, grad_out)
-    return tuple(g.contiguous() for g in grads)
+    """Gradients of query, key and value from the forward's `out` (`[B, Sq, Hq, D]`): the
+    eager mapping again (no forward), then the contract's backward formula
+    (`attention/torch_backward.py`), mapped back to transformers' `[B, H, S, D]`."""
+    (q, k, v), options, _ = contract_arguments(
+        None, query, key, value, attention_mask, scaling=scaling, is_causal=is_causal,
+        sliding_window=sliding_window, softcap=softcap, position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k, max_length_q=max_length_q,
+        max_length_k=max_length_k,
+    )
+    call = describe(q, k, v, AttentionOptions(**options))
+    shape = (*q.shape[:-1], v.shape[-1])
+    dq, dk, dv = attention_backward(call, q, k, v, out.reshape(shape), None,
+                                    grad_out.reshape(shape), None)
+    return _as_hf(dq, query), _as_hf(dk, key), _as_hf(dv, value)
+
+
+def _as_hf(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The gradient of a contract argument (a BSHD view of `like [B, H, S, D]`, maybe packed
+    into `[B * S, H, D]` or with keys cropped to the first n) as `like`'s gradient."""
+    b, h, s, d = like.shape
+    full = grad.new_zeros(b, s, h, d)
+    n = grad.numel() // (b * h * d)
+    full[:, :n] = grad.reshape(b, n, h, d)
+    return full.transpose(1, 2).contiguous()
 
 
 @_hf_attention_backward.register_fake
-def _hf_attention_backward_fake(grad_out, query, key, value, *rest):
+def _hf_attention_backward_fake(grad_out, out, query, key, value, *rest):
     return tuple(x.new_empty(x.shape) for x in (query, key, value))
 
 
 def _hf_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
-    ctx.save_for_backward(*inputs[:7])
+    ctx.save_for_backward(output, *inputs[:7])
     ctx.options = inputs[7:]
 
 

@@ -13,7 +13,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import attnswitch as asw  # noqa: E402
-from attnswitch.attention import conformance, masks, registry  # noqa: E402
+from attnswitch.attention import conformance, masks, registry, runtime  # noqa: E402
 from attnswitch.attention import pallas_common  # noqa: E402
 from attnswitch.attention.contract import validate  # noqa: E402
 
@@ -34,9 +34,12 @@ def test_interpret_switch_decides_availability_off_a_tpu(name, monkeypatch):
     with pallas_common.interpret(True):
         assert backend.unavailable() is None
     monkeypatch.setenv(pallas_common.INTERPRET_ENV, "1")
+    runtime.current().reset()  # the environment is read when a runtime starts
     assert pallas_common.interpret_enabled()
     assert backend.unavailable() is None
     monkeypatch.setenv(pallas_common.INTERPRET_ENV, "0")
+    assert backend.unavailable() is None  # read once per runtime, not per call
+    runtime.current().reset()
     assert backend.unavailable() == pallas_common.NO_TPU
 
 
@@ -54,10 +57,15 @@ def test_plans_say_why_not_and_force_still_runs_the_kernel_interpreted():
         assert conformance.check("pallas-splash", case, force=True).status == conformance.PASSED
 
 
-def test_switch_invalidates_cached_plans():
-    before = registry.generation
-    with pallas_common.interpret(True):
-        assert registry.generation > before
+@no_tpu
+def test_switch_keeps_the_plans_of_each_mode_apart():
+    """Plans are cached per settings: a plan made with interpret mode off is not reused
+    inside `interpret(True)`, nor the other way round."""
+    q = np.zeros((1, 8, 2, 16), np.float32)
+    for enabled in (False, True, False):
+        with pallas_common.interpret(enabled):
+            status = asw.explain(q, q, q).status("pallas-splash")
+        assert (status == "unavailable") != enabled, (enabled, status)
 
 
 @pytest.mark.parametrize("module", [

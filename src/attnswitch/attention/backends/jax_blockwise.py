@@ -79,7 +79,7 @@ def attend(q: Any, k: Any, v: Any, call: Call, block_q: int, block_k: int) -> An
     """The contract, blockwise (traceable). Dense q `[B, Sq, Hq, D]` or packed `[Tq, Hq, D]`."""
     import jax.numpy as jnp
 
-    from attnswitch.attention import jax_common
+    from attnswitch.attention import jax_common, masks
 
     if call.packed:
         seg_q, diag = jax_common.packed_positions(call.cu_seqlens_q, call.cu_seqlens_k, q.shape[0])
@@ -87,7 +87,8 @@ def attend(q: Any, k: Any, v: Any, call: Call, block_q: int, block_k: int) -> An
         q, k, v = q[None], k[None], v[None]
     else:
         seg_q = seg_k = None
-        diag = jnp.arange(q.shape[1], dtype=jnp.int32) + (k.shape[1] - q.shape[1])
+        diag = jnp.arange(q.shape[1], dtype=jnp.int32) + masks.diagonal_offset(
+            q.shape[1], k.shape[1])
     out, lse = _blockwise(
         q, k, v, call, diag, seg_q, seg_k, call.key_padding_mask, call.attn_mask, block_q, block_k
     )
@@ -212,12 +213,13 @@ def _blockwise(
             if not skipping:
                 return compute(carry), None
             live = jnp.bool_(True)
-            if bounds is not None:
-                left, right = bounds
-                if right >= 0:
-                    live &= j * bk <= diag_blk.max() + right
-                if left >= 0:
-                    live &= j * bk + bk - 1 >= diag_blk.min() - left
+            # the block [j * bk, j * bk + bk - 1] meets the keys some query row allows
+            lowest, _ = masks.key_range(diag_blk.min(), bounds)
+            _, highest = masks.key_range(diag_blk.max(), bounds)
+            if highest is not None:
+                live &= j * bk <= highest
+            if lowest is not None:
+                live &= j * bk + bk - 1 >= lowest
             if seg_q_blk is not None:
                 live &= (seg_q_blk.min() <= seg_k_hi) & (seg_k_lo <= seg_q_blk.max())
             return lax.cond(live, compute, lambda c: c, carry), None

@@ -45,6 +45,7 @@ import math
 import threading
 from typing import Any
 
+from attnswitch.attention import masks
 from attnswitch.attention.backend import BackendBase, Capabilities, import_reason
 from attnswitch.attention.contract import Call
 
@@ -232,15 +233,9 @@ def _softcap_mod(cap: float) -> Any:
 
 def _diagonal_mods(diag: Any, bounds: tuple[int, int] | None) -> list[Any]:
     """Mask mods keeping key kv within `bounds` of the aligned diagonal `diag(q_idx)`."""
-    if bounds is None:
+    if bounds is None or bounds == (-1, -1):
         return []
-    left, right = bounds
-    mods = []
-    if right >= 0:
-        mods.append(lambda b, h, q_idx, kv_idx: kv_idx <= diag(q_idx) + right)
-    if left >= 0:
-        mods.append(lambda b, h, q_idx, kv_idx: kv_idx >= diag(q_idx) - left)
-    return mods
+    return [lambda b, h, q_idx, kv_idx: masks.bounds_mask(diag(q_idx), kv_idx, bounds)]
 
 
 def _block_mask(call: Call, device: Any) -> Any:
@@ -268,13 +263,13 @@ def _create(
 
 @functools.lru_cache(maxsize=MAX_BLOCK_MASKS)
 def _dense_bounds_mask(device: str, sq: int, sk: int, bounds: tuple[int, int]) -> Any:
-    offset = sk - sq
+    offset = masks.diagonal_offset(sq, sk)
     return _create(_diagonal_mods(lambda q_idx: q_idx + offset, bounds), None, None, sq, sk, device)
 
 
 def _dense_tensor_mask(call: Call, device: Any, bounds: tuple[int, int] | None) -> Any:
     """Built per call: the mask reads the caller's key_padding_mask / attn_mask tensors."""
-    offset = call.seqlen_k - call.seqlen_q
+    offset = masks.diagonal_offset(call.seqlen_q, call.seqlen_k)
     mods = _diagonal_mods(lambda q_idx: q_idx + offset, bounds)
     batch = heads = None
     if call.key_padding_mask is not None:
@@ -312,7 +307,7 @@ def _packed_mask(
     def padded(values: np.ndarray, rows: int, fill: int) -> np.ndarray:
         return np.concatenate([values, np.full(rows - len(values), fill, np.int64)])
 
-    shift = np.repeat(np.cumsum(nk) - np.cumsum(nq), nq)
+    shift = np.repeat(masks.diagonal_offset(np.cumsum(nq), np.cumsum(nk)), nq)
     to = functools.partial(torch.as_tensor, device=device)
     doc_q = to(padded(np.repeat(ids, nq), rows_q, -1))
     doc_k = to(padded(np.repeat(ids, nk), rows_k, -2))

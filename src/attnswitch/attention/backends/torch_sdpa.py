@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from types import MappingProxyType
 from typing import Any
 
 from attnswitch.attention.backend import BackendBase, Capabilities, import_reason
@@ -229,11 +230,11 @@ def _uses_is_causal(call: Call) -> bool:
     )
 
 
-_CHECKS = {
+_CHECKS = MappingProxyType({
     "FLASH_ATTENTION": ("flash", "can_use_flash_attention"),
     "EFFICIENT_ATTENTION": ("efficient", "can_use_efficient_attention"),
     "CUDNN_ATTENTION": ("cudnn", "can_use_cudnn_attention"),
-}
+})
 
 
 def _cuda_subkernel(call: Call) -> str:
