@@ -50,6 +50,14 @@ def _hidden(parts: tuple[str, ...]) -> bool:
     return any(part.startswith(".") and part not in (".", "..") for part in parts)
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _hidden_refused() -> ServiceError:
     return ServiceError(403, "path: expected a folder without hidden components (names "
                         "starting with '.'), got one with", code="path_forbidden",
@@ -117,6 +125,9 @@ class JobManager:
         if "\x00" in path:
             raise ServiceError(422, "path: expected a folder path, got a NUL character",
                                code="invalid_path", param="path")
+        if not _is_utf8(path):  # JSON may carry lone surrogates ("\udcff")
+            raise ServiceError(422, "path: expected Unicode text, got an unpaired surrogate",
+                               code="invalid_path", param="path")
         if _hidden(PurePath(path).parts):
             raise _hidden_refused()
         try:
@@ -138,6 +149,9 @@ class JobManager:
         if not is_folder:  # one answer whatever is there: a file's existence stays private
             raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
                                "got no such folder", code="not_a_folder", param="path")
+        if not _is_utf8(str(folder)):  # the store and the answers hold text
+            raise ServiceError(422, "path: expected a folder whose path is valid UTF-8, got "
+                               "one with other bytes", code="invalid_path", param="path")
         return folder
 
     def shown(self, path: str | Path) -> str:
@@ -150,6 +164,7 @@ class JobManager:
 
     def start(self, path: str) -> Job:
         folder = self.resolve(path)
+        root_id = self._pin(folder)
         with self._lock:
             self._refuse_while_busy()
         self._check_store()  # outside the lock: opening the store may wait for a writer
@@ -159,10 +174,23 @@ class JobManager:
             self._jobs[job.id] = job
             while len(self._jobs) > KEEP_JOBS:
                 self._jobs.popitem(last=False)
-            self._thread = threading.Thread(target=self._run, args=(job, folder),
+            self._thread = threading.Thread(target=self._run, args=(job, folder, root_id),
                                             name=f"attnswitch-job-{job.id}", daemon=True)
             self._thread.start()
         return job
+
+    @staticmethod
+    def _pin(folder: Path) -> tuple[int, int]:
+        """The checked folder's (device, inode), opened without following links: the job
+        walks that folder and no other, even if its path is swapped for a link later."""
+        from attnswitch.pipeline.ingest import folder_id
+
+        try:
+            return folder_id(folder)
+        except OSError:  # swapped for a link (or removed) since it was checked
+            raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
+                               "got no such folder", code="not_a_folder",
+                               param="path") from None
 
     def _refuse_while_busy(self) -> None:
         """503 while draining, 409 while a job runs (call with the lock held)."""
@@ -207,7 +235,7 @@ class JobManager:
                 str(self.jobs_root), ".")
         return text
 
-    def _run(self, job: Job, folder: Path) -> None:
+    def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
         from attnswitch.pipeline.run import run
         from attnswitch.pipeline.store import SQLiteStore
         from attnswitch.pipeline.store_errors import describe, is_store_error
@@ -225,7 +253,7 @@ class JobManager:
         try:
             with SQLiteStore(self.index_path) as store:
                 summary = run(folder, store, self._options(), get_encoder=self._encoder,
-                              on_progress=progress)
+                              on_progress=progress, root_id=root_id)
             public = {k: v for k, v in summary.to_dict().items() if k != "db"}
             job.summary = {**self._public(public), "root": job.path}
             job.status = "completed"
