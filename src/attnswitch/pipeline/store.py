@@ -472,6 +472,42 @@ def resolve_path(path: str | os.PathLike | None = None) -> Path:
     return p
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_index_file(path: Path) -> None:
+    """Raise `StoreCorruptError` unless the existing file at `path` is an attnswitch index
+    (a SQLite database with the index's `meta` and `documents` tables), looking at it
+    read-only: another program's database, an empty file or a file of another kind is
+    refused untouched, never turned into an index. A file too new for this version is left
+    to the schema check."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except IsADirectoryError:
+        raise StoreCorruptError(f"{path}: expected an index file, got a folder; use another "
+                                "--db") from None
+    except OSError as exc:
+        raise StoreCorruptError(f"{path}: cannot be read ({exc.strerror or exc}); check its "
+                                "permissions, or use another --db") from None
+    if head != _SQLITE_MAGIC:
+        got = "an empty file" if not head else "not a SQLite database"
+        raise StoreCorruptError(f"{path}: not a readable attnswitch index ({got}); it is "
+                                f"left as it is: use another --db, or {REBUILD}")
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    finally:
+        conn.close()
+    if not {"meta", "documents"} <= tables:
+        shown = ", ".join(sorted(tables)[:5]) or "none"
+        raise StoreCorruptError(f"{path}: not an attnswitch index of a schema this version "
+                                f"knows (a SQLite database with tables: {shown}; made by "
+                                f"another program?); it is left as it is: use another --db, "
+                                f"or {REBUILD}")
+
+
 def root_key(root: str | os.PathLike) -> str:
     """How a root is stored: its absolute, resolved path (as `ingest.scan` records it)."""
     return str(Path(root).resolve())
@@ -490,6 +526,8 @@ class SQLiteStore(StoreBase):
         self.path = resolve_path(path)
         self.exact_below = exact_below
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
+        if self.path.exists():
+            check_index_file(self.path)  # before anything may write to it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None
