@@ -14,7 +14,12 @@ pipeline as the CLI, recorded in the store's runs table. One job runs at a time 
 one does).
 
 Paths in answers are relative to the jobs root (`shown`); a job's summary and error never
-carry the server's absolute paths.
+carry the server's absolute paths (the index's, the jobs root's, the model folder's). A
+summary lists at most `LISTED_FILES` skipped files and as many notes, and counts the rest
+(`skipped_files_more`, `notes_more`); `skipped_by_reason` counts every skipped file, and
+the store keeps each with its reason (`attnswitch status --json`). A path that is not
+valid UTF-8 (a lone surrogate in the JSON, or a folder whose name has other bytes) is
+refused (422): the store and the answers hold text.
 
 The job encodes through the service's encoder on the model's executor (`encode` below), so
 its encoder calls take turns with request batches instead of competing for the CPU.
@@ -42,12 +47,21 @@ from attnswitch.service.index import INDEX_NAME, store_errors_unavailable
 
 log = logging.getLogger("attnswitch.service")
 KEEP_JOBS = 100
+# Files listed by name in a job's summary (skipped ones, and ones handled with a note); the
+# counts by reason cover them all, and the store keeps every skipped file with its reason.
+LISTED_FILES = 20
 STATUSES = ("queued", "running", "completed", "failed", "interrupted")
 
 
 def _hidden(parts: tuple[str, ...]) -> bool:
     """Whether a path has a hidden component (a name starting with ".", not "." or "..")."""
     return any(part.startswith(".") and part not in (".", "..") for part in parts)
+
+
+def _model_name(path: str) -> str:
+    """How answers name a model folder: by its name (`runtime.model_name`'s rule)."""
+    p = Path(path)
+    return p.parent.name if p.name == "model" else p.name
 
 
 def _is_utf8(text: str) -> bool:
@@ -62,6 +76,19 @@ def _hidden_refused() -> ServiceError:
     return ServiceError(403, "path: expected a folder without hidden components (names "
                         "starting with '.'), got one with", code="path_forbidden",
                         param="path")
+
+
+def bounded(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run's summary as a job keeps it: without the store's location, and its lists of
+    files cut to the first `LISTED_FILES`, with `skipped_files_more` and `notes_more`
+    counting the rest (so that neither the server's memory nor `GET /v1/jobs` grows with
+    the number of files)."""
+    out = {k: v for k, v in summary.items() if k != "db"}
+    for key in ("skipped_files", "notes"):
+        files = out.get(key) or []
+        out[key] = files[:LISTED_FILES]
+        out[f"{key}_more"] = max(0, len(files) - LISTED_FILES)
+    return out
 
 
 class _StopRequested(KeyboardInterrupt):
@@ -217,18 +244,21 @@ class JobManager:
                                    "folder); retry when it has finished",
                                    code="index_busy") from None
 
-    def _public(self, value: Any) -> Any:
+    def _public(self, value: Any, model: str | None = None) -> Any:
         """`value` (text, or lists and dicts of it) without the server's absolute paths
-        (the index's, the jobs root's)."""
+        (the index's, the jobs root's, and the folder of `model`, shown by its name)."""
         if isinstance(value, dict):
-            return {k: self._public(v) for k, v in value.items()}
+            return {k: self._public(v, model) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._public(v) for v in value]
+            return [self._public(v, model) for v in value]
         if not isinstance(value, str):
             return value
         text = value
-        for path, name in ((self.index_path, INDEX_NAME),
-                           (self.index_path.resolve(), INDEX_NAME)):
+        paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
+        if model and os.path.isabs(model):
+            paths += [(Path(model), _model_name(model)),
+                      (Path(model).resolve(), _model_name(model))]
+        for path, name in paths:
             text = text.replace(str(path), name)
         if self.jobs_root is not None:
             text = text.replace(str(self.jobs_root) + os.sep, "").replace(
@@ -250,12 +280,15 @@ class JobManager:
             if self._stop.is_set():
                 raise _StopRequested()
 
+        model = None
         try:
+            options = self._options()
+            model = options.model
             with SQLiteStore(self.index_path) as store:
-                summary = run(folder, store, self._options(), get_encoder=self._encoder,
+                summary = run(folder, store, options, get_encoder=self._encoder,
                               on_progress=progress, root_id=root_id)
-            public = {k: v for k, v in summary.to_dict().items() if k != "db"}
-            job.summary = {**self._public(public), "root": job.path}
+            job.summary = {**self._public(bounded(summary.to_dict()), model),
+                           "root": job.path}
             job.status = "completed"
         except KeyboardInterrupt:
             job.status, job.error = "interrupted", "stopped by server shutdown; run again to finish"
@@ -263,7 +296,7 @@ class JobManager:
             log.warning("job %s failed: %s: %s", job.id, type(exc).__name__, exc)
             error = (describe(exc, INDEX_NAME) if is_store_error(exc)
                      else f"{type(exc).__name__}: {exc}")
-            job.status, job.error = "failed", self._public(error)
+            job.status, job.error = "failed", self._public(error, model)
         finally:
             job.finished_at = time.time()
 
