@@ -15,7 +15,11 @@ within the body's deadline, so that a client still sending gets the 413 rather t
 reset connection.
 
 Token limits per item are the model's (`max_seq_length`): longer texts are truncated unless
-the request says `"truncate": false` (then 422); see `runtime.Service.embed`.
+the request says `"truncate": false` (then 422); see `runtime.Service.embed`. Only a bounded
+prefix of a text is tokenised (`token_prefix`: `CHARS_PER_TOKEN` characters per token the
+model takes, cut at a space), so a 2 MB text costs the CPU what its first tokens cost, not
+seconds; a strict request whose text is longer than that prefix is refused (422) without
+tokenising the rest.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from attnswitch.service.errors import ServiceError, error_body
 
 DRAIN_BYTES = 8 * 2**20
+# Characters of a text tokenised per token the model takes: far more than any text needs
+# (English runs about 4 characters per token; code, with its indentation, under 10).
+CHARS_PER_TOKEN = 64
 
 
 class BodyLimitMiddleware:
@@ -149,3 +156,16 @@ def check_items(texts: Sequence[str], max_items: int, param: str = "input",
             raise ServiceError(400, f"{where}: expected a non-empty text, got "
                                f"{'an empty string' if not text else 'only whitespace'}",
                                code="empty_input", param=where)
+
+
+def token_prefix(text: str, max_tokens: int) -> str:
+    """The part of `text` to tokenise when only its first `max_tokens` tokens count: all of
+    it when it has at most `max_tokens * CHARS_PER_TOKEN` characters, else that many cut
+    back to the last whitespace (so that no word is split and the first tokens are the
+    whole text's)."""
+    bound = max_tokens * CHARS_PER_TOKEN
+    if len(text) <= bound:
+        return text
+    head = text[:bound]
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    return head[:cut] if cut > bound // 2 else head
