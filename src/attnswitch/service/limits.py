@@ -4,7 +4,8 @@ encoding, items per request, empty input.
 `BodyLimitMiddleware` reads the whole body before the app sees it and answers 413 (in the
 service's JSON error shape) as soon as the bytes read pass the limit, whatever the
 Content-Length said or whether there was one (chunked transfer encoding). A declared
-Content-Length over the limit is refused without waiting for the bytes. Starlette's own
+Content-Length over the limit is refused without waiting for the bytes (and without "100
+Continue" to a client that sent `Expect: 100-continue`: it gets the 413 at once). Starlette's own
 limiter answers in plain text, hence this one. The whole body must arrive within
 `timeout_s` (a client that trickles it gets 408 and the connection is closed), and be
 UTF-8, as JSON must (RFC 8259; 400 `invalid_json` otherwise). The headers' own deadline is
@@ -70,7 +71,8 @@ class BodyLimitMiddleware:
     async def _read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await _drain(receive, min(declared, DRAIN_BYTES))
+            if not _expects_continue(scope):  # else the body never comes: nothing to drain
+                await _drain(receive, min(declared, DRAIN_BYTES))
             await self._too_large(send, f"{declared} bytes declared")
             return None
         chunks: list[bytes] = []
@@ -103,6 +105,13 @@ async def _refuse(send: Send, status: int, message: str, code: str) -> None:
                             (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _expects_continue(scope: Scope) -> bool:
+    """Whether the client waits for "100 Continue" before sending its body (reading the
+    body would make the server send it)."""
+    return any(name == b"expect" and value.strip().lower() == b"100-continue"
+               for name, value in scope.get("headers", ()))
 
 
 def _content_length(scope: Scope) -> int | None:
