@@ -10,7 +10,8 @@
 postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector instead
 (`store_postgres`); with `run --ray` its encoder actors then write their own documents.
 `--json` prints one JSON object on stdout and nothing else there; errors then print
-`{"error": ...}` on stdout too, with the message on stderr. Exit status: 0 done, 1 refused or failed, 130 interrupted.
+`{"error": ...}` on stdout too, with the message on stderr. Exit status: 0 done, 1 refused or
+failed, 2 a bad argument, 130 interrupted (Ctrl-C).
 
 The `attnswitch` CLI registers these functions; `python -m attnswitch.cli.pipeline`
 runs them on their own (the same commands, under a small app of their own).
@@ -79,6 +80,15 @@ def _store_errors(command: str, path: Path | str, as_json: bool) -> Iterator[Non
         if not is_store_error(exc):
             raise
         raise _fail(command, describe(exc, str(path)), as_json) from None
+
+
+@contextlib.contextmanager
+def _interruptible(command: str, as_json: bool) -> Iterator[None]:
+    """Ctrl-C (SIGINT) inside: the command's one line, "interrupted", and exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise _fail(command, "interrupted", as_json, 130) from None
 
 
 def store_location(db: str | None) -> str | Path:
@@ -414,12 +424,17 @@ def search_command(
 
     startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:  # a shell passes bytes; those that are not UTF-8 arrive as lone surrogates
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _fail("search", f"QUERY: expected UTF-8 text, got a byte that is not UTF-8 at "
+                    f"character {exc.start}", as_json, 2) from None
     location = store_location(db)
     mode = Mode(mode).value
     if ef is not None and not 1 <= ef <= MAX_EF_SEARCH:  # refused before the model loads
         raise _fail("search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}",
                     as_json)
-    with _store_errors("search", location, as_json), \
+    with _interruptible("search", as_json), _store_errors("search", location, as_json), \
             _open_store(location, "search", as_json, existing=True) as store:
         config = stored_config(store)
         if config is None or store.count() == 0:

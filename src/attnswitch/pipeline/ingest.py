@@ -26,25 +26,33 @@ Formats, known by content as well as by name (`readers.formats`):
 
 Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
-`.attnswitch/` inside the root is never ingested. Symbolic links never lead out of the
-root: a link (to a file or a folder) whose target resolves outside the root, or to a
-hidden path inside it, is listed as skipped ("link not followed") and never read; other
-links to folders are not followed (their target is walked in its own place); other links
-to files are read. `load` resolves the path again just before opening it and opens the
-resolved file without following links, so a link swapped in after the scan is refused
-too. Special files (pipes, sockets, devices) are never read.
+`.attnswitch/` inside the root is never ingested. The root is pinned once: `scan` resolves
+it, opens it without following any link on its path, and walks below it iteratively, each
+folder opened relative to its parent's descriptor without following links; `load` opens a
+file the same way, below the root's path, after checking that this path still leads to the
+folder scanned (its device and inode). So a folder or file swapped for a link during the
+run, or the root itself swapped for a link to another folder, is never followed. Symbolic
+links never lead out of the root: a link (to a file or a folder) whose target resolves
+outside the root, or to a hidden path inside it, is listed as skipped ("link not
+followed") and never read; other links to folders are not followed (their target is
+walked in its own place); other links to files are read (their target, opened below the
+root). Folders more than `MAX_DEPTH` levels below the root are skipped with the reason.
+Special files (pipes, sockets, devices) are never read. A name that is not valid UTF-8
+is shown escaped (`caf\\xe9.txt`) and read by its real name.
 
-A bad file never raises out of `scan`, `load` or `ingest`: it becomes a `Document` whose
-`skip` names one of the `Skip` categories and whose `reason` says what happened.
+A bad file or folder never raises out of `scan`, `load` or `ingest` (only an unusable
+root does): it becomes a `Document` whose `skip` names one of the `Skip` categories and
+whose `reason` says what happened.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +64,9 @@ from attnswitch.pipeline.readers.skip import Skipped as _Skipped
 from attnswitch.pipeline.readers.text import check_controls, decode
 
 DEFAULT_MAX_BYTES = 20 * 2**20
+# Folders nested deeper below the root are skipped with the reason (one descriptor is open
+# per level while the walk is inside).
+MAX_DEPTH = 128
 log = logging.getLogger(__name__)
 
 
@@ -67,6 +78,9 @@ class SourceFile:
     within its root); `path` is absolute. `size` and `mtime_ns` come from `os.stat`
     (following a link); both are -1 when the file could not be stat'ed or was refused,
     and then `error` says why and `skip` is the category (unreadable unless set).
+    `parts` are the real names `load` opens below the root (a link's: its target's; None:
+    those of `path`), `root_id` the root's (device, inode) when it was scanned (None: not
+    checked).
     """
 
     root: str
@@ -76,6 +90,8 @@ class SourceFile:
     mtime_ns: int
     error: str | None = None
     skip: Skip | None = None
+    parts: tuple[str, ...] | None = None
+    root_id: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,62 +136,260 @@ class Document:
         return f"{self.skip.value}: {self.detail}" if self.detail else self.skip.value
 
 
-def scan(root: str | os.PathLike, *, include_hidden: bool = False) -> list[SourceFile]:
+def scan(root: str | os.PathLike, *, include_hidden: bool = False,
+         max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None) -> list[SourceFile]:
     """Every file under `root`, recursively, in deterministic order.
 
-    A folder that cannot be listed becomes one entry (its relative path, with `error`
-    set) so that `load` reports it as unreadable; the walk goes on.
+    The walk is iterative and never follows a link to a folder: `root` is resolved once,
+    opened without following any link on its way, and every folder below it is opened
+    relative to its parent's descriptor, also without following links, so a folder
+    swapped for a link while the walk runs is not entered. Each entry carries the
+    device and inode of the root (`root_id`), and `load` refuses to read when the root's
+    path no longer leads to that folder. Given `root_id`, the root must be that folder
+    (a caller that checked the path earlier pins what it checked).
+
+    A folder that cannot be listed, and one more than `max_depth` folders below the root,
+    becomes one entry (its relative path, with `error` and `skip` set) so that `load`
+    reports it as skipped; the walk goes on. A name that is not valid UTF-8 is shown with
+    its undecodable bytes escaped (`caf\\xe9.txt`) and read by its real name.
+    Raises `NotADirectoryError` (a `ValueError` too when the root's own path is not valid
+    UTF-8) only for the root itself.
     """
-    base = Path(root).resolve()
-    if not base.is_dir():
-        raise NotADirectoryError(f"root: expected a folder, got {str(root)!r}")
-    out: list[SourceFile] = []
-    _scan_dir(base, base, include_hidden, out)
-    return out
-
-
-def _scan_dir(base: Path, folder: Path, include_hidden: bool, out: list[SourceFile]) -> None:
     try:
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
+        base = Path(os.path.realpath(root))
+        root_fd = _open_beneath(_open_dir("/", None), base.parts[1:], _DIR_FLAGS)
     except OSError as exc:
-        rel = folder.relative_to(base).as_posix()
-        out.append(SourceFile(str(base), rel, folder, -1, -1, f"cannot list folder: {exc}"))
-        return
-    for entry in entries:
-        if not include_hidden and entry.name.startswith("."):
-            continue
+        raise NotADirectoryError(f"root: expected a folder, got {_shown_path(root)!r} "
+                                 f"({exc.strerror or type(exc).__name__})") from None
+    try:
+        st = os.fstat(root_fd)
+        if not stat.S_ISDIR(st.st_mode):
+            raise NotADirectoryError(f"root: expected a folder, got {_shown_path(root)!r}")
+        check_root_name(base)
+        pinned = (st.st_dev, st.st_ino)
+        if root_id is not None and pinned != tuple(root_id):
+            raise NotADirectoryError(f"root: expected the folder checked before, got "
+                                     f"another at {_shown_path(base)!r} (it was replaced)")
+        return _walk(root_fd, base, pinned, include_hidden, max_depth)
+    finally:
+        os.close(root_fd)
+
+
+def folder_id(path: str | os.PathLike) -> tuple[int, int]:
+    """The (device, inode) of the folder at the absolute, resolved `path`, opened without
+    following any link on the way (`OSError` when there is one, or no folder): what
+    `scan(..., root_id=)` pins."""
+    fd = _open_beneath(_open_dir("/", None), Path(path).parts[1:], _DIR_FLAGS)
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", os.fspath(path))
+    return st.st_dev, st.st_ino
+
+
+class RootNameError(NotADirectoryError, ValueError):
+    """The root's path is not valid UTF-8: the store could not record it."""
+
+
+def check_root_name(path: str | os.PathLike) -> None:
+    """Raise `RootNameError` unless the resolved `path` is valid UTF-8 (a store records it
+    as text; a file name below it is escaped instead, see `scan`)."""
+    shown = _shown_path(path)
+    if shown != os.fspath(path):
+        raise RootNameError(f"root: expected a folder whose path is valid UTF-8, got {shown!r}")
+
+
+_DIR_FLAGS = (getattr(os, "O_PATH", 0) or os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def _open_dir(path: str, dir_fd: int | None, flags: int = _DIR_FLAGS) -> int:
+    return os.open(path, flags, dir_fd=dir_fd)
+
+
+def _open_beneath(dir_fd: int, parts: tuple[str, ...], flags: int) -> int:
+    """Open `parts` (names) below the folder `dir_fd`, following no link on the way
+    (`flags` for the last one, which gets `O_NOFOLLOW` too); `dir_fd` is closed. With no
+    parts, `dir_fd` itself is returned. A link on the way raises `OSError` (ELOOP)."""
+    fd = dir_fd
+    try:
+        for i, name in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                child = os.open(name, (flags if last else _DIR_FLAGS) | os.O_NOFOLLOW,
+                                dir_fd=fd)
+            except NotADirectoryError:  # O_PATH with O_NOFOLLOW: a link is "not a folder"
+                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    raise OSError(errno.ELOOP, "a link on the way", name) from None
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _lstat_beneath(root_fd: int, parts: tuple[str, ...]) -> os.stat_result:
+    """The stat of `parts` below `root_fd`, following no link (the last one included)."""
+    parent = _open_beneath(os.dup(root_fd), parts[:-1], _DIR_FLAGS)
+    try:
+        return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+    finally:
+        os.close(parent)
+
+
+def _shown_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (held as surrogates) escaped."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _shown_path(path: str | os.PathLike) -> str:
+    return _shown_name(os.fspath(path)) if isinstance(os.fspath(path), str) else repr(path)
+
+
+def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bool,
+          max_depth: int) -> list[SourceFile]:
+    """The iterative walk of `scan` below the open folder `root_fd` (not closed here)."""
+    out: list[SourceFile] = []
+
+    def entry(parts: tuple[str, ...], shown: str, *, st: os.stat_result | None = None,
+              error: str | None = None, skip: Skip | None = None,
+              target: tuple[str, ...] | None = None) -> None:
+        size, mtime = (st.st_size, st.st_mtime_ns) if st is not None else (-1, -1)
+        out.append(SourceFile(str(base), shown, base.joinpath(*parts), size, mtime, error,
+                              skip, target or parts, root_id))
+
+    first = _listing(root_fd)
+    if isinstance(first, str):
+        entry((), ".", error=f"cannot list folder: {first}")
+        return out
+    # One frame per open folder: (its descriptor, its names, shown names, the rest to visit).
+    stack: list[tuple[int, tuple[str, ...], tuple[str, ...], Iterator[str]]] = [
+        (root_fd, (), (), iter(first))]
+    try:
+        while stack:
+            fd, parts, shown_parts, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                if fd != root_fd:
+                    os.close(fd)
+                continue
+            if not include_hidden and name.startswith("."):
+                continue
+            here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
+            try:
+                child = _visit(fd, root_fd, base, here, shown, len(stack), include_hidden,
+                               max_depth, entry)
+            except Exception as exc:  # a bad entry never stops the walk
+                entry(here, shown, error=f"{type(exc).__name__}: {exc}")
+                continue
+            if child is not None:
+                stack.append((child[0], here, shown_parts + (_shown_name(name),),
+                              iter(child[1])))
+    finally:
+        for fd, *_ in stack:
+            if fd != root_fd:
+                os.close(fd)
+    return _unique(out)
+
+
+def _listing(fd: int) -> list[str] | str:
+    """The names in the folder `fd`, sorted by code point, or why it cannot be listed."""
+    try:
+        listed = os.open(".", _LIST_FLAGS, dir_fd=fd)
         try:
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            is_dir = False
-        if is_dir:
-            _scan_dir(base, Path(entry.path), include_hidden, out)
-            continue
-        path = Path(entry.path)
-        rel = path.relative_to(base).as_posix()
-        if entry.is_symlink() and (why := _link_refusal(base, path, include_hidden)):
-            out.append(SourceFile(str(base), rel, path, -1, -1, why, Skip.LINK))
-            continue
+            return sorted(os.listdir(listed))
+        finally:
+            os.close(listed)
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
+def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str,
+           depth: int, include_hidden: bool, max_depth: int,
+           entry: Callable[..., None]) -> tuple[int, list[str]] | None:
+    """Record the entry `parts` (the last name in the folder `fd`); for a folder to
+    descend into, return its open descriptor and its names."""
+    name = parts[-1]
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError as exc:
+        entry(parts, shown, error=f"cannot stat: {exc.strerror or exc}")
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        if depth > max_depth:
+            entry(parts, shown, error=f"more than {max_depth} folders below the root",
+                  skip=Skip.TOO_DEEP)
+            return None
         try:
-            st = os.stat(path)
+            child = _open_dir(name, fd)
         except OSError as exc:
-            out.append(SourceFile(str(base), rel, path, -1, -1, f"cannot stat: {exc}"))
-            continue
+            entry(parts, shown, error=f"cannot list folder: {exc.strerror or exc}")
+            return None
+        names = _listing(child)
+        if isinstance(names, str):
+            os.close(child)
+            entry(parts, shown, error=f"cannot list folder: {names}")
+            return None
+        return child, names
+    if stat.S_ISLNK(st.st_mode):
+        target, why = _link_target(base, parts, include_hidden)
+        if why is not None:
+            entry(parts, shown, error=why, skip=Skip.LINK)
+            return None
+        if not target:
+            return None  # a link to the root: a folder, not followed
+        try:
+            st = _lstat_beneath(root_fd, target)
+        except OSError as exc:
+            entry(parts, shown, error=f"cannot stat: {exc.strerror or exc}")
+            return None
         if stat.S_ISDIR(st.st_mode):
-            continue  # a link to a folder: not followed
-        out.append(SourceFile(str(base), rel, path, st.st_size, st.st_mtime_ns))
-
-
-def _link_refusal(base: Path, path: Path, include_hidden: bool) -> str | None:
-    """Why the link at `path` must not be followed from the root `base`, or None."""
-    target = Path(os.path.realpath(path))
-    if not target.is_relative_to(base):
-        return "its target is outside the root"
-    hidden = [part for part in target.relative_to(base).parts if part.startswith(".")]
-    if hidden and not include_hidden:
-        return "its target is a hidden path"
+            return None  # a link to a folder: not followed (its target is walked in place)
+        if stat.S_ISLNK(st.st_mode):
+            entry(parts, shown, error="its target changed during the walk", skip=Skip.LINK)
+            return None
+        entry(parts, shown, st=st, target=target)
+        return None
+    entry(parts, shown, st=st)
     return None
+
+
+def _link_target(base: Path, parts: tuple[str, ...],
+                 include_hidden: bool) -> tuple[tuple[str, ...], str | None]:
+    """Where the link `parts` leads, as names below the root `base`, or why it must not
+    be followed. The target is only a name here: it is opened below the pinned root
+    without following links, so a path resolved through a swapped link is never read
+    outside the root."""
+    try:
+        target = Path(os.path.realpath(base.joinpath(*parts)))
+    except (OSError, RuntimeError) as exc:
+        return (), f"its target cannot be resolved ({getattr(exc, 'strerror', None) or exc})"
+    if not target.is_relative_to(base):
+        return (), "its target is outside the root"
+    rel = target.relative_to(base).parts
+    if not include_hidden and any(part.startswith(".") for part in rel):
+        return (), "its target is a hidden path"
+    return rel, None
+
+
+def _unique(entries: list[SourceFile]) -> list[SourceFile]:
+    """Leave out an escaped name equal to another file's real name (both would be one
+    document): the real name keeps it, the other is logged."""
+    seen: set[str] = set()
+    out = []
+    for e in entries:
+        if e.source in seen:
+            log.warning("ingest: %s: two files show as this name (one name is not UTF-8); "
+                        "the second is left out", e.source)
+            continue
+        seen.add(e.source)
+        out.append(e)
+    return out
 
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
@@ -195,7 +409,7 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     try:
         if entry.error is not None:
             raise _Skipped(entry.skip or Skip.UNREADABLE, entry.error)
-        data, st = _read(entry.path, max_bytes, Path(entry.root))
+        data, st = _read(entry, max_bytes)
         # The stat taken just before reading: if the file changes after it, the stored
         # mtime is older than the file's and the next run reads it again.
         fields.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
@@ -238,27 +452,38 @@ def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def _read(path: Path, max_bytes: int, root: Path) -> tuple[bytes, os.stat_result]:
-    """The bytes of the regular file at `path`, which must resolve inside `root`: the
-    resolved path is opened without following links, and the file opened must be the one
-    stat'ed (a path swapped for a link after the scan is refused, not read)."""
+def _read(entry: SourceFile, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file `entry` names, opened below its root without following
+    any link (a path swapped for a link after the scan is refused, not read). The root's
+    path must still lead to the folder the scan walked (`entry.root_id`): a root swapped
+    for a link to another folder is refused too."""
+    root = Path(entry.root)
+    parts = entry.parts or entry.path.relative_to(root).parts
     try:
-        real = Path(os.path.realpath(path))
-        if not real.is_relative_to(os.path.realpath(root)):
-            raise _Skipped(Skip.LINK, "its target is outside the root")
-        st = os.stat(real)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Skipped(Skip.NOT_A_FILE, _mode_name(st.st_mode))
-        if st.st_size > max_bytes:
-            raise _Skipped(Skip.TOO_LARGE, f"{_mb(st.st_size)} > limit {_mb(max_bytes)}")
-        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        root_fd = _open_beneath(_open_dir("/", None), root.parts[1:], _DIR_FLAGS)
+        try:
+            here = os.fstat(root_fd)
+            if entry.root_id is not None and (here.st_dev, here.st_ino) != tuple(entry.root_id):
+                raise _Skipped(Skip.LINK, "the root folder was replaced after the scan")
+            st = _lstat_beneath(root_fd, parts)
+            if stat.S_ISLNK(st.st_mode):
+                raise _Skipped(Skip.LINK, "it was replaced by a link after the scan")
+            if not stat.S_ISREG(st.st_mode):
+                raise _Skipped(Skip.NOT_A_FILE, _mode_name(st.st_mode))
+            if st.st_size > max_bytes:
+                raise _Skipped(Skip.TOO_LARGE, f"{_mb(st.st_size)} > limit {_mb(max_bytes)}")
+            fd = _open_beneath(os.dup(root_fd), parts, os.O_RDONLY | os.O_NONBLOCK
+                               | getattr(os, "O_BINARY", 0))
+        finally:
+            os.close(root_fd)
         with open(fd, "rb") as fh:
             opened = os.fstat(fh.fileno())
             if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
                 raise _Skipped(Skip.UNREADABLE, "the file changed while it was opened")
             data = fh.read(max_bytes + 1)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Skipped(Skip.LINK, "a link appeared on its path after the scan") from None
         raise _Skipped(Skip.UNREADABLE, f"{type(exc).__name__}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:  # grew after stat
         raise _Skipped(Skip.TOO_LARGE, f"more than limit {_mb(max_bytes)}")

@@ -167,8 +167,7 @@ def connect(options: RayOptions) -> bool:
 
 def read_row(row: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load`)."""
-    entry = SourceFile(row["root"], row["source"], Path(row["path"]), int(row["size"]),
-                       int(row["mtime_ns"]), row["error"])
+    entry: SourceFile = pickle.loads(row["entry"])  # whole: its real names, its pinned root
     return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes)), "known": row["known"]}
 
 
@@ -269,9 +268,7 @@ class RayRunJob(RunJob):
             row = self.stored.get(e.source)
             known = (row.sha256 if row is not None and row.status == "indexed"
                      and row.config == self.fp else None)
-            items.append({"root": e.root, "source": e.source, "path": str(e.path),
-                          "size": e.size, "mtime_ns": e.mtime_ns, "error": e.error,
-                          "known": known})
+            items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)
         ds = ds.map(read_row, fn_kwargs={"max_bytes": self.options.max_bytes},

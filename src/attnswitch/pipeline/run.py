@@ -268,6 +268,7 @@ class RunJob:
         self.encode_s = 0.0  # seconds spent encoding
         self.failures_in_row = 0
         self.run_id = 0
+        self.root_id: tuple[int, int] | None = None  # the root's (device, inode), if pinned
 
     def _measuring(self, done: int, total: int, what: str) -> None:
         """Progress of the engines' measurement (`autopick.measure`), as a run stage."""
@@ -313,7 +314,8 @@ class RunJob:
 
     def _listing(self) -> list[SourceFile]:
         """The files of the root, less the store's own files when they lie inside."""
-        return self._not_own(scan(self.root, include_hidden=self.options.include_hidden))
+        return self._not_own(scan(self.root, include_hidden=self.options.include_hidden,
+                                  root_id=self.root_id))
 
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
         own = self.store.own_files()
@@ -451,20 +453,28 @@ class RunJob:
 
 def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(), *,
         get_encoder: Callable[[], Any] | None = None,
-        on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
+        on_progress: Callable[[RunProgress], None] | None = None,
+        root_id: tuple[int, int] | None = None) -> RunSummary:
     """Index `root` into `store` (see the module doc). `get_encoder` returns the `Encoder`
     to use (default: `engines.get_engine` for the options), called once, on first need.
+    `root_id`: the (device, inode) the root must have (`ingest.scan`), for a caller that
+    checked the folder before.
     The run is recorded in the store's runs table, "completed", "failed" or "interrupted"
     (Ctrl-C); exceptions propagate after it is recorded."""
     started = time.perf_counter()
     root = check_root(root)
-    return drive(RunJob(root, store, options, get_encoder, on_progress), started)
+    job = RunJob(root, store, options, get_encoder, on_progress)
+    job.root_id = root_id
+    return drive(job, started)
 
 
 def check_root(root: str | os.PathLike) -> Path:
+    from attnswitch.pipeline.ingest import check_root_name
+
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"root: expected a folder, got {str(root)!r}")
+    check_root_name(root.resolve())  # before the store records it
     return root
 
 

@@ -472,6 +472,49 @@ def resolve_path(path: str | os.PathLike | None = None) -> Path:
     return p
 
 
+def check_index_file(path: Path) -> None:
+    """Raise `StoreCorruptError` unless the existing file at `path` is an attnswitch index
+    (a SQLite database with the index's `meta` and `documents` tables), looking at it
+    read-only: another program's database, an empty file or a file of another kind is
+    refused untouched, never turned into an index. A table of the index's with other
+    columns is refused by `check_schema`; a file of a newer schema version is left to the
+    constructor's version check (which refuses it, untouched too)."""
+    # Through SQLite only: closing a descriptor of our own on the file would drop the locks
+    # that this process's other connections hold on it (POSIX advisory locks are per
+    # process and per file).
+    if path.is_dir():
+        raise StoreCorruptError(f"{path}: expected an index file, got a folder; use another "
+                                "--db", path=path)
+    if path.stat().st_size == 0:
+        raise StoreCorruptError(f"{path}: not a readable attnswitch index (an empty file); it "
+                                f"is left as it is: use another --db, or {REBUILD}", path=path)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(f"{path}: cannot be opened for reading ({exc}); check its "
+                                "permissions, or use another --db", path=path) from None
+    try:
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.DatabaseError as exc:
+            if "not a database" not in str(exc):
+                raise  # locked, malformed...: `store_errors.describe` says what to do
+            raise StoreCorruptError(f"{path}: not a readable attnswitch index (not a SQLite "
+                                    f"database); it is left as it is: use another --db, or "
+                                    f"{REBUILD}", path=path) from None
+        check_schema(conn, _SCHEMA, path)  # a table of the index's with other columns
+    finally:
+        conn.close()
+    if version <= SCHEMA_VERSION and not {"meta", "documents"} <= tables:
+        shown = ", ".join(sorted(tables)[:5]) or "none"
+        raise StoreCorruptError(f"{path}: not an attnswitch index of a schema this version "
+                                f"knows (a SQLite database with tables: {shown}; made by "
+                                f"another program?); it is left as it is: use another --db, "
+                                f"or {REBUILD}", path=path)
+
+
 def root_key(root: str | os.PathLike) -> str:
     """How a root is stored: its absolute, resolved path (as `ingest.scan` records it)."""
     return str(Path(root).resolve())
@@ -490,6 +533,8 @@ class SQLiteStore(StoreBase):
         self.path = resolve_path(path)
         self.exact_below = exact_below
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
+        if self.path.exists():
+            check_index_file(self.path)  # before anything may write to it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None

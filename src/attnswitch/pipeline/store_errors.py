@@ -35,7 +35,13 @@ class StoreConnectError(ConnectionError):
 
 class StoreCorruptError(RuntimeError):
     """The store's file holds rows attnswitch cannot use (e.g. a vector whose length is
-    not the store's dimension); the message names the file and what to do."""
+    not the store's dimension), or is not an index at all; the message names the file
+    (`path`, when given, is how: `describe` shows it as the caller names the file) and
+    what to do."""
+
+    def __init__(self, message: str, path: object = None):
+        super().__init__(message)
+        self.path = path
 
 
 def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object) -> None:
@@ -55,7 +61,7 @@ def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object) 
                 raise StoreCorruptError(
                     f"{path}: not an attnswitch index of a schema this version knows (table "
                     f"{table} lacks {', '.join(missing)}; made by another program?); use "
-                    f"another --db, or {REBUILD}")
+                    f"another --db, or {REBUILD}", path=path)
     finally:
         expected.close()
 
@@ -76,6 +82,8 @@ def describe(exc: BaseException, where: str) -> str:
     """One line for a store error about the file `where` (a path, or a name such as "the
     server's index"): what is wrong and what to do."""
     text = str(exc).strip() or type(exc).__name__
+    if getattr(exc, "path", None) is not None:  # named as the caller names it
+        text = text.replace(str(exc.path), where)
     if isinstance(exc, (StoreCorruptError, StoreBusyError)) or not isinstance(
             exc, sqlite3.Error):
         return text if where in text else f"{where}: {text}"

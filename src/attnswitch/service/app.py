@@ -3,25 +3,38 @@
 Middleware, outermost first: metrics (every request counted and timed, refusals too), on a
 keyless loopback server the Host check (`auth.LoopbackHostMiddleware`), the body limits
 (bytes actually read, time, UTF-8), then FastAPI's routing with the service's error
-handlers (`errors.HANDLERS`: one JSON error shape). The lifespan starts the service (warm-up in the
-background) and stops it after the server drained (`lifecycle`). The API's pages, Swagger UI
-at /docs and ReDoc at /redoc, are served with their assets (under /static-offline-docs/),
-so they work on a machine with no network.
+handlers (`errors.HANDLERS`: one JSON error shape). A body FastAPI refuses before the
+routes' dependencies run (not JSON, or of no JSON content type) is answered only after the
+`/v1/` gate (`routes.gate`: the key, 401, then readiness, 503), so that it says nothing to
+a client without a key; a body sent with no JSON content type gets 415. The lifespan starts
+the service (warm-up in the background) and stops it after the server drained
+(`lifecycle`). The API's pages, Swagger UI at /docs and ReDoc at /redoc, are served with
+their assets (under /static-offline-docs/), so they work on a machine with no network.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import email.message
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi_offline import FastAPIOffline
+from starlette.responses import Response
 
 from attnswitch._version import __version__
 from attnswitch.service.auth import LoopbackHostMiddleware, is_loopback
 from attnswitch.service.config import ServiceConfig
-from attnswitch.service.errors import HANDLERS
+from attnswitch.service.errors import (
+    HANDLERS,
+    ServiceError,
+    error_response,
+    service_error_handler,
+    validation_error_handler,
+)
 from attnswitch.service.lifecycle import lifespan
 from attnswitch.service.limits import BodyLimitMiddleware
 from attnswitch.service.metrics import MetricsMiddleware
-from attnswitch.service.routes import health, v1
+from attnswitch.service.routes import gate, health, v1
 from attnswitch.service.runtime import Service
 
 
@@ -36,7 +49,7 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
         title="attnswitch", version=__version__, lifespan=lifespan(service),
         description="Embeddings (OpenAI-compatible), search and indexing jobs over an "
         "attnswitch index.",
-        exception_handlers=dict(HANDLERS),
+        exception_handlers={**HANDLERS, RequestValidationError: validation_after_gate},
         swagger_ui_parameters={"validatorUrl": None},  # its default is a remote validator
     )
     app.state.service = service
@@ -49,3 +62,31 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
         app.add_middleware(LoopbackHostMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
     return app
+
+
+def _json_content_type(request: Request) -> bool | None:
+    """Whether the request declares a JSON body (None: it declares no content type)."""
+    value = request.headers.get("content-type")
+    if not value:
+        return None
+    message = email.message.Message()
+    message["content-type"] = value
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json"))
+
+
+async def validation_after_gate(request: Request, exc: Exception) -> Response:
+    """A refused body (`errors.validation_error_handler`), answered after the `/v1/` gate;
+    a body of no JSON content type is 415."""
+    if request.url.path.startswith("/v1/"):
+        try:
+            await gate(request)
+        except ServiceError as refused:
+            return await service_error_handler(request, refused)
+    declared = _json_content_type(request)
+    if declared is not True and getattr(exc, "body", None):  # the body FastAPI read
+        got = "none" if declared is None else repr(request.headers["content-type"][:80])
+        return error_response(415, f"content-type: expected application/json, got {got}",
+                              "unsupported_media_type", "content-type")
+    return await validation_error_handler(request, exc)

@@ -7,6 +7,10 @@ are ignored:
   (`printf %s "$KEY" | sha256sum`), so the file never holds the key itself;
 - any other line: a plain key, hashed when the file is read (only the digest is kept).
 
+A UTF-8 byte order mark at the start of the file is dropped; a `sha256:` line without
+exactly 64 hex digits is refused (never taken for a plain key); the file must be a regular
+file (a named pipe would block start-up).
+
 A request presents `Authorization: Bearer <key>`. Its SHA-256 digest is compared with every
 stored digest by `hmac.compare_digest`, all of them each time, so neither the key nor which
 entry matched shows in the timing. Health routes (`/livez`, `/readyz`) and `/metrics` stay
@@ -26,6 +30,7 @@ import hmac
 import ipaddress
 import os
 import re
+import stat
 from pathlib import Path
 
 from typing import Any
@@ -46,25 +51,52 @@ class BindRefusedError(ValueError):
     """A host that may not be served with the given authentication settings."""
 
 
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return f"mode {stat.filemode(mode)}"
+
+
 def hash_key(key: str) -> str:
     """The SHA-256 hex digest of a key, as the key file stores it."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def load_keys(path: str | os.PathLike) -> tuple[str, ...]:
-    """The digests of every key in `path` (see the module doc); at least one."""
+    """The digests of every key in `path` (see the module doc); at least one. The file must
+    be a regular file (a pipe or a device is refused, never waited on); a UTF-8 byte order
+    mark at its start is dropped; a line starting with `sha256:` must hold exactly 64 hex
+    digits after it."""
     p = Path(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise KeyFileError(f"api key file: expected a regular file, got "
+                                   f"{_kind(mode)} at {str(p)!r}")
+            lines = fh.read().decode("utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise KeyFileError(f"api key file: expected a readable UTF-8 file, got {str(p)!r} "
                            f"({type(exc).__name__}: {exc})") from None
     digests = []
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         entry = line.strip()
         if not entry or entry.startswith("#"):
             continue
         match = _HEX64.fullmatch(entry)
+        if match is None and entry.lower().startswith("sha256:"):
+            digits = entry.split(":", 1)[1].strip()
+            if re.fullmatch(r"[0-9a-fA-F]{64}", digits):  # "SHA256:", or a space after ":"
+                digests.append(digits.lower())
+                continue
+            raise KeyFileError(f"api key file: line {number}: expected 'sha256:' and 64 hex "
+                               f"digits, got {len(digits)} characters"
+                               + ("" if re.fullmatch(r"[0-9a-fA-F]*", digits)
+                                  else " that are not all hex digits"))
         digests.append(match.group(1).lower() if match else hash_key(entry))
     if not digests:
         raise KeyFileError(f"api key file: expected at least one key or sha256 digest, got "

@@ -121,13 +121,17 @@ class Batcher:
         """Whether an encoder call is in progress."""
         return self._in_flight is not None
 
-    def admit(self, items: int, within_s: float | None = None) -> Ticket:
-        """Room for `items` texts, or `QueueFull` (see the module doc for `within_s`)."""
+    def admit(self, items: int, within_s: float | None = None,
+              tokens: float | None = None) -> Ticket:
+        """Room for `items` texts, or `QueueFull` (see the module doc for `within_s`).
+        `tokens`: the caller's estimate of their model tokens (default: the running
+        average per text)."""
         if self._queued + items > self.capacity:
             raise QueueFull(f"room for {items} texts", f"a full queue ({self.capacity} texts "
                             "waiting at most)", self.retry_after())
         if within_s is not None:
-            self._check_time(items * self._tokens_per_item, within_s, self._queued)
+            self._check_time(items * self._tokens_per_item if tokens is None else tokens,
+                             within_s, self._queued)
         self._queued += items
         return Ticket(self, items)
 

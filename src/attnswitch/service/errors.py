@@ -26,7 +26,8 @@ MAX_VALIDATION_ERRORS = 4
 TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
     404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error",
-    409: "conflict_error", 413: "invalid_request_error", 422: "invalid_request_error",
+    409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
+    422: "invalid_request_error",
     429: "rate_limit_error", 500: "server_error", 503: "service_unavailable", 504: "timeout_error",
 }
 

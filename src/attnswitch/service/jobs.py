@@ -14,14 +14,20 @@ pipeline as the CLI, recorded in the store's runs table. One job runs at a time 
 one does).
 
 Paths in answers are relative to the jobs root (`shown`); a job's summary and error never
-carry the server's absolute paths.
+carry the server's absolute paths (the index's, the jobs root's, the model folder's). A
+summary lists at most `LISTED_FILES` skipped files and as many notes, and counts the rest
+(`skipped_files_more`, `notes_more`); `skipped_by_reason` counts every skipped file, and
+the store keeps each with its reason (`attnswitch status --json`). A path that is not
+valid UTF-8 (a lone surrogate in the JSON, or a folder whose name has other bytes) is
+refused (422): the store and the answers hold text.
 
 The job encodes through the service's encoder on the model's executor (`encode` below), so
 its encoder calls take turns with request batches instead of competing for the CPU.
 
 `stop()` asks a running job to end: at its next progress point the run is interrupted (its
 runs-table row says "interrupted"; every document is either fully committed or untouched,
-so the next job or `attnswitch run` finishes it).
+so the next job or `attnswitch run` finishes it). A job that reaches no progress point
+within `STOP_GRACE_S` (chunking one large file) is interrupted where it is.
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ from attnswitch.service.index import INDEX_NAME, store_errors_unavailable
 
 log = logging.getLogger("attnswitch.service")
 KEEP_JOBS = 100
+# Seconds a stopping job has to reach a progress point before it is interrupted where it is.
+STOP_GRACE_S = 2.0
+# Files listed by name in a job's summary (skipped ones, and ones handled with a note); the
+# counts by reason cover them all, and the store keeps every skipped file with its reason.
+LISTED_FILES = 20
 STATUSES = ("queued", "running", "completed", "failed", "interrupted")
 
 
@@ -50,14 +61,54 @@ def _hidden(parts: tuple[str, ...]) -> bool:
     return any(part.startswith(".") and part not in (".", "..") for part in parts)
 
 
+def _model_name(path: str) -> str:
+    """How answers name a model folder: by its name (`runtime.model_name`'s rule)."""
+    p = Path(path)
+    return p.parent.name if p.name == "model" else p.name
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _hidden_refused() -> ServiceError:
     return ServiceError(403, "path: expected a folder without hidden components (names "
                         "starting with '.'), got one with", code="path_forbidden",
                         param="path")
 
 
+def bounded(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run's summary as a job keeps it: without the store's location, and its lists of
+    files cut to the first `LISTED_FILES`, with `skipped_files_more` and `notes_more`
+    counting the rest (so that neither the server's memory nor `GET /v1/jobs` grows with
+    the number of files)."""
+    out = {k: v for k, v in summary.items() if k != "db"}
+    for key in ("skipped_files", "notes"):
+        files = out.get(key) or []
+        out[key] = files[:LISTED_FILES]
+        out[f"{key}_more"] = max(0, len(files) - LISTED_FILES)
+    return out
+
+
 class _StopRequested(KeyboardInterrupt):
-    """Raised from the progress callback: the run records itself as interrupted."""
+    """Raised from the progress callback (or into the job's thread, `_raise_in`): the run
+    records itself as interrupted."""
+
+
+def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    """Raise `exc_type` in `thread` at its next Python instruction (CPython's
+    `PyThreadState_SetAsyncExc`; a thread waiting in C code gets it when the call returns)."""
+    import ctypes
+
+    if thread.ident is None:
+        return
+    ident = ctypes.c_ulong(thread.ident)
+    if ctypes.pythonapi.PyThreadState_SetAsyncExc(ident, ctypes.py_object(exc_type)) > 1:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ident, None)  # never more than one
 
 
 @dataclasses.dataclass
@@ -117,6 +168,9 @@ class JobManager:
         if "\x00" in path:
             raise ServiceError(422, "path: expected a folder path, got a NUL character",
                                code="invalid_path", param="path")
+        if not _is_utf8(path):  # JSON may carry lone surrogates ("\udcff")
+            raise ServiceError(422, "path: expected Unicode text, got an unpaired surrogate",
+                               code="invalid_path", param="path")
         if _hidden(PurePath(path).parts):
             raise _hidden_refused()
         try:
@@ -138,6 +192,9 @@ class JobManager:
         if not is_folder:  # one answer whatever is there: a file's existence stays private
             raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
                                "got no such folder", code="not_a_folder", param="path")
+        if not _is_utf8(str(folder)):  # the store and the answers hold text
+            raise ServiceError(422, "path: expected a folder whose path is valid UTF-8, got "
+                               "one with other bytes", code="invalid_path", param="path")
         return folder
 
     def shown(self, path: str | Path) -> str:
@@ -150,6 +207,7 @@ class JobManager:
 
     def start(self, path: str) -> Job:
         folder = self.resolve(path)
+        root_id = self._pin(folder)
         with self._lock:
             self._refuse_while_busy()
         self._check_store()  # outside the lock: opening the store may wait for a writer
@@ -159,10 +217,23 @@ class JobManager:
             self._jobs[job.id] = job
             while len(self._jobs) > KEEP_JOBS:
                 self._jobs.popitem(last=False)
-            self._thread = threading.Thread(target=self._run, args=(job, folder),
+            self._thread = threading.Thread(target=self._run, args=(job, folder, root_id),
                                             name=f"attnswitch-job-{job.id}", daemon=True)
             self._thread.start()
         return job
+
+    @staticmethod
+    def _pin(folder: Path) -> tuple[int, int]:
+        """The checked folder's (device, inode), opened without following links: the job
+        walks that folder and no other, even if its path is swapped for a link later."""
+        from attnswitch.pipeline.ingest import folder_id
+
+        try:
+            return folder_id(folder)
+        except OSError:  # swapped for a link (or removed) since it was checked
+            raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
+                               "got no such folder", code="not_a_folder",
+                               param="path") from None
 
     def _refuse_while_busy(self) -> None:
         """503 while draining, 409 while a job runs (call with the lock held)."""
@@ -189,25 +260,28 @@ class JobManager:
                                    "folder); retry when it has finished",
                                    code="index_busy") from None
 
-    def _public(self, value: Any) -> Any:
+    def _public(self, value: Any, model: str | None = None) -> Any:
         """`value` (text, or lists and dicts of it) without the server's absolute paths
-        (the index's, the jobs root's)."""
+        (the index's, the jobs root's, and the folder of `model`, shown by its name)."""
         if isinstance(value, dict):
-            return {k: self._public(v) for k, v in value.items()}
+            return {k: self._public(v, model) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._public(v) for v in value]
+            return [self._public(v, model) for v in value]
         if not isinstance(value, str):
             return value
         text = value
-        for path, name in ((self.index_path, INDEX_NAME),
-                           (self.index_path.resolve(), INDEX_NAME)):
+        paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
+        if model and os.path.isabs(model):
+            paths += [(Path(model), _model_name(model)),
+                      (Path(model).resolve(), _model_name(model))]
+        for path, name in paths:
             text = text.replace(str(path), name)
         if self.jobs_root is not None:
             text = text.replace(str(self.jobs_root) + os.sep, "").replace(
                 str(self.jobs_root), ".")
         return text
 
-    def _run(self, job: Job, folder: Path) -> None:
+    def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
         from attnswitch.pipeline.run import run
         from attnswitch.pipeline.store import SQLiteStore
         from attnswitch.pipeline.store_errors import describe, is_store_error
@@ -222,12 +296,15 @@ class JobManager:
             if self._stop.is_set():
                 raise _StopRequested()
 
+        model = None
         try:
+            options = self._options()
+            model = options.model
             with SQLiteStore(self.index_path) as store:
-                summary = run(folder, store, self._options(), get_encoder=self._encoder,
-                              on_progress=progress)
-            public = {k: v for k, v in summary.to_dict().items() if k != "db"}
-            job.summary = {**self._public(public), "root": job.path}
+                summary = run(folder, store, options, get_encoder=self._encoder,
+                              on_progress=progress, root_id=root_id)
+            job.summary = {**self._public(bounded(summary.to_dict()), model),
+                           "root": job.path}
             job.status = "completed"
         except KeyboardInterrupt:
             job.status, job.error = "interrupted", "stopped by server shutdown; run again to finish"
@@ -235,7 +312,7 @@ class JobManager:
             log.warning("job %s failed: %s: %s", job.id, type(exc).__name__, exc)
             error = (describe(exc, INDEX_NAME) if is_store_error(exc)
                      else f"{type(exc).__name__}: {exc}")
-            job.status, job.error = "failed", self._public(error)
+            job.status, job.error = "failed", self._public(error, model)
         finally:
             job.finished_at = time.time()
 
@@ -248,13 +325,20 @@ class JobManager:
 
     def stop(self, timeout: float) -> bool:
         """Stop taking jobs, interrupt a running one, wait up to `timeout` s; True when no
-        job is left running."""
+        job is left running. A job that has not reached a progress point within
+        `STOP_GRACE_S` (it is chunking or reading one large file) is interrupted where it
+        is, as Ctrl-C interrupts `attnswitch run`: its run is recorded as interrupted and
+        every document is committed whole or not at all."""
         self._stop.set()
         thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
+        if thread is None:
+            return True
+        end = time.monotonic() + timeout
+        thread.join(min(timeout, STOP_GRACE_S))
+        if thread.is_alive():
+            _raise_in(thread, _StopRequested)
+            thread.join(max(0.0, end - time.monotonic()))
+        return not thread.is_alive()
 
     def counts(self) -> dict[str, int]:
         with self._lock:

@@ -4,7 +4,8 @@ encoding, items per request, empty input.
 `BodyLimitMiddleware` reads the whole body before the app sees it and answers 413 (in the
 service's JSON error shape) as soon as the bytes read pass the limit, whatever the
 Content-Length said or whether there was one (chunked transfer encoding). A declared
-Content-Length over the limit is refused without waiting for the bytes. Starlette's own
+Content-Length over the limit is refused without waiting for the bytes (and without "100
+Continue" to a client that sent `Expect: 100-continue`: it gets the 413 at once). Starlette's own
 limiter answers in plain text, hence this one. The whole body must arrive within
 `timeout_s` (a client that trickles it gets 408 and the connection is closed), and be
 UTF-8, as JSON must (RFC 8259; 400 `invalid_json` otherwise). The headers' own deadline is
@@ -15,7 +16,11 @@ within the body's deadline, so that a client still sending gets the 413 rather t
 reset connection.
 
 Token limits per item are the model's (`max_seq_length`): longer texts are truncated unless
-the request says `"truncate": false` (then 422); see `runtime.Service.embed`.
+the request says `"truncate": false` (then 422); see `runtime.Service.embed`. Only a bounded
+prefix of a text is tokenised (`token_prefix`: `CHARS_PER_TOKEN` characters per token the
+model takes, cut at a space), so a 2 MB text costs the CPU what its first tokens cost, not
+seconds; a strict request whose text is longer than that prefix is refused (422) without
+tokenising the rest.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from attnswitch.service.errors import ServiceError, error_body
 
 DRAIN_BYTES = 8 * 2**20
+# Characters of a text tokenised per token the model takes: far more than any text needs
+# (English runs about 4 characters per token; code, with its indentation, under 10).
+CHARS_PER_TOKEN = 64
 
 
 class BodyLimitMiddleware:
@@ -63,7 +71,8 @@ class BodyLimitMiddleware:
     async def _read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await _drain(receive, min(declared, DRAIN_BYTES))
+            if not _expects_continue(scope):  # else the body never comes: nothing to drain
+                await _drain(receive, min(declared, DRAIN_BYTES))
             await self._too_large(send, f"{declared} bytes declared")
             return None
         chunks: list[bytes] = []
@@ -96,6 +105,13 @@ async def _refuse(send: Send, status: int, message: str, code: str) -> None:
                             (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _expects_continue(scope: Scope) -> bool:
+    """Whether the client waits for "100 Continue" before sending its body (reading the
+    body would make the server send it)."""
+    return any(name == b"expect" and value.strip().lower() == b"100-continue"
+               for name, value in scope.get("headers", ()))
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -149,3 +165,16 @@ def check_items(texts: Sequence[str], max_items: int, param: str = "input",
             raise ServiceError(400, f"{where}: expected a non-empty text, got "
                                f"{'an empty string' if not text else 'only whitespace'}",
                                code="empty_input", param=where)
+
+
+def token_prefix(text: str, max_tokens: int) -> str:
+    """The part of `text` to tokenise when only its first `max_tokens` tokens count: all of
+    it when it has at most `max_tokens * CHARS_PER_TOKEN` characters, else that many cut
+    back to the last whitespace (so that no word is split and the first tokens are the
+    whole text's)."""
+    bound = max_tokens * CHARS_PER_TOKEN
+    if len(text) <= bound:
+        return text
+    head = text[:bound]
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    return head[:cut] if cut > bound // 2 else head

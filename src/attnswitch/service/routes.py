@@ -10,6 +10,8 @@
     GET  /v1/jobs               recent jobs, newest first
     GET  /v1/models             the served model (OpenAI's models list)
 
+Every `/v1/` route checks the key (401) and then readiness (503 with Retry-After while
+warming up, draining or failed) before anything else, as one router dependency (`gate`).
 Every refusal has the JSON error shape of `errors`. A client may shorten its deadline with
 the header `X-Request-Timeout: <seconds>` (never beyond the server's `--request-timeout`).
 """
@@ -55,8 +57,21 @@ async def authorized(request: Request) -> None:
         svc.keys.check(request)
 
 
+async def ready(request: Request) -> None:
+    """503 with Retry-After unless the service is ready (warming up, draining, failed)."""
+    service(request).readiness.check()
+
+
+async def gate(request: Request) -> None:
+    """What every /v1 route checks first, in this order: the key (401), then readiness
+    (503). The router's dependencies; `app` also runs it before answering a body that is
+    not JSON, so that such a body says nothing before the key is checked."""
+    await authorized(request)
+    await ready(request)
+
+
 health = APIRouter(tags=["health"])
-v1 = APIRouter(prefix="/v1", dependencies=[Depends(authorized)], tags=["v1"])
+v1 = APIRouter(prefix="/v1", dependencies=[Depends(gate)], tags=["v1"])
 _COMMON = (400, 401, 408, 413, 422, 429, 503, 504)
 
 
@@ -82,7 +97,6 @@ async def metrics(request: Request) -> Response:
 async def embeddings(body: EmbeddingRequest, request: Request,
                      timeout: TimeoutHeader = None) -> Response:
     svc = service(request)
-    svc.readiness.check()
     is_list = not isinstance(body.input, str)
     texts = list(body.input) if is_list else [body.input]
     check_items(texts, svc.config.max_items, "input", is_list)
@@ -101,7 +115,6 @@ async def embeddings(body: EmbeddingRequest, request: Request,
 async def search(body: SearchRequest, request: Request,
                  timeout: TimeoutHeader = None) -> dict:
     svc = service(request)
-    svc.readiness.check()
     check_items([body.query], 1, "query", is_list=False)
     hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout), body.mode,
                                    body.ef)
@@ -115,18 +128,17 @@ async def search(body: SearchRequest, request: Request,
          responses=errors(400, 401, 403, 408, 409, 413, 422, 503))
 async def create_job(body: JobRequest, request: Request) -> JSONResponse:
     svc = service(request)
-    svc.readiness.check()
     job = await svc.in_cpu_pool(svc.jobs.start, body.path)
     return JSONResponse(job.to_dict(), status_code=202,
                         headers={"Location": f"/v1/jobs/{job.id}"})
 
 
-@v1.get("/jobs", response_model=JobList, responses=errors(401))
+@v1.get("/jobs", response_model=JobList, responses=errors(401, 503))
 async def list_jobs(request: Request) -> dict:
     return {"object": "list", "data": [j.to_dict() for j in service(request).jobs.recent()]}
 
 
-@v1.get("/jobs/{job_id}", response_model=JobResponse, responses=errors(401, 404))
+@v1.get("/jobs/{job_id}", response_model=JobResponse, responses=errors(401, 404, 503))
 async def get_job(job_id: str, request: Request) -> dict:
     return service(request).jobs.get(job_id).to_dict()
 
@@ -134,6 +146,5 @@ async def get_job(job_id: str, request: Request) -> dict:
 @v1.get("/models", response_model=ModelList, responses=errors(401, 503))
 async def models(request: Request) -> dict:
     svc = service(request)
-    svc.readiness.check()
     return {"object": "list", "data": [{"id": svc.model, "object": "model",
                                         "created": svc.started_at, "owned_by": "attnswitch"}]}

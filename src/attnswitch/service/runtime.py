@@ -8,8 +8,11 @@ event loop only parses, admits, routes and awaits, so health checks stay fast un
 
 `embed` is the one path to the model for requests: readiness check (503), admission into
 the bounded queue (429 with Retry-After when full, or when the work queued ahead would
-outlast the request's deadline), tokenising (strict requests: 422 for a
-text over the model's limit), batching, all within the request's deadline (504).
+outlast the request's deadline; a request's own work is estimated from its texts' lengths,
+each at most the model's token limit), tokenising a bounded prefix of each text
+(`limits.token_prefix`; strict requests: 422 for a text over the model's limit; 400 for a
+text with no token but the tokenizer's own, such as "\x00" or a zero-width space),
+batching, all within the request's deadline (504).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from attnswitch.service.errors import ServiceError
 from attnswitch.service.index import SearchIndex
 from attnswitch.service.jobs import JobManager
 from attnswitch.service.lifecycle import Readiness
+from attnswitch.service.limits import CHARS_PER_TOKEN, token_prefix
 from attnswitch.service.metrics import ServiceMetrics
 
 log = logging.getLogger("attnswitch.service")
@@ -52,6 +56,13 @@ class _SerialEncoder:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._encoder, name)
+
+
+def special_tokens(encoder: Any) -> int:
+    """How many tokens `encoder`'s tokenizer adds to every text (2 for BERT's [CLS] and
+    [SEP]): "a" is one token and "a a" two, for every tokenizer that splits on spaces."""
+    one, two = (len(row) for row in encoder.tokenize(["a", "a a"]))
+    return max(0, 2 * one - two)
 
 
 def model_name(path: Path) -> str:
@@ -79,6 +90,7 @@ class Service:
         self.jobs = JobManager(config.index_path, config.jobs_folder, self._job_encoder,
                                self._run_options)
         self.encoder: Any = None
+        self.special_tokens = 0  # the tokens the model's tokenizer adds to every text
         self.model = "attnswitch"
         self.engine = config.engine
         self.precision = config.precision or "fp32"
@@ -129,6 +141,7 @@ class Service:
         # "auto" is the measured pick of `attnswitch run` on this machine (engines.autopick)
         encoder = get_engine(model, engine, precision)
         encoder.encode([WARMUP_TEXT])
+        self.special_tokens = special_tokens(encoder)
         self.index.fingerprint = model_fingerprint(encoder.spec.path)
         self.model_arg, self.engine, self.precision = model, encoder.engine, precision
         self.model = model_name(Path(encoder.spec.path))
@@ -203,7 +216,8 @@ class Service:
         self.readiness.check()
         loop = asyncio.get_running_loop()
         try:
-            ticket = self.batcher.admit(len(texts), within_s=deadline - loop.time())
+            ticket = self.batcher.admit(len(texts), within_s=deadline - loop.time(),
+                                        tokens=self._token_estimate(texts))
         except QueueFull as exc:
             raise self._queue_full(exc) from None
         self.counts["admitted"] += 1
@@ -236,6 +250,13 @@ class Service:
         self.metrics.items.labels(route).inc(len(texts))
         return vectors, tokens
 
+    def _token_estimate(self, texts: list[str]) -> int:
+        """The model tokens `texts` will likely take, before they are tokenised: about 4
+        characters a token, at most the model's limit each (what a long text costs once
+        cut; only its prefix is tokenised, `limits.token_prefix`)."""
+        limit = self.encoder.spec.max_seq_length
+        return sum(min(limit, len(text) // 4 + self.special_tokens + 1) for text in texts)
+
     def _queue_full(self, exc: QueueFull) -> ServiceError:
         """The 429 for a refused admission, counted."""
         self.counts["queue_full"] += 1
@@ -255,13 +276,29 @@ class Service:
                 raise ServiceError(422, f"{where}: expected Unicode text, got an unpaired "
                                    f"surrogate at character {exc.start}", code="invalid_text",
                                    param=where) from None
+        limit = self.encoder.spec.max_seq_length
+        prefixes = [token_prefix(text, limit) for text in texts]
+        for i, (text, prefix) in enumerate(zip(texts, prefixes)):
+            if not truncate and len(prefix) < len(text):
+                where = f"{param}[{i}]" if is_list else param
+                raise ServiceError(422, f"{where}: expected at most {limit} tokens for this "
+                                   f'model (or "truncate": true), got a text of {len(text)} '
+                                   f"characters, more than {limit * CHARS_PER_TOKEN} this "
+                                   "server tokenises", code="too_many_tokens", param=where)
         try:
-            return self.encoder.tokenize(texts, truncate=truncate)
+            ids = self.encoder.tokenize(prefixes, truncate=truncate)
         except EncodeInputError as exc:
             where = exc.argument.replace("texts", param) if is_list else param
             message = str(exc).replace(exc.argument, where, 1).replace(
                 "truncate=True", '"truncate": true')
             raise ServiceError(422, message, code="too_many_tokens", param=where) from None
+        for i, row in enumerate(ids):
+            if len(row) <= self.special_tokens:
+                where = f"{param}[{i}]" if is_list else param
+                raise ServiceError(400, f"{where}: expected a text with at least one token "
+                                   "for this model, got none (only characters the tokenizer "
+                                   "drops)", code="empty_input", param=where)
+        return ids
 
     async def search(self, query: str, k: int, deadline: float, mode: str = "hybrid",
                      ef: int | None = None) -> tuple[list[Any], int]:

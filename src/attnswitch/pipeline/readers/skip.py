@@ -20,6 +20,7 @@ class Skip(str, enum.Enum):
     CORRUPT_COMPRESSED = "corrupt compressed file"
     LINK = "link not followed"
     ENCRYPTED_PDF = "encrypted PDF"
+    TOO_DEEP = "folder too deep"
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
 
 
