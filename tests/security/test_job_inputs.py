@@ -14,19 +14,10 @@ import httpx
 import pytest
 
 from attnswitch.service import launch
-from security_testing import STARTUP_TIMEOUT_S
+from security_testing import JOB_TIMEOUT_S, STARTUP_TIMEOUT_S, finished
 
 pytestmark = pytest.mark.xdist_group("security")
-JOB_TIMEOUT_S = 300.0
 
-
-def finished(client: httpx.Client, job: dict) -> dict:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while job["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
-        job = client.get(f"/v1/jobs/{job['id']}").json()
-    return job
 
 
 @pytest.fixture(scope="module")

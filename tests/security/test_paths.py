@@ -10,26 +10,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from typer.testing import CliRunner
 
 from attnswitch.cli import app
 from attnswitch.pipeline.store import SQLiteStore
-from security_testing import SECRET
+from security_testing import SECRET, finished
 
 pytestmark = pytest.mark.xdist_group("security")
-JOB_TIMEOUT_S = 300.0
 
-
-def finished(client, job: dict) -> dict:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while job["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
-        job = client.get(f"/v1/jobs/{job['id']}").json()
-    return job
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,9 @@ import pytest
 
 from attnswitch.pipeline.ingest import MAX_DEPTH, Skip, ingest, load, scan
 from attnswitch.pipeline.store import SQLiteStore
-from security_testing import SECRET
+from security_testing import JOB_TIMEOUT_S, SECRET, finished
 
 pytestmark = pytest.mark.xdist_group("security")
-JOB_TIMEOUT_S = 300.0
 CLI_TIMEOUT_S = 300.0
 
 
@@ -88,14 +87,6 @@ def test_scan_refuses_a_root_other_than_the_one_pinned(tmp_path: Path) -> None:
     with pytest.raises(NotADirectoryError, match="it was replaced"):
         scan(tmp_path / "b", root_id=(st.st_dev, st.st_ino))
 
-
-def finished(client: httpx.Client, job: dict) -> dict:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while job["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
-        job = client.get(f"/v1/jobs/{job['id']}").json()
-    return job
 
 
 def test_a_job_root_swapped_for_a_link_while_it_runs_is_not_followed(keyless, layout) -> None:
