@@ -230,7 +230,7 @@ def test_the_memory_watchdog_judges_the_run(docs: Path, tmp_path: Path, encoder,
     # A short warm-up, so that a few documents give enough encode calls to judge.
     monkeypatch.setattr(encode_module, "WATCH_WARMUP_CALLS", 1)
     monkeypatch.setattr(encode_module, "WATCH_MIN_CALLS", 8)
-    small_calls = dataclasses.replace(OPTIONS, chunks_per_call=2)  # 19 chunks: 11 calls
+    small_calls = dataclasses.replace(OPTIONS, chunks_per_call=1)  # one encode call a chunk
     with SQLiteStore(tmp_path / "steady") as store:
         steady = run(docs, store, small_calls, get_encoder=Counting(encoder))
     assert steady.memory["source"] == "rss" and steady.memory["samples"] >= 8
