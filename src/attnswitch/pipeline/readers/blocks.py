@@ -1,0 +1,169 @@
+"""The one shape every reader gives: a document as a sequence of blocks, each with its kind
+and its place in the file.
+
+A reader turns the bytes of one file into an `Extracted`: its blocks in reading order
+(heading, paragraph, list item, table, code), each with a `Location` (page, slide, sheet
+and rows, mail part, notebook cell), plus what the reader learnt on the way (the codec,
+pages it could not read). Chunking (`pipeline.chunk`) builds chunks from blocks and keeps
+each chunk's heading path and location; nothing downstream knows which format a block
+came from.
+
+A reader is a function `(data: bytes, options: ReadOptions) -> Extracted` registered by
+kind in `readers.dispatch`; it raises `skip.Skipped` when the file gives no text.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable
+
+
+class BlockKind(str, enum.Enum):
+    """What a block is. The value is what the store and the JSON output say."""
+
+    HEADING = "heading"
+    PARAGRAPH = "paragraph"
+    LIST_ITEM = "list_item"
+    TABLE = "table"
+    CODE = "code"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a block (or a chunk: the span of its blocks) lies in its file. Every field is
+    optional; numbers are 1-based and ranges inclusive.
+
+    page: PDF page (or e-book/document page where the format has them); `page_end` when a
+    chunk spans pages. slide: presentation slide. sheet: spreadsheet sheet name, with
+    `rows` the first and last data row. part: mail part ("body", or an attachment's file
+    name). cell: notebook cell number.
+    """
+
+    page: int | None = None
+    page_end: int | None = None
+    slide: int | None = None
+    sheet: str | None = None
+    rows: tuple[int, int] | None = None
+    part: str | None = None
+    cell: int | None = None
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, f.name) is not None for f in fields(self))
+
+    def label(self) -> str:
+        """How a person reads it: "p. 12", "pp. 3–4", "slide 3", "sheet Q3 rows 2–40",
+        "attachment.pdf p. 2", "cell 4"; "" for no location."""
+        parts = []
+        if self.part is not None:
+            parts.append(self.part)
+        if self.page is not None:
+            end = self.page_end if self.page_end not in (None, self.page) else None
+            parts.append(f"pp. {self.page}–{end}" if end else f"p. {self.page}")
+        if self.slide is not None:
+            parts.append(f"slide {self.slide}")
+        if self.sheet is not None:
+            parts.append(f"sheet {self.sheet}")
+        if self.rows is not None:
+            first, last = self.rows
+            parts.append(f"row {first}" if first == last else f"rows {first}–{last}")
+        if self.cell is not None:
+            parts.append(f"cell {self.cell}")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set (JSON-ready: `rows` as a list)."""
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        if "rows" in out:
+            out["rows"] = list(out["rows"])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Location:
+        """The inverse of `to_dict`; unknown keys are refused."""
+        if not data:
+            return cls()
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"location: expected keys among {sorted(known)}, "
+                             f"got {sorted(unknown)}")
+        values = dict(data)
+        if values.get("rows") is not None:
+            values["rows"] = tuple(values["rows"])
+        return cls(**values)
+
+    def span(self, other: Location) -> Location:
+        """The location of a chunk that runs from this block to `other`: the first block's
+        fields, with the page and row ranges widened to reach `other`'s."""
+        page_end = other.page_end or other.page
+        rows = self.rows
+        if self.rows is not None and other.rows is not None and self.sheet == other.sheet:
+            rows = (self.rows[0], other.rows[1])
+        return Location(self.page, page_end if page_end != self.page else None, self.slide,
+                        self.sheet, rows, self.part, self.cell)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a document, in reading order.
+
+    text: the block's text as a person reads it (a table's rows as tab-separated lines, a
+    list item without its bullet). level: 1-6 for a heading (1 the title or top level),
+    None otherwise. rows: a table's cells, the header row first (None for other kinds);
+    `header` says whether the first row is a header. language: a code block's language
+    when known ("python").
+    """
+
+    kind: BlockKind
+    text: str
+    location: Location = field(default_factory=Location)
+    level: int | None = None
+    rows: tuple[tuple[str, ...], ...] | None = None
+    header: bool = False
+    language: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind is BlockKind.HEADING and not (self.level and 1 <= self.level <= 6):
+            raise ValueError(f"heading level: expected 1 to 6, got {self.level}")
+        if self.kind is not BlockKind.HEADING and self.level is not None:
+            raise ValueError(f"level: expected None for a {self.kind.value}, got {self.level}")
+        if self.rows is not None and self.kind is not BlockKind.TABLE:
+            raise ValueError(f"rows: expected None for a {self.kind.value}, got rows")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a reader may do. max_bytes: the most bytes a file (or any member of a
+    container, decompressed) may give. ocr: render and recognise pages and images with
+    no text layer. ocr_languages: Tesseract's language codes. name: the file's name (a
+    reader of source code takes its language from it). read_attachment: reads an
+    embedded file (mail attachments) by name and bytes, the way the walk reads a file;
+    None: attachments are not read."""
+
+    max_bytes: int = 20 * 2**20
+    ocr: bool = True
+    ocr_languages: str = "eng"
+    name: str = ""
+    read_attachment: Callable[[str, bytes], Extracted] | None = None
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """What a reader got from one file: its blocks in reading order, the codec its text was
+    decoded with (None for binary formats) and whether that came from detection, and the
+    parts it could not read (`failed`: one line each, such as "page 7: no text layer and
+    Tesseract is not installed") while others could."""
+
+    blocks: tuple[Block, ...]
+    encoding: str | None = None
+    encoding_detected: bool = False
+    failed: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The document's text: the blocks' texts joined by blank lines."""
+        return "\n\n".join(b.text for b in self.blocks)
+
+
+Reader = Callable[[bytes, ReadOptions], Extracted]
