@@ -112,6 +112,37 @@ def test_slow_clients_are_cut_off(keyless, head, answer) -> None:
     assert all(got.startswith(answer) for _, got in results), results[:3]
 
 
+def test_an_idle_pooled_connection_outlives_the_clients_own_expiry(keyless) -> None:
+    """A keep-alive connection left idle as long as httpx's pool keeps one (its default
+    `keepalive_expiry`, 5 s, like the OpenAI client's) and a little more is still open: the
+    server never closes a connection that a pooled client may be sending on (a reset that a
+    client does not retry for a POST; what the overload test below met with uvicorn's own
+    5 s timer)."""
+    idle_s = httpx.Limits().keepalive_expiry + 1.0
+
+    async def main() -> list[bytes]:
+        reader, writer = await asyncio.open_connection(*host_port(keyless.url))
+        answers = []
+        try:
+            for pause in (0.0, idle_s):
+                await asyncio.sleep(pause)
+                writer.write(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                await writer.drain()
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n")[0])
+                await asyncio.wait_for(reader.readexactly(length), 10)
+                answers.append(head)
+        except asyncio.IncompleteReadError as exc:  # the server closed the connection
+            answers += [exc.partial] * (2 - len(answers))
+        finally:
+            writer.close()
+        return answers
+
+    first, after_idle = asyncio.run(main())
+    assert first.startswith(b"HTTP/1.1 200"), first[:80]
+    assert after_idle.startswith(b"HTTP/1.1 200"), after_idle[:80]
+
+
 TEXTS = [("Admission control under overload " + "with some more words " * n)[:400]
          for n in range(1, 17)]
 

@@ -67,6 +67,9 @@ def serve_command(
         help="Seconds a connection may take to send a request's headers.")] = 10.0,
     body_timeout: Annotated[float, typer.Option(
         help="Seconds a request may take to send its body.")] = 20.0,
+    keep_alive: Annotated[float, typer.Option(
+        help="Seconds an idle keep-alive connection stays open (longer than the clients' "
+        "own pool expiry: httpx and the OpenAI client keep 5 s).")] = 20.0,
     log_level: Annotated[LogLevel, typer.Option(help="Server log level.")] = LogLevel.info,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
@@ -87,7 +90,8 @@ def serve_command(
             max_body_bytes=max_body_bytes, max_items=max_items, max_queue_items=max_queue,
             batch_tokens=batch_tokens, max_wait_ms=max_wait_ms,
             request_timeout_s=request_timeout, drain_timeout_s=drain_timeout,
-            header_timeout_s=header_timeout, body_timeout_s=body_timeout)
+            header_timeout_s=header_timeout, body_timeout_s=body_timeout,
+            keep_alive_s=keep_alive)
         serve(config, log_level=LogLevel(log_level).value, access_log=access_log)
     except (ValueError, BindRefusedError, KeyFileError) as exc:
         typer.echo(f"attnswitch serve: {exc}", err=True)

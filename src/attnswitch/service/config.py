@@ -7,7 +7,14 @@ tokens per encoder call gathered across requests, `max_wait_ms` how long the bat
 for more requests once one is queued, `request_timeout_s` the deadline of one request
 (504 past it), `drain_timeout_s` how long shutdown waits for requests in flight,
 `header_timeout_s` how long a connection may take to send a request's headers and
-`body_timeout_s` its body (a client that trickles is closed; see `limits`).
+`body_timeout_s` its body (a client that trickles is closed; see `limits`),
+`keep_alive_s` how long an idle keep-alive connection stays open between requests.
+
+`keep_alive_s` is longer than the idle expiry of the common HTTP clients' pools (httpx and
+the OpenAI client: 5 s, aiohttp: 15 s). When the server's timer is the shorter one (uvicorn
+defaults to 5 s, the same as httpx), a pooled client can send a request on a connection at
+the moment the server closes it, and the request fails with a reset connection, which
+clients do not retry for a POST.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ class ServiceConfig:
     drain_timeout_s: float = 30.0
     header_timeout_s: float = 10.0
     body_timeout_s: float = 20.0
+    keep_alive_s: float = 20.0
     job_chunks_per_call: int = 32
 
     def __post_init__(self) -> None:
@@ -69,11 +77,12 @@ class ServiceConfig:
             raise ValueError(f"max_items: expected at most max_queue_items "
                              f"({self.max_queue_items}), got {self.max_items}")
         for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s",
-                     "header_timeout_s", "body_timeout_s"):
+                     "header_timeout_s", "body_timeout_s", "keep_alive_s"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
-        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s"):
+        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s",
+                     "keep_alive_s"):
             if getattr(self, name) == 0:
                 raise ValueError(f"{name}: expected a number > 0, got 0")
         if self.jobs_root is not None and not Path(self.jobs_root).is_dir():

@@ -67,6 +67,7 @@ def serve(config: ServiceConfig, *, log_level: str = "info", access_log: bool = 
     uv_config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=access_log,
         timeout_graceful_shutdown=config.drain_timeout_s, lifespan="on",
+        timeout_keep_alive=config.keep_alive_s,
         http=header_timeout_protocol(config.header_timeout_s), loop="asyncio", ws="none",
     )
     server = _DrainingServer(uv_config, service)
