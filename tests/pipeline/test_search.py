@@ -206,6 +206,48 @@ def test_hybrid_is_the_reciprocal_rank_fusion_of_both(modes_store) -> None:
     assert sources(hybrid)[0] in {"t0.txt", "t3.txt"}
 
 
+def test_a_chunk_holding_the_query_as_a_phrase_ranks_first_in_hybrid(modes_store) -> None:
+    """Plain fusion ranks the chunk that the dense vector favours first; the chunk that
+    holds the query's words as a phrase (case and punctuation aside) goes first instead,
+    its score raised by the phrase bonus, and the order below it stays the fusion's."""
+    from attnswitch.pipeline.search import CANDIDATES, PHRASE_BONUS, RRF_K
+
+    text = "CONNECTION failures, are retried"  # t3: "Connection failures are retried"
+    vector = bag_of_words(MODE_TEXTS[0] + " pool pool error", 64)  # dense rank 1: t0
+    dense = search(modes_store, vector, CANDIDATES, mode="dense")
+    keyword = search(modes_store, None, CANDIDATES, text=text, mode="keyword")
+    fused: dict[int, float] = {}
+    for ranked in (dense, keyword):
+        for rank, h in enumerate(ranked, start=1):
+            fused[h.chunk_id] = fused.get(h.chunk_id, 0.0) + 1 / (RRF_K + rank)
+    order = sorted(fused, key=lambda cid: (-fused[cid], cid))
+    by_source = {h.chunk_id: h.source for h in dense + keyword}
+    assert by_source[order[0]] == "t0.txt"  # what plain fusion would answer
+    hybrid = search(modes_store, vector, 5, text=text)
+    assert sources(hybrid)[0] == "t3.txt"
+    assert hybrid[0].score == pytest.approx(fused[hybrid[0].chunk_id] + PHRASE_BONUS)
+    rest = [cid for cid in order if by_source[cid] != "t3.txt"][:4]
+    assert [h.chunk_id for h in hybrid[1:]] == rest
+    assert [h.score for h in hybrid[1:]] == pytest.approx([fused[cid] for cid in rest])
+
+
+@pytest.mark.parametrize("query, holds", [
+    ("json dumps", True), ("JSON.dumps()", True), ("dumps json", False), ("json", False),
+    ("json load", False), ("son dumps", False), ("json  dumps is", False),
+])
+def test_a_phrase_is_the_words_in_order_with_only_punctuation_between(query: str,
+                                                                      holds: bool) -> None:
+    """Whole words, in order, only spaces or punctuation between them; one word is no
+    phrase; a part of a word does not match."""
+    from attnswitch.pipeline.search import PHRASE_BONUS, RRF_K, phrase_first
+
+    texts = {1: "Serialize obj with json.dumps(obj) to a str.", 2: "Other text."}
+    top, low = 2 / (RRF_K + 1), 1 / (RRF_K + 50)  # the most and the least of two lists
+    out = dict(phrase_first([(2, top), (1, low)], texts, query))
+    assert (out[1] == low + PHRASE_BONUS) is holds and out[2] == top
+    assert list(out) == ([1, 2] if holds else [2, 1])
+
+
 def test_each_hit_carries_its_score_parts(modes_store) -> None:
     """A hybrid hit shows its cosine similarity and keyword score, each with its rank in its
     own list (None where the chunk is not in that list); a dense or keyword hit shows its

@@ -9,7 +9,11 @@
   names and config keys are found even where the embedding misses them.
 - hybrid: both lists fused by reciprocal rank fusion (Cormack et al., SIGIR 2009): a
   chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
-  Each list is `max(k, CANDIDATES)` long.
+  Each list is `max(k, CANDIDATES)` long. A chunk that holds the query's words as one
+  phrase gains `PHRASE_BONUS`, more than both lists can give, so it ranks above every
+  chunk that does not (`phrase_first`): without it, a dense list that is wrong for a
+  verbatim query (a heading, a phrase from the text) pulls the keyword list's answer
+  down (docs/results/search_quality.md).
 
 The keyword list (keyword and hybrid) is ranked on the query's words less the opening of
 a question ("how do I", "what is", "can I", `keyword_text`): those words say how the
@@ -26,13 +30,15 @@ its vector (dense, hybrid) and its text (keyword, hybrid).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from attnswitch.pipeline.ann import exact_top_k
-from attnswitch.pipeline.store import MAX_EF_SEARCH, Store, StoreInputError, check_ef_search
+from attnswitch.pipeline.store import (MAX_EF_SEARCH, Store, StoreInputError, check_ef_search,
+                                       keyword_terms)
 
 MODES = ("hybrid", "dense", "keyword")
 # Words that open a question: interrogatives, auxiliaries and the asker ("how do I ...").
@@ -41,6 +47,10 @@ QUESTION_OPENING = frozenset(
     "might must do does did is are was were am i we you one to".split())
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
 CANDIDATES = 50
+# Hybrid: a chunk holding the query as a phrase gains more than two lists can give a chunk
+# (1 / (RRF_K + 1) each), so it ranks above every chunk that does not.
+PHRASE_BONUS = 2.0 / (RRF_K + 1)
+MIN_PHRASE_WORDS = 2
 SNIPPET_CHARS = 240  # a hit's one-line snippet
 
 
@@ -142,8 +152,12 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         dense = store.dense(q, n, ef)[0]
     if mode != "dense":
         keyword = store.keyword(keyword_text(text), n)
-    lists = [ranked for ranked in (dense, keyword) if ranked is not None]
-    ranked = lists[0][:k] if len(lists) == 1 else fuse(lists, k)
+    if mode != "hybrid":
+        ranked = (dense if keyword is None else keyword)[:k]
+    else:
+        fused = fuse([dense, keyword], len(dense) + len(keyword))
+        rows = store.chunks(cid for cid, _ in fused)
+        ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)[:k]
     return _hits(store, [ranked], [dense], [keyword])[0]
 
 
@@ -157,6 +171,23 @@ def keyword_text(text: str) -> str:
     if opening < 2 or opening == len(words):
         return text
     return " ".join(words[opening:])
+
+
+def phrase_first(fused: list[tuple[int, float]], texts: dict[int, str],
+                 query: str) -> list[tuple[int, float]]:
+    """`fused` (chunk id, RRF score) with `PHRASE_BONUS` added to the score of each chunk
+    whose text holds the query's keyword words (`keyword_text`) as one phrase (in order,
+    only punctuation or spaces between them, case ignored), re-sorted: those chunks come
+    first, each group in its fused order. Queries of fewer than `MIN_PHRASE_WORDS` words
+    are returned as they are. Chunks missing from `texts` (deleted) are dropped."""
+    words = keyword_terms(keyword_text(query))
+    if len(words) < MIN_PHRASE_WORDS:
+        return [(cid, score) for cid, score in fused if cid in texts]
+    phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)",
+                        re.IGNORECASE)
+    scored = [(cid, score + (PHRASE_BONUS if phrase.search(texts[cid]) else 0.0))
+              for cid, score in fused if cid in texts]
+    return sorted(scored, key=lambda item: (-item[1], item[0]))
 
 
 def _bare(word: str) -> str:

@@ -1,0 +1,291 @@
+"""Known-item search quality by kind of query, per corpus and per search mode.
+
+    python benchmarks/search_quality.py [--corpus NAME=FOLDER ...] [--python-docs N]
+        [--store-dir DIR] [--per-kind N] [--json PATH] [--md PATH] [--plot PATH]
+
+Each corpus is indexed by the real pipeline (`pipeline.run.run`, default options, the
+default model), the store kept in `--store-dir` so a second call only re-reads it. The
+queries are built from the documents' own markup, none by hand, one set per kind:
+
+- headings: each `h1`-`h4` heading of at least two words (not a question) whose text is
+  unique in the corpus;
+- questions: headings that are questions (end in "?"), FAQ style;
+- identifiers: names with a definition in the page (`dt[id]` of Sphinx's API entries,
+  such as `json.dumps`), the page that defines them the answer;
+- partial sentences: 8 consecutive words from the middle of a paragraph of at least 16
+  words (a deterministic sample, one paragraph in three at most per page).
+
+The answer to each query is its file: a hit list (k = 50 chunks) is collapsed to distinct
+files in rank order, and the target file's rank among them (1-10, else a miss) gives
+MRR@10, recall@10 and nDCG@10 (one relevant file: 1 / log2(1 + rank)).
+
+Besides the three modes as `pipeline.search.search` runs them, fusion variants are scored
+offline from the same dense and keyword lists, for tuning: weighted reciprocal-rank fusion
+(`rrf w=...`, the keyword list's weight against the dense one's 1). Tuning uses the first
+corpus only; every other corpus is held out.
+
+`--python-docs N` adds the Python documentation that Debian's `python3-doc` package
+installs: the first N pages of its library reference (sorted by name) and its FAQ pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic import cpu_description  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON_DOCS = Path("/usr/share/doc/python3/html")
+KINDS = ("headings", "questions", "identifiers", "partial sentences")
+MODES = ("dense", "keyword", "hybrid")
+K = 10
+HITS = 50  # chunks fetched per query before collapsing to files
+MIN_PARAGRAPH_WORDS = 16
+PARTIAL_WORDS = 8
+RRF_WEIGHTS = (0.5, 1.0, 2.0)
+MARKUP = (".html", ".htm", ".md", ".markdown")
+
+
+@dataclass
+class Query:
+    kind: str
+    text: str
+    target: str  # the answer's path relative to the corpus root
+
+
+@dataclass
+class Corpus:
+    name: str
+    root: Path
+    queries: list[Query] = field(default_factory=list)
+
+
+def clean(text: str) -> str:
+    return " ".join(text.replace("¶", " ").split())
+
+
+def page_queries(source: str, raw: str, markdown: bool, rng: random.Random) -> list[Query]:
+    """Every candidate query of one page (uniqueness is judged over the corpus later)."""
+    from bs4 import BeautifulSoup
+
+    if markdown:
+        from markdown_it import MarkdownIt
+
+        raw = MarkdownIt("commonmark").enable("table").render(raw)
+    soup = BeautifulSoup(raw, "html.parser")
+    out = []
+    for h in soup.find_all(["h1", "h2", "h3", "h4"]):
+        text = clean(h.get_text(" "))
+        if len(text.split()) >= 2:
+            out.append(Query("questions" if text.endswith("?") else "headings", text, source))
+    for dt in soup.select("dt[id]"):
+        ident = dt["id"]
+        if re.fullmatch(r"[A-Za-z_][\w.]*", ident) and ("." in ident or "_" in ident):
+            out.append(Query("identifiers", ident, source))
+    paragraphs = [clean(p.get_text(" ")) for p in soup.find_all("p")]
+    paragraphs = [p for p in paragraphs if len(p.split()) >= MIN_PARAGRAPH_WORDS]
+    for p in rng.sample(paragraphs, k=min(len(paragraphs), max(1, len(paragraphs) // 3))):
+        words = p.split()
+        start = (len(words) - PARTIAL_WORDS) // 2
+        out.append(Query("partial sentences", " ".join(words[start:start + PARTIAL_WORDS]),
+                         source))
+    return out
+
+
+def build_queries(corpus: Corpus, per_kind: int, seed: int = 33) -> None:
+    """The corpus's query sets: unique texts only, at most `per_kind` of each kind."""
+    rng = random.Random(seed)
+    found: list[Query] = []
+    for path in sorted(corpus.root.rglob("*")):
+        if path.suffix.lower() in MARKUP and path.is_file():
+            found += page_queries(path.relative_to(corpus.root).as_posix(),
+                                  path.read_text(errors="replace"),
+                                  path.suffix.lower() in (".md", ".markdown"), rng)
+    counts: dict[str, int] = {}
+    for q in found:
+        counts[q.text.lower()] = counts.get(q.text.lower(), 0) + 1
+    unique = [q for q in found if counts[q.text.lower()] == 1]
+    for kind in KINDS:
+        of_kind = [q for q in unique if q.kind == kind]
+        corpus.queries += sorted(rng.sample(of_kind, min(per_kind, len(of_kind))),
+                                 key=lambda q: (q.target, q.text))
+
+
+def python_docs(into: Path, n_library: int) -> Path:
+    """A copy of the first `n_library` library pages and the FAQ of the Python docs."""
+    if not PYTHON_DOCS.is_dir():
+        raise SystemExit(f"--python-docs: expected Debian's python3-doc at {PYTHON_DOCS} "
+                         f"(apt-get install python3-doc), got nothing there")
+    library = sorted((PYTHON_DOCS / "library").glob("*.html"))[:n_library]
+    faq = sorted((PYTHON_DOCS / "faq").glob("*.html"))
+    for page in library + faq:
+        dest = into / page.relative_to(PYTHON_DOCS)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.exists():
+            shutil.copyfile(page.resolve(), dest)
+    return into
+
+
+def index(corpus: Corpus, store_dir: Path):
+    from attnswitch.pipeline.location import open_store
+    from attnswitch.pipeline.run import run
+
+    store = open_store(store_dir / f"{corpus.name}.sqlite3")
+    started = time.perf_counter()
+    summary = run(corpus.root, store)
+    print(f"{corpus.name}: indexed in {time.perf_counter() - started:.0f} s, "
+          f"{summary.counts()}", flush=True)
+    return store
+
+
+def file_rank(ranked: list[tuple[int, float]], files: dict[int, str], target: str) -> int | None:
+    """The rank (from 1) of `target` among the distinct files of `ranked`, within K."""
+    seen: list[str] = []
+    for cid, _ in ranked:
+        f = files[cid]
+        if f not in seen:
+            seen.append(f)
+            if f == target:
+                return len(seen) if len(seen) <= K else None
+            if len(seen) >= K:
+                return None
+    return None
+
+
+def weighted_rrf(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
+                 w_keyword: float, rrf_k: int) -> list[tuple[int, float]]:
+    scores: dict[int, float] = {}
+    for weight, ranked in ((1.0, dense), (w_keyword, keyword)):
+        for rank, (cid, _) in enumerate(ranked, start=1):
+            scores[cid] = scores.get(cid, 0.0) + weight / (rrf_k + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def metrics(ranks: list[int | None]) -> dict[str, float]:
+    return {"mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
+            "recall_at_10": float(np.mean([r is not None for r in ranks])),
+            "ndcg_at_10": float(np.mean([1 / math.log2(1 + r) if r else 0.0 for r in ranks])),
+            "queries": len(ranks)}
+
+
+def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, float]]]:
+    """kind -> variant -> metrics."""
+    from attnswitch.pipeline.search import (RRF_K, keyword_text, normalised,
+                                            phrase_first, search)
+
+    vectors = encoder.encode([q.text for q in corpus.queries])
+    ranks: dict[str, dict[str, list[int | None]]] = {}
+    for q, v in zip(corpus.queries, vectors, strict=True):
+        dense = store.dense(normalised(v[None, :], store.dim), HITS, None)[0]
+        keyword = store.keyword(keyword_text(q.text), HITS)
+        variants = {m: [(h.chunk_id, h.score) for h in search(store, v, HITS, text=q.text,
+                                                               mode=m)] for m in MODES}
+        for w in RRF_WEIGHTS:
+            variants[f"rrf w={w:g}"] = weighted_rrf(dense, keyword, w, RRF_K)
+        ids = {cid for ranked in variants.values() for cid, _ in ranked}
+        rows = store.chunks(ids)
+        files = {cid: row.source for cid, row in rows.items()}
+        texts = {cid: row.text for cid, row in rows.items()}
+        for w in RRF_WEIGHTS:
+            variants[f"rrf w={w:g} + phrase"] = phrase_first(variants[f"rrf w={w:g}"], texts,
+                                                             q.text)
+        for name, ranked in variants.items():
+            ranked = [(cid, s) for cid, s in ranked if cid in files]
+            ranks.setdefault(q.kind, {}).setdefault(name, []).append(
+                file_rank(ranked, files, q.target))
+    return {kind: {name: metrics(r) for name, r in by.items()} for kind, by in ranks.items()}
+
+
+def modes_table(results: dict, corpora: list[str]) -> list[str]:
+    """Per corpus and kind: each mode's MRR@10, recall@10 and nDCG@10, and hybrid's margin
+    to the better of dense and keyword."""
+    lines = ["| corpus | kind | queries | MRR dense | MRR keyword | MRR hybrid | hybrid − better "
+             "| R@10 dense | R@10 keyword | R@10 hybrid | nDCG dense | nDCG keyword "
+             "| nDCG hybrid |", "|---|---|---:|" + "---:|" * 10]
+    for name in corpora:
+        for kind, by in results[name].items():
+            best = max(by["dense"]["mrr_at_10"], by["keyword"]["mrr_at_10"])
+            cells = [f"{by[m]['mrr_at_10']:.3f}" for m in MODES]
+            cells.append(f"{by['hybrid']['mrr_at_10'] - best:+.3f}")
+            cells += [f"{by[m][metric]:.3f}" for metric in ("recall_at_10", "ndcg_at_10")
+                      for m in MODES]
+            lines.append(f"| {name} | {kind} | {by['dense']['queries']} | "
+                         + " | ".join(cells) + " |")
+    return lines
+
+
+def variants_table(results: dict, corpora: list[str]) -> list[str]:
+    """MRR@10 of every fusion variant; ✗ marks one more than 0.01 below the better of
+    dense and keyword."""
+    variants = [v for v in next(iter(next(iter(results.values())).values()))
+                if v not in ("dense", "keyword")]
+    lines = ["| corpus | kind | " + " | ".join(variants) + " |",
+             "|---|---|" + "---:|" * len(variants)]
+    for name in corpora:
+        for kind, by in results[name].items():
+            best = max(by["dense"]["mrr_at_10"], by["keyword"]["mrr_at_10"])
+            cells = [f"{by[v]['mrr_at_10']:.3f}{' ✗' if by[v]['mrr_at_10'] < best - 0.01 else ''}"
+                     for v in variants]
+            lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", action="append", default=[],
+                    help="NAME=FOLDER (repeatable; default: example=examples/corpus)")
+    ap.add_argument("--python-docs", type=int, default=0, metavar="N",
+                    help="add N library pages and the FAQ of Debian's python3-doc")
+    ap.add_argument("--store-dir", type=Path, default=ROOT / ".bench" / "search_quality")
+    ap.add_argument("--per-kind", type=int, default=150)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--md", type=Path)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from attnswitch.engines import get_engine
+
+    args.store_dir.mkdir(parents=True, exist_ok=True)
+    corpora = [Corpus(*spec.split("=", 1)) for spec in args.corpus] or [
+        Corpus("example", ROOT / "examples" / "corpus")]
+    for c in corpora:
+        c.root = Path(c.root)
+    if args.python_docs:
+        corpora.append(Corpus("python-docs", python_docs(args.store_dir / "python-docs-pages",
+                                                         args.python_docs)))
+    encoder = get_engine()
+    results = {}
+    for c in corpora:
+        build_queries(c, args.per_kind)
+        with index(c, args.store_dir) as store:
+            results[c.name] = evaluate(c, store, encoder)
+    names = [c.name for c in corpora]
+    head = (f"Known-item search quality at file level, all-MiniLM-L6-v2, "
+            f"{cpu_description()}; tuning corpus: {corpora[0].name}, held out: "
+            f"{', '.join(names[1:]) or 'none'}.")
+    lines = [head, "", *modes_table(results, names), "",
+             "Fusion variants (MRR@10; hybrid is the default mode as shipped; ✗: more than "
+             "0.01 below the better of dense and keyword):", "",
+             *variants_table(results, names)]
+    print("\n".join(lines))
+    if args.md:
+        args.md.write_text("\n".join(lines) + "\n")
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": cpu_description(), "results": results},
+                                        indent=1))
+
+
+if __name__ == "__main__":
+    main()
