@@ -267,19 +267,26 @@ def doctor(
     as_json: JsonOption = False,
 ) -> None:
     """What runs here: backends, verdicts, timings, the planner's choices, versions."""
+    report = doctor_report(timing, timing_all)
+    if as_json:
+        print_json(report)
+    else:
+        _render_doctor(report)
+
+
+def doctor_report(timing: bool = True, timing_all: bool = False) -> dict[str, Any]:
+    """What `attnswitch doctor --json` prints (the service's `GET /v1/hardware` gives it
+    without timings): versions, the verification policy, each attention backend with its
+    verdict, the planner's choice for common calls, the engines and their recorded plans."""
     from attnswitch.attention.plan import verify_policy
 
-    report = {
+    return {
         "versions": _versions(),
         "verify": verify_policy(),
         "backends": _backend_rows(timing, timing_all),
         "plans": _plan_rows(),
         "engines": _engines(),
     }
-    if as_json:
-        print_json(report)
-    else:
-        _render_doctor(report)
 
 
 def _versions() -> dict[str, str]:

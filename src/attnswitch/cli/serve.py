@@ -67,6 +67,8 @@ def serve_command(
         help="Seconds a connection may take to send a request's headers.")] = 10.0,
     body_timeout: Annotated[float, typer.Option(
         help="Seconds a request may take to send its body.")] = 20.0,
+    ui: Annotated[bool, typer.Option(
+        help="Serve the page (search, index, jobs, hardware) at /.")] = True,
     log_level: Annotated[LogLevel, typer.Option(help="Server log level.")] = LogLevel.info,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
@@ -87,7 +89,7 @@ def serve_command(
             max_body_bytes=max_body_bytes, max_items=max_items, max_queue_items=max_queue,
             batch_tokens=batch_tokens, max_wait_ms=max_wait_ms,
             request_timeout_s=request_timeout, drain_timeout_s=drain_timeout,
-            header_timeout_s=header_timeout, body_timeout_s=body_timeout)
+            header_timeout_s=header_timeout, body_timeout_s=body_timeout, ui=ui)
         serve(config, log_level=LogLevel(log_level).value, access_log=access_log)
     except (ValueError, BindRefusedError, KeyFileError) as exc:
         typer.echo(f"attnswitch serve: {exc}", err=True)
