@@ -190,6 +190,8 @@
     if (mode !== "hybrid") params.set("mode", mode);
     const search = params.toString();
     history.replaceState(null, "", search ? `?${search}` : location.pathname);
+    // the Search tab brings this search back after a visit to another page
+    document.querySelector('nav a[data-page="search"]').setAttribute("href", search ? `?${search}` : "?page=search");
   }
 
   function scheduleSearch() {
