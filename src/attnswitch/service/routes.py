@@ -207,7 +207,7 @@ async def chunk_context(request: Request, chunk_id: int,
 async def hardware(request: Request) -> dict:
     """The backends with their verdicts, the planner's choice for common calls, the engines
     and their recorded plans (`attnswitch doctor --json --no-timing`), and what serves."""
-    from attnswitch.cli import doctor_report
+    from attnswitch.doctor import doctor_report
 
     svc = service(request)
     report = await svc.in_cpu_pool(doctor_report, False)

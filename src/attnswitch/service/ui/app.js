@@ -270,7 +270,9 @@
     const words = [...new Set((query.match(/[\p{L}\p{N}_]{2,}/gu) || []).map((w) => w.toLowerCase()))];
     if (!words.length) return [document.createTextNode(text)];
     words.sort((a, b) => b.length - a.length);
-    const pattern = new RegExp(`(${words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`, "giu");
+    // whole words only: "in" is not marked inside "indexing"
+    const alternatives = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|");
+    const pattern = new RegExp(`(?<![\\p{L}\\p{N}_])(${alternatives})(?![\\p{L}\\p{N}_])`, "giu");
     return text.split(pattern).map((part, i) => (i % 2 ? el("mark", {}, part) : document.createTextNode(part)));
   }
 
@@ -324,8 +326,9 @@
 
   // ---- index --------------------------------------------------------------------------
 
+  /** A figure of a <dl class="figures">; a long value takes the whole row. */
   function figure(term, value) {
-    return el("div", {}, el("dt", {}, term), el("dd", {}, value));
+    return el("div", { class: String(value).length > 40 ? "wide" : null }, el("dt", {}, term), el("dd", {}, value));
   }
 
   async function showIndex() {
