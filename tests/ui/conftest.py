@@ -112,3 +112,17 @@ def ui(new_page) -> Page:
 @pytest.fixture(scope="session")
 def jobs_root(ui_server: launch.ServerProcess) -> Path:
     return Path(ui_server.log).parent.parent / "jobs"
+
+
+@pytest.fixture(scope="session")
+def bare_server(tmp_path_factory: pytest.TempPathFactory, browser: object
+                ) -> Iterator[launch.ServerProcess]:
+    """A keyless server over an empty data folder, without jobs, returned as soon as it
+    listens (still warming up)."""
+    base = tmp_path_factory.mktemp("ui-bare")
+    srv = launch.start(base / "server", "--db", str(base / "data"), wait_ready=False,
+                       timeout=STARTUP_TIMEOUT_S)
+    try:
+        yield srv
+    finally:
+        srv.stop()
