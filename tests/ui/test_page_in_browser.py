@@ -32,6 +32,9 @@ def test_search_shows_the_expected_file_first(ui):
     assert paths and paths[0] == UPDATE_FILE, paths
     first = page.locator("#hits .hit").first
     assert "hybrid" in first.locator(".score").inner_text()
+    # which lists of the hybrid search held it: "found by meaning (#n) and by its words (#m)"
+    assert re.fullmatch(r"found by meaning \(#\d+\)( and by its words \(#\d+\))?|found by "
+                        r"its words \(#\d+\)", first.locator(".found").inner_text())
     marked = {m.lower() for m in first.locator("mark").all_inner_texts()}
     assert marked and marked <= {"update", "the", "rows", "of", "table"}, marked
     assert ui.errors == []

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import JSONResponse, Response
 
+from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 from attnswitch.service.limits import check_items
-from attnswitch.service import overview
 from attnswitch.service.runtime import Service
 from attnswitch.service.schemas import (
     EmbeddingRequest,
@@ -170,7 +171,9 @@ _EMPTY_INDEX = {"documents": 0, "chunks": 0, "tokens": 0, "bytes": 0, "dim": Non
                 "model": None, "skipped": 0, "skipped_by_reason": {}, "runs": []}
 
 
-async def _view(request: Request, fn, *args) -> dict | None:
+async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict | None:
+    """`fn(store, shown, *args)` on the index's thread (`SearchIndex.view`): None when there
+    is no index yet."""
     svc = service(request)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(svc.index.executor, svc.index.view, fn,

@@ -258,11 +258,20 @@
       el("header", {},
         el("span", { class: "path" }, shownPath(hit.root, hit.path)),
         el("span", { class: "score" }, `score ${fmtNum(hit.score, 4)} · ${mode}`)),
+      mode === "hybrid" ? el("p", { class: "where found" }, foundBy(hit)) : null,
       where.length ? el("p", { class: "where" }, where.join(" · ")) : null,
       el("p", { class: "text" }, highlight(hit.text, query)),
       el("button", { type: "button", class: "open" }, "Show in context"));
     article.querySelector("button.open").addEventListener("click", () => openContext(hit, query, article));
     return el("li", {}, article);
+  }
+
+  /** Which lists of a hybrid search held the hit, and at which rank. */
+  function foundBy(hit) {
+    const parts = [];
+    if (hit.dense_rank) parts.push(`by meaning (#${hit.dense_rank})`);
+    if (hit.keyword_rank) parts.push(`by its words (#${hit.keyword_rank})`);
+    return parts.length ? `found ${parts.join(" and ")}` : "";
   }
 
   /** `text` as nodes, each of the query's words (2 characters or more) in a <mark>. */
