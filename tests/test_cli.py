@@ -169,18 +169,18 @@ class _CompilesFirst(Reference):
 
 
 def test_doctor_times_a_compiling_backend_only_when_asked(monkeypatch) -> None:
-    from attnswitch import cli
+    from attnswitch import doctor
 
     slow = _CompilesFirst()
     registry.register(slow)
     try:
         monkeypatch.setattr(registry, "backends", lambda: [registry.get("reference"), slow])
-        plain, compiling = cli._backend_rows(timing=True, timing_all=False)
+        plain, compiling = doctor.backend_rows(timing=True, timing_all=False)
         assert plain["median_ms"] > 0 and plain["timing_note"] is None
         assert compiling["median_ms"] is None
         assert compiling["timing_note"] == (
             "not timed: first call compiles (a test backend); --timing-all")
-        _, compiling = cli._backend_rows(timing=True, timing_all=True)
+        _, compiling = doctor.backend_rows(timing=True, timing_all=True)
         assert compiling["median_ms"] > 0
     finally:
         registry.unregister(slow.name)

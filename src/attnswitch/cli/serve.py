@@ -70,6 +70,8 @@ def serve_command(
     keep_alive: Annotated[float, typer.Option(
         help="Seconds an idle keep-alive connection stays open (longer than the clients' "
         "own pool expiry: httpx and the OpenAI client keep 5 s).")] = 20.0,
+    ui: Annotated[bool, typer.Option(
+        help="Serve the page (search, index, jobs, hardware) at /.")] = True,
     log_level: Annotated[LogLevel, typer.Option(help="Server log level.")] = LogLevel.info,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
@@ -91,7 +93,7 @@ def serve_command(
             batch_tokens=batch_tokens, max_wait_ms=max_wait_ms,
             request_timeout_s=request_timeout, drain_timeout_s=drain_timeout,
             header_timeout_s=header_timeout, body_timeout_s=body_timeout,
-            keep_alive_s=keep_alive)
+            keep_alive_s=keep_alive, ui=ui)
         serve(config, log_level=LogLevel(log_level).value, access_log=access_log)
     except (ValueError, BindRefusedError, KeyFileError) as exc:
         typer.echo(f"attnswitch serve: {exc}", err=True)

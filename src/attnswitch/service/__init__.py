@@ -12,6 +12,8 @@ One job per module:
 - `batching`: the bounded queue (429) and the token-budget batcher in front of the model;
 - `runtime`: the parts wired together (threads, encoder, deadlines); `index`: search;
   `jobs`: indexing jobs; `metrics`: Prometheus; `lifecycle`: warm-up, readiness, drain;
+- `page`: the web page at `/` (`ui/`: HTML, CSS, JavaScript); `overview`: the read-only
+  views of the index it shows (what is indexed, skipped files, a chunk in context);
 - `server`: uvicorn with drain on SIGTERM; `command`: `attnswitch serve`.
 
 Importing this package imports neither FastAPI nor torch; `create_app` and `serve` do.

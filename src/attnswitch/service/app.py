@@ -9,7 +9,8 @@ routes' dependencies run (not JSON, or of no JSON content type) is answered only
 a client without a key; a body sent with no JSON content type gets 415. The lifespan starts
 the service (warm-up in the background) and stops it after the server drained
 (`lifecycle`). The API's pages, Swagger UI at /docs and ReDoc at /redoc, are served with
-their assets (under /static-offline-docs/), so they work on a machine with no network.
+their assets (under /static-offline-docs/), so they work on a machine with no network; the
+page at `/` (`page`) unless the config turns it off.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from attnswitch.service.errors import (
 from attnswitch.service.lifecycle import lifespan
 from attnswitch.service.limits import BodyLimitMiddleware
 from attnswitch.service.metrics import MetricsMiddleware
+from attnswitch.service.page import page
 from attnswitch.service.routes import gate, health, v1
 from attnswitch.service.runtime import Service
 
@@ -55,6 +57,8 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
     app.state.service = service
     app.include_router(health)
     app.include_router(v1)
+    if service.config.ui:
+        app.include_router(page)
     config = service.config
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
                        timeout_s=config.body_timeout_s)

@@ -32,7 +32,8 @@ class ServiceConfig:
     "auto": the index's own when the data folder has one, else the packaged default).
     api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
     permit a non-loopback host without keys. jobs_root: an existing folder; indexing jobs
-    may only name folders inside it (None: no jobs)."""
+    may only name folders inside it (None: no jobs). ui: serve the page at `/`
+    (`page`)."""
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -54,6 +55,7 @@ class ServiceConfig:
     body_timeout_s: float = 20.0
     keep_alive_s: float = 20.0
     job_chunks_per_call: int = 32
+    ui: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

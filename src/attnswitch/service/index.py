@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,13 @@ class SearchIndex:
         with self._unavailable_on_store_errors():
             return search(self._current(), vector, k, text=text, mode=mode, ef=ef)
 
+    def view(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(store, *args)` on the index (read-only views, `overview`; runs on
+        `executor`), or None when there is no index file yet."""
+        with self._unavailable_on_store_errors():
+            store = self._open()
+            return None if store is None else fn(store, *args)
+
     def stored_config(self) -> Any:
         """The index's recorded `IndexConfig`, or None when there is no index yet or its
         file is unusable (then logged: the service starts with its own defaults and search
@@ -107,13 +114,9 @@ class SearchIndex:
 
     def _current(self) -> Any:
         from attnswitch.pipeline.config import stored_config
-        from attnswitch.pipeline.store import SQLiteStore
 
-        if self._store is None:
-            if not self.path.is_file():
-                raise self._empty("no index yet")
-            self._store = SQLiteStore(self.path)
-            self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        if self._open() is None:
+            raise self._empty("no index yet")
         version = self._watch.execute("PRAGMA data_version").fetchone()[0]
         if self._version is None or version != self._version:
             config = stored_config(self._store)
@@ -125,6 +128,17 @@ class SearchIndex:
             self._version, self._count = version, self._store.count()
         if self._count == 0:
             raise self._empty("an empty index")
+        return self._store
+
+    def _open(self) -> Any:
+        """The open store (opened on first use), or None when there is no index file."""
+        from attnswitch.pipeline.store import SQLiteStore
+
+        if self._store is None:
+            if not self.path.is_file():
+                return None
+            self._store = SQLiteStore(self.path)
+            self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
         return self._store
 
     def _empty(self, got: str) -> ServiceError:

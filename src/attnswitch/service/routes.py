@@ -9,6 +9,11 @@
     GET  /v1/jobs/{id}          a job's status and progress
     GET  /v1/jobs               recent jobs, newest first
     GET  /v1/models             the served model (OpenAI's models list)
+    GET  /v1/server             what serves: model, engine, precision, device, jobs on/off
+    GET  /v1/index              what is indexed, skipped counts by reason, the last runs
+    GET  /v1/index/skipped      skipped files and why (?match=&offset=&limit=)
+    GET  /v1/chunks/{id}/context  a chunk among its neighbours (?around=2)
+    GET  /v1/hardware           `attnswitch doctor --json` without timings
 
 Every `/v1/` route checks the key (401) and then readiness (503 with Retry-After while
 warming up, draining or failed) before anything else, as one router dependency (`gate`).
@@ -18,12 +23,15 @@ the header `X-Request-Timeout: <seconds>` (never beyond the server's `--request-
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from starlette.responses import JSONResponse, Response
 
+from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 from attnswitch.service.limits import check_items
 from attnswitch.service.runtime import Service
@@ -148,3 +156,62 @@ async def models(request: Request) -> dict:
     svc = service(request)
     return {"object": "list", "data": [{"id": svc.model, "object": "model",
                                         "created": svc.started_at, "owned_by": "attnswitch"}]}
+
+
+@v1.get("/server", responses=errors(401, 503))
+async def server_info(request: Request) -> dict:
+    """What serves (the `ready` line of the log) and whether jobs are on."""
+    from attnswitch import __version__
+
+    svc = service(request)
+    return {**svc.serving(), "version": __version__, "jobs": svc.config.jobs_root is not None}
+
+
+_EMPTY_INDEX = {"documents": 0, "chunks": 0, "tokens": 0, "bytes": 0, "dim": None, "roots": [],
+                "model": None, "skipped": 0, "skipped_by_reason": {}, "runs": []}
+
+
+async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict | None:
+    """`fn(store, shown, *args)` on the index's thread (`SearchIndex.view`): None when there
+    is no index yet."""
+    svc = service(request)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(svc.index.executor, svc.index.view, fn,
+                                      svc.jobs.shown, *args)
+
+
+@v1.get("/index", responses=errors(401, 503))
+async def index_summary(request: Request) -> dict:
+    return await _view(request, overview.index_summary) or _EMPTY_INDEX
+
+
+@v1.get("/index/skipped", responses=errors(401, 422, 503))
+async def skipped_files(request: Request, match: Annotated[str, Query(max_length=200)] = "",
+                        offset: Annotated[int, Query(ge=0)] = 0,
+                        limit: Annotated[int, Query(ge=1, le=overview.MAX_SKIPPED_PAGE)] = 50
+                        ) -> dict:
+    found = await _view(request, overview.skipped_files, match, offset, limit)
+    return found or {"object": "list", "total": 0, "offset": offset, "data": []}
+
+
+@v1.get("/chunks/{chunk_id}/context", responses=errors(401, 404, 409, 422, 503))
+async def chunk_context(request: Request, chunk_id: int,
+                        around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2
+                        ) -> dict:
+    found = await _view(request, overview.chunk_context, chunk_id, around)
+    if found is None:
+        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
+                           f"{chunk_id} (no index yet)", code="chunk_not_found",
+                           param="chunk_id")
+    return found
+
+
+@v1.get("/hardware", responses=errors(401, 503))
+async def hardware(request: Request) -> dict:
+    """The backends with their verdicts, the planner's choice for common calls, the engines
+    and their recorded plans (`attnswitch doctor --json --no-timing`), and what serves."""
+    from attnswitch.doctor import doctor_report
+
+    svc = service(request)
+    report = await svc.in_cpu_pool(doctor_report, False)
+    return {**report, "serving": svc.serving()}

@@ -1,0 +1,86 @@
+"""Read-only views of the server's index for the page (`page`) and any client: what is
+indexed, the skipped files and why, the last runs, and a chunk among its neighbours.
+
+Every function here takes an open `SQLiteStore` and a `shown` function (how a server path
+appears in answers: `jobs.JobManager.shown`), runs on the index's thread (the store's
+connection belongs to it), and returns plain JSON-ready dicts that never carry the
+server's absolute paths: folders are shown by `shown`, the model by its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from attnswitch.service.errors import ServiceError
+
+MAX_AROUND = 10  # neighbours on each side of a chunk in context
+MAX_SKIPPED_PAGE = 200
+RUNS_SHOWN = 5
+# The numbers of a run's summary shown per run (its other fields name files and folders).
+RUN_FIGURES = ("files", "new", "changed", "unchanged", "deleted", "skipped", "failed",
+               "indexed", "chunks_encoded", "tokens_encoded", "wall_s", "chunks_per_s",
+               "tokens_per_s", "engine", "precision")
+
+Shown = Callable[[str], str]
+
+
+def index_summary(store: Any, shown: Shown) -> dict[str, Any]:
+    """Documents, chunks, tokens, bytes of the indexed documents, the model, precision and
+    engine the index was built with, skipped files counted by reason, the last runs."""
+    from attnswitch.pipeline.config import stored_config
+
+    st = store.status()
+    config = stored_config(store)
+    (indexed_bytes,) = store._conn.execute(  # the documents' sizes: no Store method gives them
+        "SELECT COALESCE(SUM(size), 0) FROM documents WHERE status = 'indexed'").fetchone()
+    return {
+        "documents": st.documents, "chunks": st.chunks, "tokens": st.tokens,
+        "bytes": int(indexed_bytes), "dim": st.dim,
+        "roots": [shown(r) for r in st.roots],
+        "model": None if config is None else {
+            "name": config.model_name, "fingerprint": config.model_fingerprint[:12],
+            "engine": config.engine, "precision": config.precision, "dim": config.dim,
+            "max_tokens": config.max_tokens, "overlap": config.overlap},
+        "skipped": st.skipped,
+        "skipped_by_reason": st.skipped_by_reason,
+        "runs": [_run(r, shown) for r in store.runs(limit=RUNS_SHOWN)],
+    }
+
+
+def _run(run: Any, shown: Shown) -> dict[str, Any]:
+    summary = run.summary or {}
+    return {"id": run.id, "status": run.status,
+            "root": None if run.root is None else shown(run.root),
+            "started_at": run.started_at, "ended_at": run.ended_at,
+            **{k: summary.get(k) for k in RUN_FIGURES}}
+
+
+def skipped_files(store: Any, shown: Shown, match: str = "", offset: int = 0,
+                  limit: int = 50) -> dict[str, Any]:
+    """The skipped files whose folder, path or reason contains `match` (case-insensitive),
+    `limit` of them from `offset`, with the total that matched."""
+    needle = match.casefold()
+    rows = []
+    for root, source, reason in store.status().skipped_files:
+        row = {"root": shown(root), "path": source, "reason": reason}
+        if not needle or any(needle in v.casefold() for v in row.values()):
+            rows.append(row)
+    return {"object": "list", "total": len(rows), "offset": offset,
+            "data": rows[offset:offset + limit]}
+
+
+def chunk_context(store: Any, shown: Shown, chunk_id: int, around: int) -> dict[str, Any]:
+    """The chunk `chunk_id` and up to `around` chunks before and after it in its document,
+    in order (404 when no chunk has that id)."""
+    found = store.chunks([chunk_id]).get(chunk_id)
+    if found is None:
+        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
+                           f"{chunk_id}", code="chunk_not_found", param="chunk_id")
+    rows = store.document_chunks(found.root, found.source)
+    lo = max(0, found.ordinal - around)
+    return {"root": shown(found.root), "path": found.source, "chunk_id": chunk_id,
+            "ordinal": found.ordinal, "chunks_in_document": len(rows),
+            "data": [{"chunk_id": r.id, "ordinal": r.ordinal, "start": r.start,
+                      "end": r.end, "text": r.text}
+                     for r in rows[lo:found.ordinal + around + 1]]}

@@ -1,0 +1,128 @@
+"""Fixtures of the page's browser tests: one real `attnswitch serve` (keys on, jobs on) over
+a small corpus indexed before the tests, and Debian's chromium driven by Playwright.
+
+The tests skip, saying why, where chromium or Playwright is absent (`make system-packages`
+installs chromium, the test extra Playwright; Playwright's own browser download is not
+used). The server and the browser are shared by the whole session (each xdist worker
+starts its own); each test gets a fresh browser context whose session storage already
+holds the key, as after the key form.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from attnswitch.service import launch
+from ui_testing import KEY, STARTUP_TIMEOUT_S, chromium, make_jobs_root
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    path = chromium()
+    if path is None:
+        pytest.skip("chromium is not installed (make system-packages installs Debian's)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as pw:
+        # --no-sandbox: the suite runs as root in containers, where chromium's sandbox
+        # cannot start
+        browser = pw.chromium.launch(executable_path=path, headless=True,
+                                     args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def ui_server(tmp_path_factory: pytest.TempPathFactory, browser: object
+              ) -> Iterator[launch.ServerProcess]:
+    """A server with a key and a jobs root whose `docs/` folder is indexed (by a job)."""
+    base = tmp_path_factory.mktemp("ui")
+    jobs_root = make_jobs_root(base / "jobs")
+    data = base / "data"
+    data.mkdir()
+    keys = base / "keys.txt"
+    keys.write_text(KEY + "\n")
+    srv = launch.start(base / "server", "--db", str(data), "--api-key-file", str(keys),
+                       "--jobs-root", str(jobs_root), timeout=STARTUP_TIMEOUT_S)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=60,
+                          headers={"Authorization": f"Bearer {KEY}"}) as client:
+            job = client.post("/v1/jobs", json={"path": "docs"}).json()
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
+            while job["status"] in ("queued", "running"):
+                assert time.monotonic() < deadline, f"indexing docs/ took too long: {job}"
+                time.sleep(0.1)
+                job = client.get(f"/v1/jobs/{job['id']}").json()
+            assert job["status"] == "completed", job
+        yield srv
+    finally:
+        srv.stop()
+
+
+class Page:
+    """A Playwright page on the server, with the console errors and page errors it saw."""
+
+    def __init__(self, page: object, url: str):
+        self.page = page
+        self.url = url
+        self.errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+
+    def open(self, query: str = "") -> object:
+        self.page.goto(f"{self.url}/{query}")
+        self.page.wait_for_selector("#nav:not([hidden])")
+        return self.page
+
+
+def _context(browser: object, **options: object) -> object:
+    return browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **options})
+
+
+@pytest.fixture
+def new_page(browser: object, ui_server: launch.ServerProcess):
+    """`new_page(key=True, **context options)`: a page in a fresh context; with `key`, its
+    session storage holds the server's key before the page's script runs."""
+    contexts = []
+
+    def make(key: bool = True, **options: object) -> Page:
+        context = _context(browser, **options)
+        contexts.append(context)
+        if key:
+            context.add_init_script(f"sessionStorage.setItem('attnswitch.key', {KEY!r});")
+        return Page(context.new_page(), ui_server.url)
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def ui(new_page) -> Page:
+    return new_page()
+
+
+@pytest.fixture(scope="session")
+def jobs_root(ui_server: launch.ServerProcess) -> Path:
+    return Path(ui_server.log).parent.parent / "jobs"
+
+
+@pytest.fixture(scope="session")
+def bare_server(tmp_path_factory: pytest.TempPathFactory, browser: object
+                ) -> Iterator[launch.ServerProcess]:
+    """A keyless server over an empty data folder, without jobs, returned as soon as it
+    listens (still warming up)."""
+    base = tmp_path_factory.mktemp("ui-bare")
+    srv = launch.start(base / "server", "--db", str(base / "data"), wait_ready=False,
+                       timeout=STARTUP_TIMEOUT_S)
+    try:
+        yield srv
+    finally:
+        srv.stop()

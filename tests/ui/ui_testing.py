@@ -1,0 +1,42 @@
+"""Helpers of the page's browser tests: where Debian's chromium is, the corpus the shared
+server indexes (real documents of examples/corpus plus files made to be awkward), and
+the key the tests type."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+# Indexed by the shared server before the tests: four PostgreSQL tutorial pages, a page
+# holding a script, an empty file and a broken PDF (the last two skipped, with reasons).
+DOCS = ("postgresql/tutorial-start.html", "postgresql/tutorial-window.html",
+        "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
+# Indexed by a job the jobs test starts in the browser.
+MORE = ("python-tutorial/appetite.rst.txt",)
+KEY = "ui-test-key-5c2e"
+# A word found only in the file that holds a script; the script would set PWNED_FLAG.
+SCRIPT_WORD = "zanzibarquokka"
+PWNED_FLAG = "__attnswitchPwned"
+SCRIPT_TEXT = (f"<p>Notes on {SCRIPT_WORD} handling.</p>\n"
+               f"<script>window.{PWNED_FLAG} = true;</script>\n"
+               f"<img src=x onerror=\"window.{PWNED_FLAG} = true\"> the {SCRIPT_WORD} end\n")
+STARTUP_TIMEOUT_S = 180.0
+
+
+def chromium() -> str | None:
+    """The path of Debian's chromium (`make system-packages` installs it), or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def make_jobs_root(root: Path) -> Path:
+    """The jobs root: `docs/` (indexed before the tests) and `more/` (indexed by a job)."""
+    for folder, sources in (("docs", DOCS), ("more", MORE)):
+        for source in sources:
+            dest = root / folder / Path(source).name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(CORPUS / source, dest)
+    (root / "docs" / "script-notes.txt").write_text(SCRIPT_TEXT)
+    (root / "docs" / "empty.txt").write_text("")
+    (root / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\nnot a PDF body\n")
+    return root
