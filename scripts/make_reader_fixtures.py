@@ -5,7 +5,7 @@ Sources (examples/corpus, see its LICENSE-NOTICE.md):
 - rust/anyhow/README.md (headings at levels 1, 2 and 4, lists, code): pandoc writes
   anyhow.docx, .odt, .epub, .rtf and .pptx (a slide per level-2 section), with the
   title "anyhow"; LibreOffice Impress turns the .pptx into
-  anyhow.odp.
+  anyhow.odp, and Writer the .docx into anyhow.doc (Word 97, an OLE2 file).
 - postgresql/datatype-json.html, its table "JSON Primitive Types and Corresponding
   PostgreSQL Types" (cells taken from pandoc's JSON reading of the page): written as
   json-types.csv and .tsv, turned by LibreOffice Calc into json-types.xlsx and .ods and by
@@ -73,6 +73,7 @@ def pandoc_documents(work: Path) -> None:
         run("pandoc", "-s", "-f", "gfm", "--lua-filter", str(lua), "--metadata",
             "title=anyhow", "--slide-level=2", str(ANYHOW), "-o", str(OUT / f"anyhow.{suffix}"))
     soffice(OUT / "anyhow.pptx", "odp", work)
+    soffice(OUT / "anyhow.docx", "doc", work)  # the old binary (OLE2) Word format
 
 
 def soffice(source: Path, to: str, work: Path, infilter: str | None = None) -> None:

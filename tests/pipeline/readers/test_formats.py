@@ -101,14 +101,14 @@ def test_text_with_unknown_extensions_is_known_by_content(tmp_path: Path) -> Non
     docs = by_source(tmp_path)
     assert {s: (d.ok, d.kind) for s, d in docs.items()} == {
         "README.Debian": (True, "text"), "NEWS.Debian": (True, "text"),
-        "setup.py": (True, "text"), "page.php": (True, "html")}
+        "setup.py": (True, "code"), "page.php": (True, "html")}
     assert docs["NEWS.Debian"].encoding_detected and "größer" in docs["NEWS.Debian"].text
     assert docs["page.php"].text.startswith("Title\n\nHello")
 
 
 def test_binary_files_with_unknown_extensions_say_what_they_are(tmp_path: Path) -> None:
     shutil.copy(os.path.realpath(shutil.which("ls")), tmp_path / "tool.dat")
-    (tmp_path / "photo.png").write_bytes(b"\x89PNG")  # too short for its signature
+    (tmp_path / "photo.gif").write_bytes(b"GIF8")  # too short for its signature
     (tmp_path / "noise.xyz").write_bytes(bytes(range(256)) * 16)
     with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as tar:
         tar.add(LOGRUS, arcname="README.md")
@@ -119,7 +119,7 @@ def test_binary_files_with_unknown_extensions_say_what_they_are(tmp_path: Path) 
         "bundle.tar.gz": "binary: a tar archive inside gzip (unknown extension .tar)",
         "noise.xyz": "binary: unknown extension .xyz, content is not text: NUL bytes in "
                      "the first 8192 bytes",
-        "photo.png": "binary: .png is image/png, not a text format",
+        "photo.gif": "binary: .gif is image/gif, not a text format",
         "tool.dat": "binary: an ELF executable or library (unknown extension .dat)",
     }
 

@@ -18,13 +18,14 @@ from attnswitch.pipeline.readers.text import check_controls, decode
 
 # Extension -> language (the names Pygments and Markdown code fences use). A short fixed
 # table rather than Pygments' lookup: these are the kinds `formats.KINDS` sends here, and
-# the answer must not change with the installed Pygments version.
+# the answer must not change with the installed Pygments version. Not here: `.php` and other
+# templates, mostly HTML, which content sniffing reads as HTML.
 LANGUAGES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
     ".cjs": "javascript", ".jsx": "javascript", ".ts": "typescript", ".tsx": "typescript",
     ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".scala": "scala",
     ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp",
-    ".hh": "cpp", ".cs": "csharp", ".rb": "ruby", ".php": "php", ".swift": "swift",
+    ".hh": "cpp", ".cs": "csharp", ".rb": "ruby", ".swift": "swift",
     ".sh": "bash", ".bash": "bash", ".zsh": "zsh", ".ps1": "powershell", ".sql": "sql",
     ".r": "r", ".lua": "lua", ".pl": "perl", ".hs": "haskell", ".ml": "ocaml",
     ".ex": "elixir", ".exs": "elixir", ".erl": "erlang", ".clj": "clojure", ".jl": "julia",
@@ -34,7 +35,7 @@ LANGUAGES = {
     ".tf": "terraform", ".gradle": "groovy", ".cmake": "cmake", ".mk": "make",
     ".dockerfile": "docker",
 }
-_BLANK_LINES = re.compile(r"\n[ \t]*\n+")
+_BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
 
 
 def read_code(data: bytes, options: ReadOptions) -> Extracted:

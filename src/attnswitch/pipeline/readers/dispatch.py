@@ -8,24 +8,35 @@ one place that lists them, so a new format is one reader module and one line her
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 from attnswitch.pipeline.readers.blocks import Extracted, ReadOptions, Reader
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 
 def readers() -> dict[str, Reader]:
-    """kind -> reader. Imported on call, so a format's library loads only when a file of
-    that kind is read."""
-    from attnswitch.pipeline.readers import (code, epub, mail, notebook, ocr, office,
-                                             opendocument, rtf, tabular)
-
+    """kind -> reader. Each reader module is imported when a file of its kind is first
+    read, so a format's library loads only then."""
     return {
-        "docx": office.read_docx, "pptx": office.read_pptx, "xlsx": office.read_xlsx,
-        "odt": opendocument.read_odt, "odp": opendocument.read_odp,
-        "ods": opendocument.read_ods, "epub": epub.read_epub, "rtf": rtf.read_rtf,
-        "eml": mail.read_eml, "mbox": mail.read_mbox, "ipynb": notebook.read_ipynb,
-        "csv": tabular.read_csv, "code": code.read_code, "image": ocr.read_image,
+        "docx": _later("office", "read_docx"), "pptx": _later("office", "read_pptx"),
+        "xlsx": _later("office", "read_xlsx"), "odt": _later("opendocument", "read_odt"),
+        "odp": _later("opendocument", "read_odp"), "ods": _later("opendocument", "read_ods"),
+        "epub": _later("epub", "read_epub"), "rtf": _later("rtf", "read_rtf"),
+        "eml": _later("mail", "read_eml"), "mbox": _later("mail", "read_mbox"),
+        "ipynb": _later("notebook", "read_ipynb"), "csv": _later("tabular", "read_csv"),
+        "code": _later("code", "read_code"), "image": _later("ocr", "read_image"),
     }
+
+
+def _later(module: str, name: str) -> Reader:
+    """The reader `name` of `readers.<module>`, imported when it is first called."""
+
+    def read(data: bytes, options: ReadOptions) -> Extracted:
+        found = importlib.import_module(f"attnswitch.pipeline.readers.{module}")
+        return getattr(found, name)(data, options)
+
+    read.__name__ = read.__qualname__ = name
+    return read
 
 
 def extract(kind: str, data: bytes, options: ReadOptions) -> Extracted:
