@@ -37,25 +37,31 @@ def read_docx(data: bytes, options: ReadOptions) -> Extracted:
     open_zip(data, options, "docx").close()
     with library_errors("docx"):
         import docx
+        import docx.enum.style
         from docx.table import Table
 
         document = docx.Document(io.BytesIO(data))
+        # Style names by id, once: `paragraph.style` looks each up in the styles part.
+        styles = {s.style_id: s.name or "" for s in document.styles}
+        default = document.styles.default(docx.enum.style.WD_STYLE_TYPE.PARAGRAPH)
         blocks: list[Block] = []
         for item in document.iter_inner_content():
             if isinstance(item, Table):
                 blocks += _table(_docx_rows(item), Location())
             else:
-                block = _docx_paragraph(item)
+                style_id = item._p.style  # the paragraph's style id (None: the default)
+                style = styles.get(style_id, "") if style_id else (
+                    default.name if default is not None else "")
+                block = _docx_paragraph(item, style or "")
                 if block is not None:
                     blocks.append(block)
     return _done(blocks, "docx")
 
 
-def _docx_paragraph(paragraph) -> Block | None:
+def _docx_paragraph(paragraph, style: str) -> Block | None:
     text = " ".join(paragraph.text.split())
     if not text:
         return None
-    style = (paragraph.style.name if paragraph.style is not None else "") or ""
     lowered = style.lower()
     if lowered == "title":
         return Block(BlockKind.HEADING, text, level=1)

@@ -101,10 +101,16 @@ def _open(data: bytes, options: ReadOptions, what: str):
 
 
 class _StyleChains:
-    """The names of a paragraph style and of the styles it inherits from, lower-cased."""
+    """The names of a paragraph style and of the styles it inherits from, lower-cased
+    (all paragraph styles, automatic and common, are listed once: looking each up as it
+    is met costs an XPath search of the styles per paragraph)."""
 
     def __init__(self, document) -> None:
-        self.document = document
+        self.styles: dict[str, tuple[str | None, str | None]] = {}
+        for style in document.get_styles("paragraph"):
+            if style.name:
+                self.styles[style.name] = (style.parent_style,
+                                           style.get_attribute("style:display-name"))
         self.known: dict[str, tuple[str, ...]] = {}
 
     def __call__(self, name: str | None) -> tuple[str, ...]:
@@ -113,16 +119,15 @@ class _StyleChains:
         if name not in self.known:
             chain, current = [name.lower()], name
             for _ in range(8):  # inheritance is shallow; a loop in a broken file ends here
-                style = self.document.get_style("paragraph", current)
-                if style is None:
+                if current not in self.styles:
                     break
-                display = style.get_attribute("style:display-name")
+                parent, display = self.styles[current]
                 if display:
                     chain.append(str(display).lower())
-                current = style.get_attribute("style:parent-style-name")
-                if not current:
+                if not parent:
                     break
-                chain.append(str(current).lower())
+                chain.append(str(parent).lower())
+                current = parent
             self.known[name] = tuple(chain)
         return self.known[name]
 
