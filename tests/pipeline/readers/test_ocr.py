@@ -139,3 +139,26 @@ def test_a_truncated_image_is_corrupt(tmp_path: Path) -> None:
     (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
     [doc] = ingest(tmp_path)
     assert doc.skip is Skip.CORRUPT, doc.reason
+
+
+@needs_tesseract
+@pytest.mark.parametrize("workers", [1, 2])
+def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> None:
+    from PIL import Image
+
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import ocr_pdf_pages
+
+    scan = Image.open(FIXTURES / "scan.png")
+    title = scan.crop((0, 0, scan.width, 125)).convert("L")
+    blank = Image.new("L", title.size, 255)
+    buffer = io.BytesIO()
+    title.save(buffer, format="PDF", resolution=150, save_all=True,
+               append_images=[blank, title])
+    found, notes = ocr_pdf_pages(buffer.getvalue(), [1, 2, 3],
+                                 ReadOptions(ocr_workers=workers))
+    assert {n: [b.text for b in blocks] for n, blocks in found.items()} == {
+        1: ["Copyright Release for Contributions To SQLite"],
+        3: ["Copyright Release for Contributions To SQLite"]}
+    assert all(b.location == Location(page=n) for n, blocks in found.items() for b in blocks)
+    assert notes == ["page 2: no text layer, and OCR found no text"]

@@ -147,7 +147,8 @@ class ReadOptions:
     1 MiB may expand over its compressed size (a decompression bomb's is in the
     thousands; office XML's is about 10 to 50). max_pixels: the largest image (or rendered
     page) read, width times height. ocr_dpi: the resolution scanned PDF pages are
-    rendered at for OCR; ocr_timeout_s: the most Tesseract may take over one page."""
+    rendered at for OCR; ocr_timeout_s: the most Tesseract may take over one page;
+    ocr_workers: scanned pages of a PDF recognised at once (0: one per CPU)."""
 
     max_bytes: int = 20 * 2**20
     ocr: bool = True
@@ -159,11 +160,14 @@ class ReadOptions:
     max_pixels: int = 100_000_000
     ocr_dpi: int = 200
     ocr_timeout_s: float = 120.0
+    ocr_workers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_members", "max_pixels", "ocr_dpi"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+        if self.ocr_workers < 0:
+            raise ValueError(f"ocr_workers: expected >= 0, got {self.ocr_workers}")
         for name in ("max_ratio", "ocr_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")

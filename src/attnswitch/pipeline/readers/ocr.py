@@ -5,7 +5,8 @@
   image of more than `max_pixels` pixels is skipped as too large before it is decoded.
 - PDF pages with no text layer: the PDF reader hands their numbers to
   `ocr_pdf_pages`, which renders each with pypdfium2 (PDFium, Chrome's PDF renderer) at
-  `ocr_dpi` and recognises it.
+  `ocr_dpi` and recognises it, `ocr_workers` pages at a time (one Tesseract process
+  each; 0: one per CPU).
 
 Tesseract runs as its command-line program (`tesseract`, Debian's `tesseract-ocr` with
 `tesseract-ocr-eng`), one thread per page, at most `ocr_timeout_s` per page.
@@ -22,7 +23,9 @@ import io
 import os
 import shutil
 import subprocess
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
 from attnswitch.pipeline.readers.skip import Skip, Skipped
@@ -147,26 +150,42 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int],
     except pdfium.PdfiumError as exc:
         return {}, [f"{page_span(pages)}: no text layer, and PDFium cannot open the file: "
                     f"{exc}"]
+
+    def settle(number: int, recognised: Future[str]) -> None:
+        try:
+            blocks = paragraphs(recognised.result(), Location(page=number))
+        except RuntimeError as exc:  # Tesseract failed or timed out on this page
+            reasons.setdefault(f"OCR failed: {exc}", []).append(number)
+            return
+        if blocks:
+            found[number] = blocks
+        else:
+            reasons.setdefault("no text layer, and OCR found no text", []).append(number)
+
+    # Pages are rendered one at a time (PDFium is not thread-safe) and recognised side by
+    # side, one Tesseract process each, at most `workers` pages (and their images) at once.
+    workers = options.ocr_workers or os.cpu_count() or 1
+    scale = options.ocr_dpi / _POINTS_PER_INCH
+    pending: deque[tuple[int, Future[str]]] = deque()
     try:
-        scale = options.ocr_dpi / _POINTS_PER_INCH
-        for number in pages:
-            try:
-                page = document[number - 1]
-                width, height = page.get_size()
-                if width * scale * height * scale > options.max_pixels:
-                    reasons.setdefault(f"too large to render at {options.ocr_dpi} dpi",
-                                       []).append(number)
+        with ThreadPoolExecutor(workers, thread_name_prefix="attnswitch-ocr") as pool:
+            for number in pages:
+                try:
+                    page = document[number - 1]
+                    width, height = page.get_size()
+                    if width * scale * height * scale > options.max_pixels:
+                        reasons.setdefault(f"too large to render at {options.ocr_dpi} dpi",
+                                           []).append(number)
+                        continue
+                    image = page.render(scale=scale, grayscale=True).to_pil()
+                except (RuntimeError, pdfium.PdfiumError) as exc:  # PDFium cannot render it
+                    reasons.setdefault(f"OCR failed: {exc}", []).append(number)
                     continue
-                image = page.render(scale=scale, grayscale=True).to_pil()
-                text = recognise(image, options)
-            except RuntimeError as exc:  # a Tesseract timeout or a PDFium render error
-                reasons.setdefault(f"OCR failed: {exc}", []).append(number)
-                continue
-            blocks = paragraphs(text, Location(page=number))
-            if blocks:
-                found[number] = blocks
-            else:
-                reasons.setdefault("no text layer, and OCR found no text", []).append(number)
+                pending.append((number, pool.submit(recognise, image, options)))
+                while len(pending) >= workers:
+                    settle(*pending.popleft())
+            while pending:
+                settle(*pending.popleft())
     finally:
         document.close()
     return found, [f"{page_span(numbers)}: {why}" for why, numbers in reasons.items()]
