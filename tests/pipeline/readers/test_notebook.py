@@ -16,7 +16,8 @@ def test_markdown_cells_give_the_headings_and_code_cells_the_code() -> None:
     got = read("anyhow.ipynb")
     assert headings(got.blocks) == anyhow_headings()
     assert recall(anyhow_words(), got.text) == 1.0
-    code = [b for b in got.blocks if b.kind is BlockKind.CODE]
+    # Code cells carry the kernel's language (code inside a Markdown cell has none).
+    code = [b for b in got.blocks if b.kind is BlockKind.CODE and b.language is not None]
     # The fixture's code cells are the source's top-level fences (those inside list
     # items stay in their Markdown cell).
     fences = [t.content.rstrip("\n") for t in anyhow_tokens()
