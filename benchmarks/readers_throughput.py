@@ -217,7 +217,7 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
     state = (f"busy machine (load average {loads[0]:.1f} before, {loads[1]:.1f} after: "
              f"other work ran on it)" if busy else "quiet machine")
     lines = [
-        "# Reader throughput per format, one core",
+        "# Reader throughput per format, per core",
         "",
         f"Measured on {cpu}, {os.cpu_count()} cores, a {state}, by "
         "`python benchmarks/readers_throughput.py`: each file read as `run` reads it "
@@ -227,7 +227,9 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
         "cores column). pages/s counts real pages for the PDFs and the image, slides for "
         "the presentations (marked *), and text pages of 3,000 extracted characters for the "
         "others. Inputs are generated from the example corpus by pandoc, LibreOffice and "
-        "pdftoppm (see the script).",
+        "pdftoppm (see the script)." + (" On a busy machine every figure is a lower bound, "
+        "the side-by-side OCR processes most of all (they compete with the other work for "
+        "the same cores)." if busy else ""),
         "",
         "| format | input | extracted text | ms per file | cores | MB/s per core | "
         "pages/s per core |",
