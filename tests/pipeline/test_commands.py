@@ -294,3 +294,37 @@ def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and MEASURING_TEXT not in again.stderr
     assert again.stderr.splitlines()[-1].startswith("attnswitch run: done: files 5/5")
+
+
+@pytest.mark.slow
+def test_run_indexes_every_format_and_status_says_what_was_skipped(
+        tmp_path: Path, encoder) -> None:
+    """A folder of every format the readers take (the reader fixtures: files written by
+    pandoc, LibreOffice and the standard library), run with OCR off: each document is
+    indexed and searchable, the encrypted ones and the image that needs OCR are listed by
+    `status` with their reasons."""
+    fixtures = Path(__file__).resolve().parent / "readers" / "fixtures"
+    folder = tmp_path / "shared-drive"
+    folder.mkdir()
+    for path in fixtures.iterdir():
+        if path.suffix not in (".doc", ".tif", ".jpg", ".mbox") and path.name != "mixed.pdf":
+            (folder / path.name).write_bytes(path.read_bytes())
+    db = str(tmp_path / "db")
+    result = invoke("run", str(folder), "--db", db, "--no-ocr", "--no-progress",
+                    "--max-tokens", "128", "--overlap", "0", "--chunks-per-call", "32")
+    assert result.exit_code == 0, result.output
+    status = json.loads(invoke("status", "--db", db, "--json").output)
+    assert {f["source"]: f["reason"] for f in status["skipped_files"]} == {
+        "anyhow-drm.epub": "encrypted: epub: DRM-encrypted (1 of its content documents, "
+                           "such as EPUB/text/ch001.xhtml)",
+        "anyhow-encrypted.docx": "encrypted: docx: password-protected (an encrypted Office "
+                                 "file)",
+        "scan.pdf": "needs OCR: page 1: no text layer, and OCR is off",
+        "scan.png": "needs OCR: PNG image: OCR is off"}
+    assert status["documents"] == 13  # docx x2, pptx, xlsx, odt, odp, ods, epub, rtf, ipynb,
+    # csv, tsv, eml
+    for query, source in (("JSON primitive type numeric NaN", "json-types."),
+                          ("anyhow::Error trait object", "anyhow.")):
+        found = json.loads(invoke("search", query, "-k", "13", "--mode", "keyword",
+                                  "--db", db, "--json").output)["data"]
+        assert sum(r["source"].startswith(source) for r in found) >= 4, found

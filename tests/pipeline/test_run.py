@@ -135,10 +135,10 @@ def _bad_inputs(root: Path) -> dict[str, str]:
     (root / "corrupt.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >>\ngarbage\n")
     (root / "huge.txt").write_text("word " * 50_000)  # 250 kB, over the limit set below
     (root / "dangling.md").symlink_to(root / "missing-target.md")
-    (root / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (root / "picture.gif").write_bytes(b"GIF89a\x01\x00\x01\x00")  # images read: PNG, JPEG, TIFF
     expected = {"empty.txt": Skip.EMPTY, "blank.md": Skip.EMPTY, "binary.txt": Skip.BINARY,
                 "corrupt.pdf": Skip.CORRUPT_PDF, "huge.txt": Skip.TOO_LARGE,
-                "dangling.md": Skip.UNREADABLE, "picture.png": Skip.BINARY}
+                "dangling.md": Skip.UNREADABLE, "picture.gif": Skip.BINARY}
     if os.geteuid() != 0:  # root reads any file whatever its mode
         (root / "locked.txt").write_text("secret")
         (root / "locked.txt").chmod(0)

@@ -393,7 +393,7 @@ def test_vectors_are_normalised_float32_with_chunk_ids(store: SQLiteStore, root:
 
 
 def test_status_and_runs(store: SQLiteStore, root: Path) -> None:
-    (root / "pic.png").write_bytes(b"\x89PNG")
+    (root / "pic.gif").write_bytes(b"GIF8")
     (root / "nul.txt").write_bytes(b"\x00")
     run = store.begin_run(root, "cfg")
     counts = index(store, root)
@@ -401,7 +401,7 @@ def test_status_and_runs(store: SQLiteStore, root: Path) -> None:
     status = store.status()
     assert (status.documents, status.skipped, status.dim) == (3, 2, DIM)
     assert status.skipped_by_reason == {"binary": 2}
-    assert [f[1] for f in status.skipped_files] == ["nul.txt", "pic.png"]
+    assert [f[1] for f in status.skipped_files] == ["nul.txt", "pic.gif"]
     assert status.tokens == sum(c.n_tokens for d in ingest(root) if d.ok for c in chunks_of(d))
     last = status.last_run
     assert (last.id, last.status, last.counts, last.summary) == (

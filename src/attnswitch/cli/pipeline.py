@@ -150,6 +150,9 @@ def run_command(
         help="Chunks gathered across documents for one encode call (the engine sorts "
         "them by length); committed per document after it.")] = 128,
     max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
+    ocr: Annotated[bool, typer.Option(
+        "--ocr/--no-ocr", help="Recognise scanned PDF pages and images with Tesseract "
+        "(Debian: tesseract-ocr); without it they are listed as skipped.")] = True,
     hourly_usd: Annotated[float | None, typer.Option(
         help="Price of the device per hour, for the cost per million tokens. Default: "
         "$ATTNSWITCH_HOURLY_USD, else a table of round cloud prices.",
@@ -184,8 +187,10 @@ def run_command(
         "actors (at most 1 each); on several, 1.", show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Index a folder: ingest text, Markdown, HTML and PDF files (any other name read when its
-    content is text; gzip, bzip2 and xz through their stream), chunk, embed and store them.
+    """Index a folder: ingest text, Markdown, HTML, PDF (scanned pages by OCR), Word,
+    PowerPoint, Excel, OpenDocument, EPUB, RTF, mail, notebooks, CSV, images (OCR) and source
+    files (any other name read when its content is text; gzip, bzip2 and xz through their
+    stream), chunk, embed and store them.
 
     Resumable and idempotent: a killed run is finished by the next one; unchanged files are
     not read again; changed files replace their chunks; deleted files' chunks are removed.
@@ -202,7 +207,8 @@ def run_command(
                              precision=Precision(precision).value,
                              max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
                              chunks_per_call=chunks_per_call, layout=Layout(layout).value,
-                             max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd)
+                             max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
+                             ocr=ocr)
     except ValueError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
     if not path.is_dir():  # before the store is made

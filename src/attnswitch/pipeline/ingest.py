@@ -14,7 +14,12 @@ Formats, known by content as well as by name (`readers.formats`):
   which blocks are content, so navigation, headers, footers and sidebars are dropped),
   one paragraph per block element, headings kept;
 - `.pdf`, or any file whose bytes start with `%PDF-`: PDF, text extracted page by page
-  with pypdf;
+  with pypdf, pages with no text layer recognised by OCR (`readers.ocr`, unless
+  `ocr=False`);
+- Word, PowerPoint, Excel, OpenDocument, EPUB, RTF, mail, notebooks, CSV/TSV, source and
+  config files, and images (OCR): by extension, or by content where the name does not
+  say (`formats.sniff_container`), each read by its reader in `readers.dispatch`
+  (docs/formats.md); a mail's attachments are read as files of their own;
 - gzip, bzip2 and xz files (known by their magic bytes): read through their
   decompressed stream, at most `max_bytes` of it (more is skipped as too large, so a
   decompression bomb is never inflated), the name without `.gz`, `.bz2` or `.xz` then
@@ -56,6 +61,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.pipeline.readers.blocks import ReadOptions
+from attnswitch.pipeline.readers.dispatch import extract, readers, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.readers.html import html_text
 from attnswitch.pipeline.readers.pdf import pdf_text
@@ -101,13 +108,15 @@ class Document:
     `size` and `mtime_ns` are from the stat taken just before reading (the scan's when
     the file was not read); `sha256` is the hex digest of the bytes read, compressed as
     they are on disk (None when they could not be read or were not read: too large).
-    `kind` is "text", "markdown", "html" or "pdf" (None when no reader took the file);
+    `kind` is "text", "markdown", "html", "pdf" or a kind of `readers.dispatch` ("docx",
+    "eml", "image", ...; None when no reader took the file);
     `compression` is "gzip", "bzip2" or "xz" when the file was read through that stream.
     `encoding` is the codec the text was decoded with (None for PDF) and
     `encoding_detected` is True when it came from charset detection rather than UTF-8,
     a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
     `reason` reads "<category>: <detail>". `pages_failed` counts PDF pages whose text
-    could not be extracted while others could.
+    could not be extracted while others could (scanned pages OCR could not read included;
+    for other formats, the parts the reader could not read, such as mail attachments).
     """
 
     root: str
@@ -393,14 +402,15 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
 
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
-           include_hidden: bool = False) -> Iterator[Document]:
+           include_hidden: bool = False, ocr: bool = True) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
     for entry in scan(root, include_hidden=include_hidden):
-        yield load(entry, max_bytes=max_bytes)
+        yield load(entry, max_bytes=max_bytes, ocr=ocr)
 
 
-def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
-    """Read, hash and extract one file. Never raises for a bad file."""
+def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = True) -> Document:
+    """Read, hash and extract one file. Never raises for a bad file. `ocr`: recognise
+    scanned PDF pages and images (`readers.ocr`)."""
     fields = dict(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
                   mtime_ns=entry.mtime_ns)
     data: bytes | None = None
@@ -416,9 +426,15 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         compression = compression_of(data)
         found = detect(entry.path.name, data, max_bytes)
         kind = found.kind
+        options = with_attachments(ReadOptions(max_bytes=max_bytes, ocr=ocr,
+                                               name=entry.path.name))
         if kind == "pdf":
-            text, pages_failed = pdf_text(found.data)
+            text, pages_failed = pdf_text(found.data, options)
             encoding, detected = None, False
+        elif kind in readers():  # the formats of readers/dispatch.py
+            extracted = extract(kind, found.data, options)
+            text, encoding = extracted.text, extracted.encoding
+            detected, pages_failed = extracted.encoding_detected, len(extracted.failed)
         else:
             try:
                 if kind == "html":

@@ -165,10 +165,11 @@ def connect(options: RayOptions) -> bool:
 
 # ---- the Ray Data stages ---------------------------------------------------------------
 
-def read_row(row: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+def read_row(row: dict[str, Any], max_bytes: int, ocr: bool = True) -> dict[str, Any]:
     """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load`)."""
     entry: SourceFile = pickle.loads(row["entry"])  # whole: its real names, its pinned root
-    return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes)), "known": row["known"]}
+    return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes, ocr=ocr)),
+            "known": row["known"]}
 
 
 def chunk_row(row: dict[str, Any], model: str | None, fingerprint: str, max_tokens: int,
@@ -271,7 +272,8 @@ class RayRunJob(RunJob):
             items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)
-        ds = ds.map(read_row, fn_kwargs={"max_bytes": self.options.max_bytes},
+        ds = ds.map(read_row, fn_kwargs={"max_bytes": self.options.max_bytes,
+                                         "ocr": self.options.ocr},
                     num_cpus=READ_CPUS)
         ds = ds.map(chunk_row, fn_kwargs={"model": self.remote_options.model,
                                           "fingerprint": self.config.model_fingerprint,

@@ -92,7 +92,8 @@ class RunOptions:
     budget per batch (None: its default); chunks_per_call: chunks gathered across documents
     for one encode call; max_bytes: larger files are skipped; hourly_usd: the device's price
     (None: `observe.cost` looks it up); layout: "padded" (length-sorted token-budget
-    batches) or "packed" (one row per batch with `cu_seqlens`, torch engine only)."""
+    batches) or "packed" (one row per batch with `cu_seqlens`, torch engine only); ocr:
+    recognise scanned PDF pages and images with Tesseract (`readers.ocr`)."""
 
     model: str | None = None
     engine: str = "auto"
@@ -105,6 +106,7 @@ class RunOptions:
     hourly_usd: float | None = None
     include_hidden: bool = False
     layout: str = "padded"
+    ocr: bool = True
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision
@@ -217,21 +219,21 @@ class RunSummary:
 
 
 def read_ahead(entries: list[SourceFile], max_bytes: int,
-               depth: int = READ_AHEAD) -> Iterator[Document]:
+               depth: int = READ_AHEAD, ocr: bool = True) -> Iterator[Document]:
     """`load` each entry, in order, on a background thread at most `depth` files ahead of
     the consumer: reading and extracting the next files overlaps with encoding (the engines
     release the GIL while they compute). Files not yet taken when the consumer stops are
     not read."""
     with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
         ahead: deque[Future[Document]] = deque(
-            pool.submit(load, e, max_bytes=max_bytes) for e in entries[:depth])
+            pool.submit(load, e, max_bytes=max_bytes, ocr=ocr) for e in entries[:depth])
         rest = iter(entries[depth:])
         try:
             while ahead:
                 doc = ahead.popleft().result()
                 following = next(rest, None)
                 if following is not None:
-                    ahead.append(pool.submit(load, following, max_bytes=max_bytes))
+                    ahead.append(pool.submit(load, following, max_bytes=max_bytes, ocr=ocr))
                 yield doc
         finally:
             for future in ahead:
@@ -284,7 +286,8 @@ class RunJob:
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
-        for doc in read_ahead(self._prepare(), self.options.max_bytes):
+        for doc in read_ahead(self._prepare(), self.options.max_bytes,
+                              ocr=self.options.ocr):
             self._admit(doc)
         self._flush()
         self._done()

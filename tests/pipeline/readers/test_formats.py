@@ -101,14 +101,14 @@ def test_text_with_unknown_extensions_is_known_by_content(tmp_path: Path) -> Non
     docs = by_source(tmp_path)
     assert {s: (d.ok, d.kind) for s, d in docs.items()} == {
         "README.Debian": (True, "text"), "NEWS.Debian": (True, "text"),
-        "setup.py": (True, "text"), "page.php": (True, "html")}
+        "setup.py": (True, "code"), "page.php": (True, "html")}
     assert docs["NEWS.Debian"].encoding_detected and "größer" in docs["NEWS.Debian"].text
     assert docs["page.php"].text.startswith("Title\n\nHello")
 
 
 def test_binary_files_with_unknown_extensions_say_what_they_are(tmp_path: Path) -> None:
     shutil.copy(os.path.realpath(shutil.which("ls")), tmp_path / "tool.dat")
-    (tmp_path / "photo.png").write_bytes(b"\x89PNG")  # too short for its signature
+    (tmp_path / "photo.gif").write_bytes(b"GIF8")  # too short for its signature
     (tmp_path / "noise.xyz").write_bytes(bytes(range(256)) * 16)
     with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as tar:
         tar.add(LOGRUS, arcname="README.md")
@@ -119,7 +119,7 @@ def test_binary_files_with_unknown_extensions_say_what_they_are(tmp_path: Path) 
         "bundle.tar.gz": "binary: a tar archive inside gzip (unknown extension .tar)",
         "noise.xyz": "binary: unknown extension .xyz, content is not text: NUL bytes in "
                      "the first 8192 bytes",
-        "photo.png": "binary: .png is image/png, not a text format",
+        "photo.gif": "binary: .gif is image/gif, not a text format",
         "tool.dat": "binary: an ELF executable or library (unknown extension .dat)",
     }
 
@@ -141,3 +141,60 @@ def test_real_debian_documentation(tmp_path: Path) -> None:
     assert all(d.compression == "gzip" for d in docs if d.source.endswith(".gz"))
     changelog = next(d for d in docs if d.source.endswith("changelog.Debian.gz"))
     assert "urgency=" in changelog.text
+
+
+READER_FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("anyhow.docx", "docx"), ("anyhow.pptx", "pptx"), ("json-types.xlsx", "xlsx"),
+    ("anyhow.odt", "odt"), ("anyhow.odp", "odp"), ("json-types.ods", "ods"),
+    ("anyhow.epub", "epub"), ("scan.png", "image"), ("scan.jpg", "image"),
+    ("scan.tif", "image"), ("mail.eml", "eml"), ("mail.mbox", "mbox"),
+])
+def test_documents_under_names_that_do_not_say_are_known_by_content(name: str,
+                                                                     kind: str) -> None:
+    from attnswitch.pipeline.readers.formats import detect
+
+    data = (READER_FIXTURES / name).read_bytes()
+    for lying in ("download", "attachment.bin", "Inbox"):
+        found = detect(lying, data, DEFAULT_MAX_BYTES)
+        assert (found.kind, found.sniffed) == (kind, True), lying
+    assert detect(name, data, DEFAULT_MAX_BYTES).kind == kind  # and by the name
+
+
+def test_a_plain_zip_and_text_that_mentions_mail_stay_what_they_are(tmp_path: Path) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "bundle", "w") as archive:
+        archive.writestr("word/notes.txt", "not a Word file")
+    (tmp_path / "NOTES").write_text("From: the release notes\nSubject to change.\n")
+    docs = by_source(tmp_path)
+    assert docs["bundle"].reason == "binary: a ZIP archive (or an office document) (no extension)"
+    assert (docs["NOTES"].kind, docs["NOTES"].ok) == ("text", True)
+
+
+def test_every_reader_fixture_is_indexed_or_skipped_with_its_reason(tmp_path: Path) -> None:
+    """The walk over a folder of every format: what each file is read as, and the one-line
+    reason of each file that is skipped."""
+    for path in READER_FIXTURES.iterdir():
+        if path.suffix not in (".png", ".jpg", ".tif", ".pdf"):  # OCR: test_ocr.py
+            shutil.copy(path, tmp_path / path.name)
+    docs = by_source(tmp_path)
+    skipped = {s: d.reason for s, d in docs.items() if not d.ok}
+    assert skipped == {
+        "anyhow-drm.epub": "encrypted: epub: DRM-encrypted (1 of its content documents, "
+                           "such as EPUB/text/ch001.xhtml)",
+        "anyhow-encrypted.docx": "encrypted: docx: password-protected (an encrypted Office "
+                                 "file)",
+        "anyhow.doc": "binary: an OLE document (old Office format) (unknown extension .doc)",
+    }
+    kinds = {s: d.kind for s, d in docs.items() if d.ok}
+    assert kinds == {
+        "anyhow.docx": "docx", "anyhow.epub": "epub", "anyhow.ipynb": "ipynb",
+        "anyhow.odp": "odp", "anyhow.odt": "odt", "anyhow.pptx": "pptx", "anyhow.rtf": "rtf",
+        "json-types.csv": "csv", "json-types.docx": "docx", "json-types.ods": "ods",
+        "json-types.tsv": "csv", "json-types.xlsx": "xlsx", "mail.eml": "eml",
+        "mail.mbox": "mbox"}
+    assert all("JSON" in docs[s].text for s in kinds if s.startswith(("json", "mail")))
+    assert all("anyhow::Error" in docs[s].text for s in kinds if s.startswith("anyhow"))

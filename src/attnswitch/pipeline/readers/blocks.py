@@ -139,13 +139,38 @@ class ReadOptions:
     no text layer. ocr_languages: Tesseract's language codes. name: the file's name (a
     reader of source code takes its language from it). read_attachment: reads an
     embedded file (mail attachments) by name and bytes, the way the walk reads a file;
-    None: attachments are not read."""
+    None: attachments are not read.
+
+    Limits on containers (ZIP-based office files and e-books), checked before their
+    library opens them (`readers.containers`): max_members, the most members; the members
+    together may expand to at most `max_bytes`; max_ratio, the most a member of more than
+    1 MiB may expand over its compressed size (a decompression bomb's is in the
+    thousands; office XML's is about 10 to 50). max_pixels: the largest image (or rendered
+    page) read, width times height. ocr_dpi: the resolution scanned PDF pages are
+    rendered at for OCR; ocr_timeout_s: the most Tesseract may take over one page;
+    ocr_workers: scanned pages of a PDF recognised at once (0: one per CPU)."""
 
     max_bytes: int = 20 * 2**20
     ocr: bool = True
     ocr_languages: str = "eng"
     name: str = ""
     read_attachment: Callable[[str, bytes], Extracted] | None = None
+    max_members: int = 10_000
+    max_ratio: float = 200.0
+    max_pixels: int = 100_000_000
+    ocr_dpi: int = 200
+    ocr_timeout_s: float = 120.0
+    ocr_workers: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_members", "max_pixels", "ocr_dpi"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+        if self.ocr_workers < 0:
+            raise ValueError(f"ocr_workers: expected >= 0, got {self.ocr_workers}")
+        for name in ("max_ratio", "ocr_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,13 @@
   inflated further. The name without its `.gz`, `.bz2` or `.xz` suffix then chooses the
   reader of the content, so `README.md.gz` is Markdown and `changelog.Debian.gz` text.
 - Content that starts with `%PDF-` is a PDF, whatever the name.
-- A known extension picks its reader (`KINDS`).
+- A known extension picks its reader (`KINDS`): text, Markdown, HTML, PDF, Office Open
+  XML and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`), notebooks, CSV/TSV,
+  images (read by OCR) and source and config files (`code.LANGUAGES`).
+- Any other name whose content says what it is (`sniff_container`): an image by its
+  signature (PNG, JPEG, TIFF); a ZIP archive that is a document by its members
+  (`word/document.xml`, ... or the `mimetype` of OpenDocument and EPUB); a mail
+  message or an mbox mailbox by the mail headers it opens with.
 - Any other name (`README.Debian`, `setup.py`, `NEWS`) is sniffed: content with a known
   binary signature (image, archive, executable, database...) is skipped naming it, and
   so is an extension whose registered media type is binary (`.png`, `.so`, `.zip`);
@@ -21,17 +27,28 @@ import bz2
 import gzip
 import io
 import lzma
+import re
+import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from attnswitch.pipeline.readers.code import LANGUAGES
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
                    ".md": "markdown", ".markdown": "markdown"}
 HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
 PDF_EXTENSIONS = {".pdf": "pdf"}
-KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
+DOCUMENT_EXTENSIONS = {".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt",
+                       ".odp": "odp", ".ods": "ods", ".epub": "epub", ".rtf": "rtf",
+                       ".eml": "eml", ".mbox": "mbox", ".ipynb": "ipynb", ".csv": "csv",
+                       ".tsv": "csv", ".tab": "csv"}
+IMAGE_EXTENSIONS = {".png": "image", ".jpg": "image", ".jpeg": "image", ".tif": "image",
+                    ".tiff": "image"}
+CODE_EXTENSIONS = {suffix: "code" for suffix in LANGUAGES}
+KINDS = {**CODE_EXTENSIONS, **TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS,
+         **DOCUMENT_EXTENSIONS, **IMAGE_EXTENSIONS}
 
 PDF_MAGIC = b"%PDF-"
 # (magic bytes, name, suffixes the name drops): the compressions read through their stream.
@@ -63,11 +80,25 @@ _TEXT_APPLICATION_TYPES = {
 _SUFFIXES = {codec: suffixes for _, codec, suffixes in COMPRESSIONS}
 _TAR_MAGIC_AT = 257  # "ustar" at this offset marks a tar archive
 _HTML_OPENINGS = (b"<!doctype html", b"<html")
+# Images read by OCR, known by their signature whatever the name.
+_IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
+# ZIP-based documents known by a member (OOXML) or by the `mimetype` member's content
+# (OpenDocument, EPUB), for a file whose name does not say (`report`, `scan.zip`).
+_OOXML_MEMBERS = (("word/document.xml", "docx"), ("ppt/presentation.xml", "pptx"),
+                  ("xl/workbook.xml", "xlsx"))
+_ZIP_MIMETYPES = {b"application/epub+zip": "epub",
+                  b"application/vnd.oasis.opendocument.text": "odt",
+                  b"application/vnd.oasis.opendocument.presentation": "odp",
+                  b"application/vnd.oasis.opendocument.spreadsheet": "ods"}
+# A mail message or mailbox without a name that says so: it opens with mail headers.
+_MAIL_HEADER = re.compile(rb"^(Received|Return-Path|From|To|Subject|Date|Message-ID|"
+                          rb"MIME-Version|Delivered-To|Content-Type): ", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Format:
-    """What a file holds: `kind` ("text", "markdown", "html" or "pdf"), the bytes its
+    """What a file holds: `kind` (a key of `dispatch.readers()`, or "text", "markdown",
+    "html" or "pdf"), the bytes its
     reader takes (`data`, decompressed when `compression` names the compression) and
     whether the kind came from sniffing the content (`sniffed`) rather than the name."""
 
@@ -91,6 +122,9 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     suffix = PurePath(name).suffix.lower()
     if suffix in KINDS and suffix:
         return Format(KINDS[suffix], data, compression)
+    sniffed = sniff_container(data)
+    if sniffed is not None:
+        return Format(sniffed, data, compression, sniffed=True)
     inside = f" inside {compression}" if compression else ""
     what = binary_signature(data)
     if what is not None:
@@ -101,6 +135,42 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     head = data[:512].lstrip().lower()
     kind = "html" if head.startswith(_HTML_OPENINGS) else "text"
     return Format(kind, data, compression, sniffed=True)
+
+
+def sniff_container(data: bytes) -> str | None:
+    """The kind of a document known by its content alone: an image by its signature, a
+    ZIP-based document by its members, a mail message or mailbox by its headers; None
+    for anything else."""
+    if data.startswith(_IMAGE_SIGNATURES):
+        return "image"
+    if data.startswith(b"PK\x03\x04"):
+        return _zip_kind(data)
+    head = data[:2048]
+    if head.startswith(b"From ") and sum(
+            bool(_MAIL_HEADER.match(line)) for line in head.splitlines()[1:8]) >= 2:
+        return "mbox"
+    lines = head.splitlines()[:8]
+    if lines and _MAIL_HEADER.match(lines[0]) and sum(
+            bool(_MAIL_HEADER.match(line)) for line in lines) >= 3:
+        return "eml"
+    return None
+
+
+def _zip_kind(data: bytes) -> str | None:
+    """The document kind of a ZIP archive by its member names (read from its central
+    directory; nothing is inflated but the few bytes of an OpenDocument or EPUB
+    `mimetype` member)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+            for member, kind in _OOXML_MEMBERS:
+                if member in names:
+                    return kind
+            if "mimetype" in names and archive.getinfo("mimetype").file_size < 100:
+                return _ZIP_MIMETYPES.get(archive.read("mimetype").strip())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, NotImplementedError):
+        return None  # named as a ZIP archive (or a broken one) by the binary check
+    return None
 
 
 def compression_of(data: bytes) -> str | None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 
+from attnswitch.pipeline.readers.blocks import ReadOptions
+from attnswitch.pipeline.readers.ocr import ocr_pdf_pages, textless
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
-def pdf_text(data: bytes) -> tuple[str, int]:
-    """Text of every page joined by blank lines, and how many pages failed."""
+def pdf_text(data: bytes, options: ReadOptions = ReadOptions()) -> tuple[str, int]:
+    """Text of every page joined by blank lines, and how many pages failed (pages with no
+    text layer are recognised by OCR: `readers.ocr`)."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError, PyPdfError
 
@@ -32,10 +35,15 @@ def pdf_text(data: bytes) -> tuple[str, int]:
         try:
             texts.append(page.extract_text() or "")
         except Exception:  # one broken page should not cost the others
+            texts.append(None)
             failed += 1
     if failed == len(pages):
         raise Skipped(Skip.CORRUPT_PDF, f"text extraction failed on all {failed} pages")
+    scanned = [n for n, t in enumerate(texts, start=1) if t is not None and not t.strip()]
+    found, notes = ocr_pdf_pages(data, scanned, options)
+    texts = ["\n\n".join(b.text for b in found.get(n, ())) or t or ""
+             for n, t in enumerate(texts, start=1)]
     text = "\n\n".join(t.strip() for t in texts if t.strip())
     if not text:
-        raise Skipped(Skip.EMPTY, f"no extractable text in {len(pages)} pages (scanned?)")
-    return text, failed
+        raise textless(len(pages), notes, options)
+    return text, failed + len(scanned) - len(found)

@@ -20,6 +20,9 @@ class Skip(str, enum.Enum):
     CORRUPT_COMPRESSED = "corrupt compressed file"
     LINK = "link not followed"
     ENCRYPTED_PDF = "encrypted PDF"
+    ENCRYPTED = "encrypted"  # password-protected office files, e-books with DRM
+    CORRUPT = "corrupt file"  # a container or document its library cannot read
+    NEEDS_OCR = "needs OCR"  # scanned pages or images, and OCR is off or unavailable
     TOO_DEEP = "folder too deep"
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
 

@@ -1,0 +1,164 @@
+"""OCR of images and scanned PDF pages: a real PDF page (the corpus' SQLite copyright
+release) printed to images and to a scanned PDF (fixtures/, see
+scripts/make_reader_fixtures.py), recognised by Tesseract and checked against the words
+of the page's own text layer; and every way OCR can be unavailable, each said."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from reader_sources import FIXTURES, RELEASE_PDF, read, recall, words
+
+from attnswitch.pipeline.ingest import ingest
+from attnswitch.pipeline.readers.blocks import Location
+from attnswitch.pipeline.readers.skip import Skip, Skipped
+
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None,
+    reason="Tesseract is not installed (Debian: tesseract-ocr; `make system-packages`)")
+# Tesseract 5 reads these clean 150-dpi prints without a miss here; the margin allows one
+# misread word under another Tesseract model.
+RECALL = 0.98
+
+
+def page_text() -> str:
+    from pypdf import PdfReader
+
+    return " ".join(PdfReader(RELEASE_PDF).pages[0].extract_text().split())
+
+
+def printed_words() -> set[str]:
+    """The words of the page's title and first two paragraphs: what the images show."""
+    text = page_text()
+    return words(text[: text.index("individual copyright interest.")])
+
+
+def docs(tmp_path: Path, names: dict[str, str], **options):
+    for target, name in names.items():
+        shutil.copy(FIXTURES / name, tmp_path / target)
+    return {d.source: d for d in ingest(tmp_path, **options)}
+
+
+@needs_tesseract
+@pytest.mark.parametrize("name", ["scan.png", "scan.tif", "scan.jpg"])
+def test_an_image_is_recognised(name: str) -> None:
+    got = read(name)
+    text = page_text()  # the JPEG shows less: the title and the first sentence
+    expected = printed_words() if name != "scan.jpg" else words(
+        text[: text.index("database engine.")])
+    assert recall(expected, got.text) >= RECALL
+    assert got.blocks[0].text == "Copyright Release for Contributions To SQLite"
+    assert all(b.location == Location() for b in got.blocks)
+
+
+@needs_tesseract
+def test_each_frame_of_a_tiff_is_a_page() -> None:
+    from PIL import Image
+
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import read_image
+
+    scan = Image.open(FIXTURES / "scan.tif")
+    title = scan.crop((0, 0, scan.width, 125))
+    buffer = io.BytesIO()
+    title.save(buffer, format="TIFF", save_all=True, append_images=[title])
+    got = read_image(buffer.getvalue(), ReadOptions())
+    assert [(b.location.page, b.text) for b in got.blocks] == [
+        (1, "Copyright Release for Contributions To SQLite"),
+        (2, "Copyright Release for Contributions To SQLite")]
+
+
+@needs_tesseract
+def test_scanned_pdf_pages_are_recognised_and_text_pages_are_not(tmp_path: Path) -> None:
+    found = docs(tmp_path, {"scan.pdf": "scan.pdf", "mixed.pdf": "mixed.pdf"})
+    scan, mixed = found["scan.pdf"], found["mixed.pdf"]
+    assert scan.ok and recall(printed_words(), scan.text) >= RECALL
+    assert mixed.ok and mixed.pages_failed == 0
+    # The text layer of page 1 in full, then page 2's recognised text.
+    assert " ".join(mixed.text.split()).startswith(page_text())
+    assert recall(printed_words(), mixed.text[len(page_text()):]) >= RECALL
+
+
+def test_with_ocr_off_scanned_pages_are_said_not_silently_empty(tmp_path: Path) -> None:
+    found = docs(tmp_path, {"scan.pdf": "scan.pdf", "mixed.pdf": "mixed.pdf",
+                            "scan.png": "scan.png"}, ocr=False)
+    assert found["scan.pdf"].skip is Skip.NEEDS_OCR
+    assert found["scan.pdf"].reason == "needs OCR: page 1: no text layer, and OCR is off"
+    assert found["scan.png"].reason == "needs OCR: PNG image: OCR is off"
+    mixed = found["mixed.pdf"]
+    assert mixed.ok and mixed.pages_failed == 1
+    assert " ".join(mixed.text.split()) == page_text()
+
+
+def test_without_tesseract_the_reason_says_so(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "no-programs"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # a machine with no tesseract on its path
+    root = tmp_path / "root"
+    root.mkdir()
+    found = docs(root, {"scan.pdf": "scan.pdf", "photo.jpg": "scan.jpg"})
+    assert found["scan.pdf"].reason == ("needs OCR: page 1: no text layer, and Tesseract "
+                                        "is not installed (Debian: tesseract-ocr)")
+    assert found["photo.jpg"].reason == ("needs OCR: JPEG image: Tesseract is not installed "
+                                         "(Debian: tesseract-ocr)")
+
+
+@needs_tesseract
+def test_a_language_without_data_is_named() -> None:
+    with pytest.raises(Skipped) as caught:
+        read("scan.png", ocr_languages="eng+qaa")
+    assert caught.value.skip is Skip.NEEDS_OCR
+    assert caught.value.detail == ("PNG image: Tesseract has no data for qaa "
+                                   "(Debian: tesseract-ocr-qaa)")
+
+
+def test_an_image_past_the_pixel_limit_is_not_decoded() -> None:
+    with pytest.raises(Skipped) as caught:
+        read("scan.png", max_pixels=100_000)
+    assert caught.value.skip is Skip.TOO_LARGE
+    assert caught.value.detail == "PNG of 1275x600 pixels, more than the limit 100000"
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40),
+    ("photo.jpg", b"\xff\xd8\xff\xe0 not really"),
+])
+def test_a_broken_image_is_corrupt(tmp_path: Path, name: str, data: bytes) -> None:
+    (tmp_path / name).write_bytes(data)
+    [doc] = ingest(tmp_path)
+    assert doc.skip is Skip.CORRUPT and doc.reason.startswith("corrupt file: image: ")
+
+
+@needs_tesseract
+def test_a_truncated_image_is_corrupt(tmp_path: Path) -> None:
+    data = (FIXTURES / "scan.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    [doc] = ingest(tmp_path)
+    assert doc.skip is Skip.CORRUPT, doc.reason
+
+
+@needs_tesseract
+@pytest.mark.parametrize("workers", [1, 2])
+def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> None:
+    from PIL import Image
+
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import ocr_pdf_pages
+
+    scan = Image.open(FIXTURES / "scan.png")
+    title = scan.crop((0, 0, scan.width, 125)).convert("L")
+    blank = Image.new("L", title.size, 255)
+    buffer = io.BytesIO()
+    title.save(buffer, format="PDF", resolution=150, save_all=True,
+               append_images=[blank, title])
+    found, notes = ocr_pdf_pages(buffer.getvalue(), [1, 2, 3],
+                                 ReadOptions(ocr_workers=workers))
+    assert {n: [b.text for b in blocks] for n, blocks in found.items()} == {
+        1: ["Copyright Release for Contributions To SQLite"],
+        3: ["Copyright Release for Contributions To SQLite"]}
+    assert all(b.location == Location(page=n) for n, blocks in found.items() for b in blocks)
+    assert notes == ["page 2: no text layer, and OCR found no text"]
