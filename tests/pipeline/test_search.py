@@ -188,17 +188,24 @@ def test_keyword_finds_exact_terms(modes_store) -> None:
         search(modes_store, None, 5, text=text, mode="keyword")
 
 
-def test_hybrid_is_the_reciprocal_rank_fusion_of_both(modes_store) -> None:
+def plain_fusion(store, vector, text: str) -> tuple[dict[int, float], dict[int, str]]:
+    """chunk id -> RRF score of the dense and keyword lists, computed here from the
+    modes' own lists (the reference hybrid is checked against); and chunk id -> source."""
     from attnswitch.pipeline.search import CANDIDATES, RRF_K
 
-    text = "connection error timeout"
-    vector = bag_of_words("connection failures retried client", 64)
-    dense = search(modes_store, vector, CANDIDATES, mode="dense")
-    keyword = search(modes_store, None, CANDIDATES, text=text, mode="keyword")
-    expected: dict[int, float] = {}
+    dense = search(store, vector, CANDIDATES, mode="dense")
+    keyword = search(store, None, CANDIDATES, text=text, mode="keyword")
+    fused: dict[int, float] = {}
     for ranked in (dense, keyword):
         for rank, h in enumerate(ranked, start=1):
-            expected[h.chunk_id] = expected.get(h.chunk_id, 0.0) + 1 / (RRF_K + rank)
+            fused[h.chunk_id] = fused.get(h.chunk_id, 0.0) + 1 / (RRF_K + rank)
+    return fused, {h.chunk_id: h.source for h in dense + keyword}
+
+
+def test_hybrid_is_the_reciprocal_rank_fusion_of_both(modes_store) -> None:
+    text = "connection error timeout"
+    vector = bag_of_words("connection failures retried client", 64)
+    expected, _ = plain_fusion(modes_store, vector, text)
     order = sorted(expected.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     hybrid = search(modes_store, vector, 3, text=text)  # hybrid: the default with text
     assert [h.chunk_id for h in hybrid] == [cid for cid, _ in order]
@@ -210,18 +217,12 @@ def test_a_chunk_holding_the_query_as_a_phrase_ranks_first_in_hybrid(modes_store
     """Plain fusion ranks the chunk that the dense vector favours first; the chunk that
     holds the query's words as a phrase (case and punctuation aside) goes first instead,
     its score raised by the phrase bonus, and the order below it stays the fusion's."""
-    from attnswitch.pipeline.search import CANDIDATES, PHRASE_BONUS, RRF_K
+    from attnswitch.pipeline.search import PHRASE_BONUS
 
     text = "CONNECTION failures, are retried"  # t3: "Connection failures are retried"
     vector = bag_of_words(MODE_TEXTS[0] + " pool pool error", 64)  # dense rank 1: t0
-    dense = search(modes_store, vector, CANDIDATES, mode="dense")
-    keyword = search(modes_store, None, CANDIDATES, text=text, mode="keyword")
-    fused: dict[int, float] = {}
-    for ranked in (dense, keyword):
-        for rank, h in enumerate(ranked, start=1):
-            fused[h.chunk_id] = fused.get(h.chunk_id, 0.0) + 1 / (RRF_K + rank)
+    fused, by_source = plain_fusion(modes_store, vector, text)
     order = sorted(fused, key=lambda cid: (-fused[cid], cid))
-    by_source = {h.chunk_id: h.source for h in dense + keyword}
     assert by_source[order[0]] == "t0.txt"  # what plain fusion would answer
     hybrid = search(modes_store, vector, 5, text=text)
     assert sources(hybrid)[0] == "t3.txt"

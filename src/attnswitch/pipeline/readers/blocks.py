@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 
 class BlockKind(str, enum.Enum):
@@ -130,6 +130,19 @@ class Block:
             raise ValueError(f"level: expected None for a {self.kind.value}, got {self.level}")
         if self.rows is not None and self.kind is not BlockKind.TABLE:
             raise ValueError(f"rows: expected None for a {self.kind.value}, got rows")
+
+
+def table_block(rows: Iterable[Iterable[str]], location: Location = Location(), *,
+                header: bool | None = None) -> Block | None:
+    """The table block of `rows` (each a sequence of cell texts), rows with no text left
+    out; its text is the rows as tab-separated lines. `header` None: the first row is the
+    header when there is more than one. None when no row has text."""
+    table = tuple(tuple(r) for r in rows)
+    table = tuple(r for r in table if any(r))
+    if not table:
+        return None
+    return Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in table), location,
+                 rows=table, header=len(table) > 1 if header is None else header)
 
 
 @dataclass(frozen=True)

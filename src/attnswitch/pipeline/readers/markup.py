@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnswitch.pipeline.readers.blocks import Block, BlockKind, Location
+from attnswitch.pipeline.readers.blocks import Block, BlockKind, Location, table_block
 
 
 def html_to_blocks(markup: str, location: Location = Location()) -> list[Block]:
@@ -26,9 +26,10 @@ def html_to_blocks(markup: str, location: Location = Location()) -> list[Block]:
             rows.append(found)
             continue
         if rows:
-            cells = tuple(tuple(getattr(r, "cells", None) or (r.text,)) for r in rows)
-            out.append(Block(BlockKind.TABLE, "\n".join("\t".join(c) for c in cells),
-                             location, rows=cells, header=bool(getattr(rows[0], "header", 0))))
+            table = table_block((getattr(r, "cells", None) or (r.text,) for r in rows), location,
+                                header=bool(getattr(rows[0], "header", 0)))
+            if table is not None:
+                out.append(table)
             rows = []
         if found is None:
             break

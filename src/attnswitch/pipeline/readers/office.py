@@ -23,7 +23,8 @@ from __future__ import annotations
 import io
 import re
 
-from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
+from attnswitch.pipeline.readers.blocks import (Block, BlockKind, Extracted, Location, ReadOptions,
+                                               table_block)
 from attnswitch.pipeline.readers.containers import library_errors, open_zip
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 from attnswitch.pipeline.readers.tabular import cell_text, sheet_blocks
@@ -151,12 +152,8 @@ def read_xlsx(data: bytes, options: ReadOptions) -> Extracted:
 
 def _table(rows: list[list[str]], where: Location) -> list[Block]:
     """One table block of `rows` (the first the header when there are more than one)."""
-    rows = [r for r in rows if any(r)]
-    if not rows:
-        return []
-    table = tuple(tuple(r) for r in rows)
-    return [Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in table), where,
-                  rows=table, header=len(table) > 1)]
+    block = table_block(rows, where)
+    return [] if block is None else [block]
 
 
 def _lines(text: str) -> list[str]:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import io
 
-from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
+from attnswitch.pipeline.readers.blocks import (Block, BlockKind, Extracted, Location, ReadOptions,
+                                               table_block)
 from attnswitch.pipeline.readers.containers import library_errors, open_zip
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 from attnswitch.pipeline.readers.tabular import cell_text, sheet_blocks
@@ -161,13 +162,9 @@ def _text_blocks(element, styles: _StyleChains, where: Location) -> list[Block]:
                             for b in _text_blocks(child, styles, where)]
         return out
     if tag == "table:table":
-        rows = [[_plain(c) for c in values] for values in _table_texts(element)]
-        rows = [r for r in rows if any(r)]
-        if not rows:
-            return []
-        table = tuple(tuple(r) for r in rows)
-        return [Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in table), where,
-                      rows=table, header=len(table) > 1)]
+        block = table_block(([_plain(c) for c in values] for values in _table_texts(element)),
+                            where)
+        return [] if block is None else [block]
     out = []
     for child in element.children:  # sections, frames, text boxes: their content
         out += _text_blocks(child, styles, where)

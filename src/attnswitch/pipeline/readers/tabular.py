@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Iterable
 from pathlib import PurePath
 
-from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
+from attnswitch.pipeline.readers.blocks import Block, Extracted, Location, ReadOptions, table_block
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 from attnswitch.pipeline.readers.text import check_controls, decode
 
@@ -53,8 +53,7 @@ def sheet_blocks(rows: Iterable[tuple[int, list[str]]], *, sheet: str | None = N
         table = (header,) + tuple(cells for _, cells in group)
         where = Location(page=extra.page, slide=extra.slide, sheet=sheet,
                          rows=(group[0][0], group[-1][0]), part=extra.part, cell=extra.cell)
-        out.append(Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in table), where,
-                         rows=table, header=True))
+        out.append(table_block(table, where, header=True))
         group.clear()
 
     for number, cells in rows:
@@ -70,9 +69,9 @@ def sheet_blocks(rows: Iterable[tuple[int, list[str]]], *, sheet: str | None = N
             flush()
     flush()
     if header is not None and not out:  # a sheet of one row: the row alone
-        out.append(Block(BlockKind.TABLE, "\t".join(header),
-                         Location(page=extra.page, slide=extra.slide, sheet=sheet,
-                                  part=extra.part, cell=extra.cell), rows=(header,)))
+        out.append(table_block((header,), Location(page=extra.page, slide=extra.slide,
+                                                   sheet=sheet, part=extra.part,
+                                                   cell=extra.cell)))
     return out
 
 
