@@ -109,6 +109,20 @@ _SCHEMA = (
     counts TEXT NOT NULL DEFAULT '{}',
     summary TEXT NOT NULL DEFAULT '{}'
 )""",
+    """CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
+                                           'interrupted')),
+    created_at DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    progress TEXT NOT NULL DEFAULT '{}',
+    summary TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    resume INTEGER NOT NULL DEFAULT 0
+)""",
 )
 
 _CHUNK_COLUMNS = ("c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
