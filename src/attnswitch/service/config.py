@@ -20,8 +20,9 @@ from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """host/port: where to listen (port 0: any free port). db: the data folder, as the
-    CLI's `--db` (None: ./.attnswitch/). model/engine/precision: the encoder (None and
+    """host/port: where to listen (port 0: any free port). db: the store, as the CLI's
+    `--db`: a data folder or index file (None: ./.attnswitch/), or a PostgreSQL URL
+    (`pipeline.location.open_store`). model/engine/precision: the encoder (None and
     "auto": the index's own when the data folder has one, else the packaged default).
     api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
     permit a non-loopback host without keys. jobs_root: an existing folder; indexing jobs
@@ -29,7 +30,7 @@ class ServiceConfig:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    db: Path | None = None
+    db: str | Path | None = None
     model: str | None = None
     engine: str = "auto"
     precision: str | None = None
@@ -81,11 +82,13 @@ class ServiceConfig:
                              f"{str(self.jobs_root)!r}")
 
     @property
-    def index_path(self) -> Path:
-        """The index file `db` names (`store.resolve_path`, the rule of the CLI's `--db`)."""
+    def store_location(self) -> str | Path:
+        """The store `db` names, as `run --db` reads it: a PostgreSQL URL as given, else the
+        index file (`store.resolve_path`)."""
+        from attnswitch.pipeline.location import is_url
         from attnswitch.pipeline.store import resolve_path
 
-        return resolve_path(self.db)
+        return self.db if is_url(self.db) else resolve_path(self.db)
 
     @property
     def jobs_folder(self) -> Path | None:
