@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.errors import AttnswitchError
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.readers.html import html_text
 from attnswitch.pipeline.readers.pdf import pdf_text
@@ -189,7 +190,7 @@ def folder_id(path: str | os.PathLike) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-class RootNameError(NotADirectoryError, ValueError):
+class RootNameError(AttnswitchError, NotADirectoryError, ValueError):
     """The root's path is not valid UTF-8: the store could not record it."""
 
 

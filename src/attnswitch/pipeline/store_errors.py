@@ -14,10 +14,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from attnswitch.errors import AttnswitchError
+
 REBUILD = "move the file aside and run `attnswitch run FOLDER` again to rebuild the index"
 
 
-class StoreInputError(ValueError):
+class StoreInputError(AttnswitchError, ValueError):
     """An argument given to the store is unusable; nothing was written."""
 
     def __init__(self, name: str, expected: str, got: object):
@@ -25,15 +27,15 @@ class StoreInputError(ValueError):
         super().__init__(f"{name}: expected {expected}, got {got}")
 
 
-class StoreBusyError(RuntimeError):
+class StoreBusyError(AttnswitchError, RuntimeError):
     """Another process holds this store's run lock."""
 
 
-class StoreConnectError(ConnectionError):
+class StoreConnectError(AttnswitchError, ConnectionError):
     """The store's server cannot be reached or used (one line: what, where, why)."""
 
 
-class StoreCorruptError(RuntimeError):
+class StoreCorruptError(AttnswitchError, RuntimeError):
     """The store's file holds rows attnswitch cannot use (e.g. a vector whose length is
     not the store's dimension), or is not an index at all; the message names the file
     (`path`, when given, is how: `describe` shows it as the caller names the file) and

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnswitch.engines.base import check_precision
+from attnswitch.errors import ConfigError
 from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 @dataclass(frozen=True)
@@ -50,11 +51,11 @@ class ServiceConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port: expected 0 to 65535, got {self.port}")
+            raise ConfigError(f"port: expected 0 to 65535, got {self.port}")
         from attnswitch.engines import engine_names
 
         if self.engine not in engine_names():
-            raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
+            raise ConfigError(f"engine: expected one of {', '.join(engine_names())}, "
                              f"got {self.engine!r}")
         if self.precision is not None:
             check_precision(self.precision)
@@ -62,23 +63,23 @@ class ServiceConfig:
                      "job_chunks_per_call"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+                raise ConfigError(f"{name}: expected an int >= 1, got {value!r}")
         if self.max_items > MAX_INPUT_ITEMS:
-            raise ValueError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
+            raise ConfigError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
                              f"{self.max_items}")
         if self.max_items > self.max_queue_items:
-            raise ValueError(f"max_items: expected at most max_queue_items "
+            raise ConfigError(f"max_items: expected at most max_queue_items "
                              f"({self.max_queue_items}), got {self.max_items}")
         for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s",
                      "header_timeout_s", "body_timeout_s"):
             value = getattr(self, name)
             if not value >= 0:
-                raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
+                raise ConfigError(f"{name}: expected a number >= 0, got {value!r}")
         for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s"):
             if getattr(self, name) == 0:
-                raise ValueError(f"{name}: expected a number > 0, got 0")
+                raise ConfigError(f"{name}: expected a number > 0, got 0")
         if self.jobs_root is not None and not Path(self.jobs_root).is_dir():
-            raise ValueError(f"jobs_root: expected an existing folder, got "
+            raise ConfigError(f"jobs_root: expected an existing folder, got "
                              f"{str(self.jobs_root)!r}")
 
     @property
