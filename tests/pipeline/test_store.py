@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
 from attnswitch.pipeline.location import open_store
@@ -549,3 +550,51 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
         assert again["j1"].error == "the server stopped" and again["j1"].finished_at
         store.save_job(dataclasses.replace(again["j1"], status="running", resume=False))
         assert store.interrupt_jobs("again") == ["j1", "j2"]
+
+
+def hold_run_lock(location, seconds: float) -> subprocess.Popen:
+    """Another process that takes `location`'s run lock (a run begun) and holds it for
+    `seconds`, then exits (dropping it); returns once the lock is held."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from attnswitch.pipeline.location import open_store
+        store = open_store({str(location)!r})
+        store.begin_run()
+        print("locked", flush=True)
+        time.sleep({seconds})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+@pytest.mark.parametrize("held_s", [1.5, 60.0])
+def test_a_run_waits_a_bounded_time_for_another_process_s_run(location, docs: Path,
+                                                               held_s: float) -> None:
+    """A store locked by another process's run (issue 29): `attnswitch run` waits for it up
+    to `RUN_LOCK_WAIT_S`, so a run that ends meanwhile lets it go on; past that it stops
+    with one line saying so, having written nothing."""
+    from attnswitch.cli.pipeline import app
+    from attnswitch.pipeline.store import RUN_LOCK_WAIT_S
+
+    with open_store(location):  # the store exists before the other process locks it
+        pass
+    holder = hold_run_lock(location, held_s)
+    try:
+        started = time.monotonic()
+        result = CliRunner().invoke(app(), ["run", str(docs), "--db", str(location),
+                                            "--no-progress", "--max-tokens", "32", "--overlap", "4"])
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(30)
+    with open_store(location) as store:
+        indexed = store.root_counts(docs)[0]
+    if held_s < RUN_LOCK_WAIT_S:
+        assert result.exit_code == 0, result.output
+        assert indexed == len(list(docs.rglob("*.html")))
+    else:
+        assert result.exit_code == 1 and waited >= RUN_LOCK_WAIT_S, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "another attnswitch run is writing this store" in lines[0]
+        assert indexed == 0

@@ -75,6 +75,8 @@ MAX_EF_SEARCH = 1000
 # A keyword query uses at most this many of its words.
 MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+# Seconds a run waits for another process's run lock before it is refused as busy.
+RUN_LOCK_WAIT_S = 5.0
 JOB_STATUSES = ("queued", "running", "completed", "failed", "interrupted")
 
 _SCHEMA = (
@@ -323,7 +325,7 @@ class Store(Protocol):
                    counts: dict[str, Any] | None = None,
                    summary: dict[str, Any] | None = None) -> None: ...
     def runs(self, limit: int | None = None) -> list[RunRecord]: ...
-    def check_unlocked(self) -> None: ...
+    def check_unlocked(self, wait_s: float = 0.0) -> None: ...
     def save_job(self, job: JobRecord) -> None: ...
     def jobs(self, limit: int | None = None) -> list[JobRecord]: ...
     def job(self, job_id: str) -> JobRecord | None: ...
@@ -361,9 +363,10 @@ class StoreBase:
     # -- runs -----------------------------------------------------------------------
 
     def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
-        """Start a run: take the store's run lock (one run per store at a time), mark runs
+        """Start a run: take the store's run lock (one run per store at a time; another
+        process's is waited for up to `RUN_LOCK_WAIT_S`, then `StoreBusyError`), mark runs
         left "running" by a killed process as "interrupted", and return the new run id."""
-        self._lock_run()
+        self._wait_for_run_lock()
         m = self._mark
         try:
             with self._transaction() as conn:
@@ -398,11 +401,29 @@ class StoreBase:
     def _run_finished(self, status: str) -> None:
         """What the store does when a run ends with `status`, still under the run lock."""
 
-    def check_unlocked(self) -> None:
-        """Raise `StoreBusyError` when another process holds this store's run lock (takes
-        the lock and lets go of it at once; a run may still start right after)."""
-        self._lock_run()
+    def check_unlocked(self, wait_s: float = 0.0) -> None:
+        """Raise `StoreBusyError` when another process holds this store's run lock for
+        longer than `wait_s` seconds (takes the lock and lets go of it at once; a run may
+        still start right after)."""
+        self._wait_for_run_lock(wait_s)
         self._unlock_run()
+
+    def _wait_for_run_lock(self, wait_s: float = RUN_LOCK_WAIT_S) -> None:
+        """Take the run lock, trying again for up to `wait_s` seconds while another process
+        holds it."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._lock_run()
+                return
+            except StoreBusyError:
+                if self._holds_run_lock() or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.1)
+
+    def _holds_run_lock(self) -> bool:
+        """Whether this store object holds its run lock (a run in progress here)."""
+        return False
 
     # -- jobs -----------------------------------------------------------------------
 
@@ -836,6 +857,9 @@ class SQLiteStore(StoreBase):
             raise StoreBusyError(f"{self.path}: another attnswitch run is writing this "
                                  "store; wait for it or use another --db") from None
         self._lock_fh = fh
+
+    def _holds_run_lock(self) -> bool:
+        return self._lock_fh is not None
 
     def _unlock_run(self) -> None:
         if self._lock_fh is not None:

@@ -353,6 +353,9 @@ class PostgresStore(StoreBase):
             time.sleep(0.05)
         self._run_locked = True
 
+    def _holds_run_lock(self) -> bool:
+        return self._run_locked
+
     def _unlock_run(self) -> None:
         if self._run_locked:
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (RUN_LOCK,))

@@ -9,7 +9,7 @@ exposes nothing to index.
 (a name starting with "."; 403), inside `jobs_root` once resolved, links included (403),
 an existing folder (422, with one message whatever is there instead, so that the answer
 never says whether a file exists). It checks that no other process holds the store's run
-lock (409; a SQLite store's lock is waited for up to `LOCK_WAIT_S` first), then runs
+lock past `LOCK_WAIT_S` (409), then runs
 `attnswitch.pipeline.run.run` on the folder in a thread of its own, against the service's
 store (`serve --db`: a data folder or a PostgreSQL URL, `pipeline.location.open_store`): the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
@@ -67,7 +67,7 @@ LISTED_FILES = 20
 STATUSES = ("queued", "running", "completed", "failed", "interrupted")
 # Seconds between two writes of a running job's progress to its row.
 PROGRESS_EVERY_S = 1.0
-# Seconds a job waits for another process's run on a SQLite store before it is refused.
+# Seconds a new job waits for another process's run on the store before it is refused.
 LOCK_WAIT_S = 5.0
 INTERRUPTED_BY_CRASH = ("the server stopped while this job ran; it is resumed by the next "
                         "server on this store")
@@ -371,15 +371,7 @@ class JobManager:
         with store_errors_unavailable():
             try:
                 with open_store(self.location) as store:
-                    deadline = time.monotonic() + LOCK_WAIT_S
-                    while True:
-                        try:
-                            store.check_unlocked()
-                            break
-                        except StoreBusyError:
-                            if time.monotonic() >= deadline:
-                                raise
-                            time.sleep(0.1)
+                    store.check_unlocked(LOCK_WAIT_S)
             except StoreBusyError:
                 raise ServiceError(409, "index: expected no other run writing the server's "
                                    "index, got one (an `attnswitch run` on the same data "
