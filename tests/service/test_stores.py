@@ -72,3 +72,39 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
     with SQLiteStore(tmp_path / "reference") as store:  # the CLI's run of the same folder
         run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
         assert_same_content(got_content, store_content(store, folder))
+
+
+def test_a_search_while_postgres_restarts_is_503_and_the_next_one_succeeds(
+        pg_cluster, pg_url, tmp_path) -> None:
+    """PostgreSQL restarted under a running server (issue 29): a search while it is down
+    answers 503 `index_unavailable` with a message (not the URL), embeddings stay up, and
+    the first search after it is back answers as before, without restarting the service."""
+    jobs_root = tmp_path / "jobs"
+    copy_corpus(jobs_root / "docs", LARGER)
+    srv = start_server(tmp_path / "server", "--db", pg_url, "--jobs-root", str(jobs_root))
+    query = {"query": QUERY, "k": 5, "mode": "hybrid"}
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            job = finished_job(client, client.post("/v1/jobs", json={"path": "docs"}
+                                                   ).json()["id"])
+            assert job["status"] == "completed", job
+            before = client.post("/v1/search", json=query)
+            assert before.status_code == 200, before.text
+            pg_cluster.stop()
+            try:
+                for _ in range(2):  # the lost connection, then a refused one
+                    down = client.post("/v1/search", json=query)
+                    assert down.status_code == 503, down.text
+                    error = down.json()["error"]
+                    assert error["code"] == "index_unavailable"
+                    assert "PostgreSQL server" in error["message"]
+                    assert pg_url.split("@")[-1] not in down.text
+                embedded = client.post("/v1/embeddings", json={"input": "still up"})
+                assert embedded.status_code == 200, embedded.text
+            finally:
+                pg_cluster.start_again()
+            after = client.post("/v1/search", json=query)
+            assert after.status_code == 200, after.text
+            assert after.json()["data"] == before.json()["data"]
+    finally:
+        srv.stop()
