@@ -149,6 +149,8 @@ class SearchIndex:
             if self.path is not None and not self.path.is_file():
                 raise self._empty("no index yet")
             self._store = open_store(self.location)
+            if hasattr(self._store, "reconnect_for_s"):  # 503 at once, not a held request
+                self._store.reconnect_for_s = 0.0
             if self.path is not None:
                 self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro",
                                               uri=True)
