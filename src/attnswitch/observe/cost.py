@@ -16,8 +16,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from attnswitch.errors import ConfigError
-
 ENV_PRICE = "ATTNSWITCH_HOURLY_USD"
 
 # Configurable defaults, not quotes: pass `prices=` or set ATTNSWITCH_HOURLY_USD.
@@ -68,7 +66,7 @@ def usd_per_million_tokens(tokens_per_s: float, hourly_usd: float) -> float:
     if not tokens_per_s > 0:
         raise ValueError(f"tokens_per_s: expected > 0, got {tokens_per_s}")
     if not hourly_usd >= 0:
-        raise ConfigError(f"hourly_usd: expected >= 0, got {hourly_usd}")
+        raise ValueError(f"hourly_usd: expected >= 0, got {hourly_usd}")
     return hourly_usd / (tokens_per_s * 3600.0) * 1e6
 
 
@@ -93,16 +91,16 @@ def hourly_price(device: str | None, *, hourly_usd: float | None = None,
         try:
             return float(env), "environment"
         except ValueError:
-            raise ConfigError(f"{ENV_PRICE}: expected a number of dollars per hour, "
+            raise ValueError(f"{ENV_PRICE}: expected a number of dollars per hour, "
                              f"got {env!r}") from None
     if device is None:
-        raise ConfigError("device: expected a device name or an explicit hourly_usd, got None")
+        raise ValueError("device: expected a device name or an explicit hourly_usd, got None")
     key = device_key(device)
     for table, origin in ((prices or {}, "prices"), (DEFAULT_HOURLY_USD, "default")):
         for k in (device, device.lower(), key):
             if k is not None and k in table:
                 return float(table[k]), origin
-    raise ConfigError(f"device: expected one with a price ({', '.join(DEFAULT_HOURLY_USD)}),"
+    raise ValueError(f"device: expected one with a price ({', '.join(DEFAULT_HOURLY_USD)}),"
                      f" got {device!r}; pass hourly_usd or set {ENV_PRICE}")
 
 
