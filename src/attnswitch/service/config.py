@@ -7,7 +7,8 @@ tokens per encoder call gathered across requests, `max_wait_ms` how long the bat
 for more requests once one is queued, `request_timeout_s` the deadline of one request
 (504 past it), `drain_timeout_s` how long shutdown waits for requests in flight,
 `header_timeout_s` how long a connection may take to send a request's headers and
-`body_timeout_s` its body (a client that trickles is closed; see `limits`).
+`body_timeout_s` its body (a client that trickles is closed; see `limits`),
+`memwatch_interval_s` how often the memory watchdog samples (`memory`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class ServiceConfig:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 20.0
     job_chunks_per_call: int = 32
+    memwatch_interval_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -71,11 +73,12 @@ class ServiceConfig:
             raise ConfigError(f"max_items: expected at most max_queue_items "
                              f"({self.max_queue_items}), got {self.max_items}")
         for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s",
-                     "header_timeout_s", "body_timeout_s"):
+                     "header_timeout_s", "body_timeout_s", "memwatch_interval_s"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ConfigError(f"{name}: expected a number >= 0, got {value!r}")
-        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s"):
+        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s",
+                     "memwatch_interval_s"):
             if getattr(self, name) == 0:
                 raise ConfigError(f"{name}: expected a number > 0, got 0")
         if self.jobs_root is not None and not Path(self.jobs_root).is_dir():

@@ -38,6 +38,7 @@ from attnswitch.service.index import SearchIndex
 from attnswitch.service.jobs import JobManager
 from attnswitch.service.lifecycle import Readiness
 from attnswitch.service.limits import CHARS_PER_TOKEN, token_prefix
+from attnswitch.service.memory import MemoryGuard
 from attnswitch.service.metrics import ServiceMetrics
 
 log = logging.getLogger("attnswitch.service")
@@ -87,6 +88,7 @@ class Service:
                                batch_tokens=config.batch_tokens,
                                max_wait_s=config.max_wait_ms / 1e3,
                                on_batch=self.metrics.record_batch)
+        self.memory = MemoryGuard(self.metrics.registry, config.memwatch_interval_s)
         self.index = SearchIndex(config.store_location, jobs=config.jobs_folder is not None)
         self.jobs = JobManager(config.store_location, config.jobs_folder, self._job_encoder,
                                self._run_options)
@@ -105,7 +107,8 @@ class Service:
     async def start(self) -> None:
         """Start the batcher and the warm-up; returns at once (see `lifecycle`)."""
         self._tasks = [asyncio.create_task(self.batcher.run(), name="attnswitch-batcher"),
-                       asyncio.create_task(self._warm_up(), name="attnswitch-warm-up")]
+                       asyncio.create_task(self._warm_up(), name="attnswitch-warm-up"),
+                       asyncio.create_task(self.memory.run(), name="attnswitch-memwatch")]
 
     async def _warm_up(self) -> None:
         loop = asyncio.get_running_loop()
