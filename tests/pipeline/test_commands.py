@@ -328,3 +328,47 @@ def test_run_indexes_every_format_and_status_says_what_was_skipped(
         found = json.loads(invoke("search", query, "-k", "13", "--mode", "keyword",
                                   "--db", db, "--json").output)["data"]
         assert sum(r["source"].startswith(source) for r in found) >= 4, found
+
+
+@pytest.mark.slow
+def test_a_run_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes(
+        tmp_path: Path) -> None:
+    """Disk full during `run` (issue 29), made by a file-size limit (RLIMIT_FSIZE, with
+    SIGXFSZ ignored so that writes fail as on a full disk): the run stops with one line
+    that names the disk and says to free space and run again, no document is half-written,
+    and the next run, with the space back, finishes the index."""
+    import resource
+
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus" / "postgresql"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for page in sorted(corpus.glob("tutorial-*.html")):
+        (docs / page.name).write_bytes(page.read_bytes())
+    data = tmp_path / "data"
+    limit = 256 * 1024  # bytes a file may reach: the index outgrows it after a few pages
+
+    def full_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    args = [sys.executable, "-m", "attnswitch.cli", "run", str(docs), "--db", str(data),
+            "--no-progress", *FAST]
+    full = subprocess.run(args, preexec_fn=full_disk, capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert full.returncode == 1, full.stderr
+    lines = full.stderr.strip().splitlines()
+    assert len(lines) == 1, full.stderr
+    assert lines[0].startswith(f"attnswitch run: {data / DB_NAME}: could not be written")
+    assert "the disk mounted at " in lines[0] and "free space there, then run again" in lines[0]
+    with SQLiteStore(data) as store:
+        stored = store.sources(docs)
+        assert len(stored) < len(list(docs.iterdir()))  # stopped in the middle
+        for source in stored:  # each document whole: its row's chunks all there
+            assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs,
+                                                                                    source))
+    again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr
+    with SQLiteStore(data) as store:
+        assert store.root_counts(docs)[0] == len(list(docs.iterdir()))
+        assert store.runs()[0].status == "completed"

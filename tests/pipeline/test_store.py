@@ -5,6 +5,7 @@ writer killed with SIGKILL."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
 from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.store import (
+    SCHEMA_VERSION,
     ChunkRecord,
     SQLiteStore,
     StoreBusyError,
@@ -514,4 +517,84 @@ def test_a_version_1_store_migrates_to_version_2(docs: Path, tmp_path: Path, enc
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
+        location) -> None:
+    """Jobs are rows of the store: saved, updated, listed newest first and found again by a
+    new connection (a restarted server); the ones a dead server left queued or running
+    become interrupted and are named for resuming, oldest first; finished ones are not."""
+    from attnswitch.pipeline.store import JobRecord
+
+    jobs = [JobRecord(id=f"j{i}", path=f"folder {i} é", status=status, created_at=100.0 + i)
+            for i, status in enumerate(("completed", "running", "queued", "failed"))]
+    with open_store(location) as store:
+        for job in jobs:
+            store.save_job(job)
+        done = JobRecord(id="j0", path="folder 0 é", status="completed", created_at=100.0,
+                         started_at=101.0, finished_at=102.5, progress={"files_done": 3},
+                         summary={"indexed": 3, "notes": ["a.txt: 2 pages"]}, attempts=1)
+        store.save_job(done)
+        with pytest.raises(StoreInputError, match="status"):
+            store.save_job(JobRecord(id="x", path="x", status="lost", created_at=1.0))
+    with open_store(location) as store:
+        assert [j.id for j in store.jobs()] == ["j3", "j2", "j1", "j0"]
+        assert [j.id for j in store.jobs(limit=2)] == ["j3", "j2"]
+        assert store.job("j0") == done and store.job("nope") is None
+        assert store.interrupt_jobs("the server stopped") == ["j1", "j2"]
+        again = {j.id: j for j in store.jobs()}
+        assert {k: (j.status, j.resume) for k, j in again.items()} == {
+            "j0": ("completed", False), "j1": ("interrupted", True),
+            "j2": ("interrupted", True), "j3": ("failed", False)}
+        assert again["j1"].error == "the server stopped" and again["j1"].finished_at
+        store.save_job(dataclasses.replace(again["j1"], status="running", resume=False))
+        assert store.interrupt_jobs("again") == ["j1", "j2"]
+
+
+def hold_run_lock(location, seconds: float) -> subprocess.Popen:
+    """Another process that takes `location`'s run lock (a run begun) and holds it for
+    `seconds`, then exits (dropping it); returns once the lock is held."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from attnswitch.pipeline.location import open_store
+        store = open_store({str(location)!r})
+        store.begin_run()
+        print("locked", flush=True)
+        time.sleep({seconds})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+@pytest.mark.parametrize("held_s", [1.5, 60.0])
+def test_a_run_waits_a_bounded_time_for_another_process_s_run(location, docs: Path,
+                                                               held_s: float) -> None:
+    """A store locked by another process's run (issue 29): `attnswitch run` waits for it up
+    to `RUN_LOCK_WAIT_S`, so a run that ends meanwhile lets it go on; past that it stops
+    with one line saying so, having written nothing."""
+    from attnswitch.cli.pipeline import app
+    from attnswitch.pipeline.store import RUN_LOCK_WAIT_S
+
+    with open_store(location):  # the store exists before the other process locks it
+        pass
+    holder = hold_run_lock(location, held_s)
+    try:
+        started = time.monotonic()
+        result = CliRunner().invoke(app(), ["run", str(docs), "--db", str(location),
+                                            "--no-progress", "--max-tokens", "32", "--overlap", "4"])
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(30)
+    with open_store(location) as store:
+        indexed = store.root_counts(docs)[0]
+    if held_s < RUN_LOCK_WAIT_S:
+        assert result.exit_code == 0, result.output
+        assert indexed == len(list(docs.rglob("*.html")))
+    else:
+        assert result.exit_code == 1 and waited >= RUN_LOCK_WAIT_S, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "another attnswitch run is writing this store" in lines[0]
+        assert indexed == 0

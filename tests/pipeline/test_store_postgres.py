@@ -176,3 +176,53 @@ def test_a_run_lock_freed_a_moment_later_is_taken_not_refused(pg_url: str) -> No
         assert time.monotonic() - started >= 0.4  # it did wait for the holder
         store.finish_run(run)
         ends.join()
+
+
+@pytest.mark.parametrize("away_s", [2.0, None])
+def test_a_run_outlives_a_postgres_restart_or_stops_resumably(pg_cluster, pg_url, docs,
+                                                               encoder, monkeypatch,
+                                                               away_s) -> None:
+    """PostgreSQL restarted in the middle of a run (issue 29): the store opens a new
+    connection with backoff and writes the document again, so a server back within
+    `RECONNECT_FOR_S` lets the run complete with every document; one that stays away
+    stops the run with `StoreConnectError` saying to run again, and the next run, with
+    the server back, finishes the index; no document is half-written either way."""
+    from attnswitch.pipeline import store_postgres
+    from attnswitch.pipeline.run import RunOptions, run
+
+    monkeypatch.setattr(store_postgres, "RECONNECT_FOR_S", 6.0)
+    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=4)
+    total = len(list(docs.rglob("*.html")))
+    state = {"stopped": False}
+
+    def restart_once(progress) -> None:
+        if not state["stopped"] and progress.chunks > 0:
+            state["stopped"] = True
+            pg_cluster.stop()
+            if away_s is not None:
+                threading.Timer(away_s, pg_cluster.start_again).start()
+
+    try:
+        with open_store(pg_url) as store:
+            if away_s is not None:
+                summary = run(docs, store, options, get_encoder=lambda: encoder,
+                              on_progress=restart_once)
+                assert summary.status == "completed" and summary.indexed == total
+            else:
+                with pytest.raises(StoreConnectError, match="run again when it is back"):
+                    run(docs, store, options, get_encoder=lambda: encoder,
+                        on_progress=restart_once)
+    finally:
+        if away_s is None:
+            pg_cluster.start_again()
+        else:
+            time.sleep(away_s + 1)  # the timer has started it again
+    assert state["stopped"]
+    with open_store(pg_url) as store:
+        if away_s is None:
+            summary = run(docs, store, options, get_encoder=lambda: encoder)
+            assert summary.status == "completed"
+        assert store.root_counts(docs)[0] == total
+        for source in store.sources(docs):
+            assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs,
+                                                                                    source))

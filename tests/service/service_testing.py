@@ -59,3 +59,67 @@ def wait_for_jobs(client: httpx.Client, timeout: float = 300.0) -> list[dict]:
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs still running after {timeout} s: {jobs}")
         time.sleep(0.1)
+
+
+def store_content(store, root: Path) -> dict:
+    """What a store holds for `root`, comparable across stores and backends: per source its
+    row (status, hash, chunks, tokens) and its chunks (ordinal, text, tokens, span), and the
+    vectors by (source, ordinal)."""
+    import numpy as np
+
+    ids, vectors = store.vectors()
+    by_id = dict(zip(ids.tolist(), vectors))
+    rows, chunks, vecs = {}, {}, {}
+    for source in sorted(store.sources(root)):
+        doc = store.lookup(root, source)
+        rows[source] = (doc.status, doc.sha256, doc.n_chunks, doc.config)
+        parts = store.document_chunks(root, source)
+        chunks[source] = [(c.ordinal, c.text, c.n_tokens, c.start, c.end) for c in parts]
+        for c in parts:
+            vecs[(source, c.ordinal)] = np.asarray(by_id[c.id])
+    return {"rows": rows, "chunks": chunks, "vectors": vecs}
+
+
+def assert_same_content(got: dict, want: dict) -> None:
+    """Two `store_content`s hold the same documents, chunks and (to float32 rounding of
+    other batchings) vectors."""
+    import numpy as np
+
+    assert got["rows"] == want["rows"]
+    assert got["chunks"] == want["chunks"]
+    assert got["vectors"].keys() == want["vectors"].keys()
+    for key, vector in want["vectors"].items():
+        assert np.allclose(got["vectors"][key], vector, atol=1e-5), key
+
+
+def finished_job(client: httpx.Client, job_id: str, timeout: float = 300.0) -> dict:
+    """The job once it is neither queued nor running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job.get("status") not in ("queued", "running"):
+            return job
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job still running after {timeout} s: {job}")
+        time.sleep(0.1)
+
+
+def hold_run_lock(location: str | Path, seconds: float):
+    """Another process that takes the run lock of the store at `location` (a run begun, as
+    `attnswitch run` does) and holds it for `seconds`, then exits; returns once it holds
+    it (the caller kills and waits for it)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import time
+        from attnswitch.pipeline.location import open_store
+        store = open_store({str(location)!r})
+        store.begin_run()
+        print("locked", flush=True)
+        time.sleep({seconds})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc

@@ -66,3 +66,31 @@ def test_paths_outside_the_root_or_not_folders_are_refused(client, path, status,
 def test_unknown_job_is_404(client) -> None:
     r = client.get("/v1/jobs/" + "0" * 16)
     assert r.status_code == 404 and r.json()["error"]["code"] == "job_not_found"
+
+
+@pytest.mark.parametrize("held_s", [1.5, 60.0])
+def test_a_job_waits_a_bounded_time_for_another_process_s_run(client, service_dirs,
+                                                              held_s) -> None:
+    """A store locked by another process's run (issue 29): a new job waits for it up to
+    `jobs.LOCK_WAIT_S`, so a run that ends meanwhile lets the job start (202); past that
+    the job is refused with 409 `index_busy`, saying to retry."""
+    from attnswitch.service.jobs import LOCK_WAIT_S
+    from service_testing import hold_run_lock
+
+    wait_for_jobs(client)
+    SQLiteStore(service_dirs["data"]).close()
+    holder = hold_run_lock(service_dirs["data"], held_s)
+    try:
+        started = time.monotonic()
+        r = client.post("/v1/jobs", json={"path": "docs"})
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(30)
+    if held_s < LOCK_WAIT_S:
+        assert r.status_code == 202, r.text
+        assert wait_for_jobs(client)[0]["status"] == "completed"
+    else:
+        assert r.status_code == 409 and waited >= LOCK_WAIT_S, r.text
+        assert r.json()["error"]["code"] == "index_busy"
+        assert "retry when it has finished" in r.json()["error"]["message"]

@@ -196,45 +196,64 @@ def run_command(
     not read again; changed files replace their chunks; deleted files' chunks are removed.
     With --ray the same run is spread over a Ray cluster; the index stays here.
     """
-    from attnswitch.engines import EncodeInputError, ModelError, NoEngineError
-    from attnswitch.pipeline.config import IndexMismatchError
-    from attnswitch.pipeline.run import RunOptions, run
-    from attnswitch.pipeline.store import StoreBusyError, StoreInputError
-
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    options = _run_options(as_json, model=model, engine=engine,
+                           precision=Precision(precision).value, max_tokens=max_tokens,
+                           overlap=overlap, batch_tokens=batch_tokens,
+                           chunks_per_call=chunks_per_call, layout=Layout(layout).value,
+                           max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
+                           ocr=ocr)
+    _check_folder(path, as_json)
+    if use_ray or ray_address is not None:
+        runner, ray_errors = _ray_runner(path, options, ray_address, ray_cpu_actors,
+                                         ray_gpu_actors, ray_tpu_actors, ray_cpus_per_actor,
+                                         as_json)
+    else:
+        runner, ray_errors = _local_runner(path, options), ()
+    report = _execute_run(path, store_location(db), runner, progress, as_json, ray_errors)
+    if as_json:
+        print_json(report)
+    else:
+        _render_run(report)
+
+
+def _run_options(as_json: bool, **fields: Any) -> Any:
+    """The `RunOptions` of `run`'s options; a value out of range exits 2 with one line."""
+    from attnswitch.errors import ConfigError
+    from attnswitch.pipeline.run import RunOptions
+
     try:
-        options = RunOptions(model=model, engine=engine,
-                             precision=Precision(precision).value,
-                             max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
-                             chunks_per_call=chunks_per_call, layout=Layout(layout).value,
-                             max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
-                             ocr=ocr)
-    except ValueError as exc:
+        return RunOptions(**fields)
+    except ConfigError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
-    if not path.is_dir():  # before the store is made
+
+
+def _check_folder(path: Path, as_json: bool) -> None:
+    """Refuse a PATH that is not a folder, in one line, before any store is made."""
+    if not path.is_dir():
         what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
             "which does not exist"
         raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
                     as_json)
-    errors: tuple[type[BaseException], ...] = (
-        NotADirectoryError, ModelError, EncodeInputError, IndexMismatchError, StoreBusyError,
-        StoreInputError, ValueError, ImportError, NoEngineError)
-    if use_ray or ray_address is not None:
-        from attnswitch.pipeline.ray_encoders import RayUnavailableError, import_ray
-        from attnswitch.pipeline.ray_run import check_address
 
-        try:  # before the store is made (Ray itself would retry an address for minutes)
-            import_ray()
-            check_address(ray_address)
-        except (RayUnavailableError, ConnectionError) as exc:
-            raise _fail("run", str(exc), as_json) from None
-        runner = _ray_runner(path, options, ray_address, ray_cpu_actors, ray_gpu_actors,
-                             ray_tpu_actors, ray_cpus_per_actor, as_json)
-        errors += (ConnectionError, TimeoutError, RuntimeError)
-    else:
-        def runner(store: Any, on_progress: Any) -> Any:
-            return run(path, store, options, on_progress=on_progress)
-    location = store_location(db)
+
+def _local_runner(path: Path, options: Any) -> Any:
+    """`run.run` on this machine, for `_execute_run`."""
+    from attnswitch.pipeline.run import run
+
+    def runner(store: Any, on_progress: Any) -> Any:
+        return run(path, store, options, on_progress=on_progress)
+    return runner
+
+
+def _execute_run(path: Path, location: str | Path, runner: Any, progress: bool | None,
+                 as_json: bool, more_errors: tuple[type[BaseException], ...]) -> dict:
+    """Open the store, run `runner` on it with the progress display and the library log;
+    the run's report. An error meant for the user (`AttnswitchError`, an error about the
+    store's file, and `more_errors`) ends the command with one line; anything else is a
+    bug and raises with its traceback."""
+    from attnswitch.errors import AttnswitchError
+
     display = progress_display(progress, as_json)
     with _store_errors("run", location, as_json):
         try:
@@ -243,15 +262,10 @@ def run_command(
                 summary = runner(store, display.update)
         except KeyboardInterrupt:
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
-        except errors as exc:
-            raise _fail("run", f"{type(exc).__name__}: {exc}" if isinstance(exc, ImportError)
-                        else str(exc), as_json) from None
-    report = {**summary.to_dict(), "library_log": {
+        except (AttnswitchError, *more_errors) as exc:
+            raise _fail("run", str(exc), as_json) from None
+    return {**summary.to_dict(), "library_log": {
         "path": str(log.path) if log.count else None, "messages": log.count}}
-    if as_json:
-        print_json(report)
-    else:
-        _render_run(report)
 
 
 def library_log_path() -> Path:
@@ -264,16 +278,29 @@ def library_log_path() -> Path:
 
 def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int | None,
                 gpu_actors: int | None, tpu_actors: int | None, cpus_per_actor: float | None,
-                as_json: bool) -> Any:
-    """`run_on_ray` for `run_command`, with Ray's own logging kept to warnings and errors
-    (and the workers' output kept off stdout with --json)."""
+                as_json: bool) -> tuple[Any, tuple[type[BaseException], ...]]:
+    """`run_on_ray` for `_execute_run`, with Ray's own logging kept to warnings and errors
+    (and the workers' output kept off stdout with --json), once Ray and the cluster's
+    address are checked (before the store is made: Ray itself would retry an address for
+    minutes); and the errors of Ray itself that end a run with one line (a cluster that
+    cannot be reached or does not answer in time)."""
     import logging
 
-    from attnswitch.pipeline.ray_run import RayOptions, run_on_ray
+    from attnswitch.errors import ConfigError
+    from attnswitch.pipeline.ray_encoders import RayUnavailableError, import_ray
+    from attnswitch.pipeline.ray_run import RayOptions, check_address, run_on_ray
 
-    ray_options = RayOptions(address=address, cpu_actors=cpu_actors, gpu_actors=gpu_actors,
-                             tpu_actors=tpu_actors, cpus_per_actor=cpus_per_actor,
-                             log_to_driver=not as_json)
+    try:
+        import_ray()
+        check_address(address)
+    except (RayUnavailableError, ConnectionError) as exc:
+        raise _fail("run", str(exc), as_json) from None
+    try:
+        ray_options = RayOptions(address=address, cpu_actors=cpu_actors,
+                                 gpu_actors=gpu_actors, tpu_actors=tpu_actors,
+                                 cpus_per_actor=cpus_per_actor, log_to_driver=not as_json)
+    except ConfigError as exc:
+        raise _fail("run", str(exc), as_json, 2) from None
 
     def runner(store: Any, on_progress: Any) -> Any:
         # Ray Data logs each dataset's start and end at INFO, and a warning that its
@@ -281,7 +308,7 @@ def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int |
         # the run's own progress bar and summary say more.
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         return run_on_ray(path, store, options, ray_options, on_progress=on_progress)
-    return runner
+    return runner, (ConnectionError, TimeoutError)
 
 
 def _render_run(s: dict) -> None:
@@ -495,8 +522,9 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
                   steps: QuerySteps) -> Any:
     """The query's vector, by the index's model (refusing another), engine and precision;
     the seconds of each step go to `steps`. Only the index's engine is loaded."""
-    from attnswitch.engines import EncodeInputError, ModelError, ModelSpec, get_engine, registry
+    from attnswitch.engines import ModelSpec, get_engine, registry
     from attnswitch.engines.model import model_fingerprint
+    from attnswitch.errors import AttnswitchError
     from attnswitch.pipeline.config import IndexMismatchError
 
     try:
@@ -529,8 +557,7 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
         vector = encoder.encode([query])[0]
         steps.encode_s = time.perf_counter() - start
         return vector
-    except (ModelError, EncodeInputError, IndexMismatchError, ValueError,
-            ImportError) as exc:
+    except AttnswitchError as exc:  # a bad model folder, a query it cannot encode...
         raise _fail("search", str(exc), as_json) from None
 
 

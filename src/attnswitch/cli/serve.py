@@ -2,7 +2,7 @@
 typer-annotated function (the CLI registers it; `python -m attnswitch.service` runs it
 alone).
 
-    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
+    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR|URL] [--api-key-file FILE] ...
 
 Exit status: 0 after a clean stop, 2 for a refused configuration (bad option, unreadable
 key file, a non-loopback host without keys), 1 when the address cannot be bound.
@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from attnswitch.cli.options import ENGINE_HELP, DbOption, Precision, nonblank_path
+from attnswitch.cli.options import ENGINE_HELP, Precision, StoreOption, nonblank_path
 
 
 class LogLevel(str, enum.Enum):
@@ -33,7 +33,7 @@ def serve_command(
         "--allow-no-auth).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port; the address is printed "
                                       "on stderr).")] = 8000,
-    db: DbOption = None,
+    db: StoreOption = None,
     api_key_file: Annotated[Path | None, typer.Option(
         help="Bearer keys, one a line: 'sha256:<hex digest>' (or a bare 64-hex digest), or "
         "a plain key (hashed when read). Default: no keys.", show_default=False,

@@ -39,11 +39,12 @@ from attnswitch.engines.base import (
 )
 from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
 from attnswitch.engines.registry import Engine
+from attnswitch.errors import AttnswitchError
 
 ENV_ENGINE = "ATTNSWITCH_ENGINE"
 
 
-class NoEngineError(RuntimeError):
+class NoEngineError(AttnswitchError, RuntimeError):
     """No engine can serve (model, precision) here; the message carries the engine plan."""
 
 

@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 
 from attnswitch.engines.model import ModelSpec
+from attnswitch.errors import AttnswitchError
 
 # "int8" only where an engine declares it, and only when asked for by name.
 PRECISIONS = ("fp32", "bf16", "int8")
 
 
-class EncodeInputError(ValueError):
+class EncodeInputError(AttnswitchError, ValueError):
     """Bad input to `encode`: the message names the argument (or the text's index), what was
     expected and what came."""
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnswitch.errors import AttnswitchError
+
 _FULL_HASH_LIMIT = 4 * 2**20
 _SAMPLES = 16
 _SAMPLE_BYTES = 64 * 2**10
@@ -38,7 +40,7 @@ _UNSUPPORTED_FLAGS = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tok
                       "pooling_mode_weightedmean_tokens")
 
 
-class ModelError(ValueError):
+class ModelError(AttnswitchError, ValueError):
     """A model directory that cannot be used, with the reason."""
 
 

@@ -14,8 +14,9 @@ Keeping the index in step: every insert and delete of a chunk is appended to the
 position (`seq`) the saved graph reflects, the store's id and dimension, the file's size,
 and the chunk count and largest chunk id it holds. Opening an index replays the log after
 `seq` (adds inserted chunks still present, removes deleted ones); it is rebuilt from the
-vectors when the file or header is missing, unreadable, another store's or another
-dimension's, when the log no longer reaches back to `seq` (pruned), or when its size
+vectors, and logged, when the file or header is missing, unreadable, another store's or
+another dimension's, when the file's bytes are not the ones saved (its CRC-32, in the
+header; for a large memory-mapped graph a sample of its vectors), when the log no longer reaches back to `seq` (pruned), or when its size
 (after the replay) is not the store's chunk count or, with nothing to replay, its largest
 id is not the store's. A run saves the caught-up graph when it finishes
 (`SQLiteStore.finish_run`) and prunes the log.
@@ -34,7 +35,9 @@ than fixed neighbours.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +51,16 @@ BUILD_THREADS = 0  # usearch: 0 is every core
 # Batches smaller than this are added on one thread: fast anyway, and the same graph every
 # time (concurrent inserts into a small graph measurably lost neighbours in the tests).
 PARALLEL_FROM = 10_000
-INDEX_FORMAT = 2  # 2: the header names the largest chunk id (format 1 graphs are rebuilt)
+# 2: the header names the largest chunk id; 3: and the graph file's CRC-32 (graphs of an
+# older format are rebuilt)
+INDEX_FORMAT = 3
+# A saved graph up to this size is checked against its CRC-32 whenever it is opened (a
+# read of the file: ~20 ms at this size); a larger one memory-mapped for a search is
+# checked by `VERIFY_SAMPLE` of its vectors instead, so that a cold search reads only the
+# pages it touches (a graph loaded into memory is always checked whole).
+VERIFY_WHOLE_BELOW = 64 * 2**20
+VERIFY_SAMPLE = 32
+log = logging.getLogger(__name__)
 
 
 def exact_top_k(ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray,
@@ -69,6 +81,15 @@ def exact_top_k(ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray,
         order = np.lexsort((ids[top], -row[top]))[:n]
         out.append([(int(ids[i]), float(row[i])) for i in top[order]])
     return out
+
+
+def file_crc32(path: Path) -> int:
+    """The CRC-32 of a file's bytes, read 1 MiB at a time."""
+    crc = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(2**20):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 def _threads(n: int) -> int:
@@ -117,21 +138,48 @@ class HnswIndex:
                                        and meta["max_id"] == store.max_chunk_id()))
                       and (not pending or (log_first is not None
                                            and log_first <= meta["seq"] + 1)))
-        except (OSError, ValueError, KeyError, TypeError):
-            usable = False
+            why = "" if usable else "its header is of another store, format or state"
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            usable, meta = False, None
+            why = f"{type(exc).__name__}: {exc}"
         if usable:
             view = not (writable or pending)
             try:
                 index = Index.restore(str(graph), view=view)
-            except Exception:  # a torn or foreign file: rebuilt below
-                index = None
-            if index is not None and index.ndim == store.dim:
+            except Exception as exc:  # a torn or foreign file: rebuilt below
+                index, why = None, f"unreadable ({type(exc).__name__})"
+            if index is not None and index.ndim != store.dim:
+                index, why = None, f"of dimension {index.ndim}"
+            if index is not None and not cls._intact(index, graph, meta, store, view):
+                index, why = None, "damaged (its bytes are not the ones saved)"
+            if index is not None:
                 self = cls(db_path, index, meta["seq"], rebuilt=False, mapped=view)
                 if pending:
                     self._replay(store, log_last)
                 if len(self.index) == count:
                     return self
+                why = f"holding {len(self.index)} vectors, not the store's {count}"
+        if meta is not None or graph.exists():
+            log.warning("%s: the HNSW graph beside it is unusable (%s); rebuilt from the "
+                        "stored vectors", db_path, why)
         return cls._build(store, db_path)
+
+    @staticmethod
+    def _intact(index: Any, graph: Path, meta: dict, store: Any, view: bool) -> bool:
+        """Whether a restored graph is the one saved: its file's CRC-32 is the header's
+        (a loaded graph, or a mapped one up to `VERIFY_WHOLE_BELOW` bytes), or a sample of
+        `VERIFY_SAMPLE` of its vectors equals the store's (a larger mapped one)."""
+        if not view or meta["size"] <= VERIFY_WHOLE_BELOW:
+            return file_crc32(graph) == meta.get("crc32")
+        ids, vectors = store.vectors_of(np.random.default_rng().integers(
+            1, meta["max_id"] + 1, VERIFY_SAMPLE))
+        if not len(ids):
+            return True
+        present = np.array([index.contains(int(i)) for i in ids])
+        if not present.all():
+            return False
+        got = np.asarray(index.get(ids.astype(np.uint64)), np.float32)
+        return got.shape == vectors.shape and bool(np.allclose(got, vectors, atol=1e-6))
 
     @classmethod
     def _build(cls, store: Any, db_path: Path) -> HnswIndex:
@@ -184,7 +232,8 @@ class HnswIndex:
         self.index.save(str(tmp))
         os.replace(tmp, graph)
         meta = {"format": INDEX_FORMAT, "store_id": store.store_id, "dim": store.dim,
-                "seq": self.seq, "size": graph.stat().st_size, "count": len(self.index),
+                "seq": self.seq, "size": graph.stat().st_size, "crc32": file_crc32(graph),
+                "count": len(self.index),
                 "max_id": store.max_chunk_id(),
                 "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
         tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")

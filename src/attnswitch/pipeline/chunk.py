@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from attnswitch.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -32,9 +34,9 @@ def chunk_text(text: str, tokenizer: Any, *, max_tokens: int = 254, overlap: int
     longer than the window. Whitespace-only text gives no chunks.
     """
     if max_tokens < 1:
-        raise ValueError(f"max_tokens: expected >= 1, got {max_tokens}")
+        raise ConfigError(f"max_tokens: expected >= 1, got {max_tokens}")
     if not 0 <= overlap < max_tokens:
-        raise ValueError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), got {overlap}")
+        raise ConfigError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), got {overlap}")
     if not text.strip():
         return []
     enc = tokenizer.encode(text, add_special_tokens=False)

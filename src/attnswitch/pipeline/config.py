@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.engines.model import model_fingerprint
+from attnswitch.errors import AttnswitchError, ConfigError
 
 META_KEY = "index"
 DEFAULT_OVERLAP = 32
 
 
 
-class IndexMismatchError(ValueError):
+class IndexMismatchError(AttnswitchError, ValueError):
     """A store's vectors were made with another model than the one asked for."""
 
 
@@ -78,10 +79,10 @@ class IndexConfig:
         if max_tokens is None:
             max_tokens = limit
         if not 1 <= max_tokens <= limit:
-            raise ValueError(f"max_tokens: expected 1 to {limit} (the model's "
+            raise ConfigError(f"max_tokens: expected 1 to {limit} (the model's "
                              f"{spec.max_seq_length} minus special tokens), got {max_tokens}")
         if not 0 <= overlap < max_tokens:
-            raise ValueError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
+            raise ConfigError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
                              f"got {overlap}")
         path = Path(spec.path)
         name = path.parent.name if path.name == "model" else path.name

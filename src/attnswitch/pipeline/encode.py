@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.errors import ConfigError
+
 log = logging.getLogger("attnswitch.pipeline.run")
 
 # The memory watchdog's warm-up and its fewest samples, in encode calls. Encoding
@@ -46,7 +48,7 @@ def resolve_engine(options: Any, progress: Callable[[int, int, str], None] | Non
     if options.layout != "padded":
         name = "torch" if options.engine == "auto" else options.engine
         if options.layout not in registry.get(name).layouts:
-            raise ValueError(f"layout: expected 'padded' for the {name} engine (its layouts: "
+            raise ConfigError(f"layout: expected 'padded' for the {name} engine (its layouts: "
                              f"{', '.join(registry.get(name).layouts)}), got {options.layout!r}")
         return name, f"{options.layout} batches are the {name} engine's"
     plan = explain_engine(options.model, options.engine, options.precision, progress=progress)

@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.errors import AttnswitchError
 from attnswitch.pipeline.readers.blocks import ReadOptions
 from attnswitch.pipeline.readers.dispatch import extract, readers, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
@@ -198,7 +199,7 @@ def folder_id(path: str | os.PathLike) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-class RootNameError(NotADirectoryError, ValueError):
+class RootNameError(AttnswitchError, NotADirectoryError, ValueError):
     """The root's path is not valid UTF-8: the store could not record it."""
 
 

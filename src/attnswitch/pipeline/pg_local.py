@@ -213,6 +213,12 @@ class LocalCluster:
         with contextlib.suppress(RuntimeError):
             self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
 
+    def start_again(self) -> None:
+        """Start the server of a cluster `stop` stopped (same folder, port and data): what
+        a PostgreSQL restart looks like to its clients."""
+        self._run("pg_ctl", "-D", str(self.folder / "data"), "-l",
+                  str(self.folder / "server.log"), "-w", "-t", str(START_TIMEOUT_S), "start")
+
     def __enter__(self) -> LocalCluster:
         return self
 

@@ -34,13 +34,19 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.errors import AttnswitchError, ConfigError
+
 KINDS = ("gpu", "tpu", "cpu")
 # CPUs left to the Ray Data stages (listing, reading, chunking) when pools are sized.
 READ_CPUS = 0.5
 
 
-class RayUnavailableError(ImportError):
+class RayUnavailableError(AttnswitchError, ImportError):
     """Ray is not installed: the `ray` extra of attnswitch is needed."""
+
+
+class RayRunError(AttnswitchError, RuntimeError):
+    """The Ray cluster cannot run the encoders (they fail to start, or all died)."""
 
 
 def import_ray() -> Any:
@@ -95,18 +101,18 @@ def plan_pools(cluster: dict[str, float], *, nodes: int = 1, cpu_actors: int | N
     Pools the cluster cannot hold are refused (ValueError).
     """
     if cpus_per_actor is not None and not cpus_per_actor > 0:
-        raise ValueError(f"cpus_per_actor: expected > 0, got {cpus_per_actor}")
+        raise ConfigError(f"cpus_per_actor: expected > 0, got {cpus_per_actor}")
     for name, n in (("cpu_actors", cpu_actors), ("gpu_actors", gpu_actors),
                     ("tpu_actors", tpu_actors)):
         if n is not None and n < 0:
-            raise ValueError(f"{name}: expected >= 0, got {n}")
+            raise ConfigError(f"{name}: expected >= 0, got {n}")
     cpus, gpus, tpus = (float(cluster.get(k, 0)) for k in ("CPU", "GPU", "TPU"))
     gpu = int(gpus) if gpu_actors is None else gpu_actors
     tpu = int(tpus) if tpu_actors is None else tpu_actors
     for name, n, have, resource in (("gpu_actors", gpu, gpus, "GPU"),
                                     ("tpu_actors", tpu, tpus, "TPU")):
         if n > have:
-            raise ValueError(f"{name}: expected at most {int(have)} (the cluster's {resource} "
+            raise ConfigError(f"{name}: expected at most {int(have)} (the cluster's {resource} "
                              f"resources), got {n}")
     left = cpus - gpu - tpu - READ_CPUS
     shared = cpus_per_actor is None and nodes <= 1
@@ -119,14 +125,14 @@ def plan_pools(cluster: dict[str, float], *, nodes: int = 1, cpu_actors: int | N
     else:
         cpu = max(1, math.floor(left / (cpus_per_actor or 1.0)))
     if gpu + tpu + cpu == 0:
-        raise ValueError("pools: expected at least one encoder actor, got none "
+        raise ConfigError("pools: expected at least one encoder actor, got none "
                          "(--ray-cpu-actors, --ray-gpu-actors, --ray-tpu-actors)")
     per = cpus_per_actor or 1.0
     if shared:  # Ray counts resources in units of 1e-4
         per = min(1.0, math.floor(max(left, 0.0) / max(cpu, 1) * 1e4) / 1e4)
     if cpu and (per <= 0 or cpu * per > left + 1e-9):
         most = max(0, math.floor(left / per)) if per > 0 else 0
-        raise ValueError(
+        raise ConfigError(
             f"cpu_actors: {cpu} actors of {per:g} CPU, with {gpu + tpu} accelerator actors "
             f"of 1 CPU each, leave less than {READ_CPUS:g} of the cluster's {cpus:g} CPUs "
             f"for reading and chunking; expected at most {most} CPU actors (or fewer CPUs "
@@ -248,7 +254,7 @@ class EncoderPool:
                  in_flight: int = 2, max_restarts: int = 3, max_task_retries: int = 3,
                  name: str = "attnswitch-encoder"):
         if in_flight < 1:
-            raise ValueError(f"in_flight: expected >= 1, got {in_flight}")
+            raise ConfigError(f"in_flight: expected >= 1, got {in_flight}")
         self.pools = list(pools)
         self.name = name
         self.in_flight = in_flight
@@ -289,7 +295,7 @@ class EncoderPool:
             try:
                 self.infos += ray.get(done)
             except ray.exceptions.RayActorError as exc:  # its __init__ raised
-                raise RuntimeError(f"encoder actors: expected all to start, got {exc}") from exc
+                raise RayRunError(f"encoder actors: expected all to start, got {exc}") from exc
         return self.infos
 
     @property

@@ -56,9 +56,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnswitch.errors import AttnswitchError, ConfigError
 from attnswitch.pipeline.chunk import Chunk, chunk_text
 from attnswitch.pipeline.ingest import Document, SourceFile, load, scan
 from attnswitch.pipeline.ray_encoders import (
+    RayRunError,
     KINDS,
     READ_CPUS,
     EncoderPool,
@@ -84,7 +86,7 @@ MAX_BLOCKS = 4096
 CONNECT_TIMEOUT_S = 5.0
 
 
-class RayConnectError(ConnectionError):
+class RayConnectError(AttnswitchError, ConnectionError):
     """No Ray cluster answers at the address given."""
 
 
@@ -115,13 +117,13 @@ class RayOptions:
 
     def __post_init__(self) -> None:
         if self.cpus_per_actor is not None and not self.cpus_per_actor > 0:
-            raise ValueError(f"cpus_per_actor: expected > 0, got {self.cpus_per_actor}")
+            raise ConfigError(f"cpus_per_actor: expected > 0, got {self.cpus_per_actor}")
         if self.in_flight < 1:
-            raise ValueError(f"in_flight: expected >= 1, got {self.in_flight}")
+            raise ConfigError(f"in_flight: expected >= 1, got {self.in_flight}")
         for name in ("cpu_actors", "gpu_actors", "tpu_actors"):
             n = getattr(self, name)
             if n is not None and n < 0:
-                raise ValueError(f"{name}: expected >= 0, got {n}")
+                raise ConfigError(f"{name}: expected >= 0, got {n}")
 
 
 # ---- connecting ------------------------------------------------------------------------
@@ -312,7 +314,7 @@ class RayRunJob(RunJob):
                     self.first_sent = time.perf_counter()
             if not pool.running:
                 if self.todo:
-                    raise RuntimeError(
+                    raise RayRunError(
                         f"encoder actors: expected a live actor for {len(self.todo)} batches, "
                         f"got none ({len(pool.dropped)} died and spent their restarts)")
                 return

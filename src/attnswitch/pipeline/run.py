@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.errors import ConfigError
 from attnswitch.observe.metrics import stats
 from attnswitch.pipeline.chunk import Chunk, chunk_text
 from attnswitch.pipeline.config import (
@@ -115,16 +116,16 @@ class RunOptions:
         from attnswitch.engines import engine_names
 
         if self.engine not in engine_names():
-            raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
+            raise ConfigError(f"engine: expected one of {', '.join(engine_names())}, "
                              f"got {self.engine!r}")
         if self.layout not in LAYOUTS:
-            raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+            raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.chunks_per_call < 1:
-            raise ValueError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
+            raise ConfigError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
         if self.max_bytes < 1:
-            raise ValueError(f"max_bytes: expected >= 1, got {self.max_bytes}")
+            raise ConfigError(f"max_bytes: expected >= 1, got {self.max_bytes}")
         if self.hourly_usd is not None and not self.hourly_usd >= 0:
-            raise ValueError(f"hourly_usd: expected >= 0, got {self.hourly_usd}")
+            raise ConfigError(f"hourly_usd: expected >= 0, got {self.hourly_usd}")
 
 
 MEASURING = "measuring engines"

@@ -34,6 +34,7 @@ stored vector of the wrong length raises `StoreCorruptError` when the vectors ar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -60,7 +61,7 @@ from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
 # 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
 EXACT_BELOW = 20_000
@@ -74,6 +75,9 @@ MAX_EF_SEARCH = 1000
 # A keyword query uses at most this many of its words.
 MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+# Seconds a run waits for another process's run lock before it is refused as busy.
+RUN_LOCK_WAIT_S = 5.0
+JOB_STATUSES = ("queued", "running", "completed", "failed", "interrupted")
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -117,6 +121,22 @@ _SCHEMA = (
     status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
     counts TEXT NOT NULL DEFAULT '{}',
     summary TEXT NOT NULL DEFAULT '{}'
+)""",
+    # The service's indexing jobs (`service.jobs`): one row a job, kept across restarts;
+    # `resume` marks an interrupted job that the next `serve` on this store finishes.
+    """CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
+                                           'interrupted')),
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    progress TEXT NOT NULL DEFAULT '{}',
+    summary TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    resume INTEGER NOT NULL DEFAULT 0
 )""",
     # Keyword search: an FTS5 index over the chunks' text (external content: the text is
     # stored once, in chunks), and a log of chunk inserts and deletes that the HNSW graph
@@ -213,6 +233,29 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class JobRecord:
+    """A row of the jobs table: one indexing job of the service (`service.jobs`). `path`
+    is the folder as the service shows it (relative to its jobs root); `progress` and
+    `summary` are JSON objects; `attempts` counts its starts (a resumed job has more than
+    one); `resume`: interrupted, to be finished by the next server on this store."""
+
+    id: str
+    path: str
+    status: str
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    progress: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+    attempts: int = 0
+    resume: bool = False
+
+
+_JOB_COLUMNS = tuple(f.name for f in dataclasses.fields(JobRecord))
+
+
+@dataclass(frozen=True)
 class StoreStatus:
     """`skipped_by_reason` counts skipped files per category; `skipped_files` lists
     (root, source, reason) for each, sorted."""
@@ -282,6 +325,11 @@ class Store(Protocol):
                    counts: dict[str, Any] | None = None,
                    summary: dict[str, Any] | None = None) -> None: ...
     def runs(self, limit: int | None = None) -> list[RunRecord]: ...
+    def check_unlocked(self, wait_s: float = 0.0) -> None: ...
+    def save_job(self, job: JobRecord) -> None: ...
+    def jobs(self, limit: int | None = None) -> list[JobRecord]: ...
+    def job(self, job_id: str) -> JobRecord | None: ...
+    def interrupt_jobs(self, error: str) -> list[str]: ...
     def status(self) -> StoreStatus: ...
     def count(self) -> int: ...
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
@@ -315,9 +363,10 @@ class StoreBase:
     # -- runs -----------------------------------------------------------------------
 
     def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
-        """Start a run: take the store's run lock (one run per store at a time), mark runs
+        """Start a run: take the store's run lock (one run per store at a time; another
+        process's is waited for up to `RUN_LOCK_WAIT_S`, then `StoreBusyError`), mark runs
         left "running" by a killed process as "interrupted", and return the new run id."""
-        self._lock_run()
+        self._wait_for_run_lock()
         m = self._mark
         try:
             with self._transaction() as conn:
@@ -351,6 +400,72 @@ class StoreBase:
 
     def _run_finished(self, status: str) -> None:
         """What the store does when a run ends with `status`, still under the run lock."""
+
+    def check_unlocked(self, wait_s: float = 0.0) -> None:
+        """Raise `StoreBusyError` when another process holds this store's run lock for
+        longer than `wait_s` seconds (takes the lock and lets go of it at once; a run may
+        still start right after)."""
+        self._wait_for_run_lock(wait_s)
+        self._unlock_run()
+
+    def _wait_for_run_lock(self, wait_s: float = RUN_LOCK_WAIT_S) -> None:
+        """Take the run lock, trying again for up to `wait_s` seconds while another process
+        holds it."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._lock_run()
+                return
+            except StoreBusyError:
+                if self._holds_run_lock() or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.1)
+
+    def _holds_run_lock(self) -> bool:
+        """Whether this store object holds its run lock (a run in progress here)."""
+        return False
+
+    # -- jobs -----------------------------------------------------------------------
+
+    def save_job(self, job: JobRecord) -> None:
+        """Insert or replace the row of `job` (one statement: atomic)."""
+        if job.status not in JOB_STATUSES:
+            raise StoreInputError("status", f"one of {JOB_STATUSES}", repr(job.status))
+        values = [getattr(job, c) for c in _JOB_COLUMNS]
+        values[_JOB_COLUMNS.index("progress")] = json.dumps(job.progress, sort_keys=True)
+        values[_JOB_COLUMNS.index("summary")] = (
+            None if job.summary is None else json.dumps(job.summary, sort_keys=True,
+                                                        default=str))
+        values[_JOB_COLUMNS.index("resume")] = int(job.resume)
+        marks = ", ".join([self._mark] * len(values))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _JOB_COLUMNS if c != "id")
+        with self._transaction() as conn:
+            conn.execute(f"INSERT INTO jobs ({', '.join(_JOB_COLUMNS)}) VALUES ({marks}) "
+                         f"ON CONFLICT (id) DO UPDATE SET {updates}", values)
+
+    def jobs(self, limit: int | None = None) -> list[JobRecord]:
+        """Jobs, newest first (by creation time)."""
+        sql = f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs ORDER BY created_at DESC, id"
+        rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
+                                  (limit,) if limit else ()).fetchall()
+        return [_job_record(r) for r in rows]
+
+    def job(self, job_id: str) -> JobRecord | None:
+        row = self._conn.execute(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE id = "
+                                 f"{self._mark}", (job_id,)).fetchone()
+        return _job_record(row) if row else None
+
+    def interrupt_jobs(self, error: str) -> list[str]:
+        """Mark the jobs left queued or running by a server that died as interrupted, with
+        `error`, to be resumed; the ids of every job to resume, oldest first."""
+        m = self._mark
+        with self._transaction() as conn:
+            conn.execute(f"UPDATE jobs SET status = 'interrupted', error = {m}, resume = 1, "
+                         f"finished_at = {m} WHERE status IN ('queued', 'running')",
+                         (error, time.time()))
+            return [r[0] for r in conn.execute(
+                "SELECT id FROM jobs WHERE status = 'interrupted' AND resume = 1 "
+                "ORDER BY created_at, id").fetchall()]
 
     def beam(self, ef: int | None) -> int:
         """The ANN search beam of one dense search: `ef`, checked, or the store's
@@ -428,9 +543,18 @@ class StoreBase:
 # What each schema version adds to a file of the version before, beyond the tables and
 # triggers `_SCHEMA` creates (IF NOT EXISTS) for every version.
 # 2: keyword search (FTS5) and the chunk log: a version-1 file's stored text is indexed.
+# 3: the jobs table (created by `_SCHEMA`; nothing to convert).
 _UPGRADES: dict[int, tuple[str, ...]] = {
     2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
 }
+
+
+def _job_record(row: Sequence[Any]) -> JobRecord:
+    values = dict(zip(_JOB_COLUMNS, row))
+    values["progress"] = json.loads(values["progress"] or "{}")
+    values["summary"] = None if values["summary"] is None else json.loads(values["summary"])
+    values["resume"] = bool(values["resume"])
+    return JobRecord(**values)
 
 
 def _migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -718,12 +842,6 @@ class SQLiteStore(StoreBase):
             self._dense = (upto, graph)
         self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
 
-    def check_unlocked(self) -> None:
-        """Raise `StoreBusyError` when another process holds this store's run lock (takes
-        the lock and lets go of it at once; a run may still start right after)."""
-        self._lock_run()
-        self._unlock_run()
-
     def _lock_run(self) -> None:
         if self._lock_fh is not None:
             raise StoreBusyError(f"{self.path}: this Store already has a run in progress")
@@ -739,6 +857,9 @@ class SQLiteStore(StoreBase):
             raise StoreBusyError(f"{self.path}: another attnswitch run is writing this "
                                  "store; wait for it or use another --db") from None
         self._lock_fh = fh
+
+    def _holds_run_lock(self) -> bool:
+        return self._lock_fh is not None
 
     def _unlock_run(self) -> None:
         if self._lock_fh is not None:

@@ -14,10 +14,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from attnswitch.errors import AttnswitchError
+
 REBUILD = "move the file aside and run `attnswitch run FOLDER` again to rebuild the index"
 
 
-class StoreInputError(ValueError):
+class StoreInputError(AttnswitchError, ValueError):
     """An argument given to the store is unusable; nothing was written."""
 
     def __init__(self, name: str, expected: str, got: object):
@@ -25,15 +27,15 @@ class StoreInputError(ValueError):
         super().__init__(f"{name}: expected {expected}, got {got}")
 
 
-class StoreBusyError(RuntimeError):
+class StoreBusyError(AttnswitchError, RuntimeError):
     """Another process holds this store's run lock."""
 
 
-class StoreConnectError(ConnectionError):
+class StoreConnectError(AttnswitchError, ConnectionError):
     """The store's server cannot be reached or used (one line: what, where, why)."""
 
 
-class StoreCorruptError(RuntimeError):
+class StoreCorruptError(AttnswitchError, RuntimeError):
     """The store's file holds rows attnswitch cannot use (e.g. a vector whose length is
     not the store's dimension), or is not an index at all; the message names the file
     (`path`, when given, is how: `describe` shows it as the caller names the file) and
@@ -88,6 +90,10 @@ def describe(exc: BaseException, where: str) -> str:
             exc, sqlite3.Error):
         return text if where in text else f"{where}: {text}"
     lowered = text.lower()
+    if _disk_error(exc, lowered):
+        return (f"{where}: could not be written ({text}): {_disk(where)} is full or "
+                "failing; free space there, then run again to finish (every document is "
+                "committed whole or not at all)")
     if "locked" in lowered or "busy" in lowered:
         return (f"{where}: locked by another process ({text}); wait for it to finish, or "
                 "use another --db")
@@ -100,3 +106,27 @@ def describe(exc: BaseException, where: str) -> str:
     if isinstance(exc, sqlite3.DatabaseError):
         return f"{where}: not a readable attnswitch index ({text}); {REBUILD}"
     return f"{where}: the index could not be used ({type(exc).__name__}: {text})"
+
+
+def _disk_error(exc: BaseException, lowered: str) -> bool:
+    """Whether a SQLite error says a write failed on the disk: full (SQLITE_FULL), or an
+    I/O error (SQLITE_IOERR_*, what a file-size limit or a failing disk gives)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return (name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in lowered
+            or "disk i/o error" in lowered)
+
+
+def _disk(where: str) -> str:
+    """The disk holding the file `where` names, said with its mount point and free space
+    ("the disk holding it" when `where` is not a path of this machine)."""
+    import os
+    import shutil
+
+    path = os.path.abspath(where)
+    if not os.path.exists(os.path.dirname(path)):
+        return "the disk holding it"
+    mount = os.path.dirname(path)
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    free = shutil.disk_usage(mount).free
+    return f"the disk mounted at {mount} ({free / 2**20:,.0f} MiB free)"

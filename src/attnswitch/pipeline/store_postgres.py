@@ -13,6 +13,10 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
   configuration) with a GIN index, ranked by `ts_rank_cd`, any query word matching.
 - One run at a time per database: a session advisory lock (released when the run ends or
   its process dies, `kill -9` included).
+- A connection lost under a write, a run's end or a single read (the server restarting) is
+  opened again with backoff for up to `RECONNECT_FOR_S` seconds (the run lock taken again),
+  and the write, whose transaction was rolled back, is done again; past that the store
+  raises `StoreConnectError`, and the next run finishes what was not committed.
 
 Needs psycopg 3 and pgvector's Python adapter (`pip install 'attnswitch[postgres]'`) and
 the pgvector extension on the server (Debian: postgresql-NN-pgvector). Connection
@@ -58,6 +62,13 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 128
 # How long a run waits for another's run lock before it is refused as busy.
 RUN_LOCK_WAIT_S = 2.0
+# A lost connection (the server restarting, a network cut) is opened again, with a backoff
+# from RECONNECT_FIRST_S doubling to RECONNECT_MAX_S between tries, for up to RECONNECT_FOR_S
+# seconds; then the store raises `StoreConnectError` (every document is committed whole or
+# not at all, so the next run finishes the job).
+RECONNECT_FOR_S = 30.0
+RECONNECT_FIRST_S = 0.25
+RECONNECT_MAX_S = 4.0
 # Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
 RUN_LOCK = 0x6174746E737769
 SCHEMA_LOCK = RUN_LOCK + 1
@@ -108,6 +119,20 @@ _SCHEMA = (
     status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
     counts TEXT NOT NULL DEFAULT '{}',
     summary TEXT NOT NULL DEFAULT '{}'
+)""",
+    """CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
+                                           'interrupted')),
+    created_at DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    progress TEXT NOT NULL DEFAULT '{}',
+    summary TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    resume INTEGER NOT NULL DEFAULT 0
 )""",
 )
 
@@ -197,6 +222,11 @@ class PostgresStore(StoreBase):
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
         self._conn = connect(url)
         self._run_locked = False
+        self._in_transaction = 0
+        # seconds a lost connection is tried again for (a server's search sets 0: it
+        # answers 503 at once rather than holding the request)
+        self.reconnect_for_s = RECONNECT_FOR_S
+        self._gone = False  # reconnecting failed for RECONNECT_FOR_S: no more waiting
         self.store_id = self.meta("store_id")
         if self.store_id is None:
             import uuid
@@ -215,11 +245,73 @@ class PostgresStore(StoreBase):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
-        with self._conn.transaction():
-            yield self._conn
+        self._in_transaction += 1
+        try:
+            with self._conn.transaction():
+                yield self._conn
+        finally:
+            self._in_transaction -= 1
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._conn.execute(sql, params).fetchone()
+        return self._retrying(lambda: self._conn.execute(sql, params).fetchone())
+
+    # -- lost connections -----------------------------------------------------------
+
+    def _retrying(self, fn: Any) -> Any:
+        """`fn()`, done again on a new connection when the connection is lost (see the
+        module doc); inside a transaction it is left to the outer call to do it again."""
+        import psycopg
+
+        if self._in_transaction:
+            return fn()
+        delay, deadline = RECONNECT_FIRST_S, None
+        while True:
+            try:
+                return fn()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if not (self._conn.closed or self._conn.broken):
+                    raise  # the server answered: not a lost connection
+                deadline = deadline or time.monotonic() + (0 if self._gone else
+                                                           self.reconnect_for_s)
+                delay = self._reconnect(exc, delay, deadline)
+
+    def _reconnect(self, lost: BaseException, delay: float, deadline: float) -> float:
+        """Open a new connection (taking the run lock again if this store held it),
+        waiting `delay` s before each try until `deadline`; the next delay."""
+        while True:
+            if time.monotonic() >= deadline:
+                self._gone = True
+                raise StoreConnectError(
+                    f"{self.location}: expected the PostgreSQL server to answer, got no "
+                    f"connection for {self.reconnect_for_s:g} s ({_first_line(lost)}); every "
+                    "document is committed whole or not at all: run again when it is back "
+                    "to finish") from None
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(2 * delay, RECONNECT_MAX_S)
+            try:
+                conn = connect(self.url)
+            except StoreConnectError:
+                continue
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn, self._gone = conn, False
+            if self._run_locked and not self._one("SELECT pg_try_advisory_lock(%s)",
+                                                  (RUN_LOCK,))[0]:
+                self._run_locked = False
+                raise StoreBusyError(f"{self.location}: another attnswitch run took this "
+                                     "store while the server was away; run again to finish")
+            return delay
+
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int:
+        return self._retrying(lambda: super(PostgresStore, self).record_skip(
+            doc, config=config, run_id=run_id))
+
+    def finish_run(self, run_id: int, status: str = "completed", *,
+                   counts: dict[str, Any] | None = None,
+                   summary: dict[str, Any] | None = None) -> None:
+        self._retrying(lambda: super(PostgresStore, self).finish_run(
+            run_id, status, counts=counts, summary=summary))
 
     # -- reading the stored state ---------------------------------------------------
 
@@ -245,8 +337,8 @@ class PostgresStore(StoreBase):
         return StoredDocument(*row) if row else None
 
     def sources(self, root: str | os.PathLike) -> set[str]:
-        rows = self._conn.execute("SELECT source FROM documents WHERE root = %s",
-                                  (root_key(root),))
+        rows = self._retrying(lambda: self._conn.execute(
+            "SELECT source FROM documents WHERE root = %s", (root_key(root),)).fetchall())
         return {r[0] for r in rows}
 
     def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
@@ -260,7 +352,12 @@ class PostgresStore(StoreBase):
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
                        config: str = "", run_id: int | None = None) -> int:
         """Replace `doc`'s chunks and vectors with these, in one transaction (see
-        `SQLiteStore.write_document`)."""
+        `SQLiteStore.write_document`), done again on a new connection if it is lost."""
+        return self._retrying(lambda: self._write_document(doc, chunks, vectors,
+                                                           config=config, run_id=run_id))
+
+    def _write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
+                        config: str = "", run_id: int | None = None) -> int:
         if not doc.ok:
             raise StoreInputError("doc", "a document with text (use record_skip)",
                                   f"{doc.source!r} skipped: {doc.reason}")
@@ -301,16 +398,18 @@ class PostgresStore(StoreBase):
                      "value = excluded.value", (str(dim),))
 
     def touch(self, doc: Document) -> None:
-        self._conn.execute("UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
+        self._retrying(lambda: self._conn.execute("UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
                            "source = %s AND sha256 IS NOT DISTINCT FROM %s",
-                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256))
+                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256)))
 
     def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
-        key = root_key(root)
-        with self._transaction() as conn:
-            cur = conn.execute("DELETE FROM documents WHERE root = %s AND source = ANY(%s)",
-                               (key, list(sources)))
-            return cur.rowcount
+        key, sources = root_key(root), list(sources)
+
+        def remove() -> int:
+            with self._transaction() as conn:
+                return conn.execute("DELETE FROM documents WHERE root = %s AND source = "
+                                    "ANY(%s)", (key, sources)).rowcount
+        return self._retrying(remove)
 
     def _upsert(self, conn: Any, doc: Document, status: str, config: str,
                 run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
@@ -339,9 +438,13 @@ class PostgresStore(StoreBase):
             time.sleep(0.05)
         self._run_locked = True
 
+    def _holds_run_lock(self) -> bool:
+        return self._run_locked
+
     def _unlock_run(self) -> None:
         if self._run_locked:
-            self._conn.execute("SELECT pg_advisory_unlock(%s)", (RUN_LOCK,))
+            if not (self._conn.closed or self._conn.broken):  # else its session is gone
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (RUN_LOCK,))
             self._run_locked = False
 
     # -- summaries and search -------------------------------------------------------

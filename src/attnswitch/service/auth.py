@@ -37,17 +37,18 @@ from typing import Any
 
 from fastapi import Request
 
+from attnswitch.errors import AttnswitchError
 from attnswitch.service.errors import ServiceError, error_response
 
 _HEX64 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
 _LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
 
-class KeyFileError(ValueError):
+class KeyFileError(AttnswitchError, ValueError):
     """A key file that cannot be used, with the reason."""
 
 
-class BindRefusedError(ValueError):
+class BindRefusedError(AttnswitchError, ValueError):
     """A host that may not be served with the given authentication settings."""
 
 

@@ -8,7 +8,8 @@ for more requests once one is queued, `request_timeout_s` the deadline of one re
 (504 past it), `drain_timeout_s` how long shutdown waits for requests in flight,
 `header_timeout_s` how long a connection may take to send a request's headers and
 `body_timeout_s` its body (a client that trickles is closed; see `limits`),
-`keep_alive_s` how long an idle keep-alive connection stays open between requests.
+`keep_alive_s` how long an idle keep-alive connection stays open between requests,
+`memwatch_interval_s` how often the memory watchdog samples (`memory`).
 
 `keep_alive_s` is longer than the idle expiry of the common HTTP clients' pools (httpx and
 the OpenAI client: 5 s, aiohttp: 15 s). When the server's timer is the shorter one (uvicorn
@@ -23,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnswitch.engines.base import check_precision
+from attnswitch.errors import ConfigError
 from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """host/port: where to listen (port 0: any free port). db: the data folder, as the
-    CLI's `--db` (None: ./.attnswitch/). model/engine/precision: the encoder (None and
+    """host/port: where to listen (port 0: any free port). db: the store, as the CLI's
+    `--db`: a data folder or index file (None: ./.attnswitch/), or a PostgreSQL URL
+    (`pipeline.location.open_store`). model/engine/precision: the encoder (None and
     "auto": the index's own when the data folder has one, else the packaged default).
     api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
     permit a non-loopback host without keys. jobs_root: an existing folder; indexing jobs
@@ -37,7 +40,7 @@ class ServiceConfig:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    db: Path | None = None
+    db: str | Path | None = None
     model: str | None = None
     engine: str = "auto"
     precision: str | None = None
@@ -56,14 +59,15 @@ class ServiceConfig:
     keep_alive_s: float = 20.0
     job_chunks_per_call: int = 32
     ui: bool = True
+    memwatch_interval_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port: expected 0 to 65535, got {self.port}")
+            raise ConfigError(f"port: expected 0 to 65535, got {self.port}")
         from attnswitch.engines import engine_names
 
         if self.engine not in engine_names():
-            raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
+            raise ConfigError(f"engine: expected one of {', '.join(engine_names())}, "
                              f"got {self.engine!r}")
         if self.precision is not None:
             check_precision(self.precision)
@@ -71,32 +75,35 @@ class ServiceConfig:
                      "job_chunks_per_call"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+                raise ConfigError(f"{name}: expected an int >= 1, got {value!r}")
         if self.max_items > MAX_INPUT_ITEMS:
-            raise ValueError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
+            raise ConfigError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
                              f"{self.max_items}")
         if self.max_items > self.max_queue_items:
-            raise ValueError(f"max_items: expected at most max_queue_items "
+            raise ConfigError(f"max_items: expected at most max_queue_items "
                              f"({self.max_queue_items}), got {self.max_items}")
         for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s",
-                     "header_timeout_s", "body_timeout_s", "keep_alive_s"):
+                     "header_timeout_s", "body_timeout_s", "keep_alive_s",
+                     "memwatch_interval_s"):
             value = getattr(self, name)
             if not value >= 0:
-                raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
+                raise ConfigError(f"{name}: expected a number >= 0, got {value!r}")
         for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s",
-                     "keep_alive_s"):
+                     "keep_alive_s", "memwatch_interval_s"):
             if getattr(self, name) == 0:
-                raise ValueError(f"{name}: expected a number > 0, got 0")
+                raise ConfigError(f"{name}: expected a number > 0, got 0")
         if self.jobs_root is not None and not Path(self.jobs_root).is_dir():
-            raise ValueError(f"jobs_root: expected an existing folder, got "
+            raise ConfigError(f"jobs_root: expected an existing folder, got "
                              f"{str(self.jobs_root)!r}")
 
     @property
-    def index_path(self) -> Path:
-        """The index file `db` names (`store.resolve_path`, the rule of the CLI's `--db`)."""
+    def store_location(self) -> str | Path:
+        """The store `db` names, as `run --db` reads it: a PostgreSQL URL as given, else the
+        index file (`store.resolve_path`)."""
+        from attnswitch.pipeline.location import is_url
         from attnswitch.pipeline.store import resolve_path
 
-        return resolve_path(self.db)
+        return self.db if is_url(self.db) else resolve_path(self.db)
 
     @property
     def jobs_folder(self) -> Path | None:

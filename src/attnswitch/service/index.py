@@ -1,25 +1,32 @@
-"""Search over the data folder's index, on a thread of its own.
+"""Search over the server's store (`serve --db`: a data folder, an index file or a
+PostgreSQL URL, opened by `pipeline.location.open_store`), on a thread of its own.
 
-The SQLite connection is made and used on one worker thread (sqlite3 connections belong to
-their thread); the store keeps its dense index (exact vectors or HNSW graph) loaded and
-reloads it when a job or a CLI run has committed since, and the index config is checked
+The store's connection is made and used on one worker thread (sqlite3 connections belong
+to their thread). A SQLite store keeps its dense index (exact vectors or HNSW graph) loaded
+and reloads it when a job or a CLI run has committed since, and the index config is checked
 again then (`PRAGMA data_version` on a read-only connection of its own), so a search
-always sees the committed index without rereading it per query.
+always sees the committed index without rereading it per query. A PostgreSQL store is
+searched on its server (pgvector's index); its config and chunk count are read again per
+search (other processes and nodes may write to it at any time).
 
 Queries must be encoded by the index's model: a store whose recorded model fingerprint is
 not the service's is refused (409), as the CLI's search refuses it.
 
-A store whose file is unusable (corrupt, locked, another schema, a vector of the wrong
-length: `pipeline.store_errors`) answers 503 (`index_unavailable`) with what is wrong,
-without the file's path; every search tries the file again, so replacing it heals the
-service without a restart. Embeddings never touch the store and stay up.
+A store that is unusable (a SQLite file corrupt, locked, of another schema, a vector of the
+wrong length: `pipeline.store_errors`; a PostgreSQL server that refuses or drops the
+connection, e.g. while it restarts) answers 503 (`index_unavailable`) with what is wrong,
+without the store's path or address; every search tries the store again, so replacing the
+file or restarting the server heals the service without a restart. Embeddings never touch
+the store and stay up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,15 +40,36 @@ log = logging.getLogger("attnswitch.service")
 INDEX_NAME = "the server's index"  # what answers call the index file (never its path)
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` says the store's server cannot be reached or dropped the connection
+    (`StoreConnectError` when connecting; psycopg's operational and interface errors on a
+    connection that was open: a server restarting, a network cut)."""
+    from attnswitch.pipeline.store_errors import StoreConnectError
+
+    if isinstance(exc, StoreConnectError):
+        return True
+    psycopg = sys.modules.get("psycopg")  # imported only by a PostgreSQL store
+    return psycopg is not None and isinstance(exc, (psycopg.OperationalError,
+                                                    psycopg.InterfaceError))
+
+
 @contextlib.contextmanager
 def store_errors_unavailable() -> Iterator[None]:
-    """Turn an error about the store's file (`pipeline.store_errors`) into 503
-    `index_unavailable`, saying what is wrong without the file's path."""
+    """Turn an error about the store (its file: `pipeline.store_errors`; its server: a lost
+    connection) into 503 `index_unavailable`, saying what is wrong without the store's path
+    or address (that goes to the log)."""
     from attnswitch.pipeline.store_errors import describe, is_store_error
 
     try:
         yield
     except Exception as exc:
+        if connection_lost(exc):
+            log.warning("attnswitch serve: the store's server: %s: %s", type(exc).__name__,
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            raise ServiceError(503, "index: expected the PostgreSQL server to answer, got a "
+                               "refused or lost connection; retry shortly",
+                               code="index_unavailable",
+                               headers={"Retry-After": "1"}) from None
         if not is_store_error(exc):
             raise
         raise ServiceError(503, f"index: {describe(exc, INDEX_NAME)}",
@@ -49,13 +77,17 @@ def store_errors_unavailable() -> Iterator[None]:
 
 
 class SearchIndex:
-    """The index at `path`, searched on its own thread. `fingerprint` is the service
-    model's fingerprint (`pipeline.config.model_fingerprint`), set once the model loaded.
-    `jobs`: whether this server indexes folders (`--jobs-root`), which decides what an
-    answer on an empty index tells the user to do."""
+    """The store at `location` (`ServiceConfig.store_location`: a SQLite file, or a
+    PostgreSQL URL), searched on its own thread. `fingerprint` is the service model's
+    fingerprint (`pipeline.config.model_fingerprint`), set once the model loaded. `jobs`:
+    whether this server indexes folders (`--jobs-root`), which decides what an answer on an
+    empty index tells the user to do."""
 
-    def __init__(self, path: Path, jobs: bool = False):
-        self.path = path
+    def __init__(self, location: str | os.PathLike, jobs: bool = False):
+        from attnswitch.pipeline.location import is_url
+
+        self.location = location
+        self.path = None if is_url(location) else Path(location)  # a SQLite store's file
         self.jobs = jobs
         self.fingerprint: str | None = None
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-search")
@@ -85,15 +117,19 @@ class SearchIndex:
         file is unusable (then logged: the service starts with its own defaults and search
         answers 503 until the file is fixed)."""
         from attnswitch.pipeline.config import stored_config
-        from attnswitch.pipeline.store import SQLiteStore
+        from attnswitch.pipeline.location import open_store
         from attnswitch.pipeline.store_errors import describe, is_store_error
 
-        if not self.path.is_file():
+        if self.path is not None and not self.path.is_file():
             return None
         try:
-            with SQLiteStore(self.path) as store:
+            with open_store(self.location) as store:
                 return stored_config(store)
         except Exception as exc:
+            if connection_lost(exc):
+                log.warning("attnswitch serve: %s; search answers 503 until it answers",
+                            str(exc).strip())
+                return None
             if not is_store_error(exc):
                 raise
             log.warning("attnswitch serve: %s; search answers 503 until it is fixed",
@@ -117,8 +153,10 @@ class SearchIndex:
 
         if self._open() is None:
             raise self._empty("no index yet")
-        version = self._watch.execute("PRAGMA data_version").fetchone()[0]
-        if self._version is None or version != self._version:
+        # SQLite: changed since the last search? Another store: always read again.
+        version = (None if self._watch is None else
+                   self._watch.execute("PRAGMA data_version").fetchone()[0])
+        if self._version is None or version is None or version != self._version:
             config = stored_config(self._store)
             if config is not None and self.fingerprint is not None and (
                     config.model_fingerprint != self.fingerprint):
@@ -132,13 +170,17 @@ class SearchIndex:
 
     def _open(self) -> Any:
         """The open store (opened on first use), or None when there is no index file."""
-        from attnswitch.pipeline.store import SQLiteStore
+        from attnswitch.pipeline.location import open_store
 
         if self._store is None:
-            if not self.path.is_file():
+            if self.path is not None and not self.path.is_file():
                 return None
-            self._store = SQLiteStore(self.path)
-            self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            self._store = open_store(self.location)
+            if hasattr(self._store, "reconnect_for_s"):  # 503 at once, not a held request
+                self._store.reconnect_for_s = 0.0
+            if self.path is not None:
+                self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro",
+                                              uri=True)
         return self._store
 
     def _empty(self, got: str) -> ServiceError:

@@ -1,4 +1,5 @@
-"""Indexing jobs: `attnswitch run` on a folder of the server, in a thread, with progress.
+"""Indexing jobs: `attnswitch run` on a folder of the server, in a thread, with progress,
+each job a row of the server's store (its jobs table), so that the list outlives the process.
 
 Jobs are off unless the server was given a jobs root (`serve --jobs-root DIR`): without
 one, `POST /v1/jobs` answers 403 (`jobs_disabled`), so a server started in a home folder
@@ -8,8 +9,9 @@ exposes nothing to index.
 (a name starting with "."; 403), inside `jobs_root` once resolved, links included (403),
 an existing folder (422, with one message whatever is there instead, so that the answer
 never says whether a file exists). It checks that no other process holds the store's run
-lock (409), then runs `attnswitch.pipeline.run.run` on the folder in a thread of its own,
-against the service's data folder: the same resumable, per-document transactional
+lock past `LOCK_WAIT_S` (409), then runs
+`attnswitch.pipeline.run.run` on the folder in a thread of its own, against the service's
+store (`serve --db`: a data folder or a PostgreSQL URL, `pipeline.location.open_store`): the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
 one does).
 
@@ -28,6 +30,15 @@ its encoder calls take turns with request batches instead of competing for the C
 runs-table row says "interrupted"; every document is either fully committed or untouched,
 so the next job or `attnswitch run` finishes it). A job that reaches no progress point
 within `STOP_GRACE_S` (chunking one large file) is interrupted where it is.
+
+Jobs outlive the process: a job's row is written when it is created, when it starts and
+ends, and with its progress at most every `PROGRESS_EVERY_S` (the running job's live state
+is kept in memory and shown in answers). `resume()`, called once the model is loaded, marks
+the jobs a dead server left queued or running as interrupted and runs every interrupted job
+marked for resuming (those, and those stopped by a drain) again, oldest first, under the
+same id (`attempts` counts its starts): the pipeline's resume is exact, so the store ends
+as an uninterrupted run leaves it. `GET /v1/jobs` lists the store's rows, across restarts.
+Rows are read and written on a thread of their own, with a store connection of their own.
 """
 
 from __future__ import annotations
@@ -38,13 +49,13 @@ import os
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
 from typing import Any
 
 from attnswitch.service.errors import ServiceError
-from attnswitch.service.index import INDEX_NAME, store_errors_unavailable
+from attnswitch.service.index import INDEX_NAME, connection_lost, store_errors_unavailable
 
 log = logging.getLogger("attnswitch.service")
 KEEP_JOBS = 100
@@ -54,6 +65,14 @@ STOP_GRACE_S = 2.0
 # counts by reason cover them all, and the store keeps every skipped file with its reason.
 LISTED_FILES = 20
 STATUSES = ("queued", "running", "completed", "failed", "interrupted")
+# Seconds between two writes of a running job's progress to its row.
+PROGRESS_EVERY_S = 1.0
+# Seconds a new job waits for another process's run on the store before it is refused.
+LOCK_WAIT_S = 5.0
+INTERRUPTED_BY_CRASH = ("the server stopped while this job ran; it is resumed by the next "
+                        "server on this store")
+INTERRUPTED_BY_DRAIN = ("stopped by server shutdown; the next server on this store resumes "
+                        "it (or run again to finish)")
 
 
 def _hidden(parts: tuple[str, ...]) -> bool:
@@ -122,40 +141,107 @@ class Job:
     progress: dict[str, Any] = dataclasses.field(default_factory=dict)
     summary: dict[str, Any] | None = None
     error: str | None = None
+    attempts: int = 0
+    resume: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "object": "job", **{k: v for k, v in dataclasses.asdict(self)
-                                                   .items() if k != "id"}}
+                                                   .items() if k not in ("id", "resume")},
+                "attempts": max(1, self.attempts)}
+
+    def record(self) -> Any:
+        """The row of this job (`store.JobRecord`)."""
+        from attnswitch.pipeline.store import JobRecord
+
+        return JobRecord(**dataclasses.asdict(self))
+
+    @classmethod
+    def of(cls, record: Any) -> Job:
+        return cls(**dataclasses.asdict(record))
 
 
 class JobManager:
-    """Runs and remembers indexing jobs (see the module doc). `encoder` returns the encoder
-    for a job; `options` the `RunOptions` to run with."""
+    """Runs indexing jobs and keeps them as rows of the store at `location`
+    (`ServiceConfig.store_location`: a SQLite file, or a PostgreSQL URL); see the module
+    doc. `encoder` returns the encoder for a job; `options` the `RunOptions` to run with."""
 
-    def __init__(self, index_path: Path, jobs_root: Path | None, encoder: Callable[[], Any],
-                 options: Callable[[], Any]):
-        self.index_path = index_path
+    def __init__(self, location: str | os.PathLike, jobs_root: Path | None,
+                 encoder: Callable[[], Any], options: Callable[[], Any]):
+        from attnswitch.pipeline.location import is_url
+
+        self.location = location
+        self.index_path = None if is_url(location) else Path(location)  # a SQLite file
         self.jobs_root = jobs_root
         self._encoder = encoder
         self._options = options
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._current: Job | None = None  # the running job's live state
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._rows_thread = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-jobs")
+        self._rows_store: Any = None  # used on `_rows_thread` only
+        self._last_saved = 0.0
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def _rows(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn(store)` on the rows' thread and connection; a store that fails is reopened
+        by the next call. Store errors become 503 (`index.store_errors_unavailable`)."""
+        def call() -> Any:
+            from attnswitch.pipeline.location import open_store
+
+            if self._rows_store is None:
+                self._rows_store = open_store(self.location)
+            try:
+                return fn(self._rows_store)
+            except BaseException:
+                self._forget_rows()
+                raise
+
+        with store_errors_unavailable():
+            return self._rows_thread.submit(call).result()
+
+    def _forget_rows(self) -> None:
+        if self._rows_store is not None:
+            try:
+                self._rows_store.close()
+            except Exception:  # a connection already lost
+                pass
+            self._rows_store = None
+
+    def _save(self, job: Job) -> None:
+        """Write `job`'s row; a store that fails is logged, the job goes on (its row is
+        written again at its next change)."""
+        record = job.record()
+        try:
+            self._rows(lambda store: store.save_job(record))
+            self._last_saved = time.monotonic()
+        except ServiceError as exc:
+            log.warning("job %s: its row could not be written: %s", job.id, exc.message)
+
+    def _has_rows(self) -> bool:
+        """Whether the store exists yet (a SQLite file is made by the first job)."""
+        return self.index_path is None or self.index_path.is_file()
 
     def get(self, job_id: str) -> Job:
-        with self._lock:
-            job = self._jobs.get(job_id)
-        if job is None:
+        current = self._current
+        if current is not None and current.id == job_id:
+            return current
+        record = self._rows(lambda store: store.job(job_id)) if self._has_rows() else None
+        if record is None:
             raise ServiceError(404, f"job: expected the id of a job of this server, got "
                                f"{job_id[:80]!r}", code="job_not_found", param="id")
-        return job
+        return Job.of(record)
 
     def recent(self) -> list[Job]:
-        """The jobs remembered (the last `KEEP_JOBS`), newest first."""
-        with self._lock:
-            return list(reversed(self._jobs.values()))
+        """The last `KEEP_JOBS` jobs of the store, newest first (the running one as it
+        stands now)."""
+        records = self._rows(lambda store: store.jobs(KEEP_JOBS)) if self._has_rows() else []
+        current = self._current
+        return [current if current is not None and r.id == current.id else Job.of(r)
+                for r in records]
 
+    # -- starting --------------------------------------------------------------------------
     def resolve(self, path: str) -> Path:
         """The folder a job may index for `path` (relative paths are under jobs_root)."""
         if self.jobs_root is None:
@@ -214,13 +300,45 @@ class JobManager:
         with self._lock:
             self._refuse_while_busy()
             job = Job(id=secrets.token_hex(8), path=self.shown(folder))
-            self._jobs[job.id] = job
-            while len(self._jobs) > KEEP_JOBS:
-                self._jobs.popitem(last=False)
-            self._thread = threading.Thread(target=self._run, args=(job, folder, root_id),
+            self._save(job)
+            self._current = job
+            self._thread = threading.Thread(target=self._run_all,
+                                            args=([(job, folder, root_id)],),
                                             name=f"attnswitch-job-{job.id}", daemon=True)
             self._thread.start()
         return job
+
+    def resume(self) -> list[str]:
+        """Mark the jobs a dead server left queued or running as interrupted, and run again,
+        oldest first and under their ids, every interrupted job marked for resuming (called
+        once the model is loaded); the ids resumed. A job whose folder is gone or refused
+        now fails with the reason."""
+        if not self._has_rows() or self.jobs_root is None:
+            return []
+        try:
+            ids = self._rows(lambda store: store.interrupt_jobs(INTERRUPTED_BY_CRASH))
+        except ServiceError as exc:
+            log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
+            return []
+        work = []
+        for job_id in ids:
+            job = Job.of(self._rows(lambda store, i=job_id: store.job(i)))
+            try:
+                folder = self.resolve(job.path)
+                work.append((job, folder, self._pin(folder)))
+            except ServiceError as exc:
+                job.status, job.resume, job.error = "failed", False, f"not resumed: {exc.message}"
+                job.finished_at = time.time()
+                self._save(job)
+        if work:
+            log.warning("attnswitch serve: resuming %d interrupted job(s): %s", len(work),
+                        ", ".join(j.id for j, _, _ in work))
+            with self._lock:
+                self._current = work[0][0]
+                self._thread = threading.Thread(target=self._run_all, args=(work,),
+                                                name="attnswitch-job-resume", daemon=True)
+                self._thread.start()
+        return [job.id for job, _, _ in work]
 
     @staticmethod
     def _pin(folder: Path) -> tuple[int, int]:
@@ -240,20 +358,20 @@ class JobManager:
         if self._stop.is_set():
             raise ServiceError(503, "server: draining, not starting jobs", code="draining")
         if self._thread is not None and self._thread.is_alive():
-            running = next((j.id for j in reversed(self._jobs.values())
-                            if j.status in ("queued", "running")), "?")
+            running = self._current.id if self._current is not None else "?"
             raise ServiceError(409, f"jobs: expected no job running, got job {running}; "
                                "one job runs at a time", code="job_running")
 
     def _check_store(self) -> None:
-        """409 while another process (an `attnswitch run` on the same data folder) holds
-        the store's run lock, 503 when the store's file is unusable."""
-        from attnswitch.pipeline.store import SQLiteStore, StoreBusyError
+        """409 while another process (an `attnswitch run` on the same store) holds the
+        store's run lock past `LOCK_WAIT_S`, 503 when the store is unusable."""
+        from attnswitch.pipeline.location import open_store
+        from attnswitch.pipeline.store import StoreBusyError
 
         with store_errors_unavailable():
             try:
-                with SQLiteStore(self.index_path) as store:
-                    store.check_unlocked()
+                with open_store(self.location) as store:
+                    store.check_unlocked(LOCK_WAIT_S)
             except StoreBusyError:
                 raise ServiceError(409, "index: expected no other run writing the server's "
                                    "index, got one (an `attnswitch run` on the same data "
@@ -270,7 +388,12 @@ class JobManager:
         if not isinstance(value, str):
             return value
         text = value
-        paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
+        if self.index_path is not None:
+            paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
+        else:
+            from attnswitch.pipeline.store_postgres import describe
+
+            paths = [(self.location, INDEX_NAME), (describe(str(self.location)), INDEX_NAME)]
         if model and os.path.isabs(model):
             paths += [(Path(model), _model_name(model)),
                       (Path(model).resolve(), _model_name(model))]
@@ -281,18 +404,31 @@ class JobManager:
                 str(self.jobs_root), ".")
         return text
 
+    def _run_all(self, work: list[tuple[Job, Path, tuple[int, int]]]) -> None:
+        """Run each (job, folder, pinned root) in turn, on this thread; what is left when
+        the server stops stays interrupted, to be resumed."""
+        for job, folder, root_id in work:
+            if self._stop.is_set():
+                break
+            self._current = job
+            self._run(job, folder, root_id)
+
     def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
+        from attnswitch.pipeline.location import open_store
         from attnswitch.pipeline.run import run
-        from attnswitch.pipeline.store import SQLiteStore
         from attnswitch.pipeline.store_errors import describe, is_store_error
 
-        job.status, job.started_at = "running", time.time()
+        job.status, job.started_at, job.finished_at = "running", time.time(), None
+        job.attempts, job.resume, job.error = job.attempts + 1, False, None
+        self._save(job)
 
         def progress(p: Any) -> None:
             job.progress = {"stage": p.stage, "files_done": p.files_done,
                             "files_total": p.files_total, "bytes_done": p.bytes_done,
                             "bytes_total": p.bytes_total, "chunks": p.chunks,
                             "tokens": p.tokens}
+            if time.monotonic() - self._last_saved >= PROGRESS_EVERY_S:
+                self._save(job)
             if self._stop.is_set():
                 raise _StopRequested()
 
@@ -300,21 +436,28 @@ class JobManager:
         try:
             options = self._options()
             model = options.model
-            with SQLiteStore(self.index_path) as store:
+            with open_store(self.location) as store:
                 summary = run(folder, store, options, get_encoder=self._encoder,
                               on_progress=progress, root_id=root_id)
             job.summary = {**self._public(bounded(summary.to_dict()), model),
                            "root": job.path}
             job.status = "completed"
         except KeyboardInterrupt:
-            job.status, job.error = "interrupted", "stopped by server shutdown; run again to finish"
+            job.status, job.error, job.resume = "interrupted", INTERRUPTED_BY_DRAIN, True
         except Exception as exc:
             log.warning("job %s failed: %s: %s", job.id, type(exc).__name__, exc)
-            error = (describe(exc, INDEX_NAME) if is_store_error(exc)
-                     else f"{type(exc).__name__}: {exc}")
+            if connection_lost(exc):
+                error = ("the PostgreSQL server refused or lost the connection; every "
+                         "document is committed whole or not at all: start the job again "
+                         "to finish")
+            elif is_store_error(exc):
+                error = describe(exc, INDEX_NAME)
+            else:
+                error = f"{type(exc).__name__}: {exc}"
             job.status, job.error = "failed", self._public(error, model)
         finally:
             job.finished_at = time.time()
+            self._save(job)
 
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -341,8 +484,21 @@ class JobManager:
         return not thread.is_alive()
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            out = dict.fromkeys(STATUSES, 0)
-            for job in self._jobs.values():
-                out[job.status] += 1
+        """The store's recent jobs (`recent`) by status (none counted when the store
+        cannot be read)."""
+        out = dict.fromkeys(STATUSES, 0)
+        try:
+            jobs = self.recent()
+        except ServiceError:
+            return out
+        for job in jobs:
+            out[job.status] += 1
         return out
+
+    def close(self) -> None:
+        """Close the rows' connection and thread (after `stop`)."""
+        try:
+            self._rows_thread.submit(self._forget_rows).result(timeout=5)
+        except Exception:
+            pass
+        self._rows_thread.shutdown(wait=False)

@@ -14,7 +14,9 @@ backend, fallbacks, failures, attention latency). Service metrics, all prefixed
 - `queue_depth` texts waiting for the model, `in_flight` requests being served;
 - `batches_total`, `batch_requests`, `batch_tokens`, `batch_seconds` per encoder call;
 - `process_*` (resident and virtual memory, CPU seconds, open files) from the standard
-  process collector, `memory_rss_bytes` of this process.
+  process collector, `memory_rss_bytes` of this process;
+- `memory_growing`, `memory_growth_bytes`, `memory_trend`, `memory_samples`: the memory
+  watchdog's verdict (`service.memory`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ worker threads, the search index, the jobs, the metrics and the readiness state.
 
 Threads: one model thread runs every encoder call (request batches and job encoding take
 turns on it); a small CPU pool tokenises requests and renders large responses; the search
-index has its own thread (it owns the SQLite connection); a job has its own thread. The
+index has its own thread (it owns the store's connection); a job has its own thread, and
+the jobs' rows one more. The
 event loop only parses, admits, routes and awaits, so health checks stay fast under load.
 
 `embed` is the one path to the model for requests: readiness check (503), admission into
@@ -37,6 +38,7 @@ from attnswitch.service.index import SearchIndex
 from attnswitch.service.jobs import JobManager
 from attnswitch.service.lifecycle import Readiness
 from attnswitch.service.limits import CHARS_PER_TOKEN, token_prefix
+from attnswitch.service.memory import MemoryGuard
 from attnswitch.service.metrics import ServiceMetrics
 
 log = logging.getLogger("attnswitch.service")
@@ -86,8 +88,9 @@ class Service:
                                batch_tokens=config.batch_tokens,
                                max_wait_s=config.max_wait_ms / 1e3,
                                on_batch=self.metrics.record_batch)
-        self.index = SearchIndex(config.index_path, jobs=config.jobs_folder is not None)
-        self.jobs = JobManager(config.index_path, config.jobs_folder, self._job_encoder,
+        self.memory = MemoryGuard(self.metrics.registry, config.memwatch_interval_s)
+        self.index = SearchIndex(config.store_location, jobs=config.jobs_folder is not None)
+        self.jobs = JobManager(config.store_location, config.jobs_folder, self._job_encoder,
                                self._run_options)
         self.encoder: Any = None
         self.special_tokens = 0  # the tokens the model's tokenizer adds to every text
@@ -104,7 +107,8 @@ class Service:
     async def start(self) -> None:
         """Start the batcher and the warm-up; returns at once (see `lifecycle`)."""
         self._tasks = [asyncio.create_task(self.batcher.run(), name="attnswitch-batcher"),
-                       asyncio.create_task(self._warm_up(), name="attnswitch-warm-up")]
+                       asyncio.create_task(self._warm_up(), name="attnswitch-warm-up"),
+                       asyncio.create_task(self.memory.run(), name="attnswitch-memwatch")]
 
     async def _warm_up(self) -> None:
         loop = asyncio.get_running_loop()
@@ -120,6 +124,11 @@ class Service:
         # "auto" picked), whatever logging the host process configured
         print(f"attnswitch serve: ready {json.dumps(self.serving(), sort_keys=True)}",
               file=sys.stderr, flush=True)
+        # jobs a dead (or drained) server left unfinished go on, now that the model is here
+        try:
+            await loop.run_in_executor(None, self.jobs.resume)
+        except ServiceError as exc:
+            log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
 
     def serving(self) -> dict[str, Any]:
         """What serves: the model's name, the engine (the auto pick or the one asked for),
@@ -169,6 +178,7 @@ class Service:
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)
         summary = self.summary()
         summary["job_stopped"] = job_stopped
+        await loop.run_in_executor(None, self.jobs.close)
         print(f"attnswitch serve: stopped {json.dumps(summary, sort_keys=True)}",
               file=sys.stderr, flush=True)
 

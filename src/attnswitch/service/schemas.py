@@ -101,6 +101,9 @@ class JobResponse(BaseModel):
     progress: dict[str, Any]
     summary: dict[str, Any] | None
     error: str | None
+    attempts: int = Field(1, description="How many times the job started: more than one "
+                          "when a server stopped in the middle of it and the next one "
+                          "resumed it.")
 
 
 class JobList(BaseModel):

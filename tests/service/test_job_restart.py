@@ -1,0 +1,100 @@
+"""Jobs outlive the process (issue 29): a server killed with SIGKILL in the middle of a job
+leaves the job's row "running"; the next server on the same store marks it interrupted,
+resumes it under the same id (a second attempt), lists it across the restart, and the store
+ends holding what an uninterrupted run of the folder gives; on both stores."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from attnswitch.pipeline.location import open_store
+from attnswitch.pipeline.run import RunOptions, run
+from attnswitch.pipeline.store import SQLiteStore
+from service_testing import (
+    CORPUS,
+    assert_same_content,
+    finished_job,
+    start_server,
+    store_content,
+)
+
+# Enough documents that a job is still running after its first ones are committed.
+DOCUMENTS = tuple(sorted(p.relative_to(CORPUS).as_posix()
+                         for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def served_location(request, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    data = tmp_path / "data"
+    data.mkdir()
+    return str(data)
+
+
+def committed(location: str, folder: Path) -> int:
+    """Documents of `folder` the store holds now (read by a connection of this process)."""
+    from attnswitch.pipeline.location import is_url
+    from attnswitch.pipeline.store import resolve_path
+
+    if not is_url(location) and not resolve_path(location).is_file():
+        return 0
+    with open_store(location) as store:
+        return store.root_counts(folder)[0]
+
+
+@pytest.mark.slow
+def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location, tmp_path,
+                                                                 reference) -> None:
+    from service_testing import copy_corpus
+
+    assert len(DOCUMENTS) >= 20
+    jobs_root = tmp_path / "jobs"
+    folder = copy_corpus(jobs_root / "docs", DOCUMENTS)
+    args = ("--db", served_location, "--jobs-root", str(jobs_root))
+    first = start_server(tmp_path / "first", *args)
+    try:
+        with httpx.Client(base_url=first.url, timeout=120) as client:
+            started = client.post("/v1/jobs", json={"path": "docs"})
+            assert started.status_code == 202, started.text
+            job_id = started.json()["id"]
+            deadline = time.monotonic() + 300
+            while committed(served_location, folder) < 3:
+                assert time.monotonic() < deadline, "no document committed in time"
+                assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+                time.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(30)
+    finally:
+        first.stop()
+    done_before = committed(served_location, folder)
+    assert 3 <= done_before < len(DOCUMENTS), done_before  # killed in the middle
+    with open_store(served_location) as store:
+        assert store.job(job_id).status == "running"  # what the killed server left
+
+    second = start_server(tmp_path / "second", *args)
+    try:
+        with httpx.Client(base_url=second.url, timeout=120) as client:
+            job = finished_job(client, job_id)
+            assert job["status"] == "completed", job
+            assert job["attempts"] == 2 and job["error"] is None
+            assert job["summary"]["unchanged"] >= done_before  # resumed, not redone
+            summary = job["summary"]
+            assert summary["indexed"] == summary["new"] + summary["unchanged"] == len(DOCUMENTS)
+            listed = client.get("/v1/jobs").json()["data"]
+            assert [(j["id"], j["status"]) for j in listed] == [(job_id, "completed")]
+        assert "resuming 1 interrupted job(s): " + job_id in second.stderr()
+    finally:
+        assert second.stop() in (0, -signal.SIGTERM)
+    with open_store(served_location) as store:
+        got = store_content(store, folder)
+        runs = store.runs()
+        assert [r.status for r in runs[:2]] == ["completed", "interrupted"]
+    with SQLiteStore(tmp_path / "reference") as store:
+        run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
+        assert_same_content(got, store_content(store, folder))

@@ -1,0 +1,110 @@
+"""`serve` on any store (issue 29): `--db` takes what `run --db` takes, a data folder or a
+`postgresql://` URL, and jobs and search work the same on both: a job indexes a folder into
+the store, and `/v1/search` answers, in every mode, what the in-process search of that store
+answers; no answer carries the store's path or URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from attnswitch.pipeline.location import open_store
+from attnswitch.pipeline.run import RunOptions, run
+from attnswitch.pipeline.search import search
+from attnswitch.pipeline.store import SQLiteStore
+from service_testing import (
+    LARGER,
+    assert_same_content,
+    copy_corpus,
+    finished_job,
+    start_server,
+    store_content,
+)
+
+QUERY = "which rows does an update change, and how is a table joined to itself"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def served_location(request, tmp_path: Path) -> str:
+    """A fresh store of each backend, as `serve --db` takes it."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    data = tmp_path / "data"
+    data.mkdir()
+    return str(data)
+
+
+def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
+                                                       reference) -> None:
+    jobs_root = tmp_path / "jobs"
+    folder = copy_corpus(jobs_root / "docs", LARGER)
+    srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root",
+                       str(jobs_root))
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            started = client.post("/v1/jobs", json={"path": "docs"})
+            assert started.status_code == 202, started.text
+            job = finished_job(client, started.json()["id"])
+            assert job["status"] == "completed", job
+            assert job["summary"]["indexed"] == len(LARGER) and job["attempts"] == 1
+            assert [j["id"] for j in client.get("/v1/jobs").json()["data"]] == [job["id"]]
+            with open_store(served_location) as store:
+                for mode in ("dense", "hybrid", "keyword"):
+                    r = client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": mode})
+                    assert r.status_code == 200, r.text
+                    want = search(store, reference.encode([QUERY])[0], 5, text=QUERY,
+                                  mode=mode)
+                    assert len(want) == 5
+                    got = r.json()["data"]
+                    assert [(h["root"], h["source"], h["ordinal"]) for h in got] == \
+                        [("docs", h.source, h.ordinal) for h in want]
+                    for g, w in zip(got, want):
+                        assert g["score"] == pytest.approx(w.score, abs=1e-5)
+                    assert served_location not in r.text
+                got_content = store_content(store, folder)
+                assert store.job(job["id"]).status == "completed"  # a row of this store
+            listing = client.get("/v1/jobs").text
+            assert served_location not in listing and str(tmp_path) not in listing
+    finally:
+        srv.stop()
+    with SQLiteStore(tmp_path / "reference") as store:  # the CLI's run of the same folder
+        run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
+        assert_same_content(got_content, store_content(store, folder))
+
+
+def test_a_search_while_postgres_restarts_is_503_and_the_next_one_succeeds(
+        pg_cluster, pg_url, tmp_path) -> None:
+    """PostgreSQL restarted under a running server (issue 29): a search while it is down
+    answers 503 `index_unavailable` with a message (not the URL), embeddings stay up, and
+    the first search after it is back answers as before, without restarting the service."""
+    jobs_root = tmp_path / "jobs"
+    copy_corpus(jobs_root / "docs", LARGER)
+    srv = start_server(tmp_path / "server", "--db", pg_url, "--jobs-root", str(jobs_root))
+    query = {"query": QUERY, "k": 5, "mode": "hybrid"}
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            job = finished_job(client, client.post("/v1/jobs", json={"path": "docs"}
+                                                   ).json()["id"])
+            assert job["status"] == "completed", job
+            before = client.post("/v1/search", json=query)
+            assert before.status_code == 200, before.text
+            pg_cluster.stop()
+            try:
+                for _ in range(2):  # the lost connection, then a refused one
+                    down = client.post("/v1/search", json=query)
+                    assert down.status_code == 503, down.text
+                    error = down.json()["error"]
+                    assert error["code"] == "index_unavailable"
+                    assert "PostgreSQL server" in error["message"]
+                    assert pg_url.split("@")[-1] not in down.text
+                embedded = client.post("/v1/embeddings", json={"input": "still up"})
+                assert embedded.status_code == 200, embedded.text
+            finally:
+                pg_cluster.start_again()
+            after = client.post("/v1/search", json=query)
+            assert after.status_code == 200, after.text
+            assert after.json()["data"] == before.json()["data"]
+    finally:
+        srv.stop()
