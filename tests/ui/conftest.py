@@ -3,9 +3,11 @@ a small corpus indexed before the tests, and Debian's chromium driven by Playwri
 
 The tests skip, saying why, where chromium or Playwright is absent (`make system-packages`
 installs chromium, the test extra Playwright; Playwright's own browser download is not
-used). The server and the browser are shared by the whole session (each xdist worker
-starts its own); each test gets a fresh browser context whose session storage already
-holds the key, as after the key form.
+used). The server and the browser are shared by the tests of one module, and closed
+after them: Playwright's sync API keeps an event loop running in the thread that started
+it, and other modules' tests that call `asyncio.run` must not find it there. Each test
+gets a fresh browser context whose session storage already holds the key, as after the
+key form.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from attnswitch.service import launch
 from ui_testing import KEY, STARTUP_TIMEOUT_S, chromium, make_jobs_root
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     path = chromium()
     if path is None:
@@ -39,7 +41,7 @@ def browser() -> Iterator[object]:
         browser.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ui_server(tmp_path_factory: pytest.TempPathFactory, browser: object
               ) -> Iterator[launch.ServerProcess]:
     """A server with a key and a jobs root whose `docs/` folder is indexed (by a job)."""
@@ -109,12 +111,12 @@ def ui(new_page) -> Page:
     return new_page()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def jobs_root(ui_server: launch.ServerProcess) -> Path:
     return Path(ui_server.log).parent.parent / "jobs"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def bare_server(tmp_path_factory: pytest.TempPathFactory, browser: object
                 ) -> Iterator[launch.ServerProcess]:
     """A keyless server over an empty data folder, without jobs, returned as soon as it
