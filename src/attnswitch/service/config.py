@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnswitch.engines.base import check_precision
+from attnswitch.engines.base import check_precision_choice
 from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class ServiceConfig:
             raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
                              f"got {self.engine!r}")
         if self.precision is not None:
-            check_precision(self.precision)
+            check_precision_choice(self.precision)
         for name in ("max_body_bytes", "max_items", "max_queue_items", "batch_tokens",
                      "job_chunks_per_call"):
             value = getattr(self, name)

@@ -1,0 +1,93 @@
+"""Post-training static int8 quantisation of the exported models, with a calibration set.
+
+Static quantisation fixes the scale of every quantised activation from the ranges it takes
+on calibration inputs, so the calibration set must look like what is encoded: it is
+`autopick.calibration_texts` (16 texts near the model's limit and half of it) and the
+passages and queries of the built-in retrieval check (`retrieval_check`: 66 short real
+sentences), tokenised by the model's tokenizer and grouped into padded batches of
+`CALIBRATION_BATCH` texts of similar length (so little padding enters the statistics).
+
+- OpenVINO: `nncf.quantize(model, nncf.Dataset(batches), model_type=TRANSFORMER)`, NNCF's
+  recipe for transformer encoders (weights per channel, activations per tensor, SmoothQuant,
+  fast bias correction; LayerNorm, softmax and the attention's score path kept in float).
+- ONNX Runtime: `quantize_static` in QDQ format on the fused graph, per-channel int8 weights
+  and uint8 activations, MatMul nodes only (the fused Attention, EmbedLayerNormalization and
+  SkipLayerNormalization kernels stay float32; the QOperator format with per-channel
+  MatMul weights raises inside onnxruntime 1.32's quantiser).
+
+`CALIBRATION_REVISION` is part of every int8 cache key: changing the set rebuilds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.engines.base import padded
+from attnswitch.engines.model import ModelSpec
+
+CALIBRATION_BATCH = 8
+CALIBRATION_REVISION = 1
+
+
+def calibration_texts(spec: ModelSpec) -> list[str]:
+    from attnswitch.engines import autopick, retrieval_check
+
+    return [*autopick.calibration_texts(spec), *retrieval_check.calibration_corpus()]
+
+
+def calibration_batches(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
+    """The calibration inputs: `{"input_ids", "attention_mask"}` int64 `[B, S]` per batch."""
+    tok = spec.tokenizer()
+    texts = calibration_texts(spec)
+    if spec.do_lower_case:
+        texts = [t.lower() for t in texts]
+    ids = sorted((e.ids for e in tok.encode_batch(texts)), key=len, reverse=True)
+    out = []
+    for start in range(0, len(ids), CALIBRATION_BATCH):
+        input_ids, mask = padded(ids[start:start + CALIBRATION_BATCH], spec.pad_token_id)
+        out.append({"input_ids": input_ids, "attention_mask": mask})
+    return out
+
+
+def quantize_openvino(spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
+    """Write the NNCF int8 model of the float32 IR `source_xml` to `target_xml`."""
+    import nncf
+
+    from attnswitch.engines.openvino_runtime import import_openvino
+
+    ov = import_openvino()
+    model = ov.Core().read_model(str(source_xml))
+    batches = calibration_batches(spec)
+    quantized = nncf.quantize(model, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER,
+                              subset_size=len(batches))
+    ov.save_model(quantized, str(target_xml), compress_to_fp16=False)
+
+
+def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
+    """Write the static int8 (QDQ) model of the float32 ONNX graph `source` to `target`."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, batches: list[dict[str, np.ndarray]]):
+            self._batches = iter(batches)
+
+        def get_next(self) -> Any:
+            return next(self._batches, None)
+
+    quantize_static(str(source), str(target), Reader(calibration_batches(spec)),
+                    quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    op_types_to_quantize=["MatMul"], calibrate_method=CalibrationMethod.MinMax)
+
+
+__all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "calibration_batches",
+           "calibration_texts", "quantize_onnx", "quantize_openvino"]
