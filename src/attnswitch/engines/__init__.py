@@ -13,7 +13,7 @@ whose vectors match the torch float32 ones, measured on first use and remembered
 explicit name, or `$ATTNSWITCH_ENGINE`, overrides it. `precision="auto"` (the default) is
 chosen the same way (`autoprecision`): the fastest precision the chip runs natively whose
 vectors keep float32's (cosine and top-10), measured on first use and remembered; an
-explicit precision is used as given. An engine that fails at run time
+explicit precision, or `$ATTNSWITCH_PRECISION` for "auto", is used as given. An engine that fails at run time
 falls back to the next of the plan with a warning, as attention backends do.
 
 `encode(texts)` is the one-call entry; `get_engine` returns the cached `Encoder` behind it;
@@ -45,6 +45,7 @@ from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
 from attnswitch.engines.registry import Engine
 
 ENV_ENGINE = "ATTNSWITCH_ENGINE"
+ENV_PRECISION = "ATTNSWITCH_PRECISION"
 
 
 class NoEngineError(RuntimeError):
@@ -93,9 +94,16 @@ def explain_precision(model: str | os.PathLike | None = None, engine: str = "aut
     """The `autoprecision.PrecisionPlan` of `precision="auto"` for (model, engine): the
     recorded plan, measured now when there is none (None with `measure=False`). Without
     torch, the parity reference, nothing can be checked: the plan is float32, and says so.
-    After a measurement only the picked precision's encoder stays loaded."""
+    After a measurement only the picked precision's encoder stays loaded.
+    `$ATTNSWITCH_PRECISION` names the precision "auto" stands for (nothing is measured)."""
     from attnswitch.engines import autoprecision
 
+    forced = os.environ.get(ENV_PRECISION, "").strip()
+    if forced and forced != "auto":
+        if forced not in PRECISIONS:
+            raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}",
+                                   repr(forced))
+        return autoprecision.PrecisionPlan(forced, [], f"forced by ${ENV_PRECISION}")
     spec = _spec(model)
     requested, _ = _requested(engine)
     with _cache_lock:
@@ -326,6 +334,7 @@ def engine_names() -> list[str]:
 
 __all__ = [
     "ENV_ENGINE",
+    "ENV_PRECISION",
     "PRECISIONS",
     "PRECISION_CHOICES",
     "EncodeInputError",

@@ -20,6 +20,11 @@ sentences), tokenised by the model's tokenizer and grouped into padded batches o
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +57,52 @@ def calibration_batches(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
     return out
 
 
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """`logger` at ERROR while quantising: NNCF draws progress bars through it, and
+    onnxruntime's quantiser warns through the root logger about every tensor whose type its
+    shape inference leaves open (it does not quantise those, which is the intent here)."""
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def import_nncf() -> Any:
+    """NNCF, imported with its telemetry off. NNCF sends usage events to Google Analytics
+    from `nncf.quantize` unless a consent file says no, and decides once, when
+    `nncf.telemetry.wrapper` is imported, from `$NNCF_CI`: the variable is set for that
+    import and restored after it (a document indexer makes no network request of its own;
+    see also `openvino_runtime.import_openvino`)."""
+    if "nncf" in sys.modules:
+        return sys.modules["nncf"]
+    before = os.environ.get("NNCF_CI")
+    os.environ["NNCF_CI"] = "1"
+    try:
+        import nncf
+    finally:
+        if before is None:
+            os.environ.pop("NNCF_CI", None)
+        else:
+            os.environ["NNCF_CI"] = before
+    return nncf
+
+
 def quantize_openvino(spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
     """Write the NNCF int8 model of the float32 IR `source_xml` to `target_xml`."""
-    import nncf
-
     from attnswitch.engines.openvino_runtime import import_openvino
 
     ov = import_openvino()
+    nncf = import_nncf()
     model = ov.Core().read_model(str(source_xml))
     batches = calibration_batches(spec)
-    quantized = nncf.quantize(model, nncf.Dataset(batches), model_type=nncf.ModelType.TRANSFORMER,
-                              subset_size=len(batches))
+    # NNCF draws its progress bars on stdout, which `--json` output owns: they go to stderr
+    with _quiet(logging.getLogger("nncf")), contextlib.redirect_stdout(sys.stderr):
+        quantized = nncf.quantize(model, nncf.Dataset(batches),
+                                  model_type=nncf.ModelType.TRANSFORMER,
+                                  subset_size=len(batches))
     ov.save_model(quantized, str(target_xml), compress_to_fp16=False)
 
 
@@ -83,10 +123,12 @@ def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
         def get_next(self) -> Any:
             return next(self._batches, None)
 
-    quantize_static(str(source), str(target), Reader(calibration_batches(spec)),
-                    quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    op_types_to_quantize=["MatMul"], calibrate_method=CalibrationMethod.MinMax)
+    with _quiet(logging.getLogger()):
+        quantize_static(str(source), str(target), Reader(calibration_batches(spec)),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        op_types_to_quantize=["MatMul"],
+                        calibrate_method=CalibrationMethod.MinMax)
 
 
 __all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "calibration_batches",
