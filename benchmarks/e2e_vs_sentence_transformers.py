@@ -339,7 +339,7 @@ def main() -> None:
     texts = corpus_chunks(args.chunks)
     from attnswitch.engines import explain_engine, get_engine
 
-    ids = get_engine(None, "torch").tokenize(texts)
+    ids = get_engine(None, "torch", "fp32").tokenize(texts)
     lengths = [len(r) for r in ids]
     workdir = Path(tempfile.mkdtemp(prefix="asw-e2e-"))
     texts_file = workdir / "texts.json"
