@@ -20,6 +20,7 @@ PARITY_CASES = [
     ("onnxruntime", "fp32", 0.9999),
     ("openvino", "bf16", 0.999),
     ("onnxruntime", "int8", 0.98),
+    ("openvino", "int8", 0.98),
 ]
 
 

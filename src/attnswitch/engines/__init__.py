@@ -56,7 +56,7 @@ class NoEngineError(RuntimeError):
 class EngineStatus:
     """Whether an engine can run here. `reason` says why not (None when it can); `detail`
     says what it would run on; `auto` marks the engine `engine="auto"` picked (from the
-    recorded fp32 plan; None when nothing was recorded yet)."""
+    recorded plan of the precision "auto" stands for; None when nothing was recorded yet)."""
 
     name: str
     available: bool
@@ -201,9 +201,13 @@ def choose(engine: str = "auto", model: str | os.PathLike | None = None,
 
 
 def engines_status() -> list[EngineStatus]:
-    """Every engine with whether it can run here and why not (for `attnswitch doctor`)."""
+    """Every engine with whether it can run here and why not (for `attnswitch doctor`);
+    `auto` marks the pick of the recorded plan for the precision "auto" stands for (fp32
+    while none is recorded)."""
     try:
-        plan = explain_engine(None, "auto", "fp32", measure=False)
+        chosen = explain_precision(None, "auto", measure=False)
+        plan = explain_engine(None, "auto", "fp32" if chosen is None else chosen.chosen,
+                              measure=False)
     except (ModelError, EncodeInputError):
         plan = None
     out = []
