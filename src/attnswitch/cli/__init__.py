@@ -427,9 +427,9 @@ def _engines() -> dict[str, Any]:
 
     try:
         chosen = explain_precision(None, "auto", measure=False)
-        precision = None if chosen is None else chosen.to_dict()
+        precision_plan = None if chosen is None else chosen.to_dict()
     except Exception as exc:  # doctor reports, it does not crash
-        precision = {"error": f"{type(exc).__name__}: {exc}"}
+        precision_plan = {"error": f"{type(exc).__name__}: {exc}"}
     plans = {}
     for precision in PRECISIONS:
         try:
@@ -440,7 +440,7 @@ def _engines() -> dict[str, Any]:
         if plan is not None:
             plans[precision] = plan.to_dict()
     return {"status": [dataclasses.asdict(e) for e in engines_status()], "plans": plans,
-            "precision": precision}
+            "precision": precision_plan}
 
 
 def _render_engines(console: Any, engines: dict[str, Any]) -> None:
