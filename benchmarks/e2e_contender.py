@@ -1,16 +1,20 @@
 """One contender of benchmarks/e2e_vs_sentence_transformers.py, in a process of its own.
 
     python benchmarks/e2e_contender.py NAME --texts TEXTS.json --out RESULT.npz
+        [--known-items ITEMS.json]
 
 Loads the contender with the defaults a user would have (threads, batch size, its documented
 fast path), encodes the first 32 texts once (allocations, compilation and kernel selection
 are not timed), then encodes all texts once, timed. Writes the vectors (float32), the
-seconds, and what ran (`detail`) to RESULT.npz.
+seconds, and what ran (`detail`) to RESULT.npz. With `--known-items` (the known-item set of
+benchmarks/retrieval_quality.py: {"chunks", "queries"}), it then encodes those too, untimed,
+and adds their vectors (`chunk_vectors`, `query_vectors`) for the caller's MRR@10.
 
 Contenders (`CONTENDERS`):
 - st-fp32, st-bf16: sentence-transformers `encode` (batch 32, sorted by characters), float32
   and with the model loaded in bfloat16 (`model_kwargs={"dtype": torch.bfloat16}`);
-- asw-auto-fp32, asw-auto-bf16: `attnswitch.encode` with its defaults (engine "auto");
+- asw-auto: `attnswitch.encode` with all its defaults (engine and precision "auto");
+- asw-auto-fp32, asw-auto-bf16, asw-auto-int8: engine "auto", precision given;
 - asw-<engine>-<precision>: `attnswitch.encode` with the engine forced;
 - asw-torch-fp32-nnlinear: the torch engine with torch's own `nn.Linear` (no oneDNN
   prepacking): the named variant that attributes the prepacked linears' gain;
@@ -27,6 +31,13 @@ Contenders (`CONTENDERS`):
 - ov-user-fp32, ov-user-bf16: OpenVINO as its docs show it: `compile_model(model, "CPU",
   {"INFERENCE_PRECISION_HINT": ...})` with the default (latency) hint, a synchronous
   request, batches of 32 sorted by characters as sentence-transformers does;
+- ov-user-tput-fp32, ov-user-tput-bf16: OpenVINO for batch work as its docs show it: the
+  THROUGHPUT hint and an `AsyncInferQueue` of the compiled model's optimal number of
+  requests, the same batches;
+- ov-user-nncf-int8: OpenVINO int8 as a user gets it from NNCF's docs: `nncf.quantize(model,
+  nncf.Dataset(...), model_type=TRANSFORMER)` calibrated on the first 300 texts to encode
+  (one text per sample; quantised once into $ASW_E2E_WORKDIR, not timed), then the
+  throughput mode above;
 - ort-user-fp32: ONNX Runtime on the graph fused by its transformer optimizer, default
   session options, the same batching.
 The user runtimes read the model files attnswitch exported (a user's `torch.onnx.export` of
@@ -117,6 +128,68 @@ def _user_batches(texts: list[str], tokenizer) -> list[tuple[np.ndarray, np.ndar
     return out
 
 
+def _user_nncf_ir(spec, texts: list[str]) -> Path:
+    """The user's NNCF int8 IR, quantised once per benchmark run (see the module doc)."""
+    import openvino as ov
+
+    from attnswitch.engines.openvino_runtime import artifacts
+    from attnswitch.engines.quantize import import_nncf
+
+    nncf = import_nncf()  # telemetry off: the benchmark makes no network request
+    target = Path(os.environ.get("ASW_E2E_WORKDIR", ".")) / "user-nncf-int8" / "model.xml"
+    if target.is_file():
+        return target
+    folder, _ = artifacts(spec)
+    tokenizer = spec.tokenizer()
+
+    def transform(text: str) -> dict:
+        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+        return {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+
+    model = ov.Core().read_model(str(folder / "model.xml"))
+    quantized = nncf.quantize(model, nncf.Dataset(texts[:300], transform),
+                              model_type=nncf.ModelType.TRANSFORMER)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(quantized, str(target))
+    return target
+
+
+def _user_throughput(precision: str, texts: list[str]) -> tuple[Callable, str]:
+    import openvino as ov
+
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.engines.openvino_runtime import artifacts
+
+    spec = ModelSpec.load(None)
+    tokenizer = spec.tokenizer()
+    if precision == "int8":
+        path, config = _user_nncf_ir(spec, texts), {}
+    else:
+        path = artifacts(spec)[0] / "model.xml"
+        config = {"INFERENCE_PRECISION_HINT": {"fp32": "f32", "bf16": "bf16"}[precision]}
+    compiled = ov.Core().compile_model(str(path), "CPU", {**config,
+                                                           "PERFORMANCE_HINT": "THROUGHPUT"})
+    jobs = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    queue = ov.AsyncInferQueue(compiled, jobs)
+
+    def encode(batch_texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(batch_texts), spec.dim), np.float32)
+
+        def done(request, index) -> None:
+            out[index] = request.get_output_tensor(0).data
+
+        queue.set_callback(done)
+        for index, ids, mask in _user_batches(batch_texts, tokenizer):
+            queue.start_async({"input_ids": ids, "attention_mask": mask}, index)
+        queue.wait_all()
+        return out
+
+    what = "NNCF int8 (TRANSFORMER preset), " if precision == "int8" else \
+        f"hint {config['INFERENCE_PRECISION_HINT']}, "
+    return encode, (f"OpenVINO {ov.get_version()} {what}THROUGHPUT hint, AsyncInferQueue of "
+                    f"{jobs}")
+
+
 def _user(runtime: str, precision: str) -> tuple[Callable, str]:
     from attnswitch.engines.model import ModelSpec
 
@@ -174,28 +247,35 @@ def _torch_threads(n: int) -> tuple[Callable, str]:
     return encode, f"{detail}; torch.set_num_threads({n})"
 
 
-CONTENDERS: dict[str, Callable[[], tuple[Callable, str]]] = {
-    "st-fp32": lambda: _st("fp32"),
-    "st-bf16": lambda: _st("bf16"),
-    "asw-auto-fp32": lambda: _asw("auto", "fp32"),
-    "asw-auto-bf16": lambda: _asw("auto", "bf16"),
-    "asw-torch-fp32": lambda: _asw("torch", "fp32"),
-    "asw-torch-fp32-nnlinear": lambda: _asw("torch", "fp32", linear="torch"),
-    "asw-torch-bf16": lambda: _asw("torch", "bf16"),
-    "asw-torch-fp32-passive": lambda: _with_env("OMP_WAIT_POLICY", "PASSIVE",
+CONTENDERS: dict[str, Callable[[list[str]], tuple[Callable, str]]] = {
+    "st-fp32": lambda texts: _st("fp32"),
+    "st-bf16": lambda texts: _st("bf16"),
+    "asw-auto": lambda texts: _asw("auto", "auto"),
+    "asw-auto-fp32": lambda texts: _asw("auto", "fp32"),
+    "asw-auto-bf16": lambda texts: _asw("auto", "bf16"),
+    "asw-auto-int8": lambda texts: _asw("auto", "int8"),
+    "asw-openvino-int8": lambda texts: _asw("openvino", "int8"),
+    "asw-onnxruntime-int8": lambda texts: _asw("onnxruntime", "int8"),
+    "ov-user-tput-fp32": lambda texts: _user_throughput("fp32", texts),
+    "ov-user-tput-bf16": lambda texts: _user_throughput("bf16", texts),
+    "ov-user-nncf-int8": lambda texts: _user_throughput("int8", texts),
+    "asw-torch-fp32": lambda texts: _asw("torch", "fp32"),
+    "asw-torch-fp32-nnlinear": lambda texts: _asw("torch", "fp32", linear="torch"),
+    "asw-torch-bf16": lambda texts: _asw("torch", "bf16"),
+    "asw-torch-fp32-passive": lambda texts: _with_env("OMP_WAIT_POLICY", "PASSIVE",
                                                 lambda: _asw("torch", "fp32")),
-    "asw-torch-fp32-1thread": lambda: _torch_threads(1),
-    "asw-jax-fp32": lambda: _asw("jax", "fp32"),
-    "asw-openvino-fp32": lambda: _asw("openvino", "fp32"),
-    "asw-openvino-bf16": lambda: _asw("openvino", "bf16"),
-    "asw-openvino-fp32-b4096": lambda: _asw_batch_tokens("openvino", "fp32", 4096),
-    "asw-openvino-bf16-b4096": lambda: _asw_batch_tokens("openvino", "bf16", 4096),
-    "asw-openvino-fp32-latency": lambda: _openvino_latency("fp32"),
-    "asw-torch-fp32-compile": _torch_compiled,
-    "asw-onnxruntime-fp32": lambda: _asw("onnxruntime", "fp32"),
-    "ov-user-fp32": lambda: _user("ov", "fp32"),
-    "ov-user-bf16": lambda: _user("ov", "bf16"),
-    "ort-user-fp32": lambda: _user("ort", "fp32"),
+    "asw-torch-fp32-1thread": lambda texts: _torch_threads(1),
+    "asw-jax-fp32": lambda texts: _asw("jax", "fp32"),
+    "asw-openvino-fp32": lambda texts: _asw("openvino", "fp32"),
+    "asw-openvino-bf16": lambda texts: _asw("openvino", "bf16"),
+    "asw-openvino-fp32-b4096": lambda texts: _asw_batch_tokens("openvino", "fp32", 4096),
+    "asw-openvino-bf16-b4096": lambda texts: _asw_batch_tokens("openvino", "bf16", 4096),
+    "asw-openvino-fp32-latency": lambda texts: _openvino_latency("fp32"),
+    "asw-torch-fp32-compile": lambda texts: _torch_compiled(),
+    "asw-onnxruntime-fp32": lambda texts: _asw("onnxruntime", "fp32"),
+    "ov-user-fp32": lambda texts: _user("ov", "fp32"),
+    "ov-user-bf16": lambda texts: _user("ov", "bf16"),
+    "ort-user-fp32": lambda texts: _user("ort", "fp32"),
 }
 
 
@@ -204,17 +284,23 @@ def main() -> None:
     p.add_argument("name", choices=sorted(CONTENDERS))
     p.add_argument("--texts", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--known-items", type=Path)
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     texts = json.loads(args.texts.read_text())
     started = time.perf_counter()
-    encode, detail = CONTENDERS[args.name]()
+    encode, detail = CONTENDERS[args.name](texts)
     encode(texts[:32])
     load_s = time.perf_counter() - started
     start = time.perf_counter()
     vectors = np.asarray(encode(texts), dtype=np.float32)
     seconds = time.perf_counter() - start
-    np.savez(args.out, vectors=vectors, seconds=seconds, load_s=load_s, detail=detail)
+    extra = {}
+    if args.known_items is not None:
+        items = json.loads(args.known_items.read_text())
+        extra = {"chunk_vectors": np.asarray(encode(items["chunks"]), dtype=np.float32),
+                 "query_vectors": np.asarray(encode(items["queries"]), dtype=np.float32)}
+    np.savez(args.out, vectors=vectors, seconds=seconds, load_s=load_s, detail=detail, **extra)
 
 
 if __name__ == "__main__":

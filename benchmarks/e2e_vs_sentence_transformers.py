@@ -12,8 +12,11 @@ contenders is rotated from round to round. Conditions:
   a fixed load, the same for every contender.
 
 Per condition the table gives each contender's median chunks/s over rounds, the median of
-its per-round ratio to sentence-transformers float32 of the same round, and the minimum
-cosine of its vectors to sentence-transformers float32's. The page names the CPU model and
+its per-round ratio to sentence-transformers float32 of the same round, the minimum
+cosine of its vectors to sentence-transformers float32's, and its MRR@10 on the
+repository's known-item retrieval benchmark (benchmarks/retrieval_quality.py: section
+headings as queries, each section's first chunk the target; exact cosine ranking), encoded
+by the contender in its first round after the timed encode, untimed. The page names the CPU model and
 its ISA flags (AMX, AVX-512 BF16...), and writes a plot.
 
 Before the rounds, `engine="auto"` is calibrated once (engines.autopick) in the cache
@@ -22,7 +25,7 @@ the page shows what auto picked and why.
 
     python benchmarks/e2e_vs_sentence_transformers.py [--chunks 600] [--rounds 3]
         [--conditions quiet,load] [--contenders a,b,...] [--load-contenders a,b,...]
-        [--out docs/results]
+        [--out docs/results] [--mrr-limit N | --no-mrr]
 """
 
 from __future__ import annotations
@@ -44,16 +47,26 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"
 BASELINE = "st-fp32"
-QUIET = ("st-fp32", "st-bf16", "asw-auto-fp32", "asw-auto-bf16", "asw-openvino-fp32-b4096",
+QUIET = ("st-fp32", "st-bf16", "asw-auto", "asw-auto-fp32", "asw-auto-bf16", "asw-auto-int8",
+         "asw-openvino-int8", "asw-onnxruntime-int8", "asw-openvino-fp32-b4096",
          "asw-openvino-bf16-b4096", "asw-openvino-fp32-latency", "asw-torch-fp32",
          "asw-torch-fp32-nnlinear", "asw-torch-fp32-compile", "asw-torch-fp32-passive",
-         "asw-onnxruntime-fp32", "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
-LOADED = ("st-fp32", "asw-auto-fp32", "asw-auto-bf16", "asw-torch-fp32",
-          "asw-torch-fp32-passive", "ov-user-fp32", "ov-user-bf16", "ort-user-fp32")
-# the peers each attnswitch default is judged against (issue: fp32 >= best fp32 runtime,
-# bf16 >= OpenVINO bf16), and the parity each must keep
-JUDGED = {"asw-auto-fp32": (("ort-user-fp32", "ov-user-fp32"), 0.9999),
-          "asw-auto-bf16": (("ov-user-bf16",), 0.999)}
+         "asw-onnxruntime-fp32", "ov-user-fp32", "ov-user-bf16", "ov-user-tput-fp32",
+         "ov-user-tput-bf16", "ov-user-nncf-int8", "ort-user-fp32")
+LOADED = ("st-fp32", "asw-auto", "asw-auto-fp32", "asw-auto-bf16", "asw-auto-int8",
+          "asw-torch-fp32", "asw-torch-fp32-passive", "ov-user-fp32", "ov-user-bf16",
+          "ov-user-tput-fp32", "ov-user-tput-bf16", "ov-user-nncf-int8", "ort-user-fp32")
+# the peers each attnswitch contender is judged against (the best of them), the parity it
+# must keep, and the ratio it must reach: fp32 >= the best fp32 runtime; bf16 and the
+# default >= OpenVINO bf16 (both modes); int8 >= 1.3x OpenVINO bf16 in throughput mode and
+# >= 1.0x OpenVINO int8 through NNCF
+JUDGED = (("asw-auto-fp32", ("ort-user-fp32", "ov-user-fp32", "ov-user-tput-fp32"), 0.9999,
+           1.0),
+          ("asw-auto-bf16", ("ov-user-bf16", "ov-user-tput-bf16"), 0.999, 1.0),
+          ("asw-auto", ("ov-user-bf16", "ov-user-tput-bf16"), 0.999, 1.0),
+          ("asw-auto-int8", ("ov-user-tput-bf16",), 0.98, 1.3),
+          ("asw-auto-int8", ("ov-user-nncf-int8",), 0.98, 1.0))
+MRR_TOLERANCE = 0.01  # of the float32 MRR@10, for the default and int8
 
 
 def corpus_chunks(n: int) -> list[str]:
@@ -134,16 +147,21 @@ class Load:
                 w.kill()
 
 
-def run_contender(name: str, texts_file: Path, workdir: Path, env: dict) -> dict:
+def run_contender(name: str, texts_file: Path, workdir: Path, env: dict,
+                  items_file: Path | None = None) -> dict:
     out = workdir / f"{name}.npz"
+    extra = [] if items_file is None else ["--known-items", str(items_file)]
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "e2e_contender.py"),
-                           name, "--texts", str(texts_file), "--out", str(out)],
+                           name, "--texts", str(texts_file), "--out", str(out), *extra],
                           env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
     data = np.load(out)
-    return {"vectors": data["vectors"], "seconds": float(data["seconds"]),
-            "detail": str(data["detail"])}
+    got = {"vectors": data["vectors"], "seconds": float(data["seconds"]),
+           "detail": str(data["detail"])}
+    if "chunk_vectors" in data:
+        got["known_items"] = (data["chunk_vectors"], data["query_vectors"])
+    return got
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -153,7 +171,11 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def measure(condition: str, names: list[str], texts: list[str], texts_file: Path,
-            rounds: int, load_procs: int, env: dict, workdir: Path) -> dict:
+            rounds: int, load_procs: int, env: dict, workdir: Path,
+            items: tuple[Path, list[int]] | None) -> dict:
+    from retrieval_quality import dense_mrr_at_10
+
+    mrr: dict[str, float] = {}
     per_round: dict[str, list[float]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
     min_cos: dict[str, float] = {n: 1.0 for n in names}
@@ -162,7 +184,9 @@ def measure(condition: str, names: list[str], texts: list[str], texts_file: Path
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         with Load(load_procs if condition == "load" else 0):
-            results = {n: run_contender(n, texts_file, workdir, env) for n in order}
+            results = {n: run_contender(n, texts_file, workdir, env,
+                                        items[0] if items and r == 0 else None)
+                       for n in order}
             loads.append(os.getloadavg()[0])
         base = results[BASELINE]
         for n in names:
@@ -172,10 +196,12 @@ def measure(condition: str, names: list[str], texts: list[str], texts_file: Path
             min_cos[n] = min(min_cos[n], float(cosines(results[n]["vectors"],
                                                        base["vectors"]).min()))
             detail[n] = results[n]["detail"]
+            if "known_items" in results[n]:
+                mrr[n] = dense_mrr_at_10(*results[n]["known_items"], items[1])
         print(f"[{condition}] round {r + 1}, load {loads[-1]:.1f}: " + ", ".join(
             f"{n} {per_round[n][-1]:.1f}" for n in names), flush=True)
     return {"rates": per_round, "ratios": ratios, "min_cos": min_cos, "detail": detail,
-            "loads": loads}
+            "loads": loads, "mrr": mrr}
 
 
 def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]],
@@ -203,6 +229,19 @@ def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]
         "contender.", "",
     ]
     for precision, plan in plans.items():
+        if precision == "auto":
+            lines += [f"`precision=\"auto\"` (the default) picked **{plan['chosen']}**: "
+                      f"{plan['reason']}.", ""]
+            for row in plan["rows"]:
+                rate = "-" if row["chunks_per_s"] is None else f"{row['chunks_per_s']:.1f}"
+                cos = "-" if row["min_cosine"] is None else f"{row['min_cosine']:.6f}"
+                lines.append(f"- {row['precision']}: {row['status']} on "
+                             f"{row['engine'] or '-'}, calibration {rate} chunks/s, min "
+                             f"cosine {cos}, same top-10 "
+                             f"{'-' if row['top10'] is None else format(row['top10'], '.0%')}"
+                             + (f" ({row['reason']})" if row["reason"] else ""))
+            lines.append("")
+            continue
         lines += [f"`engine=\"auto\"` ({precision}) picked **{plan['chosen']}**: "
                   f"{plan['reason']}.", ""]
         for row in plan["rows"]:
@@ -215,24 +254,36 @@ def render(args, texts_tokens: tuple[int, float, int], cpu: tuple[str, list[str]
     for condition, res in results.items():
         lines += [f"## {condition} (load average during rounds: "
                   f"{', '.join(f'{x:.1f}' for x in res['loads'])})", "",
-                  "| contender | chunks/s | vs ST fp32 | min cosine | chunks/s per round | "
-                  "what ran |", "|---|---:|---:|---:|---|---|"]
+                  "| contender | chunks/s | vs ST fp32 | min cosine | MRR@10 | chunks/s per "
+                  "round | what ran |", "|---|---:|---:|---:|---:|---|---|"]
+        mrr = res.get("mrr", {})
         for name, rates in res["rates"].items():
             lines.append(
                 f"| {name} | {statistics.median(rates):.1f} | "
                 f"{statistics.median(res['ratios'][name]):.2f}x | {res['min_cos'][name]:.6f} | "
-                f"{', '.join(f'{x:.1f}' for x in rates)} | {res['detail'][name]} |")
+                f"{mrr[name]:.4f} | " if name in mrr else
+                f"| {name} | {statistics.median(rates):.1f} | "
+                f"{statistics.median(res['ratios'][name]):.2f}x | {res['min_cos'][name]:.6f} | "
+                "- | ")
+            lines[-1] += f"{', '.join(f'{x:.1f}' for x in rates)} | {res['detail'][name]} |"
         lines.append("")
-        for ours, (peers, parity) in JUDGED.items():
+        for ours, peers, parity, target in JUDGED:
             if ours not in res["rates"] or not all(p in res["rates"] for p in peers):
                 continue
             per_round = per_round_ratio(res, ours, peers)
             ratio = statistics.median(per_round)
             ok = res["min_cos"][ours] >= parity
+            quality = ""
+            if ours in mrr and BASELINE in mrr:
+                delta = mrr[ours] - mrr[BASELINE]
+                quality = (f"; MRR@10 {mrr[ours]:.4f}, {delta:+.4f} vs float32 "
+                           f"({'within' if abs(delta) <= MRR_TOLERANCE else 'outside'} "
+                           f"{MRR_TOLERANCE})")
             lines.append(f"- **{ours} vs the best of {', '.join(peers)}: {ratio:.2f}x** "
-                         f"(median of per-round ratios: "
-                         f"{', '.join(f'{x:.2f}' for x in per_round)}); min cosine "
-                         f"{res['min_cos'][ours]:.6f} {'>=' if ok else '<'} {parity}.")
+                         f"({'meets' if ratio >= target else 'misses'} {target}x; median of "
+                         f"per-round ratios: {', '.join(f'{x:.2f}' for x in per_round)}); "
+                         f"min cosine {res['min_cos'][ours]:.6f} {'>=' if ok else '<'} "
+                         f"{parity}{quality}.")
         lines.append("")
         attributed = [(what, a, b) for what, a, b in ATTRIBUTION
                       if a in res["rates"] and b in res["rates"]]
@@ -278,22 +329,42 @@ def main() -> None:
     p.add_argument("--load-contenders", default=",".join(LOADED))
     p.add_argument("--load-procs", type=int, default=2)
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
+    p.add_argument("--mrr-limit", type=int, default=0,
+                   help="Known items: only the first N section chunks and their queries "
+                        "(0: all; for a smoke run).")
+    p.add_argument("--no-mrr", action="store_true", help="Skip the known-item MRR@10.")
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     texts = corpus_chunks(args.chunks)
     from attnswitch.engines import explain_engine, get_engine
 
-    ids = get_engine(None, "torch").tokenize(texts)
+    ids = get_engine(None, "torch", "fp32").tokenize(texts)
     lengths = [len(r) for r in ids]
     workdir = Path(tempfile.mkdtemp(prefix="asw-e2e-"))
     texts_file = workdir / "texts.json"
     texts_file.write_text(json.dumps(texts))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ASW_E2E_WORKDIR": str(workdir)}
+    items = None
+    if not args.no_mrr:
+        from retrieval_quality import known_items
+
+        chunks, queries, targets = known_items()
+        if args.mrr_limit:
+            keep = [i for i, t in enumerate(targets) if t < args.mrr_limit]
+            chunks = chunks[:args.mrr_limit]
+            queries, targets = [queries[i] for i in keep], [targets[i] for i in keep]
+        items_file = workdir / "known_items.json"
+        items_file.write_text(json.dumps({"chunks": chunks, "queries": queries}))
+        items = (items_file, targets)
+        print(f"known items: {len(queries)} queries over {len(chunks)} chunks", flush=True)
     env.pop("ATTNSWITCH_ENGINE", None)
     os.environ.pop("ATTNSWITCH_ENGINE", None)
-    plans = {}
-    for precision in ("fp32", "bf16"):  # calibrated once, shared through the cache dir
+    from attnswitch.engines import explain_precision
+
+    plans = {"auto": explain_precision(None, "auto").to_dict()}
+    print(f"auto precision: {plans['auto']['chosen']} ({plans['auto']['reason']})", flush=True)
+    for precision in ("fp32", "bf16", "int8"):  # calibrated once, shared through the cache dir
         plans[precision] = explain_engine(None, "auto", precision).to_dict()
         print(f"auto {precision}: {plans[precision]['chosen']} ({plans[precision]['reason']})",
               flush=True)
@@ -303,7 +374,7 @@ def main() -> None:
         if BASELINE not in names:
             names.insert(0, BASELINE)
         results[condition] = measure(condition, names, texts, texts_file, args.rounds,
-                                     args.load_procs, env, workdir)
+                                     args.load_procs, env, workdir, items)
     cpu = cpu_description()
     page = render(args, (len(texts), float(np.mean(lengths)), int(np.sum(lengths))), cpu,
                   results, plans)

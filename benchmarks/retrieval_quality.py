@@ -82,6 +82,46 @@ def sections(doc) -> list[Section]:
     return out
 
 
+def known_items(corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 128
+                ) -> tuple[list[str], list[str], list[int]]:
+    """The benchmark's known-item set without a store: (every section's first chunk, the
+    unique headings as queries, each query's target as an index into the chunks)."""
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.pipeline.chunk import chunk_text
+    from attnswitch.pipeline.config import chunk_tokenizer
+    from attnswitch.pipeline.ingest import ingest
+
+    docs = [d for d in ingest(corpus) if d.ok]
+    all_sections = [s for d in docs for s in sections(d)]
+    counts: dict[str, int] = {}
+    for s in all_sections:
+        counts[s.heading.lower()] = counts.get(s.heading.lower(), 0) + 1
+    tokenizer = chunk_tokenizer(ModelSpec.load(None))
+    chunks, queries, targets = [], [], []
+    for s in all_sections:
+        first = chunk_text(s.body, tokenizer, max_tokens=max_tokens, overlap=0)
+        if not first:
+            continue
+        if counts[s.heading.lower()] == 1:
+            queries.append(s.heading)
+            targets.append(len(chunks))
+        chunks.append(first[0].text)
+    return chunks, queries, targets
+
+
+def dense_mrr_at_10(chunk_vectors: np.ndarray, query_vectors: np.ndarray,
+                    targets: list[int]) -> float:
+    """MRR@10 of exact cosine search (the dense mode's ranking) over the chunks."""
+    c = chunk_vectors / np.linalg.norm(chunk_vectors, axis=1, keepdims=True)
+    q = query_vectors / np.linalg.norm(query_vectors, axis=1, keepdims=True)
+    scores = q.astype(np.float64) @ c.astype(np.float64).T
+    total = 0.0
+    for row, target in zip(scores, targets, strict=True):
+        top = np.argsort(-row, kind="stable")[:K].tolist()
+        total += 1.0 / (top.index(target) + 1) if target in top else 0.0
+    return total / len(targets)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "examples" / "corpus")

@@ -3,7 +3,10 @@ temporary directory for the whole session (each xdist worker has its own).
 
 The suite runs `engine="auto"` as the torch engine (`ATTNSWITCH_ENGINE=torch`), so that
 each worker does not first measure every engine on the real model (about a minute on two
-cores); tests/engines/test_autopick.py clears it and tests the measured pick."""
+cores); tests/engines/test_autopick.py clears it and tests the measured pick. Likewise
+`precision="auto"` runs as float32 (`ATTNSWITCH_PRECISION=fp32`), so that vectors compared
+with sentence-transformers float32 are float32; tests/engines/test_autoprecision.py clears it
+and tests the measured pick."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _SESSION_CACHE = tempfile.mkdtemp(prefix="attnswitch-test-cache-")
     os.environ["ATTNSWITCH_CACHE_DIR"] = _SESSION_CACHE
     os.environ.setdefault("ATTNSWITCH_ENGINE", "torch")
+    os.environ.setdefault("ATTNSWITCH_PRECISION", "fp32")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

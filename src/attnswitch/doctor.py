@@ -185,8 +185,13 @@ def plan_rows() -> list[dict]:
 def engines_report() -> dict[str, Any]:
     """Every engine with whether it runs here, and the engine plans recorded for this
     machine (measuring is `attnswitch engines`' job: doctor measures no engine)."""
-    from attnswitch.engines import PRECISIONS, engines_status, explain_engine
+    from attnswitch.engines import PRECISIONS, engines_status, explain_engine, explain_precision
 
+    try:
+        chosen = explain_precision(None, "auto", measure=False)
+        precision_plan = None if chosen is None else chosen.to_dict()
+    except Exception as exc:  # doctor reports, it does not crash
+        precision_plan = {"error": f"{type(exc).__name__}: {exc}"}
     plans = {}
     for precision in PRECISIONS:
         try:
@@ -196,4 +201,5 @@ def engines_report() -> dict[str, Any]:
             continue
         if plan is not None:
             plans[precision] = plan.to_dict()
-    return {"status": [dataclasses.asdict(e) for e in engines_status()], "plans": plans}
+    return {"status": [dataclasses.asdict(e) for e in engines_status()], "plans": plans,
+            "precision": precision_plan}

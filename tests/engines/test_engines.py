@@ -32,7 +32,7 @@ def test_engines_are_cached_per_model_engine_and_precision():
 @pytest.mark.parametrize("kwargs, message", [
     ({"engine": "tpu"}, "engine: expected one of auto, torch, jax, openvino, onnxruntime, "
                         "got 'tpu'"),
-    ({"precision": "fp16"}, "precision: expected one of fp32, bf16, int8, got 'fp16'"),
+    ({"precision": "fp16"}, "precision: expected one of auto, fp32, bf16, int8, got 'fp16'"),
 ])
 def test_bad_options_are_named(kwargs, message):
     with pytest.raises(EncodeInputError, match=message):

@@ -70,7 +70,6 @@ def test_declines_lists_every_reason(registered, minilm_path):
 @pytest.mark.parametrize("name, precision, expected", [
     ("onnxruntime", "bf16", "computes fp32/int8, not bf16"),
     ("torch", "int8", "computes fp32/bf16, not int8"),
-    ("openvino", "int8", "computes fp32/bf16, not int8"),
     ("jax", "int8", "computes fp32/bf16, not int8"),
 ])
 def test_precisions_an_engine_does_not_compute_are_declined(name, precision, expected):

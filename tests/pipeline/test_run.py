@@ -298,3 +298,21 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
     assert everything == [e.source for e in entries]
     assert all(d.text.startswith("document number") for d in
                run_module.read_ahead(entries, 2**20, depth=3))
+
+
+@pytest.mark.parametrize("forced", ["bf16", "fp32"])
+def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: Path,
+                                                          monkeypatch, forced) -> None:
+    from attnswitch.engines import ENV_PRECISION, get_engine
+    from attnswitch.pipeline.config import stored_config
+
+    monkeypatch.setenv(ENV_PRECISION, forced)  # what "auto" stands for, without measuring
+    assert OPTIONS.precision == "auto"
+    with SQLiteStore(tmp_path / "db") as store:
+        summary = run(docs, store, OPTIONS)
+        stored = stored_config(store)
+    assert summary.precision == stored.precision == forced
+    assert summary.precision_reason == f"forced by ${ENV_PRECISION}"
+    # a query encodes with the index's precision, whatever "auto" would pick now
+    monkeypatch.setenv(ENV_PRECISION, "fp32" if forced == "bf16" else "bf16")
+    assert get_engine(stored.model, stored.engine, stored.precision).precision == forced

@@ -2,8 +2,9 @@
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
-    attnswitch engines [--precision fp32|bf16|int8] [--no-measure] [--json]
-    attnswitch run PATH [--db DIR] [--engine auto|NAME] [--precision fp32|bf16] [--ray] [--json]
+    attnswitch engines [--precision auto|fp32|bf16|int8] [--no-measure] [--json]
+    attnswitch run PATH [--db DIR] [--engine auto|NAME] [--precision auto|fp32|bf16|int8] [--ray]
+                   [--json]
     attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
     attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
@@ -264,6 +265,14 @@ def _render_engines(console: Any, engines: dict[str, Any]) -> None:
         table.add_row(e["name"], "yes" if e["available"] else f"no: {e['reason']}",
                       _cell(e["auto"]), e["detail"])
     console.print(table)
+    precision = engines.get("precision")
+    if precision is None:
+        console.print("No precision plan recorded on this machine yet: `attnswitch engines` "
+                      "measures one (and `attnswitch run` does on first use).")
+    elif "error" in precision:
+        console.print(f"precision plan: {precision['error']}")
+    else:
+        _render_precision_plan(console, precision)
     for precision, plan in engines["plans"].items():
         if "error" in plan:
             console.print(f"engine plan ({precision}): {plan['error']}")
@@ -276,7 +285,8 @@ def _render_engines(console: Any, engines: dict[str, Any]) -> None:
 
 @app.command("engines")
 def engines_command(
-    precision: Annotated[str, typer.Option(help="fp32, bf16 or int8.")] = "fp32",
+    precision: Annotated[str, typer.Option(
+        help="auto (the measured pick: its plan is shown first), fp32, bf16 or int8.")] = "auto",
     model: Annotated[str | None, typer.Option(
         help="Model folder. Default: all-MiniLM-L6-v2.", show_default=False)] = None,
     engine: Annotated[str, typer.Option(help="auto, or an engine's name.")] = "auto",
@@ -287,11 +297,23 @@ def engines_command(
     """Which engine encodes here, and why each other one does not.
 
     For "auto": the plan recorded for this machine, measured first when there is none
-    (--no-measure: only what is recorded). For an engine named: that engine, forced."""
-    from attnswitch.engines import EncodeInputError, ModelError, explain_engine
+    (--no-measure: only what is recorded). For an engine named: that engine, forced.
+    With precision "auto", the precision plan (which precision, and why not the others)
+    comes first."""
+    from attnswitch.engines import (
+        EncodeInputError,
+        ModelError,
+        explain_engine,
+        explain_precision,
+    )
 
     try:
-        plan = explain_engine(model, engine, precision, measure=measure)
+        precision_plan = None
+        if precision == "auto":
+            precision_plan = explain_precision(model, engine, measure=measure)
+        plan = None if precision == "auto" and precision_plan is None else explain_engine(
+            model, engine, precision if precision_plan is None else precision_plan.chosen,
+            measure=measure)
     except (EncodeInputError, ModelError) as exc:
         typer.echo(f"attnswitch engines: {exc}", err=True)
         if as_json:
@@ -306,9 +328,39 @@ def engines_command(
             typer.echo(message)
         return
     if as_json:
-        print_json(plan.to_dict())
+        print_json({**plan.to_dict(), "precision_plan": None if precision_plan is None
+                    else precision_plan.to_dict()})
     else:
+        if precision_plan is not None:
+            _render_precision_plan(rich_console(), precision_plan.to_dict())
         _render_plan(rich_console(), plan.to_dict())
+
+
+def _render_precision_plan(console: Any, plan: dict) -> None:
+    """A table of a `PrecisionPlan.to_dict()`."""
+    from rich.table import Table
+
+    from attnswitch.engines.autoprecision import AUTO_PARITY
+
+    table = Table(title=f"Precision plan: {plan['chosen']}", title_justify="left",
+                  caption=plan["reason"], caption_justify="left")
+    for col, kw in (("precision", {}), ("engine", {}), ("chunks/s", {"justify": "right"}),
+                    ("min cosine", {"justify": "right"}), ("top-10", {"justify": "right"}),
+                    ("parity", {}), ("why not / what it ran", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for row in plan["rows"]:
+        rate = "-" if row["chunks_per_s"] is None else f"{row['chunks_per_s']:.1f}"
+        cos = "-" if row["min_cosine"] is None else f"{row['min_cosine']:.6f}"
+        top = "-" if row["top10"] is None else f"{row['top10']:.0%}"
+        parity = ("-" if row["parity"] is None else
+                  f"{'yes' if row['parity'] else '[bold red]no[/]'} (>= {AUTO_PARITY}, "
+                  f"same top-10)")
+        name = row["precision"] + (" [green](pick)[/]" if row["precision"] == plan["chosen"]
+                                   else "")
+        note = plan["why_not"].get(row["precision"], "")
+        table.add_row(name, row["engine"] or "-", rate, cos, top, parity,
+                      "; ".join(x for x in (note, row["detail"]) if x))
+    console.print(table)
 
 
 def _render_plan(console: Any, plan: dict) -> None:

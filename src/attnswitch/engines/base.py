@@ -28,8 +28,10 @@ import numpy as np
 from attnswitch.engines.model import ModelSpec
 from attnswitch.errors import AttnswitchError
 
-# "int8" only where an engine declares it, and only when asked for by name.
+# What an encoder computes in ("int8" only where an engine declares it), and what a caller
+# may ask for: those, or "auto" (measured per machine and model, see engines.autoprecision).
 PRECISIONS = ("fp32", "bf16", "int8")
+PRECISION_CHOICES = ("auto", *PRECISIONS)
 
 
 class EncodeInputError(AttnswitchError, ValueError):
@@ -61,6 +63,13 @@ def check_texts(texts: Any) -> list[str]:
 def check_precision(precision: Any) -> str:
     if precision not in PRECISIONS:
         raise EncodeInputError("precision", f"one of {', '.join(PRECISIONS)}", repr(precision))
+    return precision
+
+
+def check_precision_choice(precision: Any) -> str:
+    if precision not in PRECISION_CHOICES:
+        raise EncodeInputError("precision", f"one of {', '.join(PRECISION_CHOICES)}",
+                               repr(precision))
     return precision
 
 

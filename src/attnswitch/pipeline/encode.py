@@ -1,6 +1,7 @@
 """Encoding a run's chunks: the one routine the single-process run (`run.py`) and the Ray
 actors (`ray_encoders.py`) share.
 
+- `resolve_precision`: "auto" precision made concrete (the index records the concrete one);
 - `resolve_engine` and `load_encoder`: the engine a run's options ask for, through the
   engine interface and registry only (`attnswitch.engines`);
 - `ChunkEncoder`: an `Encoder` driven in calls of at most `chunks_per_call` texts, the memory
@@ -35,6 +36,21 @@ WATCH_MIN_CALLS = 12
 
 # A group of documents encoded in one call: (document, its chunks, its kind: new/changed).
 Group = Sequence[tuple[Any, Sequence[Any], str]]
+
+
+def resolve_precision(options: Any) -> tuple[Any, str]:
+    """`options` (`run.RunOptions`) with precision "auto" made concrete (the measured pick
+    of `engines.explain_precision`, for the engine the run asks for), and why."""
+    if options.precision != "auto":
+        return options, f"{options.precision} asked for"
+    import dataclasses
+
+    from attnswitch.engines import explain_precision
+
+    engine = "torch" if options.layout != "padded" and options.engine == "auto" else \
+        options.engine
+    plan = explain_precision(options.model, engine)
+    return dataclasses.replace(options, precision=plan.chosen), plan.reason()
 
 
 def resolve_engine(options: Any, progress: Callable[[int, int, str], None] | None = None

@@ -68,6 +68,7 @@ from attnswitch.pipeline.encode import (
     peak_device_mb,
     peak_rss_mb,
     resolve_engine,
+    resolve_precision,
     settle,
 )
 from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
@@ -88,7 +89,8 @@ LAYOUTS = ("padded", "packed")
 class RunOptions:
     """model: a model folder (None: the packaged default); engine: "auto" or an engine's
     name (`engines.engine_names()`);
-    precision: "fp32" or "bf16"; max_tokens: text tokens per chunk (None: the model's limit);
+    precision: "auto" (the measured pick, see `engines.explain_precision`), "fp32", "bf16"
+    or "int8"; max_tokens: text tokens per chunk (None: the model's limit);
     overlap: tokens shared by neighbouring chunks; batch_tokens: the engine's padded-token
     budget per batch (None: its default); chunks_per_call: chunks gathered across documents
     for one encode call; max_bytes: larger files are skipped; hourly_usd: the device's price
@@ -98,7 +100,7 @@ class RunOptions:
 
     model: str | None = None
     engine: str = "auto"
-    precision: str = "fp32"
+    precision: str = "auto"
     max_tokens: int | None = None
     overlap: int = DEFAULT_OVERLAP
     batch_tokens: int | None = None
@@ -110,9 +112,9 @@ class RunOptions:
     ocr: bool = True
 
     def __post_init__(self) -> None:
-        from attnswitch.engines.base import check_precision
+        from attnswitch.engines.base import check_precision_choice
 
-        check_precision(self.precision)
+        check_precision_choice(self.precision)
         from attnswitch.engines import engine_names
 
         if self.engine not in engine_names():
@@ -210,6 +212,7 @@ class RunSummary:
     config: str
     ray: dict[str, Any] | None = None
     measure_s: float = 0.0
+    precision_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -250,6 +253,7 @@ class RunJob:
                  on_progress: Callable[[RunProgress], None] | None):
         from attnswitch.engines import ModelSpec
 
+        options, self.precision_reason = resolve_precision(options)
         self.root, self.store, self.options = root, store, options
         self.on_progress = on_progress or (lambda p: None)
         self.progress = RunProgress()
@@ -525,7 +529,7 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
         tokens_per_s=tokens / busy if tokens and busy > 0 else None,
         chunks_per_s=job.counts["chunks"] / busy if tokens and busy > 0 else None,
         model=job.config.describe(), engine=_engine_used(job), engine_reason=job.engine_reason,
-        precision=job.config.precision,
+        precision=job.config.precision, precision_reason=job.precision_reason,
         layout=job.options.layout,
         device=device, backends=report["backends"], fallbacks=report["fallbacks"],
         peak_rss_mb=peak_rss_mb(), peak_device_mb=report["peak_device_mb"],

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnswitch.engines.base import check_precision
+from attnswitch.engines.base import check_precision_choice
 from attnswitch.errors import ConfigError
 from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
@@ -70,7 +70,7 @@ class ServiceConfig:
             raise ConfigError(f"engine: expected one of {', '.join(engine_names())}, "
                              f"got {self.engine!r}")
         if self.precision is not None:
-            check_precision(self.precision)
+            check_precision_choice(self.precision)
         for name in ("max_body_bytes", "max_items", "max_queue_items", "batch_tokens",
                      "job_chunks_per_call"):
             value = getattr(self, name)

@@ -96,7 +96,7 @@ class Service:
         self.special_tokens = 0  # the tokens the model's tokenizer adds to every text
         self.model = "attnswitch"
         self.engine = config.engine
-        self.precision = config.precision or "fp32"
+        self.precision = config.precision or "auto"
         self.model_arg: str | None = config.model
         self.started_at = int(time.time())
         self.counts: Counter[str] = Counter()
@@ -146,9 +146,11 @@ class Service:
         if (stored := self.index.stored_config()) is not None:  # None too when unreadable
             model = stored.model if cfg.model is None else model
             precision = precision or stored.precision
-        precision = precision or "fp32"
-        # "auto" is the measured pick of `attnswitch run` on this machine (engines.autopick)
+        precision = precision or "auto"
+        # "auto" (engine or precision) is the measured pick of `attnswitch run` on this
+        # machine (engines.autopick, engines.autoprecision)
         encoder = get_engine(model, engine, precision)
+        precision = encoder.precision
         encoder.encode([WARMUP_TEXT])
         self.special_tokens = special_tokens(encoder)
         self.index.fingerprint = model_fingerprint(encoder.spec.path)

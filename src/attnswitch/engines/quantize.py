@@ -1,0 +1,141 @@
+"""Post-training static int8 quantisation of the exported models, with a calibration set.
+
+Static quantisation fixes the scale of every quantised activation from the ranges it takes
+on calibration inputs, so the calibration set must look like what is encoded: it is
+`autopick.calibration_texts` (16 texts near the model's limit and half of it) and the
+passages and queries of the built-in retrieval check (`retrieval_check`: 66 short real
+sentences), tokenised by the model's tokenizer and grouped into padded batches of
+`CALIBRATION_BATCH` texts of similar length (so little padding enters the statistics).
+
+- OpenVINO: `nncf.quantize(model, nncf.Dataset(batches), model_type=TRANSFORMER)`, NNCF's
+  recipe for transformer encoders (weights per channel, activations per tensor, SmoothQuant,
+  fast bias correction; LayerNorm, softmax and the attention's score path kept in float).
+- ONNX Runtime: `quantize_static` in QDQ format on the fused graph, per-channel int8
+  weights, MatMul nodes only (the fused Attention, EmbedLayerNormalization and
+  SkipLayerNormalization kernels stay float32; the QOperator format with per-channel MatMul
+  weights raises inside onnxruntime 1.32's quantiser). On the fused graph the quantiser
+  cannot type the activations (its shape inference does not know the contrib ops), so it
+  stores the MatMul weights in int8 and leaves activations float: the model is a quarter
+  the size, and the MatMuls run in float32 on dequantised weights. Typing them first
+  (`quant_pre_process`) quantises the activations too, with MinMax ranges: min cosine 0.906
+  to float32 on the retrieval check, far below int8's parity, so it is not done (see
+  docs/architecture.md, "Precision").
+
+`CALIBRATION_REVISION` is part of every int8 cache key: changing the set rebuilds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.engines.base import padded
+from attnswitch.engines.model import ModelSpec
+
+CALIBRATION_BATCH = 8
+CALIBRATION_REVISION = 1
+
+
+def calibration_texts(spec: ModelSpec) -> list[str]:
+    from attnswitch.engines import autopick, retrieval_check
+
+    return [*autopick.calibration_texts(spec), *retrieval_check.calibration_corpus()]
+
+
+def calibration_batches(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
+    """The calibration inputs: `{"input_ids", "attention_mask"}` int64 `[B, S]` per batch."""
+    tok = spec.tokenizer()
+    texts = calibration_texts(spec)
+    if spec.do_lower_case:
+        texts = [t.lower() for t in texts]
+    ids = sorted((e.ids for e in tok.encode_batch(texts)), key=len, reverse=True)
+    out = []
+    for start in range(0, len(ids), CALIBRATION_BATCH):
+        input_ids, mask = padded(ids[start:start + CALIBRATION_BATCH], spec.pad_token_id)
+        out.append({"input_ids": input_ids, "attention_mask": mask})
+    return out
+
+
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """`logger` at ERROR while quantising: NNCF draws progress bars through it, and
+    onnxruntime's quantiser warns through the root logger about every tensor whose type its
+    shape inference leaves open (it does not quantise those, which is the intent here)."""
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def import_nncf() -> Any:
+    """NNCF, imported with its telemetry off. NNCF sends usage events to Google Analytics
+    from `nncf.quantize` unless a consent file says no, and decides once, when
+    `nncf.telemetry.wrapper` is imported, from `$NNCF_CI`: the variable is set for that
+    import and restored after it (a document indexer makes no network request of its own;
+    see also `openvino_runtime.import_openvino`)."""
+    if "nncf" in sys.modules:
+        return sys.modules["nncf"]
+    before = os.environ.get("NNCF_CI")
+    os.environ["NNCF_CI"] = "1"
+    try:
+        import nncf
+    finally:
+        if before is None:
+            os.environ.pop("NNCF_CI", None)
+        else:
+            os.environ["NNCF_CI"] = before
+    return nncf
+
+
+def quantize_openvino(spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
+    """Write the NNCF int8 model of the float32 IR `source_xml` to `target_xml`."""
+    from attnswitch.engines.openvino_runtime import import_openvino
+
+    ov = import_openvino()
+    nncf = import_nncf()
+    model = ov.Core().read_model(str(source_xml))
+    batches = calibration_batches(spec)
+    # NNCF draws its progress bars on stdout, which `--json` output owns: they go to stderr
+    with _quiet(logging.getLogger("nncf")), contextlib.redirect_stdout(sys.stderr):
+        quantized = nncf.quantize(model, nncf.Dataset(batches),
+                                  model_type=nncf.ModelType.TRANSFORMER,
+                                  subset_size=len(batches))
+    ov.save_model(quantized, str(target_xml), compress_to_fp16=False)
+
+
+def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
+    """Write the static int8 (QDQ) model of the float32 ONNX graph `source` to `target`."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, batches: list[dict[str, np.ndarray]]):
+            self._batches = iter(batches)
+
+        def get_next(self) -> Any:
+            return next(self._batches, None)
+
+    with _quiet(logging.getLogger()):
+        quantize_static(str(source), str(target), Reader(calibration_batches(spec)),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        op_types_to_quantize=["MatMul"],
+                        calibrate_method=CalibrationMethod.MinMax)
+
+
+__all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "calibration_batches",
+           "calibration_texts", "quantize_onnx", "quantize_openvino"]
