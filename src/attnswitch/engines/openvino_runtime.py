@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine, library_version
 
 STREAMS = ("throughput", "latency")
-_HINTS = {"fp32": "f32", "bf16": "bf16"}
+_HINTS = MappingProxyType({"fp32": "f32", "bf16": "bf16"})
 _CONVERSION_TOOL = "openvino.tools.ovc"
 
 

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.pipeline.chunk import Chunk, chunk_text
+from attnswitch.pipeline.encode import count_diff, settle
 from attnswitch.pipeline.ingest import Document, SourceFile, load, scan
 from attnswitch.pipeline.ray_encoders import (
     KINDS,
@@ -66,7 +67,6 @@ from attnswitch.pipeline.ray_encoders import (
     import_ray,
     plan_pools,
 )
-from attnswitch.pipeline.encode import count_diff, settle
 from attnswitch.pipeline.run import (
     RunJob,
     RunOptions,
@@ -75,7 +75,7 @@ from attnswitch.pipeline.run import (
     check_root,
     drive,
 )
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import Store, indexed_sha
 
 log = logging.getLogger(__name__)
 # Files per Ray Data block (one read-and-chunk task each), and at most this many blocks.
@@ -188,7 +188,11 @@ def _tokenizer(model: str | None, fingerprint: str) -> Any:
     """The model's chunking tokenizer, once per worker process; the model files must be the
     driver's."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer, model_fingerprint
+    from attnswitch.pipeline.config import (
+        IndexMismatchError,
+        chunk_tokenizer,
+        model_fingerprint,
+    )
 
     spec = ModelSpec.load(model)
     found = model_fingerprint(spec.path)
@@ -265,9 +269,7 @@ class RayRunJob(RunJob):
 
         items = []
         for e in to_read:
-            row = self.stored.get(e.source)
-            known = (row.sha256 if row is not None and row.status == "indexed"
-                     and row.config == self.fp else None)
+            known = indexed_sha(self.stored.get(e.source), self.fp)
             items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)

@@ -24,14 +24,15 @@ import lzma
 import zlib
 from dataclasses import dataclass
 from pathlib import PurePath
+from types import MappingProxyType
 
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
-TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
-                   ".md": "markdown", ".markdown": "markdown"}
-HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
-PDF_EXTENSIONS = {".pdf": "pdf"}
-KINDS = {**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS}
+TEXT_EXTENSIONS = MappingProxyType({".txt": "text", ".text": "text", ".rst": "text",
+                                    "": "text", ".md": "markdown", ".markdown": "markdown"})
+HTML_EXTENSIONS = MappingProxyType({".html": "html", ".htm": "html", ".xhtml": "html"})
+PDF_EXTENSIONS = MappingProxyType({".pdf": "pdf"})
+KINDS = MappingProxyType({**TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS})
 
 PDF_MAGIC = b"%PDF-"
 # (magic bytes, name, suffixes the name drops): the compressions read through their stream.
@@ -52,15 +53,15 @@ _BINARY_SIGNATURES = (
 )
 # Registered media types (Python's built-in table, not the machine's) of extensions that
 # hold text although their type is not text/*.
-_TEXT_APPLICATION_TYPES = {
+_TEXT_APPLICATION_TYPES = frozenset({
     "application/javascript", "application/json", "application/xml", "application/n-quads",
     "application/n-triples", "application/trig", "application/x-csh", "application/x-sh",
     "application/x-shar", "application/x-tcl", "application/x-tex", "application/x-latex",
     "application/x-texinfo", "application/x-troff", "application/x-troff-man",
     "application/x-troff-me", "application/x-troff-ms", "application/x-wais-source",
     "application/vnd.apple.mpegurl", "message/rfc822",
-}
-_SUFFIXES = {codec: suffixes for _, codec, suffixes in COMPRESSIONS}
+})
+_SUFFIXES = MappingProxyType({codec: suffixes for _, codec, suffixes in COMPRESSIONS})
 _TAR_MAGIC_AT = 257  # "ustar" at this offset marks a tar archive
 _HTML_OPENINGS = (b"<!doctype html", b"<html")
 
