@@ -321,7 +321,7 @@ class StoreBase(abc.ABC):
     - `_lock_run()` / `_unlock_run()`: take and release the store's one-run-at-a-time lock;
     - `_upsert(conn, doc, status, config, run_id, *, n_chunks, n_tokens) -> int`: write a
       document row (`_document_values`), return its id;
-    - `lookup`, `sources` and `close` of the `Store` protocol.
+    - `close` of the `Store` protocol.
     """
 
     _mark: ClassVar[str] = "?"
@@ -340,12 +340,6 @@ class StoreBase(abc.ABC):
     @abc.abstractmethod
     def _upsert(self, conn: Any, doc: Document, status: str, config: str,
                 run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int: ...
-
-    @abc.abstractmethod
-    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None: ...
-
-    @abc.abstractmethod
-    def sources(self, root: str | os.PathLike) -> set[str]: ...
 
     @abc.abstractmethod
     def close(self) -> None: ...
@@ -400,6 +394,30 @@ class StoreBase(abc.ABC):
         """The ANN search beam of one dense search: `ef`, checked, or the store's
         `ef_search` when None."""
         return self.ef_search if ef is None else check_ef_search(ef)
+
+    # -- the stored state ---------------------------------------------------------------
+
+    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
+        """The row of `source` under `root`, or None when it is not stored."""
+        m = self._mark
+        row = self._conn.execute(
+            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
+            f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source),
+        ).fetchone()
+        return StoredDocument(*row) if row else None
+
+    def sources(self, root: str | os.PathLike) -> set[str]:
+        """Every source stored under `root`, indexed or skipped."""
+        rows = self._conn.execute(f"SELECT source FROM documents WHERE root = {self._mark}",
+                                  (root_key(root),))
+        return {r[0] for r in rows}
+
+    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
+        """(indexed documents, their chunks) stored under `root`."""
+        docs, chunks = self._conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = "
+            f"{self._mark} AND status = 'indexed'", (root_key(root),)).fetchone()
+        return int(docs), int(chunks)
 
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
         """`is_fresh_row` of `entry`'s stored row: True when a run may skip reading it."""
@@ -653,26 +671,6 @@ class SQLiteStore(StoreBase):
         if key == "dim":
             raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
         self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-
-    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
-        row = self._conn.execute(
-            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
-            " FROM documents WHERE root = ? AND source = ?", (root_key(root), source),
-        ).fetchone()
-        return StoredDocument(*row) if row else None
-
-    def sources(self, root: str | os.PathLike) -> set[str]:
-        """Every source stored under `root`, indexed or skipped."""
-        rows = self._conn.execute("SELECT source FROM documents WHERE root = ?",
-                                  (root_key(root),))
-        return {r[0] for r in rows}
-
-    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
-        """(indexed documents, their chunks) stored under `root`."""
-        docs, chunks = self._conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = ? AND "
-            "status = 'indexed'", (root_key(root),)).fetchone()
-        return int(docs), int(chunks)
 
     # -- writing --------------------------------------------------------------------
 
