@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.pipeline.chunk import Chunk, chunk_text
-from attnswitch.pipeline.encode import count_diff, settle
 from attnswitch.pipeline.ingest import Document, SourceFile, load, scan
 from attnswitch.pipeline.ray_encoders import (
     KINDS,
@@ -67,6 +66,7 @@ from attnswitch.pipeline.ray_encoders import (
     import_ray,
     plan_pools,
 )
+from attnswitch.pipeline.encode import count_diff, settle
 from attnswitch.pipeline.run import (
     RunJob,
     RunOptions,
@@ -188,11 +188,7 @@ def _tokenizer(model: str | None, fingerprint: str) -> Any:
     """The model's chunking tokenizer, once per worker process; the model files must be the
     driver's."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.pipeline.config import (
-        IndexMismatchError,
-        chunk_tokenizer,
-        model_fingerprint,
-    )
+    from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer, model_fingerprint
 
     spec = ModelSpec.load(model)
     found = model_fingerprint(spec.path)

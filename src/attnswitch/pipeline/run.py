@@ -52,8 +52,8 @@ from attnswitch.observe.metrics import stats
 from attnswitch.pipeline.chunk import Chunk, chunk_text
 from attnswitch.pipeline.config import (
     DEFAULT_OVERLAP,
-    META_KEY,
     IndexConfig,
+    META_KEY,
     check_same_model,
     chunk_tokenizer,
     stored_config,
@@ -69,14 +69,7 @@ from attnswitch.pipeline.encode import (
     resolve_engine,
     settle,
 )
-from attnswitch.pipeline.ingest import (
-    DEFAULT_MAX_BYTES,
-    Document,
-    Skip,
-    SourceFile,
-    load,
-    scan,
-)
+from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
 from attnswitch.pipeline.store import Store, StoredDocument, root_key
 
 DEFAULT_CHUNKS_PER_CALL = 128
