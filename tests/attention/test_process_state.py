@@ -1,12 +1,14 @@
 """Process state lives in the runtime (`attention/runtime.py`), not in module globals.
 
-Every module of `attnswitch.attention` and `attnswitch.integrations` is imported and its
-globals listed when they hold a mutable value (dict, list, set, bytearray, deque, a
-ContextVar, an instance of a non-frozen attnswitch class), and every `global` statement
-(a function rebinding module state) is read from the source. What is found must be exactly
-the allow-list below, and each allowed name must be documented in docs/architecture.md
-("Process state"). Memoised functions (`functools.cache`/`lru_cache` of their arguments:
-environment facts, compiled kernels) are caches of pure functions, not listed here.
+Every module of `attnswitch` (all of src/, less the `__main__` entry points, which run on
+import) is imported and its globals listed when they hold a mutable value (dict, list, set,
+bytearray, deque, a ContextVar, an instance of a non-frozen attnswitch class), and every
+`global` statement (a function rebinding module state) is read from the source of every
+file. What is found must be exactly the allow-list below, and each allowed name must be
+documented in docs/architecture.md ("Process state"). Constant tables are read-only
+(`MappingProxyType`, `frozenset`, tuples). Memoised functions (`functools.cache`/`lru_cache`
+of their arguments: environment facts, compiled kernels) are caches of pure functions, not
+listed here.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pytest
 
 from attnswitch.attention import runtime
 
-PACKAGES = ("attnswitch.attention", "attnswitch.integrations")
+PACKAGE = "attnswitch"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
 # module name (without "attnswitch.") and global -> why it may exist
@@ -39,18 +41,32 @@ ALLOWED = {
     "attention.autotune.TABLE": "the autotune file (cache.JsonTable)",
     "integrations.transformers._capture": "explain_model's per-context capture",
     "integrations._installed": "install()'s once-flag: import hooks are process-wide",
+    "engines.registry._engines": "the process's registry of engines",
+    "engines._cache": "the loaded encoders, one model load per process",
+    "engines.autopick._TABLE": "the engine measurements file (cache.JsonTable)",
 }
-BACKEND_INSTANCE = "BACKEND"  # each backend module's instance, the registry's entries
+# each backend's and engine's module instance: the entries of the two registries
+REGISTRY_ENTRIES = ("BACKEND", "ENGINE")
 
 
 def _modules() -> list[types.ModuleType]:
-    found = []
-    for name in PACKAGES:
-        package = importlib.import_module(name)
-        found.append(package)
-        for info in pkgutil.walk_packages(package.__path__, name + "."):
+    """Every module of the package that imports here (one whose optional dependency is not
+    installed is left out: its globals cannot exist in this process)."""
+    package = importlib.import_module(PACKAGE)
+    found = [package]
+    for info in pkgutil.walk_packages(package.__path__, PACKAGE + "."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue
+        try:
             found.append(importlib.import_module(info.name))
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").startswith(PACKAGE):
+                raise
     return found
+
+
+def _sources() -> list[Path]:
+    return sorted(Path(importlib.import_module(PACKAGE).__file__).parent.rglob("*.py"))
 
 
 def _mutable(value: object) -> bool:
@@ -65,25 +81,29 @@ def _mutable(value: object) -> bool:
     return not (dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen)
 
 
-def _rebound(module: types.ModuleType) -> set[str]:
-    """Names a `global` statement in the module's source rebinds."""
-    path = getattr(module, "__file__", None)
-    if path is None:
-        return set()
-    tree = ast.parse(Path(path).read_text())
+def _rebound(path: Path) -> set[str]:
+    """Names a `global` statement in the file rebinds."""
+    tree = ast.parse(path.read_text())
     return {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+
+
+def _module_name(path: Path) -> str:
+    root = Path(importlib.import_module(PACKAGE).__file__).parent
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def mutable_globals() -> set[str]:
     found = set()
     for module in _modules():
-        short = module.__name__.removeprefix("attnswitch.")
+        short = module.__name__.removeprefix(PACKAGE).lstrip(".")
         for name, value in vars(module).items():
-            if name.startswith("__") or name == BACKEND_INSTANCE:
+            if name.startswith("__") or name in REGISTRY_ENTRIES:
                 continue
             if _mutable(value):
                 found.add(f"{short}.{name}")
-        found.update(f"{short}.{name}" for name in _rebound(module))
+    for path in _sources():
+        found.update(f"{_module_name(path)}.{name}" for name in _rebound(path))
     return found
 
 
@@ -101,12 +121,13 @@ def test_allowed_state_is_documented() -> None:
     assert not missing, f"docs/architecture.md, Process state: expected {missing}"
 
 
-def test_the_check_sees_a_planted_global(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Control: a module-level set added to an attention module is reported."""
-    from attnswitch.attention import masks
-
-    monkeypatch.setattr(masks, "_seen", set(), raising=False)
-    assert "attention.masks._seen" in mutable_globals()
+@pytest.mark.parametrize("module_name", ["attention.masks", "pipeline.chunk", "service.errors"])
+def test_the_check_sees_a_planted_global(monkeypatch: pytest.MonkeyPatch,
+                                         module_name: str) -> None:
+    """Control: a module-level set added to a module of any package is reported."""
+    module = importlib.import_module(f"{PACKAGE}.{module_name}")
+    monkeypatch.setattr(module, "_seen", set(), raising=False)
+    assert f"{module_name}._seen" in mutable_globals()
 
 
 def test_runtime_reset_and_fresh_runtimes(fresh_runtime: runtime.Runtime,

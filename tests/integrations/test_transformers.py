@@ -316,3 +316,66 @@ def test_no_mask_decode_step_attends_every_key():
 def test_explain_model_refuses_a_model_without_attnswitch(models):
     with pytest.raises(ValueError, match="attn_implementation='attnswitch'"):
         hf.explain_model(models("bert").eager, {"input_ids": torch.tensor([[5, 6, 7]])})
+
+
+# ---- packed batches: the per-layer mapping reads nothing on the host -----------------------
+
+class _HostReads(torch.overrides.TorchFunctionMode):
+    """Records the tensor methods that copy values to the host."""
+
+    READS = {"tolist", "item", "__bool__", "__int__", "__float__", "equal", "numpy"}
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        if name in self.READS:
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _packed_causal(lengths):
+    """A batch-1 packed causal call: q/k/v `[1, H, T, D]`, cu_seqlens, and the bool mask
+    `[1, 1, T, T]` that is causal inside each sequence."""
+    total = sum(lengths)
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    seg = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    pos = torch.arange(total)
+    mask = (seg[:, None] == seg[None, :]) & (pos[None, :] <= pos[:, None])
+    return _qkv(b=1, sq=total, sk=total), cu, mask[None, None]
+
+
+def test_packed_mask_is_mapped_once_per_forward_without_host_reads():
+    """Every layer of a forward gets the same mask and cu_seqlens tensors: after the first
+    layer the packed form comes from the cache with no host read (no `cu.tolist()`, which
+    is a device synchronisation per layer on a GPU)."""
+    (q, k, v), cu, mask = _packed_causal([3, 4, 3])
+    first = hf.contract_arguments(_Module(True), q, k, v, mask, cu_seq_lens_q=cu,
+                                  cu_seq_lens_k=cu, max_length_q=4, max_length_k=4)
+    assert first[1]["causal"] and "attn_mask" not in first[1]
+    reads = _HostReads()
+    with reads:
+        again = hf.contract_arguments(_Module(True), q, k, v, mask, cu_seq_lens_q=cu,
+                                      cu_seq_lens_k=cu, max_length_q=4, max_length_k=4)
+    assert reads.seen == []
+    assert again[1]["causal"] and again[1]["max_seqlen_q"] == 4
+
+
+def test_packed_form_is_keyed_on_the_sequences_not_only_the_mask():
+    """The same mask with other sequences (a new cu_seqlens tensor, or one changed in place)
+    is analysed again: under cu [0, 4, 10] the causal blocks of [0, 5, 10] do not follow
+    the packed pattern, so the mask goes in densely."""
+    (q, k, v), cu, mask = _packed_causal([5, 5])
+    _, options, _ = hf.contract_arguments(_Module(True), q, k, v, mask,
+                                          cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    assert "attn_mask" not in options
+    other = torch.tensor([0, 4, 10], dtype=torch.int32)
+    _, options, _ = hf.contract_arguments(_Module(True), q, k, v, mask,
+                                          cu_seq_lens_q=other, cu_seq_lens_k=other)
+    assert "attn_mask" in options
+    cu.copy_(other)
+    _, options, _ = hf.contract_arguments(_Module(True), q, k, v, mask,
+                                          cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    assert "attn_mask" in options

@@ -22,17 +22,15 @@ def no_env_price(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_PRICE, raising=False)
 
 
-@pytest.mark.parametrize("tokens_per_s", [1.0, 4156.0, 2.5e5])
-@pytest.mark.parametrize("hourly_usd", [0.0, 0.1, 3.67, 98.32])
-def test_cost_is_hours_for_a_million_tokens_times_price(tokens_per_s: float,
-                                                        hourly_usd: float) -> None:
-    hours_per_million = 1e6 / tokens_per_s / 3600
-    assert math.isclose(usd_per_million_tokens(tokens_per_s, hourly_usd),
-                        hours_per_million * hourly_usd, rel_tol=1e-12)
-
-
-def test_doubling_throughput_halves_cost() -> None:
-    assert math.isclose(usd_per_million_tokens(2000, 4.0) * 2, usd_per_million_tokens(1000, 4.0))
+@pytest.mark.parametrize(("tokens_per_s", "hourly_usd", "usd"), [
+    (1000.0, 3.60, 1.00),      # a million tokens in 1000 s: 1/3.6 hour at $3.60
+    (250.0, 0.90, 1.00),       # 4000 s: 10/9 hour at $0.90
+    (1e6 / 3600, 2.00, 2.00),  # exactly one hour
+    (1e6, 36.0, 0.01),         # one second of a $36/h device
+    (4156.0, 0.0, 0.0),        # a free device costs nothing at any rate
+])
+def test_worked_examples(tokens_per_s: float, hourly_usd: float, usd: float) -> None:
+    assert math.isclose(usd_per_million_tokens(tokens_per_s, hourly_usd), usd, rel_tol=1e-12)
 
 
 @pytest.mark.parametrize(("tokens_per_s", "hourly_usd", "message"), [
@@ -98,7 +96,8 @@ def test_cost_of_a_measured_run() -> None:
     assert result.tokens_per_s == 4000.0
     assert result.hourly_usd == DEFAULT_HOURLY_USD["tpu-v5e"]
     assert result.price_source == "default" and result.device == "TPU v5 lite"
-    assert math.isclose(result.usd_per_million_tokens,
-                        usd_per_million_tokens(4000.0, result.hourly_usd))
+    # 4000 tokens/s: a million in 250 s, 250/3600 hour at $1.20 = $1/12
+    assert result.hourly_usd == 1.20
+    assert math.isclose(result.usd_per_million_tokens, 1 / 12, rel_tol=1e-12)
     with pytest.raises(ValueError, match="seconds: expected > 0"):
         cost(tokens=10, seconds=0.0, hourly_usd=1.0)

@@ -5,8 +5,10 @@ search below the threshold."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +71,16 @@ def dense_ids(store: SQLiteStore, queries: np.ndarray, n: int,
     return [[cid for cid, _ in hits] for hits in store.dense(queries, n, ef)]
 
 
+def sql(db: Path, *statements: str) -> list:
+    """Run statements on the store's file through a connection of its own (SQLite, as any
+    other program could), committed; the rows of the last one."""
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        rows: list = []
+        for statement in statements:
+            rows = conn.execute(statement).fetchall()
+        return rows
+
+
 def unit(rows: np.ndarray) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
@@ -88,7 +100,7 @@ def test_a_run_saves_the_graph_and_search_reads_it(tmp_path: Path, root: Path) -
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
         for q in QUERIES[:3]:  # one query at a time, as search asks
             assert_recall(dense_ids(store, q[None, :], 10), exact(store, q[None, :], 10))
-        assert store._conn.execute("SELECT COUNT(*) FROM chunk_log").fetchone()[0] == 0
+    assert sql(db, "SELECT COUNT(*) FROM chunk_log") == [(0,)]
 
 
 def test_inserts_and_deletes_since_the_save_are_replayed(tmp_path: Path, root: Path) -> None:
@@ -129,18 +141,28 @@ def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
 @pytest.mark.parametrize(("ef", "n"), [(1, 10), (10, 10), (64, 10), (300, 5)])
 @pytest.mark.parametrize("given", ["store", "call"])
 def test_the_search_beam_is_the_stores_or_the_calls_and_at_least_n(
-        tmp_path: Path, root: Path, ef: int, n: int, given: str) -> None:
+        tmp_path: Path, root: Path, ef: int, n: int, given: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     db = indexed(tmp_path, root)
+    beams: list[int] = []  # the graph's beam at each search, as usearch holds it
+    search = HnswIndex.search
+
+    def recorded(self, queries, n, ef):
+        found = search(self, queries, n, ef)
+        beams.append(self.index.expansion_search)
+        return found
+
+    monkeypatch.setattr(HnswIndex, "search", recorded)
     with SQLiteStore(db, exact_below=THRESHOLD,
                      ef_search=ef if given == "store" else None) as store:
         hits = dense_ids(store, QUERIES, n, ef if given == "call" else None)
-        assert store._dense[1].index.expansion_search == max(ef, n)
+        assert beams == [max(ef, n)]
         assert [len(row) for row in hits] == [n] * len(QUERIES)
         if ef >= 64:  # a beam of about k finds fewer of the exact neighbours, by design
             assert_recall(hits, exact(store, QUERIES, n))
         if given == "call":  # the store's own beam is the default again for the next call
             store.dense(QUERIES, 1)
-            assert store._dense[1].index.expansion_search == store.ef_search
+            assert beams[-1] == store.ef_search
 
 
 @pytest.mark.parametrize("ef", [0, -3, 1001, 2.5, True, "64"])
@@ -175,18 +197,16 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
     elif damage == "log pruned":  # a write after the save, then its log lost
         with SQLiteStore(db, exact_below=THRESHOLD) as store:
             write(store, root, "d.txt", seed=5)
-            store._conn.execute("DELETE FROM chunk_log")
+        sql(db, "DELETE FROM chunk_log")
     elif damage == "older format":  # a format-1 header names no largest chunk id
         header.write_text(json.dumps({**meta, "format": 1}))
     else:  # chunks changed with the log's triggers off: the log position did not move
         with SQLiteStore(db, exact_below=THRESHOLD) as store:
-            store._conn.executescript("DROP TRIGGER chunks_inserted; "
-                                      "DROP TRIGGER chunks_deleted;")
             last = store.max_chunk_id()
-            if damage == "deleted behind the log":  # the count differs
-                store._conn.execute("DELETE FROM chunks WHERE id = ?", (last,))
-            else:  # the same count, another largest id
-                store._conn.execute("UPDATE chunks SET id = ? WHERE id = ?", (last + 1, last))
+        change = (f"DELETE FROM chunks WHERE id = {last}"  # the count differs
+                  if damage == "deleted behind the log"
+                  else f"UPDATE chunks SET id = {last + 1} WHERE id = {last}")  # same count
+        sql(db, "DROP TRIGGER chunks_inserted", "DROP TRIGGER chunks_deleted", change)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         index = HnswIndex.open(store)
         assert index.rebuilt and len(index) == store.count()
@@ -203,7 +223,7 @@ def test_below_the_threshold_search_is_exact_and_keeps_no_graph(tmp_path: Path,
         assert store.count() == PER_DOC < THRESHOLD
         assert not any(p.exists() for p in HnswIndex.paths(db))
         assert_recall(dense_ids(store, QUERIES, 5), exact(store, QUERIES, 5))
-        assert store._conn.execute("SELECT COUNT(*) FROM chunk_log").fetchone()[0] == 0
+    assert sql(db, "SELECT COUNT(*) FROM chunk_log") == [(0,)]
 
 
 def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Path) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attnswitch.pipeline.ingest import Document, Skip, ingest, scan
+from attnswitch.pipeline.ingest import Document, Skip, ingest, load, scan
 from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.store import (
     SCHEMA_VERSION,
@@ -45,16 +45,29 @@ def vectors_for(chunks: list, dim: int = DIM, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(len(chunks), dim))
 
 
+def classified(store: SQLiteStore, root: Path, config: str = "cfg") -> dict[str, list]:
+    """What a run finds in `root`: the store's plan of the listing, then each file it must
+    read classified. Groups of documents ("new", "changed", "unchanged", "skipped"; a fresh
+    file counts as "unchanged" unread, as its entry) and "deleted" sources."""
+    plan = store.plan(root, scan(root), config)
+    groups: dict[str, list] = {"new": [], "changed": [], "unchanged": list(plan.fresh),
+                               "skipped": []}
+    for entry in plan.to_read:
+        doc = load(entry)
+        groups[store.classify(doc, config)].append(doc)
+    return groups | {"deleted": list(plan.deleted)}
+
+
 def index(store: SQLiteStore, root: Path, config: str = "cfg") -> dict[str, int]:
     """Bring the store up to date with `root` (what a pipeline run does, minus encoding)."""
-    plan = store.plan(root, ingest(root), config)
-    for doc in plan.to_encode:
+    groups = classified(store, root, config)
+    for doc in groups["new"] + groups["changed"]:
         chunks = chunks_of(doc)
         store.write_document(doc, chunks, vectors_for(chunks), config=config)
-    for doc in plan.skipped:
+    for doc in groups["skipped"]:
         store.record_skip(doc, config=config)
-    store.remove(root, plan.deleted)
-    return plan.counts()
+    store.remove(root, groups["deleted"])
+    return {name: len(group) for name, group in groups.items()}
 
 
 def doc_named(root: Path, source: str) -> Document:
@@ -109,12 +122,12 @@ def test_plan_new_unchanged_changed_deleted_skipped(store: SQLiteStore, root: Pa
     (root / "sub" / "c.html").unlink()
     (root / "d.txt").write_text("Delta, a new file.")
     (root / "e.txt").write_bytes(b"\x00\x01binary")
-    plan = store.plan(root, ingest(root), "cfg")
-    assert [d.source for d in plan.new] == ["d.txt"]
-    assert [d.source for d in plan.changed] == ["b.md"]
-    assert [d.source for d in plan.unchanged] == ["a.txt"]
-    assert [d.source for d in plan.skipped] == ["e.txt"]
-    assert plan.deleted == ("sub/c.html",)
+    plan = classified(store, root)
+    assert [d.source for d in plan["new"]] == ["d.txt"]
+    assert [d.source for d in plan["changed"]] == ["b.md"]
+    assert [d.source for d in plan["unchanged"]] == ["a.txt"]
+    assert [d.source for d in plan["skipped"]] == ["e.txt"]
+    assert plan["deleted"] == ["sub/c.html"]
 
     index(store, root)
     assert store.lookup(root, "sub/c.html") is None
@@ -127,8 +140,8 @@ def test_plan_new_unchanged_changed_deleted_skipped(store: SQLiteStore, root: Pa
 
 def test_config_change_makes_documents_changed(store: SQLiteStore, root: Path) -> None:
     index(store, root, config="model-a/256/32")
-    plan = store.plan(root, ingest(root), "model-a/128/16")
-    assert len(plan.changed) == 3 and not plan.unchanged
+    plan = classified(store, root, "model-a/128/16")
+    assert len(plan["changed"]) == 3 and not plan["unchanged"]
 
 
 def test_skipped_then_fixed_then_broken_again(store: SQLiteStore, root: Path) -> None:
@@ -136,11 +149,10 @@ def test_skipped_then_fixed_then_broken_again(store: SQLiteStore, root: Path) ->
     index(store, root)
     row = store.lookup(root, "x.txt")
     assert (row.status, row.reason, row.n_chunks) == ("skipped", "empty: 0 bytes", 0)
-    assert store.plan(root, ingest(root), "cfg").skipped[0].source == "x.txt"
+    assert [d.source for d in classified(store, root)["skipped"]] == ["x.txt"]
 
     (root / "x.txt").write_text("Now it has text.")
-    plan = store.plan(root, ingest(root), "cfg")
-    assert [d.source for d in plan.changed] == ["x.txt"]
+    assert [d.source for d in classified(store, root)["changed"]] == ["x.txt"]
     index(store, root)
     assert store.lookup(root, "x.txt").status == "indexed"
     assert store.document_chunks(root, "x.txt")
@@ -152,16 +164,16 @@ def test_skipped_then_fixed_then_broken_again(store: SQLiteStore, root: Path) ->
     assert store.document_chunks(root, "x.txt") == []
 
 
-def test_plan_refuses_foreign_or_repeated_documents(store: SQLiteStore, root: Path,
+def test_plan_refuses_foreign_or_repeated_entries(store: SQLiteStore, root: Path,
                                                     tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "z.txt").write_text("z")
-    with pytest.raises(StoreInputError, match="documents: expected documents under root"):
-        store.plan(root, ingest(other))
-    docs = list(ingest(root))
+    with pytest.raises(StoreInputError, match="entries: expected files under root"):
+        store.plan(root, scan(other))
+    entries = scan(root)
     with pytest.raises(StoreInputError, match="each source once"):
-        store.plan(root, docs + docs[:1])
+        store.plan(root, entries + entries[:1])
 
 
 def test_roots_are_independent(store: SQLiteStore, tmp_path: Path) -> None:
@@ -188,6 +200,34 @@ def test_is_fresh_and_touch(store: SQLiteStore, root: Path) -> None:
     assert store.classify(doc, "cfg") == "unchanged"
     store.touch(doc)
     assert store.is_fresh(entry, "cfg")
+
+
+def test_one_freshness_rule_reads_skipped_files_again(store: SQLiteStore, root: Path) -> None:
+    """A file recorded as skipped is not fresh at the same size and mtime (its reason may be
+    gone: a limit raised, a reader installed): `is_fresh` and the plan a run follows agree."""
+    (root / "x.txt").write_bytes(b"")
+    index(store, root)
+    assert store.lookup(root, "x.txt").status == "skipped"
+    entry = next(e for e in scan(root) if e.source == "x.txt")
+    assert not store.is_fresh(entry, "cfg")
+    plan = store.plan(root, scan(root), "cfg")
+    assert [e.source for e in plan.to_read] == ["x.txt"]
+    assert sorted(e.source for e in plan.fresh) == ["a.txt", "b.md", "sub/c.html"]
+    assert plan.stored["x.txt"].status == "skipped" and plan.deleted == ()
+
+
+def test_store_base_names_its_hooks() -> None:
+    """A store that leaves out a hook the shared code calls cannot be built."""
+    from attnswitch.pipeline.store import StoreBase
+
+    class Partial(StoreBase):
+        def close(self):
+            pass
+
+    with pytest.raises(TypeError, match="_transaction"):
+        Partial()
+    assert {"_transaction", "_lock_run", "_unlock_run", "_upsert",
+            "close"} == StoreBase.__abstractmethods__
 
 
 # -- one transaction per document -----------------------------------------------------------
@@ -292,8 +332,7 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
         runs = store.runs()
         assert [r.status for r in runs] == ["running", "interrupted"] and runs[0].id == run
         latest = max(r[1] for r in rows)
-        plan = store.plan(root, ingest(root), latest)
-        redo = {d.source for d in plan.changed}
+        redo = {d.source for d in classified(store, root, latest)["changed"]}
         assert redo == {store._conn.execute(f"SELECT source FROM documents WHERE id = {r[0]}"
                                             ).fetchone()[0] for r in rows if r[1] != latest}
         store.finish_run(run)

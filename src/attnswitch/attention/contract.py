@@ -244,36 +244,53 @@ def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
 
     `max_seqlen_q/k` (packed layout only): upper bounds of the sequence lengths, as
     FlashAttention's varlen functions take them; with them a device `cu_seqlens` is never
-    read on the host (see the module docstring). `backend` is the planner's: not read here."""
-    causal, scale, window, softcap = options.causal, options.scale, options.window, options.softcap
-    key_padding_mask, attn_mask = options.key_padding_mask, options.attn_mask
-    cu_seqlens_q, cu_seqlens_k = options.cu_seqlens_q, options.cu_seqlens_k
-    max_seqlen_q, max_seqlen_k = options.max_seqlen_q, options.max_seqlen_k
-    return_lse = options.return_lse
+    read on the host (see the module docstring). `backend` is the planner's: not read here.
+    The checks run in order: the arrays' framework, dtype and device; their shapes; the
+    scalar options; then the layout's own arguments (packed or dense)."""
+    framework, dtype, device = _check_arrays(q, k, v)
+    packed = options.cu_seqlens_q is not None or options.cu_seqlens_k is not None
+    heads_q, heads_kv, head_dim = _check_shapes(q, k, v, packed)
+    common = dict(
+        framework=framework, device=device, dtype=dtype, heads_q=heads_q, heads_kv=heads_kv,
+        head_dim=head_dim, return_lse=bool(options.return_lse),
+        requires_grad=_requires_grad(framework, q, k, v),
+        traced=_traced(framework, q, k, v, options), **_check_scalars(options, head_dim),
+    )
+    layout = _packed_layout(q, k, options, framework) if packed else _dense_layout(
+        q, k, options, framework, device, heads_q)
+    return Call(**layout, **common)
+
+
+validate = keyword_form(describe, "validate")
+
+
+def _check_arrays(q: Any, k: Any, v: Any) -> tuple[str, str, DeviceInfo]:
+    """q, k and v: one installed framework, one supported dtype, one device; returns them."""
     framework = arrays.framework_of(q)
     if framework is None:
         raise AttentionInputError("q", "a numpy, torch or jax array", type(q).__name__)
     if framework == "jax":
         _check_jax_available("q", q)
     for name, x in (("k", k), ("v", v)):
-        fw = arrays.framework_of(x)
-        if fw != framework:
+        if arrays.framework_of(x) != framework:
             raise AttentionInputError(name, f"a {framework} array like q", _describe(x))
-
     dtype = arrays.dtype_name(q)
     if dtype not in arrays.DTYPES:
         raise AttentionInputError("q", f"a dtype among {', '.join(arrays.DTYPES)}", dtype)
     for name, x in (("k", k), ("v", v)):
         if arrays.dtype_name(x) != dtype:
             raise AttentionInputError(name, f"dtype {dtype} like q", arrays.dtype_name(x))
-
     device = arrays.device_of(q, framework)
     for name, x in (("k", k), ("v", v)):
         dev = arrays.device_of(x, framework)
         if dev != device:
             raise AttentionInputError(name, f"device {device.label} like q", dev.label)
+    return framework, dtype, device
 
-    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+
+def _check_shapes(q: Any, k: Any, v: Any, packed: bool) -> tuple[int, int, int]:
+    """Ranks of the layout, v shaped like k, equal head dims, heads of k dividing those of q,
+    equal batch (dense); returns (heads_q, heads_kv, head_dim)."""
     rank = 3 if packed else 4
     layout_text = "[T, H, D] (packed)" if packed else "[B, S, H, D] (BSHD)"
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -281,7 +298,6 @@ def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
             raise AttentionInputError(name, f"rank {rank} {layout_text}", f"shape {tuple(x.shape)}")
     if 0 in tuple(q.shape)[-2:] or 0 in tuple(k.shape)[-2:]:
         raise AttentionInputError("q", "non-zero heads and head dim", f"shape {tuple(q.shape)}")
-
     heads_q, head_dim = q.shape[-2], q.shape[-1]
     heads_kv = k.shape[-2]
     if tuple(v.shape) != tuple(k.shape):
@@ -294,76 +310,83 @@ def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
         )
     if not packed and q.shape[0] != k.shape[0]:
         raise AttentionInputError("k", f"batch size {q.shape[0]} like q", f"{k.shape[0]}")
+    return heads_q, heads_kv, head_dim
 
+
+def _check_scalars(options: AttentionOptions, head_dim: int) -> dict[str, Any]:
+    """scale (default 1 / sqrt(D)), softcap, window and causal, checked and normalised as
+    the `Call`'s fields of those names."""
+    scale, softcap, causal = options.scale, options.softcap, options.causal
     if scale is None:
         scale = 1.0 / math.sqrt(head_dim)
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (
-        math.isfinite(scale) and scale > 0
-    ):
+    elif not _positive_finite(scale):
         raise AttentionInputError("scale", "a positive finite number", repr(scale))
-    if softcap is not None and (
-        isinstance(softcap, bool) or not isinstance(softcap, (int, float))
-        or not (math.isfinite(softcap) and softcap > 0)
-    ):
+    if softcap is not None and not _positive_finite(softcap):
         raise AttentionInputError("softcap", "a positive finite number or None", repr(softcap))
-    if window is not None:
-        window = _check_window(window)
+    window = None if options.window is None else _check_window(options.window)
     if not isinstance(causal, (bool, np.bool_)):
         raise AttentionInputError("causal", "a bool", repr(causal))
+    return dict(scale=float(scale), softcap=None if softcap is None else float(softcap),
+                window=window, causal=bool(causal))
 
-    requires_grad = False
-    if framework == "torch":
-        import torch
 
-        requires_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+def _positive_finite(x: Any) -> bool:
+    return (not isinstance(x, bool) and isinstance(x, (int, float))
+            and math.isfinite(x) and x > 0)
 
-    traced = framework == "jax" and any(
-        arrays.is_traced(x)
-        for x in (q, k, v, key_padding_mask, attn_mask, cu_seqlens_q, cu_seqlens_k)
-    )
-    common = dict(
-        framework=framework, device=device, dtype=dtype, heads_q=heads_q, heads_kv=heads_kv,
-        head_dim=head_dim, scale=float(scale), causal=bool(causal), window=window,
-        softcap=None if softcap is None else float(softcap), return_lse=bool(return_lse),
-        requires_grad=requires_grad, traced=traced,
-    )
-    if packed:
-        for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
-            if mask is not None:
-                raise AttentionInputError(
-                    name, "None with the packed layout (cu_seqlens bound the sequences)",
-                    _describe(mask),
-                )
-        total_q, total_k = q.shape[0], k.shape[0]
-        max_q = _check_max_seqlen("max_seqlen_q", max_seqlen_q, total_q)
-        max_k = _check_max_seqlen("max_seqlen_k", max_seqlen_k, total_k)
-        lens_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, framework, total_q, max_q)
-        lens_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, framework, total_k, max_k)
-        if cu_seqlens_q.shape[0] != cu_seqlens_k.shape[0]:
+
+def _requires_grad(framework: str, q: Any, k: Any, v: Any) -> bool:
+    if framework != "torch":
+        return False
+    import torch
+
+    return torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+
+
+def _traced(framework: str, q: Any, k: Any, v: Any, options: AttentionOptions) -> bool:
+    return framework == "jax" and any(arrays.is_traced(x) for x in (
+        q, k, v, options.key_padding_mask, options.attn_mask, options.cu_seqlens_q,
+        options.cu_seqlens_k))
+
+
+def _packed_layout(q: Any, k: Any, options: AttentionOptions, framework: str) -> dict[str, Any]:
+    """The packed `Call`'s layout fields: no dense masks, checked maxima and cu_seqlens, the
+    lengths when they were read (else the maxima, or the totals; module docstring)."""
+    for name in ("key_padding_mask", "attn_mask"):
+        if getattr(options, name) is not None:
             raise AttentionInputError(
-                "cu_seqlens_k", f"{cu_seqlens_q.shape[0]} entries like cu_seqlens_q",
-                f"{cu_seqlens_k.shape[0]}",
+                name, "None with the packed layout (cu_seqlens bound the sequences)",
+                _describe(getattr(options, name)),
             )
-        if lens_q is None or lens_k is None:
-            return Call(
-                layout="packed", batch=cu_seqlens_q.shape[0] - 1,
-                seqlen_q=total_q if max_q is None else max_q,
-                seqlen_k=total_k if max_k is None else max_k, total_q=total_q,
-                total_k=total_k, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                **common,
-            )
-        return Call(
-            layout="packed", batch=len(lens_q), seqlen_q=max(lens_q, default=0),
-            seqlen_k=max(lens_k, default=0), seqlens_q=lens_q, seqlens_k=lens_k,
-            total_q=total_q, total_k=total_k, cu_seqlens_q=cu_seqlens_q,
-            cu_seqlens_k=cu_seqlens_k, **common,
-        )
-    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if value is not None:
-            raise AttentionInputError(
-                name, "None with the dense layout (it bounds packed sequences)", repr(value))
+    cu_q, cu_k = options.cu_seqlens_q, options.cu_seqlens_k
+    total_q, total_k = q.shape[0], k.shape[0]
+    max_q = _check_max_seqlen("max_seqlen_q", options.max_seqlen_q, total_q)
+    max_k = _check_max_seqlen("max_seqlen_k", options.max_seqlen_k, total_k)
+    lens_q = _check_cu_seqlens("cu_seqlens_q", cu_q, framework, total_q, max_q)
+    lens_k = _check_cu_seqlens("cu_seqlens_k", cu_k, framework, total_k, max_k)
+    if cu_q.shape[0] != cu_k.shape[0]:
+        raise AttentionInputError(
+            "cu_seqlens_k", f"{cu_q.shape[0]} entries like cu_seqlens_q", f"{cu_k.shape[0]}")
+    layout = dict(layout="packed", batch=cu_q.shape[0] - 1, total_q=total_q, total_k=total_k,
+                  cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    if lens_q is None or lens_k is None:
+        return layout | dict(seqlen_q=total_q if max_q is None else max_q,
+                             seqlen_k=total_k if max_k is None else max_k)
+    return layout | dict(seqlen_q=max(lens_q, default=0), seqlen_k=max(lens_k, default=0),
+                         seqlens_q=lens_q, seqlens_k=lens_k)
 
+
+def _dense_layout(q: Any, k: Any, options: AttentionOptions, framework: str,
+                  device: DeviceInfo, heads_q: int) -> dict[str, Any]:
+    """The dense `Call`'s layout fields: no packed maxima, masks of the right framework,
+    dtype, device and shape."""
+    for name in ("max_seqlen_q", "max_seqlen_k"):
+        if getattr(options, name) is not None:
+            raise AttentionInputError(
+                name, "None with the dense layout (it bounds packed sequences)",
+                repr(getattr(options, name)))
     batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], k.shape[1]
+    key_padding_mask, attn_mask = options.key_padding_mask, options.attn_mask
     if key_padding_mask is not None:
         _check_mask("key_padding_mask", key_padding_mask, framework, device)
         if tuple(key_padding_mask.shape) != (batch, seqlen_k):
@@ -383,14 +406,9 @@ def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
                 "attn_mask", f"a shape broadcastable to [B, Hq, Sq, Sk] = {target}",
                 f"{attn_mask_shape}",
             )
-    return Call(
-        layout="dense", batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
-        key_padding=key_padding_mask is not None, attn_mask_shape=attn_mask_shape,
-        key_padding_mask=key_padding_mask, attn_mask=attn_mask, **common,
-    )
-
-
-validate = keyword_form(describe, "validate")
+    return dict(layout="dense", batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
+                key_padding=key_padding_mask is not None, attn_mask_shape=attn_mask_shape,
+                key_padding_mask=key_padding_mask, attn_mask=attn_mask)
 
 
 def _check_window(window: Any) -> tuple[int, int]:

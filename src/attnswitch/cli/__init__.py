@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from types import MappingProxyType
 from typing import Annotated, Any
 
 try:
@@ -177,7 +178,8 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
     return report
 
 
-_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "declined": "dim"}
+_STYLE = MappingProxyType({"pass": "green", "fail": "bold red", "error": "bold red",
+                           "declined": "dim"})
 
 
 def _render_conformance(reports: list[dict], show_declined: bool) -> None:

@@ -31,6 +31,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -40,13 +41,13 @@ from attnswitch.engines import registry
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
 # Minimum cosine of an engine's vectors to the reference's float32 vectors, per precision.
-PARITY = {"fp32": 0.9999, "bf16": 0.999, "int8": 0.98}
+PARITY = MappingProxyType({"fp32": 0.9999, "bf16": 0.999, "int8": 0.98})
 ROUNDS = 3
 REVISION = 3  # bump when the calibration set or the method changes
 TABLE = "engines.json"
 _TABLE = JsonTable(TABLE)
 
-_WORDS = (
+_WORDS = tuple((
     "the server reads its configuration file at start and keeps every setting in memory; "
     "a query planner chooses an index scan when the predicate is selective enough, "
     "otherwise a sequential scan reads the whole table in physical order. to update rows "
@@ -57,7 +58,7 @@ _WORDS = (
     "so that either all of them take effect or none does, and concurrent readers see a "
     "consistent snapshot. the tokenizer splits text into word pieces; long documents are "
     "cut into overlapping windows before they are embedded and stored for search."
-).split()
+).split())
 
 
 def calibration_texts(spec: ModelSpec) -> list[str]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -35,11 +36,11 @@ from attnswitch.engines.registry import Engine, library_version
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 BUCKETS = (16, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
-_ACTIVATIONS = {
+_ACTIVATIONS = MappingProxyType({
     "gelu": "erf", "gelu_python": "erf",
     "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh",
     "relu": "relu", "silu": "silu", "swish": "silu",
-}
+})
 _PREFIXES = ("bert.", "roberta.", "model.")
 
 

@@ -22,6 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from attnswitch.errors import AttnswitchError
@@ -31,11 +32,11 @@ _SAMPLES = 16
 _SAMPLE_BYTES = 64 * 2**10
 
 # sentence-transformers pooling flags -> our names; flags not listed are refused, not ignored
-_POOLING_FLAGS = {
+_POOLING_FLAGS = MappingProxyType({
     "pooling_mode_mean_tokens": "mean",
     "pooling_mode_cls_token": "cls",
     "pooling_mode_lasttoken": "last",
-}
+})
 _UNSUPPORTED_FLAGS = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
                       "pooling_mode_weightedmean_tokens")
 

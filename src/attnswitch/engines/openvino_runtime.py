@@ -38,6 +38,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ STREAMS = ("throughput", "latency")
 # float (the attention's matmuls, LayerNorm, softmax) follow the hint: bf16 where the CPU
 # has it (`int8_hint`: on an Intel Xeon with AMX, 1.2x the f32 hint's rate at the same min
 # cosine to float32, 0.9955 against 0.9952, over 130 texts on 2 busy cores), else f32
-_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
+_HINTS = MappingProxyType({"fp32": "f32", "bf16": "bf16", "int8": "f32"})
 
 
 def int8_hint() -> str:

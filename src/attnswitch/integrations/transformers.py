@@ -297,82 +297,135 @@ def contract_arguments(
     `out_shape` is the `[B, Sq, Hq, D]` transformers expects. See the module docstring."""
     _refuse_outside_contract(module, dropout, s_aux, position_bias)
     b, hq, sq, d = query.shape
-    sk = key.shape[2]
-    causal_flag = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     window = _window_of(sliding_window)
-    scale = None if scaling is None else float(scaling)
-    q, k, v = (x.transpose(1, 2) for x in (query, key, value))  # BSHD views
+    base = dict(scale=None if scaling is None else float(scaling), softcap=softcap)
+    qkv = tuple(x.transpose(1, 2) for x in (query, key, value))  # BSHD views
     out_shape = (b, sq, hq, d)
+    mask = _bool_mask(attention_mask, key.shape[2])
+    packing = _packing(qkv, mask, position_ids, cu_seq_lens_q, cu_seq_lens_k)
+    if packing is not None:
+        form = _Form(causal, window, None) if mask is None else _cached(
+            attention_mask, _FORMS_ATTR, ("packed", causal, window, packing.key),
+            lambda: _packed_form(mask, packing.cu_q, packing.cu_k, causal, window))
+        if form is not None:
+            qkv, options = _packed_arguments(qkv, form, packing, max_length_q, max_length_k)
+            return qkv, base | options, out_shape
+        # the sequences bound attention even where the mask does not say so
+        tq, tk = b * sq, b * key.shape[2]
+        mask = mask & _packed_pattern(packing.cu_q, packing.cu_k, tq, tk, False, None)[None, None]
+    qkv, options = _dense_arguments(qkv, attention_mask, mask, causal, window)
+    return qkv, base | options, out_shape
 
-    mask = None
-    if attention_mask is not None:
-        if attention_mask.ndim != 4:
-            raise ValueError(
-                f"attention_mask: expected a 4D mask from the 'attnswitch' mask function, got "
-                f"shape {tuple(attention_mask.shape)}"
-            )
-        mask = _cached(attention_mask, _FORMS_ATTR, ("bool",),
-                       lambda: _as_bool_mask(attention_mask))
-        if mask.shape[-1] > sk:  # as eager: keys beyond the cache's length are not there
-            mask = mask[..., :sk]
 
-    # packed layouts
-    cu_q = cu_k = None
+@dataclass(frozen=True)
+class _Packing:
+    """Packed sequences of a batch: int32 `cu_q`/`cu_k` on the tensors' device, and `key`,
+    what identifies them on the host without reading a device tensor (the tensors
+    transformers passes to every layer of a forward, by identity and version)."""
+
+    cu_q: torch.Tensor
+    cu_k: torch.Tensor
+    key: tuple
+
+
+class _Same:
+    """A dict key that is equal only to the very same object (held, so its id stays its
+    own while the key lives)."""
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+def _host_key(x: Any) -> tuple:
+    """`x` as a cache key: a tensor by identity and in-place version (never read), host
+    values (a list of ints) by value."""
+    if isinstance(x, torch.Tensor):
+        return (_Same(x), _version(x))
+    return ("values", tuple(int(n) for n in x))
+
+
+def _bool_mask(attention_mask: torch.Tensor | None, sk: int) -> torch.Tensor | None:
+    """transformers' 4D mask as bool (True = may attend), cropped to the `sk` keys there
+    are (as eager does with a cache longer than its content); None stays None."""
+    if attention_mask is None:
+        return None
+    if attention_mask.ndim != 4:
+        raise ValueError(
+            f"attention_mask: expected a 4D mask from the 'attnswitch' mask function, got "
+            f"shape {tuple(attention_mask.shape)}"
+        )
+    mask = _cached(attention_mask, _FORMS_ATTR, ("bool",), lambda: _as_bool_mask(attention_mask))
+    return mask[..., :sk] if mask.shape[-1] > sk else mask
+
+
+def _packing(qkv: tuple, mask: torch.Tensor | None, position_ids: torch.Tensor | None,
+             cu_seq_lens_q: Any, cu_seq_lens_k: Any) -> _Packing | None:
+    """The packed sequences: explicit `cu_seq_lens_q/k`, or restarts in a batch-1
+    `position_ids` (transformers' flash rule); None for a batch that is not packed."""
+    q, k, _ = qkv
+    b, sq = q.shape[:2]
     if cu_seq_lens_q is not None or cu_seq_lens_k is not None:
         if cu_seq_lens_q is None or cu_seq_lens_k is None:
             raise ValueError("cu_seq_lens_q/k: expected both or neither, got one of them")
-        cu_q, cu_k = _int32(cu_seq_lens_q, q.device), _int32(cu_seq_lens_k, q.device)
         if mask is not None and b != 1:
             raise ValueError(
                 f"cu_seq_lens_q: expected batch size 1 when a mask is passed with packed "
                 f"sequences, got batch size {b}"
             )
-    elif position_ids is not None and b == 1 and sq == sk and sq > 1:
-        cu_q = _cached(position_ids, _PACKED_ATTR, ("cu",),
-                       lambda: _packing_from_position_ids(position_ids))
-        cu_k = cu_q
+        return _Packing(_int32(cu_seq_lens_q, q.device), _int32(cu_seq_lens_k, q.device),
+                        ("explicit", _host_key(cu_seq_lens_q), _host_key(cu_seq_lens_k)))
+    if position_ids is None or b != 1 or sq != k.shape[1] or sq <= 1:
+        return None
+    cu = _cached(position_ids, _PACKED_ATTR, ("cu",),
+                 lambda: _packing_from_position_ids(position_ids))
+    return None if cu is None else _Packing(cu, cu, ("position_ids", _host_key(position_ids)))
 
-    if cu_q is not None:
-        tq, tk = b * sq, b * k.shape[1]
-        if mask is None:
-            form = _Form(causal_flag, window, None)
-        else:
-            cu_key = tuple(cu_q.tolist()) + (-1,) + tuple(cu_k.tolist())
-            form = _cached(
-                attention_mask, _FORMS_ATTR, ("packed", causal_flag, window, cu_key),
-                lambda: _packed_form(mask, cu_q, cu_k, causal_flag, window),
-            )
-        if form is not None:
-            q, k, v = q.reshape(tq, hq, d), k.reshape(tk, -1, d), v.reshape(tk, -1, d)
-            options = dict(causal=form.causal, window=form.window, scale=scale, softcap=softcap,
-                           cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                           max_seqlen_q=_host_int(max_length_q),
-                           max_seqlen_k=_host_int(max_length_k))
-            return (q, k, v), options, out_shape
-        # the sequences bound attention even where the mask does not say so
-        mask = mask & _packed_pattern(cu_q, cu_k, tq, tk, False, None)[None, None]
 
-    options: dict[str, Any] = dict(scale=scale, softcap=softcap)
+def _packed_arguments(qkv: tuple, form: _Form, packing: _Packing, max_length_q: Any,
+                      max_length_k: Any) -> tuple[tuple, dict[str, Any]]:
+    """The packed layout's `(q, k, v)` `[T, H, D]` and options."""
+    q, k, v = qkv
+    d = q.shape[-1]
+    packed = (q.reshape(-1, q.shape[2], d), k.reshape(-1, k.shape[2], d),
+              v.reshape(-1, v.shape[2], d))
+    return packed, dict(
+        causal=form.causal, window=form.window, cu_seqlens_q=packing.cu_q,
+        cu_seqlens_k=packing.cu_k, max_seqlen_q=_host_int(max_length_q),
+        max_seqlen_k=_host_int(max_length_k))
+
+
+def _dense_arguments(qkv: tuple, attention_mask: torch.Tensor | None,
+                     mask: torch.Tensor | None, causal: bool,
+                     window: tuple[int, int] | None) -> tuple[tuple, dict[str, Any]]:
+    """The dense layout's `(q, k, v)` and mask options: no mask is causal as sdpa reads it;
+    a mask is its structured form when one reproduces it exactly, else `attn_mask`."""
+    q, k, v = qkv
+    b, sq = q.shape[:2]
+    sk = k.shape[1]
     if mask is None:
-        causal = causal_flag and sq > 1
+        causal = causal and sq > 1
         if causal and sk > sq:  # sdpa's skip with keys beyond the queries: static-cache prefill
             k, v = k[:, :sq], v[:, :sq]
-        options.update(causal=causal, window=window)
-        return (q, k, v), options, out_shape
+        return (q, k, v), dict(causal=causal, window=window)
     form = None
     if mask.shape[-2:] == (sq, sk) and mask.shape[0] in (1, b):
         form = _cached(
-            attention_mask, _FORMS_ATTR, ("dense", causal_flag, window, sq, sk),
-            lambda: _dense_form(mask, causal_flag, window),
+            attention_mask, _FORMS_ATTR, ("dense", causal, window, sq, sk),
+            lambda: _dense_form(mask, causal, window),
         )
     if form is None:
-        options.update(attn_mask=mask)
-    else:
-        kp = form.key_padding_mask
-        if kp is not None and kp.shape[0] != b:
-            kp = kp.expand(b, sk)
-        options.update(causal=form.causal, window=form.window, key_padding_mask=kp)
-    return (q, k, v), options, out_shape
+        return (q, k, v), dict(attn_mask=mask)
+    kp = form.key_padding_mask
+    if kp is not None and kp.shape[0] != b:
+        kp = kp.expand(b, sk)
+    return (q, k, v), dict(causal=form.causal, window=form.window, key_padding_mask=kp)
 
 
 # ---- the attention function -------------------------------------------------------------

@@ -15,11 +15,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 ENV_PRICE = "ATTNSWITCH_HOURLY_USD"
 
 # Configurable defaults, not quotes: pass `prices=` or set ATTNSWITCH_HOURLY_USD.
-DEFAULT_HOURLY_USD: dict[str, float] = {
+DEFAULT_HOURLY_USD: Mapping[str, float] = MappingProxyType({
     "cpu": 0.10,
     "nvidia-t4": 0.35,
     "nvidia-l4": 0.70,
@@ -32,7 +33,7 @@ DEFAULT_HOURLY_USD: dict[str, float] = {
     "tpu-v5e": 1.20,
     "tpu-v5p": 4.20,
     "tpu-v6e": 2.70,
-}
+})
 
 # How device names reported by torch (`get_device_name`) and JAX (`device_kind`) map to
 # the keys above: the first key whose pattern matches the lower-cased name.

@@ -77,7 +77,7 @@ from attnswitch.pipeline.run import (
     check_root,
     drive,
 )
-from attnswitch.pipeline.store import Store
+from attnswitch.pipeline.store import Store, indexed_sha
 
 log = logging.getLogger(__name__)
 # Files per Ray Data block (one read-and-chunk task each), and at most this many blocks.
@@ -268,9 +268,7 @@ class RayRunJob(RunJob):
 
         items = []
         for e in to_read:
-            row = self.stored.get(e.source)
-            known = (row.sha256 if row is not None and row.status == "indexed"
-                     and row.config == self.fp else None)
+            known = indexed_sha(self.stored.get(e.source), self.fp)
             items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)

@@ -298,23 +298,22 @@ class RunJob:
         self._done()
 
     def _prepare(self) -> list[SourceFile]:
-        """List the root, delete what left it, and return the files to read (not fresh)."""
-        store, key = self.store, root_key(self.root)
+        """List the root, delete what left it, and return the files to read: those the
+        store's plan finds not fresh (`Store.plan`)."""
+        store = self.store
         entries = self._listing()
         store.set_meta(META_KEY, self.config.to_json())
-        deleted = sorted(store.sources(key) - {e.source for e in entries})
-        if deleted:
-            self.counts["deleted"] = store.remove(key, deleted)
-        rows = {e.source: store.lookup(e.root, e.source) for e in entries}
-        to_read = [e for e in entries if not self._fresh(e, rows[e.source])]
-        self.stored = {e.source: rows[e.source] for e in to_read}
-        self.counts["unchanged"] += len(entries) - len(to_read)
+        plan = store.plan(self.root, entries, self.fp)
+        if plan.deleted:
+            self.counts["deleted"] = store.remove(plan.root, plan.deleted)
+        self.stored = plan.stored
+        self.counts["unchanged"] += len(plan.fresh)
         p = self.progress
-        p.files_total, p.files_done = len(entries), len(entries) - len(to_read)
-        p.bytes_total = sum(max(e.size, 0) for e in to_read)
+        p.files_total, p.files_done = len(entries), len(plan.fresh)
+        p.bytes_total = sum(max(e.size, 0) for e in plan.to_read)
         p.stage = "reading"
         self.on_progress(p)
-        return to_read
+        return list(plan.to_read)
 
     def _done(self) -> None:
         self.progress.stage = "done"
@@ -328,13 +327,6 @@ class RunJob:
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
         own = self.store.own_files()
         return [e for e in entries if e.path not in own]
-
-    def _fresh(self, entry: SourceFile, row: StoredDocument | None) -> bool:
-        """Whether the store's `row` for `entry` (None: not stored) is indexed with this
-        configuration at the file's current size and mtime: then it is not read again."""
-        return (row is not None and row.status == "indexed" and row.config == self.fp
-                and row.size == entry.size and row.mtime_ns == entry.mtime_ns
-                and entry.error is None)
 
     def _admit(self, doc: Document, chunks: list[Chunk] | None = None) -> None:
         """Classify a loaded document against the store: record a skip, touch an unchanged

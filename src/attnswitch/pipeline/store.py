@@ -33,6 +33,7 @@ stored vector of the wrong length raises `StoreCorruptError` when the vectors ar
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import json
@@ -42,10 +43,11 @@ import sqlite3
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Self
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 
@@ -197,24 +199,32 @@ class StoredDocument:
 
 @dataclass(frozen=True)
 class SyncPlan:
-    """What a run must do for `root`: documents to encode (`new + changed`), documents to
-    leave alone, skips to record and stored sources to delete."""
+    """What a run must do for `root`, from a listing of its files (`ingest.scan`): the files
+    to read (`to_read`, with their stored rows in `stored`, None where not stored), the fresh
+    ones it leaves alone (`fresh`, see `is_fresh_row`) and the stored sources that left the
+    root (`deleted`). A file read is then `classify`-ed: new, changed, unchanged or skipped."""
 
     root: str
-    new: tuple[Document, ...] = ()
-    changed: tuple[Document, ...] = ()
-    unchanged: tuple[Document, ...] = ()
-    skipped: tuple[Document, ...] = ()
+    to_read: tuple[SourceFile, ...] = ()
+    fresh: tuple[SourceFile, ...] = ()
     deleted: tuple[str, ...] = ()
+    stored: dict[str, StoredDocument | None] = field(default_factory=dict)
 
-    @property
-    def to_encode(self) -> tuple[Document, ...]:
-        return self.new + self.changed
 
-    def counts(self) -> dict[str, int]:
-        return {"new": len(self.new), "changed": len(self.changed),
-                "unchanged": len(self.unchanged), "skipped": len(self.skipped),
-                "deleted": len(self.deleted)}
+def is_fresh_row(row: StoredDocument | None, entry: SourceFile, config: str) -> bool:
+    """The freshness rule: `entry` need not be read again when its stored `row` is indexed
+    under `config` at the file's current size and mtime (a skipped file is read again: its
+    reason may be gone). A False only means "read and hash it"; `classify` decides then."""
+    return (row is not None and row.status == "indexed" and row.config == config
+            and row.size == entry.size and row.mtime_ns == entry.mtime_ns
+            and entry.error is None)
+
+
+def indexed_sha(row: StoredDocument | None, config: str) -> str | None:
+    """The content hash a read document must have to be "unchanged": the stored one when
+    `row` is indexed under `config`, else None (nothing matches)."""
+    indexed = row is not None and row.status == "indexed" and row.config == config
+    return row.sha256 if indexed else None
 
 
 @dataclass(frozen=True)
@@ -312,7 +322,7 @@ class Store(Protocol):
     def root_counts(self, root: str | os.PathLike) -> tuple[int, int]: ...
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
     def classify(self, doc: Document, config: str = "") -> str: ...
-    def plan(self, root: str | os.PathLike, documents: Iterable[Document],
+    def plan(self, root: str | os.PathLike, entries: Iterable[SourceFile],
              config: str = "") -> SyncPlan: ...
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
                        config: str = "", run_id: int | None = None) -> int: ...
@@ -347,12 +357,40 @@ def keyword_terms(text: str) -> list[str]:
         :MAX_QUERY_TERMS]
 
 
-class StoreBase:
-    """What every store does the same way on top of its own connection (`_conn`, whose
-    `execute` takes `_mark` placeholders) and transactions (`_transaction`): freshness,
-    classification, plans, skips and the runs table."""
+class StoreBase(abc.ABC):
+    """What every store does the same way on top of its own hooks: freshness,
+    classification, plans, skips and the runs table.
 
-    _mark = "?"
+    A store subclass provides
+    - `_conn`: its connection, whose `execute(sql, params)` takes `_mark` placeholders and
+      returns a cursor with `fetchone`/`fetchall`; `_mark`: the placeholder ("?" unless set);
+    - `ef_search`: the ANN search beam of a dense search that names none;
+    - `_transaction()`: a context manager giving a connection inside one transaction;
+    - `_lock_run()` / `_unlock_run()`: take and release the store's one-run-at-a-time lock;
+    - `_upsert(conn, doc, status, config, run_id, *, n_chunks, n_tokens) -> int`: write a
+      document row (`_document_values`), return its id;
+    - `close` of the `Store` protocol.
+    """
+
+    _mark: ClassVar[str] = "?"
+    _conn: Any
+    ef_search: int
+
+    @abc.abstractmethod
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    @abc.abstractmethod
+    def _lock_run(self) -> None: ...
+
+    @abc.abstractmethod
+    def _unlock_run(self) -> None: ...
+
+    @abc.abstractmethod
+    def _upsert(self, conn: Any, doc: Document, status: str, config: str,
+                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
 
     def __enter__(self) -> Self:
         return self
@@ -472,12 +510,33 @@ class StoreBase:
         `ef_search` when None."""
         return self.ef_search if ef is None else check_ef_search(ef)
 
+    # -- the stored state ---------------------------------------------------------------
+
+    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
+        """The row of `source` under `root`, or None when it is not stored."""
+        m = self._mark
+        row = self._conn.execute(
+            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
+            f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source),
+        ).fetchone()
+        return StoredDocument(*row) if row else None
+
+    def sources(self, root: str | os.PathLike) -> set[str]:
+        """Every source stored under `root`, indexed or skipped."""
+        rows = self._conn.execute(f"SELECT source FROM documents WHERE root = {self._mark}",
+                                  (root_key(root),))
+        return {r[0] for r in rows}
+
+    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
+        """(indexed documents, their chunks) stored under `root`."""
+        docs, chunks = self._conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = "
+            f"{self._mark} AND status = 'indexed'", (root_key(root),)).fetchone()
+        return int(docs), int(chunks)
+
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
-        """True when `entry` was stored under `config` with this size and mtime: a run may
-        then skip reading it. A False only means "read and hash it"."""
-        row = self.lookup(entry.root, entry.source)
-        return (row is not None and row.config == config and row.size == entry.size
-                and row.mtime_ns == entry.mtime_ns and entry.error is None)
+        """`is_fresh_row` of `entry`'s stored row: True when a run may skip reading it."""
+        return is_fresh_row(self.lookup(entry.root, entry.source), entry, config)
 
     def classify(self, doc: Document, config: str = "") -> str:
         """"skipped", "new", "changed" or "unchanged" for one ingested document."""
@@ -486,29 +545,27 @@ class StoreBase:
         row = self.lookup(doc.root, doc.source)
         if row is None:
             return "new"
-        if row.status == "indexed" and row.sha256 == doc.sha256 and row.config == config:
-            return "unchanged"
-        return "changed"
+        return "unchanged" if indexed_sha(row, config) == doc.sha256 else "changed"
 
-    def plan(self, root: str | os.PathLike, documents: Iterable[Document],
+    def plan(self, root: str | os.PathLike, entries: Iterable[SourceFile],
              config: str = "") -> SyncPlan:
-        """Compare a complete listing of `root` (as `ingest.ingest(root)` gives it) with the
-        stored state. Every document must belong to `root`."""
+        """Compare a complete listing of `root` (`ingest.scan(root)`) with the stored state
+        (`SyncPlan`). Every entry must belong to `root`, each source once."""
         key = root_key(root)
-        groups: dict[str, list[Document]] = {k: [] for k in
-                                             ("new", "changed", "unchanged", "skipped")}
-        seen: set[str] = set()
-        for doc in documents:
-            if doc.root != key:
-                raise StoreInputError("documents", f"documents under root {key!r}",
-                                      f"{doc.source!r} under {doc.root!r}")
-            if doc.source in seen:
-                raise StoreInputError("documents", "each source once", f"{doc.source!r} twice")
-            seen.add(doc.source)
-            groups[self.classify(doc, config)].append(doc)
-        deleted = tuple(sorted(self.sources(key) - seen))
-        return SyncPlan(key, *(tuple(groups[k]) for k in ("new", "changed", "unchanged",
-                                                         "skipped")), deleted)
+        to_read: list[SourceFile] = []
+        fresh: list[SourceFile] = []
+        stored: dict[str, StoredDocument | None] = {}
+        for entry in entries:
+            if entry.root != key:
+                raise StoreInputError("entries", f"files under root {key!r}",
+                                      f"{entry.source!r} under {entry.root!r}")
+            if entry.source in stored:
+                raise StoreInputError("entries", "each source once", f"{entry.source!r} twice")
+            stored[entry.source] = row = self.lookup(key, entry.source)
+            (fresh if is_fresh_row(row, entry, config) else to_read).append(entry)
+        deleted = tuple(sorted(self.sources(key) - set(stored)))
+        return SyncPlan(key, tuple(to_read), tuple(fresh), deleted,
+                        {e.source: stored[e.source] for e in to_read})
 
     def record_skip(self, doc: Document, *, config: str = "",
                     run_id: int | None = None) -> int:
@@ -544,9 +601,9 @@ class StoreBase:
 # triggers `_SCHEMA` creates (IF NOT EXISTS) for every version.
 # 2: keyword search (FTS5) and the chunk log: a version-1 file's stored text is indexed.
 # 3: the jobs table (created by `_SCHEMA`; nothing to convert).
-_UPGRADES: dict[int, tuple[str, ...]] = {
+_UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
     2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
-}
+})
 
 
 def _job_record(row: Sequence[Any]) -> JobRecord:
@@ -738,26 +795,6 @@ class SQLiteStore(StoreBase):
         if key == "dim":
             raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
         self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-
-    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
-        row = self._conn.execute(
-            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
-            " FROM documents WHERE root = ? AND source = ?", (root_key(root), source),
-        ).fetchone()
-        return StoredDocument(*row) if row else None
-
-    def sources(self, root: str | os.PathLike) -> set[str]:
-        """Every source stored under `root`, indexed or skipped."""
-        rows = self._conn.execute("SELECT source FROM documents WHERE root = ?",
-                                  (root_key(root),))
-        return {r[0] for r in rows}
-
-    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
-        """(indexed documents, their chunks) stored under `root`."""
-        docs, chunks = self._conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = ? AND "
-            "status = 'indexed'", (root_key(root),)).fetchone()
-        return int(docs), int(chunks)
 
     # -- writing --------------------------------------------------------------------
 

@@ -44,7 +44,6 @@ from attnswitch.pipeline.store import (
     StoreBase,
     StoreBusyError,
     StoreConnectError,
-    StoredDocument,
     StoreInputError,
     StoreStatus,
     _chunk_rows,
@@ -329,23 +328,6 @@ class PostgresStore(StoreBase):
             raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
         self._conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
                            "value = excluded.value", (key, value))
-
-    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
-        row = self._one(
-            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
-            " FROM documents WHERE root = %s AND source = %s", (root_key(root), source))
-        return StoredDocument(*row) if row else None
-
-    def sources(self, root: str | os.PathLike) -> set[str]:
-        rows = self._retrying(lambda: self._conn.execute(
-            "SELECT source FROM documents WHERE root = %s", (root_key(root),)).fetchall())
-        return {r[0] for r in rows}
-
-    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
-        docs, chunks = self._one(
-            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = %s AND "
-            "status = 'indexed'", (root_key(root),))
-        return int(docs), int(chunks)
 
     # -- writing --------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import Request
@@ -23,13 +24,13 @@ log = logging.getLogger("attnswitch.service")
 MAX_MESSAGE_CHARS = 512
 MAX_VALIDATION_ERRORS = 4
 
-TYPES = {
+TYPES = MappingProxyType({
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
     404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error",
     409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
     422: "invalid_request_error",
     429: "rate_limit_error", 500: "server_error", 503: "service_unavailable", 504: "timeout_error",
-}
+})
 
 
 class ServiceError(Exception):
@@ -126,9 +127,9 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> Response
     return error_response(500, f"internal error: {type(exc).__name__}", "internal_error")
 
 
-HANDLERS = {
+HANDLERS = MappingProxyType({
     ServiceError: service_error_handler,
     RequestValidationError: validation_error_handler,
     StarletteHTTPException: http_error_handler,
     Exception: unexpected_error_handler,
-}
+})

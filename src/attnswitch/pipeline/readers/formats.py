@@ -32,23 +32,24 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import PurePath
+from types import MappingProxyType
 
 from attnswitch.pipeline.readers.code import LANGUAGES
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
-TEXT_EXTENSIONS = {".txt": "text", ".text": "text", ".rst": "text", "": "text",
-                   ".md": "markdown", ".markdown": "markdown"}
-HTML_EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html"}
-PDF_EXTENSIONS = {".pdf": "pdf"}
-DOCUMENT_EXTENSIONS = {".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt",
-                       ".odp": "odp", ".ods": "ods", ".epub": "epub", ".rtf": "rtf",
-                       ".eml": "eml", ".mbox": "mbox", ".ipynb": "ipynb", ".csv": "csv",
-                       ".tsv": "csv", ".tab": "csv"}
-IMAGE_EXTENSIONS = {".png": "image", ".jpg": "image", ".jpeg": "image", ".tif": "image",
-                    ".tiff": "image"}
-CODE_EXTENSIONS = {suffix: "code" for suffix in LANGUAGES}
-KINDS = {**CODE_EXTENSIONS, **TEXT_EXTENSIONS, **HTML_EXTENSIONS, **PDF_EXTENSIONS,
-         **DOCUMENT_EXTENSIONS, **IMAGE_EXTENSIONS}
+TEXT_EXTENSIONS = MappingProxyType({".txt": "text", ".text": "text", ".rst": "text",
+                                    "": "text", ".md": "markdown", ".markdown": "markdown"})
+HTML_EXTENSIONS = MappingProxyType({".html": "html", ".htm": "html", ".xhtml": "html"})
+PDF_EXTENSIONS = MappingProxyType({".pdf": "pdf"})
+DOCUMENT_EXTENSIONS = MappingProxyType({
+    ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt", ".odp": "odp",
+    ".ods": "ods", ".epub": "epub", ".rtf": "rtf", ".eml": "eml", ".mbox": "mbox",
+    ".ipynb": "ipynb", ".csv": "csv", ".tsv": "csv", ".tab": "csv"})
+IMAGE_EXTENSIONS = MappingProxyType({".png": "image", ".jpg": "image", ".jpeg": "image",
+                                     ".tif": "image", ".tiff": "image"})
+CODE_EXTENSIONS = MappingProxyType({suffix: "code" for suffix in LANGUAGES})
+KINDS = MappingProxyType({**CODE_EXTENSIONS, **TEXT_EXTENSIONS, **HTML_EXTENSIONS,
+                          **PDF_EXTENSIONS, **DOCUMENT_EXTENSIONS, **IMAGE_EXTENSIONS})
 
 PDF_MAGIC = b"%PDF-"
 # (magic bytes, name, suffixes the name drops): the compressions read through their stream.
@@ -69,15 +70,15 @@ _BINARY_SIGNATURES = (
 )
 # Registered media types (Python's built-in table, not the machine's) of extensions that
 # hold text although their type is not text/*.
-_TEXT_APPLICATION_TYPES = {
+_TEXT_APPLICATION_TYPES = frozenset({
     "application/javascript", "application/json", "application/xml", "application/n-quads",
     "application/n-triples", "application/trig", "application/x-csh", "application/x-sh",
     "application/x-shar", "application/x-tcl", "application/x-tex", "application/x-latex",
     "application/x-texinfo", "application/x-troff", "application/x-troff-man",
     "application/x-troff-me", "application/x-troff-ms", "application/x-wais-source",
     "application/vnd.apple.mpegurl", "message/rfc822",
-}
-_SUFFIXES = {codec: suffixes for _, codec, suffixes in COMPRESSIONS}
+})
+_SUFFIXES = MappingProxyType({codec: suffixes for _, codec, suffixes in COMPRESSIONS})
 _TAR_MAGIC_AT = 257  # "ustar" at this offset marks a tar archive
 _HTML_OPENINGS = (b"<!doctype html", b"<html")
 # Images read by OCR, known by their signature whatever the name.
@@ -86,10 +87,10 @@ _IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00
 # (OpenDocument, EPUB), for a file whose name does not say (`report`, `scan.zip`).
 _OOXML_MEMBERS = (("word/document.xml", "docx"), ("ppt/presentation.xml", "pptx"),
                   ("xl/workbook.xml", "xlsx"))
-_ZIP_MIMETYPES = {b"application/epub+zip": "epub",
-                  b"application/vnd.oasis.opendocument.text": "odt",
-                  b"application/vnd.oasis.opendocument.presentation": "odp",
-                  b"application/vnd.oasis.opendocument.spreadsheet": "ods"}
+_ZIP_MIMETYPES = MappingProxyType({
+    b"application/epub+zip": "epub", b"application/vnd.oasis.opendocument.text": "odt",
+    b"application/vnd.oasis.opendocument.presentation": "odp",
+    b"application/vnd.oasis.opendocument.spreadsheet": "ods"})
 # A mail message or mailbox without a name that says so: it opens with mail headers.
 _MAIL_HEADER = re.compile(rb"^(Received|Return-Path|From|To|Subject|Date|Message-ID|"
                           rb"MIME-Version|Delivered-To|Content-Type): ", re.IGNORECASE)
