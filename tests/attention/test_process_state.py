@@ -44,6 +44,7 @@ ALLOWED = {
     "engines.registry._engines": "the process's registry of engines",
     "engines._cache": "the loaded encoders, one model load per process",
     "engines.autopick._TABLE": "the engine measurements file (cache.JsonTable)",
+    "engines.autoprecision._TABLE": "the precision measurements file (cache.JsonTable)",
 }
 # each backend's and engine's module instance: the entries of the two registries
 REGISTRY_ENTRIES = ("BACKEND", "ENGINE")

@@ -14,11 +14,15 @@ The texts were written for this check; they are fixed, so the check is determini
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
+from collections.abc import Mapping
+
 import numpy as np
 
 K = 10
 
-TOPICS: dict[str, tuple[str, tuple[str, ...]]] = {
+TOPICS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
     "sql": ("how a SQL database plans a query with an index over table rows", (
         "A B-tree index lets the database find matching rows without reading the whole table.",
         "The query planner compares the cost of an index scan with a sequential scan.",
@@ -91,7 +95,7 @@ TOPICS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Stretching after exercise helps the muscles recover and stay flexible.",
         "A regular bedtime helps the body keep a steady sleep rhythm.",
     )),
-}
+})
 
 PASSAGES: tuple[str, ...] = tuple(p for _, passages in TOPICS.values() for p in passages)
 QUERIES: tuple[str, ...] = tuple(query for query, _ in TOPICS.values())

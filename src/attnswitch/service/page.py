@@ -12,6 +12,8 @@ origin only, no inline script, no framing) and `X-Content-Type-Options: nosniff`
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from importlib import resources
 
 from fastapi import APIRouter
@@ -22,25 +24,25 @@ from attnswitch.service.errors import ServiceError
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-HEADERS = {
+HEADERS = MappingProxyType({
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
-}
+})
 # The files served under /ui/, and their types: nothing else is read from the package.
-ASSETS = {
+ASSETS = MappingProxyType({
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
-}
+})
 
 page = APIRouter(include_in_schema=False)
 
 
 def _asset(name: str, media_type: str) -> Response:
     body = resources.files("attnswitch.service").joinpath("ui", name).read_bytes()
-    return Response(body, media_type=media_type, headers=HEADERS)
+    return Response(body, media_type=media_type, headers=dict(HEADERS))
 
 
 @page.get("/")

@@ -167,8 +167,10 @@ async def server_info(request: Request) -> dict:
     return {**svc.serving(), "version": __version__, "jobs": svc.config.jobs_root is not None}
 
 
-_EMPTY_INDEX = {"documents": 0, "chunks": 0, "tokens": 0, "bytes": 0, "dim": None, "roots": [],
-                "model": None, "skipped": 0, "skipped_by_reason": {}, "runs": []}
+def _empty_index() -> dict:
+    """What /v1/index says before there is an index."""
+    return {"documents": 0, "chunks": 0, "tokens": 0, "bytes": 0, "dim": None, "roots": [],
+            "model": None, "skipped": 0, "skipped_by_reason": {}, "runs": []}
 
 
 async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict | None:
@@ -182,7 +184,7 @@ async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict |
 
 @v1.get("/index", responses=errors(401, 503))
 async def index_summary(request: Request) -> dict:
-    return await _view(request, overview.index_summary) or _EMPTY_INDEX
+    return await _view(request, overview.index_summary) or _empty_index()
 
 
 @v1.get("/index/skipped", responses=errors(401, 422, 503))

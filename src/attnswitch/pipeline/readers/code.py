@@ -9,6 +9,8 @@ language.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import re
 from pathlib import PurePath
 
@@ -20,7 +22,7 @@ from attnswitch.pipeline.readers.text import check_controls, decode
 # table rather than Pygments' lookup: these are the kinds `formats.KINDS` sends here, and
 # the answer must not change with the installed Pygments version. Not here: `.php` and other
 # templates, mostly HTML, which content sniffing reads as HTML.
-LANGUAGES = {
+LANGUAGES = MappingProxyType({
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
     ".cjs": "javascript", ".jsx": "javascript", ".ts": "typescript", ".tsx": "typescript",
     ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".scala": "scala",
@@ -34,7 +36,7 @@ LANGUAGES = {
     ".conf": "ini", ".json": "json", ".jsonl": "json", ".xml": "xml", ".proto": "protobuf",
     ".tf": "terraform", ".gradle": "groovy", ".cmake": "cmake", ".mk": "make",
     ".dockerfile": "docker",
-}
+})
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
 
 

@@ -30,7 +30,7 @@ from attnswitch.pipeline.readers.skip import Skip, Skipped
 from attnswitch.pipeline.readers.tabular import cell_text, sheet_blocks
 
 _HEADING_STYLE = re.compile(r"heading\s*(\d+)$", re.IGNORECASE)
-_CODE_STYLES = {"source code", "html preformatted", "code", "verbatim char"}
+_CODE_STYLES = frozenset({"source code", "html preformatted", "code", "verbatim char"})
 
 
 def read_docx(data: bytes, options: ReadOptions) -> Extracted:
