@@ -64,7 +64,7 @@ run: $(STAMP)
 	$(VENV)/bin/attnswitch search "how do I update rows in a table" -k 3
 
 test: system-packages $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25
 
 doctor: $(STAMP)
 	$(VENV)/bin/attnswitch doctor
