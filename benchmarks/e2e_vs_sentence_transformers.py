@@ -110,7 +110,7 @@ def per_round_ratio(res: dict, name: str, others: tuple[str, ...]) -> list[float
 
 def cpu_description() -> tuple[str, list[str]]:
     from attnswitch.attention.cache import cpu_name
-    from attnswitch.engines.openvino_runtime import cpu_flags
+    from attnswitch.attention.cache import cpu_flags
 
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
               "amx_tile")

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import attnswitch.engines as engines
-from attnswitch.engines import EncodeInputError, autoprecision, openvino_runtime, registry
+from attnswitch.attention import cache
+from attnswitch.engines import EncodeInputError, autoprecision, registry
 from attnswitch.engines.autoprecision import PrecisionRow
 from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine
@@ -42,7 +43,7 @@ def test_auto_measures_each_native_precision_and_picks_the_fastest_that_passed(a
     assert plan.source == "measured now"
     measured = [r for r in plan.rows if r.status == "measured"]
     want = {"fp32"} | ({"bf16"} if autoprecision.native(
-        "bf16", "cpu", openvino_runtime.cpu_flags()) is None else set())
+        "bf16", "cpu", cache.cpu_flags()) is None else set())
     assert {r.precision for r in measured} == want
     for row in measured:
         assert row.engine == "torch" and len(row.rates) == autoprecision.ROUNDS
@@ -94,7 +95,7 @@ class _PerturbedEngine(Engine):
 @pytest.fixture
 def perturbed(monkeypatch):
     # bf16 is a native candidate whatever this host's CPU is
-    monkeypatch.setattr(openvino_runtime, "cpu_flags", lambda: _flags("amx_bf16"))
+    monkeypatch.setattr(cache, "cpu_flags", lambda: _flags("amx_bf16"))
     registry.register(_PerturbedEngine())
     yield "perturbed"
     registry.unregister("perturbed")

@@ -60,6 +60,18 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's ISA flags as the kernel lists them (avx512_bf16, amx_tile, ...); empty where
+    /proc/cpuinfo does not say."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def device_name(device: DeviceInfo) -> str:
     """The name results measured on `device` are keyed by."""
     return cpu_name() if device.kind == "cpu" else device.name

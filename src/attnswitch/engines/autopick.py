@@ -209,7 +209,7 @@ def machine() -> dict[str, Any]:
     """What decides engine speed here: the device, the CPU model and its ISA flags, and the
     cores this process may use."""
     from attnswitch.attention.cache import cpu_name
-    from attnswitch.engines.openvino_runtime import cpu_flags
+    from attnswitch.attention.cache import cpu_flags
 
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4")))
     return {"device": registry.host_device(), "cpu": cpu_name(), "flags": flags,

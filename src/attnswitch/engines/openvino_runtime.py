@@ -80,18 +80,10 @@ def import_openvino() -> Any:
 
 
 @functools.cache
-def cpu_flags() -> frozenset[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
 def isa(precision: str) -> str:
     """The CPU instructions the plugin's matmuls use for `precision` on this host."""
+    from attnswitch.attention.cache import cpu_flags
+
     flags = cpu_flags()
     if precision == "int8":
         for flag, name in (("amx_int8", "AMX int8"), ("avx512_vnni", "AVX-512 VNNI"),
@@ -206,7 +198,8 @@ def _int8_artifacts(spec: ModelSpec) -> tuple[Path, str]:
                            "source": (source / export.MANIFEST).read_text()})
 
     def build(folder: Path) -> None:
-        quantize.quantize_openvino(spec, source / "model.xml", folder / "model.xml")
+        quantize.quantize_openvino(import_openvino(), spec, source / "model.xml",
+                                   folder / "model.xml")
 
     return export.Artifacts(key).ensure(build)
 

@@ -96,11 +96,9 @@ def import_nncf() -> Any:
     return nncf
 
 
-def quantize_openvino(spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
-    """Write the NNCF int8 model of the float32 IR `source_xml` to `target_xml`."""
-    from attnswitch.engines.openvino_runtime import import_openvino
-
-    ov = import_openvino()
+def quantize_openvino(ov: Any, spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
+    """Write the NNCF int8 model of the float32 IR `source_xml` to `target_xml`; `ov` is the
+    `openvino` module as its engine imported it (`openvino_runtime.import_openvino`)."""
     nncf = import_nncf()
     model = ov.Core().read_model(str(source_xml))
     batches = calibration_batches(spec)
