@@ -56,12 +56,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.pipeline.readers.blocks import Block, ReadOptions
+from attnswitch.pipeline.readers.dispatch import extract
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
-from attnswitch.pipeline.readers.html import html_text
-from attnswitch.pipeline.readers.pdf import pdf_text
 from attnswitch.pipeline.readers.skip import Skip
 from attnswitch.pipeline.readers.skip import Skipped as _Skipped
-from attnswitch.pipeline.readers.text import check_controls, decode
 
 DEFAULT_MAX_BYTES = 20 * 2**20
 # Folders nested deeper below the root are skipped with the reason (one descriptor is open
@@ -107,7 +106,9 @@ class Document:
     `encoding_detected` is True when it came from charset detection rather than UTF-8,
     a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
     `reason` reads "<category>: <detail>". `pages_failed` counts PDF pages whose text
-    could not be extracted while others could.
+    could not be extracted while others could. `blocks` are the document's blocks in
+    reading order (`readers.blocks`; empty when skipped) and `text` is their texts joined
+    by blank lines.
     """
 
     root: str
@@ -124,6 +125,7 @@ class Document:
     detail: str | None = None
     pages_failed: int = 0
     compression: str | None = None
+    blocks: tuple[Block, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -416,23 +418,15 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         compression = compression_of(data)
         found = detect(entry.path.name, data, max_bytes)
         kind = found.kind
-        if kind == "pdf":
-            text, pages_failed = pdf_text(found.data)
-            encoding, detected = None, False
-        else:
-            try:
-                if kind == "html":
-                    text, encoding, detected = html_text(found.data)
-                else:
-                    text, encoding, detected = decode(found.data)
-                    text = text.replace("\r\n", "\n").replace("\r", "\n")
-                check_controls(text)
-            except _Skipped as s:
-                if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
-                    kind = None
-                    raise not_text(s, entry.path.suffix.lower()) from None
-                raise
-            pages_failed = 0
+        try:
+            extracted = extract(kind, found.data, ReadOptions(max_bytes=max_bytes,
+                                                              name=entry.path.name))
+        except _Skipped as s:
+            if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
+                kind = None
+                raise not_text(s, entry.path.suffix.lower()) from None
+            raise
+        text = extracted.text
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
     except _Skipped as s:
@@ -443,9 +437,11 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
         skip = Skip.CORRUPT_PDF if kind == "pdf" else Skip.UNREADABLE
         return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=skip,
                         detail=f"{type(exc).__name__}: {exc}", compression=compression)
-    return Document(**fields, sha256=_digest(data), kind=kind, text=text, encoding=encoding,
-                    encoding_detected=detected, pages_failed=pages_failed,
-                    compression=compression)
+    return Document(**fields, sha256=_digest(data), kind=kind, text=text,
+                    encoding=extracted.encoding,
+                    encoding_detected=extracted.encoding_detected,
+                    pages_failed=len(extracted.failed), compression=compression,
+                    blocks=extracted.blocks)
 
 
 def _digest(data: bytes | None) -> str | None:

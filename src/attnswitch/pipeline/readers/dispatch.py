@@ -7,14 +7,32 @@ one place that lists them, so a new format is one reader module and one line her
 
 from __future__ import annotations
 
+import importlib
+
 from attnswitch.pipeline.readers.blocks import Extracted, ReadOptions, Reader
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 
 def readers() -> dict[str, Reader]:
-    """kind -> reader. Imported on call, so a format's library loads only when a file of
-    that kind is read."""
-    return {}
+    """kind -> reader. Each reader's module is imported when a file of its kind is read,
+    so a format's library loads only then."""
+    here = "attnswitch.pipeline.readers"
+    return {
+        "text": lazy(f"{here}.text", "read_text"),
+        "markdown": lazy(f"{here}.markdown", "read_markdown"),
+        "html": lazy(f"{here}.html", "read_html"),
+        "pdf": lazy(f"{here}.pdf", "read_pdf"),
+    }
+
+
+def lazy(module: str, name: str) -> Reader:
+    """The reader `name` of `module`, imported on its first call."""
+
+    def read(data: bytes, options: ReadOptions) -> Extracted:
+        return getattr(importlib.import_module(module), name)(data, options)
+
+    read.__qualname__ = read.__name__ = name
+    return read
 
 
 def extract(kind: str, data: bytes, options: ReadOptions) -> Extracted:
