@@ -113,10 +113,13 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
     from attnswitch.pipeline.store_errors import describe, is_store_error
 
     try:
-        return open_store(location)
+        store = open_store(location)
     except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
         message = describe(exc, str(location)) if is_store_error(exc) else str(exc)
         raise _fail(command, message, as_json) from None
+    if getattr(store, "migrated", None):  # one line, on stderr: stdout may be JSON
+        typer.echo(store.migrated, err=True)
+    return store
 
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:
@@ -534,6 +537,8 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     from rich.markup import escape
     from rich.table import Table
 
+    from attnswitch.pipeline.search import where
+
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
         caption += ("; fused: reciprocal rank fusion, sum of 1/(60 + rank) over both lists; "
@@ -547,14 +552,15 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     if mode == "hybrid":
         t.add_column("cosine (rank)", justify="right")
         t.add_column("keyword (rank)", justify="right")
-    t.add_column("source", overflow="fold", max_width=48)
+    t.add_column("source", overflow="fold", max_width=64)
     t.add_column("snippet", overflow="fold", ratio=1)
     for r in results:
         parts = [_part(r["dense_similarity"], r["dense_rank"], ".3f"),
                  _part(r["keyword_score"], r["keyword_rank"], ".3g")] if mode == "hybrid" else []
         t.add_row(str(r["rank"]), f"{r['score']:.4f}" if mode == "hybrid" else
                   f"{r['score']:.3f}", *parts,
-                  escape(f"{r['path']} #{r['ordinal']}"), escape(r["snippet"]))
+                  escape(f"{where(r['path'], r['location'], r['heading_path'])} "
+                         f"#{r['ordinal']}"), escape(r["snippet"]))
     rich_console().print(t)
 
 
