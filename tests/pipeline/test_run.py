@@ -16,7 +16,7 @@ import pytest
 from attnswitch.observe.memwatch import MemoryGrowthWarning
 from attnswitch.pipeline import encode as encode_module
 from attnswitch.pipeline import run as run_module
-from attnswitch.pipeline.chunk import chunk_text
+from attnswitch.pipeline.chunk import chunk_document
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
 from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
@@ -55,8 +55,11 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
         summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         stored = state(store, docs)
     tok = chunk_tokenizer(encoder.spec)
-    expected = {d.source: [c.text for c in chunk_text(d.text, tok, max_tokens=32, overlap=4)]
-                for d in ingest(docs)}
+    defaults = RunOptions()
+    cut = {d.source: chunk_document(d.text, d.blocks, tok, chunking=defaults.chunking,
+                                    max_tokens=32, embed_headings=defaults.embed_headings)
+           for d in ingest(docs)}
+    expected = {source: [c.text for c in chunks] for source, chunks in cut.items()}
     assert {s: texts for s, (texts, _) in stored.items()} == expected
     assert summary.status == "completed"
     assert (summary.new, summary.indexed, summary.skipped) == (len(expected), len(expected), 0)
@@ -64,7 +67,11 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
     # Several documents share each encode call: every vector must be its own chunk's.
     texts = [t for texts, _ in stored.values() for t in texts]
     vectors = np.concatenate([v for _, v in stored.values()])
-    np.testing.assert_allclose(vectors, encoder.encode(texts), atol=2e-5)
+    # each vector is of the text the encoder read: the heading path, then the chunk's text
+    read = [c.encoder_text for chunks in cut.values() for c in chunks]
+    assert len(read) == len(texts)
+    assert any(r != t for r, t in zip(read, texts)) == defaults.embed_headings
+    np.testing.assert_allclose(vectors, encoder.encode(read), atol=2e-5)
     assert summary.backends and summary.engine == encoder.engine
     assert summary.tokens_per_s > 0 and summary.cost["usd_per_million_tokens"] > 0
 
