@@ -49,6 +49,11 @@ class Layout(str, enum.Enum):
     packed = "packed"
 
 
+class Chunking(str, enum.Enum):
+    blocks = "blocks"
+    windows = "windows"
+
+
 class Mode(str, enum.Enum):
     hybrid = "hybrid"
     dense = "dense"
@@ -143,7 +148,15 @@ def run_command(
     max_tokens: Annotated[int | None, typer.Option(
         help="Text tokens per chunk. Default: the model's limit less its special tokens.",
         show_default=False)] = None,
-    overlap: Annotated[int, typer.Option(help="Tokens shared by neighbouring chunks.")] = 32,
+    overlap: Annotated[int, typer.Option(
+        help="Tokens shared by neighbouring chunks (windows only).")] = 32,
+    chunking: Annotated[Chunking, typer.Option(
+        help="blocks: chunks end at sections, paragraphs or sentences, tables cut by rows; "
+        "windows: fixed token windows with overlap.")] = Chunking.blocks,
+    embed_headings: Annotated[bool | None, typer.Option(
+        "--embed-headings/--no-embed-headings",
+        help="Embed each chunk's heading path with its text. Default: on (it measures "
+        "better, docs/results/known_item_structure.md).", show_default=False)] = None,
     batch_tokens: Annotated[int | None, typer.Option(
         help="Padded tokens per batch. Default: the engine's.", show_default=False)] = None,
     layout: Annotated[Layout, typer.Option(
@@ -205,7 +218,10 @@ def run_command(
                              precision=Precision(precision).value,
                              max_tokens=max_tokens, overlap=overlap, batch_tokens=batch_tokens,
                              chunks_per_call=chunks_per_call, layout=Layout(layout).value,
-                             max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd)
+                             max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
+                             chunking=Chunking(chunking).value,
+                             **({} if embed_headings is None
+                                else {"embed_headings": embed_headings}))
     except ValueError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
     if not path.is_dir():  # before the store is made
@@ -616,7 +632,9 @@ def _render_status(r: dict, config: Any) -> None:
     t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
     t.add_row("model", config.describe() if config else "-")
     if config:
-        t.add_row("chunking", f"{config.max_tokens} tokens, overlap {config.overlap}")
+        t.add_row("chunking", f"{config.chunking}, {config.max_tokens} tokens"
+                  + (f", overlap {config.overlap}" if config.chunking == "windows" else "")
+                  + (", heading path embedded" if config.embed_headings else ""))
     run = r["last_run"]
     if run:
         when = dt.datetime.fromtimestamp(run["started_at"]).isoformat(" ", "seconds")

@@ -128,6 +128,11 @@ class RunOptions:
             raise ValueError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.chunks_per_call < 1:
             raise ValueError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
+        from attnswitch.pipeline.chunk import CHUNKINGS
+
+        if self.chunking not in CHUNKINGS:
+            raise ValueError(f"chunking: expected one of {', '.join(CHUNKINGS)}, "
+                             f"got {self.chunking!r}")
         if self.max_bytes < 1:
             raise ValueError(f"max_bytes: expected >= 1, got {self.max_bytes}")
         if self.hourly_usd is not None and not self.hourly_usd >= 0:
