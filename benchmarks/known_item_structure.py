@@ -2,8 +2,12 @@
 without the heading path embedded with each chunk's text.
 
     python benchmarks/known_item_structure.py [--corpus examples/corpus] [--max-tokens 254]
-        [--overlap 32] [--json docs/results/known_item_structure.json]
+        [--overlap 32] [--kinds html markdown pdf] [--precision fp32]
+        [--json docs/results/known_item_structure.json]
         [--markdown docs/results/known_item_structure.md]
+
+On a crowded machine each chunking can run in a process of its own (`--variant N
+--partial PATH`, N from 0), and `--partials PATH...` then writes the report from them.
 
 Any folder of documents the readers take works (`--corpus`): every heading the readers
 find (HTML h1-h6, Markdown headings, PDF outline entries, and those of any format added
@@ -129,6 +133,11 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=None,
                     help="text tokens per chunk (default: the model's limit, as `run`)")
     ap.add_argument("--overlap", type=int, default=32, help="windows only, as `run`")
+    ap.add_argument("--kinds", nargs="*", help="only documents of these kinds (default: all)")
+    ap.add_argument("--precision", default="fp32", help="of the encoder, as `run`'s")
+    ap.add_argument("--variant", type=int, help="run only VARIANTS[N] (with --partial)")
+    ap.add_argument("--partial", type=Path, help="write this variant's results here")
+    ap.add_argument("--partials", type=Path, nargs="*", help="report from these partials")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
@@ -137,12 +146,15 @@ def main() -> None:
     from attnswitch.pipeline.config import chunk_tokenizer, special_tokens
     from attnswitch.pipeline.ingest import ingest
 
-    docs = [d for d in ingest(args.corpus) if d.ok]
+    docs = [d for d in ingest(args.corpus) if d.ok and (not args.kinds or d.kind in args.kinds)]
     queries = queries_of(docs)
-    encoder = get_engine()
+    encoder = get_engine(precision=args.precision)
     tokenizer = chunk_tokenizer(encoder.spec)
     max_tokens = args.max_tokens or encoder.spec.max_seq_length - special_tokens(tokenizer)
-    vectors = encoder.encode([q.text for q in queries])
+    variants = VARIANTS if args.variant is None else VARIANTS[args.variant:args.variant + 1]
+    if args.partials:
+        variants = ()
+    vectors = encoder.encode([q.text for q in queries]) if variants else None
     kinds: dict[str, int] = {}
     for d in docs:
         kinds[d.kind] = kinds.get(d.kind, 0) + 1
@@ -151,17 +163,24 @@ def main() -> None:
     for q in queries:
         per_kind[kind_of[q.source]] = per_kind.get(kind_of[q.source], 0) + 1
     results = {}
-    for chunking, embed in VARIANTS:
+    for chunking, embed in variants:
         name = f"{chunking}, heading path {'embedded' if embed else 'not embedded'}"
         results[name] = measure(docs, queries, vectors, encoder, tokenizer, chunking, embed,
                                 max_tokens, args.overlap)
         print(name, json.dumps(results[name]), flush=True)
+    if args.partial:
+        args.partial.write_text(json.dumps(results))
+        return
+    for partial in args.partials or ():
+        results.update(json.loads(partial.read_text()))
+    order = [f"{c}, heading path {'embedded' if e else 'not embedded'}" for c, e in VARIANTS]
+    results = {name: results[name] for name in order if name in results}
     cpu = cpu_description()
     report = {"corpus": str(args.corpus.resolve().relative_to(ROOT))
               if args.corpus.resolve().is_relative_to(ROOT) else args.corpus.name,
               "documents": kinds, "queries": len(queries), "queries_by_kind": per_kind,
               "max_tokens": max_tokens, "overlap": args.overlap, "model": "all-MiniLM-L6-v2",
-              "engine": encoder.engine, "cpu": cpu, "machine": "busy (shared with other jobs)",
+              "engine": encoder.engine, "precision": args.precision, "cpu": cpu, "machine": "busy (shared with other jobs)",
               "results": results}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
@@ -182,7 +201,9 @@ def main() -> None:
             f"queries, one per unique heading with a body "
             f"({', '.join(f'{n} from {k}' for k, n in sorted(per_kind.items()))}). Chunks of "
             f"at most {max_tokens} text tokens (the model's limit, as `run`); windows overlap "
-            f"{args.overlap} tokens. Model all-MiniLM-L6-v2 ({encoder.engine} engine) on "
+            f"{args.overlap} tokens; with the heading path embedded, windows leave a quarter "
+            f"of the window for it. Model all-MiniLM-L6-v2 ({encoder.engine} engine, "
+            f"{args.precision}) on "
             f"{cpu}, a busy machine (MRR is not a timing: the load does not change it).\n\n"
             "A hit is right when it lies in the answer's section (its heading path starts "
             "with the answer's) or, in a PDF, on the heading's page. MRR@10: mean of 1/rank "

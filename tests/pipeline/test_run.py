@@ -276,6 +276,7 @@ def test_packed_batches_store_the_same_vectors(docs: Path, tmp_path: Path, encod
 
 def test_bad_options_are_refused() -> None:
     for kw, match in (({"chunks_per_call": 0}, "chunks_per_call"),
+                      ({"chunking": "pages"}, "chunking: expected one of blocks, windows"),
                       ({"max_bytes": 0}, "max_bytes"), ({"hourly_usd": -1.0}, "hourly_usd"),
                       ({"precision": "fp16"}, "precision"), ({"layout": "ragged"}, "layout")):
         with pytest.raises(ValueError, match=match):
@@ -305,3 +306,44 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
     assert everything == [e.source for e in entries]
     assert all(d.text.startswith("document number") for d in
                run_module.read_ahead(entries, 2**20, depth=3))
+
+
+class Recording:
+    """The shared encoder, recording every text it is asked to encode."""
+
+    def __init__(self, encoder):
+        self.encoder, self.texts = encoder, []
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+    def encode(self, texts, *args, **kwargs):
+        self.texts += list(texts)
+        return self.encoder.encode(texts, *args, **kwargs)
+
+
+def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, encoder) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    sections = {"Install": "Run pip install to get the package and its extras.",
+                "Usage": "Call dumps to serialise an object as a string.",
+                "Limits": "Documents larger than the limit are skipped with a reason."}
+    page = "# Guide\n\n" + "".join(f"## {h}\n\n{t}\n\n" for h, t in sections.items())
+    (root / "guide.md").write_text(page)
+    with SQLiteStore(tmp_path / "db") as store:
+        run(root, store, OPTIONS, get_encoder=lambda: encoder)
+        before = state(store, root)["guide.md"]
+        (root / "guide.md").write_text(page.replace("as a string", "as a JSON string"))
+        recording = Recording(encoder)
+        summary = run(root, store, OPTIONS, get_encoder=lambda: recording)
+        after = state(store, root)["guide.md"]
+    # three chunks: "Guide" and "Install" (headings in a row stay together), Usage, Limits
+    assert summary.changed == 1 and summary.chunks_reused == 2
+    prefix = "Guide › Usage\n\n" if RunOptions().embed_headings else ""
+    assert recording.texts == [prefix + "Usage\n\nCall dumps to serialise an object as a "
+                                        "JSON string."]
+    assert len(before[0]) == len(after[0]) == 3
+    for i in (0, 2):
+        assert after[0][i] == before[0][i]
+        assert after[1][i].tobytes() == before[1][i].tobytes()
+    assert after[1][1].tobytes() != before[1][1].tobytes()
