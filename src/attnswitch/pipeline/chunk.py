@@ -36,6 +36,7 @@ only on blocks longer than the window, so its speed does not weigh on ordinary t
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -140,8 +141,7 @@ def chunk_document(text: str, blocks: Sequence[Block], tokenizer: Any, *,
 
 @dataclass(frozen=True)
 class _Piece:
-    """A run of text inside one block: [start, end) in the document's text (`text`: its
-    text where known, "" for pieces packed together)."""
+    """A run of text inside one block: [start, end) in the document's text."""
 
     text: str
     start: int
@@ -192,7 +192,9 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
                     close()
                 run.append((i, piece))
         close()
-    return [c for c in chunks if c.text.strip()]
+    kept = [c for c in chunks if c.text.strip()]
+    return [c if c.ordinal == i else dataclasses.replace(c, ordinal=i)
+            for i, c in enumerate(kept)]
 
 
 def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[int]]]:
