@@ -127,6 +127,18 @@ def measure(docs: list, queries: list[Query], vectors: np.ndarray, encoder, toke
     return out
 
 
+COMMAND = ("--kinds html markdown pdf --precision bf16 --json "
+           "docs/results/known_item_structure.json --markdown "
+           "docs/results/known_item_structure.md").split()
+CAVEAT = (
+    "The queries are the headings' own words, so any chunk that holds its heading is "
+    "favoured: a block chunk opens its section with it, and an embedded heading path gives "
+    "every chunk of a section its headings (and their parents'). The comparison is between "
+    "chunkings on the same queries, not a measure of real users' questions. Windows cut "
+    "through sections, so the window that holds a heading often starts in the section "
+    "before and is shown (and judged) with that section's path.\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "examples" / "corpus")
@@ -194,8 +206,9 @@ def main() -> None:
     if args.markdown:
         args.markdown.write_text(
             "# Known-item retrieval by section and page\n\n"
-            "`python benchmarks/known_item_structure.py --json docs/results/"
-            "known_item_structure.json --markdown docs/results/known_item_structure.md`\n\n"
+            f"`python benchmarks/known_item_structure.py {' '.join(COMMAND)}`"
+            " (each chunking was run as `--variant N --partial PATH` in a process of its "
+            "own, then `--partials` wrote this)\n\n"
             f"Corpus: `{report['corpus']}`, {sum(kinds.values())} documents "
             f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}); {len(queries)} "
             f"queries, one per unique heading with a body "
@@ -209,7 +222,7 @@ def main() -> None:
             "with the answer's) or, in a PDF, on the heading's page. MRR@10: mean of 1/rank "
             "of the first right hit (0 when none in the top 10); right@1: the share of "
             "queries whose first hit is right; file MRR@10: the first hit of the right file, "
-            "for reference.\n\n" + "\n".join(table) + "\n")
+            "for reference.\n\n" + "\n".join(table) + "\n\n" + CAVEAT)
 
 
 if __name__ == "__main__":

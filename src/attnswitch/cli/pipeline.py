@@ -156,7 +156,7 @@ def run_command(
     embed_headings: Annotated[bool | None, typer.Option(
         "--embed-headings/--no-embed-headings",
         help="Embed each chunk's heading path with its text. Default: on (it measures "
-        "better, docs/results/known_item_structure.md).", show_default=False)] = None,
+        "better: docs/results/known_item_structure.md).", show_default=False)] = None,
     batch_tokens: Annotated[int | None, typer.Option(
         help="Padded tokens per batch. Default: the engine's.", show_default=False)] = None,
     layout: Annotated[Layout, typer.Option(
