@@ -8,13 +8,15 @@ both, lazily, one `Document` at a time.
 Formats, known by content as well as by name (`readers.formats`):
 
 - `.txt`, `.text`, `.rst`, `.md`, `.markdown`: text, decoded as UTF-8 (a BOM wins), else
-  with the charset that charset-normalizer detects;
+  with the charset that charset-normalizer detects; plain text as one paragraph block per
+  run of lines between blank lines, Markdown as its headings, paragraphs, list items,
+  tables and code (`readers.markdown`);
 - `.html`, `.htm`, `.xhtml`: HTML, decoded as above with the page's declared charset tried
   after UTF-8; the page's main content extracted (`readers.html`: trafilatura judges
   which blocks are content, so navigation, headers, footers and sidebars are dropped),
   one paragraph per block element, headings kept;
 - `.pdf`, or any file whose bytes start with `%PDF-`: PDF, text extracted page by page
-  with pypdf;
+  with pypdf, each block knowing its page, headings from the outline (`readers.pdf`);
 - gzip, bzip2 and xz files (known by their magic bytes): read through their
   decompressed stream, at most `max_bytes` of it (more is skipped as too large, so a
   decompression bomb is never inflated), the name without `.gz`, `.bz2` or `.xz` then
