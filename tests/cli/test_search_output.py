@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from attnswitch.pipeline.search import where
 from cli_testing import Indexed, invoke
 
 QUERY = "how do I update rows in a table"
@@ -32,7 +33,8 @@ def test_plain_output_shows_the_scores_of_the_json(indexed: Indexed, mode: str) 
     assert list(shown) == [str(h["rank"]) for h in found]
     for h in found:
         row = shown[str(h["rank"])]
-        assert row["source"].startswith(f"{h['path']} #{h['ordinal']}")
+        label = where(h["path"], h["location"], h["heading_path"])
+        assert row["source"].startswith(f"{label} #{h['ordinal']}"[:40])
         if mode == "hybrid":
             assert header[1:4] == ["fused", "cosine (rank)", "keyword (rank)"]
             assert row["fused"] == f"{h['score']:.4f}"
@@ -47,3 +49,40 @@ def test_plain_output_shows_the_scores_of_the_json(indexed: Indexed, mode: str) 
     if mode == "hybrid":
         assert all(h["dense_rank"] is not None for h in found)  # 5 of 50 candidates
         assert re.search(r"fused: reciprocal rank fusion", " ".join(plain.stdout.split()))
+
+
+GUIDE = ("# json\n\nEncoding and decoding of JSON documents.\n\n## Basic Usage\n\n"
+         "Call dumps to serialise a Python object as a JSON formatted string.\n\n"
+         "## Decoding\n\nCall loads to parse a JSON document into Python objects.\n")
+
+
+@pytest.fixture(scope="module")
+def structured(tmp_path_factory: pytest.TempPathFactory) -> Indexed:
+    """A Markdown guide with nested headings and a one-page PDF, indexed by `run`."""
+    from cli_testing import CORPUS
+
+    base = tmp_path_factory.mktemp("structured")
+    folder = base / "docs"
+    folder.mkdir()
+    (folder / "guide.md").write_text(GUIDE)
+    (folder / "release.pdf").write_bytes((CORPUS / "sqlite/copyright-release.pdf").read_bytes())
+    result = invoke("run", str(folder), "--db", str(base / "data"), "--no-progress", "--json")
+    assert result.exit_code == 0, result.output
+    return Indexed(folder, base / "data")
+
+
+@pytest.mark.parametrize(("query", "path", "heading_path", "location", "label"), [
+    ("serialise a Python object", "guide.md", ["json", "Basic Usage"], {},
+     "guide.md · json › Basic Usage"),
+    ("parse a JSON document", "guide.md", ["json", "Decoding"], {}, "guide.md · json › Decoding"),
+    ("dedicate to the public domain", "release.pdf", [], {"page": 1}, "release.pdf p. 1"),
+])
+def test_a_hit_shows_its_heading_path_and_location(structured: Indexed, query, path,
+                                                   heading_path, location, label) -> None:
+    args = ("search", query, "-k", "1", "--mode", "keyword", "--db", str(structured.db))
+    (hit,) = json.loads(invoke(*args, "--json").stdout)["data"]
+    assert (hit["path"], hit["heading_path"], hit["location"]) == (path, heading_path, location)
+    plain = invoke(*args)
+    assert plain.exit_code == 0, plain.output
+    (row,) = [r for r in cells(plain.stdout, "│") if r[0] == "1"]
+    assert row[2] == f"{label} #{hit['ordinal']}"

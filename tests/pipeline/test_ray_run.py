@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attnswitch.pipeline.chunk import chunk_text
+from attnswitch.pipeline.chunk import chunk_document
 from attnswitch.pipeline.config import chunk_tokenizer
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.run import RunOptions, run
@@ -59,8 +59,9 @@ def _wait_until(ok, timeout: float = 60.0) -> None:
 def chunker_output(root: Path, encoder, options: RunOptions) -> dict[tuple[str, int], str]:
     tok = chunk_tokenizer(encoder.spec)
     return {(d.source, c.ordinal): c.text for d in ingest(root) if d.ok
-            for c in chunk_text(d.text, tok, max_tokens=options.max_tokens,
-                                overlap=options.overlap)}
+            for c in chunk_document(d.text, d.blocks, tok, chunking=options.chunking,
+                                    max_tokens=options.max_tokens, overlap=options.overlap,
+                                    embed_headings=options.embed_headings)}
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from vector_rule import assert_within_rule, oracle
 from attnswitch.observe.memwatch import MemoryGrowthWarning
 from attnswitch.pipeline import encode as encode_module
 from attnswitch.pipeline import run as run_module
-from attnswitch.pipeline.chunk import chunk_text
+from attnswitch.pipeline.chunk import chunk_document
 from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
 from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
@@ -56,8 +56,11 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
         summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         stored = state(store, docs)
     tok = chunk_tokenizer(encoder.spec)
-    expected = {d.source: [c.text for c in chunk_text(d.text, tok, max_tokens=32, overlap=4)]
-                for d in ingest(docs)}
+    defaults = RunOptions()
+    cut = {d.source: chunk_document(d.text, d.blocks, tok, chunking=defaults.chunking,
+                                    max_tokens=32, embed_headings=defaults.embed_headings)
+           for d in ingest(docs)}
+    expected = {source: [c.text for c in chunks] for source, chunks in cut.items()}
     assert {s: texts for s, (texts, _) in stored.items()} == expected
     assert summary.status == "completed"
     assert (summary.new, summary.indexed, summary.skipped) == (len(expected), len(expected), 0)
@@ -65,7 +68,11 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
     # Several documents share each encode call: every vector must be its own chunk's.
     texts = [t for texts, _ in stored.values() for t in texts]
     vectors = np.concatenate([v for _, v in stored.values()])
-    np.testing.assert_allclose(vectors, encoder.encode(texts), atol=2e-5)
+    # each vector is of the text the encoder read: the heading path, then the chunk's text
+    read = [c.encoder_text for chunks in cut.values() for c in chunks]
+    assert len(read) == len(texts)
+    assert any(r != t for r, t in zip(read, texts)) == defaults.embed_headings
+    np.testing.assert_allclose(vectors, encoder.encode(read), atol=2e-5)
     assert summary.backends and summary.engine == encoder.engine
     assert summary.tokens_per_s > 0 and summary.cost["usd_per_million_tokens"] > 0
 
@@ -273,6 +280,7 @@ def test_packed_batches_store_the_same_vectors(docs: Path, tmp_path: Path, encod
 
 def test_bad_options_are_refused() -> None:
     for kw, match in (({"chunks_per_call": 0}, "chunks_per_call"),
+                      ({"chunking": "pages"}, "chunking: expected one of blocks, windows"),
                       ({"max_bytes": 0}, "max_bytes"), ({"hourly_usd": -1.0}, "hourly_usd"),
                       ({"precision": "fp16"}, "precision"), ({"layout": "ragged"}, "layout")):
         with pytest.raises(ValueError, match=match):
@@ -320,3 +328,44 @@ def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: 
     # a query encodes with the index's precision, whatever "auto" would pick now
     monkeypatch.setenv(ENV_PRECISION, "fp32" if forced == "bf16" else "bf16")
     assert get_engine(stored.model, stored.engine, stored.precision).precision == forced
+
+
+class Recording:
+    """The shared encoder, recording every text it is asked to encode."""
+
+    def __init__(self, encoder):
+        self.encoder, self.texts = encoder, []
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+    def encode(self, texts, *args, **kwargs):
+        self.texts += list(texts)
+        return self.encoder.encode(texts, *args, **kwargs)
+
+
+def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, encoder) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    sections = {"Install": "Run pip install to get the package and its extras.",
+                "Usage": "Call dumps to serialise an object as a string.",
+                "Limits": "Documents larger than the limit are skipped with a reason."}
+    page = "# Guide\n\n" + "".join(f"## {h}\n\n{t}\n\n" for h, t in sections.items())
+    (root / "guide.md").write_text(page)
+    with SQLiteStore(tmp_path / "db") as store:
+        run(root, store, OPTIONS, get_encoder=lambda: encoder)
+        before = state(store, root)["guide.md"]
+        (root / "guide.md").write_text(page.replace("as a string", "as a JSON string"))
+        recording = Recording(encoder)
+        summary = run(root, store, OPTIONS, get_encoder=lambda: recording)
+        after = state(store, root)["guide.md"]
+    # three chunks: "Guide" and "Install" (headings in a row stay together), Usage, Limits
+    assert summary.changed == 1 and summary.chunks_reused == 2
+    prefix = "Guide › Usage\n\n" if RunOptions().embed_headings else ""
+    assert recording.texts == [prefix + "Usage\n\nCall dumps to serialise an object as a "
+                                        "JSON string."]
+    assert len(before[0]) == len(after[0]) == 3
+    for i in (0, 2):
+        assert after[0][i] == before[0][i]
+        assert after[1][i].tobytes() == before[1][i].tobytes()
+    assert after[1][1].tobytes() != before[1][1].tobytes()

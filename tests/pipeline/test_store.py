@@ -133,7 +133,7 @@ def test_plan_new_unchanged_changed_deleted_skipped(store: SQLiteStore, root: Pa
     assert store.lookup(root, "sub/c.html") is None
     assert store.document_chunks(root, "sub/c.html") == []
     assert "".join(c.text for c in store.document_chunks(root, "b.md")) == \
-        "# Beta v2\n\nRewritten."
+        "Beta v2\n\nRewritten."  # the blocks' text: Markdown markup dropped
     expected = sum(len(chunks_of(d)) for d in ingest(root) if d.ok)
     assert store.status().chunks == expected == len(store.vectors()[0])
 
@@ -515,10 +515,10 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
 
 
-def test_a_version_1_store_migrates_to_version_2(docs: Path, tmp_path: Path, encoder) -> None:
-    """The schema's migration path, 1 -> 2, on a copy of a real store: the real model's
+def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path: Path, encoder) -> None:
+    """The schema's migration path, 1 -> 2 -> 3, on a copy of a real store: the real model's
     vectors of real documents, taken back to what version 1 had (no keyword index, no chunk
-    log, no store id). Opening the copy migrates it: nothing stored is lost, keyword search
+    log, no store id, no chunk heading path, location or vector key). Opening the copy migrates it: nothing stored is lost, keyword search
     finds the stored text, dense search gives what the original gives, and a run on the
     same folder finds every file unchanged."""
     import shutil
@@ -539,7 +539,10 @@ def test_a_version_1_store_migrates_to_version_2(docs: Path, tmp_path: Path, enc
     with sqlite3.connect(copy) as conn:
         conn.executescript("DROP TRIGGER chunks_inserted; DROP TRIGGER chunks_deleted; "
                            "DROP TABLE chunks_fts; DROP TABLE chunk_log; "
-                           "DELETE FROM meta WHERE key = 'store_id'; PRAGMA user_version = 1;")
+                           "DELETE FROM meta WHERE key = 'store_id'; PRAGMA user_version = 1; "
+                           "ALTER TABLE chunks DROP COLUMN heading_path; "
+                           "ALTER TABLE chunks DROP COLUMN location; "
+                           "ALTER TABLE chunks DROP COLUMN vector_key;")
         assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN "
                             "('chunks_fts', 'chunk_log')").fetchone()[0] == 0
 
@@ -556,7 +559,7 @@ def test_a_version_1_store_migrates_to_version_2(docs: Path, tmp_path: Path, enc
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(

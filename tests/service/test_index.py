@@ -152,3 +152,30 @@ def test_an_empty_index_without_jobs_says_to_index_with_the_cli(tmp_path) -> Non
             assert client.post("/v1/jobs", json={"path": "x"}).status_code != 202
     finally:
         srv.stop()
+
+
+def test_a_hit_carries_its_heading_path_and_location(shared_client, cli_indexed, service_dirs,
+                                                      reference) -> None:
+    """`/v1/search` answers each hit's heading path and location, as the Python API does:
+    a Markdown section under nested headings, and a PDF page."""
+    from service_testing import CORPUS
+
+    wait_for_jobs(shared_client)
+    root = service_dirs["base"] / "structured-docs"
+    root.mkdir(exist_ok=True)
+    (root / "guide.md").write_text("# json\n\n## Basic Usage\n\nCall dumps to serialise a "
+                                   "Python object as a JSON formatted string.\n")
+    (root / "release.pdf").write_bytes((CORPUS / "sqlite/copyright-release.pdf").read_bytes())
+    with SQLiteStore(service_dirs["data"]) as store:
+        assert run(root, store, RunOptions(), get_encoder=lambda: reference).indexed == 2
+    for query, want in (("dumps serialise JSON formatted string",
+                         ("guide.md", ["json", "Basic Usage"], {})),
+                        ("public domain dedication copyright release", ("release.pdf", [],
+                                                                        {"page": 1}))):
+        r = shared_client.post("/v1/search", json={"query": query, "k": 1, "mode": "keyword"})
+        assert r.status_code == 200, r.text
+        (hit,) = r.json()["data"]
+        assert (hit["path"], hit["heading_path"], hit["location"]) == want
+        with SQLiteStore(service_dirs["data"]) as store:
+            (local,) = search(store, None, 1, text=query, mode="keyword")
+        assert (local.heading_path, local.location) == (hit["heading_path"], hit["location"])

@@ -49,6 +49,11 @@ class Layout(str, enum.Enum):
     packed = "packed"
 
 
+class Chunking(str, enum.Enum):
+    blocks = "blocks"
+    windows = "windows"
+
+
 class Mode(str, enum.Enum):
     hybrid = "hybrid"
     dense = "dense"
@@ -113,10 +118,13 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
     from attnswitch.pipeline.store_errors import describe, is_store_error
 
     try:
-        return open_store(location)
+        store = open_store(location)
     except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
         message = describe(exc, str(location)) if is_store_error(exc) else str(exc)
         raise _fail(command, message, as_json) from None
+    if getattr(store, "migrated", None):  # one line, on stderr: stdout may be JSON
+        typer.echo(store.migrated, err=True)
+    return store
 
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:
@@ -142,7 +150,15 @@ def run_command(
     max_tokens: Annotated[int | None, typer.Option(
         help="Text tokens per chunk. Default: the model's limit less its special tokens.",
         show_default=False)] = None,
-    overlap: Annotated[int, typer.Option(help="Tokens shared by neighbouring chunks.")] = 32,
+    overlap: Annotated[int, typer.Option(
+        help="Tokens shared by neighbouring chunks (windows only).")] = 32,
+    chunking: Annotated[Chunking, typer.Option(
+        help="blocks: chunks end at sections, paragraphs or sentences, tables cut by rows; "
+        "windows: fixed token windows with overlap.")] = Chunking.blocks,
+    embed_headings: Annotated[bool | None, typer.Option(
+        "--embed-headings/--no-embed-headings",
+        help="Embed each chunk's heading path with its text. Default: on (it measures "
+        "better: docs/results/known_item_structure.md).", show_default=False)] = None,
     batch_tokens: Annotated[int | None, typer.Option(
         help="Padded tokens per batch. Default: the engine's.", show_default=False)] = None,
     layout: Annotated[Layout, typer.Option(
@@ -204,7 +220,9 @@ def run_command(
                            overlap=overlap, batch_tokens=batch_tokens,
                            chunks_per_call=chunks_per_call, layout=Layout(layout).value,
                            max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
-                           ocr=ocr)
+                           ocr=ocr, chunking=Chunking(chunking).value,
+                           **({} if embed_headings is None
+                              else {"embed_headings": embed_headings}))
     _check_folder(path, as_json)
     if use_ray or ray_address is not None:
         runner, ray_errors = _ray_runner(path, options, ray_address, ray_cpu_actors,
@@ -570,6 +588,8 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     from rich.markup import escape
     from rich.table import Table
 
+    from attnswitch.pipeline.search import where
+
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
         caption += ("; fused: reciprocal rank fusion, sum of 1/(60 + rank) over both lists; "
@@ -583,14 +603,15 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     if mode == "hybrid":
         t.add_column("cosine (rank)", justify="right")
         t.add_column("keyword (rank)", justify="right")
-    t.add_column("source", overflow="fold", max_width=48)
+    t.add_column("source", overflow="fold", max_width=64)
     t.add_column("snippet", overflow="fold", ratio=1)
     for r in results:
         parts = [_part(r["dense_similarity"], r["dense_rank"], ".3f"),
                  _part(r["keyword_score"], r["keyword_rank"], ".3g")] if mode == "hybrid" else []
         t.add_row(str(r["rank"]), f"{r['score']:.4f}" if mode == "hybrid" else
                   f"{r['score']:.3f}", *parts,
-                  escape(f"{r['path']} #{r['ordinal']}"), escape(r["snippet"]))
+                  escape(f"{where(r['path'], r['location'], r['heading_path'])} "
+                         f"#{r['ordinal']}"), escape(r["snippet"]))
     rich_console().print(t)
 
 
@@ -646,7 +667,9 @@ def _render_status(r: dict, config: Any) -> None:
     t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
     t.add_row("model", config.describe() if config else "-")
     if config:
-        t.add_row("chunking", f"{config.max_tokens} tokens, overlap {config.overlap}")
+        t.add_row("chunking", f"{config.chunking}, {config.max_tokens} tokens"
+                  + (f", overlap {config.overlap}" if config.chunking == "windows" else "")
+                  + (", heading path embedded" if config.embed_headings else ""))
     run = r["last_run"]
     if run:
         when = dt.datetime.fromtimestamp(run["started_at"]).isoformat(" ", "seconds")

@@ -29,6 +29,12 @@ from attnswitch.errors import AttnswitchError, ConfigError
 
 META_KEY = "index"
 DEFAULT_OVERLAP = 32
+DEFAULT_CHUNKING = "blocks"
+# Whether a chunk's heading path is embedded with its text: measured by
+# benchmarks/known_item_structure.py (docs/architecture.md, "Structure kept").
+DEFAULT_EMBED_HEADINGS = True
+# What a config stored by a version without these fields was made with.
+_LEGACY = {"chunking": "windows", "embed_headings": False}
 
 
 
@@ -55,7 +61,9 @@ def chunk_tokenizer(spec: Any) -> Any:
 class IndexConfig:
     """model: the model folder as the user named it (None: the packaged default model);
     model_name: a readable name; model_fingerprint: see `model_fingerprint`. max_tokens:
-    text tokens per chunk (special tokens excluded); overlap: tokens shared by neighbours."""
+    text tokens per chunk (special tokens excluded); overlap: tokens shared by neighbours
+    (windows only). chunking: "blocks" or "windows" (`chunk.CHUNKINGS`); embed_headings:
+    the encoder reads each chunk's heading path before its text."""
 
     model: str | None
     model_name: str
@@ -68,11 +76,14 @@ class IndexConfig:
     precision: str
     max_tokens: int
     overlap: int
+    chunking: str = DEFAULT_CHUNKING
+    embed_headings: bool = DEFAULT_EMBED_HEADINGS
 
     @classmethod
     def build(cls, spec: Any, model: str | os.PathLike | None, engine: str, precision: str,
               max_tokens: int | None = None, overlap: int = DEFAULT_OVERLAP,
-              tokenizer: Any = None) -> IndexConfig:
+              tokenizer: Any = None, chunking: str = DEFAULT_CHUNKING,
+              embed_headings: bool = DEFAULT_EMBED_HEADINGS) -> IndexConfig:
         """The config for `spec` (a loaded `ModelSpec`). `max_tokens` defaults to the model's
         limit minus its special tokens, and may not exceed it."""
         limit = spec.max_seq_length - special_tokens(tokenizer or spec.tokenizer())
@@ -84,6 +95,11 @@ class IndexConfig:
         if not 0 <= overlap < max_tokens:
             raise ConfigError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
                              f"got {overlap}")
+        from attnswitch.pipeline.chunk import CHUNKINGS
+
+        if chunking not in CHUNKINGS:
+            raise ValueError(f"chunking: expected one of {', '.join(CHUNKINGS)}, "
+                             f"got {chunking!r}")
         path = Path(spec.path)
         name = path.parent.name if path.name == "model" else path.name
         return cls(
@@ -91,6 +107,7 @@ class IndexConfig:
             model_fingerprint=model_fingerprint(path), dim=spec.dim, pooling=spec.pooling,
             normalize=spec.normalize, max_seq_length=spec.max_seq_length, engine=engine,
             precision=precision, max_tokens=int(max_tokens), overlap=int(overlap),
+            chunking=chunking, embed_headings=bool(embed_headings),
         )
 
     @property
@@ -100,6 +117,20 @@ class IndexConfig:
         # engines.autopick, so switching engines does not re-encode an index
         for key in ("model", "model_name", "dim", "engine"):
             fields.pop(key)
+        # A config with the chunking of versions before these fields hashes as they did, so
+        # their stores stay fresh under it.
+        for key, legacy in _LEGACY.items():
+            if fields[key] == legacy:
+                fields.pop(key)
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def vector_fingerprint(self) -> str:
+        """The short hash of what makes the vector of one text (model files, pooling,
+        normalisation, sequence length, precision): vectors are reusable across configs
+        that share it (`vector_key`)."""
+        fields = {k: getattr(self, k) for k in ("model_fingerprint", "pooling", "normalize",
+                                                "max_seq_length", "precision")}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
@@ -107,7 +138,9 @@ class IndexConfig:
 
     @classmethod
     def from_json(cls, text: str) -> IndexConfig:
-        return cls(**json.loads(text))
+        """A stored config; one stored before `chunking` and `embed_headings` existed gets
+        the values it was made with (fixed windows, no heading path)."""
+        return cls(**{**_LEGACY, **json.loads(text)})
 
     def describe(self) -> str:
         return (f"{self.model_name} ({self.model or 'default model'}, "
@@ -139,3 +172,10 @@ def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, stored_dim
             f"model: expected the index's model {stored.describe()}, got "
             f"{wanted.model_name} ({wanted.model or 'default model'}, "
             f"{wanted.model_fingerprint[:12]}); use another --db for another model")
+
+
+def vector_key(vector_fingerprint: str, encoder_text: str) -> str:
+    """What identifies a stored vector: the hash of the vector fingerprint
+    (`IndexConfig.vector_fingerprint`) and the exact text the encoder read. A chunk whose
+    key is stored already has its vector, and a run reuses it rather than encode again."""
+    return hashlib.sha256(f"{vector_fingerprint}\0{encoder_text}".encode()).hexdigest()

@@ -8,14 +8,16 @@ both, lazily, one `Document` at a time.
 Formats, known by content as well as by name (`readers.formats`):
 
 - `.txt`, `.text`, `.rst`, `.md`, `.markdown`: text, decoded as UTF-8 (a BOM wins), else
-  with the charset that charset-normalizer detects;
+  with the charset that charset-normalizer detects; plain text as one paragraph block per
+  run of lines between blank lines, Markdown as its headings, paragraphs, list items,
+  tables and code (`readers.markdown`);
 - `.html`, `.htm`, `.xhtml`: HTML, decoded as above with the page's declared charset tried
   after UTF-8; the page's main content extracted (`readers.html`: trafilatura judges
   which blocks are content, so navigation, headers, footers and sidebars are dropped),
   one paragraph per block element, headings kept;
 - `.pdf`, or any file whose bytes start with `%PDF-`: PDF, text extracted page by page
-  with pypdf, pages with no text layer recognised by OCR (`readers.ocr`, unless
-  `ocr=False`);
+  with pypdf, each block knowing its page, headings from the outline, pages with no
+  text layer recognised by OCR (`readers.ocr`, unless `ocr=False`);
 - Word, PowerPoint, Excel, OpenDocument, EPUB, RTF, mail, notebooks, CSV/TSV, source and
   config files, and images (OCR): by extension, or by content where the name does not
   say (`formats.sniff_container`), each read by its reader in `readers.dispatch`
@@ -62,14 +64,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnswitch.errors import AttnswitchError
-from attnswitch.pipeline.readers.blocks import ReadOptions
-from attnswitch.pipeline.readers.dispatch import extract, readers, with_attachments
+from attnswitch.pipeline.readers.blocks import Block, ReadOptions
+from attnswitch.pipeline.readers.dispatch import extract, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
-from attnswitch.pipeline.readers.html import html_text
-from attnswitch.pipeline.readers.pdf import pdf_text
 from attnswitch.pipeline.readers.skip import Skip
 from attnswitch.pipeline.readers.skip import Skipped as _Skipped
-from attnswitch.pipeline.readers.text import check_controls, decode
 
 DEFAULT_MAX_BYTES = 20 * 2**20
 # Folders nested deeper below the root are skipped with the reason (one descriptor is open
@@ -118,6 +117,8 @@ class Document:
     `reason` reads "<category>: <detail>". `pages_failed` counts PDF pages whose text
     could not be extracted while others could (scanned pages OCR could not read included;
     for other formats, the parts the reader could not read, such as mail attachments).
+    `blocks` are the document's blocks in reading order (`readers.blocks`; empty when
+    skipped) and `text` is their texts joined by blank lines.
     """
 
     root: str
@@ -134,6 +135,7 @@ class Document:
     detail: str | None = None
     pages_failed: int = 0
     compression: str | None = None
+    blocks: tuple[Block, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -427,29 +429,15 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
         compression = compression_of(data)
         found = detect(entry.path.name, data, max_bytes)
         kind = found.kind
-        options = with_attachments(ReadOptions(max_bytes=max_bytes, ocr=ocr,
-                                               name=entry.path.name))
-        if kind == "pdf":
-            text, pages_failed = pdf_text(found.data, options)
-            encoding, detected = None, False
-        elif kind in readers():  # the formats of readers/dispatch.py
-            extracted = extract(kind, found.data, options)
-            text, encoding = extracted.text, extracted.encoding
-            detected, pages_failed = extracted.encoding_detected, len(extracted.failed)
-        else:
-            try:
-                if kind == "html":
-                    text, encoding, detected = html_text(found.data)
-                else:
-                    text, encoding, detected = decode(found.data)
-                    text = text.replace("\r\n", "\n").replace("\r", "\n")
-                check_controls(text)
-            except _Skipped as s:
-                if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
-                    kind = None
-                    raise not_text(s, entry.path.suffix.lower()) from None
-                raise
-            pages_failed = 0
+        try:
+            extracted = extract(kind, found.data, with_attachments(ReadOptions(
+                max_bytes=max_bytes, ocr=ocr, name=entry.path.name)))
+        except _Skipped as s:
+            if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
+                kind = None
+                raise not_text(s, entry.path.suffix.lower()) from None
+            raise
+        text = extracted.text
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
     except _Skipped as s:
@@ -460,9 +448,11 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
         skip = Skip.CORRUPT_PDF if kind == "pdf" else Skip.UNREADABLE
         return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=skip,
                         detail=f"{type(exc).__name__}: {exc}", compression=compression)
-    return Document(**fields, sha256=_digest(data), kind=kind, text=text, encoding=encoding,
-                    encoding_detected=detected, pages_failed=pages_failed,
-                    compression=compression)
+    return Document(**fields, sha256=_digest(data), kind=kind, text=text,
+                    encoding=extracted.encoding,
+                    encoding_detected=extracted.encoding_detected,
+                    pages_failed=len(extracted.failed), compression=compression,
+                    blocks=extracted.blocks)
 
 
 def _digest(data: bytes | None) -> str | None:

@@ -206,7 +206,8 @@ class EncoderActor:
         start = 0
         for doc, chunks in write["documents"]:
             self._store.write_document(doc, chunks, vectors[start:start + len(chunks)],
-                                       config=write["config"], run_id=write["run_id"])
+                                       config=write["config"], run_id=write["run_id"],
+                                       vector_fingerprint=write.get("vector_fingerprint"))
             start += len(chunks)
         return None, report
 

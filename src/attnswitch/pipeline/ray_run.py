@@ -8,7 +8,7 @@ failures, writes and the summary), with the work placed by Ray:
 1. listing: `ingest.scan` as one Ray task; the driver deletes what left the root and keeps
    the files whose size, mtime and config match the store (fresh) out of everything below:
    nothing is scheduled for them;
-2. reading/extracting (`ingest.load`) and chunking/tokenising (`chunk.chunk_text`) are two
+2. reading/extracting (`ingest.load`) and chunking/tokenising (`chunk.chunk_document`) are two
    Ray Data `map` stages of CPU tasks (Ray Data fuses them into one task per block of
    files). A file whose content hash equals the stored one (under this config) is not
    chunked: the driver records it as unchanged;
@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.errors import AttnswitchError, ConfigError
-from attnswitch.pipeline.chunk import Chunk, chunk_text
+from attnswitch.pipeline.chunk import Chunk, chunk_document
 from attnswitch.pipeline.ingest import Document, SourceFile, load, scan
 from attnswitch.pipeline.ray_encoders import (
     RayRunError,
@@ -175,14 +175,16 @@ def read_row(row: dict[str, Any], max_bytes: int, ocr: bool = True) -> dict[str,
 
 
 def chunk_row(row: dict[str, Any], model: str | None, fingerprint: str, max_tokens: int,
-              overlap: int) -> dict[str, Any]:
-    """Stage 2 (a CPU task): cut a read document into token windows (`chunk.chunk_text`);
+              overlap: int, chunking: str = "blocks",
+              embed_headings: bool = False) -> dict[str, Any]:
+    """Stage 2 (a CPU task): cut a read document into chunks (`chunk.chunk_document`);
     None when it has no text or its hash is the stored one (`known`: unchanged)."""
     doc: Document = pickle.loads(row["doc"])
     chunks: list[Chunk] | None = None
     if doc.ok and doc.sha256 != row["known"]:
-        chunks = chunk_text(doc.text, _tokenizer(model, fingerprint), max_tokens=max_tokens,
-                            overlap=overlap)
+        chunks = chunk_document(doc.text, doc.blocks, _tokenizer(model, fingerprint),
+                                chunking=chunking, max_tokens=max_tokens, overlap=overlap,
+                                embed_headings=embed_headings)
     return {"doc": row["doc"], "chunks": pickle.dumps(chunks)}
 
 
@@ -210,11 +212,15 @@ class _Batch:
     group: list[tuple[Document, list[Chunk], str]]
 
     def texts(self) -> list[str]:
-        return [c.text for _, chunks, _ in self.group for c in chunks]
+        return [c.encoder_text for _, chunks, _ in self.group for c in chunks]
 
 
 class RayRunJob(RunJob):
-    """`run.RunJob` with its stages on Ray (see the module doc); `run_on_ray` drives it."""
+    """`run.RunJob` with its stages on Ray (see the module doc); `run_on_ray` drives it.
+    Its actors may write their own documents, so it encodes every chunk of a changed
+    document (`reuses_vectors` False)."""
+
+    reuses_vectors = False
 
     def __init__(self, root: Path, store: Store, options: RunOptions, ray_options: RayOptions,
                  pools: list[PoolSpec], on_progress: Callable[[RunProgress], None] | None):
@@ -278,7 +284,9 @@ class RayRunJob(RunJob):
         ds = ds.map(chunk_row, fn_kwargs={"model": self.remote_options.model,
                                           "fingerprint": self.config.model_fingerprint,
                                           "max_tokens": self.config.max_tokens,
-                                          "overlap": self.config.overlap},
+                                          "overlap": self.config.overlap,
+                                          "chunking": self.config.chunking,
+                                          "embed_headings": self.config.embed_headings},
                     num_cpus=READ_CPUS)
         ctx = ds.context
         ctx.enable_progress_bars = False
@@ -333,6 +341,7 @@ class RayRunJob(RunJob):
         if self.store.url is None:
             return None
         return {"url": self.store.url, "config": self.fp, "run_id": self.run_id,
+                "vector_fingerprint": self.vector_fp,
                 "documents": [(doc, chunks) for doc, chunks, _ in batch.group]}
 
     def _start_pool(self) -> None:

@@ -8,8 +8,11 @@
    every other file is read and hashed (`ingest.load`, on a background thread a few files
    ahead of the encoder, `read_ahead`): same hash and config -> unchanged,
    a skip (with its reason) -> recorded, else new or changed;
-3. the text of new and changed documents is chunked (`chunk.chunk_text`, the model's
-   tokenizer) and their chunks are gathered, several documents at a time, until
+3. new and changed documents are chunked (`chunk.chunk_document`: from their blocks, or
+   fixed windows, by the config's `chunking`, with the model's tokenizer); a chunk whose
+   vector the store already holds for this document (same text for the encoder, same
+   vector fingerprint: `Store.stored_vectors`) keeps it, and the other chunks are
+   gathered, several documents at a time, until
    `chunks_per_call` chunks are pending; they are embedded by `Encoder.encode` calls of
    that many chunks (the engine sorts each call's chunks by length and cuts token-budget
    batches), and then each document is written in its own transaction
@@ -50,8 +53,10 @@ import numpy as np
 
 from attnswitch.errors import ConfigError
 from attnswitch.observe.metrics import stats
-from attnswitch.pipeline.chunk import Chunk, chunk_text
+from attnswitch.pipeline.chunk import Chunk, chunk_document
 from attnswitch.pipeline.config import (
+    DEFAULT_CHUNKING,
+    DEFAULT_EMBED_HEADINGS,
     DEFAULT_OVERLAP,
     IndexConfig,
     META_KEY,
@@ -72,7 +77,7 @@ from attnswitch.pipeline.encode import (
     settle,
 )
 from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
-from attnswitch.pipeline.store import Store, StoredDocument, root_key
+from attnswitch.pipeline.store import Store, StoredDocument, root_key, vector_key
 
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
@@ -96,7 +101,9 @@ class RunOptions:
     for one encode call; max_bytes: larger files are skipped; hourly_usd: the device's price
     (None: `observe.cost` looks it up); layout: "padded" (length-sorted token-budget
     batches) or "packed" (one row per batch with `cu_seqlens`, torch engine only); ocr:
-    recognise scanned PDF pages and images with Tesseract (`readers.ocr`)."""
+    recognise scanned PDF pages and images with Tesseract (`readers.ocr`); chunking:
+    "blocks" or "windows" (`chunk.CHUNKINGS`); embed_headings: the encoder reads each
+    chunk's heading path before its text."""
 
     model: str | None = None
     engine: str = "auto"
@@ -110,6 +117,8 @@ class RunOptions:
     include_hidden: bool = False
     layout: str = "padded"
     ocr: bool = True
+    chunking: str = DEFAULT_CHUNKING
+    embed_headings: bool = DEFAULT_EMBED_HEADINGS
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision_choice
@@ -124,6 +133,11 @@ class RunOptions:
             raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.chunks_per_call < 1:
             raise ConfigError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
+        from attnswitch.pipeline.chunk import CHUNKINGS
+
+        if self.chunking not in CHUNKINGS:
+            raise ConfigError(f"chunking: expected one of {', '.join(CHUNKINGS)}, "
+                             f"got {self.chunking!r}")
         if self.max_bytes < 1:
             raise ConfigError(f"max_bytes: expected >= 1, got {self.max_bytes}")
         if self.hourly_usd is not None and not self.hourly_usd >= 0:
@@ -172,7 +186,9 @@ class RunSummary:
     `tokens_per_s` = tokens_encoded / (wall_s - load_s - measure_s). `ray` is None here; a
     Ray run (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s`
     is Ray's connect and the actors' start. `measure_s`: seconds spent measuring the engines
-    for `engine="auto"` (0 when the pick was recorded: every run after the first here)."""
+    for `engine="auto"` (0 when the pick was recorded: every run after the first here).
+    `chunks_reused`: chunks of changed documents that kept their stored vector (same text
+    for the encoder), not encoded again and not in `chunks_encoded`."""
 
     run_id: int
     status: str
@@ -213,6 +229,7 @@ class RunSummary:
     ray: dict[str, Any] | None = None
     measure_s: float = 0.0
     precision_reason: str = ""
+    chunks_reused: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -263,8 +280,13 @@ class RunJob:
         self.engine_name, self.engine_reason = resolve_engine(options, self._measuring)
         self.config = IndexConfig.build(self.spec, options.model, self.engine_name,
                                         options.precision, options.max_tokens,
-                                        options.overlap, self.tokenizer)
+                                        options.overlap, self.tokenizer,
+                                        chunking=options.chunking,
+                                        embed_headings=options.embed_headings)
         self.fp = self.config.fingerprint
+        self.vector_fp = self.config.vector_fingerprint
+        # document source -> (all its chunks, index -> stored vector it keeps)
+        self.kept: dict[str, tuple[list[Chunk], dict[int, np.ndarray]]] = {}
         self._get_encoder = get_encoder or (lambda: load_encoder(options, self.spec))
         self.encoding: ChunkEncoder | None = None
         self.counts: Counter[str] = Counter()
@@ -341,14 +363,37 @@ class RunJob:
             self._advance(doc)
         else:
             if chunks is None:
-                chunks = chunk_text(doc.text, self.tokenizer, max_tokens=self.config.max_tokens,
-                                    overlap=self.config.overlap)
+                chunks = chunk_document(doc.text, doc.blocks, self.tokenizer,
+                                        chunking=self.config.chunking,
+                                        max_tokens=self.config.max_tokens,
+                                        overlap=self.config.overlap,
+                                        embed_headings=self.config.embed_headings)
             if not chunks:
                 self._skip(dataclasses.replace(doc, text=None, skip=Skip.EMPTY,
                                                detail="no model tokens in the text"))
                 return
             self.counts[kind] += 1
+            if kind == "changed" and self.reuses_vectors:
+                chunks = self._keep_stored(doc, chunks)
+                if not chunks:  # every vector kept: nothing to encode
+                    self._write(doc, [], np.zeros((0, 1), np.float32))
+                    return
             self._queue(doc, chunks, kind)
+
+    reuses_vectors = True  # a job whose encoders write their own documents does not
+
+    def _keep_stored(self, doc: Document, chunks: list[Chunk]) -> list[Chunk]:
+        """The chunks of a changed document that still need encoding: those whose vector
+        the store holds for it (`Store.stored_vectors`: same encoder text and vector
+        fingerprint) keep it, remembered in `kept` until the document is written."""
+        keys = [vector_key(self.vector_fp, c.encoder_text) for c in chunks]
+        stored = self.store.stored_vectors(doc.root, doc.source, keys)
+        if not stored:
+            return chunks
+        kept = {i: stored[k] for i, k in enumerate(keys) if k in stored}
+        self.kept[doc.source] = (chunks, kept)
+        self.counts["reused"] += len(kept)
+        return [c for i, c in enumerate(chunks) if i not in kept]
 
     def _queue(self, doc: Document, chunks: list[Chunk], kind: str) -> None:
         self.pending.append((doc, chunks, kind))
@@ -378,7 +423,8 @@ class RunJob:
             if not group:
                 continue
             try:
-                outcome: Any = self._encode([c.text for _, chunks, _ in group for c in chunks])
+                outcome: Any = self._encode([c.encoder_text for _, chunks, _ in group
+                                             for c in chunks])
             except Exception as exc:
                 outcome = exc
             settle(group, outcome, write=self._write, fail=self._failed,
@@ -395,11 +441,18 @@ class RunJob:
                                        detail=f"{type(exc).__name__}: {exc}"))
 
     def _write(self, doc: Document, chunks: list[Chunk], vectors: Any) -> None:
-        """Write a document with its vectors (None: an encoder wrote it already)."""
+        """Write a document with its vectors (None: an encoder wrote it already); the
+        vectors it keeps from the store (`_keep_stored`) go back in their places."""
+        encoded = chunks
+        if doc.source in self.kept:
+            chunks, kept = self.kept.pop(doc.source)
+            fresh = iter(np.asarray(vectors, np.float32))
+            vectors = np.stack([kept[i] if i in kept else next(fresh)
+                                for i in range(len(chunks))])
         if vectors is not None:
             self.store.write_document(doc, chunks, vectors, config=self.fp,
-                                      run_id=self.run_id)
-        self._written(doc, chunks)
+                                      run_id=self.run_id, vector_fingerprint=self.vector_fp)
+        self._written(doc, encoded)
 
     def _written(self, doc: Document, chunks: list[Chunk]) -> None:
         """Account for a document whose chunks were committed (here or by a Ray actor)."""
@@ -516,6 +569,7 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
         unchanged=job.counts["unchanged"], deleted=job.counts["deleted"],
         skipped=job.counts["skipped"], failed=job.counts["failed"], indexed=indexed,
         chunks_encoded=job.counts["chunks"], tokens_encoded=tokens,
+        chunks_reused=job.counts["reused"],
         chunks_stored=stored_chunks, wall_s=wall, load_s=job.progress.load_s,
         encode_s=job.encode_s,
         tokens_per_s=tokens / busy if tokens and busy > 0 else None,

@@ -31,12 +31,15 @@ its vector (dense, hybrid) and its text (keyword, hybrid).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from attnswitch.pipeline.ann import exact_top_k
+from attnswitch.pipeline.chunk import heading_label
+from attnswitch.pipeline.readers.blocks import Location
 from attnswitch.pipeline.store import (MAX_EF_SEARCH, Store, StoreInputError, check_ef_search,
                                        keyword_terms)
 
@@ -89,6 +92,13 @@ class Hit:
     """Character offset of the chunk's start in the document's extracted text."""
     end: int
     """Character offset just past the chunk's end."""
+    heading_path: list[str]
+    """The titles of the headings the chunk lies under, outermost first (["json", "Basic
+    Usage"]; [] when its document has no headings above it)."""
+    location: dict[str, Any]
+    """Where the chunk lies in its file, the fields that are known: page (from 1) and
+    page_end (when it spans pages), slide, sheet and rows ([first, last]), part (a mail
+    part), cell (a notebook cell); {} when the format has no such places."""
     dense_similarity: float | None
     """Cosine similarity of the chunk to the query, -1 to 1 (None: not in the dense list)."""
     dense_rank: int | None
@@ -104,6 +114,17 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def where(self) -> str:
+        """Where the hit is, as a person reads it (`where`)."""
+        return where(self.path, self.location, self.heading_path)
+
+
+def where(path: str, location: dict[str, Any] | None, heading_path: Sequence[str]) -> str:
+    """A hit's place as one line: "guide.pdf p. 12 · json › Basic Usage" (the path, the
+    location's label, the heading path), the parts that are known."""
+    place = " ".join(p for p in (path, Location.from_dict(location).label()) if p)
+    return " · ".join(p for p in (place, heading_label(heading_path)) if p)
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -249,7 +270,8 @@ def _hits(store: Store, ranked: list[list[tuple[int, float]]],
             found.append(Hit(
                 rank=len(found) + 1, score=float(score), path=row.source, root=row.root,
                 source=row.source, chunk_id=int(cid), ordinal=row.ordinal, start=row.start,
-                end=row.end, dense_similarity=d_score, dense_rank=d_rank,
+                end=row.end, heading_path=list(row.heading_path),
+                location=dict(row.location), dense_similarity=d_score, dense_rank=d_rank,
                 keyword_score=k_score, keyword_rank=k_rank, snippet=snippet(row.text),
                 text=row.text))
         out.append(found)

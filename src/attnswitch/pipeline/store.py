@@ -36,7 +36,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -63,7 +65,7 @@ from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
 # 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
 EXACT_BELOW = 20_000
@@ -80,6 +82,7 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 # Seconds a run waits for another process's run lock before it is refused as busy.
 RUN_LOCK_WAIT_S = 5.0
 JOB_STATUSES = ("queued", "running", "completed", "failed", "interrupted")
+log = logging.getLogger(__name__)
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -111,6 +114,9 @@ _SCHEMA = (
     char_start INTEGER NOT NULL,
     char_end INTEGER NOT NULL,
     vector BLOB NOT NULL,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    location TEXT NOT NULL DEFAULT '{}',
+    vector_key TEXT,
     UNIQUE (doc_id, ordinal)
 )""",
     """CREATE TABLE IF NOT EXISTS runs (
@@ -160,10 +166,18 @@ END""",
 )
 
 
+# The chunk columns that schema version 3 added: heading path (a JSON array of the
+# headings' titles, outermost first), location (a JSON object, `Location.to_dict`) and
+# vector key (`vector_key`, NULL when not known).
+CHUNK_STRUCTURE_COLUMNS = ("heading_path", "location", "vector_key")
+
+
 class ChunkLike(Protocol):
     """What the store needs of a chunk (`chunk.Chunk` has it): its text, its token count
     and its character span `[start, end)` in its document's text. A chunk's ordinal is
-    its position in the sequence given to `write_document`."""
+    its position in the sequence given to `write_document`. Optional: `heading_path`
+    (tuple of str), `location` (`readers.blocks.Location`) and `encoder_text` (what the
+    encoder read, for the vector key; `text` when absent)."""
 
     text: str
     n_tokens: int
@@ -179,6 +193,16 @@ class ChunkRecord:
     n_tokens: int
     start: int
     end: int
+    heading_path: tuple[str, ...] = ()
+    location: Any = None
+
+
+def vector_key(vector_fingerprint: str, encoder_text: str) -> str:
+    """What identifies a stored vector: the SHA-256 (hex) of the config's vector
+    fingerprint (`config.IndexConfig.vector_fingerprint`), a newline and the exact text
+    the encoder read. A chunk whose key is stored has its vector already: a run reuses
+    it rather than encode the text again."""
+    return hashlib.sha256(f"{vector_fingerprint}\n{encoder_text}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -284,6 +308,11 @@ class StoreStatus:
 
 @dataclass(frozen=True)
 class ChunkRow:
+    """A stored chunk with its document's root and source. `heading_path`: the titles of
+    the headings it lies under, outermost first; `location`: where it lies in its file
+    (`Location.to_dict`: page, page_end, slide, sheet, rows, part, cell; {} when not
+    known)."""
+
     id: int
     root: str
     source: str
@@ -292,6 +321,19 @@ class ChunkRow:
     n_tokens: int
     start: int
     end: int
+    heading_path: tuple[str, ...] = ()
+    location: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ChunkRow:
+        """A row of `CHUNK_SELECT` (the JSON columns parsed)."""
+        *head, path, location = row
+        return cls(*head, tuple(json.loads(path or "[]")), json.loads(location or "{}"))
+
+
+# The columns a ChunkRow is read from (chunks c joined with documents d).
+CHUNK_SELECT = ("c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
+                "c.char_end, c.heading_path, c.location")
 
 
 class Store(Protocol):
@@ -601,9 +643,21 @@ class StoreBase(abc.ABC):
 # triggers `_SCHEMA` creates (IF NOT EXISTS) for every version.
 # 2: keyword search (FTS5) and the chunk log: a version-1 file's stored text is indexed.
 # 3: the jobs table (created by `_SCHEMA`; nothing to convert).
+# 4: the chunks' heading path, location and vector key (`CHUNK_STRUCTURE_COLUMNS`); the
+#    stored chunks' vector keys are filled in (`_fill_vector_keys`), so the next run
+#    re-chunks every document (its config changed) and reuses each vector whose text
+#    it finds again.
 _UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
     2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
+    4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE chunks ADD COLUMN vector_key TEXT"),
 })
+# The columns a table may lack in a file of an older schema version (its upgrade adds them).
+_ADDED_COLUMNS = frozenset(("chunks", c) for c in CHUNK_STRUCTURE_COLUMNS)
+MIGRATED = ("{where}: index upgraded to schema version {version} (chunks get a heading "
+            "path and a location); the next run re-chunks its documents and reuses every "
+            "vector whose text is unchanged")
 
 
 def _job_record(row: Sequence[Any]) -> JobRecord:
@@ -624,8 +678,34 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in _UPGRADES.get(step, ()):
                 conn.execute(statement)
+            if step == 4:
+                conn.create_function("attnswitch_vector_key", 2, vector_key,
+                                     deterministic=True)
+                _fill_vector_keys(conn, "?", "attnswitch_vector_key(?, text)")
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _fill_vector_keys(conn: Any, mark: str, key_sql: str) -> None:
+    """Set the vector key of the chunks stored before vector keys existed: for the
+    documents indexed under the store's config (meta "index", whose chunk text is what the
+    encoder read: no heading path was embedded then), `key_sql` computes it from the
+    vector fingerprint and the text in SQL. Others keep NULL (their vectors are not
+    reused)."""
+    row = conn.execute(f"SELECT value FROM meta WHERE key = {mark}", ("index",)).fetchone()
+    if row is None:
+        return
+    from attnswitch.pipeline.config import IndexConfig
+
+    try:
+        stored = IndexConfig.from_json(row[0])
+    except (TypeError, ValueError):  # a config this version cannot read: keys stay NULL
+        return
+    if stored.embed_headings:
+        return
+    conn.execute(f"UPDATE chunks SET vector_key = {key_sql} "
+                 f"WHERE vector_key IS NULL AND doc_id IN (SELECT id FROM documents WHERE "
+                 f"config = {mark})", (stored.vector_fingerprint, stored.fingerprint))
 
 
 def check_ef_search(ef: object) -> int:
@@ -685,7 +765,8 @@ def check_index_file(path: Path) -> None:
             raise StoreCorruptError(f"{path}: not a readable attnswitch index (not a SQLite "
                                     f"database); it is left as it is: use another --db, or "
                                     f"{REBUILD}", path=path) from None
-        check_schema(conn, _SCHEMA, path)  # a table of the index's with other columns
+        # a table of the index's with other columns
+        check_schema(conn, _SCHEMA, path, _ADDED_COLUMNS)
     finally:
         conn.close()
     if version <= SCHEMA_VERSION and not {"meta", "documents"} <= tables:
@@ -726,15 +807,19 @@ class SQLiteStore(StoreBase):
             if version > SCHEMA_VERSION:
                 raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
                                       f"{version} in {self.path} (made by a newer attnswitch)")
-            check_schema(self._conn, _SCHEMA, self.path)
+            check_schema(self._conn, _SCHEMA, self.path, _ADDED_COLUMNS)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
             self._conn.execute("PRAGMA foreign_keys=ON")
+            self.location = str(self.path.resolve())
+            self.migrated: str | None = None
             if version < SCHEMA_VERSION:
                 with self._transaction():
                     _migrate(self._conn, version)
+                if version > 0:
+                    self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
+                    log.info("%s", self.migrated)
             self.store_id = self.meta("store_id")
-            self.location = str(self.path.resolve())
         except BaseException:
             self._conn.close()
             raise
@@ -799,16 +884,18 @@ class SQLiteStore(StoreBase):
     # -- writing --------------------------------------------------------------------
 
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                       config: str = "", run_id: int | None = None) -> int:
+                       config: str = "", run_id: int | None = None,
+                       vector_fingerprint: str | None = None) -> int:
         """Replace `doc`'s stored chunks and vectors with these, in one transaction.
 
         `vectors` is `[len(chunks), dim]`, any array numpy can read (a CPU torch tensor
-        too); it is stored as float32, L2-normalised. Returns the document's id.
+        too); it is stored as float32, L2-normalised. With `vector_fingerprint` each
+        chunk's vector key is stored (`vector_key`; else NULL). Returns the document's id.
         """
         if not doc.ok:
             raise StoreInputError("doc", "a document with text (use record_skip)",
                                   f"{doc.source!r} skipped: {doc.reason}")
-        rows = _chunk_rows(chunks)
+        rows = _chunk_rows(chunks, vector_fingerprint)
         matrix = _vectors(vectors, len(rows))
         dim = matrix.shape[1] if len(rows) else None
         with self._transaction() as conn:
@@ -825,7 +912,8 @@ class SQLiteStore(StoreBase):
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany(
                 "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
-                " vector) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " heading_path, location, vector_key, vector) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ((doc_id, i, *row, matrix[i].tobytes()) for i, row in enumerate(rows)),
             )
         return doc_id
@@ -1042,20 +1130,31 @@ class SQLiteStore(StoreBase):
             part = ids[start:start + 500]
             marks = ", ".join("?" * len(part))
             for row in self._conn.execute(
-                    "SELECT c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, "
-                    "c.char_start, c.char_end FROM chunks c JOIN documents d "
+                    f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d "
                     f"ON d.id = c.doc_id WHERE c.id IN ({marks})", part):
-                out[row[0]] = ChunkRow(*row)
+                out[row[0]] = ChunkRow.from_row(row)
         return out
 
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
         """One document's chunks in order."""
         rows = self._conn.execute(
-            "SELECT c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
-            "c.char_end FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = ? AND d.source = ? ORDER BY c.ordinal",
             (root_key(root), source))
-        return [ChunkRow(*r) for r in rows]
+        return [ChunkRow.from_row(r) for r in rows]
+
+    def stored_vectors(self, root: str | os.PathLike, source: str,
+                       keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector (float32 `[dim]`) of those of `keys` that one of
+        the document's stored chunks has: what a run reuses instead of encoding."""
+        wanted = set(keys)
+        rows = self._conn.execute(
+            "SELECT c.vector_key, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.root = ? AND d.source = ? AND c.vector_key IS NOT NULL",
+            (root_key(root), source)).fetchall()
+        dim = self.dim or 0
+        return {k: np.frombuffer(v, "<f4").astype(np.float32) for k, v in rows
+                if k in wanted and len(v) == 4 * dim}
 
 
 def _unpack(rows: Sequence[tuple[int, bytes]], dim: int,
@@ -1077,7 +1176,10 @@ def _unpack(rows: Sequence[tuple[int, bytes]], dim: int,
     return ids, matrix.reshape(len(rows), dim).astype(np.float32, copy=False)
 
 
-def _chunk_rows(chunks: Sequence[ChunkLike]) -> list[tuple[str, int, int, int]]:
+def _chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
+                ) -> list[tuple[str, int, int, int, str, str, str | None]]:
+    """Each chunk's (text, n_tokens, start, end, heading path JSON, location JSON, vector
+    key), checked."""
     rows = []
     for i, c in enumerate(chunks):
         try:
@@ -1093,7 +1195,16 @@ def _chunk_rows(chunks: Sequence[ChunkLike]) -> list[tuple[str, int, int, int]]:
                 raise StoreInputError(f"chunks[{i}].{name}", "an int >= 0", repr(value))
         if end < start:
             raise StoreInputError(f"chunks[{i}].end", f">= start {start}", end)
-        rows.append((text, int(n_tokens), int(start), int(end)))
+        path = tuple(getattr(c, "heading_path", None) or ())
+        if not all(isinstance(h, str) for h in path):
+            raise StoreInputError(f"chunks[{i}].heading_path", "a tuple of str", repr(path))
+        location = getattr(c, "location", None)
+        where = location.to_dict() if hasattr(location, "to_dict") else dict(location or {})
+        key = (vector_key(vector_fingerprint, getattr(c, "encoder_text", text))
+               if vector_fingerprint else None)
+        rows.append((text, int(n_tokens), int(start), int(end),
+                     json.dumps(list(path), ensure_ascii=False),
+                     json.dumps(where, sort_keys=True), key))
     return rows
 
 

@@ -12,7 +12,7 @@ schema newer than this attnswitch (`StoreInputError` from `SQLiteStore(path)`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from attnswitch.errors import AttnswitchError
 
@@ -46,9 +46,11 @@ class StoreCorruptError(AttnswitchError, RuntimeError):
         self.path = path
 
 
-def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object) -> None:
+def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object,
+                 added: Collection[tuple[str, str]] = ()) -> None:
     """Raise `StoreCorruptError` when a table of `schema` (its statements) exists in `conn`
-    without all of its columns (a database another program made, under the index's name).
+    without all of its columns (a database another program made, under the index's name),
+    less the (table, column) pairs in `added` (an upgrade of an older schema adds them).
     Call it before creating the tables, so such a database is left untouched."""
     expected = sqlite3.connect(":memory:")
     try:
@@ -59,6 +61,7 @@ def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object) 
         for table in tables:
             want = {r[1] for r in expected.execute(f"PRAGMA table_info({table})")}
             have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            want -= {column for t, column in added if t == table}
             if have and (missing := sorted(want - have)):
                 raise StoreCorruptError(
                     f"{path}: not an attnswitch index of a schema this version knows (table "

@@ -26,6 +26,7 @@ problems, a missing extension and a wrong URL raise `StoreConnectError` with one
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections import Counter
@@ -37,8 +38,12 @@ import numpy as np
 
 from attnswitch.pipeline.ingest import Document
 from attnswitch.pipeline.store import (
+    CHUNK_SELECT,
+    CHUNK_STRUCTURE_COLUMNS,
     EF_SEARCH,
     MAX_EF_SEARCH,
+    MIGRATED,
+    SCHEMA_VERSION,
     ChunkLike,
     ChunkRow,
     StoreBase,
@@ -47,6 +52,7 @@ from attnswitch.pipeline.store import (
     StoreInputError,
     StoreStatus,
     _chunk_rows,
+    _fill_vector_keys,
     _vectors,
     check_ef_search,
     keyword_terms,
@@ -54,6 +60,7 @@ from attnswitch.pipeline.store import (
 )
 
 CONNECT_TIMEOUT_S = 5
+log = logging.getLogger(__name__)
 # HNSW graph parameters: pgvector's default m=16, and ef_construction 128, not its default
 # 64: at 1M chunks and a beam of 128, a graph built with 64 gave recall@10 0.79, with 128
 # 0.96 (docs/results/search.md).
@@ -105,6 +112,9 @@ _SCHEMA = (
     char_end INTEGER NOT NULL,
     embedding vector NOT NULL,
     tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    location TEXT NOT NULL DEFAULT '{}',
+    vector_key TEXT,
     UNIQUE (doc_id, ordinal)
 )""",
     "CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)",
@@ -135,8 +145,13 @@ _SCHEMA = (
 )""",
 )
 
-_CHUNK_COLUMNS = ("c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
-                  "c.char_end")
+# A database made before chunks had a heading path, location and vector key gets them
+# (`upgrade`); its stored chunks' vector keys are computed in SQL, as `store.vector_key`
+# does in Python.
+_UPGRADE = tuple(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}" for column in (
+    "heading_path TEXT NOT NULL DEFAULT '[]'", "location TEXT NOT NULL DEFAULT '{}'",
+    "vector_key TEXT"))
+_VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 
 
 def connect(url: str) -> Any:
@@ -183,6 +198,23 @@ def connect(url: str) -> Any:
     return conn
 
 
+def upgrade(conn: Any) -> bool:
+    """Add the chunk columns of `store.CHUNK_STRUCTURE_COLUMNS` to a database made before
+    them, filling in the stored chunks' vector keys (`store._fill_vector_keys`); True
+    when it did (False: the columns were there)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        have = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = 'chunks'")}
+        if set(CHUNK_STRUCTURE_COLUMNS) <= have:
+            return False
+        for statement in _UPGRADE:
+            conn.execute(statement)
+        _fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
+    return True
+
+
 def describe(url: str) -> str:
     """`url` without its password: postgresql://USER@HOST:PORT/DBNAME."""
     try:
@@ -220,6 +252,14 @@ class PostgresStore(StoreBase):
         self.location = describe(url)
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
         self._conn = connect(url)
+        self.migrated: str | None = None
+        try:
+            if upgrade(self._conn):
+                self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
+                log.info("%s", self.migrated)
+        except BaseException:
+            self._conn.close()
+            raise
         self._run_locked = False
         self._in_transaction = 0
         # seconds a lost connection is tried again for (a server's search sets 0: it
@@ -332,18 +372,21 @@ class PostgresStore(StoreBase):
     # -- writing --------------------------------------------------------------------
 
     def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                       config: str = "", run_id: int | None = None) -> int:
+                       config: str = "", run_id: int | None = None,
+                       vector_fingerprint: str | None = None) -> int:
         """Replace `doc`'s chunks and vectors with these, in one transaction (see
         `SQLiteStore.write_document`), done again on a new connection if it is lost."""
-        return self._retrying(lambda: self._write_document(doc, chunks, vectors,
-                                                           config=config, run_id=run_id))
+        return self._retrying(lambda: self._write_document(
+            doc, chunks, vectors, config=config, run_id=run_id,
+            vector_fingerprint=vector_fingerprint))
 
     def _write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                        config: str = "", run_id: int | None = None) -> int:
+                        config: str = "", run_id: int | None = None,
+                        vector_fingerprint: str | None = None) -> int:
         if not doc.ok:
             raise StoreInputError("doc", "a document with text (use record_skip)",
                                   f"{doc.source!r} skipped: {doc.reason}")
-        rows = _chunk_rows(chunks)
+        rows = _chunk_rows(chunks, vector_fingerprint)
         matrix = _vectors(vectors, len(rows))
         with self._transaction() as conn:
             if len(rows):
@@ -353,7 +396,7 @@ class PostgresStore(StoreBase):
             conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
             with conn.cursor().copy(
                     "COPY chunks (doc_id, ordinal, text, n_tokens, char_start, char_end, "
-                    "embedding) FROM STDIN") as copy:
+                    "heading_path, location, vector_key, embedding) FROM STDIN") as copy:
                 for i, row in enumerate(rows):
                     copy.write_row((doc_id, i, *row, matrix[i]))
         return doc_id
@@ -460,15 +503,25 @@ class PostgresStore(StoreBase):
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         rows = self._conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE c.id = ANY(%s)", ([int(i) for i in ids],))
-        return {r[0]: ChunkRow(*r) for r in rows}
+        return {r[0]: ChunkRow.from_row(r) for r in rows}
 
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
         rows = self._conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal", (root_key(root), source))
-        return [ChunkRow(*r) for r in rows]
+        return [ChunkRow.from_row(r) for r in rows]
+
+    def stored_vectors(self, root: str | os.PathLike, source: str,
+                       keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector of those of `keys` that one of the document's
+        stored chunks has (see `SQLiteStore.stored_vectors`)."""
+        rows = self._conn.execute(
+            "SELECT c.vector_key, c.embedding FROM chunks c JOIN documents d ON "
+            "d.id = c.doc_id WHERE d.root = %s AND d.source = %s AND c.vector_key = ANY(%s)",
+            (root_key(root), source, list(set(keys))))
+        return {k: _array(v) for k, v in rows}
 
     def dense(self, queries: np.ndarray, n: int,
               ef: int | None = None) -> list[list[tuple[int, float]]]:

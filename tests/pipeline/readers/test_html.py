@@ -81,3 +81,31 @@ def test_blocks_are_kept_by_alignment_and_headings_by_their_section() -> None:
     assert main_blocks(blocks, None) == blocks  # nothing judged: the whole page
     assert main_blocks(blocks, "words that are nowhere on the page") == blocks
     assert main_blocks(blocks, content, max_words=10) == blocks  # too long to align
+
+
+def test_read_html_gives_kinds_levels_and_table_rows() -> None:
+    from attnswitch.pipeline.readers.blocks import BlockKind, ReadOptions
+    from attnswitch.pipeline.readers.html import read_html
+
+    page = (b"<html><body><h1>Guide</h1><p>Intro.</p><h2>Steps</h2><ul><li>one</li>"
+            b"<li>two</li></ul><pre>x = 1\ny = 2</pre><table><tr><th>k</th><th>v</th></tr>"
+            b"<tr><td>a</td><td>1</td></tr><tr><td>b</td><td>2</td></tr></table></body></html>")
+    got = read_html(page, ReadOptions()).blocks
+    assert [(b.kind, b.level, b.text) for b in got] == [
+        (BlockKind.HEADING, 1, "Guide"), (BlockKind.PARAGRAPH, None, "Intro."),
+        (BlockKind.HEADING, 2, "Steps"), (BlockKind.LIST_ITEM, None, "one"),
+        (BlockKind.LIST_ITEM, None, "two"), (BlockKind.CODE, None, "x = 1\ny = 2"),
+        (BlockKind.TABLE, None, "k\tv\na\t1\nb\t2")]
+    assert got[-1].rows == (("k", "v"), ("a", "1"), ("b", "2")) and got[-1].header
+
+
+def test_read_html_headings_of_a_real_page() -> None:
+    from attnswitch.pipeline.readers.blocks import BlockKind, ReadOptions
+    from attnswitch.pipeline.readers.html import read_html
+
+    got = read_html((CORPUS / "postgresql/datatype-json.html").read_bytes(), ReadOptions())
+    heads = [(b.level, b.text) for b in got.blocks if b.kind is BlockKind.HEADING]
+    assert heads[0] == (2, "8.14. JSON Types")
+    assert (3, "8.14.4. jsonb Indexing") in heads
+    tables = [b for b in got.blocks if b.kind is BlockKind.TABLE]
+    assert tables and tables[0].rows[0] == ("JSON primitive type", "PostgreSQL type", "Notes")

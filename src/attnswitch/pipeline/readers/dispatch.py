@@ -18,6 +18,8 @@ def readers() -> dict[str, Reader]:
     """kind -> reader. Each reader module is imported when a file of its kind is first
     read, so a format's library loads only then."""
     return {
+        "text": _later("text", "read_text"), "markdown": _later("markdown", "read_markdown"),
+        "html": _later("html", "read_html"), "pdf": _later("pdf", "read_pdf"),
         "docx": _later("office", "read_docx"), "pptx": _later("office", "read_pptx"),
         "xlsx": _later("office", "read_xlsx"), "odt": _later("opendocument", "read_odt"),
         "odp": _later("opendocument", "read_odp"), "ods": _later("opendocument", "read_ods"),

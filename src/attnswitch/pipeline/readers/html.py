@@ -27,12 +27,18 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, ReadOptions
 from attnswitch.pipeline.readers.text import SNIFF_BYTES, decode
 
 _BLOCK = "\ue000"  # marks a paragraph break through whitespace collapsing
 _LINE = "\ue001"  # marks a kept line break (<br>, <pre>)
 _HEADING = "\ue002"  # followed by the level digit: this block is a heading
-_MARKS = (_BLOCK, _LINE, _HEADING)
+_KIND = "\ue003"  # followed by a letter: this block is a list item (l), pre (p) or row (r)
+_CELL = "\ue004"  # ends a table cell
+_HEAD_CELL = "\ue005"  # ends a table header cell
+_MARKS = (_BLOCK, _LINE, _HEADING, _KIND, _CELL, _HEAD_CELL)
+_KIND_TAGS = {"li": "l", "pre": "p", "tr": "r"}
+_KINDS = {"l": "li", "p": "pre", "r": "tr"}
 _BLOCK_TAGS = (
     "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
     "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
@@ -52,10 +58,15 @@ MAX_ALIGNED_WORDS = 250_000
 @dataclass(frozen=True)
 class HtmlBlock:
     """One block of a page: `level` 1-6 for a heading, 0 for the `<title>`, None for any
-    other block."""
+    other block. `tag`: "li", "pre" or "tr" when the block is (the direct text of) such an
+    element, else None; a row's `cells` are its cells' texts and `header` says whether they
+    were header cells (`<th>`)."""
 
     text: str
     level: int | None = None
+    tag: str | None = None
+    cells: tuple[str, ...] | None = None
+    header: bool = False
 
     @property
     def heading(self) -> bool:
@@ -65,6 +76,43 @@ class HtmlBlock:
 def html_text(data: bytes, *, main_content: bool = True) -> tuple[str, str, bool]:
     """(text, codec, detected?) of an HTML page: its main content's blocks (all of the
     page's blocks with `main_content=False`) joined by blank lines."""
+    blocks, encoding, detected = page_blocks(data, main_content=main_content)
+    return "\n\n".join(b.text for b in blocks), encoding, detected
+
+
+def read_html(data: bytes, options: ReadOptions) -> Extracted:
+    """An HTML page's main content as blocks: headings with their levels (the `<title>`,
+    when kept, as level 1), list items, `<pre>` as code, runs of table rows as one table
+    (its header row first when it was made of `<th>` cells), any other block a
+    paragraph."""
+    found, encoding, detected = page_blocks(data)
+    blocks: list[Block] = []
+    rows: list[HtmlBlock] = []
+    for b in [*found, None]:
+        if b is not None and b.tag == "tr":
+            rows.append(b)
+            continue
+        if rows:
+            cells = tuple(r.cells or (r.text,) for r in rows)
+            blocks.append(Block(BlockKind.TABLE, "\n".join("\t".join(c) for c in cells),
+                                rows=cells, header=rows[0].header))
+            rows = []
+        if b is None:
+            break
+        if b.heading:
+            blocks.append(Block(BlockKind.HEADING, b.text, level=b.level or 1))
+        elif b.tag == "li":
+            blocks.append(Block(BlockKind.LIST_ITEM, b.text))
+        elif b.tag == "pre":
+            blocks.append(Block(BlockKind.CODE, b.text))
+        else:
+            blocks.append(Block(BlockKind.PARAGRAPH, b.text))
+    return Extracted(tuple(blocks), encoding, detected)
+
+
+def page_blocks(data: bytes, *, main_content: bool = True) -> tuple[list[HtmlBlock], str, bool]:
+    """(blocks, codec, detected?) of an HTML page: its main content's blocks (all of the
+    page's blocks with `main_content=False`)."""
     from bs4.dammit import EncodingDetector
 
     declared = EncodingDetector.find_declared_encoding(data[:SNIFF_BYTES * 4], is_html=True)
@@ -72,7 +120,7 @@ def html_text(data: bytes, *, main_content: bool = True) -> tuple[str, str, bool
     blocks = html_blocks(markup)
     if main_content and len(blocks) > 1:  # one block or none: nothing to choose from
         blocks = main_blocks(blocks, _content_text(markup))
-    return "\n\n".join(b.text for b in blocks), encoding, detected
+    return blocks, encoding, detected
 
 
 def html_blocks(markup: str) -> list[HtmlBlock]:
@@ -93,11 +141,13 @@ def html_blocks(markup: str) -> list[HtmlBlock]:
         tag.insert(0, f"{_HEADING}{tag.name[1]}")
     for tag in soup.find_all("title"):
         tag.insert(0, f"{_HEADING}0")
+    for tag in soup.find_all(tuple(_KIND_TAGS)):
+        tag.insert(0, f"{_KIND}{_KIND_TAGS[tag.name]}")
     for tag in soup.find_all(_BLOCK_TAGS):
         tag.insert_before(_BLOCK)
         tag.insert_after(_BLOCK)
     for tag in soup.find_all(_CELL_TAGS):
-        tag.insert_after(" ")
+        tag.insert_after(_HEAD_CELL if tag.name == "th" else _CELL)
     text = re.sub(r"\s+", " ", soup.get_text())
     text = re.sub(rf" ?{_LINE} ?", "\n", text)
     blocks = []
@@ -107,9 +157,22 @@ def html_blocks(markup: str) -> list[HtmlBlock]:
             at = part.rindex(_HEADING)
             level = int(part[at + 1])
             part = part.replace(part[at:at + 2], "").replace(_HEADING, "")
-        part = part.strip(" \n")
+        tag = None
+        if _KIND in part:  # the marker of the innermost kind of element around this block
+            at = part.rindex(_KIND)
+            tag = _KINDS[part[at + 1]]
+            part = part.replace(part[at:at + 2], "").replace(_KIND, "")
+        cells, header = None, False
+        if tag == "tr" and level is None:
+            header = _HEAD_CELL in part
+            cells = tuple(c.strip(" \n") for c in re.split(f"[{_CELL}{_HEAD_CELL}]", part))
+            cells = cells[:-1] if cells and not cells[-1] else cells
+            part = " ".join(cells)
+        elif tag == "tr":
+            tag = None
+        part = part.replace(_CELL, " ").replace(_HEAD_CELL, " ").strip(" \n")
         if part:
-            blocks.append(HtmlBlock(part, level))
+            blocks.append(HtmlBlock(part, level, tag, cells, header))
     titles = [b for b in blocks if b.level == 0]
     named = {_phrase(b.text) for b in blocks if b.heading and b.level}
     return [b for b in blocks if b.level != 0 or (b is titles[0] and _phrase(b.text) not in named)]

@@ -1,16 +1,96 @@
-"""PDF: the text of every page, extracted with pypdf."""
+"""PDF: the text of every page, extracted with pypdf, as blocks that know their page.
+
+Each page gives one paragraph block per run of lines between blank lines (pypdf rarely
+emits blank lines, so mostly one block a page), with `Location(page=n)` (from 1).
+Headings come from the document's outline (its bookmarks), where it has one: each entry
+is a heading of its depth (1 for the top level, at most 6) at the page it points to,
+placed where its title is first found in that page's text (the text before it stays
+above it), else at the page's start. PDFs without an outline give no headings: finding
+them by font size is left to a layout-aware reader.
+"""
 
 from __future__ import annotations
 
 import io
+import re
+from typing import Any
 
-from attnswitch.pipeline.readers.blocks import ReadOptions
+from attnswitch.pipeline.readers.blocks import (Block, BlockKind, Extracted, Location,
+                                               ReadOptions)
 from attnswitch.pipeline.readers.ocr import ocr_pdf_pages, textless
 from attnswitch.pipeline.readers.skip import Skip, Skipped
+from attnswitch.pipeline.readers.text import paragraphs
 
-def pdf_text(data: bytes, options: ReadOptions = ReadOptions()) -> tuple[str, int]:
-    """Text of every page joined by blank lines, and how many pages failed (pages with no
-    text layer are recognised by OCR: `readers.ocr`)."""
+
+def read_pdf(data: bytes, options: ReadOptions) -> Extracted:
+    """A PDF's pages as blocks (see the module doc); pages with no text layer are
+    recognised by OCR (`readers.ocr`, unless `options.ocr` is off); `failed` names the pages
+    whose text could not be extracted, or recognised, while others could."""
+    reader, texts, failed = _pages(data)
+    scanned = [n for n, t in enumerate(texts, start=1) if t is not None and not t.strip()]
+    recognised, notes = ocr_pdf_pages(data, scanned, options)  # pages with no text layer
+    headings = _outline(reader)
+    blocks: list[Block] = []
+    for number, text in enumerate(texts, start=1):
+        if text is None:
+            continue
+        if number in recognised:
+            blocks += recognised[number]
+            continue
+        rest = text
+        for title, level in headings.get(number, ()):
+            at = _find(title, rest)
+            before, rest = (rest[:at[0]], rest[at[1]:]) if at else ("", rest)
+            blocks += _paragraphs(before, number)
+            blocks.append(Block(BlockKind.HEADING, title, Location(page=number), level=level))
+        blocks += _paragraphs(rest, number)
+    if not any(b.kind is not BlockKind.HEADING for b in blocks):
+        raise textless(len(texts), notes, options)
+    return Extracted(tuple(blocks), failed=tuple(f"page {n}: text extraction failed"
+                                                 for n in failed) + tuple(notes))
+
+
+def _paragraphs(text: str, page: int) -> list[Block]:
+    return [Block(BlockKind.PARAGRAPH, p, Location(page=page)) for p in paragraphs(text)]
+
+
+def _find(title: str, text: str) -> tuple[int, int] | None:
+    """The span of `title` in `text`, any whitespace between its words, or None."""
+    words = title.split()
+    if not words:
+        return None
+    found = re.search(r"\s+".join(re.escape(w) for w in words), text)
+    return found.span() if found else None
+
+
+def _outline(reader: Any) -> dict[int, list[tuple[str, int]]]:
+    """page (from 1) -> [(title, level)] of the outline entries pointing to it, in order;
+    empty when the PDF has no outline or it cannot be read."""
+    out: dict[int, list[tuple[str, int]]] = {}
+
+    def walk(entries: Any, level: int) -> None:
+        for entry in entries:
+            if isinstance(entry, list):
+                walk(entry, level + 1)
+                continue
+            try:
+                page = reader.get_destination_page_number(entry)
+                title = " ".join(str(entry.title).split())
+            except Exception:  # a broken entry costs only itself
+                continue
+            if page is not None and page >= 0 and title:
+                out.setdefault(page + 1, []).append((title, min(level, 6)))
+
+    try:
+        walk(reader.outline, 1)
+    except Exception:  # an unreadable outline: no headings, the text is still there
+        return {}
+    return out
+
+
+def _pages(data: bytes) -> tuple[Any, list[str | None], list[int]]:
+    """(the reader, each page's text or None where extraction failed, the failed page
+    numbers from 1)."""
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError, PyPdfError
 
@@ -30,20 +110,14 @@ def pdf_text(data: bytes, options: ReadOptions = ReadOptions()) -> tuple[str, in
         raise Skipped(Skip.CORRUPT_PDF, f"{type(exc).__name__}: {exc}") from None
     if not pages:
         raise Skipped(Skip.CORRUPT_PDF, "no pages")
-    texts, failed = [], 0
-    for page in pages:
+    texts: list[str | None] = []
+    failed = []
+    for number, page in enumerate(pages, start=1):
         try:
             texts.append(page.extract_text() or "")
         except Exception:  # one broken page should not cost the others
             texts.append(None)
-            failed += 1
-    if failed == len(pages):
-        raise Skipped(Skip.CORRUPT_PDF, f"text extraction failed on all {failed} pages")
-    scanned = [n for n, t in enumerate(texts, start=1) if t is not None and not t.strip()]
-    found, notes = ocr_pdf_pages(data, scanned, options)
-    texts = ["\n\n".join(b.text for b in found.get(n, ())) or t or ""
-             for n, t in enumerate(texts, start=1)]
-    text = "\n\n".join(t.strip() for t in texts if t.strip())
-    if not text:
-        raise textless(len(pages), notes, options)
-    return text, failed + len(scanned) - len(found)
+            failed.append(number)
+    if len(failed) == len(pages):
+        raise Skipped(Skip.CORRUPT_PDF, f"text extraction failed on all {len(failed)} pages")
+    return reader, texts, failed

@@ -1,11 +1,13 @@
-"""Plain text: bytes to str by a BOM, strict UTF-8, a declared charset or detection, and
-the check that decoded text is not binary."""
+"""Plain text: bytes to str by a BOM, strict UTF-8, a declared charset or detection, the
+check that decoded text is not binary, and `read_text`, the reader of plain text files
+(one paragraph block per run of lines between blank lines)."""
 
 from __future__ import annotations
 
 import contextlib
 import re
 
+from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, ReadOptions
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 SNIFF_BYTES = 8192
@@ -59,3 +61,28 @@ def check_controls(text: str) -> None:
     head = text[:SNIFF_BYTES]
     if head and len(_CONTROLS.findall(head)) > 0.1 * len(head):
         raise Skipped(Skip.BINARY, "mostly control characters")
+
+
+_BLANK_LINES = re.compile(r"\n[ \t\f\v]*\n\s*")
+
+
+def decoded_text(data: bytes) -> tuple[str, str, bool]:
+    """(text with its line ends made "\\n", codec, detected?) of a text file's bytes,
+    refused as binary when mostly control characters."""
+    text, encoding, detected = decode(data)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    check_controls(text)
+    return text, encoding, detected
+
+
+def paragraphs(text: str) -> list[str]:
+    """The paragraphs of plain text: runs of lines between blank lines, stripped, empty
+    ones left out."""
+    return [p for p in (part.strip() for part in _BLANK_LINES.split(text)) if p]
+
+
+def read_text(data: bytes, options: ReadOptions) -> Extracted:
+    """A plain text file as paragraph blocks (`paragraphs`)."""
+    text, encoding, detected = decoded_text(data)
+    blocks = tuple(Block(BlockKind.PARAGRAPH, p) for p in paragraphs(text))
+    return Extracted(blocks, encoding, detected)
