@@ -17,6 +17,8 @@ The model fingerprint is `engines.model.model_fingerprint`.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import hashlib
 import json
 import os
@@ -34,7 +36,7 @@ DEFAULT_CHUNKING = "blocks"
 # benchmarks/known_item_structure.py (docs/architecture.md, "Structure kept").
 DEFAULT_EMBED_HEADINGS = True
 # What a config stored by a version without these fields was made with.
-_LEGACY = {"chunking": "windows", "embed_headings": False}
+_LEGACY = MappingProxyType({"chunking": "windows", "embed_headings": False})
 
 
 

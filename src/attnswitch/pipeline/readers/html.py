@@ -23,6 +23,8 @@ docs/architecture.md has the measurement behind this choice
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import difflib
 import re
 from dataclasses import dataclass
@@ -37,8 +39,8 @@ _KIND = "\ue003"  # followed by a letter: this block is a list item (l), pre (p)
 _CELL = "\ue004"  # ends a table cell
 _HEAD_CELL = "\ue005"  # ends a table header cell
 _MARKS = (_BLOCK, _LINE, _HEADING, _KIND, _CELL, _HEAD_CELL)
-_KIND_TAGS = {"li": "l", "pre": "p", "tr": "r"}
-_KINDS = {"l": "li", "p": "pre", "r": "tr"}
+_KIND_TAGS = MappingProxyType({"li": "l", "pre": "p", "tr": "r"})
+_KINDS = MappingProxyType({"l": "li", "p": "pre", "r": "tr"})
 _BLOCK_TAGS = (
     "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
     "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
