@@ -204,4 +204,4 @@ def test_the_cli_says_the_store_was_upgraded(tmp_path: Path, encoder) -> None:
     result = CliRunner().invoke(app, ["status", "--db", str(db)])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if "upgraded" in line]
-    assert len(lines) == 1 and "schema version 3" in lines[0]
+    assert len(lines) == 1 and f"schema version {SCHEMA_VERSION}" in lines[0]

@@ -554,26 +554,30 @@ class StoreBase(abc.ABC):
 
     # -- the stored state ---------------------------------------------------------------
 
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read-only query (`_mark` placeholders); a store whose connection
+        can be lost reads again on a new one (`PostgresStore`)."""
+        return self._conn.execute(sql, params).fetchall()
+
     def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
         """The row of `source` under `root`, or None when it is not stored."""
         m = self._mark
-        row = self._conn.execute(
+        rows = self._read(
             "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
-            f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source),
-        ).fetchone()
-        return StoredDocument(*row) if row else None
+            f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source))
+        return StoredDocument(*rows[0]) if rows else None
 
     def sources(self, root: str | os.PathLike) -> set[str]:
         """Every source stored under `root`, indexed or skipped."""
-        rows = self._conn.execute(f"SELECT source FROM documents WHERE root = {self._mark}",
-                                  (root_key(root),))
+        rows = self._read(f"SELECT source FROM documents WHERE root = {self._mark}",
+                          (root_key(root),))
         return {r[0] for r in rows}
 
     def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
         """(indexed documents, their chunks) stored under `root`."""
-        docs, chunks = self._conn.execute(
+        ((docs, chunks),) = self._read(
             "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = "
-            f"{self._mark} AND status = 'indexed'", (root_key(root),)).fetchone()
+            f"{self._mark} AND status = 'indexed'", (root_key(root),))
         return int(docs), int(chunks)
 
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:

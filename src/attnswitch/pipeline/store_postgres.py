@@ -294,6 +294,9 @@ class PostgresStore(StoreBase):
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._retrying(lambda: self._conn.execute(sql, params).fetchone())
 
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._retrying(lambda: self._conn.execute(sql, params).fetchall())
+
     # -- lost connections -----------------------------------------------------------
 
     def _retrying(self, fn: Any) -> Any:
