@@ -112,6 +112,14 @@ def run_peer(system: str, corpus: Path, work: Path, venv: Path, model: Path,
             "not_read": found["not_read"], "stages": found["seconds"]}
 
 
+def not_read(detail: dict) -> dict[str, str]:
+    """{file of the first copy: why it gave no text} from a system's run detail."""
+    found = detail.get("not_read") or {f["source"]: f["reason"]
+                                       for f in detail.get("skipped_files", [])}
+    return {Path(f).relative_to("copy0").as_posix(): " ".join(why.split())[:120]
+            for f, why in sorted(found.items()) if Path(f).parts[:1] == ("copy0",)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=1)
@@ -168,6 +176,11 @@ def main() -> None:
         lines.append(f"| {system} | {r['seconds']:.1f} | {r['files_read']} / {n_files} | "
                      f"{r['chunks'] if r['chunks'] is not None else '–'} | "
                      f"{r['files_per_s']:.2f} | {r['mb_per_s']:.3f} |")
+    lines += ["", "Files not read, by system (name in the first copy: reason):", ""]
+    for system, r in rows.items():
+        missed = not_read(r["detail"])
+        lines.append(f"- {system}: " + ("; ".join(f"`{f}`: {why}" for f, why in missed.items())
+                                        or "none"))
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")

@@ -85,14 +85,14 @@ class DenseVariant:
     prefix: str = ""
 
 
-VARIANTS = (
-    DenseVariant("as shipped (254/32, main content)"),
-    DenseVariant("main content off", main_content=False),
-    DenseVariant("chunks 128/16", max_tokens=128, overlap=16),
-    DenseVariant("chunks 200/50", max_tokens=200, overlap=50),
-    DenseVariant("title + chunk", prefix="title"),
+VARIANTS = (  # the most telling first: an interrupted run keeps the vectors it finished
     DenseVariant("heading path + chunk", prefix="path"),
+    DenseVariant("chunks 200/50", max_tokens=200, overlap=50),
+    DenseVariant("main content off", main_content=False),
+    DenseVariant("title + chunk", prefix="title"),
+    DenseVariant("chunks 128/16", max_tokens=128, overlap=16),
     DenseVariant("heading path + chunk, 128/16", max_tokens=128, overlap=16, prefix="path"),
+    DenseVariant("as shipped (254/32, main content)"),
 )
 
 
@@ -191,7 +191,10 @@ def evaluate_variant(corpus: sq.Corpus, variant: DenseVariant, encoder, tokenize
     top = np.argsort(-scores, axis=1, kind="stable")[:, :sq.HITS]
     ranked = [[sources[i] for i in row] for row in top]
     by_kind = ranks_from_files(ranked, corpus.queries)
-    return {"chunks": len(texts), "results": {k: sq.metrics(r) for k, r in by_kind.items()}}
+    results = {k: sq.metrics(r) for k, r in by_kind.items()}
+    print(f"variant {variant.name!r}: MRR@10 "
+          + ", ".join(f"{k} {m['mrr_at_10']:.3f}" for k, m in results.items()), flush=True)
+    return {"chunks": len(texts), "results": results}
 
 
 def table(results: dict, names: list[str]) -> list[str]:
@@ -240,6 +243,8 @@ def main() -> None:
                     help="the corpus the dense variants are scored on")
     ap.add_argument("--peers-only", action="store_true",
                     help="run and cache the peers only (ours and the variants skipped)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME",
+                    help="score only these variants (repeatable; default: all)")
     ap.add_argument("--fresh", action="store_true", help="re-run the peers (not cached)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
@@ -285,6 +290,8 @@ def main() -> None:
             qv = np.asarray(encoder.encode([q.text for q in c.queries]), dtype=np.float32)
             qv /= np.linalg.norm(qv, axis=1, keepdims=True)
             for v in VARIANTS:
+                if args.variant and v.name not in args.variant:
+                    continue
                 variants[v.name] = evaluate_variant(c, v, encoder, tokenizer, qv, args.store_dir)
     names = [c.name for c in corpora]
     lines = [INTRO, f"Known-item search quality at file level, all-MiniLM-L6-v2 in every system, "

@@ -46,7 +46,6 @@ def loader_for(path: Path):
         ".epub": dl.UnstructuredEPubLoader,
         ".rtf": dl.UnstructuredRTFLoader,
         ".eml": dl.UnstructuredEmailLoader,
-        ".mbox": dl.UnstructuredEmailLoader,
         ".ipynb": dl.NotebookLoader,
         ".csv": dl.CSVLoader,
         ".tsv": lambda p: dl.CSVLoader(p, csv_args={"delimiter": "\t"}),
