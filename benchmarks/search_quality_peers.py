@@ -171,6 +171,11 @@ def evaluate_variant(corpus: sq.Corpus, variant: DenseVariant, encoder, tokenize
                      query_vectors: np.ndarray, cache: Path) -> dict:
     """kind -> metrics of dense search (exact cosine, 50 chunks) under `variant`."""
     pages = sorted(p for p in corpus.root.rglob("*.html"))
+    spec = json.dumps([asdict(variant), [(p.name, p.stat().st_size) for p in pages],
+                       [(q.kind, q.text, q.target) for q in corpus.queries]])
+    done = cache / f"variant-result-{hashlib.sha256(spec.encode()).hexdigest()[:16]}.json"
+    if done.exists():  # reading the pages again (trafilatura) costs minutes
+        return json.loads(done.read_text())
     texts, sources = [], []
     for p in pages:
         found = page_chunks(p, variant, tokenizer)
@@ -194,7 +199,9 @@ def evaluate_variant(corpus: sq.Corpus, variant: DenseVariant, encoder, tokenize
     results = {k: sq.metrics(r) for k, r in by_kind.items()}
     print(f"variant {variant.name!r}: MRR@10 "
           + ", ".join(f"{k} {m['mrr_at_10']:.3f}" for k, m in results.items()), flush=True)
-    return {"chunks": len(texts), "results": results}
+    found = {"chunks": len(texts), "results": results}
+    done.write_text(json.dumps(found))
+    return found
 
 
 def table(results: dict, names: list[str]) -> list[str]:
