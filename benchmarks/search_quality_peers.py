@@ -88,6 +88,7 @@ class DenseVariant:
 VARIANTS = (  # the most telling first: an interrupted run keeps the vectors it finished
     DenseVariant("heading path + chunk", prefix="path"),
     DenseVariant("chunks 200/50", max_tokens=200, overlap=50),
+    DenseVariant("heading path + chunk, 200/50", max_tokens=200, overlap=50, prefix="path"),
     DenseVariant("main content off", main_content=False),
     DenseVariant("title + chunk", prefix="title"),
     DenseVariant("chunks 128/16", max_tokens=128, overlap=16),
