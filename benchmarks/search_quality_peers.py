@@ -107,13 +107,16 @@ def ranks_from_files(ranked_files: list[list[str]], queries: list[sq.Query]) -> 
 
 
 def run_peer(system: str, corpus: sq.Corpus, venv: Path, model: Path, work: Path,
-             fresh: bool) -> dict:
-    """The peer's output for the corpus's queries (cached in `work` by query set)."""
+             fresh: bool, cached_only: bool = False) -> dict | None:
+    """The peer's output for the corpus's queries (cached in `work` by query set); None
+    when `cached_only` and there is none."""
     queries = [{"text": q.text} for q in corpus.queries]
     digest = hashlib.sha256(json.dumps(queries).encode()).hexdigest()[:12]
     out = work / f"{system}-{corpus.name}-{digest}.json"
     if out.exists() and not fresh:
         return json.loads(out.read_text())
+    if cached_only:
+        return None
     qfile = work / f"queries-{corpus.name}-{digest}.json"
     qfile.write_text(json.dumps(queries))
     python = venv / "bin" / "python"
@@ -253,6 +256,8 @@ def main() -> None:
                     help="run and cache the peers only (ours and the variants skipped)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME",
                     help="score only these variants (repeatable; default: all)")
+    ap.add_argument("--cached-peers", action="store_true",
+                    help="use the peers' cached outputs only; a missing one is left out")
     ap.add_argument("--fresh", action="store_true", help="re-run the peers (not cached)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
@@ -288,7 +293,10 @@ def main() -> None:
             results[c.name] = {kind: {f"attnswitch {m}": by[m] for m in sq.MODES}
                                for kind, by in ours.items()}
         for system in () if args.no_peers else SYSTEMS:
-            found = run_peer(system, c, args.peers_venv, model, work, args.fresh)
+            found = run_peer(system, c, args.peers_venv, model, work, args.fresh,
+                             args.cached_peers)
+            if found is None:
+                continue
             for kind, ranks in ranks_from_files(found["ranked_files"], c.queries).items():
                 results[c.name][kind][f"{system} recipe"] = sq.metrics(ranks)
             peers_meta.setdefault(c.name, {})[system] = {
