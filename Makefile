@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test setup system-packages fixtures doctor bench screenshots clean
+.PHONY: run test setup system-packages fixtures doctor bench bench-peers-env screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,19 @@ doctor: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/attention_ops.py
+
+# The peers of benchmarks/search_quality_peers.py and benchmarks/e2e_peers.py (LangChain,
+# LlamaIndex) in a venv of their own, never the project's. torch is pinned in both pip calls
+# so that nothing the peers require can swap the CPU build for a CUDA one.
+PEERS_VENV := .bench/peers-venv
+$(PEERS_VENV)/.installed: benchmarks/peers/requirements.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(PEERS_VENV)/bin/python -m pip install --quiet torch==2.13.0 -r benchmarks/peers/requirements.txt
+	touch $@
+
+bench-peers-env: $(PEERS_VENV)/.installed
 
 # docs/ui/*.png: each page of `attnswitch serve` at desktop and phone width, light and dark.
 screenshots: system-packages $(STAMP)
