@@ -22,6 +22,7 @@ from attnswitch.pipeline.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.pipeline.ingest import Skip, ingest
 from attnswitch.pipeline.run import MAX_FAILURES_IN_ROW, RunOptions, run
 from attnswitch.pipeline.store import SQLiteStore
+from store_testing import Recording
 
 # Short chunks keep encoding cheap; the chunking code is the same at any size.
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
@@ -331,20 +332,6 @@ def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: 
     # a query encodes with the index's precision, whatever "auto" would pick now
     monkeypatch.setenv(ENV_PRECISION, "fp32" if forced == "bf16" else "bf16")
     assert get_engine(stored.model, stored.engine, stored.precision).precision == forced
-
-
-class Recording:
-    """The shared encoder, recording every text it is asked to encode."""
-
-    def __init__(self, encoder):
-        self.encoder, self.texts = encoder, []
-
-    def __getattr__(self, name):
-        return getattr(self.encoder, name)
-
-    def encode(self, texts, *args, **kwargs):
-        self.texts += list(texts)
-        return self.encoder.encode(texts, *args, **kwargs)
 
 
 def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, encoder) -> None:

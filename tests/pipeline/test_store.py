@@ -31,6 +31,7 @@ from attnswitch.pipeline.store import (
     resolve_path,
 )
 from attnswitch.pipeline.store_errors import StoreCorruptError
+from store_testing import hold_run_lock
 
 DIM = 8
 
@@ -594,20 +595,6 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
         assert store.interrupt_jobs("again") == ["j1", "j2"]
 
 
-def hold_run_lock(location, seconds: float) -> subprocess.Popen:
-    """Another process that takes `location`'s run lock (a run begun) and holds it for
-    `seconds`, then exits (dropping it); returns once the lock is held."""
-    code = textwrap.dedent(f"""
-        import sys, time
-        from attnswitch.pipeline.location import open_store
-        store = open_store({str(location)!r})
-        store.begin_run()
-        print("locked", flush=True)
-        time.sleep({seconds})
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

@@ -21,6 +21,7 @@ from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.search import search
 from attnswitch.pipeline.store import SCHEMA_VERSION
+from store_testing import Recording
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
@@ -78,20 +79,6 @@ OPTIONS = RunOptions(max_tokens=MAX_TOKENS, overlap=OVERLAP, chunks_per_call=16)
 # One sentence each: as fixed windows or as blocks, each is one chunk of the same text.
 SHORT = {"note.txt": "A short note about the vacuum process in a database.",
          "todo.txt": "Remember to analyse the tables after a bulk load of rows."}
-
-
-class Recording:
-    """The shared encoder, recording every text it is asked to encode."""
-
-    def __init__(self, encoder):
-        self.encoder, self.texts = encoder, []
-
-    def __getattr__(self, name):
-        return getattr(self.encoder, name)
-
-    def encode(self, texts, *args, **kwargs):
-        self.texts += list(texts)
-        return self.encoder.encode(texts, *args, **kwargs)
 
 
 def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]]]:

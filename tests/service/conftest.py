@@ -57,3 +57,13 @@ def reference():
     from attnswitch.engines import get_engine
 
     return get_engine()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def served_location(request, tmp_path: Path) -> str:
+    """A fresh store of each backend, as `serve --db` takes it."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    data = tmp_path / "data"
+    data.mkdir()
+    return str(data)

@@ -104,22 +104,3 @@ def finished_job(client: httpx.Client, job_id: str, timeout: float = 300.0) -> d
         time.sleep(0.1)
 
 
-def hold_run_lock(location: str | Path, seconds: float):
-    """Another process that takes the run lock of the store at `location` (a run begun, as
-    `attnswitch run` does) and holds it for `seconds`, then exits; returns once it holds
-    it (the caller kills and waits for it)."""
-    import subprocess
-    import sys
-    import textwrap
-
-    code = textwrap.dedent(f"""
-        import time
-        from attnswitch.pipeline.location import open_store
-        store = open_store({str(location)!r})
-        store.begin_run()
-        print("locked", flush=True)
-        time.sleep({seconds})
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc

@@ -28,15 +28,6 @@ DOCUMENTS = tuple(sorted(p.relative_to(CORPUS).as_posix()
                          for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def served_location(request, tmp_path: Path) -> str:
-    if request.param == "postgres":
-        return request.getfixturevalue("pg_url")
-    data = tmp_path / "data"
-    data.mkdir()
-    return str(data)
-
-
 def committed(location: str, folder: Path) -> int:
     """Documents of `folder` the store holds now (read by a connection of this process)."""
     from attnswitch.pipeline.location import is_url

@@ -75,7 +75,7 @@ def test_a_job_waits_a_bounded_time_for_another_process_s_run(client, service_di
     `jobs.LOCK_WAIT_S`, so a run that ends meanwhile lets the job start (202); past that
     the job is refused with 409 `index_busy`, saying to retry."""
     from attnswitch.service.jobs import LOCK_WAIT_S
-    from service_testing import hold_run_lock
+    from store_testing import hold_run_lock
 
     wait_for_jobs(client)
     SQLiteStore(service_dirs["data"]).close()

@@ -5,7 +5,6 @@ answers; no answer carries the store's path or URL."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import httpx
 import pytest
@@ -24,16 +23,6 @@ from service_testing import (
 )
 
 QUERY = "which rows does an update change, and how is a table joined to itself"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def served_location(request, tmp_path: Path) -> str:
-    """A fresh store of each backend, as `serve --db` takes it."""
-    if request.param == "postgres":
-        return request.getfixturevalue("pg_url")
-    data = tmp_path / "data"
-    data.mkdir()
-    return str(data)
 
 
 def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
