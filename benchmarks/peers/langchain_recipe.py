@@ -16,12 +16,13 @@ how many files were read, the chunks, and the seconds of each stage.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from recipe_cli import recipe_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -79,14 +80,7 @@ def load(root: Path, formats: str) -> tuple[list, dict[str, str]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--model", required=True, help="the model folder")
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--queries", type=Path)
-    ap.add_argument("--hits", type=int, default=50)
-    ap.add_argument("--formats", choices=("markup", "all"), default="all")
-    args = ap.parse_args()
+    args = recipe_arguments(__doc__)
     t0 = time.perf_counter()
     from langchain_community.vectorstores import FAISS
     from langchain_huggingface import HuggingFaceEmbeddings

@@ -16,26 +16,20 @@ files were read, the chunks, and the seconds of each stage.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from recipe_cli import recipe_arguments
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--model", required=True, help="the model folder")
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--queries", type=Path)
-    ap.add_argument("--hits", type=int, default=50)
-    ap.add_argument("--formats", choices=("markup", "all"), default="all")
-    args = ap.parse_args()
+    args = recipe_arguments(__doc__)
     t0 = time.perf_counter()
     from llama_index.core import Settings, SimpleDirectoryReader, VectorStoreIndex
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
