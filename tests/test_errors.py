@@ -69,7 +69,7 @@ def test_run_lets_a_bug_raise_with_its_traceback(tmp_path, monkeypatch, bug) -> 
     def broken(*args, **kwargs):
         raise bug("a bug inside the run")
 
-    monkeypatch.setattr(pipeline_run, "chunk_text", broken)
+    monkeypatch.setattr(pipeline_run, "chunk_document", broken)
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.txt").write_text("a few words to index")

@@ -23,6 +23,9 @@ from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.store import DB_NAME, SQLiteStore
 
 FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
+# The stored text is what the encoder read (no heading path before it), for tests that
+# encode it again to check the stored vectors.
+PLAIN = [*FAST, "--no-embed-headings"]
 
 
 def cli(*args: str) -> list[str]:
@@ -63,7 +66,7 @@ def vectors_by_chunk(db: Path, root: Path) -> dict[tuple[str, int], np.ndarray]:
 def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path,
                                                  encoder) -> None:
     db = tmp_path / "killed"
-    proc = subprocess.Popen(cli("run", str(more_docs), "--db", str(db), "--json", *FAST),
+    proc = subprocess.Popen(cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline:
@@ -76,18 +79,19 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
     proc.stderr.close()
     at_kill = chunk_rows(db / DB_NAME)
 
-    resumed = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *FAST),
+    resumed = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
-    again = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *FAST),
+    again = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     unchanged = json.loads(again.stdout)
 
     clean_db = tmp_path / "clean"
     with SQLiteStore(clean_db / DB_NAME) as store:
-        clean = run(more_docs, store, RunOptions(max_tokens=32, overlap=4, chunks_per_call=8),
+        clean = run(more_docs, store, RunOptions(max_tokens=32, overlap=4, chunks_per_call=8,
+                                                  embed_headings=False),
                     get_encoder=lambda: encoder)
     final = chunk_rows(db / DB_NAME)
     assert final == chunk_rows(clean_db / DB_NAME)  # same documents, same chunk texts

@@ -27,7 +27,9 @@ from attnswitch.pipeline.store import DB_NAME, SQLiteStore
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster per test process, one user
 
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
+# The stored text is what the encoder read (no heading path before it): the tests encode
+# it again to check the stored vectors.
+OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
 FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
 
 

@@ -6,6 +6,7 @@ growing; steady memory does not; a real server exposes the verdict."""
 from __future__ import annotations
 
 import logging
+import mmap
 
 import httpx
 from prometheus_client import CollectorRegistry, generate_latest
@@ -23,7 +24,11 @@ def test_a_steady_leak_turns_the_verdict_to_growing_once(caplog) -> None:
     held = []
     with caplog.at_level(logging.WARNING, logger="attnswitch.service"):
         for _ in range(WARMUP + MIN_SAMPLES + 2):
-            held.append(b"x" * (8 * 2**20))  # 8 MiB more each sample, pages touched
+            # 8 MiB more each sample, in new pages: an anonymous mapping, written (heap memory
+            # that earlier tests in this process freed could be reused without raising RSS)
+            page = mmap.mmap(-1, 8 * 2**20)
+            page.write(b"x" * (8 * 2**20))
+            held.append(page)
             guard.check()
     assert gauge(registry, "growing") == 1.0
     assert gauge(registry, "growth_bytes") >= 32 * 2**20 and gauge(registry, "trend") >= 0.6

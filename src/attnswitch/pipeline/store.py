@@ -681,6 +681,10 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
     if version > 0:
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in _UPGRADES.get(step, ()):
+                added = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", statement)
+                if added and added.group(2) in {
+                        row[1] for row in conn.execute(f"PRAGMA table_info({added.group(1)})")}:
+                    continue  # a file that already has it (made by a later version's DDL)
                 conn.execute(statement)
             if step == 4:
                 conn.create_function("attnswitch_vector_key", 2, vector_key,
