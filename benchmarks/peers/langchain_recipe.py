@@ -16,13 +16,11 @@ how many files were read, the chunks, and the seconds of each stage.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
-from recipe_cli import recipe_arguments
+from recipe_cli import finish, recipe_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -100,15 +98,8 @@ def main() -> None:
            "documents": len(docs), "chunks": len(chunks), "not_read": failed,
            "seconds": {"import": t_import - t0, "load": t_load - t_import,
                        "split": t_split - t_load, "embed_and_index": t_index - t_split}}
-    if args.queries:
-        queries = json.loads(args.queries.read_text())
-        out["ranked_files"] = [
-            [d.metadata["source"] for d in store.similarity_search(q["text"], k=args.hits)]
-            for q in queries]
-        out["seconds"]["queries"] = time.perf_counter() - t_index
-    args.out.write_text(json.dumps(out))
-    print(f"langchain: {out['files_read']} files, {len(chunks)} chunks, "
-          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    finish(args, out, "langchain", t0, t_index, lambda text: [
+        d.metadata["source"] for d in store.similarity_search(text, k=args.hits)])
 
 
 if __name__ == "__main__":

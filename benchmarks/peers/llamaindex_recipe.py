@@ -16,13 +16,11 @@ files were read, the chunks, and the seconds of each stage.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
-from recipe_cli import recipe_arguments
+from recipe_cli import finish, recipe_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -58,15 +56,9 @@ def main() -> None:
                         if f not in read},
            "seconds": {"import": t_import - t0, "load": t_load - t_import,
                        "split_embed_and_index": t_index - t_load}}
-    if args.queries:
-        retriever = index.as_retriever(similarity_top_k=args.hits)
-        queries = json.loads(args.queries.read_text())
-        out["ranked_files"] = [[rel(h.node.metadata) for h in retriever.retrieve(q["text"])]
-                               for q in queries]
-        out["seconds"]["queries"] = time.perf_counter() - t_index
-    args.out.write_text(json.dumps(out))
-    print(f"llamaindex: {out['files_read']} files, {out['chunks']} chunks, "
-          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    retriever = index.as_retriever(similarity_top_k=args.hits)
+    finish(args, out, "llamaindex", t0, t_index,
+           lambda text: [rel(h.node.metadata) for h in retriever.retrieve(text)])
 
 
 if __name__ == "__main__":

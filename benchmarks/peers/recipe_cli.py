@@ -6,6 +6,10 @@ ROOT --model DIR --out OUT.json [--queries QUERIES.json] [--hits 50] [--formats 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -19,3 +23,16 @@ def recipe_arguments(description: str) -> argparse.Namespace:
     ap.add_argument("--hits", type=int, default=50)
     ap.add_argument("--formats", choices=("markup", "all"), default="all")
     return ap.parse_args()
+
+
+def finish(args: argparse.Namespace, out: dict, name: str, started: float, indexed: float,
+           ranked_files: Callable[[str], list[str]]) -> None:
+    """Answer `--queries` (each query's hits as file paths, best first, timed from
+    `indexed`), write OUT and say what was read on stderr."""
+    if args.queries:
+        queries = json.loads(args.queries.read_text())
+        out["ranked_files"] = [ranked_files(q["text"]) for q in queries]
+        out["seconds"]["queries"] = time.perf_counter() - indexed
+    args.out.write_text(json.dumps(out))
+    print(f"{name}: {out['files_read']} files, {out['chunks']} chunks, "
+          f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
