@@ -30,7 +30,8 @@ pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster per test process,
 # The stored text is what the encoder read (no heading path before it): the tests encode
 # it again to check the stored vectors.
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
-FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
+# the CLI twin of OPTIONS: a run killed under one and resumed under the other must agree
+FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8", "--no-embed-headings"]
 
 
 def ray_options(**kw):
