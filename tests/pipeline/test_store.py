@@ -560,7 +560,7 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
@@ -593,6 +593,54 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
         assert again["j1"].error == "the server stopped" and again["j1"].finished_at
         store.save_job(dataclasses.replace(again["j1"], status="running", resume=False))
         assert store.interrupt_jobs("again") == ["j1", "j2"]
+        # a cancelled job is finished: a dead server's next start leaves it as it is
+        store.save_job(dataclasses.replace(again["j2"], status="cancelled", resume=False))
+        assert store.interrupt_jobs("once more") == ["j1"]
+        assert store.job("j2").status == "cancelled"
+
+
+def _narrow_jobs_check(location: str | Path) -> None:
+    """Give the store at `location` the jobs table of schema version 4 (no "cancelled"),
+    as a store made before jobs could be cancelled has it."""
+    from attnswitch.pipeline.location import is_url
+
+    old = "'queued', 'running', 'completed', 'failed', 'interrupted'"
+    if is_url(str(location)):
+        import psycopg
+
+        with psycopg.connect(str(location), autocommit=True) as conn:
+            conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_status_check")
+            conn.execute(f"ALTER TABLE jobs ADD CONSTRAINT jobs_status_check "
+                         f"CHECK (status IN ({old}))")
+        return
+    from attnswitch.pipeline.store import resolve_path
+
+    with sqlite3.connect(resolve_path(location)) as conn:
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]
+        narrowed = re.sub(r"CHECK \(status IN \([^)]*\)\)", f"CHECK (status IN ({old}))", sql)
+        assert narrowed != sql
+        conn.execute("ALTER TABLE jobs RENAME TO jobs_new")
+        conn.execute(narrowed)
+        conn.execute("INSERT INTO jobs SELECT * FROM jobs_new")
+        conn.execute("DROP TABLE jobs_new")
+        conn.execute("PRAGMA user_version = 4")
+
+
+def test_a_store_made_before_cancelled_jobs_is_upgraded_keeping_its_jobs(location) -> None:
+    """A jobs table whose CHECK knows no "cancelled" (a store of schema version 4) is
+    upgraded when opened: its rows are kept and a job may then be cancelled."""
+    from attnswitch.pipeline.store import JobRecord
+
+    kept = JobRecord(id="old", path="docs", status="interrupted", created_at=5.0,
+                     error="stopped", attempts=1, resume=True, progress={"files_done": 2})
+    with open_store(location) as store:
+        store.save_job(kept)
+    _narrow_jobs_check(location)
+    with open_store(location) as store:
+        assert store.job("old") == kept
+        store.save_job(dataclasses.replace(kept, status="cancelled", resume=False))
+        assert store.job("old").status == "cancelled"
+        assert store.migrated is None  # the chunks did not change: nothing to tell
 
 
 

@@ -65,7 +65,7 @@ from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
 # 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
 EXACT_BELOW = 20_000
@@ -81,8 +81,24 @@ MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 # Seconds a run waits for another process's run lock before it is refused as busy.
 RUN_LOCK_WAIT_S = 5.0
-JOB_STATUSES = ("queued", "running", "completed", "failed", "interrupted")
+# A job's statuses; "cancelled" (a client cancelled it) is never resumed, "interrupted" is.
+JOB_STATUSES = ("queued", "running", "completed", "failed", "interrupted", "cancelled")
 log = logging.getLogger(__name__)
+
+_JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
+                                           'interrupted', 'cancelled')),
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    progress TEXT NOT NULL DEFAULT '{}',
+    summary TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    resume INTEGER NOT NULL DEFAULT 0
+)"""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -132,20 +148,7 @@ _SCHEMA = (
 )""",
     # The service's indexing jobs (`service.jobs`): one row a job, kept across restarts;
     # `resume` marks an interrupted job that the next `serve` on this store finishes.
-    """CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
-                                           'interrupted')),
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    progress TEXT NOT NULL DEFAULT '{}',
-    summary TEXT,
-    error TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    resume INTEGER NOT NULL DEFAULT 0
-)""",
+    _JOBS_TABLE,
     # Keyword search: an FTS5 index over the chunks' text (external content: the text is
     # stored once, in chunks), and a log of chunk inserts and deletes that the HNSW graph
     # replays (ann.HnswIndex); triggers keep both in the writing transaction.
@@ -651,12 +654,21 @@ class StoreBase(abc.ABC):
 #    stored chunks' vector keys are filled in (`_fill_vector_keys`), so the next run
 #    re-chunks every document (its config changed) and reuses each vector whose text
 #    it finds again.
+# 5: a job may be "cancelled": the jobs table is made again with the wider CHECK (SQLite
+#    cannot change a constraint in place), its rows copied over.
 _UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
     2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
     4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
         "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE chunks ADD COLUMN vector_key TEXT"),
+    5: ("ALTER TABLE jobs RENAME TO jobs_before_cancel",
+        _JOBS_TABLE,
+        f"INSERT INTO jobs ({', '.join(_JOB_COLUMNS)}) SELECT {', '.join(_JOB_COLUMNS)} "
+        "FROM jobs_before_cancel",
+        "DROP TABLE jobs_before_cancel"),
 })
+# The last version whose upgrade changes the chunks (what `MIGRATED` tells).
+CHUNKS_CHANGED_IN = 4
 # The columns a table may lack in a file of an older schema version (its upgrade adds them).
 _ADDED_COLUMNS = frozenset(("chunks", c) for c in CHUNK_STRUCTURE_COLUMNS)
 MIGRATED = ("{where}: index upgraded to schema version {version} (chunks get a heading "
@@ -824,7 +836,7 @@ class SQLiteStore(StoreBase):
             if version < SCHEMA_VERSION:
                 with self._transaction():
                     _migrate(self._conn, version)
-                if version > 0:
+                if 0 < version < CHUNKS_CHANGED_IN:
                     self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
                     log.info("%s", self.migrated)
             self.store_id = self.meta("store_id")

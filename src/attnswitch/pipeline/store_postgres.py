@@ -133,7 +133,7 @@ _SCHEMA = (
     id TEXT PRIMARY KEY,
     path TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
-                                           'interrupted')),
+                                           'interrupted', 'cancelled')),
     created_at DOUBLE PRECISION NOT NULL,
     started_at DOUBLE PRECISION,
     finished_at DOUBLE PRECISION,
@@ -151,6 +151,12 @@ _SCHEMA = (
 _UPGRADE = tuple(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}" for column in (
     "heading_path TEXT NOT NULL DEFAULT '[]'", "location TEXT NOT NULL DEFAULT '{}'",
     "vector_key TEXT"))
+# A jobs table made before a job could be "cancelled" (its CHECK named by PostgreSQL's
+# rule, <table>_<column>_check) gets the CHECK of `_SCHEMA`.
+_JOBS_STATUS_CHECK = (
+    "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_status_check",
+    "ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN ('queued', "
+    "'running', 'completed', 'failed', 'interrupted', 'cancelled'))")
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 
 
@@ -201,9 +207,16 @@ def connect(url: str) -> Any:
 def upgrade(conn: Any) -> bool:
     """Add the chunk columns of `store.CHUNK_STRUCTURE_COLUMNS` to a database made before
     them, filling in the stored chunks' vector keys (`store._fill_vector_keys`); True
-    when it did (False: the columns were there)."""
+    when it did (False: the columns were there). A jobs table made before jobs could be
+    "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        check = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = "
+            "'jobs'::regclass AND conname = 'jobs_status_check'").fetchone()
+        if check is None or "cancelled" not in check[0]:
+            for statement in _JOBS_STATUS_CHECK:
+                conn.execute(statement)
         have = {r[0] for r in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = "
             "current_schema() AND table_name = 'chunks'")}
