@@ -26,6 +26,12 @@ refused (422): the store and the answers hold text.
 The job encodes through the service's encoder on the model's executor (`encode` below), so
 its encoder calls take turns with request batches instead of competing for the CPU.
 
+`cancel(id)` (`POST /v1/jobs/{id}/cancel`) ends one job for good: a running job stops at its
+next progress point as `stop()` stops it (interrupted where it is past `STOP_GRACE_S`),
+keeping every document it committed, and its status becomes "cancelled", which no server
+resumes; a queued job, or an interrupted one waiting to be resumed, becomes "cancelled"
+without running. A finished job (completed, failed, cancelled) is refused (409).
+
 `stop()` asks a running job to end: at its next progress point the run is interrupted (its
 runs-table row says "interrupted"; every document is either fully committed or untouched,
 so the next job or `attnswitch run` finishes it). A job that reaches no progress point
@@ -64,7 +70,11 @@ STOP_GRACE_S = 2.0
 # Files listed by name in a job's summary (skipped ones, and ones handled with a note); the
 # counts by reason cover them all, and the store keeps every skipped file with its reason.
 LISTED_FILES = 20
-STATUSES = ("queued", "running", "completed", "failed", "interrupted")
+STATUSES = ("queued", "running", "completed", "failed", "interrupted", "cancelled")
+# Statuses of a job that has ended and will not run again: cancelling one is refused (409).
+FINISHED = ("completed", "failed", "cancelled")
+# Seconds `cancel` waits for a running job to stop before answering with it as it stands.
+CANCEL_WAIT_S = 10.0
 # Seconds between two writes of a running job's progress to its row.
 PROGRESS_EVERY_S = 1.0
 # Seconds a new job waits for another process's run on the store before it is refused.
@@ -73,6 +83,8 @@ INTERRUPTED_BY_CRASH = ("the server stopped while this job ran; it is resumed by
                         "server on this store")
 INTERRUPTED_BY_DRAIN = ("stopped by server shutdown; the next server on this store resumes "
                         "it (or run again to finish)")
+CANCELLED = ("cancelled by a client; every document it committed is kept, and it is not "
+             "resumed (start a job on the folder again to finish)")
 
 
 def _hidden(parts: tuple[str, ...]) -> bool:
@@ -177,6 +189,7 @@ class JobManager:
         self._current: Job | None = None  # the running job's live state
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._cancel_ids: set[str] = set()  # jobs a client cancelled (guarded by _lock)
         self._thread: threading.Thread | None = None
         self._rows_thread = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-jobs")
         self._rows_store: Any = None  # used on `_rows_thread` only
@@ -410,7 +423,10 @@ class JobManager:
         for job, folder, root_id in work:
             if self._stop.is_set():
                 break
-            self._current = job
+            with self._lock:
+                if job.id in self._cancel_ids:  # cancelled while it waited (its row says so)
+                    continue
+                self._current = job
             self._run(job, folder, root_id)
 
     def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
@@ -429,7 +445,7 @@ class JobManager:
                             "tokens": p.tokens}
             if time.monotonic() - self._last_saved >= PROGRESS_EVERY_S:
                 self._save(job)
-            if self._stop.is_set():
+            if self._stop.is_set() or job.id in self._cancel_ids:
                 raise _StopRequested()
 
         model = None
@@ -443,7 +459,10 @@ class JobManager:
                            "root": job.path}
             job.status = "completed"
         except KeyboardInterrupt:
-            job.status, job.error, job.resume = "interrupted", INTERRUPTED_BY_DRAIN, True
+            if job.id in self._cancel_ids:
+                job.status, job.error, job.resume = "cancelled", CANCELLED, False
+            else:
+                job.status, job.error, job.resume = "interrupted", INTERRUPTED_BY_DRAIN, True
         except Exception as exc:
             log.warning("job %s failed: %s: %s", job.id, type(exc).__name__, exc)
             if connection_lost(exc):
@@ -461,6 +480,47 @@ class JobManager:
 
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel the job `job_id` (see the module doc) and return it: "cancelled" once it
+        has stopped, or still "running" when it has not within `CANCEL_WAIT_S` (it becomes
+        "cancelled" when it does). 404 for an unknown id, 409 for a finished job."""
+        with self._lock:
+            current = self._current
+            live = (current is not None and current.id == job_id and self.running()
+                    and current.status in ("queued", "running"))
+            if live:
+                self._cancel_ids.add(job_id)
+        if live:
+            return self._wait_cancelled(current)
+        job = self.get(job_id)
+        if job.status in FINISHED:
+            raise ServiceError(409, f"job: expected a queued or running job, got job "
+                               f"{job.id} {job.status}; only an unfinished job can be "
+                               "cancelled", code="job_finished", param="id")
+        with self._lock:  # queued, or interrupted and waiting to be resumed
+            self._cancel_ids.add(job_id)
+        job.status, job.resume, job.error = "cancelled", False, CANCELLED
+        job.finished_at = time.time()
+        self._save(job)
+        return job
+
+    def _wait_cancelled(self, job: Job) -> Job:
+        """Wait for the running `job`, told to cancel, to stop: at its next progress point,
+        or, past `STOP_GRACE_S`, where it is (as `stop` does); at most `CANCEL_WAIT_S`."""
+        start = time.monotonic()
+        raised = False
+        while job.status in ("queued", "running"):
+            waited = time.monotonic() - start
+            if waited >= CANCEL_WAIT_S:
+                break
+            thread = self._thread
+            if not raised and waited >= STOP_GRACE_S and thread is not None and (
+                    self._current is job and job.status == "running"):
+                _raise_in(thread, _StopRequested)
+                raised = True
+            time.sleep(0.05)
+        return job
 
     def request_stop(self) -> None:
         """Refuse new jobs and ask a running one to end (returns at once)."""

@@ -7,6 +7,7 @@
     POST /v1/search             {"query", "k", "mode", "ef"}: the k best chunks of the index
     POST /v1/jobs               {"path"}: index a folder of the server (202, the job)
     GET  /v1/jobs/{id}          a job's status and progress
+    POST /v1/jobs/{id}/cancel   cancel a queued or running job (never resumed); 409 if finished
     GET  /v1/jobs               recent jobs, newest first
     GET  /v1/models             the served model (OpenAI's models list)
     GET  /v1/server             what serves: model, engine, precision, device, jobs on/off
@@ -149,6 +150,17 @@ async def list_jobs(request: Request) -> dict:
 @v1.get("/jobs/{job_id}", response_model=JobResponse, responses=errors(401, 404, 503))
 async def get_job(job_id: str, request: Request) -> dict:
     return service(request).jobs.get(job_id).to_dict()
+
+
+@v1.post("/jobs/{job_id}/cancel", response_model=JobResponse,
+         responses=errors(401, 404, 409, 503))
+async def cancel_job(job_id: str, request: Request) -> dict:
+    """Cancel a job: a running one stops at its next safe point, keeping every document it
+    committed; its status becomes "cancelled" and no server resumes it (`jobs.JobManager.
+    cancel`). A POST to a sub-resource, as OpenAI's batch and fine-tuning APIs cancel: the
+    job stays listed, with its status, rather than being deleted."""
+    svc = service(request)
+    return (await svc.in_cpu_pool(svc.jobs.cancel, job_id)).to_dict()
 
 
 @v1.get("/models", response_model=ModelList, responses=errors(401, 503))

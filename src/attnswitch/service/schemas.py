@@ -94,7 +94,7 @@ class JobResponse(BaseModel):
     id: str
     object: Literal["job"] = "job"
     path: str
-    status: Literal["queued", "running", "completed", "failed", "interrupted"]
+    status: Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
     created_at: float
     started_at: float | None
     finished_at: float | None

@@ -1,0 +1,93 @@
+"""Cancelling a job (issue 30, `POST /v1/jobs/{id}/cancel`): a running job stops at its next
+safe point, keeps every document it committed, ends "cancelled", and the next server on
+the same store does not resume it; a finished job is 409, an unknown id 404, a request
+without the key 401; on both stores."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from attnswitch.pipeline.location import open_store
+from service_testing import CORPUS, SMALL, copy_corpus, finished_job, start_server
+
+# Enough documents that a job is still running after its first ones are committed.
+DOCUMENTS = tuple(sorted(p.relative_to(CORPUS).as_posix()
+                         for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
+
+
+def committed(location: str, folder) -> int:
+    """Documents of `folder` the store holds now (read by a connection of this process)."""
+    from attnswitch.pipeline.location import is_url
+    from attnswitch.pipeline.store import resolve_path
+
+    if not is_url(location) and not resolve_path(location).is_file():
+        return 0
+    with open_store(location) as store:
+        return store.root_counts(folder)[0]
+
+
+def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
+                                                                 tmp_path) -> None:
+    assert len(DOCUMENTS) >= 20
+    jobs_root = tmp_path / "jobs"
+    folder = copy_corpus(jobs_root / "docs", DOCUMENTS)
+    copy_corpus(jobs_root / "small", SMALL[:1])
+    args = ("--db", served_location, "--jobs-root", str(jobs_root))
+    first = start_server(tmp_path / "first", *args)
+    try:
+        with httpx.Client(base_url=first.url, timeout=120) as client:
+            job_id = client.post("/v1/jobs", json={"path": "docs"}).json()["id"]
+            deadline = time.monotonic() + 300
+            while committed(served_location, folder) < 2:
+                assert time.monotonic() < deadline, "no document committed in time"
+                time.sleep(0.05)
+            r = client.post(f"/v1/jobs/{job_id}/cancel")
+            assert r.status_code == 200, r.text
+            job = finished_job(client, job_id)
+            assert job["status"] == "cancelled", job
+            assert job["error"].startswith("cancelled by a client") and "\n" not in job["error"]
+            kept = committed(served_location, folder)
+            assert 2 <= kept < len(DOCUMENTS), kept  # stopped in the middle, nothing undone
+            again = client.post(f"/v1/jobs/{job_id}/cancel")  # cancelled is finished
+            assert again.status_code == 409, again.text
+            assert again.json()["error"]["code"] == "job_finished"
+            assert "cancelled" in again.json()["error"]["message"]
+            assert [j["status"] for j in client.get("/v1/jobs").json()["data"]] == ["cancelled"]
+    finally:
+        first.stop()
+    with open_store(served_location) as store:
+        row = store.job(job_id)
+        assert (row.status, row.resume) == ("cancelled", False)
+        assert [r.status for r in store.runs()[:1]] == ["interrupted"]  # the pipeline's view
+
+    second = start_server(tmp_path / "second", *args)
+    try:
+        with httpx.Client(base_url=second.url, timeout=120) as client:
+            assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+            # a job that completed: cancelling it is refused, in one line
+            done = finished_job(client, client.post("/v1/jobs", json={"path": "small"}
+                                                    ).json()["id"])
+            assert done["status"] == "completed", done
+            r = client.post(f"/v1/jobs/{done['id']}/cancel")
+            assert r.status_code == 409 and r.json()["error"]["code"] == "job_finished"
+            assert "\n" not in r.json()["error"]["message"]
+        assert "resuming" not in second.stderr()
+    finally:
+        second.stop()
+    assert committed(served_location, folder) == kept  # not resumed
+
+
+@pytest.mark.parametrize("job_id", ["0123456789abcdef", "nope", "a" * 300])
+def test_cancelling_an_unknown_job_is_404(client, job_id) -> None:
+    r = client.post(f"/v1/jobs/{job_id}/cancel")
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["code"] == "job_not_found"
+
+
+def test_cancelling_without_the_key_is_401(server) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as bare:
+        r = bare.post("/v1/jobs/0123456789abcdef/cancel")
+    assert r.status_code == 401, r.text
