@@ -62,12 +62,13 @@
 
   const fmtTime = (t) => (t ? new Date(t * 1000).toLocaleString("en-GB") : "-");
 
-  /** The API's answer: {ok, status, body, retryAfter}; a 401 shows the key form. */
+  /** The API's answer: {ok, status, body, retryAfter}; a 401 shows the key form.
+   * `options.json` is sent as the body of a POST; `options.method` sets another method. */
   async function api(path, options) {
     const headers = { Accept: "application/json" };
     const key = sessionStorage.getItem(KEY_STORAGE);
     if (key) headers.Authorization = `Bearer ${key}`;
-    const init = { method: "GET", headers, cache: "no-store" };
+    const init = { method: (options && options.method) || "GET", headers, cache: "no-store" };
     if (options && options.json !== undefined) {
       init.method = "POST";
       headers["Content-Type"] = "application/json";
@@ -426,7 +427,10 @@
     return { rate, eta };
   }
 
-  const JOB_WORDS = { completed: "finished", interrupted: "cancelled (interrupted)" };
+  // "interrupted": stopped by a server shutdown, resumed by the next start; "cancelled":
+  // stopped by a client, never resumed
+  const JOB_WORDS = { completed: "finished", interrupted: "interrupted (resumed at the next start)" };
+  const CANCELLABLE = ["queued", "running", "interrupted"];
 
   function renderJob(job) {
     const p = job.progress || {};
@@ -441,8 +445,31 @@
       el("td", {}, files, live && p.files_total ? [" ", el("progress", { max: p.files_total, value: p.files_done || 0, "aria-label": `files done of ${job.path}` })] : null),
       el("td", {}, fmtNum(rate, 1)),
       el("td", {}, live ? fmtSeconds(eta) : "-"),
-      el("td", {}, job.error ? job.error.split("\n")[0] : ""));
+      el("td", {}, job.error ? job.error.split("\n")[0] : ""),
+      el("td", {}, CANCELLABLE.includes(job.status) ? el("button", {
+        type: "button", class: "cancel", "data-cancel": job.id,
+        "aria-label": `Cancel job ${job.id.slice(0, 8)} on ${job.path}` }, "Cancel") : null));
   }
+
+  async function cancelJob(button) {
+    const id = button.dataset.cancel;
+    button.disabled = true;
+    say("job-status", `Cancelling job ${id.slice(0, 8)}…`);
+    const answer = await api(`/v1/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST" });
+    if (!answer.ok) {
+      say("job-status", `The job was not cancelled: ${answer.message}`, "bad");
+    } else {
+      say("job-status", answer.body.status === "cancelled"
+        ? `Job ${id.slice(0, 8)} cancelled; the documents it committed are kept.`
+        : `Job ${id.slice(0, 8)} is stopping at its next safe point…`);
+    }
+    pollJobs();
+  }
+
+  $("jobs").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-cancel]");
+    if (button) cancelJob(button);
+  });
 
   async function pollJobs() {
     clearTimeout(state.jobTimer);
@@ -453,14 +480,21 @@
       return;
     }
     const jobs = answer.body.data;
+    // the rows are made again at each poll: a focused Cancel button keeps the focus
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.cancel : undefined;
     $("jobs").tBodies[0].replaceChildren(...jobs.map(renderJob));
+    if (focused) {
+      const again = document.querySelector(`#jobs button[data-cancel="${CSS.escape(focused)}"]`);
+      if (again) again.focus();
+    }
     if (!jobs.length && !$("job-status").textContent) say("job-status", "No job has run on this server yet.");
     if (jobs.some((j) => j.status === "running" || j.status === "queued")) {
       state.jobTimer = setTimeout(pollJobs, JOB_POLL_MS);
-    } else if (jobs.length) {
+    } else if (jobs.length && !$("job-status").textContent.startsWith("The job was not cancelled")) {
       const last = jobs[0];
       say("job-status", `Job ${last.id.slice(0, 8)} on ${last.path}: ${JOB_WORDS[last.status] || last.status}` +
-        (last.summary ? `, ${fmtInt(last.summary.files)} files, ${fmtInt(last.summary.chunks_encoded)} chunks encoded.` : "."),
+        (last.summary ? `, ${fmtInt(last.summary.files)} files, ${fmtInt(last.summary.chunks_encoded)} chunks encoded.`
+          : last.status === "cancelled" ? "; the documents it committed are kept." : "."),
       last.status === "failed" ? "bad" : "");
     }
   }
