@@ -57,7 +57,9 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location
             deadline = time.monotonic() + 300
             while committed(served_location, folder) < 3:
                 assert time.monotonic() < deadline, "no document committed in time"
-                assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+                # queued until its thread starts (on a loaded machine, after this GET)
+                assert client.get(f"/v1/jobs/{job_id}").json()["status"] in ("queued",
+                                                                            "running")
                 time.sleep(0.05)
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(30)

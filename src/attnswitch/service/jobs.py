@@ -189,7 +189,7 @@ class JobManager:
         self._current: Job | None = None  # the running job's live state
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._cancel_ids: set[str] = set()  # jobs a client cancelled (guarded by _lock)
+        self._cancel_ids: set[str] = set()  # jobs a client cancelled (only ever added to)
         self._thread: threading.Thread | None = None
         self._rows_thread = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-jobs")
         self._rows_store: Any = None  # used on `_rows_thread` only
@@ -423,10 +423,10 @@ class JobManager:
         for job, folder, root_id in work:
             if self._stop.is_set():
                 break
-            with self._lock:
-                if job.id in self._cancel_ids:  # cancelled while it waited (its row says so)
-                    continue
-                self._current = job
+            if job.id in self._cancel_ids:  # cancelled while it waited (its row says so)
+                continue
+            # (cancelled from here on, it stops at its first progress point)
+            self._current = job
             self._run(job, folder, root_id)
 
     def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
