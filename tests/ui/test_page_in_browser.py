@@ -37,6 +37,9 @@ def test_search_shows_the_expected_file_first(ui):
                         r"its words \(#\d+\)", first.locator(".found").inner_text())
     marked = {m.lower() for m in first.locator("mark").all_inner_texts()}
     assert marked and marked <= {"update", "the", "rows", "of", "table"}, marked
+    # headings and places joined by " · ", none left empty (HTML pages have no places)
+    wheres = page.locator("#hits .where:not(.found)").all_inner_texts()
+    assert wheres and not any(w.strip().endswith("·") or "· ·" in w for w in wheres), wheres
     assert ui.errors == []
 
 

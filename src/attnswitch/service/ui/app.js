@@ -252,8 +252,10 @@
   function renderHit(hit, query, mode) {
     const where = [];
     if (Array.isArray(hit.heading_path) && hit.heading_path.length) where.push(hit.heading_path.join(" › "));
-    if (hit.location !== undefined && hit.location !== null && hit.location !== "") {
-      where.push(typeof hit.location === "object" ? Object.entries(hit.location).map(([k, v]) => `${k} ${v}`).join(", ") : String(hit.location));
+    if (hit.location !== undefined && hit.location !== null) {
+      // formats without places give {}: no empty part (no dangling " · ")
+      const place = typeof hit.location === "object" ? Object.entries(hit.location).map(([k, v]) => `${k} ${v}`).join(", ") : String(hit.location);
+      if (place) where.push(place);
     }
     const article = el("article", { class: "hit", tabindex: "0", "data-chunk": hit.chunk_id, "aria-label": `${hit.rank}. ${shownPath(hit.root, hit.path)}` },
       el("header", {},
