@@ -42,24 +42,40 @@ def chromium() -> str:
     return path
 
 
+def finished(client: httpx.Client, job: dict) -> dict:
+    """`job` once it is neither queued nor running."""
+    while job["status"] in ("queued", "running"):
+        time.sleep(0.2)
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+    return job
+
+
 def indexed_server(work: Path, files: int) -> launch.ServerProcess:
     """A server with a jobs root whose `postgresql/` folder (the first `files` pages, and
-    an empty file) has been indexed by a job."""
-    folder = work / "jobs" / "postgresql"
-    folder.mkdir(parents=True)
-    for page in sorted(CORPUS.glob("*.html"))[:files]:
-        shutil.copy2(page, folder / page.name)
-    (folder / "empty.txt").write_text("")
+    an empty file) has been indexed by a job, and a later job on the other pages
+    (`postgresql-more/`) cancelled once it has committed some, so that the jobs page shows
+    both."""
+    pages = sorted(CORPUS.glob("*.html"))
+    for name, chosen in (("postgresql", pages[:files]), ("postgresql-more", pages[files:])):
+        folder = work / "jobs" / name
+        folder.mkdir(parents=True)
+        for page in chosen:
+            shutil.copy2(page, folder / page.name)
+    (work / "jobs" / "postgresql" / "empty.txt").write_text("")
     server = launch.start(work / "server", "--db", str(work / "data"), "--jobs-root",
                           str(work / "jobs"))
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        job = client.post("/v1/jobs", json={"path": "postgresql"}).json()
-        while job["status"] in ("queued", "running"):
-            time.sleep(0.2)
-            job = client.get(f"/v1/jobs/{job['id']}").json()
+        job = finished(client, client.post("/v1/jobs", json={"path": "postgresql"}).json())
         if job["status"] != "completed":
             raise SystemExit(f"screenshots: the indexing job ended {job['status']}: "
                              f"{job['error']}")
+        more = client.post("/v1/jobs", json={"path": "postgresql-more"}).json()
+        while more["status"] in ("queued", "running") and (
+                more["progress"].get("files_done", 0) < 2):
+            time.sleep(0.1)
+            more = client.get(f"/v1/jobs/{more['id']}").json()
+        client.post(f"/v1/jobs/{more['id']}/cancel")
+        finished(client, more)
     return server
 
 
