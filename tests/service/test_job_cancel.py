@@ -80,6 +80,42 @@ def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
     assert committed(served_location, folder) == kept  # not resumed
 
 
+def test_a_job_waiting_to_be_resumed_is_cancelled_without_running(served_location,
+                                                                   tmp_path) -> None:
+    """Two jobs a stopped server left interrupted: the next server resumes them oldest first;
+    the second, cancelled while it waits (or before the resume reads it), never runs."""
+    from attnswitch.pipeline.store import JobRecord
+
+    jobs_root = tmp_path / "jobs"
+    copy_corpus(jobs_root / "docs", DOCUMENTS)
+    waiting = copy_corpus(jobs_root / "small", SMALL[:1])
+    with open_store(served_location) as store:
+        for i, path in enumerate(("docs", "small")):
+            store.save_job(JobRecord(id=f"left{i}", path=path, status="interrupted",
+                                     created_at=100.0 + i, error="stopped", attempts=1,
+                                     resume=True))
+    srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root",
+                       str(jobs_root))
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            r = client.post("/v1/jobs/left1/cancel")
+            assert r.status_code == 200, r.text
+            assert (r.json()["status"], r.json()["attempts"]) == ("cancelled", 1)
+            deadline = time.monotonic() + 120
+            while client.get("/v1/jobs/left0").json()["status"] != "running":
+                assert time.monotonic() < deadline, "the first job was not resumed"
+                time.sleep(0.05)
+            r = client.post("/v1/jobs/left0/cancel")  # the first one too: the test ends
+            assert r.status_code == 200, r.text
+            first = finished_job(client, "left0")
+            assert (first["status"], first["attempts"]) == ("cancelled", 2), first
+            second = client.get("/v1/jobs/left1").json()
+            assert (second["status"], second["attempts"]) == ("cancelled", 1), second
+    finally:
+        srv.stop()
+    assert committed(served_location, waiting) == 0  # never ran
+
+
 @pytest.mark.parametrize("job_id", ["0123456789abcdef", "nope", "a" * 300])
 def test_cancelling_an_unknown_job_is_404(client, job_id) -> None:
     r = client.post(f"/v1/jobs/{job_id}/cancel")
