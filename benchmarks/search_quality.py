@@ -145,8 +145,8 @@ def build_queries(corpus: Corpus, per_kind: int, seed: int = 33) -> None:
 
 def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
     """At most `per_kind` single-token identifiers (`EXACT_TERM`: a word with an underscore,
-    such as `temp_hi` or `SQLITE_BUSY`, 6 characters or more) that one page only holds,
-    case ignored; that page is the answer. Sampled apart from the other kinds, so adding
+    such as `temp_hi` or `SQLITE_BUSY`, 6 characters or more) that one page only holds
+    outside links and tables of contents, case ignored; that page is the answer. Sampled apart from the other kinds, so adding
     this kind left their queries as they were."""
     from bs4 import BeautifulSoup
 
@@ -159,7 +159,10 @@ def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
                 from markdown_it import MarkdownIt
 
                 raw = MarkdownIt("commonmark").enable("table").render(raw)
-            text = BeautifulSoup(raw, "html.parser").get_text(" ")
+            soup = BeautifulSoup(raw, "html.parser")
+            for link in soup.select("a, nav, [role=navigation], .sphinxsidebar, .toctree-wrapper"):
+                link.decompose()  # a name in a link or a table of contents is defined elsewhere
+            text = soup.get_text(" ")
             for term in {t for t in EXACT_TERM.findall(text) if len(t) >= 6}:
                 spelled.setdefault(term.lower(), term)
                 pages.setdefault(term.lower(), set()).add(path.relative_to(root).as_posix())
