@@ -14,6 +14,11 @@ queries are built from the documents' own markup, none by hand, one set per kind
   such as `json.dumps`), the page that defines them the answer;
 - partial sentences: 8 consecutive words from the middle of a paragraph of at least 16
   words (a deterministic sample, one paragraph in three at most per page).
+- exact terms: single-token identifiers with an underscore (`temp_hi`, `jsonb_set`) that
+  only one page holds, sampled apart from the other kinds: a name the model may not know,
+  where the keyword list must carry the fusion (no phrase rule for one word);
+- demo query: the Makefile's `make run` query, "how do I update rows in a table", whose
+  answer is `postgresql/tutorial-update.html`, where the corpus has that file (one query).
 
 The answer to each query is its file: a hit list (k = 50 chunks) is collapsed to distinct
 files in rank order, and the target file's rank among them (1-10, else a miss) gives
@@ -21,8 +26,13 @@ MRR@10, recall@10 and nDCG@10 (one relevant file: 1 / log2(1 + rank)).
 
 Besides the three modes as `pipeline.search.search` runs them, fusion variants are scored
 offline from the same dense and keyword lists, for tuning: weighted reciprocal-rank fusion
-(`rrf w=...`, the keyword list's weight against the dense one's 1). Tuning uses the first
-corpus only; every other corpus is held out.
+(`rrf w=...`, the keyword list's weight against the dense one's 1); a convex combination
+of the two lists' min-max normalised scores (`cc a=...`, a the dense score's weight:
+Bruch et al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023; the
+`minmax` normaliser of Elasticsearch's linear retriever and Weaviate's relative score
+fusion), with the phrase rule on top; and RRF over lists collapsed to their best chunk
+per file (`collapse 1 + phrase`, Elasticsearch's field collapsing before the fusion).
+Tuning uses the first corpus only; every other corpus is held out.
 
 `--python-docs N` adds the Python documentation that Debian's `python3-doc` package
 installs: the first N pages of its library reference (sorted by name) and its FAQ pages.
@@ -56,7 +66,9 @@ HITS = 50  # chunks fetched per query before collapsing to files
 MIN_PARAGRAPH_WORDS = 16
 PARTIAL_WORDS = 8
 RRF_WEIGHTS = (0.5, 1.0, 2.0)
+CONVEX_ALPHAS = (0.5, 0.7, 0.8)  # the dense score's weight in `convex`
 MARKUP = (".html", ".htm", ".md", ".markdown")
+EXACT_TERM = re.compile(r"\b[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]\b")
 
 
 @dataclass
@@ -71,6 +83,10 @@ class Corpus:
     name: str
     root: Path
     queries: list[Query] = field(default_factory=list)
+
+
+# `make run`'s query (a question in one's own words), when the corpus holds its answer.
+DEMO = Query("demo query", "how do I update rows in a table", "postgresql/tutorial-update.html")
 
 
 def clean(text: str) -> str:
@@ -122,6 +138,39 @@ def build_queries(corpus: Corpus, per_kind: int, seed: int = 33) -> None:
         of_kind = [q for q in unique if q.kind == kind]
         corpus.queries += sorted(rng.sample(of_kind, min(per_kind, len(of_kind))),
                                  key=lambda q: (q.target, q.text))
+    corpus.queries += exact_terms(corpus.root, per_kind, random.Random(seed))
+    if (corpus.root / DEMO.target).is_file():  # the Makefile's query, on its own row
+        corpus.queries.append(DEMO)
+
+
+def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
+    """At most `per_kind` single-token identifiers (`EXACT_TERM`: a word with an underscore,
+    such as `temp_hi` or `SQLITE_BUSY`, 6 characters or more) that one page only holds
+    outside links and tables of contents, case ignored; that page is the answer. Sampled apart from the other kinds, so adding
+    this kind left their queries as they were."""
+    from bs4 import BeautifulSoup
+
+    pages: dict[str, set[str]] = {}
+    spelled: dict[str, str] = {}  # the first spelling seen, as the query
+    for path in sorted(root.rglob("*")):
+        if path.suffix.lower() in MARKUP and path.is_file():
+            raw = path.read_text(errors="replace")
+            if path.suffix.lower() in (".md", ".markdown"):
+                from markdown_it import MarkdownIt
+
+                raw = MarkdownIt("commonmark").enable("table").render(raw)
+            soup = BeautifulSoup(raw, "html.parser")
+            for link in soup.select("a, nav, [role=navigation], .sphinxsidebar, .toctree-wrapper"):
+                link.decompose()  # a name in a link or a table of contents is defined elsewhere
+            text = soup.get_text(" ")
+            for term in {t for t in EXACT_TERM.findall(text) if len(t) >= 6}:
+                spelled.setdefault(term.lower(), term)
+                pages.setdefault(term.lower(), set()).add(path.relative_to(root).as_posix())
+    once = sorted((spelled[term], next(iter(where))) for term, where in pages.items()
+                  if len(where) == 1)
+    picked = rng.sample(once, min(per_kind, len(once)))
+    return sorted((Query("exact terms", term, page) for term, page in picked),
+                  key=lambda q: (q.target, q.text))
 
 
 def python_docs(into: Path, n_library: int) -> Path:
@@ -174,6 +223,37 @@ def weighted_rrf(dense: list[tuple[int, float]], keyword: list[tuple[int, float]
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
+def min_max(ranked: list[tuple[int, float]]) -> dict[int, float]:
+    """chunk id -> its score scaled to [0, 1] between the list's lowest and highest (1 when
+    they are equal)."""
+    if not ranked:
+        return {}
+    hi, lo = max(s for _, s in ranked), min(s for _, s in ranked)
+    return {cid: (s - lo) / (hi - lo) if hi > lo else 1.0 for cid, s in ranked}
+
+
+def convex(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
+           alpha: float) -> list[tuple[int, float]]:
+    """alpha * dense + (1 - alpha) * keyword over min-max normalised scores, a chunk
+    missing from a list scoring 0 there; in [0, 1], best first."""
+    d, k = min_max(dense), min_max(keyword)
+    scores = {cid: alpha * d.get(cid, 0.0) + (1 - alpha) * k.get(cid, 0.0)
+              for cid in d.keys() | k.keys()}
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def best_per_file(ranked: list[tuple[int, float]],
+                  files: dict[int, str]) -> list[tuple[int, float]]:
+    """`ranked` less every chunk of a file that has a better chunk above it."""
+    seen: set[str] = set()
+    out = []
+    for cid, score in ranked:
+        if files[cid] not in seen:
+            seen.add(files[cid])
+            out.append((cid, score))
+    return out
+
+
 def metrics(ranks: list[int | None]) -> dict[str, float]:
     return {"mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
             "recall_at_10": float(np.mean([r is not None for r in ranks])),
@@ -202,6 +282,13 @@ def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, fl
         for w in RRF_WEIGHTS:
             variants[f"rrf w={w:g} + phrase"] = phrase_first(variants[f"rrf w={w:g}"], texts,
                                                              q.text)
+        for a in CONVEX_ALPHAS:  # convex scores are at most 1: a bonus of 2 puts phrases first
+            variants[f"cc a={a:g} + phrase"] = phrase_first(convex(dense, keyword, a), texts,
+                                                            q.text, bonus=2.0)
+        collapsed = [best_per_file([(c, s) for c, s in ranked if c in files], files)
+                     for ranked in (dense, keyword)]
+        variants["collapse 1 + phrase"] = phrase_first(weighted_rrf(*collapsed, 1.0, RRF_K),
+                                                       texts, q.text)
         for name, ranked in variants.items():
             ranked = [(cid, s) for cid, s in ranked if cid in files]
             ranks.setdefault(q.kind, {}).setdefault(name, []).append(

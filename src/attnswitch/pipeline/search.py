@@ -195,18 +195,20 @@ def keyword_text(text: str) -> str:
 
 
 def phrase_first(fused: list[tuple[int, float]], texts: dict[int, str],
-                 query: str) -> list[tuple[int, float]]:
-    """`fused` (chunk id, RRF score) with `PHRASE_BONUS` added to the score of each chunk
+                 query: str, bonus: float = PHRASE_BONUS) -> list[tuple[int, float]]:
+    """`fused` (chunk id, RRF score) with `bonus` added to the score of each chunk
     whose text holds the query's keyword words (`keyword_text`) as one phrase (in order,
     only punctuation or spaces between them, case ignored), re-sorted: those chunks come
-    first, each group in its fused order. Queries of fewer than `MIN_PHRASE_WORDS` words
-    are returned as they are. Chunks missing from `texts` (deleted) are dropped."""
+    first, each group in its fused order, as long as `bonus` is above the fusion's highest
+    score (`PHRASE_BONUS` is, for RRF; a benchmark's fusion of other scores passes its
+    own). Queries of fewer than `MIN_PHRASE_WORDS` words are returned as they are. Chunks
+    missing from `texts` (deleted) are dropped."""
     words = keyword_terms(keyword_text(query))
     if len(words) < MIN_PHRASE_WORDS:
         return [(cid, score) for cid, score in fused if cid in texts]
     phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)",
                         re.IGNORECASE)
-    scored = [(cid, score + (PHRASE_BONUS if phrase.search(texts[cid]) else 0.0))
+    scored = [(cid, score + (bonus if phrase.search(texts[cid]) else 0.0))
               for cid, score in fused if cid in texts]
     return sorted(scored, key=lambda item: (-item[1], item[0]))
 
