@@ -182,7 +182,8 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
     for workers in (2, 0):
         stores[workers] = SQLiteStore(tmp_path / f"db-{workers}")
         summary = run(root, stores[workers],
-                      dataclasses.replace(OPTIONS, read_workers=workers, chunks_per_call=1),
+                      dataclasses.replace(OPTIONS, read_workers=workers, chunks_per_call=1,
+                                          max_tokens=254),
                       get_encoder=lambda: encoder,
             on_progress=lambda p: workers_seen.append(len(workers_of_pools())))
         assert summary.status == "completed" and summary.skipped == 2
@@ -210,7 +211,8 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
     for name in ("anyhow-encrypted.docx", "anyhow.doc"):
         (root / name).unlink()
     with SQLiteStore(tmp_path / "db-2") as store:
-        again = run(root, store, dataclasses.replace(OPTIONS, read_workers=2),
+        again = run(root, store, dataclasses.replace(OPTIONS, read_workers=2,
+                                                     chunks_per_call=1, max_tokens=254),
                     get_encoder=lambda: pytest.fail("a re-run loaded the model"),
                     on_progress=lambda p: workers_seen.append(len(workers_of_pools())))
     assert (again.unchanged, again.deleted, again.chunks_encoded) == (6, 2, 0)
