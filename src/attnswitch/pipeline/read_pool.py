@@ -147,7 +147,8 @@ class _Pool:
     def submit(self, entry: SourceFile) -> Future[_Read]:
         if self.executor is None:
             self.executor = ProcessPoolExecutor(self.workers, mp_context=_context(),
-                                                initializer=_start_worker)
+                                                initializer=_start_worker,
+                                                initargs=(os.getpid(),))
         return self.executor.submit(_load_with_deadline, self.load_file, entry,
                                     self.max_bytes, self.ocr, self.timeout_s)
 
@@ -168,12 +169,10 @@ class _Pool:
         executor, self.executor = self.executor, None
         if executor is None:
             return
-        processes = _processes(executor)
-        executor.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
+        for process in _processes(executor):
             if process.is_alive():
                 process.kill()
-        executor.shutdown(wait=True)
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _processes(executor: ProcessPoolExecutor) -> list[BaseProcess]:
@@ -188,13 +187,16 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _start_worker() -> None:
-    """A worker's set-up: Ctrl-C is its parent's to handle; it dies with its parent."""
+def _start_worker(parent: int) -> None:
+    """A worker's set-up: Ctrl-C is its parent's to handle; it dies with its parent (the
+    process `parent`, which may have died while this one started)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 @dataclass(frozen=True)
