@@ -12,7 +12,8 @@ wall time (`wall_s`: scan, read, extract, chunk, encode, store; the model load i
 and its files and chunks per second, the best of `--repeat` runs. The engine is named, so
 that no run measures the engines first.
 The machine is named (lscpu) with its load average at the start: while other work runs on
-it, the figures are those of a busy machine and are labelled so.
+it, the figures are those of a busy machine and are labelled so. The table is printed and
+the figures written to `read_workers.json`; docs/results/read_workers.md reads them.
 """
 
 from __future__ import annotations

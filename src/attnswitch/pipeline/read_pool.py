@@ -74,7 +74,7 @@ Loader = Callable[..., Document]
 def default_read_workers(cpus: int | None = None) -> int:
     """Worker processes for `cpus` usable CPUs (default: this process's): half of them,
     at least 1 and at most 8 -- the encoder uses the other half (measured:
-    docs/results/readers_throughput.md, "Reading beside the encoder")."""
+    docs/results/read_workers.md)."""
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
