@@ -67,6 +67,7 @@ DEFAULT_TIMEOUT_S = 600.0
 # The sizes on disk of the files in flight add up to at most this (one file always goes).
 DEFAULT_BYTES_IN_FLIGHT = 64 * 2**20
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_POLL_S = 0.25
 
 Loader = Callable[..., Document]
 
@@ -111,7 +112,9 @@ def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
                         <= bytes_in_flight):
                     entry = todo.popleft()
                     in_flight[pool.submit(entry)] = entry
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            done: set = set()
+            while not done:  # in short waits: a stop sent to this thread gets in (service jobs)
+                done, _ = wait(in_flight, timeout=_POLL_S, return_when=FIRST_COMPLETED)
             if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
                 done, _ = wait(in_flight)  # the break fails every file in flight at once
             broken = []
