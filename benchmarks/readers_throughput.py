@@ -240,6 +240,11 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
         lines.append(f"| {r['format']} | {r['bytes'] / 1024:.0f} KiB | "
                      f"{r['chars'] / 1000:.0f} k chars | {r['seconds'] * 1000:.1f} | "
                      f"{r['cores']} | {r['mb_per_s']:.2f} | {r['pages_per_s']:.1f}{mark} |")
+    lines += ["", "## In a run: reading beside the encoder", "",
+              "These figures are per reader, in one process and thread. In `attnswitch run` "
+              "the readers work in worker processes beside the encoder (`--read-workers`, "
+              "default half the CPUs); the end-to-end rate by the number of workers is in "
+              "[read_workers.md](read_workers.md) (`benchmarks/read_workers.py`)."]
     (out / "readers_throughput.md").write_text("\n".join(lines) + "\n")
     (out / "readers_throughput.json").write_text(json.dumps(
         {"cpu": cpu, "busy": busy, "load_average": loads, "rows": rows}, indent=1) + "\n")

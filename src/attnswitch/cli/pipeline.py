@@ -171,6 +171,14 @@ def run_command(
     ocr: Annotated[bool, typer.Option(
         "--ocr/--no-ocr", help="Recognise scanned PDF pages and images with Tesseract "
         "(Debian: tesseract-ocr); without it they are listed as skipped.")] = True,
+    read_workers: Annotated[int | None, typer.Option(
+        min=0, help="Processes that read and extract files (OCR included) beside the "
+        "encoder, each file taken as it is ready. Default: half the CPUs (at least 1, at "
+        "most 8). 0: one thread of the run's process, in order (for debugging).",
+        show_default=False)] = None,
+    read_timeout: Annotated[float, typer.Option(
+        min=1, help="Seconds one file's extraction may take in a worker; a file over it is "
+        "skipped (\"extraction timed out\").")] = 600.0,
     hourly_usd: Annotated[float | None, typer.Option(
         help="Price of the device per hour, for the cost per million tokens. Default: "
         "$ATTNSWITCH_HOURLY_USD, else a table of round cloud prices.",
@@ -221,6 +229,7 @@ def run_command(
                            chunks_per_call=chunks_per_call, layout=Layout(layout).value,
                            max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
                            ocr=ocr, chunking=Chunking(chunking).value,
+                           read_workers=read_workers, read_timeout_s=read_timeout,
                            **({} if embed_headings is None
                               else {"embed_headings": embed_headings}))
     _check_folder(path, as_json)

@@ -5,8 +5,10 @@
 1. scan `root`; every stored document of `root` absent from the listing is deleted;
 2. a file whose size, mtime and config match its stored row is unchanged without being read
    (as make and rsync judge: a file rewritten with the same size and mtime is not seen);
-   every other file is read and hashed (`ingest.load`, on a background thread a few files
-   ahead of the encoder, `read_ahead`): same hash and config -> unchanged,
+   every other file is read and hashed (`ingest.load`, a few files ahead of the encoder:
+   in `read_workers` processes, taken as they finish, `read_pool.read_in_pool`; or, with
+   `read_workers=0`, on one background thread in order, `read_ahead`): same hash and
+   config -> unchanged,
    a skip (with its reason) -> recorded, else new or changed;
 3. new and changed documents are chunked (`chunk.chunk_document`: from their blocks, or
    fixed windows, by the config's `chunking`, with the model's tokenizer); a chunk whose
@@ -45,6 +47,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,12 +80,18 @@ from attnswitch.pipeline.encode import (
     settle,
 )
 from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
+from attnswitch.pipeline.read_pool import (
+    DEFAULT_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
+    default_read_workers,
+    read_in_pool,
+)
 from attnswitch.pipeline.store import Store, StoredDocument, root_key, vector_key
 
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
 MAX_FAILURES_IN_ROW = 3
-# Files read and extracted ahead of the encoder (`read_ahead`).
+# Files read and extracted ahead of the encoder (`read_ahead`; at least this many in
+# `read_in_pool`).
 READ_AHEAD = 8
 # Padded (length-sorted) batches by default: on CPU packed batches were no faster (see
 # docs/results/e2e_vs_sentence_transformers.md); packed pays off where a varlen kernel
@@ -103,7 +112,10 @@ class RunOptions:
     batches) or "packed" (one row per batch with `cu_seqlens`, torch engine only); ocr:
     recognise scanned PDF pages and images with Tesseract (`readers.ocr`); chunking:
     "blocks" or "windows" (`chunk.CHUNKINGS`); embed_headings: the encoder reads each
-    chunk's heading path before its text."""
+    chunk's heading path before its text; read_workers: processes that read and extract
+    files beside the encoder (None: `read_pool.default_read_workers()`, half the CPUs;
+    0: one thread of this process, in order); read_timeout_s: the most one file's
+    extraction may take in a worker (then it is skipped, "extraction timed out")."""
 
     model: str | None = None
     engine: str = "auto"
@@ -119,6 +131,8 @@ class RunOptions:
     ocr: bool = True
     chunking: str = DEFAULT_CHUNKING
     embed_headings: bool = DEFAULT_EMBED_HEADINGS
+    read_workers: int | None = None
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision_choice
@@ -142,6 +156,10 @@ class RunOptions:
             raise ConfigError(f"max_bytes: expected >= 1, got {self.max_bytes}")
         if self.hourly_usd is not None and not self.hourly_usd >= 0:
             raise ConfigError(f"hourly_usd: expected >= 0, got {self.hourly_usd}")
+        if self.read_workers is not None and self.read_workers < 0:
+            raise ConfigError(f"read_workers: expected >= 0, got {self.read_workers}")
+        if not self.read_timeout_s > 0:
+            raise ConfigError(f"read_timeout_s: expected > 0, got {self.read_timeout_s}")
 
 
 MEASURING = "measuring engines"
@@ -313,11 +331,21 @@ class RunJob:
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
-        for doc in read_ahead(self._prepare(), self.options.max_bytes,
-                              ocr=self.options.ocr):
-            self._admit(doc)
+        with closing(self._read(self._prepare())) as docs:  # stops the readers on any exit
+            for doc in docs:
+                self._admit(doc)
         self._flush()
         self._done()
+
+    def _read(self, entries: list[SourceFile]) -> Iterator[Document]:
+        """The documents of `entries`: read in worker processes as they finish, or in
+        order on a thread when `read_workers` is 0."""
+        o = self.options
+        workers = default_read_workers() if o.read_workers is None else o.read_workers
+        if workers == 0:
+            return read_ahead(entries, o.max_bytes, ocr=o.ocr)
+        return read_in_pool(entries, o.max_bytes, ocr=o.ocr, workers=workers,
+                            depth=max(READ_AHEAD, 2 * workers), timeout_s=o.read_timeout_s)
 
     def _prepare(self) -> list[SourceFile]:
         """List the root, delete what left it, and return the files to read: those the
