@@ -107,3 +107,47 @@ print(json.dumps(loaded))
                          check=True, cwd=tmp_path)
     assert json.loads(out.stdout.splitlines()[-1]) == []
     assert "fork" not in out.stderr
+
+
+@pytest.mark.parametrize("engine", RUNTIMES)
+def test_the_runtimes_meet_a_bounded_set_of_widths(engine):
+    """Every length a text can have maps to one of at most max_seq_length / SHAPE_MULTIPLE
+    widths (a runtime that specialises per shape meets each once), and the rounding does
+    not change the vectors: spare columns are masked."""
+    from attnswitch.engines.base import SHAPE_MULTIPLE
+
+    encoder = get_engine(None, engine, "fp32")
+    limit = encoder.spec.max_seq_length
+    widths = {encoder.planned_length(n) for n in range(1, limit + 1)}
+    assert len(widths) == -(-limit // SHAPE_MULTIPLE)
+    assert all(w % SHAPE_MULTIPLE == 0 and w <= limit for w in widths)
+    text = "one short sentence of nine tokens"
+    alone = encoder.encode([text])
+    assert len(encoder.tokenize([text])[0]) % SHAPE_MULTIPLE  # the batch has spare columns
+    assert cosines(alone, get_engine(None, "torch", "fp32").encode([text])).min() >= 0.9999
+
+
+def test_openvino_stops_growing_once_every_width_is_met():
+    """The leak a server met with texts of every length (benchmarks/soak.py): OpenVINO's CPU
+    plugin keeps about 1 MiB per input shape it meets. After one text of each width, texts
+    of every other length meet no new shape, and resident memory stays put (without the
+    rounding, those 240 lengths grew it by about 70 MiB)."""
+    import psutil
+
+    encoder = get_engine(None, "openvino", "fp32")
+    limit = encoder.spec.max_seq_length
+    base = encoder.tokenize(["word " * limit])[0]
+
+    def text_of(n: int) -> list[int]:
+        return base[: n - 1] + base[-1:]
+
+    def encode_each(lengths) -> None:
+        for n in lengths:
+            encoder.encode_ids([text_of(n)])
+
+    encode_each(range(16, limit + 1, 16))  # one text of each width
+    encode_each(range(16, limit + 1, 16))
+    before = psutil.Process().memory_info().rss
+    encode_each(n for n in range(3, limit) if n % 16)
+    grown = (psutil.Process().memory_info().rss - before) / 2**20
+    assert grown < 24, f"resident memory grew by {grown:.0f} MiB over 240 lengths"

@@ -199,9 +199,24 @@ class Encoder(abc.ABC):
                 f"precision={self.precision}>")
 
 
-def padded(batch: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Right-padded int64 ids `[B, S]` and the int64 mask of real tokens `[B, S]`."""
-    width = max(len(row) for row in batch)
+# Runtimes that specialise their kernels per input shape (OpenVINO's CPU plugin keeps an
+# executor per shape, up to 5,000; ONNX Runtime's arena) grow by about 1 MiB for every new
+# shape they meet: a server fed texts of every length grew without bound (benchmarks/soak.py).
+# Their widths are rounded up to this multiple, so a model of 512 positions meets at most
+# 32 widths; the padding costs under 16 masked tokens a row.
+SHAPE_MULTIPLE = 16
+
+
+def rounded_width(length: int, multiple: int = SHAPE_MULTIPLE) -> int:
+    """`length` rounded up to a multiple of `multiple`."""
+    return -(-length // multiple) * multiple
+
+
+def padded(batch: list[list[int]], pad_id: int,
+           multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded int64 ids `[B, S]` and the int64 mask of real tokens `[B, S]`; S is the
+    longest row rounded up to a multiple of `multiple` (spare columns are masked)."""
+    width = rounded_width(max(len(row) for row in batch), multiple)
     ids = np.full((len(batch), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(batch), width), dtype=np.int64)
     for r, row in enumerate(batch):

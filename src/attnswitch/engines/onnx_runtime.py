@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.engines.base import Encoder, padded
+from attnswitch.engines.base import SHAPE_MULTIPLE, Encoder, padded, rounded_width
 from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine, library_version
 
@@ -50,8 +50,11 @@ class OnnxEncoder(Encoder):
         self.fused = (folder / "fused").is_file()
         self.load_times["model_s"] = time.perf_counter() - start
 
+    def planned_length(self, length: int) -> int:
+        return rounded_width(length)  # a bounded set of shapes (`SHAPE_MULTIPLE`)
+
     def _forward(self, batch: list[list[int]], batch_tokens: int) -> np.ndarray:
-        ids, mask = padded(batch, self.spec.pad_token_id)
+        ids, mask = padded(batch, self.spec.pad_token_id, SHAPE_MULTIPLE)
         (vectors,) = self.session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})
         return vectors
 

@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.engines.base import EncodeInputError, Encoder, padded
+from attnswitch.engines.base import (SHAPE_MULTIPLE, EncodeInputError, Encoder, padded,
+                                     rounded_width)
 from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine, library_version
 
@@ -131,8 +132,11 @@ class OpenVinoEncoder(Encoder):
         # a small call (a service batch of a few requests) still feeds every stream
         return max(1, min(self.max_batch, -(-count // self.jobs)))
 
+    def planned_length(self, length: int) -> int:
+        return rounded_width(length)  # a bounded set of shapes (`SHAPE_MULTIPLE`)
+
     def _inputs(self, batch: list[list[int]]) -> dict[str, np.ndarray]:
-        ids, mask = padded(batch, self.spec.pad_token_id)
+        ids, mask = padded(batch, self.spec.pad_token_id, SHAPE_MULTIPLE)
         return {"input_ids": ids, "attention_mask": mask}
 
     def _forward(self, batch: list[list[int]], batch_tokens: int) -> np.ndarray:
