@@ -18,7 +18,8 @@ from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine
 from attnswitch.engines.torch_hf import TorchEncoder
 
-pytestmark = pytest.mark.slow
+# one worker builds the int8 models (each xdist worker has its own cache, tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("quantize")]
 
 RUNTIMES = ("openvino", "onnxruntime")
 

@@ -69,16 +69,21 @@ def chunker_output(root: Path, encoder, options: RunOptions) -> dict[tuple[str, 
 
 @pytest.mark.slow
 def test_the_corpus_on_ray_matches_a_single_process_run(ray_cluster, tmp_path: Path) -> None:
+    import shutil
+
     from attnswitch.pipeline.ray_run import run_on_ray
 
+    corpus = tmp_path / "corpus"  # HTML, Markdown and text: a third of the example corpus
+    for part in ("python-tutorial", "rust", "go"):
+        shutil.copytree(CORPUS / part, corpus / part)
     options = RunOptions(precision="bf16")  # both runs; about twice as fast as fp32 here
     with SQLiteStore(tmp_path / "single" / DB_NAME) as store:
-        single = run(CORPUS, store, options)
+        single = run(corpus, store, options)
         want = rows(store)
     with SQLiteStore(tmp_path / "ray" / DB_NAME) as store:
-        on_ray = run_on_ray(CORPUS, store, options, ray_options())
+        on_ray = run_on_ray(corpus, store, options, ray_options())
         got = rows(store)
-        again = run_on_ray(CORPUS, store, options, ray_options())
+        again = run_on_ray(corpus, store, options, ray_options())
     assert on_ray.status == "completed" and on_ray.config == single.config
     assert (on_ray.new, on_ray.indexed, on_ray.skipped) == (single.new, single.indexed,
                                                             single.skipped)
