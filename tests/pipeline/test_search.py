@@ -203,17 +203,16 @@ def test_query_syntax_is_taken_as_words(modes_store, text: str, words: str,
 
 
 def plain_fusion(store, vector, text: str) -> tuple[dict[int, float], dict[int, str]]:
-    """chunk id -> weighted RRF score of the dense and keyword lists, computed here from
-    the modes' own lists (the reference hybrid is checked against); and chunk id ->
-    source."""
-    from attnswitch.pipeline.search import CANDIDATES, KEYWORD_WEIGHT, RRF_K
+    """chunk id -> RRF score of the dense and keyword lists, computed here from the
+    modes' own lists (the reference hybrid is checked against); and chunk id -> source."""
+    from attnswitch.pipeline.search import CANDIDATES, RRF_K
 
     dense = search(store, vector, CANDIDATES, mode="dense")
     keyword = search(store, None, CANDIDATES, text=text, mode="keyword")
     fused: dict[int, float] = {}
-    for weight, ranked in ((1.0, dense), (KEYWORD_WEIGHT, keyword)):
+    for ranked in (dense, keyword):
         for rank, h in enumerate(ranked, start=1):
-            fused[h.chunk_id] = fused.get(h.chunk_id, 0.0) + weight / (RRF_K + rank)
+            fused[h.chunk_id] = fused.get(h.chunk_id, 0.0) + 1 / (RRF_K + rank)
     return fused, {h.chunk_id: h.source for h in dense + keyword}
 
 
@@ -235,9 +234,7 @@ def test_a_chunk_holding_the_query_as_a_phrase_ranks_first_in_hybrid(modes_store
     from attnswitch.pipeline.search import PHRASE_BONUS
 
     text = "CONNECTION failures, are retried"  # t3: "Connection failures are retried"
-    # dense: t0 first, t3 last (below every text it shares no word with)
-    vector = bag_of_words(" ".join([MODE_TEXTS[0], "pool pool error", *MODE_TEXTS[1:3],
-                                    MODE_TEXTS[4]]), 64)
+    vector = bag_of_words(MODE_TEXTS[0] + " pool pool error", 64)  # dense rank 1: t0
     fused, by_source = plain_fusion(modes_store, vector, text)
     order = sorted(fused, key=lambda cid: (-fused[cid], cid))
     assert by_source[order[0]] == "t0.txt"  # what plain fusion would answer
@@ -257,11 +254,10 @@ def test_a_phrase_is_the_words_in_order_with_only_punctuation_between(query: str
                                                                       holds: bool) -> None:
     """Whole words, in order, only spaces or punctuation between them; one word is no
     phrase; a part of a word does not match."""
-    from attnswitch.pipeline.search import KEYWORD_WEIGHT, PHRASE_BONUS, RRF_K, phrase_first
+    from attnswitch.pipeline.search import PHRASE_BONUS, RRF_K, phrase_first
 
     texts = {1: "Serialize obj with json.dumps(obj) to a str.", 2: "Other text."}
-    # the most and the least of two lists
-    top, low = (1 + KEYWORD_WEIGHT) / (RRF_K + 1), 1 / (RRF_K + 50)
+    top, low = 2 / (RRF_K + 1), 1 / (RRF_K + 50)  # the most and the least of two lists
     out = dict(phrase_first([(2, top), (1, low)], texts, query))
     assert (out[1] == low + PHRASE_BONUS) is holds and out[2] == top
     assert list(out) == ([1, 2] if holds else [2, 1])
@@ -393,17 +389,3 @@ def test_the_demo_query_finds_the_update_tutorial_first(tmp_path: Path) -> None:
     assert found.exit_code == 0, found.output
     top = [hit["path"] for hit in json.loads(found.stdout)["data"]]
     assert top[0] == "postgresql/tutorial-update.html", top
-
-
-def test_the_keyword_list_outweighs_the_dense_list_in_hybrid() -> None:
-    """A chunk that only keyword search finds at rank r outranks one that only dense search
-    finds at the same rank (an exact term the model does not know), and a chunk in both
-    lists sums both parts."""
-    from attnswitch.pipeline.search import KEYWORD_WEIGHT, RRF_K, fuse
-
-    assert KEYWORD_WEIGHT > 1
-    dense, keyword = [(1, 0.9), (3, 0.8)], [(2, 7.0), (3, 6.0)]
-    fused = fuse([(1.0, dense), (KEYWORD_WEIGHT, keyword)], 3)
-    assert [cid for cid, _ in fused] == [3, 2, 1]
-    assert dict(fused) == pytest.approx({1: 1 / (RRF_K + 1), 2: KEYWORD_WEIGHT / (RRF_K + 1),
-                                         3: (1 + KEYWORD_WEIGHT) / (RRF_K + 2)})

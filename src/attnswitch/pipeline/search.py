@@ -7,10 +7,9 @@
 - keyword: the store's full-text ranking of the query's words (SQLite FTS5 BM25,
   PostgreSQL `ts_rank_cd`), any word matching; exact terms such as error codes, function
   names and config keys are found even where the embedding misses them.
-- hybrid: both lists fused by weighted reciprocal rank fusion (Cormack et al., SIGIR
-  2009; weighted as Elasticsearch's and Vespa's RRF): a chunk's score is the sum over the
-  lists it is in of weight / (RRF_K + rank), rank from 1, the dense list's weight 1 and the
-  keyword list's `KEYWORD_WEIGHT`. Each list is `max(k, CANDIDATES)` long. A chunk that holds the query's words as one
+- hybrid: both lists fused by reciprocal rank fusion (Cormack et al., SIGIR 2009): a
+  chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
+  Each list is `max(k, CANDIDATES)` long. A chunk that holds the query's words as one
   phrase gains `PHRASE_BONUS`, more than both lists can give, so it ranks above every
   chunk that does not (`phrase_first`): without it, a dense list that is wrong for a
   verbatim query (a heading, a phrase from the text) pulls the keyword list's answer
@@ -50,16 +49,10 @@ QUESTION_OPENING = frozenset(
     "how what why when where which who whom whose can could should would will shall may "
     "might must do does did is are was were am i we you one to".split())
 RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
-# The keyword list counts twice the dense one: with equal weights, a one-word name that only
-# one page holds (an identifier, a config key) was pulled down by dense hits that merely
-# resemble it (hybrid 0.924 against keyword's 0.979 on the example corpus's exact terms);
-# at 2 no query set of docs/results/search_quality.md is below its better half.
-KEYWORD_WEIGHT = 2.0
 CANDIDATES = 50
-# Hybrid: a chunk holding the query as a phrase gains more than both lists can give a chunk
-# (1 / (RRF_K + 1) and KEYWORD_WEIGHT / (RRF_K + 1)), so it ranks above every chunk that
-# does not.
-PHRASE_BONUS = (1.0 + KEYWORD_WEIGHT) / (RRF_K + 1)
+# Hybrid: a chunk holding the query as a phrase gains more than two lists can give a chunk
+# (1 / (RRF_K + 1) each), so it ranks above every chunk that does not.
+PHRASE_BONUS = 2.0 / (RRF_K + 1)
 MIN_PHRASE_WORDS = 2
 SNIPPET_CHARS = 240  # a hit's one-line snippet
 
@@ -183,7 +176,7 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
     if mode != "hybrid":
         ranked = (dense if keyword is None else keyword)[:k]
     else:
-        fused = fuse([(1.0, dense), (KEYWORD_WEIGHT, keyword)], len(dense) + len(keyword))
+        fused = fuse([dense, keyword], len(dense) + len(keyword))
         rows = store.chunks(cid for cid, _ in fused)
         ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)[:k]
     return _hits(store, [ranked], [dense], [keyword])[0]
@@ -224,14 +217,13 @@ def _bare(word: str) -> str:
     return word.strip("¿?¡!.,;:'\"()").lower()
 
 
-def fuse(lists: list[tuple[float, list[tuple[int, float]]]],
-         k: int) -> list[tuple[int, float]]:
-    """Weighted reciprocal rank fusion of (weight, ranked (chunk id, score) list) pairs: the
-    `k` best (chunk id, fused score), score descending, then chunk id ascending."""
+def fuse(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion of ranked (chunk id, score) lists: the `k` best (chunk id,
+    RRF score), score descending, then chunk id ascending."""
     scores: dict[int, float] = {}
-    for weight, ranked in lists:
+    for ranked in lists:
         for rank, (cid, _) in enumerate(ranked, start=1):
-            scores[cid] = scores.get(cid, 0.0) + weight / (RRF_K + rank)
+            scores[cid] = scores.get(cid, 0.0) + 1.0 / (RRF_K + rank)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
