@@ -601,8 +601,7 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
 
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
-        caption += ("; fused: weighted reciprocal rank fusion, sum of w/(60 + rank) over "
-                    "both lists (w: 1 dense, 2 keyword), a phrase match first; "
+        caption += ("; fused: reciprocal rank fusion, sum of 1/(60 + rank) over both lists; "
                     "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
                     "higher is better; - : not among that list's best")
     t = Table(title=f"Search: {escape(query)}", caption=escape(caption),
