@@ -247,13 +247,14 @@ def test_a_chunk_holding_the_query_as_a_phrase_ranks_first_in_hybrid(modes_store
 
 
 @pytest.mark.parametrize("query, holds", [
-    ("json dumps", True), ("JSON.dumps()", True), ("dumps json", False), ("json", False),
-    ("json load", False), ("son dumps", False), ("json  dumps is", False),
+    ("json dumps", True), ("JSON.dumps()", True), ("dumps json", False), ("json", True),
+    ("DUMPS", True), ("son", False), ("json load", False), ("son dumps", False),
+    ("json  dumps is", False),
 ])
 def test_a_phrase_is_the_words_in_order_with_only_punctuation_between(query: str,
                                                                       holds: bool) -> None:
-    """Whole words, in order, only spaces or punctuation between them; one word is no
-    phrase; a part of a word does not match."""
+    """Whole words, in order, only spaces or punctuation between them; a one-word query's
+    phrase is its word; a part of a word does not match."""
     from attnswitch.pipeline.search import PHRASE_BONUS, RRF_K, phrase_first
 
     texts = {1: "Serialize obj with json.dumps(obj) to a str.", 2: "Other text."}

@@ -11,9 +11,10 @@
   chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
   Each list is `max(k, CANDIDATES)` long. A chunk that holds the query's words as one
   phrase gains `PHRASE_BONUS`, more than both lists can give, so it ranks above every
-  chunk that does not (`phrase_first`): without it, a dense list that is wrong for a
-  verbatim query (a heading, a phrase from the text) pulls the keyword list's answer
-  down (docs/results/search_quality.md).
+  chunk that does not (`phrase_first`; a one-word query's phrase is its word): without it,
+  a dense list that is wrong for a verbatim query (a heading, a phrase from the text, a
+  name the model does not know) pulls the keyword list's answer down
+  (docs/results/search_quality.md).
 
 The keyword list (keyword and hybrid) is ranked on the query's words less the opening of
 a question ("how do I", "what is", "can I", `keyword_text`): those words say how the
@@ -53,7 +54,10 @@ CANDIDATES = 50
 # Hybrid: a chunk holding the query as a phrase gains more than two lists can give a chunk
 # (1 / (RRF_K + 1) each), so it ranks above every chunk that does not.
 PHRASE_BONUS = 2.0 / (RRF_K + 1)
-MIN_PHRASE_WORDS = 2
+# A one-word query counts too: the chunks holding that word (a name such as `temp_hi` that
+# the model does not know) go first; with two words at least, hybrid was 0.055 of MRR@10
+# under keyword alone on such names (docs/results/search_quality.md, exact terms).
+MIN_PHRASE_WORDS = 1
 SNIPPET_CHARS = 240  # a hit's one-line snippet
 
 
@@ -201,7 +205,8 @@ def phrase_first(fused: list[tuple[int, float]], texts: dict[int, str],
     only punctuation or spaces between them, case ignored), re-sorted: those chunks come
     first, each group in its fused order, as long as `bonus` is above the fusion's highest
     score (`PHRASE_BONUS` is, for RRF; a benchmark's fusion of other scores passes its
-    own). Queries of fewer than `MIN_PHRASE_WORDS` words are returned as they are. Chunks
+    own); the phrase of a one-word query is that word. Queries of fewer than
+    `MIN_PHRASE_WORDS` words (none left) are returned as they are. Chunks
     missing from `texts` (deleted) are dropped."""
     words = keyword_terms(keyword_text(query))
     if len(words) < MIN_PHRASE_WORDS:
