@@ -5,24 +5,16 @@ of each backend (the PostgreSQL cluster itself is tests/conftest.py's `pg_cluste
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
+from corpus_testing import copy_corpus
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 # Small real documents: four short html pages (19 chunks of 32 tokens), and six documents
 # of three formats (html, reStructuredText, pdf; 66 such chunks).
 SMALL = ("postgresql/tutorial-start.html", "postgresql/tutorial-advanced.html",
          "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
 LARGER = SMALL + ("sqlite/copyright-release.pdf", "python-tutorial/index.rst.txt")
-
-
-def copy_corpus(dest: Path, sources: tuple[str, ...]) -> Path:
-    for source in sources:
-        (dest / source).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(CORPUS / source, dest / source)
-    return dest
 
 
 @pytest.fixture(scope="session")

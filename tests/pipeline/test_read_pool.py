@@ -19,44 +19,18 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from conftest import copy_corpus
+from corpus_testing import copy_corpus
 
 from attnswitch.pipeline.ingest import Skip, load, scan
 from attnswitch.pipeline.read_pool import default_read_workers, read_in_pool
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.store import DB_NAME, SQLiteStore
+from read_pool_loaders import crashing_load, logging_load, warning_load
 
 FIXTURES = Path(__file__).resolve().parent / "readers" / "fixtures"
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
                                      reason="needs Tesseract (Debian: tesseract-ocr)")
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
-
-
-# Loaders the workers call by name (this module is importable there: the pool's workers
-# get this process's sys.path). They wrap the real `load`.
-
-def crashing_load(entry, **kw):
-    """A reader that dies of SIGSEGV on files named crash*, as a C library would."""
-    if entry.source.startswith("crash"):
-        os.kill(os.getpid(), signal.SIGSEGV)
-    return load(entry, **kw)
-
-
-def logging_load(entry, **kw):
-    """`load`, noting each file started in `started.log` beside the root."""
-    with open(Path(entry.root).parent / "started.log", "a") as log:
-        log.write(entry.source + "\n")
-    return load(entry, **kw)
-
-
-def warning_load(entry, **kw):
-    """`load`, after a library's log record and warning."""
-    import logging
-    import warnings
-
-    logging.getLogger("somelib").warning("somelib: odd bytes in %s", entry.source)
-    warnings.warn(f"somelib: deprecated in {entry.source}", FutureWarning)
-    return load(entry, **kw)
 
 
 def text_files(root: Path, names: list[str], size: int = 40) -> Path:
