@@ -1,7 +1,7 @@
 """Known-item search quality by kind of query, per corpus and per search mode.
 
     python benchmarks/search_quality.py [--corpus NAME=FOLDER ...] [--python-docs N]
-        [--store-dir DIR] [--per-kind N] [--json PATH] [--md PATH] [--plot PATH]
+        [--store sqlite|postgres] [--store-dir DIR] [--per-kind N] [--json PATH] [--md PATH]
 
 Each corpus is indexed by the real pipeline (`pipeline.run.run`, default options, the
 default model), the store kept in `--store-dir` so a second call only re-reads it. The
@@ -16,7 +16,7 @@ queries are built from the documents' own markup, none by hand, one set per kind
   words (a deterministic sample, one paragraph in three at most per page).
 - exact terms: single-token identifiers with an underscore (`temp_hi`, `jsonb_set`) that
   only one page holds, sampled apart from the other kinds: a name the model may not know,
-  where the keyword list must carry the fusion (no phrase rule for one word);
+  where the keyword list must carry the fusion;
 - demo query: the Makefile's `make run` query, "how do I update rows in a table", whose
   answer is `postgresql/tutorial-update.html`, where the corpus has that file (one query).
 
@@ -30,8 +30,9 @@ offline from the same dense and keyword lists, for tuning: weighted reciprocal-r
 of the two lists' min-max normalised scores (`cc a=...`, a the dense score's weight:
 Bruch et al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023; the
 `minmax` normaliser of Elasticsearch's linear retriever and Weaviate's relative score
-fusion), with the phrase rule on top; and RRF over lists collapsed to their best chunk
-per file (`collapse 1 + phrase`, Elasticsearch's field collapsing before the fusion).
+fusion), with the phrase rule on top (`cc a=0.8 + phrase` is the shipped hybrid, `rrf w=1 +
+phrase` the one before it); and RRF over lists collapsed to their best chunk per file
+(`collapse 1 + phrase`, Elasticsearch's field collapsing before the fusion).
 Tuning uses the first corpus only; every other corpus is held out.
 
 `--python-docs N` adds the Python documentation that Debian's `python3-doc` package
@@ -41,6 +42,7 @@ installs: the first N pages of its library reference (sorted by name) and its FA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -48,6 +50,7 @@ import random
 import re
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +69,8 @@ HITS = 50  # chunks fetched per query before collapsing to files
 MIN_PARAGRAPH_WORDS = 16
 PARTIAL_WORDS = 8
 RRF_WEIGHTS = (0.5, 1.0, 2.0)
-CONVEX_ALPHAS = (0.5, 0.7, 0.8)  # the dense score's weight in `convex`
+RRF_K = 60  # the constant of the RRF paper (the shipped fusion before the convex one)
+CONVEX_ALPHAS = (0.5, 0.7, 0.8)  # the dense score's weight in `search.fuse`
 MARKUP = (".html", ".htm", ".md", ".markdown")
 EXACT_TERM = re.compile(r"\b[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]\b")
 
@@ -146,8 +150,8 @@ def build_queries(corpus: Corpus, per_kind: int, seed: int = 33) -> None:
 def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
     """At most `per_kind` single-token identifiers (`EXACT_TERM`: a word with an underscore,
     such as `temp_hi` or `SQLITE_BUSY`, 6 characters or more) that one page only holds
-    outside links and tables of contents, case ignored; that page is the answer. Sampled apart from the other kinds, so adding
-    this kind left their queries as they were."""
+    outside links and tables of contents, case ignored; that page is the answer. Sampled
+    apart from the other kinds, so adding this kind left their queries as they were."""
     from bs4 import BeautifulSoup
 
     pages: dict[str, set[str]] = {}
@@ -188,11 +192,35 @@ def python_docs(into: Path, n_library: int) -> Path:
     return into
 
 
-def index(corpus: Corpus, store_dir: Path):
+@contextlib.contextmanager
+def stores(kind: str, store_dir: Path):
+    """A function corpus name -> its store's location: a SQLite file in `store_dir` (kept,
+    so a second call only re-reads it), or a fresh database of a throwaway PostgreSQL
+    cluster (`pipeline.pg_local`; indexed anew each call)."""
+    if kind == "sqlite":
+        yield lambda name: store_dir / f"{name}.sqlite3"
+        return
+    import psycopg
+
+    from attnswitch.pipeline.pg_local import LocalCluster, remove
+
+    folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
+    try:
+        with LocalCluster.start(folder) as cluster:
+            def database(name: str) -> str:
+                with psycopg.connect(cluster.url, autocommit=True) as conn:
+                    conn.execute(f'CREATE DATABASE "sq_{name}"')
+                return cluster.url.rsplit("/", 1)[0] + f"/sq_{name}"
+            yield database
+    finally:
+        remove(folder)
+
+
+def index(corpus: Corpus, location):
     from attnswitch.pipeline.location import open_store
     from attnswitch.pipeline.run import run
 
-    store = open_store(store_dir / f"{corpus.name}.sqlite3")
+    store = open_store(location)
     started = time.perf_counter()
     summary = run(corpus.root, store)
     print(f"{corpus.name}: indexed in {time.perf_counter() - started:.0f} s, "
@@ -223,25 +251,6 @@ def weighted_rrf(dense: list[tuple[int, float]], keyword: list[tuple[int, float]
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def min_max(ranked: list[tuple[int, float]]) -> dict[int, float]:
-    """chunk id -> its score scaled to [0, 1] between the list's lowest and highest (1 when
-    they are equal)."""
-    if not ranked:
-        return {}
-    hi, lo = max(s for _, s in ranked), min(s for _, s in ranked)
-    return {cid: (s - lo) / (hi - lo) if hi > lo else 1.0 for cid, s in ranked}
-
-
-def convex(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
-           alpha: float) -> list[tuple[int, float]]:
-    """alpha * dense + (1 - alpha) * keyword over min-max normalised scores, a chunk
-    missing from a list scoring 0 there; in [0, 1], best first."""
-    d, k = min_max(dense), min_max(keyword)
-    scores = {cid: alpha * d.get(cid, 0.0) + (1 - alpha) * k.get(cid, 0.0)
-              for cid in d.keys() | k.keys()}
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-
-
 def best_per_file(ranked: list[tuple[int, float]],
                   files: dict[int, str]) -> list[tuple[int, float]]:
     """`ranked` less every chunk of a file that has a better chunk above it."""
@@ -263,8 +272,7 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
 
 def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, float]]]:
     """kind -> variant -> metrics."""
-    from attnswitch.pipeline.search import (RRF_K, keyword_text, normalised,
-                                            phrase_first, search)
+    from attnswitch.pipeline.search import fuse, keyword_text, normalised, phrase_first, search
 
     vectors = encoder.encode([q.text for q in corpus.queries])
     ranks: dict[str, dict[str, list[int | None]]] = {}
@@ -282,9 +290,9 @@ def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, fl
         for w in RRF_WEIGHTS:
             variants[f"rrf w={w:g} + phrase"] = phrase_first(variants[f"rrf w={w:g}"], texts,
                                                              q.text)
-        for a in CONVEX_ALPHAS:  # convex scores are at most 1: a bonus of 2 puts phrases first
-            variants[f"cc a={a:g} + phrase"] = phrase_first(convex(dense, keyword, a), texts,
-                                                            q.text, bonus=2.0)
+        for a in CONVEX_ALPHAS:
+            variants[f"cc a={a:g} + phrase"] = phrase_first(fuse(dense, keyword, a), texts,
+                                                            q.text)
         collapsed = [best_per_file([(c, s) for c, s in ranked if c in files], files)
                      for ranked in (dense, keyword)]
         variants["collapse 1 + phrase"] = phrase_first(weighted_rrf(*collapsed, 1.0, RRF_K),
@@ -338,6 +346,9 @@ def main() -> None:
                     help="add N library pages and the FAQ of Debian's python3-doc")
     ap.add_argument("--store-dir", type=Path, default=ROOT / ".bench" / "search_quality")
     ap.add_argument("--per-kind", type=int, default=150)
+    ap.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
+                    help="postgres: a throwaway local PostgreSQL cluster (pgvector, "
+                    "ts_rank_cd keyword ranking)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()
@@ -354,13 +365,14 @@ def main() -> None:
                                                          args.python_docs)))
     encoder = get_engine()
     results = {}
-    for c in corpora:
-        build_queries(c, args.per_kind)
-        with index(c, args.store_dir) as store:
-            results[c.name] = evaluate(c, store, encoder)
+    with stores(args.store, args.store_dir) as location:
+        for c in corpora:
+            build_queries(c, args.per_kind)
+            with index(c, location(c.name)) as store:
+                results[c.name] = evaluate(c, store, encoder)
     names = [c.name for c in corpora]
-    head = (f"Known-item search quality at file level, all-MiniLM-L6-v2, "
-            f"{cpu_description()}; tuning corpus: {corpora[0].name}, held out: "
+    head = (f"Known-item search quality at file level, all-MiniLM-L6-v2, {args.store} "
+            f"store, {cpu_description()}; tuning corpus: {corpora[0].name}, held out: "
             f"{', '.join(names[1:]) or 'none'}.")
     lines = [head, "", *modes_table(results, names), "",
              "Fusion variants (MRR@10; hybrid is the default mode as shipped; ✗: more than "
@@ -370,8 +382,8 @@ def main() -> None:
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_description(), "results": results},
-                                        indent=1))
+        args.json.write_text(json.dumps({"cpu": cpu_description(), "store": args.store,
+                                         "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def test_plain_output_shows_the_scores_of_the_json(indexed: Indexed, mode: str) 
             assert row[{"dense": "cosine", "keyword": "keyword"}[mode]] == f"{h['score']:.3f}"
     if mode == "hybrid":
         assert all(h["dense_rank"] is not None for h in found)  # 5 of 50 candidates
-        assert re.search(r"fused: reciprocal rank fusion", " ".join(plain.stdout.split()))
+        assert re.search(r"fused: 0\.8 x cosine \+ 0\.2 x keyword", " ".join(plain.stdout.split()))
 
 
 GUIDE = ("# json\n\nEncoding and decoding of JSON documents.\n\n## Basic Usage\n\n"

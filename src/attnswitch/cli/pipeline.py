@@ -455,7 +455,7 @@ def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many chunks.")] = 5,
     mode: Annotated[Mode, typer.Option(
-        help="hybrid: dense and keyword results fused by reciprocal rank; dense: by "
+        help="hybrid: dense and keyword results fused by their scores; dense: by "
         "meaning (the model's vectors); keyword: by the query's words (full-text "
         "ranking; loads no model).")] = Mode.hybrid,
     db: StoreOption = None,
@@ -601,7 +601,8 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
 
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
-        caption += ("; fused: reciprocal rank fusion, sum of 1/(60 + rank) over both lists; "
+        caption += ("; fused: 0.8 x cosine + 0.2 x keyword, each scaled to 0-1 over its "
+                    "list, +1 for the query's words as one phrase (0 to 2); "
                     "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
                     "higher is better; - : not among that list's best")
     t = Table(title=f"Search: {escape(query)}", caption=escape(caption),

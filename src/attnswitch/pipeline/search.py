@@ -7,14 +7,19 @@
 - keyword: the store's full-text ranking of the query's words (SQLite FTS5 BM25,
   PostgreSQL `ts_rank_cd`), any word matching; exact terms such as error codes, function
   names and config keys are found even where the embedding misses them.
-- hybrid: both lists fused by reciprocal rank fusion (Cormack et al., SIGIR 2009): a
-  chunk's score is the sum over the lists it is in of 1 / (RRF_K + rank), rank from 1.
-  Each list is `max(k, CANDIDATES)` long. A chunk that holds the query's words as one
-  phrase gains `PHRASE_BONUS`, more than both lists can give, so it ranks above every
-  chunk that does not (`phrase_first`; a one-word query's phrase is its word): without it,
-  a dense list that is wrong for a verbatim query (a heading, a phrase from the text, a
-  name the model does not know) pulls the keyword list's answer down
-  (docs/results/search_quality.md).
+- hybrid: both lists fused by a convex combination of their min-max normalised scores
+  (Bruch et al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023; the
+  `minmax` normaliser of Elasticsearch's linear retriever): each list's scores are scaled
+  to [0, 1] between its lowest and highest, and a chunk scores `DENSE_WEIGHT` times its
+  dense part plus the rest times its keyword part (0 in a list it is not in). Each list is
+  `max(k, CANDIDATES)` long. A chunk that holds the query's words as one phrase gains
+  `PHRASE_BONUS` and ranks above every chunk that does not (`phrase_first`; a one-word
+  query's phrase is its word): without it, a dense list that is wrong for a verbatim query
+  (a heading, a phrase from the text, a name the model does not know) pulls the keyword
+  list's answer down. Unlike reciprocal rank fusion (the fusion before), a score keeps how
+  far apart two chunks are, not only their order: a chunk that keyword search ranks first
+  only because it repeats the query's common words many times does not beat the chunk
+  dense search finds much closer in meaning (docs/results/search_quality.md).
 
 The keyword list (keyword and hybrid) is ranked on the query's words less the opening of
 a question ("how do I", "what is", "can I", `keyword_text`): those words say how the
@@ -49,11 +54,14 @@ MODES = ("hybrid", "dense", "keyword")
 QUESTION_OPENING = frozenset(
     "how what why when where which who whom whose can could should would will shall may "
     "might must do does did is are was were am i we you one to".split())
-RRF_K = 60  # the constant of the RRF paper: damps the weight of the very first ranks
+# Hybrid: the dense part's weight in the fused score, the keyword part's is the rest; tuned
+# on the example corpus, at or above the better of dense and keyword on every held-out set
+# (docs/results/search_quality.md).
+DENSE_WEIGHT = 0.8
 CANDIDATES = 50
-# Hybrid: a chunk holding the query as a phrase gains more than two lists can give a chunk
-# (1 / (RRF_K + 1) each), so it ranks above every chunk that does not.
-PHRASE_BONUS = 2.0 / (RRF_K + 1)
+# Hybrid: a chunk holding the query as a phrase gains 1, so its score (1 to 2) is above
+# every fused score (0 to 1) of a chunk that does not; it ranks first in any case.
+PHRASE_BONUS = 1.0
 # A one-word query counts too: the chunks holding that word (a name such as `temp_hi` that
 # the model does not know) go first; with two words at least, hybrid was 0.055 of MRR@10
 # under keyword alone on such names (docs/results/search_quality.md, exact terms).
@@ -67,7 +75,7 @@ class Hit:
     --json` prints and `/v1/search` answers (`to_dict`; the service's schema is this class).
 
     `score` and `rank` order the results: the cosine similarity (dense), the store's
-    keyword rank score (keyword) or the reciprocal rank fusion score (hybrid). The score
+    keyword rank score (keyword) or the fused score (hybrid, `fuse`). The score
     parts say where a hybrid score came from: the chunk's cosine similarity and rank in the
     dense list, and its keyword score and rank in the keyword list, each None when the
     chunk was not in that list (not searched in this mode, or not among its best
@@ -79,8 +87,9 @@ class Hit:
     """Position in the results, from 1."""
     score: float
     """dense: cosine similarity to the query, -1 to 1; keyword: full-text rank score; hybrid:
-    reciprocal rank fusion score, the sum of 1 / (60 + rank) over the lists the chunk is in.
-    Higher is better."""
+    0.8 times the dense similarity and 0.2 times the keyword score, each scaled to 0-1
+    between the lowest and highest of its list (0 when not in it), plus 1 when the chunk
+    holds the query's words as one phrase (so 0 to 2). Higher is better."""
     path: str
     """The document's path relative to the indexed folder (`root`), with / separators."""
     root: str
@@ -180,7 +189,7 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
     if mode != "hybrid":
         ranked = (dense if keyword is None else keyword)[:k]
     else:
-        fused = fuse([dense, keyword], len(dense) + len(keyword))
+        fused = fuse(dense, keyword)
         rows = store.chunks(cid for cid, _ in fused)
         ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)[:k]
     return _hits(store, [ranked], [dense], [keyword])[0]
@@ -200,36 +209,46 @@ def keyword_text(text: str) -> str:
 
 def phrase_first(fused: list[tuple[int, float]], texts: dict[int, str],
                  query: str, bonus: float = PHRASE_BONUS) -> list[tuple[int, float]]:
-    """`fused` (chunk id, RRF score) with `bonus` added to the score of each chunk
-    whose text holds the query's keyword words (`keyword_text`) as one phrase (in order,
-    only punctuation or spaces between them, case ignored), re-sorted: those chunks come
-    first, each group in its fused order, as long as `bonus` is above the fusion's highest
-    score (`PHRASE_BONUS` is, for RRF; a benchmark's fusion of other scores passes its
-    own); the phrase of a one-word query is that word. Queries of fewer than
-    `MIN_PHRASE_WORDS` words (none left) are returned as they are. Chunks
-    missing from `texts` (deleted) are dropped."""
+    """`fused` (chunk id, fused score) re-sorted so that the chunks whose text holds the
+    query's keyword words (`keyword_text`) as one phrase (in order, only punctuation or
+    spaces between them, case ignored) come first, each group in its fused order, with
+    `bonus` added to their score; the phrase of a one-word query is that word. Queries of
+    fewer than `MIN_PHRASE_WORDS` words (none left) keep their order. Chunks missing from
+    `texts` (deleted) are dropped."""
     words = keyword_terms(keyword_text(query))
     if len(words) < MIN_PHRASE_WORDS:
         return [(cid, score) for cid, score in fused if cid in texts]
     phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)",
                         re.IGNORECASE)
-    scored = [(cid, score + (bonus if phrase.search(texts[cid]) else 0.0))
+    scored = [(cid, score, phrase.search(texts[cid]) is not None)
               for cid, score in fused if cid in texts]
-    return sorted(scored, key=lambda item: (-item[1], item[0]))
+    scored.sort(key=lambda item: (not item[2], -item[1], item[0]))
+    return [(cid, score + bonus if held else score) for cid, score, held in scored]
 
 
 def _bare(word: str) -> str:
     return word.strip("¿?¡!.,;:'\"()").lower()
 
 
-def fuse(lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion of ranked (chunk id, score) lists: the `k` best (chunk id,
-    RRF score), score descending, then chunk id ascending."""
-    scores: dict[int, float] = {}
-    for ranked in lists:
-        for rank, (cid, _) in enumerate(ranked, start=1):
-            scores[cid] = scores.get(cid, 0.0) + 1.0 / (RRF_K + rank)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+def min_max(ranked: list[tuple[int, float]]) -> dict[int, float]:
+    """chunk id -> its score scaled to [0, 1] between the lowest and the highest of
+    `ranked` (1 for every chunk when they are equal)."""
+    if not ranked:
+        return {}
+    hi, lo = max(s for _, s in ranked), min(s for _, s in ranked)
+    return {cid: (s - lo) / (hi - lo) if hi > lo else 1.0 for cid, s in ranked}
+
+
+def fuse(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
+         dense_weight: float = DENSE_WEIGHT) -> list[tuple[int, float]]:
+    """The convex combination of two ranked (chunk id, score) lists: every chunk of either,
+    with `dense_weight` times its min-max normalised dense score plus `1 - dense_weight`
+    times its keyword one (0 in a list it is not in), so in [0, 1]; score descending, then
+    chunk id ascending."""
+    d, k = min_max(dense), min_max(keyword)
+    scores = {cid: dense_weight * d.get(cid, 0.0) + (1.0 - dense_weight) * k.get(cid, 0.0)
+              for cid in d.keys() | k.keys()}
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
 class VectorIndex:

@@ -67,7 +67,7 @@ class SearchRequest(_Request):
     query: str = Field(description="What to look for (truncated to the model's limit).")
     k: int = Field(5, ge=1, le=MAX_K, description="How many chunks to return.")
     mode: Literal["hybrid", "dense", "keyword"] = Field(
-        "hybrid", description="hybrid: dense and keyword results fused by reciprocal rank; "
+        "hybrid", description="hybrid: dense and keyword results fused by their scores; "
         "dense: by the model's vectors; keyword: by the query's words (full-text ranking).")
     ef: int | None = Field(None, ge=1, le=MAX_EF_SEARCH, description="The ANN search beam "
                            "of a large index: wider finds more of the exact nearest chunks, "
