@@ -155,7 +155,7 @@ def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
     from bs4 import BeautifulSoup
 
     pages: dict[str, set[str]] = {}
-    spelled: dict[str, str] = {}  # the first spelling seen, as the query
+    spelled: dict[str, str] = {}  # the first spelling in sorted order (the same each run)
     for path in sorted(root.rglob("*")):
         if path.suffix.lower() in MARKUP and path.is_file():
             raw = path.read_text(errors="replace")
@@ -167,7 +167,7 @@ def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
             for link in soup.select("a, nav, [role=navigation], .sphinxsidebar, .toctree-wrapper"):
                 link.decompose()  # a name in a link or a table of contents is defined elsewhere
             text = soup.get_text(" ")
-            for term in {t for t in EXACT_TERM.findall(text) if len(t) >= 6}:
+            for term in sorted({t for t in EXACT_TERM.findall(text) if len(t) >= 6}):
                 spelled.setdefault(term.lower(), term)
                 pages.setdefault(term.lower(), set()).add(path.relative_to(root).as_posix())
     once = sorted((spelled[term], next(iter(where))) for term, where in pages.items()
@@ -348,7 +348,7 @@ def main() -> None:
     ap.add_argument("--per-kind", type=int, default=150)
     ap.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
                     help="postgres: a throwaway local PostgreSQL cluster (pgvector, "
-                    "ts_rank_cd keyword ranking)")
+                    "ts_rank keyword ranking)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()

@@ -185,6 +185,31 @@ def test_keyword_finds_exact_terms(modes_store) -> None:
     assert search(modes_store, None, 5, text="zyzzyva", mode="keyword") == []
 
 
+def test_keyword_ranks_a_chunk_with_every_word_above_one_repeating_a_word(location,
+                                                                        tmp_path: Path) -> None:
+    """Any of the query's words may match, and a chunk holding each of them once ranks above
+    chunks that repeat one of them many times, in both stores (PostgreSQL's cover density,
+    `ts_rank_cd`, ranked it last: it counts the occurrences)."""
+    from attnswitch.pipeline.location import open_store
+
+    texts = {"every.txt": "Rows in a table are changed with the update command.",
+             "update.txt": "Update the update log; every update is kept, and each update of "
+                           "an update is logged as an update.",
+             "table.txt": "Table of contents: the table lists the table of the tables, a "
+                          "table in a table."}
+    root = tmp_path / "words"
+    root.mkdir()
+    for name, text in texts.items():
+        (root / name).write_text(text)
+    with open_store(location) as store:
+        for doc in sorted(ingest(root), key=lambda d: d.source):
+            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                                 bag_of_words(doc.text, 64)[None, :])
+        hits = search(store, None, 3, text="update rows in a table", mode="keyword")
+    assert sorted(sources(hits)) == sorted(texts)
+    assert sources(hits)[0] == "every.txt"
+
+
 @pytest.mark.parametrize("text, words, found", [
     ('"vacuum', "vacuum", ["t2.txt"]),
     ("NEAR(vacuum tuples", "NEAR vacuum tuples", ["t2.txt"]),

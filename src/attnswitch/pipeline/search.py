@@ -5,7 +5,7 @@
   L2-normalised, so a dot product, in [-1, 1]); the store answers exactly or from its ANN
   index (`Store.dense`).
 - keyword: the store's full-text ranking of the query's words (SQLite FTS5 BM25,
-  PostgreSQL `ts_rank_cd`), any word matching; exact terms such as error codes, function
+  PostgreSQL `ts_rank`), any word matching; exact terms such as error codes, function
   names and config keys are found even where the embedding misses them.
 - hybrid: both lists fused by a convex combination of their min-max normalised scores
   (Bruch et al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023; the

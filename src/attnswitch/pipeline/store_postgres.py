@@ -10,7 +10,11 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
   HNSW index on inner product (`hnsw.ef_search`: the call's beam, else the store's
   `ef_search`, default `store.EF_SEARCH`).
 - Keyword search is PostgreSQL full-text search: a generated `tsvector` column (English
-  configuration) with a GIN index, ranked by `ts_rank_cd`, any query word matching.
+  configuration) with a GIN index, ranked by `ts_rank` (how often and how many of the
+  query's words a chunk holds), any query word matching. Not `ts_rank_cd` (cover
+  density), which ranks on spans holding the words close together: for queries of any
+  word it lost 0.19 to 0.40 of keyword MRR@10 against `ts_rank` on headings, partial
+  sentences and questions (docs/results/search_quality.md).
 - One run at a time per database: a session advisory lock (released when the run ends or
   its process dies, `kill -9` included).
 - A connection lost under a write, a run's end or a single read (the server restarting) is
@@ -557,11 +561,12 @@ class PostgresStore(StoreBase):
                 for q in np.asarray(queries, np.float32)]
 
     def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
-        """The `n` best (chunk id, `ts_rank_cd`) for any of the words of `text`."""
+        """The `n` best (chunk id, `ts_rank`, higher is better) for any of the words of
+        `text`."""
         terms = keyword_terms(text)
         if not terms:
             return []
         rows = self._conn.execute(
-            "SELECT id, ts_rank_cd(tsv, q) AS r FROM chunks, to_tsquery('english', %s) q "
+            "SELECT id, ts_rank(tsv, q) AS r FROM chunks, to_tsquery('english', %s) q "
             "WHERE tsv @@ q ORDER BY r DESC, id LIMIT %s", (" | ".join(terms), int(n)))
         return [(int(r[0]), float(r[1])) for r in rows]
