@@ -5,6 +5,7 @@ answers; no answer carries the store's path or URL."""
 
 from __future__ import annotations
 
+import time
 
 import httpx
 import pytest
@@ -97,3 +98,50 @@ def test_a_search_while_postgres_restarts_is_503_and_the_next_one_succeeds(
             assert after.json()["data"] == before.json()["data"]
     finally:
         srv.stop()
+
+
+@pytest.mark.slow
+def test_a_job_outlives_a_postgres_restart_in_its_middle(pg_cluster, pg_url, tmp_path,
+                                                         reference) -> None:
+    """PostgreSQL restarted while a service job writes (issue 29): the job's store connection
+    is opened again with backoff, the document whose transaction was lost is written again,
+    and the job completes with the store equal to an uninterrupted run's."""
+    from service_testing import CORPUS
+
+    documents = tuple(sorted(p.relative_to(CORPUS).as_posix()
+                             for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
+    assert len(documents) >= 20
+    jobs_root = tmp_path / "jobs"
+    folder = copy_corpus(jobs_root / "docs", documents)
+    srv = start_server(tmp_path / "server", "--db", pg_url, "--jobs-root", str(jobs_root))
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            started = client.post("/v1/jobs", json={"path": "docs"})
+            assert started.status_code == 202, started.text
+            job_id = started.json()["id"]
+            deadline = time.monotonic() + 300
+            while True:
+                with open_store(pg_url) as store:
+                    done = store.root_counts(folder)[0]
+                if done >= 3:
+                    break
+                assert time.monotonic() < deadline, "no document committed in time"
+                time.sleep(0.05)
+            pg_cluster.stop()
+            try:
+                time.sleep(1.0)  # the job meets the lost connection, then refused ones
+            finally:
+                pg_cluster.start_again()
+            job = finished_job(client, job_id)
+            assert job["status"] == "completed", job
+            assert job["attempts"] == 1 and job["error"] is None
+            assert job["summary"]["indexed"] == len(documents)
+            with open_store(pg_url) as store:
+                assert store.root_counts(folder)[0] == len(documents)
+                got = store_content(store, folder)
+    finally:
+        srv.stop()
+    assert done < len(documents)  # restarted in the middle, not after the end
+    with SQLiteStore(tmp_path / "reference") as store:
+        run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
+        assert_same_content(got, store_content(store, folder))
