@@ -91,3 +91,44 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location
     with SQLiteStore(tmp_path / "reference") as store:
         run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
         assert_same_content(got, store_content(store, folder))
+
+
+@pytest.mark.slow
+def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
+        served_location, tmp_path) -> None:
+    """Two servers on one store: the second one starts while the first one's job runs. The
+    running job holds the store's run lock, so the second server marks nothing interrupted
+    and resumes nothing (it says so in its log), the job's row stays the first server's
+    (running, first attempt), and the first server still controls it (cancel)."""
+    from service_testing import copy_corpus
+
+    jobs_root = tmp_path / "jobs"
+    folder = jobs_root / "docs"
+    for copy in range(40):  # a job that outlasts a server's start, each document quick
+        copy_corpus(folder / f"copy{copy}", DOCUMENTS)
+    args = ("--db", served_location, "--jobs-root", str(jobs_root))
+    first = start_server(tmp_path / "first", *args)
+    second = None
+    try:
+        with httpx.Client(base_url=first.url, timeout=120) as client:
+            job_id = client.post("/v1/jobs", json={"path": "docs"}).json()["id"]
+            deadline = time.monotonic() + 300
+            while committed(served_location, folder) < 1:
+                assert time.monotonic() < deadline, "no document committed in time"
+                time.sleep(0.05)
+            second = start_server(tmp_path / "second", *args)
+            deadline = time.monotonic() + 60
+            while "another process runs on this store" not in second.stderr():
+                assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
+                assert time.monotonic() < deadline, second.stderr()
+                time.sleep(0.1)
+            assert "resuming" not in second.stderr()
+            with httpx.Client(base_url=second.url, timeout=120) as other:
+                row = other.get(f"/v1/jobs/{job_id}").json()
+            assert (row["status"], row["attempts"], row["error"]) == ("running", 1, None), row
+            assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+            assert finished_job(client, job_id)["status"] == "cancelled"
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()

@@ -540,15 +540,25 @@ class StoreBase(abc.ABC):
 
     def interrupt_jobs(self, error: str) -> list[str]:
         """Mark the jobs left queued or running by a server that died as interrupted, with
-        `error`, to be resumed; the ids of every job to resume, oldest first."""
+        `error`, to be resumed; the ids of every job to resume, oldest first.
+
+        Only when no other process runs on this store: a job that is running holds the
+        store's run lock, so while another process holds it (a second server on the same
+        store, or `attnswitch run`), its rows are its own, and this raises
+        `StoreBusyError` without marking any (after `RUN_LOCK_WAIT_S`: the lock of a
+        process killed a moment ago may take that long to go)."""
+        self._wait_for_run_lock()
         m = self._mark
-        with self._transaction() as conn:
-            conn.execute(f"UPDATE jobs SET status = 'interrupted', error = {m}, resume = 1, "
-                         f"finished_at = {m} WHERE status IN ('queued', 'running')",
-                         (error, time.time()))
-            return [r[0] for r in conn.execute(
-                "SELECT id FROM jobs WHERE status = 'interrupted' AND resume = 1 "
-                "ORDER BY created_at, id").fetchall()]
+        try:
+            with self._transaction() as conn:
+                conn.execute(f"UPDATE jobs SET status = 'interrupted', error = {m}, "
+                             f"resume = 1, finished_at = {m} WHERE status IN ('queued', "
+                             f"'running')", (error, time.time()))
+                return [r[0] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE status = 'interrupted' AND resume = 1 "
+                    "ORDER BY created_at, id").fetchall()]
+        finally:
+            self._unlock_run()
 
     def beam(self, ef: int | None) -> int:
         """The ANN search beam of one dense search: `ef`, checked, or the store's

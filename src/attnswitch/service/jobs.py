@@ -39,11 +39,14 @@ within `STOP_GRACE_S` (chunking one large file) is interrupted where it is.
 
 Jobs outlive the process: a job's row is written when it is created, when it starts and
 ends, and with its progress at most every `PROGRESS_EVERY_S` (the running job's live state
-is kept in memory and shown in answers). `resume()`, called once the model is loaded, marks
-the jobs a dead server left queued or running as interrupted and runs every interrupted job
-marked for resuming (those, and those stopped by a drain) again, oldest first, under the
-same id (`attempts` counts its starts): the pipeline's resume is exact, so the store ends
-as an uninterrupted run leaves it. `GET /v1/jobs` lists the store's rows, across restarts.
+is kept in memory and shown in answers). `resume()`, called once the model is loaded and
+before the server is ready, marks the jobs a dead server left queued or running as
+interrupted and runs every interrupted job marked for resuming (those, and those stopped by
+a drain) again, queued until it runs, oldest first, under the same id (`attempts` counts
+its starts): the pipeline's resume is exact, so the store ends as an uninterrupted run
+leaves it. A running job holds the store's run lock, so a server started beside another
+one on the same store (or beside `attnswitch run`) leaves that process's jobs alone.
+`GET /v1/jobs` lists the store's rows, across restarts.
 Rows are read and written on a thread of their own, with a store connection of their own.
 """
 
@@ -324,14 +327,28 @@ class JobManager:
     def resume(self) -> list[str]:
         """Mark the jobs a dead server left queued or running as interrupted, and run again,
         oldest first and under their ids, every interrupted job marked for resuming (called
-        once the model is loaded); the ids resumed. A job whose folder is gone or refused
-        now fails with the reason."""
+        once the model is loaded, before the server is ready); the ids resumed, each queued
+        until it runs. A job whose folder is gone or refused now fails with the reason.
+        While another process runs on the store (its run lock held), its jobs are left to
+        it and none is resumed."""
         if not self._has_rows() or self.jobs_root is None:
             return []
+        from attnswitch.pipeline.store import StoreBusyError
+
+        def interrupt(store: Any) -> list[str] | None:
+            try:
+                return store.interrupt_jobs(INTERRUPTED_BY_CRASH)
+            except StoreBusyError:  # another server's (or `run`'s) jobs: left to it
+                return None
+
         try:
-            ids = self._rows(lambda store: store.interrupt_jobs(INTERRUPTED_BY_CRASH))
+            ids = self._rows(interrupt)
         except ServiceError as exc:
             log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
+            return []
+        if ids is None:
+            log.warning("attnswitch serve: another process runs on this store; the jobs it "
+                        "left unfinished are its own, and none is resumed here")
             return []
         work = []
         for job_id in ids:
@@ -343,6 +360,9 @@ class JobManager:
                 job.status, job.resume, job.error = "failed", False, f"not resumed: {exc.message}"
                 job.finished_at = time.time()
                 self._save(job)
+        for job, _, _ in work:  # waiting to run again: a client polling it waits too
+            job.status = "queued"
+            self._save(job)
         if work:
             log.warning("attnswitch serve: resuming %d interrupted job(s): %s", len(work),
                         ", ".join(j.id for j, _, _ in work))

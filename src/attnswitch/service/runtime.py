@@ -119,16 +119,17 @@ class Service:
             log.error("attnswitch serve: %s", reason)
             self.readiness.set_failed(reason)
             return
+        # jobs a dead (or drained) server left unfinished go on, now that the model is here;
+        # before ready, so that no client reads such a job between its two lives
+        try:
+            await loop.run_in_executor(None, self.jobs.resume)
+        except ServiceError as exc:
+            log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
         self.readiness.set_ready()
         # on stderr like the stop summary: the one line that says what serves (the engine
         # "auto" picked), whatever logging the host process configured
         print(f"attnswitch serve: ready {json.dumps(self.serving(), sort_keys=True)}",
               file=sys.stderr, flush=True)
-        # jobs a dead (or drained) server left unfinished go on, now that the model is here
-        try:
-            await loop.run_in_executor(None, self.jobs.resume)
-        except ServiceError as exc:
-            log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
 
     def serving(self) -> dict[str, Any]:
         """What serves: the model's name, the engine (the auto pick or the one asked for),
