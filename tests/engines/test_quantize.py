@@ -18,7 +18,8 @@ from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine
 from attnswitch.engines.torch_hf import TorchEncoder
 
-# one worker builds the int8 models (each xdist worker has its own cache, tests/conftest.py)
+# one worker runs these; the int8 models are built once per run, in the engines folder all
+# workers share (tests/conftest.py), and test_runtime_engines's int8 cases use the same
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("quantize")]
 
 RUNTIMES = ("openvino", "onnxruntime")
@@ -44,8 +45,8 @@ def minilm() -> ModelSpec:
 
 @pytest.fixture(scope="module")
 def built(minilm):
-    """Each runtime's int8 folder and how it was had, built once per session (the session's
-    cache directory is shared by the tests that do not take `cache_dir`)."""
+    """Each runtime's int8 folder and how it was had, built once per run (the run's engines
+    folder is shared by the tests that do not take `cache_dir`, in every worker)."""
     out = {}
     for name in RUNTIMES:
         if registry.get(name).unavailable() is None and not registry.get(name).declines(
