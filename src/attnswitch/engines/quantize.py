@@ -16,8 +16,9 @@ sentences), tokenised by the model's tokenizer and grouped into padded batches o
   tokens wide: cosine 0.86 to float32, whether the columns are real or padding; the
   retrieval check at 0.89 with widths rounded to `base.SHAPE_MULTIPLE`), and correctly with
   the f32 hint or with its fused attention kernels (snippets) off. With the scores in float
-  the attention is the float model's, which runs right at every width in both hints, and
-  as fast (the matmuls with weights, most of the work, stay int8).
+  the attention is the float model's, which runs right at every width in both hints; the
+  matmuls with weights, most of the work, stay int8 (no slower on 300 corpus chunks, 2
+  busy cores: docs/architecture.md, "Int8").
 - ONNX Runtime: `quantize_static` in QDQ format on the fused graph, per-channel int8
   weights, MatMul nodes only (the fused Attention, EmbedLayerNormalization and
   SkipLayerNormalization kernels stay float32; the QOperator format with per-channel MatMul
