@@ -1,5 +1,9 @@
 """Shared fixtures. Tests never touch the user's cache: verdicts and autotune tables go to a
-temporary directory for the whole session (each xdist worker has its own).
+temporary directory for the whole session (each xdist worker has its own). The exported and
+quantised models (`<cache>/engines`, engines/export.py) are shared by the workers of a run:
+each worker's `engines` is a link to one folder the run's first process made, so a model is
+exported or quantised once per run (the cache's file lock makes a second worker wait for
+the first one's build instead of building it again).
 
 The suite runs `engine="auto"` as the torch engine (`ATTNSWITCH_ENGINE=torch`), so that
 each worker does not first measure every engine on the real model (about a minute on two
@@ -19,13 +23,22 @@ import pytest
 
 _SESSION_CACHE: str | None = None
 _PREVIOUS_CACHE: str | None = None
+_SHARED_ENGINES: str | None = None  # made by this process, removed by it
+# the run's shared engines folder, named to the xdist workers, which inherit the environment
+ENV_SHARED_ENGINES = "ATTNSWITCH_TEST_ENGINES_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Set at configure time, not in a fixture, so code run while collecting is covered too.
-    global _SESSION_CACHE, _PREVIOUS_CACHE
+    global _SESSION_CACHE, _PREVIOUS_CACHE, _SHARED_ENGINES
     _PREVIOUS_CACHE = os.environ.get("ATTNSWITCH_CACHE_DIR")
     _SESSION_CACHE = tempfile.mkdtemp(prefix="attnswitch-test-cache-")
+    shared = os.environ.get(ENV_SHARED_ENGINES)
+    if shared is None or not hasattr(config, "workerinput"):
+        # the controller (or a run without workers): workers start after this hook
+        shared = _SHARED_ENGINES = tempfile.mkdtemp(prefix="attnswitch-test-engines-")
+        os.environ[ENV_SHARED_ENGINES] = shared
+    os.symlink(shared, Path(_SESSION_CACHE) / "engines", target_is_directory=True)
     os.environ["ATTNSWITCH_CACHE_DIR"] = _SESSION_CACHE
     os.environ.setdefault("ATTNSWITCH_ENGINE", "torch")
     os.environ.setdefault("ATTNSWITCH_PRECISION", "fp32")
@@ -33,7 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION_CACHE is not None:
-        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)  # the link, not the shared folder
+    if _SHARED_ENGINES is not None:
+        shutil.rmtree(_SHARED_ENGINES, ignore_errors=True)
+        os.environ.pop(ENV_SHARED_ENGINES, None)
     if _PREVIOUS_CACHE is None:
         os.environ.pop("ATTNSWITCH_CACHE_DIR", None)
     else:

@@ -102,3 +102,37 @@ def test_the_exported_graph_pools_and_normalises_like_the_torch_engine(
     want = torch_encoder.encode_ids(ids)
     assert got.shape == (3, spec.dim) and got.dtype == np.float32
     np.testing.assert_allclose(got, want, atol=2e-5)
+
+
+def test_two_processes_build_an_entry_once(cache_dir):
+    """Processes that start on an empty cache together (xdist workers, `serve` beside `run`):
+    one builds, the others wait on the entry's file lock and use its build."""
+    import os
+    import subprocess
+    import sys
+
+    log = cache_dir / "builds.log"
+    code = f"""
+import sys, time
+from pathlib import Path
+from attnswitch.engines import export
+
+def build(folder):
+    with open({str(log)!r}, "a") as f:
+        f.write("built\\n")
+    time.sleep(1.0)
+    (folder / "model.bin").write_bytes(b"weights")
+
+folder, how = export.Artifacts({{"engine": "test", "version": "lock"}}).ensure(build)
+print(folder, how.split(" ")[0])
+"""
+    env = {**os.environ, "ATTNSWITCH_CACHE_DIR": str(cache_dir)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-500:] for _, err in outs]
+    answers = sorted(out.split()[1] for out, _ in outs)
+    assert answers == ["built", "cached", "cached"]
+    assert len({out.split()[0] for out, _ in outs}) == 1
+    assert log.read_text() == "built\n"

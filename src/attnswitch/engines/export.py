@@ -10,7 +10,9 @@ model's pooling over real tokens and its L2 normalisation. Inputs: int64 `input_
 model files' fingerprint, the engine, the precision and every library version that shapes
 the result (torch, transformers, the runtime), so an upgrade rebuilds. A folder is built
 under a temporary name and renamed into place; its `manifest.json`, written last, holds the
-sha256 of every file. An entry whose manifest is missing or unreadable, from another key, or
+sha256 of every file; a file lock beside the folder lets one process build an entry while
+others wait for it (two workers, or `serve` and `run`, starting on a fresh cache build
+once). An entry whose manifest is missing or unreadable, from another key, or
 whose files do not match their hashes (a half-written or corrupted entry) is deleted and
 rebuilt, never loaded.
 """
@@ -26,6 +28,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
@@ -79,10 +83,19 @@ class Artifacts:
     def ensure(self, build: Callable[[Path], None]) -> tuple[Path, str]:
         """The entry's folder, built by `build(folder)` when it cannot be used; returns the
         folder and what happened ("cached", or "built (<why the entry was not used>)")."""
-        why = self.problem()
-        if why is None:
+        if self.problem() is None:
             return self.folder, "cached"
         self.folder.parent.mkdir(parents=True, exist_ok=True)
+        # one build of an entry at a time: a process that meets another's build waits for it
+        # and uses its entry (an OS file lock, released if the process holding it dies)
+        with FileLock(f"{self.folder}.lock"):
+            why = self.problem()
+            if why is None:
+                return self.folder, "cached"
+            self._build(build)
+        return self.folder, f"built ({why})"
+
+    def _build(self, build: Callable[[Path], None]) -> None:
         staging = Path(tempfile.mkdtemp(dir=self.folder.parent, prefix=".build-"))
         try:
             build(staging)
@@ -99,7 +112,6 @@ class Artifacts:
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return self.folder, f"built ({why})"
 
 
 def base_key(spec: ModelSpec, engine: str, precision: str,

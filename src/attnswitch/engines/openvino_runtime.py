@@ -119,10 +119,9 @@ class OpenVinoEncoder(Encoder):
         start = time.perf_counter()
         folder, self.build_note = artifacts(spec, precision)
         self.streams = streams
-        # A bounded set of widths (`SHAPE_MULTIPLE`), but not in int8: NNCF's quantised
-        # attention lets masked columns through (min cosine 0.89 on the retrieval check's
-        # texts with widths rounded, 0.995 without), so int8 pads only to the longest text.
-        self.width_multiple = 1 if precision == "int8" else SHAPE_MULTIPLE
+        # A bounded set of widths (`SHAPE_MULTIPLE`) in every precision: int8 too, since its
+        # attention stays in float (`quantize.quantize_openvino`)
+        self.width_multiple = SHAPE_MULTIPLE
         hint = int8_hint() if precision == "int8" else _HINTS[precision]
         config = {"INFERENCE_PRECISION_HINT": hint,
                   "PERFORMANCE_HINT": streams.upper()}
@@ -203,6 +202,7 @@ def _int8_artifacts(spec: ModelSpec) -> tuple[Path, str]:
     key = export.base_key(spec, ENGINE.name, "int8",
                           {**ENGINE.versions(), "nncf": library_version("nncf"),
                            "calibration": str(quantize.CALIBRATION_REVISION),
+                           "recipe": str(quantize.OPENVINO_RECIPE),
                            "source": (source / export.MANIFEST).read_text()})
 
     def build(folder: Path) -> None:

@@ -9,7 +9,16 @@ sentences), tokenised by the model's tokenizer and grouped into padded batches o
 
 - OpenVINO: `nncf.quantize(model, nncf.Dataset(batches), model_type=TRANSFORMER)`, NNCF's
   recipe for transformer encoders (weights per channel, activations per tensor, SmoothQuant,
-  fast bias correction; LayerNorm, softmax and the attention's score path kept in float).
+  fast bias correction; LayerNorm and softmax kept in float), with the attention's
+  activation-by-activation products (scores Q.K^T and context P.V: `attention_matmuls`) in
+  its `ignored_scope`. NNCF's recipe quantises Q and K for the scores; OpenVINO 2026.4's CPU
+  plugin runs that int8 attention wrongly at some batch widths under its bf16 hint (32
+  tokens wide: cosine 0.86 to float32, whether the columns are real or padding; the
+  retrieval check at 0.89 with widths rounded to `base.SHAPE_MULTIPLE`), and correctly with
+  the f32 hint or with its fused attention kernels (snippets) off. With the scores in float
+  the attention is the float model's, which runs right at every width in both hints; the
+  matmuls with weights, most of the work, stay int8 (no slower on 300 corpus chunks, 2
+  busy cores: docs/architecture.md, "Int8").
 - ONNX Runtime: `quantize_static` in QDQ format on the fused graph, per-channel int8
   weights, MatMul nodes only (the fused Attention, EmbedLayerNormalization and
   SkipLayerNormalization kernels stay float32; the QOperator format with per-channel MatMul
@@ -21,7 +30,8 @@ sentences), tokenised by the model's tokenizer and grouped into padded batches o
   to float32 on the retrieval check, far below int8's parity, so it is not done (see
   docs/architecture.md, "Precision").
 
-`CALIBRATION_REVISION` is part of every int8 cache key: changing the set rebuilds.
+`CALIBRATION_REVISION` is part of every int8 cache key: changing the set rebuilds;
+`OPENVINO_RECIPE` is part of OpenVINO's: changing what NNCF is asked rebuilds.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from attnswitch.engines.model import ModelSpec
 
 CALIBRATION_BATCH = 8
 CALIBRATION_REVISION = 1
+OPENVINO_RECIPE = 2  # 2: the attention's activation products in NNCF's ignored_scope
 
 
 def calibration_texts(spec: ModelSpec) -> list[str]:
@@ -96,17 +107,37 @@ def import_nncf() -> Any:
     return nncf
 
 
+def attention_matmuls(model: Any) -> list[str]:
+    """Names of the MatMul ops of an OpenVINO model whose two inputs are both computed (no
+    weight: neither is a Constant, directly or through a Convert): in a transformer encoder,
+    each layer's attention scores (Q.K^T) and context (P.V). Found by structure, so any
+    model's export is covered whatever its node names."""
+
+    def is_weight(value: Any) -> bool:
+        node = value.get_node()
+        while node.get_type_name() == "Convert":
+            node = node.input_value(0).get_node()
+        return node.get_type_name() == "Constant"
+
+    return [op.get_friendly_name() for op in model.get_ordered_ops()
+            if op.get_type_name() == "MatMul"
+            and not any(is_weight(op.input_value(i)) for i in range(op.get_input_size()))]
+
+
 def quantize_openvino(ov: Any, spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
     """Write the NNCF int8 model of the float32 IR `source_xml` to `target_xml`; `ov` is the
-    `openvino` module as its engine imported it (`openvino_runtime.import_openvino`)."""
+    `openvino` module as its engine imported it (`openvino_runtime.import_openvino`). The
+    attention's activation products stay float (see the module doc)."""
     nncf = import_nncf()
     model = ov.Core().read_model(str(source_xml))
     batches = calibration_batches(spec)
+    attention = attention_matmuls(model)
+    ignored = nncf.IgnoredScope(names=attention) if attention else None
     # NNCF draws its progress bars on stdout, which `--json` output owns: they go to stderr
     with _quiet(logging.getLogger("nncf")), contextlib.redirect_stdout(sys.stderr):
         quantized = nncf.quantize(model, nncf.Dataset(batches),
                                   model_type=nncf.ModelType.TRANSFORMER,
-                                  subset_size=len(batches))
+                                  subset_size=len(batches), ignored_scope=ignored)
     ov.save_model(quantized, str(target_xml), compress_to_fp16=False)
 
 
@@ -135,5 +166,5 @@ def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
                         calibrate_method=CalibrationMethod.MinMax)
 
 
-__all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "calibration_batches",
-           "calibration_texts", "quantize_onnx", "quantize_openvino"]
+__all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "OPENVINO_RECIPE", "attention_matmuls",
+           "calibration_batches", "calibration_texts", "quantize_onnx", "quantize_openvino"]
