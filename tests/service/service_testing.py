@@ -92,6 +92,39 @@ def assert_same_content(got: dict, want: dict) -> None:
         assert np.allclose(got["vectors"][key], vector, atol=1e-5), key
 
 
+# Enough documents that a job is still running after its first ones are committed.
+TUTORIAL_PAGES = tuple(sorted(p.relative_to(CORPUS).as_posix()
+                              for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
+
+
+def committed(location: str, folder: Path) -> int:
+    """Documents of `folder` the store holds now (read by a connection of this process)."""
+    from attnswitch.pipeline.location import is_url, open_store
+    from attnswitch.pipeline.store import resolve_path
+
+    if not is_url(location) and not resolve_path(location).is_file():
+        return 0
+    with open_store(location) as store:
+        return store.root_counts(folder)[0]
+
+
+def start_job_and_wait(client: httpx.Client, location: str, folder: Path, documents: int,
+                       path: str = "docs", timeout: float = 300.0) -> str:
+    """Start a job indexing `path` (of the server's jobs root: `folder` here); its id once
+    the store at `location` holds `documents` of the folder's documents (the job still
+    "queued" or "running" meanwhile)."""
+    started = client.post("/v1/jobs", json={"path": path})
+    assert started.status_code == 202, started.text
+    job_id = started.json()["id"]
+    deadline = time.monotonic() + timeout
+    while committed(location, folder) < documents:
+        assert time.monotonic() < deadline, f"{documents} documents not committed in time"
+        # queued until its thread starts (on a loaded machine, after this GET)
+        assert client.get(f"/v1/jobs/{job_id}").json()["status"] in ("queued", "running")
+        time.sleep(0.05)
+    return job_id
+
+
 def finished_job(client: httpx.Client, job_id: str, timeout: float = 300.0) -> dict:
     """The job once it is neither queued nor running."""
     deadline = time.monotonic() + timeout

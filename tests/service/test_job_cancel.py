@@ -11,22 +11,16 @@ import httpx
 import pytest
 
 from attnswitch.pipeline.location import open_store
-from service_testing import CORPUS, SMALL, copy_corpus, finished_job, start_server
+from service_testing import (
+    SMALL,
+    TUTORIAL_PAGES as DOCUMENTS,
+    committed,
+    copy_corpus,
+    finished_job,
+    start_job_and_wait,
+    start_server,
+)
 
-# Enough documents that a job is still running after its first ones are committed.
-DOCUMENTS = tuple(sorted(p.relative_to(CORPUS).as_posix()
-                         for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
-
-
-def committed(location: str, folder) -> int:
-    """Documents of `folder` the store holds now (read by a connection of this process)."""
-    from attnswitch.pipeline.location import is_url
-    from attnswitch.pipeline.store import resolve_path
-
-    if not is_url(location) and not resolve_path(location).is_file():
-        return 0
-    with open_store(location) as store:
-        return store.root_counts(folder)[0]
 
 
 def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
@@ -39,11 +33,7 @@ def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
     first = start_server(tmp_path / "first", *args)
     try:
         with httpx.Client(base_url=first.url, timeout=120) as client:
-            job_id = client.post("/v1/jobs", json={"path": "docs"}).json()["id"]
-            deadline = time.monotonic() + 300
-            while committed(served_location, folder) < 2:
-                assert time.monotonic() < deadline, "no document committed in time"
-                time.sleep(0.05)
+            job_id = start_job_and_wait(client, served_location, folder, 2)
             r = client.post(f"/v1/jobs/{job_id}/cancel")
             assert r.status_code == 200, r.text
             job = finished_job(client, job_id)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,34 +15,20 @@ from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.store import SQLiteStore
 from service_testing import (
-    CORPUS,
+    TUTORIAL_PAGES as DOCUMENTS,
     assert_same_content,
+    committed,
+    copy_corpus,
     finished_job,
+    start_job_and_wait,
     start_server,
     store_content,
 )
-
-# Enough documents that a job is still running after its first ones are committed.
-DOCUMENTS = tuple(sorted(p.relative_to(CORPUS).as_posix()
-                         for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
-
-
-def committed(location: str, folder: Path) -> int:
-    """Documents of `folder` the store holds now (read by a connection of this process)."""
-    from attnswitch.pipeline.location import is_url
-    from attnswitch.pipeline.store import resolve_path
-
-    if not is_url(location) and not resolve_path(location).is_file():
-        return 0
-    with open_store(location) as store:
-        return store.root_counts(folder)[0]
 
 
 @pytest.mark.slow
 def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location, tmp_path,
                                                                  reference) -> None:
-    from service_testing import copy_corpus
-
     assert len(DOCUMENTS) >= 20
     jobs_root = tmp_path / "jobs"
     folder = copy_corpus(jobs_root / "docs", DOCUMENTS)
@@ -51,16 +36,7 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location
     first = start_server(tmp_path / "first", *args)
     try:
         with httpx.Client(base_url=first.url, timeout=120) as client:
-            started = client.post("/v1/jobs", json={"path": "docs"})
-            assert started.status_code == 202, started.text
-            job_id = started.json()["id"]
-            deadline = time.monotonic() + 300
-            while committed(served_location, folder) < 3:
-                assert time.monotonic() < deadline, "no document committed in time"
-                # queued until its thread starts (on a loaded machine, after this GET)
-                assert client.get(f"/v1/jobs/{job_id}").json()["status"] in ("queued",
-                                                                            "running")
-                time.sleep(0.05)
+            job_id = start_job_and_wait(client, served_location, folder, 3)
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(30)
     finally:
@@ -100,8 +76,6 @@ def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
     running job holds the store's run lock, so the second server marks nothing interrupted
     and resumes nothing (it says so in its log), the job's row stays the first server's
     (running, first attempt), and the first server still controls it (cancel)."""
-    from service_testing import copy_corpus
-
     jobs_root = tmp_path / "jobs"
     folder = jobs_root / "docs"
     for copy in range(40):  # a job that outlasts a server's start, each document quick
@@ -111,11 +85,7 @@ def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
     second = None
     try:
         with httpx.Client(base_url=first.url, timeout=120) as client:
-            job_id = client.post("/v1/jobs", json={"path": "docs"}).json()["id"]
-            deadline = time.monotonic() + 300
-            while committed(served_location, folder) < 1:
-                assert time.monotonic() < deadline, "no document committed in time"
-                time.sleep(0.05)
+            job_id = start_job_and_wait(client, served_location, folder, 1)
             second = start_server(tmp_path / "second", *args)
             deadline = time.monotonic() + 60
             while "another process runs on this store" not in second.stderr():

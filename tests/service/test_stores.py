@@ -16,9 +16,12 @@ from attnswitch.pipeline.search import search
 from attnswitch.pipeline.store import SQLiteStore
 from service_testing import (
     LARGER,
+    TUTORIAL_PAGES,
     assert_same_content,
+    committed,
     copy_corpus,
     finished_job,
+    start_job_and_wait,
     start_server,
     store_content,
 )
@@ -106,27 +109,14 @@ def test_a_job_outlives_a_postgres_restart_in_its_middle(pg_cluster, pg_url, tmp
     """PostgreSQL restarted while a service job writes (issue 29): the job's store connection
     is opened again with backoff, the document whose transaction was lost is written again,
     and the job completes with the store equal to an uninterrupted run's."""
-    from service_testing import CORPUS
-
-    documents = tuple(sorted(p.relative_to(CORPUS).as_posix()
-                             for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
-    assert len(documents) >= 20
+    documents = TUTORIAL_PAGES
     jobs_root = tmp_path / "jobs"
     folder = copy_corpus(jobs_root / "docs", documents)
     srv = start_server(tmp_path / "server", "--db", pg_url, "--jobs-root", str(jobs_root))
     try:
         with httpx.Client(base_url=srv.url, timeout=120) as client:
-            started = client.post("/v1/jobs", json={"path": "docs"})
-            assert started.status_code == 202, started.text
-            job_id = started.json()["id"]
-            deadline = time.monotonic() + 300
-            while True:
-                with open_store(pg_url) as store:
-                    done = store.root_counts(folder)[0]
-                if done >= 3:
-                    break
-                assert time.monotonic() < deadline, "no document committed in time"
-                time.sleep(0.05)
+            job_id = start_job_and_wait(client, pg_url, folder, 3)
+            done = committed(pg_url, folder)
             pg_cluster.stop()
             try:
                 time.sleep(1.0)  # the job meets the lost connection, then refused ones
