@@ -75,7 +75,8 @@ def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
     """Two servers on one store: the second one starts while the first one's job runs. The
     running job holds the store's run lock, so the second server marks nothing interrupted
     and resumes nothing (it says so in its log), the job's row stays the first server's
-    (running, first attempt), and the first server still controls it (cancel)."""
+    (running, first attempt), the second server refuses to cancel it (409 `job_elsewhere`:
+    its cancel would only have marked the row), and the first server cancels it."""
     jobs_root = tmp_path / "jobs"
     folder = jobs_root / "docs"
     for copy in range(40):  # a job that outlasts a server's start, each document quick
@@ -94,6 +95,9 @@ def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
                 time.sleep(0.1)
             assert "resuming" not in second.stderr()
             with httpx.Client(base_url=second.url, timeout=120) as other:
+                refused = other.post(f"/v1/jobs/{job_id}/cancel")
+                assert refused.status_code == 409, refused.text
+                assert refused.json()["error"]["code"] == "job_elsewhere"
                 row = other.get(f"/v1/jobs/{job_id}").json()
             assert (row["status"], row["attempts"], row["error"]) == ("running", 1, None), row
             assert client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200

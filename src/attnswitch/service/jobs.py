@@ -30,7 +30,8 @@ its encoder calls take turns with request batches instead of competing for the C
 next progress point as `stop()` stops it (interrupted where it is past `STOP_GRACE_S`),
 keeping every document it committed, and its status becomes "cancelled", which no server
 resumes; a queued job, or an interrupted one waiting to be resumed, becomes "cancelled"
-without running. A finished job (completed, failed, cancelled) is refused (409).
+without running. A finished job (completed, failed, cancelled) is refused (409), as is a
+job that another process on the same store runs (409 `job_elsewhere`: cancel it there).
 
 `stop()` asks a running job to end: at its next progress point the run is interrupted (its
 runs-table row says "interrupted"; every document is either fully committed or untouched,
@@ -518,12 +519,31 @@ class JobManager:
             raise ServiceError(409, f"job: expected a queued or running job, got job "
                                f"{job.id} {job.status}; only an unfinished job can be "
                                "cancelled", code="job_finished", param="id")
+        if not self.running() and self._store_runs_elsewhere():
+            raise ServiceError(409, f"job: expected a job of this server, got job {job.id} "
+                               f"{job.status} in another process on the same store; cancel "
+                               "it through the server that runs it", code="job_elsewhere",
+                               param="id")
         with self._lock:  # queued, or interrupted and waiting to be resumed
             self._cancel_ids.add(job_id)
         job.status, job.resume, job.error = "cancelled", False, CANCELLED
         job.finished_at = time.time()
         self._save(job)
         return job
+
+    def _store_runs_elsewhere(self) -> bool:
+        """Whether another process holds the store's run lock (a job of another server on
+        the same store, or `attnswitch run`), while this server runs nothing."""
+        from attnswitch.pipeline.store import StoreBusyError
+
+        def busy(store: Any) -> bool:
+            try:
+                store.check_unlocked()
+            except StoreBusyError:
+                return True
+            return False
+
+        return self._rows(busy)
 
     def _wait_cancelled(self, job: Job) -> Job:
         """Wait for the running `job`, told to cancel, to stop: at its next progress point,
