@@ -125,6 +125,8 @@ class Service:
             await loop.run_in_executor(None, self.jobs.resume)
         except ServiceError as exc:
             log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
+        except Exception:  # a bug in resuming must not keep the server from serving
+            log.exception("attnswitch serve: interrupted jobs not resumed")
         self.readiness.set_ready()
         # on stderr like the stop summary: the one line that says what serves (the engine
         # "auto" picked), whatever logging the host process configured
