@@ -437,3 +437,19 @@ def test_scaled_backend_never_serves_on_gpu(scaled_sdpa: list[int],
     assert error <= bound
     (verdict,) = verdicts.STORE.verdicts(registry.get("torch-sdpa"), device)
     assert verdict.fingerprint["device"] == torch.cuda.get_device_name() and not verdict.passed
+
+
+def test_a_first_use_check_inside_bf16_autocast_checks_in_the_case_s_own_dtype(
+        cache_dir: Path) -> None:
+    """A float32 call made inside torch's bf16 autocast (the torch engine's bf16 precision
+    runs the model so) does not fail the backend's first-use check on the autocast's dtype:
+    the check runs its float32 cases in float32, passes, and nothing is quarantined."""
+    inputs = _torch(_inputs())
+    name = asw.explain(**inputs).chosen
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            asw.attention(inputs.pop("q"), inputs.pop("k"), inputs.pop("v"), **inputs)
+    assert not _messages(caught, "failed its first-use check"), _messages(caught, "failed")
+    (verdict,) = verdicts.STORE.verdicts(registry.get(name), CPU)
+    assert verdict.passed and verdict.kind == verdicts.FIRST_USE

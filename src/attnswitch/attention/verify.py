@@ -22,8 +22,10 @@ counts (`attnswitch_attention_verifications{result="skipped"}`). An eager call (
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+from collections.abc import Iterator
 import threading
 from typing import Any
 
@@ -131,7 +133,10 @@ def check_before_use(name: str, call: Call, policy: str) -> verdicts.Verdict | N
 
 
 def _run_outside_trace(name: str, cases: list[Case], where: str, call: Call) -> list[Any]:
-    run = lambda: [conformance.check(name, c, device=where) for c in cases]  # noqa: E731
+    def run() -> list[Any]:
+        with _no_autocast():
+            return [conformance.check(name, c, device=where) for c in cases]
+
     if call.traced:
         import jax
 
@@ -139,3 +144,17 @@ def _run_outside_trace(name: str, cases: list[Case], where: str, call: Call) -> 
         with jax.ensure_compile_time_eval():
             return run()
     return run()
+
+
+@contextlib.contextmanager
+def _no_autocast() -> Iterator[None]:
+    """torch's autocast off while the check's cases run: a call made inside a model's bf16
+    autocast (the torch engine's bf16 precision) would otherwise check a float32 case in
+    bfloat16, fail it on dtype and error, and quarantine a sound backend."""
+    torch = sys.modules.get("torch")
+    with contextlib.ExitStack() as stack:
+        if torch is not None:
+            for device_type in ("cpu", "cuda"):
+                if torch.is_autocast_enabled(device_type):
+                    stack.enter_context(torch.autocast(device_type, enabled=False))
+        yield
