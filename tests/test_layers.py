@@ -10,6 +10,7 @@ the service reach engines only through the engine interface and registry."""
 from __future__ import annotations
 
 import ast
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,11 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules `name` imports, anywhere in its body: package modules resolved to the
     module itself (`from attnswitch.attention import plan` is `attnswitch.attention.plan`),
     other libraries by their top-level name."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    # Parsed on a fresh thread: CPython 3.11 can leave a thread's recursion
+    # bookkeeping off after a RecursionError that another test provoked and handled, and
+    # its ast then raises "AST constructor recursion depth mismatch" (seen in CI).
+    with ThreadPoolExecutor(max_workers=1) as fresh:
+        tree = fresh.submit(ast.parse, path.read_text(), str(path)).result()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
