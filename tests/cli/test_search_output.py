@@ -5,11 +5,10 @@ that `--json` gives; paths relative to the indexed folder."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from attnswitch.pipeline.search import where
+from attnswitch.pipeline.search import DENSE_WEIGHT, where
 from cli_testing import Indexed, invoke
 
 QUERY = "how do I update rows in a table"
@@ -48,7 +47,8 @@ def test_plain_output_shows_the_scores_of_the_json(indexed: Indexed, mode: str) 
             assert row[{"dense": "cosine", "keyword": "keyword"}[mode]] == f"{h['score']:.3f}"
     if mode == "hybrid":
         assert all(h["dense_rank"] is not None for h in found)  # 5 of 50 candidates
-        assert re.search(r"fused: 0\.8 x cosine \+ 0\.2 x keyword", " ".join(plain.stdout.split()))
+        weights = f"fused: {DENSE_WEIGHT:g} x cosine + {1 - DENSE_WEIGHT:g} x keyword"
+        assert weights in " ".join(plain.stdout.split())
 
 
 GUIDE = ("# json\n\nEncoding and decoding of JSON documents.\n\n## Basic Usage\n\n"

@@ -266,3 +266,25 @@ def test_a_measurement_reports_its_steps_and_keeps_only_the_pick_loaded(auto, sm
     again = []
     engines.explain_engine(small_bert, "auto", "fp32", progress=lambda *s: again.append(s))
     assert again == []  # recorded: nothing measured, nothing reported
+
+
+@pytest.mark.parametrize("revision", ["CALIBRATION_REVISION", "OPENVINO_RECIPE"])
+def test_an_int8_model_built_anew_is_measured_and_checked_anew(small_bert, monkeypatch,
+                                                                revision):
+    """The engine plan's key and a parity verdict's key for int8 change with the calibration
+    set's and the recipe's revisions (a recorded int8 verdict was about the old model);
+    the float precisions' keys do not move with them (their plans stay recorded)."""
+    from attnswitch.engines import quantize
+
+    spec = ModelSpec.load(small_bert)
+    engine = registry.get("openvino")
+
+    def keys(precision: str) -> tuple[str, str]:
+        return (autopick.table_key(spec, precision, registry.engines()),
+                autopick._parity_key(spec, engine, precision))
+
+    before = {p: keys(p) for p in ("fp32", "bf16", "int8")}
+    monkeypatch.setattr(quantize, revision, getattr(quantize, revision) + 1)
+    after = {p: keys(p) for p in ("fp32", "bf16", "int8")}
+    assert after["int8"][0] != before["int8"][0] and after["int8"][1] != before["int8"][1]
+    assert after["fp32"] == before["fp32"] and after["bf16"] == before["bf16"]

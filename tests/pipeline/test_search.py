@@ -448,3 +448,18 @@ def test_the_demo_query_finds_the_update_tutorial_first(tmp_path: Path) -> None:
     assert found.exit_code == 0, found.output
     top = [hit["path"] for hit in json.loads(found.stdout)["data"]]
     assert top[0] == "postgresql/tutorial-update.html", top
+
+
+def test_the_score_s_documented_weights_are_the_ones_fusion_uses() -> None:
+    """The API schema's description of a hit's score (what a service client reads) states
+    the weights and the phrase bonus that `fuse` and `phrase_first` apply: a retune of the
+    constants that leaves the description behind fails here."""
+    pydantic = pytest.importorskip("pydantic")
+    from attnswitch.pipeline.search import DENSE_WEIGHT, PHRASE_BONUS, Hit
+
+    schema = pydantic.TypeAdapter(Hit).json_schema()
+    described = " ".join(schema["properties"]["score"]["description"].split())
+    assert (f"{DENSE_WEIGHT:g} times the dense similarity and {1 - DENSE_WEIGHT:g} times "
+            f"the keyword score") in described
+    assert f"plus {PHRASE_BONUS:g} when the chunk holds the query's words" in described
+    assert f"(so 0 to {1 + PHRASE_BONUS:g})" in described

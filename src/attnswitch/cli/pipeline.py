@@ -597,12 +597,13 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     from rich.markup import escape
     from rich.table import Table
 
-    from attnswitch.pipeline.search import where
+    from attnswitch.pipeline.search import DENSE_WEIGHT, PHRASE_BONUS, where
 
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
-        caption += ("; fused: 0.8 x cosine + 0.2 x keyword, each scaled to 0-1 over its "
-                    "list, +1 for the query's words as one phrase (0 to 2); "
+        caption += (f"; fused: {DENSE_WEIGHT:g} x cosine + {1 - DENSE_WEIGHT:g} x keyword, "
+                    f"each scaled to 0-1 over its list, +{PHRASE_BONUS:g} for the query's "
+                    f"words as one phrase (0 to {1 + PHRASE_BONUS:g}); "
                     "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
                     "higher is better; - : not among that list's best")
     t = Table(title=f"Search: {escape(query)}", caption=escape(caption),

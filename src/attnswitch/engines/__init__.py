@@ -13,8 +13,9 @@ whose vectors match the torch float32 ones, measured on first use and remembered
 explicit name, or `$ATTNSWITCH_ENGINE`, overrides it. `precision="auto"` (the default) is
 chosen the same way (`autoprecision`): the fastest precision the chip runs natively whose
 vectors keep float32's (cosine and top-10), measured on first use and remembered; an
-explicit precision, or `$ATTNSWITCH_PRECISION` for "auto", is used as given. An engine that fails at run time
-falls back to the next of the plan with a warning, as attention backends do.
+explicit precision, or `$ATTNSWITCH_PRECISION` for "auto", is used as given. An engine that
+fails at run time falls back to the next of the plan with a warning, as attention backends
+do.
 
 `encode(texts)` is the one-call entry; `get_engine` returns the cached `Encoder` behind it;
 `engines_status()` and `explain_engine()` say which engines can run here and why each was

@@ -222,8 +222,17 @@ def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path),
              "precision": precision, "attnswitch": __version__, "revision": REVISION,
-             "engines": {e.name: e.versions() for e in engines}}
+             "engines": {e.name: e.versions() for e in engines}, **_built(precision)}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _built(precision: str) -> dict[str, Any]:
+    """The key entry of what a quantised model is built from (`quantize.build_revisions`);
+    none for a float precision, whose keys stay as they were."""
+    from attnswitch.engines.quantize import build_revisions
+
+    revisions = build_revisions(precision)
+    return {"built": revisions} if revisions else {}
 
 
 def read_table() -> dict[str, Any]:
@@ -282,7 +291,7 @@ def _parity_key(spec: ModelSpec, engine: registry.Engine, precision: str) -> str
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
              "precision": precision, "attnswitch": __version__, "engine": engine.name,
-             "versions": engine.versions()}
+             "versions": engine.versions(), **_built(precision)}
     return "parity-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 

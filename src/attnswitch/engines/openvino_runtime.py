@@ -1,8 +1,9 @@
 """The openvino engine: the model converted to OpenVINO IR and run by OpenVINO's CPU plugin.
 
 Built once per (model files, library versions) and cached (`export.Artifacts`): the float32
-sentence-embedding ONNX graph (`export.export_onnx`) read by OpenVINO's ONNX frontend and saved as IR with float32 weights (`compress_to_fp16=False`: the default would round
-weights to float16).
+sentence-embedding ONNX graph (`export.export_onnx`) read by OpenVINO's ONNX frontend and
+saved as IR with float32 weights (`compress_to_fp16=False`: the default would round weights
+to float16).
 
 Precision is a compile-time hint of the CPU plugin: "fp32" is `INFERENCE_PRECISION_HINT=f32`;
 "bf16" is `bf16`, offered where the plugin reports BF16 (AMX or AVX-512 BF16; `isa()` says

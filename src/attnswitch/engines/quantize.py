@@ -50,14 +50,28 @@ from attnswitch.engines.base import padded
 from attnswitch.engines.model import ModelSpec
 
 CALIBRATION_BATCH = 8
-CALIBRATION_REVISION = 1
+CALIBRATION_REVISION = 2  # 2: `calibration_documents` added
 OPENVINO_RECIPE = 2  # 2: the attention's activation products in NNCF's ignored_scope
 
 
-def calibration_texts(spec: ModelSpec) -> list[str]:
-    from attnswitch.engines import autopick, retrieval_check
+def build_revisions(precision: str) -> dict[str, str]:
+    """What an int8 model is built from besides its runtime's libraries: NNCF's version and
+    the revisions of the calibration set and of OpenVINO's recipe ({} for a float
+    precision). Part of the keys of the engine plan and of the parity verdicts
+    (`autopick`), so an int8 model built anew is measured and checked anew."""
+    if precision != "int8":
+        return {}
+    from attnswitch.engines.registry import library_version
 
-    return [*autopick.calibration_texts(spec), *retrieval_check.calibration_corpus()]
+    return {"nncf": library_version("nncf"), "calibration": str(CALIBRATION_REVISION),
+            "openvino_recipe": str(OPENVINO_RECIPE)}
+
+
+def calibration_texts(spec: ModelSpec) -> list[str]:
+    from attnswitch.engines import autopick, calibration_documents, retrieval_check
+
+    return [*autopick.calibration_texts(spec), *retrieval_check.calibration_corpus(),
+            *calibration_documents.DOCUMENTS]
 
 
 def calibration_batches(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
@@ -167,4 +181,5 @@ def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
 
 
 __all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "OPENVINO_RECIPE", "attention_matmuls",
-           "calibration_batches", "calibration_texts", "quantize_onnx", "quantize_openvino"]
+           "build_revisions", "calibration_batches", "calibration_texts", "quantize_onnx",
+           "quantize_openvino"]

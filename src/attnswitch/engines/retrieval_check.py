@@ -59,7 +59,8 @@ TOPICS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
         "The maximum transmission unit bounds the size of a packet on a link.",
         "Latency is the time a packet takes to cross the network from sender to receiver.",
     )),
-    "garden": ("gardening: growing tomatoes, beans and carrots in garden beds, soil, watering, pests", (
+    "garden": ("gardening: growing tomatoes, beans and carrots in garden beds, soil, watering, "
+               "pests", (
         "Tomatoes need at least six hours of direct sunlight every day to fruit well.",
         "Water the vegetable beds deeply in the early morning rather than every evening.",
         "Compost adds organic matter that helps sandy soil hold water and nutrients.",

@@ -9,9 +9,9 @@ exposes nothing to index.
 (a name starting with "."; 403), inside `jobs_root` once resolved, links included (403),
 an existing folder (422, with one message whatever is there instead, so that the answer
 never says whether a file exists). It checks that no other process holds the store's run
-lock past `LOCK_WAIT_S` (409), then runs
-`attnswitch.pipeline.run.run` on the folder in a thread of its own, against the service's
-store (`serve --db`: a data folder or a PostgreSQL URL, `pipeline.location.open_store`): the same resumable, per-document transactional
+lock past `LOCK_WAIT_S` (409), then runs `attnswitch.pipeline.run.run` on the folder in a
+thread of its own, against the service's store (`serve --db`: a data folder or a PostgreSQL
+URL, `pipeline.location.open_store`): the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
 one does).
 
@@ -132,6 +132,21 @@ def bounded(summary: dict[str, Any]) -> dict[str, Any]:
 class _StopRequested(KeyboardInterrupt):
     """Raised from the progress callback (or into the job's thread, `_raise_in`): the run
     records itself as interrupted."""
+
+
+def _unless_held_elsewhere(call: Callable[[Any], Any]) -> Callable[[Any], tuple[bool, Any]]:
+    """`call(store)` as `(False, its result)`, or `(True, None)` where it met the store's run
+    lock held by another process (`StoreBusyError`: another server's job, or an
+    `attnswitch run`, on the same store)."""
+    def run(store: Any) -> tuple[bool, Any]:
+        from attnswitch.pipeline.store import StoreBusyError
+
+        try:
+            return False, call(store)
+        except StoreBusyError:
+            return True, None
+
+    return run
 
 
 def _raise_in(thread: threading.Thread, exc_type: type[BaseException]) -> None:
@@ -334,20 +349,13 @@ class JobManager:
         it and none is resumed."""
         if not self._has_rows() or self.jobs_root is None:
             return []
-        from attnswitch.pipeline.store import StoreBusyError
-
-        def interrupt(store: Any) -> list[str] | None:
-            try:
-                return store.interrupt_jobs(INTERRUPTED_BY_CRASH)
-            except StoreBusyError:  # another server's (or `run`'s) jobs: left to it
-                return None
-
         try:
-            ids = self._rows(interrupt)
+            elsewhere, ids = self._rows(
+                _unless_held_elsewhere(lambda store: store.interrupt_jobs(INTERRUPTED_BY_CRASH)))
         except ServiceError as exc:
             log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
             return []
-        if ids is None:
+        if elsewhere:  # another server's (or `run`'s) jobs: left to it
             log.warning("attnswitch serve: another process runs on this store; the jobs it "
                         "left unfinished are its own, and none is resumed here")
             return []
@@ -400,17 +408,14 @@ class JobManager:
         """409 while another process (an `attnswitch run` on the same store) holds the
         store's run lock past `LOCK_WAIT_S`, 503 when the store is unusable."""
         from attnswitch.pipeline.location import open_store
-        from attnswitch.pipeline.store import StoreBusyError
 
-        with store_errors_unavailable():
-            try:
-                with open_store(self.location) as store:
-                    store.check_unlocked(LOCK_WAIT_S)
-            except StoreBusyError:
-                raise ServiceError(409, "index: expected no other run writing the server's "
-                                   "index, got one (an `attnswitch run` on the same data "
-                                   "folder); retry when it has finished",
-                                   code="index_busy") from None
+        with store_errors_unavailable(), open_store(self.location) as store:
+            elsewhere, _ = _unless_held_elsewhere(
+                lambda store: store.check_unlocked(LOCK_WAIT_S))(store)
+        if elsewhere:
+            raise ServiceError(409, "index: expected no other run writing the server's "
+                               "index, got one (an `attnswitch run` on the same data "
+                               "folder); retry when it has finished", code="index_busy")
 
     def _public(self, value: Any, model: str | None = None) -> Any:
         """`value` (text, or lists and dicts of it) without the server's absolute paths
@@ -534,16 +539,8 @@ class JobManager:
     def _store_runs_elsewhere(self) -> bool:
         """Whether another process holds the store's run lock (a job of another server on
         the same store, or `attnswitch run`), while this server runs nothing."""
-        from attnswitch.pipeline.store import StoreBusyError
-
-        def busy(store: Any) -> bool:
-            try:
-                store.check_unlocked()
-            except StoreBusyError:
-                return True
-            return False
-
-        return self._rows(busy)
+        elsewhere, _ = self._rows(_unless_held_elsewhere(lambda store: store.check_unlocked()))
+        return elsewhere
 
     def _wait_cancelled(self, job: Job) -> Job:
         """Wait for the running `job`, told to cancel, to stop: at its next progress point,
