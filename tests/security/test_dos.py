@@ -12,12 +12,14 @@ import random
 import string
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 
+from attnswitch.service import launch
 from attnswitch.service.metrics import METHODS
-from security_testing import SHORT_TIMEOUT_S
+from security_testing import SHORT_TIMEOUT_S, STARTUP_TIMEOUT_S
 
 pytestmark = pytest.mark.xdist_group("security")
 LIVEZ_BOUND_S = 5.0  # what a health check may take while an attack is refused
@@ -147,10 +149,22 @@ TEXTS = [("Admission control under overload " + "with some more words " * n)[:40
          for n in range(1, 17)]
 
 
-def test_under_overload_admitted_requests_are_never_504(keyless) -> None:
+@pytest.fixture
+def default_deadlines(tmp_path: Path) -> launch.ServerProcess:
+    """A keyless server started with every deadline at its default. `keyless` cuts a body
+    off 2 s after its headers, which an overloaded client process on 2 shared cores can
+    miss between writing its headers and its body (seen in a full suite run: 408s among
+    the 429s), where the default 20 s holds."""
+    srv = launch.start(tmp_path / "server", "--db", str(tmp_path / "data"),
+                       timeout=STARTUP_TIMEOUT_S)
+    yield srv
+    srv.stop()
+
+
+def test_under_overload_admitted_requests_are_never_504(default_deadlines) -> None:
     """Row 6: 100 clients, 16 texts a request, from a cold start, for 12 s, with the
-    default 30 s deadline: every request is answered 200, or refused at once with 429
-    and Retry-After (clients wait it out, at most 1 s); none gets 504."""
+    default deadlines (30 s for a request): every request is answered 200, or refused at
+    once with 429 and Retry-After (clients wait it out, at most 1 s); none gets 504."""
     load_s = 12.0
 
     async def client(c: httpx.AsyncClient, end: float) -> list[tuple[int, str | None]]:
@@ -164,7 +178,8 @@ def test_under_overload_admitted_requests_are_never_504(keyless) -> None:
 
     async def main() -> list[tuple[int, str | None]]:
         limits = httpx.Limits(max_connections=100)
-        async with httpx.AsyncClient(base_url=keyless.url, timeout=120, limits=limits) as c:
+        async with httpx.AsyncClient(base_url=default_deadlines.url, timeout=120,
+                                     limits=limits) as c:
             end = time.monotonic() + load_s
             results = await asyncio.gather(*(client(c, end) for _ in range(100)))
         return [x for seen in results for x in seen]
