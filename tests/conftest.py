@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -42,6 +43,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["ATTNSWITCH_CACHE_DIR"] = _SESSION_CACHE
     os.environ.setdefault("ATTNSWITCH_ENGINE", "torch")
     os.environ.setdefault("ATTNSWITCH_PRECISION", "fp32")
+    # A suite started in the background of a non-interactive shell (`make test &`, nohup)
+    # inherits SIGINT ignored, and so would every process a test starts: Python installs no
+    # KeyboardInterrupt handler then, and the tests that press Ctrl-C on a child see it
+    # ignored. The suite's processes take SIGINT as from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

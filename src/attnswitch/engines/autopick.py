@@ -217,22 +217,20 @@ def machine() -> dict[str, Any]:
             else os.cpu_count()}
 
 
+def _built_from(engine: registry.Engine, precision: str) -> dict[str, str]:
+    """The engine's library versions and what its model for `precision` is built from
+    (`Engine.build_revisions`: an int8 model's recipe and calibration set), so a model
+    built anew is measured and checked anew."""
+    return {**engine.versions(), **engine.build_revisions(precision)}
+
+
 def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -> str:
     from attnswitch._version import __version__
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path),
              "precision": precision, "attnswitch": __version__, "revision": REVISION,
-             "engines": {e.name: e.versions() for e in engines}, **_built(precision)}
+             "engines": {e.name: _built_from(e, precision) for e in engines}}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def _built(precision: str) -> dict[str, Any]:
-    """The key entry of what a quantised model is built from (`quantize.build_revisions`);
-    none for a float precision, whose keys stay as they were."""
-    from attnswitch.engines.quantize import build_revisions
-
-    revisions = build_revisions(precision)
-    return {"built": revisions} if revisions else {}
 
 
 def read_table() -> dict[str, Any]:
@@ -291,7 +289,7 @@ def _parity_key(spec: ModelSpec, engine: registry.Engine, precision: str) -> str
 
     ident = {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
              "precision": precision, "attnswitch": __version__, "engine": engine.name,
-             "versions": engine.versions(), **_built(precision)}
+             "versions": _built_from(engine, precision)}
     return "parity-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 

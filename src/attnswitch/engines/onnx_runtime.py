@@ -71,12 +71,8 @@ def artifacts(spec: ModelSpec, precision: str) -> tuple[Path, str]:
     """The cached folder of `spec`'s ONNX Runtime model in `precision`, and how it was had."""
     from attnswitch.engines import export
 
-    versions = ENGINE.versions()
-    if precision == "int8":
-        from attnswitch.engines import quantize
-
-        versions["calibration"] = str(quantize.CALIBRATION_REVISION)
-    key = export.base_key(spec, ENGINE.name, precision, versions)
+    key = export.base_key(spec, ENGINE.name, precision,
+                          {**ENGINE.versions(), **ENGINE.build_revisions(precision)})
 
     def build(folder: Path) -> None:
         raw = folder / "exported.onnx"
@@ -127,6 +123,13 @@ class OnnxRuntimeEngine(Engine):
 
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return OnnxEncoder(spec, precision)
+
+    def build_revisions(self, precision: str) -> dict[str, str]:
+        if precision != "int8":
+            return {}
+        from attnswitch.engines import quantize
+
+        return {"calibration": str(quantize.CALIBRATION_REVISION)}
 
 
 ENGINE = OnnxRuntimeEngine()

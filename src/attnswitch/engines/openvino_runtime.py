@@ -201,9 +201,7 @@ def _int8_artifacts(spec: ModelSpec) -> tuple[Path, str]:
 
     source, _ = artifacts(spec, "fp32")
     key = export.base_key(spec, ENGINE.name, "int8",
-                          {**ENGINE.versions(), "nncf": library_version("nncf"),
-                           "calibration": str(quantize.CALIBRATION_REVISION),
-                           "recipe": str(quantize.OPENVINO_RECIPE),
+                          {**ENGINE.versions(), **ENGINE.build_revisions("int8"),
                            "source": (source / export.MANIFEST).read_text()})
 
     def build(folder: Path) -> None:
@@ -234,6 +232,15 @@ class OpenVinoEngine(Engine):
     def detail(self) -> str:
         return (f"OpenVINO {library_version('openvino')} CPU plugin, IR converted once from "
                 f"the exported ONNX graph")
+
+    def build_revisions(self, precision: str) -> dict[str, str]:
+        if precision != "int8":
+            return {}
+        from attnswitch.engines import quantize
+
+        return {"nncf": library_version("nncf"),
+                "calibration": str(quantize.CALIBRATION_REVISION),
+                "recipe": str(quantize.OPENVINO_RECIPE)}
 
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return OpenVinoEncoder(spec, precision)

@@ -31,7 +31,9 @@ sentences), tokenised by the model's tokenizer and grouped into padded batches o
   docs/architecture.md, "Precision").
 
 `CALIBRATION_REVISION` is part of every int8 cache key: changing the set rebuilds;
-`OPENVINO_RECIPE` is part of OpenVINO's: changing what NNCF is asked rebuilds.
+`OPENVINO_RECIPE` is part of OpenVINO's: changing what NNCF is asked rebuilds. Both are also
+in the keys of the engine plan and the parity verdicts for int8 (each engine's
+`build_revisions`), so a rebuilt model is measured and checked again.
 """
 
 from __future__ import annotations
@@ -52,19 +54,6 @@ from attnswitch.engines.model import ModelSpec
 CALIBRATION_BATCH = 8
 CALIBRATION_REVISION = 2  # 2: `calibration_documents` added
 OPENVINO_RECIPE = 2  # 2: the attention's activation products in NNCF's ignored_scope
-
-
-def build_revisions(precision: str) -> dict[str, str]:
-    """What an int8 model is built from besides its runtime's libraries: NNCF's version and
-    the revisions of the calibration set and of OpenVINO's recipe ({} for a float
-    precision). Part of the keys of the engine plan and of the parity verdicts
-    (`autopick`), so an int8 model built anew is measured and checked anew."""
-    if precision != "int8":
-        return {}
-    from attnswitch.engines.registry import library_version
-
-    return {"nncf": library_version("nncf"), "calibration": str(CALIBRATION_REVISION),
-            "openvino_recipe": str(OPENVINO_RECIPE)}
 
 
 def calibration_texts(spec: ModelSpec) -> list[str]:
@@ -181,5 +170,5 @@ def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
 
 
 __all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "OPENVINO_RECIPE", "attention_matmuls",
-           "build_revisions", "calibration_batches", "calibration_texts", "quantize_onnx",
+           "calibration_batches", "calibration_texts", "quantize_onnx",
            "quantize_openvino"]

@@ -110,6 +110,14 @@ class Engine(abc.ABC):
         """The versions of the libraries it runs on (part of every cache key)."""
         return {m: library_version(m) for m in self.requires}
 
+    def build_revisions(self, precision: str) -> dict[str, str]:
+        """What the model it builds for `precision` is made from besides those libraries
+        (a quantiser's version, its recipe's and calibration set's revisions); part of its
+        artifacts' keys and of the engine plan's and parity verdicts' keys, so a model
+        built anew is measured and checked anew. {} where nothing is built (the default),
+        which leaves those keys as they are."""
+        return {}
+
     def __repr__(self) -> str:
         return f"<engine {self.name}>"
 
