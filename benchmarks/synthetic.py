@@ -60,7 +60,8 @@ def cpu_description() -> str:
             model = line.split(":", 1)[1].strip()
         if line.startswith("flags"):
             flags = [f for f in line.split(":", 1)[1].split()
-                     if f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "amx_tile")]
+                     if f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
+                              "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")]
             break
     return f"{model} ({', '.join(flags) or 'no AVX2'})"
 
