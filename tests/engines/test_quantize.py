@@ -18,8 +18,11 @@ from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine
 from attnswitch.engines.torch_hf import TorchEncoder
 
-# one worker runs these; the int8 models are built once per run, in the engines folder all
-# workers share (tests/conftest.py), and test_runtime_engines's int8 cases use the same
+# the int8 models are built once per run, in the engines folder all workers share
+# (tests/conftest.py), under the build's file lock; test_runtime_engines's int8 cases use the
+# same. The group mark is inert with pytest 9.2 and pytest-xdist 3.8 (xdist renames
+# `item._nodeid`, pytest reads `item._id`), so these tests may run on two workers at once,
+# one waiting on the other's build.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("quantize")]
 
 RUNTIMES = ("openvino", "onnxruntime")
