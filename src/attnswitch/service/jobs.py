@@ -411,7 +411,7 @@ class JobManager:
 
         with store_errors_unavailable(), open_store(self.location) as store:
             elsewhere, _ = _unless_held_elsewhere(
-                lambda store: store.check_unlocked(LOCK_WAIT_S))(store)
+                lambda opened: opened.check_unlocked(LOCK_WAIT_S))(store)
         if elsewhere:
             raise ServiceError(409, "index: expected no other run writing the server's "
                                "index, got one (an `attnswitch run` on the same data "
