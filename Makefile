@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test setup system-packages fixtures doctor bench bench-peers-env screenshots clean
+.PHONY: run test setup system-packages fixtures doctor bench bench-peers-env drive-sources screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,17 @@ $(PEERS_VENV)/.installed: benchmarks/peers/requirements.txt
 	touch $@
 
 bench-peers-env: $(PEERS_VENV)/.installed
+
+# What benchmarks/drive_build.py makes a drive from (as root, apt-get): Debian's HTML manuals
+# and the converters (pandoc, LibreOffice without GUI, poppler's pdftoppm, img2pdf).
+DRIVE_PACKAGES := python3-doc debian-handbook debian-reference-en developers-reference \
+  maint-guide pandoc img2pdf poppler-utils libreoffice-writer-nogui libreoffice-calc-nogui \
+  libreoffice-impress-nogui
+drive-sources: $(STAMP)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q && apt-get install -y -q --no-install-recommends $(DRIVE_PACKAGES); \
+	else echo "drive-sources: expected root with apt-get, to install $(DRIVE_PACKAGES)"; fi
 
 # docs/ui/*.png: each page of `attnswitch serve` at desktop and phone width, light and dark.
 screenshots: system-packages $(STAMP)

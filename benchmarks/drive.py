@@ -1,0 +1,303 @@
+"""The drive benchmark: a whole job over a mixed drive, attnswitch beside the peers (issue 39).
+
+    make drive-sources bench-peers-env
+    python benchmarks/drive_build.py .bench/drive100 --size-mb 100
+    python benchmarks/drive.py .bench/drive100 [--systems attnswitch,before,llamaindex,langchain]
+        [--before REV] [--md docs/results/drive_100mb.md] [--json ...] [--plot ...]
+
+Each system runs as its own process on the same files, from nothing (a fresh index), with
+the defaults a user would have, timed from start to exit:
+
+- `attnswitch`: `attnswitch run DRIVE --db FRESH --json` from this checkout;
+- `before`: the same command from the revision `--before` (a git worktree of it, run with
+  this venv), so the two versions are compared side by side on one machine;
+- `llamaindex`, `langchain`: `benchmarks/peers/*_recipe.py` in the peers' own venv
+  (`make bench-peers-env`): SimpleDirectoryReader + VectorStoreIndex, and one documented
+  loader per type + RecursiveCharacterTextSplitter + HuggingFaceEmbeddings + FAISS.
+
+Measured: wall seconds, throughput (MB of the drive's files per second), peak RSS of the
+system's whole process tree (its reader workers included; sampled every 0.5 s with
+psutil, also plotted over the run), files read and not read per kind, and known-item
+MRR@10 at file level over `DRIVE.meta/queries.json` (drive_build.py: a section used by one
+file, asked by its heading or, in a table, by its row's sentence). attnswitch answers them
+with `attnswitch search QUERY --json -k 10` (hybrid, its default); the peers with their
+retrievers (50 hits, ranked by file). The page names the CPU and whether the machine was
+quiet, and extrapolates attnswitch's time to 10 GB of the same mix from its measured rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic import cpu_description  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "benchmarks" / "peers"
+DEFAULT_VENV = ROOT / ".bench" / "peers-venv"
+SAMPLE_S = 0.5
+TEN_GB = 10e9
+
+
+class TreeSampler(threading.Thread):
+    """Samples the RSS of a process and all its descendants, and (for attnswitch) the
+    documents its store holds, until the process ends."""
+
+    def __init__(self, pid: int, db: Path | None):
+        super().__init__(daemon=True)
+        self.proc, self.db = psutil.Process(pid), db
+        self.samples: list[tuple[float, float, int | None]] = []  # (s, RSS MiB, docs)
+        self.started = time.perf_counter()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(SAMPLE_S):
+            try:
+                procs = [self.proc, *self.proc.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            rss = 0
+            for p in procs:
+                try:
+                    rss += p.memory_info().rss
+                except psutil.NoSuchProcess:
+                    pass
+            self.samples.append((time.perf_counter() - self.started, rss / 2**20,
+                                 self._documents()))
+
+    def _documents(self) -> int | None:
+        if self.db is None or not self.db.is_file():
+            return None
+        try:
+            with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=0.2) as conn:
+                return conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+        except sqlite3.Error:
+            return None
+
+    def peak_mib(self) -> float:
+        return max((s[1] for s in self.samples), default=0.0)
+
+
+def timed(cmd: list[str], env: dict, db: Path | None = None
+          ) -> tuple[float, subprocess.CompletedProcess, TreeSampler]:
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    sampler = TreeSampler(proc.pid, db)
+    sampler.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - started
+    sampler.done.set()
+    sampler.join()
+    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[1]}: expected exit 0, got {proc.returncode}: "
+                         f"{err.strip().splitlines()[-3:]}")
+    return seconds, done, sampler
+
+
+def kind_of(path: str) -> str:
+    """The drive's kind of a file, from its folder (drive_build.py's layout)."""
+    parts = Path(path).parts
+    return parts[1] if len(parts) > 2 else Path(path).suffix.lstrip(".")
+
+
+def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict],
+                   env: dict) -> dict:
+    db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
+    env = dict(env, PYTHONPATH=str(src))
+    cli = [sys.executable, "-m", "attnswitch"]
+    seconds, done, sampler = timed([*cli, "run", str(drive), "--db", str(db), "--json",
+                                    "--no-progress"], env, db)
+    summary = json.loads(done.stdout)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT source, status FROM documents").fetchall()
+    read = {source for source, status in rows if status == "indexed"}
+    ranked = []
+    for q in queries:
+        found = subprocess.run([*cli, "search", q["text"], "--db", str(db), "--json", "-k",
+                                "10"], env=env, capture_output=True, text=True, check=False)
+        hits = json.loads(found.stdout).get("data", []) if found.returncode == 0 else []
+        ranked.append([h["path"] for h in hits])
+    index_bytes = sum(p.stat().st_size for p in db.parent.iterdir() if p.is_file())
+    shutil.rmtree(db.parent)
+    return {"seconds": seconds, "read": sorted(read), "ranked_files": ranked,
+            "chunks": summary.get("chunks_stored"), "tokens": summary.get("tokens_encoded"),
+            "stages": {k: summary.get(k) for k in ("wall_s", "load_s", "encode_s", "measure_s",
+                                                   "chunks_reused", "engine", "precision")},
+            "peak_rss_mib": sampler.peak_mib(), "samples": sampler.samples,
+            "index_mb": index_bytes / 1e6}
+
+
+def run_peer(system: str, drive: Path, work: Path, venv: Path, model: Path,
+             queries_file: Path, env: dict) -> dict:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"--peers-venv: expected a venv at {venv} (make bench-peers-env), "
+                         "got none")
+    out = work / f"{system}.json"
+    peer_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    seconds, _, sampler = timed([str(python), str(PEERS / f"{system}_recipe.py"), str(drive),
+                                 "--model", str(model), "--out", str(out), "--formats", "all",
+                                 "--queries", str(queries_file)], peer_env)
+    found = json.loads(out.read_text())
+    every = {p.relative_to(drive).as_posix() for p in drive.rglob("*") if p.is_file()}
+    read = sorted(every - set(found["not_read"]))
+    return {"seconds": seconds, "read": read, "ranked_files": found["ranked_files"],
+            "chunks": found["chunks"], "stages": found["seconds"],
+            "peak_rss_mib": sampler.peak_mib(), "samples": sampler.samples}
+
+
+def mrr_at_10(ranked: list[list[str]], queries: list[dict]) -> dict[str, float]:
+    """MRR@10 at file level (each ranked list deduplicated by file), overall and by kind."""
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for files, q in zip(ranked, queries):
+        seen: list[str] = []
+        for f in files:
+            if f not in seen:
+                seen.append(f)
+        rank = seen.index(q["target"]) + 1 if q["target"] in seen[:10] else None
+        by_kind[q["kind"]].append(1.0 / rank if rank else 0.0)
+    every = [v for vs in by_kind.values() for v in vs]
+    out = {kind: sum(vs) / len(vs) for kind, vs in sorted(by_kind.items())}
+    out["all"] = sum(every) / len(every) if every else 0.0
+    return out
+
+
+def before_tree(rev: str, work: Path) -> Path:
+    tree = work / f"before-{rev}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+                       check=True, capture_output=True)
+    return tree / "src"
+
+
+def plot(rows: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rss, docs) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for system, r in rows.items():
+        t = [s[0] for s in r["samples"]]
+        rss.plot(t, [s[1] for s in r["samples"]], label=system)
+        counted = [(s[0], s[2]) for s in r["samples"] if s[2] is not None]
+        if counted:
+            docs.plot([c[0] for c in counted], [c[1] for c in counted], label=system)
+    rss.set(xlabel="seconds", ylabel="RSS of the process tree (MiB)", title="Memory")
+    docs.set(xlabel="seconds", ylabel="documents in the index", title="Progress")
+    for ax in (rss, docs):
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def page(rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter,
+         load: tuple[float, float], queries: list[dict]) -> list[str]:
+    quiet = max(load) < 1.0
+    lines = ["# The drive benchmark", "",
+             f"Drive `{drive.name}`: {n_files} files, {n_bytes / 1e6:.1f} MB "
+             f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())}); "
+             f"{len(queries)} known-item queries. {cpu_description()}, {os.cpu_count()} CPUs; "
+             f"load average {load[0]:.1f} before, {load[1]:.1f} after: "
+             f"{'quiet' if quiet else 'BUSY machine, speeds are not publishable'}.", "",
+             "| system | seconds | MB/s | peak RSS MiB | files read | MRR@10 |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for system, r in rows.items():
+        lines.append(f"| {system} | {r['seconds']:.0f} | {n_bytes / 1e6 / r['seconds']:.3f} | "
+                     f"{r['peak_rss_mib']:.0f} | {len(r['read'])} / {n_files} | "
+                     f"{r['mrr']['all']:.3f} |")
+    names = list(rows)
+    lines += ["", "Files read per kind (read / files), and MRR@10 per kind:", "",
+              "| kind | files | " + " | ".join(f"{s} read | {s} MRR" for s in names) + " |",
+              "|---|---:|" + "---:|---:|" * len(names)]
+    for kind, n in sorted(kinds.items()):
+        cells = []
+        for s in names:
+            got = sum(kind_of(f) == kind for f in rows[s]["read"])
+            m = rows[s]["mrr"].get(kind)
+            cells += [str(got), "–" if m is None else f"{m:.2f}"]
+        lines.append(f"| {kind} | {n} | " + " | ".join(cells) + " |")
+    for system, r in rows.items():
+        if "stages" in r and system in ("attnswitch", "before"):
+            rate = n_bytes / r["seconds"]
+            lines += ["", f"{system}: chunks {r['chunks']}, tokens {r.get('tokens')}, stages "
+                      f"{json.dumps(r['stages'])}, index {r.get('index_mb', 0):.1f} MB on disk; "
+                      f"10 GB of this mix at this rate: {TEN_GB / rate / 3600:.1f} h."]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("drive", type=Path)
+    ap.add_argument("--systems", default="attnswitch,llamaindex,langchain")
+    ap.add_argument("--before", default=None, help="the revision the 'before' system runs")
+    ap.add_argument("--work", type=Path, default=ROOT / ".bench" / "drive")
+    ap.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--md", type=Path)
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args()
+    drive = args.drive.resolve()
+    queries_file = drive.parent / f"{drive.name}.meta" / "queries.json"
+    if not queries_file.is_file():
+        raise SystemExit(f"{queries_file}: expected the drive's queries (drive_build.py), "
+                         "got no file")
+    systems = [s.strip() for s in args.systems.split(",")]
+    unknown = set(systems) - {"attnswitch", "before", "llamaindex", "langchain"}
+    if unknown or ("before" in systems and not args.before):
+        raise SystemExit(f"--systems: expected attnswitch, before (with --before REV), "
+                         f"llamaindex, langchain, got {args.systems!r}")
+    queries = json.loads(queries_file.read_text())
+    files = [p for p in drive.rglob("*") if p.is_file()]
+    n_bytes = sum(p.stat().st_size for p in files)
+    kinds = Counter(kind_of(p.relative_to(drive).as_posix()) for p in files)
+    from attnswitch.engines.model import default_model_path
+
+    model = default_model_path()
+    args.work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    load_before = os.getloadavg()[0]
+    rows = {}
+    for system in systems:
+        if system == "attnswitch":
+            r = run_attnswitch(drive, args.work, ROOT / "src", queries, env)
+        elif system == "before":
+            r = run_attnswitch(drive, args.work, before_tree(args.before, args.work), queries,
+                               env)
+        else:
+            r = run_peer(system, drive, args.work, args.peers_venv, model, queries_file, env)
+        r["mrr"] = mrr_at_10(r.pop("ranked_files"), queries)
+        rows[system] = r
+        print(f"{system}: {r['seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB, "
+              f"{len(r['read'])} files read, MRR@10 {r['mrr']['all']:.3f}", flush=True)
+    lines = page(rows, drive, len(files), n_bytes, kinds, (load_before, os.getloadavg()[0]),
+                 queries)
+    print("\n".join(lines))
+    if args.md:
+        args.md.write_text("\n".join(lines) + "\n")
+    if args.plot:
+        plot(rows, args.plot)
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": cpu_description(), "files": len(files),
+                                         "bytes": n_bytes, "kinds": kinds, "systems": rows},
+                                        indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
