@@ -1,5 +1,5 @@
 """Hostile files made in the test that reads them, small and quick to make: a TIFF whose
-second frame is huge, a blank PDF of many pages, a TIFF of many frames, mail nested many
+second frame is huge, a PNG that declares billions of pixels, a blank PDF of many pages, a TIFF of many frames, mail nested many
 levels deep. Used by the reader tests and the security suite (tests/security/)."""
 
 from __future__ import annotations
@@ -38,6 +38,18 @@ def tiff_with_huge_frame(width: int = 12_000, height: int = 12_500) -> bytes:
         out.write(struct.pack("<I", following))
         out.write(strip + b"\x00" * (len(strip) & 1))
     return out.getvalue()
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that declares `width` x `height` pixels and holds none: what Pillow reads to
+    know an image's size."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body)))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height,
+                                                              8, 0, 0, 0, 0))
+            + chunk(b"IEND", b""))
 
 
 def blank_pdf(pages: int, size_pt: float = 72.0) -> bytes:

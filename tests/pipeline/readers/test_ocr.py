@@ -164,21 +164,6 @@ def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> 
     assert notes == ["page 2: no text layer, and OCR found no text"]
 
 
-def png_header(width: int, height: int) -> bytes:
-    """A PNG that declares `width` x `height` pixels and holds none: what Pillow reads to
-    know an image's size."""
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (struct.pack(">I", len(body)) + kind + body
-                + struct.pack(">I", zlib.crc32(kind + body)))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height,
-                                                              8, 0, 0, 0, 0))
-            + chunk(b"IEND", b""))
-
-
 def test_a_huge_later_frame_is_refused_before_any_frame_is_decoded() -> None:
     from hostile_files import tiff_with_huge_frame
 
@@ -194,6 +179,8 @@ def test_a_huge_later_frame_is_refused_before_any_frame_is_decoded() -> None:
 
 def test_a_pillow_bomb_is_too_large_with_the_limit_not_unreadable(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from hostile_files import png_header
+
     (tmp_path / "bomb.png").write_bytes(png_header(20_000, 20_000))  # 400M pixels
     with caplog.at_level("WARNING"):
         [doc] = ingest(tmp_path)
