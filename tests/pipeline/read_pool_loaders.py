@@ -21,9 +21,23 @@ def crashing_load(entry, **kw):
 
 def logging_load(entry, **kw):
     """`load`, noting each file started in `started.log` beside the root."""
+    _note_started(entry)
+    return load(entry, **kw)
+
+
+def stalling_load(entry, **kw):
+    """`logging_load`; a file whose name has "stall" in it never finishes (its deadline
+    ends the worker), as a reader stuck in a C library would."""
+    if "stall" in entry.source:
+        _note_started(entry)
+        while True:
+            signal.pause()
+    return logging_load(entry, **kw)
+
+
+def _note_started(entry) -> None:
     with open(Path(entry.root).parent / "started.log", "a") as log:
         log.write(entry.source + "\n")
-    return load(entry, **kw)
 
 
 def warning_load(entry, **kw):

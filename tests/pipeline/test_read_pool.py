@@ -25,7 +25,7 @@ from attnswitch.pipeline.ingest import Skip, load, scan
 from attnswitch.pipeline.read_pool import default_read_workers, read_in_pool
 from attnswitch.pipeline.run import RunOptions, run
 from attnswitch.pipeline.store import DB_NAME, SQLiteStore
-from read_pool_loaders import crashing_load, logging_load, warning_load
+from read_pool_loaders import crashing_load, logging_load, stalling_load, warning_load
 
 FIXTURES = Path(__file__).resolve().parent / "readers" / "fixtures"
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
@@ -100,6 +100,20 @@ def test_a_file_over_the_timeout_is_skipped_and_the_others_are_read(tmp_path: Pa
     docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=2, timeout_s=0.3)}
     assert docs["scan.tif"].reason == "extraction timed out: more than 0.3 s"
     assert all(docs[f"note-{i}.txt"].ok for i in range(3))
+
+
+def test_a_file_over_the_timeout_is_read_once_and_the_files_in_flight_with_it_are_read(
+        tmp_path: Path) -> None:
+    """One worker, the stuck file first, the others waiting behind it in flight: the
+    timeout breaks the pool and fails them all; the stuck file is skipped without a
+    second try (its own deadline ended it) and the others are read, once each."""
+    root = text_files(tmp_path / "docs", ["a-stall.txt"] + [f"note-{i}.txt" for i in range(3)])
+    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=1, depth=8,
+                                               timeout_s=1, load_file=stalling_load)}
+    assert docs["a-stall.txt"].reason == "extraction timed out: more than 1 s"
+    assert all(docs[f"note-{i}.txt"].ok for i in range(3)) and len(docs) == 4
+    started = (tmp_path / "started.log").read_text().splitlines()
+    assert sorted(started) == sorted(docs)
 
 
 @needs_tesseract

@@ -42,6 +42,7 @@ from attnswitch.cli.options import (
 from attnswitch.cli.output import print_json, rich_console
 from attnswitch.cli.progress import pick as progress_display
 from attnswitch.observe.liblog import LibraryLog
+from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
 
 
 class Layout(str, enum.Enum):
@@ -171,6 +172,9 @@ def run_command(
     ocr: Annotated[bool, typer.Option(
         "--ocr/--no-ocr", help="Recognise scanned PDF pages and images with Tesseract "
         "(Debian: tesseract-ocr); without it they are listed as skipped.")] = True,
+    ocr_max_pages: Annotated[int, typer.Option(
+        min=1, help="Most pages (scanned PDF pages, image frames) of one file that OCR "
+        "recognises, the first ones; the rest are counted as not read.")] = DEFAULT_OCR_MAX_PAGES,
     read_workers: Annotated[int | None, typer.Option(
         min=0, help="Processes that read and extract files (OCR included) beside the "
         "encoder, each file taken as it is ready. Default: half the CPUs (at least 1, at "
@@ -228,7 +232,8 @@ def run_command(
                            overlap=overlap, batch_tokens=batch_tokens,
                            chunks_per_call=chunks_per_call, layout=Layout(layout).value,
                            max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
-                           ocr=ocr, chunking=Chunking(chunking).value,
+                           ocr=ocr, ocr_max_pages=ocr_max_pages,
+                           chunking=Chunking(chunking).value,
                            read_workers=read_workers, read_timeout_s=read_timeout,
                            **({} if embed_headings is None
                               else {"embed_headings": embed_headings}))

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnswitch.errors import AttnswitchError
-from attnswitch.pipeline.readers.blocks import Block, ReadOptions
+from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES, Block, ReadOptions
 from attnswitch.pipeline.readers.dispatch import extract, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.readers.skip import Skip
@@ -115,8 +115,9 @@ class Document:
     `encoding_detected` is True when it came from charset detection rather than UTF-8,
     a BOM or the page's declaration. `text` is None exactly when `skip` is set, and then
     `reason` reads "<category>: <detail>". `pages_failed` counts PDF pages whose text
-    could not be extracted while others could (scanned pages OCR could not read included;
-    for other formats, the parts the reader could not read, such as mail attachments).
+    could not be extracted while others could (scanned pages OCR could not read, and
+    those past its `ocr_max_pages`, included; an image's frames likewise; for other
+    formats, the parts the reader could not read, such as mail attachments).
     `blocks` are the document's blocks in reading order (`readers.blocks`; empty when
     skipped) and `text` is their texts joined by blank lines.
     """
@@ -405,15 +406,17 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
 
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
-           include_hidden: bool = False, ocr: bool = True) -> Iterator[Document]:
+           include_hidden: bool = False, ocr: bool = True,
+           ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
     for entry in scan(root, include_hidden=include_hidden):
-        yield load(entry, max_bytes=max_bytes, ocr=ocr)
+        yield load(entry, max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages)
 
 
-def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = True) -> Document:
+def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = True,
+         ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> Document:
     """Read, hash and extract one file. Never raises for a bad file. `ocr`: recognise
-    scanned PDF pages and images (`readers.ocr`)."""
+    scanned PDF pages and images (`readers.ocr`), at most `ocr_max_pages` of a file."""
     fields = dict(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
                   mtime_ns=entry.mtime_ns)
     data: bytes | None = None
@@ -431,7 +434,8 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
         kind = found.kind
         try:
             extracted = extract(kind, found.data, with_attachments(ReadOptions(
-                max_bytes=max_bytes, ocr=ocr, name=entry.path.name)))
+                max_bytes=max_bytes, ocr=ocr, name=entry.path.name,
+                ocr_max_pages=ocr_max_pages)))
         except _Skipped as s:
             if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
                 kind = None
@@ -451,7 +455,7 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
     return Document(**fields, sha256=_digest(data), kind=kind, text=text,
                     encoding=extracted.encoding,
                     encoding_detected=extracted.encoding_detected,
-                    pages_failed=len(extracted.failed), compression=compression,
+                    pages_failed=extracted.failed_count, compression=compression,
                     blocks=extracted.blocks)
 
 

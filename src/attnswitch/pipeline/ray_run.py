@@ -77,6 +77,7 @@ from attnswitch.pipeline.run import (
     check_root,
     drive,
 )
+from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.pipeline.store import Store, indexed_sha
 
 log = logging.getLogger(__name__)
@@ -167,10 +168,12 @@ def connect(options: RayOptions) -> bool:
 
 # ---- the Ray Data stages ---------------------------------------------------------------
 
-def read_row(row: dict[str, Any], max_bytes: int, ocr: bool = True) -> dict[str, Any]:
+def read_row(row: dict[str, Any], max_bytes: int, ocr: bool = True,
+             ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> dict[str, Any]:
     """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load`)."""
     entry: SourceFile = pickle.loads(row["entry"])  # whole: its real names, its pinned root
-    return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes, ocr=ocr)),
+    return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes, ocr=ocr,
+                                     ocr_max_pages=ocr_max_pages)),
             "known": row["known"]}
 
 
@@ -279,7 +282,8 @@ class RayRunJob(RunJob):
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)
         ds = ds.map(read_row, fn_kwargs={"max_bytes": self.options.max_bytes,
-                                         "ocr": self.options.ocr},
+                                         "ocr": self.options.ocr,
+                                         "ocr_max_pages": self.options.ocr_max_pages},
                     num_cpus=READ_CPUS)
         ds = ds.map(chunk_row, fn_kwargs={"model": self.remote_options.model,
                                           "fingerprint": self.config.model_fingerprint,

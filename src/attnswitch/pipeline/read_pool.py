@@ -28,7 +28,10 @@ Failures never stop the stream:
   one skipped ("extraction crashed: the worker died of SIGSEGV"); the others are read;
 - a file whose extraction takes more than `timeout_s` is stopped there: the worker's
   `SIGALRM` (default action, so it fires even while a C library holds the GIL) ends it,
-  and the file is skipped ("extraction timed out: more than 600 s") the same way;
+  and the file is skipped ("extraction timed out: more than 600 s"). Each worker tells
+  the pool which file it starts, so the file whose deadline ended its worker is known
+  and never read a second time; the other files in flight, failed by the break, are
+  read again as before (not alone: they did nothing);
 - any other error coming back from a worker (a result that cannot be sent back) is a skip
   with the error's one line.
 
@@ -42,8 +45,10 @@ stopping a run never waits for an OCR to finish.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
+import multiprocessing.queues
 import os
 import pickle
 import queue
@@ -57,8 +62,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from logging.handlers import QueueHandler
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 from attnswitch.pipeline.ingest import Document, SourceFile, load
+from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.pipeline.readers.skip import Skip
 
 # The most seconds one file's extraction may take: a scanned PDF of about 250 pages at
@@ -83,6 +90,7 @@ def default_read_workers(cpus: int | None = None) -> int:
 
 
 def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
+                 ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
                  workers: int, depth: int | None = None,
                  bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
                  timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -99,7 +107,8 @@ def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
     todo = deque(entries)
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
     in_flight: dict[Future[_Read], SourceFile] = {}
-    pool = _Pool(min(workers, len(entries)) or 1, load_file, max_bytes, ocr, timeout_s)
+    pool = _Pool(min(workers, len(entries)) or 1, load_file, timeout_s,
+                 dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages))
     try:
         while todo or suspects or in_flight:
             if suspects:
@@ -130,42 +139,69 @@ def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
             if not broken:
                 continue
             death = pool.replace()
-            if len(broken) == 1:  # alone in its worker: the file did it
-                yield _died(broken[0], death, timeout_s)
+            if death.timed_out in broken:  # its own deadline: the file did it, for sure
+                yield _died(death.timed_out, death.exitcode, timeout_s)
+                todo.extendleft(reversed([e for e in broken if e is not death.timed_out]))
+            elif len(broken) == 1:  # alone in its worker: the file did it
+                yield _died(broken[0], death.exitcode, timeout_s)
             else:
                 suspects.extend(broken)
     finally:
         pool.close()
 
 
-class _Pool:
-    """A `ProcessPoolExecutor` started on the first `submit`, replaced when broken."""
+@dataclass(frozen=True)
+class _Death:
+    """How a broken pool's worker died: its exit code (negative: the signal; None when
+    unknown) and, when its own deadline ended it, the file it was reading."""
 
-    def __init__(self, workers: int, load_file: Loader, max_bytes: int, ocr: bool,
-                 timeout_s: float):
+    exitcode: int | None = None
+    timed_out: SourceFile | None = None
+
+
+class _Pool:
+    """A `ProcessPoolExecutor` started on the first `submit`, replaced when broken. Each
+    worker posts (its pid, the file's ticket) on `started` before it reads a file, so a
+    worker's death names the file it was reading."""
+
+    def __init__(self, workers: int, load_file: Loader, timeout_s: float,
+                 load_kw: dict[str, Any]):
         self.workers, self.load_file = workers, load_file
-        self.max_bytes, self.ocr, self.timeout_s = max_bytes, ocr, timeout_s
+        self.timeout_s, self.load_kw = timeout_s, load_kw
         self.executor: ProcessPoolExecutor | None = None
+        self.started: multiprocessing.queues.SimpleQueue | None = None
+        self.tickets = itertools.count()
+        self.waiting: dict[int, SourceFile] = {}  # ticket -> file submitted, not yet started
+        self.reading: dict[int, SourceFile] = {}  # pid -> the file it started last
 
     def submit(self, entry: SourceFile) -> Future[_Read]:
         if self.executor is None:
+            self.started = _context().SimpleQueue()
             self.executor = ProcessPoolExecutor(self.workers, mp_context=_context(),
                                                 initializer=_start_worker,
-                                                initargs=(os.getpid(),))
-        return self.executor.submit(_load_with_deadline, self.load_file, entry,
-                                    self.max_bytes, self.ocr, self.timeout_s)
+                                                initargs=(os.getpid(), self.started))
+        self._take_started()  # keeps the channel's pipe from filling up
+        ticket = next(self.tickets)
+        self.waiting[ticket] = entry
+        return self.executor.submit(_load_with_deadline, self.load_file, entry, ticket,
+                                    self.timeout_s, self.load_kw)
 
-    def replace(self) -> int | None:
-        """Drop the broken executor (the next `submit` starts another); the exit code of
-        the worker that died (negative: the signal), None when unknown."""
+    def replace(self) -> _Death:
+        """Drop the broken executor (the next `submit` starts another); how its worker
+        died."""
         executor, self.executor = self.executor, None
         if executor is None:
-            return None
+            return _Death()
         processes = _processes(executor)
         executor.shutdown(wait=True, cancel_futures=True)
-        codes = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+        self._take_started()
+        reading = self.reading
+        self._drop_channel()
+        codes = [(p.exitcode, p.pid) for p in processes if p.exitcode not in (None, 0)]
         # The executor stops the surviving workers with SIGTERM: the other code is the death.
-        return next((c for c in codes if c != -signal.SIGTERM), codes[0] if codes else None)
+        code, pid = next((c for c in codes if c[0] != -signal.SIGTERM),
+                         codes[0] if codes else (None, None))
+        return _Death(code, reading.get(pid) if code == -signal.SIGALRM else None)
 
     def close(self) -> None:
         """Stop now: files in flight are dropped, busy workers killed."""
@@ -176,6 +212,18 @@ class _Pool:
             if process.is_alive():
                 process.kill()
         executor.shutdown(wait=True, cancel_futures=True)
+        self._drop_channel()
+
+    def _take_started(self) -> None:
+        while self.started is not None and not self.started.empty():
+            pid, ticket = self.started.get()
+            self.reading[pid] = self.waiting.pop(ticket)
+
+    def _drop_channel(self) -> None:
+        if self.started is not None:
+            self.started.close()
+        self.started = None
+        self.waiting, self.reading = {}, {}
 
 
 def _processes(executor: ProcessPoolExecutor) -> list[BaseProcess]:
@@ -190,9 +238,17 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _start_worker(parent: int) -> None:
+# In a worker process: where it posts the ticket of each file it starts (`_Pool`); set
+# once, by `_start_worker`.
+_started: multiprocessing.queues.SimpleQueue | None = None
+
+
+def _start_worker(parent: int, started: multiprocessing.queues.SimpleQueue) -> None:
     """A worker's set-up: Ctrl-C is its parent's to handle; it dies with its parent (the
-    process `parent`, which may have died while this one started)."""
+    process `parent`, which may have died while this one started); it posts the files it
+    starts on `started`."""
+    global _started
+    _started = started
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         import ctypes
@@ -221,10 +277,13 @@ class _Read:
         return self.doc
 
 
-def _load_with_deadline(load_file: Loader, entry: SourceFile, max_bytes: int, ocr: bool,
-                        timeout_s: float) -> _Read:
-    """`load_file(entry)` in a worker, what it logs and warns kept, ended by SIGALRM's
-    default action (the process dies) after `timeout_s` seconds."""
+def _load_with_deadline(load_file: Loader, entry: SourceFile, ticket: int, timeout_s: float,
+                        load_kw: dict[str, Any]) -> _Read:
+    """`load_file(entry, **load_kw)` in a worker, what it logs and warns kept, ended by
+    SIGALRM's default action (the process dies) after `timeout_s` seconds; `ticket` is
+    posted first, to say which file this worker reads."""
+    if _started is not None:
+        _started.put((os.getpid(), ticket))
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     keep = QueueHandler(records)
     keep.setLevel(logging.WARNING)
@@ -236,7 +295,7 @@ def _load_with_deadline(load_file: Loader, entry: SourceFile, max_bytes: int, oc
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        doc = load_file(entry, max_bytes=max_bytes, ocr=ocr)
+        doc = load_file(entry, **load_kw)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         warnings.showwarning = showwarning

@@ -85,6 +85,7 @@ from attnswitch.pipeline.read_pool import (
     default_read_workers,
     read_in_pool,
 )
+from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.pipeline.store import Store, StoredDocument, root_key, vector_key
 
 DEFAULT_CHUNKS_PER_CALL = 128
@@ -115,7 +116,9 @@ class RunOptions:
     chunk's heading path before its text; read_workers: processes that read and extract
     files beside the encoder (None: `read_pool.default_read_workers()`, half the CPUs;
     0: one thread of this process, in order); read_timeout_s: the most one file's
-    extraction may take in a worker (then it is skipped, "extraction timed out")."""
+    extraction may take in a worker (then it is skipped, "extraction timed out");
+    ocr_max_pages: the most pages (scanned PDF pages, image frames) of one file that OCR
+    recognises, the first ones; the rest are counted in the document's `pages_failed`."""
 
     model: str | None = None
     engine: str = "auto"
@@ -133,6 +136,7 @@ class RunOptions:
     embed_headings: bool = DEFAULT_EMBED_HEADINGS
     read_workers: int | None = None
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision_choice
@@ -160,6 +164,8 @@ class RunOptions:
             raise ConfigError(f"read_workers: expected >= 0, got {self.read_workers}")
         if not self.read_timeout_s > 0:
             raise ConfigError(f"read_timeout_s: expected > 0, got {self.read_timeout_s}")
+        if self.ocr_max_pages < 1:
+            raise ConfigError(f"ocr_max_pages: expected >= 1, got {self.ocr_max_pages}")
 
 
 MEASURING = "measuring engines"
@@ -257,22 +263,24 @@ class RunSummary:
                                                "skipped", "failed", "indexed")}
 
 
-def read_ahead(entries: list[SourceFile], max_bytes: int,
-               depth: int = READ_AHEAD, ocr: bool = True) -> Iterator[Document]:
+def read_ahead(entries: list[SourceFile], max_bytes: int, depth: int = READ_AHEAD,
+               ocr: bool = True,
+               ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> Iterator[Document]:
     """`load` each entry, in order, on a background thread at most `depth` files ahead of
     the consumer: reading and extracting the next files overlaps with encoding (the engines
     release the GIL while they compute). Files not yet taken when the consumer stops are
     not read."""
+    reading = dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages)
     with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
         ahead: deque[Future[Document]] = deque(
-            pool.submit(load, e, max_bytes=max_bytes, ocr=ocr) for e in entries[:depth])
+            pool.submit(load, e, **reading) for e in entries[:depth])
         rest = iter(entries[depth:])
         try:
             while ahead:
                 doc = ahead.popleft().result()
                 following = next(rest, None)
                 if following is not None:
-                    ahead.append(pool.submit(load, following, max_bytes=max_bytes, ocr=ocr))
+                    ahead.append(pool.submit(load, following, **reading))
                 yield doc
         finally:
             for future in ahead:
@@ -343,8 +351,9 @@ class RunJob:
         o = self.options
         workers = default_read_workers() if o.read_workers is None else o.read_workers
         if workers == 0:
-            return read_ahead(entries, o.max_bytes, ocr=o.ocr)
-        return read_in_pool(entries, o.max_bytes, ocr=o.ocr, workers=workers,
+            return read_ahead(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages)
+        return read_in_pool(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages,
+                            workers=workers,
                             depth=max(READ_AHEAD, 2 * workers), timeout_s=o.read_timeout_s)
 
     def _prepare(self) -> list[SourceFile]:
@@ -492,7 +501,8 @@ class RunJob:
                                "note": f"not UTF-8: decoded as {doc.encoding} (detected)"})
         if doc.pages_failed:
             self.notes.append({"source": doc.source,
-                               "note": f"PDF: text of {doc.pages_failed} page(s) unreadable"})
+                               "note": f"text of {doc.pages_failed} page(s) or part(s) "
+                                       f"not read"})
         self._advance(doc, chunks)
 
     @property

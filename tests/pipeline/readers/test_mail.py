@@ -92,3 +92,19 @@ def test_not_mail(data: bytes) -> None:
     with pytest.raises(Skipped) as caught:
         read_eml(data, ReadOptions())
     assert caught.value.skip in (Skip.CORRUPT, Skip.EMPTY)
+
+
+@pytest.mark.parametrize("depth", [200, 1_000])
+def test_deeply_nested_mail_keeps_the_outer_message(depth: int) -> None:
+    """200 levels: the standard library parses it, but writes an attached message back
+    recursively; 1,000: its parser recurses too. Either way the outer message is kept
+    and attached messages are read as deep as attachments are read."""
+    from hostile_files import nested_mail
+
+    got = read_named("deep.eml", nested_mail(depth), with_attachments(ReadOptions()))
+    body = [b.text for b in got.blocks if b.location.part == "body"]
+    assert body[0] == "level 0" and body[-1] == "body at level 0"
+    if depth == 200:
+        deepest = [b for b in got.blocks if b.text.startswith("body at level")][-1]
+        assert deepest.text == "body at level 3"
+    assert got.failed and all("nested" in line for line in got.failed), got.failed

@@ -162,3 +162,67 @@ def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> 
         3: ["Copyright Release for Contributions To SQLite"]}
     assert all(b.location == Location(page=n) for n, blocks in found.items() for b in blocks)
     assert notes == ["page 2: no text layer, and OCR found no text"]
+
+
+def test_a_huge_later_frame_is_refused_before_any_frame_is_decoded() -> None:
+    from hostile_files import tiff_with_huge_frame
+
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import read_image
+
+    with pytest.raises(Skipped) as caught:
+        read_image(tiff_with_huge_frame(2_000, 1_000), ReadOptions(max_pixels=1_000_000))
+    assert caught.value.skip is Skip.TOO_LARGE
+    assert caught.value.detail == ("TIFF frame 2 of 2000x1000 pixels, more than the limit "
+                                   "1000000")
+
+
+def test_a_pillow_bomb_is_too_large_with_the_limit_not_unreadable(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from hostile_files import png_header
+
+    (tmp_path / "bomb.png").write_bytes(png_header(20_000, 20_000))  # 400M pixels
+    with caplog.at_level("WARNING"):
+        [doc] = ingest(tmp_path)
+    assert doc.skip is Skip.TOO_LARGE
+    assert doc.reason.startswith("too large: image: Image size (400000000 pixels) exceeds "
+                                 "limit of "), doc.reason
+    assert "unexpected" not in caplog.text
+
+
+@needs_tesseract
+def test_frames_past_the_ocr_page_limit_are_listed_not_read(tmp_path: Path) -> None:
+    from hostile_files import many_frame_tiff
+    from PIL import Image
+
+    scan = Image.open(FIXTURES / "scan.tif")
+    title = scan.crop((0, 0, scan.width, 125))
+    (tmp_path / "frames.tif").write_bytes(many_frame_tiff(title, 4))
+    [doc] = ingest(tmp_path, ocr_max_pages=2)
+    assert doc.ok and doc.pages_failed == 2
+    assert [b.location.page for b in doc.blocks] == [1, 2]
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import read_image
+
+    got = read_image(many_frame_tiff(title, 4), ReadOptions(ocr_max_pages=2))
+    assert got.failed == ("pages 3–4: not recognised: OCR stops after 2 pages a file",)
+
+
+@needs_tesseract
+def test_scanned_pdf_pages_past_the_ocr_page_limit_are_listed_not_read(
+        tmp_path: Path) -> None:
+    from hostile_files import blank_pdf
+    from PIL import Image
+
+    (tmp_path / "blank.pdf").write_bytes(blank_pdf(6))
+    scan = Image.open(FIXTURES / "scan.png")
+    title = scan.crop((0, 0, scan.width, 125)).convert("L")
+    title.save(tmp_path / "titles.pdf", format="PDF", resolution=150, save_all=True,
+               append_images=[title, title])
+    found = {d.source: d for d in ingest(tmp_path, ocr_max_pages=1)}
+    assert found["blank.pdf"].reason == (
+        "empty: no extractable text in 6 pages (page 1: no text layer, and OCR found no "
+        "text; pages 2–6: not recognised: OCR stops after 1 page a file)")
+    titles = found["titles.pdf"]
+    assert titles.ok and titles.pages_failed == 2
+    assert {b.location.page for b in titles.blocks} == {1}

@@ -145,6 +145,12 @@ def table_block(rows: Iterable[Iterable[str]], location: Location = Location(), 
                  rows=table, header=len(table) > 1 if header is None else header)
 
 
+# Tesseract reads a page in about 2.4 s on one core: 200 pages fit in the read pool's
+# default 600 s a file (`pipeline.read_pool`), so a long scan gives its first pages
+# rather than timing out with none.
+DEFAULT_OCR_MAX_PAGES = 200
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """What a reader may do. max_bytes: the most bytes a file (or any member of a
@@ -161,7 +167,10 @@ class ReadOptions:
     thousands; office XML's is about 10 to 50). max_pixels: the largest image (or rendered
     page) read, width times height. ocr_dpi: the resolution scanned PDF pages are
     rendered at for OCR; ocr_timeout_s: the most Tesseract may take over one page;
-    ocr_workers: scanned pages of a PDF recognised at once (0: one per CPU)."""
+    ocr_workers: scanned pages of a PDF recognised at once (0: one per CPU);
+    ocr_max_pages: the most pages (scanned PDF pages, image frames) of one file recognised,
+    the first ones: the rest are listed as not read in `Extracted.failed`, so that one
+    file of thousands of blank pages costs minutes, not hours."""
 
     max_bytes: int = 20 * 2**20
     ocr: bool = True
@@ -174,9 +183,10 @@ class ReadOptions:
     ocr_dpi: int = 200
     ocr_timeout_s: float = 120.0
     ocr_workers: int = 0
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_members", "max_pixels", "ocr_dpi"):
+        for name in ("max_bytes", "max_members", "max_pixels", "ocr_dpi", "ocr_max_pages"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
         if self.ocr_workers < 0:
@@ -191,12 +201,21 @@ class Extracted:
     """What a reader got from one file: its blocks in reading order, the codec its text was
     decoded with (None for binary formats) and whether that came from detection, and the
     parts it could not read (`failed`: one line each, such as "page 7: no text layer and
-    Tesseract is not installed") while others could."""
+    Tesseract is not installed") while others could. `pages_failed`: how many pages
+    the `failed` lines name, where one line names a span of pages ("pages 201–900: ...");
+    None: one part a line."""
 
     blocks: tuple[Block, ...]
     encoding: str | None = None
     encoding_detected: bool = False
     failed: tuple[str, ...] = ()
+    pages_failed: int | None = None
+
+    @property
+    def failed_count(self) -> int:
+        """The pages (or parts) that could not be read: `pages_failed`, else one a line
+        of `failed`."""
+        return len(self.failed) if self.pages_failed is None else self.pages_failed
 
     @property
     def text(self) -> str:

@@ -11,6 +11,15 @@ attached messages) are read as documents in their own right through
 content); one that gives no text is listed in `Extracted.failed` with the reason, and
 none are read when `read_attachment` is None.
 
+Nesting: a message's parts (multiparts and attached messages) nested more than
+`MAX_NESTING` levels deep are cut off before anything walks them, each listed in
+`Extracted.failed`: attachments are read only a few levels deep
+(`dispatch.ATTACHMENT_DEPTH`), and the standard library walks and writes parts
+recursively (a message nested 200 levels deep would exhaust Python's stack). Where even
+its parser runs out of stack (some 300 levels), the message's own top-level parts are
+parsed one by one, and the part that holds the nesting is listed as not read. Either way
+the outer message is kept.
+
 Locations: `Location(part="body")` for a message's heading and body and
 `part=<file name>` for an attachment's blocks (their page, slide or sheet kept); in a
 mailbox, `part` starts with "message N" (1-based).
@@ -20,8 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import email
+import email.parser
 import email.policy
 import os
+import re
 import tempfile
 from email.message import EmailMessage
 
@@ -31,16 +42,20 @@ from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 _HEADERS = ("From", "To", "Cc", "Date")
 _MAX_ATTACHMENTS = 100
+# MIME levels kept below a message: ample for attachments read `ATTACHMENT_DEPTH` deep
+# (a message is about four levels: mixed, alternative, related, the part), and a walk of
+# this depth uses a small part of Python's stack.
+MAX_NESTING = 24
 
 
 def read_eml(data: bytes, options: ReadOptions) -> Extracted:
     """One message's blocks (see the module)."""
     with library_errors("eml"):
-        message = email.message_from_bytes(data, policy=email.policy.default)
+        message, cut = _parse(data)
     if not message.keys():
         raise Skipped(Skip.CORRUPT, "eml: no mail headers")
     blocks, failed = _message_blocks(message, options, "")
-    return _done(blocks, failed, "eml")
+    return _done(blocks, cut + failed, "eml")
 
 
 def read_mbox(data: bytes, options: ReadOptions) -> Extracted:
@@ -58,14 +73,74 @@ def read_mbox(data: bytes, options: ReadOptions) -> Extracted:
             box = mailbox.mbox(path, factory=None, create=False)
             try:
                 for number, key in enumerate(box.iterkeys(), start=1):
-                    message = email.message_from_bytes(box.get_bytes(key),
-                                                       policy=email.policy.default)
+                    message, cut = _parse(box.get_bytes(key))
                     found, lost = _message_blocks(message, options, f"message {number}")
                     blocks += found
-                    failed += lost
+                    failed += [f"message {number} › {line}" for line in cut] + lost
             finally:
                 box.close()
     return _done(blocks, failed, "mbox")
+
+
+def _parse(data: bytes) -> tuple[EmailMessage, list[str]]:
+    """The message in `data` with its parts nested past `MAX_NESTING` cut off, and one
+    line for each part cut or not parsed (see the module)."""
+    try:
+        message = email.message_from_bytes(data, policy=email.policy.default)
+        lost = []
+    except RecursionError:
+        message, lost = _parse_top_level(data)
+    return message, lost + _cut_deep(message)
+
+
+def _parse_top_level(data: bytes) -> tuple[EmailMessage, list[str]]:
+    """The message in `data` parsed one top-level part at a time, for a message too deep
+    for the parser as a whole: its headers, then each part its parser can take; a line
+    for each part it cannot (or for the body, when the message is not a multipart)."""
+    parser = email.parser.BytesParser(policy=email.policy.default)
+    message = parser.parsebytes(data, headersonly=True)
+    boundary = message.get_boundary()
+    payload = message.get_payload()
+    lost = []
+    if message.get_content_maintype() != "multipart" or boundary is None:
+        message.set_payload("")
+        return message, ["body: not read: nested too deep to parse"]
+    # RFC 2046 5.1.1: a delimiter is "--" and the boundary at the start of a line;
+    # the parts lie between the first delimiter and the closing one ("--" after it).
+    delimiter = re.compile(rf"^--{re.escape(boundary)}(--)?[ \t]*\r?$", re.MULTILINE)
+    pieces = delimiter.split(payload if isinstance(payload, str) else "")
+    message.set_payload([])
+    for number, (text, closing) in enumerate(zip(pieces[2::2], pieces[1::2]), start=1):
+        if closing:
+            break
+        try:
+            message.attach(email.message_from_string(text.lstrip("\r\n"),
+                                                     policy=email.policy.default))
+        except RecursionError:
+            lost.append(f"part {number}: not read: nested too deep to parse")
+    return message, lost
+
+
+def _cut_deep(message: EmailMessage) -> list[str]:
+    """Cut off, in place, the parts of `message` nested more than `MAX_NESTING` levels
+    below it (each emptied); a line for each. Walked with a stack: the nesting may be
+    deeper than Python's own."""
+    lost = []
+    stack = [(message, 0)]
+    while stack:
+        part, level = stack.pop()
+        inner = part.get_payload()
+        if not isinstance(inner, list):
+            continue
+        if level >= MAX_NESTING:
+            # An attached message keeps an empty message: the library writes one back.
+            part.set_payload([] if part.get_content_maintype() == "multipart"
+                             else [EmailMessage(policy=email.policy.default)])
+            lost.append(f"{part.get_content_type()} part: not read: nested more than "
+                        f"{MAX_NESTING} levels deep")
+            continue
+        stack.extend((p, level + 1) for p in inner if isinstance(p, EmailMessage))
+    return lost
 
 
 def _message_blocks(message: EmailMessage, options: ReadOptions,

@@ -95,52 +95,80 @@ def paragraphs(text: str, where: Location) -> list[Block]:
 
 def read_image(data: bytes, options: ReadOptions) -> Extracted:
     """The text in an image (see the module); `Skipped` when OCR is off or unavailable,
-    the image is unreadable or too large, or no text is recognised."""
+    the image is unreadable or too large, or no text is recognised. The size of every
+    frame to be read is checked before any is decoded; frames past `ocr_max_pages` are
+    neither checked nor read, and are listed in `Extracted.failed`."""
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
     try:
         image = Image.open(io.BytesIO(data))
-        width, height = image.size
+        kind = (image.format or "image").upper()
+        frames = getattr(image, "n_frames", 1)
+        read = min(frames, options.ocr_max_pages)
+        for index in range(read):  # seeking reads a frame's header, not its pixels
+            image.seek(index)
+            width, height = image.size
+            if width * height > options.max_pixels:
+                where = f" frame {index + 1}" if frames > 1 else ""
+                raise Skipped(Skip.TOO_LARGE, f"{kind}{where} of {width}x{height} pixels, "
+                                              f"more than the limit {options.max_pixels}")
+        image.seek(0)
     except UnidentifiedImageError:
         raise Skipped(Skip.CORRUPT, "image: not an image Pillow can read (broken, or "
                                     "another format under an image's name)") from None
-    except (OSError, ValueError, SyntaxError) as exc:
+    except Image.DecompressionBombError as exc:  # past Pillow's own limit, said as ours
+        raise Skipped(Skip.TOO_LARGE, f"image: {exc}") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise Skipped(Skip.CORRUPT, f"image: {type(exc).__name__}: {exc}") from None
-    kind = (image.format or "image").upper()
-    if width * height > options.max_pixels:
-        raise Skipped(Skip.TOO_LARGE, f"{kind} of {width}x{height} pixels, more than the "
-                                      f"limit {options.max_pixels}")
     why = ocr_unavailable(options)
     if why is not None:
         raise Skipped(Skip.NEEDS_OCR, f"{kind} image: {why}")
-    frames = getattr(image, "n_frames", 1)
     blocks: list[Block] = []
     failed: list[str] = []
     try:
         for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+            if number > read:
+                break
             where = Location(page=number) if frames > 1 else Location()
             try:
                 blocks += paragraphs(recognise(frame.convert("RGB"), options), where)
             except RuntimeError as exc:  # Tesseract failed or timed out on this page
                 failed.append(f"page {number}: OCR: {exc}")
+    except Image.DecompressionBombError as exc:
+        raise Skipped(Skip.TOO_LARGE, f"image: {exc}") from None
     except (OSError, ValueError, SyntaxError) as exc:
         raise Skipped(Skip.CORRUPT, f"image: {type(exc).__name__}: {exc}") from None
+    unread = past_page_limit(range(read + 1, frames + 1), options)
     if not blocks:
         raise Skipped(Skip.EMPTY, f"{kind} image: no text recognised"
-                      + (f" ({failed[0]})" if failed else ""))
-    return Extracted(tuple(blocks), failed=tuple(failed))
+                      + (f" ({'; '.join(failed[:1] + unread)})" if failed or unread else ""))
+    return Extracted(tuple(blocks), failed=tuple(failed + unread),
+                     pages_failed=len(failed) + frames - read)
+
+
+def past_page_limit(pages: Sequence[int], options: ReadOptions) -> list[str]:
+    """The line of `Extracted.failed` for the `pages` not recognised because they come
+    after the first `ocr_max_pages` of a file; none when there are none."""
+    if not pages:
+        return []
+    limit = options.ocr_max_pages
+    return [f"{page_span(pages)}: not recognised: OCR stops after {limit} "
+            f"page{'s' if limit != 1 else ''} a file"]
 
 
 def ocr_pdf_pages(data: bytes, pages: Sequence[int],
                   options: ReadOptions) -> tuple[dict[int, list[Block]], list[str]]:
     """Recognise the PDF pages numbered `pages` (1-based; the pages with no text layer):
     (page -> its blocks at `Location(page=n)`, one line per reason some pages gave
-    none, such as "pages 2–4: no text layer, and Tesseract is not installed")."""
+    none, such as "pages 2–4: no text layer, and Tesseract is not installed"). Only the
+    first `ocr_max_pages` of them are recognised; the rest are a line of their own."""
     if not pages:
         return {}, []
     why = ocr_unavailable(options)
     if why is not None:
         return {}, [f"{page_span(pages)}: no text layer, and {why}"]
+    unread = past_page_limit(list(pages)[options.ocr_max_pages:], options)
+    pages = list(pages)[:options.ocr_max_pages]
     import pypdfium2 as pdfium
 
     found: dict[int, list[Block]] = {}
@@ -188,7 +216,7 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int],
                 settle(*pending.popleft())
     finally:
         document.close()
-    return found, [f"{page_span(numbers)}: {why}" for why, numbers in reasons.items()]
+    return found, [f"{page_span(numbers)}: {why}" for why, numbers in reasons.items()] + unread
 
 
 def textless(pages: int, notes: Sequence[str], options: ReadOptions) -> Skipped:
@@ -197,7 +225,7 @@ def textless(pages: int, notes: Sequence[str], options: ReadOptions) -> Skipped:
     if notes and ocr_unavailable(options) is not None:
         return Skipped(Skip.NEEDS_OCR, notes[0])
     return Skipped(Skip.EMPTY, f"no extractable text in {pages} pages"
-                   + (f" ({notes[0]})" if notes else ""))
+                   + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def page_span(pages: Sequence[int]) -> str:

@@ -47,7 +47,8 @@ def read_pdf(data: bytes, options: ReadOptions) -> Extracted:
     if not any(b.kind is not BlockKind.HEADING for b in blocks):
         raise textless(len(texts), notes, options)
     return Extracted(tuple(blocks), failed=tuple(f"page {n}: text extraction failed"
-                                                 for n in failed) + tuple(notes))
+                                                 for n in failed) + tuple(notes),
+                     pages_failed=len(failed) + len(scanned) - len(recognised))
 
 
 def _paragraphs(text: str, page: int) -> list[Block]:
