@@ -258,12 +258,19 @@ def _run_options(as_json: bool, **fields: Any) -> Any:
 
 
 def _check_folder(path: Path, as_json: bool) -> None:
-    """Refuse a PATH that is not a folder, in one line, before any store is made."""
+    """Refuse a PATH that is not a folder, or one on a pseudo filesystem (/proc, /sys,
+    ...), in one line, before any store is made."""
+    from attnswitch.pipeline.ingest import check_root_filesystem
+
     if not path.is_dir():
         what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
             "which does not exist"
         raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
                     as_json)
+    try:
+        check_root_filesystem(path)
+    except NotADirectoryError as exc:
+        raise _fail("run", str(exc).replace("root:", "PATH:", 1), as_json) from None
 
 
 def _local_runner(path: Path, options: Any) -> Any:
