@@ -16,7 +16,9 @@ and the chunk count and largest chunk id it holds. Opening an index replays the 
 `seq` (adds inserted chunks still present, removes deleted ones); it is rebuilt from the
 vectors, and logged, when the file or header is missing, unreadable, another store's or
 another dimension's, when the file's bytes are not the ones saved (its CRC-32, in the
-header; for a large memory-mapped graph a sample of its vectors), when the log no longer reaches back to `seq` (pruned), or when its size
+header; for a large memory-mapped graph a sample of its vectors and, when the file
+changed since its save, its structure: `hnsw_file.graph_damage`), when the log no longer
+reaches back to `seq` (pruned), or when its size
 (after the replay) is not the store's chunk count or, with nothing to replay, its largest
 id is not the store's. A run saves the caught-up graph when it finishes
 (`SQLiteStore.finish_run`) and prunes the log.
