@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnswitch.pipeline.ann import HnswIndex, exact_top_k
+from attnswitch.pipeline.ann import CONNECTIVITY, HnswIndex, exact_top_k
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.store import ChunkRecord, SQLiteStore, StoreInputError
 
@@ -313,3 +314,104 @@ def test_a_graph_damaged_in_place_is_detected_logged_and_rebuilt(
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
     assert any("HNSW graph beside it is unusable" in r.getMessage() and str(db) in
                r.getMessage() for r in caplog.records), caplog.text
+
+
+DAMAGED_SEARCH = """
+import json, sys
+import numpy as np
+from attnswitch.pipeline import ann
+from attnswitch.pipeline.store import SQLiteStore
+ann.VERIFY_WHOLE_BELOW = 0  # the large-graph path: memory-mapped, not checksummed
+with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
+    queries = np.random.default_rng(1).normal(size=(20, store.dim)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    hits = store.dense(queries, 10)
+    print(json.dumps({"rows": len(hits), "each": min(len(h) for h in hits),
+                      "rebuilt": ann.HnswIndex.open(store).rebuilt}))
+"""
+
+
+def _graph_layout(graph: Path) -> tuple[int, int, int]:
+    """(offset of the node levels table, node count, base connectivity) of a usearch file
+    (layout in `pipeline/hnsw_file.py`)."""
+    data = graph.read_bytes()
+    rows, cols = np.frombuffer(data[:8], "<u4")
+    start = 8 + int(rows) * int(cols) + 64
+    size, _, base, _, _ = np.frombuffer(data[start:start + 40], "<u8")
+    return start + 40, int(size), int(base)
+
+
+def _large_graph(tmp_path: Path) -> Path:
+    """A store of 3,000 chunks (one document) with its graph saved."""
+    folder = tmp_path / "big"
+    folder.mkdir()
+    (folder / "a.txt").write_text("document a " * 30)
+    db = tmp_path / "big.sqlite3"
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        run = store.begin_run(folder)
+        (doc,) = ingest(folder)
+        vectors = np.random.default_rng(0).normal(size=(3000, DIM))
+        store.write_document(doc, [ChunkRecord(f"c {i}", 1, i, i + 1) for i in range(3000)],
+                             vectors)
+        store.finish_run(run)
+    return db
+
+
+@pytest.mark.parametrize("damage", ["500 bytes flipped in the last 7%",
+                                    "neighbour slots past the end", "counts past the connectivity"])
+def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
+        tmp_path: Path, damage: str) -> None:
+    """Issue 41: a memory-mapped graph over `VERIFY_WHOLE_BELOW` used to be checked by a
+    sample of its vectors only; damage to its graph section made usearch read wild
+    addresses and the search died by SIGSEGV (exit 139). Its structure is now checked
+    before usearch maps it (`hnsw_file.graph_damage`): the search, in a fresh process,
+    ends normally with full results from a rebuilt graph."""
+    db = _large_graph(tmp_path)
+    graph, _ = HnswIndex.paths(db)
+    data = bytearray(graph.read_bytes())
+    levels_at, size, base = _graph_layout(graph)
+    if damage.startswith("500"):
+        for seed in range(4):  # the issue replayed: it crashed usearch in some runs
+            for i in np.random.default_rng(seed).integers(int(len(data) * 0.93),
+                                                          len(data), 500):
+                data[i] ^= 0xFF
+    else:  # every node's level-0 list: its first slot far past the node count, or its count
+        levels = np.frombuffer(bytes(data[levels_at:levels_at + 2 * size]), "<i2")
+        sizes = 10 + 4 + 4 * base + levels.astype(np.int64) * (4 + 4 * CONNECTIVITY)
+        for offset in levels_at + 2 * size + np.concatenate(([0], np.cumsum(sizes[:-1]))):
+            if damage == "neighbour slots past the end":
+                data[offset + 14:offset + 18] = np.uint32(0x7FFFFFF0).tobytes()
+            else:
+                data[offset + 10:offset + 14] = np.uint32(0x00FFFFFF).tobytes()
+    graph.write_bytes(bytes(data))
+    out = subprocess.run([sys.executable, "-c", DAMAGED_SEARCH, str(db), str(THRESHOLD)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    assert json.loads(out.stdout.splitlines()[-1]) == {"rows": 20, "each": 10,
+                                                       "rebuilt": False}
+    assert "HNSW graph beside it is unusable" in out.stderr
+
+
+def test_the_structure_check_is_paid_once_per_saved_graph(tmp_path: Path, root: Path,
+                                                          monkeypatch) -> None:
+    """A mapped large graph whose size and mtime are those it was saved with is trusted
+    structurally (a cold search reads only what it touches); one touched since is checked."""
+    from attnswitch.pipeline import ann, hnsw_file
+
+    checked: list[Path] = []
+
+    def recording(path: Path, dim: int) -> str | None:
+        checked.append(path)
+        return hnsw_file.graph_damage(path, dim)
+
+    monkeypatch.setattr(ann, "VERIFY_WHOLE_BELOW", 0)
+    monkeypatch.setattr(ann, "graph_damage", recording)
+    db = indexed(tmp_path, root)
+    graph, _ = HnswIndex.paths(db)
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        assert HnswIndex.open(store).mapped and checked == []
+    stat = graph.stat()
+    os.utime(graph, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        index = HnswIndex.open(store)
+        assert index.mapped and not index.rebuilt and checked == [graph]

@@ -44,3 +44,15 @@ def test_the_docs_state_the_drain_limit_and_the_security_model() -> None:
     section = text.split("## Security", 1)[1].split("\n## ", 1)[0]
     for topic in ("keys", "jobs root", "timeout", "loopback", "Host"):
         assert topic.lower() in section.lower(), topic
+
+
+@pytest.mark.parametrize("chunk_id", [str(2**63), str(2**64), "9" * 40, "0", "-1"])
+def test_a_chunk_id_out_of_the_stores_range_is_refused_by_the_request_model(
+        client, chunk_id: str) -> None:
+    """Issue 41 (6): an id of 2^63 or more overflowed inside the store (OverflowError,
+    500); ids are now 1 .. 2^63 - 1 by the route's model: a one-line 422 naming it."""
+    r = client.get(f"/v1/chunks/{chunk_id}/context")
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert "chunk_id" in message and "\n" not in message, message
+    assert client.get(f"/v1/chunks/{2**63 - 1}/context").status_code == 404

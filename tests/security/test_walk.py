@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from attnswitch.pipeline.filesystems import pseudo_devices
 from attnswitch.pipeline.ingest import MAX_DEPTH, Skip, ingest, load, scan
 from attnswitch.pipeline.store import SQLiteStore
 from security_testing import JOB_TIMEOUT_S, SECRET, finished
@@ -253,3 +254,36 @@ def test_a_link_that_cannot_be_resolved_is_skipped_with_a_reason(tmp_path: Path)
     proc = cli("run", str(root), "--db", str(tmp_path / "data"), "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["indexed"] == 1
+
+
+@pytest.mark.parametrize("folder", ["/proc", "/sys", "/proc/self"])
+def test_a_pseudo_filesystem_root_is_refused_at_once(tmp_path: Path, folder: str) -> None:
+    """Issue 41 (8): `run /proc --json` read pseudo-files for minutes; a root on a pseudo
+    filesystem (told by its device's type in the mount table) is refused in one line."""
+    if not Path(folder).is_dir() or not pseudo_devices():
+        pytest.skip(f"{folder} is not mounted here")
+    out = cli("run", folder, "--json", cwd=tmp_path)
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error.startswith("PATH: expected a folder of documents") and "pseudo" in error
+    assert not (tmp_path / "index.sqlite3").exists()
+
+
+def test_a_pseudo_filesystem_below_the_root_is_skipped_with_its_type() -> None:
+    if not Path("/proc/self").is_dir() or not pseudo_devices():
+        pytest.skip("no /proc here")
+    entries = {e.path: e for e in scan("/", max_depth=1)}
+    proc = entries[Path("/proc")]
+    assert proc.skip is Skip.NOT_A_FILE and "proc pseudo filesystem" in proc.error
+    assert not [p for p in entries if p.is_relative_to("/proc") and p != Path("/proc")]
+
+
+def test_the_mount_table_names_pseudo_devices_by_type(tmp_path: Path) -> None:
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "22 1 0:21 / /proc rw,nosuid shared:5 - proc proc rw\n"
+        "23 1 0:22 / /sys rw shared:6 - sysfs sysfs rw\n"
+        "24 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
+        "a broken line\n")
+    assert pseudo_devices(str(table)) == {os.makedev(0, 21): "proc", os.makedev(0, 22): "sysfs"}
+    assert pseudo_devices(str(tmp_path / "missing")) == {}

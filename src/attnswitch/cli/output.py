@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from typing import Any
 
@@ -38,3 +39,23 @@ def jsonable(x: Any) -> Any:
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(jsonable(data), indent=1, default=str))
+
+
+# C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a line shows.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def terminal_text(text: object) -> str:
+    """`text` safe to print to a terminal through rich: every control character (ESC,
+    newline, C1, bidi overrides) shown escaped (`\\x1b`, `\\n`, `\\u202e`), so that a file
+    name or a document's text can neither drive the terminal nor fake a row, and rich's
+    markup escaped. Everything printed from names, headings, snippets or reasons goes
+    through it."""
+    from rich.markup import escape
+
+    def shown(m: re.Match) -> str:
+        c = m.group()
+        return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return escape(_UNSAFE.sub(shown, str(text)))

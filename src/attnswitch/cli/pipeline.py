@@ -39,7 +39,7 @@ from attnswitch.cli.options import (
     StoreOption,
     nonblank_path,
 )
-from attnswitch.cli.output import print_json, rich_console
+from attnswitch.cli.output import print_json, rich_console, terminal_text
 from attnswitch.cli.progress import pick as progress_display
 from attnswitch.observe.liblog import LibraryLog
 from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
@@ -263,12 +263,19 @@ def _run_options(as_json: bool, **fields: Any) -> Any:
 
 
 def _check_folder(path: Path, as_json: bool) -> None:
-    """Refuse a PATH that is not a folder, in one line, before any store is made."""
+    """Refuse a PATH that is not a folder, or one on a pseudo filesystem (/proc, /sys,
+    ...), in one line, before any store is made."""
+    from attnswitch.pipeline.ingest import check_root_filesystem
+
     if not path.is_dir():
         what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
             "which does not exist"
         raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
                     as_json)
+    try:
+        check_root_filesystem(path)
+    except NotADirectoryError as exc:
+        raise _fail("run", str(exc).replace("root:", "PATH:", 1), as_json) from None
 
 
 def _local_runner(path: Path, options: Any) -> Any:
@@ -375,7 +382,7 @@ def _render_run(s: dict) -> None:
         ("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
             f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")),
         ("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"] else "")
-         + s["memory"]["reason"]),
+         + terminal_text(s["memory"]["reason"])),
         ("cost", _cost_text(s["cost"])),
     ]
     if s.get("ray"):
@@ -393,8 +400,8 @@ def _render_run(s: dict) -> None:
         log = s["library_log"]
         rows.append(("library log", f"{log['messages']} message(s) from libraries in "
                                     f"{log['path']}"))
-    for key, value in rows:
-        t.add_row(key, value)
+    for key, value in rows:  # the memory watch's markup is ours, its reason escaped above
+        t.add_row(key, value if key == "memory watch" else terminal_text(value))
     console.print(t)
     if s.get("ray"):
         _render_kinds(console, s["ray"]["kinds"])
@@ -448,7 +455,7 @@ def _render_files(console: Any, title: str, rows: list[dict], column: str) -> No
     t.add_column("file", overflow="fold")
     t.add_column(column, overflow="fold")
     for r in rows[:SKIPS_SHOWN]:
-        t.add_row(r["source"], r[column])
+        t.add_row(terminal_text(r["source"]), terminal_text(r[column]))
     if len(rows) > SKIPS_SHOWN:
         t.add_row(f"... and {len(rows) - SKIPS_SHOWN} more", "(attnswitch status --json)")
     console.print(t)
@@ -599,7 +606,6 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
 def _render_search(query: str, results: list[dict], model: str, mode: str) -> None:
     """A table of `search.Hit.to_dict()`s: rank, score and, in hybrid mode, the score parts
     (cosine similarity and keyword score, each with its rank in its own list)."""
-    from rich.markup import escape
     from rich.table import Table
 
     from attnswitch.pipeline.search import DENSE_WEIGHT, PHRASE_BONUS, where
@@ -611,7 +617,7 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
                     f"words as one phrase (0 to {1 + PHRASE_BONUS:g}); "
                     "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
                     "higher is better; - : not among that list's best")
-    t = Table(title=f"Search: {escape(query)}", caption=escape(caption),
+    t = Table(title=f"Search: {terminal_text(query)}", caption=terminal_text(caption),
               title_justify="left", caption_justify="left", show_lines=True)
     t.add_column("#", justify="right")
     t.add_column({"hybrid": "fused", "dense": "cosine", "keyword": "keyword"}[mode],
@@ -626,8 +632,8 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
                  _part(r["keyword_score"], r["keyword_rank"], ".3g")] if mode == "hybrid" else []
         t.add_row(str(r["rank"]), f"{r['score']:.4f}" if mode == "hybrid" else
                   f"{r['score']:.3f}", *parts,
-                  escape(f"{where(r['path'], r['location'], r['heading_path'])} "
-                         f"#{r['ordinal']}"), escape(r["snippet"]))
+                  terminal_text(f"{where(r['path'], r['location'], r['heading_path'])} "
+                                f"#{r['ordinal']}"), terminal_text(r["snippet"]))
     rich_console().print(t)
 
 
@@ -677,8 +683,8 @@ def _render_status(r: dict, config: Any) -> None:
     t = Table(title="attnswitch status", title_justify="left", show_header=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
-    t.add_row("index", r["index"])
-    t.add_row("folders", "\n".join(r["roots"]) or "-")
+    t.add_row("index", terminal_text(r["index"]))
+    t.add_row("folders", "\n".join(terminal_text(root) for root in r["roots"]) or "-")
     t.add_row("documents", f"{r['documents']:,} indexed, {r['skipped']:,} skipped")
     t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
     t.add_row("model", config.describe() if config else "-")
@@ -690,7 +696,7 @@ def _render_status(r: dict, config: Any) -> None:
     if run:
         when = dt.datetime.fromtimestamp(run["started_at"]).isoformat(" ", "seconds")
         s = run["summary"]
-        line = f"#{run['id']} {run['status']}, started {when}, {run['root']}"
+        line = f"#{run['id']} {run['status']}, started {when}, {terminal_text(run['root'])}"
         if s:
             line += (f"\n{s.get('chunks_encoded', 0):,} chunks encoded in "
                      f"{s.get('wall_s', 0):.1f} s; {s.get('new', 0)} new, "
@@ -700,8 +706,8 @@ def _render_status(r: dict, config: Any) -> None:
     else:
         t.add_row("last run", "-")
     if r["skipped"]:
-        t.add_row("skipped", ", ".join(f"{k} ({n})" for k, n
-                                       in sorted(r["skipped_by_reason"].items())))
+        t.add_row("skipped", terminal_text(", ".join(
+            f"{k} ({n})" for k, n in sorted(r["skipped_by_reason"].items()))))
     console.print(t)
     if r["skipped_files"]:
         _render_files(console, "Skipped files", r["skipped_files"], "reason")

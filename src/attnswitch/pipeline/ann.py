@@ -16,7 +16,9 @@ and the chunk count and largest chunk id it holds. Opening an index replays the 
 `seq` (adds inserted chunks still present, removes deleted ones); it is rebuilt from the
 vectors, and logged, when the file or header is missing, unreadable, another store's or
 another dimension's, when the file's bytes are not the ones saved (its CRC-32, in the
-header; for a large memory-mapped graph a sample of its vectors), when the log no longer reaches back to `seq` (pruned), or when its size
+header; for a large memory-mapped graph a sample of its vectors and, when the file
+changed since its save, its structure: `hnsw_file.graph_damage`), when the log no longer
+reaches back to `seq` (pruned), or when its size
 (after the replay) is not the store's chunk count or, with nothing to replay, its largest
 id is not the store's. A run saves the caught-up graph when it finishes
 (`SQLiteStore.finish_run`) and prunes the log.
@@ -42,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from attnswitch.pipeline.hnsw_file import graph_damage
 
 # Graph parameters: M=16, ef_construction=128. The search beam (ef) is a search-time
 # setting: `store.EF_SEARCH` by default, or the store's or the call's.
@@ -144,14 +148,19 @@ class HnswIndex:
             why = f"{type(exc).__name__}: {exc}"
         if usable:
             view = not (writable or pending)
-            try:
-                index = Index.restore(str(graph), view=view)
-            except Exception as exc:  # a torn or foreign file: rebuilt below
-                index, why = None, f"unreadable ({type(exc).__name__})"
+            index = None
+            # The file is checked before usearch reads it: usearch trusts what it restores.
+            why = cls._file_damage(graph, meta, store.dim, view) or ""
+            if not why:
+                try:
+                    index = Index.restore(str(graph), view=view)
+                except Exception as exc:  # a torn or foreign file: rebuilt below
+                    why = f"unreadable ({type(exc).__name__})"
             if index is not None and index.ndim != store.dim:
                 index, why = None, f"of dimension {index.ndim}"
-            if index is not None and not cls._intact(index, graph, meta, store, view):
-                index, why = None, "damaged (its bytes are not the ones saved)"
+            if index is not None and view and meta["size"] > VERIFY_WHOLE_BELOW:
+                why = cls._sample_damage(index, meta, store) or ""
+                index = None if why else index
             if index is not None:
                 self = cls(db_path, index, meta["seq"], rebuilt=False, mapped=view)
                 if pending:
@@ -165,21 +174,37 @@ class HnswIndex:
         return cls._build(store, db_path)
 
     @staticmethod
-    def _intact(index: Any, graph: Path, meta: dict, store: Any, view: bool) -> bool:
-        """Whether a restored graph is the one saved: its file's CRC-32 is the header's
-        (a loaded graph, or a mapped one up to `VERIFY_WHOLE_BELOW` bytes), or a sample of
-        `VERIFY_SAMPLE` of its vectors equals the store's (a larger mapped one)."""
+    def _file_damage(graph: Path, meta: dict, dim: int, view: bool) -> str | None:
+        """Why the saved file is not safe to restore, or None: its CRC-32 is not the
+        header's (a graph to load, or one to map up to `VERIFY_WHOLE_BELOW` bytes); a larger
+        one to map has its structure checked (`hnsw_file.graph_damage`) unless its size and
+        mtime are still those it was saved with (so the check reads no more than the graph
+        section, once per saved graph: a cold search over an untouched graph reads only the
+        pages its walk touches). `_sample_damage` then checks such a graph's vectors."""
         if not view or meta["size"] <= VERIFY_WHOLE_BELOW:
-            return file_crc32(graph) == meta.get("crc32")
+            if file_crc32(graph) != meta.get("crc32"):
+                return "damaged (its bytes are not the ones saved)"
+            return None
+        if meta.get("mtime_ns") == graph.stat().st_mtime_ns:
+            return None
+        damage = graph_damage(graph, dim)
+        return f"damaged ({damage})" if damage else None
+
+    @staticmethod
+    def _sample_damage(index: Any, meta: dict, store: Any) -> str | None:
+        """Why a large mapped graph is not the one saved, or None: a sample of
+        `VERIFY_SAMPLE` of its vectors must equal the store's."""
         ids, vectors = store.vectors_of(np.random.default_rng().integers(
             1, meta["max_id"] + 1, VERIFY_SAMPLE))
         if not len(ids):
-            return True
+            return None
         present = np.array([index.contains(int(i)) for i in ids])
         if not present.all():
-            return False
+            return "damaged (stored chunks are missing from it)"
         got = np.asarray(index.get(ids.astype(np.uint64)), np.float32)
-        return got.shape == vectors.shape and bool(np.allclose(got, vectors, atol=1e-6))
+        if got.shape != vectors.shape or not np.allclose(got, vectors, atol=1e-6):
+            return "damaged (its vectors are not the store's)"
+        return None
 
     @classmethod
     def _build(cls, store: Any, db_path: Path) -> HnswIndex:
@@ -233,6 +258,7 @@ class HnswIndex:
         os.replace(tmp, graph)
         meta = {"format": INDEX_FORMAT, "store_id": store.store_id, "dim": store.dim,
                 "seq": self.seq, "size": graph.stat().st_size, "crc32": file_crc32(graph),
+                "mtime_ns": graph.stat().st_mtime_ns,
                 "count": len(self.index),
                 "max_id": store.max_chunk_id(),
                 "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}

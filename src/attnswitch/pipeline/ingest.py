@@ -67,6 +67,7 @@ from attnswitch.errors import AttnswitchError
 from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES, Block, ReadOptions
 from attnswitch.pipeline.readers.dispatch import extract, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
+from attnswitch.pipeline.filesystems import pseudo_devices
 from attnswitch.pipeline.readers.skip import Skip
 from attnswitch.pipeline.readers.skip import Skipped as _Skipped
 
@@ -179,11 +180,13 @@ def scan(root: str | os.PathLike, *, include_hidden: bool = False,
         if not stat.S_ISDIR(st.st_mode):
             raise NotADirectoryError(f"root: expected a folder, got {_shown_path(root)!r}")
         check_root_name(base)
+        pseudo = pseudo_devices()
+        check_root_filesystem(base, st.st_dev, pseudo)
         pinned = (st.st_dev, st.st_ino)
         if root_id is not None and pinned != tuple(root_id):
             raise NotADirectoryError(f"root: expected the folder checked before, got "
                                      f"another at {_shown_path(base)!r} (it was replaced)")
-        return _walk(root_fd, base, pinned, include_hidden, max_depth)
+        return _walk(root_fd, base, pinned, include_hidden, max_depth, pseudo)
     finally:
         os.close(root_fd)
 
@@ -204,6 +207,19 @@ def folder_id(path: str | os.PathLike) -> tuple[int, int]:
 
 class RootNameError(AttnswitchError, NotADirectoryError, ValueError):
     """The root's path is not valid UTF-8: the store could not record it."""
+
+
+def check_root_filesystem(path: str | os.PathLike, device: int | None = None,
+                          pseudo: dict[int, str] | None = None) -> None:
+    """Refuse a root on a pseudo filesystem (`filesystems.PSEUDO_TYPES`: /proc, /sys, ...)
+    with `NotADirectoryError` naming its type. `device`: the root's `st_dev` (stat'ed when
+    None); `pseudo`: the mount table's pseudo devices (read when None)."""
+    device = os.stat(path).st_dev if device is None else device
+    pseudo = pseudo_devices() if pseudo is None else pseudo
+    if device in pseudo:
+        raise NotADirectoryError(
+            f"root: expected a folder of documents, got {_shown_path(path)!r} on a "
+            f"{pseudo[device]} pseudo filesystem (the kernel's files, not documents)")
 
 
 def check_root_name(path: str | os.PathLike) -> None:
@@ -264,7 +280,7 @@ def _shown_path(path: str | os.PathLike) -> str:
 
 
 def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bool,
-          max_depth: int) -> list[SourceFile]:
+          max_depth: int, pseudo: dict[int, str]) -> list[SourceFile]:
     """The iterative walk of `scan` below the open folder `root_fd` (not closed here)."""
     out: list[SourceFile] = []
 
@@ -296,7 +312,7 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
             here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
             try:
                 child = _visit(fd, root_fd, base, here, shown, len(stack), include_hidden,
-                               max_depth, entry)
+                               max_depth, entry, pseudo)
             except Exception as exc:  # a bad entry never stops the walk
                 entry(here, shown, error=f"{type(exc).__name__}: {exc}")
                 continue
@@ -324,9 +340,11 @@ def _listing(fd: int) -> list[str] | str:
 
 def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str,
            depth: int, include_hidden: bool, max_depth: int,
-           entry: Callable[..., None]) -> tuple[int, list[str]] | None:
+           entry: Callable[..., None],
+           pseudo: dict[int, str]) -> tuple[int, list[str]] | None:
     """Record the entry `parts` (the last name in the folder `fd`); for a folder to
-    descend into, return its open descriptor and its names."""
+    descend into, return its open descriptor and its names. A folder on a pseudo filesystem
+    (`pseudo`: device id -> type) is skipped with that reason."""
     name = parts[-1]
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -337,6 +355,10 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
         if depth > max_depth:
             entry(parts, shown, error=f"more than {max_depth} folders below the root",
                   skip=Skip.TOO_DEEP)
+            return None
+        if st.st_dev in pseudo:
+            entry(parts, shown, error=f"a {pseudo[st.st_dev]} pseudo filesystem (the "
+                  "kernel's files, not documents)", skip=Skip.NOT_A_FILE)
             return None
         try:
             child = _open_dir(name, fd)

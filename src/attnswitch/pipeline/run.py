@@ -560,12 +560,13 @@ def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(
 
 
 def check_root(root: str | os.PathLike) -> Path:
-    from attnswitch.pipeline.ingest import check_root_name
+    from attnswitch.pipeline.ingest import check_root_filesystem, check_root_name
 
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"root: expected a folder, got {str(root)!r}")
     check_root_name(root.resolve())  # before the store records it
+    check_root_filesystem(root)
     return root
 
 

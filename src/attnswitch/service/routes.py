@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from attnswitch.service import overview
@@ -37,6 +37,7 @@ from attnswitch.service.errors import ServiceError
 from attnswitch.service.limits import check_items
 from attnswitch.service.runtime import Service
 from attnswitch.service.schemas import (
+    MAX_CHUNK_ID,
     EmbeddingRequest,
     EmbeddingResponse,
     Health,
@@ -209,7 +210,8 @@ async def skipped_files(request: Request, match: Annotated[str, Query(max_length
 
 
 @v1.get("/chunks/{chunk_id}/context", responses=errors(401, 404, 409, 422, 503))
-async def chunk_context(request: Request, chunk_id: int,
+async def chunk_context(request: Request,
+                        chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)],
                         around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2
                         ) -> dict:
     found = await _view(request, overview.chunk_context, chunk_id, around)

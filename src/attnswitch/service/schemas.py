@@ -25,6 +25,11 @@ MAX_K = 100
 MAX_INPUT_ITEMS = 2048
 
 
+# A chunk id as the stores keep it: a SQLite rowid or a PostgreSQL bigint, 1 .. 2^63 - 1
+# (a larger one in a path used to overflow inside the store and answer 500).
+MAX_CHUNK_ID = 2**63 - 1
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
