@@ -161,7 +161,9 @@ class ReadOptions:
     thousands; office XML's is about 10 to 50). max_pixels: the largest image (or rendered
     page) read, width times height. ocr_dpi: the resolution scanned PDF pages are
     rendered at for OCR; ocr_timeout_s: the most Tesseract may take over one page;
-    ocr_workers: scanned pages of a PDF recognised at once (0: one per CPU)."""
+    ocr_workers: scanned pages of a PDF recognised at once (0: one per CPU);
+    tool_timeout_s: the most a reading program (antiword, xls2csv...) may take over one
+    file."""
 
     max_bytes: int = 20 * 2**20
     ocr: bool = True
@@ -174,6 +176,7 @@ class ReadOptions:
     ocr_dpi: int = 200
     ocr_timeout_s: float = 120.0
     ocr_workers: int = 0
+    tool_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_members", "max_pixels", "ocr_dpi"):
@@ -181,7 +184,7 @@ class ReadOptions:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
         if self.ocr_workers < 0:
             raise ValueError(f"ocr_workers: expected >= 0, got {self.ocr_workers}")
-        for name in ("max_ratio", "ocr_timeout_s"):
+        for name in ("max_ratio", "ocr_timeout_s", "tool_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")
 

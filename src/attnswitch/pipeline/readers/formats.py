@@ -5,9 +5,12 @@
   decompresses to more (a decompression bomb) is skipped as too large without being
   inflated further. The name without its `.gz`, `.bz2` or `.xz` suffix then chooses the
   reader of the content, so `README.md.gz` is Markdown and `changelog.Debian.gz` text.
-- Content that starts with `%PDF-` is a PDF, whatever the name.
+- Content that starts with `%PDF-` is a PDF, whatever the name; so is an OLE2 compound
+  file holding a Word, Excel or PowerPoint 97-2003 stream (`.doc`, `.xls`, `.ppt`) that
+  kind (`legacy_office.ole_kind`), whatever the name (a `.doc` saved as `report.docx`).
 - A known extension picks its reader (`KINDS`): text, Markdown, HTML, PDF, Office Open
-  XML and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`), notebooks, CSV/TSV,
+  XML, old binary Office and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`),
+  notebooks, CSV/TSV,
   images (read by OCR) and source and config files (`code.LANGUAGES`).
 - Any other name whose content says what it is (`sniff_container`): an image by its
   signature (PNG, JPEG, TIFF); a ZIP archive that is a document by its members
@@ -35,6 +38,8 @@ from pathlib import PurePath
 from types import MappingProxyType
 
 from attnswitch.pipeline.readers.code import LANGUAGES
+from attnswitch.pipeline.readers.containers import OLE_MAGIC
+from attnswitch.pipeline.readers.legacy_office import ole_kind
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 TEXT_EXTENSIONS = MappingProxyType({".txt": "text", ".text": "text", ".rst": "text",
@@ -44,7 +49,9 @@ PDF_EXTENSIONS = MappingProxyType({".pdf": "pdf"})
 DOCUMENT_EXTENSIONS = MappingProxyType({
     ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt", ".odp": "odp",
     ".ods": "ods", ".epub": "epub", ".rtf": "rtf", ".eml": "eml", ".mbox": "mbox",
-    ".ipynb": "ipynb", ".csv": "csv", ".tsv": "csv", ".tab": "csv"})
+    ".ipynb": "ipynb", ".csv": "csv", ".tsv": "csv", ".tab": "csv",
+    ".doc": "doc", ".dot": "doc", ".xls": "xls", ".xlt": "xls", ".ppt": "ppt", ".pps": "ppt",
+    ".pot": "ppt"})
 IMAGE_EXTENSIONS = MappingProxyType({".png": "image", ".jpg": "image", ".jpeg": "image",
                                      ".tif": "image", ".tiff": "image"})
 CODE_EXTENSIONS = MappingProxyType({suffix: "code" for suffix in LANGUAGES})
@@ -66,7 +73,8 @@ _BINARY_SIGNATURES = (
     (b"OggS", "an Ogg media file"), (b"fLaC", "a FLAC audio file"),
     (b"\x1f\x8b", "gzip-compressed data"), (b"BZh", "bzip2-compressed data"),
     (b"\xfd7zXZ\x00", "xz-compressed data"), (b"!<arch>\n", "an ar archive (a .deb?)"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an OLE document (old Office format)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+     "an OLE2 file that is no Word, Excel or PowerPoint file"),
 )
 # Registered media types (Python's built-in table, not the machine's) of extensions that
 # hold text although their type is not text/*.
@@ -121,6 +129,10 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     if data.startswith(PDF_MAGIC):
         return Format("pdf", data, compression)
     suffix = PurePath(name).suffix.lower()
+    if data.startswith(OLE_MAGIC):
+        legacy = ole_kind(data)
+        if legacy is not None:
+            return Format(legacy, data, compression, sniffed=KINDS.get(suffix) != legacy)
     if suffix in KINDS and suffix:
         return Format(KINDS[suffix], data, compression)
     sniffed = sniff_container(data)
