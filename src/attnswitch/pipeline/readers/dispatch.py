@@ -27,7 +27,8 @@ def readers() -> dict[str, Reader]:
         "eml": _later("mail", "read_eml"), "mbox": _later("mail", "read_mbox"),
         "ipynb": _later("notebook", "read_ipynb"), "csv": _later("tabular", "read_csv"),
         "doc": _later("legacy_office", "read_doc"), "xls": _later("legacy_office", "read_xls"),
-        "ppt": _later("legacy_office", "read_ppt"), "code": _later("code", "read_code"), "image": _later("ocr", "read_image"),
+        "ppt": _later("legacy_office", "read_ppt"), "code": _later("code", "read_code"),
+        "image": _later("ocr", "read_image"),
     }
 
 
