@@ -100,3 +100,28 @@ def test_a_password_protected_ooxml_file_named_doc_is_encrypted() -> None:
     skip = skipped("report.doc", (FIXTURES / "anyhow-encrypted.docx").read_bytes())
     assert skip.skip is Skip.ENCRYPTED
     assert skip.detail == "doc: password-protected (an encrypted Office file)"
+
+
+@pytest.mark.parametrize(("fixture", "name", "kind"), [
+    ("anyhow.rtf", "anyhow.doc", "rtf"), ("anyhow.docx", "anyhow.doc", "docx"),
+    ("json-types.xlsx", "export.xls", "xlsx")])
+def test_a_legacy_name_on_other_content_is_read_as_that_content(fixture: str, name: str,
+                                                                kind: str) -> None:
+    data = (FIXTURES / fixture).read_bytes()
+    assert detect(name, data, 2**30).kind == kind
+    assert read_named(name, data, ReadOptions()).blocks
+
+
+def test_an_html_table_exported_as_xls_is_read_as_html() -> None:
+    page = ("<html><head><title>Export</title></head><body><table><tr><th>serial</th>"
+            "<th>owner</th></tr><tr><td>PF07919K</td><td>Amal Haddad</td></tr></table>"
+            "</body></html>")
+    got = read_named("export.xls", page.encode(), ReadOptions())
+    [table] = [b for b in got.blocks if b.kind is BlockKind.TABLE]
+    assert table.rows == (("serial", "owner"), ("PF07919K", "Amal Haddad"))
+
+
+def test_a_legacy_name_on_text_is_no_ole2_file() -> None:
+    skip = skipped("notes.doc", b"just some text, not a Word file\n")
+    assert skip.skip is Skip.CORRUPT
+    assert skip.detail == "doc: not an OLE2 (old binary Office) file"

@@ -7,7 +7,9 @@
   reader of the content, so `README.md.gz` is Markdown and `changelog.Debian.gz` text.
 - Content that starts with `%PDF-` is a PDF, whatever the name; so is an OLE2 compound
   file holding a Word, Excel or PowerPoint 97-2003 stream (`.doc`, `.xls`, `.ppt`) that
-  kind (`legacy_office.ole_kind`), whatever the name (a `.doc` saved as `report.docx`).
+  kind (`legacy_office.ole_kind`), whatever the name (a `.doc` saved as `report.docx`);
+  a `.doc`, `.xls` or `.ppt` that is no OLE2 file is read as what it is (RTF, HTML, a
+  renamed `.docx`...) where its content says.
 - A known extension picks its reader (`KINDS`): text, Markdown, HTML, PDF, Office Open
   XML, old binary Office and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`),
   notebooks, CSV/TSV,
@@ -89,6 +91,8 @@ _TEXT_APPLICATION_TYPES = frozenset({
 _SUFFIXES = MappingProxyType({codec: suffixes for _, codec, suffixes in COMPRESSIONS})
 _TAR_MAGIC_AT = 257  # "ustar" at this offset marks a tar archive
 _HTML_OPENINGS = (b"<!doctype html", b"<html")
+_RTF_MAGIC = b"{\\rtf"
+LEGACY_KINDS = frozenset({"doc", "xls", "ppt"})
 # Images read by OCR, known by their signature whatever the name.
 _IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 # ZIP-based documents known by a member (OOXML) or by the `mimetype` member's content
@@ -133,6 +137,10 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
         legacy = ole_kind(data)
         if legacy is not None:
             return Format(legacy, data, compression, sniffed=KINDS.get(suffix) != legacy)
+    if KINDS.get(suffix) in LEGACY_KINDS and not data.startswith(OLE_MAGIC):
+        other = _not_legacy(data)
+        if other is not None:
+            return Format(other, data, compression, sniffed=True)
     if suffix in KINDS and suffix:
         return Format(KINDS[suffix], data, compression)
     sniffed = sniff_container(data)
@@ -148,6 +156,19 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     head = data[:512].lstrip().lower()
     kind = "html" if head.startswith(_HTML_OPENINGS) else "text"
     return Format(kind, data, compression, sniffed=True)
+
+
+def _not_legacy(data: bytes) -> str | None:
+    """What a file named as an old binary Office file (`.doc`, `.xls`, `.ppt`) but with
+    no OLE2 content is: RTF, HTML (Word and Excel save both under these names, and web
+    applications export HTML tables as `.xls`), or a document known by its content (a
+    `.docx` renamed); None for anything else (its reader then says it is no OLE2 file)."""
+    head = data[:512].lstrip().lower()
+    if head.startswith(_RTF_MAGIC):
+        return "rtf"
+    if head.startswith(_HTML_OPENINGS):
+        return "html"
+    return sniff_container(data)
 
 
 def sniff_container(data: bytes) -> str | None:
