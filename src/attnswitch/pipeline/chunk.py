@@ -68,8 +68,9 @@ RECORD_SEPARATOR = " | "
 class Chunk:
     """One chunk of a document: `text == document[start:end]` (except a table's chunks:
     the rows of a table with a header as "header: value" records, or a later chunk of a
-    long table without one repeating its first row; `start:end` spans the rows), `n_tokens` model tokens of `text`. `heading_path`: the headings it lies
-    under, outermost first; `location`: the span of its blocks' locations;
+    long table without one repeating its first row; `start:end` spans the rows),
+    `n_tokens` model tokens of `text`. `heading_path`: the headings it lies under,
+    outermost first; `location`: the span of its blocks' locations;
     `embed_prefix`: what the encoder reads before `text` ("" unless headings are
     embedded)."""
 

@@ -22,8 +22,9 @@ pages such as PostgreSQL's and SQLite's), so it is used as a judge only: a block
 when at least half of its words are in trafilatura's text, in order (a word-sequence
 alignment: the longest common subsequence of the page's words and trafilatura's, by
 rapidfuzz's bit-parallel `Indel` in C++; difflib's `SequenceMatcher` did it before and was
-half of the profiled time of reading the corpus), and a heading is kept when it is itself kept or any block of its section (up
-to the next heading of its level or higher) is. When trafilatura finds nothing, or
+half of the profiled time of reading the corpus), and a heading is kept when it is
+itself kept or any block of its section (up to the next heading of its level or higher)
+is. When trafilatura finds nothing, or
 nothing aligns, the whole page is kept (trafilatura then logs "discarding data" on its
 logger, "trafilatura"), and so is a page of more than `MAX_ALIGNED_WORDS` words.
 docs/architecture.md has the measurement behind this choice
