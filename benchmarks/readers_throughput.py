@@ -7,10 +7,13 @@ test fixtures:
 
 - the corpus' 10 Markdown files joined (about 110 KB of text, 110 headings): pandoc writes
   Word, OpenDocument text, EPUB, RTF and PowerPoint (a slide per level-2 section) files,
-  LibreOffice Impress the OpenDocument presentation; the joined Markdown itself, and its
+  LibreOffice Impress the OpenDocument and PowerPoint 97 presentations and Writer the
+  Word 97 file (old binary Office, read by antiword and the PowerPoint record walk); the
+  joined Markdown itself, and its
   HTML by pandoc, are measured too, and so is a notebook of it (nbformat);
 - a table of every line of the Python tutorial's sources (file, line, text; about 11,000
-  rows): CSV, then LibreOffice Calc writes the Excel and OpenDocument spreadsheets;
+  rows): CSV, then LibreOffice Calc writes the Excel (.xlsx and Excel 97 .xls) and
+  OpenDocument spreadsheets;
 - a mailbox of one message per corpus text file (stdlib `email`, `mailbox`);
 - this repository's Python sources joined, as a source file;
 - PDF with a text layer: the corpus' ReportLab user guide (134 pages);
@@ -90,6 +93,8 @@ def generate(out: Path, work: Path) -> dict[str, tuple[Path, int | None]]:
     slides = len(Presentation(out / "guide.pptx").slides)
     files["PowerPoint .pptx"] = (out / "guide.pptx", slides)
     files["OpenDocument .odp"] = (soffice(out / "guide.pptx", "odp", out, work), slides)
+    files["PowerPoint .ppt"] = (soffice(out / "guide.pptx", "ppt", out, work), slides)
+    files["Word .doc"] = (soffice(out / "guide.docx", "doc", out, work), None)
     notebook(markdown, out / "guide.ipynb")
     files["Jupyter .ipynb"] = (out / "guide.ipynb", None)
 
@@ -104,6 +109,7 @@ def generate(out: Path, work: Path) -> dict[str, tuple[Path, int | None]]:
     files["CSV"] = (table, None)
     files["Excel .xlsx"] = (soffice(table, "xlsx", out, work, "CSV:44,34,76,1"), None)
     files["OpenDocument .ods"] = (soffice(table, "ods", out, work, "CSV:44,34,76,1"), None)
+    files["Excel .xls"] = (soffice(table, "xls", out, work, "CSV:44,34,76,1"), None)
 
     box_path = out / "corpus.mbox"
     box = mailbox.mbox(str(box_path))

@@ -5,10 +5,12 @@ Sources (examples/corpus, see its LICENSE-NOTICE.md):
 - rust/anyhow/README.md (headings at levels 1, 2 and 4, lists, code): pandoc writes
   anyhow.docx, .odt, .epub, .rtf and .pptx (a slide per level-2 section), with the
   title "anyhow"; LibreOffice Impress turns the .pptx into
-  anyhow.odp, and Writer the .docx into anyhow.doc (Word 97, an OLE2 file).
+  anyhow.odp and into anyhow.ppt (PowerPoint 97), and Writer the .docx into anyhow.doc
+  (Word 97, an OLE2 file).
 - postgresql/datatype-json.html, its table "JSON Primitive Types and Corresponding
   PostgreSQL Types" (cells taken from pandoc's JSON reading of the page): written as
-  json-types.csv and .tsv, turned by LibreOffice Calc into json-types.xlsx and .ods and by
+  json-types.csv and .tsv, turned by LibreOffice Calc into json-types.xlsx, .ods and .xls
+  (Excel 97) and by
   pandoc into json-types.docx (a Word table).
 - sqlite/copyright-release.pdf printed to an image (pdftoppm, 150 dpi, the top of the
   page, black and white): scan.png, scan.tif (CCITT G4), scan.jpg (greyscale), scan.pdf (a
@@ -74,6 +76,7 @@ def pandoc_documents(work: Path) -> None:
             "title=anyhow", "--slide-level=2", str(ANYHOW), "-o", str(OUT / f"anyhow.{suffix}"))
     soffice(OUT / "anyhow.pptx", "odp", work)
     soffice(OUT / "anyhow.docx", "doc", work)  # the old binary (OLE2) Word format
+    soffice(OUT / "anyhow.pptx", "ppt", work)  # and PowerPoint's
 
 
 def soffice(source: Path, to: str, work: Path, infilter: str | None = None) -> None:
@@ -137,6 +140,7 @@ def tables(work: Path) -> None:
     # CSV filter options: comma (44), double quote (34), UTF-8 (76), from line 1.
     soffice(OUT / "json-types.csv", "xlsx", work, "CSV:44,34,76,1")
     soffice(OUT / "json-types.csv", "ods", work, "CSV:44,34,76,1")
+    soffice(OUT / "json-types.csv", "xls", work, "CSV:44,34,76,1")  # and Excel 97's
     run("pandoc", "-f", "csv", str(OUT / "json-types.csv"), "-o", str(OUT / "json-types.docx"))
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from attnswitch.pipeline.chunk import (
+    BLOCK_SEPARATOR,
+    ROWS_PER_CHUNK,
     chunk_blocks,
     chunk_document,
     heading_label,
@@ -84,22 +86,35 @@ def test_sentence_spans_keep_abbreviations_and_numbers() -> None:
         "Dr. Smith paid $3.50 for it.", "Then he left!", "Did he?", "Yes."]
 
 
-def test_a_table_chunk_repeats_its_header(tok) -> None:
+def test_a_table_chunk_holds_a_few_rows_each_with_its_header(tok) -> None:
     rows = (("name", "type", "notes"),) + tuple(
         (f"column_{i}", "integer", f"the value of measurement {i} in units") for i in range(60))
     table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows, header=True)
     chunks = chunk_blocks([Block(BlockKind.HEADING, "Columns", level=1), table], tok,
                           max_tokens=48)
     table_chunks = [c for c in chunks if "column_" in c.text]
-    assert len(table_chunks) > 3
+    assert len(table_chunks) >= 60 // ROWS_PER_CHUNK
     seen = []
     for c in table_chunks:
         lines = c.text.split("\n")
-        assert lines[0] == "name\ttype\tnotes", c.text
-        assert c.n_tokens <= 48
-        seen += lines[1:]
-    assert seen == ["\t".join(r) for r in rows[1:]]  # every row once, in order
+        assert len(lines) <= ROWS_PER_CHUNK and c.n_tokens <= 48
+        seen += lines
+    assert seen == [f"name: {a} | type: {b} | notes: {c}" for a, b, c in rows[1:]]
     assert all(c.heading_path == ("Columns",) for c in table_chunks)
+    text = BLOCK_SEPARATOR.join(b.text for b in (Block(BlockKind.HEADING, "Columns", level=1),
+                                                 table))
+    for c in table_chunks:  # each chunk spans its rows in the document's text
+        first = c.text.split("\n")[0].split(" | ")[0].removeprefix("name: ")
+        assert text[c.start:c.end].startswith(first + "\tinteger")
+
+
+def test_a_table_without_a_header_is_cut_only_when_longer_than_the_window(tok) -> None:
+    rows = tuple((f"column_{i}", "integer") for i in range(40))
+    table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows,
+                  header=False)
+    chunks = chunk_blocks([table], tok, max_tokens=48)
+    assert len(chunks) > 1 and all("\t" in c.text and c.n_tokens <= 48 for c in chunks)
+    assert [line for c in chunks for line in c.text.split("\n")] == ["\t".join(r) for r in rows]
 
 
 def test_a_table_with_sheet_rows_narrows_its_rows(tok) -> None:
@@ -174,7 +189,7 @@ def test_html_chunks_carry_section_paths(tok) -> None:
     indexing = [c for c in chunks if "CREATE INDEX idxgin ON api USING GIN (jdoc);" in c.text]
     assert indexing[0].heading_path == ("8.14. JSON Types", "8.14.4. jsonb Indexing")
     for c in chunks:
-        assert c.text == doc.text[c.start:c.end] or "\t" in c.text
+        assert c.text == doc.text[c.start:c.end] or "\t" in doc.text[c.start:c.end]
         assert c.n_tokens <= 254
 
 

@@ -179,7 +179,7 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
     root = copy_corpus(tmp_path / "mixed", ("postgresql/tutorial-start.html",
                                             "sqlite/copyright-release.pdf"))
     for name in ("json-types.docx", "json-types.xlsx", "json-types.csv", "anyhow.rtf",
-                 "anyhow-encrypted.docx", "anyhow.doc"):
+                 "anyhow-encrypted.docx", "anyhow-drm.epub"):
         shutil.copy(FIXTURES / name, root / name)
     workers_seen: list[int] = []
     stores = {}
@@ -212,7 +212,7 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
     # worker and loads no model
     assert max(workers_seen) >= 1  # the pool was there while the first run read
     workers_seen.clear()
-    for name in ("anyhow-encrypted.docx", "anyhow.doc"):
+    for name in ("anyhow-encrypted.docx", "anyhow-drm.epub"):
         (root / name).unlink()
     with SQLiteStore(tmp_path / "db-2") as store:
         again = run(root, store, dataclasses.replace(OPTIONS, read_workers=2,

@@ -467,3 +467,55 @@ def test_the_score_s_documented_weights_are_the_ones_fusion_uses() -> None:
             f"the keyword score") in described
     assert f"plus {PHRASE_BONUS:g} when the chunk holds the query's words" in described
     assert f"(so 0 to {1 + PHRASE_BONUS:g})" in described
+
+
+# -- rows of a spreadsheet ---------------------------------------------------------------------
+
+OWNERS = ["Amal Haddad", "Bruno Costa", "Chen Wei", "Dana Kowalski", "Eitan Levi", "Farah Aziz",
+          "Goran Petrovic", "Hana Sato", "Ines Moreau", "Jonas Berg", "Kofi Mensah"]
+MODELS = ["ThinkPad T14", "Latitude 5440", "EliteBook 840", "MacBook Air", "Precision 3581",
+          "XPS 13", "ProBook 450"]
+ROOMS = ["B2.14", "B2.16", "C1.03", "C1.05", "A0.11"]
+
+
+def serial(i: int) -> str:
+    return f"PF{(7919 * (i + 1)) % 100_000:05d}K"
+
+
+def inventory_csv() -> str:
+    """A hardware inventory as an office keeps it: 120 rows whose owners, models and rooms
+    repeat, a serial number naming each row."""
+    lines = ["serial,model,owner,room,purchased"]
+    for i in range(120):
+        lines.append(f"{serial(i)},{MODELS[i % 7]},{OWNERS[i % 11]},{ROOMS[i % 5]},"
+                     f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_keyword_query_for_one_rows_values_finds_that_rows_chunk(location,
+                                                                    tmp_path: Path) -> None:
+    """Each row of a sheet sits in a small chunk with its column names, so a query for a
+    row's values (its serial number and model) ranks a chunk of a few rows holding that row
+    first, and the hit names its rows (before, the chunk was a window of ten rows)."""
+    from attnswitch.engines import ModelSpec
+    from attnswitch.pipeline.chunk import ROWS_PER_CHUNK, chunk_document
+    from attnswitch.pipeline.config import chunk_tokenizer
+    from attnswitch.pipeline.location import open_store
+    from attnswitch.pipeline.readers.blocks import Location
+
+    root = tmp_path / "sheets"
+    root.mkdir()
+    (root / "inventory.csv").write_text(inventory_csv())
+    tokenizer = chunk_tokenizer(ModelSpec.load(None))
+    with open_store(location) as store:
+        (doc,) = ingest(root)
+        chunks = chunk_document(doc.text, doc.blocks, tokenizer, max_tokens=254)
+        store.write_document(doc, chunks, np.stack([bag_of_words(c.text, 64) for c in chunks]))
+        for i in (3, 40, 77, 118):
+            owner, model = OWNERS[i % 11], MODELS[i % 7]
+            hits = search(store, None, 3, text=f"{serial(i)} {model}", mode="keyword")
+            row = i + 2  # the file's line: the header is line 1
+            rows = Location.from_dict(hits[0].location).rows
+            assert rows is not None and rows[0] <= row <= rows[1], (row, hits[0].text)
+            assert rows[1] - rows[0] < ROWS_PER_CHUNK
+            assert f"model: {model} | owner: {owner}" in hits[0].text

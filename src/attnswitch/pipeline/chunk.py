@@ -7,9 +7,12 @@ Two ways (`CHUNKINGS`, the index config's `chunking`):
   (`readers.blocks`). A heading starts a new chunk (headings in a row stay together), so
   a chunk never spans two sections and its heading path is exact. Within a section,
   whole blocks are packed while they fit; a block longer than the window is cut at its
-  sentences (pysbd) packed while they fit (code at its lines), and only a single
+  sentences (sentencex) packed while they fit (code at its lines), and only a single
   sentence (or line) longer than the window is cut inside, at word boundaries. A table
-  longer than the window is cut by rows, each chunk repeating the header row. So a chunk
+  with a header row (spreadsheets, CSV, most document tables) makes chunks of its own, of
+  at most `ROWS_PER_CHUNK` rows, each row written as "header: value" pairs (`record`),
+  so the values of one row sit with their column names in a small chunk that a query for
+  that row finds; any other table longer than the window is cut by rows. So a chunk
   ends at a section, paragraph or sentence boundary whenever one lies in reach. No
   overlap: the boundaries are the text's own.
 - "windows" (`chunk_text`): fixed token windows with `overlap` tokens shared between
@@ -28,9 +31,13 @@ room for it.
 [SEP]) on top, so pass the model's limit minus those (`config.special_tokens`;
 `config.IndexConfig.build` does).
 
-Sentence boundaries come from pysbd (the Python port of the Pragmatic Segmenter: rules
-that know abbreviations, numbers and quotes, no model to load, pure Python); it is run
-only on blocks longer than the window, so its speed does not weigh on ordinary text.
+Sentence boundaries come from sentencex (Wikimedia's rule-based segmenter, in Rust:
+abbreviations, numbers and quotes known, no model to load). It replaced pysbd, the
+Python port of the Pragmatic Segmenter, which was the hot spot of reading: on the
+corpus, half of the profiled time of reading and chunking, mostly compiling regular
+expressions its abbreviation rules build per call (more than Python's cache of 512
+holds); sentencex segments the same paragraphs in a thousandth of the Python calls. It
+is run only on blocks longer than the window.
 """
 
 from __future__ import annotations
@@ -51,14 +58,19 @@ BLOCK_SEPARATOR = "\n\n"  # between blocks in a document's text (`Extracted.text
 # An embedded heading path may take at most this share of the window; a longer one keeps
 # its innermost heading only, and none when even that is too long.
 MAX_PREFIX_SHARE = 0.25
+# A table with a header row is chunked by rows, at most this many rows a chunk, each row
+# as "header: value" pairs (`record`), so that a query for one row finds that row's chunk.
+ROWS_PER_CHUNK = 5
+RECORD_SEPARATOR = " | "
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of a document: `text == document[start:end]` (except a table's chunk
-    after its first, which repeats the header row before its rows; `start:end` spans
-    the rows), `n_tokens` model tokens of `text`. `heading_path`: the headings it lies
-    under, outermost first; `location`: the span of its blocks' locations;
+    """One chunk of a document: `text == document[start:end]` (except a table's chunks:
+    the rows of a table with a header as "header: value" records, or a later chunk of a
+    long table without one repeating its first row; `start:end` spans the rows),
+    `n_tokens` model tokens of `text`. `heading_path`: the headings it lies under,
+    outermost first; `location`: the span of its blocks' locations;
     `embed_prefix`: what the encoder reads before `text` ("" unless headings are
     embedded)."""
 
@@ -174,6 +186,11 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
         for i in section:
             block, start = blocks[i], offsets[i]
             whole = _Piece(block.text, start, start + len(block.text), counts[i])
+            if _records(block):  # rows of a table with a header: chunks of their own
+                close()
+                chunks += _table_chunks(len(chunks), block, start, path, prefix, budget,
+                                        tokenizer)
+                continue
             if whole.n_tokens <= budget:
                 if sum(p.n_tokens for _, p in run) + whole.n_tokens > budget:
                     close()
@@ -276,18 +293,17 @@ def _split(block: Block, start: int, budget: int, tokenizer: Any) -> list[_Piece
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """The [start, end) spans of the sentences of `text` (pysbd), whitespace around them
-    left out."""
-    import pysbd
+    """The [start, end) spans of the sentences of `text` (sentencex), whitespace around
+    them left out."""
+    from sentencex import segment
 
     spans, at = [], 0
-    segmenter = pysbd.Segmenter(language="en", clean=False)
-    for sentence in segmenter.segment(text):
+    for sentence in segment("en", text):
         body = sentence.strip()
         if not body:
             continue
         found = text.find(body, at)
-        if found < 0:  # pysbd changed the text: fall back to the rest as one sentence
+        if found < 0:  # the segmenter changed the text: the rest as one sentence
             rest = text[at:].strip()
             if rest:
                 s = text.index(rest, at)
@@ -314,43 +330,73 @@ def _span(locations: list[Location]) -> Location:
     return found[0].span(found[-1]) if found else Location()
 
 
+def record(header: Sequence[str], row: Sequence[str]) -> str:
+    """A table row as a person reads it out: "header: value" pairs joined by " | ", empty
+    cells left out (a cell under an empty header alone)."""
+    pairs = []
+    for i, value in enumerate(row):
+        if not value:
+            continue
+        name = header[i] if i < len(header) else ""
+        pairs.append(f"{name}: {value}" if name else value)
+    return RECORD_SEPARATOR.join(pairs)
+
+
+def _records(block: Block) -> bool:
+    """Whether `block` is a table chunked as records: it has a header row and two
+    columns or more."""
+    return (block.kind is BlockKind.TABLE and block.header and bool(block.rows)
+            and len(block.rows[0]) > 1 and len(block.rows) > 1)
+
+
 def _table_chunks(ordinal: int, block: Block, start: int, path: tuple[str, ...], prefix: str,
                   budget: int, tokenizer: Any) -> list[Chunk]:
-    """A table longer than the window, cut by rows: each chunk is the header row (when
-    the table has one) and as many rows as fit after it."""
+    """A table cut by rows. A table with a header (`_records`): chunks of at most
+    `ROWS_PER_CHUNK` rows, each row a `record` ("header: value" pairs), as many as fit.
+    Other tables (longer than the window): each chunk as many tab-separated rows as fit."""
     rows = ["\t".join(r) for r in block.rows or ()]
+    as_records = _records(block)
     header = rows[0] if block.header and rows else None
-    body = rows[1:] if header is not None else rows
     first_body = 1 if header is not None else 0
     exact = block.text == "\n".join(rows)
     at, row_starts = 0, []
     for r in rows:
         row_starts.append(at)
         at += len(r) + 1
-    counts = _token_counts(rows, tokenizer)
+    if as_records:
+        cells = block.rows or ()
+        shown = [record(cells[0], r) for r in cells[1:]]
+        header, most = None, ROWS_PER_CHUNK
+    else:
+        shown, most = rows[first_body:], len(rows)
+    counts = _token_counts(([header] if header is not None else []) + shown, tokenizer)
     head_n = counts[0] if header is not None else 0
     if header is not None and head_n > budget // 2:  # a header too long to repeat
-        header, head_n, body, first_body = None, 0, rows, 0
+        header, head_n, shown, first_body = None, 0, rows, 0
+        counts = [0] + _token_counts(shown, tokenizer)
+    elif header is None:
+        counts = [0] + counts
     chunks: list[Chunk] = []
     i = 0
-    while i < len(body):
+    while i < len(shown):
         j, n = i, head_n
-        while j < len(body) and (j == i or n + counts[first_body + j] <= budget):
-            n += counts[first_body + j]
+        while j < len(shown) and j - i < most and (j == i or n + counts[1 + j] <= budget):
+            n += counts[1 + j]
             j += 1
-        part = body[i:j]
+        part = shown[i:j]
+        k0, k1 = first_body + i, first_body + j - 1
         if n > budget:  # one row longer than the window: cut at word boundaries
-            k = first_body + i
             for w in chunk_text(part[0], tokenizer, max_tokens=budget - head_n, overlap=0):
                 text = w.text if header is None else header + "\n" + w.text
-                s = start + (row_starts[k] + w.start if exact else 0)
-                e = start + (row_starts[k] + w.end if exact else len(block.text))
+                whole = exact and not as_records  # a window's span only in the row itself
+                s = start + (row_starts[k0] + (w.start if whole else 0) if exact else 0)
+                e = start + (row_starts[k0] + (w.end if whole else len(rows[k0]))
+                             if exact else len(block.text))
                 chunks.append(Chunk(ordinal + len(chunks), text, s, e, head_n + w.n_tokens,
                                     path, _rows(block.location, i, i), prefix))
             i = j
             continue
         text = "\n".join(part) if header is None else "\n".join([header, *part])
-        k0, k1 = first_body + i, first_body + j - 1
         s = start + (row_starts[k0] if exact else 0)
         e = start + (row_starts[k1] + len(rows[k1]) if exact else len(block.text))
         chunks.append(Chunk(ordinal + len(chunks), text, s, e, n, path,

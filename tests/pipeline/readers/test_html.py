@@ -109,3 +109,27 @@ def test_read_html_headings_of_a_real_page() -> None:
     assert (3, "8.14.4. jsonb Indexing") in heads
     tables = [b for b in got.blocks if b.kind is BlockKind.TABLE]
     assert tables and tables[0].rows[0] == ("JSON primitive type", "PostgreSQL type", "Notes")
+
+
+@pytest.mark.parametrize(("markup", "texts"), [
+    ("", []), ("<!-- only a comment -->", []), ("just words", ["just words"]),
+    ("<p>a\x00b\x0cc</p>", ["a b c"]),
+    ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+     "<body><h1>Title</h1><p>x &amp; y</p></body></html>", ["Title", "x & y"]),
+    ("<div>" * 1000 + "deep" + "</div>" * 1000, ["deep"]),
+])
+def test_odd_pages_give_their_text(markup: str, texts: list[str]) -> None:
+    from attnswitch.pipeline.readers.html import html_blocks
+
+    assert [b.text for b in html_blocks(markup)] == texts
+
+
+def test_a_page_nested_deeper_than_libxml2_reads_is_skipped_not_cut() -> None:
+    from attnswitch.pipeline.readers.html import html_blocks
+    from attnswitch.pipeline.readers.skip import Skip, Skipped
+
+    with pytest.raises(Skipped) as caught:
+        html_blocks("<p>before</p>" + "<div>" * 3000 + "deep" + "</div>" * 3000)
+    assert caught.value.skip is Skip.TOO_LARGE
+    assert caught.value.detail == ("html: more than libxml2 reads (Excessive depth in "
+                                   "document: 2048)")

@@ -77,7 +77,8 @@ def _inflated_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int,
 
 def ole_skip(data: bytes, what: str) -> Skipped:
     """Why an OLE2 compound file given as `what` is skipped: a password-protected Office
-    file (its `EncryptedPackage` stream), or an old binary Office file."""
+    file (its `EncryptedPackage` stream), or another OLE2 file (old binary Office files
+    are known by content and read by `legacy_office` before a reader gets here)."""
     import olefile
 
     try:
@@ -88,7 +89,7 @@ def ole_skip(data: bytes, what: str) -> Skipped:
     if encrypted:
         return Skipped(Skip.ENCRYPTED, f"{what}: password-protected (an encrypted Office "
                                        f"file)")
-    return Skipped(Skip.BINARY, f"{what}: an old binary Office (OLE2) file, not {what}")
+    return Skipped(Skip.BINARY, f"{what}: an OLE2 compound file, not {what}")
 
 
 @contextlib.contextmanager

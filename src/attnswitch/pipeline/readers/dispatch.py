@@ -26,7 +26,9 @@ def readers() -> dict[str, Reader]:
         "epub": _later("epub", "read_epub"), "rtf": _later("rtf", "read_rtf"),
         "eml": _later("mail", "read_eml"), "mbox": _later("mail", "read_mbox"),
         "ipynb": _later("notebook", "read_ipynb"), "csv": _later("tabular", "read_csv"),
-        "code": _later("code", "read_code"), "image": _later("ocr", "read_image"),
+        "doc": _later("legacy_office", "read_doc"), "xls": _later("legacy_office", "read_xls"),
+        "ppt": _later("legacy_office", "read_ppt"), "code": _later("code", "read_code"),
+        "image": _later("ocr", "read_image"),
     }
 
 

@@ -5,9 +5,14 @@
   decompresses to more (a decompression bomb) is skipped as too large without being
   inflated further. The name without its `.gz`, `.bz2` or `.xz` suffix then chooses the
   reader of the content, so `README.md.gz` is Markdown and `changelog.Debian.gz` text.
-- Content that starts with `%PDF-` is a PDF, whatever the name.
+- Content that starts with `%PDF-` is a PDF, whatever the name; so is an OLE2 compound
+  file holding a Word, Excel or PowerPoint 97-2003 stream (`.doc`, `.xls`, `.ppt`) that
+  kind (`legacy_office.ole_kind`), whatever the name (a `.doc` saved as `report.docx`);
+  a `.doc`, `.xls` or `.ppt` that is no OLE2 file is read as what it is (RTF, HTML, a
+  renamed `.docx`...) where its content says.
 - A known extension picks its reader (`KINDS`): text, Markdown, HTML, PDF, Office Open
-  XML and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`), notebooks, CSV/TSV,
+  XML, old binary Office and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`),
+  notebooks, CSV/TSV,
   images (read by OCR) and source and config files (`code.LANGUAGES`).
 - Any other name whose content says what it is (`sniff_container`): an image by its
   signature (PNG, JPEG, TIFF); a ZIP archive that is a document by its members
@@ -35,6 +40,8 @@ from pathlib import PurePath
 from types import MappingProxyType
 
 from attnswitch.pipeline.readers.code import LANGUAGES
+from attnswitch.pipeline.readers.containers import OLE_MAGIC
+from attnswitch.pipeline.readers.legacy_office import ole_kind
 from attnswitch.pipeline.readers.skip import Skip, Skipped
 
 TEXT_EXTENSIONS = MappingProxyType({".txt": "text", ".text": "text", ".rst": "text",
@@ -44,7 +51,9 @@ PDF_EXTENSIONS = MappingProxyType({".pdf": "pdf"})
 DOCUMENT_EXTENSIONS = MappingProxyType({
     ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt", ".odp": "odp",
     ".ods": "ods", ".epub": "epub", ".rtf": "rtf", ".eml": "eml", ".mbox": "mbox",
-    ".ipynb": "ipynb", ".csv": "csv", ".tsv": "csv", ".tab": "csv"})
+    ".ipynb": "ipynb", ".csv": "csv", ".tsv": "csv", ".tab": "csv",
+    ".doc": "doc", ".dot": "doc", ".xls": "xls", ".xlt": "xls", ".ppt": "ppt", ".pps": "ppt",
+    ".pot": "ppt"})
 IMAGE_EXTENSIONS = MappingProxyType({".png": "image", ".jpg": "image", ".jpeg": "image",
                                      ".tif": "image", ".tiff": "image"})
 CODE_EXTENSIONS = MappingProxyType({suffix: "code" for suffix in LANGUAGES})
@@ -66,7 +75,8 @@ _BINARY_SIGNATURES = (
     (b"OggS", "an Ogg media file"), (b"fLaC", "a FLAC audio file"),
     (b"\x1f\x8b", "gzip-compressed data"), (b"BZh", "bzip2-compressed data"),
     (b"\xfd7zXZ\x00", "xz-compressed data"), (b"!<arch>\n", "an ar archive (a .deb?)"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an OLE document (old Office format)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+     "an OLE2 file that is no Word, Excel or PowerPoint file"),
 )
 # Registered media types (Python's built-in table, not the machine's) of extensions that
 # hold text although their type is not text/*.
@@ -81,6 +91,8 @@ _TEXT_APPLICATION_TYPES = frozenset({
 _SUFFIXES = MappingProxyType({codec: suffixes for _, codec, suffixes in COMPRESSIONS})
 _TAR_MAGIC_AT = 257  # "ustar" at this offset marks a tar archive
 _HTML_OPENINGS = (b"<!doctype html", b"<html")
+_RTF_MAGIC = b"{\\rtf"
+LEGACY_KINDS = frozenset({"doc", "xls", "ppt"})
 # Images read by OCR, known by their signature whatever the name.
 _IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 # ZIP-based documents known by a member (OOXML) or by the `mimetype` member's content
@@ -121,6 +133,14 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     if data.startswith(PDF_MAGIC):
         return Format("pdf", data, compression)
     suffix = PurePath(name).suffix.lower()
+    if data.startswith(OLE_MAGIC):
+        legacy = ole_kind(data)
+        if legacy is not None:
+            return Format(legacy, data, compression, sniffed=KINDS.get(suffix) != legacy)
+    if KINDS.get(suffix) in LEGACY_KINDS and not data.startswith(OLE_MAGIC):
+        other = _not_legacy(data)
+        if other is not None:
+            return Format(other, data, compression, sniffed=True)
     if suffix in KINDS and suffix:
         return Format(KINDS[suffix], data, compression)
     sniffed = sniff_container(data)
@@ -136,6 +156,19 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     head = data[:512].lstrip().lower()
     kind = "html" if head.startswith(_HTML_OPENINGS) else "text"
     return Format(kind, data, compression, sniffed=True)
+
+
+def _not_legacy(data: bytes) -> str | None:
+    """What a file named as an old binary Office file (`.doc`, `.xls`, `.ppt`) but with
+    no OLE2 content is: RTF, HTML (Word and Excel save both under these names, and web
+    applications export HTML tables as `.xls`), or a document known by its content (a
+    `.docx` renamed); None for anything else (its reader then says it is no OLE2 file)."""
+    head = data[:512].lstrip().lower()
+    if head.startswith(_RTF_MAGIC):
+        return "rtf"
+    if head.startswith(_HTML_OPENINGS):
+        return "html"
+    return sniff_container(data)
 
 
 def sniff_container(data: bytes) -> str | None:

@@ -23,6 +23,7 @@ class Skip(str, enum.Enum):
     ENCRYPTED = "encrypted"  # password-protected office files, e-books with DRM
     CORRUPT = "corrupt file"  # a container or document its library cannot read
     NEEDS_OCR = "needs OCR"  # scanned pages or images, and OCR is off or unavailable
+    NEEDS_TOOL = "reader not installed"  # the program that reads its format is missing
     TOO_DEEP = "folder too deep"
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
     CRASHED = "extraction crashed"  # its reader's process died (`pipeline.read_pool`)
