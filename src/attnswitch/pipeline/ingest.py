@@ -455,6 +455,20 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
                     blocks=extracted.blocks)
 
 
+def digest(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES
+           ) -> tuple[str, int, int] | None:
+    """(sha256, size, mtime_ns) of the file `entry` names, read as `load` reads it but not
+    extracted: what a run compares with the stored hashes before it pays for extraction.
+    None when `load` would skip the file (unreadable, too large, empty, a link...)."""
+    if entry.error is not None:
+        return None
+    try:
+        data, st = _read(entry, max_bytes)
+    except _Skipped:
+        return None
+    return hashlib.sha256(data).hexdigest(), st.st_size, st.st_mtime_ns
+
+
 def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 

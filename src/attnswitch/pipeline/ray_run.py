@@ -221,6 +221,7 @@ class RayRunJob(RunJob):
     document (`reuses_vectors` False)."""
 
     reuses_vectors = False
+    reuses_files = False  # the files are read on the cluster: the driver hashes none
 
     def __init__(self, root: Path, store: Store, options: RunOptions, ray_options: RayOptions,
                  pools: list[PoolSpec], on_progress: Callable[[RunProgress], None] | None):
