@@ -31,6 +31,8 @@ QUICK_OPTIONS = {
 }
 # Commands that serve until stopped.
 SERVING = {"serve"}
+# Commands that follow a folder until stopped (tests/cli/test_watch.py runs them).
+WATCHING = {"watch"}
 # Commands that change the index: each runs on a copy of it, so the others still find it.
 CHANGING = {"forget"}
 SERVE_TIMEOUT_S = 180
@@ -76,7 +78,7 @@ def test_the_walk_finds_the_documented_commands() -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
-@pytest.mark.parametrize("name", sorted(set(commands()) - SERVING))
+@pytest.mark.parametrize("name", sorted(set(commands()) - SERVING - WATCHING))
 def test_every_command_runs_without_a_traceback(name: str, as_json: bool, indexed: Indexed,
                                                 cache_dir: Path, tmp_path: Path) -> None:
     command = commands()[name]

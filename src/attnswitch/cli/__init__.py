@@ -455,12 +455,13 @@ def _register_commands() -> None:
     import heavy libraries only inside the commands, so `--help` stays fast."""
     from attnswitch.cli.pipeline import run_command, search_command, status_command
     from attnswitch.cli.serve import serve_command
-    from attnswitch.cli.sync import forget_command
+    from attnswitch.cli.sync import forget_command, watch_command
 
     app.command("run")(run_command)
     app.command("search")(search_command)
     app.command("status")(status_command)
     app.command("forget")(forget_command)
+    app.command("watch")(watch_command)
     app.command("serve")(serve_command)
 
 
