@@ -23,7 +23,16 @@ from typing import Annotated, Any
 
 import typer
 
-from attnswitch.cli.options import EngineOption, JsonOption, StoreOption, nonblank_path
+from attnswitch.cli.options import (
+    EngineOption,
+    ExcludeOption,
+    GitignoreOption,
+    IncludeOption,
+    JsonOption,
+    StoreOption,
+    file_rules,
+    nonblank_path,
+)
 from attnswitch.cli.output import jsonable, print_json
 
 
@@ -68,6 +77,9 @@ def watch_command(
     overlap: Annotated[int, typer.Option(
         help="Tokens shared by neighbouring chunks (windows only), for a new index.")] = 32,
     max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    gitignore: GitignoreOption = None,
     ocr: Annotated[bool, typer.Option(
         help="Recognise scanned PDF pages and images with Tesseract.")] = True,
     read_workers: Annotated[int | None, typer.Option(
@@ -89,7 +101,8 @@ def watch_command(
 
     options = _run_options(as_json, model=model, engine=engine, max_tokens=max_tokens,
                            overlap=overlap, max_bytes=max(1, int(max_mb * 2**20)), ocr=ocr,
-                           read_workers=read_workers)
+                           read_workers=read_workers,
+                           rules=file_rules(include, exclude, gitignore))
     _check_folder(path, as_json)
 
     def report(summary: Any, changes: set) -> None:

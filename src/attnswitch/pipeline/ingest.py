@@ -69,11 +69,14 @@ from attnswitch.pipeline.readers.dispatch import extract, with_attachments
 from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.readers.skip import Skip
 from attnswitch.pipeline.readers.skip import Skipped as _Skipped
+from attnswitch.pipeline.rules import SYSTEM_FOLDER, FileRules, Walker
 
 DEFAULT_MAX_BYTES = 20 * 2**20
 # Folders nested deeper below the root are skipped with the reason (one descriptor is open
 # per level while the walk is inside).
 MAX_DEPTH = 128
+# The most of an ignore file (`.gitignore`, `.ignore`) read.
+IGNORE_FILE_MAX = 2**20
 log = logging.getLogger(__name__)
 
 
@@ -149,8 +152,10 @@ class Document:
 
 
 def scan(root: str | os.PathLike, *, include_hidden: bool = False,
-         max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None) -> list[SourceFile]:
-    """Every file under `root`, recursively, in deterministic order.
+         max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None,
+         rules: FileRules | None = None) -> list[SourceFile]:
+    """Every file under `root` that `rules` (`rules.FileRules`; None: the defaults, every
+    file but those in system folders) keep, recursively, in deterministic order.
 
     The walk is iterative and never follows a link to a folder: `root` is resolved once,
     opened without following any link on its way, and every folder below it is opened
@@ -182,7 +187,8 @@ def scan(root: str | os.PathLike, *, include_hidden: bool = False,
         if root_id is not None and pinned != tuple(root_id):
             raise NotADirectoryError(f"root: expected the folder checked before, got "
                                      f"another at {_shown_path(base)!r} (it was replaced)")
-        return _walk(root_fd, base, pinned, include_hidden, max_depth)
+        return _walk(root_fd, base, pinned, include_hidden, max_depth,
+                     (rules or FileRules()).walker())
     finally:
         os.close(root_fd)
 
@@ -263,8 +269,9 @@ def _shown_path(path: str | os.PathLike) -> str:
 
 
 def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bool,
-          max_depth: int) -> list[SourceFile]:
-    """The iterative walk of `scan` below the open folder `root_fd` (not closed here)."""
+          max_depth: int, walker: Walker) -> list[SourceFile]:
+    """The iterative walk of `scan` below the open folder `root_fd` (not closed here),
+    asking `walker` which folders to walk and which files to list."""
     out: list[SourceFile] = []
 
     def entry(parts: tuple[str, ...], shown: str, *, st: os.stat_result | None = None,
@@ -278,6 +285,7 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
     if isinstance(first, str):
         entry((), ".", error=f"cannot list folder: {first}")
         return out
+    walker.enter("", _text_reader(root_fd))
     # One frame per open folder: (its descriptor, its names, shown names, the rest to visit).
     stack: list[tuple[int, tuple[str, ...], tuple[str, ...], Iterator[str]]] = [
         (root_fd, (), (), iter(first))]
@@ -287,6 +295,7 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
             name = next(names, None)
             if name is None:
                 stack.pop()
+                walker.leave("/".join(shown_parts))
                 if fd != root_fd:
                     os.close(fd)
                 continue
@@ -295,11 +304,12 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
             here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
             try:
                 child = _visit(fd, root_fd, base, here, shown, len(stack), include_hidden,
-                               max_depth, entry)
+                               max_depth, entry, walker)
             except Exception as exc:  # a bad entry never stops the walk
                 entry(here, shown, error=f"{type(exc).__name__}: {exc}")
                 continue
             if child is not None:
+                walker.enter(shown, _text_reader(child[0]))
                 stack.append((child[0], here, shown_parts + (_shown_name(name),),
                               iter(child[1])))
     finally:
@@ -321,11 +331,26 @@ def _listing(fd: int) -> list[str] | str:
         return f"{type(exc).__name__}: {exc.strerror or exc}"
 
 
+def _text_reader(fd: int) -> Callable[[str], str | None]:
+    """`read(name)`: the text of the regular file `name` in the folder `fd` (at most
+    `IGNORE_FILE_MAX` bytes, opened without following a link), or None."""
+    def read(name: str) -> str | None:
+        try:
+            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except OSError:
+            return None
+        with open(file_fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read(IGNORE_FILE_MAX).decode("utf-8", "replace")
+    return read
+
+
 def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str,
            depth: int, include_hidden: bool, max_depth: int,
-           entry: Callable[..., None]) -> tuple[int, list[str]] | None:
-    """Record the entry `parts` (the last name in the folder `fd`); for a folder to
-    descend into, return its open descriptor and its names."""
+           entry: Callable[..., None], walker: Walker) -> tuple[int, list[str]] | None:
+    """Record the entry `parts` (the last name in the folder `fd`) if `walker` lists it;
+    for a folder to descend into, return its open descriptor and its names."""
     name = parts[-1]
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -333,6 +358,13 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
         entry(parts, shown, error=f"cannot stat: {exc.strerror or exc}")
         return None
     if stat.S_ISDIR(st.st_mode):
+        why = walker.folder(shown)
+        if why == SYSTEM_FOLDER:
+            entry(parts, shown, error="not walked (recycle bins, file-system bookkeeping, "
+                  "dependency and cache folders)", skip=Skip.SYSTEM_FOLDER)
+            return None
+        if why is not None:
+            return None
         if depth > max_depth:
             entry(parts, shown, error=f"more than {max_depth} folders below the root",
                   skip=Skip.TOO_DEEP)
@@ -348,6 +380,8 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
             entry(parts, shown, error=f"cannot list folder: {names}")
             return None
         return child, names
+    if not walker.listed(shown):
+        return None
     if stat.S_ISLNK(st.st_mode):
         target, why = _link_target(base, parts, include_hidden)
         if why is not None:
@@ -405,9 +439,10 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
 
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
-           include_hidden: bool = False, ocr: bool = True) -> Iterator[Document]:
+           include_hidden: bool = False, ocr: bool = True,
+           rules: FileRules | None = None) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
-    for entry in scan(root, include_hidden=include_hidden):
+    for entry in scan(root, include_hidden=include_hidden, rules=rules):
         yield load(entry, max_bytes=max_bytes, ocr=ocr)
 
 

@@ -265,7 +265,8 @@ class RayRunJob(RunJob):
     def _listing(self) -> list[SourceFile]:
         ray = import_ray()
         task = ray.remote(num_cpus=READ_CPUS)(scan)
-        ref = task.remote(str(self.root.resolve()), include_hidden=self.options.include_hidden)
+        ref = task.remote(str(self.root.resolve()), include_hidden=self.options.include_hidden,
+                          rules=self.rules)
         return self._not_own(ray.get(ref, timeout=self.ray_options.stall_timeout_s))
 
     def _stream(self, to_read: list[SourceFile]) -> Iterator[dict[str, Any]]:

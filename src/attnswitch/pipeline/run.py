@@ -93,6 +93,8 @@ from attnswitch.pipeline.read_pool import (
     default_read_workers,
     read_in_pool,
 )
+from attnswitch.pipeline.rules import FileRules, rules_for
+from attnswitch.pipeline.rules import meta_key as rules_meta_key
 from attnswitch.pipeline.store import (
     Store,
     StoredDocument,
@@ -130,7 +132,10 @@ class RunOptions:
     chunk's heading path before its text; read_workers: processes that read and extract
     files beside the encoder (None: `read_pool.default_read_workers()`, half the CPUs;
     0: one thread of this process, in order); read_timeout_s: the most one file's
-    extraction may take in a worker (then it is skipped, "extraction timed out")."""
+    extraction may take in a worker (then it is skipped, "extraction timed out"); rules:
+    which files of the root are indexed (`rules.FileRules`: include and exclude globs,
+    ignore files, system folders), stored with the index for the root; None: the rules
+    stored for it by an earlier run, else the defaults."""
 
     model: str | None = None
     engine: str = "auto"
@@ -148,6 +153,7 @@ class RunOptions:
     embed_headings: bool = DEFAULT_EMBED_HEADINGS
     read_workers: int | None = None
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    rules: FileRules | None = None
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision_choice
@@ -339,6 +345,7 @@ class RunJob:
         self.failures_in_row = 0
         self.run_id = 0
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode), if pinned
+        self.rules = FileRules()  # the rules of this root, once `_prepare` has read them
 
     def _measuring(self, done: int, total: int, what: str) -> None:
         """Progress of the engines' measurement (`autopick.measure`), as a run stage."""
@@ -377,8 +384,11 @@ class RunJob:
         """List the root, delete what left it, and return the files to read: those the
         store's plan finds not fresh (`Store.plan`)."""
         store = self.store
+        key = root_key(self.root)
+        self.rules = rules_for(store, key, self.options.rules)
         entries = self._listing()
         store.set_meta(META_KEY, self.config.to_json())
+        store.set_meta(rules_meta_key(key), self.rules.to_json())
         plan = store.plan(self.root, entries, self.fp)
         self.stored = plan.stored
         to_read, deleted = (self._reuse_identical(plan) if self.reuses_files
@@ -470,7 +480,7 @@ class RunJob:
     def _listing(self) -> list[SourceFile]:
         """The files of the root, less the store's own files when they lie inside."""
         return self._not_own(scan(self.root, include_hidden=self.options.include_hidden,
-                                  root_id=self.root_id))
+                                  root_id=self.root_id, rules=self.rules))
 
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
         own = self.store.own_files()

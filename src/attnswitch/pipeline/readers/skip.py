@@ -24,6 +24,7 @@ class Skip(str, enum.Enum):
     CORRUPT = "corrupt file"  # a container or document its library cannot read
     NEEDS_OCR = "needs OCR"  # scanned pages or images, and OCR is off or unavailable
     TOO_DEEP = "folder too deep"
+    SYSTEM_FOLDER = "system folder"  # recycle bins, dependency and cache folders (`rules`)
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
     CRASHED = "extraction crashed"  # its reader's process died (`pipeline.read_pool`)
     TIMED_OUT = "extraction timed out"  # its reader ran out of time (`pipeline.read_pool`)
