@@ -33,7 +33,9 @@ Formats, known by content as well as by name (`readers.formats`):
 
 Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
-`.attnswitch/` inside the root is never ingested. The root is pinned once: `scan` resolves
+`.attnswitch/` inside the root is never ingested. `rules` (`rules.FileRules`) decide the
+rest: system folders are listed once as skipped and not walked, and the files and folders
+that include/exclude globs or ignore files leave out are not listed at all. The root is pinned once: `scan` resolves
 it, opens it without following any link on its path, and walks below it iteratively, each
 folder opened relative to its parent's descriptor without following links; `load` opens a
 file the same way, below the root's path, after checking that this path still leads to the
