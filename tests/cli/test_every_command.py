@@ -31,7 +31,7 @@ QUICK_OPTIONS = {
 }
 # Commands that serve until stopped.
 SERVING = {"serve"}
-# Commands that follow a folder until stopped (tests/cli/test_watch.py runs them).
+# Commands that follow a folder until stopped (tests/cli/test_watch_command.py runs them).
 WATCHING = {"watch"}
 # Commands that change the index: each runs on a copy of it, so the others still find it.
 CHANGING = {"forget"}
