@@ -1,4 +1,4 @@
-"""The `attnswitch` command line: seven commands (and `attnswitch --version`).
+"""The `attnswitch` command line: nine commands (and `attnswitch --version`).
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
@@ -7,9 +7,12 @@
                    [--json]
     attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
+    attnswitch watch FOLDER [--db DIR] [--debounce-ms 1600] [--json]
+    attnswitch forget PATH [--db DIR] [--json]
     attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
 
-The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `serve` in
+The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `watch` and
+`forget` in `cli/sync.py`, `serve` in
 `cli/serve.py`, and the option types they share in `cli/options.py`. One small function per
 command; each imports what it needs (torch, jax, the attention modules, the pipeline)
 inside, so `attnswitch --help` imports neither torch nor jax. This package is the top
@@ -455,10 +458,13 @@ def _register_commands() -> None:
     import heavy libraries only inside the commands, so `--help` stays fast."""
     from attnswitch.cli.pipeline import run_command, search_command, status_command
     from attnswitch.cli.serve import serve_command
+    from attnswitch.cli.sync import forget_command, watch_command
 
     app.command("run")(run_command)
     app.command("search")(search_command)
     app.command("status")(status_command)
+    app.command("forget")(forget_command)
+    app.command("watch")(watch_command)
     app.command("serve")(serve_command)
 
 

@@ -49,3 +49,26 @@ class Precision(str, enum.Enum):
     fp32 = "fp32"
     bf16 = "bf16"
     int8 = "int8"
+
+
+IncludeOption = Annotated[list[str] | None, typer.Option(
+    "--include", help="Index only the files this glob matches (gitignore syntax, below the "
+    "folder: '*.pdf', 'docs/**'); repeatable. Kept with the index: later runs and watch "
+    "apply the same rules until new ones are given.", show_default=False)]
+ExcludeOption = Annotated[list[str] | None, typer.Option(
+    "--exclude", help="Leave out the files and folders this glob matches (gitignore "
+    "syntax); repeatable; kept with the index.", show_default=False)]
+GitignoreOption = Annotated[bool | None, typer.Option(
+    "--gitignore/--no-gitignore", help="Honour the .gitignore and .ignore files found in the "
+    "folder; kept with the index. System folders (recycle bins, lost+found, node_modules, "
+    "__pycache__, ...) are never walked; hidden ones only with hidden files.",
+    show_default=False)]
+
+
+def file_rules(include: list[str] | None, exclude: list[str] | None,
+               gitignore: bool | None) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
+    """The file rules the options give, as (include, exclude, gitignore), or None when none
+    was given (the rules stored with the index apply)."""
+    if not include and not exclude and gitignore is None:
+        return None
+    return tuple(include or ()), tuple(exclude or ()), bool(gitignore)

@@ -34,9 +34,13 @@ import typer
 
 from attnswitch.cli.options import (
     EngineOption,
+    ExcludeOption,
+    GitignoreOption,
+    IncludeOption,
     JsonOption,
     Precision,
     StoreOption,
+    file_rules,
     nonblank_path,
 )
 from attnswitch.cli.output import print_json, rich_console, terminal_text
@@ -169,6 +173,9 @@ def run_command(
         help="Chunks gathered across documents for one encode call (the engine sorts "
         "them by length); committed per document after it.")] = 128,
     max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    gitignore: GitignoreOption = None,
     ocr: Annotated[bool, typer.Option(
         "--ocr/--no-ocr", help="Recognise scanned PDF pages and images with Tesseract "
         "(Debian: tesseract-ocr); without it they are listed as skipped.")] = True,
@@ -235,6 +242,7 @@ def run_command(
                            ocr=ocr, ocr_max_pages=ocr_max_pages,
                            chunking=Chunking(chunking).value,
                            read_workers=read_workers, read_timeout_s=read_timeout,
+                           rules=file_rules(include, exclude, gitignore),
                            **({} if embed_headings is None
                               else {"embed_headings": embed_headings}))
     _check_folder(path, as_json)
@@ -252,11 +260,15 @@ def run_command(
 
 
 def _run_options(as_json: bool, **fields: Any) -> Any:
-    """The `RunOptions` of `run`'s options; a value out of range exits 2 with one line."""
+    """The `RunOptions` of `run`'s options (`rules`: `options.file_rules`' triple, or
+    None); a value out of range or a bad glob exits 2 with one line."""
     from attnswitch.errors import ConfigError
+    from attnswitch.pipeline.rules import FileRules
     from attnswitch.pipeline.run import RunOptions
 
     try:
+        if fields.get("rules") is not None:
+            fields["rules"] = FileRules(*fields["rules"])
         return RunOptions(**fields)
     except ConfigError as exc:
         raise _fail("run", str(exc), as_json, 2) from None

@@ -33,7 +33,9 @@ Formats, known by content as well as by name (`readers.formats`):
 
 Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
-`.attnswitch/` inside the root is never ingested. The root is pinned once: `scan` resolves
+`.attnswitch/` inside the root is never ingested. `rules` (`rules.FileRules`) decide the
+rest: system folders are listed once as skipped and not walked, and the files and folders
+that include/exclude globs or ignore files leave out are not listed at all. The root is pinned once: `scan` resolves
 it, opens it without following any link on its path, and walks below it iteratively, each
 folder opened relative to its parent's descriptor without following links; `load` opens a
 file the same way, below the root's path, after checking that this path still leads to the
@@ -70,11 +72,14 @@ from attnswitch.pipeline.readers.formats import compression_of, detect, not_text
 from attnswitch.pipeline.filesystems import pseudo_devices
 from attnswitch.pipeline.readers.skip import Skip
 from attnswitch.pipeline.readers.skip import Skipped as _Skipped
+from attnswitch.pipeline.rules import SYSTEM_FOLDER, FileRules, Walker
 
 DEFAULT_MAX_BYTES = 20 * 2**20
 # Folders nested deeper below the root are skipped with the reason (one descriptor is open
 # per level while the walk is inside).
 MAX_DEPTH = 128
+# The most of an ignore file (`.gitignore`, `.ignore`) read.
+IGNORE_FILE_MAX = 2**20
 log = logging.getLogger(__name__)
 
 
@@ -151,8 +156,10 @@ class Document:
 
 
 def scan(root: str | os.PathLike, *, include_hidden: bool = False,
-         max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None) -> list[SourceFile]:
-    """Every file under `root`, recursively, in deterministic order.
+         max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None,
+         rules: FileRules | None = None) -> list[SourceFile]:
+    """Every file under `root` that `rules` (`rules.FileRules`; None: the defaults, every
+    file but those in system folders) keep, recursively, in deterministic order.
 
     The walk is iterative and never follows a link to a folder: `root` is resolved once,
     opened without following any link on its way, and every folder below it is opened
@@ -186,7 +193,8 @@ def scan(root: str | os.PathLike, *, include_hidden: bool = False,
         if root_id is not None and pinned != tuple(root_id):
             raise NotADirectoryError(f"root: expected the folder checked before, got "
                                      f"another at {_shown_path(base)!r} (it was replaced)")
-        return _walk(root_fd, base, pinned, include_hidden, max_depth, pseudo)
+        return _walk(root_fd, base, pinned, include_hidden, max_depth, pseudo,
+                     (rules or FileRules()).walker())
     finally:
         os.close(root_fd)
 
@@ -280,8 +288,9 @@ def _shown_path(path: str | os.PathLike) -> str:
 
 
 def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bool,
-          max_depth: int, pseudo: dict[int, str]) -> list[SourceFile]:
-    """The iterative walk of `scan` below the open folder `root_fd` (not closed here)."""
+          max_depth: int, pseudo: dict[int, str], walker: Walker) -> list[SourceFile]:
+    """The iterative walk of `scan` below the open folder `root_fd` (not closed here),
+    asking `walker` which folders to walk and which files to list."""
     out: list[SourceFile] = []
 
     def entry(parts: tuple[str, ...], shown: str, *, st: os.stat_result | None = None,
@@ -295,6 +304,7 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
     if isinstance(first, str):
         entry((), ".", error=f"cannot list folder: {first}")
         return out
+    walker.enter("", _text_reader(root_fd))
     # One frame per open folder: (its descriptor, its names, shown names, the rest to visit).
     stack: list[tuple[int, tuple[str, ...], tuple[str, ...], Iterator[str]]] = [
         (root_fd, (), (), iter(first))]
@@ -304,6 +314,7 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
             name = next(names, None)
             if name is None:
                 stack.pop()
+                walker.leave("/".join(shown_parts))
                 if fd != root_fd:
                     os.close(fd)
                 continue
@@ -312,11 +323,12 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
             here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
             try:
                 child = _visit(fd, root_fd, base, here, shown, len(stack), include_hidden,
-                               max_depth, entry, pseudo)
+                               max_depth, entry, pseudo, walker)
             except Exception as exc:  # a bad entry never stops the walk
                 entry(here, shown, error=f"{type(exc).__name__}: {exc}")
                 continue
             if child is not None:
+                walker.enter(shown, _text_reader(child[0]))
                 stack.append((child[0], here, shown_parts + (_shown_name(name),),
                               iter(child[1])))
     finally:
@@ -338,13 +350,28 @@ def _listing(fd: int) -> list[str] | str:
         return f"{type(exc).__name__}: {exc.strerror or exc}"
 
 
+def _text_reader(fd: int) -> Callable[[str], str | None]:
+    """`read(name)`: the text of the regular file `name` in the folder `fd` (at most
+    `IGNORE_FILE_MAX` bytes, opened without following a link), or None."""
+    def read(name: str) -> str | None:
+        try:
+            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except OSError:
+            return None
+        with open(file_fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read(IGNORE_FILE_MAX).decode("utf-8", "replace")
+    return read
+
+
 def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str,
            depth: int, include_hidden: bool, max_depth: int,
-           entry: Callable[..., None],
-           pseudo: dict[int, str]) -> tuple[int, list[str]] | None:
-    """Record the entry `parts` (the last name in the folder `fd`); for a folder to
-    descend into, return its open descriptor and its names. A folder on a pseudo filesystem
-    (`pseudo`: device id -> type) is skipped with that reason."""
+           entry: Callable[..., None], pseudo: dict[int, str],
+           walker: Walker) -> tuple[int, list[str]] | None:
+    """Record the entry `parts` (the last name in the folder `fd`) if `walker` lists it;
+    for a folder to descend into, return its open descriptor and its names. A folder on
+    a pseudo filesystem (`pseudo`: device id -> type) is skipped with that reason."""
     name = parts[-1]
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -352,6 +379,13 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
         entry(parts, shown, error=f"cannot stat: {exc.strerror or exc}")
         return None
     if stat.S_ISDIR(st.st_mode):
+        why = walker.folder(shown)
+        if why == SYSTEM_FOLDER:
+            entry(parts, shown, error="not walked (recycle bins, file-system bookkeeping, "
+                  "dependency and cache folders)", skip=Skip.SYSTEM_FOLDER)
+            return None
+        if why is not None:
+            return None
         if depth > max_depth:
             entry(parts, shown, error=f"more than {max_depth} folders below the root",
                   skip=Skip.TOO_DEEP)
@@ -371,6 +405,8 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
             entry(parts, shown, error=f"cannot list folder: {names}")
             return None
         return child, names
+    if not walker.listed(shown):
+        return None
     if stat.S_ISLNK(st.st_mode):
         target, why = _link_target(base, parts, include_hidden)
         if why is not None:
@@ -429,9 +465,10 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
 
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
            include_hidden: bool = False, ocr: bool = True,
-           ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> Iterator[Document]:
+           ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+           rules: FileRules | None = None) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
-    for entry in scan(root, include_hidden=include_hidden):
+    for entry in scan(root, include_hidden=include_hidden, rules=rules):
         yield load(entry, max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages)
 
 
@@ -479,6 +516,20 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
                     encoding_detected=extracted.encoding_detected,
                     pages_failed=extracted.failed_count, compression=compression,
                     blocks=extracted.blocks)
+
+
+def digest(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES
+           ) -> tuple[str, int, int] | None:
+    """(sha256, size, mtime_ns) of the file `entry` names, read as `load` reads it but not
+    extracted: what a run compares with the stored hashes before it pays for extraction.
+    None when `load` would skip the file (unreadable, too large, empty, a link...)."""
+    if entry.error is not None:
+        return None
+    try:
+        data, st = _read(entry, max_bytes)
+    except _Skipped:
+        return None
+    return hashlib.sha256(data).hexdigest(), st.st_size, st.st_mtime_ns
 
 
 def _digest(data: bytes | None) -> str | None:

@@ -224,6 +224,7 @@ class RayRunJob(RunJob):
     document (`reuses_vectors` False)."""
 
     reuses_vectors = False
+    reuses_files = False  # the files are read on the cluster: the driver hashes none
 
     def __init__(self, root: Path, store: Store, options: RunOptions, ray_options: RayOptions,
                  pools: list[PoolSpec], on_progress: Callable[[RunProgress], None] | None):
@@ -267,7 +268,8 @@ class RayRunJob(RunJob):
     def _listing(self) -> list[SourceFile]:
         ray = import_ray()
         task = ray.remote(num_cpus=READ_CPUS)(scan)
-        ref = task.remote(str(self.root.resolve()), include_hidden=self.options.include_hidden)
+        ref = task.remote(str(self.root.resolve()), include_hidden=self.options.include_hidden,
+                          rules=self.rules)
         return self._not_own(ray.get(ref, timeout=self.ray_options.stall_timeout_s))
 
     def _stream(self, to_read: list[SourceFile]) -> Iterator[dict[str, Any]]:

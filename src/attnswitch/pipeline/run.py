@@ -79,14 +79,31 @@ from attnswitch.pipeline.encode import (
     resolve_precision,
     settle,
 )
-from attnswitch.pipeline.ingest import DEFAULT_MAX_BYTES, Document, Skip, SourceFile, load, scan
+from attnswitch.pipeline.ingest import (
+    DEFAULT_MAX_BYTES,
+    Document,
+    Skip,
+    SourceFile,
+    digest,
+    load,
+    scan,
+)
 from attnswitch.pipeline.read_pool import (
     DEFAULT_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
     default_read_workers,
     read_in_pool,
 )
 from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
-from attnswitch.pipeline.store import Store, StoredDocument, root_key, vector_key
+from attnswitch.pipeline.rules import FileRules, rules_for
+from attnswitch.pipeline.rules import meta_key as rules_meta_key
+from attnswitch.pipeline.store import (
+    Store,
+    StoredDocument,
+    SyncPlan,
+    indexed_sha,
+    root_key,
+    vector_key,
+)
 
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
@@ -118,7 +135,10 @@ class RunOptions:
     0: one thread of this process, in order); read_timeout_s: the most one file's
     extraction may take in a worker (then it is skipped, "extraction timed out");
     ocr_max_pages: the most pages (scanned PDF pages, image frames) of one file that OCR
-    recognises, the first ones; the rest are counted in the document's `pages_failed`."""
+    recognises, the first ones; the rest are counted in the document's `pages_failed`;
+    rules: which files of the root are indexed (`rules.FileRules`: include and exclude
+    globs, ignore files, system folders), stored with the index for the root; None: the
+    rules stored for it by an earlier run, else the defaults."""
 
     model: str | None = None
     engine: str = "auto"
@@ -137,6 +157,7 @@ class RunOptions:
     read_workers: int | None = None
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES
+    rules: FileRules | None = None
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision_choice
@@ -211,8 +232,11 @@ class RunSummary:
     Ray run (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s`
     is Ray's connect and the actors' start. `measure_s`: seconds spent measuring the engines
     for `engine="auto"` (0 when the pick was recorded: every run after the first here).
-    `chunks_reused`: chunks of changed documents that kept their stored vector (same text
-    for the encoder), not encoded again and not in `chunks_encoded`."""
+    `chunks_reused`: chunks that took a vector stored already or encoded once for another
+    chunk of this run (same text for the encoder), not in `chunks_encoded`. `copied`: new
+    or changed files whose content an indexed document has (counted in `new`/`changed`),
+    given its chunks and vectors without being extracted or encoded; `moved`: stored
+    documents found at another path of the root (not counted as new or deleted)."""
 
     run_id: int
     status: str
@@ -254,6 +278,8 @@ class RunSummary:
     measure_s: float = 0.0
     precision_reason: str = ""
     chunks_reused: int = 0
+    copied: int = 0
+    moved: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -320,10 +346,14 @@ class RunJob:
         self.notes: list[dict[str, str]] = []
         self.pending: list[tuple[Document, list[Chunk], str]] = []
         self.stored: dict[str, StoredDocument | None] = {}  # the store rows of the files to read
+        # files whose content another file of this run has: (entry, its hashed document,
+        # new?), copied once that one is written (`_copy_deferred`)
+        self.deferred: list[tuple[SourceFile, Document, bool]] = []
         self.encode_s = 0.0  # seconds spent encoding
         self.failures_in_row = 0
         self.run_id = 0
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode), if pinned
+        self.rules = FileRules()  # the rules of this root, once `_prepare` has read them
 
     def _measuring(self, done: int, total: int, what: str) -> None:
         """Progress of the engines' measurement (`autopick.measure`), as a run stage."""
@@ -339,10 +369,13 @@ class RunJob:
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
-        with closing(self._read(self._prepare())) as docs:  # stops the readers on any exit
-            for doc in docs:
-                self._admit(doc)
-        self._flush()
+        to_read = self._prepare()
+        while to_read:
+            with closing(self._read(to_read)) as docs:  # stops the readers on any exit
+                for doc in docs:
+                    self._admit(doc)
+            self._flush()
+            to_read = self._copy_deferred()
         self._done()
 
     def _read(self, entries: list[SourceFile]) -> Iterator[Document]:
@@ -360,19 +393,94 @@ class RunJob:
         """List the root, delete what left it, and return the files to read: those the
         store's plan finds not fresh (`Store.plan`)."""
         store = self.store
+        key = root_key(self.root)
+        self.rules = rules_for(store, key, self.options.rules)
         entries = self._listing()
         store.set_meta(META_KEY, self.config.to_json())
+        store.set_meta(rules_meta_key(key), self.rules.to_json())
         plan = store.plan(self.root, entries, self.fp)
-        if plan.deleted:
-            self.counts["deleted"] = store.remove(plan.root, plan.deleted)
         self.stored = plan.stored
+        to_read, deleted = (self._reuse_identical(plan) if self.reuses_files
+                            else (list(plan.to_read), plan.deleted))
+        if deleted:
+            self.counts["deleted"] = store.remove(plan.root, deleted)
         self.counts["unchanged"] += len(plan.fresh)
         p = self.progress
-        p.files_total, p.files_done = len(entries), len(plan.fresh)
-        p.bytes_total = sum(max(e.size, 0) for e in plan.to_read)
+        p.files_total = len(entries)
+        p.files_done = len(entries) - len(to_read) - len(self.deferred)
+        p.bytes_total = sum(max(e.size, 0) for e in to_read)
         p.stage = "reading"
         self.on_progress(p)
-        return list(plan.to_read)
+        return to_read
+
+    reuses_files = True  # a job whose files are read elsewhere (Ray) hashes none here
+
+    def _reuse_identical(self, plan: SyncPlan) -> tuple[list[SourceFile], tuple[str, ...]]:
+        """Hash the files to read that may be copies (of the same size as an indexed
+        document, or as another file to read) and give up reading those whose content the
+        store holds already: a file with its own stored hash is unchanged (touched), one
+        with the hash of a document that left the root was moved (`Store.move_document`),
+        one with the hash of another indexed document is a copy (`Store.copy_document`);
+        a second file with the hash of one still to read waits in `deferred` until that
+        one is written. Returns the files still to read and the sources deleted."""
+        store, fp = self.store, self.fp
+        sizes = store.indexed_sizes(fp)
+        same_size = Counter(e.size for e in plan.to_read if e.error is None)
+        maybe = [e for e in plan.to_read if e.error is None and e.size > 0
+                 and (e.size in sizes or same_size[e.size] > 1)]
+        with ThreadPoolExecutor(min(4, len(maybe) or 1),
+                                thread_name_prefix="attnswitch-hash") as pool:
+            hashed = dict(zip((e.source for e in maybe), pool.map(
+                lambda e: digest(e, max_bytes=self.options.max_bytes), maybe)))
+        gone = dict.fromkeys(plan.deleted)
+        first: set[str] = set()
+        to_read: list[SourceFile] = []
+        for entry in plan.to_read:
+            found = hashed.get(entry.source)
+            if found is None:
+                to_read.append(entry)
+                continue
+            sha, size, mtime_ns = found
+            doc = Document(entry.root, entry.source, entry.path, size, mtime_ns, sha,
+                           kind=None, text=None)
+            row = plan.stored.get(entry.source)
+            if indexed_sha(row, fp) == sha:
+                store.touch(doc)
+                self.counts["unchanged"] += 1
+                continue
+            copies = store.copies_of(sha, fp)
+            moved = next((c for c in copies if c.root == plan.root and c.source in gone), None)
+            if row is None and moved is not None:
+                store.move_document(plan.root, moved.source, doc)
+                del gone[moved.source]
+                self.counts["moved"] += 1
+            elif copies:
+                store.copy_document(copies[0], doc, run_id=self.run_id)
+                self.counts["new" if row is None else "changed"] += 1
+                self.counts["copied"] += 1
+            elif sha in first:
+                self.deferred.append((entry, doc, row is None))
+            else:
+                first.add(sha)
+                to_read.append(entry)
+        return to_read, tuple(gone)
+
+    def _copy_deferred(self) -> list[SourceFile]:
+        """Copy each deferred file (`_reuse_identical`) from the document with its content
+        indexed since; those whose original was not indexed (skipped, failed) are returned,
+        to be read."""
+        deferred, self.deferred = self.deferred, []
+        left = []
+        for entry, doc, new in deferred:
+            copies = self.store.copies_of(doc.sha256, self.fp)
+            if not copies:
+                left.append(entry)
+                continue
+            self.store.copy_document(copies[0], doc, run_id=self.run_id)
+            self.counts["new" if new else "changed"] += 1
+            self.counts["copied"] += 1
+            self._advance(doc)
+        return left
 
     def _done(self) -> None:
         self.progress.stage = "done"
@@ -381,7 +489,7 @@ class RunJob:
     def _listing(self) -> list[SourceFile]:
         """The files of the root, less the store's own files when they lie inside."""
         return self._not_own(scan(self.root, include_hidden=self.options.include_hidden,
-                                  root_id=self.root_id))
+                                  root_id=self.root_id, rules=self.rules))
 
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
         own = self.store.own_files()
@@ -410,7 +518,7 @@ class RunJob:
                                                detail="no model tokens in the text"))
                 return
             self.counts[kind] += 1
-            if kind == "changed" and self.reuses_vectors:
+            if self.reuses_vectors:
                 chunks = self._keep_stored(doc, chunks)
                 if not chunks:  # every vector kept: nothing to encode
                     self._write(doc, [], np.zeros((0, 1), np.float32))
@@ -420,11 +528,12 @@ class RunJob:
     reuses_vectors = True  # a job whose encoders write their own documents does not
 
     def _keep_stored(self, doc: Document, chunks: list[Chunk]) -> list[Chunk]:
-        """The chunks of a changed document that still need encoding: those whose vector
-        the store holds for it (`Store.stored_vectors`: same encoder text and vector
-        fingerprint) keep it, remembered in `kept` until the document is written."""
+        """The chunks of a new or changed document that still need encoding: those whose
+        vector the store holds, for any document (`Store.vectors_by_key`: same encoder
+        text and vector fingerprint; quoted mail, boilerplate, an edited copy), keep it,
+        remembered in `kept` until the document is written."""
         keys = [vector_key(self.vector_fp, c.encoder_text) for c in chunks]
-        stored = self.store.stored_vectors(doc.root, doc.source, keys)
+        stored = self.store.vectors_by_key(keys)
         if not stored:
             return chunks
         kept = {i: stored[k] for i, k in enumerate(keys) if k in stored}
@@ -460,12 +569,31 @@ class RunJob:
             if not group:
                 continue
             try:
-                outcome: Any = self._encode([c.encoder_text for _, chunks, _ in group
-                                             for c in chunks])
+                outcome: Any = self._encode_once([c for _, chunks, _ in group
+                                                  for c in chunks])
             except Exception as exc:
                 outcome = exc
             settle(group, outcome, write=self._write, fail=self._failed,
                    retry=lambda singles: todo.extendleft(reversed(singles)))
+
+    def _encode_once(self, chunks: list[Chunk]) -> np.ndarray:
+        """Vectors of `chunks`, each distinct encoder text encoded once: the chunks that
+        repeat one are counted as reused, not as encoded."""
+        texts = [c.encoder_text for c in chunks]
+        where: dict[str, int] = {}  # distinct text -> its row in the encoded call
+        repeats = []
+        for c in chunks:
+            if c.encoder_text in where:
+                repeats.append(c)
+            else:
+                where[c.encoder_text] = len(where)
+        if not repeats:
+            return self._encode(texts)
+        vectors = np.asarray(self._encode(list(where)))
+        self.counts["reused"] += len(repeats)
+        self.counts["chunks"] -= len(repeats)  # `_written` counts every chunk it writes
+        self.counts["tokens"] -= sum(c.n_tokens for c in repeats)
+        return vectors[[where[t] for t in texts]]
 
     def _failed(self, doc: Document, kind: str, exc: Exception) -> None:
         """Record a document that failed to encode; stop when failures come in a row."""
@@ -608,7 +736,8 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
         unchanged=job.counts["unchanged"], deleted=job.counts["deleted"],
         skipped=job.counts["skipped"], failed=job.counts["failed"], indexed=indexed,
         chunks_encoded=job.counts["chunks"], tokens_encoded=tokens,
-        chunks_reused=job.counts["reused"],
+        chunks_reused=job.counts["reused"], copied=job.counts["copied"],
+        moved=job.counts["moved"],
         chunks_stored=stored_chunks, wall_s=wall, load_s=job.progress.load_s,
         encode_s=job.encode_s,
         tokens_per_s=tokens / busy if tokens and busy > 0 else None,

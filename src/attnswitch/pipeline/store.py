@@ -65,7 +65,7 @@ from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
 # 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
 EXACT_BELOW = 20_000
@@ -99,6 +99,13 @@ _JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
     attempts INTEGER NOT NULL DEFAULT 0,
     resume INTEGER NOT NULL DEFAULT 0
 )"""
+
+# Content and chunk dedup: a document found by its hash, a stored vector by its key (the
+# same statements for both stores, made once the chunks have their vector key column).
+_DEDUP_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS documents_sha256 ON documents (sha256)",
+    "CREATE INDEX IF NOT EXISTS chunks_vector_key ON chunks (vector_key)",
+)
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -295,7 +302,8 @@ _JOB_COLUMNS = tuple(f.name for f in dataclasses.fields(JobRecord))
 @dataclass(frozen=True)
 class StoreStatus:
     """`skipped_by_reason` counts skipped files per category; `skipped_files` lists
-    (root, source, reason) for each, sorted."""
+    (root, source, reason) for each, sorted. `copies`: indexed documents whose content
+    (hash) another indexed document has too, stored once more without being encoded."""
 
     path: str
     documents: int
@@ -307,6 +315,7 @@ class StoreStatus:
     dim: int | None
     roots: tuple[str, ...]
     last_run: RunRecord | None
+    copies: int = 0
 
 
 @dataclass(frozen=True)
@@ -364,6 +373,7 @@ class Store(Protocol):
     def set_meta(self, key: str, value: str) -> None: ...
     def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None: ...
     def sources(self, root: str | os.PathLike) -> set[str]: ...
+    def roots(self) -> list[str]: ...
     def root_counts(self, root: str | os.PathLike) -> tuple[int, int]: ...
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
     def classify(self, doc: Document, config: str = "") -> str: ...
@@ -375,6 +385,14 @@ class Store(Protocol):
                     run_id: int | None = None) -> int: ...
     def touch(self, doc: Document) -> None: ...
     def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int: ...
+    def indexed_sizes(self, config: str) -> set[int]: ...
+    def copies_of(self, sha256: str, config: str) -> list[StoredDocument]: ...
+    def copy_document(self, original: StoredDocument, doc: Document, *,
+                      run_id: int | None = None) -> int: ...
+    def move_document(self, root: str | os.PathLike, old_source: str,
+                      doc: Document) -> bool: ...
+    def forget(self, root: str | os.PathLike, source: str = "") -> int: ...
+    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]: ...
     def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int: ...
     def finish_run(self, run_id: int, status: str = "completed", *,
                    counts: dict[str, Any] | None = None,
@@ -418,6 +436,7 @@ class StoreBase(abc.ABC):
     """
 
     _mark: ClassVar[str] = "?"
+    _vector_column: ClassVar[str] = "vector"  # the chunks' column holding the vector
     _conn: Any
     ef_search: int
 
@@ -580,6 +599,10 @@ class StoreBase(abc.ABC):
             f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source))
         return StoredDocument(*rows[0]) if rows else None
 
+    def roots(self) -> list[str]:
+        """Every root with a stored document, sorted."""
+        return [r[0] for r in self._read("SELECT DISTINCT root FROM documents ORDER BY root")]
+
     def sources(self, root: str | os.PathLike) -> set[str]:
         """Every source stored under `root`, indexed or skipped."""
         rows = self._read(f"SELECT source FROM documents WHERE root = {self._mark}",
@@ -636,6 +659,105 @@ class StoreBase(abc.ABC):
             conn.execute(f"DELETE FROM chunks WHERE doc_id = {self._mark}", (doc_id,))
         return doc_id
 
+    # -- content dedup, moves and forgetting --------------------------------------------
+
+    def _retrying(self, fn: Any) -> Any:
+        """`fn()`; a store whose connection can be lost does it again on a new one."""
+        return fn()
+
+    def indexed_sizes(self, config: str) -> set[int]:
+        """The sizes of the documents indexed under `config`: only a file of one of these
+        sizes can be a copy of one of them (what a run hashes before reading)."""
+        return {int(r[0]) for r in self._read(
+            f"SELECT DISTINCT size FROM documents WHERE config = {self._mark} AND "
+            "status = 'indexed' AND sha256 IS NOT NULL", (config,))}
+
+    def copies_of(self, sha256: str, config: str) -> list[StoredDocument]:
+        """The documents indexed under `config` whose content hash is `sha256`, oldest
+        first: a file with these bytes has their chunks and vectors already."""
+        m = self._mark
+        rows = self._read(
+            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
+            f" FROM documents WHERE sha256 = {m} AND config = {m} AND status = 'indexed' "
+            "ORDER BY id", (sha256, config))
+        return [StoredDocument(*r) for r in rows]
+
+    def copy_document(self, original: StoredDocument, doc: Document, *,
+                      run_id: int | None = None) -> int:
+        """Index `doc` (a file with the same bytes as `original`, at another path) with a
+        copy of `original`'s chunks and vectors, in one transaction: nothing is read,
+        chunked or encoded. Returns the new document's id."""
+        if (root_key(original.root), original.source) == (root_key(doc.root), doc.source):
+            raise StoreInputError("doc", "another path than the original's",
+                                  f"{doc.source!r} itself")
+        m, vector = self._mark, self._vector_column
+        columns = ("ordinal, text, n_tokens, char_start, char_end, heading_path, location, "
+                   f"vector_key, {vector}")
+
+        def copy() -> int:
+            with self._transaction() as conn:
+                row = conn.execute(f"SELECT kind, encoding, n_chunks, n_tokens FROM documents "
+                                   f"WHERE id = {m} AND status = 'indexed'",
+                                   (original.id,)).fetchone()
+                if row is None:
+                    raise StoreInputError("original", "an indexed document",
+                                          f"{original.source!r}, no longer stored")
+                kind, encoding, n_chunks, n_tokens = row
+                doc_id = self._upsert(conn, dataclasses.replace(doc, kind=kind,
+                                                                encoding=encoding),
+                                      "indexed", original.config, run_id,
+                                      n_chunks=n_chunks, n_tokens=n_tokens)
+                conn.execute(f"DELETE FROM chunks WHERE doc_id = {m}", (doc_id,))
+                conn.execute(f"INSERT INTO chunks (doc_id, {columns}) SELECT {m}, {columns} "
+                             f"FROM chunks WHERE doc_id = {m}", (doc_id, original.id))
+                return int(doc_id)
+        return self._retrying(copy)
+
+    def move_document(self, root: str | os.PathLike, old_source: str, doc: Document) -> bool:
+        """Give the stored document `old_source` of `root` the path (and size and mtime) of
+        `doc`: a file moved or renamed within the root keeps its chunks and vectors. False
+        when `old_source` is not stored."""
+        m = self._mark
+
+        def move() -> bool:
+            with self._transaction() as conn:
+                return conn.execute(
+                    f"UPDATE documents SET source = {m}, size = {m}, mtime_ns = {m}, "
+                    f"updated_at = {m} WHERE root = {m} AND source = {m}",
+                    (doc.source, doc.size, doc.mtime_ns, time.time(), root_key(root),
+                     old_source)).rowcount == 1
+        return self._retrying(move)
+
+    def forget(self, root: str | os.PathLike, source: str = "") -> int:
+        """Remove from the index the document `source` of `root`, or every document below
+        it when `source` is a folder ("": the whole root), with their chunks and vectors;
+        returns how many documents went. Waits for a run on this store to end first (the
+        run lock), like a run."""
+        m, key = self._mark, root_key(root)
+        prefix = source.strip("/")
+        self._wait_for_run_lock()
+        try:
+            def forget() -> int:
+                with self._transaction() as conn:
+                    if not prefix:
+                        return conn.execute(f"DELETE FROM documents WHERE root = {m}",
+                                            (key,)).rowcount
+                    return conn.execute(
+                        f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
+                        f"substr(source, 1, {m}) = {m})",
+                        (key, prefix, len(prefix) + 1, prefix + "/")).rowcount
+            removed = self._retrying(forget)
+            self._run_finished("completed")
+            return removed
+        finally:
+            self._unlock_run()
+
+    def _copies(self) -> int:
+        """Indexed documents whose content another indexed document has too."""
+        ((n,),) = self._read("SELECT COUNT(*) - COUNT(DISTINCT sha256) FROM documents "
+                             "WHERE status = 'indexed' AND sha256 IS NOT NULL")
+        return int(n)
+
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first."""
         sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
@@ -666,6 +788,8 @@ class StoreBase(abc.ABC):
 #    it finds again.
 # 5: a job may be "cancelled": the jobs table is made again with the wider CHECK (SQLite
 #    cannot change a constraint in place), its rows copied over.
+# 6: indexes on the documents' hash and the chunks' vector key (`_DEDUP_INDEXES`, made
+#    after every upgrade: the vector key column is version 4's).
 _UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
     2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
     4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
@@ -712,6 +836,8 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
                 conn.create_function("attnswitch_vector_key", 2, vector_key,
                                      deterministic=True)
                 _fill_vector_keys(conn, "?", "attnswitch_vector_key(?, text)")
+    for statement in _DEDUP_INDEXES:
+        conn.execute(statement)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -1039,6 +1165,7 @@ class SQLiteStore(StoreBase):
             skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
             skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
             dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
+            copies=self._copies(),
         )
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -1172,6 +1299,19 @@ class SQLiteStore(StoreBase):
             "WHERE d.root = ? AND d.source = ? ORDER BY c.ordinal",
             (root_key(root), source))
         return [ChunkRow.from_row(r) for r in rows]
+
+    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector (float32 `[dim]`) of those of `keys` that any
+        stored chunk has (of any document): what a run reuses instead of encoding."""
+        keys, dim, out = sorted(set(keys)), self.dim or 0, {}
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            for k, v in self._conn.execute(
+                    "SELECT vector_key, vector FROM chunks WHERE vector_key IN "
+                    f"({', '.join('?' * len(part))})", part):
+                if len(v) == 4 * dim:
+                    out[k] = np.frombuffer(v, "<f4").astype(np.float32)
+        return out
 
     def stored_vectors(self, root: str | os.PathLike, source: str,
                        keys: Iterable[str]) -> dict[str, np.ndarray]:

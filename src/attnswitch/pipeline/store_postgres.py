@@ -55,6 +55,7 @@ from attnswitch.pipeline.store import (
     StoreConnectError,
     StoreInputError,
     StoreStatus,
+    _DEDUP_INDEXES,
     _chunk_rows,
     _fill_vector_keys,
     _vectors,
@@ -212,7 +213,8 @@ def upgrade(conn: Any) -> bool:
     """Add the chunk columns of `store.CHUNK_STRUCTURE_COLUMNS` to a database made before
     them, filling in the stored chunks' vector keys (`store._fill_vector_keys`); True
     when it did (False: the columns were there). A jobs table made before jobs could be
-    "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`)."""
+    "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). The dedup indexes
+    (`store._DEDUP_INDEXES`) are made here, once the columns they index exist."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         check = conn.execute(
@@ -224,12 +226,14 @@ def upgrade(conn: Any) -> bool:
         have = {r[0] for r in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = "
             "current_schema() AND table_name = 'chunks'")}
-        if set(CHUNK_STRUCTURE_COLUMNS) <= have:
-            return False
-        for statement in _UPGRADE:
+        upgraded = not set(CHUNK_STRUCTURE_COLUMNS) <= have
+        if upgraded:
+            for statement in _UPGRADE:
+                conn.execute(statement)
+            _fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
+        for statement in _DEDUP_INDEXES:
             conn.execute(statement)
-        _fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
-    return True
+    return upgraded
 
 
 def describe(url: str) -> str:
@@ -263,6 +267,7 @@ class PostgresStore(StoreBase):
     use as a context manager or call `close()`."""
 
     _mark = "%s"
+    _vector_column = "embedding"
 
     def __init__(self, url: str, *, ef_search: int | None = None):
         self.url = url
@@ -507,7 +512,8 @@ class PostgresStore(StoreBase):
             skipped=len(skipped),
             skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
             skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
-            dim=self.dim, roots=roots, last_run=runs[0] if runs else None)
+            dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
+            copies=self._copies())
 
     def count(self) -> int:
         return int(self._one("SELECT COUNT(*) FROM chunks")[0])
@@ -532,6 +538,13 @@ class PostgresStore(StoreBase):
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal", (root_key(root), source))
         return [ChunkRow.from_row(r) for r in rows]
+
+    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector of those of `keys` that any stored chunk has (see
+        `SQLiteStore.vectors_by_key`)."""
+        rows = self._read("SELECT DISTINCT ON (vector_key) vector_key, embedding FROM chunks "
+                          "WHERE vector_key = ANY(%s)", (sorted(set(keys)),))
+        return {k: _array(v) for k, v in rows}
 
     def stored_vectors(self, root: str | os.PathLike, source: str,
                        keys: Iterable[str]) -> dict[str, np.ndarray]:

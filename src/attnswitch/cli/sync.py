@@ -1,0 +1,142 @@
+"""The commands that keep an index in step with its folders: `forget` and `watch`.
+
+    attnswitch forget PATH [--db DIR] [--json]
+    attnswitch watch FOLDER [--db DIR] [the options of run] [--json]
+
+`forget` removes a file or a folder (every document below it) from the index, with its
+chunks and vectors; a path with no indexed document is refused with one line naming it.
+`watch` indexes FOLDER (catching up with whatever changed since the last run), then
+follows its changes until Ctrl-C or SIGTERM, printing one line per batch (with --json,
+one JSON object per line: the run's summary). It keeps the model, precision and chunking
+the index was made with; for a new index, those of run's defaults and the options given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from attnswitch.cli.options import (
+    EngineOption,
+    ExcludeOption,
+    GitignoreOption,
+    IncludeOption,
+    JsonOption,
+    StoreOption,
+    file_rules,
+    nonblank_path,
+)
+from attnswitch.cli.output import jsonable, print_json
+
+
+def forget_command(
+    path: Annotated[Path, typer.Argument(help="A file or folder of an indexed folder.",
+                                         parser=nonblank_path)],
+    db: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a file or a folder from the index, with its chunks and vectors (the files
+    themselves are left alone; a later run of their folder indexes them again)."""
+    from attnswitch.cli.pipeline import _fail, _open_store, _store_errors, store_location
+    from attnswitch.pipeline.forget import NotIndexedError, forget
+
+    location = store_location(db)
+    with _store_errors("forget", location, as_json), \
+            _open_store(location, "forget", as_json, existing=True) as store:
+        try:
+            done = forget(path, store)
+        except NotIndexedError as exc:
+            raise _fail("forget", str(exc), as_json) from None
+    report = {"path": done.path, "documents": done.documents,
+              "removed": [{"root": r, "documents": n} for r, n in done.removed.items()]}
+    if as_json:
+        print_json(report)
+    else:
+        typer.echo(f"forgot {done.documents:,} document(s) at {done.path}")
+
+
+def watch_command(
+    path: Annotated[Path, typer.Argument(help="Folder to index and follow (recursively).",
+                                         show_default=False, parser=nonblank_path,
+                                         metavar="FOLDER")],
+    db: StoreOption = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model folder, for a new index (an existing one keeps its own).",
+        show_default=False)] = None,
+    engine: EngineOption = "auto",
+    max_tokens: Annotated[int | None, typer.Option(
+        help="Text tokens per chunk, for a new index. Default: the model's limit.",
+        show_default=False)] = None,
+    overlap: Annotated[int, typer.Option(
+        help="Tokens shared by neighbouring chunks (windows only), for a new index.")] = 32,
+    max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
+    include: IncludeOption = None,
+    exclude: ExcludeOption = None,
+    gitignore: GitignoreOption = None,
+    ocr: Annotated[bool, typer.Option(
+        help="Recognise scanned PDF pages and images with Tesseract.")] = True,
+    read_workers: Annotated[int | None, typer.Option(
+        min=0, help="Processes reading files beside the encoder. Default: half the CPUs.",
+        show_default=False)] = None,
+    debounce_ms: Annotated[int, typer.Option(
+        min=1, help="Milliseconds a batch of changes is gathered for.")] = 1600,
+    as_json: JsonOption = False,
+) -> None:
+    """Index a folder, then keep the index current as its files are added, changed, moved
+    and deleted (a move keeps its chunks: nothing is read or encoded again). Ctrl-C or
+    SIGTERM ends it; a restart catches up with one scan."""
+    import time
+
+    from attnswitch.cli.pipeline import (
+        _check_folder, _fail, _open_store, _run_options, _store_errors, store_location)
+    from attnswitch.errors import AttnswitchError
+    from attnswitch.pipeline.watch import options_of_index, watch
+
+    options = _run_options(as_json, model=model, engine=engine, max_tokens=max_tokens,
+                           overlap=overlap, max_bytes=max(1, int(max_mb * 2**20)), ocr=ocr,
+                           read_workers=read_workers,
+                           rules=file_rules(include, exclude, gitignore))
+    _check_folder(path, as_json)
+
+    def report(summary: Any, changes: set) -> None:
+        if as_json:
+            typer.echo(json.dumps(jsonable(summary.to_dict()), default=str))  # a line each
+            return
+        s = summary
+        typer.echo(f"{time.strftime('%H:%M:%S')} {s.new} new, {s.changed} changed, "
+                   f"{s.moved} moved, {s.deleted} deleted, {s.copied} copies, "
+                   f"{s.skipped} skipped; {s.chunks_encoded:,} chunks encoded "
+                   f"({s.chunks_reused:,} reused); {s.indexed:,} documents indexed")
+
+    location = store_location(db)
+    stop = threading.Event()
+    with _store_errors("watch", location, as_json), \
+            _open_store(location, "watch", as_json) as store, _stopped_by_sigterm(stop):
+        try:
+            watch(path, store, options_of_index(store, options),
+                  stop_event=stop, on_batch=report, debounce_ms=debounce_ms)
+        except KeyboardInterrupt:
+            raise _fail("watch", "interrupted", as_json, 130) from None
+        except AttnswitchError as exc:
+            raise _fail("watch", str(exc), as_json) from None
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM sets `stop` (the watcher ends after the run in progress) while inside;
+    only from the main thread, where Python lets a handler be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

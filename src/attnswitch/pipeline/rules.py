@@ -1,0 +1,170 @@
+"""Rules: which files of a root are indexed, kept with the index so that every later run
+and `watch` of that root apply the same ones.
+
+`FileRules` holds `include` and `exclude` patterns (gitignore syntax, "gitwildmatch",
+matched against the path below the root with "/" separators: `*.pdf`, `docs/**`,
+`/build/`), whether the `.gitignore` and `.ignore` files found while walking are honoured
+(`gitignore`), and whether system folders are walked (`system_folders`; off by default).
+The walk (`ingest.scan`) asks a `Walker` about each folder and file:
+
+- a system folder (`SYSTEM_FOLDERS`: recycle bins, `lost+found`, dependency and cache
+  folders such as `node_modules` and `__pycache__`, by name) is not walked and is listed
+  once as skipped, `Skip.SYSTEM_FOLDER`, with its reason; hidden names (a leading ".")
+  are left out by the walk itself (`ingest`);
+- a folder an exclude pattern or an ignore file matches is not walked, and a file they
+  match, or that no include pattern matches (when there are any), is not listed: like
+  git, an ignored path is simply not part of the root, so a file a rule now excludes is
+  deleted from the index by the next run.
+
+Ignore files apply to their own folder and those below it, the deeper file deciding last
+(git's order; a negation `!pattern` re-includes). Patterns are parsed by pathspec
+(`GitIgnoreSpec`), never by hand. The rules of a root are stored in the store's meta
+(`meta_key`) as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from attnswitch.errors import ConfigError
+
+# Folders that hold no one's documents: recycle bins and file-system bookkeeping (Windows,
+# Linux, macOS) and the dependency, build-cache and virtual-environment folders of tools.
+# Matched by name (fnmatch), at any depth.
+SYSTEM_FOLDERS = ("$RECYCLE.BIN", "RECYCLER", "System Volume Information", "lost+found",
+                  ".Trash-*", ".Trashes", ".Spotlight-V100", ".fseventsd", "node_modules",
+                  "__pycache__", ".git", ".hg", ".svn", ".venv", ".tox", ".mypy_cache",
+                  ".pytest_cache")
+IGNORE_FILES = (".gitignore", ".ignore")
+# Why `Walker.folder` passes over a folder.
+SYSTEM_FOLDER = "system folder"
+EXCLUDED = "excluded"
+META_PREFIX = "rules:"
+
+
+def meta_key(root: str) -> str:
+    """The store meta key holding the rules of `root` (its `store.root_key`)."""
+    return META_PREFIX + root
+
+
+@dataclass(frozen=True)
+class FileRules:
+    """Which files of a root are indexed (see the module doc). The defaults index every
+    file but those in system folders."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    gitignore: bool = False
+    system_folders: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("include", "exclude"):
+            patterns = getattr(self, name)
+            if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
+                raise ConfigError(f"{name}: expected a list of glob patterns, got "
+                                  f"{patterns!r}")
+            object.__setattr__(self, name, tuple(patterns))
+            for p in patterns:
+                if not p.strip() or p.strip().startswith("#"):
+                    raise ConfigError(f"{name}: expected a glob pattern, got {p!r}")
+                _spec([p], name)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FileRules:
+        data = json.loads(text)
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+    def walker(self) -> Walker:
+        return Walker(self)
+
+
+def _spec(lines: Sequence[str], where: str):
+    from pathspec import GitIgnoreSpec
+
+    try:
+        return GitIgnoreSpec.from_lines(lines)
+    except (ValueError, TypeError) as exc:  # pathspec's own words on a bad pattern
+        raise ConfigError(f"{where}: expected gitignore-style glob patterns, got "
+                          f"{list(lines)!r} ({exc})") from None
+
+
+class Walker:
+    """The rules applied during one walk: `folder(rel)` says why a folder is not walked
+    (None: walk it), `listed(rel)` whether a file is listed; `enter(rel, read)` adds the
+    ignore files of a folder about to be walked (`read(name)` gives a file's text in it,
+    or None). Paths are relative to the root, "/"-separated."""
+
+    def __init__(self, rules: FileRules):
+        self.rules = rules
+        self.include = _spec(rules.include, "include") if rules.include else None
+        self.exclude = _spec(rules.exclude, "exclude") if rules.exclude else None
+        self.ignores: list[tuple[str, object]] = []  # (folder, its spec), outermost first
+
+    def enter(self, rel: str, read: Callable[[str], str | None]) -> None:
+        """Take in the ignore files of the folder `rel` ("" for the root)."""
+        if not self.rules.gitignore:
+            return
+        lines = [line for name in IGNORE_FILES if (text := read(name)) is not None
+                 for line in text.splitlines()]
+        if lines:
+            try:
+                self.ignores.append((rel, _spec(lines, f"{rel or '.'}/.gitignore")))
+            except ConfigError:  # a broken ignore file of the user's ignores nothing
+                pass
+
+    def leave(self, rel: str) -> None:
+        """Drop the ignore files of the folder `rel` once its walk is done."""
+        while self.ignores and self.ignores[-1][0] == rel:
+            self.ignores.pop()
+
+    def folder(self, rel: str) -> str | None:
+        """Why the folder `rel` is not walked: `SYSTEM_FOLDER`, `EXCLUDED`, or None."""
+        name = rel.rsplit("/", 1)[-1]
+        if not self.rules.system_folders and any(fnmatch.fnmatchcase(name, p)
+                                                 for p in SYSTEM_FOLDERS):
+            return SYSTEM_FOLDER
+        if self.exclude is not None and self.exclude.match_file(rel + "/"):
+            return EXCLUDED
+        return EXCLUDED if self._ignored(rel + "/") else None
+
+    def listed(self, rel: str) -> bool:
+        """Whether the file `rel` is part of the root under these rules."""
+        if self.exclude is not None and self.exclude.match_file(rel):
+            return False
+        if self.include is not None and not self.include.match_file(rel):
+            return False
+        return not self._ignored(rel)
+
+    def _ignored(self, rel: str) -> bool:
+        ignored = False
+        for base, spec in self.ignores:
+            if base and not rel.startswith(base + "/"):
+                continue
+            decision = spec.check_file(rel[len(base) + 1:] if base else rel).include
+            if decision is not None:
+                ignored = decision
+        return ignored
+
+
+def rules_for(store: Any, root: str, given: FileRules | None) -> FileRules:
+    """The rules a run of `root` (its `store.root_key`) applies: `given`, else those stored
+    for it by an earlier run (`meta_key`), else the defaults."""
+    if given is not None:
+        return given
+    stored = store.meta(meta_key(root))
+    if stored is None:
+        return FileRules()
+    try:
+        return FileRules.from_json(stored)
+    except (TypeError, ValueError) as exc:  # ConfigError is a ValueError
+        raise ConfigError(f"{meta_key(root)}: expected the stored file rules of this root, "
+                          f"got {stored!r} ({exc}); give --include/--exclude/--gitignore "
+                          "again to replace them") from None
