@@ -29,6 +29,8 @@ def _naive_linear(x: torch.Tensor, linear: torch.nn.Linear, compute: torch.dtype
 @pytest.mark.parametrize("shape", [(1, 1, 384), (3, 17, 384), (16, 129, 384), (5, 384)])
 @pytest.mark.parametrize("compute", [torch.float32, torch.bfloat16])
 def test_packed_linear_matches_float64_oracle(shape, compute):
+    if onednn.unavailable(compute) is not None:
+        pytest.skip(f"this CPU: {onednn.unavailable(compute)}")
     gen = torch.Generator().manual_seed(0)
     linear = torch.nn.Linear(384, 200)
     x = torch.randn(*shape, generator=gen)
@@ -53,3 +55,17 @@ def test_pack_linears_swaps_every_linear_and_keeps_the_output():
         after = model(x)
     assert not any(type(m) is torch.nn.Linear for m in model.modules())
     torch.testing.assert_close(after, before)
+
+
+def test_a_dtype_the_cpu_cannot_pack_is_a_reason_not_a_crash():
+    """Each compute dtype is judged by running it: the answer is None or one line naming
+    the dtype, and a dtype judged usable really packs and runs."""
+    for compute in (torch.float32, torch.bfloat16):
+        why = onednn.unavailable(compute)
+        if why is None:
+            with torch.inference_mode():
+                onednn.PackedLinear(torch.nn.Linear(8, 4), compute)(torch.randn(2, 8))
+        else:
+            assert "\n" not in why and onednn.dtype_name(compute) in why
+            with pytest.raises(RuntimeError):
+                onednn.PackedLinear(torch.nn.Linear(8, 4), compute)

@@ -92,12 +92,12 @@ class TorchEncoder(Encoder):
             return "nn.Linear"
         from attnswitch.engines import onednn
 
-        why = onednn.unavailable()
+        compute = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        why = onednn.unavailable(compute)
         if why is not None:
             if linear == "onednn":
                 raise EncodeInputError("linear", "usable oneDNN linears", why)
             return f"nn.Linear (oneDNN linears unavailable: {why})"
-        compute = torch.bfloat16 if self.precision == "bf16" else torch.float32
         n = onednn.pack_linears(self.model, compute, out_dtype=torch.float32)
         return f"oneDNN prepacked linears ({n})"
 
