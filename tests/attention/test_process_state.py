@@ -45,6 +45,7 @@ ALLOWED = {
     "engines._cache": "the loaded encoders, one model load per process",
     "engines.autopick._TABLE": "the engine measurements file (cache.JsonTable)",
     "engines.autoprecision._TABLE": "the precision measurements file (cache.JsonTable)",
+    "pipeline.read_pool._started": "a read worker's channel for the files it starts",
 }
 # each backend's and engine's module instance: the entries of the two registries
 REGISTRY_ENTRIES = ("BACKEND", "ENGINE")

@@ -4,6 +4,7 @@ documents."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -38,6 +39,22 @@ def copy_corpus(dest: Path, sources: tuple[str, ...] = SMALL) -> Path:
     for source in sources:
         (dest / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, dest / source)
+    return dest
+
+
+def copy_corpus_marked(dest: Path, sources: tuple[str, ...], mark: str) -> Path:
+    """Copies of text documents (HTML, plain text) whose every "the" reads "the {mark}":
+    copies with different marks share no file and almost no chunk, so neither the file
+    dedup nor the chunk vector reuse shortcuts a job over them (a short page without "the"
+    stays a copy)."""
+    marks = 0
+    for source in sources:
+        text = (CORPUS / source).read_text(encoding="utf-8")
+        marked, count = re.subn(r"\bthe\b", f"the {mark}", text)
+        marks += count
+        (dest / source).parent.mkdir(parents=True, exist_ok=True)
+        (dest / source).write_text(marked, encoding="utf-8")
+    assert marks, f"{sources}: expected text documents with 'the' in them"
     return dest
 
 

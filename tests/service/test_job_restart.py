@@ -19,6 +19,7 @@ from service_testing import (
     assert_same_content,
     committed,
     copy_corpus,
+    copy_corpus_marked,
     finished_job,
     start_job_and_wait,
     start_server,
@@ -80,7 +81,7 @@ def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
     jobs_root = tmp_path / "jobs"
     folder = jobs_root / "docs"
     for copy in range(40):  # a job that outlasts a server's start, each document quick
-        copy_corpus(folder / f"copy{copy}", DOCUMENTS)
+        copy_corpus_marked(folder / f"copy{copy}", DOCUMENTS, f"copy{copy}")
     args = ("--db", served_location, "--jobs-root", str(jobs_root))
     first = start_server(tmp_path / "first", *args)
     second = None

@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+from types import MappingProxyType
 from typing import Any
 
 import typer
@@ -43,7 +44,7 @@ def print_json(data: Any) -> None:
 
 # C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a line shows.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NAMED = MappingProxyType({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 def terminal_text(text: object) -> str:

@@ -31,6 +31,7 @@ import struct
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from types import MappingProxyType
 
 from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
 from attnswitch.pipeline.readers.containers import OLE_MAGIC, ole_skip
@@ -41,8 +42,8 @@ from attnswitch.pipeline.readers.text import paragraphs
 # The stream each legacy kind keeps its content in: how an OLE2 file is known by content.
 OLE_STREAMS = (("WordDocument", "doc"), ("Workbook", "xls"), ("Book", "xls"),
                ("PowerPoint Document", "ppt"))
-_PACKAGES = {"antiword": "antiword", "catdoc": "catdoc", "xls2csv": "catdoc",
-             "catppt": "catdoc"}
+_PACKAGES = MappingProxyType({"antiword": "antiword", "catdoc": "catdoc", "xls2csv": "catdoc",
+                              "catppt": "catdoc"})
 _DETAIL_CHARS = 160
 
 
