@@ -52,9 +52,14 @@ def test_scan_is_recursive_sorted_and_skips_hidden(tmp_path: Path) -> None:
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("text")
-    found = [e.source for e in scan(tmp_path)]
+    entries = scan(tmp_path)
+    found = [e.source for e in entries if e.error is None]
     assert found == ["B.txt", "a.md", "b/a/y.html", "b/z.txt", "c.txt"]
-    assert found == [e.source for e in scan(tmp_path)]
+    assert found == [e.source for e in scan(tmp_path) if e.error is None]
+    # the hidden folder is listed once, as skipped with the reason; the hidden file is not
+    (folder,) = [e for e in entries if e.error is not None]
+    assert (folder.source, folder.skip) == (".hidden", Skip.HIDDEN_FOLDER)
+    assert "starts with \".\"" in folder.error
     with_hidden = [e.source for e in scan(tmp_path, include_hidden=True)]
     assert set(with_hidden) - set(found) == {".hidden/x.txt", "b/.secret.txt"}
     for e in scan(tmp_path):
@@ -90,7 +95,8 @@ def test_links_out_of_the_root_are_skipped_with_the_reason(tmp_path: Path, outsi
     (root / "key").symlink_to(root / ".hidden" / "id_rsa")  # to a hidden path inside
     (root / "inside.txt").symlink_to(root / "d" / "x.txt")  # inside: read
     docs = {d.source: d for d in ingest(root)}
-    assert sorted(docs) == ["d/x.txt", "etc", "inside.txt", "key", "passwd", "up.txt"]
+    assert sorted(docs) == [".hidden", "d/x.txt", "etc", "inside.txt", "key", "passwd", "up.txt"]
+    assert docs[".hidden"].skip is Skip.HIDDEN_FOLDER and docs[".hidden"].sha256 is None
     for source in ("etc", "passwd", "up.txt"):
         assert docs[source].skip is Skip.LINK and docs[source].text is None
         assert docs[source].reason == "link not followed: its target is outside the root"

@@ -33,7 +33,8 @@ Formats, known by content as well as by name (`readers.formats`):
 
 Hidden files and folders (a name starting
 with ".") are not walked unless `include_hidden=True`, so a data folder such as
-`.attnswitch/` inside the root is never ingested. `rules` (`rules.FileRules`) decide the
+`.attnswitch/` inside the root is never ingested; a hidden folder is listed once as skipped
+(`Skip.HIDDEN_FOLDER`, with the reason), a hidden file not at all. `rules` (`rules.FileRules`) decide the
 rest: system folders are listed once as skipped and not walked, and the files and folders
 that include/exclude globs or ignore files leave out are not listed at all. The root is pinned once: `scan` resolves
 it, opens it without following any link on its path, and walks below it iteratively, each
@@ -319,6 +320,8 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
                     os.close(fd)
                 continue
             if not include_hidden and name.startswith("."):
+                _hidden(fd, parts + (name,), "/".join(shown_parts + (_shown_name(name),)),
+                        entry)
                 continue
             here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
             try:
@@ -336,6 +339,19 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
             if fd != root_fd:
                 os.close(fd)
     return _unique(out)
+
+
+def _hidden(fd: int, parts: tuple[str, ...], shown: str, entry: Callable[..., None]) -> None:
+    """A hidden name (the last of `parts`, in the folder `fd`) is left out; a hidden folder
+    is listed once as skipped, with the reason, so that a user sees what was not walked
+    (hidden files are not listed: dotfiles are settings, not documents)."""
+    try:
+        st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        entry(parts, shown, error="not walked: its name starts with \".\" (hidden folders "
+              "are walked only when asked)", skip=Skip.HIDDEN_FOLDER)
 
 
 def _listing(fd: int) -> list[str] | str:

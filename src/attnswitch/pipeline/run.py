@@ -492,8 +492,11 @@ class RunJob:
                                   root_id=self.root_id, rules=self.rules))
 
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
+        """`entries` less the store's own files and the folders that hold them (a store
+        inside the root is not the user's: not indexed, not listed as skipped)."""
         own = self.store.own_files()
-        return [e for e in entries if e.path not in own]
+        holders = {parent for path in own for parent in path.parents}
+        return [e for e in entries if e.path not in own and e.path not in holders]
 
     def _admit(self, doc: Document, chunks: list[Chunk] | None = None) -> None:
         """Classify a loaded document against the store: record a skip, touch an unchanged

@@ -26,6 +26,7 @@ class Skip(str, enum.Enum):
     NEEDS_TOOL = "reader not installed"  # the program that reads its format is missing
     TOO_DEEP = "folder too deep"
     SYSTEM_FOLDER = "system folder"  # recycle bins, dependency and cache folders (`rules`)
+    HIDDEN_FOLDER = "hidden folder"  # a folder named ".something", walked only when asked
     ENCODE_FAILED = "encode failed"  # set by the pipeline run, never by ingest
     CRASHED = "extraction crashed"  # its reader's process died (`pipeline.read_pool`)
     TIMED_OUT = "extraction timed out"  # its reader ran out of time (`pipeline.read_pool`)
