@@ -124,7 +124,9 @@ def test_int8_keeps_the_retrieval_checks_top10(name, built, monkeypatch):
     _needs(name)
     reference = engines.get_engine(None, "torch", "fp32")
     encoder = engines.get_engine(None, name, "int8")
-    assert encoder.precision == "int8" and "int8" in encoder.describe()
+    # read from the compiled model or the graph: what runs, on any CPU (an AMX CPU's bf16
+    # hint included)
+    assert encoder.precision == "int8" and "weights int8" in encoder.describe()
     texts = [*retrieval_check.PASSAGES, *retrieval_check.QUERIES]
     want, got = reference.encode(texts), encoder.encode(texts)
     n = len(retrieval_check.PASSAGES)

@@ -81,9 +81,22 @@ def test_openvino_streams_agree(chunks):
     np.testing.assert_allclose(latency, throughput, atol=1e-5)
 
 
-def test_openvino_reports_what_it_runs():
-    text = get_engine(None, "openvino").describe()
-    assert "inference precision f32" in text and "OpenVINO" in text
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_openvino_reports_what_it_runs(precision):
+    """The description is read from the compiled model: its linear layers' runtime
+    precision (all of them, counted) and the other ops' inference precision."""
+    from attnswitch.engines.openvino_runtime import linear_precisions
+
+    if reason := registry.get("openvino").declines("cpu", precision):
+        pytest.skip(f"openvino {precision} declined on this CPU: {reason}")
+    encoder = get_engine(None, "openvino", precision)
+    layers = linear_precisions(encoder.compiled)
+    want = {"fp32": "f32", "bf16": "bf16"}[precision]
+    assert layers == {want: sum(layers.values())} and sum(layers.values()) > 0, layers
+    text = encoder.describe()
+    assert f"linear layers: weights and activations {want} ({want} {sum(layers.values())};" \
+        in text, text
+    assert f"other ops {want}" in text and "OpenVINO" in text, text
 
 
 def test_openvino_loads_without_its_telemetry(tmp_path):
@@ -204,3 +217,13 @@ def test_openvino_stops_growing_once_every_width_is_met():
     encode_each(n for n in range(3, limit) if n % 16)
     grown = (psutil.Process().memory_info().rss - before) / 2**20
     assert grown < 24, f"resident memory grew by {grown:.0f} MiB over 240 lengths"
+
+
+def test_onnxruntime_reports_what_it_runs():
+    """fp32: every MatMul of the graph file multiplies float32 (no int8 weight in it)."""
+    from attnswitch.engines.onnx_runtime import quantised_matmuls
+
+    encoder = get_engine(None, "onnxruntime", "fp32")
+    matmuls, weights, activations = quantised_matmuls(encoder.folder / "model.onnx")
+    assert matmuls > 0 and weights == activations == 0
+    assert f"MatMuls: weights and activations float32 ({matmuls})" in encoder.describe()

@@ -43,6 +43,7 @@ class OnnxEncoder(Encoder):
         self.load_times["import_s"] = time.perf_counter() - start
         start = time.perf_counter()
         folder, self.build_note = artifacts(spec, precision)
+        self.folder = folder
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(folder / "model.onnx"), options,
@@ -59,12 +60,38 @@ class OnnxEncoder(Encoder):
         return vectors
 
     def describe(self) -> str:
+        """What runs, read from the model file: the graph, and for the MatMul nodes how
+        many take int8 weights and int8 activations (a QDQ model whose activations are not
+        quantised multiplies in float32 on dequantised weights)."""
         graph = "fused graph" if self.fused else "unfused graph (no fusions for this model type)"
+        matmuls, weights, activations = quantised_matmuls(self.folder / "model.onnx")
+        linear = (f"MatMuls: weights int8 in {weights} of {matmuls}, activations int8 in "
+                  f"{activations} of {matmuls}"
+                  + ("; the others multiply in float32 on dequantised weights"
+                     if activations < weights else "")
+                  if weights else f"MatMuls: weights and activations float32 ({matmuls})")
         return (f"ONNX Runtime {library_version('onnxruntime')} CPU provider, {graph}, "
-                f"{self.precision}; {self.build_note}")
+                f"{self.precision}; {linear}; {self.build_note}")
 
     def explain(self, text: str = "attnswitch explains its plan") -> Any:
         return self.describe()
+
+
+def quantised_matmuls(path: Path) -> tuple[int, int, int]:
+    """(MatMul nodes, those whose weight input is dequantised from int8, those whose
+    activation input is too) in the ONNX model at `path` (its graph only, no weights)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    made_by = {out: node for node in graph.node for out in node.output}
+
+    def dequantised(name: str) -> bool:
+        node = made_by.get(name)
+        return node is not None and node.op_type == "DequantizeLinear"
+
+    matmuls = [node for node in graph.node if node.op_type == "MatMul"]
+    return (len(matmuls), sum(dequantised(n.input[1]) for n in matmuls),
+            sum(dequantised(n.input[0]) for n in matmuls))
 
 
 def artifacts(spec: ModelSpec, precision: str) -> tuple[Path, str]:

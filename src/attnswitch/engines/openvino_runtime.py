@@ -102,6 +102,28 @@ def isa(precision: str) -> str:
     return "AVX2 fp32" if "avx2" in flags else "fp32"
 
 
+# the runtime precisions of a quantised layer (activations u8 or i8, weights i8)
+INT8_TYPES = frozenset({"u8", "i8"})
+
+
+def linear_precisions(compiled: Any) -> dict[str, int]:
+    """Runtime precision -> number of the compiled model's linear layers (the CPU plugin's
+    `FullyConnected` nodes) that run in it, from the runtime model's `runtimePrecision`."""
+    counts: dict[str, int] = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if "layerType" in info and info["layerType"].astype(str) == "FullyConnected":
+            precision = info["runtimePrecision"].astype(str)
+            counts[precision] = counts.get(precision, 0) + 1
+    return counts
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """"u8 34, i8 2", most first; "none found" for no layer."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{name} {n}" for name, n in ranked) or "none found"
+
+
 class OpenVinoEncoder(Encoder):
     engine = "openvino"
     # measured on 300 corpus chunks (docs/results/e2e_vs_sentence_transformers.md, variant
@@ -164,10 +186,20 @@ class OpenVinoEncoder(Encoder):
         return [out[i] for i in range(count)]
 
     def describe(self) -> str:
+        """What runs, read from the compiled model: the precision its linear layers run in
+        (an int8 IR's quantised ones run int8 whatever the hint), the inference precision of
+        the other ops, the streams."""
         hint = self.compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
-        return (f"OpenVINO {library_version('openvino')} CPU plugin, inference precision "
-                f"{hint} ({isa(self.precision)}), {self.streams} hint, {self.jobs} parallel "
-                f"requests; {self.build_note}")
+        linear = linear_precisions(self.compiled)
+        if linear and set(linear) <= INT8_TYPES:
+            label, kind = "weights int8, activations int8", "int8"
+        else:
+            runs = max(linear, key=linear.__getitem__, default="unknown")
+            label = f"weights and activations {runs}"
+            kind = {"bf16": "bf16", "f32": "fp32"}.get(runs, self.precision)
+        return (f"OpenVINO {library_version('openvino')} CPU plugin, linear layers: {label} "
+                f"({_counted(linear)}; {isa(kind)}), other ops {hint}, {self.streams} hint, "
+                f"{self.jobs} parallel requests; {self.build_note}")
 
     def explain(self, text: str = "attnswitch explains its plan") -> Any:
         return self.describe()
