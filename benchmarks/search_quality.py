@@ -196,13 +196,14 @@ def python_docs(into: Path, n_library: int) -> Path:
 def stores(kind: str, store_dir: Path):
     """A function corpus name -> its store's location: a SQLite file in `store_dir` (kept,
     so a second call only re-reads it), or a fresh database of a throwaway PostgreSQL
-    cluster (`pipeline.pg_local`; indexed anew each call)."""
+    cluster (`tests/pg_local.py`; indexed anew each call)."""
     if kind == "sqlite":
         yield lambda name: store_dir / f"{name}.sqlite3"
         return
     import psycopg
 
-    from attnswitch.pipeline.pg_local import LocalCluster, remove
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from pg_local import LocalCluster, remove  # tests/pg_local.py: test infrastructure
 
     folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
     try:

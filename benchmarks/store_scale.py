@@ -26,7 +26,7 @@ one per core beyond the leader), then report:
   cache is warm (the machine's memory is not flushed between runs).
 - the machine's load average when each store starts and ends.
 
-PostgreSQL runs on a throwaway local cluster (`pipeline.pg_local`) with maintenance_work_mem
+PostgreSQL runs on a throwaway local cluster (`tests/pg_local.py`) with maintenance_work_mem
 4 GB (the 1M graph is built in memory) and shared_buffers 4 GB. Results are written to
 `--json` after each store, so a store that finished is kept if a later one does not.
 """
@@ -211,7 +211,8 @@ def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
 
 def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                  texts: list[str], exact_below: int, efs: list[int]) -> dict:
-    from attnswitch.pipeline.pg_local import LocalCluster
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
     from attnswitch.pipeline.store_postgres import (HNSW_EF_CONSTRUCTION, HNSW_M,
                                                     PostgresStore)
 

@@ -108,13 +108,13 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    """A throwaway PostgreSQL cluster with pgvector on loopback (`pipeline.pg_local`), one
+    """A throwaway PostgreSQL cluster with pgvector on loopback (`tests/pg_local.py`), one
     per test process, stopped at the end. Its folder is a fresh temporary one (pytest's are
     private to root, and the server runs as an unprivileged user)."""
     import subprocess
     import tempfile
 
-    from attnswitch.pipeline.pg_local import LocalCluster, pick_server, remove
+    from pg_local import LocalCluster, pick_server, remove
 
     server = pick_server(pgvector=True)
     if server is None:

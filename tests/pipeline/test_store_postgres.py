@@ -61,7 +61,7 @@ def test_server_down_or_wrong_url_is_one_clear_line(url: str, expected: str) -> 
 
 
 def test_missing_pgvector_is_one_clear_line() -> None:
-    from attnswitch.pipeline.pg_local import LocalCluster, pick_server, remove
+    from pg_local import LocalCluster, pick_server, remove
 
     server = pick_server(pgvector=False)
     if server is None:

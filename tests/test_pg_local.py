@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL cluster (`pipeline.pg_local`) wherever its binaries live: as root
+"""The throwaway PostgreSQL cluster (`tests/pg_local.py`) wherever its binaries live: as root
 the server runs as an unprivileged user, who cannot enter a checkout under a folder only
 root can enter (mode 700), so such an installation is staged to a folder that user can read."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.pipeline import pg_local
+import pg_local
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user "
                                 "only when started as root; as any other user it runs as "
