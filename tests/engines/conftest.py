@@ -65,6 +65,23 @@ def st_vectors(chunks: list[str], minilm_path: Path, tmp_path_factory: pytest.Te
     return vectors
 
 
+@pytest.fixture(scope="session")
+def oracle_set(chunks: list[str], st_vectors: np.ndarray,
+               minilm_path: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(texts, oracle, baseline) for the conformance rule on real text: every tenth chunk
+    (a few words to past the 256-token limit), their float64 vectors (MiniLM in float64,
+    each text alone, mean-pooled, normalised: `pooled_reference`) and sentence-transformers'
+    float32 vectors of them (the plain float32 computation the rule's bound is made of)."""
+    from engine_testing import pooled_reference
+
+    from attnswitch.engines import get_engine
+
+    picked = list(range(0, len(chunks), 10))
+    texts = [chunks[i] for i in picked]
+    batch = get_engine(None, "torch", "fp32").tokenize(texts)
+    return texts, pooled_reference(minilm_path, batch, "mean"), st_vectors[picked]
+
+
 def _random_model(root: Path, family: str, minilm: Path, pooling: str | None) -> Path:
     import torch
     from transformers import AutoModel, BertConfig, RobertaConfig

@@ -26,6 +26,21 @@ def rule(out: np.ndarray, eager: np.ndarray, oracle: np.ndarray) -> tuple[float,
     return err, 2.0 * base + floor32(oracle)
 
 
+def check_rule(out: np.ndarray, eager: np.ndarray, oracle: np.ndarray) -> None:
+    """Assert FlashAttention's rule (`rule`), naming the worst row when it fails."""
+    err, bound = rule(out, eager, oracle)
+    worst = int(np.abs(out.astype(np.float64) - oracle).max(axis=1).argmax())
+    assert err <= bound, (f"row {worst}: max|out - oracle| {err:.3g} > {bound:.3g} (2x the "
+                          f"float32 baseline's error plus the rounding floor)")
+
+
+def pooled_eager(path, batch: list[list[int]], mode: str) -> np.ndarray:
+    """The rule's float32 baseline for `pooled_reference`: the same pooling of the
+    transformers model's eager float32 hidden states (one right-padded batch)."""
+    hidden = torch_reference(path, batch, "float32").astype(np.float64)
+    return _pooled(hidden, batch, mode)
+
+
 def torch_reference(path, batch: list[list[int]], dtype: str) -> np.ndarray:
     """Last hidden states of the real tokens, rows concatenated in order, from the
     transformers model at `path` with eager attention in `dtype` ("float64": each text run
@@ -52,7 +67,12 @@ def torch_reference(path, batch: list[list[int]], dtype: str) -> np.ndarray:
 
 def pooled_reference(path, batch: list[list[int]], mode: str) -> np.ndarray:
     """float64 pooled, L2-normalised vectors per text from the oracle's hidden states."""
-    hidden = torch_reference(path, batch, "float64")
+    return _pooled(torch_reference(path, batch, "float64"), batch, mode)
+
+
+def _pooled(hidden: np.ndarray, batch: list[list[int]], mode: str) -> np.ndarray:
+    """Rows of `hidden` (the texts' real tokens, concatenated) pooled per text ("cls",
+    "last" or "mean") and L2-normalised."""
     out, start = [], 0
     for ids in batch:
         h = hidden[start:start + len(ids)]
