@@ -1,10 +1,13 @@
 """The package's layers, checked from the source (ast; nothing is imported): every import,
 at module level or inside a function, goes one way,
 
-    attention <- integrations <- engines <- the package root <- pipeline <- service <- cli
+    attention <- integrations <- engines <- the package root's modules <- pipeline
+        <- service <- cli <- the package root itself (`attnswitch/__init__.py`)
 
 with observe, errors, plugins and the version as leaves, and the import graph has no
-cycle (docs/architecture.md, "Layers"). Typer lives only in the CLI, and the pipeline and
+cycle (docs/architecture.md, "Layers"). The root module is the public facade: it
+re-exports names of every layer (`attention`, `encode`, `search`, `index`, ...), so nothing
+inside the package imports it. Typer lives only in the CLI, and the pipeline and
 the service reach engines only through the engine interface and registry."""
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ LAYERS = {
     "attnswitch.service": 6,
     "attnswitch.cli": 7,
 }
+# The root module (`attnswitch/__init__.py`), above every layer; its other modules
+# (`attnswitch.doctor`) are the layer "attnswitch" names.
+FACADE = "attnswitch"
 # The engine interface and registry: what the pipeline and the service may import of engines.
 ENGINE_INTERFACE = {"attnswitch.engines", "attnswitch.engines.base", "attnswitch.engines.model",
                     "attnswitch.engines.registry"}
@@ -83,6 +89,8 @@ def rank(module: str) -> int:
     """The module's layer; `__main__` modules are entry points, at the top."""
     if module.endswith(".__main__"):
         return max(LAYERS.values())
+    if module == FACADE:
+        return max(LAYERS.values()) + 1
     if any(module == leaf or module.startswith(leaf + ".") for leaf in LEAVES):
         return 0
     best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)

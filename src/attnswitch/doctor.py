@@ -51,7 +51,7 @@ def versions() -> dict[str, str]:
     import platform
     from importlib import metadata
 
-    from attnswitch import __version__
+    from attnswitch._version import __version__
 
     out = {"python": platform.python_version(), "attnswitch": __version__}
     for lib in FRAMEWORK_LIBRARIES:
@@ -161,7 +161,7 @@ def plan_rows() -> list[dict]:
     """For each common call and each installed framework: the plan's choice and its source."""
     from importlib.util import find_spec
 
-    import attnswitch
+    from attnswitch.attention.plan import explain
 
     frameworks = ["numpy"] + [f for f in ("torch", "jax") if find_spec(f) is not None]
     rows: dict[str, dict] = {}
@@ -174,7 +174,7 @@ def plan_rows() -> list[dict]:
             continue
         for label, kwargs in calls:
             row = rows.setdefault(label, {"call": label, "plans": {}})
-            plan = attnswitch.explain(**kwargs)
+            plan = explain(**kwargs)
             row["plans"][fw] = {
                 "chosen": plan.chosen, "source": plan.source, "fallbacks": list(plan.fallbacks),
                 "kind": plan.call.kind,

@@ -179,3 +179,48 @@ def test_a_hit_carries_its_heading_path_and_location(shared_client, cli_indexed,
         with SQLiteStore(service_dirs["data"]) as store:
             (local,) = search(store, None, 1, text=query, mode="keyword")
         assert (local.heading_path, local.location) == (hit["heading_path"], hit["location"])
+
+
+def test_search_takes_a_filter_and_says_when_it_keeps_nothing(shared_client,
+                                                              cli_indexed) -> None:
+    """`filter` narrows the hits to the documents it keeps (k of them when k pass), and a
+    filter that keeps no document answers no hit with a note saying so."""
+    everything = shared_client.post("/v1/search", json={"query": QUERY, "k": 10})
+    assert everything.status_code == 200, everything.text
+    paths = {h["path"] for h in everything.json()["data"]}
+    assert len(paths) > 1
+    keep = sorted(paths)[-1]
+    narrowed = shared_client.post("/v1/search", json={"query": QUERY, "k": 3,
+                                                      "filter": {"path": [keep]}})
+    assert narrowed.status_code == 200, narrowed.text
+    hits = narrowed.json()["data"]
+    assert hits and {h["path"] for h in hits} == {keep}
+    assert narrowed.json()["note"] is None
+    none = shared_client.post("/v1/search", json={"query": QUERY,
+                                                  "filter": {"modified_before": "1990-01-01"}})
+    assert none.status_code == 200 and none.json()["data"] == []
+    assert none.json()["note"] == "no document passes the filter"
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"query": QUERY, "filtre": {"type": "pdf"}}, "filtre"),
+    ({"query": QUERY, "filter": {"kind": "pdf"}}, "filter.kind"),
+    ({"query": QUERY, "filter": {"type": "pdff"}}, "filter.type"),
+    ({"query": QUERY, "filter": {"modified_after": "soon"}}, "filter.modified_after"),
+])
+def test_an_unknown_field_or_a_bad_filter_is_a_422_naming_it(shared_client, cli_indexed,
+                                                             body, param) -> None:
+    r = shared_client.post("/v1/search", json=body)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["param"] == param and error["message"].startswith(f"{param}: expected "), error
+
+
+def test_every_request_schema_refuses_unknown_fields(shared_client) -> None:
+    """The OpenAPI schema says so (`additionalProperties: false`) for every request body."""
+    schemas = shared_client.get("/openapi.json").json()["components"]["schemas"]
+    requests = [name for name in schemas if name.endswith("Request")]
+    assert {"SearchRequest", "EmbeddingRequest", "JobRequest", "SearchFilterRequest"} <= \
+        set(requests)
+    assert all(schemas[name].get("additionalProperties") is False for name in requests), {
+        name: schemas[name].get("additionalProperties") for name in requests}

@@ -20,7 +20,6 @@ runs them on their own (the same commands, under a small app of their own).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import json
 import os
@@ -28,7 +27,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -47,6 +46,9 @@ from attnswitch.cli.output import print_json, rich_console, terminal_text
 from attnswitch.cli.progress import pick as progress_display
 from attnswitch.observe.liblog import LibraryLog
 from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
+
+if TYPE_CHECKING:
+    from attnswitch.pipeline.query import QuerySteps
 
 
 class Layout(str, enum.Enum):
@@ -491,6 +493,20 @@ def search_command(
         "exact nearest chunks, slower; 1 to 1000 (default: the store's; see "
         "docs/results/search.md).",
         show_default=False)] = None,
+    path: Annotated[list[str] | None, typer.Option(
+        "--path", help="Only documents under this folder or matching this glob ('reports/', "
+        "'*.pdf', 'docs/**/*.md'); repeatable: any.", show_default=False,
+        rich_help_panel="Filters")] = None,
+    type_: Annotated[list[str] | None, typer.Option(
+        "--type", help="Only documents of this kind (pdf, docx, html, mail, spreadsheet, "
+        "image, ...) or extension (.md); repeatable: any.", show_default=False,
+        rich_help_panel="Filters")] = None,
+    modified_after: Annotated[str | None, typer.Option(
+        help="Only files modified at or after this ISO date or time (UTC unless it says).",
+        show_default=False, rich_help_panel="Filters")] = None,
+    modified_before: Annotated[str | None, typer.Option(
+        help="Only files modified at or before this ISO date or time.", show_default=False,
+        rich_help_panel="Filters")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
@@ -506,6 +522,8 @@ def search_command(
     """
     from attnswitch.observe.startup import process_age_s
     from attnswitch.pipeline.config import stored_config
+    from attnswitch.pipeline.filters import SearchFilter
+    from attnswitch.pipeline.query import QuerySteps
     from attnswitch.pipeline.search import search
     from attnswitch.pipeline.store import MAX_EF_SEARCH, StoreInputError
 
@@ -521,6 +539,12 @@ def search_command(
     if ef is not None and not 1 <= ef <= MAX_EF_SEARCH:  # refused before the model loads
         raise _fail("search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}",
                     as_json)
+    try:
+        where = SearchFilter.of(path=path, type=type_, modified_after=modified_after,
+                                modified_before=modified_before)
+    except StoreInputError as exc:  # named as the option: "--type: expected ..."
+        option = "--" + exc.argument.split("[")[0].replace("_", "-")
+        raise _fail("search", option + str(exc)[len(exc.argument):], as_json, 2) from None
     with _interruptible("search", as_json), _store_errors("search", location, as_json), \
             _open_store(location, "search", as_json, existing=True) as store:
         config = stored_config(store)
@@ -532,29 +556,36 @@ def search_command(
                   else _encode_query(query, model, config, as_json, steps))
         searched = time.perf_counter()
         try:
-            hits = search(store, vector, k, text=query, mode=mode, ef=ef)
+            hits = search(store, vector, k, text=query, mode=mode, ef=ef, where=where)
         except StoreInputError as exc:
             raise _fail("search", str(exc), as_json) from None
+        kept = None if where is None or hits else len(store.allowed_documents(where))
         steps.search_s = time.perf_counter() - searched
     timings = search_timings(steps, startup_s, process_age_s())
     results = [h.to_dict() for h in hits]
     if as_json:
         print_json({"object": "list", "data": results, "model": config.describe(),
                     "query": query, "k": k, "mode": mode, "index": str(location),
+                    "filter": None if where is None else {**where.to_dict(),
+                                                          "documents": kept},
                     "timings": timings})
+        return
+    if kept is not None:
+        rich_console().print(
+            ("no document passes the filter" if kept == 0 else
+             f"no chunk matches the query in the {kept} documents the filter keeps")
+            + " (" + terminal_text(_filter_text(where)) + ")", markup=False)
         return
     _render_search(query, results, config.describe(), mode)
 
 
-@dataclasses.dataclass
-class QuerySteps:
-    """Seconds spent by a search's steps in this process (see `search_timings`)."""
-
-    runtime_import_s: float = 0.0
-    tokenizer_s: float = 0.0
-    load_s: float = 0.0
-    encode_s: float = 0.0
-    search_s: float = 0.0
+def _filter_text(where: Any) -> str:
+    """A filter as the options that give it."""
+    shown = where.to_dict()
+    parts = [f"--path {p}" for p in shown["path"]] + [f"--type {t}" for t in shown["type"]]
+    parts += [f"--{k.replace('_', '-')} {v}" for k in ("modified_after", "modified_before")
+              if (v := shown[k]) is not None]
+    return " ".join(parts)
 
 
 def search_timings(steps: QuerySteps, startup_s: float | None,
@@ -573,44 +604,13 @@ def search_timings(steps: QuerySteps, startup_s: float | None,
 
 
 def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
-                  steps: QuerySteps) -> Any:
-    """The query's vector, by the index's model (refusing another), engine and precision;
-    the seconds of each step go to `steps`. Only the index's engine is loaded."""
-    from attnswitch.engines import ModelSpec, get_engine, registry
-    from attnswitch.engines.model import model_fingerprint
+                  steps: Any) -> Any:
+    """`query.encode_query`, or the command's one-line failure."""
     from attnswitch.errors import AttnswitchError
-    from attnswitch.pipeline.config import IndexMismatchError
+    from attnswitch.pipeline.query import encode_query
 
     try:
-        spec = ModelSpec.load(model if model is not None else config.model)
-        name = spec.path.parent.name if spec.path.name == "model" else spec.path.name
-        if spec.dim != config.dim:
-            raise IndexMismatchError(
-                f"model: expected vectors of dimension {config.dim} (the index's), got "
-                f"{spec.dim} from {name}; search with the model the index was built with")
-        fingerprint = model_fingerprint(spec.path)
-        if fingerprint != config.model_fingerprint:
-            where = str(Path(model).resolve()) if model is not None else config.model
-            raise IndexMismatchError(
-                f"model: expected the index's model {config.describe()}, got "
-                f"{name} ({where or 'default model'}, {fingerprint[:12]}); search with the "
-                "model the index was built with, or re-run `attnswitch run` to rebuild it")
-        start = time.perf_counter()
-        registry.get(config.engine).import_runtime()
-        steps.runtime_import_s = time.perf_counter() - start
-        start = time.perf_counter()
-        encoder = get_engine(spec.path, config.engine, config.precision)
-        wall = time.perf_counter() - start
-        loaded = getattr(encoder, "load_times", {})
-        if sum(loaded.values()) > wall + 1e-3:  # loaded earlier in this process: free now
-            loaded = {}
-        steps.runtime_import_s += loaded.get("import_s", 0.0)
-        steps.tokenizer_s = loaded.get("tokenizer_s", 0.0)
-        steps.load_s = max(0.0, wall - loaded.get("import_s", 0.0) - steps.tokenizer_s)
-        start = time.perf_counter()
-        vector = encoder.encode([query])[0]
-        steps.encode_s = time.perf_counter() - start
-        return vector
+        return encode_query(query, config, model, steps)
     except AttnswitchError as exc:  # a bad model folder, a query it cannot encode...
         raise _fail("search", str(exc), as_json) from None
 

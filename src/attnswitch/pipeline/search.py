@@ -45,6 +45,7 @@ import numpy as np
 
 from attnswitch.pipeline.ann import exact_top_k
 from attnswitch.pipeline.chunk import heading_label
+from attnswitch.pipeline.filters import SearchFilter
 from attnswitch.pipeline.readers.blocks import Location
 from attnswitch.pipeline.store import (MAX_EF_SEARCH, Store, StoreInputError, check_ef_search,
                                        keyword_terms)
@@ -160,11 +161,14 @@ def check_k(k: Any) -> int:
 
 
 def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = None,
-           mode: str | None = None, ef: int | None = None) -> list[Hit]:
+           mode: str | None = None, ef: int | None = None,
+           where: SearchFilter | None = None) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
     `text` is given, else dense. `ef`: the ANN search beam of a large store (wider finds
-    more of the exact nearest chunks, slower; default the store's `ef_search`)."""
+    more of the exact nearest chunks, slower; default the store's `ef_search`). `where`:
+    only chunks of the documents this filter keeps (`filters.SearchFilter`), applied in the
+    store's dense and keyword queries, so `k` hits come back when `k` chunks pass."""
     k = check_k(k)
     if ef is not None:  # also where no dense search will use it (mode "keyword")
         try:
@@ -183,9 +187,9 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         if np.ndim(query) != 1:
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
-        dense = store.dense(q, n, ef)[0]
+        dense = store.dense(q, n, ef, where=where)[0]
     if mode != "dense":
-        keyword = store.keyword(keyword_text(text), n)
+        keyword = store.keyword(keyword_text(text), n, where=where)
     if mode != "hybrid":
         ranked = (dense if keyword is None else keyword)[:k]
     else:

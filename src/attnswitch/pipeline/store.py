@@ -53,6 +53,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 
+from attnswitch.pipeline.filters import SearchFilter
 from attnswitch.pipeline.ingest import Document, SourceFile
 from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors, re-exported)
     REBUILD,
@@ -409,9 +410,11 @@ class Store(Protocol):
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]: ...
-    def dense(self, queries: np.ndarray, n: int,
-              ef: int | None = None) -> list[list[tuple[int, float]]]: ...
-    def keyword(self, text: str, n: int) -> list[tuple[int, float]]: ...
+    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
+              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]: ...
+    def keyword(self, text: str, n: int,
+                where: SearchFilter | None = None) -> list[tuple[int, float]]: ...
+    def allowed_documents(self, where: SearchFilter) -> list[int]: ...
 
 
 def keyword_terms(text: str) -> list[str]:
@@ -584,6 +587,14 @@ class StoreBase(abc.ABC):
         """The ANN search beam of one dense search: `ef`, checked, or the store's
         `ef_search` when None."""
         return self.ef_search if ef is None else check_ef_search(ef)
+
+    def allowed_documents(self, where: SearchFilter) -> list[int]:
+        """The ids of the indexed documents `where` keeps (`filters.SearchFilter`): kinds
+        and times checked by SQL, paths and extensions here, on the rows SQL kept."""
+        conditions, params = where.sql(self._mark)
+        rows = self._read(f"SELECT d.id, d.root, d.source, d.kind FROM documents d "
+                          f"WHERE {conditions} ORDER BY d.id", params)
+        return [int(r[0]) for r in rows if where.matches(r[1], r[2], r[3])]
 
     # -- the stored state ---------------------------------------------------------------
 
@@ -1228,15 +1239,18 @@ class SQLiteStore(StoreBase):
             last = rows[-1][0]
             yield _unpack(rows, self.dim or 0, self.path)
 
-    def dense(self, queries: np.ndarray, n: int,
-              ef: int | None = None) -> list[list[tuple[int, float]]]:
+    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
+              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` (normalised):
         exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
         search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
-        when a write has been committed since."""
+        when a write has been committed since. With `where`, among the chunks of the
+        documents it keeps only (`_dense_within`)."""
         from attnswitch.pipeline.ann import HnswIndex, exact_top_k
 
         ef = self.beam(ef)
+        if where is not None:
+            return self._dense_within(queries, n, ef, where)
         position = self._log_position()
         if self._dense is None or self._dense[0] != position:
             self._dense = None  # the old one is garbage before the new one loads
@@ -1251,6 +1265,33 @@ class SQLiteStore(StoreBase):
         if isinstance(searcher, tuple):
             return exact_top_k(*searcher, queries, n)
         return searcher.search(queries, n, ef)
+
+    def _dense_within(self, queries: np.ndarray, n: int, ef: int,
+                      where: SearchFilter) -> list[list[tuple[int, float]]]:
+        """`dense` among the chunks of the documents `where` keeps. Few of them (below
+        `exact_below`): an exact search of their vectors. Many: the graph searched for
+        more candidates than `n`, as many more as the filter is selective, doubled until
+        every query has `n` allowed chunks or the whole graph is returned; so `n` hits
+        come back whenever `n` chunks pass (hand-written: usearch's Python search takes
+        no predicate)."""
+        from attnswitch.pipeline.ann import exact_top_k
+
+        allowed = {int(r[0]) for r in self._conn.execute(
+            "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(self.allowed_documents(where)),))}
+        if not allowed:
+            return [[] for _ in range(len(queries))]
+        total = self.count()
+        if len(allowed) < self.exact_below or total < self.exact_below:
+            return exact_top_k(*self.vectors_of(allowed), queries, n)
+        want = min(int(n), len(allowed))
+        wide = min(total, max(2 * want, int(2 * want * total / len(allowed))))
+        while True:
+            found = self.dense(queries, wide, ef)
+            kept = [[hit for hit in hits if hit[0] in allowed][:want] for hits in found]
+            if all(len(hits) == want for hits in kept) or wide >= total:
+                return kept
+            wide = min(total, 2 * wide)
 
     def _keep(self, graph: Any) -> None:
         """Save a graph this search rebuilt or caught up, so that the next search maps it
@@ -1267,17 +1308,27 @@ class SQLiteStore(StoreBase):
         finally:
             self._unlock_run()
 
-    def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
+    def keyword(self, text: str, n: int,
+                where: SearchFilter | None = None) -> list[tuple[int, float]]:
         """The `n` best (chunk id, BM25 score, higher is better) for the words of `text`
-        (any of them; FTS5's BM25 ranks those with more and rarer ones first)."""
+        (any of them; FTS5's BM25 ranks those with more and rarer ones first); with
+        `where`, among the chunks of the documents it keeps only."""
         terms = keyword_terms(text)
         if not terms:
             return []
         # Each word a quoted FTS5 string: no query syntax can leak in from the user.
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        rows = self._conn.execute(
-            "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
-            "ORDER BY bm25(chunks_fts), rowid LIMIT ?", (match, int(n))).fetchall()
+        if where is None:
+            rows = self._conn.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
+                "ORDER BY bm25(chunks_fts), rowid LIMIT ?", (match, int(n))).fetchall()
+        else:
+            rows = self._conn.execute(
+                "SELECT chunks_fts.rowid, bm25(chunks_fts) FROM chunks_fts JOIN chunks c "
+                "ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND c.doc_id IN "
+                "(SELECT value FROM json_each(?)) ORDER BY bm25(chunks_fts), "
+                "chunks_fts.rowid LIMIT ?",
+                (match, json.dumps(self.allowed_documents(where)), int(n))).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:

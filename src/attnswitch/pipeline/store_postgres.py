@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.pipeline.filters import SearchFilter
 from attnswitch.pipeline.ingest import Document
 from attnswitch.pipeline.store import (
     CHUNK_SELECT,
@@ -284,6 +285,7 @@ class PostgresStore(StoreBase):
             raise
         self._run_locked = False
         self._in_transaction = 0
+        self._scan_on: bool | None = None  # pgvector's iterative index scan (`dense`)
         # seconds a lost connection is tried again for (a server's search sets 0: it
         # answers 503 at once rather than holding the request)
         self.reconnect_for_s = RECONNECT_FOR_S
@@ -556,30 +558,65 @@ class PostgresStore(StoreBase):
             (root_key(root), source, list(set(keys))))
         return {k: _array(v) for k, v in rows}
 
-    def dense(self, queries: np.ndarray, n: int,
-              ef: int | None = None) -> list[list[tuple[int, float]]]:
+    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
+              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, by
         pgvector's HNSW index with a search beam of `ef` (default `ef_search`; ties by
-        chunk id)."""
+        chunk id). With `where`, among the chunks of the documents it keeps: the index
+        scans on past its beam until `n` rows pass (pgvector's iterative scan), and a
+        query that still has fewer than the chunks that pass is answered exactly (no index
+        scan), so `n` hits come back whenever `n` chunks pass."""
         ef = self.beam(ef)
         if self.dim is None:
             return [[] for _ in range(len(queries))]
         # The index returns at most ef_search rows: the beam is at least n.
         ef = min(max(ef, int(n)), MAX_EF_SEARCH)
-        with self._conn.transaction():
-            self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-            return [[(int(r[0]), -float(r[1])) for r in self._conn.execute(
-                "SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks "
-                "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id", (q, q, int(n)))]
-                for q in np.asarray(queries, np.float32)]
+        docs = None if where is None else self.allowed_documents(where)
+        if docs == []:
+            return [[] for _ in range(len(queries))]
+        condition, extra = ("", ()) if docs is None else ("WHERE doc_id = ANY(%s) ", (docs,))
+        sql = ("SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks " + condition
+               + "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id")
+        out = []
+        for q in np.asarray(queries, np.float32):
+            with self._conn.transaction():
+                self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                if docs is not None and self._iterative_scan():
+                    self._conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                hits = [(int(r[0]), -float(r[1]))
+                        for r in self._conn.execute(sql, (q, *extra, q, int(n)))]
+            if docs is not None and len(hits) < n and len(hits) < self._chunks_of(docs):
+                with self._conn.transaction():
+                    self._conn.execute("SET LOCAL enable_indexscan = off")
+                    hits = [(int(r[0]), -float(r[1]))
+                            for r in self._conn.execute(sql, (q, *extra, q, int(n)))]
+            out.append(hits)
+        return out
 
-    def keyword(self, text: str, n: int) -> list[tuple[int, float]]:
+    def _iterative_scan(self) -> bool:
+        """Whether the server's pgvector scans an HNSW index on past its beam (0.8+)."""
+        if self._scan_on is None:
+            row = self._conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            version = tuple(int(p) for p in str(row[0]).split(".")[:2] if p.isdigit())
+            self._scan_on = version >= (0, 8)
+        return self._scan_on
+
+    def _chunks_of(self, docs: list[int]) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = ANY(%s)",
+                                      (docs,)).fetchone()[0])
+
+    def keyword(self, text: str, n: int,
+                where: SearchFilter | None = None) -> list[tuple[int, float]]:
         """The `n` best (chunk id, `ts_rank`, higher is better) for any of the words of
-        `text`."""
+        `text`; with `where`, among the chunks of the documents it keeps only."""
         terms = keyword_terms(text)
         if not terms:
             return []
+        docs = None if where is None else self.allowed_documents(where)
         rows = self._conn.execute(
             "SELECT id, ts_rank(tsv, q) AS r FROM chunks, to_tsquery('english', %s) q "
-            "WHERE tsv @@ q ORDER BY r DESC, id LIMIT %s", (" | ".join(terms), int(n)))
+            "WHERE tsv @@ q " + ("" if docs is None else "AND doc_id = ANY(%s) ")
+            + "ORDER BY r DESC, id LIMIT %s",
+            (" | ".join(terms), *(() if docs is None else (docs,)), int(n)))
         return [(int(r[0]), float(r[1])) for r in rows]

@@ -86,7 +86,12 @@ def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None, b
         if e.get("type") == "json_invalid":
             detail = (e.get("ctx") or {}).get("error", "")
             return cap(f"body: expected a JSON object, got invalid JSON ({detail})"), "body", True
-        distinct.setdefault(f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}")
+        where = _where(tuple(e.get("loc", ())))
+        if e.get("type") == "extra_forbidden":  # pydantic: "Extra inputs are not permitted"
+            distinct.setdefault(f"{where}: expected a field this request takes, got an "
+                                "unknown field")
+            continue
+        distinct.setdefault(f"{where}: {e.get('msg', 'invalid')}")
     shown = list(itertools.islice(distinct, MAX_VALIDATION_ERRORS))
     more = len(distinct) - len(shown)
     message = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
@@ -105,9 +110,10 @@ async def validation_error_handler(request: Request, exc: Exception) -> Response
     message, param, not_json = validation_message(errors)
     if not_json:
         return error_response(400, message, "invalid_json", param)
-    too_long = any(e.get("type") == "too_long" for e in errors)
-    return error_response(422, message, "too_many_items" if too_long else "invalid_type",
-                          param)
+    kinds = {e.get("type") for e in errors}
+    code = ("too_many_items" if "too_long" in kinds else
+            "unknown_field" if "extra_forbidden" in kinds else "invalid_type")
+    return error_response(422, message, code, param)
 
 
 async def http_error_handler(request: Request, exc: Exception) -> Response:

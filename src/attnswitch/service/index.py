@@ -97,13 +97,19 @@ class SearchIndex:
         self._version: int | None = None
 
     def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
-               mode: str = "dense", ef: int | None = None) -> list[Any]:
+               mode: str = "dense", ef: int | None = None,
+               where: Any = None) -> tuple[list[Any], int | None]:
         """The `k` best `pipeline.search.Hit`s for a query's vector and text in `mode`, with
-        ANN beam `ef` (`pipeline.search.search`; runs on `executor`)."""
+        ANN beam `ef`, among the documents the filter `where` keeps
+        (`pipeline.search.search`; runs on `executor`); and, when a filter gave no hit,
+        how many documents it keeps (else None)."""
         from attnswitch.pipeline.search import search
 
         with self._unavailable_on_store_errors():
-            return search(self._current(), vector, k, text=text, mode=mode, ef=ef)
+            store = self._current()
+            hits = search(store, vector, k, text=text, mode=mode, ef=ef, where=where)
+            kept = None if where is None or hits else len(store.allowed_documents(where))
+            return hits, kept
 
     def view(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(store, *args)` on the index (read-only views, `overview`; runs on

@@ -124,13 +124,25 @@ async def embeddings(body: EmbeddingRequest, request: Request,
 @v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
 async def search(body: SearchRequest, request: Request,
                  timeout: TimeoutHeader = None) -> dict:
+    from attnswitch.pipeline.filters import SearchFilter
+    from attnswitch.pipeline.store_errors import StoreInputError
+
     svc = service(request)
     check_items([body.query], 1, "query", is_list=False)
-    hits, tokens = await svc.search(body.query, body.k, svc.deadline(timeout), body.mode,
-                                   body.ef)
+    try:
+        where = SearchFilter.from_mapping(body.filter.model_dump() if body.filter else None)
+    except StoreInputError as exc:  # "type: expected ..." -> "filter.type: expected ..."
+        param = "filter." + exc.argument.removeprefix("filter.")
+        raise ServiceError(422, param + str(exc)[len(exc.argument):], code="invalid_filter",
+                           param=param) from None
+    hits, tokens, kept = await svc.search(body.query, body.k, svc.deadline(timeout),
+                                          body.mode, body.ef, where)
     # never the server's absolute paths
     data = [dataclasses.replace(h, root=svc.jobs.shown(h.root)) for h in hits]
-    return {"object": "list", "data": data, "model": svc.model,
+    note = None if kept is None else (
+        "no document passes the filter" if kept == 0 else
+        f"no chunk matches the query in the {kept} documents the filter keeps")
+    return {"object": "list", "data": data, "model": svc.model, "note": note,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
@@ -174,7 +186,7 @@ async def models(request: Request) -> dict:
 @v1.get("/server", responses=errors(401, 503))
 async def server_info(request: Request) -> dict:
     """What serves (the `ready` line of the log) and whether jobs are on."""
-    from attnswitch import __version__
+    from attnswitch._version import __version__
 
     svc = service(request)
     return {**svc.serving(), "version": __version__, "jobs": svc.config.jobs_root is not None}

@@ -316,9 +316,12 @@ class Service:
         return ids
 
     async def search(self, query: str, k: int, deadline: float, mode: str = "hybrid",
-                     ef: int | None = None) -> tuple[list[Any], int]:
-        """The `k` best chunks for `query` (`pipeline.search` modes, ANN beam `ef`) and the
-        tokens its encoding took (none for "keyword": the query is not encoded)."""
+                     ef: int | None = None,
+                     where: Any = None) -> tuple[list[Any], int, int | None]:
+        """The `k` best chunks for `query` (`pipeline.search` modes, ANN beam `ef`, only
+        documents the filter `where` keeps), the tokens its encoding took (none for
+        "keyword": the query is not encoded), and, when a filter found nothing, how many
+        documents it keeps (else None)."""
         vector, tokens = None, 0
         if mode != "keyword":
             vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
@@ -330,15 +333,15 @@ class Service:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout_at(deadline):
-                hits = await loop.run_in_executor(self.index.executor, self.index.search,
-                                                  vector, k, query, mode, ef)
+                hits, kept = await loop.run_in_executor(
+                    self.index.executor, self.index.search, vector, k, query, mode, ef, where)
         except StoreInputError as exc:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
         except TimeoutError:
             self.metrics.rejected.labels("deadline").inc()
             raise ServiceError(504, "deadline: expected search results within the request's "
                                "timeout, got none in time", code="deadline_exceeded") from None
-        return hits, tokens
+        return hits, tokens, kept
 
     async def in_cpu_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.cpu_pool, fn, *args)

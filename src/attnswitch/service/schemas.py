@@ -1,7 +1,9 @@
 """Request and response bodies, as the OpenAPI schema shows them.
 
 Requests are validated strictly (a number is not a string, "false" is not a boolean) and
-unknown fields are ignored (OpenAI clients may send `user`). Embedding responses are built
+a field a request does not take is refused with 422 naming it (`additionalProperties:
+false` in the schema): a misspelt `filtre` is an error, not a search without its filter.
+OpenAI's embeddings request's own fields (`user`, `dimensions`, ...) are all declared. Embedding responses are built
 as bytes off the event loop (`render_embeddings`) rather than through these models; the
 models document their shape.
 """
@@ -31,7 +33,7 @@ MAX_CHUNK_ID = 2**63 - 1
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 class EmbeddingRequest(_Request):
@@ -68,6 +70,23 @@ class EmbeddingResponse(BaseModel):
     usage: Usage
 
 
+class SearchFilterRequest(_Request):
+    """Which documents a search may return (`pipeline.filters`; the CLI's `--path`,
+    `--type`, `--modified-after`, `--modified-before`); a list means any of its values."""
+
+    path: str | list[str] | None = Field(
+        None, description="Folder prefixes or globs of the document's path below its "
+        "indexed folder ('reports/', '*.pdf', 'docs/**/*.md').")
+    type: str | list[str] | None = Field(
+        None, description="Kinds (pdf, docx, html, markdown, mail, spreadsheet, "
+        "presentation, image, ...) or extensions ('.md').")
+    modified_after: str | None = Field(
+        None, description="ISO 8601 date or date-time; files modified at or after it (UTC "
+        "unless it gives an offset).")
+    modified_before: str | None = Field(
+        None, description="ISO 8601 date or date-time; files modified at or before it.")
+
+
 class SearchRequest(_Request):
     query: str = Field(description="What to look for (truncated to the model's limit).")
     k: int = Field(5, ge=1, le=MAX_K, description="How many chunks to return.")
@@ -78,6 +97,9 @@ class SearchRequest(_Request):
                            "of a large index: wider finds more of the exact nearest chunks, "
                            "slower (default: the store's). Small indexes are searched "
                            "exactly.")
+    filter: SearchFilterRequest | None = Field(
+        None, description="Only documents that pass it; applied inside the index's query, "
+        "so k hits come back when k chunks pass.")
 
 
 class SearchResponse(BaseModel):
@@ -88,6 +110,8 @@ class SearchResponse(BaseModel):
     data: list[Hit]
     model: str
     usage: Usage
+    note: str | None = Field(None, description="Why there is no hit, when a filter was "
+                             "given and nothing passed it.")
 
 
 class JobRequest(_Request):

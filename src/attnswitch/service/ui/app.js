@@ -176,6 +176,8 @@
     const params = new URLSearchParams(location.search);
     const mode = params.get("mode");
     $("q").value = params.get("q") || "";
+    for (const [id, field] of FILTERS) $(id).value = params.get(field) || "";
+    if (FILTERS.some(([, field]) => params.get(field))) $("filters").open = true;
     for (const radio of document.querySelectorAll('input[name="mode"]')) {
       radio.checked = radio.value === (["hybrid", "dense", "keyword"].includes(mode) ? mode : "hybrid");
     }
@@ -185,10 +187,26 @@
 
   const searchMode = () => document.querySelector('input[name="mode"]:checked').value;
 
+  // The filter controls: their URL parameter, and how a value goes into /v1/search's
+  // `filter` (path and type: comma-separated lists; dates: ISO days).
+  const FILTERS = [["f-path", "path", true], ["f-type", "type", true],
+                   ["f-after", "modified_after", false], ["f-before", "modified_before", false]];
+
+  function searchFilter() {
+    const filter = {};
+    for (const [id, field, list] of FILTERS) {
+      const value = $(id).value.trim();
+      if (!value) continue;
+      filter[field] = list ? value.split(",").map((v) => v.trim()).filter(Boolean) : value;
+    }
+    return Object.keys(filter).length ? filter : null;
+  }
+
   function keepSearchInUrl(query, mode) {
     const params = new URLSearchParams();
     if (query) params.set("q", query);
     if (mode !== "hybrid") params.set("mode", mode);
+    for (const [id, field] of FILTERS) if ($(id).value.trim()) params.set(field, $(id).value.trim());
     const search = params.toString();
     history.replaceState(null, "", search ? `?${search}` : location.pathname);
     // the Search tab brings this search back after a visit to another page
@@ -202,6 +220,7 @@
 
   $("q").addEventListener("input", scheduleSearch);
   for (const radio of document.querySelectorAll('input[name="mode"]')) radio.addEventListener("change", runSearch);
+  for (const [id] of FILTERS) $(id).addEventListener(id.startsWith("f-after") || id.startsWith("f-before") ? "change" : "input", scheduleSearch);
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
     clearTimeout(state.searchTimer);
@@ -221,7 +240,8 @@
       return;
     }
     say("search-status", "Searching…");
-    const answer = await api("/v1/search", { json: { query, mode, k: 10 } });
+    const filter = searchFilter();
+    const answer = await api("/v1/search", { json: filter ? { query, mode, k: 10, filter } : { query, mode, k: 10 } });
     if (seq !== state.searchSeq) return; // a newer search was sent meanwhile
     $("hits").replaceChildren();
     if (!answer.ok) {
@@ -230,7 +250,8 @@
     }
     const hits = answer.body.data;
     if (!hits.length) {
-      say("search-status", `No result for “${query.trim()}” in ${mode} mode.`);
+      say("search-status", answer.body.note ? `No result: ${answer.body.note}.`
+        : `No result for “${query.trim()}” in ${mode} mode.`);
       return;
     }
     say("search-status", `${hits.length} result${hits.length > 1 ? "s" : ""} for “${query.trim()}” (${mode}).`);
