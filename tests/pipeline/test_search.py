@@ -519,3 +519,64 @@ def test_a_keyword_query_for_one_rows_values_finds_that_rows_chunk(location,
             assert rows is not None and rows[0] <= row <= rows[1], (row, hits[0].text)
             assert rows[1] - rows[0] < ROWS_PER_CHUNK
             assert f"model: {model} | owner: {owner}" in hits[0].text
+
+
+# -- snippets at the match and copies collapsed ------------------------------------------
+
+def test_the_snippet_is_the_passage_with_the_query_s_words_marked() -> None:
+    """A word deep in a long chunk is in its snippet (the chunk's start would not hold it),
+    and each mark covers exactly a query word (case ignored, suffixes allowed)."""
+    from attnswitch.pipeline.search import SNIPPET_CHARS, highlight_terms, passage
+
+    text = "Preamble about nothing in particular. " * 20 + (
+        "To change rows, the UPDATE command updates the Table in place.\n\nTail " * 2)
+    terms = highlight_terms("how do I update rows in a table")
+    assert terms == ["update", "rows", "table"]
+    shown, start, marks = passage(text, terms)
+    assert len(shown) <= SNIPPET_CHARS and shown.startswith("…") and start > 600
+    assert "UPDATE command updates the Table" in shown
+    words = [shown[a:b].lower() for a, b in marks]
+    assert {"rows", "update", "updates", "table"} <= set(words)
+    assert all(any(w.startswith(t) for t in terms) for w in words)
+    assert passage("nothing matches here", terms) == ("nothing matches here", 0, [])
+
+
+def test_keyword_hits_mark_the_words_they_hold(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    filler = "Some words that say nothing about the question at all. " * 12
+    (root / "long.txt").write_text(filler + "Here the vacuum command reclaims storage.")
+    with SQLiteStore(tmp_path / "db.sqlite3") as store:
+        for doc in ingest(root):
+            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                                 np.ones((1, 8), np.float32))
+        (hit,) = search(store, None, 1, text="vacuum storage", mode="keyword")
+    assert "vacuum command reclaims storage" in hit.snippet
+    assert sorted(hit.snippet[a:b] for a, b in hit.highlights) == ["storage", "vacuum"]
+    assert hit.text[hit.snippet_start:].startswith(hit.snippet.lstrip("…")[:20])
+
+
+@pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
+def test_copies_of_a_document_are_one_result_listing_the_others(tmp_path: Path,
+                                                               mode: str) -> None:
+    """Three copies of one page and two other pages: one result for the copies (also at
+    the two others), and k distinct results still."""
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    page = "Backups: the vacuum command and its options, explained.\n"
+    for name in ("a.txt", "b.txt", "sub/c.txt"):
+        (root / name).write_text(page)
+    (root / "d.txt").write_text("Indexes speed up queries; vacuum keeps them small.\n")
+    (root / "e.txt").write_text("Vacuum now and then, the manual says.\n")
+    with SQLiteStore(tmp_path / "db.sqlite3") as store:
+        for doc in ingest(root):
+            vector = bag_of_words(doc.text, 64)[None, :]
+            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))], vector)
+        query = bag_of_words("the vacuum command", 64)
+        hits = search(store, query, 3, text="the vacuum command", mode=mode)
+    assert len(hits) == 3 and len({h.path for h in hits}) == 3
+    copies = [h for h in hits if h.path in ("a.txt", "b.txt", "sub/c.txt")]
+    assert len(copies) == 1
+    others = {a["path"] for a in copies[0].also_at}
+    assert others == {"a.txt", "b.txt", "sub/c.txt"} - {copies[0].path}
+    assert all(not h.also_at for h in hits if h is not copies[0])

@@ -52,11 +52,31 @@ def terminal_text(text: object) -> str:
     newline, C1, bidi overrides) shown escaped (`\\x1b`, `\\n`, `\\u202e`), so that a file
     name or a document's text can neither drive the terminal nor fake a row, and rich's
     markup escaped. Everything printed from names, headings, snippets or reasons goes
-    through it."""
+    through it (or through `highlighted`, for a rich `Text`)."""
     from rich.markup import escape
 
+    return escape(_controls_shown(str(text)))
+
+
+def _controls_shown(text: str) -> str:
     def shown(m: re.Match) -> str:
         c = m.group()
         return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
-    return escape(_UNSAFE.sub(shown, str(text)))
+    return _UNSAFE.sub(shown, text)
+
+
+def highlighted(text: str, spans: list[list[int]], style: str = "bold") -> Any:
+    """A rich `Text` (never parsed as markup) of `text` with each [start, end] of `spans`
+    in `style`, its control characters shown escaped as `terminal_text` shows them."""
+    from rich.text import Text
+
+    out, at = Text(), 0
+    for start, end in sorted(spans):
+        if start < at or end > len(text):
+            continue
+        out.append(_controls_shown(text[at:start]))
+        out.append(_controls_shown(text[start:end]), style=style)
+        at = end
+    out.append(_controls_shown(text[at:]))
+    return out

@@ -42,7 +42,7 @@ from attnswitch.cli.options import (
     file_rules,
     nonblank_path,
 )
-from attnswitch.cli.output import print_json, rich_console, terminal_text
+from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
 from attnswitch.cli.progress import pick as progress_display
 from attnswitch.observe.liblog import LibraryLog
 from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
@@ -645,8 +645,17 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
         t.add_row(str(r["rank"]), f"{r['score']:.4f}" if mode == "hybrid" else
                   f"{r['score']:.3f}", *parts,
                   terminal_text(f"{where(r['path'], r['location'], r['heading_path'])} "
-                                f"#{r['ordinal']}"), terminal_text(r["snippet"]))
+                                f"#{r['ordinal']}" + _also_at(r)),
+                  highlighted(r["snippet"], r["highlights"]))
     rich_console().print(t)
+
+
+def _also_at(hit: dict) -> str:
+    """"; also at: b.txt, other/c.txt" for a hit whose document has copies (paths in the
+    hit's folder as they are, others with their folder)."""
+    places = [a["path"] if a["root"] == hit["root"] else f"{a['root']}/{a['path']}"
+              for a in hit.get("also_at") or ()]
+    return f"; also at: {', '.join(places)}" if places else ""
 
 
 def _part(score: float | None, rank: int | None, fmt: str) -> str:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -122,9 +123,19 @@ class Hit:
     keyword_rank: int | None
     """Rank in the keyword list, from 1 (None: not in it)."""
     snippet: str
-    """The chunk's text on one line, at most 240 characters."""
+    """The passage of the chunk that best matches the query, on one line, at most 240
+    characters (an ellipsis marks a cut): the window holding the most of the query's words
+    (`passage`), else the chunk's start."""
     text: str
     """The chunk's text."""
+    snippet_start: int = 0
+    """Character offset in `text` where the snippet's passage starts."""
+    highlights: list[list[int]] = dataclasses.field(default_factory=list)
+    """[start, end] character offsets in `snippet` of each query word found there (case
+    ignored; a word also matches with a suffix: "update" marks "updates")."""
+    also_at: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """The other places of this document's copies (the same bytes), each {"root", "path"}
+    as `root` and `path` say them: copies are one result, not several."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,6 +157,83 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+
+
+# Words not marked in a snippet: a query's question opening and function words, which
+# every passage holds.
+UNMARKED = QUESTION_OPENING | frozenset(
+    "a an the of in on at by for with and or not no as it its this that these those be "
+    "been from into than then there their".split())
+CONTEXT_CHARS = 60  # shown before the first matched word of a passage
+
+
+def highlight_terms(query: str | None) -> list[str]:
+    """The words of `query` a snippet marks: its keyword words (`keyword_text`) less
+    `UNMARKED`, lower-cased, each once."""
+    if not query:
+        return []
+    words = [w.lower() for w in keyword_terms(keyword_text(query))]
+    return list(dict.fromkeys(w for w in words if w not in UNMARKED))
+
+
+def passage(text: str, terms: Sequence[str],
+            limit: int = SNIPPET_CHARS) -> tuple[str, int, list[list[int]]]:
+    """(snippet, its start in `text`, the [start, end] offsets of the matched words in the
+    snippet) for the window of `text`, at most `limit` characters on one line, that holds
+    the most distinct `terms` (then the most matches, then the earliest), opening
+    `CONTEXT_CHARS` before its first match at a word boundary; the chunk's start when no
+    term is found. A term matches a whole word, or the start of one ("row" in "rows"),
+    case ignored."""
+    found = ([(m.start(), m.end(), m.group(1).lower()) for m in re.finditer(
+        r"(?<!\w)(" + "|".join(map(re.escape, sorted(terms, key=len, reverse=True))) + r")\w*",
+        text, re.IGNORECASE)] if terms else [])
+    start = 0
+    if found:
+        best = None
+        for i, (first, _, _) in enumerate(found):
+            inside = [f for f in found[i:] if f[1] <= first + limit - CONTEXT_CHARS]
+            score = (len({f[2] for f in inside}), len(inside), -first)
+            if best is None or score > best[0]:
+                best = (score, first)
+        start = max(0, best[1] - CONTEXT_CHARS)
+        if start > 0 and not text[start - 1].isspace():  # open at a word boundary
+            space = re.compile(r"\s").search(text, start, best[1])
+            start = space.end() if space else best[1]
+    flat, where = _flatten(text, start)
+    cut = len(flat) > limit - (1 if start else 0)
+    opening = "…" if start > 0 else ""
+    body = flat[:limit - len(opening) - (1 if cut else 0)]
+    if cut:
+        body = body.rstrip() + "…"
+    shown = opening + body
+    marks = []
+    for first, last, _ in found:
+        if first < start or where.get(first) is None:
+            continue
+        a, b = where[first] + len(opening), where.get(last - 1, -1) + 1 + len(opening)
+        if b > len(opening) + len(body) - (1 if cut else 0) or b <= a:
+            continue
+        marks.append([a, b])
+    return shown, start, marks
+
+
+def _flatten(text: str, start: int) -> tuple[str, dict[int, int]]:
+    """`text[start:]` with whitespace runs made single spaces and leading space dropped,
+    and the offset in the result of each kept character of `text`."""
+    out: list[str] = []
+    where: dict[int, int] = {}
+    space = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if c.isspace():
+            space = bool(out)
+            continue
+        if space:
+            out.append(" ")
+            space = False
+        where[i] = len(out)
+        out.append(c)
+    return "".join(out), where
 
 
 def check_mode(mode: str) -> str:
@@ -181,22 +269,67 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
     if mode != "dense" and (not isinstance(text, str) or not text.strip()):
         raise StoreInputError("text", f"the query's text for mode {mode!r}", repr(text))
-    n = k if mode != "hybrid" else max(k, CANDIDATES)
-    dense = keyword = None
+    q = None
     if mode != "keyword":
         if np.ndim(query) != 1:
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
-        dense = store.dense(q, n, ef, where=where)[0]
-    if mode != "dense":
-        keyword = store.keyword(keyword_text(text), n, where=where)
-    if mode != "hybrid":
-        ranked = (dense if keyword is None else keyword)[:k]
-    else:
-        fused = fuse(dense, keyword)
-        rows = store.chunks(cid for cid, _ in fused)
-        ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)[:k]
-    return _hits(store, [ranked], [dense], [keyword])[0]
+    # Copies of a document are one result: a list holding copies is read again, twice as
+    # long, until k distinct results are found or the lists are exhausted.
+    n = 2 * k if mode != "hybrid" else max(2 * k, CANDIDATES)
+    while True:
+        dense = None if q is None else store.dense(q, n, ef, where=where)[0]
+        keyword = None if mode == "dense" else store.keyword(keyword_text(text), n,
+                                                             where=where)
+        if mode != "hybrid":
+            ranked = dense if keyword is None else keyword
+        else:
+            fused = fuse(dense, keyword)
+            rows = store.chunks(cid for cid, _ in fused)
+            ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
+        distinct, also = distinct_documents(store, ranked, k)
+        full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
+        if len(distinct) >= k or not full:
+            break
+        n *= 2
+    return _hits(store, [distinct], [dense], [keyword], text, also)[0]
+
+
+def distinct_documents(store: Store, ranked: list[tuple[int, float]],
+                       k: int) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
+    """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
+    (the same bytes at other paths: `Store.copies_of`) left out after the first, and, for
+    each kept chunk whose document has copies, where they are ({"root", "path"} each)."""
+    rows = store.chunks(cid for cid, _ in ranked)
+    documents: dict[tuple[str, str], Any] = {}
+    kept: list[tuple[int, float]] = []
+    seen: set[tuple] = set()
+    for cid, score in ranked:
+        if (row := rows.get(cid)) is None:
+            continue
+        place = (row.root, row.source)
+        if place not in documents:
+            documents[place] = store.lookup(row.root, row.source)
+        doc = documents[place]
+        key = (doc.sha256, row.ordinal) if doc is not None and doc.sha256 else (cid,)
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append((cid, score))
+        if len(kept) == k:
+            break
+    also: dict[int, list[dict]] = {}
+    for cid, _ in kept:
+        row = rows[cid]
+        doc = documents[(row.root, row.source)]
+        if doc is None or not doc.sha256:
+            continue
+        others = [{"root": c.root, "path": c.source}
+                  for c in store.copies_of(doc.sha256, doc.config)
+                  if (c.root, c.source) != (row.root, row.source)]
+        if others:
+            also[cid] = others
+    return kept, also
 
 
 def keyword_text(text: str) -> str:
@@ -284,9 +417,13 @@ class VectorIndex:
 
 def _hits(store: Store, ranked: list[list[tuple[int, float]]],
           dense: list[list[tuple[int, float]] | None],
-          keyword: list[list[tuple[int, float]] | None]) -> list[list[Hit]]:
+          keyword: list[list[tuple[int, float]] | None],
+          query: str | None = None,
+          also: dict[int, list[dict]] | None = None) -> list[list[Hit]]:
     """The `Hit`s of each query's `ranked` (chunk id, score) list, with each chunk's place
-    in that query's `dense` and `keyword` lists (None: that list was not searched)."""
+    in that query's `dense` and `keyword` lists (None: that list was not searched), and
+    the snippet at the words of the query's text `query` (`passage`)."""
+    terms = highlight_terms(query)
     rows = store.chunks({cid for hits in ranked for cid, _ in hits})
     out = []
     for hits, by_meaning, by_words in zip(ranked, dense, keyword, strict=True):
@@ -295,6 +432,7 @@ def _hits(store: Store, ranked: list[list[tuple[int, float]]],
         for cid, score in hits:
             if (row := rows.get(cid)) is None:  # deleted since the lists were read
                 continue
+            shown, offset, marks = passage(row.text, terms)
             d_rank, d_score = in_dense.get(cid, (None, None))
             k_rank, k_score = in_keyword.get(cid, (None, None))
             found.append(Hit(
@@ -302,8 +440,9 @@ def _hits(store: Store, ranked: list[list[tuple[int, float]]],
                 source=row.source, chunk_id=int(cid), ordinal=row.ordinal, start=row.start,
                 end=row.end, heading_path=list(row.heading_path),
                 location=dict(row.location), dense_similarity=d_score, dense_rank=d_rank,
-                keyword_score=k_score, keyword_rank=k_rank, snippet=snippet(row.text),
-                text=row.text))
+                keyword_score=k_score, keyword_rank=k_rank, snippet=shown,
+                text=row.text, snippet_start=offset, highlights=marks,
+                also_at=list((also or {}).get(int(cid), ()))))
         out.append(found)
     return out
 

@@ -138,7 +138,8 @@ async def search(body: SearchRequest, request: Request,
     hits, tokens, kept = await svc.search(body.query, body.k, svc.deadline(timeout),
                                           body.mode, body.ef, where)
     # never the server's absolute paths
-    data = [dataclasses.replace(h, root=svc.jobs.shown(h.root)) for h in hits]
+    data = [dataclasses.replace(h, root=svc.jobs.shown(h.root), also_at=[
+        {**a, "root": svc.jobs.shown(a["root"])} for a in h.also_at]) for h in hits]
     note = None if kept is None else (
         "no document passes the filter" if kept == 0 else
         f"no chunk matches the query in the {kept} documents the filter keeps")

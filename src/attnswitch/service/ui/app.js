@@ -284,7 +284,7 @@
         el("span", { class: "score" }, `score ${fmtNum(hit.score, 4)} · ${mode}`)),
       mode === "hybrid" ? el("p", { class: "where found" }, foundBy(hit)) : null,
       where.length ? el("p", { class: "where" }, where.join(" · ")) : null,
-      el("p", { class: "text" }, highlight(hit.text, query)),
+      el("p", { class: "text" }, marked(hit.snippet, hit.highlights)),
       el("button", { type: "button", class: "open" }, "Show in context"));
     article.querySelector("button.open").addEventListener("click", () => openContext(hit, query, article));
     return el("li", {}, article);
@@ -299,6 +299,22 @@
   }
 
   /** `text` as nodes, each of the query's words (2 characters or more) in a <mark>. */
+  /** `text` as text nodes, with each [start, end] of `spans` (code-point offsets, as the
+   * server counts them) in a <mark>; never parsed as HTML. */
+  function marked(text, spans) {
+    const points = Array.from(text || "");
+    const out = [];
+    let at = 0;
+    for (const [start, end] of [...(spans || [])].sort((a, b) => a[0] - b[0])) {
+      if (start < at || end > points.length || end <= start) continue;
+      out.push(document.createTextNode(points.slice(at, start).join("")));
+      out.push(el("mark", {}, points.slice(start, end).join("")));
+      at = end;
+    }
+    out.push(document.createTextNode(points.slice(at).join("")));
+    return out;
+  }
+
   function highlight(text, query) {
     const words = [...new Set((query.match(/[\p{L}\p{N}_]{2,}/gu) || []).map((w) => w.toLowerCase()))];
     if (!words.length) return [document.createTextNode(text)];
