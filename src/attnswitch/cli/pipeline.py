@@ -28,6 +28,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any
 
 import typer
@@ -233,6 +234,9 @@ def run_command(
     not read again; changed files replace their chunks; deleted files' chunks are removed.
     With --ray the same run is spread over a Ray cluster; the index stays here.
     """
+    from attnswitch.observe.startup import process_age_s
+
+    startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     options = _run_options(as_json, model=model, engine=engine,
                            precision=Precision(precision).value, max_tokens=max_tokens,
@@ -252,7 +256,8 @@ def run_command(
                                          as_json)
     else:
         runner, ray_errors = _local_runner(path, options), ()
-    report = _execute_run(path, store_location(db), runner, progress, as_json, ray_errors)
+    report = {**_execute_run(path, store_location(db), runner, progress, as_json, ray_errors),
+              "startup_s": startup_s}
     if as_json:
         print_json(report)
     else:
@@ -380,23 +385,27 @@ def _render_run(s: dict) -> None:
         ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
                    "this folder)"),
         ("tokens", f"{s['tokens_encoded']:,} encoded"),
-        ("wall time", f"{s['wall_s']:.1f} s ({_measure_text(s)}{_load_text(s)} "
-                      f"{s['load_s']:.1f} s, encoding {s['encode_s']:.1f} s)"),
-        ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
-                       f" chunks/s (wall time less {_load_text(s)}"
-                       f"{' and measuring engines' if s.get('measure_s') else ''})"),
+        ("wall time", _time_text(s)),
+    ]
+    if s["tokens_encoded"]:
+        rows.append(("throughput", f"{_num(s['tokens_per_s'])} tokens/s, "
+                                   f"{_num(s['chunks_per_s'], ',.1f')} chunks/s while encoding"))
+    rows += [
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
                    f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
         ("precision", f"{s['precision']}; why: {s.get('precision_reason') or 'asked for'}"),
         ("model", s["model"]),
-        ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items())
-         or "no calls"),
-        ("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
-            f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")),
-        ("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"] else "")
-         + terminal_text(s["memory"]["reason"])),
-        ("cost", _cost_text(s["cost"])),
     ]
+    if s["backends"]:  # the torch engine's attention calls; fused runtimes make none
+        rows.append(("attention", ", ".join(f"{b} ({n:,} calls)"
+                                            for b, n in s["backends"].items())))
+    rows.append(("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
+        f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")))
+    if s["memory"].get("samples") or s["memory"]["growing"]:
+        rows.append(("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"]
+                                      else "") + terminal_text(s["memory"]["reason"])))
+    if s["cost"].get("price_source") not in (None, "default"):  # a price the user set
+        rows.append(("cost", _cost_text(s["cost"])))
     if s.get("ray"):
         r = s["ray"]
         rows.append(("ray", f"{r['nodes']} node(s) at {r['address']}; Ray connect "
@@ -423,13 +432,24 @@ def _render_run(s: dict) -> None:
         _render_files(console, "Handled with a note", s["notes"], "note")
 
 
-def _measure_text(s: dict) -> str:
-    seconds = s.get("measure_s") or 0.0
-    return f"measuring engines, once here, {seconds:.1f} s; " if seconds else ""
+# what each part of a run's wall time (`RunSummary.time_parts`) is called in its summary
+_PART_NAMES = MappingProxyType({
+    "measure": "measuring and checking engines", "scan": "listing the folder",
+    "read": "waiting for files to be read", "chunk": "chunking", "load": "model load",
+    "encode": "encoding", "store": "writing the index", "other": "other"})
 
 
-def _load_text(s: dict) -> str:
-    return "Ray connect and actors' start" if s.get("ray") else "model load"
+def _time_text(s: dict) -> str:
+    """The run's wall time, the seconds the command took to start before it, and the
+    wall time's parts that took a tenth of a second or more (they add up to it: `other` is
+    the rest)."""
+    names = {**_PART_NAMES, **({"load": "Ray connect and actors' start"} if s.get("ray")
+                               else {})}
+    parts = s.get("time_parts") or {"load": s["load_s"], "encode": s["encode_s"]}
+    shown = [f"{names.get(k, k)} {v:.1f} s" for k, v in parts.items() if round(v, 1) > 0]
+    start = (f" (after {s['startup_s']:.1f} s starting the command)"
+             if s.get("startup_s") else "")
+    return f"{s['wall_s']:.1f} s{start}" + (f": {', '.join(shown)}" if shown else "")
 
 
 def _render_kinds(console: Any, kinds: dict) -> None:
