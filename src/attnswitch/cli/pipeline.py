@@ -496,33 +496,33 @@ def _render_files(console: Any, title: str, rows: list[dict], column: str) -> No
 # ---- search ----------------------------------------------------------------------------
 
 def search_command(
-    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False,
+                                         metavar="QUERY")],
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many chunks.")] = 5,
     mode: Annotated[Mode, typer.Option(
-        help="hybrid: dense and keyword results fused by their scores; dense: by "
-        "meaning (the model's vectors); keyword: by the query's words (full-text "
-        "ranking; loads no model).")] = Mode.hybrid,
+        metavar="MODE", help="hybrid: by meaning and words, fused; dense: by meaning (the "
+        "model's vectors); keyword: by words (full text; loads no model).")] = Mode.hybrid,
     db: StoreOption = None,
     model: Annotated[str | None, typer.Option(
-        help="Model folder; must be the index's model (default: the one it was built "
-        "with).", show_default=False)] = None,
+        help="Model folder: the index's (the default).", show_default=False)] = None,
     ef: Annotated[int | None, typer.Option(
-        "--ef", help="ANN search beam for large stores: wider finds more of the "
-        "exact nearest chunks, slower; 1 to 1000 (default: the store's; see "
-        "docs/results/search.md).",
-        show_default=False)] = None,
+        "--ef", help="ANN beam of large stores, 1 to 1000: wider finds more of the exact "
+        "nearest chunks, slower (default: the store's).", show_default=False)] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
 
-    The query is encoded with the model, engine and precision the index was built with
-    (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
-    HNSW graph beside its file (memory-mapped), or pgvector's on the server. A hybrid
-    result shows its fused score beside its cosine similarity and keyword score, each with
-    its rank in its own list. With --json, the hits under `data` have the shape of
-    /v1/search's (docs/service.md), and `timings` gives each step's seconds: import_s (from
-    the process's start, with the engine's runtime), tokenizer_s, load_s (the engine's plan,
-    reading or compiling the model), encode_s, search_s, and total_s.
+    The query is encoded as the index was built (model and precision). A hybrid result
+    shows its fused score beside its cosine similarity and keyword score, each with its
+    rank in its own list. --json prints the hits as /v1/search answers them, and each
+    step's seconds.
+    \f
+    The query's engine is the quickest to start whose vectors are the index's
+    (`engines.query_engine`). Large stores answer from an ANN index: the SQLite store's
+    HNSW graph beside its file (memory-mapped), or pgvector's on the server. With --json,
+    the hits under `data` have the shape of /v1/search's (docs/service.md), and `timings`
+    gives each step's seconds (`search_timings`). `$ATTNSWITCH_TIMINGS=1` prints the
+    timings on stderr after the results (any output).
     """
     from attnswitch.observe.startup import process_age_s
     from attnswitch.pipeline.config import stored_config
