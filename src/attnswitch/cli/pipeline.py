@@ -558,12 +558,16 @@ def search_command(
         steps.search_s = time.perf_counter() - searched
     timings = search_timings(steps, startup_s, process_age_s())
     results = [h.to_dict() for h in hits]
+    printing = time.perf_counter()
     if as_json:
         print_json({"object": "list", "data": results, "model": config.describe(),
                     "query": query, "k": k, "mode": mode, "index": str(location),
+                    "query_engine": {"engine": steps.engine or None,
+                                     "why": steps.engine_reason or None},
                     "timings": timings})
-        return
-    _render_search(query, results, config.describe(), mode)
+    else:
+        _render_search(query, results, config.describe(), mode)
+    _report_timings(timings, time.perf_counter() - printing, steps)
 
 
 @dataclasses.dataclass
@@ -575,6 +579,24 @@ class QuerySteps:
     load_s: float = 0.0
     encode_s: float = 0.0
     search_s: float = 0.0
+    engine: str = ""  # the engine the query was encoded by, and why that one
+    engine_reason: str = ""
+
+
+ENV_TIMINGS = "ATTNSWITCH_TIMINGS"
+
+
+def _report_timings(timings: dict[str, float | None], print_s: float,
+                    steps: QuerySteps) -> None:
+    """With `$ATTNSWITCH_TIMINGS=1`, one line on stderr after the results: "attnswitch
+    search timings: " and a JSON object, the `timings` of `search_timings` plus print_s
+    (printing the results) and the query's engine."""
+    if os.environ.get(ENV_TIMINGS, "").strip() not in ("1", "true", "yes"):
+        return
+    import sys
+
+    line = {**timings, "print_s": print_s, "engine": steps.engine or None}
+    print(f"attnswitch search timings: {json.dumps(line)}", file=sys.stderr, flush=True)
 
 
 def search_timings(steps: QuerySteps, startup_s: float | None,
@@ -594,9 +616,12 @@ def search_timings(steps: QuerySteps, startup_s: float | None,
 
 def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
                   steps: QuerySteps) -> Any:
-    """The query's vector, by the index's model (refusing another), engine and precision;
-    the seconds of each step go to `steps`. Only the index's engine is loaded."""
-    from attnswitch.engines import ModelSpec, get_engine, registry
+    """The query's vector, by the index's model (refusing another) and precision, on the
+    engine quickest to start whose vectors are the index's (`engines.query_engine`: the
+    index's own engine unless another one's parity is recorded and its model built); the
+    seconds of each step go to `steps`. Only that engine is loaded; nothing is measured or
+    checked."""
+    from attnswitch.engines import ModelSpec, get_engine, query_engine, registry
     from attnswitch.engines.model import model_fingerprint
     from attnswitch.errors import AttnswitchError
     from attnswitch.pipeline.config import IndexMismatchError
@@ -616,11 +641,15 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
                 f"{name} ({where or 'default model'}, {fingerprint[:12]}); search with the "
                 "model the index was built with, or re-run `attnswitch run` to rebuild it")
         start = time.perf_counter()
-        registry.get(config.engine).import_runtime()
+        steps.engine, steps.engine_reason = query_engine(spec.path, config.engine,
+                                                         config.precision)
+        chosen = time.perf_counter() - start
+        start = time.perf_counter()
+        registry.get(steps.engine).import_runtime()
         steps.runtime_import_s = time.perf_counter() - start
         start = time.perf_counter()
-        encoder = get_engine(spec.path, config.engine, config.precision)
-        wall = time.perf_counter() - start
+        encoder = get_engine(spec.path, steps.engine, config.precision, check_parity=False)
+        wall = time.perf_counter() - start + chosen
         loaded = getattr(encoder, "load_times", {})
         if sum(loaded.values()) > wall + 1e-3:  # loaded earlier in this process: free now
             loaded = {}

@@ -31,8 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
 FORMAT = 1  # bump when the exported graph changes
@@ -138,6 +136,8 @@ class Artifacts:
         folder and what happened ("cached", or "built (<why the entry was not used>)")."""
         if self.problem() is None:
             return self.folder, "cached"
+        from filelock import FileLock  # only to build: a cached entry is read without it
+
         self.folder.parent.mkdir(parents=True, exist_ok=True)
         # one build of an entry at a time: a process that meets another's build waits for it
         # and uses its entry (an OS file lock, released if the process holding it dies)
