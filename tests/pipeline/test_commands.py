@@ -128,7 +128,7 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
     out = " ".join(result.output.split())
     for shown in ("completed", "skipped", "empty: 0 bytes", "binary", "corrupt PDF",
                   "too large", "unreadable: cannot stat", "gone.md", "cp1252", " calls)",
-                  "per million tokens at $2.50/h", "memory watch", "peak memory", "tokens/s"):
+                  "per million tokens at $2.50/h", "peak memory", "tokens/s"):
         assert shown in out, shown
 
     status = json.loads(invoke("status", "--db", db, "--json").output)
