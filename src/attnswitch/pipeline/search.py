@@ -133,6 +133,10 @@ class Hit:
     highlights: list[list[int]] = dataclasses.field(default_factory=list)
     """[start, end] character offsets in `snippet` of each query word found there (case
     ignored; a word also matches with a suffix: "update" marks "updates")."""
+    uri: str = ""
+    """The original file as a `file://` URI (the indexed folder joined with `path`); the
+    service leaves it empty (no server path in its answers: the page opens a hit's file
+    through `GET /v1/chunks/{chunk_id}/file`)."""
     also_at: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """The other places of this document's copies (the same bytes), each {"root", "path"}
     as `root` and `path` say them: copies are one result, not several."""
@@ -143,6 +147,15 @@ class Hit:
     def where(self) -> str:
         """Where the hit is, as a person reads it (`where`)."""
         return where(self.path, self.location, self.heading_path)
+
+
+def file_uri(root: str, source: str) -> str:
+    """The `file://` URI of `source` below the folder `root` ("" when `root` is not an
+    absolute path)."""
+    from pathlib import PurePosixPath
+
+    folder = PurePosixPath(root)
+    return (folder / source).as_uri() if folder.is_absolute() else ""
 
 
 def where(path: str, location: dict[str, Any] | None, heading_path: Sequence[str]) -> str:
@@ -442,6 +455,7 @@ def _hits(store: Store, ranked: list[list[tuple[int, float]]],
                 location=dict(row.location), dense_similarity=d_score, dense_rank=d_rank,
                 keyword_score=k_score, keyword_rank=k_rank, snippet=shown,
                 text=row.text, snippet_start=offset, highlights=marks,
+                uri=file_uri(row.root, row.source),
                 also_at=list((also or {}).get(int(cid), ()))))
         out.append(found)
     return out

@@ -84,3 +84,39 @@ def chunk_context(store: Any, shown: Shown, chunk_id: int, around: int) -> dict[
             "data": [{"chunk_id": r.id, "ordinal": r.ordinal, "start": r.start,
                       "end": r.end, "text": r.text}
                      for r in rows[lo:found.ordinal + around + 1]]}
+
+
+# Kinds a browser may show in place; every other file is a download. HTML and SVG never
+# render from here: a document's script would run on the service's origin.
+INLINE_TYPES = frozenset({"application/pdf", "text/plain", "image/png", "image/jpeg",
+                          "image/gif", "image/tiff", "image/webp"})
+
+
+def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
+    """The file of the document that holds chunk `chunk_id`, as indexed: {"path": its real
+    path, "name", "media_type", "inline"}; 404 when no chunk has that id, or when the file
+    is gone, is no longer a regular file, or now resolves outside its indexed folder (a link
+    swapped in since it was indexed)."""
+    import mimetypes
+    import stat as stat_module
+    from pathlib import Path
+
+    found = store.chunks([chunk_id]).get(chunk_id)
+    if found is None:
+        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
+                           f"{chunk_id}", code="chunk_not_found", param="chunk_id")
+    root = Path(found.root)
+    try:
+        real_root = root.resolve(strict=True)
+        real = (root / found.source).resolve(strict=True)
+        regular = stat_module.S_ISREG(real.stat().st_mode)
+    except OSError:
+        real, real_root, regular = None, None, False
+    if real is None or not regular or not real.is_relative_to(real_root):
+        raise ServiceError(404, f"file: expected the indexed file of chunk {chunk_id} "
+                           f"({shown(found.root)}/{found.source}), got none there now (moved, "
+                           "deleted or no longer inside its folder)", code="file_not_found",
+                           param="chunk_id")
+    media_type = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
+    return {"path": str(real), "name": Path(found.source).name, "media_type": media_type,
+            "inline": media_type in INLINE_TYPES}

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
@@ -138,7 +138,7 @@ async def search(body: SearchRequest, request: Request,
     hits, tokens, kept = await svc.search(body.query, body.k, svc.deadline(timeout),
                                           body.mode, body.ef, where)
     # never the server's absolute paths
-    data = [dataclasses.replace(h, root=svc.jobs.shown(h.root), also_at=[
+    data = [dataclasses.replace(h, root=svc.jobs.shown(h.root), uri="", also_at=[
         {**a, "root": svc.jobs.shown(a["root"])} for a in h.also_at]) for h in hits]
     note = None if kept is None else (
         "no document passes the filter" if kept == 0 else
@@ -233,6 +233,27 @@ async def chunk_context(request: Request,
                            f"{chunk_id} (no index yet)", code="chunk_not_found",
                            param="chunk_id")
     return found
+
+
+@v1.get("/chunks/{chunk_id}/file", response_class=FileResponse,
+        responses={**errors(401, 404, 422, 503),
+                   200: {"description": "The indexed file the chunk comes from."}})
+async def chunk_file(request: Request,
+                     chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)]) -> FileResponse:
+    """The original file of a hit (the document that holds the chunk), to the users the
+    service admits: only a file indexed in this store, found again at its indexed place
+    and inside its indexed folder; PDFs, images and plain text shown in place, everything
+    else (HTML included) downloaded; never run as this origin's content (a sandbox
+    Content-Security-Policy, no type sniffing)."""
+    found = await _view(request, overview.chunk_file, chunk_id)
+    if found is None:
+        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
+                           f"{chunk_id} (no index yet)", code="chunk_not_found",
+                           param="chunk_id")
+    return FileResponse(found["path"], media_type=found["media_type"], filename=found["name"],
+                        content_disposition_type="inline" if found["inline"] else "attachment",
+                        headers={"Content-Security-Policy": "sandbox",
+                                 "X-Content-Type-Options": "nosniff"})
 
 
 @v1.get("/hardware", responses=errors(401, 503))

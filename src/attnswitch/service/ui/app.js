@@ -92,6 +92,37 @@
     return answer;
   }
 
+  /** Open a hit's original file (`GET /v1/chunks/{id}/file`, with the key this tab holds):
+   * fetched as a blob and opened in a new tab (PDF, images, text) or saved under its name.
+   * A link could not carry the bearer key. */
+  async function openFile(hit, button) {
+    const headers = {};
+    const key = sessionStorage.getItem(KEY_STORAGE);
+    if (key) headers.Authorization = `Bearer ${key}`;
+    let response;
+    try {
+      response = await fetch(`/v1/chunks/${encodeURIComponent(hit.chunk_id)}/file`, { headers, cache: "no-store" });
+    } catch (err) {
+      say("search-status", "The server cannot be reached.", "bad");
+      return;
+    }
+    if (!response.ok) {
+      let message = `HTTP ${response.status}`;
+      try { message = (await response.json()).error.message; } catch (err) { /* not JSON */ }
+      say("search-status", `The file cannot be opened: ${message}`, "bad");
+      return;
+    }
+    const url = URL.createObjectURL(await response.blob());
+    const inline = (response.headers.get("Content-Disposition") || "").startsWith("inline");
+    const link = el("a", { href: url, rel: "noopener", target: "_blank" });
+    if (!inline) link.setAttribute("download", hit.path.split("/").pop());
+    document.body.append(link);
+    link.click();
+    link.remove();
+    button.dataset.opened = "true";
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  }
+
   // ---- start, key and navigation ------------------------------------------------------
 
   async function boot() {
@@ -285,8 +316,12 @@
       mode === "hybrid" ? el("p", { class: "where found" }, foundBy(hit)) : null,
       where.length ? el("p", { class: "where" }, where.join(" · ")) : null,
       el("p", { class: "text" }, marked(hit.snippet, hit.highlights)),
-      el("button", { type: "button", class: "open" }, "Show in context"));
+      el("div", { class: "row" },
+        el("button", { type: "button", class: "open" }, "Show in context"),
+        el("button", { type: "button", class: "file" }, "Open file")));
     article.querySelector("button.open").addEventListener("click", () => openContext(hit, query, article));
+    const fileButton = article.querySelector("button.file");
+    fileButton.addEventListener("click", () => openFile(hit, fileButton));
     return el("li", {}, article);
   }
 
