@@ -200,7 +200,10 @@ def test_a_job_started_in_the_page_is_watched_to_its_end(ui):
 
 def test_the_hardware_page_shows_engines_backends_and_counters(ui):
     page = ui.open("?page=hardware")
-    page.wait_for_selector("#engines tbody tr", timeout=TIMEOUT_MS)
+    # while the report is read each table holds one "Measuring…" row, then the rows
+    page.wait_for_selector("#engines tbody tr:not(.pending)", timeout=TIMEOUT_MS)
+    assert page.locator("tr.pending").count() == 0
+    assert page.locator("#page-hardware").get_attribute("aria-busy") is None
     engines = page.locator("#engines tbody tr td:first-child").all_inner_texts()
     assert {"torch", "jax"} <= set(engines), engines
     serving = page.locator("#hardware-serving").inner_text()

@@ -600,8 +600,16 @@
 
   async function showHardware() {
     say("hardware-status", "Reading the hardware report (a few seconds)…");
+    // until the report arrives each table says it is being read, not an empty table
+    $("page-hardware").setAttribute("aria-busy", "true");
+    for (const id of ["engines", "backends", "plans"]) {
+      const columns = Math.max(1, $(id).querySelectorAll("thead th").length);
+      $(id).querySelector("tbody").replaceChildren(
+        el("tr", { class: "pending" }, el("td", { colspan: String(columns), class: "muted" }, "Measuring… (a few seconds)")));
+    }
     sampleMetrics();
     const answer = await api("/v1/hardware");
+    $("page-hardware").removeAttribute("aria-busy");
     if (state.page !== "hardware") return;
     if (!answer.ok) {
       say("hardware-status", `The hardware report cannot be read: ${answer.message}`, "bad");
