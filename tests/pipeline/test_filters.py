@@ -42,6 +42,8 @@ def test_no_value_is_no_filter() -> None:
     ({"modified_after": "last tuesday"}, "modified_after"),
     ({"modified_before": 20240101}, "modified_before"),
     ({"modified_after": "2024-06-01", "modified_before": "2024-01-01"}, "modified_before"),
+    ({"modified_after": "2999-01-01"}, "modified_after"), ({"type": 5}, "type"),
+    ({"path": 5}, "path"),
 ])
 def test_a_bad_value_is_refused_by_its_field(kwargs, field) -> None:
     with pytest.raises(StoreInputError, match="^" + re.escape(field) + ": expected ") as e:

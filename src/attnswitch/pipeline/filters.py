@@ -136,7 +136,12 @@ class SearchFilter:
 def _strings(name: str, value: str | Iterable[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
-    values = [value] if isinstance(value, str) else list(value)
+    if isinstance(value, str):
+        values = [value]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        values = list(value)
+    else:
+        raise StoreInputError(name, "a string or a list of strings", repr(value))
     for i, v in enumerate(values):
         if not isinstance(v, str) or not v.strip():
             raise StoreInputError(name if len(values) == 1 else f"{name}[{i}]",
@@ -185,7 +190,10 @@ def _when(name: str, value: Any) -> int | None:
                               repr(value))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    ns = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    if not -2**63 <= ns < 2**63:  # the stores keep mtime_ns as a signed 64-bit integer
+        raise StoreInputError(name, "a time between the years 1678 and 2262", repr(value))
+    return ns
 
 
 def _shown(ns: int | None) -> str | None:
