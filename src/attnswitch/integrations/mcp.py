@@ -232,7 +232,8 @@ def build_server(db: str | os.PathLike | None = None,
     from attnswitch._version import __version__
 
     tools = IndexTools(db, allowed_roots(allow_index), private)
-    server = MCPServer("attnswitch", version=__version__, instructions=INSTRUCTIONS)
+    server = MCPServer("attnswitch", version=__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING")
 
     @server.tool()
     async def search(
