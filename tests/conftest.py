@@ -10,7 +10,8 @@ each worker does not first measure every engine on the real model (about a minut
 cores); tests/engines/test_autopick.py clears it and tests the measured pick. Likewise
 `precision="auto"` runs as float32 (`ATTNSWITCH_PRECISION=fp32`), so that vectors compared
 with sentence-transformers float32 are float32; tests/engines/test_autoprecision.py clears it
-and tests the measured pick."""
+and tests the measured pick. A search encodes its query with the index's own engine
+(`ATTNSWITCH_QUERY_ENGINE=index`), not the quickest one whose parity another test recorded."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["ATTNSWITCH_CACHE_DIR"] = _SESSION_CACHE
     os.environ.setdefault("ATTNSWITCH_ENGINE", "torch")
     os.environ.setdefault("ATTNSWITCH_PRECISION", "fp32")
+    # a query is encoded by the index's own engine, whatever other tests recorded and built
+    # in the shared cache (tests of engines.light and of cold search clear it)
+    os.environ.setdefault("ATTNSWITCH_QUERY_ENGINE", "index")
     # A suite started in the background of a non-interactive shell (`make test &`, nohup)
     # inherits SIGINT ignored, and so would every process a test starts: Python installs no
     # KeyboardInterrupt handler then, and the tests that press Ctrl-C on a child see it

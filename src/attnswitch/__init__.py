@@ -1,22 +1,64 @@
 """attnswitch: one attention contract, the native kernel of each chip behind it, verified
-against a float64 oracle, and a document engine built on it."""
+against a float64 oracle, and a document engine built on it.
 
-from typing import Any
+The public names below are imported on first use (PEP 562's module `__getattr__`): every
+`attnswitch` command imports this package first, and a cold `attnswitch search` has no use
+for the attention planner, its metrics or the package's version (docs/architecture.md,
+"Search at scale: what a cold search costs"). `from attnswitch import attention` and
+`attnswitch.attention(...)` work as before."""
 
-from attnswitch._version import __version__
-from attnswitch.attention.contract import AttentionInputError, Call
-from attnswitch.attention.entry import attention
-from attnswitch.attention.plan import (
-    BackendFailedError,
-    NoBackendError,
-    Plan,
-    backends,
-    configure,
-    explain,
-    use,
-)
-from attnswitch.engines import EncodeInputError, encode
-from attnswitch.observe.metrics import stats
+from __future__ import annotations
+
+import importlib
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+# public name -> the module that defines it
+_PUBLIC = MappingProxyType({
+    "AttentionInputError": "attnswitch.attention.contract",
+    "BackendFailedError": "attnswitch.attention.plan",
+    "Call": "attnswitch.attention.contract",
+    "EncodeInputError": "attnswitch.engines",
+    "NoBackendError": "attnswitch.attention.plan",
+    "Plan": "attnswitch.attention.plan",
+    "__version__": "attnswitch._version",
+    "attention": "attnswitch.attention.entry",
+    "backends": "attnswitch.attention.plan",
+    "configure": "attnswitch.attention.plan",
+    "encode": "attnswitch.engines",
+    "explain": "attnswitch.attention.plan",
+    "stats": "attnswitch.observe.metrics",
+    "use": "attnswitch.attention.plan",
+})
+
+# The subpackage attnswitch.attention is loaded now, so that the import system binds it here
+# once, now, and the name is then freed for the function `attention` (its loader would
+# otherwise bind the subpackage over the function whenever it is first imported).
+importlib.import_module("attnswitch.attention")
+del attention  # noqa: F821  (bound by the import system, above)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'attnswitch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
+    from attnswitch._version import __version__
+    from attnswitch.attention.contract import AttentionInputError, Call
+    from attnswitch.attention.entry import attention
+    from attnswitch.attention.plan import (BackendFailedError, NoBackendError, Plan, backends,
+                                           configure, explain, use)
+    from attnswitch.engines import EncodeInputError, encode
+    from attnswitch.observe.metrics import stats
 
 
 def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,

@@ -67,3 +67,21 @@ def test_help_shows_bracketed_text_literally(name: str) -> None:
         assert text in result.stdout, (text, result.stdout)
     if name == "run":
         assert "pip install 'attnswitch[ray]'" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["search", "status", "doctor"])
+def test_help_reads_cleanly_at_80_columns(name: str) -> None:
+    """`COLUMNS=80 attnswitch search --help`: nothing wider than the terminal, nothing cut
+    with an ellipsis, and the description's paragraphs wrapped by the terminal, not broken
+    where the source's lines end (a line of prose followed by more prose fills the width)."""
+    result = invoke(name, "--help", COLUMNS="80")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [x for x in lines if len(x) > 80]
+    assert "…" not in result.stdout
+    usage = next(i for i, line in enumerate(lines) if "Usage:" in line)
+    panels = next(i for i, line in enumerate(lines) if line.startswith("╭"))
+    prose = [line.strip() for line in lines[usage + 1:panels]]
+    for line, following in zip(prose, prose[1:]):
+        if line and following:  # inside a paragraph
+            assert len(line) >= 60, (line, result.stdout)

@@ -1,5 +1,6 @@
 """`attnswitch run`'s progress displays (cli/progress.py), driven with the run's own
-`RunProgress` events: plain lines without a terminal, rich bars on one."""
+`RunProgress` events: plain lines without a terminal, a rich row on one that fits the
+terminal's width."""
 
 from __future__ import annotations
 
@@ -7,35 +8,54 @@ import io
 import re
 import time
 
+import pytest
+
 from attnswitch.cli.progress import (MEASURING_TEXT, NoProgress, ProgressBar, ProgressLines,
                                      pick)
 from attnswitch.pipeline.run import MEASURING, RunProgress
 
+NOTE = ("measuring which engine encodes fastest (onnxruntime, openvino, torch, jax) with the "
+        "same answers as torch float32, once on this machine (remembered): about 50 s")
 
-def _measuring(done: int, total: int, what: str) -> RunProgress:
+
+def _measuring(done: float, total: float, what: str) -> RunProgress:
     return RunProgress(stage=MEASURING if done < total else "scanning", measure_done=done,
-                       measure_total=total, measure_step=what)
+                       measure_total=total, measure_step=what, measure_note=NOTE)
+
+
+def _encoding() -> RunProgress:
+    """A run's state mid-way: more files read than committed."""
+    return RunProgress(stage="encoding", files_total=5678, files_done=1000, files_read=1234,
+                       bytes_total=10_000_000, bytes_done=2_500_000, bytes_read=3_000_000,
+                       chunks=12_345, tokens=1_000_000, encode_s=400.0)
 
 
 def test_without_a_terminal_a_line_comes_at_each_stage_and_every_interval() -> None:
     out = io.StringIO()
     with ProgressLines(out, interval=0.3) as lines:
-        lines.update(_measuring(0, 5, "reference: torch float32 vectors"))
-        lines.update(_measuring(1, 5, "torch: load and parity check"))  # same stage: quiet
+        lines.update(_measuring(0, 52, "reference: torch float32 vectors"))
+        lines.update(_measuring(10, 52, "torch: load and parity check"))  # same stage: quiet
         time.sleep(1.0)  # a long step: the ticker still prints
-        lines.update(_measuring(5, 5, "picked openvino"))
-        progress = RunProgress(stage="reading", files_total=4, bytes_total=100)
+        lines.update(_measuring(52, 52, "picked openvino, fp32"))
+        progress = RunProgress(stage="reading", files_total=4, bytes_total=100,
+                               measure_note=NOTE)
         lines.update(progress)
+        progress.files_read = 4
         progress.stage, progress.files_done, progress.bytes_done = "done", 4, 100
         lines.update(progress)
     text = out.getvalue()
     assert "\x1b[" not in text  # plain text, no terminal codes
     got = text.splitlines()
-    assert got[0].startswith(f"attnswitch run: {MEASURING_TEXT}: step 1 of 5: reference")
-    ticks = [g for g in got if "step 2 of 5: torch: load and parity check" in g]
+    assert got[0] == f"attnswitch run: {NOTE}"  # said once, before the steps
+    assert got.count(f"attnswitch run: {NOTE}") == 1
+    assert got[1].startswith(f"attnswitch run: {MEASURING_TEXT}: reference: torch float32 "
+                             "vectors (0%")
+    ticks = [g for g in got if "torch: load and parity check (19%, about" in g]
     assert 2 <= len(ticks) <= 5, got
-    assert re.match(r"attnswitch run: reading: files 0/4 .* \(0% of bytes\)", got[-2])
-    assert re.match(r"attnswitch run: done: files 4/4 .* \(100% of bytes\)", got[-1])
+    assert re.match(r"attnswitch run: reading: files 0/4 done, 0 read .* \(0% of bytes\)",
+                    got[-2])
+    assert re.match(r"attnswitch run: done: files 4/4 done, 4 read .* \(100% of bytes\)",
+                    got[-1])
 
 
 def test_the_display_fits_the_stream_and_the_flags() -> None:
@@ -45,22 +65,81 @@ def test_the_display_fits_the_stream_and_the_flags() -> None:
     assert isinstance(pick(False, False, io.StringIO()), NoProgress)
 
 
-def test_a_terminal_shows_the_measurement_as_its_own_bar_then_the_run() -> None:
+def test_without_progress_the_run_still_says_before_it_measures() -> None:
+    out = io.StringIO()
+    with NoProgress(out) as quiet:
+        quiet.update(_measuring(0, 52, "reference: torch float32 vectors"))
+        quiet.update(_measuring(10, 52, "torch: load and parity check"))
+    assert out.getvalue() == f"attnswitch run: {NOTE}\n"
+
+
+class Clock:
+    """rich's time source, moved by the test: one second per update."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _screen(width: int, *states: RunProgress) -> list[str]:
+    """The lines a terminal `width` columns wide shows: the bar's row for each state (each
+    given twice, a second apart, the second time 1 MB further), and what was printed above
+    it."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)
+    clock = Clock()
+    with ProgressBar(console, clock) as bar:
+        for state in states:
+            bar.update(state)
+            clock.now += 1.0
+            state.bytes_done += 1_000_000
+            bar.update(state)
+            console.print(bar.renderable())
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_a_terminal_row_fits_its_width_and_keeps_its_counters(width: int) -> None:
+    lines = _screen(width, _measuring(10, 52, "fp32 engines: onnxruntime: timing round 2 "
+                                                "of 3"),
+                    _measuring(52, 52, "picked openvino, fp32"), _encoding())
+    assert lines and all(len(line) <= width for line in lines), [
+        (len(line), line) for line in lines if len(line) > width]
+    text = "\n".join(lines)
+    assert "measuring which engine encodes fastest" in text  # the note, wrapped to fit
+    # the step, cut short where room ends
+    assert any(line.startswith(MEASURING_TEXT) and "fp32 engines: onnx" in line
+               for line in lines), lines
+    assert f"{MEASURING_TEXT}: picked openvino, fp32 (" in text
+    row = next(line for line in lines if line.startswith("encoding"))
+    assert "1000/5678 done, 1234 read" in row
+    assert "1.0 MB/s" in row, row  # a megabyte committed in a second
+    assert "00:07" in row, row  # the ETA: 6.5 MB left at 1 MB/s, rounded up
+    if width >= 80:
+        assert "files 1000/5678 done, 1234 read" in row and "%" in row
+    if width >= 120:
+        assert "chunks 12,345" in row and "2,500 tok/s" in row
+
+
+def test_a_terminal_shows_the_measurement_then_the_run_and_messages_above() -> None:
     from rich.console import Console
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=200)
     with ProgressBar(console) as bar:
-        bar.update(_measuring(0, 4, "reference: torch float32 vectors"))
-        bar.update(_measuring(2, 4, "openvino: load and parity check"))
-        bar.update(_measuring(4, 4, "picked openvino"))
-        bar.update(RunProgress(stage="encoding", files_total=3, files_done=1, bytes_total=30,
-                               bytes_done=10, chunks=7))
+        bar.update(_measuring(0, 52, "reference: torch float32 vectors"))
+        bar.update(_measuring(16, 52, "openvino: load and parity check"))
+        bar.update(_measuring(52, 52, "picked openvino, fp32"))
+        bar.update(RunProgress(stage="encoding", files_total=3, files_done=1, files_read=2,
+                               bytes_total=30, bytes_done=10, chunks=7))
         bar.show("warning: a message for the user")
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
-    assert MEASURING_TEXT in screen
-    assert "step 3 of 4: openvino: load and parity check" in screen
-    assert "picked openvino" in screen
-    assert "encoding" in screen and "files 1/3" in screen and "chunks 7" in screen
+    assert screen.count(NOTE) == 1
+    assert "openvino: load and parity check" in screen
+    assert f"{MEASURING_TEXT}: picked openvino, fp32" in screen
+    assert "encoding" in screen and "files 1/3 done, 2 read" in screen and "chunks 7" in screen
     assert "warning: a message for the user" in screen
-    assert "starting" not in screen  # the run's bar appears with its first stage
+    assert "starting" not in screen  # the run's row appears with its first stage

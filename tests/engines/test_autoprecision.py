@@ -37,14 +37,21 @@ def _flags(*names: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def test_auto_measures_each_native_precision_and_picks_the_fastest_that_passed(auto,
-                                                                                small_bert):
-    plan = engines.explain_precision(small_bert, "torch")
+def test_auto_measures_each_native_precision_and_picks_the_fastest_that_passed(
+        auto, small_bert, monkeypatch):
+    monkeypatch.setattr(cache, "cpu_flags", lambda: _flags("amx_bf16"))  # bf16 native
+    steps: list[tuple[int, int, str]] = []
+    plan = engines.explain_precision(small_bert, "torch",
+                                     progress=lambda *step: steps.append(step))
     assert plan.source == "measured now"
     measured = [r for r in plan.rows if r.status == "measured"]
-    want = {"fp32"} | ({"bf16"} if autoprecision.native(
-        "bf16", "cpu", cache.cpu_flags()) is None else set())
-    assert {r.precision for r in measured} == want
+    assert {r.precision for r in measured} == {"fp32", "bf16"}
+    # each step said before it runs, in order, then the end
+    total = 1 + 2 + 2 * autoprecision.ROUNDS
+    assert [s[2] for s in steps[:2]] == ["reference: torch float32 vectors",
+                                         "fp32 on torch: load and parity check"]
+    assert [s[0] for s in steps] == list(range(total + 1))
+    assert all(s[1] == total for s in steps) and steps[-1][2] == f"picked {plan.chosen}"
     for row in measured:
         assert row.engine == "torch" and len(row.rates) == autoprecision.ROUNDS
         assert row.chunks_per_s == np.median(row.rates)
@@ -62,6 +69,21 @@ def test_auto_measures_each_native_precision_and_picks_the_fastest_that_passed(a
     encoder = engines.get_engine(small_bert, "torch")
     assert encoder.precision == plan.chosen
     assert str(again).startswith(f"precision plan: {plan.chosen}")
+
+
+def test_a_single_candidate_is_the_pick_without_a_measurement(auto, small_bert,
+                                                              monkeypatch):
+    """On a CPU without native bf16 (int8 not tried by auto), fp32 is the only candidate:
+    nothing is timed or checked, and the plan says why."""
+    monkeypatch.setattr(cache, "cpu_flags", lambda: _flags("avx2"))
+    steps: list[tuple[int, int, str]] = []
+    plan = engines.explain_precision(small_bert, "torch",
+                                     progress=lambda *step: steps.append(step))
+    assert plan.chosen == "fp32" and steps == []
+    assert plan.row("fp32").status == "only candidate" and not plan.row("fp32").rates
+    assert plan.reason().startswith("the only precision this chip runs natively")
+    again = engines.explain_precision(small_bert, "torch")
+    assert again.source.startswith("recorded") and again.chosen == "fp32"
 
 
 class _PerturbedEncoder(TorchEncoder):

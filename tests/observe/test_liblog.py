@@ -54,3 +54,20 @@ def test_no_library_message_makes_no_file(tmp_path: Path) -> None:
     with LibraryLog(tmp_path / "run.log", print) as log:
         pass
     assert log.count == 0 and not (tmp_path / "run.log").exists()
+
+
+def test_the_memory_watchdogs_warning_reaches_the_user_once(tmp_path: Path) -> None:
+    """The watchdog logs and warns the same sentence when memory grows: one line shown."""
+    import numpy as np
+
+    from attnswitch.observe.memwatch import MemoryWatchdog
+
+    recorded = iter((np.arange(40) * 5 * 2**20 + 2**30).astype(int))
+    watchdog = MemoryWatchdog("replay", meter=lambda: next(recorded), min_growth_mb=32)
+    shown: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with LibraryLog(tmp_path / "run.log", shown.append):
+            for _ in range(40):
+                watchdog.check()
+    assert len(shown) == 1 and "growing" in shown[0], shown

@@ -128,7 +128,7 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
     out = " ".join(result.output.split())
     for shown in ("completed", "skipped", "empty: 0 bytes", "binary", "corrupt PDF",
                   "too large", "unreadable: cannot stat", "gone.md", "cp1252", " calls)",
-                  "per million tokens at $2.50/h", "memory watch", "peak memory", "tokens/s"):
+                  "per million tokens at $2.50/h", "peak memory", "tokens/s"):
         assert shown in out, shown
 
     status = json.loads(invoke("status", "--db", db, "--json").output)
@@ -267,6 +267,37 @@ def test_a_cold_search_loads_only_the_engine_of_the_index(
     assert steps <= timings["total_s"] + 0.02  # the process-age clock ticks in 10 ms
 
 
+def test_a_cold_search_of_a_torch_index_loads_no_torch(
+        docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        model_frameworks: tuple[str, ...]) -> None:
+    """An index built by torch is queried by onnxruntime once onnxruntime's parity with
+    torch float32 is recorded and its model built here (here: by a run with it): a fresh
+    process imports neither torch nor transformers, says which engine encoded the query,
+    and ranks the chunks as the index's own engine does."""
+    from attnswitch.engines import light, registry
+
+    why = registry.get("onnxruntime").unavailable()
+    if why:
+        pytest.skip(f"onnxruntime: {why}")
+    db = str(tmp_path / "db")
+    assert invoke("run", str(docs), "--db", db, "--engine", "torch", "--json",
+                  *FAST).exit_code == 0
+    assert invoke("run", str(docs), "--db", str(tmp_path / "ort"), "--engine", "onnxruntime",
+                  "--json", *FAST).exit_code == 0  # checks it against torch, builds it
+    monkeypatch.delenv(light.ENV_QUERY_ENGINE, raising=False)
+    out = subprocess.run([sys.executable, "-c", FRESH_SEARCH, db, ",".join(model_frameworks)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    result = json.loads("\n".join(out[:-1]))
+    assert json.loads(out[-1]) == ["onnxruntime"]
+    assert result["model"].endswith("torch engine, fp32")  # the index's, as built
+    assert result["query_engine"]["engine"] == "onnxruntime"
+    assert result["query_engine"]["why"].startswith("quicker to start than torch")
+    monkeypatch.setenv(light.ENV_QUERY_ENGINE, "index")
+    own = json.loads(invoke("search", "how do I update rows", "--db", db, "--json").stdout)
+    assert own["query_engine"]["engine"] == "torch"
+    assert [h["chunk_id"] for h in own["data"]] == [h["chunk_id"] for h in result["data"]]
+
+
 def test_a_keyword_search_reports_no_model_steps(docs: Path, tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     assert invoke("run", str(docs), "--db", db, "--json", *FAST).exit_code == 0
@@ -279,18 +310,22 @@ def test_a_keyword_search_reports_no_model_steps(docs: Path, tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path) -> None:
-    """The first run on a machine (an empty cache) measures the engines for about a minute:
-    without a terminal it says so in plain lines, with the steps, then the run's stages;
-    a library's complaint about a broken PDF goes to the log file, not to stderr; and no
-    warning (OpenVINO's telemetry forking after JAX was imported) reaches the user."""
-    from attnswitch.cli.progress import MEASURING_TEXT
+    """The first run on a machine (an empty cache) of a folder too small to repay measuring
+    the engines says so, and checks the engine it keeps (the quickest to start) against
+    torch once: without a terminal in plain lines, with the steps, then the run's stages; a
+    library's complaint about a broken PDF goes to the log file, not to stderr; and no
+    warning (OpenVINO's telemetry forking after JAX was imported) reaches the user. The
+    summary counts the check's seconds as measuring."""
+    from attnswitch.engines import ModelSpec, light
 
     corpus = Path(__file__).resolve().parents[2] / "examples" / "corpus"
     pdf = (corpus / "sqlite" / "copyright-release.pdf").read_bytes()
     (docs / "cut-short.pdf").write_bytes(pdf[: len(pdf) // 2])
     cache = tmp_path / "empty-cache"
-    env = {k: v for k, v in os.environ.items() if k != "ATTNSWITCH_ENGINE"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION")}
     env["ATTNSWITCH_CACHE_DIR"] = str(cache)
+    quick = light.quickest(ModelSpec.load(None), "fp32")
     db = str(tmp_path / "db")
     command = [sys.executable, "-m", "attnswitch.cli", "run", str(docs), "--db", db, *FAST]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
@@ -298,16 +333,21 @@ def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path
     lines = first.stderr.splitlines()
     assert all(line.startswith("attnswitch run: ") for line in lines), lines
     assert "\x1b[" not in first.stderr
-    assert lines[0].startswith(f"attnswitch run: {MEASURING_TEXT}: step 1 of ")
-    assert any(": load and parity check" in line for line in lines)
-    assert lines[-1].startswith("attnswitch run: done: files 5/5")
+    assert lines[0].startswith("attnswitch run: not measuring engines for this job (this job "
+                               "is about ")
+    if quick != "torch":  # the reference needs no check
+        assert lines[1].startswith(f"attnswitch run: checking {quick} (fp32) against torch "
+                                   "float32, once on this machine")
+        assert any(f"measuring: {quick}: load and parity check" in line for line in lines)
+        assert "measuring and checking engines" in first.stdout
+    assert lines[-1].startswith("attnswitch run: done: files 5/5 done, 5 read")
     for noise in ("Traceback", "Warning", "fork", "EOF marker"):
         assert noise not in first.stderr + first.stdout
-    assert "measuring engines, once here" in first.stdout
     assert "library log" in first.stdout and "corrupt PDF" in first.stdout
     assert "EOF marker not found" in (cache / "run.log").read_text()
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and MEASURING_TEXT not in again.stderr
+    assert again.returncode == 0 and "checking" not in again.stderr
+    assert "measuring: " not in again.stderr
     assert again.stderr.splitlines()[-1].startswith("attnswitch run: done: files 5/5")
 
 

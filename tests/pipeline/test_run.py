@@ -359,3 +359,29 @@ def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, enco
         assert after[0][i] == before[0][i]
         assert after[1][i].tobytes() == before[1][i].tobytes()
     assert after[1][1].tobytes() != before[1][1].tobytes()
+
+
+def test_the_summary_accounts_for_every_second_of_the_wall_time(docs: Path, tmp_path: Path,
+                                                                 encoder) -> None:
+    """`time_parts` names where the wall time went, each part timed on its own, and adds up
+    to the wall time with `other` the rest; tokens/s are over the encoder's time."""
+    from attnswitch.pipeline.phases import PARTS
+
+    with SQLiteStore(tmp_path / "db") as store:
+        s = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+    parts = s.time_parts
+    assert tuple(parts) == (*PARTS, "other")
+    assert all(v >= 0 for v in parts.values()), parts
+    assert sum(parts.values()) == pytest.approx(s.wall_s, abs=1e-9)
+    assert parts["encode"] == s.encode_s > 0 and parts["load"] == s.load_s
+    assert parts["measure"] == s.measure_s
+    for name in ("read", "chunk", "store", "scan"):  # this run did each of them
+        assert parts[name] > 0, name
+    assert s.tokens_per_s == pytest.approx(s.tokens_encoded / s.encode_s)
+    assert s.chunks_per_s == pytest.approx(s.chunks_encoded / s.encode_s)
+    # a re-run reads and encodes nothing: those parts are 0, the sum still the wall
+    with SQLiteStore(tmp_path / "db") as store:
+        again = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
+    assert again.time_parts["encode"] == again.time_parts["read"] == 0.0
+    assert sum(again.time_parts.values()) == pytest.approx(again.wall_s, abs=1e-9)
+    assert again.tokens_per_s is None

@@ -426,34 +426,6 @@ def test_a_question_finds_the_answer_not_a_page_of_questions(location, tmp_path:
         assert sources(hits)[0] == "vacuum.txt", [(h.source, h.score) for h in hits]
 
 
-DEMO_QUERY = "how do I update rows in a table"  # the Makefile's `make run`
-
-
-@pytest.mark.slow  # indexes the whole example corpus (about 2,600 chunks) with the model
-def test_the_demo_query_finds_the_update_tutorial_first(tmp_path: Path) -> None:
-    import json
-
-    from typer.testing import CliRunner
-
-    from attnswitch.cli.pipeline import app
-
-    from attnswitch.engines import registry
-
-    runner = CliRunner(env={"COLUMNS": "200"})
-    db = str(tmp_path / "db")
-    # what `make run` gets on the CPUs seen here: OpenVINO (1.5x the suite's torch), in bf16
-    # where the CPU has it (auto's pick there; the suite runs auto as fp32, 3x slower)
-    precision = "fp32" if registry.get("openvino").declines("cpu", "bf16") else "bf16"
-    done = runner.invoke(app(), ["run", str(CORPUS), "--db", db, "--engine", "openvino",
-                                 "--precision", precision], catch_exceptions=False)
-    assert done.exit_code == 0, done.output
-    found = runner.invoke(app(), ["search", DEMO_QUERY, "-k", "3", "--db", db, "--json"],
-                          catch_exceptions=False)
-    assert found.exit_code == 0, found.output
-    top = [hit["path"] for hit in json.loads(found.stdout)["data"]]
-    assert top[0] == "postgresql/tutorial-update.html", top
-
-
 def test_the_score_s_documented_weights_are_the_ones_fusion_uses() -> None:
     """The API schema's description of a hit's score (what a service client reads) states
     the weights and the phrase bonus that `fuse` and `phrase_first` apply: a retune of the

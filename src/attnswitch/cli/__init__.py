@@ -13,9 +13,8 @@
     attnswitch mcp [--db DIR] [--allow-index ROOT ...] [--http [--host H] [--port P] ...]
 
 The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `watch` and
-`forget` in `cli/sync.py`, `serve` in
-`cli/serve.py`, `mcp` in `cli/mcp.py`, and the option types they share in `cli/options.py`. One small function per
-command; each imports what it needs (torch, jax, the attention modules, the pipeline)
+`forget` in `cli/sync.py`, `serve` in `cli/serve.py`, `mcp` in `cli/mcp.py`, and the
+option types they share in `cli/options.py`. One small function per command; each imports what it needs (torch, jax, the attention modules, the pipeline)
 inside, so `attnswitch --help` imports neither torch nor jax. This package is the top
 layer: nothing below it imports typer (docs/architecture.md, "Layers").
 """
@@ -456,7 +455,8 @@ def _render_doctor(report: dict) -> None:
 
 def _register_commands() -> None:
     """The main job's and the service's commands live beside their code; their modules
-    import heavy libraries only inside the commands, so `--help` stays fast."""
+    import heavy libraries only inside the commands, so `--help` stays fast. Every
+    command's help is its docstring reflowed (`help_text`)."""
     from attnswitch.cli.mcp import mcp_command
     from attnswitch.cli.pipeline import run_command, search_command, status_command
     from attnswitch.cli.serve import serve_command
@@ -469,6 +469,27 @@ def _register_commands() -> None:
     app.command("watch")(watch_command)
     app.command("serve")(serve_command)
     app.command("mcp")(mcp_command)
+    for command in app.registered_commands:
+        if command.help is None and command.callback is not None:
+            command.help = help_text(command.callback.__doc__ or "")
+
+
+def help_text(doc: str) -> str:
+    """A docstring as a command's --help: each paragraph on one line, for the terminal to
+    wrap at its own width (typer's rich help keeps a docstring's line breaks, so lines cut
+    at 90 columns in the source broke in two at 80); lines of an indented block (a usage
+    example) are kept as they are. What follows a line holding only \\f is for readers of
+    the code, not for --help (click's rule)."""
+    import inspect
+
+    paragraphs = []
+    for block in inspect.cleandoc(doc).partition("\f")[0].strip().split("\n\n"):
+        lines = block.splitlines()
+        if any(line.startswith(" ") for line in lines):
+            paragraphs.append("\b\n" + block)  # click's mark: do not rewrap
+        else:
+            paragraphs.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
 
 
 _register_commands()

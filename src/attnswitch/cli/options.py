@@ -32,7 +32,7 @@ DbOption = Annotated[Path | None, typer.Option(
     parser=nonblank_path)]
 StoreOption = Annotated[str | None, typer.Option(
     "--db", help="Data folder of the index (default ./.attnswitch/), or a PostgreSQL "
-    "server with pgvector: postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME.",
+    "server with pgvector: postgresql://USER@HOST/DB.", metavar="DIR|URL",
     show_default=False, parser=nonblank_location)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 

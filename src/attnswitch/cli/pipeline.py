@@ -27,6 +27,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -235,6 +236,9 @@ def run_command(
     not read again; changed files replace their chunks; deleted files' chunks are removed.
     With --ray the same run is spread over a Ray cluster; the index stays here.
     """
+    from attnswitch.observe.startup import process_age_s
+
+    startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     options = _run_options(as_json, model=model, engine=engine,
                            precision=Precision(precision).value, max_tokens=max_tokens,
@@ -254,7 +258,8 @@ def run_command(
                                          as_json)
     else:
         runner, ray_errors = _local_runner(path, options), ()
-    report = _execute_run(path, store_location(db), runner, progress, as_json, ray_errors)
+    report = {**_execute_run(path, store_location(db), runner, progress, as_json, ray_errors),
+              "startup_s": startup_s}
     if as_json:
         print_json(report)
     else:
@@ -382,23 +387,27 @@ def _render_run(s: dict) -> None:
         ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
                    "this folder)"),
         ("tokens", f"{s['tokens_encoded']:,} encoded"),
-        ("wall time", f"{s['wall_s']:.1f} s ({_measure_text(s)}{_load_text(s)} "
-                      f"{s['load_s']:.1f} s, encoding {s['encode_s']:.1f} s)"),
-        ("throughput", f"{_num(s['tokens_per_s'])} tokens/s, {_num(s['chunks_per_s'], ',.1f')}"
-                       f" chunks/s (wall time less {_load_text(s)}"
-                       f"{' and measuring engines' if s.get('measure_s') else ''})"),
+        ("wall time", _time_text(s)),
+    ]
+    if s["tokens_encoded"]:
+        rows.append(("throughput", f"{_num(s['tokens_per_s'])} tokens/s, "
+                                   f"{_num(s['chunks_per_s'], ',.1f')} chunks/s while encoding"))
+    rows += [
         ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
                    f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
         ("precision", f"{s['precision']}; why: {s.get('precision_reason') or 'asked for'}"),
         ("model", s["model"]),
-        ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items())
-         or "no calls"),
-        ("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
-            f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")),
-        ("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"] else "")
-         + terminal_text(s["memory"]["reason"])),
-        ("cost", _cost_text(s["cost"])),
     ]
+    if s["backends"]:  # the torch engine's attention calls; fused runtimes make none
+        rows.append(("attention", ", ".join(f"{b} ({n:,} calls)"
+                                            for b, n in s["backends"].items())))
+    rows.append(("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
+        f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")))
+    if s["memory"].get("samples") or s["memory"]["growing"]:
+        rows.append(("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"]
+                                      else "") + terminal_text(s["memory"]["reason"])))
+    if s["cost"].get("price_source") not in (None, "default"):  # a price the user set
+        rows.append(("cost", _cost_text(s["cost"])))
     if s.get("ray"):
         r = s["ray"]
         rows.append(("ray", f"{r['nodes']} node(s) at {r['address']}; Ray connect "
@@ -425,13 +434,24 @@ def _render_run(s: dict) -> None:
         _render_files(console, "Handled with a note", s["notes"], "note")
 
 
-def _measure_text(s: dict) -> str:
-    seconds = s.get("measure_s") or 0.0
-    return f"measuring engines, once here, {seconds:.1f} s; " if seconds else ""
+# what each part of a run's wall time (`RunSummary.time_parts`) is called in its summary
+_PART_NAMES = MappingProxyType({
+    "measure": "measuring and checking engines", "scan": "listing the folder",
+    "read": "waiting for files to be read", "chunk": "chunking", "load": "model load",
+    "encode": "encoding", "store": "writing the index", "other": "other"})
 
 
-def _load_text(s: dict) -> str:
-    return "Ray connect and actors' start" if s.get("ray") else "model load"
+def _time_text(s: dict) -> str:
+    """The run's wall time, the seconds the command took to start before it, and the
+    wall time's parts that took a tenth of a second or more (they add up to it: `other` is
+    the rest)."""
+    names = {**_PART_NAMES, **({"load": "Ray connect and actors' start"} if s.get("ray")
+                               else {})}
+    parts = s.get("time_parts") or {"load": s["load_s"], "encode": s["encode_s"]}
+    shown = [f"{names.get(k, k)} {v:.1f} s" for k, v in parts.items() if round(v, 1) > 0]
+    start = (f" (after {s['startup_s']:.1f} s starting the command)"
+             if s.get("startup_s") else "")
+    return f"{s['wall_s']:.1f} s{start}" + (f": {', '.join(shown)}" if shown else "")
 
 
 def _render_kinds(console: Any, kinds: dict) -> None:
@@ -478,21 +498,18 @@ def _render_files(console: Any, title: str, rows: list[dict], column: str) -> No
 # ---- search ----------------------------------------------------------------------------
 
 def search_command(
-    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False,
+                                         metavar="QUERY")],
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many chunks.")] = 5,
     mode: Annotated[Mode, typer.Option(
-        help="hybrid: dense and keyword results fused by their scores; dense: by "
-        "meaning (the model's vectors); keyword: by the query's words (full-text "
-        "ranking; loads no model).")] = Mode.hybrid,
+        metavar="MODE", help="hybrid: by meaning and words, fused; dense: by meaning (the "
+        "model's vectors); keyword: by words (full text; loads no model).")] = Mode.hybrid,
     db: StoreOption = None,
     model: Annotated[str | None, typer.Option(
-        help="Model folder; must be the index's model (default: the one it was built "
-        "with).", show_default=False)] = None,
+        help="Model folder: the index's (the default).", show_default=False)] = None,
     ef: Annotated[int | None, typer.Option(
-        "--ef", help="ANN search beam for large stores: wider finds more of the "
-        "exact nearest chunks, slower; 1 to 1000 (default: the store's; see "
-        "docs/results/search.md).",
-        show_default=False)] = None,
+        "--ef", help="ANN beam of large stores, 1 to 1000: wider finds more of the exact "
+        "nearest chunks, slower (default: the store's).", show_default=False)] = None,
     path: Annotated[list[str] | None, typer.Option(
         "--path", help="Only documents under this folder or matching this glob ('reports/', "
         "'*.pdf', 'docs/**/*.md'); repeatable: any.", show_default=False,
@@ -511,14 +528,17 @@ def search_command(
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
 
-    The query is encoded with the model, engine and precision the index was built with
-    (not for --mode keyword). Large stores answer from an ANN index: the SQLite store's
-    HNSW graph beside its file (memory-mapped), or pgvector's on the server. A hybrid
-    result shows its fused score beside its cosine similarity and keyword score, each with
-    its rank in its own list. With --json, the hits under `data` have the shape of
-    /v1/search's (docs/service.md), and `timings` gives each step's seconds: import_s (from
-    the process's start, with the engine's runtime), tokenizer_s, load_s (the engine's plan,
-    reading or compiling the model), encode_s, search_s, and total_s.
+    The query is encoded as the index was built (model and precision). A hybrid result
+    shows its fused score beside its cosine similarity and keyword score, each with its
+    rank in its own list. --json prints the hits as /v1/search answers them, and each
+    step's seconds.
+    \f
+    The query's engine is the quickest to start whose vectors are the index's
+    (`engines.query_engine`). Large stores answer from an ANN index: the SQLite store's
+    HNSW graph beside its file (memory-mapped), or pgvector's on the server. With --json,
+    the hits under `data` have the shape of /v1/search's (docs/service.md), and `timings`
+    gives each step's seconds (`search_timings`). `$ATTNSWITCH_TIMINGS=1` prints the
+    timings on stderr after the results (any output).
     """
     from attnswitch.observe.startup import process_age_s
     from attnswitch.pipeline.config import stored_config
@@ -563,20 +583,23 @@ def search_command(
         steps.search_s = time.perf_counter() - searched
     timings = search_timings(steps, startup_s, process_age_s())
     results = [h.to_dict() for h in hits]
+    printing = time.perf_counter()
     if as_json:
         print_json({"object": "list", "data": results, "model": config.describe(),
                     "query": query, "k": k, "mode": mode, "index": str(location),
                     "filter": None if where is None else {**where.to_dict(),
                                                           "documents": kept},
+                    "query_engine": {"engine": steps.engine or None,
+                                     "why": steps.engine_reason or None},
                     "timings": timings})
-        return
-    if kept is not None:
+    elif kept is not None:
         rich_console().print(
             ("no document passes the filter" if kept == 0 else
              f"no chunk matches the query in the {kept} documents the filter keeps")
             + " (" + terminal_text(_filter_text(where)) + ")", markup=False)
-        return
-    _render_search(query, results, config.describe(), mode)
+    else:
+        _render_search(query, results, config.describe(), mode)
+    _report_timings(timings, time.perf_counter() - printing, steps)
 
 
 def _filter_text(where: Any) -> str:
@@ -586,6 +609,22 @@ def _filter_text(where: Any) -> str:
     parts += [f"--{k.replace('_', '-')} {v}" for k in ("modified_after", "modified_before")
               if (v := shown[k]) is not None]
     return " ".join(parts)
+
+
+ENV_TIMINGS = "ATTNSWITCH_TIMINGS"
+
+
+def _report_timings(timings: dict[str, float | None], print_s: float,
+                    steps: QuerySteps) -> None:
+    """With `$ATTNSWITCH_TIMINGS=1`, one line on stderr after the results: "attnswitch
+    search timings: " and a JSON object, the `timings` of `search_timings` plus print_s
+    (printing the results) and the query's engine."""
+    if os.environ.get(ENV_TIMINGS, "").strip() not in ("1", "true", "yes"):
+        return
+    import sys
+
+    line = {**timings, "print_s": print_s, "engine": steps.engine or None}
+    print(f"attnswitch search timings: {json.dumps(line)}", file=sys.stderr, flush=True)
 
 
 def search_timings(steps: QuerySteps, startup_s: float | None,
@@ -604,7 +643,7 @@ def search_timings(steps: QuerySteps, startup_s: float | None,
 
 
 def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
-                  steps: Any) -> Any:
+                  steps: QuerySteps) -> Any:
     """`query.encode_query`, or the command's one-line failure."""
     from attnswitch.errors import AttnswitchError
     from attnswitch.pipeline.query import encode_query

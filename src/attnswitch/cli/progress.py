@@ -1,54 +1,87 @@
 """How `attnswitch run` shows its progress on stderr (`pipeline.run.RunProgress` events).
 
-- `ProgressBar` (a terminal): rich bars, one for the run (files, chunks, tokens/s, ETA by
-  bytes read), and, on the first run on a machine, one above it for "measuring engines on
-  this machine (once, about a minute)" with its steps;
+- `ProgressBar` (a terminal): one rich progress row, laid out by rich for the terminal's
+  width (`columns_for`: from 60 columns up nothing is cut, narrower terminals drop the bar
+  first): while engines are measured, the step and its ETA; then the run's stage, files
+  committed and files read of the total, MB/s committed and the ETA (rich's own speed
+  estimate, by bytes), and, where there is room, chunks and tokens/s;
 - `ProgressLines` (no terminal: a pipe, a log file, CI): one plain line whenever the stage
   changes, and one every `interval` seconds between, so a log shows the run is alive;
-- `NoProgress`: nothing (`--no-progress`, and `--json` unless `--progress` is given).
+- `NoProgress`: no progress (`--no-progress`, and `--json` unless `--progress` is given).
 
-Each has `show(line)`, the way a message reaches the user without breaking the display
-(printed above the bars, or as a line of its own).
+All three print what the run says before it measures or checks an engine
+(`RunProgress.measure_note`: what for, about how long), once, on a line of its own. Each has
+`show(line)`, the way a message reaches the user without breaking the display (printed above
+the bar, or as a line of its own).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
-MEASURING_TEXT = "measuring engines on this machine (once, about a minute)"
+MEASURING_TEXT = "measuring"
 LINE_INTERVAL_S = 5.0
+# terminal widths from which the run's row gets the bar, then the bar and the details
+WITH_BAR, WIDE = 80, 120
 
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def files_text(p: Any) -> str:
+    """Files committed and read of the total: "3/86 done, 5 read"."""
+    return f"{p.files_done}/{p.files_total} done, {p.files_read} read"
+
+
 def run_detail(p: Any) -> str:
     """The run's counters in words: files, chunks, tokens/s."""
     rate = f"{_num(p.tokens_per_s)} tok/s" if p.tokens else "- tok/s"
-    return f"files {p.files_done}/{p.files_total}  chunks {p.chunks:,}  {rate}"
+    return f"files {files_text(p)}  chunks {p.chunks:,}  {rate}"
 
 
-def measure_detail(p: Any) -> str:
-    return f"step {min(p.measure_done + 1, p.measure_total)} of {p.measure_total}: {p.measure_step}"
+def _measuring(p: Any) -> bool:
+    return bool(p.measure_total) and p.measure_done < p.measure_total
+
+
+def _left_s(p: Any, elapsed: float) -> float | None:
+    """Seconds of measuring left at the pace so far (None before any step ended)."""
+    if p.measure_done <= 0:
+        return None
+    return max(0.0, (p.measure_total - p.measure_done) * elapsed / p.measure_done)
 
 
 def pick(enabled: bool | None, as_json: bool, stream: TextIO | None = None) -> Any:
     """The display for `--progress/--no-progress` (None: unset) and `--json`: a bar on a
-    terminal, lines elsewhere; nothing with --no-progress, or with --json unless asked."""
+    terminal, lines elsewhere; no progress with --no-progress, or with --json unless asked."""
     stream = stream or sys.stderr
     if enabled is False or (enabled is None and as_json):
         return NoProgress(stream)
     return ProgressBar() if stream.isatty() else ProgressLines(stream)
 
 
-class NoProgress:
-    """No display; messages still reach stderr, one line each."""
+class _Notes:
+    """Prints each new `measure_note` of the run once, through `show`."""
+
+    def __init__(self) -> None:
+        self._said = ""
+
+    def note(self, p: Any, show: Any) -> None:
+        if p.measure_note and p.measure_note != self._said:
+            self._said = p.measure_note
+            show(p.measure_note)
+
+
+class NoProgress(_Notes):
+    """No progress; messages (and what the run says before it measures) still reach
+    stderr, one line each."""
 
     def __init__(self, stream: TextIO):
+        super().__init__()
         self.stream = stream
 
     def __enter__(self) -> NoProgress:
@@ -58,53 +91,122 @@ class NoProgress:
         pass
 
     def update(self, p: Any) -> None:
-        pass
+        self.note(p, self.show)
 
     def show(self, line: str) -> None:
         print(f"attnswitch run: {line}", file=self.stream, flush=True)
 
 
-class ProgressBar:
-    """rich bars on stderr (or `console`, a rich Console): the run's, and the engines'
-    measurement when one runs."""
+def columns_for(width: int) -> list[Any]:
+    """rich progress columns for a terminal `width` columns wide. Every row names its
+    stage, its counters (files; for a measurement, the step), MB/s and the ETA; from
+    `WITH_BAR` columns a bar and a percentage, from `WIDE` chunks and tokens/s too. The
+    `info` column takes what room is left and ends in an ellipsis where there is none."""
+    from rich.progress import (BarColumn, TaskProgressColumn, TextColumn,
+                               TimeRemainingColumn)
+    from rich.table import Column
 
-    def __init__(self, console: Any = None) -> None:
-        self._console = console
+    stage = TextColumn("{task.description}", table_column=Column(width=13, no_wrap=True))
+    counters = TextColumn("{task.fields[counters]}", table_column=Column(no_wrap=True))
+    info = TextColumn("{task.fields[info]}", style="dim",
+                      table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
+    eta = TimeRemainingColumn(compact=True, elapsed_when_finished=True)
+    rate = _rich_classes()[0]()
+    if width < WITH_BAR:
+        return [stage, counters, info, rate, eta]
+    bar = BarColumn(bar_width=16 if width >= WIDE else 10)
+    return [stage, bar, TaskProgressColumn(), counters, info, rate, eta]
+
+
+@functools.cache
+def _rich_classes() -> tuple[type, type]:
+    """(Rate, Layout): the rich subclasses, made on first use so that importing this module
+    (as `attnswitch search` does) imports no rich.progress."""
+    from rich.filesize import decimal
+    from rich.progress import Progress, ProgressColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        """MB/s of a task counted in bytes (rich's windowed speed estimate); blank for
+        others."""
+
+        def render(self, task: Any) -> Any:
+            if not task.fields.get("bytes") or task.speed is None:
+                return Text("")
+            return Text(f"{decimal(int(task.speed))}/s")
+
+    class Layout(Progress):
+        """rich's Progress with its columns chosen for the console's width at each refresh
+        (`columns_for`), so that a terminal resized mid-run gets a layout that fits it."""
+
+        def __init__(self, *, console: Any, **options: Any) -> None:
+            self._width_of = console  # `Progress.console` exists once its Live does
+            super().__init__(console=console, **options)
+
+        def make_tasks_table(self, tasks: Any) -> Any:
+            self.columns = tuple(columns_for(self._width_of.width))
+            return super().make_tasks_table(tasks)
+
+    return Rate, Layout
+
+
+class ProgressBar(_Notes):
+    """A rich progress row on stderr (or `console`, a rich Console): a measurement's while
+    one runs, then the run's (see the module doc). `clock`: rich's time source (tests)."""
+
+    def __init__(self, console: Any = None, clock: Any = None) -> None:
+        super().__init__()
+        self._console, self._clock = console, clock
         self._bar: Any = None
         self._run: Any = None
         self._measure: Any = None
+        self._width: int | None = None
 
     def __enter__(self) -> ProgressBar:
-        from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-
         from attnswitch.cli.output import rich_console
 
-        self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-            TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"),
-            TimeRemainingColumn(), console=self._console or rich_console(stderr=True),
-            transient=False,
-        )
+        console = self._console or rich_console(stderr=True)
+        self._bar = _rich_classes()[1](console=console, transient=False, expand=True,
+                                       **({"get_time": self._clock} if self._clock else {}))
         self._bar.start()
-        self._run = self._bar.add_task("starting", total=None, detail="", visible=False)
+        self._run = self._bar.add_task("starting", total=None, counters="", info="",
+                                       bytes=True, visible=False)
         return self
 
+    def renderable(self) -> Any:
+        """What the bar draws now (for tests and screenshots)."""
+        return self._bar.get_renderable()
+
     def update(self, p: Any) -> None:
+        self.note(p, self.show)
         if p.measure_total:
-            if self._measure is None:
-                self._measure = self._bar.add_task(MEASURING_TEXT, total=p.measure_total,
-                                                   detail="")
-            # a step lasts seconds: drawn now, not at the next refresh
-            self._bar.update(self._measure, total=p.measure_total, completed=p.measure_done,
-                             detail=measure_detail(p) if p.measure_done < p.measure_total
-                             else p.measure_step, refresh=True)
-            if p.measure_done < p.measure_total:
+            self._update_measure(p)
+            if _measuring(p):
                 return
-        self._bar.update(  # the stage padded, so that the bar does not move as it changes
-            self._run, description=f"{p.stage:<13}", total=max(p.bytes_total, 1),
-            completed=p.bytes_done if p.bytes_total else 1, detail=run_detail(p),
+        if p.stage == "scanning" and not p.files_total:
+            return  # nothing to count yet (the engine is being chosen)
+        width = self._bar.console.width
+        info = (f"chunks {p.chunks:,}  {_num(p.tokens_per_s) if p.tokens else '-'} tok/s"
+                if width >= WIDE else "")
+        self._bar.update(
+            self._run, description=p.stage, total=max(p.bytes_total, 1),
+            completed=p.bytes_done if p.bytes_total else 1,
+            counters=("files " if width >= WITH_BAR else "") + files_text(p), info=info,
             visible=True)
+
+    def _update_measure(self, p: Any) -> None:
+        if self._measure is None:
+            self._measure = self._bar.add_task(MEASURING_TEXT, total=p.measure_total,
+                                               counters="", info="", bytes=False)
+        task = self._measure
+        if _measuring(p):  # a step lasts seconds: drawn now, not at the next refresh
+            self._bar.update(task, total=p.measure_total, completed=p.measure_done,
+                             info=p.measure_step, visible=True, refresh=True)
+            return
+        if self._bar.tasks[task].visible:
+            elapsed = self._bar.tasks[task].elapsed or 0.0
+            self._bar.update(task, visible=False)
+            self.show(f"{MEASURING_TEXT}: {p.measure_step} ({elapsed:.0f} s)")
 
     def show(self, line: str) -> None:
         self._bar.console.print(line, markup=False, highlight=False)
@@ -113,17 +215,19 @@ class ProgressBar:
         self._bar.stop()
 
 
-class ProgressLines:
+class ProgressLines(_Notes):
     """Plain lines on `stream`: at each change of stage, and every `interval` seconds
     between (from a background thread, so a long step still shows the run is alive)."""
 
     def __init__(self, stream: TextIO, interval: float = LINE_INTERVAL_S):
+        super().__init__()
         self.stream, self.interval = stream, interval
         self._lock = threading.Lock()
         self._last: Any = None
         self._stage: str | None = None
         self._printed = 0.0
         self._started = time.monotonic()
+        self._measure_started: float | None = None
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="attnswitch-progress",
                                         daemon=True)
@@ -134,15 +238,25 @@ class ProgressLines:
 
     def line(self, p: Any) -> str:
         """One line for the state `p`."""
-        elapsed = f"{time.monotonic() - self._started:.0f} s"
-        if p.measure_total and p.measure_done < p.measure_total:
-            return f"attnswitch run: {MEASURING_TEXT}: {measure_detail(p)}, {elapsed}"
+        now = time.monotonic()
+        elapsed = f"{now - self._started:.0f} s"
+        if _measuring(p):
+            spent = now - (self._measure_started or now)
+            left = _left_s(p, spent)
+            eta = "" if left is None else f", about {left:.0f} s left"
+            return (f"attnswitch run: {MEASURING_TEXT}: {p.measure_step} "
+                    f"({p.measure_done / p.measure_total:.0%}{eta}), {elapsed}")
         share = f" ({p.bytes_done / p.bytes_total:.0%} of bytes)" if p.bytes_total else ""
         return f"attnswitch run: {p.stage}: {run_detail(p)}{share}, {elapsed}"
 
     def update(self, p: Any) -> None:
-        stage = "measuring" if p.measure_total and p.measure_done < p.measure_total else p.stage
+        stage = MEASURING_TEXT if _measuring(p) else p.stage
         with self._lock:
+            self.note(p, self._show_locked)
+            if stage == MEASURING_TEXT and self._measure_started is None:
+                self._measure_started = time.monotonic()
+            if stage == "scanning" and not p.files_total:
+                return  # nothing to count yet (the engine is being chosen)
             self._last = p
             if stage != self._stage:
                 self._stage = stage
@@ -158,9 +272,12 @@ class ProgressLines:
         print(text, file=self.stream, flush=True)
         self._printed = time.monotonic()
 
+    def _show_locked(self, line: str) -> None:
+        print(f"attnswitch run: {line}", file=self.stream, flush=True)
+
     def show(self, line: str) -> None:
         with self._lock:
-            print(f"attnswitch run: {line}", file=self.stream, flush=True)
+            self._show_locked(line)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

@@ -92,12 +92,13 @@ def _check_explicit(name: str, precision: str, spec: ModelSpec | None, source: s
 
 
 def explain_precision(model: str | os.PathLike | None = None, engine: str = "auto", *,
-                      measure: bool = True) -> Any:
+                      measure: bool = True, progress: Any = None) -> Any:
     """The `autoprecision.PrecisionPlan` of `precision="auto"` for (model, engine): the
     recorded plan, measured now when there is none (None with `measure=False`). Without
     torch, the parity reference, nothing can be checked: the plan is float32, and says so.
     After a measurement only the picked precision's encoder stays loaded.
-    `$ATTNSWITCH_PRECISION` names the precision "auto" stands for (nothing is measured)."""
+    `$ATTNSWITCH_PRECISION` names the precision "auto" stands for (nothing is measured).
+    `progress(done, total, what)` follows a measurement (see `autoprecision.measure`)."""
     from attnswitch.engines import autoprecision
 
     forced = os.environ.get(ENV_PRECISION, "").strip()
@@ -118,14 +119,100 @@ def explain_precision(model: str | os.PathLike | None = None, engine: str = "aut
                 "installed)")
         before = set(_cache)
         plan = autoprecision.measure(
-            spec, requested, lambda p: explain_engine(model, engine, p),
+            spec, requested, lambda p, sub: explain_engine(model, engine, p, progress=sub),
             lambda name, p: _load_locked(spec, name, p),
-            lambda: _load_locked(spec, "torch", "fp32"))
+            lambda: _load_locked(spec, "torch", "fp32"), progress)
         chosen = plan.row(plan.chosen)
         keep = (str(spec.path.resolve()), chosen.engine if chosen else None, plan.chosen)
         for key in set(_cache) - before - {keep}:
             del _cache[key]
         return plan
+
+
+def _asked_precision(precision: str) -> str:
+    """`precision` with $ATTNSWITCH_PRECISION applied to "auto" (checked)."""
+    forced = os.environ.get(ENV_PRECISION, "").strip()
+    if precision != "auto" or not forced or forced == "auto":
+        return precision
+    if forced not in PRECISIONS:
+        raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}",
+                               repr(forced))
+    return forced
+
+
+def measurement_ahead(model: str | os.PathLike | None = None, engine: str = "auto",
+                      precision: str = "auto") -> Any:
+    """What resolving (engine, precision) for `model` would measure now, with an estimate
+    of its seconds (`measuring.Measurement`); None when nothing would be measured (the
+    plans are recorded, the choices forced, or torch, the parity reference, is missing).
+    Reads the recorded tables only."""
+    from attnswitch.engines import measuring
+
+    check_precision_choice(precision)
+    if not _reference_ok():
+        return None
+    with _cache_lock:
+        return measuring.ahead(_spec(model), _requested(engine)[0], _asked_precision(precision))
+
+
+def unmeasured_choice(model: str | os.PathLike | None = None, engine: str = "auto",
+                      precision: str = "auto") -> tuple[str, str, str, str]:
+    """(engine, precision, why that engine, why that precision) for a job that does not
+    measure: the recorded picks, else float32 and the engine quickest to start
+    (`light.unmeasured`). Raises `NoEngineError` when no engine can serve."""
+    from attnswitch.engines import light
+
+    check_precision_choice(precision)
+    name, source = _requested(engine)
+    spec = _spec(model)
+    chosen, concrete, why_engine, why_precision = light.unmeasured(
+        spec, name, _asked_precision(precision))
+    if chosen is None:
+        raise NoEngineError(f"engine: expected an engine that can serve {concrete} here, "
+                            "got none")
+    if name != "auto":
+        _check_explicit(chosen, concrete, spec, source)
+        why_engine = f"forced by {source}"
+    return chosen, concrete, why_engine, why_precision
+
+
+def parity_known(model: str | os.PathLike | None, engine: str, precision: str) -> bool:
+    """Whether engine `engine` in `precision` needs no parity check before use here: it is
+    the reference in float32, torch is not installed, or its verdict is recorded."""
+    from attnswitch.engines import autopick
+
+    named = registry.get(engine)
+    if named.reference and precision == "fp32" or not _reference_ok():
+        return True
+    return autopick.known_parity(_spec(model), named, precision) is not None
+
+
+def check_engine(model: str | os.PathLike | None, engine: str, precision: str,
+                 progress: Any = None) -> None:
+    """Load engine `engine` in `precision` (kept for this process, as `get_engine` keeps it)
+    and check it against torch float32 now unless its verdict is recorded; the reference is
+    released afterwards. `progress(done, total, what)` follows the two steps."""
+    report = progress or (lambda done, total, what: None)
+    spec = _spec(model)
+    with _cache_lock:
+        before = set(_cache)
+        report(0, 2, f"{engine}: load and parity check")
+        encoder = _load_locked(spec, engine, precision)
+        report(1, 2, "reference: torch float32 vectors")
+        _check_parity(spec, engine, precision, encoder)
+        keep = (str(spec.path.resolve()), engine, precision)
+        for key in set(_cache) - before - {keep}:
+            del _cache[key]
+        report(2, 2, f"{engine} checked")
+
+
+def query_engine(model: str | os.PathLike, engine: str, precision: str) -> tuple[str, str]:
+    """The engine a query of an index built by `engine` in `precision` is encoded with,
+    and why (`light.query_engine`: in float32 the quickest to start whose answers are the
+    index's; otherwise the index's own)."""
+    from attnswitch.engines import light
+
+    return light.query_engine(_spec(model), engine, precision)
 
 
 def resolve_precision(model: str | os.PathLike | None = None, engine: str = "auto",
@@ -233,7 +320,7 @@ def _load_locked(spec: ModelSpec, name: str, precision: str) -> Encoder:
 
 
 def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
-               precision: str = "auto") -> Encoder:
+               precision: str = "auto", *, check_parity: bool = True) -> Encoder:
     """The loaded `Encoder` for (model, engine, precision), loaded once per process.
 
     model: a local directory with a transformers model (None: all-MiniLM-L6-v2).
@@ -242,7 +329,8 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     precision: "auto" (measured: see `explain_precision`), "fp32" (float32), "bf16"
     (bfloat16 matmuls) or "int8" (static int8, engines that declare it). The encoder's
     `precision` is the concrete one. With engine "auto" the encoder falls back along the
-    plan when its engine fails at run time."""
+    plan when its engine fails at run time. `check_parity=False` skips the first-use parity
+    check of a named engine (a query of an index built with it: see `query_engine`)."""
     precision = resolve_precision(model, engine, precision)
     plan = explain_engine(model, engine, precision)
     if plan.chosen is None:
@@ -251,7 +339,7 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     spec = _spec(model)
     with _cache_lock:
         encoder = _load_locked(spec, plan.chosen, precision)
-        if not plan.rows:  # a named engine: its parity is checked on first use
+        if not plan.rows and check_parity:  # a named engine: parity checked on first use
             _check_parity(spec, plan.chosen, precision, encoder)
     if not plan.fallbacks:
         return encoder
@@ -358,5 +446,10 @@ __all__ = [
     "explain_engine",
     "explain_precision",
     "get_engine",
+    "check_engine",
+    "measurement_ahead",
+    "parity_known",
+    "query_engine",
     "resolve_precision",
+    "unmeasured_choice",
 ]

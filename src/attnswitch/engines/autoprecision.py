@@ -14,7 +14,9 @@ On first use per (machine, model, engine request, library versions):
    the built-in retrieval check) are compared with the torch float32 ones: parity needs a
    minimum cosine >= `AUTO_PARITY` and the same top-10 passages for every query.
 3. Speed: chunks/s over the calibration texts, median of `ROUNDS` rounds in rotated order.
-4. The pick (`pick`): the fastest candidate with parity; fp32 when none has it.
+4. The pick (`pick`): the fastest candidate with parity; fp32 when none has it. A single
+   candidate (fp32 on a CPU without native bf16) is the pick without steps 2 and 3: timing
+   it against nothing cost a first run about 15 s for the same answer.
 
 The table is written to `precisions.json` in the cache directory; later processes read it.
 """
@@ -47,7 +49,8 @@ FALLBACK = "fp32"
 class PrecisionRow:
     """One precision's outcome. status: "measured", "not native" (the chip has no native
     instructions for it, or auto does not try it), "failed" (no engine serves it, or its
-    engine raised). engine: the engine it runs on. chunks_per_s: median over rounds;
+    engine raised), "only candidate" (no other precision is a candidate here: the pick,
+    not timed). engine: the engine it runs on. chunks_per_s: median over rounds;
     min_cosine and top10: against the torch float32 vectors (see `autopick.judge`)."""
 
     precision: str
@@ -93,6 +96,8 @@ class PrecisionPlan:
     def reason(self) -> str:
         """One line: why the pick was made."""
         row = self.row(self.chosen)
+        if row is not None and row.status == "only candidate":
+            return f"the only precision this chip runs natively, {self.source}"
         if row is None or row.chunks_per_s is None:
             return self.source
         if not row.parity:
@@ -153,7 +158,11 @@ def candidates() -> tuple[list[str], list[PrecisionRow]]:
 
 
 def pick(rows: list[PrecisionRow]) -> str:
-    """The fastest measured precision with parity; fp32 when none has it."""
+    """The only candidate, else the fastest measured precision with parity; fp32 when none
+    has it."""
+    only = [r for r in rows if r.status == "only candidate"]
+    if only:
+        return only[0].precision
     ok = sorted((r for r in rows if r.status == "measured" and r.parity),
                 key=lambda r: -(r.chunks_per_s or 0.0))
     return ok[0].precision if ok else FALLBACK
@@ -182,28 +191,48 @@ def recorded(spec: ModelSpec, engine: str) -> PrecisionPlan | None:
     return PrecisionPlan(pick(rows), rows, f"recorded {entry.get('when')}", key)
 
 
-def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str], Any],
-            load: Callable[[str, str], Any], reference: Callable[[], Any]) -> PrecisionPlan:
+Progress = Callable[[int, int, str], None]
+
+
+def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str, Progress | None], Any],
+            load: Callable[[str, str], Any], reference: Callable[[], Any],
+            progress: Progress | None = None) -> PrecisionPlan:
     """Measure every candidate precision, record the table, and return the plan.
 
-    plan_for(precision) -> the `autopick.EnginePlan` of `engine` for it (measured by the
-    caller when not recorded); load(engine name, precision) -> Encoder (cached by the
-    caller); reference() -> the torch float32 Encoder."""
+    plan_for(precision, progress) -> the `autopick.EnginePlan` of `engine` for it (measured
+    by the caller when not recorded, reporting to `progress`); load(engine name, precision)
+    -> Encoder (cached by the caller); reference() -> the torch float32 Encoder.
+    progress(done, total, what), when given, is called before each step (the engine plans'
+    own steps are passed on with the precision before their names) and once at the end
+    (done == total). A single candidate is the pick without a measurement (fp32 on a CPU
+    without native bf16: there is nothing to choose between)."""
     able, rows = candidates()
+    report = progress or (lambda done, total, what: None)
+    if len(able) <= 1:
+        chosen = able[0] if able else FALLBACK
+        rows.append(PrecisionRow(chosen, "only candidate",
+                                 "no other precision runs natively here"))
+        return _record(spec, engine, rows, "measured now")
+    total, done = 1 + len(able) + ROUNDS * len(able), 0
+    report(done, total, "reference: torch float32 vectors")
     ref = reference()
     check = autopick.CheckIds.of(ref, spec)
     want = check.vectors(ref)
     ids = check.ids[:check.calibration]
+    done += 1
     loaded: dict[str, Any] = {}
     for precision in able:
         row = PrecisionRow(precision, "measured")
         try:
-            engine_plan = plan_for(precision)
+            engine_plan = plan_for(precision, lambda d, t, what, p=precision:
+                                   report(done, total, f"{p} engines: {what}"))
             if engine_plan.chosen is None:
                 row.status, row.reason = "failed", f"no engine serves it: {engine_plan}"
                 rows.append(row)
+                done += 1
                 continue
             row.engine = engine_plan.chosen
+            report(done, total, f"{precision} on {row.engine}: load and parity check")
             encoder = load(row.engine, precision)
             row.min_cosine, row.top10, row.parity = autopick.judge(
                 check.vectors(encoder), want, AUTO_PARITY)
@@ -211,21 +240,33 @@ def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str], Any],
             loaded[precision] = encoder
         except Exception as exc:  # a precision that cannot run is a reason, not a crash
             row.status, row.reason = "failed", f"{type(exc).__name__}: {exc}"
+        done += 1
         rows.append(row)
     measured = [r for r in rows if r.precision in loaded]
     for round_ in range(ROUNDS):
         shift = round_ % max(len(measured), 1)
         for row in measured[shift:] + measured[:shift]:
+            report(done, total, f"{row.precision} on {row.engine}: timing round "
+                                f"{round_ + 1} of {ROUNDS}")
             start = time.perf_counter()
             loaded[row.precision].encode_ids(ids)
             row.rates.append(len(ids) / (time.perf_counter() - start))
+            done += 1
     for row in measured:
         row.chunks_per_s = statistics.median(row.rates)
+    plan = _record(spec, engine, rows, "measured now")
+    report(total, total, f"picked {plan.chosen}")
+    return plan
+
+
+def _record(spec: ModelSpec, engine: str, rows: list[PrecisionRow],
+            source: str) -> PrecisionPlan:
+    """The plan of `rows` (in the order of `PRECISIONS`), written to the table."""
     from attnswitch.engines.base import PRECISIONS
 
     rows.sort(key=lambda r: PRECISIONS.index(r.precision))
     key = table_key(spec, engine)
-    plan = PrecisionPlan(pick(rows), rows, "measured now", key)
+    plan = PrecisionPlan(pick(rows), rows, source, key)
     _TABLE.update({key: {"when": time.strftime("%Y-%m-%d %H:%M"), "engine": engine,
                          "rows": [asdict(r) for r in rows]}})
     return plan

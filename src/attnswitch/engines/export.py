@@ -19,22 +19,24 @@ rebuilt, never loaded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
 FORMAT = 1  # bump when the exported graph changes
 MANIFEST = "manifest.json"
+VERIFIED = "verified.json"
+STAMP_AFTER_S = 2.0
 ONNX_OPSET = 17
 
 
@@ -42,6 +44,12 @@ def cache_root() -> Path:
     from attnswitch.attention.cache import cache_file
 
     return cache_file("engines")
+
+
+def _state(path: Path) -> list[int]:
+    """What a file's state on disk is known by: size, mtime, ctime, inode."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _sha256(path: Path) -> str:
@@ -60,8 +68,9 @@ class Artifacts:
         digest = hashlib.sha256(json.dumps(self.key, sort_keys=True).encode()).hexdigest()[:24]
         self.folder = cache_root() / f"{key.get('engine', 'model')}-{digest}"
 
-    def problem(self) -> str | None:
-        """Why the entry cannot be used (missing, half-written, another key, corrupt)."""
+    def _files(self) -> dict[str, str] | str:
+        """The manifest's files and their hashes, or why the entry cannot be used without
+        reading the files (missing, half-written, another key, a file missing)."""
         manifest = self.folder / MANIFEST
         if not manifest.is_file():
             return "no cache entry" if not self.folder.exists() else "no manifest (half-written)"
@@ -72,19 +81,63 @@ class Artifacts:
             return f"unreadable manifest ({type(exc).__name__})"
         if key != self.key:
             return "built for another key (versions or model changed)"
+        for name in files:
+            if not (self.folder / name).is_file():
+                return f"{name} is missing"
+        return files
+
+    def present(self) -> bool:
+        """Whether the entry is built for this key with all its files (not hashed: `problem`
+        checks them)."""
+        return isinstance(self._files(), dict)
+
+    def problem(self) -> str | None:
+        """Why the entry cannot be used (missing, half-written, another key, corrupt). Each
+        file is hashed unless its state is the one stamped after its hash last matched."""
+        files = self._files()
+        if isinstance(files, str):
+            return files
+        stamps = self._stamps()
+        fresh = {}
         for name, digest in files.items():
             path = self.folder / name
-            if not path.is_file():
-                return f"{name} is missing"
+            state = _state(path)
+            if stamps.get(name) == [digest, *state]:
+                continue
             if _sha256(path) != digest:
                 return f"{name} does not match its hash (corrupt)"
+            if time.time_ns() - max(state[1], state[2]) > STAMP_AFTER_S * 1e9:
+                fresh[name] = [digest, *state]
+        if fresh:
+            self._stamp({**stamps, **fresh})
         return None
+
+    def _stamps(self) -> dict[str, list[Any]]:
+        try:
+            data = json.loads((self.folder / VERIFIED).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _stamp(self, stamps: dict[str, list[Any]]) -> None:
+        """Write `verified.json` (write then rename); a folder that cannot be written is
+        left as it is (the files are hashed again next time)."""
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".verified-")
+            with os.fdopen(fd, "w") as f:
+                json.dump(stamps, f)
+            os.replace(tmp, self.folder / VERIFIED)
+        except OSError:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
 
     def ensure(self, build: Callable[[Path], None]) -> tuple[Path, str]:
         """The entry's folder, built by `build(folder)` when it cannot be used; returns the
         folder and what happened ("cached", or "built (<why the entry was not used>)")."""
         if self.problem() is None:
             return self.folder, "cached"
+        from filelock import FileLock  # only to build: a cached entry is read without it
+
         self.folder.parent.mkdir(parents=True, exist_ok=True)
         # one build of an entry at a time: a process that meets another's build waits for it
         # and uses its entry (an OS file lock, released if the process holding it dies)

@@ -27,8 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.attention.entry import attention
-from attnswitch.attention.plan import explain
 from attnswitch.engines.base import Encoder
 from attnswitch.engines.model import ModelError, ModelSpec
 from attnswitch.engines.registry import Engine, library_version
@@ -158,6 +156,10 @@ def hidden_states(params: dict[str, Any], ids: Any, mask: Any, *, heads: int, ep
     import jax
     import jax.numpy as jnp
 
+    # here, not at the top: the engine registry imports this module (its descriptor), and
+    # a process that never runs jax needs no attention planner
+    from attnswitch.attention.entry import attention
+
     b, s = ids.shape
     if position_offset is None:
         positions = jnp.broadcast_to(jnp.arange(s), (b, s))
@@ -269,6 +271,8 @@ class JaxEncoder(Encoder):
     def explain(self, text: str = "attnswitch explains its plan") -> Any:
         """The plan of the attention call this engine traces for `text` (its compiled shape)."""
         import jax
+
+        from attnswitch.attention.plan import explain
 
         ids, mask = self.arrays(self.tokenize([text]))
         b, s = ids.shape

@@ -213,7 +213,7 @@ def artifacts(spec: ModelSpec, precision: str = "fp32") -> tuple[Path, str]:
 
     if precision == "int8":
         return _int8_artifacts(spec)
-    key = export.base_key(spec, ENGINE.name, "any", ENGINE.versions())
+    key = _float_key(spec)
 
     def build(folder: Path) -> None:
         ov = import_openvino()
@@ -226,6 +226,12 @@ def artifacts(spec: ModelSpec, precision: str = "fp32") -> tuple[Path, str]:
         onnx_path.unlink()
 
     return export.Artifacts(key).ensure(build)
+
+
+def _float_key(spec: ModelSpec) -> dict[str, Any]:
+    from attnswitch.engines import export
+
+    return export.base_key(spec, ENGINE.name, "any", ENGINE.versions())
 
 
 def _int8_artifacts(spec: ModelSpec) -> tuple[Path, str]:
@@ -276,6 +282,13 @@ class OpenVinoEngine(Engine):
 
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return OpenVinoEncoder(spec, precision)
+
+    def ready(self, spec: ModelSpec, precision: str) -> bool:
+        """The float IR is built (int8 is quantised from it on its first load: not ready
+        until then, which this does not check)."""
+        from attnswitch.engines import export
+
+        return precision != "int8" and export.Artifacts(_float_key(spec)).present()
 
     def import_runtime(self) -> None:
         import_openvino()

@@ -100,6 +100,12 @@ class Engine(abc.ABC):
         declares `layouts` beyond padded takes the layout as `load(spec, precision,
         layout=...)`."""
 
+    def ready(self, spec: Any, precision: str) -> bool:
+        """Whether loading model `spec` in `precision` would start at once: nothing to
+        build first (an export, a conversion, a quantisation). True where nothing is built
+        (the default); engines that cache a built model say whether it is built."""
+        return True
+
     def import_runtime(self) -> None:
         """Import the modules an encoder of this engine runs on (`runtime`), so that their
         import can be timed, or done ahead, apart from loading a model."""

@@ -10,16 +10,24 @@ registers each of them right after the transformers module that defines its inte
 (`transformers.modeling_utils`, `transformers.masking_utils`) has run, which is always
 before a model can be built. A failure there warns and never breaks the import of
 transformers. `import attnswitch.integrations.transformers` registers explicitly.
+
+wrapt itself is imported only once transformers is: importing it costs about 50 ms (its
+package imports asyncio and importlib.metadata), which every `attnswitch` command would pay
+at `import attnswitch`. Until then a finder at the front of `sys.meta_path`
+(`_WhenImported`) gives the top-level `transformers` package a loader that registers the
+hooks just before the package's own code runs (so before any of its modules is imported).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-
-import wrapt
+from typing import Any
 
 _lock = threading.Lock()
 _installed = False
@@ -56,6 +64,56 @@ def _run_hook(name: str) -> None:
         )
 
 
+def _register_hooks() -> None:
+    import wrapt
+
+    for name in _HOOKS:
+        # Runs the hook now when the module is imported already, else right after its import.
+        wrapt.register_post_import_hook(lambda module: _run_hook(module.__name__), name)
+
+
+class _WhenImported(importlib.abc.MetaPathFinder):
+    """Finds `transformers` as the other finders do, with a loader that registers the
+    hooks (`_register_hooks`) before the package's own code runs; finds nothing else. A
+    look-up that does not import (`importlib.util.find_spec("transformers")`, as an
+    engine's `unavailable()` does) runs no loader, so wrapt is imported only by a process
+    that imports transformers. Leaves `sys.meta_path` once transformers is imported."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "transformers":
+            return None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _RegisterFirst(spec.loader, self)
+                return spec
+        return None
+
+
+class _RegisterFirst(importlib.abc.Loader):
+    """A loader that registers the hooks, then runs `loader` (which the module keeps)."""
+
+    def __init__(self, loader: Any, finder: _WhenImported):
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        with contextlib.suppress(ValueError):  # gone already: another import got here first
+            sys.meta_path.remove(self.finder)
+        module.__loader__ = module.__spec__.loader = self.loader
+        _register_hooks()
+        self.loader.exec_module(module)
+
+    def __getattr__(self, name: str) -> Any:  # is_package, get_resource_reader, ...
+        return getattr(self.loader, name)
+
+
 def install() -> None:
     """Register attnswitch with the libraries it integrates, now for those already imported
     and on import for the others. Idempotent; imports nothing heavy."""
@@ -64,6 +122,7 @@ def install() -> None:
         if _installed:
             return
         _installed = True
-    for name in _HOOKS:
-        # Runs the hook now when the module is imported already, else right after its import.
-        wrapt.register_post_import_hook(lambda module: _run_hook(module.__name__), name)
+    if "transformers" in sys.modules:
+        _register_hooks()
+    else:
+        sys.meta_path.insert(0, _WhenImported())

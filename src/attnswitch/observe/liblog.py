@@ -10,7 +10,9 @@ reads like an error of the command. While a `LibraryLog` is active:
   a header line naming the command), and counted;
 - attnswitch's own log records and warnings (messages that start with "attnswitch", or
   warning categories and code of the attnswitch package) are for the user: each goes to
-  `show(line)` as one line (a progress display prints it above itself).
+  `show(line)` as one line (a progress display prints it above itself), once: a line
+  already shown during the command is not shown again (the memory watchdog both logs and
+  warns the same sentence, which reached the user twice).
 
 On exit the logging handlers and `warnings.showwarning` are put back as they were.
 """
@@ -86,15 +88,22 @@ class LibraryLog:
 
     def __init__(self, path: Path, show: Callable[[str], None], header: str = ""):
         self.path = Path(path)
-        self.show = show
+        self._show = show
+        self._shown: set[str] = set()
         self._file = _LibraryFile(self.path, header)
-        self._own = _OwnRecords(show)
+        self._own = _OwnRecords(self.show)
         self._saved: Any = None
         self._own_logger = logging.getLogger(_PACKAGE)
 
     @property
     def count(self) -> int:
         return self._file.count
+
+    def show(self, line: str) -> None:
+        """`line` to the user, unless it was shown already during this command."""
+        if line not in self._shown:
+            self._shown.add(line)
+            self._show(line)
 
     def _showwarning(self, message: Any, category: type, filename: str, lineno: int,
                      file: Any = None, line: str | None = None) -> None:

@@ -120,7 +120,7 @@ class MemoryWatchdog:
         verdict = self.verdict()
         if verdict.growing and not self._warned:
             self._warned = True
-            log.warning("memwatch: %s", verdict.reason)
+            log.warning("%s", verdict.reason)  # the warning's words: shown once (liblog)
             if self.warn:
                 warnings.warn(verdict.reason, MemoryGrowthWarning, stacklevel=2)
         return verdict

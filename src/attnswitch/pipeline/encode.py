@@ -38,9 +38,11 @@ WATCH_MIN_CALLS = 12
 Group = Sequence[tuple[Any, Sequence[Any], str]]
 
 
-def resolve_precision(options: Any) -> tuple[Any, str]:
+def resolve_precision(options: Any, progress: Callable[[int, int, str], None] | None = None
+                      ) -> tuple[Any, str]:
     """`options` (`run.RunOptions`) with precision "auto" made concrete (the measured pick
-    of `engines.explain_precision`, for the engine the run asks for), and why."""
+    of `engines.explain_precision`, for the engine the run asks for), and why.
+    `progress(done, total, what)` follows the measurement when none is recorded here."""
     if options.precision != "auto":
         return options, f"{options.precision} asked for"
     import dataclasses
@@ -49,7 +51,7 @@ def resolve_precision(options: Any) -> tuple[Any, str]:
 
     engine = "torch" if options.layout != "padded" and options.engine == "auto" else \
         options.engine
-    plan = explain_precision(options.model, engine)
+    plan = explain_precision(options.model, engine, progress=progress)
     return dataclasses.replace(options, precision=plan.chosen), plan.reason()
 
 

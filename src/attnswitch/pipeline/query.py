@@ -24,14 +24,19 @@ class QuerySteps:
     load_s: float = 0.0
     encode_s: float = 0.0
     search_s: float = 0.0
+    engine: str = ""  # the engine the query was encoded by, and why that one
+    engine_reason: str = ""
 
 
 def encode_query(text: str, config: IndexConfig, model: str | None = None,
                  steps: QuerySteps | None = None) -> np.ndarray:
     """The vector `[dim]` of `text` by the index's model (`model`, when given, must be that
-    model: `IndexMismatchError` otherwise), engine and precision; the seconds of each step
-    go to `steps`. Only the index's engine is loaded (once per process)."""
-    from attnswitch.engines import ModelSpec, get_engine, registry
+    model: `IndexMismatchError` otherwise) and precision, on the engine quickest to start
+    whose vectors are the index's (`engines.query_engine`: the index's own engine unless
+    another one's parity is recorded and its model built); the seconds of each step, and
+    the engine and why, go to `steps`. Only that engine is loaded (once per process);
+    nothing is measured or checked."""
+    from attnswitch.engines import ModelSpec, get_engine, query_engine, registry
     from attnswitch.engines.model import model_fingerprint
 
     steps = steps if steps is not None else QuerySteps()
@@ -49,11 +54,14 @@ def encode_query(text: str, config: IndexConfig, model: str | None = None,
             f"{name} ({where or 'default model'}, {fingerprint[:12]}); search with the "
             "model the index was built with, or re-run `attnswitch run` to rebuild it")
     start = time.perf_counter()
-    registry.get(config.engine).import_runtime()
+    steps.engine, steps.engine_reason = query_engine(spec.path, config.engine, config.precision)
+    chosen = time.perf_counter() - start
+    start = time.perf_counter()
+    registry.get(steps.engine).import_runtime()
     steps.runtime_import_s = time.perf_counter() - start
     start = time.perf_counter()
-    encoder = get_engine(spec.path, config.engine, config.precision)
-    wall = time.perf_counter() - start
+    encoder = get_engine(spec.path, steps.engine, config.precision, check_parity=False)
+    wall = time.perf_counter() - start + chosen
     loaded: dict[str, Any] = getattr(encoder, "load_times", {})
     if sum(loaded.values()) > wall + 1e-3:  # loaded earlier in this process: free now
         loaded = {}

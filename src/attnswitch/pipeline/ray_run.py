@@ -244,10 +244,20 @@ class RayRunJob(RunJob):
         self.last_done: float | None = None
         self.token = uuid.uuid4().hex[:8]
 
+    def time_parts(self, wall: float) -> dict[str, float]:
+        """Where the wall time went: measuring, listing, Ray's connect and the actors' start
+        (`load`), and the encoders' span (`encode`: from the first batch sent to the last
+        one back); reading, chunking and storing run inside that span, on the cluster and
+        in this process, so they are not parts of their own here."""
+        return self.phases.breakdown(wall, measure=self.progress.measure_s,
+                                     load=self.progress.load_s, encode=self.encode_s,
+                                     read=0.0, chunk=0.0, store=0.0)
+
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
-        to_read = self._prepare()
+        with self.phases.part("scan"):
+            to_read = self._prepare()
         if to_read:
             rows = self._stream(to_read)
             try:

@@ -67,6 +67,7 @@ from attnswitch.pipeline.config import (
     chunk_tokenizer,
     stored_config,
 )
+from attnswitch.pipeline.choose import choose
 from attnswitch.pipeline.encode import (
     ChunkEncoder,
     count_diff,
@@ -75,8 +76,6 @@ from attnswitch.pipeline.encode import (
     memory_report,
     peak_device_mb,
     peak_rss_mb,
-    resolve_engine,
-    resolve_precision,
     settle,
 )
 from attnswitch.pipeline.ingest import (
@@ -88,6 +87,7 @@ from attnswitch.pipeline.ingest import (
     load,
     scan,
 )
+from attnswitch.pipeline.phases import Phases
 from attnswitch.pipeline.read_pool import (
     DEFAULT_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
     default_read_workers,
@@ -194,44 +194,53 @@ MEASURING = "measuring engines"
 
 @dataclass
 class RunProgress:
-    """What a progress display needs, updated as the run goes. Bytes count the files that
-    had to be read; `tokens_per_s` is over the time since encoding could start (after the
-    model loaded).
+    """What a progress display needs, updated as the run goes. Files and bytes count the
+    files that had to be read: `files_read`/`bytes_read` when a reader gave them to the
+    run, `files_done`/`bytes_done` when committed to the index (or found unchanged, or
+    skipped). `tokens_per_s` is over the encoder's time (`encode_s`).
 
-    `stage` is "measuring engines" (`MEASURING`) while `engine="auto"` measures the engines
-    on this machine, once per machine, model and library versions (about a minute on a small
-    CPU, before any file is read): `measure_done` of `measure_total` steps, the current one
-    named by `measure_step`; `measure_s` is the seconds it took. Then "scanning", "reading",
-    "loading model", "encoding", and "done"."""
+    `stage` is "measuring engines" (`MEASURING`) while the engines or precisions are
+    measured on this machine (once per machine, model and library versions; a minute or two
+    on a small CPU, before any file is read; see `pipeline/choose.py`), or an engine is
+    checked against torch float32 once: `measure_note` says what for and about how long,
+    `measure_done` of `measure_total` (estimated seconds, or steps) are done, the current
+    step named by `measure_step`; `measure_s` is the seconds it took. Then "scanning",
+    "reading", "loading model", "encoding", and "done"."""
 
     files_total: int = 0
     files_done: int = 0
+    files_read: int = 0
     bytes_total: int = 0
     bytes_done: int = 0
+    bytes_read: int = 0
     chunks: int = 0
     tokens: int = 0
     stage: str = "scanning"
     started: float = field(default_factory=time.perf_counter)
     load_s: float = 0.0
-    measure_done: int = 0
-    measure_total: int = 0
+    encode_s: float = 0.0
+    measure_note: str = ""
+    measure_done: float = 0.0
+    measure_total: float = 0.0
     measure_step: str = ""
     measure_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        busy = time.perf_counter() - self.started - self.load_s - self.measure_s
-        return self.tokens / busy if busy > 0 and self.tokens else 0.0
+        return self.tokens / self.encode_s if self.encode_s > 0 and self.tokens else 0.0
 
 
 @dataclass(frozen=True)
 class RunSummary:
     """The outcome of a run (`to_dict` for JSON and the runs table). Counts are of documents
     (files) of this root; `chunks_encoded`/`tokens_encoded` count only this run's encoding;
-    `tokens_per_s` = tokens_encoded / (wall_s - load_s - measure_s). `ray` is None here; a
-    Ray run (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s`
-    is Ray's connect and the actors' start. `measure_s`: seconds spent measuring the engines
-    for `engine="auto"` (0 when the pick was recorded: every run after the first here).
+    `tokens_per_s` = tokens_encoded / encode_s (chunks_per_s likewise). `ray` is None here;
+    a Ray run (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s`
+    is Ray's connect and the actors' start. `measure_s`: seconds spent choosing the engine
+    and precision: measuring them on a first run here, checking an engine against torch
+    float32 once (near 0 when they were recorded: every run after the first here).
+    `time_parts`: where the wall time went (`phases.PARTS`, then `other`, the rest), in
+    seconds that add up to `wall_s`.
     `chunks_reused`: chunks that took a vector stored already or encoded once for another
     chunk of this run (same text for the encoder), not in `chunks_encoded`. `copied`: new
     or changed files whose content an indexed document has (counted in `new`/`changed`),
@@ -280,6 +289,7 @@ class RunSummary:
     chunks_reused: int = 0
     copied: int = 0
     moved: int = 0
+    time_parts: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -322,24 +332,20 @@ class RunJob:
                  on_progress: Callable[[RunProgress], None] | None):
         from attnswitch.engines import ModelSpec
 
-        options, self.precision_reason = resolve_precision(options)
         self.root, self.store, self.options = root, store, options
         self.on_progress = on_progress or (lambda p: None)
         self.progress = RunProgress()
-        self._measure_started: float | None = None
+        self.phases = Phases()
         self.spec = ModelSpec.load(options.model)
         self.tokenizer = chunk_tokenizer(self.spec)
-        self.engine_name, self.engine_reason = resolve_engine(options, self._measuring)
-        self.config = IndexConfig.build(self.spec, options.model, self.engine_name,
-                                        options.precision, options.max_tokens,
-                                        options.overlap, self.tokenizer,
-                                        chunking=options.chunking,
-                                        embed_headings=options.embed_headings)
-        self.fp = self.config.fingerprint
-        self.vector_fp = self.config.vector_fingerprint
+        # set by `resolve` (which `drive` calls first): the engine, precision and config
+        self.engine_name = self.engine_reason = self.precision_reason = ""
+        self.config: IndexConfig | None = None
+        self.fp = self.vector_fp = ""
+        self._listed: list[SourceFile] | None = None  # the listing, once made
         # document source -> (all its chunks, index -> stored vector it keeps)
         self.kept: dict[str, tuple[list[Chunk], dict[int, np.ndarray]]] = {}
-        self._get_encoder = get_encoder or (lambda: load_encoder(options, self.spec))
+        self._get_encoder = get_encoder or (lambda: load_encoder(self.options, self.spec))
         self.encoding: ChunkEncoder | None = None
         self.counts: Counter[str] = Counter()
         self.skips: list[Document] = []
@@ -355,28 +361,73 @@ class RunJob:
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode), if pinned
         self.rules = FileRules()  # the rules of this root, once `_prepare` has read them
 
-    def _measuring(self, done: int, total: int, what: str) -> None:
-        """Progress of the engines' measurement (`autopick.measure`), as a run stage."""
-        now = time.perf_counter()
-        if self._measure_started is None:
-            self._measure_started = now
+    def resolve(self) -> None:
+        """Choose the engine and precision (`choose.choose`: measured or checked first when
+        that is due and the job repays it), then the index config. Its seconds are the run's
+        `measure` part."""
+        start = time.perf_counter()
+        choice = choose(self.options, self._job_bytes, self._measuring, self._say)
+        self.options = choice.options(self.options)
+        self.engine_name, self.engine_reason = choice.engine, choice.engine_reason
+        self.precision_reason = choice.precision_reason
+        o = self.options
+        self.config = IndexConfig.build(self.spec, o.model, self.engine_name, o.precision,
+                                        o.max_tokens, o.overlap, self.tokenizer,
+                                        chunking=o.chunking, embed_headings=o.embed_headings)
+        self.fp = self.config.fingerprint
+        self.vector_fp = self.config.vector_fingerprint
+        self.progress.measure_s = time.perf_counter() - start
+        if choice.measured:
+            self.progress.stage = "scanning"
+            self.on_progress(self.progress)
+
+    def _say(self, line: str) -> None:
+        self.progress.measure_note = line
+        self.on_progress(self.progress)
+
+    def _measuring(self, done: float, total: float, what: str) -> None:
+        """Progress of a measurement or an engine's check, as a run stage."""
         p = self.progress
         p.stage = MEASURING if done < total else "scanning"
         p.measure_done, p.measure_total, p.measure_step = done, total, what
-        p.measure_s = now - self._measure_started
         self.on_progress(p)
+
+    def _job_bytes(self) -> int:
+        """The bytes of the files this run has to read: the listing less the files stored
+        at their size and mtime under the index's own config (all of them in a new index)."""
+        key = root_key(self.root)
+        self.rules = rules_for(self.store, key, self.options.rules)
+        self._listed = self._listing()
+        stored = stored_config(self.store)
+        entries = (self._listed if stored is None else
+                   self.store.plan(self.root, self._listed, stored.fingerprint).to_read)
+        return sum(max(e.size, 0) for e in entries)
 
     # -- stages -------------------------------------------------------------------------
 
     def execute(self) -> None:
-        to_read = self._prepare()
+        with self.phases.part("scan"):
+            to_read = self._prepare()
         while to_read:
             with closing(self._read(to_read)) as docs:  # stops the readers on any exit
-                for doc in docs:
+                for doc in self._waited(docs):
                     self._admit(doc)
             self._flush()
             to_read = self._copy_deferred()
         self._done()
+
+    def _waited(self, docs: Iterator[Document]) -> Iterator[Document]:
+        """`docs`, the wait for each timed as the run's `read` part and counted as read."""
+        p = self.progress
+        while True:
+            with self.phases.part("read"):
+                doc = next(docs, None)
+            if doc is None:
+                return
+            p.files_read += 1
+            p.bytes_read += max(doc.size, 0)
+            self.on_progress(p)
+            yield doc
 
     def _read(self, entries: list[SourceFile]) -> Iterator[Document]:
         """The documents of `entries`: read in worker processes as they finish, or in
@@ -394,8 +445,9 @@ class RunJob:
         store's plan finds not fresh (`Store.plan`)."""
         store = self.store
         key = root_key(self.root)
-        self.rules = rules_for(store, key, self.options.rules)
-        entries = self._listing()
+        if self._listed is None:
+            self.rules = rules_for(store, key, self.options.rules)
+        entries = self._listed if self._listed is not None else self._listing()
         store.set_meta(META_KEY, self.config.to_json())
         store.set_meta(rules_meta_key(key), self.rules.to_json())
         plan = store.plan(self.root, entries, self.fp)
@@ -407,7 +459,7 @@ class RunJob:
         self.counts["unchanged"] += len(plan.fresh)
         p = self.progress
         p.files_total = len(entries)
-        p.files_done = len(entries) - len(to_read) - len(self.deferred)
+        p.files_done = p.files_read = len(entries) - len(to_read) - len(self.deferred)
         p.bytes_total = sum(max(e.size, 0) for e in to_read)
         p.stage = "reading"
         self.on_progress(p)
@@ -472,13 +524,17 @@ class RunJob:
         deferred, self.deferred = self.deferred, []
         left = []
         for entry, doc, new in deferred:
-            copies = self.store.copies_of(doc.sha256, self.fp)
+            with self.phases.part("store"):
+                copies = self.store.copies_of(doc.sha256, self.fp)
+                if copies:
+                    self.store.copy_document(copies[0], doc, run_id=self.run_id)
             if not copies:
                 left.append(entry)
                 continue
-            self.store.copy_document(copies[0], doc, run_id=self.run_id)
             self.counts["new" if new else "changed"] += 1
             self.counts["copied"] += 1
+            self.progress.files_read += 1
+            self.progress.bytes_read += max(doc.size, 0)
             self._advance(doc)
         return left
 
@@ -502,27 +558,31 @@ class RunJob:
         """Classify a loaded document against the store: record a skip, touch an unchanged
         one, or queue its chunks for encoding (`chunks`: already cut elsewhere, None: cut
         here)."""
-        kind = self.store.classify(doc, self.fp)
+        with self.phases.part("store"):
+            kind = self.store.classify(doc, self.fp)
         if kind == "skipped":
             self._skip(doc)
         elif kind == "unchanged":
-            self.store.touch(doc)
+            with self.phases.part("store"):
+                self.store.touch(doc)
             self.counts["unchanged"] += 1
             self._advance(doc)
         else:
             if chunks is None:
-                chunks = chunk_document(doc.text, doc.blocks, self.tokenizer,
-                                        chunking=self.config.chunking,
-                                        max_tokens=self.config.max_tokens,
-                                        overlap=self.config.overlap,
-                                        embed_headings=self.config.embed_headings)
+                with self.phases.part("chunk"):
+                    chunks = chunk_document(doc.text, doc.blocks, self.tokenizer,
+                                            chunking=self.config.chunking,
+                                            max_tokens=self.config.max_tokens,
+                                            overlap=self.config.overlap,
+                                            embed_headings=self.config.embed_headings)
             if not chunks:
                 self._skip(dataclasses.replace(doc, text=None, skip=Skip.EMPTY,
                                                detail="no model tokens in the text"))
                 return
             self.counts[kind] += 1
             if self.reuses_vectors:
-                chunks = self._keep_stored(doc, chunks)
+                with self.phases.part("store"):
+                    chunks = self._keep_stored(doc, chunks)
                 if not chunks:  # every vector kept: nothing to encode
                     self._write(doc, [], np.zeros((0, 1), np.float32))
                     return
@@ -550,7 +610,8 @@ class RunJob:
             self._flush()
 
     def _skip(self, doc: Document) -> None:
-        self.store.record_skip(doc, config=self.fp, run_id=self.run_id)
+        with self.phases.part("store"):
+            self.store.record_skip(doc, config=self.fp, run_id=self.run_id)
         self.counts["skipped"] += 1
         self.skips.append(doc)
         self._advance(doc)
@@ -618,8 +679,9 @@ class RunJob:
             vectors = np.stack([kept[i] if i in kept else next(fresh)
                                 for i in range(len(chunks))])
         if vectors is not None:
-            self.store.write_document(doc, chunks, vectors, config=self.fp,
-                                      run_id=self.run_id, vector_fingerprint=self.vector_fp)
+            with self.phases.part("store"):
+                self.store.write_document(doc, chunks, vectors, config=self.fp,
+                                          run_id=self.run_id, vector_fingerprint=self.vector_fp)
         self._written(doc, encoded)
 
     def _written(self, doc: Document, chunks: list[Chunk]) -> None:
@@ -649,7 +711,7 @@ class RunJob:
         try:
             return self.encoding.encode(texts)
         finally:
-            self.encode_s = self.encoding.seconds
+            self.encode_s = self.progress.encode_s = self.encoding.seconds
 
     def _load(self) -> None:
         self.progress.stage = "loading model"
@@ -659,6 +721,11 @@ class RunJob:
         self.progress.load_s = time.perf_counter() - start
         self.encoding = ChunkEncoder(encoder, self.options.chunks_per_call,
                                      self.options.batch_tokens)
+
+    def time_parts(self, wall: float) -> dict[str, float]:
+        """Where the wall time went (`phases`): seconds per part and the rest, `other`."""
+        return self.phases.breakdown(wall, measure=self.progress.measure_s,
+                                     load=self.progress.load_s, encode=self.encode_s)
 
     def engine_report(self, calls_before: dict) -> dict[str, Any]:
         """What the summary says of the encoding side: device, attention backends and
@@ -706,7 +773,8 @@ def drive(job: RunJob, started: float) -> RunSummary:
     store, record the run in the runs table and summarise it (`started`: a perf_counter
     time, the start of the wall time)."""
     store = job.store
-    calls_before = stats()
+    job.resolve()
+    calls_before = stats()  # after the resolution, whose checks make attention calls
     check_same_model(stored_config(store), job.config, store.dim, store.location)
     job.progress.started = started
     job.run_id = store.begin_run(job.root, job.fp)
@@ -730,7 +798,7 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
     st = job.store
     indexed, stored_chunks = st.root_counts(key)
     tokens = job.counts["tokens"]
-    busy = wall - job.progress.load_s - job.progress.measure_s
+    encode_s = job.encode_s
     report = job.engine_report(calls_before)
     device = report["device"]
     return RunSummary(
@@ -742,18 +810,19 @@ def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> 
         chunks_reused=job.counts["reused"], copied=job.counts["copied"],
         moved=job.counts["moved"],
         chunks_stored=stored_chunks, wall_s=wall, load_s=job.progress.load_s,
-        encode_s=job.encode_s,
-        tokens_per_s=tokens / busy if tokens and busy > 0 else None,
-        chunks_per_s=job.counts["chunks"] / busy if tokens and busy > 0 else None,
+        encode_s=encode_s,
+        tokens_per_s=tokens / encode_s if tokens and encode_s > 0 else None,
+        chunks_per_s=job.counts["chunks"] / encode_s if tokens and encode_s > 0 else None,
         model=job.config.describe(), engine=_engine_used(job), engine_reason=job.engine_reason,
         precision=job.config.precision, precision_reason=job.precision_reason,
         layout=job.options.layout,
         device=device, backends=report["backends"], fallbacks=report["fallbacks"],
         peak_rss_mb=peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
-        memory=report["memory"], cost=_cost(tokens, busy, device, job.options.hourly_usd),
+        memory=report["memory"], cost=_cost(tokens, encode_s, device, job.options.hourly_usd),
         skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
         skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
         notes=job.notes, config=job.fp, ray=report["ray"], measure_s=job.progress.measure_s,
+        time_parts=job.time_parts(wall),
     )
 
 
