@@ -2,7 +2,8 @@
 at module level or inside a function, goes one way,
 
     attention <- integrations <- engines <- the package root's modules <- pipeline
-        <- service <- cli <- the package root itself (`attnswitch/__init__.py`)
+        <- service <- the framework adapters (integrations' langchain, llamaindex, mcp and
+        their helpers) <- cli <- the package root itself (`attnswitch/__init__.py`)
 
 with observe, errors, plugins and the version as leaves, and the import graph has no
 cycle (docs/architecture.md, "Layers"). The root module is the public facade: it
@@ -30,7 +31,15 @@ LAYERS = {
     "attnswitch": 4,  # the root: public names (attention, explain, encode, ...)
     "attnswitch.pipeline": 5,
     "attnswitch.service": 6,
-    "attnswitch.cli": 7,
+    # The framework adapters sit in integrations/ but above the index and the service
+    # (they search it, read documents with the pipeline and serve MCP with the service's
+    # auth); the Hugging Face integration stays below the engines.
+    "attnswitch.integrations.index_client": 7,
+    "attnswitch.integrations.extraction": 7,
+    "attnswitch.integrations.langchain": 7,
+    "attnswitch.integrations.llamaindex": 7,
+    "attnswitch.integrations.mcp": 7,
+    "attnswitch.cli": 8,
 }
 # The root module (`attnswitch/__init__.py`), above every layer; its other modules
 # (`attnswitch.doctor`) are the layer "attnswitch" names.

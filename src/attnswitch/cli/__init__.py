@@ -1,4 +1,4 @@
-"""The `attnswitch` command line: nine commands (and `attnswitch --version`).
+"""The `attnswitch` command line: ten commands (and `attnswitch --version`).
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
@@ -10,11 +10,11 @@
     attnswitch watch FOLDER [--db DIR] [--debounce-ms 1600] [--json]
     attnswitch forget PATH [--db DIR] [--json]
     attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
+    attnswitch mcp [--db DIR] [--allow-index ROOT ...] [--http [--host H] [--port P] ...]
 
 The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `watch` and
-`forget` in `cli/sync.py`, `serve` in
-`cli/serve.py`, and the option types they share in `cli/options.py`. One small function per
-command; each imports what it needs (torch, jax, the attention modules, the pipeline)
+`forget` in `cli/sync.py`, `serve` in `cli/serve.py`, `mcp` in `cli/mcp.py`, and the
+option types they share in `cli/options.py`. One small function per command; each imports what it needs (torch, jax, the attention modules, the pipeline)
 inside, so `attnswitch --help` imports neither torch nor jax. This package is the top
 layer: nothing below it imports typer (docs/architecture.md, "Layers").
 """
@@ -457,6 +457,7 @@ def _register_commands() -> None:
     """The main job's and the service's commands live beside their code; their modules
     import heavy libraries only inside the commands, so `--help` stays fast. Every
     command's help is its docstring reflowed (`help_text`)."""
+    from attnswitch.cli.mcp import mcp_command
     from attnswitch.cli.pipeline import run_command, search_command, status_command
     from attnswitch.cli.serve import serve_command
     from attnswitch.cli.sync import forget_command, watch_command
@@ -467,6 +468,7 @@ def _register_commands() -> None:
     app.command("forget")(forget_command)
     app.command("watch")(watch_command)
     app.command("serve")(serve_command)
+    app.command("mcp")(mcp_command)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:
             command.help = help_text(command.callback.__doc__ or "")

@@ -1,0 +1,66 @@
+"""`attnswitch mcp`: an MCP server over the index (`integrations.mcp`), for assistants that
+speak the Model Context Protocol.
+
+    attnswitch mcp [--db DIR|URL] [--allow-index ROOT ...]                  (stdio)
+    attnswitch mcp --http [--host 127.0.0.1] [--port 8765] [--api-key-file FILE] [--allow-no-auth]
+
+Exit status: 0 after a clean stop, 2 for a refused configuration (the mcp extra missing, an
+allowed root that is not a folder, an unreadable key file, a non-loopback host without
+keys), 1 when the address cannot be bound.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from attnswitch.cli.options import StoreOption, nonblank_path
+
+
+def mcp_command(
+    db: StoreOption = None,
+    allow_index: Annotated[list[Path] | None, typer.Option(
+        "--allow-index", help="Offer the index_folder tool for folders inside ROOT "
+        "(repeatable). Default: no indexing through MCP.", show_default=False,
+        parser=nonblank_path)] = None,
+    http: Annotated[bool, typer.Option(
+        "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+    ] = False,
+    host: Annotated[str, typer.Option(
+        help="With --http: the address. A non-loopback address needs --api-key-file (or "
+        "--allow-no-auth).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="With --http: the port (0: any free port; the "
+                                      "address is printed on stderr).")] = 8765,
+    api_key_file: Annotated[Path | None, typer.Option(
+        help="With --http: bearer keys, as `attnswitch serve` reads them.",
+        show_default=False, parser=nonblank_path)] = None,
+    allow_no_auth: Annotated[bool, typer.Option(
+        "--allow-no-auth", help="With --http: serve a non-loopback address without keys.")
+    ] = False,
+) -> None:
+    """Serve the index to MCP clients (assistants): tools search, get_document,
+    index_status, and index_folder under --allow-index roots. stdio by default."""
+    try:
+        from attnswitch.integrations.mcp import build_server, run_http, run_stdio
+    except ModuleNotFoundError as exc:
+        typer.echo(f"attnswitch mcp: expected the mcp extra (pip install "
+                   f"'attnswitch[mcp]'), got {exc}", err=True)
+        raise typer.Exit(2) from None
+    from attnswitch.service.auth import BindRefusedError, KeyFileError
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        server = build_server(db, [str(p) for p in allow_index or ()], private=http)
+        if not http:
+            run_stdio(server)
+            return
+        run_http(server, host, port, api_key_file=api_key_file, allow_no_auth=allow_no_auth)
+    except (ValueError, BindRefusedError, KeyFileError) as exc:
+        typer.echo(f"attnswitch mcp: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"attnswitch mcp: cannot listen on {host}:{port}: {exc}", err=True)
+        raise typer.Exit(1) from None

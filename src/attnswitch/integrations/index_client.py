@@ -1,0 +1,162 @@
+"""One way for the framework adapters (LangChain, LlamaIndex) to search an attnswitch index:
+a local one (`db=`, through `pipeline.api.search`, the call `attnswitch.search` makes) or
+a running `attnswitch serve` (`url=`, through `POST /v1/search` with its `filter` object).
+Either way a search gives the hits as dicts in the one shape `Hit.to_dict()` defines (the
+same keys from both), best first.
+
+`SearchSpec` holds what a search asks besides its query (k, mode, the filters), checked
+when it is made by the checks `attnswitch.search` runs, so a bad value is refused where
+the adapter is built, with the argument named (`StoreInputError`, a `ValueError`:
+"mode: expected one of hybrid, dense, keyword, got 'fuzzy'"). A refusal by the server
+raises `RemoteSearchError` (a `ValueError`) with the server's own message; a server that
+cannot be reached raises httpx's error.
+
+`hit_metadata(hit)` is a hit's dict less its text: every field `Hit` has (path, root,
+heading_path, location, score, rank, chunk_id, snippet, also_at, ...), whatever fields it
+gains later, so that adapters never keep a hand-picked list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from attnswitch.errors import AttnswitchError
+
+SEARCH_ROUTE = "/v1/search"
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class RemoteSearchError(AttnswitchError, ValueError):
+    """The service refused a search: its status and message."""
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """What a search asks besides its query: `k` hits, `mode` ("hybrid", "dense",
+    "keyword"), and the filters of `attnswitch.search` (`path`: a folder prefix or glob;
+    `type`: a kind or extension; `modified_after`/`modified_before`: ISO dates; each a value
+    or a list, None for no filter). Checked on creation (see the module doc)."""
+
+    k: int = 5
+    mode: str = "hybrid"
+    path: str | list[str] | None = None
+    type: str | list[str] | None = None
+    modified_after: Any = None
+    modified_before: Any = None
+
+    def __post_init__(self) -> None:
+        from attnswitch.pipeline.filters import SearchFilter
+        from attnswitch.pipeline.search import check_k, check_mode
+
+        object.__setattr__(self, "k", check_k(self.k))
+        check_mode(self.mode)
+        SearchFilter.of(**self.filters())
+
+    def filters(self) -> dict[str, Any]:
+        """The filters as `attnswitch.search`'s keyword arguments."""
+        return {"path": self.path, "type": self.type, "modified_after": self.modified_after,
+                "modified_before": self.modified_before}
+
+    def request(self, query: str) -> dict[str, Any]:
+        """The body of `POST /v1/search` for `query`."""
+        given = {name: _jsonable(value) for name, value in self.filters().items()
+                 if value is not None}
+        return {"query": query, "k": self.k, "mode": self.mode,
+                **({"filter": given} if given else {})}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def hit_metadata(hit: dict[str, Any]) -> dict[str, Any]:
+    """Every field of a hit but its text (see the module doc)."""
+    return {name: value for name, value in hit.items() if name != "text"}
+
+
+def check_source(db: str | os.PathLike | None, url: str | None) -> None:
+    """An adapter reads a local index (`db`, None for the default `./.attnswitch/`) or a
+    service (`url`), never both."""
+    if db is not None and url is not None:
+        raise ValueError(f"db, url: expected one of them (a local index or a running "
+                         f"`attnswitch serve`), got both ({str(db)!r} and {url!r})")
+    if url is not None and not (isinstance(url, str)
+                                and url.startswith(("http://", "https://"))):
+        raise ValueError(f"url: expected the http:// or https:// address of a running "
+                         f"`attnswitch serve`, got {url!r}")
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        raise ValueError(f"db: expected a path or a postgresql:// URL, got {db!r}")
+
+
+def search_local(query: str, db: str | os.PathLike | None, spec: SearchSpec
+                 ) -> list[dict[str, Any]]:
+    """The hits of the index at `db` (see the module doc)."""
+    from attnswitch.pipeline.api import search
+
+    return [h.to_dict() for h in search(query, db, spec.k, spec.mode, **spec.filters())]
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _hits(response: Any) -> list[dict[str, Any]]:
+    if response.status_code != 200:
+        try:
+            error = response.json()["error"]
+            message = error.get("message") or str(error)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            message = response.text[:500]
+        raise RemoteSearchError(f"{SEARCH_ROUTE}: the service answered "
+                                f"{response.status_code}: {message}")
+    return list(response.json()["data"])
+
+
+def search_remote(query: str, url: str, spec: SearchSpec, api_key: str | None = None,
+                  timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The hits of the service at `url` (see the module doc)."""
+    import httpx
+
+    response = httpx.post(url.rstrip("/") + SEARCH_ROUTE, json=spec.request(query),
+                          headers=_headers(api_key), timeout=timeout)
+    return _hits(response)
+
+
+async def asearch_remote(query: str, url: str, spec: SearchSpec, api_key: str | None = None,
+                         timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """`search_remote` on the event loop (httpx's async client)."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        response = await client.post(url.rstrip("/") + SEARCH_ROUTE,
+                                     json=spec.request(query), headers=_headers(api_key))
+    return _hits(response)
+
+
+def search(query: str, spec: SearchSpec, db: str | os.PathLike | None = None,
+           url: str | None = None, api_key: str | None = None,
+           timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The hits for `query`: from the service at `url` when given, else from the index at
+    `db`."""
+    if url is not None:
+        return search_remote(query, url, spec, api_key, timeout)
+    return search_local(query, db, spec)
+
+
+async def asearch(query: str, spec: SearchSpec, db: str | os.PathLike | None = None,
+                  url: str | None = None, api_key: str | None = None,
+                  timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """`search` without blocking the event loop: the service through httpx's async client,
+    a local index in a worker thread (the store and the model are synchronous)."""
+    if url is not None:
+        return await asearch_remote(query, url, spec, api_key, timeout)
+    return await asyncio.to_thread(search_local, query, db, spec)
+
+
+__all__ = ["RemoteSearchError", "SearchSpec", "asearch", "check_source", "hit_metadata",
+           "search"]

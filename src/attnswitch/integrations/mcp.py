@@ -1,0 +1,367 @@
+"""An MCP (Model Context Protocol) server over an attnswitch index, on the official `mcp`
+SDK (the `mcp` extra: `pip install 'attnswitch[mcp]'`); `attnswitch mcp --db DB` runs it.
+
+Tools (their descriptions below are written for the model that calls them):
+
+- `search`: the best chunks for a query, with k, mode and the filters of
+  `attnswitch.search` (path, type, modified_after, modified_before);
+- `get_document`: a document's indexed text (by path), or one chunk with its neighbours
+  (by chunk id);
+- `index_status`: what is indexed (documents, chunks, roots, model, skipped files, runs);
+- `index_folder`: index (or bring up to date) a folder, only inside a root the server was
+  started with (`--allow-index ROOT`); without one the tool is not offered.
+
+Transports: stdio (`run_stdio`, the default: the client spawns `attnswitch mcp`), and
+streamable HTTP (`run_http`, `--http`) at `http://HOST:PORT/mcp`, with the same
+authentication as `attnswitch serve` (`service.auth`): bearer keys from `--api-key-file`
+(hashed, compared in constant time); without keys a non-loopback host is refused unless
+`--allow-no-auth`, and a keyless loopback server refuses other Host names.
+
+A refusal (a bad filter value, an unknown path or chunk, a folder outside the allowed
+roots) is the SDK's tool error: the call returns `is_error=True` with one line naming the
+argument ("folder: expected a folder inside an allowed root (...), got ..."). Arguments
+that fail the tool's schema (an unknown mode, k out of range) are refused by the SDK the
+same way. Over HTTP, roots are shown by their name only (never a server path), as
+`attnswitch serve` shows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from attnswitch.errors import AttnswitchError
+
+MAX_K = 50
+MAX_CHARS = 200_000
+DEFAULT_CHARS = 20_000
+MAX_AROUND = 10
+MCP_PATH = "/mcp"
+
+INSTRUCTIONS = (
+    "Search a local collection of documents (PDF, Office files, web pages, mail, notes, "
+    "code, ...) indexed by attnswitch. Use `search` to find passages, then `get_document` "
+    "to read a whole document or more around a passage; `index_status` says what the "
+    "collection holds.")
+
+
+class IndexRootError(AttnswitchError, ValueError):
+    """A folder the server may not index."""
+
+
+def allowed_roots(roots: list[str | os.PathLike] | None) -> tuple[Path, ...]:
+    """The `--allow-index` roots, resolved; each must be an existing folder."""
+    out = []
+    for root in roots or ():
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise IndexRootError(f"allow-index: expected an existing folder, got {str(root)!r}")
+        out.append(path)
+    return tuple(out)
+
+
+def check_index_folder(folder: str, roots: tuple[Path, ...]) -> Path:
+    """`folder` resolved (links followed), when it lies inside one of `roots`; relative
+    folders are taken from the first root."""
+    if not roots:
+        raise IndexRootError("folder: expected a server started with --allow-index ROOT, got "
+                             "none: this server indexes nothing")
+    path = (roots[0] / folder if not Path(folder).is_absolute() else Path(folder)).resolve()
+    if not any(path == r or r in path.parents for r in roots):
+        raise IndexRootError(f"folder: expected a folder inside an allowed root "
+                             f"({', '.join(r.name for r in roots)}), got {folder!r}")
+    if not path.is_dir():
+        raise IndexRootError(f"folder: expected an existing folder, got {folder!r}")
+    return path
+
+
+def _shown_root(root: str, private: bool) -> str:
+    return Path(root).name if private else root
+
+
+def _assembled(rows: list[Any]) -> str:
+    """A document's text from its chunks in order: each chunk's part past the end of the
+    one before (windows overlap), chunks of separate places joined by a blank line."""
+    parts: list[str] = []
+    pos = -1
+    for row in rows:
+        if row.start >= pos or len(row.text) != row.end - row.start:
+            parts.append(row.text if not parts else "\n\n" + row.text)
+        elif row.end > pos:
+            parts.append(row.text[pos - row.start:])
+        pos = max(pos, row.end)
+    return "".join(parts)
+
+
+class IndexTools:
+    """What the tools do, on the index at `db` (the tools' thin async wrappers call it in
+    a worker thread). `private`: show roots by name only (HTTP)."""
+
+    def __init__(self, db: str | os.PathLike | None, roots: tuple[Path, ...] = (),
+                 private: bool = False):
+        from attnswitch.pipeline.api import location_of
+
+        self.db, self.roots, self.private = db, roots, private
+        self.location = location_of(db)
+
+    def _store(self) -> Any:
+        from attnswitch.pipeline.location import open_store
+
+        if isinstance(self.location, Path) and not self.location.is_file():
+            raise ToolError("db: expected an index made by `attnswitch run` or the "
+                            "index_folder tool, got none yet")
+        return open_store(self.location)
+
+    def search(self, query: str, k: int, mode: str, filters: dict[str, Any]) -> dict[str, Any]:
+        from attnswitch.pipeline.api import search
+
+        hits = [h.to_dict() for h in search(query, self.db, k, mode, **filters)]
+        for hit in hits:
+            hit["root"] = _shown_root(hit["root"], self.private)
+            hit["also_at"] = [{**a, "root": _shown_root(a["root"], self.private)}
+                              for a in hit.get("also_at", [])]
+            hit["where"] = _where(hit)
+        note = None if hits else "no chunk matches (a filter may keep no document)"
+        return {"hits": hits, "note": note}
+
+    def get_document(self, path: str | None, chunk_id: int | None, root: str | None,
+                     around: int, max_chars: int) -> dict[str, Any]:
+        if (path is None) == (chunk_id is None):
+            raise ToolError("path, chunk_id: expected exactly one of them, got "
+                            + ("both" if path is not None else "neither"))
+        with self._store() as store:
+            if chunk_id is not None:
+                return self._chunk(store, chunk_id, around)
+            return self._document(store, path or "", root, max_chars)
+
+    def _chunk(self, store: Any, chunk_id: int, around: int) -> dict[str, Any]:
+        found = store.chunks([chunk_id]).get(chunk_id)
+        if found is None:
+            raise ToolError(f"chunk_id: expected the id of a chunk of the index (from "
+                            f"search's chunk_id), got {chunk_id}")
+        rows = store.document_chunks(found.root, found.source)
+        lo = max(0, found.ordinal - around)
+        return {"root": _shown_root(found.root, self.private), "path": found.source,
+                "chunk_id": chunk_id, "chunks_in_document": len(rows),
+                "chunks": [_chunk_dict(r) for r in rows[lo:found.ordinal + around + 1]]}
+
+    def _document(self, store: Any, path: str, root: str | None,
+                  max_chars: int) -> dict[str, Any]:
+        path = path.strip().lstrip("/").replace("\\", "/")
+        roots = [r for r in store.roots()
+                 if root is None or root in (r, _shown_root(r, True))]
+        found = [(r, rows) for r in roots if (rows := store.document_chunks(r, path))]
+        if not found:
+            raise ToolError(f"path: expected the path of an indexed document (as search "
+                            f"gives it), got {path!r}"
+                            + ("" if root is None else f" under root {root!r}"))
+        if len(found) > 1:
+            raise ToolError(f"root: expected one of {', '.join(repr(_shown_root(r, self.private)) for r, _ in found)} "
+                            f"(the path {path!r} is in each), got "
+                            + ("none" if root is None else repr(root)))
+        r, rows = found[0]
+        text = _assembled(rows)
+        return {"root": _shown_root(r, self.private), "path": path, "chars": len(text),
+                "truncated": len(text) > max_chars, "text": text[:max_chars],
+                "chunks": [{k: v for k, v in _chunk_dict(row).items() if k != "text"}
+                           for row in rows]}
+
+    def index_status(self) -> dict[str, Any]:
+        from attnswitch.service.overview import index_summary
+
+        if isinstance(self.location, Path) and not self.location.is_file():
+            return {"documents": 0, "chunks": 0, "note": "nothing indexed yet"}
+        with self._store() as store:
+            summary = index_summary(store, lambda r: _shown_root(r, self.private))
+        summary["index_folder_roots"] = [r.name if self.private else str(r) for r in self.roots]
+        return summary
+
+    def index_folder(self, folder: str) -> dict[str, Any]:
+        from attnswitch.pipeline.api import index
+
+        path = check_index_folder(folder, self.roots)
+        summary = index(path, self.db).to_dict()
+        return {k: v for k, v in summary.items() if k not in ("files", "root")} | {
+            "root": _shown_root(str(path), self.private)}
+
+
+def _where(hit: dict[str, Any]) -> str:
+    from attnswitch.pipeline.search import where
+
+    return where(hit["path"], hit["location"], hit["heading_path"])
+
+
+def _chunk_dict(row: Any) -> dict[str, Any]:
+    return {"chunk_id": row.id, "ordinal": row.ordinal, "heading_path": list(row.heading_path),
+            "location": row.location, "start": row.start, "end": row.end, "text": row.text}
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a worker thread; attnswitch's argument errors become tool errors."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except ToolError:
+        raise
+    except (AttnswitchError, ValueError) as exc:  # "name: expected ..., got ..."
+        raise ToolError(str(exc)) from None
+
+
+Filter = Annotated[str | list[str] | None, Field(
+    description="Optional. A folder prefix or glob of the document's path ('reports/', "
+    "'*.pdf', 'docs/**/*.md'); a list means any of them.")]
+TypeFilter = Annotated[str | list[str] | None, Field(
+    description="Optional. A kind (pdf, docx, html, markdown, mail, spreadsheet, "
+    "presentation, image, text, ...) or an extension ('.md'); a list means any of them.")]
+When = Annotated[str | None, Field(
+    description="Optional. ISO 8601 date or date-time (UTC unless it gives an offset).")]
+
+
+def build_server(db: str | os.PathLike | None = None,
+                 allow_index: list[str | os.PathLike] | None = None,
+                 private: bool = False) -> MCPServer:
+    """The MCP server over the index at `db` (None: `./.attnswitch/`), its tools bound to
+    it; `index_folder` only with `allow_index` roots. `private`: show roots by name only."""
+    from attnswitch._version import __version__
+
+    tools = IndexTools(db, allowed_roots(allow_index), private)
+    server = MCPServer("attnswitch", version=__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING")
+
+    @server.tool()
+    async def search(
+        query: Annotated[str, Field(min_length=1, description="What to look for, in plain "
+                                    "words or a question.")],
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many passages to return.")] = 5,
+        mode: Annotated[Literal["hybrid", "dense", "keyword"], Field(
+            description="hybrid (default): meaning and words together; dense: meaning only "
+            "(paraphrases); keyword: exact words only (names, codes, error messages).")
+        ] = "hybrid",
+        path: Filter = None, type: TypeFilter = None,
+        modified_after: When = None, modified_before: When = None,
+    ) -> dict[str, Any]:
+        """Search the indexed documents for passages that answer a question or mention a
+        topic. Use it first, whenever the user asks about something the documents may hold;
+        narrow it with path, type or dates when the user names a folder, a format or a
+        period. Returns `hits`, best first: each with `text` (the passage), `where` (file,
+        page or slide, section headings), `path` and `root` (the document), `chunk_id`
+        (give it to get_document for the passages around it), `score`, `rank`,
+        `heading_path`, `location` and `snippet`; `note` says why nothing came back."""
+        filters = {"path": path, "type": type, "modified_after": modified_after,
+                   "modified_before": modified_before}
+        return await _call(tools.search, query, k, mode, filters)
+
+    @server.tool()
+    async def get_document(
+        path: Annotated[str | None, Field(description="A document's path as search gives "
+                                          "it ('postgresql/tutorial-update.html').")] = None,
+        chunk_id: Annotated[int | None, Field(ge=1, description="A chunk_id from search: "
+                                              "that passage and its neighbours.")] = None,
+        root: Annotated[str | None, Field(description="Optional. The root search gives, when "
+                                          "the same path is indexed under two roots.")] = None,
+        around: Annotated[int, Field(ge=0, le=MAX_AROUND, description="With chunk_id: how "
+                                     "many passages before and after it.")] = 2,
+        max_chars: Annotated[int, Field(ge=1, le=MAX_CHARS, description="With path: the most "
+                                        "characters of text returned.")] = DEFAULT_CHARS,
+    ) -> dict[str, Any]:
+        """Read an indexed document: give `path` for the document's text as indexed (up to
+        max_chars; `truncated` says when it was cut; `chunks` lists its passages with ids,
+        headings and pages), or `chunk_id` for that passage with `around` passages before
+        and after it (`chunks`, in order). Give exactly one of them. Use it after search,
+        when a passage is not enough to answer."""
+        return await _call(tools.get_document, path, chunk_id, root, around, max_chars)
+
+    @server.tool()
+    async def index_status() -> dict[str, Any]:
+        """What the index holds: counts of documents, chunks and tokens, the indexed roots,
+        the model it was built with, skipped files by reason and the last runs, and the
+        roots index_folder may index. Use it to tell the user what can be searched, or
+        why a document is missing."""
+        return await _call(tools.index_status)
+
+    if tools.roots:
+        @server.tool()
+        async def index_folder(
+            folder: Annotated[str, Field(min_length=1, description="A folder inside an "
+                                         "allowed root (absolute, or relative to the first "
+                                         "root).")],
+        ) -> dict[str, Any]:
+            """Index a folder of documents, or bring its index up to date (new and changed
+            files read, deleted ones dropped, unchanged ones left alone), so that search
+            finds them. Only folders inside the roots index_status lists are accepted. It
+            can take minutes for a large folder. Returns the run's counts (files indexed,
+            skipped, chunks encoded, seconds)."""
+            return await _call(tools.index_folder, folder)
+
+    return server
+
+
+def run_stdio(server: MCPServer) -> None:
+    """Serve on stdin/stdout until the client closes them."""
+    server.run("stdio")
+
+
+class BearerKeys:
+    """ASGI middleware: every request needs `Authorization: Bearer <key>` matching the
+    service's key file (`service.auth.KeyChecker`), else 401 in the service's error shape."""
+
+    def __init__(self, app: Any, checker: Any):
+        self.app, self.checker = app, checker
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            from attnswitch.service.errors import ServiceError, error_response
+
+            from starlette.requests import Request
+
+            try:
+                self.checker.check(Request(scope))
+            except ServiceError as exc:
+                await error_response(exc.status, exc.message, exc.code,
+                                     headers=exc.headers)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, host: str, api_key_file: str | os.PathLike | None) -> Any:
+    """The streamable HTTP app at `MCP_PATH`, behind the service's authentication."""
+    from attnswitch.service.auth import KeyChecker, LoopbackHostMiddleware, load_keys
+
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    if api_key_file is not None:
+        return BearerKeys(app, KeyChecker(load_keys(api_key_file)))
+    return LoopbackHostMiddleware(app)
+
+
+def run_http(server: MCPServer, host: str = "127.0.0.1", port: int = 8765, *,
+             api_key_file: str | os.PathLike | None = None, allow_no_auth: bool = False,
+             log_level: str = "warning") -> None:
+    """Serve streamable HTTP until stopped. Refuses a non-loopback host without keys
+    (`auth.check_bind`); binds the socket itself (port 0: a free one) and prints
+    "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving."""
+    import uvicorn
+
+    from attnswitch.service.auth import check_bind
+    from attnswitch.service.server import bind
+
+    check_bind(host, api_key_file is not None, allow_no_auth)
+    app = http_app(server, host, api_key_file)
+    sock = bind(host, port)
+    bound, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound}]" if ":" in bound else bound
+    print(f"attnswitch mcp: listening on http://{shown}:{bound_port}{MCP_PATH}",
+          file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, host=bound, port=bound_port, log_level=log_level,
+                            lifespan="on", loop="asyncio", ws="none")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+__all__ = ["BearerKeys", "IndexRootError", "IndexTools", "build_server", "check_index_folder",
+           "http_app", "run_http", "run_stdio"]
