@@ -23,7 +23,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 PROJECT = "attnswitch"
-EXTRAS = ("torch", "engines", "pipeline", "serve", "postgres", "openvino", "onnx", "int8", "jax", "ray", "all")
+EXTRAS = ("torch", "engines", "pipeline", "serve", "postgres", "openvino", "onnx", "int8", "jax", "ray",
+          "langchain", "llamaindex", "mcp", "all")
 
 
 def requirements(dist: metadata.Distribution, extras: frozenset[str]) -> list[Requirement]:
