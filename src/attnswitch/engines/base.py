@@ -63,14 +63,14 @@ def check_texts(texts: Any) -> list[str]:
 def check_precision(precision: Any) -> str:
     if precision not in PRECISIONS:
         raise EncodeInputError("precision", f"one of {', '.join(PRECISIONS)}", repr(precision))
-    return precision
+    return str(precision)
 
 
 def check_precision_choice(precision: Any) -> str:
     if precision not in PRECISION_CHOICES:
         raise EncodeInputError("precision", f"one of {', '.join(PRECISION_CHOICES)}",
                                repr(precision))
-    return precision
+    return str(precision)
 
 
 def plan_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[np.ndarray]:
@@ -79,11 +79,11 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> l
     A text longer than the budget gets a batch of its own."""
     if batch_tokens < 1 or max_batch < 1:
         raise EncodeInputError("batch_tokens", "a positive number of tokens", batch_tokens)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    order = np.argsort(-lengths, kind="stable")
+    sizes = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-sizes, kind="stable")
     batches, start = [], 0
     while start < len(order):
-        width = int(lengths[order[start]])
+        width = int(sizes[order[start]])
         count = max(1, min(max_batch, batch_tokens // max(width, 1)))
         batches.append(order[start:start + count])
         start += count

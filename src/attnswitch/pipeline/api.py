@@ -24,18 +24,21 @@ from attnswitch.pipeline.config import stored_config
 from attnswitch.pipeline.filters import SearchFilter
 from attnswitch.pipeline.location import is_url, open_store
 from attnswitch.pipeline.search import Hit, check_k, check_mode
-from attnswitch.pipeline.store import StoreInputError, resolve_path
+from attnswitch.pipeline.store import resolve_path
+from attnswitch.pipeline.store_errors import StoreInputError
 
 
-def location_of(db: str | os.PathLike | None) -> str | Path:
+def location_of(db: str | os.PathLike[str] | None) -> str | Path:
     """What `db` names, as `--db` reads it: a PostgreSQL URL as given, else the SQLite file
     (`store.resolve_path`: a data folder's `index.sqlite3`, default `./.attnswitch/`)."""
     if db is not None and not isinstance(db, (str, os.PathLike)):
         raise StoreInputError("db", "a path or a postgresql:// URL", repr(db))
-    return db if is_url(db) else resolve_path(None if db is None else Path(db))
+    if isinstance(db, str) and is_url(db):
+        return db
+    return resolve_path(None if db is None else Path(db))
 
 
-def search(query: str, db: str | os.PathLike | None = None, k: int = 5,
+def search(query: str, db: str | os.PathLike[str] | None = None, k: int = 5,
            mode: str = "hybrid", *, path: str | list[str] | None = None,
            type: str | list[str] | None = None, modified_after: Any = None,
            modified_before: Any = None, model: str | None = None,
@@ -75,7 +78,7 @@ def search(query: str, db: str | os.PathLike | None = None, k: int = 5,
         return search_store(store, vector, k, text=query, mode=mode, ef=ef, where=where)
 
 
-def index(folder: str | os.PathLike, db: str | os.PathLike | None = None, *,
+def index(folder: str | os.PathLike[str], db: str | os.PathLike[str] | None = None, *,
           model: str | None = None, engine: str = "auto", precision: str = "auto",
           include: list[str] | None = None, exclude: list[str] | None = None,
           gitignore: bool | None = None, ocr: bool = True, on_progress: Any = None,

@@ -107,7 +107,8 @@ class SearchFilter:
     def sql(self, mark: str) -> tuple[str, list[Any]]:
         """The conditions on a documents row `d` that SQL checks (kinds and times), joined
         by AND ("" for none), with their parameters; `mark` is the driver's placeholder."""
-        conditions, params = ["d.status = 'indexed'"], []
+        conditions: list[str] = ["d.status = 'indexed'"]
+        params: list[Any] = []
         if self.kinds and not self.extensions:  # with extensions, `matches` decides the type
             conditions.append(f"d.kind IN ({', '.join([mark] * len(self.kinds))})")
             params += sorted(self.kinds)
@@ -215,7 +216,7 @@ def _path_matches(pattern: str, spec: Any, source: str, full: str) -> bool:
     absolute = os.path.isabs(pattern)
     target = full.lstrip("/") if absolute else source
     if spec is not None:
-        return spec.match_file(target)
+        return bool(spec.match_file(target))
     prefix = (pattern.lstrip("/") if absolute else pattern).rstrip("/")
     return target == prefix or target.startswith(prefix + "/")
 

@@ -69,6 +69,6 @@ def encode_query(text: str, config: IndexConfig, model: str | None = None,
     steps.tokenizer_s = loaded.get("tokenizer_s", 0.0)
     steps.load_s = max(0.0, wall - loaded.get("import_s", 0.0) - steps.tokenizer_s)
     start = time.perf_counter()
-    vector = encoder.encode([text])[0]
+    vector: np.ndarray = encoder.encode([text])[0]
     steps.encode_s = time.perf_counter() - start
     return vector
