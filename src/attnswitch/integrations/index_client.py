@@ -160,3 +160,25 @@ async def asearch(query: str, spec: SearchSpec, db: str | os.PathLike | None = N
 
 __all__ = ["RemoteSearchError", "SearchSpec", "asearch", "check_source", "hit_metadata",
            "search"]
+
+
+def check_encoder(engine: str, precision: str) -> None:
+    """Refuse an engine or precision attnswitch does not have (`ValueError` naming it): the
+    check of both frameworks' embedding classes."""
+    from attnswitch.engines import PRECISION_CHOICES, engine_names
+
+    if engine not in engine_names():
+        raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
+                         f"got {engine!r}")
+    if precision not in PRECISION_CHOICES:
+        raise ValueError(f"precision: expected one of {', '.join(PRECISION_CHOICES)}, "
+                         f"got {precision!r}")
+
+
+def embed(texts: list[str], model: str | None, engine: str, precision: str) -> list[list[float]]:
+    """`attnswitch.encode` of `texts` as lists of floats ([] for none)."""
+    from attnswitch.engines import encode
+
+    if not texts:
+        return []
+    return encode(list(texts), model=model, engine=engine, precision=precision).tolist()

@@ -108,23 +108,11 @@ class AttnswitchEmbeddings(BaseModel, Embeddings):
 
     @model_validator(mode="after")
     def _check(self) -> AttnswitchEmbeddings:
-        from attnswitch.engines import PRECISION_CHOICES, engine_names
-
-        if self.engine not in engine_names():
-            raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
-                             f"got {self.engine!r}")
-        if self.precision not in PRECISION_CHOICES:
-            raise ValueError(f"precision: expected one of {', '.join(PRECISION_CHOICES)}, "
-                             f"got {self.precision!r}")
+        index_client.check_encoder(self.engine, self.precision)
         return self
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        from attnswitch.engines import encode
-
-        if not texts:
-            return []
-        return encode(list(texts), model=self.model, engine=self.engine,
-                      precision=self.precision).tolist()
+        return index_client.embed(texts, self.model, self.engine, self.precision)
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
