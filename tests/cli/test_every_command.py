@@ -31,8 +31,10 @@ QUICK_OPTIONS = {
 }
 # Commands that serve until stopped.
 SERVING = {"serve"}
-# Commands that follow a folder until stopped (tests/cli/test_watch_command.py runs them).
-WATCHING = {"watch"}
+# Commands that follow a folder until stopped (tests/cli/test_watch_command.py runs them),
+# or speak a protocol on stdin and stdout until it closes (`mcp`: the MCP SDK's own client
+# drives it over stdio and HTTP in tests/integrations/test_mcp.py).
+WATCHING = {"watch", "mcp"}
 # Commands that change the index: each runs on a copy of it, so the others still find it.
 CHANGING = {"forget"}
 SERVE_TIMEOUT_S = 180

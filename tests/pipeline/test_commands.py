@@ -325,6 +325,7 @@ def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path
     env = {k: v for k, v in os.environ.items()
            if k not in ("ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION")}
     env["ATTNSWITCH_CACHE_DIR"] = str(cache)
+    env["COLUMNS"] = "200"  # the summary's rows on one line each: no phrase cut by wrapping
     quick = light.quickest(ModelSpec.load(None), "fp32")
     db = str(tmp_path / "db")
     command = [sys.executable, "-m", "attnswitch.cli", "run", str(docs), "--db", db, *FAST]

@@ -95,7 +95,8 @@ def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_ind
                                                           mode) -> None:
     """`/v1/search`, `attnswitch search --json` and `pipeline.search.search` answer the same
     hits in the same shape (`pipeline.search.Hit`): the same fields in the same order and
-    the same values, but for `root`, which the service shows relative to its jobs root."""
+    the same values, but for `root`, which the service shows relative to its jobs root,
+    and `uri`, the file's `file://` URI, which the service leaves empty (no server path)."""
     from typer.testing import CliRunner
 
     from attnswitch.cli import app
@@ -117,6 +118,8 @@ def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_ind
         for key, value in p.items():
             if key == "root":
                 assert c[key] == value and a[key] == Path(value).name  # outside the jobs root
+            elif key == "uri":
+                assert c[key] == value == (Path(p["root"]) / p["path"]).as_uri() and a[key] == ""
             elif isinstance(value, float):
                 assert a[key] == pytest.approx(value, abs=1e-5), key
                 assert c[key] == pytest.approx(value, abs=1e-5), key
