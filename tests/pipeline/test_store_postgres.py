@@ -178,6 +178,22 @@ def test_a_run_lock_freed_a_moment_later_is_taken_not_refused(pg_url: str) -> No
         ends.join()
 
 
+def test_opening_a_store_while_a_run_writes_takes_no_table_lock(pg_url: str) -> None:
+    """A search or status opens the store while a run's transaction holds the rows it
+    wrote: opening reads the schema from the catalog and waits on no table, so it neither
+    blocks behind the run nor deadlocks with it. The opener's `lock_timeout` turns any
+    wait into an error."""
+    import psycopg
+
+    with open_store(pg_url):
+        pass  # the schema exists
+    with psycopg.connect(pg_url) as writer:
+        writer.execute("LOCK TABLE documents, chunks IN ROW EXCLUSIVE MODE")
+        with open_store(pg_url + "?options=-c%20lock_timeout%3D2000") as store:
+            assert store.count() == 0
+        writer.rollback()
+
+
 @pytest.mark.parametrize("away_s", [2.0, None])
 def test_a_run_outlives_a_postgres_restart_or_stops_resumably(pg_cluster, pg_url, docs,
                                                                encoder, monkeypatch,

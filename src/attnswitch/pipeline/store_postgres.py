@@ -123,7 +123,6 @@ _SCHEMA = (
     vector_key TEXT,
     UNIQUE (doc_id, ordinal)
 )""",
-    "CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)",
     """CREATE TABLE IF NOT EXISTS runs (
     id BIGSERIAL PRIMARY KEY,
     root TEXT,
@@ -163,6 +162,12 @@ _JOBS_STATUS_CHECK = (
     "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_status_check",
     "ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN ('queued', "
     "'running', 'completed', 'failed', 'interrupted', 'cancelled'))")
+# Indexes made by `upgrade` once their columns exist, each only when the catalog lacks it:
+# CREATE INDEX takes a SHARE lock on its table even when the index exists, so running
+# them on every open deadlocks against a run that holds its chunks' rows and wants the
+# documents' (or waits for that run's transaction to end).
+_INDEXES = ("CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)",
+            *_DEDUP_INDEXES)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 
 
@@ -215,7 +220,8 @@ def upgrade(conn: Any) -> bool:
     them, filling in the stored chunks' vector keys (`store._fill_vector_keys`); True
     when it did (False: the columns were there). A jobs table made before jobs could be
     "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). The dedup indexes
-    (`store._DEDUP_INDEXES`) are made here, once the columns they index exist."""
+    (`store._DEDUP_INDEXES`) and the keyword index are made here, once the columns they
+    index exist, and only when missing (`_create_missing_indexes`)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         check = conn.execute(
@@ -232,9 +238,20 @@ def upgrade(conn: Any) -> bool:
             for statement in _UPGRADE:
                 conn.execute(statement)
             _fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
-        for statement in _DEDUP_INDEXES:
-            conn.execute(statement)
+        _create_missing_indexes(conn, _INDEXES)
     return upgraded
+
+
+def _create_missing_indexes(conn: Any, statements: tuple[str, ...]) -> None:
+    """Run those of `statements` (each `CREATE INDEX IF NOT EXISTS <name> ON ...`) whose
+    index is not in the current schema. Reading `pg_indexes` takes no lock on a table."""
+    names = {statement.split()[5]: statement for statement in statements}
+    have = {r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND indexname = ANY(%s)", (list(names),))}
+    for name, statement in names.items():
+        if name not in have:
+            conn.execute(statement)
 
 
 def describe(url: str) -> str:
