@@ -207,7 +207,7 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
         change = (f"DELETE FROM chunks WHERE id = {last}"  # the count differs
                   if damage == "deleted behind the log"
                   else f"UPDATE chunks SET id = {last + 1} WHERE id = {last}")  # same count
-        sql(db, "DROP TRIGGER chunks_inserted", "DROP TRIGGER chunks_deleted", change)
+        sql(db, "DROP TRIGGER chunks_indexed", "DROP TRIGGER chunks_unindexed", change)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         index = HnswIndex.open(store)
         assert index.rebuilt and len(index) == store.count()
@@ -233,8 +233,8 @@ def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Pa
 
     db = indexed(tmp_path, root)
     with sqlite3.connect(db) as conn:
-        conn.executescript("DROP TRIGGER chunks_inserted; DROP TRIGGER chunks_deleted; "
-                           "DROP TABLE chunks_fts; DROP TABLE chunk_log; "
+        conn.executescript("DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
+                           "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
                            "PRAGMA user_version = 1;")
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         (cid, _), = store.keyword("b.txt 7", 1)

@@ -538,15 +538,18 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
     copy.parent.mkdir()
     shutil.copy2(original, copy)
     with sqlite3.connect(copy) as conn:
-        conn.executescript("DROP TRIGGER chunks_inserted; DROP TRIGGER chunks_deleted; "
-                           "DROP TABLE chunks_fts; DROP TABLE chunk_log; "
-                           "DELETE FROM meta WHERE key = 'store_id'; PRAGMA user_version = 1; "
+        conn.executescript("DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
+                           "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
+                           "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
+                           "PRAGMA user_version = 1; "
                            "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
+                           "DROP INDEX chunks_language; "
                            "ALTER TABLE chunks DROP COLUMN heading_path; "
                            "ALTER TABLE chunks DROP COLUMN location; "
-                           "ALTER TABLE chunks DROP COLUMN vector_key;")
+                           "ALTER TABLE chunks DROP COLUMN vector_key; "
+                           "ALTER TABLE chunks DROP COLUMN language;")
         assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN "
-                            "('chunks_fts', 'chunk_log')").fetchone()[0] == 0
+                            "('chunks_terms', 'chunk_log')").fetchone()[0] == 0
 
     with SQLiteStore(copy) as store:
         ids, vectors = store.vectors()
@@ -561,7 +564,7 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
 
 
 def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(

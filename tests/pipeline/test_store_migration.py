@@ -154,6 +154,9 @@ def test_an_old_store_is_upgraded_and_rechunked_reusing_its_vectors(
         # opened, not run yet: the old chunks are all there, now with empty structure
         assert stored(store, root) == before
         assert store.document_chunks(root, "note.txt")[0].heading_path == ()
+        # the old chunks are in the analyzer's keyword index, stems and all, none encoded
+        note = store.document_chunks(root, "note.txt")[0].id
+        assert store.keyword("vacuuming processes", 3)[0][0] == note
         recording = Recording(encoder)
         summary = run(root, store, OPTIONS, get_encoder=lambda: recording)
         after = stored(store, root)

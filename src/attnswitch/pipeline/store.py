@@ -53,6 +53,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 
+from attnswitch.pipeline import analyzer
 from attnswitch.pipeline.filters import SearchFilter
 from attnswitch.pipeline.ingest import Document, SourceFile
 from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors, re-exported)
@@ -66,7 +67,7 @@ from attnswitch.pipeline.store_errors import (  # noqa: F401 (the store's errors
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
 # 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
 EXACT_BELOW = 20_000
@@ -107,6 +108,8 @@ _DEDUP_INDEXES = (
     "CREATE INDEX IF NOT EXISTS documents_sha256 ON documents (sha256)",
     "CREATE INDEX IF NOT EXISTS chunks_vector_key ON chunks (vector_key)",
 )
+# The chunks' languages (`StoreBase.languages`), made once the column exists (version 7).
+_LANGUAGE_INDEX = "CREATE INDEX IF NOT EXISTS chunks_language ON chunks (language)"
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -141,6 +144,7 @@ _SCHEMA = (
     heading_path TEXT NOT NULL DEFAULT '[]',
     location TEXT NOT NULL DEFAULT '{}',
     vector_key TEXT,
+    language TEXT,
     UNIQUE (doc_id, ordinal)
 )""",
     """CREATE TABLE IF NOT EXISTS runs (
@@ -157,21 +161,32 @@ _SCHEMA = (
     # The service's indexing jobs (`service.jobs`): one row a job, kept across restarts;
     # `resume` marks an interrupted job that the next `serve` on this store finishes.
     _JOBS_TABLE,
-    # Keyword search: an FTS5 index over the chunks' text (external content: the text is
-    # stored once, in chunks), and a log of chunk inserts and deletes that the HNSW graph
-    # replays (ann.HnswIndex); triggers keep both in the writing transaction.
-    """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    text, content='chunks', content_rowid='id')""",
+    # Keyword search: a contentless FTS5 index of the chunks' terms (`analyzer`: the
+    # text is stored once, in chunks; the terms are made from it by the function
+    # `attnswitch_terms` that every connection of `SQLiteStore` registers, as FTS5 takes
+    # no tokenizer from Python; it splits the terms on spaces only), and a log of chunk
+    # inserts and deletes that the HNSW graph replays (ann.HnswIndex); triggers keep both
+    # in the writing transaction. A delete gives FTS5 the terms the insert gave: the same
+    # function of the same text and language, while the analyzer's fingerprint (meta
+    # "analyzer") is unchanged; `_reanalyze` makes them all again when it changes.
+    """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5(
+    terms, content='', tokenize="unicode61 remove_diacritics 0 categories 'L* M* N* Co Pc'")""",
     """CREATE TABLE IF NOT EXISTS chunk_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id INTEGER NOT NULL
 )""",
-    """CREATE TRIGGER IF NOT EXISTS chunks_inserted AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text);
+)
+# The triggers: made after the upgrades, once the chunks have a language (SQLite's ALTER
+# TABLE refuses to add a column while a trigger names a column the table lacks).
+_CHUNK_TRIGGERS = (
+    """CREATE TRIGGER IF NOT EXISTS chunks_indexed AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_terms (rowid, terms) VALUES (new.id,
+        attnswitch_terms(new.text, new.language));
     INSERT INTO chunk_log (chunk_id) VALUES (new.id);
 END""",
-    """CREATE TRIGGER IF NOT EXISTS chunks_deleted AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    """CREATE TRIGGER IF NOT EXISTS chunks_unindexed AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_terms (chunks_terms, rowid, terms) VALUES ('delete', old.id,
+        attnswitch_terms(old.text, old.language));
     INSERT INTO chunk_log (chunk_id) VALUES (old.id);
 END""",
 )
@@ -415,6 +430,7 @@ class Store(Protocol):
     def keyword(self, text: str, n: int,
                 where: SearchFilter | None = None) -> list[tuple[int, float]]: ...
     def allowed_documents(self, where: SearchFilter) -> list[int]: ...
+    def languages(self) -> list[str]: ...
 
 
 def keyword_terms(text: str) -> list[str]:
@@ -441,6 +457,8 @@ class StoreBase(abc.ABC):
 
     _mark: ClassVar[str] = "?"
     _vector_column: ClassVar[str] = "vector"  # the chunks' column holding the vector
+    # the chunks' columns a copy of a document takes besides the text, vectors and places
+    _copied_columns: ClassVar[str] = "vector_key, language"
     _conn: Any
     ef_search: int
 
@@ -588,6 +606,15 @@ class StoreBase(abc.ABC):
         `ef_search` when None."""
         return self.ef_search if ef is None else check_ef_search(ef)
 
+    def languages(self) -> list[str]:
+        """The languages of the stored chunks (`analyzer.detect_language`; "" for chunks
+        of none), each once, sorted: one index seek a language (a loose index scan)."""
+        return [r[0] for r in self._conn.execute(
+            "WITH RECURSIVE seen(language) AS (SELECT min(language) FROM chunks UNION ALL "
+            "SELECT (SELECT min(language) FROM chunks WHERE language > seen.language) FROM "
+            "seen WHERE seen.language IS NOT NULL) SELECT language FROM seen WHERE "
+            "language IS NOT NULL").fetchall()]
+
     def allowed_documents(self, where: SearchFilter) -> list[int]:
         """The ids of the indexed documents `where` keeps (`filters.SearchFilter`): kinds
         and times checked by SQL, paths and extensions here, on the rows SQL kept."""
@@ -704,7 +731,7 @@ class StoreBase(abc.ABC):
                                   f"{doc.source!r} itself")
         m, vector = self._mark, self._vector_column
         columns = ("ordinal, text, n_tokens, char_start, char_end, heading_path, location, "
-                   f"vector_key, {vector}")
+                   f"{self._copied_columns}, {vector}")
 
         def copy() -> int:
             with self._transaction() as conn:
@@ -802,8 +829,10 @@ class StoreBase(abc.ABC):
 #    cannot change a constraint in place), its rows copied over.
 # 6: indexes on the documents' hash and the chunks' vector key (`_DEDUP_INDEXES`, made
 #    after every upgrade: the vector key column is version 4's).
+# 7: keyword search by the analyzer's terms (`analyzer`): each chunk's language, and the
+#    index of terms in place of FTS5's own words of the text (filled by `_reanalyze`, as
+#    the index of a version-1 file, which had none, is).
 _UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
-    2: ("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')",),
     4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
         "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
         "ALTER TABLE chunks ADD COLUMN vector_key TEXT"),
@@ -812,11 +841,14 @@ _UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
         f"INSERT INTO jobs ({', '.join(_JOB_COLUMNS)}) SELECT {', '.join(_JOB_COLUMNS)} "
         "FROM jobs_before_cancel",
         "DROP TABLE jobs_before_cancel"),
+    7: ("DROP TRIGGER IF EXISTS chunks_inserted", "DROP TRIGGER IF EXISTS chunks_deleted",
+        "DROP TABLE IF EXISTS chunks_fts", "ALTER TABLE chunks ADD COLUMN language TEXT",
+        "DELETE FROM meta WHERE key = 'analyzer'"),
 })
 # The last version whose upgrade changes the chunks (what `MIGRATED` tells).
 CHUNKS_CHANGED_IN = 4
 # The columns a table may lack in a file of an older schema version (its upgrade adds them).
-_ADDED_COLUMNS = frozenset(("chunks", c) for c in CHUNK_STRUCTURE_COLUMNS)
+_ADDED_COLUMNS = frozenset(("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language"))
 MIGRATED = ("{where}: index upgraded to schema version {version} (chunks get a heading "
             "path and a location); the next run re-chunks its documents and reuses every "
             "vector whose text is unchanged")
@@ -848,10 +880,42 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
                 conn.create_function("attnswitch_vector_key", 2, vector_key,
                                      deterministic=True)
                 _fill_vector_keys(conn, "?", "attnswitch_vector_key(?, text)")
-    for statement in _DEDUP_INDEXES:
+    for statement in (*_DEDUP_INDEXES, _LANGUAGE_INDEX, *_CHUNK_TRIGGERS):
         conn.execute(statement)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _register_analyzer(conn: sqlite3.Connection) -> None:
+    """Give `conn` the functions the keyword index's triggers call: `attnswitch_terms(text,
+    language)` (the analyzer's terms of a chunk, joined by spaces) and
+    `attnswitch_language(text)`."""
+    conn.create_function(
+        "attnswitch_terms", 2,
+        lambda text, language: " ".join(analyzer.document_terms(text, language or "")),
+        deterministic=True)
+    conn.create_function("attnswitch_language", 1, analyzer.detect_language,
+                         deterministic=True)
+
+
+def _reanalyze(conn: sqlite3.Connection, where: str) -> None:
+    """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
+    the caller's transaction: the chunks stored without a language get theirs, every
+    chunk's terms are indexed again; no vector changes."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+    if row is not None and row[0] == analyzer.fingerprint():
+        return  # another process made it meanwhile
+    started = time.monotonic()
+    conn.execute("UPDATE chunks SET language = attnswitch_language(text) "
+                 "WHERE language IS NULL")
+    conn.execute("INSERT INTO chunks_terms (chunks_terms) VALUES ('delete-all')")
+    conn.execute("INSERT INTO chunks_terms (rowid, terms) SELECT id, "
+                 "attnswitch_terms(text, language) FROM chunks")
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('analyzer', ?)",
+                 (analyzer.fingerprint(),))
+    if (n := conn.execute("SELECT count(*) FROM chunks").fetchone()[0]):
+        log.info("%s: keyword index made again by analyzer %s (%d chunks, %.1f s)",
+                 where, analyzer.fingerprint(), n, time.monotonic() - started)
 
 
 def _fill_vector_keys(conn: Any, mark: str, key_sql: str) -> None:
@@ -967,6 +1031,7 @@ class SQLiteStore(StoreBase):
             check_index_file(self.path)  # before anything may write to it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        _register_analyzer(self._conn)
         self._lock_fh = None
         self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
         self._counted: tuple[int, int] | None = None  # (log position, chunk count)
@@ -987,6 +1052,9 @@ class SQLiteStore(StoreBase):
                 if 0 < version < CHUNKS_CHANGED_IN:
                     self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
                     log.info("%s", self.migrated)
+            if self.meta("analyzer") != analyzer.fingerprint():
+                with self._transaction() as conn:
+                    _reanalyze(conn, self.location)
             self.store_id = self.meta("store_id")
         except BaseException:
             self._conn.close()
@@ -1080,8 +1148,8 @@ class SQLiteStore(StoreBase):
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany(
                 "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
-                " heading_path, location, vector_key, vector) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " heading_path, location, vector_key, language, vector) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 ((doc_id, i, *row, matrix[i].tobytes()) for i, row in enumerate(rows)),
             )
         return doc_id
@@ -1310,24 +1378,26 @@ class SQLiteStore(StoreBase):
 
     def keyword(self, text: str, n: int,
                 where: SearchFilter | None = None) -> list[tuple[int, float]]:
-        """The `n` best (chunk id, BM25 score, higher is better) for the words of `text`
-        (any of them; FTS5's BM25 ranks those with more and rarer ones first); with
-        `where`, among the chunks of the documents it keeps only."""
-        terms = keyword_terms(text)
+        """The `n` best (chunk id, BM25 score, higher is better) for the terms of `text`
+        (`analyzer.query_terms` for the stored languages; any of them, FTS5's BM25 ranks
+        those with more and rarer ones first); with `where`, among the chunks of the
+        documents it keeps only."""
+        terms = analyzer.query_terms(text, self.languages())[:MAX_QUERY_TERMS]
         if not terms:
             return []
-        # Each word a quoted FTS5 string: no query syntax can leak in from the user.
+        # Each term a quoted FTS5 string: no query syntax can leak in from the user.
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         if where is None:
             rows = self._conn.execute(
-                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
-                "ORDER BY bm25(chunks_fts), rowid LIMIT ?", (match, int(n))).fetchall()
+                "SELECT rowid, bm25(chunks_terms) FROM chunks_terms WHERE chunks_terms "
+                "MATCH ? ORDER BY bm25(chunks_terms), rowid LIMIT ?",
+                (match, int(n))).fetchall()
         else:
             rows = self._conn.execute(
-                "SELECT chunks_fts.rowid, bm25(chunks_fts) FROM chunks_fts JOIN chunks c "
-                "ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND c.doc_id IN "
-                "(SELECT value FROM json_each(?)) ORDER BY bm25(chunks_fts), "
-                "chunks_fts.rowid LIMIT ?",
+                "SELECT chunks_terms.rowid, bm25(chunks_terms) FROM chunks_terms JOIN "
+                "chunks c ON c.id = chunks_terms.rowid WHERE chunks_terms MATCH ? AND "
+                "c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY bm25(chunks_terms), "
+                "chunks_terms.rowid LIMIT ?",
                 (match, json.dumps(self.allowed_documents(where)), int(n))).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
 
@@ -1399,9 +1469,9 @@ def _unpack(rows: Sequence[tuple[int, bytes]], dim: int,
 
 
 def _chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
-                ) -> list[tuple[str, int, int, int, str, str, str | None]]:
+                ) -> list[tuple[str, int, int, int, str, str, str | None, str]]:
     """Each chunk's (text, n_tokens, start, end, heading path JSON, location JSON, vector
-    key), checked."""
+    key, language), checked; the language is `analyzer.detect_language`'s."""
     rows = []
     for i, c in enumerate(chunks):
         try:
@@ -1426,7 +1496,8 @@ def _chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = No
                if vector_fingerprint else None)
         rows.append((text, int(n_tokens), int(start), int(end),
                      json.dumps(list(path), ensure_ascii=False),
-                     json.dumps(where, sort_keys=True), key))
+                     json.dumps(where, sort_keys=True), key,
+                     analyzer.detect_language(text)))
     return rows
 
 

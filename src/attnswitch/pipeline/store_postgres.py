@@ -9,9 +9,11 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
 - Vectors are pgvector `vector(dim)` columns, L2-normalised; dense search is pgvector's
   HNSW index on inner product (`hnsw.ef_search`: the call's beam, else the store's
   `ef_search`, default `store.EF_SEARCH`).
-- Keyword search is PostgreSQL full-text search: a generated `tsvector` column (English
-  configuration) with a GIN index, ranked by `ts_rank` (how often and how many of the
-  query's words a chunk holds), any query word matching. Not `ts_rank_cd` (cover
+- Keyword search is PostgreSQL full-text search over the analyzer's terms (`analyzer`,
+  the same terms as the SQLite store's): a `tsvector` column written with each chunk (a
+  literal, so PostgreSQL's parser never re-splits a term) with a GIN index, ranked by
+  `ts_rank` (how often and how many of the query's terms a chunk holds), any query term
+  matching. Not `ts_rank_cd` (cover
   density), which ranks on spans holding the words close together: for queries of any
   word it lost 0.19 to 0.40 of keyword MRR@10 against `ts_rank` on headings, partial
   sentences and questions (docs/results/search_quality.md).
@@ -40,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.pipeline import analyzer
 from attnswitch.pipeline.filters import SearchFilter
 from attnswitch.pipeline.ingest import Document
 from attnswitch.pipeline.store import (
@@ -47,6 +50,7 @@ from attnswitch.pipeline.store import (
     CHUNK_STRUCTURE_COLUMNS,
     EF_SEARCH,
     MAX_EF_SEARCH,
+    MAX_QUERY_TERMS,
     MIGRATED,
     SCHEMA_VERSION,
     ChunkLike,
@@ -57,11 +61,11 @@ from attnswitch.pipeline.store import (
     StoreInputError,
     StoreStatus,
     _DEDUP_INDEXES,
+    _LANGUAGE_INDEX,
     _chunk_rows,
     _fill_vector_keys,
     _vectors,
     check_ef_search,
-    keyword_terms,
     root_key,
 )
 
@@ -117,7 +121,8 @@ _SCHEMA = (
     char_start INTEGER NOT NULL,
     char_end INTEGER NOT NULL,
     embedding vector NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+    terms tsvector,
+    language TEXT,
     heading_path TEXT NOT NULL DEFAULT '[]',
     location TEXT NOT NULL DEFAULT '{}',
     vector_key TEXT,
@@ -156,6 +161,13 @@ _SCHEMA = (
 _UPGRADE = tuple(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}" for column in (
     "heading_path TEXT NOT NULL DEFAULT '[]'", "location TEXT NOT NULL DEFAULT '{}'",
     "vector_key TEXT"))
+# A database made before the analyzer (its keyword index PostgreSQL's English words of
+# the text, a generated column) gets the analyzer's columns; `_reanalyze` fills them.
+_ANALYZER_UPGRADE = ("ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
+                     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS terms tsvector",
+                     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language TEXT")
+# Chunks analysed again per statement by `_reanalyze`.
+_REANALYZE_BATCH = 500
 # A jobs table made before a job could be "cancelled" (its CHECK named by PostgreSQL's
 # rule, <table>_<column>_check) gets the CHECK of `_SCHEMA`.
 _JOBS_STATUS_CHECK = (
@@ -166,8 +178,8 @@ _JOBS_STATUS_CHECK = (
 # CREATE INDEX takes a SHARE lock on its table even when the index exists, so running
 # them on every open deadlocks against a run that holds its chunks' rows and wants the
 # documents' (or waits for that run's transaction to end).
-_INDEXES = ("CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)",
-            *_DEDUP_INDEXES)
+_INDEXES = ("CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)",
+            *_DEDUP_INDEXES, _LANGUAGE_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 
 
@@ -238,8 +250,37 @@ def upgrade(conn: Any) -> bool:
             for statement in _UPGRADE:
                 conn.execute(statement)
             _fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
+        if not {"terms", "language"} <= have or "tsv" in have:
+            for statement in _ANALYZER_UPGRADE:
+                conn.execute(statement)
         _create_missing_indexes(conn, _INDEXES)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+        if row is None or row[0] != analyzer.fingerprint():
+            _reanalyze(conn)
     return upgraded
+
+
+def _reanalyze(conn: Any) -> None:
+    """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
+    the caller's transaction: the chunks stored without a language get theirs, every
+    chunk's terms are written again; no vector changes."""
+    started, last, n = time.monotonic(), 0, 0
+    while rows := conn.execute(
+            "SELECT id, text, language FROM chunks WHERE id > %s ORDER BY id LIMIT %s",
+            (last, _REANALYZE_BATCH)).fetchall():
+        values = []
+        for chunk_id, text, language in rows:
+            language = analyzer.detect_language(text) if language is None else language
+            values.append((language, analyzer.tsvector_literal(
+                analyzer.document_terms(text, language)), chunk_id))
+        conn.cursor().executemany(
+            "UPDATE chunks SET language = %s, terms = %s::tsvector WHERE id = %s", values)
+        last, n = rows[-1][0], n + len(rows)
+    conn.execute("INSERT INTO meta VALUES ('analyzer', %s) ON CONFLICT (key) DO UPDATE SET "
+                 "value = excluded.value", (analyzer.fingerprint(),))
+    if n:
+        log.info("keyword index made again by analyzer %s (%d chunks, %.1f s)",
+                 analyzer.fingerprint(), n, time.monotonic() - started)
 
 
 def _create_missing_indexes(conn: Any, statements: tuple[str, ...]) -> None:
@@ -286,6 +327,7 @@ class PostgresStore(StoreBase):
 
     _mark = "%s"
     _vector_column = "embedding"
+    _copied_columns = "vector_key, language, terms"
 
     def __init__(self, url: str, *, ef_search: int | None = None):
         self.url = url
@@ -440,9 +482,12 @@ class PostgresStore(StoreBase):
             conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
             with conn.cursor().copy(
                     "COPY chunks (doc_id, ordinal, text, n_tokens, char_start, char_end, "
-                    "heading_path, location, vector_key, embedding) FROM STDIN") as copy:
+                    "heading_path, location, vector_key, language, terms, embedding) "
+                    "FROM STDIN") as copy:
                 for i, row in enumerate(rows):
-                    copy.write_row((doc_id, i, *row, matrix[i]))
+                    terms = analyzer.document_terms(row[0], row[-1])
+                    copy.write_row((doc_id, i, *row, analyzer.tsvector_literal(terms),
+                                    matrix[i]))
         return doc_id
 
     def _fix_dim(self, conn: Any, dim: int) -> None:
@@ -625,15 +670,16 @@ class PostgresStore(StoreBase):
 
     def keyword(self, text: str, n: int,
                 where: SearchFilter | None = None) -> list[tuple[int, float]]:
-        """The `n` best (chunk id, `ts_rank`, higher is better) for any of the words of
-        `text`; with `where`, among the chunks of the documents it keeps only."""
-        terms = keyword_terms(text)
+        """The `n` best (chunk id, `ts_rank`, higher is better) for any of the terms of
+        `text` (`analyzer.query_terms` for the stored languages); with `where`, among the
+        chunks of the documents it keeps only."""
+        terms = analyzer.query_terms(text, self.languages())[:MAX_QUERY_TERMS]
         if not terms:
             return []
         docs = None if where is None else self.allowed_documents(where)
         rows = self._conn.execute(
-            "SELECT id, ts_rank(tsv, q) AS r FROM chunks, to_tsquery('english', %s) q "
-            "WHERE tsv @@ q " + ("" if docs is None else "AND doc_id = ANY(%s) ")
+            "SELECT id, ts_rank(terms, q) AS r FROM chunks, CAST(%s AS tsquery) q "
+            "WHERE terms @@ q " + ("" if docs is None else "AND doc_id = ANY(%s) ")
             + "ORDER BY r DESC, id LIMIT %s",
-            (" | ".join(terms), *(() if docs is None else (docs,)), int(n)))
+            (analyzer.tsquery_literal(terms), *(() if docs is None else (docs,)), int(n)))
         return [(int(r[0]), float(r[1])) for r in rows]

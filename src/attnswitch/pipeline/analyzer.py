@@ -1,0 +1,177 @@
+"""The text analyzer of keyword search: what a chunk is indexed under and what a query
+looks for, the same on both stores (docs/architecture.md, "Keyword search").
+
+A text is cut into runs by script:
+- Chinese, Japanese and Korean runs (Han, Hiragana, Katakana, Hangul) give overlapping
+  character bigrams (a run of one character gives itself), as Lucene's `cjk` analyzer
+  does: no dictionary, and a Korean word with its particle (하드웨어를) holds every
+  bigram of the word without it (하드웨어). Measured against morphological analysers in
+  docs/results/multilingual_search.md.
+- every other run of letters, combining marks, digits and underscores is a word
+  (Devanagari keeps its vowel signs and viramas, which Python's `\\w` splits on), case-
+  folded after NFKC normalisation, and stemmed by the Snowball stemmer of the chunk's
+  language (PyStemmer), where Snowball has one.
+
+A chunk's language is detected once when it is stored (py3langid, `detect_language`);
+"" when the detector is unsure, and its words are then indexed unstemmed. A query's words
+are looked for in every form the stored languages give them (`query_terms`): its stem in
+each stored language with a stemmer, and the word itself where a language has none, so a
+query finds a chunk whatever language each was detected in. Stop words of the query's
+language (stopwords-iso) are dropped from the query only, never from the index, and never
+all of them.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+# What the stored terms depend on; a store whose terms were made by another version (or
+# another PyStemmer) analyses its chunks again (`fingerprint`).
+ANALYZER_VERSION = 1
+# A chunk's language is kept when the detector gives it at least this probability.
+MIN_LANGUAGE_PROBABILITY = 0.5
+# Longer words are not indexed (Lucene's default maximum token length): they are not
+# words (base64, hashes) and PostgreSQL refuses lexemes over 2,046 bytes.
+MAX_TERM_CHARS = 255
+# The Snowball stemmers (PyStemmer's names) by ISO 639-1 code.
+STEMMERS = {
+    "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german",
+    "el": "greek", "en": "english", "eo": "esperanto", "es": "spanish", "et": "estonian",
+    "eu": "basque", "fa": "persian", "fi": "finnish", "fr": "french", "ga": "irish",
+    "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian",
+    "it": "italian", "lt": "lithuanian", "ne": "nepali", "nl": "dutch", "no": "norwegian",
+    "nb": "norwegian", "pl": "polish", "pt": "portuguese", "ro": "romanian",
+    "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil", "tr": "turkish",
+    "yi": "yiddish",
+}
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
+
+
+@functools.cache
+def _runs() -> Any:
+    """The pattern of a text's runs: group 1 a CJK run, group 2 a word."""
+    import regex
+
+    return regex.compile(rf"([{_CJK}]+)|((?:(?![{_CJK}])[\p{{L}}\p{{M}}\p{{N}}_])+)")
+
+
+@functools.cache
+def _stemmer(language: str) -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer(STEMMERS[language])
+
+
+@functools.cache
+def _identifier() -> Any:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+@functools.cache
+def _stop_words(language: str) -> frozenset[str]:
+    import stopwordsiso
+
+    if not stopwordsiso.has_lang(language):
+        return frozenset()
+    return frozenset(unicodedata.normalize("NFKC", w).casefold()
+                     for w in stopwordsiso.stopwords(language))
+
+
+def fingerprint() -> str:
+    """What a store's terms were made by: `ANALYZER_VERSION` and PyStemmer's version."""
+    from importlib.metadata import version
+
+    return f"{ANALYZER_VERSION}:pystemmer-{version('pystemmer')}"
+
+
+def detect_language(text: str) -> str:
+    """`text`'s language as an ISO 639-1 code, or "" when the detector gives none at least
+    `MIN_LANGUAGE_PROBABILITY` (a text of digits and symbols, a mix)."""
+    if not any(c.isalpha() for c in text):
+        return ""
+    language, probability = _identifier().classify(text)
+    return str(language) if probability >= MIN_LANGUAGE_PROBABILITY else ""
+
+
+def _tokens(text: str) -> list[tuple[bool, str]]:
+    """(is CJK, run) for each run of `text`, NFKC-normalised and case-folded."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return [(bool(m.group(1)), m.group(0)) for m in _runs().finditer(text)]
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+def document_terms(text: str, language: str) -> list[str]:
+    """The terms a chunk of `text` in `language` (`detect_language`) is indexed under, in
+    order (a term once per occurrence): CJK bigrams and words stemmed for `language`."""
+    stem = _stemmer(language).stemWord if language in STEMMERS else None
+    terms: list[str] = []
+    for cjk, run in _tokens(text):
+        if cjk:
+            terms.extend(_bigrams(run))
+        elif len(run) <= MAX_TERM_CHARS:
+            terms.append(stem(run) if stem else run)
+    return terms
+
+
+def query_terms(text: str, languages: Iterable[str]) -> list[str]:
+    """The terms a keyword query of `text` looks for (any of them), each once, in query
+    order, where the stored chunks are in `languages` ("" for undetected): each word in
+    every form those languages index it under, less the stop words of the query's
+    language among them when other words remain; the bigrams of CJK runs."""
+    languages = sorted(set(languages))
+    tokens = _tokens(text)
+    words = [run for cjk, run in tokens if not cjk and len(run) <= MAX_TERM_CHARS]
+    stop = _stop_words(_query_language(text, languages)) if words else frozenset()
+    if stop and all(w in stop for w in words):
+        stop = frozenset()
+    stemmers = [_stemmer(lang) for lang in languages if lang in STEMMERS]
+    unstemmed = not languages or any(lang not in STEMMERS for lang in languages)
+    terms: list[str] = []
+    for cjk, run in tokens:
+        if cjk:
+            terms.extend(_bigrams(run))
+        elif run in words and run not in stop:
+            terms.extend(s.stemWord(run) for s in stemmers)
+            if unstemmed:
+                terms.append(run)
+    return list(dict.fromkeys(terms))
+
+
+def _query_language(text: str, languages: Sequence[str]) -> str:
+    """The most likely of `languages` for `text` (its stop words are dropped); "" when
+    none of them is a language (an index of undetected chunks only)."""
+    candidates = [lang for lang in languages if lang]
+    if len(candidates) <= 1:
+        return candidates[0] if candidates else ""
+    ranked = _identifier().rank(text)
+    return next((str(lang) for lang, _ in ranked if lang in candidates), candidates[0])
+
+
+def tsvector_literal(terms: Sequence[str]) -> str:
+    """`terms` (one chunk's, in order) as a PostgreSQL `tsvector` literal: each distinct
+    term quoted, with its positions (1-based, at most 256 each, capped at 16,383 as
+    PostgreSQL caps them), so PostgreSQL's parser never re-splits a term."""
+    positions: dict[str, list[int]] = {}
+    for i, term in enumerate(terms, 1):
+        at = positions.setdefault(term, [])
+        if len(at) < 256:
+            at.append(min(i, 16383))
+    return " ".join(f"{_quoted(t)}:{','.join(map(str, sorted(set(p))))}"
+                    for t, p in positions.items())
+
+
+def tsquery_literal(terms: Sequence[str]) -> str:
+    """`terms` as a PostgreSQL `tsquery` literal matching any of them."""
+    return " | ".join(_quoted(t) for t in terms)
+
+
+def _quoted(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
