@@ -6,7 +6,9 @@ sentence-transformers files beside it when present:
 - `modules.json`: the Pooling module's folder (usually `1_Pooling/`) and whether a
   `Normalize` module follows (L2-normalised vectors);
 - `<pooling folder>/config.json`: the pooling mode (mean, cls or last token);
-- `sentence_bert_config.json`: `max_seq_length` (the truncation limit) and `do_lower_case`.
+- `sentence_bert_config.json`: `max_seq_length` (the truncation limit) and `do_lower_case`;
+- `README.md`, the model card: the languages its YAML front matter declares (`language:`),
+  which the hybrid search trusts the model's vectors for (`pipeline/search.py`).
 
 Without them the model is mean-pooled, not normalised, and truncated at the model's position
 limit, as sentence-transformers does for a plain transformers model.
@@ -71,6 +73,8 @@ class ModelSpec:
     real tokens), "cls" (first token) or "last" (last real token). normalize: L2-normalise
     the pooled vector. max_seq_length: tokens per text, special tokens included, beyond which
     text is truncated (or refused). do_lower_case: lower-case text before tokenising.
+    languages: the ISO 639-1 codes the model card declares, sorted; None when it declares
+    none or "multilingual" (no language is held against the model).
     """
 
     path: Path
@@ -79,6 +83,7 @@ class ModelSpec:
     normalize: bool
     max_seq_length: int
     do_lower_case: bool = False
+    languages: tuple[str, ...] | None = None
 
     @property
     def model_type(self) -> str:
@@ -114,6 +119,7 @@ class ModelSpec:
         return cls(
             path=root, config=config, pooling=pooling, normalize=normalize,
             max_seq_length=int(max_len), do_lower_case=bool(sbert_config.get("do_lower_case")),
+            languages=card_languages(root / "README.md"),
         )
 
     def tokenizer(self) -> Any:
@@ -132,6 +138,33 @@ class ModelSpec:
     def pad_token_id(self) -> int:
         pad = self.config.get("pad_token_id")
         return 0 if pad is None else int(pad)
+
+
+def card_languages(path: Path) -> tuple[str, ...] | None:
+    """The languages a Hugging Face model card at `path` declares in its YAML front matter
+    (`language: en`, or a list), as sorted ISO 639-1 codes ("zh-cn" -> "zh"); None when
+    there is no card, no front matter, no `language`, or it names "multilingual"."""
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return None
+    front, _, _ = text[3:].partition("\n---")
+    import yaml
+
+    try:
+        meta = yaml.safe_load(front)
+    except yaml.YAMLError:
+        return None
+    declared = meta.get("language") if isinstance(meta, dict) else None
+    if isinstance(declared, str):
+        declared = [declared]
+    if not isinstance(declared, list) or not declared:
+        return None
+    codes = {str(code).strip().lower().replace("_", "-").split("-")[0] for code in declared}
+    if "multilingual" in codes:
+        return None
+    return tuple(sorted(codes))
 
 
 def _pooling_mode(path: Path) -> str:

@@ -129,7 +129,7 @@ def query_terms(text: str, languages: Iterable[str]) -> list[str]:
     languages = sorted(set(languages))
     tokens = _tokens(text)
     words = [run for cjk, run in tokens if not cjk and len(run) <= MAX_TERM_CHARS]
-    stop = _stop_words(_query_language(text, languages)) if words else frozenset()
+    stop = _stop_words(query_language(text, languages)) if words else frozenset()
     if stop and all(w in stop for w in words):
         stop = frozenset()
     stemmers = [_stemmer(lang) for lang in languages if lang in STEMMERS]
@@ -145,9 +145,9 @@ def query_terms(text: str, languages: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def _query_language(text: str, languages: Sequence[str]) -> str:
-    """The most likely of `languages` for `text` (its stop words are dropped); "" when
-    none of them is a language (an index of undetected chunks only)."""
+def query_language(text: str, languages: Sequence[str]) -> str:
+    """The most likely of `languages` (the stored chunks') for a query's `text`: the one
+    language when there is one; "" when none is a language (only undetected chunks)."""
     candidates = [lang for lang in languages if lang]
     if len(candidates) <= 1:
         return candidates[0] if candidates else ""

@@ -65,7 +65,9 @@ class IndexConfig:
     model_name: a readable name; model_fingerprint: see `model_fingerprint`. max_tokens:
     text tokens per chunk (special tokens excluded); overlap: tokens shared by neighbours
     (windows only). chunking: "blocks" or "windows" (`chunk.CHUNKINGS`); embed_headings:
-    the encoder reads each chunk's heading path before its text."""
+    the encoder reads each chunk's heading path before its text. languages: those its
+    model's card declares (`ModelSpec.languages`; None: any), which hybrid search trusts
+    the vectors for."""
 
     model: str | None
     model_name: str
@@ -80,6 +82,7 @@ class IndexConfig:
     overlap: int
     chunking: str = DEFAULT_CHUNKING
     embed_headings: bool = DEFAULT_EMBED_HEADINGS
+    languages: tuple[str, ...] | None = None
 
     @classmethod
     def build(cls, spec: Any, model: str | os.PathLike | None, engine: str, precision: str,
@@ -110,6 +113,7 @@ class IndexConfig:
             normalize=spec.normalize, max_seq_length=spec.max_seq_length, engine=engine,
             precision=precision, max_tokens=int(max_tokens), overlap=int(overlap),
             chunking=chunking, embed_headings=bool(embed_headings),
+            languages=getattr(spec, "languages", None),
         )
 
     @property
@@ -117,7 +121,8 @@ class IndexConfig:
         fields = asdict(self)
         # where it lives is not what it is; engines agree within the parity of
         # engines.autopick, so switching engines does not re-encode an index
-        for key in ("model", "model_name", "dim", "engine"):
+        # (the languages are read from the model's card, which its fingerprint leaves out)
+        for key in ("model", "model_name", "dim", "engine", "languages"):
             fields.pop(key)
         # A config with the chunking of versions before these fields hashes as they did, so
         # their stores stay fresh under it.
@@ -142,7 +147,10 @@ class IndexConfig:
     def from_json(cls, text: str) -> IndexConfig:
         """A stored config; one stored before `chunking` and `embed_headings` existed gets
         the values it was made with (fixed windows, no heading path)."""
-        return cls(**{**_LEGACY, **json.loads(text)})
+        fields = {**_LEGACY, **json.loads(text)}
+        if fields.get("languages") is not None:
+            fields["languages"] = tuple(fields["languages"])
+        return cls(**fields)
 
     def describe(self) -> str:
         return (f"{self.model_name} ({self.model or 'default model'}, "

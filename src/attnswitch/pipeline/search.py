@@ -37,13 +37,14 @@ its vector (dense, hybrid) and its text (keyword, hybrid).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from attnswitch.pipeline import analyzer
 from attnswitch.pipeline.ann import exact_top_k
 from attnswitch.pipeline.chunk import heading_label
 from attnswitch.pipeline.filters import SearchFilter
@@ -60,6 +61,11 @@ QUESTION_OPENING = frozenset(
 # on the example corpus, at or above the better of dense and keyword on every held-out set
 # (docs/results/search_quality.md).
 DENSE_WEIGHT = 0.8
+# The dense part's weight for a chunk, or a query, in a language the model's card does not
+# declare (`IndexConfig.languages`): its vectors there are weak (all-MiniLM-L6-v2 learned
+# English only), so the keyword part carries the fusion; measured per language in
+# docs/results/multilingual_search.md.
+FOREIGN_DENSE_WEIGHT = 0.2
 CANDIDATES = 50
 # Hybrid: a chunk holding the query as a phrase gains 1, so its score (1 to 2) is above
 # every fused score (0 to 1) of a chunk that does not; it ranks first in any case.
@@ -297,8 +303,9 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         if mode != "hybrid":
             ranked = dense if keyword is None else keyword
         else:
-            fused = fuse(dense, keyword)
-            rows = store.chunks(cid for cid, _ in fused)
+            rows = store.chunks({cid for cid, _ in [*dense, *keyword]})
+            weights = dense_weights(model_languages(store), text, rows)
+            fused = fuse(dense, keyword, weights)
             ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
         distinct, also = distinct_documents(store, ranked, k)
         full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
@@ -389,15 +396,42 @@ def min_max(ranked: list[tuple[int, float]]) -> dict[int, float]:
     return {cid: (s - lo) / (hi - lo) if hi > lo else 1.0 for cid, s in ranked}
 
 
+def model_languages(store: Store) -> tuple[str, ...] | None:
+    """The languages the store's model declares (`IndexConfig.languages`; None: any, or
+    a store whose config predates them)."""
+    from attnswitch.pipeline.config import stored_config
+
+    config = stored_config(store)
+    return None if config is None else config.languages
+
+
+def dense_weights(model: Sequence[str] | None, query: str,
+                  rows: Mapping[int, Any]) -> dict[int, float]:
+    """chunk id -> the dense part's weight in its fused score: `DENSE_WEIGHT` where the
+    model declares the query's language (`analyzer.detect_language`: a query too short to
+    be sure of counts as declared) and the chunk's (`ChunkRow.language`; "" counts as
+    declared), else `FOREIGN_DENSE_WEIGHT`; `DENSE_WEIGHT` for all when `model` is None
+    (any language)."""
+    if model is None:
+        return {cid: DENSE_WEIGHT for cid in rows}
+    if analyzer.detect_language(query) not in (*model, ""):
+        return {cid: FOREIGN_DENSE_WEIGHT for cid in rows}
+    return {cid: DENSE_WEIGHT if row.language in (*model, "") else FOREIGN_DENSE_WEIGHT
+            for cid, row in rows.items()}
+
+
 def fuse(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
-         dense_weight: float = DENSE_WEIGHT) -> list[tuple[int, float]]:
+         dense_weight: float | Mapping[int, float] = DENSE_WEIGHT
+         ) -> list[tuple[int, float]]:
     """The convex combination of two ranked (chunk id, score) lists: every chunk of either,
-    with `dense_weight` times its min-max normalised dense score plus `1 - dense_weight`
-    times its keyword one (0 in a list it is not in), so in [0, 1]; score descending, then
-    chunk id ascending."""
+    with `dense_weight` (one for all, or per chunk id; `DENSE_WEIGHT` for an id it lacks)
+    times its min-max normalised dense score plus the rest times its keyword one (0 in a
+    list it is not in), so in [0, 1]; score descending, then chunk id ascending."""
     d, k = min_max(dense), min_max(keyword)
-    scores = {cid: dense_weight * d.get(cid, 0.0) + (1.0 - dense_weight) * k.get(cid, 0.0)
-              for cid in d.keys() | k.keys()}
+    weight = (dense_weight.get if isinstance(dense_weight, Mapping)
+              else lambda cid, default: dense_weight)
+    scores = {cid: (w := weight(cid, DENSE_WEIGHT)) * d.get(cid, 0.0)
+              + (1.0 - w) * k.get(cid, 0.0) for cid in d.keys() | k.keys()}
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 

@@ -339,7 +339,7 @@ class ChunkRow:
     """A stored chunk with its document's root and source. `heading_path`: the titles of
     the headings it lies under, outermost first; `location`: where it lies in its file
     (`Location.to_dict`: page, page_end, slide, sheet, rows, part, cell; {} when not
-    known)."""
+    known); `language`: its language (`analyzer.detect_language`, "" for none)."""
 
     id: int
     root: str
@@ -351,17 +351,19 @@ class ChunkRow:
     end: int
     heading_path: tuple[str, ...] = ()
     location: dict[str, Any] = field(default_factory=dict)
+    language: str = ""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ChunkRow:
         """A row of `CHUNK_SELECT` (the JSON columns parsed)."""
-        *head, path, location = row
-        return cls(*head, tuple(json.loads(path or "[]")), json.loads(location or "{}"))
+        *head, path, location, language = row
+        return cls(*head, tuple(json.loads(path or "[]")), json.loads(location or "{}"),
+                   language or "")
 
 
 # The columns a ChunkRow is read from (chunks c joined with documents d).
 CHUNK_SELECT = ("c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
-                "c.char_end, c.heading_path, c.location")
+                "c.char_end, c.heading_path, c.location, c.language")
 
 
 class Store(Protocol):
