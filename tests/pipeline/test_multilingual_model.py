@@ -106,6 +106,9 @@ def test_a_multilingual_model_indexes_and_finds_every_language_through_the_cli(
         config = stored_config(store)
         assert config is not None and config.languages is None  # "multilingual": any
         assert store.count() == len(FILES)
+    status = json.loads(invoke("status", "--db", str(db), "--json").output)
+    assert status["languages"] == ["de", "en", "fr", "hi", "ja", "ko", "zh"]
+    assert status["model"]["languages"] is None
     for query, answer in QUERIES:
         found = invoke("search", query, "--model", str(model), "--db", str(db), "--json",
                        "-k", "3")

@@ -713,11 +713,13 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
         st = store.status()
         config = stored_config(store)
         runs = store.runs(limit=1)
+        languages = store.languages()
     last = runs[0] if runs else None
     report = {
         "index": st.path, "documents": st.documents,
         "chunks": st.chunks, "tokens": st.tokens,
-        "dim": st.dim, "roots": list(st.roots), "skipped": st.skipped,
+        "dim": st.dim, "roots": list(st.roots), "languages": languages,
+        "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "skipped_files": [{"root": r, "source": s, "reason": why}
                           for r, s, why in st.skipped_files],
