@@ -40,7 +40,7 @@ from typing import Any
 
 import pathspec
 
-from attnswitch.pipeline.readers.formats import KINDS
+from attnswitch.pipeline.readers.registry import extension_kinds, readers
 from attnswitch.pipeline.store_errors import StoreInputError
 
 # Groups of reader kinds a user names by what the files are.
@@ -53,7 +53,6 @@ GROUPS = MappingProxyType({
     "notebook": ("ipynb",),
     "ebook": ("epub",),
 })
-READER_KINDS = frozenset(KINDS.values())
 FIELDS = ("path", "type", "modified_after", "modified_before")
 _GLOB_CHARS = frozenset("*?[")
 
@@ -161,12 +160,12 @@ def _types(values: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
             extensions.add(word[1:])
         elif word in GROUPS:
             kinds.update(GROUPS[word])
-        elif word in READER_KINDS:
+        elif word in readers():
             kinds.add(word)
-        elif "." + word in KINDS:
+        elif "." + word in extension_kinds():
             extensions.add(word)
         else:
-            known = ", ".join(sorted(READER_KINDS | set(GROUPS)))
+            known = ", ".join(sorted(set(readers()) | set(GROUPS)))
             raise StoreInputError("type", f"a kind ({known}) or an extension such as .md",
                                   repr(value))
     return frozenset(kinds), frozenset(extensions)

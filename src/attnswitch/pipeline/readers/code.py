@@ -19,7 +19,7 @@ from attnswitch.pipeline.readers.skip import Skip, Skipped
 from attnswitch.pipeline.readers.text import check_controls, decode
 
 # Extension -> language (the names Pygments and Markdown code fences use). A short fixed
-# table rather than Pygments' lookup: these are the kinds `formats.KINDS` sends here, and
+# table rather than Pygments' lookup: these are the extensions `registry.BUILTIN` gives the code reader, and
 # the answer must not change with the installed Pygments version. Not here: `.php` and other
 # templates, mostly HTML, which content sniffing reads as HTML.
 LANGUAGES = MappingProxyType({

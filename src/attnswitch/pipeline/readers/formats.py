@@ -10,7 +10,8 @@
   kind (`legacy_office.ole_kind`), whatever the name (a `.doc` saved as `report.docx`);
   a `.doc`, `.xls` or `.ppt` that is no OLE2 file is read as what it is (RTF, HTML, a
   renamed `.docx`...) where its content says.
-- A known extension picks its reader (`KINDS`): text, Markdown, HTML, PDF, Office Open
+- A known extension picks its reader (`registry.extension_kinds`): text, Markdown, HTML,
+  PDF, Office Open
   XML, old binary Office and OpenDocument files, EPUB, RTF, mail (`.eml`, `.mbox`),
   notebooks, CSV/TSV,
   images (read by OCR) and source and config files (`code.LANGUAGES`).
@@ -39,26 +40,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from types import MappingProxyType
 
-from attnswitch.pipeline.readers.code import LANGUAGES
 from attnswitch.pipeline.readers.containers import OLE_MAGIC
 from attnswitch.pipeline.readers.legacy_office import ole_kind
+from attnswitch.pipeline.readers.registry import extension_kinds
 from attnswitch.pipeline.readers.skip import Skip, Skipped
-
-TEXT_EXTENSIONS = MappingProxyType({".txt": "text", ".text": "text", ".rst": "text",
-                                    "": "text", ".md": "markdown", ".markdown": "markdown"})
-HTML_EXTENSIONS = MappingProxyType({".html": "html", ".htm": "html", ".xhtml": "html"})
-PDF_EXTENSIONS = MappingProxyType({".pdf": "pdf"})
-DOCUMENT_EXTENSIONS = MappingProxyType({
-    ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".odt": "odt", ".odp": "odp",
-    ".ods": "ods", ".epub": "epub", ".rtf": "rtf", ".eml": "eml", ".mbox": "mbox",
-    ".ipynb": "ipynb", ".csv": "csv", ".tsv": "csv", ".tab": "csv",
-    ".doc": "doc", ".dot": "doc", ".xls": "xls", ".xlt": "xls", ".ppt": "ppt", ".pps": "ppt",
-    ".pot": "ppt"})
-IMAGE_EXTENSIONS = MappingProxyType({".png": "image", ".jpg": "image", ".jpeg": "image",
-                                     ".tif": "image", ".tiff": "image"})
-CODE_EXTENSIONS = MappingProxyType({suffix: "code" for suffix in LANGUAGES})
-KINDS = MappingProxyType({**CODE_EXTENSIONS, **TEXT_EXTENSIONS, **HTML_EXTENSIONS,
-                          **PDF_EXTENSIONS, **DOCUMENT_EXTENSIONS, **IMAGE_EXTENSIONS})
 
 PDF_MAGIC = b"%PDF-"
 # (magic bytes, name, suffixes the name drops): the compressions read through their stream.
@@ -110,9 +95,8 @@ _MAIL_HEADER = re.compile(rb"^(Received|Return-Path|From|To|Subject|Date|Message
 
 @dataclass(frozen=True)
 class Format:
-    """What a file holds: `kind` (a key of `dispatch.readers()`, or "text", "markdown",
-    "html" or "pdf"), the bytes its
-    reader takes (`data`, decompressed when `compression` names the compression) and
+    """What a file holds: `kind` (a key of `registry.readers()`), the bytes its reader
+    takes (`data`, decompressed when `compression` names the compression) and
     whether the kind came from sniffing the content (`sniffed`) rather than the name."""
 
     kind: str
@@ -133,16 +117,17 @@ def detect(name: str, data: bytes, max_bytes: int) -> Format:
     if data.startswith(PDF_MAGIC):
         return Format("pdf", data, compression)
     suffix = PurePath(name).suffix.lower()
+    kinds = extension_kinds()
     if data.startswith(OLE_MAGIC):
         legacy = ole_kind(data)
         if legacy is not None:
-            return Format(legacy, data, compression, sniffed=KINDS.get(suffix) != legacy)
-    if KINDS.get(suffix) in LEGACY_KINDS and not data.startswith(OLE_MAGIC):
+            return Format(legacy, data, compression, sniffed=kinds.get(suffix) != legacy)
+    if kinds.get(suffix) in LEGACY_KINDS and not data.startswith(OLE_MAGIC):
         other = _not_legacy(data)
         if other is not None:
             return Format(other, data, compression, sniffed=True)
-    if suffix in KINDS and suffix:
-        return Format(KINDS[suffix], data, compression)
+    if suffix in kinds and suffix:
+        return Format(kinds[suffix], data, compression)
     sniffed = sniff_container(data)
     if sniffed is not None:
         return Format(sniffed, data, compression, sniffed=True)
