@@ -23,7 +23,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "attnswitch"
 
 # Lower rank = lower layer; a module may import its own layer and the ones below.
-LEAVES = ("attnswitch._version", "attnswitch.plugins", "attnswitch.observe", "attnswitch.errors")
+LEAVES = ("attnswitch._version", "attnswitch.plugins", "attnswitch.observe", "attnswitch.errors",
+          "attnswitch.provenance")
 LAYERS = {
     "attnswitch.attention": 1,
     "attnswitch.integrations": 2,

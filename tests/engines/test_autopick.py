@@ -48,6 +48,19 @@ def test_first_use_measures_every_engine_and_records_the_table(auto, small_bert)
     assert str(again).startswith(f"engine plan (fp32): {plan.chosen}")
 
 
+def test_a_plan_measured_again_says_what_made_the_recorded_one_stale(auto, small_bert,
+                                                                      monkeypatch):
+    """An upgrade (here the plan's revision) gives a new key: the recorded plan is not
+    used, the engines are measured again, and the new plan names what changed."""
+    first = engines.explain_engine(small_bert, "auto", "fp32")
+    assert first.stale is None
+    monkeypatch.setattr(autopick, "REVISION", autopick.REVISION + 1)
+    again = engines.explain_engine(small_bert, "auto", "fp32")
+    assert again.source == "measured now" and again.key != first.key
+    assert again.stale == f"stale: revision: {autopick.REVISION - 1} -> {autopick.REVISION}"
+    assert again.to_dict()["stale"] == again.stale
+
+
 def test_the_pick_is_reproducible_from_the_recorded_table(auto, small_bert):
     plan = engines.explain_engine(small_bert, "auto", "fp32")
     entry = json.loads((auto / autopick.TABLE).read_text())[plan.key]
@@ -58,11 +71,11 @@ def test_the_pick_is_reproducible_from_the_recorded_table(auto, small_bert):
 
 def test_a_recorded_table_decides_without_measuring(auto, small_bert):
     spec = ModelSpec.load(small_bert)
-    key = autopick.table_key(spec, "fp32", registry.engines())
+    subject = autopick.table_subject(spec, "fp32", registry.engines())
     rows = [EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
             EngineRow("onnxruntime", "measured", chunks_per_s=30.0, min_cosine=1.0,
                       parity=True)]
-    autopick._write(key, EnginePlan("fp32", None, [], rows, "test", key))
+    autopick._write(subject, EnginePlan("fp32", None, [], rows, "test"))
     plan = engines.explain_engine(small_bert, "auto", "fp32")
     assert plan.source.startswith("recorded")
     assert (plan.chosen, plan.fallbacks) == ("onnxruntime", ["torch"])
@@ -113,10 +126,10 @@ def test_a_failing_engine_falls_back_along_the_plan(auto, small_bert, flaky):
     from attnswitch.observe.metrics import ENGINE_FALLBACKS
 
     spec = ModelSpec.load(small_bert)
-    key = autopick.table_key(spec, "fp32", registry.engines())
+    subject = autopick.table_subject(spec, "fp32", registry.engines())
     rows = [EngineRow("flaky", "measured", chunks_per_s=99.0, min_cosine=1.0, parity=True),
             EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True)]
-    autopick._write(key, EnginePlan("fp32", None, [], rows, "test", key))
+    autopick._write(subject, EnginePlan("fp32", None, [], rows, "test"))
     counter = ENGINE_FALLBACKS.labels(engine="flaky", to="torch")
     before = counter._value.get()
     encoder = engines.get_engine(small_bert, "auto", "fp32")

@@ -96,9 +96,9 @@ def test_the_default_without_a_measurement_is_float32_on_the_quickest_engine(aut
     assert why_engine == "the quickest engine to start here"
     assert why_precision == "float32, the reference"
     # a recorded pick wins over the default
-    key = autopick.table_key(spec, "fp32", registry.engines())
+    subject = autopick.table_subject(spec, "fp32", registry.engines())
     rows = [EngineRow("torch", "measured", chunks_per_s=30.0, min_cosine=1.0, parity=True)]
-    autopick._write(key, EnginePlan("fp32", None, [], rows, "test", key))
+    autopick._write(subject, EnginePlan("fp32", None, [], rows, "test"))
     assert engines.unmeasured_choice(small_bert)[0] == "torch"
     assert engines.unmeasured_choice(small_bert, "jax", "auto")[:2] == ("jax", "fp32")
 
@@ -164,10 +164,11 @@ def test_a_large_job_measures_first_and_says_what_for(auto, small_bert, torch_on
 
 def _record_parity(spec: ModelSpec, name: str, precision: str, parity: bool) -> None:
     engine = registry.get(name)
-    key = autopick._parity_key(spec, engine, precision)
     row = EngineRow(name, "measured", min_cosine=1.0 if parity else 0.9, parity=parity,
                     top10=1.0 if parity else 0.5)
-    autopick._write(key, EnginePlan(precision, name, [], [row], "parity check", key))
+    autopick._write(autopick._parity_subject(spec, engine, precision),
+                    EnginePlan(precision, name, [], [row], "parity check"),
+                    autopick.PARITY_PREFIX)
 
 
 def test_a_query_is_encoded_by_the_quickest_engine_with_the_same_answers(auto, small_bert,

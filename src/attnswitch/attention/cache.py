@@ -8,6 +8,14 @@ cache directory costs a re-check per process, never a wrong answer.
 
 Cache keys name the device a result was measured on: `device_name` (the CPU model on CPU,
 which decides the kernels a library picks: AVX-512, AMX, NEON...).
+
+Everything stored about a measurement is keyed one way, by its provenance
+(`provenance_key`): what was measured, on which machine or device, with which library
+versions and build revisions, as one JSON object, the *subject*. Attention verdicts, engine
+plans and parity checks, precision picks, exported models and their calibrations all key
+by it, and a table entry keeps its subject (`JsonTable.record`), so a lookup that finds no
+fresh entry can say why (`JsonTable.why_stale`: the fields of the subject that changed
+since the same thing was last measured). An index's config fingerprints use the same key.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attnswitch.attention.arrays import DeviceInfo
+from attnswitch.provenance import provenance_key, subject_changes
 
 # How long a table trusts its last look at the file before it stats it again. Every planned
 # call consults the tables, so they must not stat the file each time.
@@ -144,6 +154,37 @@ class JsonTable:
             finally:
                 self._refresh(force=True)
             return path
+
+    def record(self, subject: Mapping[str, Any], value: Mapping[str, Any], *,
+               length: int = 24, prefix: str = "") -> str:
+        """Store `value` under `subject`'s key (`provenance_key`), the subject kept with it;
+        returns the key. OSError as `update`."""
+        key = provenance_key(subject, length, prefix)
+        self.update({key: {**value, "subject": dict(subject)}})
+        return key
+
+    def fresh(self, subject: Mapping[str, Any], *, length: int = 24,
+              prefix: str = "") -> Any:
+        """The entry stored under `subject`'s key, or None."""
+        return self.get(provenance_key(subject, length, prefix))
+
+    def why_stale(self, subject: Mapping[str, Any], same: Sequence[str]) -> str | None:
+        """Why no entry is fresh for `subject` although the same thing (equal on the fields
+        `same`, say machine, model and precision) was recorded before: the fields that
+        changed since its latest entry ("stale: attnswitch: 0.9 -> 0.10"); None when the
+        same thing was never recorded (or the table keeps no subjects)."""
+        latest: tuple[str, Mapping[str, Any]] | None = None
+        for entry in self.data().values():
+            old = entry.get("subject") if isinstance(entry, Mapping) else None
+            if (isinstance(old, Mapping) and old.keys() == subject.keys()
+                    and all(old.get(f) == subject.get(f) for f in same)
+                    and dict(old) != dict(subject)):
+                when = str(entry.get("when", ""))
+                if latest is None or when >= latest[0]:
+                    latest = (when, old)
+        if latest is None:
+            return None
+        return "stale: " + "; ".join(subject_changes(latest[1], subject))
 
     def forget(self) -> None:
         """Drop what this process wrote and look at the file again (tests)."""

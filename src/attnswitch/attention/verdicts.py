@@ -27,8 +27,6 @@ module sits above conformance, which knows nothing of verdicts.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -39,7 +37,7 @@ from attnswitch._version import __version__
 from attnswitch.attention import arrays, conformance, registry
 from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.backend import Backend
-from attnswitch.attention.cache import JsonTable, device_name
+from attnswitch.attention.cache import JsonTable, device_name, provenance_key
 
 PASS, FAIL, UNVERIFIED = "pass", "fail", "unverified"
 # The kinds of case set a verdict ran (`conformance.case_set_kind`).
@@ -69,7 +67,8 @@ def fingerprint(backend: Backend, device: DeviceInfo, case_set: str) -> dict:
 
 
 def fingerprint_key(fp: dict) -> str:
-    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:20]
+    """A verdict's key: its fingerprint's provenance key (`cache.provenance_key`)."""
+    return provenance_key(fp, 20)
 
 
 @dataclass

@@ -348,7 +348,7 @@ def _render_precision_plan(console: Any, plan: dict) -> None:
     from attnswitch.engines.autoprecision import AUTO_PARITY
 
     table = Table(title=f"Precision plan: {plan['chosen']}", title_justify="left",
-                  caption=plan["reason"], caption_justify="left")
+                  caption=_plan_caption(plan), caption_justify="left")
     for col, kw in (("precision", {}), ("engine", {}), ("chunks/s", {"justify": "right"}),
                     ("min cosine", {"justify": "right"}), ("top-10", {"justify": "right"}),
                     ("parity", {}), ("why not / what it ran", {"overflow": "fold"})):
@@ -368,6 +368,13 @@ def _render_precision_plan(console: Any, plan: dict) -> None:
     console.print(table)
 
 
+def _plan_caption(plan: dict) -> str:
+    """A plan's reason, and what changed since the plan it replaced (`stale`), if any."""
+    stale = plan.get("stale")
+    return plan["reason"] + (f"\nmeasured again, the recorded plan being {stale}"
+                             if stale else "")
+
+
 def _render_plan(console: Any, plan: dict) -> None:
     """A table of an `EnginePlan.to_dict()`."""
     from rich.table import Table
@@ -375,7 +382,7 @@ def _render_plan(console: Any, plan: dict) -> None:
     from attnswitch.engines.autopick import PARITY
 
     table = Table(title=f"Engine plan ({plan['precision']}): {plan['chosen']}",
-                  title_justify="left", caption=plan["reason"], caption_justify="left")
+                  title_justify="left", caption=_plan_caption(plan), caption_justify="left")
     for col, kw in (("engine", {}), ("chunks/s", {"justify": "right"}),
                     ("min cosine", {"justify": "right"}), ("parity", {}),
                     ("why not / what it ran", {"overflow": "fold"})):

@@ -24,8 +24,6 @@ optional `progress(done, total, what)` callback (about a minute on a small CPU).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import statistics
 import time
@@ -36,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.attention.cache import JsonTable
+from attnswitch.attention.cache import JsonTable, provenance_key
 from attnswitch.engines import registry
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
@@ -45,6 +43,7 @@ PARITY = MappingProxyType({"fp32": 0.9999, "bf16": 0.999, "int8": 0.98})
 ROUNDS = 3
 REVISION = 3  # bump when the calibration set or the method changes
 TABLE = "engines.json"
+PARITY_PREFIX = "parity-"  # a parity check's key in the table, beside the plans'
 _TABLE = JsonTable(TABLE)
 
 _WORDS = tuple((
@@ -102,6 +101,7 @@ class EnginePlan:
     rows: list[EngineRow]
     source: str  # "measured now", "recorded <date>", "forced by <how>"
     key: str = ""
+    stale: str | None = None  # measured now: what changed since the last plan, if any
 
     def why_not(self) -> dict[str, str]:
         out = {}
@@ -136,7 +136,7 @@ class EnginePlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"precision": self.precision, "chosen": self.chosen, "reason": self.reason(),
-                "fallbacks": self.fallbacks, "source": self.source,
+                "fallbacks": self.fallbacks, "source": self.source, "stale": self.stale,
                 "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
 
 
@@ -224,13 +224,19 @@ def _built_from(engine: registry.Engine, precision: str) -> dict[str, str]:
     return {**engine.versions(), **engine.build_revisions(precision)}
 
 
-def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -> str:
+def table_subject(spec: ModelSpec, precision: str,
+                  engines: list[registry.Engine]) -> dict[str, Any]:
+    """What an engine plan is about: this machine, the model, the precision, and each
+    engine's libraries and build revisions for it."""
     from attnswitch._version import __version__
 
-    ident = {"machine": machine(), "model": model_fingerprint(spec.path),
-             "precision": precision, "attnswitch": __version__, "revision": REVISION,
-             "engines": {e.name: _built_from(e, precision) for e in engines}}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    return {"machine": machine(), "model": model_fingerprint(spec.path),
+            "precision": precision, "attnswitch": __version__, "revision": REVISION,
+            "engines": {e.name: _built_from(e, precision) for e in engines}}
+
+
+def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -> str:
+    return provenance_key(table_subject(spec, precision, engines))
 
 
 def read_table() -> dict[str, Any]:
@@ -238,10 +244,10 @@ def read_table() -> dict[str, Any]:
     return _TABLE.data()
 
 
-def _write(key: str, plan: EnginePlan) -> None:
-    _TABLE.update({key: {"when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-                           "precision": plan.precision,
-                           "rows": [asdict(r) for r in plan.rows]}})
+def _write(subject: dict[str, Any], plan: EnginePlan, prefix: str = "") -> str:
+    return _TABLE.record(subject, {"when": time.strftime("%Y-%m-%d %H:%M"),
+                                   "machine": machine(), "precision": plan.precision,
+                                   "rows": [asdict(r) for r in plan.rows]}, prefix=prefix)
 
 
 def recorded(spec: ModelSpec, precision: str) -> EnginePlan | None:
@@ -284,13 +290,19 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                                        1e-30)
 
 
-def _parity_key(spec: ModelSpec, engine: registry.Engine, precision: str) -> str:
+def _parity_subject(spec: ModelSpec, engine: registry.Engine,
+                    precision: str) -> dict[str, Any]:
+    """What a named engine's parity check is about: the machine, the model, the precision
+    and the engine's libraries and build revisions."""
     from attnswitch._version import __version__
 
-    ident = {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
-             "precision": precision, "attnswitch": __version__, "engine": engine.name,
-             "versions": _built_from(engine, precision)}
-    return "parity-" + hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    return {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
+            "precision": precision, "attnswitch": __version__, "engine": engine.name,
+            "versions": _built_from(engine, precision)}
+
+
+def _parity_key(spec: ModelSpec, engine: registry.Engine, precision: str) -> str:
+    return provenance_key(_parity_subject(spec, engine, precision), prefix=PARITY_PREFIX)
 
 
 def known_parity(spec: ModelSpec, engine: registry.Engine, precision: str) -> EngineRow | None:
@@ -326,8 +338,8 @@ def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encod
     row = EngineRow(engine.name, "measured", detail=encoder.describe())
     row.min_cosine, row.top10, row.parity = judge(check.vectors(encoder), check.vectors(ref),
                                                   PARITY[precision])
-    key = _parity_key(spec, engine, precision)
-    _write(key, EnginePlan(precision, engine.name, [], [row], "parity check", key))
+    _write(_parity_subject(spec, engine, precision),
+           EnginePlan(precision, engine.name, [], [row], "parity check"), PARITY_PREFIX)
     return row
 
 
@@ -387,8 +399,9 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], 
     order = [e.name for e in registry.engines()]
     rows.sort(key=lambda r: order.index(r.engine) if r.engine in order else len(order))
     chosen, fallbacks = pick(rows)
-    key = table_key(spec, precision, registry.engines())
-    plan = EnginePlan(precision, chosen, fallbacks, rows, "measured now", key)
-    _write(key, plan)
+    subject = table_subject(spec, precision, registry.engines())
+    plan = EnginePlan(precision, chosen, fallbacks, rows, "measured now",
+                      stale=_TABLE.why_stale(subject, ("machine", "model", "precision")))
+    plan.key = _write(subject, plan)
     report(total, total, f"picked {chosen}" if chosen else "no engine kept parity")
     return plan

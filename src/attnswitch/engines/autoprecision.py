@@ -23,8 +23,6 @@ The table is written to `precisions.json` in the cache directory; later processe
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import statistics
 import time
@@ -32,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from attnswitch.attention.cache import JsonTable
+from attnswitch.attention.cache import JsonTable, provenance_key
 from attnswitch.engines import autopick, registry
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
@@ -73,6 +71,7 @@ class PrecisionPlan:
     rows: list[PrecisionRow]
     source: str  # "measured now", "recorded <date>", "fixed (...)"
     key: str = ""
+    stale: str | None = None  # measured now: what changed since the last pick, if any
 
     def row(self, precision: str) -> PrecisionRow | None:
         return next((r for r in self.rows if r.precision == precision), None)
@@ -113,7 +112,7 @@ class PrecisionPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen, "reason": self.reason(), "source": self.source,
-                "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
+                "stale": self.stale, "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
 
 
 def auto_int8() -> bool:
@@ -168,14 +167,24 @@ def pick(rows: list[PrecisionRow]) -> str:
     return ok[0].precision if ok else FALLBACK
 
 
-def table_key(spec: ModelSpec, engine: str) -> str:
+def table_subject(spec: ModelSpec, engine: str) -> dict[str, Any]:
+    """What a precision pick is about: this machine, the model, the engine request, and
+    every engine's libraries and build revisions for each precision (an int8 model's
+    recipe and calibration set), so an upgrade of any of them measures again."""
     from attnswitch._version import __version__
+    from attnswitch.engines.base import PRECISIONS
 
-    ident = {"machine": autopick.machine(), "model": model_fingerprint(spec.path),
-             "engine": engine, "attnswitch": __version__, "revision": REVISION,
-             "autopick": autopick.REVISION, "auto_int8": auto_int8(),
-             "engines": {e.name: e.versions() for e in registry.engines()}}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    return {"machine": autopick.machine(), "model": model_fingerprint(spec.path),
+            "engine": engine, "attnswitch": __version__, "revision": REVISION,
+            "autopick": autopick.REVISION, "auto_int8": auto_int8(),
+            "engines": {e.name: {**e.versions(), **{
+                f"{p}.{name}": value for p in PRECISIONS
+                for name, value in e.build_revisions(p).items()}}
+                for e in registry.engines()}}
+
+
+def table_key(spec: ModelSpec, engine: str) -> str:
+    return provenance_key(table_subject(spec, engine))
 
 
 def recorded(spec: ModelSpec, engine: str) -> PrecisionPlan | None:
@@ -265,11 +274,11 @@ def _record(spec: ModelSpec, engine: str, rows: list[PrecisionRow],
     from attnswitch.engines.base import PRECISIONS
 
     rows.sort(key=lambda r: PRECISIONS.index(r.precision))
-    key = table_key(spec, engine)
-    plan = PrecisionPlan(pick(rows), rows, source, key)
-    _TABLE.update({key: {"when": time.strftime("%Y-%m-%d %H:%M"), "engine": engine,
-                         "rows": [asdict(r) for r in rows]}})
-    return plan
+    subject = table_subject(spec, engine)
+    stale = _TABLE.why_stale(subject, ("machine", "model", "engine"))
+    key = _TABLE.record(subject, {"when": time.strftime("%Y-%m-%d %H:%M"), "engine": engine,
+                                  "rows": [asdict(r) for r in rows]})
+    return PrecisionPlan(pick(rows), rows, source, key, stale)
 
 
 __all__ = ["AUTO_PARITY", "ENV_AUTO_INT8", "PrecisionPlan", "PrecisionRow", "candidates",

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.engines.model import ModelSpec, model_fingerprint
+from attnswitch.provenance import provenance_key
 
 FORMAT = 1  # bump when the exported graph changes
 MANIFEST = "manifest.json"
@@ -65,7 +66,7 @@ class Artifacts:
 
     def __init__(self, key: dict[str, Any]):
         self.key = {**key, "format": FORMAT}
-        digest = hashlib.sha256(json.dumps(self.key, sort_keys=True).encode()).hexdigest()[:24]
+        digest = provenance_key(self.key)
         self.folder = cache_root() / f"{key.get('engine', 'model')}-{digest}"
 
     def _files(self) -> dict[str, str] | str:

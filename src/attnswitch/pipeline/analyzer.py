@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import unicodedata
 from collections.abc import Iterable, Sequence
+from types import MappingProxyType
 from typing import Any
 
 # What the stored terms depend on; a store whose terms were made by another version (or
@@ -37,7 +38,7 @@ MIN_LANGUAGE_PROBABILITY = 0.5
 # words (base64, hashes) and PostgreSQL refuses lexemes over 2,046 bytes.
 MAX_TERM_CHARS = 255
 # The Snowball stemmers (PyStemmer's names) by ISO 639-1 code.
-STEMMERS = {
+STEMMERS = MappingProxyType({
     "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german",
     "el": "greek", "en": "english", "eo": "esperanto", "es": "spanish", "et": "estonian",
     "eu": "basque", "fa": "persian", "fi": "finnish", "fr": "french", "ga": "irish",
@@ -46,7 +47,7 @@ STEMMERS = {
     "nb": "norwegian", "pl": "polish", "pt": "portuguese", "ro": "romanian",
     "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil", "tr": "turkish",
     "yi": "yiddish",
-}
+})
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
 
 

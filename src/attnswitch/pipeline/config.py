@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.engines.model import model_fingerprint
+from attnswitch.provenance import provenance_key
 from attnswitch.errors import AttnswitchError, ConfigError
 
 META_KEY = "index"
@@ -129,7 +130,7 @@ class IndexConfig:
         for key, legacy in _LEGACY.items():
             if fields[key] == legacy:
                 fields.pop(key)
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+        return provenance_key(fields, 16)
 
     @property
     def vector_fingerprint(self) -> str:
@@ -138,7 +139,7 @@ class IndexConfig:
         that share it (`vector_key`)."""
         fields = {k: getattr(self, k) for k in ("model_fingerprint", "pooling", "normalize",
                                                 "max_seq_length", "precision")}
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+        return provenance_key(fields, 16)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
