@@ -8,6 +8,7 @@ import pytest
 from attnswitch.pipeline.analyzer import (
     MAX_TERM_CHARS,
     detect_language,
+    document_stems,
     document_terms,
     query_terms,
     tsquery_literal,
@@ -39,9 +40,9 @@ def test_a_text_without_letters_has_no_language(text: str) -> None:
 
 def test_devanagari_words_keep_their_vowel_signs() -> None:
     """Python's `\\w` splits नेटवर्क at its virama and vowel signs; the analyzer keeps the
-    word whole (then stems it)."""
-    terms = document_terms("नेटवर्क इंटरफ़ेस", "")
-    assert terms == ["नेटवर्क", "इंटरफ़ेस"]
+    word whole (and stems it whole)."""
+    assert document_terms("नेटवर्क इंटरफ़ेस", "hi") == ["नेटवर्क", "इंटरफ़ेस"]
+    assert len(document_stems("नेटवर्क इंटरफ़ेस", "hi")) == 2
 
 
 @pytest.mark.parametrize("query, document, language", [
@@ -52,8 +53,8 @@ def test_devanagari_words_keep_their_vowel_signs() -> None:
 def test_a_cjk_word_is_found_inside_a_run(query: str, document: str, language: str) -> None:
     """Every bigram of the query's word is among the stored run's bigrams."""
     stored = set(document_terms(document, language))
-    wanted = query_terms(query, [language])
-    assert wanted and set(wanted) <= stored, (wanted, stored)
+    wanted, stems = query_terms(query, [language])
+    assert wanted and set(wanted) <= stored and stems == [], (wanted, stored)
 
 
 @pytest.mark.parametrize("query, document, language", [
@@ -64,20 +65,22 @@ def test_a_cjk_word_is_found_inside_a_run(query: str, document: str, language: s
 ])
 def test_inflected_forms_meet_at_their_stem(query: str, document: str,
                                             language: str) -> None:
-    assert set(query_terms(query, [language])) & set(document_terms(document, language))
+    words, stems = query_terms(query, [language])
+    assert not set(words) & set(document_terms(document, language))  # not as written
+    assert set(stems) & set(document_stems(document, language))
 
 
 def test_a_query_looks_for_its_words_in_every_stored_language() -> None:
     """Stored chunks in English and German, and some of no detected language: a word is
-    looked for as each language stems it, and as itself."""
-    terms = query_terms("interfaces", ["de", "en", ""])
-    assert {"interfac", "interfaces"} <= set(terms)
-    assert len(terms) == len(set(terms))
+    looked for as written, and as each language stems it."""
+    words, stems = query_terms("Schnittstellen", ["de", "en", ""])
+    assert words == ["schnittstellen"]
+    assert stems == ["schnittstell", "schnittstellen"]  # German's stem, English's
 
 
 def test_stop_words_leave_the_query_but_never_all_of_it() -> None:
-    assert query_terms("what is the network", ["en"]) == ["network"]
-    assert query_terms("the", ["en"]) == ["the"]
+    assert query_terms("what is the network", ["en"]) == (["network"], ["network"])
+    assert query_terms("the", ["en"]) == (["the"], ["the"])
     # the index keeps them: a phrase of stop words is still found
     assert document_terms("To be or not to be", "en") == ["to", "be", "or", "not", "to", "be"]
 
@@ -88,10 +91,13 @@ def test_case_and_compatibility_forms_are_folded() -> None:
 
 def test_overlong_runs_are_not_terms() -> None:
     assert document_terms("a" * (MAX_TERM_CHARS + 1) + " word", "") == ["word"]
-    assert query_terms("a" * (MAX_TERM_CHARS + 1), [""]) == []
+    assert query_terms("a" * (MAX_TERM_CHARS + 1), [""]) == ([], [])
 
 
 def test_postgres_literals_quote_every_term() -> None:
-    """A term holding a quote or a backslash is one lexeme; positions are 1-based."""
-    assert tsvector_literal(["it's", "a\\b", "it's"]) == "'it''s':1,3 'a\\\\b':2"
-    assert tsquery_literal(["it's", "x"]) == "'it''s' | 'x'"
+    """A term holding a quote or a backslash is one lexeme; positions are 1-based, words
+    as written weighted A, stems D (unmarked) after them, a stem equal to its word kept
+    apart at its own position."""
+    assert tsvector_literal(["it's", "a\\b", "it's"]) == "'it''s':1A,3A 'a\\\\b':2A"
+    assert tsvector_literal(["rows", "row"], ["row", "row"]) == "'rows':1A 'row':2A,3,4"
+    assert tsquery_literal(["it's", "x"], ["x"]) == "'it''s':A | 'x':A | 'x':D"

@@ -31,7 +31,12 @@ from typing import Any
 
 # What the stored terms depend on; a store whose terms were made by another version (or
 # another PyStemmer) analyses its chunks again (`fingerprint`).
-ANALYZER_VERSION = 1
+ANALYZER_VERSION = 2
+# The weight of a match of stems against a match of words as written: stems find other
+# forms of a word (configuring: configuration) without outranking the chunks that hold
+# the word itself; stemmed alone, English keyword search put the README's demo query's
+# answer second (docs/languages.md).
+STEM_WEIGHT = 0.25
 # A chunk's language is kept when the detector gives it at least this probability.
 MIN_LANGUAGE_PROBABILITY = 0.5
 # Longer words are not indexed (Lucene's default maximum token length): they are not
@@ -68,9 +73,29 @@ def _stemmer(language: str) -> Any:
 
 @functools.cache
 def _identifier() -> Any:
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    """py3langid's identifier with normalised probabilities, its model decompressed in
+    memory: py3langid's own loader inflates the 68 MB model into a temporary file, which
+    fails where the disk is full or the temporary folder read-only, and a run must then
+    stop on its own store's error, not on the detector's."""
+    import io
+    import lzma
+    from array import array
 
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    import numpy as np
+    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+
+    def as_array(values: Any) -> array:  # what py3langid's loader hands the identifier
+        out = array({2: "H", 4: "I", 8: "L"}[values.dtype.itemsize])
+        out.frombytes(np.ascontiguousarray(values).tobytes())
+        return out
+
+    with lzma.open(MODEL_DIR / MODEL_FILE) as packed:
+        unpacked = io.BytesIO(packed.read())
+    with np.load(unpacked, allow_pickle=False) as data:
+        return LanguageIdentifier(
+            np.asarray(data["ptc"]), np.asarray(data["pc"]), data["classes"].tolist(),
+            as_array(data["nextmove"]), data["out_feat"].tolist(), norm_probs=True,
+            tk_row=as_array(data["nextmove_row"]))
 
 
 @functools.cache
@@ -110,23 +135,34 @@ def _bigrams(run: str) -> list[str]:
 
 
 def document_terms(text: str, language: str) -> list[str]:
-    """The terms a chunk of `text` in `language` (`detect_language`) is indexed under, in
-    order (a term once per occurrence): CJK bigrams and words stemmed for `language`."""
-    stem = _stemmer(language).stemWord if language in STEMMERS else None
+    """The terms a chunk of `text` is indexed under as written, in order (a term once per
+    occurrence): CJK bigrams and words."""
     terms: list[str] = []
     for cjk, run in _tokens(text):
         if cjk:
             terms.extend(_bigrams(run))
         elif len(run) <= MAX_TERM_CHARS:
-            terms.append(stem(run) if stem else run)
+            terms.append(run)
     return terms
 
 
-def query_terms(text: str, languages: Iterable[str]) -> list[str]:
-    """The terms a keyword query of `text` looks for (any of them), each once, in query
-    order, where the stored chunks are in `languages` ("" for undetected): each word in
-    every form those languages index it under, less the stop words of the query's
-    language among them when other words remain; the bigrams of CJK runs."""
+def document_stems(text: str, language: str) -> list[str]:
+    """The Snowball stems of the words of a chunk of `text` in `language`
+    (`detect_language`), in order; [] for a language without a stemmer. Indexed apart
+    from the words (`STEM_WEIGHT`)."""
+    if language not in STEMMERS:
+        return []
+    stem = _stemmer(language).stemWord
+    return [stem(run) for cjk, run in _tokens(text) if not cjk and len(run) <= MAX_TERM_CHARS]
+
+
+def query_terms(text: str, languages: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(words, stems) a keyword query of `text` looks for (any of them), each once, in
+    query order, where the stored chunks are in `languages` ("" for undetected): its words
+    as written (and the bigrams of its CJK runs), matched against the chunks' words, and
+    each word's stem in every stored language with a stemmer, matched against the chunks'
+    stems; the stop words of the query's language among them are left out when other
+    words remain."""
     languages = sorted(set(languages))
     tokens = _tokens(text)
     words = [run for cjk, run in tokens if not cjk and len(run) <= MAX_TERM_CHARS]
@@ -134,16 +170,15 @@ def query_terms(text: str, languages: Iterable[str]) -> list[str]:
     if stop and all(w in stop for w in words):
         stop = frozenset()
     stemmers = [_stemmer(lang) for lang in languages if lang in STEMMERS]
-    unstemmed = not languages or any(lang not in STEMMERS for lang in languages)
     terms: list[str] = []
+    stems: list[str] = []
     for cjk, run in tokens:
         if cjk:
             terms.extend(_bigrams(run))
         elif run in words and run not in stop:
-            terms.extend(s.stemWord(run) for s in stemmers)
-            if unstemmed:
-                terms.append(run)
-    return list(dict.fromkeys(terms))
+            terms.append(run)
+            stems.extend(s.stemWord(run) for s in stemmers)
+    return list(dict.fromkeys(terms)), list(dict.fromkeys(stems))
 
 
 def query_language(text: str, languages: Sequence[str]) -> str:
@@ -156,22 +191,32 @@ def query_language(text: str, languages: Sequence[str]) -> str:
     return next((str(lang) for lang, _ in ranked if lang in candidates), candidates[0])
 
 
-def tsvector_literal(terms: Sequence[str]) -> str:
-    """`terms` (one chunk's, in order) as a PostgreSQL `tsvector` literal: each distinct
-    term quoted, with its positions (1-based, at most 256 each, capped at 16,383 as
-    PostgreSQL caps them), so PostgreSQL's parser never re-splits a term."""
-    positions: dict[str, list[int]] = {}
-    for i, term in enumerate(terms, 1):
-        at = positions.setdefault(term, [])
-        if len(at) < 256:
-            at.append(min(i, 16383))
-    return " ".join(f"{_quoted(t)}:{','.join(map(str, sorted(set(p))))}"
+def tsvector_literal(terms: Sequence[str], stems: Sequence[str] = ()) -> str:
+    """One chunk's `terms` and `stems` (`document_terms`, `document_stems`, in order) as
+    a PostgreSQL `tsvector` literal: each distinct lexeme quoted, so PostgreSQL's parser
+    never re-splits one, with its positions (1-based, at most 256 each, capped at 16,383
+    as PostgreSQL caps them; the stems' after the words'), those of words as written
+    weighted A, of stems D."""
+    positions: dict[str, set[str]] = {}
+    # the stems after the words: a stem equal to its word keeps a position of its own
+    for weight, items, first in (("A", terms, 1), ("", stems, len(terms) + 1)):
+        for i, term in enumerate(items, first):
+            at = positions.setdefault(term, set())
+            if len(at) < 256:
+                at.add(f"{min(i, 16383)}{weight}")
+    return " ".join(f"{_quoted(t)}:{','.join(sorted(p, key=_position))}"
                     for t, p in positions.items())
 
 
-def tsquery_literal(terms: Sequence[str]) -> str:
-    """`terms` as a PostgreSQL `tsquery` literal matching any of them."""
-    return " | ".join(_quoted(t) for t in terms)
+def _position(mark: str) -> tuple[int, str]:
+    return int(mark.rstrip("AD")), mark
+
+
+def tsquery_literal(terms: Sequence[str], stems: Sequence[str] = ()) -> str:
+    """A PostgreSQL `tsquery` literal matching any of `terms` among a chunk's words as
+    written (weight A) or any of `stems` among its stems (weight D)."""
+    return " | ".join([*(f"{_quoted(t)}:A" for t in terms),
+                       *(f"{_quoted(s)}:D" for s in stems)])
 
 
 def _quoted(term: str) -> str:

@@ -170,7 +170,8 @@ _SCHEMA = (
     # function of the same text and language, while the analyzer's fingerprint (meta
     # "analyzer") is unchanged; `_reanalyze` makes them all again when it changes.
     """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5(
-    terms, content='', tokenize="unicode61 remove_diacritics 0 categories 'L* M* N* Co Pc'")""",
+    terms, stems, content='',
+    tokenize="unicode61 remove_diacritics 0 categories 'L* M* N* Co Pc'")""",
     """CREATE TABLE IF NOT EXISTS chunk_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id INTEGER NOT NULL
@@ -180,13 +181,13 @@ _SCHEMA = (
 # TABLE refuses to add a column while a trigger names a column the table lacks).
 _CHUNK_TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS chunks_indexed AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_terms (rowid, terms) VALUES (new.id,
-        attnswitch_terms(new.text, new.language));
+    INSERT INTO chunks_terms (rowid, terms, stems) VALUES (new.id,
+        attnswitch_terms(new.text, new.language), attnswitch_stems(new.text, new.language));
     INSERT INTO chunk_log (chunk_id) VALUES (new.id);
 END""",
     """CREATE TRIGGER IF NOT EXISTS chunks_unindexed AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_terms (chunks_terms, rowid, terms) VALUES ('delete', old.id,
-        attnswitch_terms(old.text, old.language));
+    INSERT INTO chunks_terms (chunks_terms, rowid, terms, stems) VALUES ('delete', old.id,
+        attnswitch_terms(old.text, old.language), attnswitch_stems(old.text, old.language));
     INSERT INTO chunk_log (chunk_id) VALUES (old.id);
 END""",
 )
@@ -890,11 +891,15 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
 
 def _register_analyzer(conn: sqlite3.Connection) -> None:
     """Give `conn` the functions the keyword index's triggers call: `attnswitch_terms(text,
-    language)` (the analyzer's terms of a chunk, joined by spaces) and
-    `attnswitch_language(text)`."""
+    language)` and `attnswitch_stems(text, language)` (the analyzer's words and stems of a
+    chunk, joined by spaces) and `attnswitch_language(text)`."""
     conn.create_function(
         "attnswitch_terms", 2,
         lambda text, language: " ".join(analyzer.document_terms(text, language or "")),
+        deterministic=True)
+    conn.create_function(
+        "attnswitch_stems", 2,
+        lambda text, language: " ".join(analyzer.document_stems(text, language or "")),
         deterministic=True)
     conn.create_function("attnswitch_language", 1, analyzer.detect_language,
                          deterministic=True)
@@ -911,8 +916,9 @@ def _reanalyze(conn: sqlite3.Connection, where: str) -> None:
     conn.execute("UPDATE chunks SET language = attnswitch_language(text) "
                  "WHERE language IS NULL")
     conn.execute("INSERT INTO chunks_terms (chunks_terms) VALUES ('delete-all')")
-    conn.execute("INSERT INTO chunks_terms (rowid, terms) SELECT id, "
-                 "attnswitch_terms(text, language) FROM chunks")
+    conn.execute("INSERT INTO chunks_terms (rowid, terms, stems) SELECT id, "
+                 "attnswitch_terms(text, language), attnswitch_stems(text, language) "
+                 "FROM chunks")
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('analyzer', ?)",
                  (analyzer.fingerprint(),))
     if (n := conn.execute("SELECT count(*) FROM chunks").fetchone()[0]):
@@ -1381,24 +1387,28 @@ class SQLiteStore(StoreBase):
     def keyword(self, text: str, n: int,
                 where: SearchFilter | None = None) -> list[tuple[int, float]]:
         """The `n` best (chunk id, BM25 score, higher is better) for the terms of `text`
-        (`analyzer.query_terms` for the stored languages; any of them, FTS5's BM25 ranks
-        those with more and rarer ones first); with `where`, among the chunks of the
-        documents it keeps only."""
-        terms = analyzer.query_terms(text, self.languages())[:MAX_QUERY_TERMS]
-        if not terms:
+        (`analyzer.query_terms` for the stored languages: its words among the chunks'
+        words, its stems among their stems, any of them; FTS5's BM25 ranks those with more
+        and rarer ones first, a stem's match weighing `analyzer.STEM_WEIGHT`); with
+        `where`, among the chunks of the documents it keeps only."""
+        terms, stems = analyzer.query_terms(text, self.languages())
+        if not terms and not stems:
             return []
-        # Each term a quoted FTS5 string: no query syntax can leak in from the user.
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        # Each term a quoted FTS5 string in its column: no query syntax can leak in.
+        match = " OR ".join(f'{column} : "' + t.replace('"', '""') + '"'
+                            for column, items in (("terms", terms[:MAX_QUERY_TERMS]),
+                                                  ("stems", stems[:MAX_QUERY_TERMS]))
+                            for t in items)
+        rank = f"bm25(chunks_terms, 1.0, {analyzer.STEM_WEIGHT})"
         if where is None:
             rows = self._conn.execute(
-                "SELECT rowid, bm25(chunks_terms) FROM chunks_terms WHERE chunks_terms "
-                "MATCH ? ORDER BY bm25(chunks_terms), rowid LIMIT ?",
-                (match, int(n))).fetchall()
+                f"SELECT rowid, {rank} FROM chunks_terms WHERE chunks_terms "
+                f"MATCH ? ORDER BY {rank}, rowid LIMIT ?", (match, int(n))).fetchall()
         else:
             rows = self._conn.execute(
-                "SELECT chunks_terms.rowid, bm25(chunks_terms) FROM chunks_terms JOIN "
+                f"SELECT chunks_terms.rowid, {rank} FROM chunks_terms JOIN "
                 "chunks c ON c.id = chunks_terms.rowid WHERE chunks_terms MATCH ? AND "
-                "c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY bm25(chunks_terms), "
+                f"c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY {rank}, "
                 "chunks_terms.rowid LIMIT ?",
                 (match, json.dumps(self.allowed_documents(where)), int(n))).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]

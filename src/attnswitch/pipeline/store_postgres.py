@@ -272,7 +272,8 @@ def _reanalyze(conn: Any) -> None:
         for chunk_id, text, language in rows:
             language = analyzer.detect_language(text) if language is None else language
             values.append((language, analyzer.tsvector_literal(
-                analyzer.document_terms(text, language)), chunk_id))
+                analyzer.document_terms(text, language),
+                analyzer.document_stems(text, language)), chunk_id))
         conn.cursor().executemany(
             "UPDATE chunks SET language = %s, terms = %s::tsvector WHERE id = %s", values)
         last, n = rows[-1][0], n + len(rows)
@@ -485,8 +486,10 @@ class PostgresStore(StoreBase):
                     "heading_path, location, vector_key, language, terms, embedding) "
                     "FROM STDIN") as copy:
                 for i, row in enumerate(rows):
-                    terms = analyzer.document_terms(row[0], row[-1])
-                    copy.write_row((doc_id, i, *row, analyzer.tsvector_literal(terms),
+                    terms = analyzer.tsvector_literal(
+                        analyzer.document_terms(row[0], row[-1]),
+                        analyzer.document_stems(row[0], row[-1]))
+                    copy.write_row((doc_id, i, *row, terms,
                                     matrix[i]))
         return doc_id
 
@@ -673,13 +676,17 @@ class PostgresStore(StoreBase):
         """The `n` best (chunk id, `ts_rank`, higher is better) for any of the terms of
         `text` (`analyzer.query_terms` for the stored languages); with `where`, among the
         chunks of the documents it keeps only."""
-        terms = analyzer.query_terms(text, self.languages())[:MAX_QUERY_TERMS]
-        if not terms:
+        terms, stems = analyzer.query_terms(text, self.languages())
+        if not terms and not stems:
             return []
         docs = None if where is None else self.allowed_documents(where)
+        # ts_rank's weights of D, C, B, A: stems are D, words as written A
+        weights = f"'{{{analyzer.STEM_WEIGHT}, 0, 0, 1}}'::float4[]"
         rows = self._conn.execute(
-            "SELECT id, ts_rank(terms, q) AS r FROM chunks, CAST(%s AS tsquery) q "
-            "WHERE terms @@ q " + ("" if docs is None else "AND doc_id = ANY(%s) ")
+            f"SELECT id, ts_rank({weights}, terms, q) AS r FROM chunks, "
+            "CAST(%s AS tsquery) q WHERE terms @@ q "
+            + ("" if docs is None else "AND doc_id = ANY(%s) ")
             + "ORDER BY r DESC, id LIMIT %s",
-            (analyzer.tsquery_literal(terms), *(() if docs is None else (docs,)), int(n)))
+            (analyzer.tsquery_literal(terms[:MAX_QUERY_TERMS], stems[:MAX_QUERY_TERMS]),
+             *(() if docs is None else (docs,)), int(n)))
         return [(int(r[0]), float(r[1])) for r in rows]
