@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test setup system-packages fixtures doctor bench bench-peers-env drive-sources screenshots clean
+.PHONY: run test test-slow test-all setup system-packages fixtures doctor bench bench-peers-env drive-sources screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,8 +71,16 @@ run: $(STAMP)
 	$(VENV)/bin/attnswitch run examples/corpus
 	$(VENV)/bin/attnswitch search "how do I update rows in a table" -k 3
 
+# `make test`: every test but the slow tier (servers, clusters, browsers, kills, Pallas's
+# interpreter: tests/conftest.py SLOW_MODULES and @pytest.mark.slow), within 15 minutes on
+# 2 cores; `make test-slow`: the slow tier; `make test-all`: both. CI runs both (.ci/run).
 test: system-packages $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25
+	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25 -m "not slow"
+
+test-slow: system-packages $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25 -m slow
+
+test-all: test test-slow
 
 doctor: $(STAMP)
 	$(VENV)/bin/attnswitch doctor

@@ -81,11 +81,38 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 _DESELECTED: dict[str, list[str]] = {}  # backend -> [why, test ids...]
 
 
+# The slow tier (`make test-slow`; `make test` runs the rest, and CI runs both, .ci/run):
+# modules whose every test starts servers, Ray clusters or a browser, kills processes, or
+# runs the TPU kernels in Pallas's interpreter; a slow test elsewhere carries
+# `@pytest.mark.slow` itself. Timed in tests/test_suite_groups.py's sense: the fast tier
+# must stay within 15 minutes on 2 cores.
+SLOW_MODULES = frozenset({
+    "tests/pipeline/test_ray_run.py", "tests/pipeline/test_ray_encoders.py",
+    "tests/test_readme_examples.py",
+    "tests/service/test_job_restart.py", "tests/service/test_stores.py",
+    "tests/service/test_job_cancel.py",
+    "tests/security/test_job_inputs.py", "tests/security/test_dos.py",
+    "tests/security/test_walk.py",
+    "tests/ui/test_page_in_browser.py", "tests/ui/test_page_states.py",
+    "tests/ui/test_page_refusals.py", "tests/ui/test_page_cancel.py",
+    "tests/integrations/test_docs_integrations.py",
+    "tests/attention/backends/test_pallas_common.py",
+    "tests/attention/backends/test_pallas_splash.py",
+    "tests/attention/backends/test_pallas_flash.py",
+})
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `backend(name)` for a backend that cannot run here are deselected rather
-    than skipped one by one (hundreds of skips hide the ones that matter)."""
+    """The tests of `SLOW_MODULES` are marked slow (before `-m` selects). Tests marked
+    `backend(name)` for a backend that cannot run here are deselected rather than skipped
+    one by one (hundreds of skips hide the ones that matter)."""
     from attnswitch.attention import registry
 
+    root = Path(str(config.rootpath))
+    for item in items:
+        if Path(str(item.path)).relative_to(root).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
     keep, drop = [], []
     for item in items:
         marker = item.get_closest_marker("backend")
