@@ -84,8 +84,7 @@ _DESELECTED: dict[str, list[str]] = {}  # backend -> [why, test ids...]
 # The slow tier (`make test-slow`; `make test` runs the rest, and CI runs both, .ci/run):
 # modules whose every test starts servers, Ray clusters or a browser, kills processes, or
 # runs the TPU kernels in Pallas's interpreter; a slow test elsewhere carries
-# `@pytest.mark.slow` itself. Timed in tests/test_suite_groups.py's sense: the fast tier
-# must stay within 15 minutes on 2 cores.
+# `@pytest.mark.slow` itself. The rest must stay within 15 minutes on 2 cores.
 SLOW_MODULES = frozenset({
     "tests/pipeline/test_ray_run.py", "tests/pipeline/test_ray_encoders.py",
     "tests/test_readme_examples.py",
