@@ -18,7 +18,7 @@ from attnswitch.pipeline.location import open_store
 from attnswitch.pipeline.search import (DENSE_WEIGHT, FOREIGN_DENSE_WEIGHT, dense_weights,
                                         fuse)
 from attnswitch.pipeline.store import ChunkRow
-from test_keyword_languages import FILES, QUERIES
+from test_keyword_languages import FILES, QUERIES, root  # noqa: F401 (a fixture)
 
 pytest.importorskip("transformers", reason="the models extra is not installed")
 
@@ -65,15 +65,6 @@ def xlmr_folder(path: Path, card: str | None) -> Path:
     return path
 
 
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    for name, text in FILES.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
-
-
 @pytest.mark.parametrize("card, languages", [
     ("---\nlanguage: en\nlicense: mit\n---\n# A model\n", ("en",)),
     ("---\nlanguage:\n- de\n- zh-CN\n- en\n---\n", ("de", "en", "zh")),
@@ -96,14 +87,14 @@ def test_the_default_model_declares_english() -> None:
 
 
 def test_a_multilingual_model_indexes_and_finds_every_language_through_the_cli(
-        tmp_path: Path, docs: Path) -> None:
+        tmp_path: Path, root: Path) -> None:
     """The XLM-R folder runs end to end: the files of seven languages indexed by its
     tokenizer and vectors, and searched through the CLI. Its random vectors are noise, and
     its card declares English only: the hybrid search lets the keyword half decide for the
     six other languages, and still finds every file first; dense search answers too."""
     model = xlmr_folder(tmp_path / "xlmr", "---\nlanguage:\n- en\n---\n")
     db = tmp_path / "db"
-    ran = invoke("run", str(docs), "--model", str(model), "--engine", "torch",
+    ran = invoke("run", str(root), "--model", str(model), "--engine", "torch",
                  "--precision", "fp32", "--db", str(db))
     assert ran.exit_code == 0, ran.output
     with open_store(db) as store:
