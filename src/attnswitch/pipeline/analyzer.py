@@ -5,20 +5,20 @@ A text is cut into runs by script:
 - Chinese, Japanese and Korean runs (Han, Hiragana, Katakana, Hangul) give overlapping
   character bigrams (a run of one character gives itself), as Lucene's `cjk` analyzer
   does: no dictionary, and a Korean word with its particle (하드웨어를) holds every
-  bigram of the word without it (하드웨어). Measured against morphological analysers in
-  docs/results/multilingual_search.md.
+  bigram of the word without it (하드웨어). Measured per language in
+  docs/results/multilingual_search.md; no morphological analyser was measured against it.
 - every other run of letters, combining marks, digits and underscores is a word
   (Devanagari keeps its vowel signs and viramas, which Python's `\\w` splits on), case-
-  folded after NFKC normalisation, and stemmed by the Snowball stemmer of the chunk's
-  language (PyStemmer), where Snowball has one.
+  folded after NFKC normalisation; its Snowball stem in the chunk's language (PyStemmer,
+  where Snowball has one) is indexed beside it, in a field of its own (`document_stems`).
 
 A chunk's language is detected once when it is stored (py3langid, `detect_language`);
-"" when the detector is unsure, and its words are then indexed unstemmed. A query's words
-are looked for in every form the stored languages give them (`query_terms`): its stem in
-each stored language with a stemmer, and the word itself where a language has none, so a
-query finds a chunk whatever language each was detected in. Stop words of the query's
-language (stopwords-iso) are dropped from the query only, never from the index, and never
-all of them.
+"" when the detector is unsure, and it then gets no stems. A query's words are looked for
+as written among the chunks' words, and their stems in every stored language among the
+chunks' stems, a stem's match weighing `STEM_WEIGHT` of a word's (`query_terms`), so a
+query finds a chunk whatever language each was detected in, and the chunk holding the
+word itself ranks first. Stop words of the query's language (stopwords-iso) are dropped
+from the query only, never from the index, and never all of them.
 """
 
 from __future__ import annotations
