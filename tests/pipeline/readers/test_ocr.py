@@ -155,13 +155,14 @@ def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> 
     buffer = io.BytesIO()
     title.save(buffer, format="PDF", resolution=150, save_all=True,
                append_images=[blank, title])
-    found, notes = ocr_pdf_pages(buffer.getvalue(), [1, 2, 3],
-                                 ReadOptions(ocr_workers=workers))
+    scanned = ocr_pdf_pages(buffer.getvalue(), [1, 2, 3], ReadOptions(ocr_workers=workers))
+    found = scanned.blocks
     assert {n: [b.text for b in blocks] for n, blocks in found.items()} == {
         1: ["Copyright Release for Contributions To SQLite"],
         3: ["Copyright Release for Contributions To SQLite"]}
     assert all(b.location == Location(page=n) for n, blocks in found.items() for b in blocks)
-    assert notes == ["page 2: no text layer, and OCR found no text"]
+    assert scanned.notes == ["page 2: no text layer, and OCR found no text"]
+    assert not scanned.needs_ocr
 
 
 def test_a_huge_later_frame_is_refused_before_any_frame_is_decoded() -> None:

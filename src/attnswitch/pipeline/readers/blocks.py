@@ -157,7 +157,10 @@ DEFAULT_OCR_MAX_PAGES = 200
 class ReadOptions:
     """What a reader may do. max_bytes: the most bytes a file (or any member of a
     container, decompressed) may give. ocr: render and recognise pages and images with
-    no text layer. ocr_languages: Tesseract's language codes. name: the file's name (a
+    no text layer. ocr_languages: Tesseract's language packs ("eng+deu", or "eng,deu"; None:
+    the system locale's language and English, those installed); ocr_detect: find each
+    page's script first (Tesseract's OSD) and read a page in a script the languages do not
+    cover with that script's packs (`readers.ocr_languages`). name: the file's name (a
     reader of source code takes its language from it). read_attachment: reads an
     embedded file (mail attachments) by name and bytes, the way the walk reads a file;
     None: attachments are not read.
@@ -178,7 +181,8 @@ class ReadOptions:
 
     max_bytes: int = 20 * 2**20
     ocr: bool = True
-    ocr_languages: str = "eng"
+    ocr_languages: str | None = None
+    ocr_detect: bool = True
     name: str = ""
     read_attachment: Callable[[str, bytes], Extracted] | None = None
     max_members: int = 10_000
@@ -199,6 +203,10 @@ class ReadOptions:
         for name in ("max_ratio", "ocr_timeout_s", "tool_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: expected > 0, got {getattr(self, name)}")
+        if self.ocr_languages is not None:
+            from attnswitch.pipeline.readers.ocr_languages import parse_languages
+
+            parse_languages(self.ocr_languages)  # ValueError naming the field
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,17 @@
   `ocr_dpi` and recognises it, `ocr_workers` pages at a time (one Tesseract process
   each; 0: one per CPU).
 
-Tesseract runs as its command-line program (`tesseract`, Debian's `tesseract-ocr` with
-`tesseract-ocr-eng`), one thread per page, at most `ocr_timeout_s` per page.
+Tesseract runs as its command-line program (`readers.tesseract`; Debian's `tesseract-ocr`
+with `tesseract-ocr-eng`), one thread per page, at most `ocr_timeout_s` per call. Each
+page is read with the language packs `readers.ocr_languages` picks: the chosen languages
+(`ocr_languages`, by default the system locale's and English), or, where Tesseract's
+script detection finds the page in a script none of them reads, the packs of that script.
 Where OCR is off (`ReadOptions(ocr=False)`), or Tesseract or one of `ocr_languages` is
 not installed, nothing is recognised and the pages say so: an image is skipped
 (`Skip.NEEDS_OCR`) with the reason, and a PDF's pages are listed in `Extracted.failed`
-(or the PDF is skipped when no page has text); never silently empty. The text
+(or the PDF is skipped when no page has text); never silently empty. So is a page whose
+script no installed pack reads ("Tesseract has no data for the Korean script (Debian:
+tesseract-ocr-kor)"): it is not read as noise by the packs of another script. The text
 Tesseract gives is cut into paragraph blocks at its blank lines.
 """
 
@@ -22,65 +27,50 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from attnswitch.pipeline.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
+from attnswitch.pipeline.readers.ocr_languages import NoPack, OcrLanguages, resolve
 from attnswitch.pipeline.readers.skip import Skip, Skipped
+from attnswitch.pipeline.readers.tesseract import detect_script, installed_packs, recognise_png
 
 _POINTS_PER_INCH = 72
-_LIST_TIMEOUT_S = 30
 
 
-def ocr_unavailable(options: ReadOptions) -> str | None:
-    """Why pages cannot be recognised under `options` ("OCR is off", "Tesseract is not
-    installed", a missing language), or None when they can."""
+class OcrUnavailable(Exception):
+    """No page can be recognised under these options; the message says why."""
+
+
+def ocr_languages(options: ReadOptions) -> OcrLanguages:
+    """The language packs pages are read with under `options` (`readers.ocr_languages`);
+    `OcrUnavailable` saying why none can be: "OCR is off", "Tesseract is not installed
+    (Debian: tesseract-ocr)", or a chosen language's pack is not installed."""
     if not options.ocr:
-        return "OCR is off"
+        raise OcrUnavailable("OCR is off")
     if shutil.which("tesseract") is None:
-        return "Tesseract is not installed (Debian: tesseract-ocr)"
+        raise OcrUnavailable("Tesseract is not installed (Debian: tesseract-ocr)")
     try:
-        listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True,
-                                timeout=_LIST_TIMEOUT_S, check=True, env=_tesseract_env())
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"Tesseract does not run: {type(exc).__name__}: {exc}"
-    # The first line is a title ("List of available languages in ..."), then one a line.
-    installed = {line.strip() for line in listed.stdout.decode(errors="replace").splitlines()[1:]}
-    missing = [lang for lang in options.ocr_languages.split("+") if lang not in installed]
-    if missing:
-        return (f"Tesseract has no data for {'+'.join(missing)} "
-                f"(Debian: tesseract-ocr-{missing[0]})")
-    return None
+        return resolve(options.ocr_languages, options.ocr_detect, installed_packs())
+    except (RuntimeError, LookupError) as exc:  # Tesseract does not run; a pack is missing
+        raise OcrUnavailable(str(exc)) from None
 
 
-def recognise(image, options: ReadOptions) -> str:
-    """The text Tesseract reads in a Pillow image; `RuntimeError` when it fails or takes
-    more than `ocr_timeout_s`. The image goes to the `tesseract` program as a PNG on its
-    standard input."""
+def recognise(image, options: ReadOptions, languages: OcrLanguages | None = None) -> str:
+    """The text Tesseract reads in a Pillow image with the packs `languages` picks for it
+    (None: `ocr_languages(options)`'s): the page's script found first where
+    `languages.detect`. `RuntimeError` when Tesseract fails or takes more than
+    `ocr_timeout_s`; `NoPack` when the page's script has no installed pack. The image goes
+    to the `tesseract` program as a PNG on its standard input."""
+    if languages is None:
+        languages = ocr_languages(options)
     png = io.BytesIO()
     image.save(png, format="PNG")
-    try:
-        done = subprocess.run(["tesseract", "stdin", "stdout", "-l", options.ocr_languages],
-                              input=png.getvalue(), capture_output=True,
-                              timeout=options.ocr_timeout_s, env=_tesseract_env())
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"Tesseract took more than {options.ocr_timeout_s:g} s") from None
-    except OSError as exc:
-        raise RuntimeError(f"Tesseract does not run: {exc}") from None
-    if done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        raise RuntimeError(f"Tesseract failed ({done.returncode}): "
-                           f"{lines[-1] if lines else 'no message'}")
-    return done.stdout.decode("utf-8", "replace")
-
-
-def _tesseract_env() -> dict[str, str]:
-    # One thread per Tesseract: its OpenMP threads fight over a busy machine's cores (one
-    # page took 21 s instead of 2.4 s on two loaded cores); pages run side by side in
-    # processes instead, as Tesseract's documentation advises.
-    return {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    data = png.getvalue()
+    script = detect_script(data, options.ocr_timeout_s) if languages.detect else None
+    return recognise_png(data, languages.for_script(script), options.ocr_timeout_s)
 
 
 def paragraphs(text: str, where: Location) -> list[Block]:
@@ -95,7 +85,8 @@ def paragraphs(text: str, where: Location) -> list[Block]:
 
 def read_image(data: bytes, options: ReadOptions) -> Extracted:
     """The text in an image (see the module); `Skipped` when OCR is off or unavailable,
-    the image is unreadable or too large, or no text is recognised. The size of every
+    the image is unreadable or too large, no text is recognised, or no installed pack
+    reads its script (`Skip.NEEDS_OCR`, naming the Debian package). The size of every
     frame to be read is checked before any is decoded; frames past `ocr_max_pages` are
     neither checked nor read, and are listed in `Extracted.failed`."""
     from PIL import Image, ImageSequence, UnidentifiedImageError
@@ -120,30 +111,37 @@ def read_image(data: bytes, options: ReadOptions) -> Extracted:
         raise Skipped(Skip.TOO_LARGE, f"image: {exc}") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise Skipped(Skip.CORRUPT, f"image: {type(exc).__name__}: {exc}") from None
-    why = ocr_unavailable(options)
-    if why is not None:
-        raise Skipped(Skip.NEEDS_OCR, f"{kind} image: {why}")
+    try:
+        languages = ocr_languages(options)
+    except OcrUnavailable as exc:
+        raise Skipped(Skip.NEEDS_OCR, f"{kind} image: {exc}") from None
     blocks: list[Block] = []
     failed: list[str] = []
+    no_pack: list[str] = []  # the frames whose script has no installed pack
     try:
         for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
             if number > read:
                 break
             where = Location(page=number) if frames > 1 else Location()
             try:
-                blocks += paragraphs(recognise(frame.convert("RGB"), options), where)
+                blocks += paragraphs(recognise(frame.convert("RGB"), options, languages),
+                                     where)
             except RuntimeError as exc:  # Tesseract failed or timed out on this page
                 failed.append(f"page {number}: OCR: {exc}")
+            except NoPack as exc:
+                no_pack.append(str(exc) if frames == 1 else f"page {number}: {exc}")
     except Image.DecompressionBombError as exc:
         raise Skipped(Skip.TOO_LARGE, f"image: {exc}") from None
     except (OSError, ValueError, SyntaxError) as exc:
         raise Skipped(Skip.CORRUPT, f"image: {type(exc).__name__}: {exc}") from None
     unread = past_page_limit(range(read + 1, frames + 1), options)
+    if not blocks and no_pack:
+        raise Skipped(Skip.NEEDS_OCR, f"{kind} image: {'; '.join(no_pack)}")
     if not blocks:
         raise Skipped(Skip.EMPTY, f"{kind} image: no text recognised"
                       + (f" ({'; '.join(failed[:1] + unread)})" if failed or unread else ""))
-    return Extracted(tuple(blocks), failed=tuple(failed + unread),
-                     pages_failed=len(failed) + frames - read)
+    return Extracted(tuple(blocks), failed=tuple(no_pack + failed + unread),
+                     pages_failed=len(no_pack) + len(failed) + frames - read)
 
 
 def past_page_limit(pages: Sequence[int], options: ReadOptions) -> list[str]:
@@ -156,17 +154,30 @@ def past_page_limit(pages: Sequence[int], options: ReadOptions) -> list[str]:
             f"page{'s' if limit != 1 else ''} a file"]
 
 
-def ocr_pdf_pages(data: bytes, pages: Sequence[int],
-                  options: ReadOptions) -> tuple[dict[int, list[Block]], list[str]]:
-    """Recognise the PDF pages numbered `pages` (1-based; the pages with no text layer):
-    (page -> its blocks at `Location(page=n)`, one line per reason some pages gave
-    none, such as "pages 2–4: no text layer, and Tesseract is not installed"). Only the
-    first `ocr_max_pages` of them are recognised; the rest are a line of their own."""
+@dataclass(frozen=True)
+class ScannedPages:
+    """What OCR made of a PDF's pages with no text layer. blocks: page -> its blocks at
+    `Location(page=n)`, for the pages that gave text; notes: one line per reason some
+    pages gave none, such as "pages 2–4: no text layer, and Tesseract is not installed";
+    needs_ocr: some of them gave none for want of OCR (off, Tesseract or a chosen pack
+    not installed, or no installed pack for a page's script)."""
+
+    blocks: dict[int, list[Block]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    needs_ocr: bool = False
+
+
+def ocr_pdf_pages(data: bytes, pages: Sequence[int], options: ReadOptions) -> ScannedPages:
+    """Recognise the PDF pages numbered `pages` (1-based; the pages with no text layer;
+    see `ScannedPages`). Only the first `ocr_max_pages` of them are recognised; the rest
+    are a line of their own."""
     if not pages:
-        return {}, []
-    why = ocr_unavailable(options)
-    if why is not None:
-        return {}, [f"{page_span(pages)}: no text layer, and {why}"]
+        return ScannedPages()
+    try:
+        languages = ocr_languages(options)
+    except OcrUnavailable as exc:
+        return ScannedPages(notes=[f"{page_span(pages)}: no text layer, and {exc}"],
+                            needs_ocr=True)
     unread = past_page_limit(list(pages)[options.ocr_max_pages:], options)
     pages = list(pages)[:options.ocr_max_pages]
     import pypdfium2 as pdfium
@@ -176,14 +187,20 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int],
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
-        return {}, [f"{page_span(pages)}: no text layer, and PDFium cannot open the file: "
-                    f"{exc}"]
+        return ScannedPages(notes=[f"{page_span(pages)}: no text layer, and PDFium cannot "
+                                   f"open the file: {exc}"])
+    no_pack = False
 
     def settle(number: int, recognised: Future[str]) -> None:
+        nonlocal no_pack
         try:
             blocks = paragraphs(recognised.result(), Location(page=number))
         except RuntimeError as exc:  # Tesseract failed or timed out on this page
             reasons.setdefault(f"OCR failed: {exc}", []).append(number)
+            return
+        except NoPack as exc:  # the page's script has no installed pack
+            reasons.setdefault(f"no text layer, and {exc}", []).append(number)
+            no_pack = True
             return
         if blocks:
             found[number] = blocks
@@ -209,21 +226,24 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int],
                 except (RuntimeError, pdfium.PdfiumError) as exc:  # PDFium cannot render it
                     reasons.setdefault(f"OCR failed: {exc}", []).append(number)
                     continue
-                pending.append((number, pool.submit(recognise, image, options)))
+                pending.append((number, pool.submit(recognise, image, options, languages)))
                 while len(pending) >= workers:
                     settle(*pending.popleft())
             while pending:
                 settle(*pending.popleft())
     finally:
         document.close()
-    return found, [f"{page_span(numbers)}: {why}" for why, numbers in reasons.items()] + unread
+    notes = [f"{page_span(numbers)}: {why}" for why, numbers in reasons.items()] + unread
+    return ScannedPages(found, notes, no_pack)
 
 
-def textless(pages: int, notes: Sequence[str], options: ReadOptions) -> Skipped:
-    """Why a PDF of `pages` pages, none with text, is skipped, given the lines of
-    `ocr_pdf_pages`: it needs OCR (off or unavailable), or OCR found no text."""
-    if notes and ocr_unavailable(options) is not None:
-        return Skipped(Skip.NEEDS_OCR, notes[0])
+def textless(pages: int, scanned: ScannedPages) -> Skipped:
+    """Why a PDF of `pages` pages, none with text, is skipped, given what `ocr_pdf_pages`
+    made of them: it needs OCR (off or unavailable, or a page's script has no pack), or
+    OCR found no text."""
+    notes = scanned.notes
+    if scanned.needs_ocr:
+        return Skipped(Skip.NEEDS_OCR, "; ".join(notes))
     return Skipped(Skip.EMPTY, f"no extractable text in {pages} pages"
                    + (f" ({'; '.join(notes)})" if notes else ""))
 

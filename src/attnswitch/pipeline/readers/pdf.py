@@ -40,7 +40,8 @@ def read_pdf(data: bytes, options: ReadOptions) -> Extracted:
     whose text could not be extracted, or recognised, while others could."""
     reader, texts, failed = _pages(data)
     scanned = [n for n, t in enumerate(texts, start=1) if t is not None and not t.strip()]
-    recognised, notes = ocr_pdf_pages(data, scanned, options)  # pages with no text layer
+    by_ocr = ocr_pdf_pages(data, scanned, options)  # the pages with no text layer
+    recognised = by_ocr.blocks
     headings = _outline(reader)
     blocks: list[Block] = []
     for number, text in enumerate(texts, start=1):
@@ -57,9 +58,9 @@ def read_pdf(data: bytes, options: ReadOptions) -> Extracted:
             blocks.append(Block(BlockKind.HEADING, title, Location(page=number), level=level))
         blocks += _paragraphs(rest, number)
     if not any(b.kind is not BlockKind.HEADING for b in blocks):
-        raise textless(len(texts), notes, options)
+        raise textless(len(texts), by_ocr)
     return Extracted(tuple(blocks), failed=tuple(f"page {n}: text extraction failed"
-                                                 for n in failed) + tuple(notes),
+                                                 for n in failed) + tuple(by_ocr.notes),
                      pages_failed=len(failed) + len(scanned) - len(recognised))
 
 
