@@ -51,6 +51,15 @@ class Precision(str, enum.Enum):
     int8 = "int8"
 
 
+OcrLanguagesOption = Annotated[str | None, typer.Option(
+    "--ocr-languages", metavar="LANGS",
+    help="Tesseract language packs OCR reads with: eng+deu, or eng,deu. Default: the system "
+    "locale's language and English, those installed. A page in a script none of them reads "
+    "(found by Tesseract's OSD, the osd pack) is read with its script's installed packs, or "
+    "listed with the Debian package to install (tesseract-ocr-kor, ...).",
+    show_default=False)]
+
+
 IncludeOption = Annotated[list[str] | None, typer.Option(
     "--include", help="Index only the files this glob matches (gitignore syntax, below the "
     "folder: '*.pdf', 'docs/**'); repeatable. Kept with the index: later runs and watch "

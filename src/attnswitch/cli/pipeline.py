@@ -38,6 +38,7 @@ from attnswitch.cli.options import (
     GitignoreOption,
     IncludeOption,
     JsonOption,
+    OcrLanguagesOption,
     Precision,
     StoreOption,
     file_rules,
@@ -185,6 +186,7 @@ def run_command(
     ocr_max_pages: Annotated[int, typer.Option(
         min=1, help="Most pages (scanned PDF pages, image frames) of one file that OCR "
         "recognises, the first ones; the rest are counted as not read.")] = DEFAULT_OCR_MAX_PAGES,
+    ocr_languages: OcrLanguagesOption = None,
     read_workers: Annotated[int | None, typer.Option(
         min=0, help="Processes that read and extract files (OCR included) beside the "
         "encoder, each file taken as it is ready. Default: half the CPUs (at least 1, at "
@@ -245,7 +247,7 @@ def run_command(
                            overlap=overlap, batch_tokens=batch_tokens,
                            chunks_per_call=chunks_per_call, layout=Layout(layout).value,
                            max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
-                           ocr=ocr, ocr_max_pages=ocr_max_pages,
+                           ocr=ocr, ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages,
                            chunking=Chunking(chunking).value,
                            read_workers=read_workers, read_timeout_s=read_timeout,
                            rules=file_rules(include, exclude, gitignore),

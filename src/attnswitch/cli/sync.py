@@ -29,6 +29,7 @@ from attnswitch.cli.options import (
     GitignoreOption,
     IncludeOption,
     JsonOption,
+    OcrLanguagesOption,
     StoreOption,
     file_rules,
     nonblank_path,
@@ -82,6 +83,7 @@ def watch_command(
     gitignore: GitignoreOption = None,
     ocr: Annotated[bool, typer.Option(
         help="Recognise scanned PDF pages and images with Tesseract.")] = True,
+    ocr_languages: OcrLanguagesOption = None,
     read_workers: Annotated[int | None, typer.Option(
         min=0, help="Processes reading files beside the encoder. Default: half the CPUs.",
         show_default=False)] = None,
@@ -101,7 +103,7 @@ def watch_command(
 
     options = _run_options(as_json, model=model, engine=engine, max_tokens=max_tokens,
                            overlap=overlap, max_bytes=max(1, int(max_mb * 2**20)), ocr=ocr,
-                           read_workers=read_workers,
+                           ocr_languages=ocr_languages, read_workers=read_workers,
                            rules=file_rules(include, exclude, gitignore))
     _check_folder(path, as_json)
 

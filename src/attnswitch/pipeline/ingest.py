@@ -482,16 +482,21 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
 def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
            include_hidden: bool = False, ocr: bool = True,
            ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-           rules: FileRules | None = None) -> Iterator[Document]:
+           rules: FileRules | None = None,
+           ocr_languages: str | None = None) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
     for entry in scan(root, include_hidden=include_hidden, rules=rules):
-        yield load(entry, max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages)
+        yield load(entry, max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages,
+                   ocr_languages=ocr_languages)
 
 
 def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = True,
-         ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> Document:
+         ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+         ocr_languages: str | None = None) -> Document:
     """Read, hash and extract one file. Never raises for a bad file. `ocr`: recognise
-    scanned PDF pages and images (`readers.ocr`), at most `ocr_max_pages` of a file."""
+    scanned PDF pages and images (`readers.ocr`), at most `ocr_max_pages` of a file, in
+    `ocr_languages` (Tesseract's packs, "eng+deu"; None: the locale's language and
+    English; `readers.ocr_languages`)."""
     fields = dict(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
                   mtime_ns=entry.mtime_ns)
     data: bytes | None = None
@@ -510,7 +515,7 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
         try:
             extracted = extract(kind, found.data, with_attachments(ReadOptions(
                 max_bytes=max_bytes, ocr=ocr, name=entry.path.name,
-                ocr_max_pages=ocr_max_pages)))
+                ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages)))
         except _Skipped as s:
             if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
                 kind = None

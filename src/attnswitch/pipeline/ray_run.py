@@ -169,11 +169,13 @@ def connect(options: RayOptions) -> bool:
 # ---- the Ray Data stages ---------------------------------------------------------------
 
 def read_row(row: dict[str, Any], max_bytes: int, ocr: bool = True,
-             ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> dict[str, Any]:
+             ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+             ocr_languages: str | None = None) -> dict[str, Any]:
     """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load`)."""
     entry: SourceFile = pickle.loads(row["entry"])  # whole: its real names, its pinned root
     return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes, ocr=ocr,
-                                     ocr_max_pages=ocr_max_pages)),
+                                     ocr_max_pages=ocr_max_pages,
+                                     ocr_languages=ocr_languages)),
             "known": row["known"]}
 
 
@@ -295,7 +297,8 @@ class RayRunJob(RunJob):
         ds = ray.data.from_items(items, override_num_blocks=blocks)
         ds = ds.map(read_row, fn_kwargs={"max_bytes": self.options.max_bytes,
                                          "ocr": self.options.ocr,
-                                         "ocr_max_pages": self.options.ocr_max_pages},
+                                         "ocr_max_pages": self.options.ocr_max_pages,
+                                         "ocr_languages": self.options.ocr_languages},
                     num_cpus=READ_CPUS)
         ds = ds.map(chunk_row, fn_kwargs={"model": self.remote_options.model,
                                           "fingerprint": self.config.model_fingerprint,

@@ -91,6 +91,7 @@ def default_read_workers(cpus: int | None = None) -> int:
 
 def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
                  ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+                 ocr_languages: str | None = None,
                  workers: int, depth: int | None = None,
                  bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
                  timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -108,7 +109,8 @@ def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
     in_flight: dict[Future[_Read], SourceFile] = {}
     pool = _Pool(min(workers, len(entries)) or 1, load_file, timeout_s,
-                 dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages))
+                 dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages,
+                      ocr_languages=ocr_languages))
     try:
         while todo or suspects or in_flight:
             if suspects:

@@ -136,6 +136,9 @@ class RunOptions:
     extraction may take in a worker (then it is skipped, "extraction timed out");
     ocr_max_pages: the most pages (scanned PDF pages, image frames) of one file that OCR
     recognises, the first ones; the rest are counted in the document's `pages_failed`;
+    ocr_languages: Tesseract's language packs OCR reads with ("eng+deu" or "eng,deu"; None:
+    the system locale's language and English, those installed), a page in a script they
+    do not read taking its script's packs (`readers.ocr_languages`);
     rules: which files of the root are indexed (`rules.FileRules`: include and exclude
     globs, ignore files, system folders), stored with the index for the root; None: the
     rules stored for it by an earlier run, else the defaults."""
@@ -158,6 +161,7 @@ class RunOptions:
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES
     rules: FileRules | None = None
+    ocr_languages: str | None = None
 
     def __post_init__(self) -> None:
         from attnswitch.engines.base import check_precision_choice
@@ -187,6 +191,13 @@ class RunOptions:
             raise ConfigError(f"read_timeout_s: expected > 0, got {self.read_timeout_s}")
         if self.ocr_max_pages < 1:
             raise ConfigError(f"ocr_max_pages: expected >= 1, got {self.ocr_max_pages}")
+        if self.ocr_languages is not None:
+            from attnswitch.pipeline.readers.ocr_languages import parse_languages
+
+            try:
+                parse_languages(self.ocr_languages)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 MEASURING = "measuring engines"
@@ -301,12 +312,14 @@ class RunSummary:
 
 def read_ahead(entries: list[SourceFile], max_bytes: int, depth: int = READ_AHEAD,
                ocr: bool = True,
-               ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES) -> Iterator[Document]:
+               ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+               ocr_languages: str | None = None) -> Iterator[Document]:
     """`load` each entry, in order, on a background thread at most `depth` files ahead of
     the consumer: reading and extracting the next files overlaps with encoding (the engines
     release the GIL while they compute). Files not yet taken when the consumer stops are
     not read."""
-    reading = dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages)
+    reading = dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages,
+                   ocr_languages=ocr_languages)
     with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
         ahead: deque[Future[Document]] = deque(
             pool.submit(load, e, **reading) for e in entries[:depth])
@@ -435,8 +448,10 @@ class RunJob:
         o = self.options
         workers = default_read_workers() if o.read_workers is None else o.read_workers
         if workers == 0:
-            return read_ahead(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages)
+            return read_ahead(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages,
+                              ocr_languages=o.ocr_languages)
         return read_in_pool(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages,
+                            ocr_languages=o.ocr_languages,
                             workers=workers,
                             depth=max(READ_AHEAD, 2 * workers), timeout_s=o.read_timeout_s)
 
