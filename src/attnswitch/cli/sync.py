@@ -101,8 +101,9 @@ def watch_command(
     from attnswitch.errors import AttnswitchError
     from attnswitch.pipeline.watch import options_of_index, watch
 
-    options = _run_options(as_json, model=model, engine=engine, max_tokens=max_tokens,
-                           overlap=overlap, max_bytes=max(1, int(max_mb * 2**20)), ocr=ocr,
+    options = _run_options(as_json, "watch", model=model, engine=engine,
+                           max_tokens=max_tokens, overlap=overlap,
+                           max_bytes=max(1, int(max_mb * 2**20)), ocr=ocr,
                            ocr_languages=ocr_languages, read_workers=read_workers,
                            rules=file_rules(include, exclude, gitignore))
     _check_folder(path, as_json)

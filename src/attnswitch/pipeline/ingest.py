@@ -124,7 +124,9 @@ class Document:
     `reason` reads "<category>: <detail>". `pages_failed` counts PDF pages whose text
     could not be extracted while others could (scanned pages OCR could not read, and
     those past its `ocr_max_pages`, included; an image's frames likewise; for other
-    formats, the parts the reader could not read, such as mail attachments).
+    formats, the parts the reader could not read, such as mail attachments); `failed`
+    says why, one line per reason (`Extracted.failed`: "page 2: no text layer, and
+    Tesseract has no data for the Korean script (Debian: tesseract-ocr-kor)").
     `blocks` are the document's blocks in reading order (`readers.blocks`; empty when
     skipped) and `text` is their texts joined by blank lines.
     """
@@ -144,6 +146,7 @@ class Document:
     pages_failed: int = 0
     compression: str | None = None
     blocks: tuple[Block, ...] = ()
+    failed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -536,7 +539,7 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
                     encoding=extracted.encoding,
                     encoding_detected=extracted.encoding_detected,
                     pages_failed=extracted.failed_count, compression=compression,
-                    blocks=extracted.blocks)
+                    blocks=extracted.blocks, failed=extracted.failed)
 
 
 def digest(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES

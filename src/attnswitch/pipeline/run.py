@@ -708,9 +708,10 @@ class RunJob:
             self.notes.append({"source": doc.source,
                                "note": f"not UTF-8: decoded as {doc.encoding} (detected)"})
         if doc.pages_failed:
+            why = f": {'; '.join(doc.failed)}" if doc.failed else ""
             self.notes.append({"source": doc.source,
                                "note": f"text of {doc.pages_failed} page(s) or part(s) "
-                                       f"not read"})
+                                       f"not read{why}"})
         self._advance(doc, chunks)
 
     @property

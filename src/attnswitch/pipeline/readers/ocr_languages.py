@@ -17,8 +17,12 @@
   is read with the chosen languages.
 - OSD tells Han from Japanese (kana) and Korean (hangul), not simplified from traditional
   Chinese: a Han page that no chosen pack covers is read with both Chinese packs where
-  both are installed (chi_sim+chi_tra read each script within 1.6 points of the right
-  pack alone; the wrong pack alone lost about 20 points: docs/results/ocr_languages.md).
+  both are installed (chi_sim+chi_tra read each script within 1.3 to 4.2 points of 1 -
+  CER of the right pack alone; the other pack alone lost 21 points, and both took about
+  twice the time of one: docs/results/ocr_languages.md).
+- OSD is sure of a full page's script, less of a page of two lines (the same page): such
+  a page may be read with another script's packs, or, where OSD names a script with no
+  installed pack, not read and said to need that pack.
 """
 
 from __future__ import annotations
@@ -135,14 +139,35 @@ class NoPack(Exception):
         self.packs = packs
 
 
-def parse_languages(spec: str) -> tuple[str, ...]:
+def parse_languages(spec: str, name: str = "ocr_languages") -> tuple[str, ...]:
     """The packs `spec` names: Tesseract's "eng+deu", or "eng,deu" (spaces around the
-    names ignored), in order, each once; `ValueError` for anything else."""
-    names = [name.strip() for name in re.split(r"[+,]", spec)]
-    if not all(_CODE.fullmatch(name) for name in names):
-        raise ValueError(f"ocr_languages: expected Tesseract language packs joined by '+' "
+    names ignored), in order, each once; `ValueError` naming `name` (the option) for
+    anything else."""
+    names = [pack.strip() for pack in re.split(r"[+,]", spec)]
+    if not all(_CODE.fullmatch(pack) for pack in names):
+        raise ValueError(f"{name}: expected Tesseract language packs joined by '+' "
                          f"or ',' (such as eng+deu), got {spec!r}")
     return tuple(dict.fromkeys(names))
+
+
+def check_installed(spec: str, installed: frozenset[str],
+                    name: str = "ocr_languages") -> tuple[str, ...]:
+    """The packs `spec` names (`parse_languages`), each of them one of the `installed`
+    language packs; `ValueError` naming `name` otherwise, listing the installed language
+    packs (all but `osd`, which reads no language) and the Debian package of each
+    missing one."""
+    languages = installed - {"osd"}
+    expected = (f"{name}: expected language packs Tesseract has here "
+                f"({', '.join(sorted(languages)) or 'none'}) joined by '+' or ','")
+    try:
+        chosen = parse_languages(spec, name)
+    except ValueError:
+        raise ValueError(f"{expected}, got {spec!r}") from None
+    missing = [pack for pack in chosen if pack not in languages]
+    if missing:
+        raise ValueError(f"{expected}, got {spec!r}: {'+'.join(missing)} not installed "
+                         f"(Debian: {debian_packages('+'.join(missing))})")
+    return chosen
 
 
 def debian_package(pack: str) -> str:
