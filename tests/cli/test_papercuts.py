@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,29 @@ def test_a_mistyped_path_says_it_does_not_exist(tmp_path: Path) -> None:
     (a_file := tmp_path / "notes.txt").write_text("x")
     result = invoke("run", str(a_file), "--db", str(tmp_path / "db"))
     assert result.exit_code == 1 and f"got '{a_file}', a file" in result.output
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "watch"])
+@pytest.mark.parametrize(("value", "why"), [
+    ("eng+qaa", ": qaa not installed (Debian: tesseract-ocr-qaa)"),
+    ("eng deu", ""),
+])
+def test_a_bad_ocr_languages_names_the_flag_and_the_installed_packs(
+        tmp_path: Path, command: str, value: str, why: str) -> None:
+    """One line, before any store is made: the flag, the packs this machine's Tesseract
+    has (`tesseract --list-langs`, but osd) and what is wrong with the value."""
+    if shutil.which("tesseract") is None:
+        pytest.skip("Tesseract is not installed (Debian: tesseract-ocr; make system-packages)")
+    listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True,
+                            timeout=60, check=True).stdout.splitlines()[1:]
+    installed = ", ".join(sorted(p.strip() for p in listed if p.strip() not in ("", "osd")))
+    result = invoke(command, str(tmp_path), "--ocr-languages", value,
+                    "--db", str(tmp_path / "db"))
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"attnswitch {command}: --ocr-languages: expected language packs Tesseract has here "
+        f"({installed}) joined by '+' or ',', got {value!r}{why}"]
     assert not (tmp_path / "db").exists()
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from reader_sources import FIXTURES, RELEASE_PDF, read, recall, words
+from script_pages import need
 
 from attnswitch.pipeline.ingest import ingest
 from attnswitch.pipeline.readers.blocks import Location
@@ -227,3 +228,147 @@ def test_scanned_pdf_pages_past_the_ocr_page_limit_are_listed_not_read(
     titles = found["titles.pdf"]
     assert titles.ok and titles.pages_failed == 2
     assert {b.location.page for b in titles.blocks} == {1}
+
+
+# ---- languages: the chosen packs, each page's script, a pack that is missing -----------
+# Pages of Debian's translated documentation printed in Noto fonts (script_pages.py,
+# ocr_pages/NOTICE.md); a test needing a pack or a font skips naming its Debian package.
+
+
+def scanned_pdf(*packs: str) -> tuple[bytes, list[str]]:
+    """A PDF of one printed page (image only, no text layer) per language of `packs`, and
+    the text each page shows."""
+    from PIL import Image
+    from script_pages import printed_page
+
+    pages = [printed_page(pack) for pack in packs]
+    images = [Image.open(io.BytesIO(png)) for png, _ in pages]
+    buffer = io.BytesIO()
+    images[0].save(buffer, format="PDF", resolution=200, save_all=True,
+                   append_images=images[1:])
+    return buffer.getvalue(), [text for _, text in pages]
+
+
+@pytest.mark.parametrize("pack", ["chi_sim", "chi_tra", "deu", "hin", "jpn", "kor", "rus"])
+def test_osd_reads_each_page_with_the_packs_of_its_script(pack: str) -> None:
+    """English chosen: a page in another script is read with that script's packs, found by
+    OSD (`script_pages.READ_WITH`); without OSD the same page read by English is noise.
+    A German page is Latin, which English reads."""
+    from script_pages import ACCURACY, READ_WITH, char_accuracy, printed_page
+
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import read_image
+
+    need("osd", *READ_WITH[pack].split("+"), fonts_of=(pack,))
+    png, text = printed_page(pack)
+    found = read_image(png, ReadOptions(ocr_languages="eng"))
+    assert char_accuracy(text, found.text) >= ACCURACY[pack], found.text
+    if READ_WITH[pack] != "eng":
+        blind = read_image(png, ReadOptions(ocr_languages="eng", ocr_detect=False))
+        assert char_accuracy(text, blind.text) < 0.5, blind.text
+
+
+def test_the_default_languages_are_the_locale_s_and_english(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from attnswitch.pipeline.readers.blocks import ReadOptions
+    from attnswitch.pipeline.readers.ocr import ocr_languages
+
+    need("eng", "deu")
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "de_DE.UTF-8")
+    assert ocr_languages(ReadOptions()).chosen == ("deu", "eng")
+    assert ocr_languages(ReadOptions(ocr_languages="fra")).chosen == ("fra",)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    assert ocr_languages(ReadOptions()).chosen == ("eng",)
+
+
+def test_pages_of_several_scripts_in_one_pdf_each_take_their_packs(tmp_path: Path) -> None:
+    from script_pages import ACCURACY, char_accuracy
+
+    need("osd", "eng", "kor", "hin", fonts_of=("deu", "kor", "hin"))
+    data, texts = scanned_pdf("deu", "kor", "hin")
+    (tmp_path / "three.pdf").write_bytes(data)
+    [doc] = ingest(tmp_path, ocr_languages="eng")
+    assert doc.ok and doc.pages_failed == 0 and doc.failed == ()
+    for page, (pack, text) in enumerate(zip(("deu", "kor", "hin"), texts), start=1):
+        got = "\n".join(b.text for b in doc.blocks if b.location.page == page)
+        assert char_accuracy(text, got) >= ACCURACY[pack], (page, got)
+
+
+def test_a_page_whose_pack_is_missing_is_said_not_read_as_noise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine with English and OSD only (a Tesseract data folder holding just
+    those), the Korean and Hindi pages of a PDF are listed with the package that reads
+    them, and nothing of them is stored; an image of Korean alone is skipped saying so."""
+    import re
+
+    from script_pages import tessdata_with
+
+    need("osd", "eng", fonts_of=("deu", "kor", "hin"))
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",
+                                                            ["eng", "osd"])))
+    root = tmp_path / "root"
+    root.mkdir()
+    data, texts = scanned_pdf("deu", "kor", "hin")
+    (root / "three.pdf").write_bytes(data)
+    (root / "korean.pdf").write_bytes(scanned_pdf("kor")[0])
+    from script_pages import printed_page
+
+    (root / "korean.png").write_bytes(printed_page("kor")[0])
+    found = {d.source: d for d in ingest(root)}
+    three = found["three.pdf"]
+    assert three.ok and three.pages_failed == 2
+    assert three.failed == (
+        "page 2: no text layer, and Tesseract has no data for the Korean script "
+        "(Debian: tesseract-ocr-kor)",
+        "page 3: no text layer, and Tesseract has no data for the Devanagari script "
+        "(Debian: tesseract-ocr-hin)")
+    assert {b.location.page for b in three.blocks} == {1}
+    assert not re.search("[\uac00-\ud7af\u0900-\u097f]", three.text)
+    assert found["korean.pdf"].reason == (
+        "needs OCR: page 1: no text layer, and Tesseract has no data for the Korean script "
+        "(Debian: tesseract-ocr-kor)")
+    assert found["korean.png"].reason == (
+        "needs OCR: PNG image: Tesseract has no data for the Korean script "
+        "(Debian: tesseract-ocr-kor)")
+
+
+def test_a_chosen_language_that_is_missing_makes_every_page_say_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from script_pages import tessdata_with
+
+    need("osd", "eng", fonts_of=("deu",))
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",
+                                                            ["eng", "osd"])))
+    (root := tmp_path / "root").mkdir()
+    (root / "german.pdf").write_bytes(scanned_pdf("deu", "deu")[0])
+    [doc] = ingest(root, ocr_languages="deu+eng")
+    assert doc.reason == ("needs OCR: pages 1–2: no text layer, and Tesseract has no data "
+                          "for deu (Debian: tesseract-ocr-deu)")
+
+
+def test_a_run_records_the_pages_whose_pack_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder) -> None:
+    """The run's summary (and `attnswitch run`'s table) keeps each page's reason: a note on
+    the PDF it indexed, and the skip of the image of which nothing was read."""
+    from script_pages import printed_page, tessdata_with
+
+    from attnswitch.pipeline.run import RunOptions, run
+    from attnswitch.pipeline.store import SQLiteStore
+
+    need("osd", "eng", fonts_of=("deu", "kor"))
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",
+                                                            ["eng", "osd"])))
+    (root := tmp_path / "root").mkdir()
+    (root / "two.pdf").write_bytes(scanned_pdf("deu", "kor")[0])
+    (root / "korean.png").write_bytes(printed_page("kor")[0])
+    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, ocr_languages="eng")
+    with SQLiteStore(tmp_path / "db") as store:
+        summary = run(root, store, options, get_encoder=lambda: encoder)
+    assert summary.notes == [{"source": "two.pdf", "note": (
+        "text of 1 page(s) or part(s) not read: page 2: no text layer, and Tesseract has no "
+        "data for the Korean script (Debian: tesseract-ocr-kor)")}]
+    assert summary.skipped_files == [{"source": "korean.png", "reason": (
+        "needs OCR: PNG image: Tesseract has no data for the Korean script "
+        "(Debian: tesseract-ocr-kor)")}]
