@@ -63,7 +63,7 @@ system-packages:
 	  fi; \
 	fi
 
-# The reader fixtures (tests/pipeline/readers/fixtures/) are committed; regenerating them
+# The reader fixtures (tests/documents/readers/fixtures/) are committed; regenerating them
 # takes pandoc, poppler-utils and LibreOffice (writer, impress, calc; no GUI).
 fixtures: $(STAMP)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

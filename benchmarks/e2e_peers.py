@@ -4,7 +4,7 @@ LlamaIndex's and LangChain's documented recipes, each as a whole process (issue 
     make bench-peers-env       # the peers' own venv, .bench/peers-venv (never the project's)
     python benchmarks/e2e_peers.py [--copies N] [--repeat R] [--json PATH] [--md PATH]
 
-The corpus: `examples/corpus` plus the reader fixtures (`tests/pipeline/readers/fixtures/`:
+The corpus: `examples/corpus` plus the reader fixtures (`tests/documents/readers/fixtures/`:
 Word, PowerPoint, Excel, OpenDocument, EPUB, RTF, mail, notebooks, CSV/TSV, text and
 scanned PDFs, images), copied `--copies` times into a fresh folder (each copy its own
 sub-folder, so every file is a distinct document). Each system starts from nothing (a fresh
@@ -48,7 +48,7 @@ INTRO = """# End-to-end indexing beside LlamaIndex and LangChain
 
 What it measures: one whole process per system, from start to exit, indexing a fresh copy
 of a mixed-format folder (`examples/corpus` and the reader fixtures of
-`tests/pipeline/readers/fixtures/`: Word, PowerPoint, Excel, OpenDocument, EPUB, RTF, mail,
+`tests/documents/readers/fixtures/`: Word, PowerPoint, Excel, OpenDocument, EPUB, RTF, mail,
 notebooks, CSV/TSV, text and scanned PDFs, images) with all-MiniLM-L6-v2 in every system:
 `attnswitch run` with default options (OCR on) and with `--no-ocr`; LlamaIndex's
 `SimpleDirectoryReader` + `VectorStoreIndex`; LangChain's loader per type +

@@ -72,9 +72,9 @@ MRR_TOLERANCE = 0.01  # of the float32 MRR@10, for the default and int8
 def corpus_chunks(n: int) -> list[str]:
     """`n` chunk texts evenly spaced over all chunks of the corpus, in corpus order."""
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.pipeline.chunk import chunk_text
-    from attnswitch.pipeline.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
-    from attnswitch.pipeline.ingest import ingest
+    from attnswitch.documents.chunk import chunk_text
+    from attnswitch.index.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
+    from attnswitch.documents.ingest import ingest
 
     spec = ModelSpec.load(None)
     tok = chunk_tokenizer(spec)

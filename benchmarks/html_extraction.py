@@ -78,7 +78,7 @@ def extractors() -> dict[str, Callable[[bytes], str] | str]:
 
     out["whole page (no extraction)"] = whole_page
     try:
-        from attnswitch.pipeline.readers.html import html_text
+        from attnswitch.documents.readers.html import html_text
 
         out["attnswitch (trafilatura judges)"] = lambda data: html_text(data)[0]
     except ImportError as exc:

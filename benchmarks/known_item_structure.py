@@ -63,8 +63,8 @@ class Query:
 
 def queries_of(docs: list) -> list[Query]:
     """One query per heading with a body, unique (after its numbering) in the corpus."""
-    from attnswitch.pipeline.chunk import _sections
-    from attnswitch.pipeline.readers.blocks import BlockKind
+    from attnswitch.documents.chunk import _sections
+    from attnswitch.documents.readers.blocks import BlockKind
 
     found: list[Query] = []
     for doc in docs:
@@ -95,9 +95,9 @@ def right(hit, q: Query) -> bool:
 
 def measure(docs: list, queries: list[Query], vectors: np.ndarray, encoder, tokenizer,
             chunking: str, embed: bool, max_tokens: int, overlap: int) -> dict:
-    from attnswitch.pipeline.chunk import chunk_document
-    from attnswitch.pipeline.search import search
-    from attnswitch.pipeline.store import SQLiteStore
+    from attnswitch.documents.chunk import chunk_document
+    from attnswitch.index.search import search
+    from attnswitch.index.store import SQLiteStore
 
     started = time.perf_counter()
     n_chunks = 0
@@ -155,8 +155,8 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from attnswitch.engines import get_engine
-    from attnswitch.pipeline.config import chunk_tokenizer, special_tokens
-    from attnswitch.pipeline.ingest import ingest
+    from attnswitch.index.config import chunk_tokenizer, special_tokens
+    from attnswitch.documents.ingest import ingest
 
     docs = [d for d in ingest(args.corpus) if d.ok and (not args.kinds or d.kind in args.kinds)]
     queries = queries_of(docs)

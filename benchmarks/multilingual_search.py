@@ -82,7 +82,7 @@ def mrr(ranks: list[int | None]) -> float:
 
 def score(language: str, db: Path, asked: list[tuple[str, str]]) -> dict[str, float]:
     import attnswitch
-    from attnswitch.pipeline import search as search_module
+    from attnswitch.index import search as search_module
 
     out: dict[str, float] = {}
     for mode in ("keyword", "dense"):
@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     import attnswitch
-    from attnswitch.pipeline.search import FOREIGN_DENSE_WEIGHT
+    from attnswitch.index.search import FOREIGN_DENSE_WEIGHT
 
     results = {}
     for language in args.languages.split(","):

@@ -5,7 +5,7 @@
         [--md docs/results/ocr_languages.md] [--json docs/results/ocr_languages.json]
 
 The text is that of Debian's translated documentation, which no one here wrote
-(tests/pipeline/readers/script_pages.py `DEBIAN_SOURCES`: the Debian Reference in
+(tests/documents/readers/script_pages.py `DEBIAN_SOURCES`: the Debian Reference in
 English, German, French, Spanish, Japanese and simplified and traditional Chinese, the
 installation guide in Russian and Korean, LibreOffice's help in Hindi), downloaded with
 `apt-get download` into `--work` and unpacked there (nothing is installed). For each
@@ -111,9 +111,9 @@ def cpu_time() -> float:
 
 
 def measure(pack: str, pages: list[tuple[bytes, str]], snippets: list[bytes]) -> dict:
-    from attnswitch.pipeline.readers.blocks import ReadOptions
-    from attnswitch.pipeline.readers.ocr import read_image
-    from attnswitch.pipeline.readers.tesseract import detect_script, recognise_png
+    from attnswitch.documents.readers.blocks import ReadOptions
+    from attnswitch.documents.readers.ocr import read_image
+    from attnswitch.documents.readers.tesseract import detect_script, recognise_png
 
     shipped, own, english, seconds, cpu_seconds, scripts = [], [], [], [], [], []
     osd_cpu = 0.0

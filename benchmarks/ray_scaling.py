@@ -53,8 +53,8 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
     import logging
 
     _, kind, n, per_actor = CONTENDERS[name]
-    from attnswitch.pipeline.run import RunOptions
-    from attnswitch.pipeline.store import SQLiteStore
+    from attnswitch.jobs.run import RunOptions
+    from attnswitch.index.store import SQLiteStore
 
     options = RunOptions(precision=precision)
     out: dict = {}
@@ -62,7 +62,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
         import torch
 
         torch.set_num_threads(n)
-        from attnswitch.pipeline.run import run
+        from attnswitch.jobs.run import run
 
         with SQLiteStore(db) as store:
             summary = run(CORPUS, store, options)
@@ -71,7 +71,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
         os.environ["RAY_worker_niceness"] = "0"  # read by the raylet that ray.init starts
         import ray
 
-        from attnswitch.pipeline.ray_run import RayOptions, run_on_ray
+        from attnswitch.jobs.ray_run import RayOptions, run_on_ray
 
         start = time.perf_counter()
         ray.init(address="local", num_cpus=cpus, include_dashboard=False,

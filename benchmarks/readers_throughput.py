@@ -158,7 +158,7 @@ def notebook(markdown: str, path: Path) -> None:
 
 def measure(path: Path, min_seconds: float) -> tuple[float, int, int]:
     """(seconds per read, best of three rounds; characters extracted; pages_failed)."""
-    from attnswitch.pipeline.ingest import load, scan
+    from attnswitch.documents.ingest import load, scan
 
     [entry] = [e for e in scan(path.parent) if e.source == path.name]
     best = float("inf")

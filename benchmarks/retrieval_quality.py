@@ -87,9 +87,9 @@ def known_items(corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 1
     """The benchmark's known-item set without a store: (every section's first chunk, the
     unique headings as queries, each query's target as an index into the chunks)."""
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.pipeline.chunk import chunk_text
-    from attnswitch.pipeline.config import chunk_tokenizer
-    from attnswitch.pipeline.ingest import ingest
+    from attnswitch.documents.chunk import chunk_text
+    from attnswitch.index.config import chunk_tokenizer
+    from attnswitch.documents.ingest import ingest
 
     docs = [d for d in ingest(corpus) if d.ok]
     all_sections = [s for d in docs for s in sections(d)]
@@ -131,11 +131,11 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from attnswitch.engines import get_engine
-    from attnswitch.pipeline.chunk import chunk_text
-    from attnswitch.pipeline.config import chunk_tokenizer
-    from attnswitch.pipeline.ingest import ingest
-    from attnswitch.pipeline.search import search
-    from attnswitch.pipeline.store import ChunkRecord, SQLiteStore
+    from attnswitch.documents.chunk import chunk_text
+    from attnswitch.index.config import chunk_tokenizer
+    from attnswitch.documents.ingest import ingest
+    from attnswitch.index.search import search
+    from attnswitch.index.store import ChunkRecord, SQLiteStore
 
     docs = [d for d in ingest(args.corpus) if d.ok]
     all_sections = [s for d in docs for s in sections(d)]

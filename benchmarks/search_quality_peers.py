@@ -9,7 +9,7 @@ The corpora, the queries and the metric are those of `search_quality.py` (import
 copied): known-item queries built from the documents' markup, a hit list of 50 chunks
 collapsed to files, the answer file's rank giving MRR@10, recall@10 and nDCG@10.
 
-- ours: the three modes of `pipeline.search.search` over a store built by `pipeline.run.run`
+- ours: the three modes of `index.search.search` over a store built by `jobs.run.run`
   with default options (`search_quality.index` and `evaluate`);
 - peers: `benchmarks/peers/langchain_recipe.py` and `benchmarks/peers/llamaindex_recipe.py`,
   each a process of the peers' venv, index the same folder with the same model folder (the
@@ -138,9 +138,9 @@ def page_chunks(path: Path, variant: DenseVariant, tokenizer) -> list[str]:
     HTML reader functions and chunker with the variant's parameters."""
     from bs4 import BeautifulSoup
 
-    from attnswitch.pipeline.chunk import chunk_text
-    from attnswitch.pipeline.readers.html import _content_text, html_blocks, main_blocks
-    from attnswitch.pipeline.readers.text import decode
+    from attnswitch.documents.chunk import chunk_text
+    from attnswitch.documents.readers.html import _content_text, html_blocks, main_blocks
+    from attnswitch.documents.readers.text import decode
 
     markup = decode(path.read_bytes())[0]
     blocks = html_blocks(markup)
@@ -265,7 +265,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from attnswitch.engines import ModelSpec, get_engine
     from attnswitch.engines.model import default_model_path
-    from attnswitch.pipeline.config import chunk_tokenizer
+    from attnswitch.index.config import chunk_tokenizer
 
     args.store_dir.mkdir(parents=True, exist_ok=True)
     work = args.store_dir / "peers"

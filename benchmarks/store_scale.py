@@ -60,8 +60,8 @@ import sys, time
 t0 = time.perf_counter()
 import numpy as np
 import attnswitch.cli
-from attnswitch.pipeline.search import search
-from attnswitch.pipeline.location import open_store
+from attnswitch.index.search import search
+from attnswitch.index.location import open_store
 with open_store(sys.argv[1]) as store:
     hits = search(store, np.load(sys.argv[2]), 10, mode="dense")
 print(time.perf_counter() - t0, len(hits))
@@ -70,8 +70,8 @@ print(time.perf_counter() - t0, len(hits))
 
 def documents(n: int, seed: int):
     """(Document, chunks, vectors) of n synthetic chunks, PER_DOC per document."""
-    from attnswitch.pipeline.ingest import Document
-    from attnswitch.pipeline.store import ChunkRecord
+    from attnswitch.documents.ingest import Document
+    from attnswitch.index.store import ChunkRecord
 
     vocab = words(seed)
     rng = np.random.default_rng(seed)
@@ -110,7 +110,7 @@ def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str],
             efs: list[int]) -> dict:
     """Dense stats at the store's default beam, then at each of `efs` (`sweep`), and
     keyword and hybrid p50 (at the default beam)."""
-    from attnswitch.pipeline.search import search
+    from attnswitch.index.search import search
 
     store.dense(x_queries[:1], K)  # load the index (the warm state)
     sweep = []
@@ -151,7 +151,7 @@ def set_default_model_config(store) -> None:
     """Give the synthetic store the default model's index config, so that the real
     `attnswitch search` runs against it (its 384-d vectors fit MiniLM's)."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.pipeline.config import META_KEY, IndexConfig
+    from attnswitch.index.config import META_KEY, IndexConfig
 
     config = IndexConfig.build(ModelSpec.load(None), None, "torch", "fp32")
     assert config.dim == DIM, config.dim
@@ -191,8 +191,8 @@ def cli_cold(db: Path, runs: int = 3) -> dict:
 
 def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                texts: list[str], exact_below: int, efs: list[int]) -> dict:
-    from attnswitch.pipeline.ann import HnswIndex
-    from attnswitch.pipeline.store import SQLiteStore
+    from attnswitch.index.ann import HnswIndex
+    from attnswitch.index.store import SQLiteStore
 
     db = folder / "scale.sqlite3"
     with SQLiteStore(db, exact_below=exact_below) as store:
@@ -213,7 +213,7 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                  texts: list[str], exact_below: int, efs: list[int]) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
-    from attnswitch.pipeline.store_postgres import (HNSW_EF_CONSTRUCTION, HNSW_M,
+    from attnswitch.index.store_postgres import (HNSW_EF_CONSTRUCTION, HNSW_M,
                                                     PostgresStore)
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core
@@ -265,7 +265,7 @@ def main() -> None:
     rng = np.random.default_rng(3)
     texts = [" ".join(vocab[j] for j in rng.integers(0, len(vocab), 3))
              for _ in range(args.queries)]
-    from attnswitch.pipeline.store import EXACT_BELOW
+    from attnswitch.index.store import EXACT_BELOW
 
     exact_below = EXACT_BELOW if args.exact_below is None else args.exact_below
     efs = [int(v) for v in args.ef.split(",") if v.strip()]

@@ -1,5 +1,5 @@
 """Regenerate the text the OCR language tests print and read back
-(tests/pipeline/readers/ocr_pages/): for each language tested, the first paragraphs of a
+(tests/documents/readers/ocr_pages/): for each language tested, the first paragraphs of a
 Debian package's translated documentation (`script_pages.DEBIAN_SOURCES`: the Debian
 Reference in German, Japanese and simplified and traditional Chinese, the installation
 guide in Russian and Korean, LibreOffice's help in Hindi) that the language's font draws,

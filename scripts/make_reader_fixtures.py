@@ -1,4 +1,4 @@
-"""Regenerate the reader fixtures (tests/pipeline/readers/fixtures/) from the example corpus,
+"""Regenerate the reader fixtures (tests/documents/readers/fixtures/) from the example corpus,
 converted by the real tools people use, so the tests read what those tools write.
 
 Sources (examples/corpus, see its LICENSE-NOTICE.md):

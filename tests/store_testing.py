@@ -14,7 +14,7 @@ def hold_run_lock(location: str | Path, seconds: float) -> subprocess.Popen:
     `seconds`, then exits (dropping it); returns once the lock is held."""
     code = textwrap.dedent(f"""
         import time
-        from attnswitch.pipeline.location import open_store
+        from attnswitch.index.location import open_store
         store = open_store({str(location)!r})
         store.begin_run()
         print("locked", flush=True)

@@ -13,11 +13,11 @@ from attnswitch.errors import AttnswitchError, ConfigError
 
 def _user_errors() -> list[tuple[type, type]]:
     from attnswitch.engines import EncodeInputError, ModelError, NoEngineError
-    from attnswitch.pipeline.config import IndexMismatchError
-    from attnswitch.pipeline.ingest import RootNameError
-    from attnswitch.pipeline.ray_encoders import RayRunError, RayUnavailableError
-    from attnswitch.pipeline.ray_run import RayConnectError
-    from attnswitch.pipeline.store_errors import (
+    from attnswitch.index.config import IndexMismatchError
+    from attnswitch.documents.ingest import RootNameError
+    from attnswitch.jobs.ray_encoders import RayRunError, RayUnavailableError
+    from attnswitch.jobs.ray_run import RayConnectError
+    from attnswitch.index.store_errors import (
         StoreBusyError,
         StoreConnectError,
         StoreCorruptError,
@@ -63,7 +63,7 @@ def test_run_prints_a_user_error_as_one_line(tmp_path, args, code, message) -> N
 def test_run_lets_a_bug_raise_with_its_traceback(tmp_path, monkeypatch, bug) -> None:
     """An exception that is not an `AttnswitchError`, raised inside the run (injected into
     the pipeline's chunking step), reaches the caller as itself, not as a one-line exit."""
-    import attnswitch.pipeline.run as pipeline_run
+    import attnswitch.jobs.run as pipeline_run
     from attnswitch.cli import app
 
     def broken(*args, **kwargs):

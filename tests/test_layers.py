@@ -1,15 +1,17 @@
 """The package's layers, checked from the source (ast; nothing is imported): every import,
 at module level or inside a function, goes one way,
 
-    attention <- integrations <- engines <- the package root's modules <- pipeline
-        <- service <- the framework adapters (integrations' langchain, llamaindex, mcp and
-        their helpers) <- cli <- the package root itself (`attnswitch/__init__.py`)
+    attention <- integrations <- engines <- the package root's modules <- documents
+        <- index <- jobs <- service <- the framework adapters (integrations' langchain,
+        llamaindex, mcp and their helpers) <- cli <- the package root itself
+        (`attnswitch/__init__.py`)
 
 with observe, errors, plugins and the version as leaves, and the import graph has no
 cycle (docs/architecture.md, "Layers"). The root module is the public facade: it
 re-exports names of every layer (`attention`, `encode`, `search`, `index`, ...), so nothing
-inside the package imports it. Typer lives only in the CLI, and the pipeline and
-the service reach engines only through the engine interface and registry."""
+inside the package imports it. Typer lives only in the CLI, and the document engine
+(documents, index, jobs) and the service reach engines only through the engine interface
+and registry."""
 
 from __future__ import annotations
 
@@ -30,22 +32,26 @@ LAYERS = {
     "attnswitch.integrations": 2,
     "attnswitch.engines": 3,
     "attnswitch": 4,  # the root: public names (attention, explain, encode, ...)
-    "attnswitch.pipeline": 5,
-    "attnswitch.service": 6,
+    # The document engine: documents (readers, chunking), the index (stores, search), jobs
+    # (runs, watch, Ray, the jobs table, the Python calls).
+    "attnswitch.documents": 5,
+    "attnswitch.index": 6,
+    "attnswitch.jobs": 7,
+    "attnswitch.service": 8,
     # The framework adapters sit in integrations/ but above the index and the service
-    # (they search it, read documents with the pipeline and serve MCP with the service's
+    # (they search it, read documents with the document engine and serve MCP with the service's
     # auth); the Hugging Face integration stays below the engines.
-    "attnswitch.integrations.index_client": 7,
-    "attnswitch.integrations.extraction": 7,
-    "attnswitch.integrations.langchain": 7,
-    "attnswitch.integrations.llamaindex": 7,
-    "attnswitch.integrations.mcp": 7,
-    "attnswitch.cli": 8,
+    "attnswitch.integrations.index_client": 9,
+    "attnswitch.integrations.extraction": 9,
+    "attnswitch.integrations.langchain": 9,
+    "attnswitch.integrations.llamaindex": 9,
+    "attnswitch.integrations.mcp": 9,
+    "attnswitch.cli": 10,
 }
 # The root module (`attnswitch/__init__.py`), above every layer; its other modules
 # (`attnswitch.doctor`) are the layer "attnswitch" names.
 FACADE = "attnswitch"
-# The engine interface and registry: what the pipeline and the service may import of engines.
+# The engine interface and registry: what the document engine and the service may import of engines.
 ENGINE_INTERFACE = {"attnswitch.engines", "attnswitch.engines.base", "attnswitch.engines.model",
                     "attnswitch.engines.registry"}
 CLI_ONLY_LIBRARIES = ("typer",)
@@ -170,7 +176,8 @@ def test_typer_is_imported_by_the_cli_only() -> None:
     assert users == []
 
 
-@pytest.mark.parametrize("layer", ["attnswitch.pipeline", "attnswitch.service"])
+@pytest.mark.parametrize("layer", ["attnswitch.documents", "attnswitch.index",
+                                   "attnswitch.jobs", "attnswitch.service"])
 def test_engines_are_driven_through_their_interface(layer: str) -> None:
     edges = graph()
     concrete = sorted(f"{a} imports {b}" for a, targets in edges.items()
@@ -193,16 +200,16 @@ def test_the_checks_find_an_upward_import_inside_a_function_and_a_cycle(tmp_path
     src = _write(tmp_path, {
         "__init__.py": "",
         "attention/__init__.py": "",
-        "attention/plan.py": "def f():\n    from attnswitch.pipeline import run\n",
+        "attention/plan.py": "def f():\n    from attnswitch.jobs import run\n",
         "attention/verdicts.py": "from attnswitch.attention import conformance\n",
         "attention/conformance.py": "from . import verdicts\n",
-        "pipeline/__init__.py": "",
-        "pipeline/run.py": "import attnswitch.attention.plan\n",
+        "jobs/__init__.py": "",
+        "jobs/run.py": "import attnswitch.attention.plan\n",
     })
     edges = graph(src)
     assert upward(edges) == ["attnswitch.attention.plan (layer 1) imports "
-                             "attnswitch.pipeline.run (layer 5)"]
+                             "attnswitch.jobs.run (layer 7)"]
     assert cycles(edges) == [
         ["attnswitch.attention.conformance", "attnswitch.attention.verdicts"],
-        ["attnswitch.attention.plan", "attnswitch.pipeline.run"],
+        ["attnswitch.attention.plan", "attnswitch.jobs.run"],
     ]

@@ -70,8 +70,8 @@ def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,
     shape of `attnswitch search --json` and `/v1/search`; `Hit.to_dict()`). `mode`:
     "hybrid", "dense" or "keyword"; filters: `path` (folder prefix or glob), `type` (kind
     or extension), `modified_after`/`modified_before` (ISO dates), each a value or a list.
-    See `attnswitch.pipeline.api.search`."""
-    from attnswitch.pipeline.api import search as search_index
+    See `attnswitch.jobs.api.search`."""
+    from attnswitch.jobs.api import search as search_index
 
     return search_index(query, db, k, mode, path=path, type=type,
                         modified_after=modified_after, modified_before=modified_before,
@@ -81,8 +81,8 @@ def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,
 def index(folder: Any, db: Any = None, **options: Any) -> Any:
     """Index `folder` into the store at `db`, as `attnswitch run` does (resumable;
     unchanged files left alone); the run's summary (`.to_dict()` is `run --json`'s). See
-    `attnswitch.pipeline.api.index` for the options."""
-    from attnswitch.pipeline.api import index as index_folder
+    `attnswitch.jobs.api.index` for the options."""
+    from attnswitch.jobs.api import index as index_folder
 
     return index_folder(folder, db, **options)
 

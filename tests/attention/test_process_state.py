@@ -45,7 +45,7 @@ ALLOWED = {
     "engines._cache": "the loaded encoders, one model load per process",
     "engines.autopick._TABLE": "the engine measurements file (cache.JsonTable)",
     "engines.autoprecision._TABLE": "the precision measurements file (cache.JsonTable)",
-    "pipeline.read_pool._started": "a read worker's channel for the files it starts",
+    "jobs.read_pool._started": "a read worker's channel for the files it starts",
 }
 # each backend's and engine's module instance: the entries of the two registries
 REGISTRY_ENTRIES = ("BACKEND", "ENGINE")
@@ -123,7 +123,7 @@ def test_allowed_state_is_documented() -> None:
     assert not missing, f"docs/architecture.md, Process state: expected {missing}"
 
 
-@pytest.mark.parametrize("module_name", ["attention.masks", "pipeline.chunk", "service.errors"])
+@pytest.mark.parametrize("module_name", ["attention.masks", "documents.chunk", "service.errors"])
 def test_the_check_sees_a_planted_global(monkeypatch: pytest.MonkeyPatch,
                                          module_name: str) -> None:
     """Control: a module-level set added to a module of any package is reported."""

@@ -12,7 +12,7 @@ import pytest
 
 from attnswitch.cli.progress import (MEASURING_TEXT, NoProgress, ProgressBar, ProgressLines,
                                      pick)
-from attnswitch.pipeline.run import MEASURING, RunProgress
+from attnswitch.jobs.run import MEASURING, RunProgress
 
 NOTE = ("measuring which engine encodes fastest (onnxruntime, openvino, torch, jax) with the "
         "same answers as torch float32, once on this machine (remembered): about 50 s")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from attnswitch.pipeline.search import DENSE_WEIGHT, where
+from attnswitch.index.search import DENSE_WEIGHT, where
 from cli_testing import Indexed, invoke
 
 QUERY = "how do I update rows in a table"

@@ -1,6 +1,6 @@
 """A first use that says what it measures and about how long (engines/measuring.py), the
 choice without a measurement for a job too small to repay one and the engine a query is
-encoded with (engines/light.py), and the run's decision between them (pipeline/choose.py),
+encoded with (engines/light.py), and the run's decision between them (jobs/choose.py),
 on a small random model."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from attnswitch.attention import cache
 from attnswitch.engines import autopick, light, measuring, registry
 from attnswitch.engines.autopick import EnginePlan, EngineRow
 from attnswitch.engines.model import ModelSpec
-from attnswitch.pipeline import choose
-from attnswitch.pipeline.run import RunOptions
+from attnswitch.jobs import choose
+from attnswitch.jobs.run import RunOptions
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def test_library_noise_goes_to_the_log_and_attnswitch_messages_to_the_user(
             _read_truncated_pdf()
             warnings.warn_explicit("old API", DeprecationWarning, "/site-packages/lib.py", 3)
             warnings.warn("attnswitch: engine 'x' failed its parity check", RuntimeWarning)
-            logging.getLogger("attnswitch.pipeline.run").warning("run: retrying one by one")
+            logging.getLogger("attnswitch.jobs.run").warning("run: retrying one by one")
     assert shown == ["warning: attnswitch: engine 'x' failed its parity check",
                      "warning: run: retrying one by one"]
     text = path.read_text()

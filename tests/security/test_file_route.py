@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.store import SQLiteStore
+from attnswitch.jobs.run import RunOptions, run
+from attnswitch.index.store import SQLiteStore
 from attnswitch.service import launch
 from security_testing import CORPUS, SECRET, STARTUP_TIMEOUT_S
 

@@ -14,7 +14,7 @@ import pytest
 from hostile_files import (blank_pdf, many_frame_tiff, nested_mail, png_header,
                            tiff_with_huge_frame)
 
-from attnswitch.pipeline.ingest import Skip, ingest
+from attnswitch.documents.ingest import Skip, ingest
 
 pytestmark = pytest.mark.xdist_group("security")
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,

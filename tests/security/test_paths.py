@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attnswitch.cli import app
-from attnswitch.pipeline.store import SQLiteStore
+from attnswitch.index.store import SQLiteStore
 from security_testing import SECRET, finished
 
 pytestmark = pytest.mark.xdist_group("security")

@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from attnswitch.pipeline.filesystems import pseudo_devices
-from attnswitch.pipeline.ingest import MAX_DEPTH, Skip, ingest, load, scan
-from attnswitch.pipeline.store import SQLiteStore
+from attnswitch.documents.filesystems import pseudo_devices
+from attnswitch.documents.ingest import MAX_DEPTH, Skip, ingest, load, scan
+from attnswitch.index.store import SQLiteStore
 from security_testing import JOB_TIMEOUT_S, SECRET, finished
 
 pytestmark = pytest.mark.xdist_group("security")

@@ -9,18 +9,20 @@ import time
 
 import httpx
 import pytest
-
-from attnswitch.pipeline.location import open_store
 from service_testing import (
     SMALL,
-    TUTORIAL_PAGES as DOCUMENTS,
     committed,
     copy_corpus,
     finished_job,
     start_job_and_wait,
     start_server,
 )
+from service_testing import (
+    TUTORIAL_PAGES as DOCUMENTS,
+)
 
+from attnswitch.index.location import open_store
+from attnswitch.jobs import jobs_table
 
 
 def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
@@ -49,7 +51,7 @@ def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
     finally:
         first.stop()
     with open_store(served_location) as store:
-        row = store.job(job_id)
+        row = jobs_table.find(store, job_id)
         assert (row.status, row.resume) == ("cancelled", False)
         assert [r.status for r in store.runs()[:1]] == ["interrupted"]  # the pipeline's view
 
@@ -74,14 +76,14 @@ def test_a_job_waiting_to_be_resumed_is_cancelled_without_running(served_locatio
                                                                    tmp_path) -> None:
     """Two jobs a stopped server left interrupted: the next server resumes them oldest first;
     the second, cancelled while it waits (or before the resume reads it), never runs."""
-    from attnswitch.pipeline.store import JobRecord
+    from attnswitch.jobs.jobs_table import JobRecord
 
     jobs_root = tmp_path / "jobs"
     copy_corpus(jobs_root / "docs", DOCUMENTS)
     waiting = copy_corpus(jobs_root / "small", SMALL[:1])
     with open_store(served_location) as store:
         for i, path in enumerate(("docs", "small")):
-            store.save_job(JobRecord(id=f"left{i}", path=path, status="interrupted",
+            jobs_table.save(store, JobRecord(id=f"left{i}", path=path, status="interrupted",
                                      created_at=100.0 + i, error="stopped", attempts=1,
                                      resume=True))
     srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root",

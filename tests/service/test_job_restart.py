@@ -10,12 +10,10 @@ import time
 
 import httpx
 import pytest
-
-from attnswitch.pipeline.location import open_store
-from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.store import SQLiteStore
 from service_testing import (
     TUTORIAL_PAGES as DOCUMENTS,
+)
+from service_testing import (
     assert_same_content,
     committed,
     copy_corpus,
@@ -25,6 +23,11 @@ from service_testing import (
     start_server,
     store_content,
 )
+
+from attnswitch.index.location import open_store
+from attnswitch.index.store import SQLiteStore
+from attnswitch.jobs import jobs_table
+from attnswitch.jobs.run import RunOptions, run
 
 
 @pytest.mark.slow
@@ -45,7 +48,8 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location
     done_before = committed(served_location, folder)
     assert 3 <= done_before < len(DOCUMENTS), done_before  # killed in the middle
     with open_store(served_location) as store:
-        assert store.job(job_id).status == "running"  # what the killed server left
+        # what the killed server left
+        assert jobs_table.find(store, job_id).status == "running"
 
     second = start_server(tmp_path / "second", *args)
     try:

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from attnswitch.pipeline.store import SQLiteStore
+from attnswitch.index.store import SQLiteStore
 from service_testing import LARGER, copy_corpus, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from attnswitch.pipeline.store import SQLiteStore
+from attnswitch.index.store import SQLiteStore
 from service_testing import CORPUS, copy_corpus, start_server
 
 pytestmark = pytest.mark.xdist_group("service-lifecycle")

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnswitch.pipeline.ingest import ingest
-from attnswitch.pipeline.store import ChunkRecord, SQLiteStore
+from attnswitch.documents.ingest import ingest
+from attnswitch.index.store import ChunkRecord, SQLiteStore
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 

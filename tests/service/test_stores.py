@@ -9,11 +9,6 @@ import time
 
 import httpx
 import pytest
-
-from attnswitch.pipeline.location import open_store
-from attnswitch.pipeline.run import RunOptions, run
-from attnswitch.pipeline.search import search
-from attnswitch.pipeline.store import SQLiteStore
 from service_testing import (
     LARGER,
     TUTORIAL_PAGES,
@@ -25,6 +20,12 @@ from service_testing import (
     start_server,
     store_content,
 )
+
+from attnswitch.index.location import open_store
+from attnswitch.index.search import search
+from attnswitch.index.store import SQLiteStore
+from attnswitch.jobs import jobs_table
+from attnswitch.jobs.run import RunOptions, run
 
 QUERY = "which rows does an update change, and how is a table joined to itself"
 
@@ -57,7 +58,8 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
                         assert g["score"] == pytest.approx(w.score, abs=1e-5)
                     assert served_location not in r.text
                 got_content = store_content(store, folder)
-                assert store.job(job["id"]).status == "completed"  # a row of this store
+                # a row of this store
+                assert jobs_table.find(store, job["id"]).status == "completed"
             listing = client.get("/v1/jobs").text
             assert served_location not in listing and str(tmp_path) not in listing
     finally:

@@ -10,8 +10,10 @@ import shutil
 import time
 from pathlib import Path
 
-from attnswitch.pipeline.location import open_store
 from ui_testing import CORPUS
+
+from attnswitch.index.location import open_store
+from attnswitch.jobs import jobs_table
 
 TIMEOUT_MS = 120_000
 # Enough documents that the job still runs when the test presses Cancel: the PostgreSQL
@@ -61,6 +63,6 @@ def test_a_job_cancelled_in_the_page_ends_cancelled_and_keeps_its_documents(ui, 
     kept = committed(data, folder)
     assert 2 <= kept < total, kept
     with open_store(data) as store:
-        job = store.jobs(1)[0]
+        job = jobs_table.recent(store, 1)[0]
         assert (job.path, job.status, job.resume) == ("many", "cancelled", False)
     assert ui.errors == []

@@ -65,8 +65,8 @@ def ocr_languages_error(value: str) -> str | None:
     naming the flag and listing the installed packs: not packs joined by '+' or ',', or a
     pack not installed (with the Debian package of each missing one), or Tesseract does
     not run; None when it can."""
-    from attnswitch.pipeline.readers.ocr_languages import check_installed, parse_languages
-    from attnswitch.pipeline.readers.tesseract import installed_packs
+    from attnswitch.documents.readers.ocr_languages import check_installed, parse_languages
+    from attnswitch.documents.readers.tesseract import installed_packs
 
     try:
         installed = installed_packs()

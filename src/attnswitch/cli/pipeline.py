@@ -48,10 +48,10 @@ from attnswitch.cli.options import (
 from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
 from attnswitch.cli.progress import pick as progress_display
 from attnswitch.observe.liblog import LibraryLog
-from attnswitch.pipeline.readers.blocks import DEFAULT_OCR_MAX_PAGES
+from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 
 if TYPE_CHECKING:
-    from attnswitch.pipeline.query import QuerySteps
+    from attnswitch.index.query import QuerySteps
 
 
 class Layout(str, enum.Enum):
@@ -87,7 +87,7 @@ def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exi
 def _store_errors(command: str, path: Path | str, as_json: bool) -> Iterator[None]:
     """Report an error about the store's file (corrupt, locked, another schema, a vector of
     the wrong length: `store_errors`) in one line naming the file and what to do."""
-    from attnswitch.pipeline.store_errors import describe, is_store_error
+    from attnswitch.index.store_errors import describe, is_store_error
 
     try:
         yield
@@ -108,8 +108,8 @@ def _interruptible(command: str, as_json: bool) -> Iterator[None]:
 
 def store_location(db: str | None) -> str | Path:
     """What `--db` names: a PostgreSQL URL as given, else the SQLite file (`store.resolve_path`)."""
-    from attnswitch.pipeline.location import is_url
-    from attnswitch.pipeline.store import resolve_path
+    from attnswitch.index.location import is_url
+    from attnswitch.index.store import resolve_path
 
     return db if is_url(db) else resolve_path(None if db is None else Path(db))
 
@@ -118,14 +118,14 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
                 existing: bool = False) -> Any:
     """The store at `location` (`open_store`), or the command's one-line failure; with
     `existing`, a SQLite store that does not exist is refused, not created."""
-    from attnswitch.pipeline.location import open_store
-    from attnswitch.pipeline.store import StoreConnectError, StoreInputError, resolve_path
+    from attnswitch.index.location import open_store
+    from attnswitch.index.store import StoreConnectError, StoreInputError, resolve_path
 
     if existing and isinstance(location, Path) and not location.is_file():
         raise _fail(command, f"no index at {location}: run `attnswitch run FOLDER"
                     f"{'' if location == resolve_path(None) else ' --db ' + str(location.parent)}`"
                     " first", as_json)
-    from attnswitch.pipeline.store_errors import describe, is_store_error
+    from attnswitch.index.store_errors import describe, is_store_error
 
     try:
         store = open_store(location)
@@ -274,8 +274,8 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
     None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
     with here (`options.ocr_languages_error`) exits 2 with one line."""
     from attnswitch.errors import ConfigError
-    from attnswitch.pipeline.rules import FileRules
-    from attnswitch.pipeline.run import RunOptions
+    from attnswitch.documents.rules import FileRules
+    from attnswitch.jobs.run import RunOptions
 
     if fields.get("ocr", True) and fields.get("ocr_languages") is not None:
         if (why := ocr_languages_error(fields["ocr_languages"])) is not None:
@@ -291,7 +291,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
 def _check_folder(path: Path, as_json: bool) -> None:
     """Refuse a PATH that is not a folder, or one on a pseudo filesystem (/proc, /sys,
     ...), in one line, before any store is made."""
-    from attnswitch.pipeline.ingest import check_root_filesystem
+    from attnswitch.documents.ingest import check_root_filesystem
 
     if not path.is_dir():
         what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
@@ -306,7 +306,7 @@ def _check_folder(path: Path, as_json: bool) -> None:
 
 def _local_runner(path: Path, options: Any) -> Any:
     """`run.run` on this machine, for `_execute_run`."""
-    from attnswitch.pipeline.run import run
+    from attnswitch.jobs.run import run
 
     def runner(store: Any, on_progress: Any) -> Any:
         return run(path, store, options, on_progress=on_progress)
@@ -354,8 +354,8 @@ def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int |
     import logging
 
     from attnswitch.errors import ConfigError
-    from attnswitch.pipeline.ray_encoders import RayUnavailableError, import_ray
-    from attnswitch.pipeline.ray_run import RayOptions, check_address, run_on_ray
+    from attnswitch.jobs.ray_encoders import RayUnavailableError, import_ray
+    from attnswitch.jobs.ray_run import RayOptions, check_address, run_on_ray
 
     try:
         import_ray()
@@ -548,11 +548,11 @@ def search_command(
     timings on stderr after the results (any output).
     """
     from attnswitch.observe.startup import process_age_s
-    from attnswitch.pipeline.config import stored_config
-    from attnswitch.pipeline.filters import SearchFilter
-    from attnswitch.pipeline.query import QuerySteps
-    from attnswitch.pipeline.search import search
-    from attnswitch.pipeline.store import MAX_EF_SEARCH, StoreInputError
+    from attnswitch.index.config import stored_config
+    from attnswitch.index.filters import SearchFilter
+    from attnswitch.index.query import QuerySteps
+    from attnswitch.index.search import search
+    from attnswitch.index.store import MAX_EF_SEARCH, StoreInputError
 
     startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -653,7 +653,7 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
                   steps: QuerySteps) -> Any:
     """`query.encode_query`, or the command's one-line failure."""
     from attnswitch.errors import AttnswitchError
-    from attnswitch.pipeline.query import encode_query
+    from attnswitch.index.query import encode_query
 
     try:
         return encode_query(query, config, model, steps)
@@ -666,7 +666,7 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     (cosine similarity and keyword score, each with its rank in its own list)."""
     from rich.table import Table
 
-    from attnswitch.pipeline.search import DENSE_WEIGHT, PHRASE_BONUS, where
+    from attnswitch.index.search import DENSE_WEIGHT, PHRASE_BONUS, where
 
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
@@ -712,7 +712,7 @@ def _part(score: float | None, rank: int | None, fmt: str) -> str:
 
 def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
     """What is indexed: documents, chunks, skipped files and why, the last run."""
-    from attnswitch.pipeline.config import stored_config
+    from attnswitch.index.config import stored_config
 
     location = store_location(db)
     with _store_errors("status", location, as_json), \

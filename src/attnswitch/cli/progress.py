@@ -1,4 +1,4 @@
-"""How `attnswitch run` shows its progress on stderr (`pipeline.run.RunProgress` events).
+"""How `attnswitch run` shows its progress on stderr (`jobs.run.RunProgress` events).
 
 - `ProgressBar` (a terminal): one rich progress row, laid out by rich for the terminal's
   width (`columns_for`: from 60 columns up nothing is cut, narrower terminals drop the bar

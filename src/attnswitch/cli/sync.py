@@ -46,7 +46,7 @@ def forget_command(
     """Remove a file or a folder from the index, with its chunks and vectors (the files
     themselves are left alone; a later run of their folder indexes them again)."""
     from attnswitch.cli.pipeline import _fail, _open_store, _store_errors, store_location
-    from attnswitch.pipeline.forget import NotIndexedError, forget
+    from attnswitch.index.forget import NotIndexedError, forget
 
     location = store_location(db)
     with _store_errors("forget", location, as_json), \
@@ -99,7 +99,7 @@ def watch_command(
     from attnswitch.cli.pipeline import (
         _check_folder, _fail, _open_store, _run_options, _store_errors, store_location)
     from attnswitch.errors import AttnswitchError
-    from attnswitch.pipeline.watch import options_of_index, watch
+    from attnswitch.jobs.watch import options_of_index, watch
 
     options = _run_options(as_json, "watch", model=model, engine=engine,
                            max_tokens=max_tokens, overlap=overlap,

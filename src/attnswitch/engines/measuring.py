@@ -6,7 +6,7 @@ and remembers the result; later uses read it. `ahead(spec, engine, precision)` l
 steps a resolution would run now, each with an estimate of its seconds (`STEP_S`), or
 returns None when nothing would be measured (the plans are recorded, or engine and
 precision are forced). The estimate is what a run says before it measures ("about 60 s"),
-what it weighs against the job (`pipeline/choose.py`), and the scale of its progress bar:
+what it weighs against the job (`jobs/choose.py`), and the scale of its progress bar:
 `Paced` turns the steps' `progress(done, total, what)` reports into estimated seconds done,
 so that the bar's ETA follows the pace the machine really keeps.
 

@@ -1,6 +1,6 @@
 """attnswitch's reading of documents for the framework loaders (LangChain's
 `AttnswitchLoader`, LlamaIndex's `AttnswitchReader`): a folder or one file read by
-attnswitch's readers (`pipeline.ingest`: every format it knows, OCR of scans, the same
+attnswitch's readers (`documents.ingest`: every format it knows, OCR of scans, the same
 walk and file rules as `attnswitch run`), given back as (text, metadata) pieces by `by`:
 
 - "chunks": the chunks `attnswitch run` would index (`chunk.chunk_document` with the
@@ -46,7 +46,7 @@ class Extraction:
                              f"{self.path!r}")
 
     def pieces(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        from attnswitch.pipeline.ingest import load
+        from attnswitch.documents.ingest import load
 
         tokenizer, max_tokens = _chunking() if self.by == "chunks" else (None, 0)
         for entry in _entries(Path(self.path)):
@@ -59,7 +59,7 @@ class Extraction:
 
 def _entries(path: Path) -> Iterator[Any]:
     """What `load` reads: every file of a folder as `scan` finds them, or the one file."""
-    from attnswitch.pipeline.ingest import SourceFile, scan
+    from attnswitch.documents.ingest import SourceFile, scan
 
     if path.is_dir():
         yield from scan(path.resolve())
@@ -73,7 +73,7 @@ def _entries(path: Path) -> Iterator[Any]:
 def _chunking() -> tuple[Any, int]:
     """The default model's chunking tokenizer and chunk size, as `run` chunks."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.pipeline.config import IndexConfig, chunk_tokenizer
+    from attnswitch.index.config import IndexConfig, chunk_tokenizer
 
     spec = ModelSpec.load(None)
     tokenizer = chunk_tokenizer(spec)
@@ -88,8 +88,8 @@ def _document_fields(doc: Any) -> dict[str, Any]:
 
 def _pieces(doc: Any, by: str, tokenizer: Any, max_tokens: int
             ) -> Iterator[tuple[str, dict[str, Any]]]:
-    from attnswitch.pipeline.chunk import chunk_document
-    from attnswitch.pipeline.readers.blocks import BlockKind
+    from attnswitch.documents.chunk import chunk_document
+    from attnswitch.documents.readers.blocks import BlockKind
 
     fields = _document_fields(doc)
     if by == "documents":

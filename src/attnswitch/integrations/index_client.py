@@ -1,5 +1,5 @@
 """One way for the framework adapters (LangChain, LlamaIndex) to search an attnswitch index:
-a local one (`db=`, through `pipeline.api.search`, the call `attnswitch.search` makes) or
+a local one (`db=`, through `jobs.api.search`, the call `attnswitch.search` makes) or
 a running `attnswitch serve` (`url=`, through `POST /v1/search` with its `filter` object).
 Either way a search gives the hits as dicts in the one shape `Hit.to_dict()` defines (the
 same keys from both), best first.
@@ -48,8 +48,8 @@ class SearchSpec:
     modified_before: Any = None
 
     def __post_init__(self) -> None:
-        from attnswitch.pipeline.filters import SearchFilter
-        from attnswitch.pipeline.search import check_k, check_mode
+        from attnswitch.index.filters import SearchFilter
+        from attnswitch.index.search import check_k, check_mode
 
         object.__setattr__(self, "k", check_k(self.k))
         check_mode(self.mode)
@@ -96,7 +96,7 @@ def check_source(db: str | os.PathLike | None, url: str | None) -> None:
 def search_local(query: str, db: str | os.PathLike | None, spec: SearchSpec
                  ) -> list[dict[str, Any]]:
     """The hits of the index at `db` (see the module doc)."""
-    from attnswitch.pipeline.api import search
+    from attnswitch.jobs.api import search
 
     return [h.to_dict() for h in search(query, db, spec.k, spec.mode, **spec.filters())]
 

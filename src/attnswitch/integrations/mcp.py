@@ -107,13 +107,13 @@ class IndexTools:
 
     def __init__(self, db: str | os.PathLike | None, roots: tuple[Path, ...] = (),
                  private: bool = False):
-        from attnswitch.pipeline.api import location_of
+        from attnswitch.jobs.api import location_of
 
         self.db, self.roots, self.private = db, roots, private
         self.location = location_of(db)
 
     def _store(self) -> Any:
-        from attnswitch.pipeline.location import open_store
+        from attnswitch.index.location import open_store
 
         if isinstance(self.location, Path) and not self.location.is_file():
             raise ToolError("db: expected an index made by `attnswitch run` or the "
@@ -121,7 +121,7 @@ class IndexTools:
         return open_store(self.location)
 
     def search(self, query: str, k: int, mode: str, filters: dict[str, Any]) -> dict[str, Any]:
-        from attnswitch.pipeline.api import search
+        from attnswitch.jobs.api import search
 
         hits = [h.to_dict() for h in search(query, self.db, k, mode, **filters)]
         for hit in hits:
@@ -185,7 +185,7 @@ class IndexTools:
         return summary
 
     def index_folder(self, folder: str) -> dict[str, Any]:
-        from attnswitch.pipeline.api import index
+        from attnswitch.jobs.api import index
 
         path = check_index_folder(folder, self.roots)
         summary = index(path, self.db).to_dict()
@@ -194,7 +194,7 @@ class IndexTools:
 
 
 def _where(hit: dict[str, Any]) -> str:
-    from attnswitch.pipeline.search import where
+    from attnswitch.index.search import where
 
     return where(hit["path"], hit["location"], hit["heading_path"])
 

@@ -1,5 +1,5 @@
 """Search over the server's store (`serve --db`: a data folder, an index file or a
-PostgreSQL URL, opened by `pipeline.location.open_store`), on a thread of its own.
+PostgreSQL URL, opened by `index.location.open_store`), on a thread of its own.
 
 The store's connection is made and used on one worker thread (sqlite3 connections belong
 to their thread). A SQLite store keeps its dense index (exact vectors or HNSW graph) loaded
@@ -13,7 +13,7 @@ Queries must be encoded by the index's model: a store whose recorded model finge
 not the service's is refused (409), as the CLI's search refuses it.
 
 A store that is unusable (a SQLite file corrupt, locked, of another schema, a vector of the
-wrong length: `pipeline.store_errors`; a PostgreSQL server that refuses or drops the
+wrong length: `index.store_errors`; a PostgreSQL server that refuses or drops the
 connection, e.g. while it restarts) answers 503 (`index_unavailable`) with what is wrong,
 without the store's path or address; every search tries the store again, so replacing the
 file or restarting the server heals the service without a restart. Embeddings never touch
@@ -44,7 +44,7 @@ def connection_lost(exc: BaseException) -> bool:
     """Whether `exc` says the store's server cannot be reached or dropped the connection
     (`StoreConnectError` when connecting; psycopg's operational and interface errors on a
     connection that was open: a server restarting, a network cut)."""
-    from attnswitch.pipeline.store_errors import StoreConnectError
+    from attnswitch.index.store_errors import StoreConnectError
 
     if isinstance(exc, StoreConnectError):
         return True
@@ -55,10 +55,10 @@ def connection_lost(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def store_errors_unavailable() -> Iterator[None]:
-    """Turn an error about the store (its file: `pipeline.store_errors`; its server: a lost
+    """Turn an error about the store (its file: `index.store_errors`; its server: a lost
     connection) into 503 `index_unavailable`, saying what is wrong without the store's path
     or address (that goes to the log)."""
-    from attnswitch.pipeline.store_errors import describe, is_store_error
+    from attnswitch.index.store_errors import describe, is_store_error
 
     try:
         yield
@@ -79,12 +79,12 @@ def store_errors_unavailable() -> Iterator[None]:
 class SearchIndex:
     """The store at `location` (`ServiceConfig.store_location`: a SQLite file, or a
     PostgreSQL URL), searched on its own thread. `fingerprint` is the service model's
-    fingerprint (`pipeline.config.model_fingerprint`), set once the model loaded. `jobs`:
+    fingerprint (`index.config.model_fingerprint`), set once the model loaded. `jobs`:
     whether this server indexes folders (`--jobs-root`), which decides what an answer on an
     empty index tells the user to do."""
 
     def __init__(self, location: str | os.PathLike, jobs: bool = False):
-        from attnswitch.pipeline.location import is_url
+        from attnswitch.index.location import is_url
 
         self.location = location
         self.path = None if is_url(location) else Path(location)  # a SQLite store's file
@@ -99,11 +99,11 @@ class SearchIndex:
     def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
                mode: str = "dense", ef: int | None = None,
                where: Any = None) -> tuple[list[Any], int | None]:
-        """The `k` best `pipeline.search.Hit`s for a query's vector and text in `mode`, with
+        """The `k` best `index.search.Hit`s for a query's vector and text in `mode`, with
         ANN beam `ef`, among the documents the filter `where` keeps
-        (`pipeline.search.search`; runs on `executor`); and, when a filter gave no hit,
+        (`index.search.search`; runs on `executor`); and, when a filter gave no hit,
         how many documents it keeps (else None)."""
-        from attnswitch.pipeline.search import search
+        from attnswitch.index.search import search
 
         with self._unavailable_on_store_errors():
             store = self._current()
@@ -122,9 +122,9 @@ class SearchIndex:
         """The index's recorded `IndexConfig`, or None when there is no index yet or its
         file is unusable (then logged: the service starts with its own defaults and search
         answers 503 until the file is fixed)."""
-        from attnswitch.pipeline.config import stored_config
-        from attnswitch.pipeline.location import open_store
-        from attnswitch.pipeline.store_errors import describe, is_store_error
+        from attnswitch.index.config import stored_config
+        from attnswitch.index.location import open_store
+        from attnswitch.index.store_errors import describe, is_store_error
 
         if self.path is not None and not self.path.is_file():
             return None
@@ -155,7 +155,7 @@ class SearchIndex:
             raise
 
     def _current(self) -> Any:
-        from attnswitch.pipeline.config import stored_config
+        from attnswitch.index.config import stored_config
 
         if self._open() is None:
             raise self._empty("no index yet")
@@ -176,7 +176,7 @@ class SearchIndex:
 
     def _open(self) -> Any:
         """The open store (opened on first use), or None when there is no index file."""
-        from attnswitch.pipeline.location import open_store
+        from attnswitch.index.location import open_store
 
         if self._store is None:
             if self.path is not None and not self.path.is_file():

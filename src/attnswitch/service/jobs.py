@@ -9,9 +9,9 @@ exposes nothing to index.
 (a name starting with "."; 403), inside `jobs_root` once resolved, links included (403),
 an existing folder (422, with one message whatever is there instead, so that the answer
 never says whether a file exists). It checks that no other process holds the store's run
-lock past `LOCK_WAIT_S` (409), then runs `attnswitch.pipeline.run.run` on the folder in a
+lock past `LOCK_WAIT_S` (409), then runs `attnswitch.jobs.run.run` on the folder in a
 thread of its own, against the service's store (`serve --db`: a data folder or a PostgreSQL
-URL, `pipeline.location.open_store`): the same resumable, per-document transactional
+URL, `index.location.open_store`): the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
 one does).
 
@@ -139,7 +139,7 @@ def _unless_held_elsewhere(call: Callable[[Any], Any]) -> Callable[[Any], tuple[
     lock held by another process (`StoreBusyError`: another server's job, or an
     `attnswitch run`, on the same store)."""
     def run(store: Any) -> tuple[bool, Any]:
-        from attnswitch.pipeline.store import StoreBusyError
+        from attnswitch.index.store import StoreBusyError
 
         try:
             return False, call(store)
@@ -181,8 +181,8 @@ class Job:
                 "attempts": max(1, self.attempts)}
 
     def record(self) -> Any:
-        """The row of this job (`store.JobRecord`)."""
-        from attnswitch.pipeline.store import JobRecord
+        """The row of this job (`jobs_table.JobRecord`)."""
+        from attnswitch.jobs.jobs_table import JobRecord
 
         return JobRecord(**dataclasses.asdict(self))
 
@@ -198,7 +198,7 @@ class JobManager:
 
     def __init__(self, location: str | os.PathLike, jobs_root: Path | None,
                  encoder: Callable[[], Any], options: Callable[[], Any]):
-        from attnswitch.pipeline.location import is_url
+        from attnswitch.index.location import is_url
 
         self.location = location
         self.index_path = None if is_url(location) else Path(location)  # a SQLite file
@@ -220,7 +220,7 @@ class JobManager:
         """`fn(store)` on the rows' thread and connection; a store that fails is reopened
         by the next call. Store errors become 503 (`index.store_errors_unavailable`)."""
         def call() -> Any:
-            from attnswitch.pipeline.location import open_store
+            from attnswitch.index.location import open_store
 
             if self._rows_store is None:
                 self._rows_store = open_store(self.location)
@@ -244,9 +244,11 @@ class JobManager:
     def _save(self, job: Job) -> None:
         """Write `job`'s row; a store that fails is logged, the job goes on (its row is
         written again at its next change)."""
+        from attnswitch.jobs import jobs_table
+
         record = job.record()
         try:
-            self._rows(lambda store: store.save_job(record))
+            self._rows(lambda store: jobs_table.save(store, record))
             self._last_saved = time.monotonic()
         except ServiceError as exc:
             log.warning("job %s: its row could not be written: %s", job.id, exc.message)
@@ -256,10 +258,13 @@ class JobManager:
         return self.index_path is None or self.index_path.is_file()
 
     def get(self, job_id: str) -> Job:
+        from attnswitch.jobs import jobs_table
+
         current = self._current
         if current is not None and current.id == job_id:
             return current
-        record = self._rows(lambda store: store.job(job_id)) if self._has_rows() else None
+        record = (self._rows(lambda store: jobs_table.find(store, job_id))
+                  if self._has_rows() else None)
         if record is None:
             raise ServiceError(404, f"job: expected the id of a job of this server, got "
                                f"{job_id[:80]!r}", code="job_not_found", param="id")
@@ -268,7 +273,10 @@ class JobManager:
     def recent(self) -> list[Job]:
         """The last `KEEP_JOBS` jobs of the store, newest first (the running one as it
         stands now)."""
-        records = self._rows(lambda store: store.jobs(KEEP_JOBS)) if self._has_rows() else []
+        from attnswitch.jobs import jobs_table
+
+        records = (self._rows(lambda store: jobs_table.recent(store, KEEP_JOBS))
+                   if self._has_rows() else [])
         current = self._current
         return [current if current is not None and r.id == current.id else Job.of(r)
                 for r in records]
@@ -347,11 +355,14 @@ class JobManager:
         until it runs. A job whose folder is gone or refused now fails with the reason.
         While another process runs on the store (its run lock held), its jobs are left to
         it and none is resumed."""
+        from attnswitch.jobs import jobs_table
+
         if not self._has_rows() or self.jobs_root is None:
             return []
         try:
             elsewhere, ids = self._rows(
-                _unless_held_elsewhere(lambda store: store.interrupt_jobs(INTERRUPTED_BY_CRASH)))
+                _unless_held_elsewhere(
+                    lambda store: jobs_table.interrupt(store, INTERRUPTED_BY_CRASH)))
         except ServiceError as exc:
             log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
             return []
@@ -361,7 +372,7 @@ class JobManager:
             return []
         work = []
         for job_id in ids:
-            job = Job.of(self._rows(lambda store, i=job_id: store.job(i)))
+            job = Job.of(self._rows(lambda store, i=job_id: jobs_table.find(store, i)))
             try:
                 folder = self.resolve(job.path)
                 work.append((job, folder, self._pin(folder)))
@@ -386,7 +397,7 @@ class JobManager:
     def _pin(folder: Path) -> tuple[int, int]:
         """The checked folder's (device, inode), opened without following links: the job
         walks that folder and no other, even if its path is swapped for a link later."""
-        from attnswitch.pipeline.ingest import folder_id
+        from attnswitch.documents.ingest import folder_id
 
         try:
             return folder_id(folder)
@@ -407,7 +418,7 @@ class JobManager:
     def _check_store(self) -> None:
         """409 while another process (an `attnswitch run` on the same store) holds the
         store's run lock past `LOCK_WAIT_S`, 503 when the store is unusable."""
-        from attnswitch.pipeline.location import open_store
+        from attnswitch.index.location import open_store
 
         with store_errors_unavailable(), open_store(self.location) as store:
             elsewhere, _ = _unless_held_elsewhere(
@@ -430,7 +441,7 @@ class JobManager:
         if self.index_path is not None:
             paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
         else:
-            from attnswitch.pipeline.store_postgres import describe
+            from attnswitch.index.store_postgres import describe
 
             paths = [(self.location, INDEX_NAME), (describe(str(self.location)), INDEX_NAME)]
         if model and os.path.isabs(model):
@@ -456,9 +467,9 @@ class JobManager:
             self._run(job, folder, root_id)
 
     def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
-        from attnswitch.pipeline.location import open_store
-        from attnswitch.pipeline.run import run
-        from attnswitch.pipeline.store_errors import describe, is_store_error
+        from attnswitch.index.location import open_store
+        from attnswitch.index.store_errors import describe, is_store_error
+        from attnswitch.jobs.run import run
 
         job.status, job.started_at, job.finished_at = "running", time.time(), None
         job.attempts, job.resume, job.error = job.attempts + 1, False, None

@@ -124,8 +124,8 @@ async def embeddings(body: EmbeddingRequest, request: Request,
 @v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
 async def search(body: SearchRequest, request: Request,
                  timeout: TimeoutHeader = None) -> dict:
-    from attnswitch.pipeline.filters import SearchFilter
-    from attnswitch.pipeline.store_errors import StoreInputError
+    from attnswitch.index.filters import SearchFilter
+    from attnswitch.index.store_errors import StoreInputError
 
     svc = service(request)
     check_items([body.query], 1, "query", is_list=False)

@@ -142,7 +142,7 @@ class Service:
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
         from attnswitch.engines import get_engine
-        from attnswitch.pipeline.config import model_fingerprint
+        from attnswitch.index.config import model_fingerprint
 
         cfg = self.config
         model, engine, precision = cfg.model, cfg.engine, cfg.precision
@@ -208,7 +208,7 @@ class Service:
         return _SerialEncoder(self.encoder, self.model_pool)
 
     def _run_options(self) -> Any:
-        from attnswitch.pipeline.run import RunOptions
+        from attnswitch.jobs.run import RunOptions
 
         # the engine as asked for ("auto" unless --engine named one), not the one it
         # resolved to, so that a job's summary gives the real reason for the pick
@@ -318,7 +318,7 @@ class Service:
     async def search(self, query: str, k: int, deadline: float, mode: str = "hybrid",
                      ef: int | None = None,
                      where: Any = None) -> tuple[list[Any], int, int | None]:
-        """The `k` best chunks for `query` (`pipeline.search` modes, ANN beam `ef`, only
+        """The `k` best chunks for `query` (`index.search` modes, ANN beam `ef`, only
         documents the filter `where` keeps), the tokens its encoding took (none for
         "keyword": the query is not encoded), and, when a filter found nothing, how many
         documents it keeps (else None)."""
@@ -328,7 +328,7 @@ class Service:
                                                deadline=deadline, param="query",
                                                is_list=False)
             vector = vectors[0]
-        from attnswitch.pipeline.store import StoreInputError
+        from attnswitch.index.store import StoreInputError
 
         loop = asyncio.get_running_loop()
         try:

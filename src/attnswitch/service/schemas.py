@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attnswitch.pipeline.search import Hit
-from attnswitch.pipeline.store import MAX_EF_SEARCH
+from attnswitch.index.search import Hit
+from attnswitch.index.store import MAX_EF_SEARCH
 
 MAX_K = 100
 # The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
@@ -71,7 +71,7 @@ class EmbeddingResponse(BaseModel):
 
 
 class SearchFilterRequest(_Request):
-    """Which documents a search may return (`pipeline.filters`; the CLI's `--path`,
+    """Which documents a search may return (`index.filters`; the CLI's `--path`,
     `--type`, `--modified-after`, `--modified-before`); a list means any of its values."""
 
     path: str | list[str] | None = Field(
@@ -103,7 +103,7 @@ class SearchRequest(_Request):
 
 
 class SearchResponse(BaseModel):
-    """The hits, best first, in the shape `pipeline.search.Hit` defines (the CLI's `search
+    """The hits, best first, in the shape `index.search.Hit` defines (the CLI's `search
     --json` and the Python API give the same)."""
 
     object: Literal["list"] = "list"

@@ -1,0 +1,119 @@
+"""The document engine in two Python calls, re-exported by the package root:
+`attnswitch.index(folder, db=...)` and `attnswitch.search(query, db=..., k=..., mode=...,
+path=..., type=..., modified_after=..., modified_before=...)`.
+
+They do what `attnswitch run` and `attnswitch search` do, with the same defaults (the store
+`./.attnswitch/` unless `db` names a SQLite file or data folder, or a `postgresql://` URL),
+and return what those commands print with `--json`: `search` a list of `search.Hit` (the
+shape of `/v1/search`'s hits; `Hit.to_dict()`), `index` the run's summary (`run.RunSummary`;
+`.to_dict()`). A bad argument raises `StoreInputError` (a `ValueError`) naming it.
+
+    import attnswitch
+    attnswitch.index("examples/corpus")
+    for hit in attnswitch.search("how do I update rows in a table", k=3, type="html"):
+        print(hit.rank, hit.where(), hit.snippet)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from attnswitch.index.config import stored_config
+from attnswitch.index.filters import SearchFilter
+from attnswitch.index.location import is_url, open_store
+from attnswitch.index.search import Hit, check_k, check_mode
+from attnswitch.index.store import resolve_path
+from attnswitch.index.store_errors import StoreInputError
+
+
+def location_of(db: str | os.PathLike[str] | None) -> str | Path:
+    """What `db` names, as `--db` reads it: a PostgreSQL URL as given, else the SQLite file
+    (`store.resolve_path`: a data folder's `index.sqlite3`, default `./.attnswitch/`)."""
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        raise StoreInputError("db", "a path or a postgresql:// URL", repr(db))
+    if isinstance(db, str) and is_url(db):
+        return db
+    return resolve_path(None if db is None else Path(db))
+
+
+def search(query: str, db: str | os.PathLike[str] | None = None, k: int = 5,
+           mode: str = "hybrid", *, path: str | list[str] | None = None,
+           type: str | list[str] | None = None, modified_after: Any = None,
+           modified_before: Any = None, model: str | None = None,
+           ef: int | None = None) -> list[Hit]:
+    """The `k` chunks of the index at `db` that best match `query`, best first.
+
+    mode: "hybrid" (meaning and words, fused), "dense" (meaning) or "keyword" (words; loads
+    no model). The filters keep only documents under a folder or matching a glob (`path`),
+    of a kind or extension (`type`: "pdf", "mail", ".md", ...), modified in a range (ISO
+    dates or datetimes, inclusive, UTC unless they say); lists mean any of them
+    (`filters`). The query is encoded by the model, engine and precision the index was
+    built with; `model` may name that model's folder. `ef`: the ANN search beam of a large
+    index.
+
+        hits = attnswitch.search("vacuum", db="team-index", k=5, mode="keyword",
+                                 path="postgresql/", modified_after="2024-01-01")
+        print([h.path for h in hits])
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise StoreInputError("query", "a non-empty text", repr(query))
+    k, mode = check_k(k), check_mode(mode)
+    where = SearchFilter.of(path=path, type=type, modified_after=modified_after,
+                            modified_before=modified_before)
+    location = location_of(db)
+    if isinstance(location, Path) and not location.is_file():
+        raise StoreInputError("db", "an index made by attnswitch.index(folder, db=...) or "
+                              "`attnswitch run`", f"{str(location)!r}, which does not exist")
+    from attnswitch.index.query import encode_query
+    from attnswitch.index.search import search as search_store
+
+    with open_store(location) as store:
+        config = stored_config(store)
+        if config is None or store.count() == 0:
+            raise StoreInputError("db", "an index with documents", f"the empty index at "
+                                  f"{store.location}")
+        vector = None if mode == "keyword" else encode_query(query, config, model)
+        return search_store(store, vector, k, text=query, mode=mode, ef=ef, where=where)
+
+
+def index(folder: str | os.PathLike[str], db: str | os.PathLike[str] | None = None, *,
+          model: str | None = None, engine: str = "auto", precision: str = "auto",
+          include: list[str] | None = None, exclude: list[str] | None = None,
+          gitignore: bool | None = None, ocr: bool = True, on_progress: Any = None,
+          **options: Any) -> Any:
+    """Index `folder` into the store at `db`, as `attnswitch run` does: new and changed files
+    read, chunked, encoded and stored; deleted ones dropped; unchanged ones left alone; a
+    killed call finished by the next one. `include`/`exclude` (gitignore globs) and
+    `gitignore` are kept with the index for later runs (None: the stored rules). Other
+    keyword arguments are `run.RunOptions` fields (`max_tokens`, `overlap`, `read_workers`,
+    ...). `on_progress(progress)` is called as files are committed. Returns the run's
+    summary (`run.RunSummary`; `.to_dict()` is `attnswitch run --json`'s).
+
+        summary = attnswitch.index("examples/corpus", db="team-index")
+        print(summary.indexed, summary.chunks_encoded)
+    """
+    from attnswitch.documents.ingest import check_root_filesystem
+    from attnswitch.documents.rules import FileRules
+    from attnswitch.jobs.run import RunOptions, run
+
+    if not isinstance(folder, (str, os.PathLike)) or not Path(folder).is_dir():
+        raise StoreInputError("folder", "a folder to index", repr(folder))
+    try:
+        check_root_filesystem(Path(folder))
+    except NotADirectoryError as exc:  # "root: expected a folder of documents, got ..."
+        raise StoreInputError("folder", "a folder of documents",
+                              str(exc).split(", got ", 1)[-1]) from None
+    rules = (None if include is None and exclude is None and gitignore is None else
+             FileRules(tuple(include or ()), tuple(exclude or ()), bool(gitignore)))
+    try:
+        run_options = RunOptions(model=model, engine=engine, precision=precision, ocr=ocr,
+                                 rules=rules, **options)
+    except TypeError as exc:  # an unknown keyword: named by Python's message
+        raise StoreInputError("options", "fields of RunOptions", str(exc)) from None
+    with open_store(location_of(db)) as store:
+        return run(Path(folder), store, run_options, on_progress=on_progress)
+
+
+__all__ = ["index", "location_of", "search"]

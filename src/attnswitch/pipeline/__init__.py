@@ -1,1 +1,0 @@
-"""The document pipeline: ingest -> chunk -> batch -> encode -> store -> search."""

@@ -1,0 +1,70 @@
+"""The Markdown reader: CommonMark and GitHub tables as blocks (markdown-it-py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnswitch.documents.readers.blocks import BlockKind, ReadOptions
+from attnswitch.documents.readers.dispatch import extract, readers
+from attnswitch.documents.readers.markdown import markdown_blocks
+
+DOC = """Title
+=====
+
+Intro with **bold**, a [link](https://example.org) and `code`.
+
+## Install
+
+- first item
+- second item
+  1. nested item
+
+| name | type |
+|------|------|
+| id   | int  |
+| tag  | text |
+
+```python
+print("hi")
+```
+
+> A quoted paragraph.
+
+### Deeper
+"""
+
+
+def test_blocks_in_reading_order_with_kinds_levels_and_rows() -> None:
+    got = [(b.kind, b.level, b.text) for b in markdown_blocks(DOC)]
+    assert got == [
+        (BlockKind.HEADING, 1, "Title"),
+        (BlockKind.PARAGRAPH, None, "Intro with bold, a link and code."),
+        (BlockKind.HEADING, 2, "Install"),
+        (BlockKind.LIST_ITEM, None, "first item"),
+        (BlockKind.LIST_ITEM, None, "second item"),
+        (BlockKind.LIST_ITEM, None, "nested item"),
+        (BlockKind.TABLE, None, "name\ttype\nid\tint\ntag\ttext"),
+        (BlockKind.CODE, None, 'print("hi")'),
+        (BlockKind.PARAGRAPH, None, "A quoted paragraph."),
+        (BlockKind.HEADING, 3, "Deeper"),
+    ]
+    table = markdown_blocks(DOC)[6]
+    assert table.rows == (("name", "type"), ("id", "int"), ("tag", "text")) and table.header
+    assert markdown_blocks(DOC)[7].language == "python"
+
+
+@pytest.mark.parametrize("text", ["", "\n\n   \n", "```\n```\n"])
+def test_empty_markdown_gives_no_blocks(text: str) -> None:
+    assert markdown_blocks(text) == []
+
+
+def test_dispatch_reads_each_registered_kind_and_refuses_others() -> None:
+    assert {"text", "markdown", "html", "pdf"} <= set(readers())
+    got = extract("markdown", b"# A\n\nbody\n", ReadOptions())
+    assert [b.kind for b in got.blocks] == [BlockKind.HEADING, BlockKind.PARAGRAPH]
+    assert got.text == "A\n\nbody" and got.encoding == "utf-8"
+    from attnswitch.documents.readers.skip import Skip, Skipped
+
+    with pytest.raises(Skipped) as caught:
+        extract("spreadsheet-of-the-future", b"x", ReadOptions())
+    assert caught.value.skip is Skip.UNSUPPORTED

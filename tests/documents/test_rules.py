@@ -1,0 +1,89 @@
+"""File rules on both stores: include and exclude globs and ignore files decide which
+files of a root are indexed, system folders are skipped with their reason, the rules are
+stored with the index so that a later run without rules applies the same ones, and a file
+a new rule excludes leaves the index."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from attnswitch.errors import ConfigError
+from attnswitch.documents.ingest import scan
+from attnswitch.index.location import open_store
+from attnswitch.documents.rules import FileRules, meta_key
+from attnswitch.jobs.run import RunOptions, run
+from attnswitch.index.store import root_key
+
+OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+FILES = {
+    "a.txt": "Apples grow in the orchard behind the barn.",
+    "b.log": "Started the nightly export job without errors.",
+    "sub/c.txt": "Copper pipes were replaced in the basement.",
+    "sub/keep.log": "Kept: the audit trail of the vault door.",
+    "build/out.txt": "Generated output of the build step.",
+    "node_modules/pkg/readme.txt": "A package readme nobody wrote.",
+    "$RECYCLE.BIN/old.txt": "A deleted draft of the budget.",
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "drive"
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    return root
+
+
+def indexed(store, root: Path) -> set[str]:
+    return {s for s in store.sources(root)
+            if (row := store.lookup(root, s)) is not None and row.status == "indexed"}
+
+
+def test_rules_are_applied_stored_and_followed(root: Path, encoder, location) -> None:
+    with open_store(location) as store:
+        first = run(root, store, _with(FileRules(exclude=("*.log", "build/"))),
+                    get_encoder=lambda: encoder)
+        assert indexed(store, root) == {"a.txt", "sub/c.txt"}
+        assert {f["source"]: f["reason"].split(":")[0] for f in first.skipped_files} == {
+            "$RECYCLE.BIN": "system folder", "node_modules": "system folder"}
+        assert FileRules.from_json(store.meta(meta_key(root_key(root)))) == FileRules(
+            exclude=("*.log", "build/"))
+
+        again = run(root, store, OPTIONS, get_encoder=lambda: encoder)  # the stored rules
+        assert (again.new, again.deleted, again.unchanged) == (0, 0, 2)
+        assert indexed(store, root) == {"a.txt", "sub/c.txt"}
+
+        narrower = run(root, store, _with(FileRules(include=("sub/**",))),
+                       get_encoder=lambda: encoder)
+        assert narrower.deleted == 1 and indexed(store, root) == {"sub/c.txt", "sub/keep.log"}
+
+
+def test_gitignore_files_are_honoured_when_asked(root: Path, encoder, location) -> None:
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    (root / "sub" / ".ignore").write_text("!keep.log\n")
+    with open_store(location) as store:
+        run(root, store, OPTIONS, get_encoder=lambda: encoder)
+        assert indexed(store, root) == {"a.txt", "b.log", "sub/c.txt", "sub/keep.log",
+                                        "build/out.txt"}
+        summary = run(root, store, _with(FileRules(gitignore=True)),
+                      get_encoder=lambda: encoder)
+        assert summary.deleted == 2
+        assert indexed(store, root) == {"a.txt", "sub/c.txt", "sub/keep.log"}
+
+
+def test_system_folders_are_walked_when_asked_and_bad_globs_are_refused(root: Path) -> None:
+    sources = {e.source for e in scan(root, rules=FileRules(system_folders=True))}
+    assert "node_modules/pkg/readme.txt" in sources and "$RECYCLE.BIN/old.txt" in sources
+    for bad in ("", "  ", "# a comment"):
+        with pytest.raises(ConfigError, match="exclude: expected a glob pattern"):
+            FileRules(exclude=(bad,))
+    with pytest.raises(ConfigError, match="include: expected a list of glob patterns"):
+        FileRules(include="*.txt")
+
+
+def _with(rules: FileRules) -> RunOptions:
+    return dataclasses.replace(OPTIONS, rules=rules)

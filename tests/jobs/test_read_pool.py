@@ -1,0 +1,289 @@
+"""Reading in worker processes (`jobs.read_pool`): documents come as they finish, a file
+that kills its worker or runs out of time is skipped and the rest are read, the files in
+flight are bounded, a run stores what a run reading on one thread stores, starts no worker
+when nothing is to read, and a stopped run leaves no worker behind."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from corpus_testing import copy_corpus
+
+from attnswitch.documents.ingest import Skip, load, scan
+from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
+from attnswitch.jobs.run import RunOptions, run
+from attnswitch.index.store import DB_NAME, SQLiteStore
+from read_pool_loaders import crashing_load, logging_load, stalling_load, warning_load
+
+FIXTURES = Path(__file__).resolve().parents[1] / "documents" / "readers" / "fixtures"
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
+                                     reason="needs Tesseract (Debian: tesseract-ocr)")
+OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
+
+
+def text_files(root: Path, names: list[str], size: int = 40) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (root / name).write_text(f"The file {name}. " + "word " * ((size - 20) // 5))
+    return root
+
+
+def workers_of_pools(parent: psutil.Process | None = None) -> list[psutil.Process]:
+    """Live reading workers of `parent` (default: this process): its spawned children."""
+    out = []
+    for child in (parent or psutil.Process()).children():
+        try:
+            if ("multiprocessing.spawn" in " ".join(child.cmdline())
+                    and child.status() != psutil.STATUS_ZOMBIE):
+                out.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def runs_tesseract(worker: psutil.Process) -> bool:
+    """Whether `worker` has a tesseract child now; children that exit while they are
+    looked at (a finished OCR page, a worker killed) count as not running."""
+    try:
+        children = worker.children()
+    except psutil.NoSuchProcess:
+        return False
+    for child in children:
+        try:
+            if child.name() == "tesseract":
+                return True
+        except psutil.NoSuchProcess:
+            continue
+    return False
+
+
+@needs_tesseract
+def test_a_slow_file_does_not_hold_up_the_others(tmp_path: Path) -> None:
+    root = text_files(tmp_path / "docs", [f"note-{i}.txt" for i in range(5)])
+    shutil.copy(FIXTURES / "scan.pdf", root / "a-scan.pdf")  # first in order; OCR: seconds
+    entries = scan(root)
+    assert entries[0].source == "a-scan.pdf"
+    docs = list(read_in_pool(entries, 2**20, workers=2))
+    assert [d.source for d in docs][-1] == "a-scan.pdf"
+    assert sorted(d.source for d in docs) == sorted(e.source for e in entries)
+    assert {d.source: d.text for d in docs} == {e.source: load(e, max_bytes=2**20).text
+                                               for e in entries}
+
+
+def test_a_file_that_kills_its_worker_is_skipped_and_the_others_are_read(
+        tmp_path: Path) -> None:
+    root = text_files(tmp_path / "docs", ["crash.txt"] + [f"note-{i}.txt" for i in range(6)])
+    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=2,
+                                               load_file=crashing_load)}
+    assert docs["crash.txt"].skip is Skip.CRASHED
+    assert docs["crash.txt"].reason == "extraction crashed: the worker died of SIGSEGV"
+    assert all(docs[f"note-{i}.txt"].ok for i in range(6))
+    assert len(docs) == 7
+
+
+@needs_tesseract
+def test_a_file_over_the_timeout_is_skipped_and_the_others_are_read(tmp_path: Path) -> None:
+    root = text_files(tmp_path / "docs", [f"note-{i}.txt" for i in range(3)])
+    shutil.copy(FIXTURES / "scan.tif", root / "scan.tif")  # OCR: more than 0.3 s
+    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=2, timeout_s=0.3)}
+    assert docs["scan.tif"].reason == "extraction timed out: more than 0.3 s"
+    assert all(docs[f"note-{i}.txt"].ok for i in range(3))
+
+
+def test_a_file_over_the_timeout_is_read_once_and_the_files_in_flight_with_it_are_read(
+        tmp_path: Path) -> None:
+    """One worker, the stuck file first, the others waiting behind it in flight: the
+    timeout breaks the pool and fails them all; the stuck file is skipped without a
+    second try (its own deadline ended it) and the others are read, once each."""
+    root = text_files(tmp_path / "docs", ["a-stall.txt"] + [f"note-{i}.txt" for i in range(3)])
+    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=1, depth=8,
+                                               timeout_s=1, load_file=stalling_load)}
+    assert docs["a-stall.txt"].reason == "extraction timed out: more than 1 s"
+    assert all(docs[f"note-{i}.txt"].ok for i in range(3)) and len(docs) == 4
+    started = (tmp_path / "started.log").read_text().splitlines()
+    assert sorted(started) == sorted(docs)
+
+
+@needs_tesseract
+@pytest.mark.parametrize("depth", [1, 8])
+def test_a_worker_killed_from_outside_skips_its_file_alone(tmp_path: Path, depth: int) -> None:
+    """An OOM kill, as the kernel does it: alone in flight (depth 1), the file is skipped
+    and the pool replaced for the rest; with others in flight, each is read again alone,
+    and the file, harmless alone, is read."""
+    root = text_files(tmp_path / "docs", [f"note-{i}.txt" for i in range(3)])
+    shutil.copy(FIXTURES / "scan.pdf", root / "a-scan.pdf")  # first: the worker OCRs it
+    docs: list = []
+    stream = read_in_pool(scan(root), 2**20, workers=1, depth=depth)
+    reader = threading.Thread(target=lambda: docs.extend(stream))
+    reader.start()
+    deadline, killed = time.monotonic() + 60, []
+    while not killed and time.monotonic() < deadline:
+        for worker in workers_of_pools():
+            if runs_tesseract(worker):
+                worker.kill()
+                killed.append(worker)
+        time.sleep(0.02)
+    reader.join(timeout=120)
+    assert killed and not reader.is_alive()
+    by_source = {d.source: d for d in docs}
+    assert sorted(by_source) == ["a-scan.pdf", "note-0.txt", "note-1.txt", "note-2.txt"]
+    assert all(by_source[f"note-{i}.txt"].ok for i in range(3))
+    if depth == 1:
+        assert by_source["a-scan.pdf"].reason == (
+            "extraction crashed: the worker died of SIGKILL (killed: out of memory?)")
+    else:
+        assert by_source["a-scan.pdf"].ok
+
+
+@pytest.mark.parametrize("depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2),
+                                                         (8, 10, 1)])
+def test_the_files_in_flight_are_bounded(tmp_path: Path, depth: int, bytes_in_flight: int,
+                                         bound: int) -> None:
+    """Files of 100 bytes: at most `depth` files are in flight, and as many as fit in
+    `bytes_in_flight` (one always goes, even a larger one). The workers note each file
+    they start, and this consumer each document it takes, in one log (appends of a line
+    are atomic), so every prefix of it shows the files in flight then: started, not yet
+    taken. The pool submits more only when the consumer asks for the next document, so
+    the count never passes the bound, however fast or slow either side runs."""
+    root = text_files(tmp_path / "docs", [f"note-{i:02}.txt" for i in range(12)], size=100)
+    log = tmp_path / "started.log"
+    for doc in read_in_pool(scan(root), 2**20, workers=2, depth=depth,
+                            bytes_in_flight=bytes_in_flight, load_file=logging_load):
+        with open(log, "a") as out:
+            out.write(f"taken:{doc.source}\n")
+    lines = log.read_text().split()
+    in_flight, most = 0, 0
+    for line in lines:
+        in_flight += -1 if line.startswith("taken:") else 1
+        most = max(most, in_flight)
+    assert 1 <= most <= bound, lines
+    assert len(lines) == 24 and in_flight == 0
+
+
+def test_what_a_worker_logs_and_warns_is_logged_and_warned_here(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = text_files(tmp_path / "docs", ["note.txt"])
+    with pytest.warns(FutureWarning, match="somelib: deprecated in note.txt"):
+        docs = list(read_in_pool(scan(root), 2**20, workers=1, load_file=warning_load))
+    assert docs[0].ok
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("somelib", "somelib: odd bytes in note.txt")]
+
+
+def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
+        tmp_path: Path, encoder) -> None:
+    root = copy_corpus(tmp_path / "mixed", ("postgresql/tutorial-start.html",
+                                            "sqlite/copyright-release.pdf"))
+    for name in ("json-types.docx", "json-types.xlsx", "json-types.csv", "anyhow.rtf",
+                 "anyhow-encrypted.docx", "anyhow-drm.epub"):
+        shutil.copy(FIXTURES / name, root / name)
+    workers_seen: list[int] = []
+    stores = {}
+    for workers in (2, 0):
+        stores[workers] = SQLiteStore(tmp_path / f"db-{workers}")
+        summary = run(root, stores[workers],
+                      dataclasses.replace(OPTIONS, read_workers=workers, chunks_per_call=1,
+                                          max_tokens=254),
+                      get_encoder=lambda: encoder,
+            on_progress=lambda p: workers_seen.append(len(workers_of_pools())))
+        assert summary.status == "completed" and summary.skipped == 2
+    rows, vectors = {}, {}
+    for workers, store in stores.items():
+        with store:
+            docs = {}
+            for e in scan(root):
+                row = store.lookup(root, e.source)
+                docs[e.source] = (row.status, row.sha256, row.reason, row.n_chunks)
+            rows[workers] = docs
+            ids, matrix = store.vectors()
+            chunks = store.chunks(ids)
+            order = sorted(range(len(ids)),
+                           key=lambda r: (chunks[int(ids[r])].source, chunks[int(ids[r])].ordinal))
+            vectors[workers] = ([chunks[int(ids[r])].text for r in order], matrix[order])
+    assert rows[2] == rows[0]
+    assert vectors[2][0] == vectors[0][0]
+    # one encode call per document (chunks_per_call=1): the same batches in either order
+    np.testing.assert_array_equal(vectors[2][1], vectors[0][1])
+    # a re-run over unchanged files (skipped files are read again: remove them) starts no
+    # worker and loads no model
+    assert max(workers_seen) >= 1  # the pool was there while the first run read
+    workers_seen.clear()
+    for name in ("anyhow-encrypted.docx", "anyhow-drm.epub"):
+        (root / name).unlink()
+    with SQLiteStore(tmp_path / "db-2") as store:
+        again = run(root, store, dataclasses.replace(OPTIONS, read_workers=2,
+                                                     chunks_per_call=1, max_tokens=254),
+                    get_encoder=lambda: pytest.fail("a re-run loaded the model"),
+                    on_progress=lambda p: workers_seen.append(len(workers_of_pools())))
+    assert (again.unchanged, again.deleted, again.chunks_encoded) == (6, 2, 0)
+    assert workers_seen and max(workers_seen) == 0
+
+
+@needs_tesseract
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None:
+    root = tmp_path / "scans"
+    root.mkdir()
+    for i in range(6):  # each seconds of OCR: the workers are busy when the run is stopped
+        shutil.copy(FIXTURES / "scan.tif", root / f"scan-{i}.tif")
+    db = tmp_path / "db"
+    mark = {"ATTNSWITCH_TEST_RUN": str(tmp_path)}  # inherited by every process of the run
+    proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", "run", str(root), "--db",
+                             str(db), "--read-workers", "2", "--no-progress", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **mark})
+    run_process = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers = workers_of_pools(run_process)
+        if any(runs_tesseract(w) for w in workers):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the run never reached OCR")
+    proc.send_signal(how)
+    out, err = proc.communicate(timeout=120)  # a hang detector, not a measure
+    if how == signal.SIGINT:
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "interrupted" in json.loads(out)["error"]
+    else:
+        assert proc.returncode == -how
+    # the workers go with the run: each one left is waited for (a hang detector again)
+    _, alive = psutil.wait_procs(processes_marked(mark), timeout=60)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+    assert (db / DB_NAME).exists()
+    # stopped, not finished: the run did not go on to read every scan first
+    with SQLiteStore(db) as store:
+        assert store.status().documents < 6
+
+
+def processes_marked(mark: dict[str, str]) -> list[psutil.Process]:
+    """Live processes (not tesseract: it ends at its own page limit) whose environment
+    holds `mark`."""
+    (key, value), = mark.items()
+    found = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if (p.name() != "tesseract" and p.status() != psutil.STATUS_ZOMBIE
+                    and p.environ().get(key) == value):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def test_the_default_workers_leave_half_the_cpus_to_the_encoder() -> None:
+    assert [default_read_workers(n) for n in (1, 2, 3, 4, 8, 16, 64)] == [1, 1, 1, 2, 4, 8, 8]
+    assert default_read_workers() >= 1

@@ -1,0 +1,109 @@
+"""`watch` keeps an index current: a file added, changed, moved and deleted is reflected in
+search after the batch it causes, a move without encoding anything, and changes made while
+no watcher ran are caught up when it starts again. Each step waits for the watcher's
+batches (events), never a fixed sleep, with a generous bound."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from attnswitch.index.location import open_store
+from attnswitch.jobs.run import RunOptions, RunSummary
+from attnswitch.jobs.watch import watch
+
+OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+WAIT_S = 120  # the most one change may take to show (a loaded CI machine)
+
+
+class Watcher:
+    """`watch` on its own thread (and store connection), its batches in a queue."""
+
+    def __init__(self, root: Path, location: Path, encoder):
+        self.batches: queue.Queue[RunSummary] = queue.Queue()
+        self.summaries: list[RunSummary] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+        def target() -> None:
+            try:
+                with open_store(location) as store:
+                    watch(root, store, OPTIONS, get_encoder=lambda: encoder,
+                          stop_event=self.stop, debounce_ms=300,
+                          on_batch=lambda summary, _: self.batches.put(summary))
+            except BaseException as exc:  # shown by the test waiting on it
+                self.error = exc
+                self.batches.put(None)
+
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+
+    def until(self, done, what: str) -> None:
+        """Take batches until `done()` holds (checked after each)."""
+        deadline = time.monotonic() + WAIT_S
+        while not done():
+            left = deadline - time.monotonic()
+            try:
+                summary = self.batches.get(timeout=max(left, 0.01))
+            except queue.Empty:
+                pytest.fail(f"not seen within {WAIT_S} s: {what}")
+            if summary is None:
+                raise AssertionError("the watcher failed") from self.error
+            self.summaries.append(summary)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive() and self.error is None
+
+
+def found(location: Path, word: str) -> set[str]:
+    """The sources whose chunks a keyword search for `word` finds (a reader of its own)."""
+    with open_store(location) as store:
+        hits = store.keyword(word, 100)
+        return {c.source for c in store.chunks([cid for cid, _ in hits]).values()}
+
+
+def test_watch_follows_adds_changes_moves_deletes_and_restarts(docs: Path, tmp_path: Path,
+                                                               encoder) -> None:
+    location = tmp_path / "db" / "index.sqlite3"
+    watcher = Watcher(docs, location, encoder)
+    try:
+        watcher.until(lambda: watcher.summaries, "the catch-up run")
+        assert watcher.summaries[0].new == 4
+
+        (docs / "notes.txt").write_text("The zebrafinch sings at dawn.\n")
+        watcher.until(lambda: found(location, "zebrafinch") == {"notes.txt"}, "an added file")
+
+        (docs / "notes.txt").write_text("The okapi hides in the forest.\n")
+        watcher.until(lambda: found(location, "okapi") == {"notes.txt"}
+                      and not found(location, "zebrafinch"), "a changed file")
+
+        (docs / "kept").mkdir()
+        seen = len(watcher.summaries)
+        os.rename(docs / "notes.txt", docs / "kept" / "okapi.txt")
+        watcher.until(lambda: found(location, "okapi") == {"kept/okapi.txt"}, "a moved file")
+        after_move = watcher.summaries[seen:]
+        assert sum(s.moved for s in after_move) == 1
+        assert sum(s.chunks_encoded for s in after_move) == 0
+
+        (docs / "kept" / "okapi.txt").unlink()
+        watcher.until(lambda: not found(location, "okapi"), "a deleted file")
+    finally:
+        watcher.close()
+
+    # changes while nothing watches: caught up when the watcher starts again
+    (docs / "later.txt").write_text("A narwhal surfaced near the pier.\n")
+    (docs / "postgresql" / "tutorial-start.html").unlink()
+    again = Watcher(docs, location, encoder)
+    try:
+        again.until(lambda: again.summaries, "the catch-up run after a restart")
+        assert (again.summaries[0].new, again.summaries[0].deleted) == (1, 1)
+        assert found(location, "narwhal") == {"later.txt"}
+    finally:
+        again.close()

@@ -1,0 +1,50 @@
+"""Loaders that tests/jobs/test_read_pool.py hands to the reading pool's workers, which
+import them by name (the workers get the test process's sys.path). Kept apart from the test
+module, which imports `conftest`: in a worker, `conftest` may name another folder's
+conftest.py, the first on sys.path. Each wraps the real `ingest.load`."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from attnswitch.documents.ingest import load
+
+
+def crashing_load(entry, **kw):
+    """A reader that dies of SIGSEGV on files named crash*, as a C library would."""
+    if entry.source.startswith("crash"):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return load(entry, **kw)
+
+
+def logging_load(entry, **kw):
+    """`load`, noting each file started in `started.log` beside the root."""
+    _note_started(entry)
+    return load(entry, **kw)
+
+
+def stalling_load(entry, **kw):
+    """`logging_load`; a file whose name has "stall" in it never finishes (its deadline
+    ends the worker), as a reader stuck in a C library would."""
+    if "stall" in entry.source:
+        _note_started(entry)
+        while True:
+            signal.pause()
+    return logging_load(entry, **kw)
+
+
+def _note_started(entry) -> None:
+    with open(Path(entry.root).parent / "started.log", "a") as log:
+        log.write(entry.source + "\n")
+
+
+def warning_load(entry, **kw):
+    """`load`, after a library's log record and warning."""
+    import logging
+    import warnings
+
+    logging.getLogger("somelib").warning("somelib: odd bytes in %s", entry.source)
+    warnings.warn(f"somelib: deprecated in {entry.source}", FutureWarning)
+    return load(entry, **kw)
