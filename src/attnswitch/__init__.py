@@ -78,6 +78,12 @@ def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,
                         model=model, ef=ef)
 
 
+# Likewise the subpackage attnswitch.index (the stores; its __init__ imports nothing) is
+# loaded now, before the function `index` below takes its name: loaded later, by the first
+# search or run, its loader would bind the subpackage over the function.
+importlib.import_module("attnswitch.index")
+
+
 def index(folder: Any, db: Any = None, **options: Any) -> Any:
     """Index `folder` into the store at `db`, as `attnswitch run` does (resumable;
     unchanged files left alone); the run's summary (`.to_dict()` is `run --json`'s). See

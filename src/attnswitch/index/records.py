@@ -17,13 +17,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from attnswitch.documents.ingest import SourceFile
-from attnswitch.index.store_errors import (  # noqa: F401 (the store's errors, re-exported)
-    REBUILD,
-    StoreBusyError,
-    StoreConnectError,
-    StoreCorruptError,
+from attnswitch.index.store_errors import (
     StoreInputError,
-    check_schema,
 )
 
 # The ANN search beam (`ef_search`, the candidates a graph search keeps) of both stores'

@@ -16,14 +16,6 @@ from types import MappingProxyType
 from attnswitch.index import analyzer
 from attnswitch.index.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
 from attnswitch.index.store_base import DEDUP_INDEXES, LANGUAGE_INDEX, fill_vector_keys
-from attnswitch.index.store_errors import (  # noqa: F401 (the store's errors, re-exported)
-    REBUILD,
-    StoreBusyError,
-    StoreConnectError,
-    StoreCorruptError,
-    StoreInputError,
-    check_schema,
-)
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ import abc
 import contextlib
 import dataclasses
 import json
-import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,16 +32,13 @@ from attnswitch.index.records import (
     root_key,
     vector_key,
 )
-from attnswitch.index.store_errors import (  # noqa: F401 (the store's errors, re-exported)
+from attnswitch.index.store_errors import (
     REBUILD,
     StoreBusyError,
-    StoreConnectError,
     StoreCorruptError,
     StoreInputError,
-    check_schema,
 )
 
-log = logging.getLogger(__name__)
 
 # Content and chunk dedup: a document found by its hash, a stored vector by its key (the
 # same statements for both stores, made once the chunks have their vector key column).

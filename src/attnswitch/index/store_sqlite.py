@@ -46,10 +46,9 @@ from attnswitch.index.store_base import (
     chunk_rows,
     unpack_vectors,
 )
-from attnswitch.index.store_errors import (  # noqa: F401 (the store's errors, re-exported)
+from attnswitch.index.store_errors import (
     REBUILD,
     StoreBusyError,
-    StoreConnectError,
     StoreCorruptError,
     StoreInputError,
     check_schema,

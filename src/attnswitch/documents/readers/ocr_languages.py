@@ -31,6 +31,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 # Tesseract names its packs by ISO 639-2 code, with its own names for Chinese (chi_sim,
 # chi_tra), variants (srp_latn, aze_cyrl, *_vert) and script packs (Debian's
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 # (`apt-cache search tesseract-ocr-`) in the scripts OSD reports.
 
 # Language packs (and script packs) by the script they read, in OSD's names.
-_PACKS_BY_SCRIPT: dict[str, tuple[str, ...]] = {
+_PACKS_BY_SCRIPT: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "Latin": ("afr", "aze", "bos", "bre", "cat", "ceb", "ces", "cos", "cym", "dan", "deu",
               "eng", "enm", "epo", "est", "eus", "fao", "fil", "fin", "fra", "frk", "frm",
               "fry", "gla", "gle", "glg", "hat", "hrv", "hun", "ind", "isl", "ita",
@@ -63,17 +64,17 @@ _PACKS_BY_SCRIPT: dict[str, tuple[str, ...]] = {
             "HanS_vert", "HanT_vert"),
     "Japanese": ("jpn", "jpn_vert", "Japanese", "Japanese_vert"),
     "Korean": ("kor", "kor_vert", "Hangul", "Hangul_vert"),
-}
-PACK_SCRIPT: dict[str, str] = {
-    pack: script for script, packs in _PACKS_BY_SCRIPT.items() for pack in packs}
+})
+PACK_SCRIPT: Mapping[str, str] = MappingProxyType({
+    pack: script for script, packs in _PACKS_BY_SCRIPT.items() for pack in packs})
 """A pack -> the script (OSD's name) it reads. A pack not listed covers no script."""
 
 # What OSD may report under another name: Tesseract 5 reports hangul as "Korean", kana as
 # "Japanese", and Fraktur, which the Latin packs read, apart.
-_ALIASES = {"Hangul": "Korean", "Hiragana": "Japanese", "Katakana": "Japanese",
-            "Fraktur": "Latin"}
+_ALIASES = MappingProxyType({"Hangul": "Korean", "Hiragana": "Japanese", "Katakana": "Japanese",
+                             "Fraktur": "Latin"})
 
-SCRIPT_PACKS: dict[str, tuple[str, ...]] = {
+SCRIPT_PACKS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "Latin": ("eng", "Latin"),
     "Cyrillic": ("rus", "ukr", "bul", "srp", "bel", "mkd", "kaz", "Cyrillic"),
     "Greek": ("ell", "Greek"),
@@ -89,12 +90,12 @@ SCRIPT_PACKS: dict[str, tuple[str, ...]] = {
     "Han": ("chi_sim+chi_tra", "chi_sim", "chi_tra", "HanS+HanT", "HanS", "HanT"),
     "Japanese": ("jpn", "Japanese"),
     "Korean": ("kor", "Hangul"),
-}
+})
 """A script (OSD's name) -> the packs that read a page of it when no chosen pack does:
 alternatives in order of preference, the first whose packs are all installed taken. The
 first alternative is the Debian package a page names when none is installed."""
 
-LOCALE_PACKS: dict[str, str] = {
+LOCALE_PACKS: Mapping[str, str] = MappingProxyType({
     "af": "afr", "am": "amh", "ar": "ara", "as": "asm", "az": "aze", "be": "bel",
     "bg": "bul", "bn": "ben", "bo": "bod", "br": "bre", "bs": "bos", "ca": "cat",
     "co": "cos", "cs": "ces", "cy": "cym", "da": "dan", "de": "deu", "dv": "div",
@@ -113,17 +114,17 @@ LOCALE_PACKS: dict[str, str] = {
     "ta": "tam", "te": "tel", "tg": "tgk", "th": "tha", "ti": "tir", "tl": "fil",
     "to": "ton", "tr": "tur", "tt": "tat", "ug": "uig", "uk": "ukr", "ur": "urd",
     "uz": "uzb", "vi": "vie", "yi": "yid", "yo": "yor",
-}
+})
 """A locale's language (ISO 639-1) -> its Tesseract pack. Chinese goes by territory
 (`locale_pack`); a three-letter locale language (fil, ceb) is its pack's own name."""
 
 # Debian's script packs are named by ISO 15924 code (tesseract-ocr-script-hang: Hangul).
-_SCRIPT_PACK_CODES = {
+_SCRIPT_PACK_CODES = MappingProxyType({
     "Latin": "latn", "Fraktur": "frak", "Vietnamese": "viet", "Cyrillic": "cyrl",
     "Greek": "grek", "Arabic": "arab", "Hebrew": "hebr", "Devanagari": "deva",
     "Bengali": "beng", "Tamil": "taml", "Telugu": "telu", "Kannada": "knda",
     "Malayalam": "mlym", "Thai": "thai", "HanS": "hans", "HanT": "hant", "Japanese": "jpan",
-    "Hangul": "hang"}
+    "Hangul": "hang"})
 _CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*)?")
 _CHINESE_TRADITIONAL = ("TW", "HK", "MO")
 
