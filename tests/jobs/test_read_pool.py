@@ -33,6 +33,12 @@ needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
 
 
+@pytest.fixture(autouse=True)
+def _ocr_not_cached(cache_dir: Path) -> None:
+    """Each test starts with an empty cache: several need a scan's OCR to take its seconds
+    (a text kept by another test's read of the same scan would come back at once)."""
+
+
 def text_files(root: Path, names: list[str], size: int = 40) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for name in names:

@@ -19,11 +19,13 @@ not installed, nothing is recognised and the pages say so: an image is skipped
 (or the PDF is skipped when no page has text); never silently empty. So is a page whose
 script no installed pack reads ("Tesseract has no data for the Korean script (Debian:
 tesseract-ocr-kor)"): it is not read as noise by the packs of another script. The text
-Tesseract gives is cut into paragraph blocks at its blank lines.
+Tesseract gives is cut into paragraph blocks at its blank lines. A page read before (the same image, packs
+and Tesseract build) is not read again: its text is kept by content (`readers.ocr_cache`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import shutil
@@ -33,9 +35,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
+from attnswitch.documents.readers.ocr_cache import cached_text, keep_text, page_key
 from attnswitch.documents.readers.ocr_languages import NoPack, OcrLanguages, resolve
 from attnswitch.documents.readers.skip import Skip, Skipped
-from attnswitch.documents.readers.tesseract import detect_script, installed_packs, recognise_png
+from attnswitch.documents.readers.tesseract import (build, detect_script, installed_packs,
+                                                     recognise_png)
 
 _POINTS_PER_INCH = 72
 
@@ -53,7 +57,8 @@ def ocr_languages(options: ReadOptions) -> OcrLanguages:
     if shutil.which("tesseract") is None:
         raise OcrUnavailable("Tesseract is not installed (Debian: tesseract-ocr)")
     try:
-        return resolve(options.ocr_languages, options.ocr_detect, installed_packs())
+        languages = resolve(options.ocr_languages, options.ocr_detect, installed_packs())
+        return dataclasses.replace(languages, build=build())
     except (RuntimeError, LookupError) as exc:  # Tesseract does not run; a pack is missing
         raise OcrUnavailable(str(exc)) from None
 
@@ -63,14 +68,20 @@ def recognise(image, options: ReadOptions, languages: OcrLanguages | None = None
     (None: `ocr_languages(options)`'s): the page's script found first where
     `languages.detect`. `RuntimeError` when Tesseract fails or takes more than
     `ocr_timeout_s`; `NoPack` when the page's script has no installed pack. The image goes
-    to the `tesseract` program as a PNG on its standard input."""
+    to the `tesseract` program as a PNG on its standard input. A page read before (the same
+    image, packs and Tesseract build) is not read again: its text comes from `ocr_cache`."""
     if languages is None:
         languages = ocr_languages(options)
     png = io.BytesIO()
     image.save(png, format="PNG")
     data = png.getvalue()
-    script = detect_script(data, options.ocr_timeout_s) if languages.detect else None
-    return recognise_png(data, languages.for_script(script), options.ocr_timeout_s)
+    key = page_key(data, languages)
+    text = cached_text(key)
+    if text is None:
+        script = detect_script(data, options.ocr_timeout_s) if languages.detect else None
+        text = recognise_png(data, languages.for_script(script), options.ocr_timeout_s)
+        keep_text(key, text)
+    return text
 
 
 def paragraphs(text: str, where: Location) -> list[Block]:

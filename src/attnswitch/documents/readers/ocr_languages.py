@@ -220,11 +220,14 @@ def default_languages(installed: frozenset[str],
 class OcrLanguages:
     """The packs OCR uses on this machine for a file: `chosen` (installed, in Tesseract's
     order of preference), the `installed` ones, and `detect`: each page's script is found
-    by OSD first (asked for, and the `osd` pack installed)."""
+    by OSD first (asked for, and the `osd` pack installed); `build`: Tesseract's version
+    and data files (`tesseract.build`; "" where not known), part of what a page's cached
+    text is keyed by (`ocr_cache`)."""
 
     chosen: tuple[str, ...]
     installed: frozenset[str]
     detect: bool
+    build: str = ""
 
     def for_script(self, script: str | None) -> str:
         """Tesseract's `-l` for a page OSD found in `script` (None: OSD found none, or

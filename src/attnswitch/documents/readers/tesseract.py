@@ -10,12 +10,15 @@ pytesseract would add.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+from pathlib import Path
 
 _LIST_TIMEOUT_S = 30
 _SCRIPT = re.compile(r"^Script: (\S+)$", re.MULTILINE)
+_FOLDER = re.compile(r'"([^"]+)"')
 
 
 def tesseract_env() -> dict[str, str]:
@@ -30,14 +33,34 @@ def tesseract_env() -> dict[str, str]:
 def installed_packs() -> frozenset[str]:
     """The language packs Tesseract finds (`tesseract --list-langs`: "eng", "osd",
     "chi_sim", ...); `RuntimeError` when the program does not run."""
+    # The first line is a title ("List of available languages in ..."), then one a line.
+    lines = _output(["tesseract", "--list-langs"]).splitlines()[1:]
+    return frozenset(line.strip() for line in lines if line.strip())
+
+
+def build() -> str:
+    """What Tesseract's text depends on besides a page and its packs, as one line: the
+    program's version and each language data file's name, size and modification time (an
+    upgraded pack is another build); `RuntimeError` when the program does not run."""
+    version = _output(["tesseract", "--version"]).partition("\n")[0].strip()
+    title = _output(["tesseract", "--list-langs"]).partition("\n")[0]
+    folder = _FOLDER.search(title)
+    files = sorted(Path(folder.group(1)).glob("*.traineddata")) if folder else []
+    stamps = []
+    for path in files:
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            stamps.append(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return " ".join([version, *stamps])
+
+
+def _output(args: list[str]) -> str:
     try:
-        listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True,
-                                timeout=_LIST_TIMEOUT_S, check=True, env=tesseract_env())
+        done = subprocess.run(args, capture_output=True, timeout=_LIST_TIMEOUT_S, check=True,
+                              env=tesseract_env())
     except (OSError, subprocess.SubprocessError) as exc:
         raise RuntimeError(f"Tesseract does not run: {type(exc).__name__}: {exc}") from None
-    # The first line is a title ("List of available languages in ..."), then one a line.
-    lines = listed.stdout.decode(errors="replace").splitlines()[1:]
-    return frozenset(line.strip() for line in lines if line.strip())
+    return done.stdout.decode(errors="replace")
 
 
 def detect_script(png: bytes, timeout_s: float) -> str | None:
