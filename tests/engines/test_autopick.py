@@ -10,7 +10,7 @@ import pytest
 from engine_testing import cosines
 
 import attnswitch.engines as engines
-from attnswitch.engines import EncodeInputError, autopick, registry
+from attnswitch.engines import EncodeInputError, autopick, registry, runtime
 from attnswitch.engines.autopick import EnginePlan, EngineRow
 from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.torch_hf import TorchEncoder
@@ -260,7 +260,7 @@ def test_a_recorded_parity_check_is_read_without_loading_the_reference(auto, sma
 
 def test_a_measurement_reports_its_steps_and_keeps_only_the_pick_loaded(auto, small_bert):
     steps = []
-    before = set(engines._cache)
+    before = set(runtime.current().encoders)
     plan = engines.explain_engine(small_bert, "auto", "fp32",
                                   progress=lambda *step: steps.append(step))
     able = [r for r in plan.rows if r.status == "measured"]
@@ -274,8 +274,8 @@ def test_a_measurement_reports_its_steps_and_keeps_only_the_pick_loaded(auto, sm
     # The pick stays loaded and no loser does; the pick may have been loaded already by an
     # earlier test of this module's model.
     pick = (path, plan.chosen, "fp32")
-    assert pick in engines._cache
-    assert {k for k in set(engines._cache) - before if k[0] == path} <= {pick}
+    assert pick in runtime.current().encoders
+    assert {k for k in set(runtime.current().encoders) - before if k[0] == path} <= {pick}
     again = []
     engines.explain_engine(small_bert, "auto", "fp32", progress=lambda *s: again.append(s))
     assert again == []  # recorded: nothing measured, nothing reported
