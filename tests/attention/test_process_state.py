@@ -237,3 +237,29 @@ def test_runtime_reset_and_fresh_runtimes(fresh_runtime: runtime.Runtime,
     assert runtime.current() is fresh_runtime
     fresh_runtime.reset()
     assert not fresh_runtime.settings.strict and fresh_runtime.settings.verify == "first-use"
+
+
+@pytest.mark.parametrize("which", ["attention", "engines"])
+def test_registrations_from_many_threads_all_land(which: str) -> None:
+    """The registries change under their lock: registrations racing from several threads
+    (the interpreter switching threads as often as it can) all land, and each bumps the
+    backends' generation once."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    registry = importlib.import_module(f"{PACKAGE}.{which}.registry")
+    generation = getattr(registry, "generation", lambda: 0)
+    names = [f"racing-{which}-{i}" for i in range(200)]
+    before, interval = generation(), sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: registry.register(types.SimpleNamespace(name=n)), names))
+        assert set(names) <= set(registry.names())
+        if which == "attention":
+            assert generation() == before + len(names)
+    finally:
+        sys.setswitchinterval(interval)
+        for name in names:
+            registry.unregister(name)
+    assert not set(names) & set(registry.names())
