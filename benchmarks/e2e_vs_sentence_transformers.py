@@ -360,7 +360,9 @@ def main() -> None:
         print(f"known items: {len(queries)} queries over {len(chunks)} chunks", flush=True)
     env.pop("ATTNSWITCH_ENGINE", None)
     os.environ.pop("ATTNSWITCH_ENGINE", None)
-    from attnswitch.engines import explain_precision
+    from attnswitch.engines import explain_precision, runtime
+
+    runtime.current().reset(encoders=False)  # engine settings are read once: again now
 
     plans = {"auto": explain_precision(None, "auto").to_dict()}
     print(f"auto precision: {plans['auto']['chosen']} ({plans['auto']['reason']})", flush=True)

@@ -69,6 +69,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ["ATTNSWITCH_CACHE_DIR"] = _PREVIOUS_CACHE
 
 
+@pytest.fixture(autouse=True)
+def engine_settings() -> None:
+    """Each test reads the engine environment variables (`engines/runtime.py`) at its first
+    engine call: a test sets them with `monkeypatch` before that call, or calls
+    `runtime.current().reset(encoders=False)` after changing them. The process's engines
+    runtime is reset, not replaced by a context's, since threads a test starts use it too;
+    its loaded encoders stay, so a model is loaded once per process, as outside the tests."""
+    from attnswitch.engines import runtime
+
+    runtime.current().reset(encoders=False)
+
+
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty cache directory of this test's own (verdicts, autotune table)."""

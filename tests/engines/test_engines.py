@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnswitch.engines import EncodeInputError, encode, engines_status, get_engine
+from attnswitch.engines import EncodeInputError, encode, engines_status, get_engine, runtime
 
 TEXTS = ["The quick brown fox.", "A much longer sentence about databases, transactions and logs.",
          "Short.", "Embeddings turn text into vectors."]
@@ -52,5 +52,6 @@ def test_engines_status_lists_every_engine_with_reasons(cache_dir, monkeypatch):
         assert (s.reason is None) == s.available and s.detail
     assert [s.name for s in status.values() if s.auto] == ["onnxruntime"]
     monkeypatch.delenv("ATTNSWITCH_ENGINE")
+    runtime.current().reset(encoders=False)  # the environment is read again
     # nothing measured in this cache yet, and asking for the status measures nothing
     assert all(s.auto is None for s in engines_status())

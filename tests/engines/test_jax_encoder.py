@@ -30,7 +30,8 @@ def test_float32_is_within_the_rule_on_real_text(oracle_set):
 
 
 def test_bf16_keeps_the_parity_of_its_precision(chunks, st_vectors):
-    """bf16 is held to the parity a precision pick requires (`autopick.PARITY`)."""
+    """bf16 is held to the parity a precision pick requires (`autopick.PARITY`, the
+    product's own rule for bf16, a cosine to float32)."""
     from attnswitch.engines.autopick import PARITY
 
     engine = get_engine(engine="jax", precision="bf16")

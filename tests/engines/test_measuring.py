@@ -9,7 +9,7 @@ import pytest
 
 import attnswitch.engines as engines
 from attnswitch.attention import cache
-from attnswitch.engines import autopick, light, measuring, registry
+from attnswitch.engines import autopick, light, measuring, registry, runtime
 from attnswitch.engines.autopick import EnginePlan, EngineRow
 from attnswitch.engines.model import ModelSpec
 from attnswitch.jobs import choose
@@ -64,6 +64,8 @@ def test_what_a_first_use_would_measure_and_about_how_long(auto, small_bert, mon
     assert engines.measurement_ahead(small_bert, "torch", "fp32") is None
     monkeypatch.setenv(engines.ENV_ENGINE, "torch")
     monkeypatch.setenv(engines.ENV_PRECISION, "fp32")
+    assert engines.measurement_ahead(small_bert, "auto", "auto") is not None  # read once
+    runtime.current().reset(encoders=False)
     assert engines.measurement_ahead(small_bert, "auto", "auto") is None
     del spec
 
@@ -190,7 +192,9 @@ def test_a_query_is_encoded_by_the_quickest_engine_with_the_same_answers(auto, s
     assert engines.query_engine(small_bert, "onnxruntime", "fp32")[0] == "onnxruntime"
     assert engines.query_engine(small_bert, "torch", "bf16")[0] == "torch"
     monkeypatch.setenv(light.ENV_QUERY_ENGINE, "index")
+    runtime.current().reset(encoders=False)
     assert engines.query_engine(small_bert, "torch", "fp32")[0] == "torch"
     monkeypatch.delenv(light.ENV_QUERY_ENGINE)
+    runtime.current().reset(encoders=False)
     _record_parity(spec, "onnxruntime", "fp32", False)
     assert engines.query_engine(small_bert, "torch", "fp32")[0] == "torch"

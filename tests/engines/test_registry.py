@@ -120,13 +120,13 @@ def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text(
         "[attnswitch.engines]\nplugin-test = asw_plugin_engine:PluginEngine\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_engines", None)
+    registry.reset()
     try:
         assert "plugin-test" in registry.names()
         assert registry.get("plugin-test").detail() == "a plug-in"
     finally:
         sys.modules.pop("asw_plugin_engine", None)
-        registry._engines = None  # rediscover without the plug-in
+        registry.reset()  # rediscover without the plug-in
 
 
 def test_a_broken_plugin_warns_and_is_skipped(tmp_path, monkeypatch):
@@ -136,13 +136,13 @@ def test_a_broken_plugin_warns_and_is_skipped(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text(
         "[attnswitch.engines]\nbroken = asw_no_such_plugin_module:Engine\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_engines", None)
+    registry.reset()
     try:
         with pytest.warns(UserWarning, match="engine entry point 'broken' failed to load"):
             names = registry.names()
         assert "broken" not in names and "torch" in names
     finally:
-        registry._engines = None
+        registry.reset()
 
 
 def test_importing_the_engines_imports_no_runtime(tmp_path):

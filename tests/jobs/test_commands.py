@@ -274,7 +274,7 @@ def test_a_cold_search_of_a_torch_index_loads_no_torch(
     torch float32 is recorded and its model built here (here: by a run with it): a fresh
     process imports neither torch nor transformers, says which engine encoded the query,
     and ranks the chunks as the index's own engine does."""
-    from attnswitch.engines import light, registry
+    from attnswitch.engines import light, registry, runtime
 
     why = registry.get("onnxruntime").unavailable()
     if why:
@@ -293,6 +293,7 @@ def test_a_cold_search_of_a_torch_index_loads_no_torch(
     assert result["query_engine"]["engine"] == "onnxruntime"
     assert result["query_engine"]["why"].startswith("quicker to start than torch")
     monkeypatch.setenv(light.ENV_QUERY_ENGINE, "index")
+    runtime.current().reset(encoders=False)  # the environment is read again
     own = json.loads(invoke("search", "how do I update rows", "--db", db, "--json").stdout)
     assert own["query_engine"]["engine"] == "torch"
     assert [h["chunk_id"] for h in own["data"]] == [h["chunk_id"] for h in result["data"]]

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.run import RunOptions, run
 from attnswitch.index.store import DB_NAME, SQLiteStore
 from read_pool_loaders import crashing_load, logging_load, stalling_load, warning_load
+from tesseract_starts import TesseractStarts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "documents" / "readers" / "fixtures"
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
@@ -57,22 +57,6 @@ def workers_of_pools(parent: psutil.Process | None = None) -> list[psutil.Proces
         except psutil.NoSuchProcess:
             pass
     return out
-
-
-def runs_tesseract(worker: psutil.Process) -> bool:
-    """Whether `worker` has a tesseract child now; children that exit while they are
-    looked at (a finished OCR page, a worker killed) count as not running."""
-    try:
-        children = worker.children()
-    except psutil.NoSuchProcess:
-        return False
-    for child in children:
-        try:
-            if child.name() == "tesseract":
-                return True
-        except psutil.NoSuchProcess:
-            continue
-    return False
 
 
 @needs_tesseract
@@ -124,25 +108,24 @@ def test_a_file_over_the_timeout_is_read_once_and_the_files_in_flight_with_it_ar
 
 @needs_tesseract
 @pytest.mark.parametrize("depth", [1, 8])
-def test_a_worker_killed_from_outside_skips_its_file_alone(tmp_path: Path, depth: int) -> None:
+def test_a_worker_killed_from_outside_skips_its_file_alone(tmp_path: Path, depth: int,
+                                                           monkeypatch) -> None:
     """An OOM kill, as the kernel does it: alone in flight (depth 1), the file is skipped
     and the pool replaced for the rest; with others in flight, each is read again alone,
-    and the file, harmless alone, is read."""
+    and the file, harmless alone, is read. The worker is killed once its Tesseract has
+    started (an event: `TesseractStarts`)."""
     root = text_files(tmp_path / "docs", [f"note-{i}.txt" for i in range(3)])
     shutil.copy(FIXTURES / "scan.pdf", root / "a-scan.pdf")  # first: the worker OCRs it
     docs: list = []
-    stream = read_in_pool(scan(root), 2**20, workers=1, depth=depth)
-    reader = threading.Thread(target=lambda: docs.extend(stream))
-    reader.start()
-    deadline, killed = time.monotonic() + 60, []
-    while not killed and time.monotonic() < deadline:
-        for worker in workers_of_pools():
-            if runs_tesseract(worker):
-                worker.kill()
-                killed.append(worker)
-        time.sleep(0.02)
-    reader.join(timeout=120)
-    assert killed and not reader.is_alive()
+    with TesseractStarts(tmp_path / "bin") as starts:
+        monkeypatch.setenv("PATH", starts.path)  # the workers spawned below inherit it
+        stream = read_in_pool(scan(root), 2**20, workers=1, depth=depth)
+        reader = threading.Thread(target=lambda: docs.extend(stream))
+        reader.start()
+        _, worker = starts.next(timeout=60)
+        psutil.Process(worker).kill()
+        reader.join(timeout=120)
+    assert not reader.is_alive()
     by_source = {d.source: d for d in docs}
     assert sorted(by_source) == ["a-scan.pdf", "note-0.txt", "note-1.txt", "note-2.txt"]
     assert all(by_source[f"note-{i}.txt"].ok for i in range(3))
@@ -246,19 +229,18 @@ def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None
         shutil.copy(FIXTURES / "scan.tif", root / f"scan-{i}.tif")
     db = tmp_path / "db"
     mark = {"ATTNSWITCH_TEST_RUN": str(tmp_path)}  # inherited by every process of the run
-    proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", "run", str(root), "--db",
-                             str(db), "--read-workers", "2", "--no-progress", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **mark})
-    run_process = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        workers = workers_of_pools(run_process)
-        if any(runs_tesseract(w) for w in workers):
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("the run never reached OCR")
+    with TesseractStarts(tmp_path / "bin") as starts:
+        proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", "run", str(root),
+                                 "--db", str(db), "--read-workers", "2", "--no-progress",
+                                 "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **mark, "PATH": starts.path})
+        try:
+            _, worker = starts.next(timeout=120)  # a worker of the run runs Tesseract
+        except TimeoutError:
+            proc.kill()
+            pytest.fail(f"the run never reached OCR: {proc.communicate()[1]}")
+    assert psutil.Process(worker).parent().pid == proc.pid
     proc.send_signal(how)
     out, err = proc.communicate(timeout=120)  # a hang detector, not a measure
     if how == signal.SIGINT:

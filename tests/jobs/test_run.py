@@ -319,7 +319,7 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
 @pytest.mark.parametrize("forced", ["bf16", "fp32"])
 def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: Path,
                                                           monkeypatch, forced) -> None:
-    from attnswitch.engines import ENV_PRECISION, get_engine
+    from attnswitch.engines import ENV_PRECISION, get_engine, runtime
     from attnswitch.index.config import stored_config
 
     monkeypatch.setenv(ENV_PRECISION, forced)  # what "auto" stands for, without measuring
@@ -331,6 +331,7 @@ def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: 
     assert summary.precision_reason == f"forced by ${ENV_PRECISION}"
     # a query encodes with the index's precision, whatever "auto" would pick now
     monkeypatch.setenv(ENV_PRECISION, "fp32" if forced == "bf16" else "bf16")
+    runtime.current().reset(encoders=False)  # the environment is read again
     assert get_engine(stored.model, stored.engine, stored.precision).precision == forced
 
 

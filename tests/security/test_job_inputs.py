@@ -129,12 +129,14 @@ def test_sigterm_while_a_job_chunks_a_large_file_interrupts_it_at_once(tmp_path)
             r = client.post("/v1/jobs", json={"path": "big"})
             assert r.status_code == 202, r.text
             job = r.json()
+            # Read, so chunking now: the job's progress counts the file read before the
+            # run chunks it (a state of another process, polled; no event reaches here).
             deadline = time.monotonic() + JOB_TIMEOUT_S
-            while job["progress"].get("stage") != "reading":
+            while not job["progress"].get("files_read"):
                 assert time.monotonic() < deadline and job["status"] in ("queued", "running"), job
                 time.sleep(0.05)
                 job = client.get(f"/v1/jobs/{job['id']}").json()
-        time.sleep(1.0)  # read (4 MB) and into chunking
+        assert job["progress"]["files_done"] == 0, job  # not chunked and written yet
         start = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         srv.proc.wait(drain_s + 60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,28 @@ def start_job_and_wait(client: httpx.Client, location: str, folder: Path, docume
         assert client.get(f"/v1/jobs/{job_id}").json()["status"] in ("queued", "running")
         time.sleep(0.05)
     return job_id
+
+
+def connection_attempts(port: int, count: int, timeout: float) -> None:
+    """Stand in for a stopped server on 127.0.0.1:`port`: take `count` connections, closing
+    each at once (to its client, a server that hung up), then free the port. Returns when
+    the last one came: an event, where polling could not see a client trying to connect;
+    `TimeoutError` when fewer come within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    with socket.create_server(("127.0.0.1", port)) as listener:
+        for taken in range(count):
+            left = deadline - time.monotonic()
+            if left > 0:
+                listener.settimeout(left)
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    pass
+                else:
+                    conn.close()
+                    continue
+            raise TimeoutError(f"127.0.0.1:{port}: expected {count} connection attempts "
+                               f"within {timeout} s, got {taken}")
 
 
 def finished_job(client: httpx.Client, job_id: str, timeout: float = 300.0) -> dict:

@@ -5,8 +5,6 @@ answers; no answer carries the store's path or URL."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 from service_testing import (
@@ -14,6 +12,7 @@ from service_testing import (
     TUTORIAL_PAGES,
     assert_same_content,
     committed,
+    connection_attempts,
     copy_corpus,
     finished_job,
     start_job_and_wait,
@@ -121,9 +120,11 @@ def test_a_job_outlives_a_postgres_restart_in_its_middle(pg_cluster, pg_url, tmp
             done = committed(pg_url, folder)
             pg_cluster.stop()
             try:
-                time.sleep(1.0)  # the job meets the lost connection, then refused ones
+                # the job meets the lost connection and tries again while the server is
+                # down: a listener on its port takes two tries and hangs up on each
+                connection_attempts(pg_cluster.port, 2, timeout=20)
             finally:
-                pg_cluster.start_again()
+                pg_cluster.start_again()  # refused until it listens
             job = finished_job(client, job_id)
             assert job["status"] == "completed", job
             assert job["attempts"] == 1 and job["error"] is None

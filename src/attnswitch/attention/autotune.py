@@ -5,15 +5,16 @@ records the order, fastest first, in `autotune.json`, a `cache.JsonTable` in the
 directory. The planner
 prefers that order over the fixed priority for calls in the same bucket. Buckets round
 lengths and head dims up to powers of two, so nearby shapes share a measurement.
+`ATTNSWITCH_AUTOTUNE=0` (or `false`) turns the table off: a setting of the attention
+runtime (`runtime.Settings.autotune`), read once, and part of every plan's key.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from attnswitch.attention.cache import JsonTable, device_name
-from attnswitch.attention.contract import Call
+from attnswitch.attention.contract import Call, settings
 
 
 def _pow2(n: int) -> int:
@@ -38,8 +39,9 @@ def generation() -> tuple:
 
 
 def preferred(call: Call) -> list[str] | None:
-    """Measured order for this call's bucket, fastest first, or None."""
-    if os.environ.get("ATTNSWITCH_AUTOTUNE", "1") in ("0", "false"):
+    """Measured order for this call's bucket, fastest first, or None (also when the
+    runtime's `autotune` setting is off)."""
+    if not settings().autotune:
         return None
     return TABLE.get(bucket(call))
 

@@ -257,7 +257,7 @@ def plan_for(call: Call, backend: str | None = None) -> Plan:
     requested, how = _requested(backend)
     rt = runtime.current()
     policy = settings().verify
-    key = (call.plan_key, requested, how, rt.settings, registry.generation,
+    key = (call.plan_key, requested, how, rt.settings, registry.generation(),
            verdicts.STORE.generation, autotune.generation())
     cached = rt.plans.get(key)
     if cached is not None:

@@ -3,7 +3,7 @@ held in one `contextvars.ContextVar` (as JAX holds its config).
 
 A `Runtime` has
 - `settings`: a frozen `Settings` snapshot (strict, debug, verify, backend, Pallas
-  interpret mode);
+  interpret mode, autotune);
 - `plans`: the plan cache (`plan.plan_for`);
 - `warned`: the warn-once registry (`warn_once`);
 - `probes`: each backend's cached availability (`BackendBase.unavailable`);
@@ -12,8 +12,8 @@ A `Runtime` has
 - `reset()`: all of it emptied, the environment read again.
 
 The one rule for the environment: `ATTNSWITCH_STRICT`, `ATTNSWITCH_DEBUG`,
-`ATTNSWITCH_VERIFY`, `ATTNSWITCH_BACKEND` and `ATTNSWITCH_PALLAS_INTERPRET` are read when a
-runtime's settings are first needed (in a process: at the first attention call) and again
+`ATTNSWITCH_VERIFY`, `ATTNSWITCH_BACKEND`, `ATTNSWITCH_PALLAS_INTERPRET` and
+`ATTNSWITCH_AUTOTUNE` are read when a runtime's settings are first needed (in a process: at the first attention call) and again
 after `reset()`; never per call. `configure(...)` changes the settings of the runtime in
 force (the environment's values stay for what it does not name); `use(name)` and
 `pallas_common.interpret()` change them for a block only, in a view that shares the
@@ -21,7 +21,8 @@ runtime's caches. Tests get a fresh runtime each (`fresh()`, a pytest fixture).
 
 The registered backends are not runtime state: `attention/registry.py` is the process's
 registry of backends (built-ins, entry points, `register`); plans are keyed on its
-generation.
+generation. The engines keep their own runtime of this shape, one layer up
+(`engines/runtime.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ ENVIRONMENT = MappingProxyType({  # setting -> the environment variable that sta
     "verify": "ATTNSWITCH_VERIFY",
     "backend": "ATTNSWITCH_BACKEND",
     "pallas_interpret": "ATTNSWITCH_PALLAS_INTERPRET",
+    "autotune": "ATTNSWITCH_AUTOTUNE",
 })
 
 
@@ -64,7 +66,8 @@ class Settings:
     checked even when that synchronises. verify: "first-use", "full" or "off". backend: a
     backend every call without `backend=` must use (`ATTNSWITCH_BACKEND`; None: plan). use:
     the same, set by `with use(name):` for a block. pallas_interpret: Pallas kernels run in
-    interpret mode off TPU (tests)."""
+    interpret mode off TPU (tests). autotune: the measured order of the autotune table is
+    preferred over the fixed priority (`ATTNSWITCH_AUTOTUNE`: on unless "0" or "false")."""
 
     strict: bool = False
     debug: bool = False
@@ -72,6 +75,7 @@ class Settings:
     backend: str | None = None
     use: str | None = None
     pallas_interpret: bool = False
+    autotune: bool = True
 
     @classmethod
     def from_environment(cls, environ: Any = None) -> Settings:
@@ -82,7 +86,8 @@ class Settings:
         check_policy(verify, ENVIRONMENT["verify"])
         return cls(strict=flag("strict"), debug=flag("debug"), verify=verify,
                    backend=env.get(ENVIRONMENT["backend"]) or None,
-                   pallas_interpret=flag("pallas_interpret"))
+                   pallas_interpret=flag("pallas_interpret"),
+                   autotune=env.get(ENVIRONMENT["autotune"], "1") not in ("0", "false"))
 
 
 def check_policy(policy: Any, argument: str) -> None:

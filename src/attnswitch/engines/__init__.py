@@ -20,12 +20,15 @@ do.
 `encode(texts)` is the one-call entry; `get_engine` returns the cached `Encoder` behind it;
 `engines_status()` and `explain_engine()` say which engines can run here and why each was
 or was not picked. Importing this package imports neither torch nor jax.
+
+The environment variables are read once, into the engines runtime (`engines/runtime.py`:
+at the first engine call, and again after `runtime.current().reset()`), which also keeps
+the loaded encoders.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.engines import registry
+from attnswitch.engines import registry, runtime
 from attnswitch.engines.base import (
     PRECISION_CHOICES,
     PRECISIONS,
@@ -46,8 +49,8 @@ from attnswitch.engines.model import ModelError, ModelSpec, default_model_path
 from attnswitch.engines.registry import Engine
 from attnswitch.errors import AttnswitchError
 
-ENV_ENGINE = "ATTNSWITCH_ENGINE"
-ENV_PRECISION = "ATTNSWITCH_PRECISION"
+ENV_ENGINE = runtime.ENVIRONMENT["engine"]
+ENV_PRECISION = runtime.ENVIRONMENT["precision"]
 
 
 class NoEngineError(AttnswitchError, RuntimeError):
@@ -68,10 +71,11 @@ class EngineStatus:
 
 
 def _requested(engine: str) -> tuple[str, str]:
-    """The engine asked for and by what: the argument, else $ATTNSWITCH_ENGINE, else auto."""
+    """The engine asked for and by what: the argument, else $ATTNSWITCH_ENGINE (the
+    runtime's setting), else auto."""
     if engine != "auto":
         return engine, "argument"
-    env = os.environ.get(ENV_ENGINE, "").strip()
+    env = runtime.settings().engine
     return (env, f"${ENV_ENGINE}") if env else ("auto", "auto")
 
 
@@ -101,15 +105,12 @@ def explain_precision(model: str | os.PathLike | None = None, engine: str = "aut
     `progress(done, total, what)` follows a measurement (see `autoprecision.measure`)."""
     from attnswitch.engines import autoprecision
 
-    forced = os.environ.get(ENV_PRECISION, "").strip()
-    if forced and forced != "auto":
-        if forced not in PRECISIONS:
-            raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}",
-                                   repr(forced))
+    forced = _forced_precision()
+    if forced is not None:
         return autoprecision.PrecisionPlan(forced, [], f"forced by ${ENV_PRECISION}")
     spec = _spec(model)
     requested, _ = _requested(engine)
-    with _cache_lock:
+    with runtime.current().lock:
         plan = autoprecision.recorded(spec, requested)
         if plan is not None or not measure:
             return plan
@@ -117,27 +118,34 @@ def explain_precision(model: str | os.PathLike | None = None, engine: str = "aut
             return autoprecision.PrecisionPlan(
                 autoprecision.FALLBACK, [], "fixed (torch, the parity reference, is not "
                 "installed)")
-        before = set(_cache)
+        before = set(runtime.current().encoders)
         plan = autoprecision.measure(
             spec, requested, lambda p, sub: explain_engine(model, engine, p, progress=sub),
             lambda name, p: _load_locked(spec, name, p),
             lambda: _load_locked(spec, "torch", "fp32"), progress)
         chosen = plan.row(plan.chosen)
         keep = (str(spec.path.resolve()), chosen.engine if chosen else None, plan.chosen)
-        for key in set(_cache) - before - {keep}:
-            del _cache[key]
+        _release(before, keep)
         return plan
 
 
-def _asked_precision(precision: str) -> str:
-    """`precision` with $ATTNSWITCH_PRECISION applied to "auto" (checked)."""
-    forced = os.environ.get(ENV_PRECISION, "").strip()
-    if precision != "auto" or not forced or forced == "auto":
-        return precision
+def _forced_precision() -> str | None:
+    """The precision $ATTNSWITCH_PRECISION (the runtime's setting) names for "auto"
+    (checked), or None when it names none or "auto"."""
+    forced = runtime.settings().precision
+    if forced is None or forced == "auto":
+        return None
     if forced not in PRECISIONS:
         raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}",
                                repr(forced))
     return forced
+
+
+def _asked_precision(precision: str) -> str:
+    """`precision` with $ATTNSWITCH_PRECISION applied to "auto" (checked)."""
+    if precision != "auto":
+        return precision
+    return _forced_precision() or precision
 
 
 def measurement_ahead(model: str | os.PathLike | None = None, engine: str = "auto",
@@ -151,7 +159,7 @@ def measurement_ahead(model: str | os.PathLike | None = None, engine: str = "aut
     check_precision_choice(precision)
     if not _reference_ok():
         return None
-    with _cache_lock:
+    with runtime.current().lock:
         return measuring.ahead(_spec(model), _requested(engine)[0], _asked_precision(precision))
 
 
@@ -194,15 +202,14 @@ def check_engine(model: str | os.PathLike | None, engine: str, precision: str,
     released afterwards. `progress(done, total, what)` follows the two steps."""
     report = progress or (lambda done, total, what: None)
     spec = _spec(model)
-    with _cache_lock:
-        before = set(_cache)
+    with runtime.current().lock:
+        before = set(runtime.current().encoders)
         report(0, 2, f"{engine}: load and parity check")
         encoder = _load_locked(spec, engine, precision)
         report(1, 2, "reference: torch float32 vectors")
         _check_parity(spec, engine, precision, encoder)
         keep = (str(spec.path.resolve()), engine, precision)
-        for key in set(_cache) - before - {keep}:
-            del _cache[key]
+        _release(before, keep)
         report(2, 2, f"{engine} checked")
 
 
@@ -249,18 +256,17 @@ def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     if name != "auto":
         _check_explicit(name, precision, spec, source)
         return autopick.EnginePlan(precision, name, [], [], f"forced by {source}")
-    with _cache_lock:
+    with runtime.current().lock:
         plan = autopick.recorded(spec, precision)
         if plan is None and measure:
             if not _reference_ok():
                 return _fixed_plan(spec, precision)
-            before = set(_cache)
+            before = set(runtime.current().encoders)
             plan = autopick.measure(
                 spec, precision, lambda e, p: _load_locked(spec, e.name, p),
                 lambda: _load_locked(spec, "torch", "fp32"), progress)
             keep = (str(spec.path.resolve()), plan.chosen, precision)
-            for key in set(_cache) - before - {keep}:
-                del _cache[key]
+            _release(before, keep)
         return plan
 
 
@@ -307,16 +313,23 @@ def engines_status() -> list[EngineStatus]:
     return out
 
 
-_cache: dict[tuple[str, str, str], Encoder] = {}
-_cache_lock = threading.RLock()
-
-
 def _load_locked(spec: ModelSpec, name: str, precision: str) -> Encoder:
+    """The runtime's encoder for (model, engine, precision), loaded now when it has none
+    (under the runtime's lock)."""
+    encoders = runtime.current().encoders
     key = (str(spec.path.resolve()), name, precision)
-    cached = _cache.get(key)
+    cached = encoders.get(key)
     if cached is None:
-        cached = _cache[key] = registry.get(name).load(spec, precision)
+        cached = encoders[key] = registry.get(name).load(spec, precision)
     return cached
+
+
+def _release(before: set, keep: tuple) -> None:
+    """Drop the encoders the runtime loaded since it held the keys `before`, except `keep`
+    (a measurement's pick stays loaded; under the runtime's lock)."""
+    encoders = runtime.current().encoders
+    for key in set(encoders) - before - {keep}:
+        del encoders[key]
 
 
 def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
@@ -337,7 +350,7 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
         raise NoEngineError(f"engine: expected an engine that can serve {precision} here, "
                             f"got none\n{plan}")
     spec = _spec(model)
-    with _cache_lock:
+    with runtime.current().lock:
         encoder = _load_locked(spec, plan.chosen, precision)
         if not plan.rows and check_parity:  # a named engine: parity checked on first use
             _check_parity(spec, plan.chosen, precision, encoder)
@@ -365,7 +378,7 @@ def _check_parity(spec: ModelSpec, name: str, precision: str, encoder: Encoder) 
 
 
 def _load(spec: ModelSpec, name: str, precision: str) -> Encoder:
-    with _cache_lock:
+    with runtime.current().lock:
         return _load_locked(spec, name, precision)
 
 

@@ -23,7 +23,6 @@ The table is written to `precisions.json` in the cache directory; later processe
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -31,13 +30,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from attnswitch.attention.cache import JsonTable, provenance_key
-from attnswitch.engines import autopick, registry
+from attnswitch.engines import autopick, registry, runtime
 from attnswitch.engines.model import ModelSpec, model_fingerprint
 
 AUTO_PARITY = 0.999
 ROUNDS = 3
 REVISION = 1  # bump when the candidates, the check or the method change
-ENV_AUTO_INT8 = "ATTNSWITCH_AUTO_INT8"
+ENV_AUTO_INT8 = runtime.ENVIRONMENT["auto_int8"]
 TABLE = "precisions.json"
 _TABLE = JsonTable(TABLE)
 FALLBACK = "fp32"
@@ -116,7 +115,8 @@ class PrecisionPlan:
 
 
 def auto_int8() -> bool:
-    return os.environ.get(ENV_AUTO_INT8, "").strip() in ("1", "true", "yes")
+    """Whether auto tries int8 (`$ATTNSWITCH_AUTO_INT8`, the engines runtime's setting)."""
+    return runtime.settings().auto_int8
 
 
 def native(precision: str, device: str, flags: frozenset[str]) -> str | None:

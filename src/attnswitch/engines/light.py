@@ -21,18 +21,17 @@ to import and 2-3 s to compile its first call.
   taken, when its model is built (`Engine.ready`): nothing is built, measured or checked
   for a query. bf16 and int8 vectors differ from engine to engine by their rounding, so an
   index in those precisions is queried by its own engine. `$ATTNSWITCH_QUERY_ENGINE`
-  overrides: "index" (the index's own engine) or an engine's name.
+  overrides: "index" (the index's own engine) or an engine's name (read once, into the
+  engines runtime).
 """
 
 from __future__ import annotations
 
-import os
-
-from attnswitch.engines import registry
+from attnswitch.engines import registry, runtime
 from attnswitch.engines.model import ModelSpec
 
 QUICK_START = ("onnxruntime", "openvino", "torch", "jax")
-ENV_QUERY_ENGINE = "ATTNSWITCH_QUERY_ENGINE"
+ENV_QUERY_ENGINE = runtime.ENVIRONMENT["query_engine"]
 FALLBACK_PRECISION = "fp32"
 
 
@@ -76,7 +75,7 @@ def unmeasured(spec: ModelSpec, engine: str, precision: str
 def query_engine(spec: ModelSpec, engine: str, precision: str) -> tuple[str, str]:
     """(the engine to encode a query with, why) for an index built by `engine` in
     `precision`: see the module doc. Reads recorded verdicts and the model cache only."""
-    forced = os.environ.get(ENV_QUERY_ENGINE, "").strip()
+    forced = runtime.settings().query_engine
     if forced == "index":
         return engine, f"the index's engine (${ENV_QUERY_ENGINE}=index)"
     if forced:

@@ -8,6 +8,9 @@ neither torch, jax, openvino nor onnxruntime.
 
 Third-party packages add engines through the entry-point group `attnswitch.engines`; an
 entry point names an `Engine` instance or class.
+
+This is the process's registry of engines (docs/architecture.md, "Process state"): one
+table, `REGISTRY`, found on first use and changed only under its lock.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import importlib
 import importlib.util
 import os
 import threading
+from collections.abc import Mapping
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any
 
 from attnswitch.plugins import entry_point_objects
@@ -139,10 +144,6 @@ def library_version(module: str) -> str:
         return "?"
 
 
-_lock = threading.Lock()
-_engines: dict[str, Engine] | None = None
-
-
 def _load() -> dict[str, Engine]:
     found: dict[str, Engine] = {}
     for module_name, attr in BUILTIN:
@@ -155,13 +156,55 @@ def _load() -> dict[str, Engine]:
     return found
 
 
-def _all() -> dict[str, Engine]:
-    global _engines
-    if _engines is None:
-        with _lock:
-            if _engines is None:
-                _engines = _load()
-    return _engines
+class Registry:
+    """The registered engines by name, in the fixed order: found on first use (`table`:
+    the built-ins, then the entry points), changed by `register` and `unregister`,
+    forgotten by `reset` (found again at next use). Changes are made under `lock` and
+    replace the table (copy on write): a table once returned never changes, and reading
+    takes no lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._engines: Mapping[str, Engine] | None = None
+
+    def table(self) -> Mapping[str, Engine]:
+        """The registered engines (read-only)."""
+        engines = self._engines
+        if engines is None:
+            with self.lock:
+                engines = self._locked_table()
+        return engines
+
+    def _locked_table(self) -> Mapping[str, Engine]:
+        if self._engines is None:
+            self._engines = MappingProxyType(_load())
+        return self._engines
+
+    def register(self, engine: Engine, replace: bool) -> None:
+        with self.lock:
+            engines = dict(self._locked_table())
+            if engine.name in engines and not replace:
+                raise ValueError(f"engine: expected a new name, got {engine.name!r} "
+                                 "(already registered)")
+            engines[engine.name] = engine
+            self._engines = MappingProxyType(engines)
+
+    def unregister(self, name: str) -> None:
+        with self.lock:
+            engines = dict(self._locked_table())
+            engines.pop(name, None)
+            self._engines = MappingProxyType(engines)
+
+    def reset(self) -> None:
+        with self.lock:
+            self._engines = None
+
+
+REGISTRY = Registry()
+
+
+def _all() -> Mapping[str, Engine]:
+    return REGISTRY.table()
 
 
 def engines() -> list[Engine]:
@@ -185,15 +228,20 @@ def get(name: str, what: str = "engine") -> Engine:
 
 
 def register(engine: Engine, *, replace: bool = False) -> None:
-    """Add an engine programmatically (the entry-point group is the packaged way)."""
-    table = _all()
-    if engine.name in table and not replace:
-        raise ValueError(f"engine: expected a new name, got {engine.name!r} (already registered)")
-    table[engine.name] = engine
+    """Add an engine programmatically (the entry-point group is the packaged way); a name
+    already registered is a `ValueError` unless `replace`."""
+    REGISTRY.register(engine, replace)
 
 
 def unregister(name: str) -> None:
-    _all().pop(name, None)
+    """Remove the engine called `name` (nothing when there is none)."""
+    REGISTRY.unregister(name)
+
+
+def reset() -> None:
+    """Forget the registered engines: the built-ins and entry points are found again at
+    next use, and engines added by `register` are gone (tests that install a plug-in)."""
+    REGISTRY.reset()
 
 
 @functools.cache
@@ -246,4 +294,4 @@ def host_device() -> str:
 
 
 __all__ = ["DEVICE_KINDS", "ENTRY_POINT_GROUP", "Engine", "engines", "get", "host_device",
-           "library_version", "names", "register", "unregister"]
+           "library_version", "names", "register", "reset", "unregister"]

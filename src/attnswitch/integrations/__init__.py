@@ -29,8 +29,22 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-_lock = threading.Lock()
-_installed = False
+
+class _Once:
+    """A flag that one caller claims, once per process (`claim`, under `lock`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._claimed = False
+
+    def claim(self) -> bool:
+        """True for the first caller only."""
+        with self.lock:
+            first, self._claimed = not self._claimed, True
+            return first
+
+
+_INSTALL = _Once()  # install()'s once-flag: the import hooks are process-wide
 
 
 def _register_attention() -> None:
@@ -117,11 +131,8 @@ class _RegisterFirst(importlib.abc.Loader):
 def install() -> None:
     """Register attnswitch with the libraries it integrates, now for those already imported
     and on import for the others. Idempotent; imports nothing heavy."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        _installed = True
+    if not _INSTALL.claim():
+        return
     if "transformers" in sys.modules:
         _register_hooks()
     else:

@@ -476,8 +476,8 @@ class JobManager:
         self._save(job)
 
         def progress(p: Any) -> None:
-            job.progress = {"stage": p.stage, "files_done": p.files_done,
-                            "files_total": p.files_total, "bytes_done": p.bytes_done,
+            job.progress = {"stage": p.stage, "files_read": p.files_read,
+                            "files_done": p.files_done, "files_total": p.files_total, "bytes_done": p.bytes_done,
                             "bytes_total": p.bytes_total, "chunks": p.chunks,
                             "tokens": p.tokens}
             if time.monotonic() - self._last_saved >= PROGRESS_EVERY_S:
