@@ -110,6 +110,9 @@ class Store(Protocol):
     when only this process may write (SQLite: one writer, kept with the driver).
     `ef_search` is the ANN search beam of a dense search that names none.
     Vectors in and out are float32 `[N, dim]`, L2-normalised; ids are chunk ids.
+    `placeholder`, `transaction()`, `read()` and `exclusive()` are the seam for a table
+    a layer above keeps in the store's schema (`jobs/jobs_table.py`): SQL with the store's
+    parameter marks, in one transaction or one read, under the run lock where it must be.
     """
 
     location: str
