@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-slow test-all setup system-packages fixtures doctor bench bench-peers-env drive-sources screenshots clean
+.PHONY: run test test-slow test-all setup system-packages fixtures doctor bench bench-peers-env drive-sources multilingual-sources screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -122,6 +122,22 @@ drive-sources: $(STAMP)
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -q && apt-get install -y -q --no-install-recommends $(DRIVE_PACKAGES); \
 	else echo "drive-sources: expected root with apt-get, to install $(DRIVE_PACKAGES)"; fi
+
+# What benchmarks/multilingual_search.py reads (as root, apt-get): Debian's reference manual
+# and FAQ in the languages Debian translates them into, and LibreOffice's Hindi help (neither
+# manual is in Hindi). The list is the script's own (`multilingual_search.packages()`).
+MULTILINGUAL_PACKAGES := debian-reference-en debian-reference-de debian-reference-fr \
+  debian-reference-es debian-reference-ja debian-reference-zh-cn debian-faq debian-faq-de \
+  debian-faq-fr debian-faq-it debian-faq-ja debian-faq-ko debian-faq-nl debian-faq-pt \
+  debian-faq-ru debian-faq-zh-cn libreoffice-help-hi
+multilingual-sources:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  export DEBIAN_FRONTEND=noninteractive; pkgs=""; \
+	  for p in $(MULTILINGUAL_PACKAGES); do \
+	    dpkg -s $$p >/dev/null 2>&1 || pkgs="$$pkgs $$p"; done; \
+	  if [ -n "$$pkgs" ]; then \
+	    apt-get update -q && apt-get install -y -q --no-install-recommends $$pkgs; fi; \
+	else echo "multilingual-sources: expected root with apt-get, to install $(MULTILINGUAL_PACKAGES)"; fi
 
 # docs/ui/*.png: each page of `attnswitch serve` at desktop and phone width, light and dark.
 screenshots: system-packages $(STAMP)

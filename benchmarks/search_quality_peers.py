@@ -107,12 +107,15 @@ def ranks_from_files(ranked_files: list[list[str]], queries: list[sq.Query]) -> 
 
 
 def run_peer(system: str, corpus: sq.Corpus, venv: Path, model: Path, work: Path,
-             fresh: bool, cached_only: bool = False) -> dict | None:
+             fresh: bool, cached_only: bool = False,
+             modes: tuple[str, ...] = ("dense",)) -> dict | None:
     """The peer's output for the corpus's queries (cached in `work` by query set); None
-    when `cached_only` and there is none."""
+    when `cached_only` and there is none. `modes` other than dense alone: the recipe's
+    answers in each (`--modes`, "ranked_files_by_mode")."""
     queries = [{"text": q.text} for q in corpus.queries]
     digest = hashlib.sha256(json.dumps(queries).encode()).hexdigest()[:12]
-    out = work / f"{system}-{corpus.name}-{digest}.json"
+    tag = "" if modes == ("dense",) else "-" + "-".join(modes)
+    out = work / f"{system}-{corpus.name}-{digest}{tag}.json"
     if out.exists() and not fresh:
         return json.loads(out.read_text())
     if cached_only:
@@ -128,7 +131,8 @@ def run_peer(system: str, corpus: sq.Corpus, venv: Path, model: Path, work: Path
     started = time.perf_counter()
     subprocess.run([str(python), str(PEERS / f"{system}_recipe.py"), str(corpus.root),
                     "--model", str(model), "--out", str(out), "--queries", str(qfile),
-                    "--hits", str(sq.HITS), "--formats", "all"], check=True, env=env)
+                    "--hits", str(sq.HITS), "--formats", "all", "--modes", ",".join(modes)],
+                   check=True, env=env)
     print(f"{system} on {corpus.name}: {time.perf_counter() - started:.0f} s", flush=True)
     return json.loads(out.read_text())
 

@@ -3,6 +3,7 @@
 
     .bench/peers-venv/bin/python benchmarks/peers/langchain_recipe.py ROOT --model DIR
         --out OUT.json [--queries QUERIES.json] [--hits 50] [--formats markup|all]
+        [--modes dense,keyword,hybrid]
 
 The recipe, as LangChain's documentation gives it: one loader per file type
 (`BSHTMLLoader` for HTML, `TextLoader` for text and Markdown, `PyPDFLoader`, `Docx2txtLoader`,
@@ -12,6 +13,14 @@ The recipe, as LangChain's documentation gives it: one loader per file type
 (a JSON list of {"text": ...}), each query's `--hits` nearest chunks are written as the
 paths of their files relative to ROOT, best first: the caller scores them. OUT also holds
 how many files were read, the chunks, and the seconds of each stage.
+
+`--modes` adds LangChain's keyword and hybrid recipes over the same chunks: keyword is
+`BM25Retriever.from_documents` (langchain_community, over rank_bm25's `BM25Okapi`) with its
+defaults, whose preprocessing splits a text on whitespace and keeps its case (no stemming,
+no stop words, a run of Chinese or Japanese without spaces one token); hybrid is the
+`EnsembleRetriever` of that BM25 retriever and the FAISS one, weights 0.5 and 0.5, as
+LangChain's documentation combines them (weighted reciprocal rank fusion, c = 60). Each
+retriever is asked for `--hits` chunks.
 """
 
 from __future__ import annotations
@@ -93,13 +102,31 @@ def main() -> None:
     embeddings = HuggingFaceEmbeddings(model_name=args.model)
     store = FAISS.from_documents(chunks, embeddings)
     t_index = time.perf_counter()
+    modes = args.modes.split(",")
+    others = {}
+    if "keyword" in modes or "hybrid" in modes:
+        from langchain_community.retrievers import BM25Retriever
+
+        bm25 = BM25Retriever.from_documents(chunks, k=args.hits)
+        others["keyword"] = lambda text: [d.metadata["source"] for d in bm25.invoke(text)]
+        if "hybrid" in modes:
+            from langchain_classic.retrievers import EnsembleRetriever
+
+            ensemble = EnsembleRetriever(
+                retrievers=[bm25, store.as_retriever(search_kwargs={"k": args.hits})],
+                weights=[0.5, 0.5])
+            others["hybrid"] = lambda text: [d.metadata["source"]
+                                             for d in ensemble.invoke(text)]
+    t_keyword = time.perf_counter()
     out = {"system": "langchain", "files_read": len({d.metadata["source"] for d in docs
                                                      if d.page_content.strip()}),
            "documents": len(docs), "chunks": len(chunks), "not_read": failed,
            "seconds": {"import": t_import - t0, "load": t_load - t_import,
-                       "split": t_split - t_load, "embed_and_index": t_index - t_split}}
-    finish(args, out, "langchain", t0, t_index, lambda text: [
-        d.metadata["source"] for d in store.similarity_search(text, k=args.hits)])
+                       "split": t_split - t_load, "embed_and_index": t_index - t_split,
+                       "keyword_index": t_keyword - t_index}}
+    finish(args, out, "langchain", t0, t_keyword, lambda text: [
+        d.metadata["source"] for d in store.similarity_search(text, k=args.hits)],
+        others if modes != ["dense"] else None)
 
 
 if __name__ == "__main__":

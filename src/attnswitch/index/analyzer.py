@@ -17,8 +17,9 @@ A chunk's language is detected once when it is stored (py3langid, `detect_langua
 as written among the chunks' words, and their stems in every stored language among the
 chunks' stems, a stem's match weighing `STEM_WEIGHT` of a word's (`query_terms`), so a
 query finds a chunk whatever language each was detected in, and the chunk holding the
-word itself ranks first. Stop words of the query's language (stopwords-iso) are dropped
-from the query only, never from the index, and never all of them.
+word itself ranks first. Stop words of the query's language (Snowball's lists, function
+words only: `stop_words.py`) are dropped from the query only, never from the index, and
+never all of them.
 """
 
 from __future__ import annotations
@@ -100,12 +101,12 @@ def _identifier() -> Any:
 
 @functools.cache
 def _stop_words(language: str) -> frozenset[str]:
-    import stopwordsiso
+    """The stop words of `language` (Snowball's list, `stop_words.SNOWBALL`), folded as
+    text is; none for a language without a list."""
+    from attnswitch.index.stop_words import SNOWBALL
 
-    if not stopwordsiso.has_lang(language):
-        return frozenset()
     return frozenset(unicodedata.normalize("NFKC", w).casefold()
-                     for w in stopwordsiso.stopwords(language))
+                     for w in SNOWBALL.get(language, "").split())
 
 
 def fingerprint() -> str:
