@@ -3,9 +3,10 @@ what each part of the analyzer costs or buys (docs/results/english_analyzer.md):
 
     python benchmarks/analyzer_variants.py VARIANT [search_quality.py's options]
 
-VARIANT: `stopwords-kept` (the query's stop words are looked for too), `no-stems` (the
-query looks for its words as written only), `both`. The index is the same (the store in
-`--store-dir` is reused); only the query's terms change."""
+VARIANT: `stopwords-kept` (the query's stop words are looked for too: meaningful on the
+code that dropped them, up to the commit that stopped it, which has no `_stop_words`),
+`no-stems` (the query looks for its words as written only), `both`. The index is the
+same (the store in `--store-dir` is reused); only the query's terms change."""
 import runpy, sys
 from attnswitch.index import analyzer
 variant = sys.argv.pop(1)

@@ -51,7 +51,8 @@ Contenders, each a process of its own with its default settings:
   `ANALYZER_MODULE`, named at the top): hybrid with the other dense weights of
   `FOREIGN_WEIGHTS` for a query or chunk in a language the model's card does not declare
   (`FOREIGN_DENSE_WEIGHT`), and keyword search with no stop word dropped from the query
-  (`_stop_words`, stopwords-iso's lists).
+  (`_stop_words`: the analyzer dropped the query's stop words until that measurement
+  showed it cost more than it bought; today's code has no `_stop_words`).
 - `--langchain`: LangChain's documented recipe (`benchmarks/peers/langchain_recipe.py`, in
   the peers' venv: `make bench-peers-env`) on the same files and queries: dense (FAISS over
   HuggingFaceEmbeddings of the same model folder), keyword (`BM25Retriever` of

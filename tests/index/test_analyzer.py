@@ -1,5 +1,5 @@
 """The keyword analyzer: script-aware terms, per-language stemming, the query's forms in
-every stored language, stop words dropped from queries only."""
+every stored language, no word dropped from a query."""
 
 from __future__ import annotations
 
@@ -78,35 +78,14 @@ def test_a_query_looks_for_its_words_in_every_stored_language() -> None:
     assert stems == ["schnittstell", "schnittstellen"]  # German's stem, English's
 
 
-def test_stop_words_leave_the_query_but_never_all_of_it() -> None:
-    assert query_terms("what is the network", ["en"]) == (["network"], ["network"])
-    assert query_terms("the", ["en"]) == (["the"], ["the"])
-    # the index keeps them: a phrase of stop words is still found
+def test_a_query_keeps_every_word() -> None:
+    """No stop word list: function words stay in the query (and in the index), so a title
+    made of them ("To be or not to be") is found as written."""
+    assert query_terms("what is the network", ["en"]) == (
+        ["what", "is", "the", "network"], ["what", "is", "the", "network"])
+    assert query_terms("Wie kann ich das System aktualisieren?", ["de"])[0] == [
+        "wie", "kann", "ich", "das", "system", "aktualisieren"]
     assert document_terms("To be or not to be", "en") == ["to", "be", "or", "not", "to", "be"]
-
-
-@pytest.mark.parametrize("query, language, words", [
-    ("11.2. Index Types", "en", ["11", "2", "index", "types"]),
-    ("Coverage testing of defensive code", "en", ["coverage", "testing", "defensive", "code"]),
-    ("System and hardware time", "en", ["system", "hardware", "time"]),
-    ("Wie kann ich das System aktualisieren?", "de", ["system", "aktualisieren"]),
-    ("La valeur par défaut du système", "fr", ["valeur", "défaut", "système"]),
-])
-def test_only_function_words_are_stop_words(query: str, language: str,
-                                            words: list[str]) -> None:
-    """Stop words are Snowball's lists of function words: the words that name a topic stay
-    in the query, numbers too. stopwords-iso's English list (1,298 words) held "index",
-    "test", "system", "value" and "10", and cost keyword search 0.05 of MRR@10 on English
-    section titles (docs/results/multilingual_search.md)."""
-    assert query_terms(query, [language])[0] == words
-
-
-def test_stop_word_lists_are_folded_as_text_is() -> None:
-    from attnswitch.index.analyzer import _stop_words
-
-    assert {"the", "is", "does"} <= _stop_words("en")
-    assert "dass" in _stop_words("de")  # the list's "daß", case-folded
-    assert _stop_words("xx") == frozenset()  # no list: none dropped
 
 
 def test_case_and_compatibility_forms_are_folded() -> None:

@@ -67,6 +67,33 @@ def test_a_query_finds_its_file_first_in_every_language(location, root: Path, qu
     assert hits and hits[0][0] == ids[answer], (query, hits, ids)
 
 
+# Two files per query hold its content words, the decoy twice each; only the answer holds
+# its function words as well ("how", "to"; "wie", "wird").
+FUNCTION_WORD_FILES = {
+    "howto.txt": "This page explains how to install the server on a new machine.",
+    "packages.txt": "Server install notes: install the server packages, then reboot.",
+    "anleitung.txt": "Diese Seite erklärt, wie der Server auf einem neuen Rechner installiert "
+                     "wird.",
+    "pakete.txt": "Server installiert: Server-Pakete installiert, dann Neustart.",
+}
+
+
+@pytest.mark.parametrize("query, answer", [
+    ("how to install the server", "howto.txt"),
+    ("Wie wird der Server installiert", "anleitung.txt"),
+])
+def test_a_query_looks_for_its_function_words_too(location, root: Path, query: str,
+                                                   answer: str) -> None:
+    """No word is dropped from a query as a stop word: its function words tell the answer
+    from a file that repeats its content words (dropped, the decoy ranked first)."""
+    for name, text in FUNCTION_WORD_FILES.items():
+        (root / name).write_text(text, encoding="utf-8")
+    with open_store(location) as store:
+        ids = fill(store, root)
+        hits = store.keyword(query, 4)
+    assert hits and hits[0][0] == ids[answer], (query, hits, ids)
+
+
 def test_the_stores_find_the_same_chunks(pg_url: str, tmp_path: Path, root: Path) -> None:
     """Each query matches the same files on SQLite and on PostgreSQL (their rankings are
     BM25 and `ts_rank`, so only the sets are compared)."""

@@ -17,9 +17,11 @@ A chunk's language is detected once when it is stored (py3langid, `detect_langua
 as written among the chunks' words, and their stems in every stored language among the
 chunks' stems, a stem's match weighing `STEM_WEIGHT` of a word's (`query_terms`), so a
 query finds a chunk whatever language each was detected in, and the chunk holding the
-word itself ranks first. Stop words of the query's language (Snowball's lists, function
-words only: `stop_words.py`) are dropped from the query only, never from the index, and
-never all of them.
+word itself ranks first. No word is a stop word: a query looks for all its words, and
+BM25's inverse document frequency weighs the common ones down. Dropping the query's stop
+words, Snowball's lists or stopwords-iso's, lowered keyword MRR@10 on questions and
+partial sentences in English and most other languages measured
+(docs/results/multilingual_search.md, docs/results/english_analyzer.md).
 """
 
 from __future__ import annotations
@@ -99,16 +101,6 @@ def _identifier() -> Any:
             tk_row=as_array(data["nextmove_row"]))
 
 
-@functools.cache
-def _stop_words(language: str) -> frozenset[str]:
-    """The stop words of `language` (Snowball's list, `stop_words.SNOWBALL`), folded as
-    text is; none for a language without a list."""
-    from attnswitch.index.stop_words import SNOWBALL
-
-    return frozenset(unicodedata.normalize("NFKC", w).casefold()
-                     for w in SNOWBALL.get(language, "").split())
-
-
 def fingerprint() -> str:
     """What a store's terms were made by: `ANALYZER_VERSION` and PyStemmer's version."""
     from importlib.metadata import version
@@ -162,34 +154,19 @@ def query_terms(text: str, languages: Iterable[str]) -> tuple[list[str], list[st
     query order, where the stored chunks are in `languages` ("" for undetected): its words
     as written (and the bigrams of its CJK runs), matched against the chunks' words, and
     each word's stem in every stored language with a stemmer, matched against the chunks'
-    stems; the stop words of the query's language among them are left out when other
-    words remain."""
+    stems."""
     languages = sorted(set(languages))
     tokens = _tokens(text)
-    words = [run for cjk, run in tokens if not cjk and len(run) <= MAX_TERM_CHARS]
-    stop = _stop_words(query_language(text, languages)) if words else frozenset()
-    if stop and all(w in stop for w in words):
-        stop = frozenset()
     stemmers = [_stemmer(lang) for lang in languages if lang in STEMMERS]
     terms: list[str] = []
     stems: list[str] = []
     for cjk, run in tokens:
         if cjk:
             terms.extend(_bigrams(run))
-        elif run in words and run not in stop:
+        elif len(run) <= MAX_TERM_CHARS:
             terms.append(run)
             stems.extend(s.stemWord(run) for s in stemmers)
     return list(dict.fromkeys(terms)), list(dict.fromkeys(stems))
-
-
-def query_language(text: str, languages: Sequence[str]) -> str:
-    """The most likely of `languages` (the stored chunks') for a query's `text`: the one
-    language when there is one; "" when none is a language (only undetected chunks)."""
-    candidates = [lang for lang in languages if lang]
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else ""
-    ranked = _identifier().rank(text)
-    return next((str(lang) for lang, _ in ranked if lang in candidates), candidates[0])
 
 
 def tsvector_literal(terms: Sequence[str], stems: Sequence[str] = ()) -> str:
