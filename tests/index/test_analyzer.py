@@ -88,6 +88,15 @@ def test_a_query_keeps_every_word() -> None:
     assert document_terms("To be or not to be", "en") == ["to", "be", "or", "not", "to", "be"]
 
 
+def test_a_word_stemmed_to_nothing_has_no_stem() -> None:
+    """Nepali's stemmer gives "" for `को` and `यो`: neither the chunk nor the query holds
+    an empty stem (PostgreSQL refuses an empty lexeme; FTS5 would look for nothing)."""
+    text = "यो शहर को इतिहास धेरै पुरानो छ"
+    assert "" not in document_stems(text, "ne")
+    assert document_stems(text, "ne") == ["शहर", "इतिहास", "धेरै", "पुरानो"]
+    assert query_terms("को", ["ne"]) == (["को"], [])
+
+
 def test_case_and_compatibility_forms_are_folded() -> None:
     assert document_terms("ＡＢＣ Straße", "") == ["abc", "strasse"]
 

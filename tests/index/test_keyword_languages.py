@@ -94,6 +94,20 @@ def test_a_query_looks_for_its_function_words_too(location, root: Path, query: s
     assert hits and hits[0][0] == ids[answer], (query, hits, ids)
 
 
+def test_a_chunk_whose_words_stem_to_nothing_is_stored_and_found(location,
+                                                                root: Path) -> None:
+    """Snowball's Nepali stemmer stems `को` and `यो` (suffixes alone) to nothing; such a
+    chunk is stored on both stores (PostgreSQL refused the empty lexeme) and found by them."""
+    text = ("नेपालको राजधानी काठमाडौं हो। यो शहर को इतिहास धेरै पुरानो छ। यहाँ धेरै "
+            "मन्दिरहरू छन्।")
+    (root / "ne.txt").write_text(text, encoding="utf-8")
+    with open_store(location) as store:
+        ids = fill(store, root)
+        assert "ne" in store.languages()
+        hits = store.keyword("को इतिहास", 3)
+    assert hits and hits[0][0] == ids["ne.txt"], hits
+
+
 def test_the_stores_find_the_same_chunks(pg_url: str, tmp_path: Path, root: Path) -> None:
     """Each query matches the same files on SQLite and on PostgreSQL (their rankings are
     BM25 and `ts_rank`, so only the sets are compared)."""

@@ -142,11 +142,13 @@ def document_terms(text: str, language: str) -> list[str]:
 def document_stems(text: str, language: str) -> list[str]:
     """The Snowball stems of the words of a chunk of `text` in `language`
     (`detect_language`), in order; [] for a language without a stemmer. Indexed apart
-    from the words (`STEM_WEIGHT`)."""
+    from the words (`STEM_WEIGHT`). A word Snowball stems to nothing (Nepali's `को`, a
+    suffix alone) has no stem: PostgreSQL refuses an empty lexeme."""
     if language not in STEMMERS:
         return []
     stem = _stemmer(language).stemWord
-    return [stem(run) for cjk, run in _tokens(text) if not cjk and len(run) <= MAX_TERM_CHARS]
+    stems = (stem(run) for cjk, run in _tokens(text) if not cjk and len(run) <= MAX_TERM_CHARS)
+    return [s for s in stems if s]
 
 
 def query_terms(text: str, languages: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -165,7 +167,7 @@ def query_terms(text: str, languages: Iterable[str]) -> tuple[list[str], list[st
             terms.extend(_bigrams(run))
         elif len(run) <= MAX_TERM_CHARS:
             terms.append(run)
-            stems.extend(s.stemWord(run) for s in stemmers)
+            stems.extend(stem for stem in (s.stemWord(run) for s in stemmers) if stem)
     return list(dict.fromkeys(terms)), list(dict.fromkeys(stems))
 
 
