@@ -511,8 +511,6 @@ repository's root, S a scratch folder:
         --label after --out S/after-postgres.json
     PYTHONPATH=S/before/src python benchmarks/multilingual_search.py --store-dir S/before \\
         --label before --out S/before-sqlite.json
-    PYTHONPATH=S/before/src python benchmarks/multilingual_search.py --store postgres \\
-        --store-dir S/before-pg --label before --out S/before-postgres.json
     make bench-peers-env
     python benchmarks/multilingual_search.py --langchain --store-dir S/langchain \\
         --out S/langchain.json
@@ -525,7 +523,7 @@ repository's root, S a scratch folder:
         --json S/sq-after.json
     python benchmarks/retrieval_quality.py --json S/retrieval-after.json
     python benchmarks/multilingual_search.py --report S/after-sqlite.json \\
-        S/after-postgres.json S/before-sqlite.json S/before-postgres.json S/langchain.json \\
+        S/after-postgres.json S/before-sqlite.json S/langchain.json \\
         --english-search S/sq-before.json S/sq-after.json \\
         --english-retrieval S/retrieval-before.json S/retrieval-after.json \\
         --md docs/results/multilingual_search.md --json docs/results/multilingual_search.json \\
