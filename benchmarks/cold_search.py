@@ -284,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         "folder": str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else str(folder),
         "when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
         "load_before": load_before, "load_after": load_after, "index": index,
-        "commands": {n: c[:1] + ["..."] for n, c in commands.items()},
+        # the interpreter by name only: a path would name this machine's checkout
+        "commands": {n: [Path(c[0]).name, "..."] for n, c in commands.items()},
         "stats": summarise(runs), "runs": runs,
     }
     print("\n".join(tables(report["stats"])))
