@@ -1,7 +1,7 @@
 """The stored vectors' precision: search quality and the index's size on disk (issue 39).
 
     python benchmarks/vector_precision.py [--python-docs 110] [--per-kind 150]
-        [--store-dir DIR] [--no-postgres] --out RUN.json
+        [--store-dir DIR] [--upgraded-from DIR] [--no-postgres] --out RUN.json
     python benchmarks/vector_precision.py --report RUN.json [RUN.json ...] \\
         --md docs/results/vector_precision.md --json docs/results/vector_precision.json
 
@@ -49,6 +49,11 @@ the HNSW graph file the store writes beside it once past `EXACT_BELOW` chunks (b
 from the copy above), and the PostgreSQL chunks table with its indexes (HNSW included),
 against the documents' text: the UTF-8 bytes of the stored chunks' text. No timings are
 taken (the machine was busy with other benchmarks).
+
+`--upgraded-from DIR` (a revision that stores float16, DIR the `--store-dir` of a run of the
+revision before): a copy of each corpus's float32 store there is opened by this revision,
+which upgrades it in place (`sqlite_schema`, version 8); its size and its answers through
+this revision's search are recorded beside the store this revision wrote.
 """
 
 from __future__ import annotations
@@ -340,6 +345,15 @@ def measure(corpus: sq.Corpus, store_dir: Path, encoder: Any, pg: Any) -> dict[s
                 out["as_stored"]["sqlite graph"] = scored(*ranks(copy, corpus, vectors),
                                                           reference, corpus)
             out["sizes"]["sqlite"]["graph"] = graph_bytes
+        older = ARGS.upgraded_from and ARGS.upgraded_from / f"{corpus.name}-float32.sqlite3"
+        if older and older.is_file() and precision != "float32":
+            with tempfile.TemporaryDirectory() as tmp:  # the earlier revision's store,
+                copy_path = Path(tmp) / older.name   # opened (so upgraded) by this one
+                shutil.copyfile(older, copy_path)
+                with open_store(copy_path) as upgraded:
+                    out["as_stored"]["sqlite upgraded"] = scored(
+                        *ranks(upgraded, corpus, vectors), reference, corpus)
+                out["sizes"]["sqlite upgraded"] = sqlite_sizes(copy_path)
         if pg is not None:
             from attnswitch.index.store_postgres import PostgresStore
 
@@ -550,6 +564,9 @@ def main() -> None:
                     help="add N library pages and the FAQ of Debian's python3-doc")
     ap.add_argument("--per-kind", type=int, default=150)
     ap.add_argument("--store-dir", type=Path, default=ROOT / ".bench" / "vector_precision")
+    ap.add_argument("--upgraded-from", type=Path, metavar="DIR",
+                    help="also open (and so upgrade) a copy of each corpus's float32 store "
+                    "in DIR (an earlier revision's --store-dir): its size and answers")
     ap.add_argument("--no-postgres", action="store_true",
                     help="leave out the PostgreSQL store (sizes and search)")
     ap.add_argument("--out", type=Path, help="write this run's results here")
