@@ -471,13 +471,20 @@ def sizes_table(runs: list[dict[str, Any]]) -> list[str]:
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in runs[0]["corpora"]:
         for r in runs:
-            s = r["corpora"][name]["sizes"]["sqlite"]
-            whole = s["file"] + s["graph"]
-            lines.append(
-                f"| {name} | {r['stored']} | {s['chunks']} | {mb(s['text'])} | "
-                f"{mb(s['vectors'])} | {mb(s['file'])} | {mb(s['tables'].get('chunks', 0))} | "
-                f"{s['file'] / s['chunks']:.0f} | {mb(s['graph'])} | {mb(whole)} | "
-                f"{s['file'] / s['text']:.2f} | {whole / s['text']:.2f} |")
+            for key, label in (("sqlite", r["stored"]),
+                               ("sqlite upgraded", f"{r['stored']}, upgraded from float32")):
+                s = r["corpora"][name]["sizes"].get(key)
+                if s is None:
+                    continue
+                graph = s.get("graph")
+                whole = s["file"] + (graph or 0)
+                lines.append(
+                    f"| {name} | {label} | {s['chunks']} | {mb(s['text'])} | "
+                    f"{mb(s['vectors'])} | {mb(s['file'])} | "
+                    f"{mb(s['tables'].get('chunks', 0))} | {s['file'] / s['chunks']:.0f} | "
+                    + (f"{mb(graph)} | {mb(whole)} | " if graph is not None else "— | — | ")
+                    + f"{s['file'] / s['text']:.2f} | "
+                    + (f"{whole / s['text']:.2f} |" if graph is not None else "— |"))
     return lines
 
 
