@@ -39,10 +39,11 @@ SCHEMA_VERSION = 8
 # The element of a stored vector, in both stores: IEEE float16, rounded to nearest from the
 # L2-normalised float32 vector (SQLite: a BLOB of little-endian float16; PostgreSQL:
 # pgvector's `halfvec(dim)`; the SQLite store's HNSW graph: usearch's "f16"). Half the
-# bytes of float32 for the same search quality: dense and hybrid MRR@10 within 0.001 of
-# float32 on every kind of query of both benchmark corpora, exact and through the graph;
-# int8 (a scale per vector) lost up to 0.006 on one kind and is not used
-# (docs/results/vector_precision.md, docs/architecture.md "Stores and search").
+# bytes of float32 for the same search quality: dense and hybrid MRR@10 never below
+# float32's on any kind of query of both benchmark corpora, exact and through the graph;
+# int8 with a scale per vector lost 0.0051 on one kind and the demo query's first place, and
+# pgvector has no int8 type (docs/results/vector_precision.md, docs/architecture.md
+# "Vectors on disk: float16").
 VECTOR_DTYPE = "float16"
 # The chunk columns that schema version 3 added: heading path (a JSON array of the
 # headings' titles, outermost first), location (a JSON object, `Location.to_dict`) and
