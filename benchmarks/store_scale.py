@@ -213,8 +213,7 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                  texts: list[str], exact_below: int, efs: list[int]) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
-    from attnswitch.index.store_postgres import (HNSW_EF_CONSTRUCTION, HNSW_M,
-                                                    PostgresStore)
+    from attnswitch.index.store_postgres import HNSW_INDEX, PostgresStore
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core
     settings = {"maintenance_work_mem": "4GB", "shared_buffers": "4GB",
@@ -225,9 +224,7 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
         with PostgresStore(cluster.url) as store:
             load_s = load(store, n, after_first=drop)
             conn = store._conn
-            build_s = timed(lambda: conn.execute(
-                f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
-                f"vector_ip_ops) WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"))
+            build_s = timed(lambda: conn.execute(HNSW_INDEX))
             gin_s = timed(lambda: conn.execute(
                 "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)"))
             conn.execute("VACUUM ANALYZE chunks")

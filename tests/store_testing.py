@@ -1,12 +1,16 @@
 """Helpers shared by the store, run and service tests: another process holding a store's
-run lock, and an encoder that records what it is asked to encode."""
+run lock, an encoder that records what it is asked to encode, and a SQLite file's vectors
+taken back to the float32 blobs of schema version 7 and older."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import numpy as np
 
 
 def hold_run_lock(location: str | Path, seconds: float) -> subprocess.Popen:
@@ -37,3 +41,11 @@ class Recording:
     def encode(self, texts, *args, **kwargs):
         self.texts += list(texts)
         return self.encoder.encode(texts, *args, **kwargs)
+
+
+def as_float32_blobs(conn: sqlite3.Connection) -> None:
+    """Store a SQLite file's vectors as schema version 7 and older did: little-endian
+    float32 blobs (the same values: each float16 element widened, exactly)."""
+    conn.create_function("float32_of_float16", 1,
+                         lambda blob: np.frombuffer(blob, "<f2").astype("<f4").tobytes())
+    conn.execute("UPDATE chunks SET vector = float32_of_float16(vector)")

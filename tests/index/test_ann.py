@@ -20,6 +20,7 @@ import pytest
 from attnswitch.index.ann import CONNECTIVITY, HnswIndex, exact_top_k
 from attnswitch.documents.ingest import ingest
 from attnswitch.index.store import ChunkRecord, SQLiteStore, StoreInputError
+from store_testing import as_float32_blobs
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
 DIM = 24
@@ -233,6 +234,7 @@ def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Pa
 
     db = indexed(tmp_path, root)
     with sqlite3.connect(db) as conn:
+        as_float32_blobs(conn)
         conn.executescript("DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
                            "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
                            "PRAGMA user_version = 1;")
@@ -400,9 +402,9 @@ def test_the_structure_check_is_paid_once_per_saved_graph(tmp_path: Path, root: 
 
     checked: list[Path] = []
 
-    def recording(path: Path, dim: int) -> str | None:
+    def recording(path: Path, dim: int, item_bytes: int) -> str | None:
         checked.append(path)
-        return hnsw_file.graph_damage(path, dim)
+        return hnsw_file.graph_damage(path, dim, item_bytes)
 
     monkeypatch.setattr(ann, "VERIFY_WHOLE_BELOW", 0)
     monkeypatch.setattr(ann, "graph_damage", recording)

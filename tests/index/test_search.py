@@ -40,9 +40,15 @@ def filled(tmp_path: Path):
 
 
 def brute_force(written: dict[int, np.ndarray], query: np.ndarray) -> list[tuple[float, int]]:
+    """(cosine, chunk id), best first, in float64, over the written vectors as the store
+    keeps them: normalised, each element rounded to float16 (records.VECTOR_DTYPE)."""
     q = query.astype(np.float64) / np.linalg.norm(query)
-    scored = [(float(v @ q / np.linalg.norm(v)), cid) for cid, v in written.items()]
+    scored = [(float(stored(v) @ q), cid) for cid, v in written.items()]
     return sorted(scored, key=lambda s: (-s[0], s[1]))
+
+
+def stored(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32).astype(np.float16).astype(np.float64)
 
 
 @pytest.mark.parametrize("k", [1, 5, 21, 50])
@@ -52,7 +58,12 @@ def test_top_k_matches_brute_force(filled, k: int) -> None:
     hits = search(store, query, k)
     expected = brute_force(written, query)[:k]
     assert [h.chunk_id for h in hits] == [cid for _, cid in expected]
-    np.testing.assert_allclose([h.score for h in hits], [s for s, _ in expected], atol=1e-5)
+    np.testing.assert_allclose([h.score for h in hits], [s for s, _ in expected], atol=1e-6)
+    # and the float16 rounding moved no score by more than 2^-11 (each element's bound)
+    q = query / np.linalg.norm(query)
+    np.testing.assert_allclose([h.score for h in hits],
+                               [written[h.chunk_id] @ q / np.linalg.norm(written[h.chunk_id])
+                                for h in hits], atol=2.0**-11)
     rows = store.chunks(h.chunk_id for h in hits)
     for h in hits:
         assert (h.source, h.text, h.ordinal, h.start) == (
@@ -65,7 +76,7 @@ def test_a_stored_vector_finds_itself_first(filled) -> None:
     store, written = filled
     cid, vec = list(written.items())[9]
     (hit,) = search(store, vec * 3.0, k=1)
-    assert hit.chunk_id == cid and hit.score == pytest.approx(1.0, abs=1e-5)
+    assert hit.chunk_id == cid and hit.score == pytest.approx(1.0, abs=2.0**-11)
 
 
 def test_ties_are_broken_by_chunk_id(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from store_testing import hold_run_lock
+from store_testing import as_float32_blobs, hold_run_lock
 from typer.testing import CliRunner
 
 from attnswitch.documents.ingest import Document, Skip, ingest, load, scan
@@ -326,7 +326,8 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
             assert {t.split()[0] for _, t in chunks} == {config}
         ids, matrix = store.vectors()
         assert matrix.shape == (sum(r[2] for r in rows), 16)
-        np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
+        # unit vectors rounded to float16 (records.VECTOR_DTYPE): norms within 2^-10 of 1
+        np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=2.0**-10)
 
         run = store.begin_run(root, "resume")  # the killed run's lock died with it
         runs = store.runs()
@@ -418,6 +419,8 @@ def test_document_without_chunks(store: SQLiteStore, root: Path) -> None:
 # -- reading back -----------------------------------------------------------------------
 
 def test_vectors_are_normalised_float32_with_chunk_ids(store: SQLiteStore, root: Path) -> None:
+    """Vectors come back float32, L2-normalised, each element the float16 nearest to the
+    normalised input's (records.VECTOR_DTYPE): within half a float16 step of it."""
     written = {}
     for seed, doc in enumerate(d for d in ingest(root)):
         chunks = chunks_of(doc)
@@ -428,8 +431,10 @@ def test_vectors_are_normalised_float32_with_chunk_ids(store: SQLiteStore, root:
     ids, matrix = store.vectors()
     assert matrix.dtype == np.float32 and ids.dtype == np.int64
     assert sorted(written) == ids.tolist()
-    np.testing.assert_allclose(matrix, np.stack([written[i] for i in ids.tolist()]),
-                               rtol=1e-6, atol=1e-7)
+    want = np.stack([written[i] for i in ids.tolist()])
+    np.testing.assert_array_equal(matrix.astype(np.float16).astype(np.float32), matrix)
+    assert (np.abs(matrix - want) <= np.abs(want) * 2.0**-11 + 2.0**-25).all()
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=2.0**-10)
     rows = store.chunks(ids[:3])
     assert set(rows) == set(ids[:3].tolist()) and all(r.root == str(root) for r in rows.values())
 
@@ -499,8 +504,9 @@ def test_a_stored_vector_of_the_wrong_length_is_reported_not_reshaped(tmp_path: 
         index(store, root)
         store._conn.execute("UPDATE chunks SET vector = substr(vector, 1, 7) "
                             "WHERE id = (SELECT MAX(id) FROM chunks)")
-        with pytest.raises(StoreCorruptError, match=r"expected vectors of 32 bytes \(dimension "
-                           r"8\), got 1 chunk\(s\) of another length.*rebuild the index"):
+        with pytest.raises(StoreCorruptError, match=r"expected vectors of 16 bytes \(dimension "
+                           r"8, float16\), got 1 chunk\(s\) of another length \(ids \[\d+\]: 7 "
+                           r"bytes\).*rebuild the index"):
             store.vectors()
 
 
@@ -537,6 +543,7 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
     copy.parent.mkdir()
     shutil.copy2(original, copy)
     with sqlite3.connect(copy) as conn:
+        as_float32_blobs(conn)
         conn.executescript("DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
                            "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
                            "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
@@ -563,7 +570,7 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

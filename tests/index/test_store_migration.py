@@ -1,8 +1,8 @@
 """A store built by the version before heading paths and locations (schema 2: chunks without
-`heading_path`, `location`, `vector_key`), made here with that version's DDL and filled
-with that version's chunks (fixed windows) and real vectors, is upgraded when opened and
-re-chunked by the next run: nothing lost, and no text encoded again whose vector is
-stored. On SQLite and on PostgreSQL."""
+`heading_path`, `location`, `vector_key`, vectors in float32), made here with that version's
+DDL and filled with that version's chunks (fixed windows) and real vectors, is upgraded when
+opened (its vectors rounded to float16 in place) and re-chunked by the next run: nothing
+lost, and no text encoded again whose vector is stored. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -83,7 +83,9 @@ SHORT = {"note.txt": "A short note about the vacuum process in a database.",
 
 def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]]]:
     """Fill a store at `location` as the previous version did (schema 2, fixed windows,
-    its config in meta); returns source -> [(chunk text, vector bytes)]."""
+    float32 vectors, its config in meta); returns source -> [(chunk text, vector bytes)],
+    the bytes of each float32 vector rounded to float16 (as the upgrade keeps it) and
+    widened back to float32 (as a store reads it)."""
     tok = chunk_tokenizer(encoder.spec)
     config = IndexConfig.build(encoder.spec, None, encoder.engine, "fp32", MAX_TOKENS, OVERLAP,
                                tok, chunking="windows", embed_headings=False)
@@ -95,7 +97,8 @@ def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]
         vectors = encoder.encode([c.text for c in chunks]).astype("<f4")
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         rows.append((doc, chunks, vectors))
-        kept[doc.source] = [(c.text, v.tobytes()) for c, v in zip(chunks, vectors)]
+        kept[doc.source] = [(c.text, v.astype("<f2").astype("<f4").tobytes())
+                            for c, v in zip(chunks, vectors)]
     postgres = isinstance(location, str)
     if postgres:
         import psycopg

@@ -112,6 +112,8 @@ def test_run_refuses_a_model_of_another_dimension(pg_url: str, docs: Path) -> No
 
 
 def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
+    from pgvector import HalfVector
+
     root = tmp_path / "docs"
     root.mkdir()
     (root / "a.txt").write_text("text " * 10)
@@ -127,10 +129,12 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
         store._conn.execute("SET enable_seqscan = off")
         plan = store._conn.execute(
             "EXPLAIN SELECT id FROM chunks ORDER BY embedding <#> %s LIMIT 5",
-            (q.astype(np.float32),)).fetchall()
+            (HalfVector(q),)).fetchall()  # a float16 query, as `dense` sends it
         assert "chunks_embedding_hnsw" in " ".join(r[0] for r in plan)
         (best, score), *_ = store.dense(q[None, :].astype(np.float32), 5)[0]
-        assert store.chunks([best])[best].text == "c17" and score == pytest.approx(1, abs=1e-5)
+        # the vector and the query both rounded to float16: each element within 2^-11
+        assert store.chunks([best])[best].text == "c17"
+        assert score == pytest.approx(1, abs=2.0**-10)
         store.ef_search = 1  # a beam narrower than n is widened to n: n rows, not 1
         assert len(store.dense(q[None, :].astype(np.float32), 50)[0]) == 50
         assert len(store.dense(q[None, :].astype(np.float32), 30, ef=2)[0]) == 30

@@ -110,8 +110,8 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
     keys = sorted(want)
     texts = {(c.source, c.ordinal): c.text for c in chunk_texts(clean_db / DB_NAME)}
     ref, naive = oracle(encoder.spec.path, [texts[k] for k in keys])
-    assert_within_rule(np.stack([got[k] for k in keys]), ref, naive, "resumed")
-    assert_within_rule(np.stack([want[k] for k in keys]), ref, naive, "clean")
+    assert_within_rule(np.stack([got[k] for k in keys]), ref, naive, "resumed", stored=True)
+    assert_within_rule(np.stack([want[k] for k in keys]), ref, naive, "clean", stored=True)
 
 
 def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> None:

@@ -50,13 +50,13 @@ def wrong_vector_length(folder: Path) -> Path:
         store.write_document(doc, [ChunkRecord("some", 1, 0, 4), ChunkRecord("text", 1, 5, 9)],
                              np.eye(2, config.dim, dtype=np.float32))
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:  # closed: WAL folded in
-        conn.execute("UPDATE chunks SET vector = substr(vector, 1, 1535) WHERE ordinal = 1")
+        conn.execute("UPDATE chunks SET vector = substr(vector, 1, 767) WHERE ordinal = 1")
     return path
 
 
 BROKEN = {"corrupt": (corrupt_index, "not a readable attnswitch index"),
           "schema": (wrong_schema, "not an attnswitch index of a schema"),
-          "vector": (wrong_vector_length, "expected vectors of 1536 bytes")}
+          "vector": (wrong_vector_length, "expected vectors of 768 bytes")}
 
 
 @pytest.mark.parametrize("kind, command", [
@@ -106,6 +106,6 @@ def test_a_broken_store_keeps_embeddings_up_and_search_says_why(broken, broken_d
         wrong_vector_length(fixed)
         os.replace(fixed / "index.sqlite3", broken_data / "index.sqlite3")
         r = c.post("/v1/search", json={"query": "anything"})
-        assert r.status_code == 503 and "expected vectors of 1536 bytes" in r.text, r.text
+        assert r.status_code == 503 and "expected vectors of 768 bytes" in r.text, r.text
         assert "internal_error" not in r.text
         assert c.post("/v1/embeddings", json={"input": "up"}).status_code == 200

@@ -3,7 +3,10 @@
 - `exact_top_k(ids, matrix, queries, n)`: inner products of L2-normalised vectors, ties
   broken by chunk id (deterministic).
 - `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
-  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json`. usearch was measured
+  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json`. It holds the vectors in
+  the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`: the stored values
+  exactly, half the bytes of float32; usearch rounds a query to it too), and ranks by inner
+  product. usearch was measured
   against hnswlib and faiss (`benchmarks/ann_libraries.py`, figures in
   docs/results/search.md): the same recall and query time, a slower build, but the only
   one that deletes for real (hnswlib only marks, faiss's HNSW cannot) and memory-maps its
@@ -55,9 +58,12 @@ BUILD_THREADS = 0  # usearch: 0 is every core
 # Batches smaller than this are added on one thread: fast anyway, and the same graph every
 # time (concurrent inserts into a small graph measurably lost neighbours in the tests).
 PARALLEL_FROM = 10_000
-# 2: the header names the largest chunk id; 3: and the graph file's CRC-32 (graphs of an
-# older format are rebuilt)
-INDEX_FORMAT = 3
+# usearch's name of the stored vectors' element (`records.VECTOR_DTYPE`) and its bytes.
+DTYPE = "f16"
+ITEM_BYTES = 2
+# 2: the header names the largest chunk id; 3: and the graph file's CRC-32; 4: float16
+# vectors (`DTYPE`; a float32 graph is rebuilt); graphs of an older format are rebuilt
+INDEX_FORMAT = 4
 # A saved graph up to this size is checked against its CRC-32 whenever it is opened (a
 # read of the file: ~20 ms at this size); a larger one memory-mapped for a search is
 # checked by `VERIFY_SAMPLE` of its vectors instead, so that a cold search reads only the
@@ -187,7 +193,7 @@ class HnswIndex:
             return None
         if meta.get("mtime_ns") == graph.stat().st_mtime_ns:
             return None
-        damage = graph_damage(graph, dim)
+        damage = graph_damage(graph, dim, ITEM_BYTES)
         return f"damaged ({damage})" if damage else None
 
     @staticmethod
@@ -210,7 +216,7 @@ class HnswIndex:
     def _build(cls, store: Any, db_path: Path) -> HnswIndex:
         from usearch.index import Index
 
-        index = Index(ndim=store.dim, metric="ip", dtype="f32", connectivity=CONNECTIVITY,
+        index = Index(ndim=store.dim, metric="ip", dtype=DTYPE, connectivity=CONNECTIVITY,
                       expansion_add=EXPANSION_ADD)
         seq = store.chunk_log_state()[1]
         for ids, matrix in store.iter_vectors():
@@ -259,7 +265,7 @@ class HnswIndex:
         meta = {"format": INDEX_FORMAT, "store_id": store.store_id, "dim": store.dim,
                 "seq": self.seq, "size": graph.stat().st_size, "crc32": file_crc32(graph),
                 "mtime_ns": graph.stat().st_mtime_ns,
-                "count": len(self.index),
+                "count": len(self.index), "dtype": DTYPE,
                 "max_id": store.max_chunk_id(),
                 "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
         tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")

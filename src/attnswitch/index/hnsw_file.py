@@ -30,17 +30,18 @@ MAX_LEVEL = 64  # usearch draws levels geometrically: far below this for any rea
 BATCH = 1 << 15  # nodes gathered at once (bounds the index arrays' memory)
 
 
-def graph_damage(path: Path, dim: int) -> str | None:
-    """Why the usearch graph file at `path` (f32 vectors of `dim`) cannot be walked safely,
-    or None when its structure is sound: every neighbour slot names a node, every count
-    fits its level's connectivity, every upper-level neighbour has that level, and the
-    entry node holds the top level."""
+def graph_damage(path: Path, dim: int, item_bytes: int) -> str | None:
+    """Why the usearch graph file at `path` (vectors of `dim` elements of `item_bytes`
+    bytes each: 2 for the store's float16, `ann.ITEM_BYTES`) cannot be walked safely, or
+    None when its structure is sound: every neighbour slot names a node, every count fits
+    its level's connectivity, every upper-level neighbour has that level, and the entry
+    node holds the top level."""
     data = np.memmap(path, dtype=np.uint8, mode="r")
     if len(data) < MATRIX_HEAD + DENSE_HEAD + GRAPH_HEAD:
         return f"{len(data)} bytes, shorter than the headers"
     rows, cols = (int(x) for x in data[:MATRIX_HEAD].view("<u4"))
-    if cols != 4 * dim:
-        return f"vectors of {cols} bytes, expected {4 * dim}"
+    if cols != item_bytes * dim:
+        return f"vectors of {cols} bytes, expected {item_bytes * dim}"
     head = MATRIX_HEAD + rows * cols
     if len(data) < head + DENSE_HEAD + GRAPH_HEAD:
         return "truncated before the graph"

@@ -33,8 +33,18 @@ MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 # Seconds a run waits for another process's run lock before it is refused as busy.
 RUN_LOCK_WAIT_S = 5.0
-# The store schema's version (a SQLite file's user_version, a PostgreSQL store's meta).
-SCHEMA_VERSION = 7
+# The store schema's version (a SQLite file's user_version; a PostgreSQL store is upgraded
+# by what its catalog lacks, `store_postgres.upgrade`).
+SCHEMA_VERSION = 8
+# The element of a stored vector, in both stores: IEEE float16, rounded to nearest from the
+# L2-normalised float32 vector (SQLite: a BLOB of little-endian float16; PostgreSQL:
+# pgvector's `halfvec(dim)`; the SQLite store's HNSW graph: usearch's "f16"). Half the
+# bytes of float32 for the same search quality: dense and hybrid MRR@10 never below
+# float32's on any kind of query of both benchmark corpora, exact and through the graph;
+# int8 with a scale per vector lost 0.0051 on one kind and the demo query's first place, and
+# pgvector has no int8 type (docs/results/vector_precision.md, docs/architecture.md
+# "Vectors on disk: float16").
+VECTOR_DTYPE = "float16"
 # The chunk columns that schema version 3 added: heading path (a JSON array of the
 # headings' titles, outermost first), location (a JSON object, `Location.to_dict`) and
 # vector key (`vector_key`, NULL when not known).

@@ -1,7 +1,10 @@
 """The SQLite store's schema: its tables, the keyword index's triggers and the functions
 they call (`register_analyzer`), each version's upgrade (`UPGRADES`, `migrate`) and the
 keyword index made again for a new analyzer (`reanalyze`). The jobs table is part of the
-file's schema (one version for the whole file); `jobs/jobs_table.py` reads and writes it."""
+file's schema (one version for the whole file); `jobs/jobs_table.py` reads and writes it.
+A chunk's vector is a BLOB of `dim` little-endian float16 elements since version 8
+(`records.VECTOR_DTYPE`; float32 before, converted in place by that version's upgrade,
+`float16_of_float32`)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,16 @@ import uuid
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import numpy as np
+
 from attnswitch.index import analyzer
 from attnswitch.index.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
-from attnswitch.index.store_base import DEDUP_INDEXES, LANGUAGE_INDEX, fill_vector_keys
+from attnswitch.index.store_base import (
+    DEDUP_INDEXES,
+    LANGUAGE_INDEX,
+    STORED_ELEMENT,
+    fill_vector_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +151,11 @@ JOB_COLUMNS_V5 = ("id", "path", "status", "created_at", "started_at", "finished_
 # 7: keyword search by the analyzer's terms (`analyzer`): each chunk's language, and the
 #    index of terms in place of FTS5's own words of the text (filled by `reanalyze`, as
 #    the index of a version-1 file, which had none, is).
+# 8: vectors in float16 (`records.VECTOR_DTYPE`): every stored float32 vector is rounded to
+#    float16 in place (`float16_of_float32`; no text is encoded again, every chunk and its id
+#    kept), halving its bytes; the store then drops its HNSW graph (made again, in float16,
+#    when next needed) and compacts the file (`SQLiteStore`: VACUUM).
+FLOAT16_SINCE = 8
 UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
     4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
         "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
@@ -175,10 +190,24 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
                 conn.create_function("attnswitch_vector_key", 2, vector_key,
                                      deterministic=True)
                 fill_vector_keys(conn, "?", "attnswitch_vector_key(?, text)")
+            if step == FLOAT16_SINCE:
+                conn.create_function("attnswitch_float16", 1, float16_of_float32,
+                                     deterministic=True)
+                conn.execute("UPDATE chunks SET vector = attnswitch_float16(vector)")
     for statement in (*DEDUP_INDEXES, LANGUAGE_INDEX, *CHUNK_TRIGGERS):
         conn.execute(statement)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def float16_of_float32(blob: object) -> object:
+    """A vector as a file before version 8 stored it (little-endian float32 elements) as
+    version 8 stores it: each element rounded to nearest float16 (`STORED_ELEMENT`). A blob
+    that is not whole float32 elements is returned as it is: a vector of the wrong length
+    stays one, and a read still names it (`store_base.unpack_vectors`)."""
+    if not isinstance(blob, bytes) or len(blob) % 4:
+        return blob
+    return np.frombuffer(blob, "<f4").astype(STORED_ELEMENT).tobytes()
 
 
 def register_analyzer(conn: sqlite3.Connection) -> None:

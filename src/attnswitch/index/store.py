@@ -27,12 +27,15 @@ The store is what makes a run resumable and idempotent:
 - Documents are keyed by (root, source): one store may index several folders, and a plan
   only ever deletes within the root it was given.
 
-Vectors are float32, stored L2-normalised with their chunk, so cosine similarity is a dot
-product; every vector in a store has the store's one dimension (`dim`). Bad input (wrong
-dimension, non-finite or zero vectors, a skipped document passed as indexable, chunks and
-vectors of different counts) raises `StoreInputError` before anything is written. A
-stored vector of the wrong length raises `StoreCorruptError` when the vectors are read
-(see `store_errors` for every error about the file itself).
+Vectors go in and come out as float32, L2-normalised, so cosine similarity is a dot
+product; each is stored with its chunk in float16 (`records.VECTOR_DTYPE`: half the bytes,
+the same search quality, docs/results/vector_precision.md), so what comes out is what went
+in rounded to float16 (each element to within 2^-11 of itself, the norm to within 1e-4
+of 1 at dimension 384). Every vector in a store has the store's one dimension (`dim`).
+Bad input (wrong dimension, non-finite or zero vectors, a skipped document passed as
+indexable, chunks and vectors of different counts) raises `StoreInputError` before
+anything is written. A stored vector of the wrong length raises `StoreCorruptError` when
+the vectors are read (see `store_errors` for every error about the file itself).
 """
 
 
@@ -57,6 +60,7 @@ from attnswitch.index.records import (
     RUN_LOCK_WAIT_S,
     RUN_STATUSES,
     SCHEMA_VERSION,
+    VECTOR_DTYPE,
     ChunkLike,
     ChunkRecord,
     ChunkRow,
@@ -93,8 +97,8 @@ from attnswitch.index.store_sqlite import (
 __all__ = [
     "CHUNK_SELECT", "CHUNK_STRUCTURE_COLUMNS", "DB_NAME", "DEFAULT_DATA_DIR", "EF_SEARCH",
     "EXACT_BELOW", "MAX_EF_SEARCH", "MAX_QUERY_TERMS", "REBUILD", "RUN_LOCK_WAIT_S",
-    "RUN_STATUSES", "SCHEMA_VERSION", "ChunkLike", "ChunkRecord", "ChunkRow", "RunRecord",
-    "SQLiteStore", "Store", "StoreBase", "StoreBusyError", "StoreConnectError",
+    "RUN_STATUSES", "SCHEMA_VERSION", "VECTOR_DTYPE", "ChunkLike", "ChunkRecord", "ChunkRow",
+    "RunRecord", "SQLiteStore", "Store", "StoreBase", "StoreBusyError", "StoreConnectError",
     "StoreCorruptError", "StoreInputError", "StoreStatus", "StoredDocument", "SyncPlan",
     "check_ef_search", "check_index_file", "check_schema", "indexed_sha", "is_fresh_row",
     "keyword_terms", "resolve_path", "root_key", "vector_key",
@@ -109,7 +113,8 @@ class Store(Protocol):
     `url` is how another process or node opens it for writing (`open_store(url)`), None
     when only this process may write (SQLite: one writer, kept with the driver).
     `ef_search` is the ANN search beam of a dense search that names none.
-    Vectors in and out are float32 `[N, dim]`, L2-normalised; ids are chunk ids.
+    Vectors in and out are float32 `[N, dim]`, L2-normalised (stored in float16: out is in
+    rounded to it); ids are chunk ids.
     `placeholder`, `transaction()`, `read()` and `exclusive()` are the seam for a table
     a layer above keeps in the store's schema (`jobs/jobs_table.py`): SQL with the store's
     parameter marks, in one transaction or one read, under the run lock where it must be.

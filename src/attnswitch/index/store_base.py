@@ -1,7 +1,9 @@
 """What both stores do the same way (`StoreBase`): runs and the run lock, freshness, plans,
 skips, copies, moves and forgetting, over each store's own connection and hooks; and the
-checks and conversions of what is written (`chunk_rows`, `checked_vectors`,
-`unpack_vectors`). `store_sqlite.SQLiteStore` and `store_postgres.PostgresStore` extend it."""
+checks and conversions of what is written and read (`chunk_rows`, `checked_vectors`,
+`stored_form`, `unpack_vectors`, `unpack_vector`): vectors are checked and L2-normalised in
+float32, stored in float16 (`records.VECTOR_DTYPE`) and read back as float32.
+`store_sqlite.SQLiteStore` and `store_postgres.PostgresStore` extend it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from attnswitch.index.filters import SearchFilter
 from attnswitch.index.records import (
     RUN_LOCK_WAIT_S,
     RUN_STATUSES,
+    VECTOR_DTYPE,
     ChunkLike,
     RunRecord,
     StoredDocument,
@@ -48,6 +51,13 @@ DEDUP_INDEXES = (
 )
 # The chunks' languages (`StoreBase.languages`), made once the column exists (version 7).
 LANGUAGE_INDEX = "CREATE INDEX IF NOT EXISTS chunks_language ON chunks (language)"
+# A stored vector's element (`records.VECTOR_DTYPE`), little-endian: a SQLite BLOB is the
+# vector's elements in this form, `dim` of them.
+STORED_ELEMENT = np.dtype(VECTOR_DTYPE).newbyteorder("<")
+# A row whose norm is 1 within this is not divided by it again (`checked_vectors`): a
+# stored vector read back (float16 rounding moves a unit vector's norm by at most 2^-11)
+# and written again, as a run does with a vector it reuses, is stored bit for bit the same.
+NORM_KEPT = 2.0**-10
 
 
 
@@ -426,22 +436,43 @@ def fill_vector_keys(conn: Any, mark: str, key_sql: str) -> None:
 
 
 def unpack_vectors(rows: Sequence[tuple[int, bytes]], dim: int,
-            where: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(ids int64 `[N]`, float32 `[N, dim]`) of (id, little-endian float32 bytes) rows;
-    `StoreCorruptError` naming `where` (the store) for a vector of another length."""
+                   where: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(ids int64 `[N]`, float32 `[N, dim]`) of (id, stored vector) rows, each vector `dim`
+    little-endian float16 elements (`STORED_ELEMENT`); `StoreCorruptError` naming `where`
+    (the store) for a vector of another length, or a missing dimension."""
     if not rows:
         return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
     ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
     if not dim:
         raise StoreCorruptError(f"{where}: expected the vectors' dimension in its "
                                 f"meta table, got none beside {len(rows)} chunks; {REBUILD}")
-    bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != 4 * dim]
+    size = STORED_ELEMENT.itemsize * dim
+    bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != size]
     if bad:
+        lengths = sorted({len(r[1]) if isinstance(r[1], bytes) else -1 for r in rows
+                          if r[0] in set(bad[:5])})
         raise StoreCorruptError(
-            f"{where}: expected vectors of {dim * 4} bytes (dimension {dim}), got "
-            f"{len(bad)} chunk(s) of another length (ids {bad[:5]}); {REBUILD}")
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
-    return ids, matrix.reshape(len(rows), dim).astype(np.float32, copy=False)
+            f"{where}: expected vectors of {size} bytes (dimension {dim}, {VECTOR_DTYPE}), "
+            f"got {len(bad)} chunk(s) of another length (ids {bad[:5]}: "
+            f"{', '.join('not bytes' if n < 0 else f'{n} bytes' for n in lengths)}); "
+            f"{REBUILD}")
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=STORED_ELEMENT)
+    return ids, matrix.reshape(len(rows), dim).astype(np.float32)
+
+
+def unpack_vector(blob: Any, dim: int) -> np.ndarray | None:
+    """One stored vector (`dim` little-endian float16 elements) as float32 `[dim]`, or None
+    when `blob` is not one (another length: `unpack_vectors` names such rows when all
+    vectors are read)."""
+    if not dim or not isinstance(blob, bytes) or len(blob) != STORED_ELEMENT.itemsize * dim:
+        return None
+    return np.frombuffer(blob, dtype=STORED_ELEMENT).astype(np.float32)
+
+
+def stored_form(matrix: np.ndarray) -> np.ndarray:
+    """`checked_vectors`' rows as stored: float16 (`STORED_ELEMENT`), each element rounded to
+    nearest (a unit vector's elements are at most 1: none overflows)."""
+    return np.ascontiguousarray(matrix, dtype=STORED_ELEMENT)
 
 
 def chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
@@ -478,6 +509,9 @@ def chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = Non
 
 
 def checked_vectors(vectors: Any, n: int) -> np.ndarray:
+    """`vectors` as float32 `[n, dim]`, each row L2-normalised (a row whose norm is already
+    1 within `NORM_KEPT` is kept as it is); `StoreInputError` for another shape, a value
+    that is not finite or a zero row."""
     try:
         matrix = np.asarray(vectors, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -494,5 +528,6 @@ def checked_vectors(vectors: Any, n: int) -> np.ndarray:
     if (norms == 0).any():
         raise StoreInputError("vectors", "non-zero rows",
                               f"zero vector at rows {np.flatnonzero(norms[:, 0] == 0)[:5]}")
+    norms[np.abs(norms - 1.0) <= NORM_KEPT] = 1.0
     return np.ascontiguousarray(matrix / norms, dtype="<f4")
 

@@ -6,9 +6,12 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
 - Each document is written in one transaction (its row upserted, which locks it; its
   chunks deleted and copied in with `COPY`), so a writer killed at any moment leaves it
   whole, and two writers of one document are serialised.
-- Vectors are pgvector `vector(dim)` columns, L2-normalised; dense search is pgvector's
-  HNSW index on inner product (`hnsw.ef_search`: the call's beam, else the store's
-  `ef_search`, default `store.EF_SEARCH`).
+- Vectors are pgvector `halfvec(dim)` columns (float16, `records.VECTOR_DTYPE`, as the
+  SQLite store keeps them; pgvector 0.7 or later), L2-normalised; dense search is
+  pgvector's HNSW index on inner product (`halfvec_ip_ops`; `hnsw.ef_search`: the call's
+  beam, else the store's `ef_search`, default `store.EF_SEARCH`), the query rounded to
+  float16 too. A store made with `vector(dim)` (float32) is converted when opened
+  (`upgrade`: the column's type changed in place, the HNSW index made again).
 - Keyword search is PostgreSQL full-text search over the analyzer's terms (`analyzer`,
   the same terms as the SQLite store's): a `tsvector` column written with each chunk (a
   literal, so PostgreSQL's parser never re-splits a term) with a GIN index, ranked by
@@ -25,8 +28,9 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
   raises `StoreConnectError`, and the next run finishes what was not committed.
 
 Needs psycopg 3 and pgvector's Python adapter (`pip install 'attnswitch[postgres]'`) and
-the pgvector extension on the server (Debian: postgresql-NN-pgvector). Connection
-problems, a missing extension and a wrong URL raise `StoreConnectError` with one line.
+the pgvector extension, 0.7 or later, on the server (Debian: postgresql-NN-pgvector).
+Connection problems, a missing or older extension and a wrong URL raise
+`StoreConnectError` with one line.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from attnswitch.index.store_base import (
     checked_vectors,
     chunk_rows,
     fill_vector_keys,
+    stored_form,
 )
 from attnswitch.index.store_errors import (
     StoreBusyError,
@@ -94,8 +99,11 @@ RUN_LOCK = 0x6174746E737769
 SCHEMA_LOCK = RUN_LOCK + 1
 DIM_LOCK = RUN_LOCK + 2
 
+# The pgvector release that added `halfvec` (the stored vectors' type).
+PGVECTOR_HALFVEC = (0, 7)
+
+_EXTENSION = "CREATE EXTENSION IF NOT EXISTS vector"
 _SCHEMA = (
-    "CREATE EXTENSION IF NOT EXISTS vector",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS documents (
     id BIGSERIAL PRIMARY KEY,
@@ -124,7 +132,7 @@ _SCHEMA = (
     n_tokens INTEGER NOT NULL,
     char_start INTEGER NOT NULL,
     char_end INTEGER NOT NULL,
-    embedding vector NOT NULL,
+    embedding halfvec NOT NULL,
     terms tsvector,
     language TEXT,
     heading_path TEXT NOT NULL DEFAULT '[]',
@@ -185,6 +193,10 @@ _JOBS_STATUS_CHECK = (
 _INDEXES = ("CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)",
             *DEDUP_INDEXES, LANGUAGE_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
+# The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
+HNSW_INDEX = (f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
+              f"halfvec_ip_ops) WITH (m = {HNSW_M}, "
+              f"ef_construction = {HNSW_EF_CONSTRUCTION})")
 
 
 def connect(url: str) -> Any:
@@ -215,6 +227,15 @@ def connect(url: str) -> Any:
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            conn.execute(_EXTENSION)
+            version = pgvector_version(conn)
+            if version < PGVECTOR_HALFVEC:
+                want, got = (".".join(map(str, v)) for v in (PGVECTOR_HALFVEC, version))
+                raise StoreConnectError(
+                    f"--db: expected pgvector {want} or later in the database at {where} "
+                    f"(its halfvec type holds the vectors), got {got}; install a newer "
+                    "pgvector on the server and run ALTER EXTENSION vector UPDATE in this "
+                    "database")
             for statement in _SCHEMA:
                 conn.execute(statement)
     except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile,
@@ -231,11 +252,19 @@ def connect(url: str) -> Any:
     return conn
 
 
+def pgvector_version(conn: Any) -> tuple[int, ...]:
+    """The version of the pgvector extension in `conn`'s database, as numbers ((0, 8, 5))."""
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                       ).fetchone()
+    return tuple(int(p) for p in str(row[0] if row else "0").split(".") if p.isdigit())
+
+
 def upgrade(conn: Any) -> bool:
     """Add the chunk columns of `store.CHUNK_STRUCTURE_COLUMNS` to a database made before
     them, filling in the stored chunks' vector keys (`store_base.fill_vector_keys`); True
     when it did (False: the columns were there). A jobs table made before jobs could be
-    "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). The dedup indexes
+    "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). Vectors stored as `vector`
+    (float32) are converted to `halfvec` (`_to_halfvec`). The dedup indexes
     (`store_base.DEDUP_INDEXES`) and the keyword index are made here, once the columns they
     index exist, and only when missing (`_create_missing_indexes`)."""
     with conn.transaction():
@@ -257,11 +286,35 @@ def upgrade(conn: Any) -> bool:
         if not {"terms", "language"} <= have or "tsv" in have:
             for statement in _ANALYZER_UPGRADE:
                 conn.execute(statement)
+        _to_halfvec(conn)
         _create_missing_indexes(conn, _INDEXES)
         row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
         if row is None or row[0] != analyzer.fingerprint():
             _reanalyze(conn)
     return upgraded
+
+
+def _to_halfvec(conn: Any) -> None:
+    """Convert the chunks' vectors from `vector` (float32, before schema version 8) to
+    `halfvec` (float16) in place, inside the caller's transaction: the column's type is
+    changed (pgvector's cast rounds each element to nearest; PostgreSQL rewrites the
+    table, every chunk and its id kept, nothing encoded again) and the HNSW index made
+    again on it. Nothing to do when the column is `halfvec` already."""
+    column = conn.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+        "'chunks'::regclass AND attname = 'embedding'").fetchone()[0]
+    if not column.startswith("vector"):
+        return
+    typed = column[len("vector"):]  # "(384)", or "" before the first vectors
+    started = time.monotonic()
+    conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+    conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec{typed} "
+                 f"USING embedding::halfvec{typed}")
+    if typed:
+        conn.execute(HNSW_INDEX)
+    log.info("vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, "
+             "%.1f s", typed, typed, conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
+             time.monotonic() - started)
 
 
 def _reanalyze(conn: Any) -> None:
@@ -317,7 +370,7 @@ def describe(url: str) -> str:
 
 
 def _array(value: Any) -> np.ndarray:
-    """A stored vector as float32 `[dim]` (pgvector's adapter gives a `Vector`)."""
+    """A stored vector as float32 `[dim]` (pgvector's adapter gives a `HalfVector`)."""
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
 
 
@@ -477,8 +530,11 @@ class PostgresStore(StoreBase):
         if not doc.ok:
             raise StoreInputError("doc", "a document with text (use record_skip)",
                                   f"{doc.source!r} skipped: {doc.reason}")
+        from pgvector import HalfVector
+
         rows = chunk_rows(chunks, vector_fingerprint)
         matrix = checked_vectors(vectors, len(rows))
+        stored = stored_form(matrix)
         with self._transaction() as conn:
             if len(rows):
                 self._fix_dim(conn, matrix.shape[1])
@@ -493,8 +549,7 @@ class PostgresStore(StoreBase):
                     terms = analyzer.tsvector_literal(
                         analyzer.document_terms(row[0], row[-1]),
                         analyzer.document_stems(row[0], row[-1]))
-                    copy.write_row((doc_id, i, *row, terms,
-                                    matrix[i]))
+                    copy.write_row((doc_id, i, *row, terms, HalfVector(stored[i])))
         return doc_id
 
     def _fix_dim(self, conn: Any, dim: int) -> None:
@@ -511,10 +566,8 @@ class PostgresStore(StoreBase):
             raise StoreInputError("vectors", f"dimension {stored} (this store's)",
                                   f"{dim}: a model with another dimension needs another store")
         conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-        conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dim)})")
-        conn.execute(f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw "
-                     f"(embedding vector_ip_ops) WITH (m = {HNSW_M}, "
-                     f"ef_construction = {HNSW_EF_CONSTRUCTION})")
+        conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec({int(dim)})")
+        conn.execute(HNSW_INDEX)
         conn.execute("INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET "
                      "value = excluded.value", (str(dim),))
 
@@ -646,8 +699,10 @@ class PostgresStore(StoreBase):
         condition, extra = ("", ()) if docs is None else ("WHERE doc_id = ANY(%s) ", (docs,))
         sql = ("SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks " + condition
                + "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id")
+        from pgvector import HalfVector
+
         out = []
-        for q in np.asarray(queries, np.float32):
+        for q in (HalfVector(q) for q in np.asarray(queries, np.float32)):
             with self._conn.transaction():
                 self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                 if docs is not None and self._iterative_scan():
@@ -665,10 +720,7 @@ class PostgresStore(StoreBase):
     def _iterative_scan(self) -> bool:
         """Whether the server's pgvector scans an HNSW index on past its beam (0.8+)."""
         if self._scan_on is None:
-            row = self._conn.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-            version = tuple(int(p) for p in str(row[0]).split(".")[:2] if p.isdigit())
-            self._scan_on = version >= (0, 8)
+            self._scan_on = pgvector_version(self._conn) >= (0, 8)
         return self._scan_on
 
     def _chunks_of(self, docs: list[int]) -> int:

@@ -1,7 +1,9 @@
 """The SQLite store (`SQLiteStore`), the default: one file (stdlib sqlite3, WAL), keyword
 search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and by
 an HNSW graph kept beside the file above (`ann.HnswIndex`); and where a location's file is
-(`resolve_path`, `check_index_file`)."""
+(`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
+(`records.VECTOR_DTYPE`; a file of schema version 7 or older, float32, is converted when
+opened, then compacted), read back as float32."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from attnswitch.index.records import (
 )
 from attnswitch.index.sqlite_schema import (
     ADDED_COLUMNS,
+    FLOAT16_SINCE,
     SCHEMA,
     migrate,
     reanalyze,
@@ -44,6 +47,8 @@ from attnswitch.index.store_base import (
     StoreBase,
     checked_vectors,
     chunk_rows,
+    stored_form,
+    unpack_vector,
     unpack_vectors,
 )
 from attnswitch.index.store_errors import (
@@ -58,8 +63,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
-# Below this many chunks the SQLite store's dense search is exact (all vectors in memory:
-# 20,000 x 384 float32 is 29 MiB and a query ~2 ms); from it on, the HNSW graph answers.
+# Below this many chunks the SQLite store's dense search is exact (all vectors in memory,
+# read back as float32: 20,000 x 384 is 29 MiB and a query ~2 ms); from it on, the HNSW
+# graph answers.
 EXACT_BELOW = 20_000
 
 
@@ -162,6 +168,8 @@ class SQLiteStore(StoreBase):
                 if 0 < version < CHUNKS_CHANGED_IN:
                     self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
                     log.info("%s", self.migrated)
+                if 0 < version < FLOAT16_SINCE:
+                    self._compact_float16()
             if self.meta("analyzer") != analyzer.fingerprint():
                 with self._transaction() as conn:
                     reanalyze(conn, self.location)
@@ -169,6 +177,26 @@ class SQLiteStore(StoreBase):
         except BaseException:
             self._conn.close()
             raise
+
+    def _compact_float16(self) -> None:
+        """After the upgrade to float16 vectors: drop the float32 HNSW graph (made again
+        when next needed) and VACUUM, so the file shrinks to its new rows (two chunks share
+        a 4 KiB page where one did). Not done while another process holds the file: the
+        space freed is then reused by the next chunks written."""
+        from attnswitch.index.ann import HnswIndex
+
+        HnswIndex.remove_files(self.path)
+        before = self.path.stat().st_size
+        try:
+            self._conn.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            log.warning("%s: vectors converted to float16; the file was not compacted (%s): "
+                        "its free space is reused by the next chunks written", self.location,
+                        exc)
+            return
+        log.info("%s: vectors converted to float16 (schema version %d); file compacted from "
+                 "%.1f MB to %.1f MB", self.location, SCHEMA_VERSION, before / 1e6,
+                 self.path.stat().st_size / 1e6)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -235,7 +263,8 @@ class SQLiteStore(StoreBase):
         """Replace `doc`'s stored chunks and vectors with these, in one transaction.
 
         `vectors` is `[len(chunks), dim]`, any array numpy can read (a CPU torch tensor
-        too); it is stored as float32, L2-normalised. With `vector_fingerprint` each
+        too); it is L2-normalised and stored in float16 (`store_base.stored_form`). With
+        `vector_fingerprint` each
         chunk's vector key is stored (`vector_key`; else NULL). Returns the document's id.
         """
         if not doc.ok:
@@ -244,6 +273,7 @@ class SQLiteStore(StoreBase):
         rows = chunk_rows(chunks, vector_fingerprint)
         matrix = checked_vectors(vectors, len(rows))
         dim = matrix.shape[1] if len(rows) else None
+        stored = stored_form(matrix)
         with self._transaction() as conn:
             stored_dim = self.dim
             if dim is not None and stored_dim is not None and dim != stored_dim:
@@ -260,7 +290,7 @@ class SQLiteStore(StoreBase):
                 "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
                 " heading_path, location, vector_key, language, vector) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ((doc_id, i, *row, matrix[i].tobytes()) for i, row in enumerate(rows)),
+                ((doc_id, i, *row, stored[i].tobytes()) for i, row in enumerate(rows)),
             )
         return doc_id
 
@@ -545,8 +575,8 @@ class SQLiteStore(StoreBase):
             for k, v in self._conn.execute(
                     "SELECT vector_key, vector FROM chunks WHERE vector_key IN "
                     f"({', '.join('?' * len(part))})", part):
-                if len(v) == 4 * dim:
-                    out[k] = np.frombuffer(v, "<f4").astype(np.float32)
+                if (vector := unpack_vector(v, dim)) is not None:
+                    out[k] = vector
         return out
 
     def stored_vectors(self, root: str | os.PathLike, source: str,
@@ -559,6 +589,6 @@ class SQLiteStore(StoreBase):
             "WHERE d.root = ? AND d.source = ? AND c.vector_key IS NOT NULL",
             (root_key(root), source)).fetchall()
         dim = self.dim or 0
-        return {k: np.frombuffer(v, "<f4").astype(np.float32) for k, v in rows
-                if k in wanted and len(v) == 4 * dim}
+        vectors = {k: unpack_vector(v, dim) for k, v in rows if k in wanted}
+        return {k: v for k, v in vectors.items() if v is not None}
 
