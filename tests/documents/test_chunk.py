@@ -209,3 +209,49 @@ def test_windows_keep_the_old_cut_and_gain_a_place(tok) -> None:
 def test_an_unknown_chunking_is_refused(tok, bad: str) -> None:
     with pytest.raises(ValueError, match="chunking: expected one of blocks, windows"):
         chunk_document("text", (), tok, chunking=bad)
+
+
+@pytest.mark.parametrize(("max_tokens", "overlap"), [(40, 13), (40, 32), (128, 32), (128, 60)])
+def test_block_overlap_repeats_whole_sentences_of_the_chunk_before(tok, overlap,
+                                                                   max_tokens) -> None:
+    # Two sections of long paragraphs: within a section, each chunk after the first starts
+    # with whole sentences the chunk before ends with (at most `overlap` tokens of them);
+    # a section's first chunk repeats nothing of the section before.
+    blocks = [Block(BlockKind.HEADING, "First part", level=1),
+              Block(BlockKind.PARAGRAPH, paragraph(0, 9)),
+              Block(BlockKind.PARAGRAPH, paragraph(9, 11)),
+              Block(BlockKind.HEADING, "Second part", level=1),
+              Block(BlockKind.PARAGRAPH, paragraph(20, 20))]
+    plain = chunk_blocks(blocks, tok, max_tokens=max_tokens)
+    chunks = chunk_blocks(blocks, tok, max_tokens=max_tokens, overlap=overlap)
+    text = BLOCK_SEPARATOR.join(b.text for b in blocks)
+    assert len(chunks) >= len(plain)
+    repeated = 0
+    for before, after in zip(chunks, chunks[1:]):
+        assert after.n_tokens <= max_tokens
+        if after.heading_path != before.heading_path:
+            assert after.start >= before.end
+            continue
+        if after.start < before.end:
+            shared = text[after.start:before.end]
+            assert before.text.endswith(shared) and after.text.startswith(shared)
+            assert n_tokens(tok, shared) <= overlap
+            assert after.end > before.end, "a chunk of repeated text only"
+            starts = {text.index(s) for s in SENTENCES if s in text}
+            assert after.start in starts, "the overlap starts inside a sentence"
+            repeated += 1
+    assert repeated >= 1
+    # Every sentence is in some chunk, and in order.
+    for s in SENTENCES:
+        assert any(s in c.text for c in chunks), s
+
+
+def test_block_overlap_zero_is_the_default_and_refuses_a_full_window(tok) -> None:
+    doc = corpus_doc("postgresql/datatype-json.html")
+    default = chunk_document(doc.text, doc.blocks, tok, max_tokens=128)
+    assert default == chunk_document(doc.text, doc.blocks, tok, max_tokens=128,
+                                     block_overlap=0)
+    with_overlap = chunk_document(doc.text, doc.blocks, tok, max_tokens=128, block_overlap=32)
+    assert len(with_overlap) > len(default)
+    with pytest.raises(ValueError, match="overlap: expected 0 <= overlap < max_tokens"):
+        chunk_blocks(doc.blocks, tok, max_tokens=64, overlap=64)

@@ -14,7 +14,9 @@ Two ways (`CHUNKINGS`, the index config's `chunking`):
   so the values of one row sit with their column names in a small chunk that a query for
   that row finds; any other table longer than the window is cut by rows. So a chunk
   ends at a section, paragraph or sentence boundary whenever one lies in reach. No
-  overlap: the boundaries are the text's own.
+  overlap by default: the boundaries are the text's own, and carrying whole sentences of
+  the chunk before (`chunk_blocks(overlap=N)`) moved no kind of query for 1-11% more
+  tokens (benchmarks/chunk_overlap.py, docs/results/chunk_overlap.md).
 - "windows" (`chunk_text`): fixed token windows with `overlap` tokens shared between
   neighbours, cut on word boundaries only; the old chunker, kept as the baseline of
   benchmarks/known_item_structure.py. Its chunks get the heading path and location of
@@ -134,17 +136,18 @@ def chunk_text(text: str, tokenizer: Any, *, max_tokens: int = 254, overlap: int
 
 def chunk_document(text: str, blocks: Sequence[Block], tokenizer: Any, *,
                    chunking: str = "blocks", max_tokens: int = 254, overlap: int = 32,
-                   embed_headings: bool = False) -> list[Chunk]:
+                   embed_headings: bool = False, block_overlap: int = 0) -> list[Chunk]:
     """The chunks of a document whose text is `text` and blocks `blocks` (its text is
     the blocks' texts joined by blank lines), by `chunking` ("blocks" or "windows");
-    with no blocks, `text` is one paragraph."""
+    with no blocks, `text` is one paragraph. `overlap` is the windows' and
+    `block_overlap` the blocks' (`chunk_blocks`)."""
     if chunking not in CHUNKINGS:
         raise ValueError(f"chunking: expected one of {', '.join(CHUNKINGS)}, got {chunking!r}")
     if not blocks and text.strip():
         blocks = (Block(BlockKind.PARAGRAPH, text),)
     if chunking == "blocks":
         return chunk_blocks(blocks, tokenizer, max_tokens=max_tokens,
-                            embed_headings=embed_headings)
+                            embed_headings=embed_headings, overlap=block_overlap)
     # With the heading path embedded, every window leaves the most room a prefix may take.
     room = int(MAX_PREFIX_SHARE * max_tokens) if embed_headings else 0
     windows = chunk_text(BLOCK_SEPARATOR.join(b.text for b in blocks), tokenizer,
@@ -163,11 +166,17 @@ class _Piece:
 
 
 def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 254,
-                 embed_headings: bool = False) -> list[Chunk]:
+                 embed_headings: bool = False, overlap: int = 0) -> list[Chunk]:
     """Chunks built from `blocks` (see the module doc); character spans are in the
-    blocks' texts joined by blank lines."""
+    blocks' texts joined by blank lines. `overlap` > 0: a chunk that continues a section
+    starts with the last whole pieces (sentences, lines or short paragraphs) of the chunk
+    before, as many as fit in `overlap` tokens (never all of it), so its span overlaps the
+    one before."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens: expected >= 1, got {max_tokens}")
+    if not 0 <= overlap < max_tokens:
+        raise ValueError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
+                         f"got {overlap}")
     offsets = _offsets(blocks)
     joined = BLOCK_SEPARATOR.join(b.text for b in blocks)
     counts = _token_counts([b.text for b in blocks], tokenizer)
@@ -175,13 +184,13 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
     for path, section in _sections(blocks):
         prefix = _prefix(path, tokenizer, max_tokens) if embed_headings else ""
         budget = max_tokens - (_count(prefix, tokenizer) if prefix else 0)
-        run: list[tuple[int, _Piece]] = []  # (block index, piece) of the chunk being built
+        run = _Run(budget, overlap)
 
-        def close(run: list[tuple[int, _Piece]] = run, path: tuple[str, ...] = path,
-                  prefix: str = prefix) -> None:
-            if run:
-                chunks.append(_chunk(len(chunks), run, blocks, joined, path, prefix))
-                run.clear()
+        def close(run: _Run = run, path: tuple[str, ...] = path, prefix: str = prefix,
+                  carry: bool = False) -> None:
+            if run.fresh():
+                chunks.append(_chunk(len(chunks), run.pieces, blocks, joined, path, prefix))
+            run.restart(carry)
 
         for i in section:
             block, start = blocks[i], offsets[i]
@@ -192,27 +201,64 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
                                         tokenizer)
                 continue
             if whole.n_tokens <= budget:
-                if sum(p.n_tokens for _, p in run) + whole.n_tokens > budget:
-                    close()
-                run.append((i, whole))
+                if not run.fits(whole):
+                    close(carry=True)
+                run.add(i, whole)
                 continue
             # Longer than the window: a paragraph boundary ends the chunk before it, unless
             # the chunk holds headings only (a heading never ends a chunk).
-            if any(blocks[j].kind is not BlockKind.HEADING for j, _ in run):
-                close()
+            if any(blocks[j].kind is not BlockKind.HEADING for j, _ in run.pieces):
+                close(carry=True)
             if block.kind is BlockKind.TABLE and block.rows:
                 close()
                 chunks += _table_chunks(len(chunks), block, start, path, prefix, budget,
                                         tokenizer)
                 continue
             for piece in _split(block, start, budget, tokenizer):
-                if sum(p.n_tokens for _, p in run) + piece.n_tokens > budget:
-                    close()
-                run.append((i, piece))
+                if not run.fits(piece):
+                    close(carry=True)
+                run.add(i, piece)
         close()
     kept = [c for c in chunks if c.text.strip()]
     return [c if c.ordinal == i else dataclasses.replace(c, ordinal=i)
             for i, c in enumerate(kept)]
+
+
+class _Run:
+    """The pieces of the chunk being built, (block index, piece) in text order, the first
+    `carried` of them repeated from the chunk before (`overlap`)."""
+
+    def __init__(self, budget: int, overlap: int):
+        self.budget, self.overlap = budget, overlap
+        self.pieces: list[tuple[int, _Piece]] = []
+        self.carried = 0
+
+    def fresh(self) -> bool:
+        """Whether the run holds a piece no chunk holds yet."""
+        return len(self.pieces) > self.carried
+
+    def fits(self, piece: _Piece) -> bool:
+        return sum(p.n_tokens for _, p in self.pieces) + piece.n_tokens <= self.budget
+
+    def add(self, block: int, piece: _Piece) -> None:
+        while self.carried and not self.fits(piece):  # carried text gives way to new text
+            self.pieces.pop(0)
+            self.carried -= 1
+        self.pieces.append((block, piece))
+
+    def restart(self, carry: bool) -> None:
+        """Start the next chunk: empty, or (`carry`, after a chunk with new text) with the
+        last pieces of this one that fit in `overlap` tokens, never all of them."""
+        tail: list[tuple[int, _Piece]] = []
+        if carry and self.fresh():
+            n = 0
+            for item in reversed(self.pieces[1:]):
+                n += item[1].n_tokens
+                if n > self.overlap:
+                    break
+                tail.insert(0, item)
+        self.pieces[:] = tail
+        self.carried = len(tail)
 
 
 def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[int]]]:
