@@ -21,8 +21,12 @@ psutil, also plotted over the run), files read and not read per kind, and known-
 MRR@10 at file level over `DRIVE.meta/queries.json` (drive_build.py: a section used by one
 file, asked by its heading or, in a table, by its row's sentence). attnswitch answers them
 with `attnswitch search QUERY --json -k 10` (hybrid, its default); the peers with their
-retrievers (50 hits, ranked by file). The page names the CPU and whether the machine was
-quiet, and extrapolates attnswitch's time to 10 GB of the same mix from its measured rate.
+retrievers (50 hits, ranked by file). The page names the CPU and the load average as each
+system started (each waits, up to `QUIET_WAIT_S`, for the one before to leave the machine
+quiet), and extrapolates attnswitch's time to 10 GB of the same mix from its measured rate.
+`--results DIR` keeps each system's result as it ends, so a page can be written again, or a
+stopped benchmark resumed, without running a system twice; `--peer-timeout` stops a peer
+that runs too long and records it as stopped.
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ PEERS = ROOT / "benchmarks" / "peers"
 DEFAULT_VENV = ROOT / ".bench" / "peers-venv"
 SAMPLE_S = 0.5
 TEN_GB = 10e9
+# A system starts once the 1-minute load average is below this, or after this many seconds.
+QUIET_LOAD = 1.0
+QUIET_WAIT_S = 300
 
 
 class TreeSampler(threading.Thread):
@@ -91,14 +98,41 @@ class TreeSampler(threading.Thread):
         return max((s[1] for s in self.samples), default=0.0)
 
 
-def timed(cmd: list[str], env: dict, db: Path | None = None
+class Stopped(Exception):
+    """A system ran past `--peer-timeout` and was stopped (its process tree killed)."""
+
+    def __init__(self, seconds: float, sampler: TreeSampler):
+        super().__init__(f"stopped after {seconds:.0f} s")
+        self.seconds, self.sampler = seconds, sampler
+
+
+def settle() -> float:
+    """The 1-minute load average once it is below `QUIET_LOAD` (the system before has left
+    the machine), or after `QUIET_WAIT_S` seconds, whichever comes first."""
+    deadline = time.monotonic() + QUIET_WAIT_S
+    while os.getloadavg()[0] >= QUIET_LOAD and time.monotonic() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
+def timed(cmd: list[str], env: dict, db: Path | None = None, timeout: float | None = None
           ) -> tuple[float, subprocess.CompletedProcess, TreeSampler]:
+    """Run `cmd` to its end, its process tree's RSS sampled; `Stopped` past `timeout`."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     sampler = TreeSampler(proc.pid, db)
     sampler.start()
-    out, err = proc.communicate()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.communicate()
+        sampler.done.set()
+        sampler.join()
+        raise Stopped(time.perf_counter() - started, sampler) from None
     seconds = time.perf_counter() - started
     sampler.done.set()
     sampler.join()
@@ -107,6 +141,18 @@ def timed(cmd: list[str], env: dict, db: Path | None = None
         raise SystemExit(f"{cmd[1]}: expected exit 0, got {proc.returncode}: "
                          f"{err.strip().splitlines()[-3:]}")
     return seconds, done, sampler
+
+
+def own_cache(where: Path) -> Path:
+    """A cache folder of its own for one attnswitch run, holding the user's measured engine
+    and precision plans and built engines (so no run pays for measuring them) but no OCR
+    results: a run that found the scans already read would not be timed on the same work."""
+    from attnswitch.attention.cache import cache_file
+
+    cache = where / "cache"
+    shutil.copytree(cache_file("x").parent, cache,
+                    ignore=shutil.ignore_patterns("ocr.sqlite3*", "*.lock", "*.tmp"))
+    return cache
 
 
 def kind_of(path: str) -> str:
@@ -118,7 +164,7 @@ def kind_of(path: str) -> str:
 def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict],
                    env: dict) -> dict:
     db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
-    env = dict(env, PYTHONPATH=str(src))
+    env = dict(env, PYTHONPATH=str(src), ATTNSWITCH_CACHE_DIR=str(own_cache(db.parent)))
     cli = [sys.executable, "-m", "attnswitch"]
     seconds, done, sampler = timed([*cli, "run", str(drive), "--db", str(db), "--json",
                                     "--no-progress"], env, db)
@@ -137,26 +183,35 @@ def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict],
     return {"seconds": seconds, "read": sorted(read), "ranked_files": ranked,
             "chunks": summary.get("chunks_stored"), "tokens": summary.get("tokens_encoded"),
             "stages": {k: summary.get(k) for k in ("wall_s", "load_s", "encode_s", "measure_s",
-                                                   "chunks_reused", "engine", "precision")},
+                                                   "chunks_reused", "engine", "precision",
+                                                   "tokens_per_s", "time_parts")},
             "peak_rss_mib": sampler.peak_mib(), "samples": sampler.samples,
             "index_mb": index_bytes / 1e6}
 
 
 def run_peer(system: str, drive: Path, work: Path, venv: Path, model: Path,
-             queries_file: Path, env: dict) -> dict:
+             queries_file: Path, env: dict, timeout: float | None = None) -> dict:
     python = venv / "bin" / "python"
     if not python.exists():
         raise SystemExit(f"--peers-venv: expected a venv at {venv} (make bench-peers-env), "
                          "got none")
     out = work / f"{system}.json"
     peer_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-    seconds, _, sampler = timed([str(python), str(PEERS / f"{system}_recipe.py"), str(drive),
-                                 "--model", str(model), "--out", str(out), "--formats", "all",
-                                 "--queries", str(queries_file)], peer_env)
+    try:
+        seconds, _, sampler = timed([str(python), str(PEERS / f"{system}_recipe.py"),
+                                     str(drive), "--model", str(model), "--out", str(out),
+                                     "--formats", "all", "--queries", str(queries_file)],
+                                    peer_env, timeout=timeout)
+    except Stopped as stop:
+        return {"seconds": stop.seconds, "stopped": True, "read": [], "ranked_files": [],
+                "chunks": None, "stages": {}, "peak_rss_mib": stop.sampler.peak_mib(),
+                "samples": stop.sampler.samples}
     found = json.loads(out.read_text())
     every = {p.relative_to(drive).as_posix() for p in drive.rglob("*") if p.is_file()}
     read = sorted(every - set(found["not_read"]))
-    return {"seconds": seconds, "read": read, "ranked_files": found["ranked_files"],
+    # The recipe answers the queries before it exits; the job is what came before them.
+    job_s = seconds - found["seconds"].get("queries", 0.0)
+    return {"seconds": job_s, "read": read, "ranked_files": found["ranked_files"],
             "chunks": found["chunks"], "stages": found["seconds"],
             "peak_rss_mib": sampler.peak_mib(), "samples": sampler.samples}
 
@@ -209,16 +264,26 @@ def plot(rows: dict, path: Path) -> None:
 
 def page(rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter,
          load: tuple[float, float], queries: list[dict]) -> list[str]:
-    quiet = max(load) < 1.0
+    before = {s: r.get("load_before") for s, r in rows.items()}
+    quiet = all(v is not None and v < QUIET_LOAD for v in before.values())
     lines = ["# The drive benchmark", "",
              f"Drive `{drive.name}`: {n_files} files, {n_bytes / 1e6:.1f} MB "
              f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())}); "
              f"{len(queries)} known-item queries. {cpu_description()}, {os.cpu_count()} CPUs; "
-             f"load average {load[0]:.1f} before, {load[1]:.1f} after: "
-             f"{'quiet' if quiet else 'BUSY machine, speeds are not publishable'}.", "",
+             "load average (1 min) as each system started: "
+             + ", ".join(f"{s} {'not recorded' if v is None else f'{v:.1f}'}"
+                         for s, v in before.items())
+             + ": "
+             + ("quiet." if quiet else f"not all below {QUIET_LOAD} (a system waits at most "
+                f"{QUIET_WAIT_S} s for the one before it to leave the machine quiet; nothing "
+                "else may run beside the benchmark)."), "",
              "| system | seconds | MB/s | peak RSS MiB | files read | MRR@10 |",
              "|---|---:|---:|---:|---:|---:|"]
     for system, r in rows.items():
+        if r.get("stopped"):
+            lines.append(f"| {system} | stopped after {r['seconds']:.0f} | below "
+                         f"{n_bytes / 1e6 / r['seconds']:.3f} | {r['peak_rss_mib']:.0f} | – | – |")
+            continue
         lines.append(f"| {system} | {r['seconds']:.0f} | {n_bytes / 1e6 / r['seconds']:.3f} | "
                      f"{r['peak_rss_mib']:.0f} | {len(r['read'])} / {n_files} | "
                      f"{r['mrr']['all']:.3f} |")
@@ -229,6 +294,9 @@ def page(rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter,
     for kind, n in sorted(kinds.items()):
         cells = []
         for s in names:
+            if rows[s].get("stopped"):
+                cells += ["–", "–"]
+                continue
             got = sum(kind_of(f) == kind for f in rows[s]["read"])
             m = rows[s]["mrr"].get(kind)
             cells += [str(got), "–" if m is None else f"{m:.2f}"]
@@ -252,6 +320,11 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--results", type=Path,
+                    help="keep each system's result here as it ends (SYSTEM.json); a system "
+                         "whose result is there already is read, not run again")
+    ap.add_argument("--peer-timeout", type=float, default=None,
+                    help="seconds after which a peer's recipe is stopped and recorded as such")
     args = ap.parse_args()
     drive = args.drive.resolve()
     queries_file = drive.parent / f"{drive.name}.meta" / "queries.json"
@@ -272,21 +345,31 @@ def main() -> None:
     model = default_model_path()
     args.work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    load_before = os.getloadavg()[0]
     rows = {}
     for system in systems:
+        kept = args.results / f"{system}.json" if args.results else None
+        if kept is not None and kept.is_file():
+            rows[system] = json.loads(kept.read_text())
+            print(f"{system}: read from {kept}", flush=True)
+            continue
+        load_before = settle()
         if system == "attnswitch":
             r = run_attnswitch(drive, args.work, ROOT / "src", queries, env)
         elif system == "before":
             r = run_attnswitch(drive, args.work, before_tree(args.before, args.work), queries,
                                env)
         else:
-            r = run_peer(system, drive, args.work, args.peers_venv, model, queries_file, env)
+            r = run_peer(system, drive, args.work, args.peers_venv, model, queries_file, env,
+                         args.peer_timeout)
         r["mrr"] = mrr_at_10(r.pop("ranked_files"), queries)
+        r["load_before"], r["load_average"] = load_before, os.getloadavg()[0]
         rows[system] = r
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(r, default=str))
         print(f"{system}: {r['seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB, "
               f"{len(r['read'])} files read, MRR@10 {r['mrr']['all']:.3f}", flush=True)
-    lines = page(rows, drive, len(files), n_bytes, kinds, (load_before, os.getloadavg()[0]),
+    lines = page(rows, drive, len(files), n_bytes, kinds, (0.0, os.getloadavg()[0]),
                  queries)
     print("\n".join(lines))
     if args.md:

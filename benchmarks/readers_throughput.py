@@ -1,6 +1,7 @@
 """How fast each reader extracts, per core: MB/s of input and pages/s, per format.
 
     python benchmarks/readers_throughput.py [--out docs/results] [--min-seconds 2]
+        [--before-json PATH]
 
 The inputs are generated from the example corpus by the tools people use, larger than the
 test fixtures:
@@ -20,7 +21,8 @@ test fixtures:
 - OCR: its first 4 pages printed at 150 dpi (pdftoppm) as PNG images, and as a scanned
   PDF with no text layer (Pillow), recognised by Tesseract.
 
-Each file is read the way `run` reads it (`ingest.load`: read, hash, detect, extract) in
+Each file is read the way `run` reads it (`ingest.load`: read, hash, detect, extract; the
+OCR cache emptied before each read, so a scan is recognised every time) in
 this one process and thread, repeated until `--min-seconds` have passed; the figure is
 the best of three such rounds. A scanned PDF's pages are recognised side by side (one
 Tesseract process a page, up to one per CPU): its figures are divided by the processes
@@ -28,6 +30,9 @@ it ran. pages/s counts real pages for PDFs and images and slides
 for presentations; for the others it counts text pages of 3,000 extracted characters.
 The machine is named (lscpu); while other work runs on it, the figures are those of a
 busy machine and are labelled so.
+
+`--before-json` adds the MB/s per core of another revision's run of this script (its
+readers on `PYTHONPATH`, the same inputs and machine, run just before) and the ratio.
 """
 
 from __future__ import annotations
@@ -156,15 +161,20 @@ def notebook(markdown: str, path: Path) -> None:
         "name": "rust", "display_name": "Rust", "language": "rust"}}), path)
 
 
-def measure(path: Path, min_seconds: float) -> tuple[float, int, int]:
-    """(seconds per read, best of three rounds; characters extracted; pages_failed)."""
-    from attnswitch.documents.ingest import load, scan
+def measure(path: Path, min_seconds: float) -> tuple[float, int, int] | str:
+    """(seconds per read, best of three rounds; characters extracted; pages_failed), or
+    why the readers could not read the file (an earlier revision's, `--before-json`)."""
+    try:
+        from attnswitch.documents.ingest import load, scan
+    except ImportError:  # revisions before the split of issue 44
+        from attnswitch.pipeline.ingest import load, scan
 
     [entry] = [e for e in scan(path.parent) if e.source == path.name]
     best = float("inf")
     for _ in range(3):
         reads, start = 0, time.perf_counter()
         while True:
+            forget_ocr()
             doc = load(entry)
             reads += 1
             spent = time.perf_counter() - start
@@ -172,8 +182,15 @@ def measure(path: Path, min_seconds: float) -> tuple[float, int, int]:
                 break
         best = min(best, spent / reads)
     if not doc.ok:
-        raise SystemExit(f"{path.name}: {doc.reason}")
+        return f"{path.name}: {doc.reason}"
     return best, len(doc.text), doc.pages_failed
+
+
+def forget_ocr() -> None:
+    """Empty the OCR cache (this run's own cache folder, `main`): each read of a scan is
+    timed recognising its pages, not finding them kept from the read before."""
+    for kept in Path(os.environ["ATTNSWITCH_CACHE_DIR"]).glob("ocr.sqlite3*"):
+        kept.unlink()
 
 
 def cpu_model() -> str:
@@ -189,6 +206,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     parser.add_argument("--min-seconds", type=float, default=2.0)
+    parser.add_argument("--before-json", type=Path,
+                        help="readers_throughput.json of an earlier revision, to compare")
     args = parser.parse_args()
     for tool in ("pandoc", "soffice", "pdftoppm", "tesseract"):
         if shutil.which(tool) is None:
@@ -196,12 +215,18 @@ def main() -> None:
     load_avg = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
+        os.environ["ATTNSWITCH_CACHE_DIR"] = str(Path(folder) / "cache")
         out, work = Path(folder) / "files", Path(folder) / "work"
         out.mkdir()
         work.mkdir()
         files = generate(out, work)
         for label, (path, pages) in files.items():
-            seconds, chars, failed = measure(path, args.min_seconds)
+            measured = measure(path, args.min_seconds)
+            if isinstance(measured, str):
+                print(f"{label:22} not read: {measured}", flush=True)
+                rows.append({"format": label, "file": path.name, "not_read": measured})
+                continue
+            seconds, chars, failed = measured
             size = path.stat().st_size
             text_pages = pages if pages is not None else chars / TEXT_PAGE_CHARS
             # A scanned PDF's pages are recognised side by side, one Tesseract each.
@@ -216,10 +241,14 @@ def main() -> None:
                   f"{text_pages / seconds / cores:9.1f} pages/s per core", flush=True)
     cpu, load_after = cpu_model(), os.getloadavg()[0]
     busy = max(load_avg, load_after) > 1.5
-    write(args.out, rows, cpu, busy, (load_avg, load_after))
+    before = None
+    if args.before_json:
+        before = {r["format"]: r for r in json.loads(args.before_json.read_text())["rows"]}
+    write(args.out, rows, cpu, busy, (load_avg, load_after), before)
 
 
-def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float, float]) -> None:
+def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float, float],
+          before: dict[str, dict] | None = None) -> None:
     state = (f"busy machine (load average {loads[0]:.1f} before, {loads[1]:.1f} after: "
              f"other work ran on it)" if busy else "quiet machine")
     lines = [
@@ -241,11 +270,28 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
         "pages/s per core |",
         "|---|---|---|---|---|---|---|",
     ]
+    unread = [r for r in rows if "not_read" in r]
+    rows = [r for r in rows if "not_read" not in r]
     for r in rows:
         mark = "*" if r["real_pages"] else ""
         lines.append(f"| {r['format']} | {r['bytes'] / 1024:.0f} KiB | "
                      f"{r['chars'] / 1000:.0f} k chars | {r['seconds'] * 1000:.1f} | "
                      f"{r['cores']} | {r['mb_per_s']:.2f} | {r['pages_per_s']:.1f}{mark} |")
+    if unread:
+        lines += ["", "Not read: " + "; ".join(f"{r['format']} ({r['not_read']})"
+                                              for r in unread) + "."]
+    if before is not None:
+        lines += ["", "## Before and after", "",
+                  "MB/s per core of the revision given by `--before-json` (its own run of "
+                  "this script, same machine and inputs) against this one:", "",
+                  "| format | before | after | after / before |", "|---|---:|---:|---:|"]
+        for r in rows:
+            b = before.get(r["format"])
+            if b is None or "not_read" in b:
+                lines.append(f"| {r['format']} | not read | {r['mb_per_s']:.2f} | – |")
+            else:
+                lines.append(f"| {r['format']} | {b['mb_per_s']:.2f} | {r['mb_per_s']:.2f} | "
+                             f"{r['mb_per_s'] / b['mb_per_s']:.1f}x |")
     lines += ["", "## In a run: reading beside the encoder", "",
               "These figures are per reader, in one process and thread. In `attnswitch run` "
               "the readers work in worker processes beside the encoder (`--read-workers`, "
@@ -253,7 +299,8 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
               "[read_workers.md](read_workers.md) (`benchmarks/read_workers.py`)."]
     (out / "readers_throughput.md").write_text("\n".join(lines) + "\n")
     (out / "readers_throughput.json").write_text(json.dumps(
-        {"cpu": cpu, "busy": busy, "load_average": loads, "rows": rows}, indent=1) + "\n")
+        {"cpu": cpu, "busy": busy, "load_average": loads, "rows": rows + unread},
+        indent=1) + "\n")
     try:
         import matplotlib
 

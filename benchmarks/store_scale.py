@@ -213,20 +213,21 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                  texts: list[str], exact_below: int, efs: list[int]) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
-    from attnswitch.index.store_postgres import HNSW_INDEX, PostgresStore
+    from pgvector import HalfVector
+
+    from attnswitch.index.store_postgres import HNSW_INDEX, TERMS_INDEX, PostgresStore
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core
     settings = {"maintenance_work_mem": "4GB", "shared_buffers": "4GB",
                 "max_parallel_maintenance_workers": str(workers)}
     drop = lambda store: store._conn.execute(  # noqa: E731
-        "DROP INDEX chunks_embedding_hnsw; DROP INDEX chunks_tsv")
+        "DROP INDEX chunks_embedding_hnsw; DROP INDEX chunks_terms")
     with LocalCluster.start(folder / "pg", settings=settings) as cluster:
         with PostgresStore(cluster.url) as store:
             load_s = load(store, n, after_first=drop)
             conn = store._conn
             build_s = timed(lambda: conn.execute(HNSW_INDEX))
-            gin_s = timed(lambda: conn.execute(
-                "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)"))
+            gin_s = timed(lambda: conn.execute(TERMS_INDEX))
             conn.execute("VACUUM ANALYZE chunks")
             size = lambda rel: conn.execute(  # noqa: E731
                 "SELECT pg_total_relation_size(%s)", (rel,)).fetchone()[0] / 2**20
@@ -234,7 +235,7 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                 "chunks_embedding_hnsw"), "index_mb": size("chunks_embedding_hnsw")}
             plan = "\n".join(r[0] for r in conn.execute(
                 "EXPLAIN SELECT id, embedding <#> %s AS d FROM chunks ORDER BY embedding <#> "
-                "%s LIMIT 10", (queries[0], queries[0])))
+                "%s LIMIT 10", (HalfVector(queries[0]),) * 2))
             result = measure(store, queries, truth, texts, efs)
     return {"store": "postgres", "load_s": load_s, "build_s": build_s, "gin_build_s": gin_s,
             **sizes, **result, "uses_hnsw_index": "chunks_embedding_hnsw" in plan,

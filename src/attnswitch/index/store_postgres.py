@@ -190,8 +190,9 @@ _JOBS_STATUS_CHECK = (
 # CREATE INDEX takes a SHARE lock on its table even when the index exists, so running
 # them on every open deadlocks against a run that holds its chunks' rows and wants the
 # documents' (or waits for that run's transaction to end).
-_INDEXES = ("CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)",
-            *DEDUP_INDEXES, LANGUAGE_INDEX)
+# The keyword index: GIN over the analyzer's terms.
+TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)"
+_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 # The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
 HNSW_INDEX = (f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
