@@ -263,7 +263,7 @@ def plot(rows: dict, path: Path) -> None:
 
 
 def page(rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter,
-         load: tuple[float, float], queries: list[dict]) -> list[str]:
+         queries: list[dict]) -> list[str]:
     before = {s: r.get("load_before") for s, r in rows.items()}
     quiet = all(v is not None and v < QUIET_LOAD for v in before.values())
     lines = ["# The drive benchmark", "",
@@ -369,8 +369,7 @@ def main() -> None:
             kept.write_text(json.dumps(r, default=str))
         print(f"{system}: {r['seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB, "
               f"{len(r['read'])} files read, MRR@10 {r['mrr']['all']:.3f}", flush=True)
-    lines = page(rows, drive, len(files), n_bytes, kinds, (0.0, os.getloadavg()[0]),
-                 queries)
+    lines = page(rows, drive, len(files), n_bytes, kinds, queries)
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
