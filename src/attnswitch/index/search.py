@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -52,6 +53,7 @@ from attnswitch.index.filters import SearchFilter
 from attnswitch.index.store import (
     MAX_EF_SEARCH,
     Store,
+    StoreDeadlineError,
     StoreInputError,
     check_ef_search,
     keyword_terms,
@@ -274,13 +276,16 @@ def check_k(k: Any) -> int:
 
 def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = None,
            mode: str | None = None, ef: int | None = None,
-           where: SearchFilter | None = None) -> list[Hit]:
+           where: SearchFilter | None = None, deadline: float | None = None) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
     `text` is given, else dense. `ef`: the ANN search beam of a large store (wider finds
     more of the exact nearest chunks, slower; default the store's `ef_search`). `where`:
     only chunks of the documents this filter keeps (`filters.SearchFilter`), applied in the
-    store's dense and keyword queries, so `k` hits come back when `k` chunks pass."""
+    store's dense and keyword queries, so `k` hits come back when `k` chunks pass.
+    `deadline`: a `time.monotonic()` time by which the search stops, done or not
+    (`StoreDeadlineError`; its statements under `Store.deadline`, its loops looking at the
+    clock); None: no deadline."""
     k = check_k(k)
     if ef is not None:  # also where no dense search will use it (mode "keyword")
         try:
@@ -298,33 +303,37 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         if np.ndim(query) != 1:
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
-    # Copies of a document are one result: a list holding copies is read again, twice as
-    # long, until k distinct results are found or the lists are exhausted.
-    n = 2 * k if mode != "hybrid" else max(2 * k, CANDIDATES)
-    while True:
-        dense = None if q is None else store.dense(q, n, ef, where=where)[0]
-        keyword = None if mode == "dense" else store.keyword(keyword_text(text), n,
-                                                             where=where)
-        if mode != "hybrid":
-            ranked = dense if keyword is None else keyword
-        else:
-            rows = store.chunks({cid for cid, _ in [*dense, *keyword]})
-            weights = dense_weights(model_languages(store), text, rows)
-            fused = fuse(dense, keyword, weights)
-            ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
-        distinct, also = distinct_documents(store, ranked, k)
-        full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
-        if len(distinct) >= k or not full:
-            break
-        n *= 2
-    return _hits(store, [distinct], [dense], [keyword], text, also)[0]
+    with store.deadline(deadline):
+        # Copies of a document are one result: a list holding copies is read again, twice as
+        # long, until k distinct results are found or the lists are exhausted.
+        n = 2 * k if mode != "hybrid" else max(2 * k, CANDIDATES)
+        while True:
+            on_time(deadline)
+            dense = None if q is None else store.dense(q, n, ef, where=where)[0]
+            keyword = None if mode == "dense" else store.keyword(keyword_text(text), n,
+                                                                 where=where)
+            if mode != "hybrid":
+                ranked = dense if keyword is None else keyword
+            else:
+                rows = store.chunks({cid for cid, _ in [*dense, *keyword]})
+                weights = dense_weights(model_languages(store), text, rows)
+                fused = fuse(dense, keyword, weights)
+                ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
+            distinct, also = distinct_documents(store, ranked, k, deadline)
+            full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
+            if len(distinct) >= k or not full:
+                break
+            n *= 2
+        return _hits(store, [distinct], [dense], [keyword], text, also)[0]
 
 
-def distinct_documents(store: Store, ranked: list[tuple[int, float]],
-                       k: int) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
+def distinct_documents(store: Store, ranked: list[tuple[int, float]], k: int,
+                       deadline: float | None = None
+                       ) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
     """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
     (the same bytes at other paths: `Store.copies_of`) left out after the first, and, for
-    each kept chunk whose document has copies, where they are ({"root", "path"} each)."""
+    each kept chunk whose document has copies, where they are ({"root", "path"} each).
+    Each document read looks at the clock first (`deadline`, as `search`'s)."""
     rows = store.chunks(cid for cid, _ in ranked)
     documents: dict[tuple[str, str], Any] = {}
     kept: list[tuple[int, float]] = []
@@ -334,6 +343,7 @@ def distinct_documents(store: Store, ranked: list[tuple[int, float]],
             continue
         place = (row.root, row.source)
         if place not in documents:
+            on_time(deadline)
             documents[place] = store.lookup(row.root, row.source)
         doc = documents[place]
         key = (doc.sha256, row.ordinal) if doc is not None and doc.sha256 else (cid,)
@@ -355,6 +365,13 @@ def distinct_documents(store: Store, ranked: list[tuple[int, float]],
         if others:
             also[cid] = others
     return kept, also
+
+
+def on_time(deadline: float | None) -> None:
+    """Raise `StoreDeadlineError` when the `time.monotonic()` time `deadline` has passed
+    (None: never)."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise StoreDeadlineError()
 
 
 def keyword_text(text: str) -> str:

@@ -81,6 +81,7 @@ from attnswitch.index.store_errors import (
     StoreBusyError,
     StoreConnectError,
     StoreCorruptError,
+    StoreDeadlineError,
     StoreInputError,
     check_schema,
 )
@@ -99,7 +100,8 @@ __all__ = [
     "EXACT_BELOW", "MAX_EF_SEARCH", "MAX_QUERY_TERMS", "REBUILD", "RUN_LOCK_WAIT_S",
     "RUN_STATUSES", "SCHEMA_VERSION", "VECTOR_DTYPE", "ChunkLike", "ChunkRecord", "ChunkRow",
     "RunRecord", "SQLiteStore", "Store", "StoreBase", "StoreBusyError", "StoreConnectError",
-    "StoreCorruptError", "StoreInputError", "StoreStatus", "StoredDocument", "SyncPlan",
+    "StoreCorruptError", "StoreDeadlineError", "StoreInputError", "StoreStatus",
+    "StoredDocument", "SyncPlan",
     "check_ef_search", "check_index_file", "check_schema", "indexed_sha", "is_fresh_row",
     "keyword_terms", "resolve_path", "root_key", "vector_key",
 ]
@@ -118,6 +120,8 @@ class Store(Protocol):
     `placeholder`, `transaction()`, `read()` and `exclusive()` are the seam for a table
     a layer above keeps in the store's schema (`jobs/jobs_table.py`): SQL with the store's
     parameter marks, in one transaction or one read, under the run lock where it must be.
+    `deadline(at)` stops the reads inside its block at the `time.monotonic()` time `at`
+    (`StoreDeadlineError`; the service's search, `store_base.StoreBase.deadline`).
     """
 
     location: str
@@ -178,4 +182,5 @@ class Store(Protocol):
                 where: SearchFilter | None = None) -> list[tuple[int, float]]: ...
     def allowed_documents(self, where: SearchFilter) -> list[int]: ...
     def languages(self) -> list[str]: ...
+    def deadline(self, at: float | None) -> contextlib.AbstractContextManager[None]: ...
 

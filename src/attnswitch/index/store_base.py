@@ -39,6 +39,7 @@ from attnswitch.index.store_errors import (
     REBUILD,
     StoreBusyError,
     StoreCorruptError,
+    StoreDeadlineError,
     StoreInputError,
 )
 
@@ -60,7 +61,6 @@ STORED_ELEMENT = np.dtype(VECTOR_DTYPE).newbyteorder("<")
 NORM_KEPT = 2.0**-10
 
 
-
 class StoreBase(abc.ABC):
     """What every store does the same way on top of its own hooks: freshness,
     classification, plans, skips and the runs table.
@@ -73,10 +73,14 @@ class StoreBase(abc.ABC):
     - `_lock_run()` / `_unlock_run()`: take and release the store's one-run-at-a-time lock;
     - `_upsert(conn, doc, status, config, run_id, *, n_chunks, n_tokens) -> int`: write a
       document row (`_document_values`), return its id;
-    - `close` of the `Store` protocol.
+    - `close` of the `Store` protocol;
+    - `_arm_deadline(at)` / `_disarm_deadline()` and `_deadline_passed(exc)`: make the
+      connection's statements stop at `at`, undo that, and tell the error an interrupted
+      statement raises (see `deadline`).
     """
 
     _mark: ClassVar[str] = "?"
+    _deadline: float | None = None  # set by `deadline` (time.monotonic()), else None
     _vector_column: ClassVar[str] = "vector"  # the chunks' column holding the vector
     # the chunks' columns a copy of a document takes besides the text, vectors and places
     _copied_columns: ClassVar[str] = "vector_key, language"
@@ -197,6 +201,50 @@ class StoreBase(abc.ABC):
         finally:
             self._unlock_run()
 
+    # -- deadlines ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def deadline(self, at: float | None) -> Iterator[None]:
+        """Stop this store's work inside the block by `at` (a `time.monotonic()` time; None:
+        no deadline): a statement still running then is interrupted (SQLite: its progress
+        handler; PostgreSQL: its statement timeout), and loops in Python over rows stop at
+        their next look at the clock; either raises `StoreDeadlineError`, also at once when
+        `at` has passed. Only reads should run under a deadline (an interrupted write is
+        rolled back). Nested: the earlier deadline holds."""
+        if at is None:
+            yield
+            return
+        outer = self._deadline
+        self._deadline = at if outer is None else min(outer, at)
+        try:
+            self._check_deadline()
+            self._arm_deadline(self._deadline)
+            yield
+        except Exception as exc:
+            if isinstance(exc, StoreDeadlineError) or not self._deadline_passed(exc):
+                raise
+            raise StoreDeadlineError() from None
+        finally:
+            self._deadline = outer
+            self._disarm_deadline()
+            if outer is not None:
+                self._arm_deadline(outer)
+
+    def _check_deadline(self) -> None:
+        """Raise `StoreDeadlineError` when the deadline of `deadline` has passed."""
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise StoreDeadlineError()
+
+    def _arm_deadline(self, at: float) -> None:
+        """Make the connection's statements stop at `at` (`deadline`)."""
+
+    def _disarm_deadline(self) -> None:
+        """Let the connection's statements run without a deadline again."""
+
+    def _deadline_passed(self, exc: BaseException) -> bool:
+        """Whether `exc` is the error of a statement the deadline interrupted."""
+        return False
+
     def beam(self, ef: int | None) -> int:
         """The ANN search beam of one dense search: `ef`, checked, or the store's
         `ef_search` when None."""
@@ -213,11 +261,17 @@ class StoreBase(abc.ABC):
 
     def allowed_documents(self, where: SearchFilter) -> list[int]:
         """The ids of the indexed documents `where` keeps (`filters.SearchFilter`): kinds
-        and times checked by SQL, paths and extensions here, on the rows SQL kept."""
+        and times checked by SQL, paths and extensions here, on the rows SQL kept, each
+        after a look at the clock under a `deadline`."""
         conditions, params = where.sql(self._mark)
         rows = self._read(f"SELECT d.id, d.root, d.source, d.kind FROM documents d "
                           f"WHERE {conditions} ORDER BY d.id", params)
-        return [int(r[0]) for r in rows if where.matches(r[1], r[2], r[3])]
+        allowed = []
+        for r in rows:  # a filter of many paths can cost milliseconds a document
+            self._check_deadline()
+            if where.matches(r[1], r[2], r[3]):
+                allowed.append(int(r[0]))
+        return allowed
 
     # -- the stored state ---------------------------------------------------------------
 

@@ -35,6 +35,16 @@ class StoreConnectError(AttnswitchError, ConnectionError):
     """The store's server cannot be reached or used (one line: what, where, why)."""
 
 
+class StoreDeadlineError(AttnswitchError, TimeoutError):
+    """Work of the store's stopped at the deadline its caller set (`StoreBase.deadline`):
+    the statement running then was interrupted, nothing was written, the connection is
+    usable. Not an error about the store itself (`is_store_error` is False)."""
+
+    def __init__(self, message: str = "deadline: expected the store's work done before "
+                 "the caller's deadline, got work left when it passed (stopped)"):
+        super().__init__(message)
+
+
 class StoreCorruptError(AttnswitchError, RuntimeError):
     """The store's file holds rows attnswitch cannot use (e.g. a vector whose length is
     not the store's dimension), or is not an index at all; the message names the file

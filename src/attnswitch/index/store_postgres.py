@@ -75,6 +75,7 @@ from attnswitch.index.store_base import (
 from attnswitch.index.store_errors import (
     StoreBusyError,
     StoreConnectError,
+    StoreDeadlineError,
     StoreInputError,
 )
 
@@ -101,6 +102,9 @@ DIM_LOCK = RUN_LOCK + 2
 
 # The pgvector release that added `halfvec` (the stored vectors' type).
 PGVECTOR_HALFVEC = (0, 7)
+# Under a deadline, a statement's `statement_timeout` is set again to the time left when
+# that has shrunk by more than this since it was last set (`_DeadlineConnection`).
+TIMEOUT_SLACK_MS = 50
 
 _EXTENSION = "CREATE EXTENSION IF NOT EXISTS vector"
 _SCHEMA = (
@@ -380,6 +384,31 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class _DeadlineConnection:
+    """A psycopg connection whose statements (`execute`) each run with PostgreSQL's
+    `statement_timeout` at most the time left until `at` (a `time.monotonic()` time), plus
+    `TIMEOUT_SLACK_MS`: the server cancels a statement still running then. A statement
+    asked for after `at` is not sent (`StoreDeadlineError`). Every other attribute is the
+    connection's (`raw`)."""
+
+    def __init__(self, raw: Any, at: float):
+        self.raw = raw
+        self.at = at
+        self._timeout_ms: int | None = None  # as last set on the session
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        left_ms = int((self.at - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            raise StoreDeadlineError()
+        if self._timeout_ms is None or self._timeout_ms - left_ms > TIMEOUT_SLACK_MS:
+            self.raw.execute(f"SET statement_timeout = {left_ms}")
+            self._timeout_ms = left_ms
+        return self.raw.execute(query, params, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
 class PostgresStore(StoreBase):
     """A PostgreSQL database with pgvector (see the module doc). `url` is a libpq URL;
     use as a context manager or call `close()`."""
@@ -432,6 +461,29 @@ class PostgresStore(StoreBase):
                 yield self._conn
         finally:
             self._in_transaction -= 1
+
+    # -- deadlines (`StoreBase.deadline`) --------------------------------------------
+
+    def _arm_deadline(self, at: float) -> None:
+        if isinstance(self._conn, _DeadlineConnection):  # a nested deadline: the earlier
+            self._conn.at = at
+        else:
+            self._conn = _DeadlineConnection(self._conn, at)
+
+    def _disarm_deadline(self) -> None:
+        import psycopg
+
+        if not isinstance(self._conn, _DeadlineConnection):
+            return  # opened again meanwhile (`_reconnect`): no timeout was set on it
+        self._conn = conn = self._conn.raw
+        if not (conn.closed or conn.broken):
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("RESET statement_timeout")
+
+    def _deadline_passed(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, psycopg.errors.QueryCanceled)
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._retrying(lambda: self._conn.execute(sql, params).fetchone())

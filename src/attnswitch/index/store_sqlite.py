@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -67,6 +68,9 @@ DB_NAME = "index.sqlite3"
 # read back as float32: 20,000 x 384 is 29 MiB and a query ~2 ms); from it on, the HNSW
 # graph answers.
 EXACT_BELOW = 20_000
+# SQLite virtual-machine instructions between two looks at the clock while a deadline is
+# set (`StoreBase.deadline`): a fraction of a millisecond of a statement's work.
+PROGRESS_EVERY = 10_000
 
 
 def resolve_path(path: str | os.PathLike | None = None) -> Path:
@@ -235,6 +239,36 @@ class SQLiteStore(StoreBase):
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+
+    # -- deadlines (`StoreBase.deadline`) --------------------------------------------
+
+    def _arm_deadline(self, at: float) -> None:
+        # SQLite calls this every PROGRESS_EVERY instructions of a statement; true
+        # interrupts the statement ("interrupted")
+        self._conn.set_progress_handler(lambda: time.monotonic() >= at, PROGRESS_EVERY)
+
+    def _disarm_deadline(self) -> None:
+        self._conn.set_progress_handler(None, 0)
+
+    def _deadline_passed(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
+
+    @contextlib.contextmanager
+    def _without_deadline(self) -> Iterator[None]:
+        """The block runs to its end whatever the deadline; the deadline is checked after
+        it (for loading the dense index, which every later search reuses: cut at each
+        request's deadline, a graph that takes longer than that to rebuild would never be
+        searched)."""
+        at, self._deadline = self._deadline, None
+        if at is not None:
+            self._disarm_deadline()
+        try:
+            yield
+        finally:
+            self._deadline = at
+            if at is not None:
+                self._arm_deadline(at)
+        self._check_deadline()
 
     # -- reading the stored state ---------------------------------------------------
 
@@ -462,13 +496,14 @@ class SQLiteStore(StoreBase):
         position = self._log_position()
         if self._dense is None or self._dense[0] != position:
             self._dense = None  # the old one is garbage before the new one loads
-            if self.count() < self.exact_below:
-                searcher: Any = self.vectors()
-            else:
-                searcher = HnswIndex.open(self)
-                if not searcher.mapped:
-                    self._keep(searcher)
-            self._dense = (position, searcher)
+            with self._without_deadline():
+                if self.count() < self.exact_below:
+                    searcher: Any = self.vectors()
+                else:
+                    searcher = HnswIndex.open(self)
+                    if not searcher.mapped:
+                        self._keep(searcher)
+                self._dense = (position, searcher)
         searcher = self._dense[1]
         if isinstance(searcher, tuple):
             return exact_top_k(*searcher, queries, n)
@@ -495,6 +530,7 @@ class SQLiteStore(StoreBase):
         want = min(int(n), len(allowed))
         wide = min(total, max(2 * want, int(2 * want * total / len(allowed))))
         while True:
+            self._check_deadline()
             found = self.dense(queries, wide, ef)
             kept = [[hit for hit in hits if hit[0] in allowed][:want] for hits in found]
             if all(len(hits) == want for hits in kept) or wide >= total:

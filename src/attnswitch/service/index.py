@@ -1,11 +1,29 @@
 """Search over the server's store (`serve --db`: a data folder, an index file or a
-PostgreSQL URL, opened by `index.location.open_store`), on a thread of its own.
+PostgreSQL URL, opened by `index.location.open_store`), on a small pool of threads of its
+own, each search within its request's deadline.
 
-The store's connection is made and used on one worker thread (sqlite3 connections belong
-to their thread). A SQLite store keeps its dense index (exact vectors or HNSW graph) loaded
-and reloads it when a job or a CLI run has committed since, and the index config is checked
-again then (`PRAGMA data_version` on a read-only connection of its own), so a search
-always sees the committed index without rereading it per query. A PostgreSQL store is
+`SEARCH_WORKERS` threads (`SearchIndex.executor`) each make and use their own connection
+to the store (sqlite3 connections belong to their thread; SQLite in WAL lets readers run
+side by side, PostgreSQL serves each connection in a process of its own), so one slow
+search holds one thread, never every search. A search carries its request's deadline down
+into its work (`index.search.search(deadline=)`, `Store.deadline`): a SQLite statement is
+interrupted by its progress handler, a PostgreSQL one by its statement timeout, and the
+loops in Python over documents and chunks look at the clock, so a search past its deadline
+stops (`StoreDeadlineError`, the service's 504) and its thread is free again at once. A
+search waits for a free thread with its deadline too: one that is still waiting when its
+request gives up is dropped unrun (the 504 of the request's deadline). `busy` counts the
+threads at work.
+
+Each thread's SQLite store keeps its own dense index (exact vectors or HNSW graph) loaded
+and reloads it when a job or a CLI run has committed since, and the index config is
+checked again then (`PRAGMA data_version` on a read-only connection of its own), so a
+search always sees the committed index without rereading it per query. One copy per
+thread rather than one shared: the exact vectors are below `EXACT_BELOW` rows (29 MiB at
+dimension 384: at most `SEARCH_WORKERS` times that), and a saved graph is memory-mapped
+read-only, its pages shared by the threads through the page cache; a graph loaded into
+memory to replay writes is saved at once when no run holds the store
+(`SQLiteStore._keep`), so the threads loading after that map it. Loading runs to its end
+whatever the request's deadline (every later search reuses it). A PostgreSQL store is
 searched on its server (pgvector's index); its config and chunk count are read again per
 search (other processes and nodes may write to it at any time).
 
@@ -15,18 +33,20 @@ not the service's is refused (409), as the CLI's search refuses it.
 A store that is unusable (a SQLite file corrupt, locked, of another schema, a vector of the
 wrong length: `index.store_errors`; a PostgreSQL server that refuses or drops the
 connection, e.g. while it restarts) answers 503 (`index_unavailable`) with what is wrong,
-without the store's path or address; every search tries the store again, so replacing the
-file or restarting the server heals the service without a restart. Embeddings never touch
-the store and stay up.
+without the store's path or address; every search tries the store again (the thread that
+met the error drops its connections), so replacing the file or restarting the server heals
+the service without a restart. Embeddings never touch the store and stay up.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +58,7 @@ from attnswitch.service.errors import ServiceError
 
 log = logging.getLogger("attnswitch.service")
 INDEX_NAME = "the server's index"  # what answers call the index file (never its path)
+CLOSE_WAIT_S = 5.0  # how long `SearchIndex.close` waits for the threads
 
 
 def connection_lost(exc: BaseException) -> bool:
@@ -76,45 +97,80 @@ def store_errors_unavailable() -> Iterator[None]:
                            code="index_unavailable") from None
 
 
+# Threads that search the store side by side, each with its own connection: a slow search
+# holds one of them, at most until its deadline, and the others answer meanwhile.
+SEARCH_WORKERS = 4
+
+
+class _Connections:
+    """One search thread's connections to the store and what it knows of the index."""
+
+    def __init__(self) -> None:
+        self.store: Any = None
+        self.watch: sqlite3.Connection | None = None  # SQLite: `PRAGMA data_version`
+        self.version: int | None = None
+        self.count = 0
+
+    def close(self) -> None:
+        for conn in (self.store, self.watch):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+        self.store = self.watch = self.version = None
+        self.count = 0
+
+
 class SearchIndex:
     """The store at `location` (`ServiceConfig.store_location`: a SQLite file, or a
-    PostgreSQL URL), searched on its own thread. `fingerprint` is the service model's
-    fingerprint (`index.config.model_fingerprint`), set once the model loaded. `jobs`:
-    whether this server indexes folders (`--jobs-root`), which decides what an answer on an
-    empty index tells the user to do."""
+    PostgreSQL URL), searched on `workers` threads of its own (`executor`; see the module
+    doc). `fingerprint` is the service model's fingerprint (`index.config.
+    model_fingerprint`), set once the model loaded. `jobs`: whether this server indexes
+    folders (`--jobs-root`), which decides what an answer on an empty index tells the user
+    to do."""
 
-    def __init__(self, location: str | os.PathLike, jobs: bool = False):
+    def __init__(self, location: str | os.PathLike, jobs: bool = False,
+                 workers: int = SEARCH_WORKERS):
         from attnswitch.index.location import is_url
 
         self.location = location
         self.path = None if is_url(location) else Path(location)  # a SQLite store's file
         self.jobs = jobs
         self.fingerprint: str | None = None
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-search")
-        self._store: Any = None
-        self._watch: sqlite3.Connection | None = None
-        self._count = 0
-        self._version: int | None = None
+        self.workers = workers
+        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="attnswitch-search")
+        self._local = threading.local()  # each thread's `_Connections`
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+
+    @property
+    def busy(self) -> int:
+        """How many of the threads are searching (or reading a view) now."""
+        return self._busy
 
     def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
-               mode: str = "dense", ef: int | None = None,
-               where: Any = None) -> tuple[list[Any], int | None]:
+               mode: str = "dense", ef: int | None = None, where: Any = None,
+               deadline: float | None = None) -> tuple[list[Any], int | None]:
         """The `k` best `index.search.Hit`s for a query's vector and text in `mode`, with
         ANN beam `ef`, among the documents the filter `where` keeps
         (`index.search.search`; runs on `executor`); and, when a filter gave no hit,
-        how many documents it keeps (else None)."""
-        from attnswitch.index.search import search
+        how many documents it keeps (else None). `deadline` (a `time.monotonic()` time):
+        the search stops by then with `StoreDeadlineError`, also before it starts when
+        it waited for a thread past it."""
+        from attnswitch.index.search import on_time, search
 
-        with self._unavailable_on_store_errors():
-            store = self._current()
-            hits = search(store, vector, k, text=text, mode=mode, ef=ef, where=where)
-            kept = None if where is None or hits else len(store.allowed_documents(where))
+        with self._working(), self._unavailable_on_store_errors():
+            on_time(deadline)
+            store = self._current(deadline)
+            with store.deadline(deadline):
+                hits = search(store, vector, k, text=text, mode=mode, ef=ef, where=where,
+                              deadline=deadline)
+                kept = None if where is None or hits else len(store.allowed_documents(where))
             return hits, kept
 
     def view(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(store, *args)` on the index (read-only views, `overview`; runs on
         `executor`), or None when there is no index file yet."""
-        with self._unavailable_on_store_errors():
+        with self._working(), self._unavailable_on_store_errors():
             store = self._open()
             return None if store is None else fn(store, *args)
 
@@ -143,9 +199,20 @@ class SearchIndex:
             return None
 
     @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        """Count this thread in `busy` for the block."""
+        with self._busy_lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._busy_lock:
+                self._busy -= 1
+
+    @contextlib.contextmanager
     def _unavailable_on_store_errors(self) -> Iterator[None]:
-        """Store errors become 503 `index_unavailable` (on the search thread: the
-        connections are dropped, and the next search reopens the file)."""
+        """Store errors become 503 `index_unavailable` (this thread's connections are
+        dropped, and its next search reopens the store)."""
         try:
             with store_errors_unavailable():
                 yield
@@ -154,40 +221,55 @@ class SearchIndex:
                 self._forget()
             raise
 
-    def _current(self) -> Any:
+    def _connections(self) -> _Connections:
+        """This thread's connections (made on its first use)."""
+        conns = getattr(self._local, "connections", None)
+        if conns is None:
+            conns = self._local.connections = _Connections()
+        return conns
+
+    def _current(self, deadline: float | None = None) -> Any:
+        """This thread's open store, its config checked again when the index changed
+        (`deadline` on the reads); 409 when there is no index or it is empty."""
         from attnswitch.index.config import stored_config
 
         if self._open() is None:
             raise self._empty("no index yet")
-        # SQLite: changed since the last search? Another store: always read again.
-        version = (None if self._watch is None else
-                   self._watch.execute("PRAGMA data_version").fetchone()[0])
-        if self._version is None or version is None or version != self._version:
-            config = stored_config(self._store)
-            if config is not None and self.fingerprint is not None and (
-                    config.model_fingerprint != self.fingerprint):
-                raise ServiceError(409, f"index: expected vectors of the served model, got "
-                                   f"{config.describe()}; serve with that model (--model) or "
-                                   "use another --db", code="index_model_mismatch")
-            self._version, self._count = version, self._store.count()
-        if self._count == 0:
+        conns = self._connections()
+        store = conns.store
+        with store.deadline(deadline):
+            # SQLite: changed since the last search? Another store: always read again.
+            version = (None if conns.watch is None else
+                       conns.watch.execute("PRAGMA data_version").fetchone()[0])
+            if conns.version is None or version is None or version != conns.version:
+                config = stored_config(store)
+                if config is not None and self.fingerprint is not None and (
+                        config.model_fingerprint != self.fingerprint):
+                    raise ServiceError(409, f"index: expected vectors of the served model, "
+                                       f"got {config.describe()}; serve with that model "
+                                       "(--model) or use another --db",
+                                       code="index_model_mismatch")
+                conns.version, conns.count = version, store.count()
+        if conns.count == 0:
             raise self._empty("an empty index")
-        return self._store
+        return store
 
     def _open(self) -> Any:
-        """The open store (opened on first use), or None when there is no index file."""
+        """This thread's open store (opened on first use), or None when there is no index
+        file."""
         from attnswitch.index.location import open_store
 
-        if self._store is None:
+        conns = self._connections()
+        if conns.store is None:
             if self.path is not None and not self.path.is_file():
                 return None
-            self._store = open_store(self.location)
-            if hasattr(self._store, "reconnect_for_s"):  # 503 at once, not a held request
-                self._store.reconnect_for_s = 0.0
+            conns.store = open_store(self.location)
+            if hasattr(conns.store, "reconnect_for_s"):  # 503 at once, not a held request
+                conns.store.reconnect_for_s = 0.0
             if self.path is not None:
-                self._watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro",
+                conns.watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro",
                                               uri=True)
-        return self._store
+        return conns.store
 
     def _empty(self, got: str) -> ServiceError:
         """The 409 for an index with nothing to search, saying how to fill it on this server:
@@ -199,16 +281,25 @@ class SearchIndex:
                             code="index_empty")
 
     def _forget(self) -> None:
-        """Close the connections and drop the loaded vectors (the next search reopens)."""
-        for conn in (self._store, self._watch):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
-        self._store = self._watch = self._index = self._version = None
+        """Close this thread's connections and drop its loaded vectors (its next search
+        reopens)."""
+        self._connections().close()
 
     def close(self) -> None:
+        """Close every thread's connections, each on its thread (sqlite3 refuses another),
+        then stop the threads. A barrier holds each thread to one `_forget`, so that every
+        thread gets one; a thread still busy after `CLOSE_WAIT_S` keeps its connections
+        until the process ends."""
+        barrier = threading.Barrier(self.workers)
+
+        def forget() -> None:
+            self._forget()
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(CLOSE_WAIT_S)
+
         try:
-            self.executor.submit(self._forget).result(timeout=5)
-        except Exception:
+            futures = [self.executor.submit(forget) for _ in range(self.workers)]
+            concurrent.futures.wait(futures, timeout=2 * CLOSE_WAIT_S)
+        except RuntimeError:  # shut down already
             pass
-        self.executor.shutdown(wait=False)
+        self.executor.shutdown(wait=False, cancel_futures=True)

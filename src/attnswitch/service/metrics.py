@@ -11,7 +11,8 @@ backend, fallbacks, failures, attention latency). Service metrics, all prefixed
   the label set);
 - `tokens_total{route}` model tokens encoded, `items_total{route}` texts encoded;
 - `rejected_total{reason}`: queue_full (429), deadline (504), not_ready (503);
-- `queue_depth` texts waiting for the model, `in_flight` requests being served;
+- `queue_depth` texts waiting for the model, `in_flight` requests being served,
+  `search_busy` search threads at work (`index.SearchIndex`);
 - `batches_total`, `batch_requests`, `batch_tokens`, `batch_seconds` per encoder call;
 - `process_*` (resident and virtual memory, CPU seconds, open files) from the standard
   process collector, `memory_rss_bytes` of this process;
@@ -47,7 +48,8 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 class ServiceMetrics:
     """The metrics of one service instance (see the module doc)."""
 
-    def __init__(self, queue_depth: Callable[[], float] = lambda: 0.0):
+    def __init__(self, queue_depth: Callable[[], float] = lambda: 0.0,
+                 search_busy: Callable[[], float] = lambda: 0.0):
         r = self.registry = CollectorRegistry(auto_describe=True)
         p = "attnswitch_service"
         self.requests = Counter(f"{p}_requests", "HTTP requests answered.",
@@ -63,6 +65,9 @@ class ServiceMetrics:
         depth = Gauge(f"{p}_queue_depth", "Texts admitted and waiting for the model.",
                       registry=r)
         depth.set_function(queue_depth)
+        busy = Gauge(f"{p}_search_busy", "Search threads at work (a search stops at its "
+                     "request's deadline, freeing its thread).", registry=r)
+        busy.set_function(search_busy)
         self.batches = Counter(f"{p}_batches", "Encoder calls.", registry=r)
         self.batch_requests = Histogram(f"{p}_batch_requests", "Requests per encoder call.",
                                         buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)

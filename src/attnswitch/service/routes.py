@@ -128,15 +128,23 @@ async def search(body: SearchRequest, request: Request,
     from attnswitch.index.store_errors import StoreInputError
 
     svc = service(request)
+    deadline = svc.deadline(timeout)
     check_items([body.query], 1, "query", is_list=False)
-    try:
-        where = SearchFilter.from_mapping(body.filter.model_dump() if body.filter else None)
-    except StoreInputError as exc:  # "type: expected ..." -> "filter.type: expected ..."
-        param = "filter." + exc.argument.removeprefix("filter.")
-        raise ServiceError(422, param + str(exc)[len(exc.argument):], code="invalid_filter",
-                           param=param) from None
-    hits, tokens, kept = await svc.search(body.query, body.k, svc.deadline(timeout),
-                                          body.mode, body.ef, where)
+    where = None
+    if body.filter is not None:
+        try:
+            # thousands of globs take seconds to compile: on a CPU thread, by the deadline
+            async with asyncio.timeout_at(deadline):
+                where = await svc.in_cpu_pool(SearchFilter.from_mapping,
+                                              body.filter.model_dump())
+        except StoreInputError as exc:  # "type: expected ..." -> "filter.type: expected ..."
+            param = "filter." + exc.argument.removeprefix("filter.")
+            raise ServiceError(422, param + str(exc)[len(exc.argument):],
+                               code="invalid_filter", param=param) from None
+        except TimeoutError:
+            raise svc.search_timed_out() from None
+    hits, tokens, kept = await svc.search(body.query, body.k, deadline, body.mode, body.ef,
+                                          where)
     # never the server's absolute paths
     data = [dataclasses.replace(h, root=svc.jobs.shown(h.root), uri="", also_at=[
         {**a, "root": svc.jobs.shown(a["root"])} for a in h.also_at]) for h in hits]

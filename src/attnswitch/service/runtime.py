@@ -3,8 +3,9 @@ worker threads, the search index, the jobs, the metrics and the readiness state.
 
 Threads: one model thread runs every encoder call (request batches and job encoding take
 turns on it); a small CPU pool tokenises requests and renders large responses; the search
-index has its own thread (it owns the store's connection); a job has its own thread, and
-the jobs' rows one more. The
+index has a small pool of threads, each with its own connection to the store, and every
+search stops at its request's deadline (`index.SearchIndex`); a job has its own thread,
+and the jobs' rows one more. The
 event loop only parses, admits, routes and awaits, so health checks stay fast under load.
 
 `embed` is the one path to the model for requests: readiness check (503), admission into
@@ -82,7 +83,8 @@ class Service:
         self.keys = KeyChecker(load_keys(config.api_key_file)) if config.api_key_file else None
         self.model_pool = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-model")
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="attnswitch-cpu")
-        self.metrics = ServiceMetrics(queue_depth=lambda: float(self.batcher.depth))
+        self.metrics = ServiceMetrics(queue_depth=lambda: float(self.batcher.depth),
+                                      search_busy=lambda: float(self.index.busy))
         self.batcher = Batcher(self._encode_ids, self.model_pool,
                                capacity=config.max_queue_items,
                                batch_tokens=config.batch_tokens,
@@ -321,7 +323,9 @@ class Service:
         """The `k` best chunks for `query` (`index.search` modes, ANN beam `ef`, only
         documents the filter `where` keeps), the tokens its encoding took (none for
         "keyword": the query is not encoded), and, when a filter found nothing, how many
-        documents it keeps (else None)."""
+        documents it keeps (else None). Encoding, waiting for a search thread and the
+        search itself all end by `deadline` (504); the search's own work stops there too
+        (`index.SearchIndex.search`), so its thread is free again for the next."""
         vector, tokens = None, 0
         if mode != "keyword":
             vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
@@ -331,17 +335,24 @@ class Service:
         from attnswitch.index.store import StoreInputError
 
         loop = asyncio.get_running_loop()
+        # the deadline on the clock the search threads read (the loop's may be another)
+        stop_at = time.monotonic() + (deadline - loop.time())
         try:
             async with asyncio.timeout_at(deadline):
                 hits, kept = await loop.run_in_executor(
-                    self.index.executor, self.index.search, vector, k, query, mode, ef, where)
+                    self.index.executor, self.index.search, vector, k, query, mode, ef, where,
+                    stop_at)
         except StoreInputError as exc:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
-        except TimeoutError:
-            self.metrics.rejected.labels("deadline").inc()
-            raise ServiceError(504, "deadline: expected search results within the request's "
-                               "timeout, got none in time", code="deadline_exceeded") from None
+        except TimeoutError:  # the request's deadline, or the search stopped at it
+            raise self.search_timed_out() from None
         return hits, tokens, kept
+
+    def search_timed_out(self) -> ServiceError:
+        """The 504 of a search past its request's deadline, counted."""
+        self.metrics.rejected.labels("deadline").inc()
+        return ServiceError(504, "deadline: expected search results within the request's "
+                            "timeout, got none in time", code="deadline_exceeded")
 
     async def in_cpu_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.cpu_pool, fn, *args)

@@ -1,0 +1,193 @@
+"""One search can no longer stall every search (issue 50, defect 1, the service's half): the
+service searched on one thread, and a search it had answered 504 ran on, so one expensive
+search held every other search behind it for minutes. Now searches run side by side on a
+few threads, each with its own connection to the store, and each stops its own work at its
+request's deadline: a SQLite statement by its progress handler, a PostgreSQL one by its
+statement timeout, a loop in Python over documents by a look at the clock.
+
+The expensive search is a real one: a path filter of 100,000 folders, none of which holds a
+document, over an index of 2,000 documents, costs 2 x 10^8 path comparisons per pass over
+the documents (minutes of CPU; no glob, so it does not depend on how globs are matched).
+The servers are real `attnswitch serve` processes on loopback, one per store (SQLite and
+PostgreSQL); every wait is on an answer or a metric, bounded."""
+
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from corpus_testing import copy_corpus
+
+from attnswitch.documents.ingest import Document
+from attnswitch.index.location import open_store
+from attnswitch.index.records import ChunkRecord
+from attnswitch.index.store_errors import StoreDeadlineError, is_store_error
+from attnswitch.jobs.run import RunOptions, run
+from attnswitch.service import launch
+from attnswitch.service.index import SEARCH_WORKERS
+from security_testing import STARTUP_TIMEOUT_S
+
+DOCUMENTS = 2_000  # short notes, besides a few real pages
+FOLDERS = 100_000  # folder prefixes of the filter, none of which holds a document
+EXPENSIVE = {"query": "harbour", "mode": "keyword",
+             "filter": {"path": [f"absent/{i:06d}" for i in range(FOLDERS)]}}
+QUERY = "how is a table joined to itself"
+# Seconds a request may take (`X-Request-Timeout`): an expensive search still running
+# while others are served; expensive searches that must stop; a cheap search on a loaded
+# machine, far less than what an expensive one would go on costing if it did not stop.
+RUNNING_S = 20
+STOPPED_S = 3
+CHEAP_S = 10
+WAIT_S = 60.0  # bound of every wait on a metric
+REAL_PAGES = ("postgresql/tutorial-join.html", "postgresql/tutorial-update.html")
+
+
+def _database(pg_cluster, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return pg_cluster.url.rsplit("/", 1)[0] + "/" + name
+
+
+def _fill(location: str, folder: Path, encoder) -> None:
+    """A few real pages indexed by `run` (the served model's config recorded), then
+    `DOCUMENTS` short notes of one chunk each, encoded by the same model."""
+    with open_store(location) as store:
+        summary = run(folder, store, RunOptions(), get_encoder=lambda: encoder)
+        assert summary.status == "completed" and summary.indexed == len(REAL_PAGES)
+        texts = [f"note {i}: the harbour log of day {i}" for i in range(DOCUMENTS)]
+        vectors = encoder.encode(texts)
+        root = str(folder.resolve())
+        for i, text in enumerate(texts):
+            source = f"notes/{i:05d}.txt"
+            store.write_document(
+                Document(root=root, source=source, path=folder / source, size=len(text),
+                         mtime_ns=1, sha256=f"{i:064x}", kind="text", text=text),
+                [ChunkRecord(text, 12, 0, len(text))], vectors[i:i + 1])
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def served(request, tmp_path_factory, encoder):
+    """A server over an index of `DOCUMENTS` notes and a few pages, on each store."""
+    base = tmp_path_factory.mktemp(f"deadline-{request.param}")
+    if request.param == "postgres":
+        location = _database(request.getfixturevalue("pg_cluster"), f"deadline_{id(base):x}")
+    else:
+        (base / "data").mkdir()
+        location = str(base / "data")
+    _fill(location, copy_corpus(base / "pages", REAL_PAGES), encoder)
+    srv = launch.start(base / "server", "--db", location, timeout=STARTUP_TIMEOUT_S)
+    yield srv
+    srv.stop()
+
+
+def search(client: httpx.Client, body: dict, timeout_s: float) -> httpx.Response:
+    return client.post("/v1/search", json=body, headers={"X-Request-Timeout": str(timeout_s)})
+
+
+def busy(client: httpx.Client) -> float | None:
+    """The server's search threads at work (`attnswitch_service_search_busy`), None when
+    it does not say."""
+    found = re.search(r"^attnswitch_service_search_busy (\S+)$",
+                      client.get("/metrics").text, re.MULTILINE)
+    return None if found is None else float(found.group(1))
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"expected {what} within {WAIT_S} s"
+        time.sleep(0.05)
+
+
+def assert_answers(client: httpx.Client) -> None:
+    """A cheap search of each mode answers, with hits, within `CHEAP_S`."""
+    for mode in ("keyword", "hybrid", "dense"):
+        r = search(client, {"query": QUERY, "k": 3, "mode": mode}, CHEAP_S)
+        assert r.status_code == 200, r.text
+        assert r.json()["data"], r.text
+
+
+def assert_stopped_in_time(r: httpx.Response) -> None:
+    assert r.status_code == 504, r.text
+    assert r.json()["error"]["code"] == "deadline_exceeded", r.text
+
+
+@pytest.mark.slow
+def test_other_searches_answer_while_one_runs_to_its_deadline(served) -> None:
+    with httpx.Client(base_url=served.url, timeout=120) as client, \
+            ThreadPoolExecutor(1) as pool:
+        expensive = pool.submit(search, client, EXPENSIVE, RUNNING_S)
+        wait_for(lambda: (busy(client) or 0) >= 1 or expensive.done(),
+                 "the expensive search on a search thread")
+        assert_answers(client)
+        assert not expensive.done(), "answered beside the expensive search, not after it"
+        assert_stopped_in_time(expensive.result())
+        wait_for(lambda: busy(client) == 0, "every search thread free after the 504")
+        assert_answers(client)
+
+
+@pytest.mark.slow
+def test_searches_past_their_deadline_stop_and_free_their_threads(served) -> None:
+    """As many expensive searches as there are search threads, each with a short deadline:
+    each answers 504 and stops, so a cheap search after them answers at once (before, the
+    one search thread went on with the first of them for minutes, and the cheap one got
+    its own 504)."""
+    with httpx.Client(base_url=served.url, timeout=120) as client, \
+            ThreadPoolExecutor(SEARCH_WORKERS) as pool:
+        expensive = [pool.submit(search, client, EXPENSIVE, STOPPED_S)
+                     for _ in range(SEARCH_WORKERS)]
+        wait_for(lambda: busy(client) == SEARCH_WORKERS or all(f.done() for f in expensive),
+                 "every search thread on an expensive search")
+        for future in expensive:
+            assert_stopped_in_time(future.result())
+        assert_answers(client)
+        wait_for(lambda: busy(client) == 0, "every search thread free")
+
+
+# The stores' own part, without a server: the statement running at the deadline is
+# interrupted, and the store goes on answering.
+COUNT_TO = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {m}) "
+            "SELECT count(*) FROM c")  # 10^12 rows: days of work
+
+
+def test_a_statement_running_at_its_deadline_is_interrupted(location) -> None:
+    with open_store(location) as store:
+        statement = COUNT_TO.format(m=store.placeholder)
+        with pytest.raises(StoreDeadlineError) as stopped:
+            with store.deadline(time.monotonic() + 0.5):
+                store.read(statement, (10**12,))
+        assert not is_store_error(stopped.value)  # no 503, no connection dropped
+        assert str(stopped.value).startswith("deadline: expected ")
+        assert store.read("SELECT 1") == [(1,)]  # the same connection, no deadline left
+        assert store.read(statement, (1000,))[0][0] == 1000
+        with pytest.raises(StoreDeadlineError):  # a deadline already past: nothing runs
+            with store.deadline(time.monotonic() - 1):
+                store.read("SELECT 1")
+
+
+def test_a_filter_over_many_documents_stops_at_its_deadline(location, encoder) -> None:
+    """The documents a filter keeps are checked in Python, one by one: a deadline stops
+    that loop too, in `index.search.search` as in the service."""
+    from attnswitch.index.filters import SearchFilter
+    from attnswitch.index.search import search as search_store
+
+    where = SearchFilter.from_mapping(EXPENSIVE["filter"])
+    with open_store(location) as store:
+        vectors = encoder.encode(["the harbour log"])
+        for i in range(200):
+            text = f"note {i}: the harbour log"
+            store.write_document(
+                Document(root="/notes", source=f"{i}.txt", path=Path(f"/notes/{i}.txt"),
+                         size=len(text), mtime_ns=1, sha256=f"{i:064x}", kind="text",
+                         text=text), [ChunkRecord(text, 8, 0, len(text))], vectors)
+        with pytest.raises(StoreDeadlineError):
+            search_store(store, vectors[0], 5, text="harbour", where=where,
+                         deadline=time.monotonic() + 0.5)
+        assert search_store(store, vectors[0], 5, text="harbour")  # then answers as before
