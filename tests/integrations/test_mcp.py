@@ -84,6 +84,9 @@ async def exercise(session: ClientSession, indexed, allowed: Path, private: bool
     assert all(len(t.description) > 100 for t in tools.values())
     assert set(tools["search"].input_schema["properties"]) >= {
         "query", "k", "mode", "path", "type", "modified_after", "modified_before"}
+    # the stores' ids, as the HTTP route takes them (out of them: tests/security)
+    chunk_id = tools["get_document"].input_schema["properties"]["chunk_id"]
+    assert (chunk_id["minimum"], chunk_id["maximum"]) == (1, 2**63 - 1)
 
     found = payload(await session.call_tool("search", {"query": QUESTION, "k": 3}))
     hits = found["hits"]

@@ -3,10 +3,11 @@ speak the Model Context Protocol.
 
     attnswitch mcp [--db DIR|URL] [--allow-index ROOT ...]                  (stdio)
     attnswitch mcp --http [--host 127.0.0.1] [--port 8765] [--api-key-file FILE] [--allow-no-auth]
+                   [--max-sessions N] [--session-idle-minutes MINUTES]
 
 Exit status: 0 after a clean stop, 2 for a refused configuration (the mcp extra missing, an
 allowed root that is not a folder, an unreadable key file, a non-loopback host without
-keys), 1 when the address cannot be bound.
+keys, session settings out of range), 1 when the address cannot be bound.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Annotated
 import typer
 
 from attnswitch.cli.options import StoreOption, nonblank_path
+from attnswitch.integrations.mcp_sessions import (DEFAULT_IDLE_MINUTES, DEFAULT_MAX_SESSIONS,
+                                                  MAX_IDLE_MINUTES, MAX_SESSIONS_LIMIT)
 
 
 def mcp_command(
@@ -40,6 +43,14 @@ def mcp_command(
     allow_no_auth: Annotated[bool, typer.Option(
         "--allow-no-auth", help="With --http: serve a non-loopback address without keys.")
     ] = False,
+    max_sessions: Annotated[int, typer.Option(
+        help=f"With --http: the most sessions open at once (1 to {MAX_SESSIONS_LIMIT:,}); a "
+        "client that starts another one meanwhile is answered 503 \"Too many open "
+        "sessions\", and the open ones go on.")] = DEFAULT_MAX_SESSIONS,
+    session_idle_minutes: Annotated[float, typer.Option(
+        help="With --http: minutes a session may go with no request in flight (no call, no "
+        "open event stream) before it is closed, freeing its place; its client then starts "
+        f"a new one. Above 0, at most {MAX_IDLE_MINUTES:g}.")] = DEFAULT_IDLE_MINUTES,
 ) -> None:
     """Serve the index to MCP clients (assistants): tools search, get_document,
     index_status, and index_folder under --allow-index roots. stdio by default."""
@@ -57,7 +68,8 @@ def mcp_command(
         if not http:
             run_stdio(server)
             return
-        run_http(server, host, port, api_key_file=api_key_file, allow_no_auth=allow_no_auth)
+        run_http(server, host, port, api_key_file=api_key_file, allow_no_auth=allow_no_auth,
+                 max_sessions=max_sessions, session_idle_minutes=session_idle_minutes)
     except (ValueError, BindRefusedError, KeyFileError) as exc:
         typer.echo(f"attnswitch mcp: {exc}", err=True)
         raise typer.Exit(2) from None

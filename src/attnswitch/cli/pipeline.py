@@ -507,7 +507,8 @@ def _render_files(console: Any, title: str, rows: list[dict], column: str) -> No
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.", show_default=False,
                                          metavar="QUERY")],
-    k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many chunks.")] = 5,
+    k: Annotated[int, typer.Option("-k", "--k", help="How many chunks: at least 1, at most "
+                                   "what the service's /v1/search returns.")] = 5,
     mode: Annotated[Mode, typer.Option(
         metavar="MODE", help="hybrid: by meaning and words, fused; dense: by meaning (the "
         "model's vectors); keyword: by words (full text; loads no model).")] = Mode.hybrid,
@@ -561,6 +562,11 @@ def search_command(
     except UnicodeEncodeError as exc:
         raise _fail("search", f"QUERY: expected UTF-8 text, got a byte that is not UTF-8 at "
                     f"character {exc.start}", as_json, 2) from None
+    from attnswitch.service.schemas import MAX_K  # the limit of /v1/search's k
+
+    if not 1 <= k <= MAX_K:  # refused before the store opens
+        raise _fail("search", f"-k: expected an integer from 1 to {MAX_K}, got {k}", as_json,
+                    2)
     location = store_location(db)
     mode = Mode(mode).value
     if ef is not None and not 1 <= ef <= MAX_EF_SEARCH:  # refused before the model loads

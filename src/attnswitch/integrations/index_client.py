@@ -7,9 +7,13 @@ same keys from both), best first.
 `SearchSpec` holds what a search asks besides its query (k, mode, the filters), checked
 when it is made by the checks `attnswitch.search` runs, so a bad value is refused where
 the adapter is built, with the argument named (`StoreInputError`, a `ValueError`:
-"mode: expected one of hybrid, dense, keyword, got 'fuzzy'"). A refusal by the server
-raises `RemoteSearchError` (a `ValueError`) with the server's own message; a server that
-cannot be reached raises httpx's error.
+"mode: expected one of hybrid, dense, keyword, got 'fuzzy'"). A search that cannot be
+made raises `IndexSearchError`, one line saying what was wrong: a refusal by the server
+(`RemoteSearchError`, a subclass, with the server's own message), an answer that is not a
+search's answer (not JSON, or not the shape `/v1/search` gives: each hit checked against
+`Hit`, so a missing or wrongly typed field is named, "data[0].chunk_id"), or a damaged
+local index (the CLI's line for it, `store_errors.describe`). A server that cannot be
+reached raises httpx's error.
 
 `hit_metadata(hit)` is a hit's dict less its text: every field `Hit` has (path, root,
 heading_path, location, score, rank, chunk_id, snippet, also_at, ...), whatever fields it
@@ -19,6 +23,7 @@ gains later, so that adapters never keep a hand-picked list.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +34,14 @@ SEARCH_ROUTE = "/v1/search"
 DEFAULT_TIMEOUT_S = 60.0
 
 
-class RemoteSearchError(AttnswitchError, ValueError):
-    """The service refused a search: its status and message."""
+class IndexSearchError(AttnswitchError, RuntimeError):
+    """A search the adapters could not make (see the module doc): one line naming what
+    was wrong."""
+
+
+class RemoteSearchError(IndexSearchError, ValueError):
+    """The service refused a search (its status and message), or answered 200 with what is
+    not a search's answer."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +107,16 @@ def check_source(db: str | os.PathLike | None, url: str | None) -> None:
 def search_local(query: str, db: str | os.PathLike | None, spec: SearchSpec
                  ) -> list[dict[str, Any]]:
     """The hits of the index at `db` (see the module doc)."""
-    from attnswitch.jobs.api import search
+    from attnswitch.index.store_errors import describe, is_store_error
+    from attnswitch.jobs.api import location_of, search
 
-    return [h.to_dict() for h in search(query, db, spec.k, spec.mode, **spec.filters())]
+    try:
+        hits = search(query, db, spec.k, spec.mode, **spec.filters())
+    except Exception as exc:
+        if not is_store_error(exc):
+            raise
+        raise IndexSearchError(describe(exc, str(location_of(db)))) from None
+    return [h.to_dict() for h in hits]
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -106,6 +124,14 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 
 def _hits(response: Any) -> list[dict[str, Any]]:
+    """The hits of a `/v1/search` answer, checked against the service's own schema
+    (`SearchResponse`, strictly: "7" is not a chunk id); a refusal or an answer of another
+    shape is `RemoteSearchError`. The hits are the answer's dicts as they came, so that
+    fields a newer server adds still reach the frameworks."""
+    from pydantic import ValidationError
+
+    from attnswitch.service.schemas import SearchResponse
+
     if response.status_code != 200:
         try:
             error = response.json()["error"]
@@ -114,7 +140,33 @@ def _hits(response: Any) -> list[dict[str, Any]]:
             message = response.text[:500]
         raise RemoteSearchError(f"{SEARCH_ROUTE}: the service answered "
                                 f"{response.status_code}: {message}")
-    return list(response.json()["data"])
+    try:
+        SearchResponse.model_validate_json(response.content, strict=True)
+    except ValidationError as exc:
+        raise RemoteSearchError(f"{SEARCH_ROUTE}: expected a search answer from the service "
+                                f"(JSON: an object whose data lists hits), got "
+                                f"{_problem(exc)}") from None
+    return list(json.loads(response.content)["data"])
+
+
+def _problem(exc: Any) -> str:
+    """What is wrong with an answer, from pydantic's first error: where and what."""
+    error = exc.errors(include_url=False)[0]
+    if error["type"] == "json_invalid":
+        return f"a body that is not JSON ({error['msg']})"
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                    for part in error["loc"]).lstrip(".")
+    if not where:
+        return f"{_shown(error['input'])}, not an object"
+    if error["type"] == "missing":
+        return f"one without {where}"
+    return f"one whose {where} is {_shown(error['input'])} ({error['msg']})"
+
+
+def _shown(value: Any) -> str:
+    """`value` for a message: its repr, cut to 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def search_remote(query: str, url: str, spec: SearchSpec, api_key: str | None = None,
@@ -158,8 +210,8 @@ async def asearch(query: str, spec: SearchSpec, db: str | os.PathLike | None = N
     return await asyncio.to_thread(search_local, query, db, spec)
 
 
-__all__ = ["RemoteSearchError", "SearchSpec", "asearch", "check_source", "hit_metadata",
-           "search"]
+__all__ = ["IndexSearchError", "RemoteSearchError", "SearchSpec", "asearch", "check_source",
+           "hit_metadata", "search"]
 
 
 def check_encoder(engine: str, precision: str) -> None:

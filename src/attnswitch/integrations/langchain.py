@@ -16,8 +16,11 @@
   (`integrations.extraction`), with the same metadata names as a hit.
 
 A bad value is refused when the object is built, as pydantic's `ValidationError` naming
-the field ("mode: expected one of hybrid, dense, keyword, got 'fuzzy'"); a search the
-service refuses raises `RemoteSearchError` (a `ValueError`) with the service's message.
+the field ("mode: expected one of hybrid, dense, keyword, got 'fuzzy'"). A search that
+cannot be made raises `index_client.IndexSearchError`, one line naming what was wrong: a
+refusal by the service (`RemoteSearchError`, a `ValueError` too, with the service's
+message), an answer that is not a search's answer (not JSON, a missing or wrongly typed
+field), or a damaged local index (the line `attnswitch search` prints for it).
 
     from langchain_core.prompts import ChatPromptTemplate
     from attnswitch.integrations.langchain import AttnswitchRetriever

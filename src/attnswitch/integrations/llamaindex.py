@@ -17,8 +17,11 @@
 A bad value is refused when the object is built: pydantic's `ValidationError` for the
 embedding (a pydantic model in LlamaIndex), `ValueError` naming the argument for the
 retriever and the reader (plain classes in LlamaIndex), e.g. "mode: expected one of
-hybrid, dense, keyword, got 'fuzzy'". A search the service refuses raises
-`RemoteSearchError` (a `ValueError`) with the service's message.
+hybrid, dense, keyword, got 'fuzzy'". A search that cannot be made raises
+`index_client.IndexSearchError`, one line naming what was wrong: a refusal by the service
+(`RemoteSearchError`, a `ValueError` too, with the service's message), an answer that is
+not a search's answer (not JSON, a missing or wrongly typed field), or a damaged local
+index (the line `attnswitch search` prints for it).
 
     from llama_index.core.query_engine import RetrieverQueryEngine
     from attnswitch.integrations.llamaindex import AttnswitchRetriever

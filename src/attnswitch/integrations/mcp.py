@@ -11,15 +11,20 @@ Tools (their descriptions below are written for the model that calls them):
 - `index_folder`: index (or bring up to date) a folder, only inside a root the server was
   started with (`--allow-index ROOT`); without one the tool is not offered.
 
-Transports: stdio (`run_stdio`, the default: the client spawns `attnswitch mcp`), and
-streamable HTTP (`run_http`, `--http`) at `http://HOST:PORT/mcp`, with the same
-authentication as `attnswitch serve` (`service.auth`): bearer keys from `--api-key-file`
-(hashed, compared in constant time); without keys a non-loopback host is refused unless
-`--allow-no-auth`, and a keyless loopback server refuses other Host names.
+Transports: stdio (`run_stdio`, the default: the client spawns `attnswitch mcp`), where a
+malformed message (not JSON, a batch, no method, an id that is not a string or an integer)
+is answered with a JSON-RPC error (`mcp_stdio`), and streamable HTTP (`run_http`, `--http`)
+at `http://HOST:PORT/mcp`, with the same authentication as `attnswitch serve`
+(`service.auth`): bearer keys from `--api-key-file` (hashed, compared in constant time);
+without keys a non-loopback host is refused unless `--allow-no-auth`, and a keyless
+loopback server refuses other Host names. At most `--max-sessions` HTTP sessions are open
+at once (a new one past them is answered 503), and one idle for `--session-idle-minutes`
+is closed (`mcp_sessions`).
 
 A refusal (a bad filter value, an unknown path or chunk, a folder outside the allowed
-roots) is the SDK's tool error: the call returns `is_error=True` with one line naming the
-argument ("folder: expected a folder inside an allowed root (...), got ..."). Arguments
+roots, a chunk_id outside the stores' ids, 1 to 2^63 - 1, as the HTTP route takes them) is
+the SDK's tool error: the call returns `is_error=True` with one line naming the argument
+("folder: expected a folder inside an allowed root (...), got ..."). Arguments
 that fail the tool's schema (an unknown mode, k out of range) are refused by the SDK the
 same way. Over HTTP, roots are shown by their name only (never a server path), as
 `attnswitch serve` shows them.
@@ -39,6 +44,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from attnswitch.errors import AttnswitchError
+from attnswitch.integrations.mcp_sessions import (DEFAULT_IDLE_MINUTES, DEFAULT_MAX_SESSIONS,
+                                                  check_sessions)
+from attnswitch.service.schemas import MAX_CHUNK_ID
 
 MAX_K = 50
 MAX_CHARS = 200_000
@@ -137,6 +145,11 @@ class IndexTools:
         if (path is None) == (chunk_id is None):
             raise ToolError("path, chunk_id: expected exactly one of them, got "
                             + ("both" if path is not None else "neither"))
+        if chunk_id is not None and not 1 <= chunk_id <= MAX_CHUNK_ID:
+            got = (str(chunk_id) if chunk_id.bit_length() <= 128
+                   else f"an integer of {chunk_id.bit_length()} bits")
+            raise ToolError(f"chunk_id: expected an integer from 1 to {MAX_CHUNK_ID} (the "
+                            f"chunk_id of a search hit), got {got}")
         with self._store() as store:
             if chunk_id is not None:
                 return self._chunk(store, chunk_id, around)
@@ -262,8 +275,11 @@ def build_server(db: str | os.PathLike | None = None,
     async def get_document(
         path: Annotated[str | None, Field(description="A document's path as search gives "
                                           "it ('postgresql/tutorial-update.html').")] = None,
-        chunk_id: Annotated[int | None, Field(ge=1, description="A chunk_id from search: "
-                                              "that passage and its neighbours.")] = None,
+        # The id's range is checked by `get_document` (one line naming chunk_id; the SDK's
+        # own refusal is pydantic's multi-line report) and shown to clients in the schema.
+        chunk_id: Annotated[int | None, Field(
+            json_schema_extra={"minimum": 1, "maximum": MAX_CHUNK_ID},
+            description="A chunk_id from search: that passage and its neighbours.")] = None,
         root: Annotated[str | None, Field(description="Optional. The root search gives, when "
                                           "the same path is indexed under two roots.")] = None,
         around: Annotated[int, Field(ge=0, le=MAX_AROUND, description="With chunk_id: how "
@@ -304,8 +320,13 @@ def build_server(db: str | os.PathLike | None = None,
 
 
 def run_stdio(server: MCPServer) -> None:
-    """Serve on stdin/stdout until the client closes them."""
-    server.run("stdio")
+    """Serve on stdin/stdout until the client closes them; a malformed message is answered
+    with a JSON-RPC error (`mcp_stdio`)."""
+    import anyio
+
+    from attnswitch.integrations.mcp_stdio import serve_stdio
+
+    anyio.run(serve_stdio, server)
 
 
 class BearerKeys:
@@ -330,11 +351,21 @@ class BearerKeys:
         await self.app(scope, receive, send)
 
 
-def http_app(server: MCPServer, host: str, api_key_file: str | os.PathLike | None) -> Any:
-    """The streamable HTTP app at `MCP_PATH`, behind the service's authentication."""
+def http_app(server: MCPServer, host: str, api_key_file: str | os.PathLike | None, *,
+             max_sessions: int = DEFAULT_MAX_SESSIONS,
+             session_idle_minutes: float = DEFAULT_IDLE_MINUTES) -> Any:
+    """The streamable HTTP app at `MCP_PATH`, behind the service's authentication.
+
+    At most `max_sessions` sessions are open at once: an `initialize` past them is refused
+    by the SDK's session manager (HTTP 503, a JSON-RPC error "Too many open sessions", and
+    a warning on stderr) while the open ones go on; a session with no request in flight
+    (no call, no open event stream) for `session_idle_minutes` is closed, and its id then
+    answers 404, so that its client starts a new one (`mcp_sessions`)."""
     from attnswitch.service.auth import KeyChecker, LoopbackHostMiddleware, load_keys
 
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    max_sessions, idle_s = check_sessions(max_sessions, session_idle_minutes)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
+                                     max_sessions=max_sessions, session_idle_timeout=idle_s)
     if api_key_file is not None:
         return BearerKeys(app, KeyChecker(load_keys(api_key_file)))
     return LoopbackHostMiddleware(app)
@@ -342,17 +373,21 @@ def http_app(server: MCPServer, host: str, api_key_file: str | os.PathLike | Non
 
 def run_http(server: MCPServer, host: str = "127.0.0.1", port: int = 8765, *,
              api_key_file: str | os.PathLike | None = None, allow_no_auth: bool = False,
+             max_sessions: int = DEFAULT_MAX_SESSIONS,
+             session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
              log_level: str = "warning") -> None:
     """Serve streamable HTTP until stopped. Refuses a non-loopback host without keys
     (`auth.check_bind`); binds the socket itself (port 0: a free one) and prints
-    "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving."""
+    "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving. Sessions:
+    see `http_app`."""
     import uvicorn
 
     from attnswitch.service.auth import check_bind
     from attnswitch.service.server import bind
 
     check_bind(host, api_key_file is not None, allow_no_auth)
-    app = http_app(server, host, api_key_file)
+    app = http_app(server, host, api_key_file, max_sessions=max_sessions,
+                   session_idle_minutes=session_idle_minutes)
     sock = bind(host, port)
     bound, bound_port = sock.getsockname()[:2]
     shown = f"[{bound}]" if ":" in bound else bound
