@@ -1,16 +1,23 @@
 """`attnswitch watch` as a user runs it: a real process that indexes the folder, prints one
-JSON line per batch, follows a file added to it, and ends cleanly (exit 0) on SIGTERM."""
+JSON line per batch, follows a file added to it, and ends cleanly (exit 0) on SIGTERM; one
+that another run's lock and its folder deleted make wait (one line each), never exit."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
+import threading
 from pathlib import Path
 
+import pytest
+
+from attnswitch.index.location import open_store
 from cli_testing import CORPUS, FAST, SMALL
 
 WAIT_S = 300  # a cold process loads the model first
@@ -38,3 +45,103 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+HOLDER = textwrap.dedent("""
+    import sys
+    from attnswitch.index.location import open_store
+    store = open_store(sys.argv[1])
+    store.begin_run()
+    print("locked", flush=True)
+    sys.stdin.readline()  # held until the test closes stdin
+""")
+
+
+class Lines:
+    """The JSON lines a process prints, read on a thread of their own so that each wait
+    for one is bounded."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.lines = proc, queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, what: str) -> dict:
+        try:
+            line = self.lines.get(timeout=WAIT_S)
+        except queue.Empty:
+            pytest.fail(f"no line within {WAIT_S} s: {what}")
+        if line is None:
+            self.proc.wait(WAIT_S)
+            pytest.fail(f"watch ended (exit {self.proc.returncode}) before {what}: "
+                        f"{self.proc.stderr.read()}")
+        try:
+            return json.loads(line)
+        except ValueError:
+            pytest.fail(f"not a JSON line, waiting for {what}: {line!r}")
+
+    def until_waiting(self, what: str) -> tuple[dict, list[dict]]:
+        """The next `waiting` line, and the batches printed before it."""
+        batches = []
+        while (line := self.next(what)).get("status") != "waiting":
+            batches.append(line)
+        return line, batches
+
+
+def found(db: Path, word: str) -> set[str]:
+    with open_store(db) as store:
+        hits = store.keyword(word, 100)
+        return {c.source for c in store.chunks([cid for cid, _ in hits]).values()}
+
+
+@pytest.mark.slow
+def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
+    folder, data = tmp_path / "docs", tmp_path / "data"
+    for source in SMALL[:2]:
+        (folder / source).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(CORPUS / source, folder / source)
+    line = [sys.executable, "-m", "attnswitch.cli", "watch", str(folder), "--db", str(data),
+            "--json", "--debounce-ms", "200", "--read-workers", "0", *FAST[:4]]
+    proc = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    holder = None
+    try:
+        lines = Lines(proc)
+        assert lines.next("the first run")["new"] == 2
+        # another run of the same index holds its lock: one line, and the change waits
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(data)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "locked"
+        (folder / "capybara.txt").write_text("The capybara bathes in the warm pond.\n")
+        waiting, _ = lines.until_waiting("the wait for the other run")
+        assert (waiting["waiting_for"], waiting["message"]) == (
+            "lock", "waiting for another run of this index to finish ...")
+        holder.stdin.close()
+        assert holder.wait(WAIT_S) == 0
+        batch = lines.next("the change, once the other run ended")
+        assert (batch["status"], batch["new"]) == ("completed", 1)
+        assert found(data, "capybara") == {"capybara.txt"}
+        # the folder deleted: one line; made again, its file is indexed
+        shutil.rmtree(folder)
+        waiting, before = lines.until_waiting("the wait for the folder")
+        assert waiting["waiting_for"] == "root" and str(folder) in waiting["message"]
+        (folder / "later").mkdir(parents=True)
+        (folder / "later" / "ocelot.txt").write_text("The ocelot hunts at dusk.\n")
+        batches = before
+        while sum(b["deleted"] for b in batches) < 3 or not found(data, "ocelot"):
+            batches.append(lines.next("the file of the folder made again"))
+        assert sum(b["deleted"] for b in batches) == 3
+        assert all(b["status"] == "completed" for b in batches)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(WAIT_S) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        for p in (holder, proc):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()

@@ -107,3 +107,26 @@ def test_watch_follows_adds_changes_moves_deletes_and_restarts(docs: Path, tmp_p
         assert found(location, "narwhal") == {"later.txt"}
     finally:
         again.close()
+
+
+def test_watch_follows_folders_made_after_it_started(docs: Path, tmp_path: Path,
+                                                     encoder) -> None:
+    """Each folder is watched alone (not recursively), so a folder made while watching
+    must join the watched ones: a file written deep in a new tree at once, and one written
+    later into a new, empty folder, are both indexed."""
+    location = tmp_path / "db" / "index.sqlite3"
+    watcher = Watcher(docs, location, encoder)
+    try:
+        watcher.until(lambda: watcher.summaries, "the catch-up run")
+        (docs / "a" / "b" / "c").mkdir(parents=True)
+        (docs / "a" / "b" / "c" / "deep.txt").write_text("The gecko climbs the glass.\n")
+        watcher.until(lambda: found(location, "gecko") == {"a/b/c/deep.txt"}, "a deep file")
+
+        seen = len(watcher.summaries)
+        (docs / "empty").mkdir()
+        watcher.until(lambda: len(watcher.summaries) > seen, "the run a new folder starts")
+        (docs / "empty" / "later.txt").write_text("The heron waits in the shallows.\n")
+        watcher.until(lambda: found(location, "heron") == {"empty/later.txt"},
+                      "a file written into the new folder")
+    finally:
+        watcher.close()

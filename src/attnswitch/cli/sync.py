@@ -7,8 +7,12 @@
 chunks and vectors; a path with no indexed document is refused with one line naming it.
 `watch` indexes FOLDER (catching up with whatever changed since the last run), then
 follows its changes until Ctrl-C or SIGTERM, printing one line per batch (with --json,
-one JSON object per line: the run's summary). It keeps the model, precision and chunking
-the index was made with; for a new index, those of run's defaults and the options given.
+one JSON object per line: the run's summary). It watches the folders a run walks (no link
+followed). When another run holds the index, or the folder is deleted (or replaced by a
+link or a file), it prints one line (with --json, `{"status": "waiting", ...}`) and waits
+for the lock, or for a folder there again, then catches up; it never exits for either.
+It keeps the model, precision and chunking the index was made with; for a new index, those
+of run's defaults and the options given.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from attnswitch.cli.options import (
     file_rules,
     nonblank_path,
 )
-from attnswitch.cli.output import jsonable, print_json
+from attnswitch.cli.output import jsonable, print_json, rich_console, terminal_text
 
 
 def forget_command(
@@ -118,13 +122,22 @@ def watch_command(
                    f"{s.skipped} skipped; {s.chunks_encoded:,} chunks encoded "
                    f"({s.chunks_reused:,} reused); {s.indexed:,} documents indexed")
 
+    def waiting(reason: str, line: str) -> None:
+        if as_json:
+            typer.echo(json.dumps({"status": "waiting", "waiting_for": reason,
+                                   "message": line}))
+            return
+        rich_console().print(f"{time.strftime('%H:%M:%S')} {terminal_text(line)}",
+                             soft_wrap=True, highlight=False)
+
     location = store_location(db)
     stop = threading.Event()
     with _store_errors("watch", location, as_json), \
             _open_store(location, "watch", as_json) as store, _stopped_by_sigterm(stop):
         try:
             watch(path, store, options_of_index(store, options),
-                  stop_event=stop, on_batch=report, debounce_ms=debounce_ms)
+                  stop_event=stop, on_batch=report, on_wait=waiting,
+                  debounce_ms=debounce_ms)
         except KeyboardInterrupt:
             raise _fail("watch", "interrupted", as_json, 130) from None
         except AttnswitchError as exc:
