@@ -17,8 +17,11 @@ never forked from this process, whose engine threads (JAX, torch, OpenVINO) woul
 survive a fork ("forkserver" would do, but its server keeps workers alive after a
 `kill -9` of the run). As with any spawned process, a script that reads through the pool
 must guard its entry point (`if __name__ == "__main__":`). A worker ignores Ctrl-C (the
-consumer's process stops it) and dies with its parent (Linux `PR_SET_PDEATHSIG`), so a
-killed run leaves no reader behind.
+consumer's process stops it) and dies with its parent (Linux `PR_SET_PDEATHSIG`, set
+for the thread that submits the files: the consumer's, which closes the pool before it
+ends), so a killed run leaves no reader behind; the programs a reader starts (antiword,
+Tesseract...) die with their worker in turn (`readers.helper_process`), whether the run
+is killed or the worker ends at its deadline.
 
 Failures never stop the stream:
 
@@ -53,7 +56,6 @@ import os
 import pickle
 import queue
 import signal
-import sys
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -66,6 +68,7 @@ from typing import Any
 
 from attnswitch.documents.ingest import Document, SourceFile, load
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
+from attnswitch.documents.readers.parent_death import die_with_parent
 from attnswitch.documents.readers.skip import Skip
 
 # The most seconds one file's extraction may take: a scanned PDF of about 250 pages at
@@ -73,7 +76,6 @@ from attnswitch.documents.readers.skip import Skip
 DEFAULT_TIMEOUT_S = 600.0
 # The sizes on disk of the files in flight add up to at most this (one file always goes).
 DEFAULT_BYTES_IN_FLIGHT = 64 * 2**20
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _POLL_S = 0.25
 
 Loader = Callable[..., Document]
@@ -252,12 +254,7 @@ def _start_worker(parent: int, started: multiprocessing.queues.SimpleQueue) -> N
     global _started
     _started = started
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)
+    die_with_parent(parent)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@
   LibreOffice and other writers keep all text.
 
 The programs run as subprocesses on a temporary copy of the file, with at most
-`ReadOptions.tool_timeout_s` each (`Skip.TIMED_OUT` past it). A program that is not
-installed skips the file as `Skip.NEEDS_TOOL` naming the Debian package, never silently
-empty. A password-protected OOXML file (an OLE2 file with an `EncryptedPackage`) is
+`ReadOptions.tool_timeout_s` each (`Skip.TIMED_OUT` past it), through
+`readers.helper_process`: none outlives its call, nor the process that made it. A
+program that is not installed skips the file as `Skip.NEEDS_TOOL` naming the Debian
+package, never silently empty. A password-protected OOXML file (an OLE2 file with an `EncryptedPackage`) is
 skipped as encrypted, like under its own name.
 """
 
@@ -35,6 +36,7 @@ from types import MappingProxyType
 
 from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
 from attnswitch.documents.readers.containers import OLE_MAGIC, ole_skip
+from attnswitch.documents.readers.helper_process import run
 from attnswitch.documents.readers.skip import Skip, Skipped
 from attnswitch.documents.readers.tabular import sheet_blocks
 from attnswitch.documents.readers.text import paragraphs
@@ -127,8 +129,7 @@ def run_tool(args: list[str], data: bytes, options: ReadOptions, what: str) -> s
         with open(path, "wb") as fh:
             fh.write(data)
         try:
-            done = subprocess.run([*args, path], capture_output=True,
-                                  timeout=options.tool_timeout_s, stdin=subprocess.DEVNULL)
+            done = run([*args, path], timeout_s=options.tool_timeout_s)
         except subprocess.TimeoutExpired:
             raise Skipped(Skip.TIMED_OUT, f"{what}: {program} took more than "
                                           f"{options.tool_timeout_s:g} s") from None

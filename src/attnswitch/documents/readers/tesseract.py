@@ -5,7 +5,8 @@ detection, OSD), and the text it recognises in a page.
 The readers run Tesseract's program directly, as they run antiword and xls2csv, rather than
 through pytesseract (a thin wrapper over the same program): each call here needs its own
 environment (one thread), time limit and reading of the program's output, which is all
-pytesseract would add.
+pytesseract would add. Each run goes through `readers.helper_process`: no Tesseract
+outlives its call, nor the process that made it (a `kill -9` of the run included).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 import re
 import subprocess
 from pathlib import Path
+
+from attnswitch.documents.readers.helper_process import run
 
 _LIST_TIMEOUT_S = 30
 _SCRIPT = re.compile(r"^Script: (\S+)$", re.MULTILINE)
@@ -56,8 +59,8 @@ def build() -> str:
 
 def _output(args: list[str]) -> str:
     try:
-        done = subprocess.run(args, capture_output=True, timeout=_LIST_TIMEOUT_S, check=True,
-                              env=tesseract_env())
+        done = run(args, timeout_s=_LIST_TIMEOUT_S, env=tesseract_env())
+        done.check_returncode()
     except (OSError, subprocess.SubprocessError) as exc:
         raise RuntimeError(f"Tesseract does not run: {type(exc).__name__}: {exc}") from None
     return done.stdout.decode(errors="replace")
@@ -88,10 +91,9 @@ def recognise_png(png: bytes, languages: str, timeout_s: float) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
-def _run(args: list[str], png: bytes, timeout_s: float) -> subprocess.CompletedProcess:
+def _run(args: list[str], png: bytes, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run(args, input=png, capture_output=True, timeout=timeout_s,
-                              env=tesseract_env())
+        return run(args, input=png, timeout_s=timeout_s, env=tesseract_env())
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"Tesseract took more than {timeout_s:g} s") from None
     except OSError as exc:
