@@ -637,6 +637,52 @@ def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
+def open_indexed(root: str | os.PathLike, source: str) -> int:
+    """A read-only descriptor of the regular file that a store records as `source` (its
+    "/"-separated names) below `root` (the absolute, resolved path a store records), opened
+    the way `load` reads it; the caller closes it.
+
+    Every folder from "/" down to the file, and the file itself, is opened without
+    following a link, so a root, folder or file swapped for a link since the scan is never
+    followed. A `source` that is itself a link is read as the scan read it: its target, when
+    that lies below `root` and is not a hidden path (`_link_target`), opened below the root
+    without following links. What is opened is checked to be what was looked at (device
+    and inode), so a file renamed over it meanwhile is not returned either.
+
+    Raises `FileNotFoundError` or `NotADirectoryError` when nothing is at that path now,
+    and another `OSError` when what is there is not a file `load` would read: a link on the
+    way or to outside the root or a hidden path (ELOOP), not a regular file or not a path
+    a scan records (EINVAL), replaced while it was opened (ESTALE), unreadable (EACCES).
+    """
+    base = Path(root)
+    parts = tuple(source.split("/"))
+    if not base.is_absolute() or any(part in ("", ".", "..") for part in parts):
+        raise OSError(errno.EINVAL, "not a path below the root", source)
+    root_fd = _open_beneath(_open_dir("/", None), base.parts[1:], _DIR_FLAGS)
+    try:
+        st = _lstat_beneath(root_fd, parts)
+        if stat.S_ISLNK(st.st_mode):
+            parts, why = _link_target(base, parts, include_hidden=False)
+            if why is not None or not parts:
+                raise OSError(errno.ELOOP, f"a link not followed ({why or 'to its folder'})",
+                              source)
+            st = _lstat_beneath(root_fd, parts)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, "a link whose target is a link now", source)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({_mode_name(st.st_mode)})",
+                          source)
+        fd = _open_beneath(os.dup(root_fd), parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+                           | getattr(os, "O_BINARY", 0))
+    finally:
+        os.close(root_fd)
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise OSError(errno.ESTALE, "replaced while it was opened", source)
+    return fd
+
+
 def _read(entry: SourceFile, max_bytes: int) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file `entry` names, opened below its root without following
     any link (a path swapped for a link after the scan is refused, not read). The root's

@@ -10,7 +10,7 @@ server's absolute paths: folders are shown by `shown`, the model by its name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from attnswitch.service.errors import ServiceError
 
@@ -93,30 +93,51 @@ INLINE_TYPES = frozenset({"application/pdf", "text/plain", "image/png", "image/j
 
 
 def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
-    """The file of the document that holds chunk `chunk_id`, as indexed: {"path": its real
-    path, "name", "media_type", "inline"}; 404 when no chunk has that id, or when the file
-    is gone, is no longer a regular file, or now resolves outside its indexed folder (a link
-    swapped in since it was indexed)."""
+    """What the index recorded of the file of the document that holds chunk `chunk_id`:
+    {"root", "source" (where a store records it), "size", "mtime_ns", "sha256" (None: not
+    recorded), "label" (how answers name it), "name", "media_type", "inline"}; for
+    `open_chunk_file`, never an answer (it holds the server's path). 404 when no chunk has
+    that id, `file_changed` when its document is no longer recorded under its folder as it
+    resolves now (the folder swapped for a link, or the document forgotten meanwhile)."""
     import mimetypes
-    import stat as stat_module
-    from pathlib import Path
+    from pathlib import PurePosixPath
 
     found = store.chunks([chunk_id]).get(chunk_id)
     if found is None:
         raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
                            f"{chunk_id}", code="chunk_not_found", param="chunk_id")
-    root = Path(found.root)
+    label = f"{shown(found.root)}/{found.source}"
+    document = store.lookup(found.root, found.source)
+    if document is None:
+        raise _file_changed(chunk_id, label, "its folder or its record changed")
+    name = PurePosixPath(found.source).name
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return {"root": found.root, "source": found.source, "size": document.size,
+            "mtime_ns": document.mtime_ns, "sha256": document.sha256, "label": label,
+            "name": name, "media_type": media_type, "inline": media_type in INLINE_TYPES}
+
+
+def open_chunk_file(found: dict[str, Any], chunk_id: int) -> BinaryIO:
+    """The file `found` (`chunk_file`) of chunk `chunk_id`, open, when it is still the file
+    indexed (`indexed_file.open_as_indexed`: found without following a link, of the recorded
+    size, modification time and SHA-256); else 404, `file_not_found` when nothing is there,
+    `file_changed` when something else is. Reads the whole file to hash it: call it off the
+    event loop."""
+    from attnswitch.service.indexed_file import FileChanged, open_as_indexed
+
     try:
-        real_root = root.resolve(strict=True)
-        real = (root / found.source).resolve(strict=True)
-        regular = stat_module.S_ISREG(real.stat().st_mode)
-    except OSError:
-        real, real_root, regular = None, None, False
-    if real is None or not regular or not real.is_relative_to(real_root):
+        return open_as_indexed(found["root"], found["source"], found["size"],
+                               found["mtime_ns"], found["sha256"])
+    except FileChanged as exc:
+        raise _file_changed(chunk_id, found["label"], str(exc)) from None
+    except OSError:  # gone (FileNotFoundError, NotADirectoryError), or an I/O error
         raise ServiceError(404, f"file: expected the indexed file of chunk {chunk_id} "
-                           f"({shown(found.root)}/{found.source}), got none there now (moved, "
-                           "deleted or no longer inside its folder)", code="file_not_found",
-                           param="chunk_id")
-    media_type = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
-    return {"path": str(real), "name": Path(found.source).name, "media_type": media_type,
-            "inline": media_type in INLINE_TYPES}
+                           f"({found['label']}), got none there now (moved, deleted or "
+                           "unreadable)",
+                           code="file_not_found", param="chunk_id") from None
+
+
+def _file_changed(chunk_id: int, label: str, how: str) -> ServiceError:
+    return ServiceError(404, f"file: expected the indexed file of chunk {chunk_id} ({label}) "
+                        f"as it was indexed, got another there now ({how})", code="file_changed",
+                        param="chunk_id")

@@ -30,10 +30,12 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response
 
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
+from attnswitch.service.indexed_file import IndexedFileResponse
 from attnswitch.service.limits import check_items
 from attnswitch.service.runtime import Service
 from attnswitch.service.schemas import (
@@ -243,14 +245,16 @@ async def chunk_context(request: Request,
     return found
 
 
-@v1.get("/chunks/{chunk_id}/file", response_class=FileResponse,
+@v1.get("/chunks/{chunk_id}/file", response_class=IndexedFileResponse, status_code=200,
         responses={**errors(401, 404, 422, 503),
                    200: {"description": "The indexed file the chunk comes from."}})
-async def chunk_file(request: Request,
-                     chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)]) -> FileResponse:
+async def chunk_file(request: Request, chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)]
+                     ) -> IndexedFileResponse:
     """The original file of a hit (the document that holds the chunk), to the users the
-    service admits: only a file indexed in this store, found again at its indexed place
-    and inside its indexed folder; PDFs, images and plain text shown in place, everything
+    service admits: only the bytes indexed in this store, of a file found again at its
+    indexed place without following a link and still of its recorded size, modification
+    time and SHA-256 (else 404 `file_changed`; `file_not_found` when it is gone), sent from
+    the descriptor that was checked; PDFs, images and plain text shown in place, everything
     else (HTML included) downloaded; never run as this origin's content (a sandbox
     Content-Security-Policy, no type sniffing)."""
     found = await _view(request, overview.chunk_file, chunk_id)
@@ -258,10 +262,11 @@ async def chunk_file(request: Request,
         raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
                            f"{chunk_id} (no index yet)", code="chunk_not_found",
                            param="chunk_id")
-    return FileResponse(found["path"], media_type=found["media_type"], filename=found["name"],
-                        content_disposition_type="inline" if found["inline"] else "attachment",
-                        headers={"Content-Security-Policy": "sandbox",
-                                 "X-Content-Type-Options": "nosniff"})
+    file = await run_in_threadpool(overview.open_chunk_file, found, chunk_id)
+    return IndexedFileResponse(file, found["size"], media_type=found["media_type"],
+                               filename=found["name"], inline=found["inline"],
+                               headers={"Content-Security-Policy": "sandbox",
+                                        "X-Content-Type-Options": "nosniff"})
 
 
 @v1.get("/hardware", responses=errors(401, 503))
