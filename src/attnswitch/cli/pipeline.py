@@ -562,7 +562,7 @@ def search_command(
     except UnicodeEncodeError as exc:
         raise _fail("search", f"QUERY: expected UTF-8 text, got a byte that is not UTF-8 at "
                     f"character {exc.start}", as_json, 2) from None
-    from attnswitch.service.schemas import MAX_K  # the limit of /v1/search's k
+    from attnswitch.index.records import MAX_K  # the limit of /v1/search's k too
 
     if not 1 <= k <= MAX_K:  # refused before the store opens
         raise _fail("search", f"-k: expected an integer from 1 to {MAX_K}, got {k}", as_json,

@@ -28,6 +28,11 @@ EF_SEARCH = 512
 # The widest beam a store or a request may ask for: pgvector's own limit, kept for both
 # stores so that one request's cost stays bounded.
 MAX_EF_SEARCH = 1000
+# The most hits one search returns, in every interface (`/v1/search`'s `k`, `search -k`).
+MAX_K = 100
+# A chunk id as the stores keep it: a SQLite rowid or a PostgreSQL bigint, 1 .. 2^63 - 1
+# (a larger one in a path used to overflow inside the store and answer 500).
+MAX_CHUNK_ID = 2**63 - 1
 # A keyword query uses at most this many of its words.
 MAX_QUERY_TERMS = 64
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")

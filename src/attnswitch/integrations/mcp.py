@@ -46,7 +46,7 @@ from pydantic import Field
 from attnswitch.errors import AttnswitchError
 from attnswitch.integrations.mcp_sessions import (DEFAULT_IDLE_MINUTES, DEFAULT_MAX_SESSIONS,
                                                   check_sessions)
-from attnswitch.service.schemas import MAX_CHUNK_ID
+from attnswitch.index.records import MAX_CHUNK_ID
 
 MAX_K = 50
 MAX_CHARS = 200_000

@@ -18,18 +18,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnswitch.index.search import Hit
-from attnswitch.index.store import MAX_EF_SEARCH
+from attnswitch.index.records import MAX_CHUNK_ID, MAX_EF_SEARCH, MAX_K
 
-MAX_K = 100
 # The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
 # schema carries it so that validation stops at the limit: the errors of a huge list of
 # wrong items are never all produced.
 MAX_INPUT_ITEMS = 2048
-
-
-# A chunk id as the stores keep it: a SQLite rowid or a PostgreSQL bigint, 1 .. 2^63 - 1
-# (a larger one in a path used to overflow inside the store and answer 500).
-MAX_CHUNK_ID = 2**63 - 1
 
 
 class _Request(BaseModel):
