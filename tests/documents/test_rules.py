@@ -6,10 +6,13 @@ a new rule excludes leaves the index."""
 from __future__ import annotations
 
 import dataclasses
+import random
 from pathlib import Path
 
 import pytest
+from pathspec import GitIgnoreSpec
 
+from attnswitch.documents import globs
 from attnswitch.errors import ConfigError
 from attnswitch.documents.ingest import scan
 from attnswitch.index.location import open_store
@@ -78,11 +81,50 @@ def test_gitignore_files_are_honoured_when_asked(root: Path, encoder, location) 
 def test_system_folders_are_walked_when_asked_and_bad_globs_are_refused(root: Path) -> None:
     sources = {e.source for e in scan(root, rules=FileRules(system_folders=True))}
     assert "node_modules/pkg/readme.txt" in sources and "$RECYCLE.BIN/old.txt" in sources
-    for bad in ("", "  ", "# a comment"):
+    for bad in ("", "  ", "# a comment", "/"):
         with pytest.raises(ConfigError, match="exclude: expected a glob pattern"):
             FileRules(exclude=(bad,))
     with pytest.raises(ConfigError, match="include: expected a list of glob patterns"):
         FileRules(include="*.txt")
+    for bad, reason in (("[z-a]*", "invalid character class range: z-a"),
+                        ("docs/[abc", "a [ that no ] closes"),
+                        ("x\\", "Invalid git pattern"),
+                        ("?" * 1025, "more than the 1024 characters a glob may have")):
+        with pytest.raises(ConfigError, match=r"^include: expected a gitignore-style glob, "
+                           r"got .*\(" + reason.replace("[", r"\[")):
+            FileRules(include=("*.txt", bad))
+
+
+# Pieces of globs (gitignore syntax: escapes, classes, `**`, negation, a comment) and of
+# names; each random glob is short, so Python's re answers pathspec's own matching quickly.
+ATOMS = ("a", "b", "*", "?", "/", "**/", "/**", "[ab]", "[!a]", "[]a]", "[a-b]", "\\*",
+         ".", "**", "!", "#", " ", "\\ ")
+NAME_PARTS = ("a", "b", "/", ".", "*", "ab", "a/b", " ", "!", "#", "]")
+
+
+def test_globs_match_as_pathspec_reads_them() -> None:
+    """`globs` (RE2) decides as pathspec's own matching (Python's re) on random ignore
+    files of short globs, for files and folders ("name/"): same order, negation and
+    folder rules; only a line pathspec would drop (an unclosed "[") is refused."""
+    rng = random.Random(50)
+    names = {"/".join(p for p in "".join(rng.choice(NAME_PARTS) for _ in range(
+        rng.randint(1, 6))).split("/") if p) for _ in range(400)} - {""}
+    names |= {n + "/" for n in names}
+    compared = 0
+    for _ in range(400):
+        lines = ["".join(rng.choice(ATOMS) for _ in range(rng.randint(1, 5)))
+                 for _ in range(rng.randint(1, 3))]
+        try:
+            ours = globs.spec([globs.compile_glob(line) for line in lines])
+        except globs.GlobError as exc:
+            assert exc.reason == "a [ that no ] closes" or "Invalid git pattern" in exc.reason
+            continue
+        theirs = GitIgnoreSpec.from_lines(lines, backend="simple")
+        for name in sorted(names):
+            assert ours.check_file(name).include == theirs.check_file(name).include, (
+                lines, name)
+        compared += 1
+    assert compared > 300
 
 
 def _with(rules: FileRules) -> RunOptions:

@@ -43,7 +43,9 @@ def test_no_value_is_no_filter() -> None:
     ({"modified_before": 20240101}, "modified_before"),
     ({"modified_after": "2024-06-01", "modified_before": "2024-01-01"}, "modified_before"),
     ({"modified_after": "2999-01-01"}, "modified_after"), ({"type": 5}, "type"),
-    ({"path": 5}, "path"),
+    ({"path": 5}, "path"), ({"path": "[z-a]*"}, "path"), ({"path": "#*.md"}, "path"),
+    ({"path": ["docs/", "/srv/[abc*"]}, "path[1]"), ({"path": "*?" * 513}, "path"),
+    ({"path": [f"d{i}/" for i in range(101)]}, "path"),
 ])
 def test_a_bad_value_is_refused_by_its_field(kwargs, field) -> None:
     with pytest.raises(StoreInputError, match="^" + re.escape(field) + ": expected ") as e:

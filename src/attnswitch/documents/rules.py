@@ -17,9 +17,12 @@ The walk (`ingest.scan`) asks a `Walker` about each folder and file:
   deleted from the index by the next run.
 
 Ignore files apply to their own folder and those below it, the deeper file deciding last
-(git's order; a negation `!pattern` re-includes). Patterns are parsed by pathspec
-(`GitIgnoreSpec`), never by hand. The rules of a root are stored in the store's meta
-(`meta_key`) as JSON.
+(git's order; a negation `!pattern` re-includes). Every glob is compiled by `globs`
+(pathspec's gitignore semantics, matched by RE2 in time linear in the name): an include or
+exclude pattern it refuses (longer than `globs.MAX_CHARS`, `[z-a]`, an unclosed `[`) is a
+`ConfigError` naming `include` or `exclude`; such a line of an ignore file is left out with
+a logged warning naming the file and the line, and the file's other lines apply. The rules
+of a root are stored in the store's meta (`meta_key`) as JSON.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from attnswitch.documents import globs
 from attnswitch.errors import ConfigError
 
 # Folders that hold no one's documents: recycle bins and file-system bookkeeping (Windows,
@@ -45,6 +50,7 @@ IGNORE_FILES = (".gitignore", ".ignore")
 SYSTEM_FOLDER = "system folder"
 EXCLUDED = "excluded"
 META_PREFIX = "rules:"
+log = logging.getLogger(__name__)
 
 
 def meta_key(root: str) -> str:
@@ -69,10 +75,7 @@ class FileRules:
                 raise ConfigError(f"{name}: expected a list of glob patterns, got "
                                   f"{patterns!r}")
             object.__setattr__(self, name, tuple(patterns))
-            for p in patterns:
-                if not p.strip() or p.strip().startswith("#"):
-                    raise ConfigError(f"{name}: expected a glob pattern, got {p!r}")
-                _spec([p], name)
+            _spec(patterns, name)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -86,14 +89,32 @@ class FileRules:
         return Walker(self)
 
 
-def _spec(lines: Sequence[str], where: str):
-    from pathspec import GitIgnoreSpec
+def _spec(patterns: Sequence[str], name: str) -> Any:
+    """The spec of the `include` or `exclude` patterns (`name`); a blank line, a comment,
+    a lone "/" or a glob `globs` refuses is a `ConfigError` naming the field."""
+    compiled = []
+    for p in patterns:
+        try:
+            pattern = None if p.strip().startswith("#") else globs.compile_glob(p)
+        except globs.GlobError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+        if pattern is None:
+            raise ConfigError(f"{name}: expected a glob pattern, got {globs.shown(p)}")
+        compiled.append(pattern)
+    return globs.spec(compiled)
 
-    try:
-        return GitIgnoreSpec.from_lines(lines)
-    except (ValueError, TypeError) as exc:  # pathspec's own words on a bad pattern
-        raise ConfigError(f"{where}: expected gitignore-style glob patterns, got "
-                          f"{list(lines)!r} ({exc})") from None
+
+def _ignore_patterns(where: str, text: str) -> list[Any]:
+    """The compiled patterns of the ignore file `where` (its path below the root, for the
+    warning), in order; a line `globs` refuses is left out with a warning."""
+    patterns = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            patterns.append(globs.compile_glob(line))
+        except globs.GlobError as exc:
+            log.warning("%s line %d: %s; the line is ignored, the file's other lines apply",
+                        where, number, exc)
+    return [p for p in patterns if p is not None]
 
 
 class Walker:
@@ -106,19 +127,16 @@ class Walker:
         self.rules = rules
         self.include = _spec(rules.include, "include") if rules.include else None
         self.exclude = _spec(rules.exclude, "exclude") if rules.exclude else None
-        self.ignores: list[tuple[str, object]] = []  # (folder, its spec), outermost first
+        self.ignores: list[tuple[str, Any]] = []  # (folder, its spec), outermost first
 
     def enter(self, rel: str, read: Callable[[str], str | None]) -> None:
         """Take in the ignore files of the folder `rel` ("" for the root)."""
         if not self.rules.gitignore:
             return
-        lines = [line for name in IGNORE_FILES if (text := read(name)) is not None
-                 for line in text.splitlines()]
-        if lines:
-            try:
-                self.ignores.append((rel, _spec(lines, f"{rel or '.'}/.gitignore")))
-            except ConfigError:  # a broken ignore file of the user's ignores nothing
-                pass
+        patterns = [p for name in IGNORE_FILES if (text := read(name)) is not None
+                    for p in _ignore_patterns(f"{rel}/{name}" if rel else name, text)]
+        if patterns:
+            self.ignores.append((rel, globs.spec(patterns)))
 
     def leave(self, rel: str) -> None:
         """Drop the ignore files of the folder `rel` once its walk is done."""

@@ -10,6 +10,10 @@ the keyword arguments of `attnswitch.search`) and on both stores.
   `/` separators. A value that starts with `/` is an absolute path (`/home/me/drive/reports`,
   `/home/me/drive/*.md` for the folder's top level only), matched against the indexed
   folder joined with the path, so a store holding several folders can be narrowed to one.
+  Globs are compiled by `documents.globs` (RE2: matched in time linear in the path,
+  whatever the glob); one it refuses (longer than `globs.MAX_CHARS` characters, `[z-a]`,
+  an unclosed `[`, a `#` comment that would match nothing) is a `StoreInputError` naming
+  `path` (or `path[i]`), and so are more than `MAX_PATHS` values.
 - `type`: kinds or extensions, any of which a document must be. A kind is what the readers
   record (`pdf`, `docx`, `html`, `markdown`, `text`, `code`, `image`, `eml`, ...) or a
   group of them (`mail`, `office`, `spreadsheet`, `presentation`, `notebook`, `ebook`,
@@ -38,8 +42,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import pathspec
-
+from attnswitch.documents import globs
 from attnswitch.documents.readers.registry import extension_kinds, readers
 from attnswitch.index.store_errors import StoreInputError
 
@@ -54,6 +57,9 @@ GROUPS = MappingProxyType({
     "ebook": ("epub",),
 })
 FIELDS = ("path", "type", "modified_after", "modified_before")
+# Each glob is an RE2 program of up to a MiB asked about every document; no one narrows a
+# search by more folders or globs than this.
+MAX_PATHS = 100
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -75,6 +81,9 @@ class SearchFilter:
            modified_after: Any = None, modified_before: Any = None) -> SearchFilter | None:
         """The filter the values give, None when none is given (no filter)."""
         paths = _strings("path", path)
+        if len(paths) > MAX_PATHS:
+            raise StoreInputError("path", f"at most {MAX_PATHS} folder prefixes or globs",
+                                  f"{len(paths)} of them")
         kinds, extensions = _types(_strings("type", type))
         after = _when("modified_after", modified_after)
         before = _when("modified_before", modified_before)
@@ -83,7 +92,8 @@ class SearchFilter:
                                   f"({_shown(after)})", _shown(before))
         if not (paths or kinds or extensions) and after is None and before is None:
             return None
-        specs = tuple(_spec(p) for p in paths)
+        specs = tuple(_spec(p, "path" if len(paths) == 1 else f"path[{i}]")
+                      for i, p in enumerate(paths))
         return cls(paths, kinds, extensions, after, before, specs)
 
     @classmethod
@@ -202,13 +212,22 @@ def _shown(ns: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat()
 
 
-def _spec(pattern: str) -> Any:
-    """A glob's compiled gitignore spec (pathspec, as `--include` reads it); None for a
-    prefix."""
+def _spec(pattern: str, name: str) -> Any:
+    """A glob's compiled gitignore spec (`globs`, as `--include` reads it); None for a
+    prefix. A glob `globs` refuses is a `StoreInputError` naming `name`."""
     if not _GLOB_CHARS & set(pattern):
         return None
     body = pattern[1:] if os.path.isabs(pattern) else pattern
-    return pathspec.GitIgnoreSpec.from_lines([body])
+    expected = f"a folder prefix or {globs.EXPECTED}"
+    try:
+        compiled = globs.compile_glob(body)
+    except globs.GlobError as exc:
+        raise StoreInputError(name, expected, f"{globs.shown(pattern)} ({exc.reason})") \
+            from None
+    if compiled is None:  # "#*.md": a comment to gitignore
+        raise StoreInputError(name, expected, f"{globs.shown(pattern)} (a comment by "
+                              "gitignore's rules, which matches no path)")
+    return globs.spec([compiled])
 
 
 def _path_matches(pattern: str, spec: Any, source: str, full: str) -> bool:
