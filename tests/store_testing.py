@@ -29,6 +29,23 @@ def hold_run_lock(location: str | Path, seconds: float) -> subprocess.Popen:
     return proc
 
 
+def hold_run_lock_until_stdin_closes(location: str | Path) -> subprocess.Popen:
+    """Another process that takes `location`'s run lock (a run begun) and holds it until
+    its stdin is closed (`proc.stdin.close()`), then exits; returns once the lock is held."""
+    code = textwrap.dedent("""
+        import sys
+        from attnswitch.index.location import open_store
+        store = open_store(sys.argv[1])
+        store.begin_run()
+        print("locked", flush=True)
+        sys.stdin.readline()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(location)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
 class Recording:
     """The shared encoder, recording every text it is asked to encode."""
 

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from attnswitch.index.location import open_store
 from cli_testing import CORPUS, FAST, SMALL
+from store_testing import hold_run_lock_until_stdin_closes
 
 WAIT_S = 300  # a cold process loads the model first
 
@@ -47,14 +47,6 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
             proc.wait()
 
 
-HOLDER = textwrap.dedent("""
-    import sys
-    from attnswitch.index.location import open_store
-    store = open_store(sys.argv[1])
-    store.begin_run()
-    print("locked", flush=True)
-    sys.stdin.readline()  # held until the test closes stdin
-""")
 
 
 class Lines:
@@ -113,9 +105,7 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
         lines = Lines(proc)
         assert lines.next("the first run")["new"] == 2
         # another run of the same index holds its lock: one line, and the change waits
-        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(data)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert holder.stdout.readline().strip() == "locked"
+        holder = hold_run_lock_until_stdin_closes(data)
         (folder / "capybara.txt").write_text("The capybara bathes in the warm pond.\n")
         waiting, _ = lines.until_waiting("the wait for the other run")
         assert (waiting["waiting_for"], waiting["message"]) == (

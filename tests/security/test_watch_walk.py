@@ -15,9 +15,6 @@ import dataclasses
 import os
 import queue
 import shutil
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -30,6 +27,7 @@ from attnswitch.documents.rules import FileRules
 from attnswitch.index.location import open_store
 from attnswitch.jobs.run import RunOptions, RunSummary
 from attnswitch.jobs.watch import LOCK_LINE, ROOT_POLL_S, WAIT_LOCK, WAIT_ROOT, watch
+from store_testing import hold_run_lock_until_stdin_closes
 
 pytestmark = pytest.mark.xdist_group("security")
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
@@ -216,14 +214,6 @@ def test_changes_the_rules_leave_out_start_no_run(tmp_path: Path, encoder) -> No
         watcher.close()
 
 
-HOLDER = textwrap.dedent("""
-    import sys
-    from attnswitch.index.location import open_store
-    store = open_store(sys.argv[1])
-    store.begin_run()
-    print("locked", flush=True)
-    sys.stdin.readline()  # held until the test closes stdin
-""")
 
 
 def test_watch_waits_for_another_runs_lock_then_catches_up(location: Any, tmp_path: Path,
@@ -232,9 +222,7 @@ def test_watch_waits_for_another_runs_lock_then_catches_up(location: Any, tmp_pa
     holder = None
     try:
         watcher.until(lambda: watcher.runs, "the catch-up run")
-        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(location)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert holder.stdout.readline().strip() == "locked"
+        holder = hold_run_lock_until_stdin_closes(location)
         (docs / "capybara.txt").write_text("The capybara bathes in the warm pond.\n")
         watcher.until(lambda: watcher.waits, "the wait for the other run")
         assert watcher.waits == [(WAIT_LOCK, LOCK_LINE)]
