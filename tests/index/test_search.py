@@ -278,11 +278,54 @@ def test_a_chunk_near_the_top_of_both_lists_by_score_beats_one_first_by_rank() -
     answer, repeats, near = 1, 2, 3
     dense = [(near, 0.470), (answer, 0.467), (repeats, 0.30), (4, 0.25), (5, 0.20)]
     keyword = [(repeats, 9.0), (answer, 8.8), (8, 4.0), (9, 1.0)]
-    assert 1 / 61 + 1 / 63 > 2 / 62  # reciprocal rank fusion: repeats above the answer
+    by_rank = reciprocal_rank_fusion(dense, keyword)
+    assert [cid for cid, _ in by_rank[:2]] == [repeats, answer]  # the case: ranks mislead
     fused = fuse(dense, keyword)
     assert [cid for cid, _ in fused[:3]] == [answer, near, repeats]
     assert dict(fused)[answer] == pytest.approx(0.8 * 0.267 / 0.27 + 0.2 * 7.8 / 8.0)
     assert dict(fused)[near] == pytest.approx(0.8)  # first in dense, not in keyword
+
+
+def reciprocal_rank_fusion(*lists: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The fusion before `fuse` (Cormack et al., 2009): each chunk scores the sum of
+    1 / (60 + its rank) over the lists holding it; best first, ties by chunk id."""
+    scores: dict[int, float] = {}
+    for ranked in lists:
+        for rank, (cid, _) in enumerate(ranked, start=1):
+            scores[cid] = scores.get(cid, 0.0) + 1.0 / (60 + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fusion_orders_by_its_scores_and_a_better_score_never_ranks_lower(seed: int) -> None:
+    """`fuse` of random lists: every chunk of either once, score descending then chunk id
+    ascending, each score the documented convex combination; and a chunk whose dense or
+    keyword score alone rises ranks no lower than before."""
+    from attnswitch.index.search import DENSE_WEIGHT, fuse, min_max
+
+    rng = np.random.default_rng(seed)
+    ids = rng.permutation(30)[:rng.integers(1, 30)].tolist()
+    dense = sorted(((int(c), float(rng.choice([-0.3, 0.1, 0.5, rng.uniform(-1, 1)])))
+                    for c in rng.choice(ids, rng.integers(0, len(ids) + 1), replace=False)),
+                   key=lambda item: -item[1])
+    keyword = sorted(((int(c), float(rng.choice([1.0, 4.0, rng.uniform(0, 20)])))
+                      for c in rng.choice(ids, rng.integers(0, len(ids) + 1), replace=False)),
+                     key=lambda item: -item[1])
+    fused = fuse(dense, keyword)
+    assert sorted(cid for cid, _ in fused) == sorted({c for c, _ in dense + keyword})
+    assert fused == sorted(fused, key=lambda item: (-item[1], item[0]))
+    d, k = min_max(dense), min_max(keyword)
+    for cid, score in fused:
+        assert score == pytest.approx(DENSE_WEIGHT * d.get(cid, 0.0)
+                                      + (1 - DENSE_WEIGHT) * k.get(cid, 0.0))
+    for ranked, other, first in ((dense, keyword, True), (keyword, dense, False)):
+        if not ranked:
+            continue
+        cid, score = ranked[int(rng.integers(len(ranked)))]
+        better = [(c, s + 0.5 if c == cid else s) for c, s in ranked]
+        after = fuse(better, other) if first else fuse(other, better)
+        position = [c for c, _ in fused].index(cid)
+        assert [c for c, _ in after].index(cid) <= position
 
 
 @pytest.mark.parametrize("dense, keyword, expected", [

@@ -52,6 +52,7 @@ from attnswitch.index.ann import exact_top_k
 from attnswitch.index.filters import SearchFilter
 from attnswitch.index.store import (
     MAX_EF_SEARCH,
+    ChunkRow,
     Store,
     StoreDeadlineError,
     StoreInputError,
@@ -285,7 +286,11 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
     store's dense and keyword queries, so `k` hits come back when `k` chunks pass.
     `deadline`: a `time.monotonic()` time by which the search stops, done or not
     (`StoreDeadlineError`; its statements under `Store.deadline`, its loops looking at the
-    clock); None: no deadline."""
+    clock); None: no deadline.
+
+    The store's statements per search are a fixed number whatever `k` is, for each round
+    (one round unless copies of documents leave fewer than `k` distinct results): the
+    dense and keyword lists, their chunks, their documents and the kept ones' copies."""
     k = check_k(k)
     if ef is not None:  # also where no dense search will use it (mode "keyword")
         try:
@@ -304,64 +309,73 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
     with store.deadline(deadline):
+        # The store's model languages, read once whatever the rounds (hybrid's weights).
+        languages = model_languages(store) if mode == "hybrid" else None
         # Copies of a document are one result: a list holding copies is read again, twice as
-        # long, until k distinct results are found or the lists are exhausted.
+        # long, until k distinct results are found or the lists are exhausted. Each round
+        # reads its chunks and their documents once, in bulk: the store's statements per
+        # search do not grow with k.
         n = 2 * k if mode != "hybrid" else max(2 * k, CANDIDATES)
         while True:
             on_time(deadline)
             dense = None if q is None else store.dense(q, n, ef, where=where)[0]
             keyword = None if mode == "dense" else store.keyword(keyword_text(text), n,
                                                                  where=where)
+            rows = store.chunks({cid for cid, _ in [*(dense or ()), *(keyword or ())]})
             if mode != "hybrid":
                 ranked = dense if keyword is None else keyword
             else:
-                rows = store.chunks({cid for cid, _ in [*dense, *keyword]})
-                weights = dense_weights(model_languages(store), text, rows)
+                weights = dense_weights(languages, text, rows)
                 fused = fuse(dense, keyword, weights)
                 ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
-            distinct, also = distinct_documents(store, ranked, k, deadline)
+            distinct, also = distinct_documents(store, ranked, k, deadline, rows)
             full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
             if len(distinct) >= k or not full:
                 break
             n *= 2
-        return _hits(store, [distinct], [dense], [keyword], text, also)[0]
+        return _hits(store, [distinct], [dense], [keyword], text, also, rows)[0]
 
 
 def distinct_documents(store: Store, ranked: list[tuple[int, float]], k: int,
-                       deadline: float | None = None
+                       deadline: float | None = None,
+                       rows: Mapping[int, ChunkRow] | None = None
                        ) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
     """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
     (the same bytes at other paths: `Store.copies_of`) left out after the first, and, for
     each kept chunk whose document has copies, where they are ({"root", "path"} each).
-    Each document read looks at the clock first (`deadline`, as `search`'s)."""
-    rows = store.chunks(cid for cid, _ in ranked)
-    documents: dict[tuple[str, str], Any] = {}
+    `rows`: the chunk rows of `ranked` when the caller has read them (None: read here);
+    a chunk missing from them (deleted) is left out. The documents, then their copies, are
+    read in one statement each (`Store.lookup_many`, `Store.copies_of_many`), each looking
+    at the clock first (`deadline`, as `search`'s)."""
+    if rows is None:
+        rows = store.chunks(cid for cid, _ in ranked)
+    present = [(cid, score, row) for cid, score in ranked if (row := rows.get(cid)) is not None]
+    on_time(deadline)
+    documents = store.lookup_many({(row.root, row.source) for _, _, row in present})
     kept: list[tuple[int, float]] = []
+    places: dict[int, tuple[str, str]] = {}
     seen: set[tuple] = set()
-    for cid, score in ranked:
-        if (row := rows.get(cid)) is None:
-            continue
-        place = (row.root, row.source)
-        if place not in documents:
-            on_time(deadline)
-            documents[place] = store.lookup(row.root, row.source)
-        doc = documents[place]
+    for cid, score, row in present:
+        doc = documents.get((row.root, row.source))
         key = (doc.sha256, row.ordinal) if doc is not None and doc.sha256 else (cid,)
         if key in seen:
             continue
         seen.add(key)
         kept.append((cid, score))
+        places[cid] = (row.root, row.source)
         if len(kept) == k:
             break
+    # kept chunk id -> its document's (sha256, config), where the document has a hash
+    held = {cid: (doc.sha256, doc.config) for cid, place in places.items()
+            if (doc := documents.get(place)) is not None and doc.sha256}
+    if not held:
+        return kept, {}
+    on_time(deadline)
+    copies = store.copies_of_many(held.values())
     also: dict[int, list[dict]] = {}
-    for cid, _ in kept:
-        row = rows[cid]
-        doc = documents[(row.root, row.source)]
-        if doc is None or not doc.sha256:
-            continue
-        others = [{"root": c.root, "path": c.source}
-                  for c in store.copies_of(doc.sha256, doc.config)
-                  if (c.root, c.source) != (row.root, row.source)]
+    for cid, content in held.items():
+        others = [{"root": c.root, "path": c.source} for c in copies.get(content, ())
+                  if (c.root, c.source) != places[cid]]
         if others:
             also[cid] = others
     return kept, also
@@ -488,12 +502,15 @@ def _hits(store: Store, ranked: list[list[tuple[int, float]]],
           dense: list[list[tuple[int, float]] | None],
           keyword: list[list[tuple[int, float]] | None],
           query: str | None = None,
-          also: dict[int, list[dict]] | None = None) -> list[list[Hit]]:
+          also: dict[int, list[dict]] | None = None,
+          rows: Mapping[int, ChunkRow] | None = None) -> list[list[Hit]]:
     """The `Hit`s of each query's `ranked` (chunk id, score) list, with each chunk's place
     in that query's `dense` and `keyword` lists (None: that list was not searched), and
-    the snippet at the words of the query's text `query` (`passage`)."""
+    the snippet at the words of the query's text `query` (`passage`). `rows`: the chunk
+    rows when the caller has read them (None: read here, in one statement)."""
     terms = highlight_terms(query)
-    rows = store.chunks({cid for hits in ranked for cid, _ in hits})
+    if rows is None:
+        rows = store.chunks({cid for hits in ranked for cid, _ in hits})
     out = []
     for hits, by_meaning, by_words in zip(ranked, dense, keyword, strict=True):
         in_dense, in_keyword = _places(by_meaning), _places(by_words)

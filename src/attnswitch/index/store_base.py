@@ -44,6 +44,9 @@ from attnswitch.index.store_errors import (
 )
 
 
+# A `StoredDocument`'s columns, of the documents table as `d`.
+DOCUMENT_SELECT = ("d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, "
+                   "d.reason, d.config, d.n_chunks")
 # Content and chunk dedup: a document found by its hash, a stored vector by its key (the
 # same statements for both stores, made once the chunks have their vector key column).
 DEDUP_INDEXES = (
@@ -287,6 +290,44 @@ class StoreBase(abc.ABC):
             "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
             f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source))
         return StoredDocument(*rows[0]) if rows else None
+
+    def lookup_many(self, places: Iterable[tuple[str | os.PathLike[str], str]]
+                    ) -> dict[tuple[str, str], StoredDocument]:
+        """(root, source) -> its row, for those of `places` that are stored (what `lookup`
+        gives each), in one query whatever their number; keyed by the root as stored
+        (`root_key`)."""
+        wanted = sorted({(root_key(root), source) for root, source in places})
+        if not wanted:
+            return {}
+        table, params = self._pairs(wanted)
+        rows = self._read(f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
+                          "ON d.root = p.a AND d.source = p.b", params)
+        return {(r[1], r[2]): StoredDocument(*r) for r in rows}
+
+    def copies_of_many(self, keys: Iterable[tuple[str, str]]
+                       ) -> dict[tuple[str, str], list[StoredDocument]]:
+        """(sha256, config) -> what `copies_of(sha256, config)` gives (the documents
+        indexed under that config with that content hash, oldest first), for each of
+        `keys` that has any, in one query whatever their number."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        table, params = self._pairs(wanted)
+        rows = self._read(f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
+                          "ON d.sha256 = p.a AND d.config = p.b WHERE d.status = 'indexed' "
+                          "ORDER BY d.id", params)
+        out: dict[tuple[str, str], list[StoredDocument]] = {}
+        for r in rows:
+            doc = StoredDocument(*r)
+            out.setdefault((doc.sha256 or "", doc.config), []).append(doc)
+        return out
+
+    def _pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, tuple[Any, ...]]:
+        """A row source of `pairs` as text columns `a` and `b`, to join with (SQL, its
+        parameters): one parameter for any number of pairs, so no statement outgrows the
+        driver's limit on them. SQLite's form (`json_each`); `PostgresStore` has its own."""
+        return ("(SELECT json_extract(value, '$[0]') AS a, json_extract(value, '$[1]') AS b "
+                f"FROM json_each({self._mark}))", (json.dumps(pairs),))
 
     def roots(self) -> list[str]:
         """Every root with a stored document, sorted."""

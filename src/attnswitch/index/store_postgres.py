@@ -491,6 +491,11 @@ class PostgresStore(StoreBase):
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._retrying(lambda: self._conn.execute(sql, params).fetchall())
 
+    def _pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, tuple[Any, ...]]:
+        """`StoreBase._pairs` as two text arrays unnested side by side."""
+        return ("(SELECT * FROM unnest(%s::text[], %s::text[]) AS u(a, b))",
+                ([a for a, _ in pairs], [b for _, b in pairs]))
+
     # -- lost connections -----------------------------------------------------------
 
     def _retrying(self, fn: Any) -> Any:
