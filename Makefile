@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-slow test-all setup system-packages fixtures doctor bench bench-peers-env drive-sources multilingual-sources screenshots clean
+.PHONY: run test test-slow test-all lint setup system-packages fixtures doctor bench bench-peers-env drive-sources multilingual-sources screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,13 +85,17 @@ run: $(STAMP)
 # `make test`: every test but the slow tier (servers, clusters, browsers, kills, Pallas's
 # interpreter: tests/conftest.py SLOW_MODULES and @pytest.mark.slow), within 15 minutes on
 # 2 cores; `make test-slow`: the slow tier; `make test-all`: both. CI runs both (.ci/run).
-test: system-packages $(STAMP)
+test: system-packages $(STAMP) lint
 	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25 -m "not slow"
 
 test-slow: system-packages $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=25 -m slow
 
 test-all: test test-slow
+
+# ruff's lint, as configured in pyproject.toml ([tool.ruff]); `make test` runs it first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 
 doctor: $(STAMP)
 	$(VENV)/bin/attnswitch doctor

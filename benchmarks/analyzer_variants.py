@@ -7,8 +7,11 @@ VARIANT: `stopwords-kept` (the query's stop words are looked for too: meaningful
 code that dropped them, up to the commit that stopped it, which has no `_stop_words`),
 `no-stems` (the query looks for its words as written only), `both`. The index is the
 same (the store in `--store-dir` is reused); only the query's terms change."""
-import runpy, sys
+import runpy
+import sys
+
 from attnswitch.index import analyzer
+
 variant = sys.argv.pop(1)
 if variant == "stopwords-kept":
     analyzer._stop_words = lambda language: frozenset()

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import csv
 import email.message
-import gzip
 import html
 import json
 import random

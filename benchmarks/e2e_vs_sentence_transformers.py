@@ -71,10 +71,10 @@ MRR_TOLERANCE = 0.01  # of the float32 MRR@10, for the default and int8
 
 def corpus_chunks(n: int) -> list[str]:
     """`n` chunk texts evenly spaced over all chunks of the corpus, in corpus order."""
-    from attnswitch.engines.model import ModelSpec
     from attnswitch.documents.chunk import chunk_text
-    from attnswitch.index.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
     from attnswitch.documents.ingest import ingest
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.index.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
 
     spec = ModelSpec.load(None)
     tok = chunk_tokenizer(spec)
@@ -109,8 +109,7 @@ def per_round_ratio(res: dict, name: str, others: tuple[str, ...]) -> list[float
 
 
 def cpu_description() -> tuple[str, list[str]]:
-    from attnswitch.attention.cache import cpu_name
-    from attnswitch.attention.cache import cpu_flags
+    from attnswitch.attention.cache import cpu_flags, cpu_name
 
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
               "amx_tile")

@@ -154,9 +154,9 @@ def main() -> None:
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from attnswitch.documents.ingest import ingest
     from attnswitch.engines import get_engine
     from attnswitch.index.config import chunk_tokenizer, special_tokens
-    from attnswitch.documents.ingest import ingest
 
     docs = [d for d in ingest(args.corpus) if d.ok and (not args.kinds or d.kind in args.kinds)]
     queries = queries_of(docs)

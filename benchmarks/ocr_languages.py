@@ -61,6 +61,7 @@ from script_pages import (  # noqa: E402
     render_pages,
     tesseract_missing,
 )
+
 from synthetic import cpu_description  # noqa: E402
 
 # Language -> the script it is written in (the column the results are grouped by).

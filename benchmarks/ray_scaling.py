@@ -53,8 +53,8 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
     import logging
 
     _, kind, n, per_actor = CONTENDERS[name]
-    from attnswitch.jobs.run import RunOptions
     from attnswitch.index.store import SQLiteStore
+    from attnswitch.jobs.run import RunOptions
 
     options = RunOptions(precision=precision)
     out: dict = {}

@@ -86,10 +86,10 @@ def known_items(corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 1
                 ) -> tuple[list[str], list[str], list[int]]:
     """The benchmark's known-item set without a store: (every section's first chunk, the
     unique headings as queries, each query's target as an index into the chunks)."""
-    from attnswitch.engines.model import ModelSpec
     from attnswitch.documents.chunk import chunk_text
-    from attnswitch.index.config import chunk_tokenizer
     from attnswitch.documents.ingest import ingest
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.index.config import chunk_tokenizer
 
     docs = [d for d in ingest(corpus) if d.ok]
     all_sections = [s for d in docs for s in sections(d)]
@@ -130,10 +130,10 @@ def main() -> None:
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from attnswitch.engines import get_engine
     from attnswitch.documents.chunk import chunk_text
-    from attnswitch.index.config import chunk_tokenizer
     from attnswitch.documents.ingest import ingest
+    from attnswitch.engines import get_engine
+    from attnswitch.index.config import chunk_tokenizer
     from attnswitch.index.search import search
     from attnswitch.index.store import ChunkRecord, SQLiteStore
 

@@ -45,10 +45,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from e2e_vs_sentence_transformers import Load, cpu_description  # noqa: E402
-
 from attnswitch.service import launch
 from attnswitch.service.launch import ServerProcess
+from e2e_vs_sentence_transformers import Load, cpu_description  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus" / "python-tutorial"

@@ -56,10 +56,9 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attnswitch.service import launch
 from e2e_vs_sentence_transformers import cpu_description  # noqa: E402
 from service_load import texts_from_corpus  # noqa: E402
-
-from attnswitch.service import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "examples" / "corpus"

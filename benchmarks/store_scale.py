@@ -212,10 +212,10 @@ def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
 def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                  texts: list[str], exact_below: int, efs: list[int]) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
     from pgvector import HalfVector
 
     from attnswitch.index.store_postgres import HNSW_INDEX, TERMS_INDEX, PostgresStore
+    from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core
     settings = {"maintenance_work_mem": "4GB", "shared_buffers": "4GB",

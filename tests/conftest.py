@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from corpus_testing import copy_corpus
 
 _SESSION_CACHE: str | None = None

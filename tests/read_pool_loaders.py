@@ -46,5 +46,5 @@ def warning_load(entry, **kw):
     import warnings
 
     logging.getLogger("somelib").warning("somelib: odd bytes in %s", entry.source)
-    warnings.warn(f"somelib: deprecated in {entry.source}", FutureWarning)
+    warnings.warn(f"somelib: deprecated in {entry.source}", FutureWarning)  # noqa: B028
     return load(entry, **kw)

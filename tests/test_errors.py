@@ -12,17 +12,17 @@ from attnswitch.errors import AttnswitchError, ConfigError
 
 
 def _user_errors() -> list[tuple[type, type]]:
+    from attnswitch.documents.ingest import RootNameError
     from attnswitch.engines import EncodeInputError, ModelError, NoEngineError
     from attnswitch.index.config import IndexMismatchError
-    from attnswitch.documents.ingest import RootNameError
-    from attnswitch.jobs.ray_encoders import RayRunError, RayUnavailableError
-    from attnswitch.jobs.ray_run import RayConnectError
     from attnswitch.index.store_errors import (
         StoreBusyError,
         StoreConnectError,
         StoreCorruptError,
         StoreInputError,
     )
+    from attnswitch.jobs.ray_encoders import RayRunError, RayUnavailableError
+    from attnswitch.jobs.ray_run import RayConnectError
     from attnswitch.service.auth import BindRefusedError, KeyFileError
 
     return [(ConfigError, ValueError), (StoreInputError, ValueError),

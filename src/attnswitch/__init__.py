@@ -55,8 +55,15 @@ if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
     from attnswitch._version import __version__
     from attnswitch.attention.contract import AttentionInputError, Call
     from attnswitch.attention.entry import attention
-    from attnswitch.attention.plan import (BackendFailedError, NoBackendError, Plan, backends,
-                                           configure, explain, use)
+    from attnswitch.attention.plan import (
+        BackendFailedError,
+        NoBackendError,
+        Plan,
+        backends,
+        configure,
+        explain,
+        use,
+    )
     from attnswitch.engines import EncodeInputError, encode
     from attnswitch.observe.metrics import stats
 

@@ -20,11 +20,12 @@ def entry_point_objects(group: str, kind: str, accepts: Callable[[Any], bool],
             obj = ep.load()
             obj = obj() if isinstance(obj, type) else obj
         except Exception as exc:
-            warnings.warn(f"attnswitch: {kind} entry point {ep.name!r} failed to load: {exc}")
+            warnings.warn(f"attnswitch: {kind} entry point {ep.name!r} failed to load: {exc}",
+                          stacklevel=2)
             continue
         if not accepts(obj):
             warnings.warn(f"attnswitch: {kind} entry point {ep.name!r}: expected {expected}, "
-                          f"got {type(obj).__name__}")
+                          f"got {type(obj).__name__}", stacklevel=2)
             continue
         found.append(obj)
     return found

@@ -13,11 +13,11 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from grid_pins import DECLINES_ON_CPU, DECLINES_ON_GPU, declined
 
 from attnswitch.attention import arrays, conformance, masks, registry
 from attnswitch.attention.backend import BackendBase, Capabilities
 from attnswitch.attention.contract import Call
-from grid_pins import DECLINES_ON_CPU, DECLINES_ON_GPU, declined
 
 # Backends unavailable here (CUDA ones on a CPU host; the Pallas kernels off a TPU unless
 # interpret mode is on, ATTNSWITCH_PALLAS_INTERPRET=1, since the whole grid interpreted takes

@@ -11,8 +11,8 @@ import torch
 from grad_rule import assert_grads_within_rule
 
 import attnswitch as asw
-from attnswitch.attention import plan as plan_mod
 from attnswitch.attention import arrays, conformance, registry, runtime
+from attnswitch.attention import plan as plan_mod
 from attnswitch.attention.backend import BackendBase, Capabilities
 from attnswitch.attention.backends.reference import BACKEND as REFERENCE
 from attnswitch.attention.contract import validate

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from cli_testing import CORPUS, FAST, SMALL, Indexed, invoke
 
 

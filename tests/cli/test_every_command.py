@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 import typer.main
+from cli_testing import FAST, Indexed, invoke
 
 from attnswitch.cli import app
-from cli_testing import FAST, Indexed, invoke
 
 # What each command needs to run quickly here; a command not named runs with its defaults.
 QUICK_OPTIONS = {

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import typer.main
+from cli_testing import Indexed, invoke
 
 from attnswitch import __version__
 from attnswitch.cli import app
-from cli_testing import Indexed, invoke
 
 
 def test_version() -> None:

@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from attnswitch.cli.progress import (MEASURING_TEXT, NoProgress, ProgressBar, ProgressLines,
-                                     pick)
+from attnswitch.cli.progress import MEASURING_TEXT, NoProgress, ProgressBar, ProgressLines, pick
 from attnswitch.jobs.run import MEASURING, RunProgress
 
 NOTE = ("measuring which engine encodes fastest (onnxruntime, openvino, torch, jax) with the "

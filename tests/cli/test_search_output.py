@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_testing import Indexed, invoke
 
 from attnswitch.index.search import DENSE_WEIGHT, where
-from cli_testing import Indexed, invoke
 
 QUERY = "how do I update rows in a table"
 

@@ -15,9 +15,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_testing import CORPUS, FAST, SMALL
 
 from attnswitch.index.location import open_store
-from cli_testing import CORPUS, FAST, SMALL
 from store_testing import hold_run_lock_until_stdin_closes
 
 WAIT_S = 300  # a cold process loads the model first

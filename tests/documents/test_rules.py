@@ -13,12 +13,12 @@ import pytest
 from pathspec import GitIgnoreSpec
 
 from attnswitch.documents import globs
-from attnswitch.errors import ConfigError
 from attnswitch.documents.ingest import scan
-from attnswitch.index.location import open_store
 from attnswitch.documents.rules import FileRules, meta_key
-from attnswitch.jobs.run import RunOptions, run
+from attnswitch.errors import ConfigError
+from attnswitch.index.location import open_store
 from attnswitch.index.store import root_key
+from attnswitch.jobs.run import RunOptions, run
 
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 FILES = {

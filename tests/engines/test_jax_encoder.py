@@ -8,8 +8,14 @@ import shutil
 
 import numpy as np
 import pytest
-from engine_testing import (check_rule, cosines, pooled_eager, pooled_reference, rule,
-                            torch_reference)
+from engine_testing import (
+    check_rule,
+    cosines,
+    pooled_eager,
+    pooled_reference,
+    rule,
+    torch_reference,
+)
 
 import attnswitch
 from attnswitch.engines import get_engine

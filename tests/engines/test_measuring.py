@@ -113,7 +113,7 @@ def test_a_job_measures_only_when_it_repays_the_measurement(job_bytes, worth):
     repay it; a 40 MB folder does."""
     got, words = choose.worth_measuring(job_bytes, 52.0, measuring.GAIN_ENGINES, 2)
     assert got is worth
-    assert words.startswith(f"this job is about ") and "of measuring" in words
+    assert words.startswith("this job is about ") and "of measuring" in words
     assert choose.worth_measuring(job_bytes, 52.0, 1.0, 2)[0] is False  # nothing to gain
 
 

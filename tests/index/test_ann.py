@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnswitch.index.ann import CONNECTIVITY, HnswIndex, exact_top_k
 from attnswitch.documents.ingest import ingest
+from attnswitch.index.ann import CONNECTIVITY, HnswIndex, exact_top_k
 from attnswitch.index.store import ChunkRecord, SQLiteStore, StoreInputError
 from store_testing import as_float32_blobs
 

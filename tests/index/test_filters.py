@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnswitch.index.filters import SearchFilter
 from attnswitch.documents.ingest import ingest
+from attnswitch.index.filters import SearchFilter
 from attnswitch.index.location import open_store
 from attnswitch.index.search import search
 from attnswitch.index.store import ChunkRecord, SQLiteStore, StoreInputError
@@ -24,8 +24,8 @@ DIM = 16
 NEAR, FAR = 12, 3  # documents near the query (fail the filters) and far from it (pass)
 PER_DOC = 20
 K = 7
-JAN, JUN = dt.datetime(2024, 1, 15, tzinfo=dt.timezone.utc), dt.datetime(
-    2024, 6, 15, tzinfo=dt.timezone.utc)
+JAN, JUN = dt.datetime(2024, 1, 15, tzinfo=dt.UTC), dt.datetime(
+    2024, 6, 15, tzinfo=dt.UTC)
 
 
 # -- parsing and matching -----------------------------------------------------------------

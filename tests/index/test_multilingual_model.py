@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_keyword_languages import FILES, QUERIES, root  # noqa: F401 (a fixture)
 from typer.testing import CliRunner
 
 from attnswitch.engines.model import ModelSpec, card_languages
 from attnswitch.index.config import stored_config
 from attnswitch.index.location import open_store
-from attnswitch.index.search import (DENSE_WEIGHT, FOREIGN_DENSE_WEIGHT, dense_weights,
-                                        fuse)
+from attnswitch.index.search import DENSE_WEIGHT, FOREIGN_DENSE_WEIGHT, dense_weights, fuse
 from attnswitch.index.store import ChunkRow
-from test_keyword_languages import FILES, QUERIES, root  # noqa: F401 (a fixture)
 
 pytest.importorskip("transformers", reason="the models extra is not installed")
 
@@ -33,8 +32,15 @@ def xlmr_folder(path: Path, card: str | None) -> Path:
     """A sentence-transformers folder (mean pooling, normalised) of a random XLM-R (hidden
     32, 2 layers) whose tokenizer is trained on `FILES`, with `card` as its README.md."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, \
-        processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import AutoModel, XLMRobertaConfig
 
     tok = Tokenizer(models.Unigram())
@@ -87,7 +93,7 @@ def test_the_default_model_declares_english() -> None:
 
 
 def test_a_multilingual_model_indexes_and_finds_every_language_through_the_cli(
-        tmp_path: Path, root: Path) -> None:
+        tmp_path: Path, root: Path) -> None:  # noqa: F811 (the fixture imported above)
     """The XLM-R folder runs end to end: the files of seven languages indexed by its
     tokenizer and vectors, and searched through the CLI. Its random vectors are noise, and
     its card declares English only: the hybrid search lets the keyword half decide for the

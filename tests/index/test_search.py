@@ -523,11 +523,11 @@ def test_a_keyword_query_for_one_rows_values_finds_that_rows_chunk(location,
     """Each row of a sheet sits in a small chunk with its column names, so a query for a
     row's values (its serial number and model) ranks a chunk of a few rows holding that row
     first, and the hit names its rows (before, the chunk was a window of ten rows)."""
-    from attnswitch.engines import ModelSpec
     from attnswitch.documents.chunk import ROWS_PER_CHUNK, chunk_document
+    from attnswitch.documents.readers.blocks import Location
+    from attnswitch.engines import ModelSpec
     from attnswitch.index.config import chunk_tokenizer
     from attnswitch.index.location import open_store
-    from attnswitch.documents.readers.blocks import Location
 
     root = tmp_path / "sheets"
     root.mkdir()

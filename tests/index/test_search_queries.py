@@ -18,8 +18,8 @@ import pytest
 from attnswitch.documents.ingest import ingest
 from attnswitch.index.filters import SearchFilter
 from attnswitch.index.location import open_store
-from attnswitch.index.search import search
 from attnswitch.index.records import MAX_K
+from attnswitch.index.search import search
 from attnswitch.index.store import ChunkRecord
 
 DIM = 64

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from store_testing import as_float32_blobs, hold_run_lock
 from typer.testing import CliRunner
 
 from attnswitch.documents.ingest import Document, Skip, ingest, load, scan
@@ -31,6 +30,7 @@ from attnswitch.index.store import (
     resolve_path,
 )
 from attnswitch.index.store_errors import StoreCorruptError
+from store_testing import as_float32_blobs, hold_run_lock
 
 DIM = 8
 

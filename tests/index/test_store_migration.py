@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from attnswitch.documents.chunk import chunk_text
-from attnswitch.index.config import IndexConfig, chunk_tokenizer
 from attnswitch.documents.ingest import ingest
+from attnswitch.index.config import IndexConfig, chunk_tokenizer
 from attnswitch.index.location import open_store
-from attnswitch.jobs.run import RunOptions, run
 from attnswitch.index.search import search
 from attnswitch.index.store import SCHEMA_VERSION
+from attnswitch.jobs.run import RunOptions, run
 from store_testing import Recording
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from store_testing import as_float32_blobs
 
 from attnswitch.documents.ingest import ingest
 from attnswitch.index import ann
@@ -26,6 +25,7 @@ from attnswitch.index.records import SCHEMA_VERSION, VECTOR_DTYPE, vector_key
 from attnswitch.index.search import search
 from attnswitch.index.store import ChunkRecord, SQLiteStore, StoreConnectError
 from attnswitch.index.store_errors import StoreCorruptError
+from store_testing import as_float32_blobs
 
 DIM = 24
 PER_DOC = 20

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from typer.testing import CliRunner
-from vector_rule import assert_within_rule, oracle
 
 from attnswitch.cli.pipeline import app
-from attnswitch.jobs.run import RunOptions, run
 from attnswitch.index.store import DB_NAME, SQLiteStore
+from attnswitch.jobs.run import RunOptions, run
+from vector_rule import assert_within_rule, oracle
 
 FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8"]
 # The stored text is what the encoder read (no heading path before it), for tests that

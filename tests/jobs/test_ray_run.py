@@ -19,10 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from attnswitch.documents.chunk import chunk_document
-from attnswitch.index.config import chunk_tokenizer
 from attnswitch.documents.ingest import ingest
-from attnswitch.jobs.run import RunOptions, run
+from attnswitch.index.config import chunk_tokenizer
 from attnswitch.index.store import DB_NAME, SQLiteStore
+from attnswitch.jobs.run import RunOptions, run
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster per test process, one user
@@ -71,11 +71,10 @@ def chunker_output(root: Path, encoder, options: RunOptions) -> dict[tuple[str, 
 def test_the_corpus_on_ray_matches_a_single_process_run(ray_cluster, tmp_path: Path) -> None:
     import shutil
 
-    from attnswitch.jobs.ray_run import run_on_ray
-
     import torch
 
     from attnswitch.engines import onednn
+    from attnswitch.jobs.ray_run import run_on_ray
 
     corpus = tmp_path / "corpus"  # Markdown and text: 15 documents of the corpus
     for part in ("rust", "go"):
@@ -339,8 +338,8 @@ def test_actors_write_to_postgres_and_a_killed_driver_resumes(ray_cluster, more_
     whole, every chunk once, the chunker's chunks exactly."""
     import signal
 
-    from attnswitch.jobs.ray_run import run_on_ray
     from attnswitch.index.store_postgres import PostgresStore
+    from attnswitch.jobs.ray_run import run_on_ray
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnswitch.cli.pipeline", "run", str(more_docs),

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from corpus_testing import copy_corpus
 
 from attnswitch.documents.ingest import Skip, load, scan
+from attnswitch.index.store import DB_NAME, SQLiteStore
 from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.run import RunOptions, run
-from attnswitch.index.store import DB_NAME, SQLiteStore
+from corpus_testing import copy_corpus
 from read_pool_loaders import crashing_load, logging_load, stalling_load, warning_load
 from tesseract_starts import TesseractStarts
 

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from vector_rule import assert_within_rule, oracle
 
-from attnswitch.observe.memwatch import MemoryGrowthWarning
+from attnswitch.documents.chunk import chunk_document
+from attnswitch.documents.ingest import Skip, ingest
+from attnswitch.index.config import IndexMismatchError, chunk_tokenizer
+from attnswitch.index.store import SQLiteStore
 from attnswitch.jobs import encode as encode_module
 from attnswitch.jobs import run as run_module
-from attnswitch.documents.chunk import chunk_document
-from attnswitch.index.config import IndexMismatchError, chunk_tokenizer
-from attnswitch.documents.ingest import Skip, ingest
 from attnswitch.jobs.run import MAX_FAILURES_IN_ROW, RunOptions, run
-from attnswitch.index.store import SQLiteStore
+from attnswitch.observe.memwatch import MemoryGrowthWarning
 from store_testing import Recording
+from vector_rule import assert_within_rule, oracle
 
 # Short chunks keep encoding cheap; the chunking code is the same at any size.
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)

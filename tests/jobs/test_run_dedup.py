@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.jobs import run as run_module
 from attnswitch.index.location import open_store
+from attnswitch.jobs import run as run_module
 from attnswitch.jobs.run import RunOptions, run
 from store_testing import Recording
 

@@ -35,7 +35,7 @@ def test_library_noise_goes_to_the_log_and_attnswitch_messages_to_the_user(
         with LibraryLog(path, shown.append, "attnswitch run /data") as log:
             _read_truncated_pdf()
             warnings.warn_explicit("old API", DeprecationWarning, "/site-packages/lib.py", 3)
-            warnings.warn("attnswitch: engine 'x' failed its parity check", RuntimeWarning)
+            warnings.warn("attnswitch: engine 'x' failed its parity check", RuntimeWarning)  # noqa: B028
             logging.getLogger("attnswitch.jobs.run").warning("run: retrying one by one")
     assert shown == ["warning: attnswitch: engine 'x' failed its parity check",
                      "warning: run: retrying one by one"]

@@ -19,10 +19,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from security_testing import (
+    CORPUS,
+    DOCUMENT,
+    SECRET,
+    SHORT_TIMEOUT_S,
+    STARTUP_TIMEOUT_S,
+    Layout,
+    corrupt_index,
+)
 
 from attnswitch.service import launch
-from security_testing import (CORPUS, DOCUMENT, SECRET, SHORT_TIMEOUT_S, STARTUP_TIMEOUT_S,
-                              Layout, corrupt_index)
 
 
 @pytest.fixture(scope="session")

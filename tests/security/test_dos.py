@@ -16,10 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from security_testing import SHORT_TIMEOUT_S, STARTUP_TIMEOUT_S
 
 from attnswitch.service import launch
 from attnswitch.service.metrics import METHODS
-from security_testing import SHORT_TIMEOUT_S, STARTUP_TIMEOUT_S
 
 pytestmark = pytest.mark.xdist_group("security")
 LIVEZ_BOUND_S = 5.0  # what a health check may take while an attack is refused

@@ -26,12 +26,12 @@ from typing import NamedTuple
 
 import httpx
 import pytest
+from security_testing import CORPUS, SECRET, STARTUP_TIMEOUT_S
 
 from attnswitch.documents.rules import FileRules
 from attnswitch.index.location import open_store
 from attnswitch.jobs.run import RunOptions, run
 from attnswitch.service import launch
-from security_testing import CORPUS, SECRET, STARTUP_TIMEOUT_S
 
 KEY = "test-key-file-route-3b9e"
 PAGE = "<html><body><h1>Tide tables</h1><script>window.pwned = 1</script>" \

@@ -11,10 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hostile_files import (blank_pdf, many_frame_tiff, nested_mail, png_header,
-                           tiff_with_huge_frame)
 
 from attnswitch.documents.ingest import Skip, ingest
+from hostile_files import blank_pdf, many_frame_tiff, nested_mail, png_header, tiff_with_huge_frame
 
 pytestmark = pytest.mark.xdist_group("security")
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from security_testing import JOB_TIMEOUT_S, STARTUP_TIMEOUT_S, finished
 
 from attnswitch.service import launch
-from security_testing import JOB_TIMEOUT_S, STARTUP_TIMEOUT_S, finished
 
 pytestmark = pytest.mark.xdist_group("security")
 

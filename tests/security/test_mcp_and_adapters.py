@@ -36,9 +36,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
 from security_testing import STARTUP_TIMEOUT_S, corrupt_index
+from typer.testing import CliRunner
 
 pytestmark = pytest.mark.xdist_group("security")
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
+from security_testing import SECRET, finished
 from typer.testing import CliRunner
 
 from attnswitch.cli import app
 from attnswitch.index.store import SQLiteStore
-from security_testing import SECRET, finished
 
 pytestmark = pytest.mark.xdist_group("security")
 

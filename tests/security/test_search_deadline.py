@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from corpus_testing import copy_corpus
+from security_testing import STARTUP_TIMEOUT_S
 
 from attnswitch.documents.ingest import Document
 from attnswitch.index.location import open_store
@@ -32,7 +32,7 @@ from attnswitch.index.store_errors import StoreDeadlineError, is_store_error
 from attnswitch.jobs.run import RunOptions, run
 from attnswitch.service import launch
 from attnswitch.service.index import SEARCH_WORKERS
-from security_testing import STARTUP_TIMEOUT_S
+from corpus_testing import copy_corpus
 
 DOCUMENTS = 4_000  # short notes deep down, besides a few real pages
 DEEP = "/".join(["d" * 199] * 20)  # the notes' folder: 3,999 characters

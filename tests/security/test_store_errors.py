@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from security_testing import corrupt_index
 from typer.testing import CliRunner
 
 from attnswitch.cli import app
 from attnswitch.documents.ingest import Document
 from attnswitch.index.store import ChunkRecord, SQLiteStore
-from security_testing import corrupt_index
 
 pytestmark = pytest.mark.xdist_group("security")
 

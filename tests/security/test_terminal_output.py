@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-
-
 pytestmark = pytest.mark.xdist_group("security")
 CLI_TIMEOUT_S = 300.0
 EMPTY = "\x1b[2J\x1b]0;PWNED\x07empty\nFAKE ROW.txt"

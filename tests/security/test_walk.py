@@ -15,11 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from security_testing import JOB_TIMEOUT_S, SECRET, finished
 
 from attnswitch.documents.filesystems import pseudo_devices
 from attnswitch.documents.ingest import MAX_DEPTH, Skip, ingest, load, scan
 from attnswitch.index.store import SQLiteStore
-from security_testing import JOB_TIMEOUT_S, SECRET, finished
 
 pytestmark = pytest.mark.xdist_group("security")
 CLI_TIMEOUT_S = 300.0

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from service_testing import HASHED_KEY, LIMITS, PLAIN_KEY, Server, copy_corpus, start_server
 
 

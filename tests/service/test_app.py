@@ -17,9 +17,9 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from service_testing import wait_for_jobs
 
 from attnswitch.service import ServiceConfig, create_app
-from service_testing import wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
 EXAMPLES_PER_ROUTE = 12

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from service_testing import HASHED_KEY, PLAIN_KEY
 
 from attnswitch.service.auth import (
     BindRefusedError,
@@ -23,7 +24,6 @@ from attnswitch.service.auth import (
     is_loopback,
     load_keys,
 )
-from service_testing import HASHED_KEY, PLAIN_KEY
 
 pytestmark = pytest.mark.xdist_group("service")
 

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from service_testing import PYTHON_DOCS, copy_corpus, start_server, wait_for_jobs
 
-from attnswitch.jobs.run import RunOptions, run
 from attnswitch.index.search import search
 from attnswitch.index.store import SQLiteStore
-from service_testing import PYTHON_DOCS, copy_corpus, start_server, wait_for_jobs
+from attnswitch.jobs.run import RunOptions, run
 
 pytestmark = pytest.mark.xdist_group("service")
 QUERY = "automate a task: search-and-replace over many text files, rename photo files"

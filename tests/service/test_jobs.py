@@ -8,9 +8,9 @@ import time
 import uuid
 
 import pytest
+from service_testing import LARGER, copy_corpus, wait_for_jobs
 
 from attnswitch.index.store import SQLiteStore
-from service_testing import LARGER, copy_corpus, wait_for_jobs
 
 pytestmark = pytest.mark.xdist_group("service")
 

@@ -13,9 +13,9 @@ import time
 
 import httpx
 import pytest
+from service_testing import CORPUS, copy_corpus, start_server
 
 from attnswitch.index.store import SQLiteStore
-from service_testing import CORPUS, copy_corpus, start_server
 
 pytestmark = pytest.mark.xdist_group("service-lifecycle")
 IN_FLIGHT = 6

@@ -10,7 +10,6 @@ import json
 
 import httpx
 import pytest
-
 from service_testing import LIMITS
 
 pytestmark = pytest.mark.xdist_group("service")

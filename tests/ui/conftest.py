@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ui_testing import KEY, STARTUP_TIMEOUT_S, chromium, make_jobs_root
 
 from attnswitch.service import launch
-from ui_testing import KEY, STARTUP_TIMEOUT_S, chromium, make_jobs_root
 
 
 @pytest.fixture(scope="module")

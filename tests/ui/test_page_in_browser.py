@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from ui_testing import PWNED_FLAG, SCRIPT_WORD
 
 UPDATE_QUERY = "update the rows of a table"

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from ui_testing import STARTUP_TIMEOUT_S
 
 from attnswitch.service import launch
-from ui_testing import STARTUP_TIMEOUT_S
 
 TIMEOUT_MS = 60_000
 QUEUE = 16  # texts the server admits at once (--max-queue), one flooding request's worth

@@ -27,8 +27,8 @@ import platform
 import tempfile
 import threading
 import time
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from attnswitch.attention.arrays import DeviceInfo

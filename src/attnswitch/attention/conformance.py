@@ -32,6 +32,7 @@ from attnswitch.attention.backends.reference import attention_f64
 from attnswitch.attention.contract import Call, validate
 from attnswitch.attention.execute import run_backend
 
+
 def _np_dtype(name: str) -> np.dtype:
     """The numpy dtype of a case dtype name (bfloat16 is ml_dtypes', imported on first use:
     it takes a second or more to import, and `import attnswitch` must not pay for it)."""

@@ -62,7 +62,6 @@ from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.options import AttentionOptions, keyword_form
 
 
-
 class AttentionInputError(ValueError):
     """An argument of `attention` breaks the contract. The message names the argument."""
 
@@ -180,7 +179,7 @@ class Call:
             f"+{feats}" if feats else ""
         )
 
-    def sequence(self, seqlen_q: int, seqlen_k: int) -> "Call":
+    def sequence(self, seqlen_q: int, seqlen_k: int) -> Call:
         """One sequence of a packed call as a dense call with batch 1 (no arrays attached)."""
         return dataclasses.replace(
             self, layout="dense", batch=1, seqlen_q=seqlen_q, seqlen_k=seqlen_k,

@@ -28,8 +28,8 @@ from typing import Any
 
 from attnswitch.attention import arrays, autotune, conformance, registry, runtime, verdicts, verify
 from attnswitch.attention.contract import AttentionInputError, Call, describe, settings
-from attnswitch.attention.options import AttentionOptions, keyword_form
 from attnswitch.attention.execute import run_backend
+from attnswitch.attention.options import AttentionOptions, keyword_form
 from attnswitch.observe import metrics
 
 # Fixed priority per device kind: the native and fastest kernels first, portable ones after,

@@ -172,7 +172,7 @@ class Runtime:
 
 
 _CURRENT: contextvars.ContextVar[Runtime] = contextvars.ContextVar(
-    "attnswitch_runtime", default=Runtime())
+    "attnswitch_runtime", default=Runtime())  # noqa: B039 (the process's runtime, shared on purpose)
 
 
 def current() -> Runtime:

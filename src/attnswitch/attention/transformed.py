@@ -34,7 +34,6 @@ from attnswitch.attention.contract import Call, validate
 from attnswitch.attention.execute import run_backend
 from attnswitch.attention.plan import plan_for
 
-
 # ---- JAX transformations ---------------------------------------------------------------
 
 # How a JAX backend is called: as is, inside `jax.jit` (every array a traced argument:

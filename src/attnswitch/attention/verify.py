@@ -25,8 +25,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Iterator
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from attnswitch.attention import arrays, conformance, registry, verdicts

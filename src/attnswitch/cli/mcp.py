@@ -19,8 +19,12 @@ from typing import Annotated
 import typer
 
 from attnswitch.cli.options import StoreOption, nonblank_path
-from attnswitch.integrations.mcp_sessions import (DEFAULT_IDLE_MINUTES, DEFAULT_MAX_SESSIONS,
-                                                  MAX_IDLE_MINUTES, MAX_SESSIONS_LIMIT)
+from attnswitch.integrations.mcp_sessions import (
+    DEFAULT_IDLE_MINUTES,
+    DEFAULT_MAX_SESSIONS,
+    MAX_IDLE_MINUTES,
+    MAX_SESSIONS_LIMIT,
+)
 
 
 def mcp_command(

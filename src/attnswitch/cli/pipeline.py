@@ -47,8 +47,8 @@ from attnswitch.cli.options import (
 )
 from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
 from attnswitch.cli.progress import pick as progress_display
-from attnswitch.observe.liblog import LibraryLog
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
+from attnswitch.observe.liblog import LibraryLog
 
 if TYPE_CHECKING:
     from attnswitch.index.query import QuerySteps
@@ -273,8 +273,8 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
     """The `RunOptions` of `command`'s options (`rules`: `options.file_rules`' triple, or
     None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
     with here (`options.ocr_languages_error`) exits 2 with one line."""
-    from attnswitch.errors import ConfigError
     from attnswitch.documents.rules import FileRules
+    from attnswitch.errors import ConfigError
     from attnswitch.jobs.run import RunOptions
 
     if fields.get("ocr", True) and fields.get("ocr_languages") is not None:
@@ -548,12 +548,12 @@ def search_command(
     gives each step's seconds (`search_timings`). `$ATTNSWITCH_TIMINGS=1` prints the
     timings on stderr after the results (any output).
     """
-    from attnswitch.observe.startup import process_age_s
     from attnswitch.index.config import stored_config
     from attnswitch.index.filters import SearchFilter
     from attnswitch.index.query import QuerySteps
     from attnswitch.index.search import search
     from attnswitch.index.store import MAX_EF_SEARCH, StoreInputError
+    from attnswitch.observe.startup import process_age_s
 
     startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")

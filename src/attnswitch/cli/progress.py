@@ -102,8 +102,7 @@ def columns_for(width: int) -> list[Any]:
     stage, its counters (files; for a measurement, the step), MB/s and the ETA; from
     `WITH_BAR` columns a bar and a percentage, from `WIDE` chunks and tokens/s too. The
     `info` column takes what room is left and ends in an ellipsis where there is none."""
-    from rich.progress import (BarColumn, TaskProgressColumn, TextColumn,
-                               TimeRemainingColumn)
+    from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn
     from rich.table import Column
 
     stage = TextColumn("{task.description}", table_column=Column(width=13, no_wrap=True))

@@ -101,7 +101,13 @@ def watch_command(
     import time
 
     from attnswitch.cli.pipeline import (
-        _check_folder, _fail, _open_store, _run_options, _store_errors, store_location)
+        _check_folder,
+        _fail,
+        _open_store,
+        _run_options,
+        _store_errors,
+        store_location,
+    )
     from attnswitch.errors import AttnswitchError
     from attnswitch.jobs.watch import options_of_index, watch
 

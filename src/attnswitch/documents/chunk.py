@@ -51,8 +51,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnswitch.errors import ConfigError
 from attnswitch.documents.readers.blocks import Block, BlockKind, Location
+from attnswitch.errors import ConfigError
 
 CHUNKINGS = ("blocks", "windows")
 HEADING_SEPARATOR = " › "

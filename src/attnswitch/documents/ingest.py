@@ -67,14 +67,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnswitch.errors import AttnswitchError
+from attnswitch.documents.filesystems import pseudo_devices
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES, Block, ReadOptions
 from attnswitch.documents.readers.dispatch import extract, with_attachments
 from attnswitch.documents.readers.formats import compression_of, detect, not_text
-from attnswitch.documents.filesystems import pseudo_devices
 from attnswitch.documents.readers.skip import Skip
 from attnswitch.documents.readers.skip import Skipped as _Skipped
 from attnswitch.documents.rules import SYSTEM_FOLDER, FileRules, Walker
+from attnswitch.errors import AttnswitchError
 
 DEFAULT_MAX_BYTES = 20 * 2**20
 # Folders nested deeper below the root are skipped with the reason (one descriptor is open

@@ -149,7 +149,7 @@ def parity_figures(row: Any, threshold: float) -> str:
     return f"min cosine {cos} {'>=' if ok else '<'} {threshold}{top}"
 
 
-def judge(got: "CheckVectors", want: "CheckVectors", threshold: float) -> tuple[float, float, bool]:
+def judge(got: CheckVectors, want: CheckVectors, threshold: float) -> tuple[float, float, bool]:
     """(min cosine, top-10 agreement, parity) of a candidate's check vectors against the
     reference's."""
     from attnswitch.engines import retrieval_check
@@ -170,7 +170,7 @@ class CheckIds:
     passages: int
 
     @classmethod
-    def of(cls, encoder: Any, spec: ModelSpec) -> "CheckIds":
+    def of(cls, encoder: Any, spec: ModelSpec) -> CheckIds:
         from attnswitch.engines import retrieval_check
 
         texts = calibration_texts(spec)
@@ -178,7 +178,7 @@ class CheckIds:
                                      *retrieval_check.QUERIES]),
                    len(texts), len(retrieval_check.PASSAGES))
 
-    def vectors(self, encoder: Any) -> "CheckVectors":
+    def vectors(self, encoder: Any) -> CheckVectors:
         return CheckVectors(encoder.encode_ids(self.ids), self.calibration, self.passages)
 
 
@@ -208,8 +208,7 @@ def pick(rows: list[EngineRow]) -> tuple[str | None, list[str]]:
 def machine() -> dict[str, Any]:
     """What decides engine speed here: the device, the CPU model and its ISA flags, and the
     cores this process may use."""
-    from attnswitch.attention.cache import cpu_name
-    from attnswitch.attention.cache import cpu_flags
+    from attnswitch.attention.cache import cpu_flags, cpu_name
 
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4")))
     return {"device": registry.host_device(), "cpu": cpu_name(), "flags": flags,

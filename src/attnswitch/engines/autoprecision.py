@@ -142,8 +142,8 @@ def native(precision: str, device: str, flags: frozenset[str]) -> str | None:
 
 def candidates() -> tuple[list[str], list[PrecisionRow]]:
     """The precisions auto tries here, and rows for those it does not."""
-    from attnswitch.engines.base import PRECISIONS
     from attnswitch.attention.cache import cpu_flags
+    from attnswitch.engines.base import PRECISIONS
 
     device, flags = registry.host_device(), cpu_flags()
     able, rows = [], []

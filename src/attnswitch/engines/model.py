@@ -94,7 +94,7 @@ class ModelSpec:
         return int(self.config["hidden_size"])
 
     @classmethod
-    def load(cls, path: str | os.PathLike | None = None) -> "ModelSpec":
+    def load(cls, path: str | os.PathLike | None = None) -> ModelSpec:
         root = default_model_path() if path is None else Path(path)
         if not (root / "config.json").is_file():
             raise ModelError(

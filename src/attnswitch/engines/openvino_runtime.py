@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.engines.base import (SHAPE_MULTIPLE, EncodeInputError, Encoder, padded,
-                                     rounded_width)
+from attnswitch.engines.base import SHAPE_MULTIPLE, EncodeInputError, Encoder, padded, rounded_width
 from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine, library_version
 

@@ -14,9 +14,8 @@ The texts were written for this check; they are fixed, so the check is determini
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 

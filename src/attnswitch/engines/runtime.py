@@ -126,7 +126,7 @@ class Runtime:
 
 
 _CURRENT: contextvars.ContextVar[Runtime] = contextvars.ContextVar(
-    "attnswitch_engines_runtime", default=Runtime())
+    "attnswitch_engines_runtime", default=Runtime())  # noqa: B039 (the process's runtime, shared on purpose)
 
 
 def current() -> Runtime:

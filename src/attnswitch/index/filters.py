@@ -199,7 +199,7 @@ def _when(name: str, value: Any) -> int | None:
         raise StoreInputError(name, "an ISO 8601 date or date-time such as 2024-05-01",
                               repr(value))
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
+        moment = moment.replace(tzinfo=dt.UTC)
     ns = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
     if not -2**63 <= ns < 2**63:  # the stores keep mtime_ns as a signed 64-bit integer
         raise StoreInputError(name, "a time between the years 1678 and 2262", repr(value))
@@ -209,7 +209,7 @@ def _when(name: str, value: Any) -> int | None:
 def _shown(ns: int | None) -> str | None:
     if ns is None:
         return None
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat()
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
 def _spec(pattern: str, name: str) -> Any:

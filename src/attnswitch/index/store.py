@@ -94,7 +94,6 @@ from attnswitch.index.store_sqlite import (
     resolve_path,
 )
 
-
 __all__ = [
     "CHUNK_SELECT", "CHUNK_STRUCTURE_COLUMNS", "DB_NAME", "DEFAULT_DATA_DIR", "EF_SEARCH",
     "EXACT_BELOW", "MAX_EF_SEARCH", "MAX_QUERY_TERMS", "REBUILD", "RUN_LOCK_WAIT_S",

@@ -43,7 +43,6 @@ from attnswitch.index.store_errors import (
     StoreInputError,
 )
 
-
 # A `StoredDocument`'s columns, of the documents table as `d`.
 DOCUMENT_SELECT = ("d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, "
                    "d.reason, d.config, d.n_chunks")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def _chunking() -> tuple[Any, int]:
 
 
 def _document_fields(doc: Any) -> dict[str, Any]:
-    modified = datetime.fromtimestamp(doc.mtime_ns / 1e9, tz=timezone.utc)
+    modified = datetime.fromtimestamp(doc.mtime_ns / 1e9, tz=UTC)
     return {"path": doc.source, "root": doc.root, "kind": doc.kind,
             "modified": modified.isoformat(), "sha256": doc.sha256}
 

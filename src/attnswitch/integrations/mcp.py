@@ -44,9 +44,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from attnswitch.errors import AttnswitchError
-from attnswitch.integrations.mcp_sessions import (DEFAULT_IDLE_MINUTES, DEFAULT_MAX_SESSIONS,
-                                                  check_sessions)
 from attnswitch.index.records import MAX_CHUNK_ID
+from attnswitch.integrations.mcp_sessions import (
+    DEFAULT_IDLE_MINUTES,
+    DEFAULT_MAX_SESSIONS,
+    check_sessions,
+)
 
 MAX_K = 50
 MAX_CHARS = 200_000
@@ -338,9 +341,9 @@ class BearerKeys:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            from attnswitch.service.errors import ServiceError, error_response
-
             from starlette.requests import Request
+
+            from attnswitch.service.errors import ServiceError, error_response
 
             try:
                 self.checker.check(Request(scope))

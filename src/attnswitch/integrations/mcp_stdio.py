@@ -29,11 +29,11 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from pydantic_core import from_json
 
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
 
 def _shown(value: Any) -> str:
     """`value` as JSON for a message, cut to 80 characters."""

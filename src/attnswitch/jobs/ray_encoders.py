@@ -215,13 +215,13 @@ class EncoderActor:
         """Vectors float32 `[len(texts), dim]` of `texts`, in encode calls of at most
         `chunks_per_call` texts, and a report of the call (`info` plus seconds, attention
         backend calls and fallbacks, memory)."""
-        from attnswitch.observe.metrics import stats
         from attnswitch.jobs.encode import (
             count_diff,
             memory_report,
             peak_device_mb,
             peak_rss_mb,
         )
+        from attnswitch.observe.metrics import stats
 
         before, seconds_before = stats(), self.encoding.seconds
         vectors = self.encoding.encode(texts)

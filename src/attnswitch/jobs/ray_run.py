@@ -56,19 +56,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnswitch.errors import AttnswitchError, ConfigError
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import Document, SourceFile, load, scan
+from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
+from attnswitch.errors import AttnswitchError, ConfigError
+from attnswitch.index.store import Store, indexed_sha
+from attnswitch.jobs.encode import count_diff, settle
 from attnswitch.jobs.ray_encoders import (
-    RayRunError,
     KINDS,
     READ_CPUS,
     EncoderPool,
     PoolSpec,
+    RayRunError,
     import_ray,
     plan_pools,
 )
-from attnswitch.jobs.encode import count_diff, settle
 from attnswitch.jobs.run import (
     RunJob,
     RunOptions,
@@ -77,8 +79,6 @@ from attnswitch.jobs.run import (
     check_root,
     drive,
 )
-from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
-from attnswitch.index.store import Store, indexed_sha
 
 log = logging.getLogger(__name__)
 # Files per Ray Data block (one read-and-chunk task each), and at most this many blocks.

@@ -54,18 +54,37 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.errors import ConfigError
-from attnswitch.observe.metrics import stats
 from attnswitch.documents.chunk import Chunk, chunk_document
+from attnswitch.documents.ingest import (
+    DEFAULT_MAX_BYTES,
+    Document,
+    Skip,
+    SourceFile,
+    digest,
+    load,
+    scan,
+)
+from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
+from attnswitch.documents.rules import FileRules, rules_for
+from attnswitch.documents.rules import meta_key as rules_meta_key
+from attnswitch.errors import ConfigError
 from attnswitch.index.config import (
     DEFAULT_CHUNKING,
     DEFAULT_EMBED_HEADINGS,
     DEFAULT_OVERLAP,
-    IndexConfig,
     META_KEY,
+    IndexConfig,
     check_same_model,
     chunk_tokenizer,
     stored_config,
+)
+from attnswitch.index.store import (
+    Store,
+    StoredDocument,
+    SyncPlan,
+    indexed_sha,
+    root_key,
+    vector_key,
 )
 from attnswitch.jobs.choose import choose
 from attnswitch.jobs.encode import (
@@ -78,32 +97,15 @@ from attnswitch.jobs.encode import (
     peak_rss_mb,
     settle,
 )
-from attnswitch.documents.ingest import (
-    DEFAULT_MAX_BYTES,
-    Document,
-    Skip,
-    SourceFile,
-    digest,
-    load,
-    scan,
-)
 from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.read_pool import (
     DEFAULT_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
+)
+from attnswitch.jobs.read_pool import (
     default_read_workers,
     read_in_pool,
 )
-from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
-from attnswitch.documents.rules import FileRules, rules_for
-from attnswitch.documents.rules import meta_key as rules_meta_key
-from attnswitch.index.store import (
-    Store,
-    StoredDocument,
-    SyncPlan,
-    indexed_sha,
-    root_key,
-    vector_key,
-)
+from attnswitch.observe.metrics import stats
 
 DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.

@@ -32,7 +32,6 @@ import os
 import re
 import stat
 from pathlib import Path
-
 from typing import Any
 
 from fastapi import Request

@@ -27,6 +27,7 @@ from attnswitch.engines.base import check_precision_choice
 from attnswitch.errors import ConfigError
 from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
+
 @dataclass(frozen=True)
 class ServiceConfig:
     """host/port: where to listen (port 0: any free port). db: the store, as the CLI's

@@ -12,9 +12,8 @@ origin only, no inline script, no framing) and `X-Content-Type-Options: nosniff`
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from importlib import resources
+from types import MappingProxyType
 
 from fastapi import APIRouter
 from starlette.responses import Response

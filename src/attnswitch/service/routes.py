@@ -33,13 +33,13 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
+from attnswitch.index.records import MAX_CHUNK_ID
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 from attnswitch.service.indexed_file import IndexedFileResponse
 from attnswitch.service.limits import check_items
 from attnswitch.service.runtime import Service
 from attnswitch.service.schemas import (
-    MAX_CHUNK_ID,
     EmbeddingRequest,
     EmbeddingResponse,
     Health,

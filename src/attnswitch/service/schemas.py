@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from attnswitch.index.records import MAX_EF_SEARCH, MAX_K
 from attnswitch.index.search import Hit
-from attnswitch.index.records import MAX_CHUNK_ID, MAX_EF_SEARCH, MAX_K
 
 # The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
 # schema carries it so that validation stops at the limit: the errors of a huge list of

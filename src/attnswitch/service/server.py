@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 import sys
 from types import FrameType
+
 import uvicorn
 
 from attnswitch.service.app import create_app

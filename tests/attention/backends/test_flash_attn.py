@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_generation, gpu_grid, must_serve
 
 from attnswitch.attention.backends.flash_attn import BACKEND
-from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 
 @pytest.mark.parametrize("gpu", ["sm80", "sm86", "sm90", "sm100"])

@@ -9,12 +9,12 @@ import dataclasses
 
 import pytest
 import torch
+from grad_rule import assert_grads_within_rule
+from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_generation, gpu_grid, must_serve
 
 import attnswitch as asw
 from attnswitch.attention.backends.flash_attn3 import BACKEND, FlashAttn3
 from attnswitch.attention.contract import AttentionInputError, validate
-from grad_rule import assert_grads_within_rule
-from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 NAME = "flash-attn-3"
 # A complete build, whatever is installed here, for the rules of the library itself.

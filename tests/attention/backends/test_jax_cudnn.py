@@ -7,12 +7,12 @@ import dataclasses
 import math
 
 import pytest
+from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_generation, gpu_grid, must_serve
 
 from attnswitch.attention import conformance
 from attnswitch.attention.arrays import DeviceInfo
 from attnswitch.attention.backends.jax_cudnn import BACKEND, native_bounds
 from attnswitch.attention.contract import Call
-from grid_pins import DECLINES_ON_GPU, GPUS, declined, gpu_grid, gpu_generation, must_serve
 
 H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", 0, (9, 0))
 A100 = DeviceInfo("cuda", "NVIDIA A100-SXM4-80GB", 0, (8, 0))

@@ -13,8 +13,13 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import attnswitch as asw  # noqa: E402
-from attnswitch.attention import conformance, masks, registry, runtime  # noqa: E402
-from attnswitch.attention import pallas_common  # noqa: E402
+from attnswitch.attention import (  # noqa: E402
+    conformance,
+    masks,
+    pallas_common,  # noqa: E402
+    registry,
+    runtime,
+)
 from attnswitch.attention.contract import validate  # noqa: E402
 
 PALLAS = ("pallas-flash", "pallas-splash")

@@ -11,8 +11,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import attnswitch as asw  # noqa: E402
-from attnswitch.attention import conformance  # noqa: E402
-from attnswitch.attention import pallas_common  # noqa: E402
+from attnswitch.attention import conformance, pallas_common  # noqa: E402
 from attnswitch.attention.backends.pallas_flash import BACKEND, KERNEL_MODULE  # noqa: E402
 from attnswitch.attention.contract import validate  # noqa: E402
 

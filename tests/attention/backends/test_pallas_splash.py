@@ -10,8 +10,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import attnswitch as asw  # noqa: E402
-from attnswitch.attention import conformance  # noqa: E402
-from attnswitch.attention import pallas_common  # noqa: E402
+from attnswitch.attention import conformance, pallas_common  # noqa: E402
 from attnswitch.attention.backends.pallas_splash import BACKEND  # noqa: E402
 from attnswitch.attention.contract import validate  # noqa: E402
 

@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from grad_rule import assert_grads_within_rule, input_grads
 
 import attnswitch as asw
 from attnswitch.attention import conformance
@@ -23,7 +24,6 @@ from attnswitch.attention.backends.torch_sdpa import (
     _uses_is_causal,
 )
 from attnswitch.attention.contract import validate
-from grad_rule import assert_grads_within_rule, input_grads
 
 
 def call_for(sq=8, sk=8, **kw):

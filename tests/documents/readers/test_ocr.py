@@ -167,10 +167,9 @@ def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> 
 
 
 def test_a_huge_later_frame_is_refused_before_any_frame_is_decoded() -> None:
-    from hostile_files import tiff_with_huge_frame
-
     from attnswitch.documents.readers.blocks import ReadOptions
     from attnswitch.documents.readers.ocr import read_image
+    from hostile_files import tiff_with_huge_frame
 
     with pytest.raises(Skipped) as caught:
         read_image(tiff_with_huge_frame(2_000, 1_000), ReadOptions(max_pixels=1_000_000))
@@ -194,8 +193,9 @@ def test_a_pillow_bomb_is_too_large_with_the_limit_not_unreadable(
 
 @needs_tesseract
 def test_frames_past_the_ocr_page_limit_are_listed_not_read(tmp_path: Path) -> None:
-    from hostile_files import many_frame_tiff
     from PIL import Image
+
+    from hostile_files import many_frame_tiff
 
     scan = Image.open(FIXTURES / "scan.tif")
     title = scan.crop((0, 0, scan.width, 125))
@@ -213,8 +213,9 @@ def test_frames_past_the_ocr_page_limit_are_listed_not_read(tmp_path: Path) -> N
 @needs_tesseract
 def test_scanned_pdf_pages_past_the_ocr_page_limit_are_listed_not_read(
         tmp_path: Path) -> None:
-    from hostile_files import blank_pdf
     from PIL import Image
+
+    from hostile_files import blank_pdf
 
     (tmp_path / "blank.pdf").write_bytes(blank_pdf(6))
     scan = Image.open(FIXTURES / "scan.png")
@@ -354,8 +355,8 @@ def test_a_run_records_the_pages_whose_pack_is_missing(
     the PDF it indexed, and the skip of the image of which nothing was read."""
     from script_pages import printed_page, tessdata_with
 
-    from attnswitch.jobs.run import RunOptions, run
     from attnswitch.index.store import SQLiteStore
+    from attnswitch.jobs.run import RunOptions, run
 
     need("osd", "eng", fonts_of=("deu", "kor"))
     monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",

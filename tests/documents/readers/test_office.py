@@ -7,8 +7,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from reader_sources import (anyhow_headings, anyhow_words, headings, json_types_rows, read,
-                            recall)
+from reader_sources import anyhow_headings, anyhow_words, headings, json_types_rows, read, recall
 
 from attnswitch.documents.readers.blocks import BlockKind, Location, ReadOptions
 from attnswitch.documents.readers.office import read_xlsx
@@ -81,8 +80,9 @@ def test_a_long_sheet_is_cut_into_blocks_each_with_the_header() -> None:
 
 @pytest.mark.parametrize("name", ["anyhow.docx", "anyhow.pptx", "json-types.xlsx"])
 def test_a_file_under_another_name_is_known_by_its_members(name: str) -> None:
-    from attnswitch.documents.readers.dispatch import read_named
     from reader_sources import FIXTURES
+
+    from attnswitch.documents.readers.dispatch import read_named
 
     data = (FIXTURES / name).read_bytes()
     assert read_named("download", data, ReadOptions()).blocks == read(name).blocks

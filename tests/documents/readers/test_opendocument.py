@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import io
 
-from reader_sources import (anyhow_headings, anyhow_words, headings, json_types_rows, read,
-                            recall)
+from reader_sources import anyhow_headings, anyhow_words, headings, json_types_rows, read, recall
 
 from attnswitch.documents.readers.blocks import BlockKind, Location, ReadOptions
 from attnswitch.documents.readers.opendocument import read_ods

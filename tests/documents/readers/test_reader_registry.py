@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.index.filters import SearchFilter
 from attnswitch.documents.readers import registry
 from attnswitch.documents.readers.blocks import ReadOptions
 from attnswitch.documents.readers.dispatch import extract
 from attnswitch.documents.readers.formats import detect
+from attnswitch.index.filters import SearchFilter
 from attnswitch.index.store_errors import StoreInputError
 
 

@@ -106,8 +106,8 @@ class _KernelCall:
 
         if self.interpret:
             residuals = pallas_common.fold_vmap(residuals)
-        out, l, m = residuals(q, k, v, attn_mask, segments)
-        return out, m + jnp.log(l)
+        out, row_sum, row_max = residuals(q, k, v, attn_mask, segments)
+        return out, row_max + jnp.log(row_sum)
 
 
 class PallasFlash(BackendBase):
@@ -172,8 +172,7 @@ class PallasFlash(BackendBase):
         return "; ".join(notes)
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
-        from attnswitch.attention import jax_common
-        from attnswitch.attention import pallas_common
+        from attnswitch.attention import jax_common, pallas_common
 
         if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)

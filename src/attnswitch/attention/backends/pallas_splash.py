@@ -137,8 +137,7 @@ class PallasSplash(BackendBase):
         return f"{mask}; {frame.text}; {mode}"
 
     def run(self, q: Any, k: Any, v: Any, call: Call) -> Any:
-        from attnswitch.attention import jax_common
-        from attnswitch.attention import pallas_common
+        from attnswitch.attention import jax_common, pallas_common
 
         if pallas_common.is_empty(q, k):
             return jax_common.empty_result(q, call)

@@ -15,8 +15,9 @@ kind in `readers.dispatch`; it raises `skip.Skipped` when the file gives no text
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, Iterable
+from typing import Any
 
 
 class BlockKind(str, enum.Enum):

@@ -9,10 +9,9 @@ language.
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 import re
 from pathlib import PurePath
+from types import MappingProxyType
 
 from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, ReadOptions
 from attnswitch.documents.readers.skip import Skip, Skipped

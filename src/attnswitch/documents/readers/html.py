@@ -33,10 +33,9 @@ docs/architecture.md has the measurement behind this choice
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, ReadOptions
 from attnswitch.documents.readers.skip import Skip, Skipped

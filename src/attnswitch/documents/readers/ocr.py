@@ -38,8 +38,12 @@ from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, Loc
 from attnswitch.documents.readers.ocr_cache import cached_text, keep_text, page_key
 from attnswitch.documents.readers.ocr_languages import NoPack, OcrLanguages, resolve
 from attnswitch.documents.readers.skip import Skip, Skipped
-from attnswitch.documents.readers.tesseract import (build, detect_script, installed_packs,
-                                                     recognise_png)
+from attnswitch.documents.readers.tesseract import (
+    build,
+    detect_script,
+    installed_packs,
+    recognise_png,
+)
 
 _POINTS_PER_INCH = 72
 

@@ -23,8 +23,14 @@ from __future__ import annotations
 import io
 import re
 
-from attnswitch.documents.readers.blocks import (Block, BlockKind, Extracted, Location, ReadOptions,
-                                               table_block)
+from attnswitch.documents.readers.blocks import (
+    Block,
+    BlockKind,
+    Extracted,
+    Location,
+    ReadOptions,
+    table_block,
+)
 from attnswitch.documents.readers.containers import library_errors, open_zip
 from attnswitch.documents.readers.skip import Skip, Skipped
 from attnswitch.documents.readers.tabular import cell_text, sheet_blocks

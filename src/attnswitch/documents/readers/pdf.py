@@ -27,8 +27,7 @@ import io
 import re
 from typing import Any
 
-from attnswitch.documents.readers.blocks import (Block, BlockKind, Extracted, Location,
-                                               ReadOptions)
+from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, Location, ReadOptions
 from attnswitch.documents.readers.ocr import ocr_pdf_pages, textless
 from attnswitch.documents.readers.skip import Skip, Skipped
 from attnswitch.documents.readers.text import paragraphs

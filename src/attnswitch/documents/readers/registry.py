@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from attnswitch.documents.readers.blocks import Extracted, ReadOptions, Reader
+from attnswitch.documents.readers.blocks import Extracted, Reader, ReadOptions
 from attnswitch.documents.readers.code import LANGUAGES
 from attnswitch.plugins import entry_point_objects
 
@@ -96,13 +96,14 @@ def _table() -> Mapping[str, ReaderSpec]:
             if spec.kind in table:
                 warnings.warn(f"attnswitch: reader {spec.kind!r}: expected a kind no reader "
                               f"has, got one the {table[spec.kind].read.__name__} reader "
-                              "has; skipped")
+                              "has; skipped", stacklevel=2)
                 continue
             clashing = [ext for ext in spec.extensions if ext in taken]
             if clashing:
                 warnings.warn(f"attnswitch: reader {spec.kind!r}: extensions "
                               f"{', '.join(clashing)} belong to readers "
-                              f"{', '.join(taken[e] for e in clashing)}; left out")
+                              f"{', '.join(taken[e] for e in clashing)}; left out",
+                              stacklevel=2)
                 spec = replace(spec, extensions=tuple(
                     e for e in spec.extensions if e not in taken))
             table[spec.kind] = spec
