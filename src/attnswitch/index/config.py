@@ -17,7 +17,6 @@ The model fingerprint is `engines.model.model_fingerprint`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -183,9 +182,3 @@ def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, stored_dim
             f"{wanted.model_name} ({wanted.model or 'default model'}, "
             f"{wanted.model_fingerprint[:12]}); use another --db for another model")
 
-
-def vector_key(vector_fingerprint: str, encoder_text: str) -> str:
-    """What identifies a stored vector: the hash of the vector fingerprint
-    (`IndexConfig.vector_fingerprint`) and the exact text the encoder read. A chunk whose
-    key is stored already has its vector, and a run reuses it rather than encode again."""
-    return hashlib.sha256(f"{vector_fingerprint}\0{encoder_text}".encode()).hexdigest()

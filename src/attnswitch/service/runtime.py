@@ -61,13 +61,6 @@ class _SerialEncoder:
         return getattr(self._encoder, name)
 
 
-def special_tokens(encoder: Any) -> int:
-    """How many tokens `encoder`'s tokenizer adds to every text (2 for BERT's [CLS] and
-    [SEP]): "a" is one token and "a a" two, for every tokenizer that splits on spaces."""
-    one, two = (len(row) for row in encoder.tokenize(["a", "a a"]))
-    return max(0, 2 * one - two)
-
-
 def model_name(path: Path) -> str:
     """A readable name for a model folder (the packaged default lives in `<package>/model`)."""
     return path.parent.name if path.name == "model" else path.name
@@ -144,7 +137,7 @@ class Service:
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
         from attnswitch.engines import get_engine
-        from attnswitch.index.config import model_fingerprint
+        from attnswitch.index.config import model_fingerprint, special_tokens
 
         cfg = self.config
         model, engine, precision = cfg.model, cfg.engine, cfg.precision
@@ -157,7 +150,7 @@ class Service:
         encoder = get_engine(model, engine, precision)
         precision = encoder.precision
         encoder.encode([WARMUP_TEXT])
-        self.special_tokens = special_tokens(encoder)
+        self.special_tokens = special_tokens(encoder.spec.tokenizer())
         self.index.fingerprint = model_fingerprint(encoder.spec.path)
         self.model_arg, self.engine, self.precision = model, encoder.engine, precision
         self.model = model_name(Path(encoder.spec.path))
