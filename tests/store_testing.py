@@ -1,16 +1,47 @@
-"""Helpers shared by the store, run and service tests: another process holding a store's
-run lock, an encoder that records what it is asked to encode, and a SQLite file's vectors
-taken back to the float32 blobs of schema version 7 and older."""
+"""Helpers shared by the store, run and service tests: the statements a store sends to its
+database, another process holding a store's run lock, an encoder that records what it is
+asked to encode, and a SQLite file's vectors taken back to the float32 blobs of schema
+version 7 and older."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+
+@contextlib.contextmanager
+def statements(store) -> Iterator[list[str]]:
+    """The statements `store` sends to its database inside the block, as the driver sends
+    them: SQLite's trace callback; libpq's trace of the PostgreSQL protocol (each statement
+    is one Bind, or one simple Query)."""
+    sent: list[str] = []
+    conn = store._conn
+    if hasattr(conn, "set_trace_callback"):
+        # Not the statements SQLite runs inside one (an FTS5 table's reads of its own
+        # tables: "-- " and the statement): those are the engine's, not the store's.
+        conn.set_trace_callback(lambda sql: None if sql.startswith("-- ") else sent.append(sql))
+        try:
+            yield sent
+        finally:
+            conn.set_trace_callback(None)
+        return
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        try:
+            yield sent
+        finally:
+            conn.pgconn.untrace()
+            trace.seek(0)
+            sent.extend(line for line in trace if re.search(r"\tF\t\d+\t(Bind|Query)\t", line))
 
 
 def hold_run_lock(location: str | Path, seconds: float) -> subprocess.Popen:

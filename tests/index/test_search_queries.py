@@ -5,11 +5,8 @@ statement each, the index config at most once."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import tempfile
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +18,7 @@ from attnswitch.index.location import open_store
 from attnswitch.index.records import MAX_K
 from attnswitch.index.search import search
 from attnswitch.index.store import ChunkRecord
+from store_testing import statements
 
 DIM = 64
 WORDS = ("vacuum index table query planner storage backup replication checkpoint "
@@ -71,30 +69,6 @@ def store(location, tmp_path: Path):
         yield opened
 
 
-@contextlib.contextmanager
-def statements(store) -> Iterator[list[str]]:
-    """The statements `store` sends to its database inside the block, as the driver sends
-    them: SQLite's trace callback; libpq's trace of the PostgreSQL protocol (each statement
-    is one Bind, or one simple Query)."""
-    sent: list[str] = []
-    conn = store._conn
-    if hasattr(conn, "set_trace_callback"):
-        # Not the statements SQLite runs inside one (an FTS5 table's reads of its own
-        # tables: "-- " and the statement): those are the engine's, not the store's.
-        conn.set_trace_callback(lambda sql: None if sql.startswith("-- ") else sent.append(sql))
-        try:
-            yield sent
-        finally:
-            conn.set_trace_callback(None)
-        return
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        try:
-            yield sent
-        finally:
-            conn.pgconn.untrace()
-            trace.seek(0)
-            sent.extend(line for line in trace if re.search(r"\tF\t\d+\t(Bind|Query)\t", line))
 
 
 SEARCHES = {

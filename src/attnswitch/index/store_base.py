@@ -44,6 +44,8 @@ from attnswitch.index.store_errors import (
 )
 
 # A `StoredDocument`'s columns, of the documents table as `d`.
+# How many listed files a plan looks up in one statement (`StoreBase.plan`).
+PLAN_BATCH = 1000
 DOCUMENT_SELECT = ("d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, "
                    "d.reason, d.config, d.n_chunks")
 # Content and chunk dedup: a document found by its hash, a stored vector by its key (the
@@ -363,17 +365,24 @@ class StoreBase(abc.ABC):
         """Compare a complete listing of `root` (`ingest.scan(root)`) with the stored state
         (`SyncPlan`). Every entry must belong to `root`, each source once."""
         key = root_key(root)
-        to_read: list[SourceFile] = []
-        fresh: list[SourceFile] = []
-        stored: dict[str, StoredDocument | None] = {}
+        listed: dict[str, SourceFile] = {}
         for entry in entries:
             if entry.root != key:
                 raise StoreInputError("entries", f"files under root {key!r}",
                                       f"{entry.source!r} under {entry.root!r}")
-            if entry.source in stored:
+            if entry.source in listed:
                 raise StoreInputError("entries", "each source once", f"{entry.source!r} twice")
-            stored[entry.source] = row = self.lookup(key, entry.source)
-            (fresh if is_fresh_row(row, entry, config) else to_read).append(entry)
+            listed[entry.source] = entry
+        # the stored rows in bulk: one statement per PLAN_BATCH files, not one per file
+        sources = list(listed)
+        rows: dict[tuple[str, str], StoredDocument] = {}
+        for start in range(0, len(sources), PLAN_BATCH):
+            rows.update(self.lookup_many((key, s) for s in sources[start:start + PLAN_BATCH]))
+        stored = {source: rows.get((key, source)) for source in sources}
+        to_read: list[SourceFile] = []
+        fresh: list[SourceFile] = []
+        for source, entry in listed.items():
+            (fresh if is_fresh_row(stored[source], entry, config) else to_read).append(entry)
         deleted = tuple(sorted(self.sources(key) - set(stored)))
         return SyncPlan(key, tuple(to_read), tuple(fresh), deleted,
                         {e.source: stored[e.source] for e in to_read})
