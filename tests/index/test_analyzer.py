@@ -113,3 +113,50 @@ def test_postgres_literals_quote_every_term() -> None:
     assert tsvector_literal(["it's", "a\\b", "it's"]) == "'it''s':1A,3A 'a\\\\b':2A"
     assert tsvector_literal(["rows", "row"], ["row", "row"]) == "'rows':1A 'row':2A,3,4"
     assert tsquery_literal(["it's", "x"], ["x"]) == "'it''s':A | 'x':A | 'x':D"
+
+
+# -- the language detector's model: an uncompressed copy in the cache, else in memory -----
+
+def test_the_detector_model_is_unpacked_once_into_the_cache(tmp_path, monkeypatch) -> None:
+    """The first use writes the uncompressed model into attnswitch's cache; the next one
+    reads that copy (a path, not the model decompressed again), and detects the same."""
+    import zipfile
+
+    from attnswitch.index import analyzer
+
+    monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(tmp_path / "cache"))
+    first = analyzer._unpacked_model()
+    assert not isinstance(first, str | bytes) and hasattr(first, "read")  # made now
+    copies = list((tmp_path / "cache").glob("langid-model-*.npz"))
+    assert len(copies) == 1 and zipfile.is_zipfile(copies[0])
+    assert not list((tmp_path / "cache").glob("*.part"))
+    assert analyzer._unpacked_model() == copies[0]
+    analyzer._identifier.cache_clear()
+    try:
+        assert analyzer.detect_language("Die Katze schläft auf dem warmen Sofa.") == "de"
+    finally:
+        analyzer._identifier.cache_clear()
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_model_in_memory(tmp_path,
+                                                                   monkeypatch) -> None:
+    """A cache folder that cannot be made (a file in its place): the model is decompressed
+    in memory and the detector works; a damaged copy is made again."""
+    from attnswitch.index import analyzer
+
+    blocker = tmp_path / "not a folder"
+    blocker.write_text("a file where the cache folder would be\n")
+    monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(blocker / "cache"))
+    assert hasattr(analyzer._unpacked_model(), "read")
+    monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    analyzer._unpacked_model()
+    (copy,) = (tmp_path / "cache").glob("langid-model-*.npz")
+    copy.write_bytes(b"torn")
+    assert hasattr(analyzer._unpacked_model(), "read")  # made again
+    assert analyzer._unpacked_model() == copy
+    analyzer._identifier.cache_clear()
+    try:
+        assert analyzer.detect_language("The cat sleeps on the warm sofa all day.") == "en"
+    finally:
+        analyzer._identifier.cache_clear()

@@ -76,29 +76,62 @@ def _stemmer(language: str) -> Any:
 
 @functools.cache
 def _identifier() -> Any:
-    """py3langid's identifier with normalised probabilities, its model decompressed in
-    memory: py3langid's own loader inflates the 68 MB model into a temporary file, which
-    fails where the disk is full or the temporary folder read-only, and a run must then
-    stop on its own store's error, not on the detector's."""
-    import io
-    import lzma
+    """py3langid's identifier with normalised probabilities, its model read by
+    `_unpacked_model`: py3langid's own loader inflates the 68 MB model into a temporary
+    file, which fails where the disk is full or the temporary folder read-only, and a run
+    must then stop on its own store's error, not on the detector's."""
     from array import array
 
     import numpy as np
-    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+    from py3langid.langid import LanguageIdentifier
 
     def as_array(values: Any) -> array:  # what py3langid's loader hands the identifier
         out = array({2: "H", 4: "I", 8: "L"}[values.dtype.itemsize])
         out.frombytes(np.ascontiguousarray(values).tobytes())
         return out
 
-    with lzma.open(MODEL_DIR / MODEL_FILE) as packed:
-        unpacked = io.BytesIO(packed.read())
-    with np.load(unpacked, allow_pickle=False) as data:
+    with np.load(_unpacked_model(), allow_pickle=False) as data:
         return LanguageIdentifier(
             np.asarray(data["ptc"]), np.asarray(data["pc"]), data["classes"].tolist(),
             as_array(data["nextmove"]), data["out_feat"].tolist(), norm_probs=True,
             tk_row=as_array(data["nextmove_row"]))
+
+
+def _unpacked_model() -> Any:
+    """py3langid's model as an uncompressed `.npz` (a path or a file object): the copy in
+    attnswitch's cache, made on first use (written whole, then renamed into place), else the
+    model decompressed in memory when the cache cannot be written. Decompressing its LZMA
+    costs 0.25-0.35 s on 2 cores, most of a cold hybrid search's store time (the query's
+    language decides the dense part's weight); reading the copy costs a few hundredths."""
+    import io
+    import lzma
+    import os
+    import tempfile
+    import zipfile
+    from importlib.metadata import version
+
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+
+    from attnswitch.attention.cache import cache_file
+
+    cached = cache_file(f"langid-model-{version('py3langid')}.npz")
+    if cached.is_file() and zipfile.is_zipfile(cached):
+        return cached
+    with lzma.open(MODEL_DIR / MODEL_FILE) as packed:
+        unpacked = packed.read()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=cached.parent, prefix=cached.name, suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(unpacked)
+            os.replace(partial, cached)
+        except BaseException:
+            os.unlink(partial)
+            raise
+    except OSError:  # a full disk or a read-only cache: the model stays in memory
+        pass
+    return io.BytesIO(unpacked)
 
 
 def fingerprint() -> str:
