@@ -8,7 +8,7 @@ rotated each round, after one warm-up round not counted (every counted process f
 files in the page cache, as a user's second search does):
 
 - `attnswitch search QUERY` as a user types it (its table printed to a pipe), with
-  `$ATTNSWITCH_TIMINGS=1`: the command's own breakdown on stderr (`cli/pipeline.py`
+  `$ATTNSWITCH_TIMINGS=1`: the command's own breakdown on stderr (`cli/timings.py`
   `search_timings` and `print_s`);
 - `attnswitch search QUERY --mode keyword` (no model);
 - `grep -r -i -l -w` with the query's words, over the folder;

@@ -17,7 +17,7 @@ from attnswitch.index.config import IndexConfig, IndexMismatchError
 
 @dataclass
 class QuerySteps:
-    """Seconds spent by a search's steps in this process (`cli.pipeline.search_timings`)."""
+    """Seconds spent by a search's steps in this process (`cli.timings.search_timings`)."""
 
     runtime_import_s: float = 0.0
     tokenizer_s: float = 0.0

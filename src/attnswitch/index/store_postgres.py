@@ -49,6 +49,7 @@ import numpy as np
 from attnswitch.documents.ingest import Document
 from attnswitch.index import analyzer
 from attnswitch.index.filters import SearchFilter
+from attnswitch.index.postgres_upgrades import reanalyze, to_halfvec
 from attnswitch.index.records import (
     CHUNK_SELECT,
     CHUNK_STRUCTURE_COLUMNS,
@@ -178,12 +179,10 @@ _UPGRADE = tuple(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}" for col
     "heading_path TEXT NOT NULL DEFAULT '[]'", "location TEXT NOT NULL DEFAULT '{}'",
     "vector_key TEXT"))
 # A database made before the analyzer (its keyword index PostgreSQL's English words of
-# the text, a generated column) gets the analyzer's columns; `_reanalyze` fills them.
+# the text, a generated column) gets the analyzer's columns; `postgres_upgrades.reanalyze` fills them.
 _ANALYZER_UPGRADE = ("ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
                      "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS terms tsvector",
                      "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language TEXT")
-# Chunks analysed again per statement by `_reanalyze`.
-_REANALYZE_BATCH = 500
 # A jobs table made before a job could be "cancelled" (its CHECK named by PostgreSQL's
 # rule, <table>_<column>_check) gets the CHECK of `_SCHEMA`.
 _JOBS_STATUS_CHECK = (
@@ -269,7 +268,7 @@ def upgrade(conn: Any) -> bool:
     them, filling in the stored chunks' vector keys (`store_base.fill_vector_keys`); True
     when it did (False: the columns were there). A jobs table made before jobs could be
     "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). Vectors stored as `vector`
-    (float32) are converted to `halfvec` (`_to_halfvec`). The dedup indexes
+    (float32) are converted to `halfvec` (`postgres_upgrades.to_halfvec`). The dedup indexes
     (`store_base.DEDUP_INDEXES`) and the keyword index are made here, once the columns they
     index exist, and only when missing (`_create_missing_indexes`)."""
     with conn.transaction():
@@ -291,59 +290,12 @@ def upgrade(conn: Any) -> bool:
         if not {"terms", "language"} <= have or "tsv" in have:
             for statement in _ANALYZER_UPGRADE:
                 conn.execute(statement)
-        _to_halfvec(conn)
+        to_halfvec(conn, HNSW_INDEX)
         _create_missing_indexes(conn, _INDEXES)
         row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
         if row is None or row[0] != analyzer.fingerprint():
-            _reanalyze(conn)
+            reanalyze(conn)
     return upgraded
-
-
-def _to_halfvec(conn: Any) -> None:
-    """Convert the chunks' vectors from `vector` (float32, before schema version 8) to
-    `halfvec` (float16) in place, inside the caller's transaction: the column's type is
-    changed (pgvector's cast rounds each element to nearest; PostgreSQL rewrites the
-    table, every chunk and its id kept, nothing encoded again) and the HNSW index made
-    again on it. Nothing to do when the column is `halfvec` already."""
-    column = conn.execute(
-        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
-        "'chunks'::regclass AND attname = 'embedding'").fetchone()[0]
-    if not column.startswith("vector"):
-        return
-    typed = column[len("vector"):]  # "(384)", or "" before the first vectors
-    started = time.monotonic()
-    conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-    conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec{typed} "
-                 f"USING embedding::halfvec{typed}")
-    if typed:
-        conn.execute(HNSW_INDEX)
-    log.info("vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, "
-             "%.1f s", typed, typed, conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
-             time.monotonic() - started)
-
-
-def _reanalyze(conn: Any) -> None:
-    """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
-    the caller's transaction: the chunks stored without a language get theirs, every
-    chunk's terms are written again; no vector changes."""
-    started, last, n = time.monotonic(), 0, 0
-    while rows := conn.execute(
-            "SELECT id, text, language FROM chunks WHERE id > %s ORDER BY id LIMIT %s",
-            (last, _REANALYZE_BATCH)).fetchall():
-        values = []
-        for chunk_id, text, language in rows:
-            language = analyzer.detect_language(text) if language is None else language
-            values.append((language, analyzer.tsvector_literal(
-                analyzer.document_terms(text, language),
-                analyzer.document_stems(text, language)), chunk_id))
-        conn.cursor().executemany(
-            "UPDATE chunks SET language = %s, terms = %s::tsvector WHERE id = %s", values)
-        last, n = rows[-1][0], n + len(rows)
-    conn.execute("INSERT INTO meta VALUES ('analyzer', %s) ON CONFLICT (key) DO UPDATE SET "
-                 "value = excluded.value", (analyzer.fingerprint(),))
-    if n:
-        log.info("keyword index made again by analyzer %s (%d chunks, %.1f s)",
-                 analyzer.fingerprint(), n, time.monotonic() - started)
 
 
 def _create_missing_indexes(conn: Any, statements: tuple[str, ...]) -> None:

@@ -94,7 +94,6 @@ from attnswitch.jobs.encode import (
     load_encoder,
     memory_report,
     peak_device_mb,
-    peak_rss_mb,
     settle,
 )
 from attnswitch.jobs.phases import Phases
@@ -105,6 +104,7 @@ from attnswitch.jobs.read_pool import (
     default_read_workers,
     read_in_pool,
 )
+from attnswitch.jobs.summary import RunSummary, summarise
 from attnswitch.observe.metrics import stats
 
 DEFAULT_CHUNKS_PER_CALL = 128
@@ -241,75 +241,6 @@ class RunProgress:
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.encode_s if self.encode_s > 0 and self.tokens else 0.0
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """The outcome of a run (`to_dict` for JSON and the runs table). Counts are of documents
-    (files) of this root; `chunks_encoded`/`tokens_encoded` count only this run's encoding;
-    `tokens_per_s` = tokens_encoded / encode_s (chunks_per_s likewise). `ray` is None here;
-    a Ray run (`ray_run.run_on_ray`) fills it with its pools per node kind, and its `load_s`
-    is Ray's connect and the actors' start. `measure_s`: seconds spent choosing the engine
-    and precision: measuring them on a first run here, checking an engine against torch
-    float32 once (near 0 when they were recorded: every run after the first here).
-    `time_parts`: where the wall time went (`phases.PARTS`, then `other`, the rest), in
-    seconds that add up to `wall_s`.
-    `chunks_reused`: chunks that took a vector stored already or encoded once for another
-    chunk of this run (same text for the encoder), not in `chunks_encoded`. `copied`: new
-    or changed files whose content an indexed document has (counted in `new`/`changed`),
-    given its chunks and vectors without being extracted or encoded; `moved`: stored
-    documents found at another path of the root (not counted as new or deleted)."""
-
-    run_id: int
-    status: str
-    root: str
-    db: str
-    files: int
-    new: int
-    changed: int
-    unchanged: int
-    deleted: int
-    skipped: int
-    failed: int
-    indexed: int
-    chunks_encoded: int
-    tokens_encoded: int
-    chunks_stored: int
-    wall_s: float
-    load_s: float
-    encode_s: float
-    tokens_per_s: float | None
-    chunks_per_s: float | None
-    model: str
-    engine: str
-    engine_reason: str
-    precision: str
-    layout: str
-    device: str | None
-    backends: dict[str, int]
-    fallbacks: dict[str, int]
-    peak_rss_mb: float
-    peak_device_mb: float | None
-    memory: dict[str, Any]
-    cost: dict[str, Any]
-    skipped_by_reason: dict[str, int]
-    skipped_files: list[dict[str, str]]
-    notes: list[dict[str, str]]
-    config: str
-    ray: dict[str, Any] | None = None
-    measure_s: float = 0.0
-    precision_reason: str = ""
-    chunks_reused: int = 0
-    copied: int = 0
-    moved: int = 0
-    time_parts: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def counts(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("new", "changed", "unchanged", "deleted",
-                                               "skipped", "failed", "indexed")}
 
 
 def read_ahead(entries: list[SourceFile], max_bytes: int, depth: int = READ_AHEAD,
@@ -805,59 +736,6 @@ def drive(job: RunJob, started: float) -> RunSummary:
         status = "interrupted"
         raise
     finally:
-        summary = _summarise(job, status, started, calls_before)
+        summary = summarise(job, status, started, calls_before)
         store.finish_run(job.run_id, status, counts=summary.counts(), summary=summary.to_dict())
     return summary
-
-
-def _summarise(job: RunJob, status: str, started: float, calls_before: dict) -> RunSummary:
-    wall = time.perf_counter() - started
-    key = root_key(job.root)
-    st = job.store
-    indexed, stored_chunks = st.root_counts(key)
-    tokens = job.counts["tokens"]
-    encode_s = job.encode_s
-    report = job.engine_report(calls_before)
-    device = report["device"]
-    return RunSummary(
-        run_id=job.run_id, status=status, root=key, db=st.location,
-        files=job.progress.files_total, new=job.counts["new"], changed=job.counts["changed"],
-        unchanged=job.counts["unchanged"], deleted=job.counts["deleted"],
-        skipped=job.counts["skipped"], failed=job.counts["failed"], indexed=indexed,
-        chunks_encoded=job.counts["chunks"], tokens_encoded=tokens,
-        chunks_reused=job.counts["reused"], copied=job.counts["copied"],
-        moved=job.counts["moved"],
-        chunks_stored=stored_chunks, wall_s=wall, load_s=job.progress.load_s,
-        encode_s=encode_s,
-        tokens_per_s=tokens / encode_s if tokens and encode_s > 0 else None,
-        chunks_per_s=job.counts["chunks"] / encode_s if tokens and encode_s > 0 else None,
-        model=job.config.describe(), engine=_engine_used(job), engine_reason=job.engine_reason,
-        precision=job.config.precision, precision_reason=job.precision_reason,
-        layout=job.options.layout,
-        device=device, backends=report["backends"], fallbacks=report["fallbacks"],
-        peak_rss_mb=peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
-        memory=report["memory"], cost=_cost(tokens, encode_s, device, job.options.hourly_usd),
-        skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
-        skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
-        notes=job.notes, config=job.fp, ray=report["ray"], measure_s=job.progress.measure_s,
-        time_parts=job.time_parts(wall),
-    )
-
-
-def _engine_used(job: RunJob) -> str:
-    """The engine that encoded last (the planned one unless it fell back)."""
-    return getattr(job.encoder, "engine", None) or job.engine_name
-
-
-def _cost(tokens: int, seconds: float, device: str | None,
-          hourly_usd: float | None) -> dict[str, Any]:
-    from attnswitch.observe.cost import cost
-
-    if not tokens or seconds <= 0:
-        return {"usd_per_million_tokens": None, "reason": "no tokens encoded"}
-    try:
-        c = cost(tokens, seconds, device, hourly_usd=hourly_usd)
-    except ValueError as exc:
-        return {"usd_per_million_tokens": None, "reason": str(exc)}
-    return {"usd_per_million_tokens": c.usd_per_million_tokens, "hourly_usd": c.hourly_usd,
-            "price_source": c.price_source, "device": c.device, "reason": None}
