@@ -10,7 +10,7 @@ same (the store in `--store-dir` is reused); only the query's terms change."""
 import runpy
 import sys
 
-from attnswitch.index import analyzer
+from attnswitch.indexing import analyzer
 
 variant = sys.argv.pop(1)
 if variant == "stopwords-kept":

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 import attnswitch as asw
-from attnswitch.attention import arrays, autotune, registry
-from attnswitch.attention.cache import cpu_name
-from attnswitch.attention.contract import validate
-from attnswitch.attention.execute import timed_run, wait_for
+from attnswitch.kernels import arrays, autotune, registry
+from attnswitch.kernels.cache import cpu_name
+from attnswitch.kernels.contract import validate
+from attnswitch.kernels.execute import timed_run, wait_for
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def _direct_sdpa(q, k, v, row: Row):
     (see backends/torch_sdpa.py)."""
     import torch.nn.functional as F
 
-    from attnswitch.attention.backends.torch_sdpa import _fold_groups, _unfold_groups
+    from attnswitch.kernels.backends.torch_sdpa import _fold_groups, _unfold_groups
 
     kh, vh = k.transpose(1, 2), v.transpose(1, 2)
     if row.heads_q != row.heads_kv:

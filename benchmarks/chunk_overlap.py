@@ -109,8 +109,8 @@ class CachedEncoder:
 def measure(docs, passages, headings, vectors, encoder, tokenizer, chunking, overlap,
             max_tokens) -> dict:
     from attnswitch.documents.chunk import chunk_document
-    from attnswitch.index.search import search
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.search import search
+    from attnswitch.indexing.store import SQLiteStore
 
     n_chunks = n_tokens = 0
     scores: dict[str, list[float]] = {}
@@ -188,7 +188,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from attnswitch.documents.ingest import ingest
     from attnswitch.engines import get_engine
-    from attnswitch.index.config import chunk_tokenizer, special_tokens
+    from attnswitch.indexing.config import chunk_tokenizer, special_tokens
 
     docs = [d for d in ingest(args.corpus) if d.ok]
     passages = passages_of(docs, args.passages, args.seed)

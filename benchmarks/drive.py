@@ -147,7 +147,7 @@ def own_cache(where: Path) -> Path:
     """A cache folder of its own for one attnswitch run, holding the user's measured engine
     and precision plans and built engines (so no run pays for measuring them) but no OCR
     results: a run that found the scans already read would not be timed on the same work."""
-    from attnswitch.attention.cache import cache_file
+    from attnswitch.kernels.cache import cache_file
 
     cache = where / "cache"
     shutil.copytree(cache_file("x").parent, cache,

@@ -74,7 +74,7 @@ def corpus_chunks(n: int) -> list[str]:
     from attnswitch.documents.chunk import chunk_text
     from attnswitch.documents.ingest import ingest
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.index.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
+    from attnswitch.indexing.config import DEFAULT_OVERLAP, chunk_tokenizer, special_tokens
 
     spec = ModelSpec.load(None)
     tok = chunk_tokenizer(spec)
@@ -109,7 +109,7 @@ def per_round_ratio(res: dict, name: str, others: tuple[str, ...]) -> list[float
 
 
 def cpu_description() -> tuple[str, list[str]]:
-    from attnswitch.attention.cache import cpu_flags, cpu_name
+    from attnswitch.kernels.cache import cpu_flags, cpu_name
 
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8",
               "amx_tile")

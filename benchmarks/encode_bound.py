@@ -93,7 +93,7 @@ def main() -> None:
     from attnswitch.documents.chunk import chunk_document
     from attnswitch.documents.ingest import ingest
     from attnswitch.engines import get_engine
-    from attnswitch.index.config import DEFAULT_EMBED_HEADINGS, chunk_tokenizer, special_tokens
+    from attnswitch.indexing.config import DEFAULT_EMBED_HEADINGS, chunk_tokenizer, special_tokens
 
     engine = get_engine()
     tokenizer = chunk_tokenizer(engine.spec)

@@ -66,7 +66,7 @@ def inputs(kind: str) -> dict[str, Any]:
 def child(kind: str) -> None:
     """One fresh process: the first call of `kind` under $ATTNSWITCH_VERIFY, as JSON."""
     import attnswitch as asw
-    from attnswitch.attention import verify
+    from attnswitch.kernels import verify
 
     checks: list[dict] = []
     original = verify.check_before_use
@@ -134,8 +134,8 @@ def layer_overhead(calls: int, rounds: int) -> dict[str, float]:
     """Median seconds per call of validate + cached plan + the verification gate of
     encoder-fp32, per policy, after each policy's first call (no kernel)."""
     import attnswitch as asw
-    from attnswitch.attention.contract import validate
-    from attnswitch.attention.plan import plan_for
+    from attnswitch.kernels.contract import validate
+    from attnswitch.kernels.plan import plan_for
 
     args = inputs("encoder-fp32")
     q, k, v, mask = args["q"], args["k"], args["v"], args["key_padding_mask"]
@@ -159,7 +159,7 @@ def layer_overhead(calls: int, rounds: int) -> dict[str, float]:
 
 
 def cpu_description() -> str:
-    from attnswitch.attention.cache import cpu_name
+    from attnswitch.kernels.cache import cpu_name
 
     flags: set[str] = set()
     try:

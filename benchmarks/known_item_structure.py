@@ -96,8 +96,8 @@ def right(hit, q: Query) -> bool:
 def measure(docs: list, queries: list[Query], vectors: np.ndarray, encoder, tokenizer,
             chunking: str, embed: bool, max_tokens: int, overlap: int) -> dict:
     from attnswitch.documents.chunk import chunk_document
-    from attnswitch.index.search import search
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.search import search
+    from attnswitch.indexing.store import SQLiteStore
 
     started = time.perf_counter()
     n_chunks = 0
@@ -156,7 +156,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from attnswitch.documents.ingest import ingest
     from attnswitch.engines import get_engine
-    from attnswitch.index.config import chunk_tokenizer, special_tokens
+    from attnswitch.indexing.config import chunk_tokenizer, special_tokens
 
     docs = [d for d in ingest(args.corpus) if d.ok and (not args.kinds or d.kind in args.kinds)]
     queries = queries_of(docs)

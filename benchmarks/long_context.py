@@ -69,7 +69,7 @@ def _sample_error(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
 def child(args: argparse.Namespace) -> dict:
     """Run one backend in this process and report its figures."""
     import attnswitch as asw
-    from attnswitch.attention import arrays, registry
+    from attnswitch.kernels import arrays, registry
 
     name = args.child
     result: dict = {"backend": name}

@@ -92,8 +92,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_quality as sq
 
 # The modules whose settings the two diagnoses change (absent before the keyword analyzer).
-SEARCH_MODULE = "attnswitch.index.search"  # FOREIGN_DENSE_WEIGHT
-ANALYZER_MODULE = "attnswitch.index.analyzer"  # _stop_words
+SEARCH_MODULE = "attnswitch.indexing.search"  # FOREIGN_DENSE_WEIGHT
+ANALYZER_MODULE = "attnswitch.indexing.analyzer"  # _stop_words
 
 REFERENCE = Path("/usr/share/debian-reference")
 FAQ = Path("/usr/share/doc/debian/FAQ")

@@ -53,7 +53,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
     import logging
 
     _, kind, n, per_actor = CONTENDERS[name]
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.store import SQLiteStore
     from attnswitch.jobs.run import RunOptions
 
     options = RunOptions(precision=precision)

@@ -89,7 +89,7 @@ def known_items(corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 1
     from attnswitch.documents.chunk import chunk_text
     from attnswitch.documents.ingest import ingest
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.index.config import chunk_tokenizer
+    from attnswitch.indexing.config import chunk_tokenizer
 
     docs = [d for d in ingest(corpus) if d.ok]
     all_sections = [s for d in docs for s in sections(d)]
@@ -133,9 +133,9 @@ def main() -> None:
     from attnswitch.documents.chunk import chunk_text
     from attnswitch.documents.ingest import ingest
     from attnswitch.engines import get_engine
-    from attnswitch.index.config import chunk_tokenizer
-    from attnswitch.index.search import search
-    from attnswitch.index.store import ChunkRecord, SQLiteStore
+    from attnswitch.indexing.config import chunk_tokenizer
+    from attnswitch.indexing.search import search
+    from attnswitch.indexing.store import ChunkRecord, SQLiteStore
 
     docs = [d for d in ingest(args.corpus) if d.ok]
     all_sections = [s for d in docs for s in sections(d)]

@@ -24,7 +24,7 @@ The answer to each query is its file: a hit list (k = 50 chunks) is collapsed to
 files in rank order, and the target file's rank among them (1-10, else a miss) gives
 MRR@10, recall@10 and nDCG@10 (one relevant file: 1 / log2(1 + rank)).
 
-Besides the three modes as `index.search.search` runs them, fusion variants are scored
+Besides the three modes as `indexing.search.search` runs them, fusion variants are scored
 offline from the same dense and keyword lists, for tuning: weighted reciprocal-rank fusion
 (`rrf w=...`, the keyword list's weight against the dense one's 1); a convex combination
 of the two lists' min-max normalised scores (`cc a=...`, a the dense score's weight:
@@ -218,7 +218,7 @@ def stores(kind: str, store_dir: Path):
 
 
 def index(corpus: Corpus, location):
-    from attnswitch.index.location import open_store
+    from attnswitch.indexing.location import open_store
     from attnswitch.jobs.run import run
 
     store = open_store(location)
@@ -273,7 +273,7 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
 
 def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, float]]]:
     """kind -> variant -> metrics."""
-    from attnswitch.index.search import fuse, keyword_text, normalised, phrase_first, search
+    from attnswitch.indexing.search import fuse, keyword_text, normalised, phrase_first, search
 
     vectors = encoder.encode([q.text for q in corpus.queries])
     ranks: dict[str, dict[str, list[int | None]]] = {}

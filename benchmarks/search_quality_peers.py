@@ -9,7 +9,7 @@ The corpora, the queries and the metric are those of `search_quality.py` (import
 copied): known-item queries built from the documents' markup, a hit list of 50 chunks
 collapsed to files, the answer file's rank giving MRR@10, recall@10 and nDCG@10.
 
-- ours: the three modes of `index.search.search` over a store built by `jobs.run.run`
+- ours: the three modes of `indexing.search.search` over a store built by `jobs.run.run`
   with default options (`search_quality.index` and `evaluate`);
 - peers: `benchmarks/peers/langchain_recipe.py` and `benchmarks/peers/llamaindex_recipe.py`,
   each a process of the peers' venv, index the same folder with the same model folder (the
@@ -269,7 +269,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from attnswitch.engines import ModelSpec, get_engine
     from attnswitch.engines.model import default_model_path
-    from attnswitch.index.config import chunk_tokenizer
+    from attnswitch.indexing.config import chunk_tokenizer
 
     args.store_dir.mkdir(parents=True, exist_ok=True)
     work = args.store_dir / "peers"

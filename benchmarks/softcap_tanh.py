@@ -53,7 +53,7 @@ def ulp_errors() -> list[tuple[str, float, float]]:
     import jax
     import jax.numpy as jnp
 
-    from attnswitch.attention import jax_common
+    from attnswitch.kernels import jax_common
 
     x = tanh_inputs()
     exact = np.tanh(x.astype(np.float64))
@@ -82,7 +82,7 @@ def xla_tanh() -> Iterator[None]:
     programs traced inside this block)."""
     import jax.numpy as jnp
 
-    from attnswitch.attention import jax_common
+    from attnswitch.kernels import jax_common
 
     accurate = jax_common.accurate_tanh
     jax_common.accurate_tanh = jnp.tanh
@@ -106,8 +106,8 @@ CASES = [
 
 
 def rule_ratios(with_splash: bool) -> list[tuple[str, dict[str, float]]]:
-    from attnswitch.attention import conformance
-    from attnswitch.attention.contract import validate
+    from attnswitch.kernels import conformance
+    from attnswitch.kernels.contract import validate
 
     rows = []
     for label, magnitude, cap, b, sq, sk, h, d, window in CASES:
@@ -171,8 +171,8 @@ def _compiled_blockwise(q, k, v):
     it keeps XLA's tanh)."""
     import jax
 
-    from attnswitch.attention.backends import jax_blockwise
-    from attnswitch.attention.contract import validate
+    from attnswitch.kernels.backends import jax_blockwise
+    from attnswitch.kernels.contract import validate
 
     call = validate(q, k, v, causal=True, softcap=30.0)
     fn = jax.jit(lambda q, k, v: jax_blockwise.attend(
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import jax
 
-    from attnswitch.attention.cache import cpu_name
+    from attnswitch.kernels.cache import cpu_name
 
     lines = [
         "# Softcap in float32 on JAX",

@@ -60,8 +60,8 @@ import sys, time
 t0 = time.perf_counter()
 import numpy as np
 import attnswitch.cli
-from attnswitch.index.search import search
-from attnswitch.index.location import open_store
+from attnswitch.indexing.search import search
+from attnswitch.indexing.location import open_store
 with open_store(sys.argv[1]) as store:
     hits = search(store, np.load(sys.argv[2]), 10, mode="dense")
 print(time.perf_counter() - t0, len(hits))
@@ -71,7 +71,7 @@ print(time.perf_counter() - t0, len(hits))
 def documents(n: int, seed: int):
     """(Document, chunks, vectors) of n synthetic chunks, PER_DOC per document."""
     from attnswitch.documents.ingest import Document
-    from attnswitch.index.store import ChunkRecord
+    from attnswitch.indexing.store import ChunkRecord
 
     vocab = words(seed)
     rng = np.random.default_rng(seed)
@@ -110,7 +110,7 @@ def measure(store, x_queries: np.ndarray, truth: np.ndarray, texts: list[str],
             efs: list[int]) -> dict:
     """Dense stats at the store's default beam, then at each of `efs` (`sweep`), and
     keyword and hybrid p50 (at the default beam)."""
-    from attnswitch.index.search import search
+    from attnswitch.indexing.search import search
 
     store.dense(x_queries[:1], K)  # load the index (the warm state)
     sweep = []
@@ -151,7 +151,7 @@ def set_default_model_config(store) -> None:
     """Give the synthetic store the default model's index config, so that the real
     `attnswitch search` runs against it (its 384-d vectors fit MiniLM's)."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.index.config import META_KEY, IndexConfig
+    from attnswitch.indexing.config import META_KEY, IndexConfig
 
     config = IndexConfig.build(ModelSpec.load(None), None, "torch", "fp32")
     assert config.dim == DIM, config.dim
@@ -191,8 +191,8 @@ def cli_cold(db: Path, runs: int = 3) -> dict:
 
 def run_sqlite(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
                texts: list[str], exact_below: int, efs: list[int]) -> dict:
-    from attnswitch.index.ann import HnswIndex
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.ann import HnswIndex
+    from attnswitch.indexing.store import SQLiteStore
 
     db = folder / "scale.sqlite3"
     with SQLiteStore(db, exact_below=exact_below) as store:
@@ -214,7 +214,7 @@ def run_postgres(n: int, folder: Path, queries: np.ndarray, truth: np.ndarray,
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from pgvector import HalfVector
 
-    from attnswitch.index.store_postgres import HNSW_INDEX, TERMS_INDEX, PostgresStore
+    from attnswitch.indexing.store_postgres import HNSW_INDEX, TERMS_INDEX, PostgresStore
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core
@@ -263,7 +263,7 @@ def main() -> None:
     rng = np.random.default_rng(3)
     texts = [" ".join(vocab[j] for j in rng.integers(0, len(vocab), 3))
              for _ in range(args.queries)]
-    from attnswitch.index.store import EXACT_BELOW
+    from attnswitch.indexing.store import EXACT_BELOW
 
     exact_below = EXACT_BELOW if args.exact_below is None else args.exact_below
     efs = [int(v) for v in args.ef.split(",") if v.strip()]

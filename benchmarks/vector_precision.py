@@ -14,7 +14,7 @@ documentation.
 Quality. Each corpus is indexed by the real pipeline (`jobs.run.run`, default options) into
 a SQLite store kept in `--store-dir` (named after the precision that revision stores, so a
 second call only re-reads it). Its vectors, as stored, are then rounded in memory to each
-candidate precision and the queries searched again through `index.search.search` (dense and
+candidate precision and the queries searched again through `indexing.search.search` (dense and
 hybrid, as shipped) with the store's dense search replaced by one over the rounded vectors,
 two ways: exact (numpy, what a store below `EXACT_BELOW` chunks does) and through a usearch
 HNSW graph of that precision (what a larger SQLite store does; `ann.HnswIndex`'s graph
@@ -113,7 +113,7 @@ def graph(ids: np.ndarray, matrix: np.ndarray, candidate: str) -> Any:
     parameters (`ann.CONNECTIVITY`, `ann.EXPANSION_ADD`), built on one thread."""
     from usearch.index import Index
 
-    from attnswitch.index.ann import CONNECTIVITY, EXPANSION_ADD
+    from attnswitch.indexing.ann import CONNECTIVITY, EXPANSION_ADD
 
     dtype, metric, data = {
         "float32": ("f32", "ip", matrix),
@@ -141,7 +141,7 @@ class Searched:
 
     def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
               where: Any = None) -> list[list[tuple[int, float]]]:
-        from attnswitch.index.ann import exact_top_k
+        from attnswitch.indexing.ann import exact_top_k
 
         if where is not None:
             raise ValueError(f"where: expected None here, got {where!r}")
@@ -161,9 +161,9 @@ class Searched:
 
 def ranks(store: Any, corpus: sq.Corpus, vectors: np.ndarray
           ) -> tuple[dict[str, dict[str, list[int | None]]], list[list[int]]]:
-    """mode -> kind -> the answer file's rank per query, through `index.search.search`;
+    """mode -> kind -> the answer file's rank per query, through `indexing.search.search`;
     and each query's dense top `NEIGHBOURS` chunk ids."""
-    from attnswitch.index.search import normalised, search
+    from attnswitch.indexing.search import normalised, search
 
     out: dict[str, dict[str, list[int | None]]] = {m: {} for m in MODES}
     nearest = []
@@ -194,7 +194,7 @@ def scored(by_mode: dict[str, dict[str, list[int | None]]], nearest: list[list[i
 
 def stored_precision() -> str:
     """What the imported revision stores (`records.VECTOR_DTYPE` where it has one)."""
-    from attnswitch.index import records
+    from attnswitch.indexing import records
 
     return str(getattr(records, "VECTOR_DTYPE", "float32"))
 
@@ -225,8 +225,8 @@ def sqlite_sizes(path: Path) -> dict[str, Any]:
 def with_graph(path: Path, into: Path) -> tuple[Any, int]:
     """A copy of the store at `path` opened with `exact_below=0` and its HNSW graph written
     by the store itself (`sync_index`): (the open store, the graph file's bytes)."""
-    from attnswitch.index.ann import HnswIndex
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.ann import HnswIndex
+    from attnswitch.indexing.store import SQLiteStore
 
     copy = into / path.name
     shutil.copyfile(path, copy)
@@ -240,8 +240,8 @@ def replay(store: Any, into: Any) -> None:
     """Write every indexed document of `store`, with its chunks and vectors as stored, to
     the empty store `into`, through `write_document` (no encoding)."""
     from attnswitch.documents.ingest import Document
-    from attnswitch.index.config import IndexConfig
-    from attnswitch.index.records import ChunkRecord
+    from attnswitch.indexing.config import IndexConfig
+    from attnswitch.indexing.records import ChunkRecord
 
     config = store.meta("index")
     fingerprint = IndexConfig.from_json(config).vector_fingerprint if config else None
@@ -304,7 +304,7 @@ def code_revision() -> dict[str, Any]:
 
 
 def measure(corpus: sq.Corpus, store_dir: Path, encoder: Any, pg: Any) -> dict[str, Any]:
-    from attnswitch.index.location import open_store
+    from attnswitch.indexing.location import open_store
 
     precision = stored_precision()
     path = store_dir / f"{corpus.name}-{precision}.sqlite3"
@@ -355,7 +355,7 @@ def measure(corpus: sq.Corpus, store_dir: Path, encoder: Any, pg: Any) -> dict[s
                         *ranks(upgraded, corpus, vectors), reference, corpus)
                 out["sizes"]["sqlite upgraded"] = sqlite_sizes(copy_path)
         if pg is not None:
-            from attnswitch.index.store_postgres import PostgresStore
+            from attnswitch.indexing.store_postgres import PostgresStore
 
             with PostgresStore(pg(f"vp_{corpus.name}_{precision}")) as target:
                 replay(store, target)

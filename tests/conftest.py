@@ -114,9 +114,9 @@ SLOW_MODULES = frozenset({
     # fast tier, which measured 870 s of its 900 with them
     "tests/integrations/test_mcp.py", "tests/integrations/test_langchain.py",
     "tests/integrations/test_llamaindex.py",
-    "tests/attention/backends/test_pallas_common.py",
-    "tests/attention/backends/test_pallas_splash.py",
-    "tests/attention/backends/test_pallas_flash.py",
+    "tests/kernels/backends/test_pallas_common.py",
+    "tests/kernels/backends/test_pallas_splash.py",
+    "tests/kernels/backends/test_pallas_flash.py",
 })
 
 
@@ -125,7 +125,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The tests of `SLOW_MODULES` are marked slow (before `-m` selects). Tests marked
     `backend(name)` for a backend that cannot run here are deselected rather than skipped
     one by one (hundreds of skips hide the ones that matter)."""
-    from attnswitch.attention import registry
+    from attnswitch.kernels import registry
 
     root = Path(str(config.rootpath))
     for item in items:

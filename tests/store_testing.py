@@ -49,7 +49,7 @@ def hold_run_lock(location: str | Path, seconds: float) -> subprocess.Popen:
     `seconds`, then exits (dropping it); returns once the lock is held."""
     code = textwrap.dedent(f"""
         import time
-        from attnswitch.index.location import open_store
+        from attnswitch.indexing.location import open_store
         store = open_store({str(location)!r})
         store.begin_run()
         print("locked", flush=True)
@@ -65,7 +65,7 @@ def hold_run_lock_until_stdin_closes(location: str | Path) -> subprocess.Popen:
     its stdin is closed (`proc.stdin.close()`), then exits; returns once the lock is held."""
     code = textwrap.dedent("""
         import sys
-        from attnswitch.index.location import open_store
+        from attnswitch.indexing.location import open_store
         store = open_store(sys.argv[1])
         store.begin_run()
         print("locked", flush=True)

@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from attnswitch.attention import conformance, registry, verdicts
-from attnswitch.attention.arrays import CPU
-from attnswitch.attention.backends.reference import Reference
 from attnswitch.cli import app
+from attnswitch.kernels import conformance, registry, verdicts
+from attnswitch.kernels.arrays import CPU
+from attnswitch.kernels.backends.reference import Reference
 
 PLUGIN_BACKEND = "plugin-drops-causal"
 PLUGIN_SOURCE = '''
 """A third-party backend with one regression: it ignores `causal`."""
 import dataclasses
 
-from attnswitch.attention.backends.reference import Reference
+from attnswitch.kernels.backends.reference import Reference
 
 
 class DropsCausal(Reference):
@@ -276,7 +276,7 @@ def test_doctor_shows_each_backend_verification(extra_backend: str, cache_dir: P
     import numpy as np
 
     import attnswitch
-    from attnswitch.attention import plan
+    from attnswitch.kernels import plan
 
     def verification() -> dict[str, dict]:
         report = json.loads(_invoke("doctor", "--json", "--no-timing").stdout)

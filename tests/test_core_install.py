@@ -113,7 +113,7 @@ def test_a_core_module_importing_an_extra_fails_the_check(core_site: Path,
     src = tmp_path / "src"
     shutil.copytree(ROOT / "src" / "attnswitch", src / "attnswitch",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    contract = src / "attnswitch" / "attention" / "contract.py"
+    contract = src / "attnswitch" / "kernels" / "contract.py"
     contract.write_text(contract.read_text() + "\nimport typer  # an extra's library\n")
     done = run_isolated(src, core_site, tmp_path)
     assert done.returncode != 0 and "No module named 'typer'" in done.stderr, done.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.index import store
+from attnswitch.indexing import store
 from attnswitch.service import batching, limits, schemas
 from attnswitch.service.config import ServiceConfig
 

@@ -14,8 +14,8 @@ from attnswitch.errors import AttnswitchError, ConfigError
 def _user_errors() -> list[tuple[type, type]]:
     from attnswitch.documents.ingest import RootNameError
     from attnswitch.engines import EncodeInputError, ModelError, NoEngineError
-    from attnswitch.index.config import IndexMismatchError
-    from attnswitch.index.store_errors import (
+    from attnswitch.indexing.config import IndexMismatchError
+    from attnswitch.indexing.store_errors import (
         StoreBusyError,
         StoreConnectError,
         StoreCorruptError,

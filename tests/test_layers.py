@@ -28,14 +28,14 @@ PACKAGE = "attnswitch"
 LEAVES = ("attnswitch._version", "attnswitch.plugins", "attnswitch.observe", "attnswitch.errors",
           "attnswitch.provenance")
 LAYERS = {
-    "attnswitch.attention": 1,
+    "attnswitch.kernels": 1,
     "attnswitch.integrations": 2,
     "attnswitch.engines": 3,
     "attnswitch": 4,  # the root: public names (attention, explain, encode, ...)
     # The document engine: documents (readers, chunking), the index (stores, search), jobs
     # (runs, watch, Ray, the jobs table, the Python calls).
     "attnswitch.documents": 5,
-    "attnswitch.index": 6,
+    "attnswitch.indexing": 6,
     "attnswitch.jobs": 7,
     "attnswitch.service": 8,
     # The framework adapters sit in integrations/ but above the index and the service
@@ -70,7 +70,7 @@ def modules(src: Path = SRC) -> dict[str, Path]:
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules `name` imports, anywhere in its body: package modules resolved to the
-    module itself (`from attnswitch.attention import plan` is `attnswitch.attention.plan`),
+    module itself (`from attnswitch.kernels import plan` is `attnswitch.kernels.plan`),
     other libraries by their top-level name."""
     # Parsed on a fresh thread: CPython 3.11 can leave a thread's recursion
     # bookkeeping off after a RecursionError that another test provoked and handled, and
@@ -176,7 +176,7 @@ def test_typer_is_imported_by_the_cli_only() -> None:
     assert users == []
 
 
-@pytest.mark.parametrize("layer", ["attnswitch.documents", "attnswitch.index",
+@pytest.mark.parametrize("layer", ["attnswitch.documents", "attnswitch.indexing",
                                    "attnswitch.jobs", "attnswitch.service"])
 def test_engines_are_driven_through_their_interface(layer: str) -> None:
     edges = graph()
@@ -199,17 +199,17 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 def test_the_checks_find_an_upward_import_inside_a_function_and_a_cycle(tmp_path: Path) -> None:
     src = _write(tmp_path, {
         "__init__.py": "",
-        "attention/__init__.py": "",
-        "attention/plan.py": "def f():\n    from attnswitch.jobs import run\n",
-        "attention/verdicts.py": "from attnswitch.attention import conformance\n",
-        "attention/conformance.py": "from . import verdicts\n",
+        "kernels/__init__.py": "",
+        "kernels/plan.py": "def f():\n    from attnswitch.jobs import run\n",
+        "kernels/verdicts.py": "from attnswitch.kernels import conformance\n",
+        "kernels/conformance.py": "from . import verdicts\n",
         "jobs/__init__.py": "",
-        "jobs/run.py": "import attnswitch.attention.plan\n",
+        "jobs/run.py": "import attnswitch.kernels.plan\n",
     })
     edges = graph(src)
-    assert upward(edges) == ["attnswitch.attention.plan (layer 1) imports "
+    assert upward(edges) == ["attnswitch.kernels.plan (layer 1) imports "
                              "attnswitch.jobs.run (layer 7)"]
     assert cycles(edges) == [
-        ["attnswitch.attention.conformance", "attnswitch.attention.verdicts"],
-        ["attnswitch.attention.plan", "attnswitch.jobs.run"],
+        ["attnswitch.jobs.run", "attnswitch.kernels.plan"],
+        ["attnswitch.kernels.conformance", "attnswitch.kernels.verdicts"],
     ]

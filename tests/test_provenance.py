@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.attention.cache import JsonTable
+from attnswitch.kernels.cache import JsonTable
 from attnswitch.provenance import provenance_key, subject_changes
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnswitch"

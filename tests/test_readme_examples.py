@@ -28,7 +28,7 @@ README = ROOT / "README.md"
 ATTENTION = ROOT / "docs" / "attention.md"
 REPORT = """
 import json
-from attnswitch.attention import registry
+from attnswitch.kernels import registry
 stats = asw.stats()
 used = set(stats["calls"]) | set(stats["verified"]) | set(stats["fallbacks"])
 print("USED", json.dumps(sorted(used)))

@@ -15,27 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the module that defines it
 _PUBLIC = MappingProxyType({
-    "AttentionInputError": "attnswitch.attention.contract",
-    "BackendFailedError": "attnswitch.attention.plan",
-    "Call": "attnswitch.attention.contract",
+    "AttentionInputError": "attnswitch.kernels.contract",
+    "BackendFailedError": "attnswitch.kernels.plan",
+    "Call": "attnswitch.kernels.contract",
     "EncodeInputError": "attnswitch.engines",
-    "NoBackendError": "attnswitch.attention.plan",
-    "Plan": "attnswitch.attention.plan",
+    "NoBackendError": "attnswitch.kernels.plan",
+    "Plan": "attnswitch.kernels.plan",
     "__version__": "attnswitch._version",
-    "attention": "attnswitch.attention.entry",
-    "backends": "attnswitch.attention.plan",
-    "configure": "attnswitch.attention.plan",
+    "attention": "attnswitch.kernels.entry",
+    "backends": "attnswitch.kernels.plan",
+    "configure": "attnswitch.kernels.plan",
     "encode": "attnswitch.engines",
-    "explain": "attnswitch.attention.plan",
+    "explain": "attnswitch.kernels.plan",
     "stats": "attnswitch.observe.metrics",
-    "use": "attnswitch.attention.plan",
+    "use": "attnswitch.kernels.plan",
 })
-
-# The subpackage attnswitch.attention is loaded now, so that the import system binds it here
-# once, now, and the name is then freed for the function `attention` (its loader would
-# otherwise bind the subpackage over the function whenever it is first imported).
-importlib.import_module("attnswitch.attention")
-del attention  # noqa: F821  (bound by the import system, above)
 
 
 def __getattr__(name: str) -> Any:
@@ -53,9 +47,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
     from attnswitch._version import __version__
-    from attnswitch.attention.contract import AttentionInputError, Call
-    from attnswitch.attention.entry import attention
-    from attnswitch.attention.plan import (
+    from attnswitch.engines import EncodeInputError, encode
+    from attnswitch.kernels.contract import AttentionInputError, Call
+    from attnswitch.kernels.entry import attention
+    from attnswitch.kernels.plan import (
         BackendFailedError,
         NoBackendError,
         Plan,
@@ -64,7 +59,6 @@ if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
         explain,
         use,
     )
-    from attnswitch.engines import EncodeInputError, encode
     from attnswitch.observe.metrics import stats
 
 
@@ -84,11 +78,6 @@ def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,
                         modified_after=modified_after, modified_before=modified_before,
                         model=model, ef=ef)
 
-
-# Likewise the subpackage attnswitch.index (the stores; its __init__ imports nothing) is
-# loaded now, before the function `index` below takes its name: loaded later, by the first
-# search or run, its loader would bind the subpackage over the function.
-importlib.import_module("attnswitch.index")
 
 
 def index(folder: Any, db: Any = None, **options: Any) -> Any:

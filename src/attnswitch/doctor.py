@@ -36,7 +36,7 @@ def doctor_report(timing: bool = True, timing_all: bool = False) -> dict[str, An
     """What `attnswitch doctor --json` prints (the service's `GET /v1/hardware` gives it
     without timings): versions, the verification policy, each attention backend with its
     verdict, the planner's choice for common calls, the engines and their recorded plans."""
-    from attnswitch.attention.plan import verify_policy
+    from attnswitch.kernels.plan import verify_policy
 
     return {
         "versions": versions(),
@@ -63,8 +63,8 @@ def versions() -> dict[str, str]:
 
 
 def backend_rows(timing: bool, timing_all: bool) -> list[dict]:
-    from attnswitch.attention import conformance as conf
-    from attnswitch.attention import registry, verdicts
+    from attnswitch.kernels import conformance as conf
+    from attnswitch.kernels import registry, verdicts
 
     rows = []
     for b in registry.backends():
@@ -101,9 +101,9 @@ def time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
     one warm-up, or None and a note why not."""
     import numpy as np
 
-    from attnswitch.attention import conformance as conf
-    from attnswitch.attention.contract import validate
-    from attnswitch.attention.execute import timed_run
+    from attnswitch.kernels import conformance as conf
+    from attnswitch.kernels.contract import validate
+    from attnswitch.kernels.execute import timed_run
 
     rng = np.random.default_rng(0)
     any_input = getattr(getattr(b, "caps", None), "accepts_all_frameworks", False)
@@ -135,7 +135,7 @@ def plan_calls(framework: str) -> list[tuple[str, dict]]:
     reads shapes only)."""
     import numpy as np
 
-    from attnswitch.attention import conformance as conf
+    from attnswitch.kernels import conformance as conf
 
     where = default_device(framework)
     dtype = np.float32
@@ -161,7 +161,7 @@ def plan_rows() -> list[dict]:
     """For each common call and each installed framework: the plan's choice and its source."""
     from importlib.util import find_spec
 
-    from attnswitch.attention.plan import explain
+    from attnswitch.kernels.plan import explain
 
     frameworks = ["numpy"] + [f for f in ("torch", "jax") if find_spec(f) is not None]
     rows: dict[str, dict] = {}

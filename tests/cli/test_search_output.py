@@ -9,7 +9,7 @@ import json
 import pytest
 from cli_testing import Indexed, invoke
 
-from attnswitch.index.search import DENSE_WEIGHT, where
+from attnswitch.indexing.search import DENSE_WEIGHT, where
 
 QUERY = "how do I update rows in a table"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cli_testing import CORPUS, FAST, SMALL
 
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from store_testing import hold_run_lock_until_stdin_closes
 
 WAIT_S = 300  # a cold process loads the model first

@@ -25,7 +25,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 @pytest.fixture(scope="module")
 def tok():
     from attnswitch.engines import ModelSpec
-    from attnswitch.index.config import chunk_tokenizer
+    from attnswitch.indexing.config import chunk_tokenizer
 
     return chunk_tokenizer(ModelSpec.load(None))
 

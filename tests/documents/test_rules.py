@@ -16,8 +16,8 @@ from attnswitch.documents import globs
 from attnswitch.documents.ingest import scan
 from attnswitch.documents.rules import FileRules, meta_key
 from attnswitch.errors import ConfigError
-from attnswitch.index.location import open_store
-from attnswitch.index.store import root_key
+from attnswitch.indexing.location import open_store
+from attnswitch.indexing.store import root_key
 from attnswitch.jobs.run import RunOptions, run
 
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)

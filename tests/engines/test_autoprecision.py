@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import attnswitch.engines as engines
-from attnswitch.attention import cache
 from attnswitch.engines import EncodeInputError, autoprecision, registry
 from attnswitch.engines.autoprecision import PrecisionRow
 from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.registry import Engine
 from attnswitch.engines.torch_hf import TorchEncoder
+from attnswitch.kernels import cache
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 import attnswitch.engines as engines
-from attnswitch.attention import cache
 from attnswitch.engines import autopick, light, measuring, registry, runtime
 from attnswitch.engines.autopick import EnginePlan, EngineRow
 from attnswitch.engines.model import ModelSpec
 from attnswitch.jobs import choose
 from attnswitch.jobs.run import RunOptions
+from attnswitch.kernels import cache
 
 
 @pytest.fixture

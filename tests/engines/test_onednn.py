@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnswitch.attention import conformance
 from attnswitch.engines import onednn
+from attnswitch.kernels import conformance
 
 pytestmark = pytest.mark.skipif(onednn.unavailable() is not None,
                                 reason=f"oneDNN linears unavailable: {onednn.unavailable()}")

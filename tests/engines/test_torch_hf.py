@@ -89,8 +89,8 @@ def test_packed_batches_hit_the_plan_cache_after_warm_up(chunks, monkeypatch):
     warm-up did not see (counted from the engine's own batching), and every other call hits
     (attnswitch.stats() reports both)."""
     import attnswitch
-    from attnswitch.attention import runtime
     from attnswitch.engines.base import plan_batches
+    from attnswitch.kernels import runtime
 
     runtime.current().plans.clear()  # plans of earlier tests would count as hits
     engine = TorchEncoder(ModelSpec.load(None), layout="packed")

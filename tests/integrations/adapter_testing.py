@@ -32,6 +32,6 @@ def copy_pages(dest: Path, pages: tuple[str, ...] = PAGES) -> Path:
 
 def hit_fields() -> set[str]:
     """The fields of a search hit, whatever `Hit` holds today."""
-    from attnswitch.index.search import Hit
+    from attnswitch.indexing.search import Hit
 
     return {f.name for f in dataclasses.fields(Hit)}

@@ -8,12 +8,12 @@ import pytest
 from adapter_testing import PAGES, Indexed, copy_pages
 from hf_testing import Models
 
-from attnswitch.attention import runtime
+from attnswitch.kernels import runtime
 
 
 @pytest.fixture(autouse=True)
 def fresh_runtime() -> Iterator[runtime.Runtime]:
-    """Each test runs in a fresh attention runtime (see tests/attention/conftest.py)."""
+    """Each test runs in a fresh attention runtime (see tests/kernels/conftest.py)."""
     with runtime.fresh() as rt:
         yield rt
 

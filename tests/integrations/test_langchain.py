@@ -118,7 +118,7 @@ def test_embeddings_are_attnswitch_encode() -> None:
 
 
 def test_the_loader_gives_the_chunks_the_index_stores(indexed) -> None:
-    from attnswitch.index.location import open_store
+    from attnswitch.indexing.location import open_store
 
     docs = AttnswitchLoader(indexed.folder).load()
     with open_store(indexed.db) as store:

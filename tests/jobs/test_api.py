@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import attnswitch
 from attnswitch.cli.pipeline import app
-from attnswitch.index.store import StoreInputError
+from attnswitch.indexing.store import StoreInputError
 from corpus_testing import copy_corpus
 
 PAGES = ("postgresql/tutorial-update.html", "postgresql/tutorial-delete.html",
@@ -107,20 +107,19 @@ def test_the_cli_names_a_bad_filter_by_its_option(indexed) -> None:
 
 
 def test_importing_attnswitch_imports_no_document_engine() -> None:
-    """Only the index package's empty `__init__` is loaded (so that the name
-    `attnswitch.index` stays the function), no module of the document engine."""
+    """No module of the document engine or the index is loaded by `import attnswitch`."""
     code = ("import sys, attnswitch; print(sorted(m for m in sys.modules if m.startswith("
-            "('attnswitch.documents', 'attnswitch.index', 'attnswitch.jobs'))))")
+            "('attnswitch.documents', 'attnswitch.indexing', 'attnswitch.jobs'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['attnswitch.index']"
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_python_calls_keep_their_names_once_the_stores_are_loaded() -> None:
     """`attnswitch.index` is the function, before and after a module of the index package
-    (`attnswitch.index.store`) is imported."""
-    code = ("import attnswitch; before = attnswitch.index; import attnswitch.index.store; "
+    (`attnswitch.indexing.store`) is imported."""
+    code = ("import attnswitch; before = attnswitch.index; import attnswitch.indexing.store; "
             "print(callable(before), attnswitch.index is before)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attnswitch.cli.pipeline import app
-from attnswitch.index.store import DB_NAME, SQLiteStore
+from attnswitch.indexing.store import DB_NAME, SQLiteStore
 from attnswitch.jobs.run import RunOptions, run
 from vector_rule import assert_within_rule, oracle
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.index.location import open_store
-from attnswitch.index.store_errors import StoreInputError
+from attnswitch.indexing.location import open_store
+from attnswitch.indexing.store_errors import StoreInputError
 from attnswitch.jobs import jobs_table
 from attnswitch.jobs.jobs_table import JobRecord
 
@@ -54,7 +54,7 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
 def _narrow_jobs_check(location: str | Path) -> None:
     """Give the store at `location` the jobs table of schema version 4 (no "cancelled"),
     as a store made before jobs could be cancelled has it."""
-    from attnswitch.index.location import is_url
+    from attnswitch.indexing.location import is_url
 
     old = "'queued', 'running', 'completed', 'failed', 'interrupted'"
     if is_url(str(location)):
@@ -65,7 +65,7 @@ def _narrow_jobs_check(location: str | Path) -> None:
             conn.execute(f"ALTER TABLE jobs ADD CONSTRAINT jobs_status_check "
                          f"CHECK (status IN ({old}))")
         return
-    from attnswitch.index.store import resolve_path
+    from attnswitch.indexing.store import resolve_path
 
     with sqlite3.connect(resolve_path(location)) as conn:
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs'").fetchone()[0]

@@ -81,7 +81,7 @@ def test_a_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.xdist_group("ray")
 def test_an_encoder_actor_returns_the_engines_vectors(ray_cluster, encoder) -> None:
-    from attnswitch.index.config import model_fingerprint
+    from attnswitch.indexing.config import model_fingerprint
     from attnswitch.jobs.ray_encoders import EncoderPool
     from attnswitch.jobs.run import RunOptions
 

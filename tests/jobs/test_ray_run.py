@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 
 from attnswitch.documents.chunk import chunk_document
 from attnswitch.documents.ingest import ingest
-from attnswitch.index.config import chunk_tokenizer
-from attnswitch.index.store import DB_NAME, SQLiteStore
+from attnswitch.indexing.config import chunk_tokenizer
+from attnswitch.indexing.store import DB_NAME, SQLiteStore
 from attnswitch.jobs.run import RunOptions, run
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
@@ -338,7 +338,7 @@ def test_actors_write_to_postgres_and_a_killed_driver_resumes(ray_cluster, more_
     whole, every chunk once, the chunker's chunks exactly."""
     import signal
 
-    from attnswitch.index.store_postgres import PostgresStore
+    from attnswitch.indexing.store_postgres import PostgresStore
     from attnswitch.jobs.ray_run import run_on_ray
 
     proc = subprocess.Popen(

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from attnswitch.documents.ingest import Skip, load, scan
-from attnswitch.index.store import DB_NAME, SQLiteStore
+from attnswitch.indexing.store import DB_NAME, SQLiteStore
 from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.run import RunOptions, run
 from corpus_testing import copy_corpus

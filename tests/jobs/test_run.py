@@ -15,8 +15,8 @@ import pytest
 
 from attnswitch.documents.chunk import chunk_document
 from attnswitch.documents.ingest import Skip, ingest
-from attnswitch.index.config import IndexMismatchError, chunk_tokenizer
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.config import IndexMismatchError, chunk_tokenizer
+from attnswitch.indexing.store import SQLiteStore
 from attnswitch.jobs import encode as encode_module
 from attnswitch.jobs import run as run_module
 from attnswitch.jobs.run import MAX_FAILURES_IN_ROW, RunOptions, run
@@ -321,7 +321,7 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
 def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: Path,
                                                           monkeypatch, forced) -> None:
     from attnswitch.engines import ENV_PRECISION, get_engine, runtime
-    from attnswitch.index.config import stored_config
+    from attnswitch.indexing.config import stored_config
 
     monkeypatch.setenv(ENV_PRECISION, forced)  # what "auto" stands for, without measuring
     assert OPTIONS.precision == "auto"

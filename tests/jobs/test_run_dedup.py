@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from attnswitch.jobs import run as run_module
 from attnswitch.jobs.run import RunOptions, run
 from store_testing import Recording

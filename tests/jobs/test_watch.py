@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, RunSummary
 from attnswitch.jobs.watch import watch
 

@@ -29,7 +29,7 @@ import pytest
 from security_testing import CORPUS, SECRET, STARTUP_TIMEOUT_S
 
 from attnswitch.documents.rules import FileRules
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, run
 from attnswitch.service import launch
 

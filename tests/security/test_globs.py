@@ -35,9 +35,9 @@ import attnswitch
 from attnswitch.documents.ingest import scan
 from attnswitch.documents.rules import FileRules
 from attnswitch.errors import ConfigError
-from attnswitch.index.filters import SearchFilter
-from attnswitch.index.location import open_store
-from attnswitch.index.store_errors import StoreInputError
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.location import open_store
+from attnswitch.indexing.store_errors import StoreInputError
 from attnswitch.jobs.run import RunOptions, run
 
 pytestmark = pytest.mark.xdist_group("security")

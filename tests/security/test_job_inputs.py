@@ -114,7 +114,7 @@ def test_sigterm_while_a_job_chunks_a_large_file_interrupts_it_at_once(tmp_path)
     interrupted rather than left "running"."""
     import signal
 
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.store import SQLiteStore
 
     drain_s = 40.0
     jobs = tmp_path / "jobs" / "big"

@@ -159,8 +159,8 @@ def small_index(location: Path | str, folder: Path) -> list[int]:
     """A real index (SQLite file or PostgreSQL database) holding one document of two
     chunks; their ids."""
     from attnswitch.documents.ingest import Document
-    from attnswitch.index.location import open_store
-    from attnswitch.index.store import ChunkRecord
+    from attnswitch.indexing.location import open_store
+    from attnswitch.indexing.store import ChunkRecord
 
     if isinstance(location, Path):
         location.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +301,7 @@ def test_each_malformed_message_on_stdio_gets_a_json_rpc_error(stdio_peer, name)
 # ---- the adapters (defect 12) ------------------------------------------------------------
 
 def a_hit() -> dict[str, Any]:
-    from attnswitch.index.search import Hit
+    from attnswitch.indexing.search import Hit
 
     return Hit(rank=1, score=0.5, path="a.txt", root="docs", source="a.txt", chunk_id=7,
                ordinal=0, start=0, end=9, heading_path=[], location={},

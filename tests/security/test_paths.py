@@ -16,7 +16,7 @@ from security_testing import SECRET, finished
 from typer.testing import CliRunner
 
 from attnswitch.cli import app
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.store import SQLiteStore
 
 pytestmark = pytest.mark.xdist_group("security")
 

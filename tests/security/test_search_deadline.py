@@ -26,9 +26,9 @@ import pytest
 from security_testing import STARTUP_TIMEOUT_S
 
 from attnswitch.documents.ingest import Document
-from attnswitch.index.location import open_store
-from attnswitch.index.records import ChunkRecord
-from attnswitch.index.store_errors import StoreDeadlineError, is_store_error
+from attnswitch.indexing.location import open_store
+from attnswitch.indexing.records import ChunkRecord
+from attnswitch.indexing.store_errors import StoreDeadlineError, is_store_error
 from attnswitch.jobs.run import RunOptions, run
 from attnswitch.service import launch
 from attnswitch.service.index import SEARCH_WORKERS
@@ -180,9 +180,9 @@ def test_a_statement_running_at_its_deadline_is_interrupted(location) -> None:
 
 def test_a_filter_over_many_documents_stops_at_its_deadline(location, encoder) -> None:
     """The documents a filter keeps are checked in Python, one by one: a deadline stops
-    that loop too, in `index.search.search` as in the service."""
-    from attnswitch.index.filters import SearchFilter
-    from attnswitch.index.search import search as search_store
+    that loop too, in `indexing.search.search` as in the service."""
+    from attnswitch.indexing.filters import SearchFilter
+    from attnswitch.indexing.search import search as search_store
 
     where = SearchFilter.from_mapping(EXPENSIVE_FILTER)
     with open_store(location) as store:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from attnswitch.cli import app
 from attnswitch.documents.ingest import Document
-from attnswitch.index.store import ChunkRecord, SQLiteStore
+from attnswitch.indexing.store import ChunkRecord, SQLiteStore
 
 pytestmark = pytest.mark.xdist_group("security")
 
@@ -38,7 +38,7 @@ def wrong_vector_length(folder: Path) -> Path:
     """A real index of the default model (its config recorded, as `attnswitch run` leaves
     it) with two chunks, one of whose stored vectors lost a byte."""
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.index.config import META_KEY, IndexConfig
+    from attnswitch.indexing.config import META_KEY, IndexConfig
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "index.sqlite3"

@@ -19,7 +19,7 @@ from security_testing import JOB_TIMEOUT_S, SECRET, finished
 
 from attnswitch.documents.filesystems import pseudo_devices
 from attnswitch.documents.ingest import MAX_DEPTH, Skip, ingest, load, scan
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.store import SQLiteStore
 
 pytestmark = pytest.mark.xdist_group("security")
 CLI_TIMEOUT_S = 300.0

@@ -24,7 +24,7 @@ import pytest
 
 from attnswitch.documents.ingest import walked_folders
 from attnswitch.documents.rules import FileRules
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, RunSummary
 from attnswitch.jobs.watch import LOCK_LINE, ROOT_POLL_S, WAIT_LOCK, WAIT_ROOT, watch
 from store_testing import hold_run_lock_until_stdin_closes

@@ -118,8 +118,8 @@ TUTORIAL_PAGES = tuple(sorted(p.relative_to(CORPUS).as_posix()
 
 def committed(location: str, folder: Path) -> int:
     """Documents of `folder` the store holds now (read by a connection of this process)."""
-    from attnswitch.index.location import is_url, open_store
-    from attnswitch.index.store import resolve_path
+    from attnswitch.indexing.location import is_url, open_store
+    from attnswitch.indexing.store import resolve_path
 
     if not is_url(location) and not resolve_path(location).is_file():
         return 0

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from service_testing import PYTHON_DOCS, copy_corpus, start_server, wait_for_jobs
 
-from attnswitch.index.search import search
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.search import search
+from attnswitch.indexing.store import SQLiteStore
 from attnswitch.jobs.run import RunOptions, run
 
 pytestmark = pytest.mark.xdist_group("service")
@@ -93,8 +93,8 @@ def test_search_takes_an_ann_beam_and_refuses_one_out_of_range(shared_client,
 def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_indexed,
                                                           service_dirs, reference,
                                                           mode) -> None:
-    """`/v1/search`, `attnswitch search --json` and `index.search.search` answer the same
-    hits in the same shape (`index.search.Hit`): the same fields in the same order and
+    """`/v1/search`, `attnswitch search --json` and `indexing.search.search` answer the same
+    hits in the same shape (`indexing.search.Hit`): the same fields in the same order and
     the same values, but for `root`, which the service shows relative to its jobs root,
     and `uri`, the file's `file://` URI, which the service leaves empty (no server path)."""
     from typer.testing import CliRunner

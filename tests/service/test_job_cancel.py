@@ -21,7 +21,7 @@ from service_testing import (
     TUTORIAL_PAGES as DOCUMENTS,
 )
 
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from attnswitch.jobs import jobs_table
 
 

@@ -24,8 +24,8 @@ from service_testing import (
     store_content,
 )
 
-from attnswitch.index.location import open_store
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.location import open_store
+from attnswitch.indexing.store import SQLiteStore
 from attnswitch.jobs import jobs_table
 from attnswitch.jobs.run import RunOptions, run
 

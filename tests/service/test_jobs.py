@@ -10,7 +10,7 @@ import uuid
 import pytest
 from service_testing import LARGER, copy_corpus, wait_for_jobs
 
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.store import SQLiteStore
 
 pytestmark = pytest.mark.xdist_group("service")
 

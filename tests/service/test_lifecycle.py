@@ -15,7 +15,7 @@ import httpx
 import pytest
 from service_testing import CORPUS, copy_corpus, start_server
 
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.store import SQLiteStore
 
 pytestmark = pytest.mark.xdist_group("service-lifecycle")
 IN_FLIGHT = 6

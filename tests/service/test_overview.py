@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnswitch.documents.ingest import ingest
-from attnswitch.index.store import ChunkRecord, SQLiteStore
+from attnswitch.indexing.store import ChunkRecord, SQLiteStore
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 

@@ -20,9 +20,9 @@ from service_testing import (
     store_content,
 )
 
-from attnswitch.index.location import open_store
-from attnswitch.index.search import search
-from attnswitch.index.store import SQLiteStore
+from attnswitch.indexing.location import open_store
+from attnswitch.indexing.search import search
+from attnswitch.indexing.store import SQLiteStore
 from attnswitch.jobs import jobs_table
 from attnswitch.jobs.run import RunOptions, run
 

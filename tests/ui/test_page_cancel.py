@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ui_testing import CORPUS
 
-from attnswitch.index.location import open_store
+from attnswitch.indexing.location import open_store
 from attnswitch.jobs import jobs_table
 
 TIMEOUT_MS = 120_000

@@ -70,7 +70,7 @@ def _fmt(x: float) -> str:
 
 
 def _check_names(names: list[str]) -> None:
-    from attnswitch.attention import registry
+    from attnswitch.kernels import registry
 
     known = registry.names()
     unknown = [n for n in names if n not in known]
@@ -108,8 +108,8 @@ def conformance(
 
     Exits 1 when any case fails or errors, or when a requested backend cannot run here.
     """
-    from attnswitch.attention import conformance as conf
-    from attnswitch.attention import registry
+    from attnswitch.kernels import conformance as conf
+    from attnswitch.kernels import registry
 
     names = list(dict.fromkeys(backend or []))
     _check_names(names)
@@ -130,9 +130,9 @@ def conformance(
 def _requalifying_cases(backend: Any, device: Any, cases: list[Any]) -> list[Any]:
     """Cases outside `cases` that a standing failure of `backend` ran (e.g. float16 cases of a
     first-use check): a full run includes them, since only a pass of every case a failure ran
-    clears it (see attention/verdicts.py)."""
-    from attnswitch.attention import conformance as conf
-    from attnswitch.attention import verdicts
+    clears it (see kernels/verdicts.py)."""
+    from attnswitch.kernels import conformance as conf
+    from attnswitch.kernels import verdicts
 
     have = {c.label for c in cases}
     extra = sorted(verdicts.standing(backend, device).failed_run - have)
@@ -143,8 +143,8 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
                          quick: bool = False) -> dict:
     """Run the grid on one backend; a report dict with every result and the verdict. A full
     run adds the cases of standing failures outside the grid (`_requalifying_cases`)."""
-    from attnswitch.attention import conformance as conf
-    from attnswitch.attention import registry, verdicts
+    from attnswitch.kernels import conformance as conf
+    from attnswitch.kernels import registry, verdicts
 
     b = registry.get(name)
     report: dict[str, Any] = {

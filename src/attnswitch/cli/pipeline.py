@@ -52,7 +52,7 @@ from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.observe.liblog import LibraryLog
 
 if TYPE_CHECKING:
-    from attnswitch.index.query import QuerySteps
+    from attnswitch.indexing.query import QuerySteps
 
 
 class Layout(str, enum.Enum):
@@ -88,7 +88,7 @@ def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exi
 def _store_errors(command: str, path: Path | str, as_json: bool) -> Iterator[None]:
     """Report an error about the store's file (corrupt, locked, another schema, a vector of
     the wrong length: `store_errors`) in one line naming the file and what to do."""
-    from attnswitch.index.store_errors import describe, is_store_error
+    from attnswitch.indexing.store_errors import describe, is_store_error
 
     try:
         yield
@@ -109,8 +109,8 @@ def _interruptible(command: str, as_json: bool) -> Iterator[None]:
 
 def store_location(db: str | None) -> str | Path:
     """What `--db` names: a PostgreSQL URL as given, else the SQLite file (`store.resolve_path`)."""
-    from attnswitch.index.location import is_url
-    from attnswitch.index.store import resolve_path
+    from attnswitch.indexing.location import is_url
+    from attnswitch.indexing.store import resolve_path
 
     return db if is_url(db) else resolve_path(None if db is None else Path(db))
 
@@ -119,14 +119,14 @@ def _open_store(location: str | Path, command: str, as_json: bool, *,
                 existing: bool = False) -> Any:
     """The store at `location` (`open_store`), or the command's one-line failure; with
     `existing`, a SQLite store that does not exist is refused, not created."""
-    from attnswitch.index.location import open_store
-    from attnswitch.index.store import StoreConnectError, StoreInputError, resolve_path
+    from attnswitch.indexing.location import open_store
+    from attnswitch.indexing.store import StoreConnectError, StoreInputError, resolve_path
 
     if existing and isinstance(location, Path) and not location.is_file():
         raise _fail(command, f"no index at {location}: run `attnswitch run FOLDER"
                     f"{'' if location == resolve_path(None) else ' --db ' + str(location.parent)}`"
                     " first", as_json)
-    from attnswitch.index.store_errors import describe, is_store_error
+    from attnswitch.indexing.store_errors import describe, is_store_error
 
     try:
         store = open_store(location)
@@ -339,7 +339,7 @@ def _execute_run(path: Path, location: str | Path, runner: Any, progress: bool |
 def library_log_path() -> Path:
     """Where `run` appends what libraries log (`observe.liblog`): `run.log` in the cache
     directory ($ATTNSWITCH_CACHE_DIR, else the user's cache folder)."""
-    from attnswitch.attention.cache import cache_file
+    from attnswitch.kernels.cache import cache_file
 
     return cache_file("run.log")
 
@@ -549,11 +549,11 @@ def search_command(
     gives each step's seconds (`search_timings`). `$ATTNSWITCH_TIMINGS=1` prints the
     timings on stderr after the results (any output).
     """
-    from attnswitch.index.config import stored_config
-    from attnswitch.index.filters import SearchFilter
-    from attnswitch.index.query import QuerySteps
-    from attnswitch.index.search import search
-    from attnswitch.index.store import MAX_EF_SEARCH, StoreInputError
+    from attnswitch.indexing.config import stored_config
+    from attnswitch.indexing.filters import SearchFilter
+    from attnswitch.indexing.query import QuerySteps
+    from attnswitch.indexing.search import search
+    from attnswitch.indexing.store import MAX_EF_SEARCH, StoreInputError
     from attnswitch.observe.startup import process_age_s
 
     startup_s = process_age_s()
@@ -563,7 +563,7 @@ def search_command(
     except UnicodeEncodeError as exc:
         raise _fail("search", f"QUERY: expected UTF-8 text, got a byte that is not UTF-8 at "
                     f"character {exc.start}", as_json, 2) from None
-    from attnswitch.index.records import MAX_K  # the limit of /v1/search's k too
+    from attnswitch.indexing.records import MAX_K  # the limit of /v1/search's k too
 
     if not 1 <= k <= MAX_K:  # refused before the store opens
         raise _fail("search", f"-k: expected an integer from 1 to {MAX_K}, got {k}", as_json,
@@ -629,7 +629,7 @@ def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
                   steps: QuerySteps) -> Any:
     """`query.encode_query`, or the command's one-line failure."""
     from attnswitch.errors import AttnswitchError
-    from attnswitch.index.query import encode_query
+    from attnswitch.indexing.query import encode_query
 
     try:
         return encode_query(query, config, model, steps)
@@ -642,7 +642,7 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     (cosine similarity and keyword score, each with its rank in its own list)."""
     from rich.table import Table
 
-    from attnswitch.index.search import DENSE_WEIGHT, PHRASE_BONUS, where
+    from attnswitch.indexing.search import DENSE_WEIGHT, PHRASE_BONUS, where
 
     caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
     if mode == "hybrid":
@@ -688,7 +688,7 @@ def _part(score: float | None, rank: int | None, fmt: str) -> str:
 
 def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
     """What is indexed: documents, chunks, skipped files and why, the last run."""
-    from attnswitch.index.config import stored_config
+    from attnswitch.indexing.config import stored_config
 
     location = store_location(db)
     with _store_errors("status", location, as_json), \

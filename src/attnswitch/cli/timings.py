@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from attnswitch.index.query import QuerySteps
+    from attnswitch.indexing.query import QuerySteps
 
 
 ENV_TIMINGS = "ATTNSWITCH_TIMINGS"

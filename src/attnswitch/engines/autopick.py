@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from attnswitch.attention.cache import JsonTable, provenance_key
 from attnswitch.engines import registry
 from attnswitch.engines.model import ModelSpec, model_fingerprint
+from attnswitch.kernels.cache import JsonTable, provenance_key
 
 # Minimum cosine of an engine's vectors to the reference's float32 vectors, per precision.
 PARITY = MappingProxyType({"fp32": 0.9999, "bf16": 0.999, "int8": 0.98})
@@ -208,7 +208,7 @@ def pick(rows: list[EngineRow]) -> tuple[str | None, list[str]]:
 def machine() -> dict[str, Any]:
     """What decides engine speed here: the device, the CPU model and its ISA flags, and the
     cores this process may use."""
-    from attnswitch.attention.cache import cpu_flags, cpu_name
+    from attnswitch.kernels.cache import cpu_flags, cpu_name
 
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4")))
     return {"device": registry.host_device(), "cpu": cpu_name(), "flags": flags,

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from attnswitch.attention.cache import JsonTable, provenance_key
 from attnswitch.engines import autopick, registry, runtime
 from attnswitch.engines.model import ModelSpec, model_fingerprint
+from attnswitch.kernels.cache import JsonTable, provenance_key
 
 AUTO_PARITY = 0.999
 ROUNDS = 3
@@ -142,8 +142,8 @@ def native(precision: str, device: str, flags: frozenset[str]) -> str | None:
 
 def candidates() -> tuple[list[str], list[PrecisionRow]]:
     """The precisions auto tries here, and rows for those it does not."""
-    from attnswitch.attention.cache import cpu_flags
     from attnswitch.engines.base import PRECISIONS
+    from attnswitch.kernels.cache import cpu_flags
 
     device, flags = registry.host_device(), cpu_flags()
     able, rows = [], []

@@ -42,7 +42,7 @@ ONNX_OPSET = 17
 
 
 def cache_root() -> Path:
-    from attnswitch.attention.cache import cache_file
+    from attnswitch.kernels.cache import cache_file
 
     return cache_file("engines")
 

@@ -158,7 +158,7 @@ def hidden_states(params: dict[str, Any], ids: Any, mask: Any, *, heads: int, ep
 
     # here, not at the top: the engine registry imports this module (its descriptor), and
     # a process that never runs jax needs no attention planner
-    from attnswitch.attention.entry import attention
+    from attnswitch.kernels.entry import attention
 
     b, s = ids.shape
     if position_offset is None:
@@ -272,7 +272,7 @@ class JaxEncoder(Encoder):
         """The plan of the attention call this engine traces for `text` (its compiled shape)."""
         import jax
 
-        from attnswitch.attention.plan import explain
+        from attnswitch.kernels.plan import explain
 
         ids, mask = self.arrays(self.tokenize([text]))
         b, s = ids.shape
@@ -309,7 +309,7 @@ class JaxEngine(Engine):
     precisions = ("fp32", "bf16")
 
     def extra_unavailable(self) -> str | None:
-        from attnswitch.attention import registry
+        from attnswitch.kernels import registry
 
         found = [b for b in registry.backends() if b.framework == "jax"]
         if not found:

@@ -8,7 +8,7 @@ sentence-transformers files beside it when present:
 - `<pooling folder>/config.json`: the pooling mode (mean, cls or last token);
 - `sentence_bert_config.json`: `max_seq_length` (the truncation limit) and `do_lower_case`;
 - `README.md`, the model card: the languages its YAML front matter declares (`language:`),
-  which the hybrid search trusts the model's vectors for (`index/search.py`).
+  which the hybrid search trusts the model's vectors for (`indexing/search.py`).
 
 Without them the model is mean-pooled, not normalised, and truncated at the model's position
 limit, as sentence-transformers does for a plain transformers model.

@@ -83,7 +83,7 @@ def import_openvino() -> Any:
 @functools.cache
 def isa(precision: str) -> str:
     """The CPU instructions the plugin's matmuls use for `precision` on this host."""
-    from attnswitch.attention.cache import cpu_flags
+    from attnswitch.kernels.cache import cpu_flags
 
     flags = cpu_flags()
     if precision == "int8":

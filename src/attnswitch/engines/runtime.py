@@ -1,5 +1,5 @@
 """The engines runtime: the process state of the engines in one object, held in one
-`contextvars.ContextVar`, shaped like the attention runtime (`attention/runtime.py`) one
+`contextvars.ContextVar`, shaped like the attention runtime (`kernels/runtime.py`) one
 layer down.
 
 A `Runtime` has

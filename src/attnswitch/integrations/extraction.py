@@ -73,7 +73,7 @@ def _entries(path: Path) -> Iterator[Any]:
 def _chunking() -> tuple[Any, int]:
     """The default model's chunking tokenizer and chunk size, as `run` chunks."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.index.config import IndexConfig, chunk_tokenizer
+    from attnswitch.indexing.config import IndexConfig, chunk_tokenizer
 
     spec = ModelSpec.load(None)
     tokenizer = chunk_tokenizer(spec)

@@ -59,8 +59,8 @@ class SearchSpec:
     modified_before: Any = None
 
     def __post_init__(self) -> None:
-        from attnswitch.index.filters import SearchFilter
-        from attnswitch.index.search import check_k, check_mode
+        from attnswitch.indexing.filters import SearchFilter
+        from attnswitch.indexing.search import check_k, check_mode
 
         object.__setattr__(self, "k", check_k(self.k))
         check_mode(self.mode)
@@ -107,7 +107,7 @@ def check_source(db: str | os.PathLike | None, url: str | None) -> None:
 def search_local(query: str, db: str | os.PathLike | None, spec: SearchSpec
                  ) -> list[dict[str, Any]]:
     """The hits of the index at `db` (see the module doc)."""
-    from attnswitch.index.store_errors import describe, is_store_error
+    from attnswitch.indexing.store_errors import describe, is_store_error
     from attnswitch.jobs.api import location_of, search
 
     try:

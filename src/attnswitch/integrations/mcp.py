@@ -44,7 +44,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from attnswitch.errors import AttnswitchError
-from attnswitch.index.records import MAX_CHUNK_ID
+from attnswitch.indexing.records import MAX_CHUNK_ID
 from attnswitch.integrations.mcp_sessions import (
     DEFAULT_IDLE_MINUTES,
     DEFAULT_MAX_SESSIONS,
@@ -124,7 +124,7 @@ class IndexTools:
         self.location = location_of(db)
 
     def _store(self) -> Any:
-        from attnswitch.index.location import open_store
+        from attnswitch.indexing.location import open_store
 
         if isinstance(self.location, Path) and not self.location.is_file():
             raise ToolError("db: expected an index made by `attnswitch run` or the "
@@ -210,7 +210,7 @@ class IndexTools:
 
 
 def _where(hit: dict[str, Any]) -> str:
-    from attnswitch.index.search import where
+    from attnswitch.indexing.search import where
 
     return where(hit["path"], hit["location"], hit["heading_path"])
 

@@ -52,12 +52,12 @@ from typing import Any
 
 import torch
 
-from attnswitch.attention import masks, runtime, torch_op
-from attnswitch.attention.contract import attention_bounds, describe
-from attnswitch.attention.entry import attention
-from attnswitch.attention.options import AttentionOptions
-from attnswitch.attention.plan import Plan, explain
-from attnswitch.attention.torch_backward import attention_backward
+from attnswitch.kernels import masks, runtime, torch_op
+from attnswitch.kernels.contract import attention_bounds, describe
+from attnswitch.kernels.entry import attention
+from attnswitch.kernels.options import AttentionOptions
+from attnswitch.kernels.plan import Plan, explain
+from attnswitch.kernels.torch_backward import attention_backward
 
 NAME = "attnswitch"
 
@@ -474,7 +474,7 @@ def attention_forward(
 # structured forms, finding packed sequences in position_ids), which dynamo cannot trace
 # without graph breaks. Under torch.compile the whole mapping and the attention call run
 # inside one custom op, `attnswitch::hf_attention`, so the compiled model sees one opaque
-# node per layer and the mapping is exactly the eager one (see `attention/torch_op.py` for
+# node per layer and the mapping is exactly the eager one (see `kernels/torch_op.py` for
 # the op pattern: shapes validated on fake tensors at trace time; the backward maps the
 # arguments again and applies the contract's backward formula to the saved output).
 
@@ -533,7 +533,7 @@ def _hf_attention(
 
 @_hf_attention.register_fake
 def _hf_attention_fake(query, key, value, attention_mask, *rest):
-    from attnswitch.attention.contract import validate
+    from attnswitch.kernels.contract import validate
 
     validate(*(x.transpose(1, 2) for x in (query, key, value)))  # shapes, heads, dtypes
     if attention_mask is not None and attention_mask.ndim != 4:
@@ -555,7 +555,7 @@ def _hf_attention_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of query, key and value from the forward's `out` (`[B, Sq, Hq, D]`): the
     eager mapping again (no forward), then the contract's backward formula
-    (`attention/torch_backward.py`), mapped back to transformers' `[B, H, S, D]`."""
+    (`kernels/torch_backward.py`), mapped back to transformers' `[B, H, S, D]`."""
     (q, k, v), options, _ = contract_arguments(
         None, query, key, value, attention_mask, scaling=scaling, is_causal=is_causal,
         sliding_window=sliding_window, softcap=softcap, position_ids=position_ids,

@@ -20,12 +20,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnswitch.index.config import stored_config
-from attnswitch.index.filters import SearchFilter
-from attnswitch.index.location import is_url, open_store
-from attnswitch.index.search import Hit, check_k, check_mode
-from attnswitch.index.store import resolve_path
-from attnswitch.index.store_errors import StoreInputError
+from attnswitch.indexing.config import stored_config
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.location import is_url, open_store
+from attnswitch.indexing.search import Hit, check_k, check_mode
+from attnswitch.indexing.store import resolve_path
+from attnswitch.indexing.store_errors import StoreInputError
 
 
 def location_of(db: str | os.PathLike[str] | None) -> str | Path:
@@ -66,8 +66,8 @@ def search(query: str, db: str | os.PathLike[str] | None = None, k: int = 5,
     if isinstance(location, Path) and not location.is_file():
         raise StoreInputError("db", "an index made by attnswitch.index(folder, db=...) or "
                               "`attnswitch run`", f"{str(location)!r}, which does not exist")
-    from attnswitch.index.query import encode_query
-    from attnswitch.index.search import search as search_store
+    from attnswitch.indexing.query import encode_query
+    from attnswitch.indexing.search import search as search_store
 
     with open_store(location) as store:
         config = stored_config(store)

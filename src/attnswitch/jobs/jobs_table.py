@@ -2,7 +2,7 @@
 jobs index into, so that a server killed midway is followed by one that resumes its jobs
 (`service/jobs.py`).
 
-The table is part of each store's schema (`index/sqlite_schema.py`, `index/store_postgres.py`:
+The table is part of each store's schema (`indexing/sqlite_schema.py`, `indexing/store_postgres.py`:
 one schema version per file); this module reads and writes it through the store's seam for
 the layers above it (`Store.transaction`, `read`, `placeholder`, `exclusive`), on SQLite and
 PostgreSQL alike."""
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnswitch.index.store import Store
-from attnswitch.index.store_errors import StoreInputError
+from attnswitch.indexing.store import Store
+from attnswitch.indexing.store_errors import StoreInputError
 
 # A job's statuses; "cancelled" (a client cancelled it) is never resumed, "interrupted" is.
 JOB_STATUSES = ("queued", "running", "completed", "failed", "interrupted", "cancelled")

@@ -153,8 +153,8 @@ class EncoderActor:
         import ray
 
         from attnswitch.engines import ModelSpec
-        from attnswitch.index.config import IndexMismatchError
-        from attnswitch.index.config import model_fingerprint as fingerprint_of
+        from attnswitch.indexing.config import IndexMismatchError
+        from attnswitch.indexing.config import model_fingerprint as fingerprint_of
         from attnswitch.jobs.encode import (
             ChunkEncoder,
             device_name,
@@ -196,7 +196,7 @@ class EncoderActor:
         chunks)], the texts' owners in order) to the store at `write["url"]`, each document
         in its own transaction, under `write["config"]` and `write["run_id"]`. A retried
         call writes them again: `write_document` replaces a document's chunks."""
-        from attnswitch.index.location import open_store
+        from attnswitch.indexing.location import open_store
 
         vectors, report = self.encode(texts)
         if getattr(self, "_store_url", None) != write["url"]:

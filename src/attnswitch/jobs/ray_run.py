@@ -60,7 +60,7 @@ from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import Document, SourceFile, load, scan
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.errors import AttnswitchError, ConfigError
-from attnswitch.index.store import Store, indexed_sha
+from attnswitch.indexing.store import Store, indexed_sha
 from attnswitch.jobs.encode import count_diff, settle
 from attnswitch.jobs.ray_encoders import (
     KINDS,
@@ -198,7 +198,7 @@ def _tokenizer(model: str | None, fingerprint: str) -> Any:
     """The model's chunking tokenizer, once per worker process; the model files must be the
     driver's."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.index.config import IndexMismatchError, chunk_tokenizer, model_fingerprint
+    from attnswitch.indexing.config import IndexMismatchError, chunk_tokenizer, model_fingerprint
 
     spec = ModelSpec.load(model)
     found = model_fingerprint(spec.path)

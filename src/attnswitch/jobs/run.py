@@ -68,7 +68,7 @@ from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.documents.rules import FileRules, rules_for
 from attnswitch.documents.rules import meta_key as rules_meta_key
 from attnswitch.errors import ConfigError
-from attnswitch.index.config import (
+from attnswitch.indexing.config import (
     DEFAULT_CHUNKING,
     DEFAULT_EMBED_HEADINGS,
     DEFAULT_OVERLAP,
@@ -78,7 +78,7 @@ from attnswitch.index.config import (
     chunk_tokenizer,
     stored_config,
 )
-from attnswitch.index.store import (
+from attnswitch.indexing.store import (
     Store,
     StoredDocument,
     SyncPlan,

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnswitch.index.records import root_key
+from attnswitch.indexing.records import root_key
 from attnswitch.jobs.encode import peak_rss_mb
 
 

@@ -54,8 +54,8 @@ from typing import Any
 
 from attnswitch.documents.ingest import WalkedFolder, folder_id, walked_folders
 from attnswitch.documents.rules import IGNORE_FILES, rules_for
-from attnswitch.index.records import root_key
-from attnswitch.index.store import Store, StoreBusyError
+from attnswitch.indexing.records import root_key
+from attnswitch.indexing.store import Store, StoreBusyError
 from attnswitch.jobs.run import RunJob, RunOptions, RunSummary, check_root, drive
 
 # Milliseconds a batch of changes is gathered for after its first event (watchfiles'
@@ -291,7 +291,7 @@ def options_of_index(store: Store, options: RunOptions) -> RunOptions:
     neither re-chunks nor re-encodes it; `options` as given for a new index."""
     import dataclasses
 
-    from attnswitch.index.config import stored_config
+    from attnswitch.indexing.config import stored_config
 
     config = stored_config(store)
     if config is None:

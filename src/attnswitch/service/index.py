@@ -1,12 +1,12 @@
 """Search over the server's store (`serve --db`: a data folder, an index file or a
-PostgreSQL URL, opened by `index.location.open_store`), on a small pool of threads of its
+PostgreSQL URL, opened by `indexing.location.open_store`), on a small pool of threads of its
 own, each search within its request's deadline.
 
 `SEARCH_WORKERS` threads (`SearchIndex.executor`) each make and use their own connection
 to the store (sqlite3 connections belong to their thread; SQLite in WAL lets readers run
 side by side, PostgreSQL serves each connection in a process of its own), so one slow
 search holds one thread, never every search. A search carries its request's deadline down
-into its work (`index.search.search(deadline=)`, `Store.deadline`): a SQLite statement is
+into its work (`indexing.search.search(deadline=)`, `Store.deadline`): a SQLite statement is
 interrupted by its progress handler, a PostgreSQL one by its statement timeout, and the
 loops in Python over documents and chunks look at the clock, so a search past its deadline
 stops (`StoreDeadlineError`, the service's 504) and its thread is free again at once. A
@@ -31,7 +31,7 @@ Queries must be encoded by the index's model: a store whose recorded model finge
 not the service's is refused (409), as the CLI's search refuses it.
 
 A store that is unusable (a SQLite file corrupt, locked, of another schema, a vector of the
-wrong length: `index.store_errors`; a PostgreSQL server that refuses or drops the
+wrong length: `indexing.store_errors`; a PostgreSQL server that refuses or drops the
 connection, e.g. while it restarts) answers 503 (`index_unavailable`) with what is wrong,
 without the store's path or address; every search tries the store again (the thread that
 met the error drops its connections), so replacing the file or restarting the server heals
@@ -65,7 +65,7 @@ def connection_lost(exc: BaseException) -> bool:
     """Whether `exc` says the store's server cannot be reached or dropped the connection
     (`StoreConnectError` when connecting; psycopg's operational and interface errors on a
     connection that was open: a server restarting, a network cut)."""
-    from attnswitch.index.store_errors import StoreConnectError
+    from attnswitch.indexing.store_errors import StoreConnectError
 
     if isinstance(exc, StoreConnectError):
         return True
@@ -76,10 +76,10 @@ def connection_lost(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def store_errors_unavailable() -> Iterator[None]:
-    """Turn an error about the store (its file: `index.store_errors`; its server: a lost
+    """Turn an error about the store (its file: `indexing.store_errors`; its server: a lost
     connection) into 503 `index_unavailable`, saying what is wrong without the store's path
     or address (that goes to the log)."""
-    from attnswitch.index.store_errors import describe, is_store_error
+    from attnswitch.indexing.store_errors import describe, is_store_error
 
     try:
         yield
@@ -123,14 +123,14 @@ class _Connections:
 class SearchIndex:
     """The store at `location` (`ServiceConfig.store_location`: a SQLite file, or a
     PostgreSQL URL), searched on `workers` threads of its own (`executor`; see the module
-    doc). `fingerprint` is the service model's fingerprint (`index.config.
+    doc). `fingerprint` is the service model's fingerprint (`indexing.config.
     model_fingerprint`), set once the model loaded. `jobs`: whether this server indexes
     folders (`--jobs-root`), which decides what an answer on an empty index tells the user
     to do."""
 
     def __init__(self, location: str | os.PathLike, jobs: bool = False,
                  workers: int = SEARCH_WORKERS):
-        from attnswitch.index.location import is_url
+        from attnswitch.indexing.location import is_url
 
         self.location = location
         self.path = None if is_url(location) else Path(location)  # a SQLite store's file
@@ -150,13 +150,13 @@ class SearchIndex:
     def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
                mode: str = "dense", ef: int | None = None, where: Any = None,
                deadline: float | None = None) -> tuple[list[Any], int | None]:
-        """The `k` best `index.search.Hit`s for a query's vector and text in `mode`, with
+        """The `k` best `indexing.search.Hit`s for a query's vector and text in `mode`, with
         ANN beam `ef`, among the documents the filter `where` keeps
-        (`index.search.search`; runs on `executor`); and, when a filter gave no hit,
+        (`indexing.search.search`; runs on `executor`); and, when a filter gave no hit,
         how many documents it keeps (else None). `deadline` (a `time.monotonic()` time):
         the search stops by then with `StoreDeadlineError`, also before it starts when
         it waited for a thread past it."""
-        from attnswitch.index.search import on_time, search
+        from attnswitch.indexing.search import on_time, search
 
         with self._working(), self._unavailable_on_store_errors():
             on_time(deadline)
@@ -178,9 +178,9 @@ class SearchIndex:
         """The index's recorded `IndexConfig`, or None when there is no index yet or its
         file is unusable (then logged: the service starts with its own defaults and search
         answers 503 until the file is fixed)."""
-        from attnswitch.index.config import stored_config
-        from attnswitch.index.location import open_store
-        from attnswitch.index.store_errors import describe, is_store_error
+        from attnswitch.indexing.config import stored_config
+        from attnswitch.indexing.location import open_store
+        from attnswitch.indexing.store_errors import describe, is_store_error
 
         if self.path is not None and not self.path.is_file():
             return None
@@ -231,7 +231,7 @@ class SearchIndex:
     def _current(self, deadline: float | None = None) -> Any:
         """This thread's open store, its config checked again when the index changed
         (`deadline` on the reads); 409 when there is no index or it is empty."""
-        from attnswitch.index.config import stored_config
+        from attnswitch.indexing.config import stored_config
 
         if self._open() is None:
             raise self._empty("no index yet")
@@ -257,7 +257,7 @@ class SearchIndex:
     def _open(self) -> Any:
         """This thread's open store (opened on first use), or None when there is no index
         file."""
-        from attnswitch.index.location import open_store
+        from attnswitch.indexing.location import open_store
 
         conns = self._connections()
         if conns.store is None:

@@ -11,7 +11,7 @@ an existing folder (422, with one message whatever is there instead, so that the
 never says whether a file exists). It checks that no other process holds the store's run
 lock past `LOCK_WAIT_S` (409), then runs `attnswitch.jobs.run.run` on the folder in a
 thread of its own, against the service's store (`serve --db`: a data folder or a PostgreSQL
-URL, `index.location.open_store`): the same resumable, per-document transactional
+URL, `indexing.location.open_store`): the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
 one does).
 
@@ -139,7 +139,7 @@ def _unless_held_elsewhere(call: Callable[[Any], Any]) -> Callable[[Any], tuple[
     lock held by another process (`StoreBusyError`: another server's job, or an
     `attnswitch run`, on the same store)."""
     def run(store: Any) -> tuple[bool, Any]:
-        from attnswitch.index.store import StoreBusyError
+        from attnswitch.indexing.store import StoreBusyError
 
         try:
             return False, call(store)
@@ -198,7 +198,7 @@ class JobManager:
 
     def __init__(self, location: str | os.PathLike, jobs_root: Path | None,
                  encoder: Callable[[], Any], options: Callable[[], Any]):
-        from attnswitch.index.location import is_url
+        from attnswitch.indexing.location import is_url
 
         self.location = location
         self.index_path = None if is_url(location) else Path(location)  # a SQLite file
@@ -220,7 +220,7 @@ class JobManager:
         """`fn(store)` on the rows' thread and connection; a store that fails is reopened
         by the next call. Store errors become 503 (`index.store_errors_unavailable`)."""
         def call() -> Any:
-            from attnswitch.index.location import open_store
+            from attnswitch.indexing.location import open_store
 
             if self._rows_store is None:
                 self._rows_store = open_store(self.location)
@@ -418,7 +418,7 @@ class JobManager:
     def _check_store(self) -> None:
         """409 while another process (an `attnswitch run` on the same store) holds the
         store's run lock past `LOCK_WAIT_S`, 503 when the store is unusable."""
-        from attnswitch.index.location import open_store
+        from attnswitch.indexing.location import open_store
 
         with store_errors_unavailable(), open_store(self.location) as store:
             elsewhere, _ = _unless_held_elsewhere(
@@ -441,7 +441,7 @@ class JobManager:
         if self.index_path is not None:
             paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
         else:
-            from attnswitch.index.store_postgres import describe
+            from attnswitch.indexing.store_postgres import describe
 
             paths = [(self.location, INDEX_NAME), (describe(str(self.location)), INDEX_NAME)]
         if model and os.path.isabs(model):
@@ -467,8 +467,8 @@ class JobManager:
             self._run(job, folder, root_id)
 
     def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
-        from attnswitch.index.location import open_store
-        from attnswitch.index.store_errors import describe, is_store_error
+        from attnswitch.indexing.location import open_store
+        from attnswitch.indexing.store_errors import describe, is_store_error
         from attnswitch.jobs.run import run
 
         job.status, job.started_at, job.finished_at = "running", time.time(), None

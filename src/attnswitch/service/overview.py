@@ -28,7 +28,7 @@ Shown = Callable[[str], str]
 def index_summary(store: Any, shown: Shown) -> dict[str, Any]:
     """Documents, chunks, tokens, bytes of the indexed documents, the model, precision and
     engine the index was built with, skipped files counted by reason, the last runs."""
-    from attnswitch.index.config import stored_config
+    from attnswitch.indexing.config import stored_config
 
     st = store.status()
     config = stored_config(store)

@@ -33,7 +33,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from attnswitch.index.records import MAX_CHUNK_ID
+from attnswitch.indexing.records import MAX_CHUNK_ID
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 from attnswitch.service.indexed_file import IndexedFileResponse
@@ -126,8 +126,8 @@ async def embeddings(body: EmbeddingRequest, request: Request,
 @v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
 async def search(body: SearchRequest, request: Request,
                  timeout: TimeoutHeader = None) -> dict:
-    from attnswitch.index.filters import SearchFilter
-    from attnswitch.index.store_errors import StoreInputError
+    from attnswitch.indexing.filters import SearchFilter
+    from attnswitch.indexing.store_errors import StoreInputError
 
     svc = service(request)
     deadline = svc.deadline(timeout)

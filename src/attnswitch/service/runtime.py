@@ -137,7 +137,7 @@ class Service:
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
         from attnswitch.engines import get_engine
-        from attnswitch.index.config import model_fingerprint, special_tokens
+        from attnswitch.indexing.config import model_fingerprint, special_tokens
 
         cfg = self.config
         model, engine, precision = cfg.model, cfg.engine, cfg.precision
@@ -313,7 +313,7 @@ class Service:
     async def search(self, query: str, k: int, deadline: float, mode: str = "hybrid",
                      ef: int | None = None,
                      where: Any = None) -> tuple[list[Any], int, int | None]:
-        """The `k` best chunks for `query` (`index.search` modes, ANN beam `ef`, only
+        """The `k` best chunks for `query` (`indexing.search` modes, ANN beam `ef`, only
         documents the filter `where` keeps), the tokens its encoding took (none for
         "keyword": the query is not encoded), and, when a filter found nothing, how many
         documents it keeps (else None). Encoding, waiting for a search thread and the
@@ -325,7 +325,7 @@ class Service:
                                                deadline=deadline, param="query",
                                                is_list=False)
             vector = vectors[0]
-        from attnswitch.index.store import StoreInputError
+        from attnswitch.indexing.store import StoreInputError
 
         loop = asyncio.get_running_loop()
         # the deadline on the clock the search threads read (the loop's may be another)

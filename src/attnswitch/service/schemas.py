@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attnswitch.index.records import MAX_EF_SEARCH, MAX_K
-from attnswitch.index.search import Hit
+from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
+from attnswitch.indexing.search import Hit
 
 # The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
 # schema carries it so that validation stops at the limit: the errors of a huge list of
@@ -65,7 +65,7 @@ class EmbeddingResponse(BaseModel):
 
 
 class SearchFilterRequest(_Request):
-    """Which documents a search may return (`index.filters`; the CLI's `--path`,
+    """Which documents a search may return (`indexing.filters`; the CLI's `--path`,
     `--type`, `--modified-after`, `--modified-before`); a list means any of its values."""
 
     path: str | list[str] | None = Field(
@@ -97,7 +97,7 @@ class SearchRequest(_Request):
 
 
 class SearchResponse(BaseModel):
-    """The hits, best first, in the shape `index.search.Hit` defines (the CLI's `search
+    """The hits, best first, in the shape `indexing.search.Hit` defines (the CLI's `search
     --json` and the Python API give the same)."""
 
     object: Literal["list"] = "list"

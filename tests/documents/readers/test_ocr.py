@@ -355,7 +355,7 @@ def test_a_run_records_the_pages_whose_pack_is_missing(
     the PDF it indexed, and the skip of the image of which nothing was read."""
     from script_pages import printed_page, tessdata_with
 
-    from attnswitch.index.store import SQLiteStore
+    from attnswitch.indexing.store import SQLiteStore
     from attnswitch.jobs.run import RunOptions, run
 
     need("osd", "eng", fonts_of=("deu", "kor"))

@@ -14,8 +14,8 @@ from attnswitch.documents.readers import registry
 from attnswitch.documents.readers.blocks import ReadOptions
 from attnswitch.documents.readers.dispatch import extract
 from attnswitch.documents.readers.formats import detect
-from attnswitch.index.filters import SearchFilter
-from attnswitch.index.store_errors import StoreInputError
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.store_errors import StoreInputError
 
 
 def test_every_extension_belongs_to_one_reader() -> None:

@@ -26,8 +26,8 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from attnswitch.attention.cache import cache_file
 from attnswitch.documents.readers.ocr_languages import OcrLanguages
+from attnswitch.kernels.cache import cache_file
 from attnswitch.provenance import provenance_key
 
 FILE_NAME = "ocr.sqlite3"

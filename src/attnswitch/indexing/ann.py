@@ -1,0 +1,278 @@
+"""Dense top-k for the embedded store: exact below a size threshold, HNSW above it.
+
+- `exact_top_k(ids, matrix, queries, n)`: inner products of L2-normalised vectors, ties
+  broken by chunk id (deterministic).
+- `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
+  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json`. It holds the vectors in
+  the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`: the stored values
+  exactly, half the bytes of float32; usearch rounds a query to it too), and ranks by inner
+  product. usearch was measured
+  against hnswlib and faiss (`benchmarks/ann_libraries.py`, figures in
+  docs/results/search.md): the same recall and query time, a slower build, but the only
+  one that deletes for real (hnswlib only marks, faiss's HNSW cannot) and memory-maps its
+  saved file (`view`), so a cold CLI search reads only the pages its graph walk touches.
+
+Keeping the index in step: every insert and delete of a chunk is appended to the store's
+`chunk_log` (by SQL triggers, in the writing transaction). The header records the log
+position (`seq`) the saved graph reflects, the store's id and dimension, the file's size,
+and the chunk count and largest chunk id it holds. Opening an index replays the log after
+`seq` (adds inserted chunks still present, removes deleted ones); it is rebuilt from the
+vectors, and logged, when the file or header is missing, unreadable, another store's or
+another dimension's, when the file's bytes are not the ones saved (its CRC-32, in the
+header; for a large memory-mapped graph a sample of its vectors and, when the file
+changed since its save, its structure: `hnsw_file.graph_damage`), when the log no longer
+reaches back to `seq` (pruned), or when its size
+(after the replay) is not the store's chunk count or, with nothing to replay, its largest
+id is not the store's. A run saves the caught-up graph when it finishes
+(`SQLiteStore.finish_run`) and prunes the log.
+
+Opening is cheap, so that a cold CLI search stays well under a second at a million
+chunks (docs/architecture.md, "Search at scale"): the checks cost the store's log
+position, its largest chunk id (one b-tree descent) and its chunk count (a scan of the
+small (doc_id, ordinal) index, not of the vectors); a clean graph is memory-mapped
+(`restore(view=True)`: pages are read as the walk touches them), and only a graph with
+inserts or deletes to replay is loaded into memory. Large builds use every core
+(`BUILD_THREADS`, from `PARALLEL_FROM` vectors a batch); such a graph is not bit-identical
+from one build to the next, which is why recall is checked against exact search rather
+than fixed neighbours.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.indexing.hnsw_file import graph_damage
+
+# Graph parameters: M=16, ef_construction=128. The search beam (ef) is a search-time
+# setting: `store.EF_SEARCH` by default, or the store's or the call's.
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+BUILD_THREADS = 0  # usearch: 0 is every core
+# Batches smaller than this are added on one thread: fast anyway, and the same graph every
+# time (concurrent inserts into a small graph measurably lost neighbours in the tests).
+PARALLEL_FROM = 10_000
+# usearch's name of the stored vectors' element (`records.VECTOR_DTYPE`) and its bytes.
+DTYPE = "f16"
+ITEM_BYTES = 2
+# 2: the header names the largest chunk id; 3: and the graph file's CRC-32; 4: float16
+# vectors (`DTYPE`; a float32 graph is rebuilt); graphs of an older format are rebuilt
+INDEX_FORMAT = 4
+# A saved graph up to this size is checked against its CRC-32 whenever it is opened (a
+# read of the file: ~20 ms at this size); a larger one memory-mapped for a search is
+# checked by `VERIFY_SAMPLE` of its vectors instead, so that a cold search reads only the
+# pages it touches (a graph loaded into memory is always checked whole).
+VERIFY_WHOLE_BELOW = 64 * 2**20
+VERIFY_SAMPLE = 32
+log = logging.getLogger(__name__)
+
+
+def exact_top_k(ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray,
+                n: int) -> list[list[tuple[int, float]]]:
+    """The `n` best (chunk id, score) per row of `queries` `[Q, dim]` (normalised) among
+    `matrix` `[N, dim]` with chunk ids `ids` `[N]`: score descending, then id ascending."""
+    if len(ids) == 0:
+        return [[] for _ in range(len(queries))]
+    scores = queries @ matrix.T  # [Q, N]
+    n = min(int(n), len(ids))
+    out = []
+    for row in scores:
+        if n < len(row):  # the n best, plus any tied with the n-th, then sorted
+            kth = row[np.argpartition(-row, n - 1)[n - 1]]
+            top = np.flatnonzero(row >= kth)
+        else:
+            top = np.arange(len(row))
+        order = np.lexsort((ids[top], -row[top]))[:n]
+        out.append([(int(ids[i]), float(row[i])) for i in top[order]])
+    return out
+
+
+def file_crc32(path: Path) -> int:
+    """The CRC-32 of a file's bytes, read 1 MiB at a time."""
+    crc = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(2**20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _threads(n: int) -> int:
+    """usearch threads for adding `n` vectors at once."""
+    return BUILD_THREADS if n >= PARALLEL_FROM else 1
+
+
+class HnswIndex:
+    """The HNSW graph of one SQLite store (see the module doc). `open` loads, replays or
+    rebuilds it; `search` answers; `save` persists it (writers only)."""
+
+    def __init__(self, db_path: Path, index: Any, seq: int, rebuilt: bool,
+                 mapped: bool = False):
+        self.db_path = db_path
+        self.index = index
+        self.seq = seq
+        self.rebuilt = rebuilt  # built from the vectors by this open (not loaded)
+        self.mapped = mapped  # the saved file memory-mapped (read-only), not loaded
+
+    @staticmethod
+    def paths(db_path: Path) -> tuple[Path, Path]:
+        """(graph file, header file) beside the database."""
+        return db_path.with_name(db_path.name + ".hnsw"), db_path.with_name(
+            db_path.name + ".hnsw.json")
+
+    @classmethod
+    def open(cls, store: Any, *, writable: bool = False) -> HnswIndex:
+        """The store's index, current to its committed state. Read-only opens memory-map
+        the saved graph when nothing is to replay (`writable=False`)."""
+        from usearch.index import Index
+
+        with store.reading():  # one snapshot: the log, the count and the vectors agree
+            return cls._open(store, Index, writable)
+
+    @classmethod
+    def _open(cls, store: Any, Index: Any, writable: bool) -> HnswIndex:
+        db_path = Path(store.path)
+        graph, header = cls.paths(db_path)
+        log_first, log_last, count = store.chunk_log_state()
+        try:
+            meta = json.loads(header.read_text())
+            pending = meta["seq"] < log_last
+            usable = (meta.get("format") == INDEX_FORMAT and meta["store_id"] == store.store_id
+                      and meta["dim"] == store.dim and graph.stat().st_size == meta["size"]
+                      and (pending or (meta["seq"] == log_last and meta["count"] == count
+                                       and meta["max_id"] == store.max_chunk_id()))
+                      and (not pending or (log_first is not None
+                                           and log_first <= meta["seq"] + 1)))
+            why = "" if usable else "its header is of another store, format or state"
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            usable, meta = False, None
+            why = f"{type(exc).__name__}: {exc}"
+        if usable:
+            view = not (writable or pending)
+            index = None
+            # The file is checked before usearch reads it: usearch trusts what it restores.
+            why = cls._file_damage(graph, meta, store.dim, view) or ""
+            if not why:
+                try:
+                    index = Index.restore(str(graph), view=view)
+                except Exception as exc:  # a torn or foreign file: rebuilt below
+                    why = f"unreadable ({type(exc).__name__})"
+            if index is not None and index.ndim != store.dim:
+                index, why = None, f"of dimension {index.ndim}"
+            if index is not None and view and meta["size"] > VERIFY_WHOLE_BELOW:
+                why = cls._sample_damage(index, meta, store) or ""
+                index = None if why else index
+            if index is not None:
+                self = cls(db_path, index, meta["seq"], rebuilt=False, mapped=view)
+                if pending:
+                    self._replay(store, log_last)
+                if len(self.index) == count:
+                    return self
+                why = f"holding {len(self.index)} vectors, not the store's {count}"
+        if meta is not None or graph.exists():
+            log.warning("%s: the HNSW graph beside it is unusable (%s); rebuilt from the "
+                        "stored vectors", db_path, why)
+        return cls._build(store, db_path)
+
+    @staticmethod
+    def _file_damage(graph: Path, meta: dict, dim: int, view: bool) -> str | None:
+        """Why the saved file is not safe to restore, or None: its CRC-32 is not the
+        header's (a graph to load, or one to map up to `VERIFY_WHOLE_BELOW` bytes); a larger
+        one to map has its structure checked (`hnsw_file.graph_damage`) unless its size and
+        mtime are still those it was saved with (so the check reads no more than the graph
+        section, once per saved graph: a cold search over an untouched graph reads only the
+        pages its walk touches). `_sample_damage` then checks such a graph's vectors."""
+        if not view or meta["size"] <= VERIFY_WHOLE_BELOW:
+            if file_crc32(graph) != meta.get("crc32"):
+                return "damaged (its bytes are not the ones saved)"
+            return None
+        if meta.get("mtime_ns") == graph.stat().st_mtime_ns:
+            return None
+        damage = graph_damage(graph, dim, ITEM_BYTES)
+        return f"damaged ({damage})" if damage else None
+
+    @staticmethod
+    def _sample_damage(index: Any, meta: dict, store: Any) -> str | None:
+        """Why a large mapped graph is not the one saved, or None: a sample of
+        `VERIFY_SAMPLE` of its vectors must equal the store's."""
+        ids, vectors = store.vectors_of(np.random.default_rng().integers(
+            1, meta["max_id"] + 1, VERIFY_SAMPLE))
+        if not len(ids):
+            return None
+        present = np.array([index.contains(int(i)) for i in ids])
+        if not present.all():
+            return "damaged (stored chunks are missing from it)"
+        got = np.asarray(index.get(ids.astype(np.uint64)), np.float32)
+        if got.shape != vectors.shape or not np.allclose(got, vectors, atol=1e-6):
+            return "damaged (its vectors are not the store's)"
+        return None
+
+    @classmethod
+    def _build(cls, store: Any, db_path: Path) -> HnswIndex:
+        from usearch.index import Index
+
+        index = Index(ndim=store.dim, metric="ip", dtype=DTYPE, connectivity=CONNECTIVITY,
+                      expansion_add=EXPANSION_ADD)
+        seq = store.chunk_log_state()[1]
+        for ids, matrix in store.iter_vectors():
+            index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
+        return cls(db_path, index, seq, rebuilt=True)
+
+    def _replay(self, store: Any, upto: int) -> None:
+        """Apply the logged inserts and deletes after `self.seq`: the net effect per chunk
+        id (a chunk deleted then inserted again is re-added with its new vector)."""
+        touched = store.chunk_log_ids(self.seq, upto)
+        present = [int(i) for i in touched if self.index.contains(int(i))]
+        if present:
+            self.index.remove(np.asarray(present, np.uint64))
+        ids, matrix = store.vectors_of(touched)
+        if len(ids):
+            self.index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
+        self.seq = upto
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, queries: np.ndarray, n: int,
+               ef: int) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, with a
+        search beam of `max(ef, n)` candidates (wider: higher recall, slower)."""
+        n = min(int(n), len(self.index))
+        if n == 0:
+            return [[] for _ in range(len(queries))]
+        self.index.expansion_search = max(int(ef), n)  # not kept in the saved file
+        found = self.index.search(queries, n, threads=1)
+        # One query gives `Matches` (its hits only), several `BatchMatches` (padded rows
+        # and `counts`). usearch's "ip" distance is 1 - inner product.
+        if len(queries) == 1:
+            return [[(int(key), float(1.0 - d)) for key, d in zip(found.keys, found.distances,
+                                                                   strict=True)]]
+        return [[(int(found.keys[q, j]), float(1.0 - found.distances[q, j]))
+                 for j in range(int(found.counts[q]))] for q in range(len(queries))]
+
+    def save(self, store: Any) -> None:
+        """Write the graph and its header atomically (a reader sees the old pair or the
+        new one: the header names the graph's size, so a mix is rebuilt, not trusted)."""
+        graph, header = self.paths(self.db_path)
+        tmp = graph.with_name(graph.name + f".{os.getpid()}.tmp")
+        self.index.save(str(tmp))
+        os.replace(tmp, graph)
+        meta = {"format": INDEX_FORMAT, "store_id": store.store_id, "dim": store.dim,
+                "seq": self.seq, "size": graph.stat().st_size, "crc32": file_crc32(graph),
+                "mtime_ns": graph.stat().st_mtime_ns,
+                "count": len(self.index), "dtype": DTYPE,
+                "max_id": store.max_chunk_id(),
+                "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
+        tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")
+        tmp_header.write_text(json.dumps(meta))
+        os.replace(tmp_header, header)
+
+    @classmethod
+    def remove_files(cls, db_path: Path) -> None:
+        for path in cls.paths(db_path):
+            path.unlink(missing_ok=True)

@@ -1,0 +1,62 @@
+"""The PostgreSQL store's upgrades that rewrite stored rows, each inside the caller's
+transaction (`store_postgres.upgrade` holds the schema lock): vectors from float32 to
+float16 (`to_halfvec`) and the keyword index made again by a new analyzer (`reanalyze`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from attnswitch.indexing import analyzer
+
+log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
+# Chunks analysed again per statement by `reanalyze`.
+REANALYZE_BATCH = 500
+
+
+def to_halfvec(conn: Any, hnsw_index: str) -> None:
+    """Convert the chunks' vectors from `vector` (float32, before schema version 8) to
+    `halfvec` (float16) in place, inside the caller's transaction: the column's type is
+    changed (pgvector's cast rounds each element to nearest; PostgreSQL rewrites the
+    table, every chunk and its id kept, nothing encoded again) and the HNSW index made
+    again on it (`hnsw_index`, its CREATE INDEX statement). Nothing to do when the column is `halfvec` already."""
+    column = conn.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+        "'chunks'::regclass AND attname = 'embedding'").fetchone()[0]
+    if not column.startswith("vector"):
+        return
+    typed = column[len("vector"):]  # "(384)", or "" before the first vectors
+    started = time.monotonic()
+    conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+    conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec{typed} "
+                 f"USING embedding::halfvec{typed}")
+    if typed:
+        conn.execute(hnsw_index)
+    log.info("vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, "
+             "%.1f s", typed, typed, conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
+             time.monotonic() - started)
+
+
+def reanalyze(conn: Any) -> None:
+    """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
+    the caller's transaction: the chunks stored without a language get theirs, every
+    chunk's terms are written again; no vector changes."""
+    started, last, n = time.monotonic(), 0, 0
+    while rows := conn.execute(
+            "SELECT id, text, language FROM chunks WHERE id > %s ORDER BY id LIMIT %s",
+            (last, REANALYZE_BATCH)).fetchall():
+        values = []
+        for chunk_id, text, language in rows:
+            language = analyzer.detect_language(text) if language is None else language
+            values.append((language, analyzer.tsvector_literal(
+                analyzer.document_terms(text, language),
+                analyzer.document_stems(text, language)), chunk_id))
+        conn.cursor().executemany(
+            "UPDATE chunks SET language = %s, terms = %s::tsvector WHERE id = %s", values)
+        last, n = rows[-1][0], n + len(rows)
+    conn.execute("INSERT INTO meta VALUES ('analyzer', %s) ON CONFLICT (key) DO UPDATE SET "
+                 "value = excluded.value", (analyzer.fingerprint(),))
+    if n:
+        log.info("keyword index made again by analyzer %s (%d chunks, %.1f s)",
+                 analyzer.fingerprint(), n, time.monotonic() - started)

@@ -1,0 +1,249 @@
+"""The SQLite store's schema: its tables, the keyword index's triggers and the functions
+they call (`register_analyzer`), each version's upgrade (`UPGRADES`, `migrate`) and the
+keyword index made again for a new analyzer (`reanalyze`). The jobs table is part of the
+file's schema (one version for the whole file); `jobs/jobs_table.py` reads and writes it.
+A chunk's vector is a BLOB of `dim` little-endian float16 elements since version 8
+(`records.VECTOR_DTYPE`; float32 before, converted in place by that version's upgrade,
+`float16_of_float32`)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+import uuid
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+from attnswitch.indexing import analyzer
+from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
+from attnswitch.indexing.store_base import (
+    DEDUP_INDEXES,
+    LANGUAGE_INDEX,
+    STORED_ELEMENT,
+    fill_vector_keys,
+)
+
+log = logging.getLogger(__name__)
+
+JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
+                                           'interrupted', 'cancelled')),
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    progress TEXT NOT NULL DEFAULT '{}',
+    summary TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    resume INTEGER NOT NULL DEFAULT 0
+)"""
+
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    root TEXT NOT NULL,
+    source TEXT NOT NULL,
+    sha256 TEXT,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    kind TEXT,
+    encoding TEXT,
+    status TEXT NOT NULL CHECK (status IN ('indexed', 'skipped')),
+    skip TEXT,
+    reason TEXT,
+    config TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL DEFAULT 0,
+    n_tokens INTEGER NOT NULL DEFAULT 0,
+    run_id INTEGER,
+    updated_at REAL NOT NULL,
+    UNIQUE (root, source)
+)""",
+    """CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    n_tokens INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    location TEXT NOT NULL DEFAULT '{}',
+    vector_key TEXT,
+    language TEXT,
+    UNIQUE (doc_id, ordinal)
+)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    root TEXT,
+    config TEXT,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+    counts TEXT NOT NULL DEFAULT '{}',
+    summary TEXT NOT NULL DEFAULT '{}'
+)""",
+    # The service's indexing jobs (`service.jobs`): one row a job, kept across restarts;
+    # `resume` marks an interrupted job that the next `serve` on this store finishes.
+    JOBS_TABLE,
+    # Keyword search: a contentless FTS5 index of the chunks' terms (`analyzer`: the
+    # text is stored once, in chunks; the terms are made from it by the function
+    # `attnswitch_terms` that every connection of `SQLiteStore` registers, as FTS5 takes
+    # no tokenizer from Python; it splits the terms on spaces only), and a log of chunk
+    # inserts and deletes that the HNSW graph replays (ann.HnswIndex); triggers keep both
+    # in the writing transaction. A delete gives FTS5 the terms the insert gave: the same
+    # function of the same text and language, while the analyzer's fingerprint (meta
+    # "analyzer") is unchanged; `reanalyze` makes them all again when it changes.
+    """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5(
+    terms, stems, content='',
+    tokenize="unicode61 remove_diacritics 0 categories 'L* M* N* Co Pc'")""",
+    """CREATE TABLE IF NOT EXISTS chunk_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_id INTEGER NOT NULL
+)""",
+)
+# The triggers: made after the upgrades, once the chunks have a language (SQLite's ALTER
+# TABLE refuses to add a column while a trigger names a column the table lacks).
+CHUNK_TRIGGERS = (
+    """CREATE TRIGGER IF NOT EXISTS chunks_indexed AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_terms (rowid, terms, stems) VALUES (new.id,
+        attnswitch_terms(new.text, new.language), attnswitch_stems(new.text, new.language));
+    INSERT INTO chunk_log (chunk_id) VALUES (new.id);
+END""",
+    """CREATE TRIGGER IF NOT EXISTS chunks_unindexed AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_terms (chunks_terms, rowid, terms, stems) VALUES ('delete', old.id,
+        attnswitch_terms(old.text, old.language), attnswitch_stems(old.text, old.language));
+    INSERT INTO chunk_log (chunk_id) VALUES (old.id);
+END""",
+)
+
+
+
+# The columns a table may lack in a file of an older schema version (its upgrade adds them).
+ADDED_COLUMNS = frozenset(("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language"))
+
+# The jobs table's columns at version 5 (the copy of its rows into the wider table).
+JOB_COLUMNS_V5 = ("id", "path", "status", "created_at", "started_at", "finished_at", "progress",
+                   "summary", "error", "attempts", "resume")
+
+
+# What each schema version adds to a file of the version before, beyond the tables and
+# triggers `SCHEMA` creates (IF NOT EXISTS) for every version.
+# 2: keyword search (FTS5) and the chunk log: a version-1 file's stored text is indexed.
+# 3: the jobs table (created by `SCHEMA`; nothing to convert).
+# 4: the chunks' heading path, location and vector key (`CHUNK_STRUCTURE_COLUMNS`); the
+#    stored chunks' vector keys are filled in (`fill_vector_keys`), so the next run
+#    re-chunks every document (its config changed) and reuses each vector whose text
+#    it finds again.
+# 5: a job may be "cancelled": the jobs table is made again with the wider CHECK (SQLite
+#    cannot change a constraint in place), its rows copied over.
+# 6: indexes on the documents' hash and the chunks' vector key (`DEDUP_INDEXES`, made
+#    after every upgrade: the vector key column is version 4's).
+# 7: keyword search by the analyzer's terms (`analyzer`): each chunk's language, and the
+#    index of terms in place of FTS5's own words of the text (filled by `reanalyze`, as
+#    the index of a version-1 file, which had none, is).
+# 8: vectors in float16 (`records.VECTOR_DTYPE`): every stored float32 vector is rounded to
+#    float16 in place (`float16_of_float32`; no text is encoded again, every chunk and its id
+#    kept), halving its bytes; the store then drops its HNSW graph (made again, in float16,
+#    when next needed) and compacts the file (`SQLiteStore`: VACUUM).
+FLOAT16_SINCE = 8
+UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
+    4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
+        "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
+        "ALTER TABLE chunks ADD COLUMN vector_key TEXT"),
+    5: ("ALTER TABLE jobs RENAME TO jobs_before_cancel",
+        JOBS_TABLE,
+        f"INSERT INTO jobs ({', '.join(JOB_COLUMNS_V5)}) SELECT {', '.join(JOB_COLUMNS_V5)} "
+        "FROM jobs_before_cancel",
+        "DROP TABLE jobs_before_cancel"),
+    7: ("DROP TRIGGER IF EXISTS chunks_inserted", "DROP TRIGGER IF EXISTS chunks_deleted",
+        "DROP TABLE IF EXISTS chunks_fts", "ALTER TABLE chunks ADD COLUMN language TEXT",
+        "DELETE FROM meta WHERE key = 'analyzer'"),
+})
+
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a file of schema `version` (0: a new file) to SCHEMA_VERSION, inside the
+    caller's transaction: create what is missing, then each upgrade after `version` in
+    order; the stored documents, chunks, vectors and runs are kept."""
+    for statement in SCHEMA:
+        conn.execute(statement)
+    if version > 0:
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in UPGRADES.get(step, ()):
+                added = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", statement)
+                if added and added.group(2) in {
+                        row[1] for row in conn.execute(f"PRAGMA table_info({added.group(1)})")}:
+                    continue  # a file that already has it (made by a later version's DDL)
+                conn.execute(statement)
+            if step == 4:
+                conn.create_function("attnswitch_vector_key", 2, vector_key,
+                                     deterministic=True)
+                fill_vector_keys(conn, "?", "attnswitch_vector_key(?, text)")
+            if step == FLOAT16_SINCE:
+                conn.create_function("attnswitch_float16", 1, float16_of_float32,
+                                     deterministic=True)
+                conn.execute("UPDATE chunks SET vector = attnswitch_float16(vector)")
+    for statement in (*DEDUP_INDEXES, LANGUAGE_INDEX, *CHUNK_TRIGGERS):
+        conn.execute(statement)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def float16_of_float32(blob: object) -> object:
+    """A vector as a file before version 8 stored it (little-endian float32 elements) as
+    version 8 stores it: each element rounded to nearest float16 (`STORED_ELEMENT`). A blob
+    that is not whole float32 elements is returned as it is: a vector of the wrong length
+    stays one, and a read still names it (`store_base.unpack_vectors`)."""
+    if not isinstance(blob, bytes) or len(blob) % 4:
+        return blob
+    return np.frombuffer(blob, "<f4").astype(STORED_ELEMENT).tobytes()
+
+
+def register_analyzer(conn: sqlite3.Connection) -> None:
+    """Give `conn` the functions the keyword index's triggers call: `attnswitch_terms(text,
+    language)` and `attnswitch_stems(text, language)` (the analyzer's words and stems of a
+    chunk, joined by spaces) and `attnswitch_language(text)`."""
+    conn.create_function(
+        "attnswitch_terms", 2,
+        lambda text, language: " ".join(analyzer.document_terms(text, language or "")),
+        deterministic=True)
+    conn.create_function(
+        "attnswitch_stems", 2,
+        lambda text, language: " ".join(analyzer.document_stems(text, language or "")),
+        deterministic=True)
+    conn.create_function("attnswitch_language", 1, analyzer.detect_language,
+                         deterministic=True)
+
+
+def reanalyze(conn: sqlite3.Connection, where: str) -> None:
+    """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
+    the caller's transaction: the chunks stored without a language get theirs, every
+    chunk's terms are indexed again; no vector changes."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+    if row is not None and row[0] == analyzer.fingerprint():
+        return  # another process made it meanwhile
+    started = time.monotonic()
+    conn.execute("UPDATE chunks SET language = attnswitch_language(text) "
+                 "WHERE language IS NULL")
+    conn.execute("INSERT INTO chunks_terms (chunks_terms) VALUES ('delete-all')")
+    conn.execute("INSERT INTO chunks_terms (rowid, terms, stems) SELECT id, "
+                 "attnswitch_terms(text, language), attnswitch_stems(text, language) "
+                 "FROM chunks")
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('analyzer', ?)",
+                 (analyzer.fingerprint(),))
+    if (n := conn.execute("SELECT count(*) FROM chunks").fetchone()[0]):
+        log.info("%s: keyword index made again by analyzer %s (%d chunks, %.1f s)",
+                 where, analyzer.fingerprint(), n, time.monotonic() - started)
+
+

@@ -1,0 +1,636 @@
+"""What both stores do the same way (`StoreBase`): runs and the run lock, freshness, plans,
+skips, copies, moves and forgetting, over each store's own connection and hooks; and the
+checks and conversions of what is written and read (`chunk_rows`, `checked_vectors`,
+`stored_form`, `unpack_vectors`, `unpack_vector`): vectors are checked and L2-normalised in
+float32, stored in float16 (`records.VECTOR_DTYPE`) and read back as float32.
+`store_sqlite.SQLiteStore` and `store_postgres.PostgresStore` extend it."""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from attnswitch.documents.ingest import Document, SourceFile
+from attnswitch.indexing import analyzer
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.records import (
+    RUN_LOCK_WAIT_S,
+    RUN_STATUSES,
+    VECTOR_DTYPE,
+    ChunkLike,
+    RunRecord,
+    StoredDocument,
+    SyncPlan,
+    check_ef_search,
+    indexed_sha,
+    is_fresh_row,
+    root_key,
+    vector_key,
+)
+from attnswitch.indexing.store_errors import (
+    REBUILD,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreDeadlineError,
+    StoreInputError,
+)
+
+# A `StoredDocument`'s columns, of the documents table as `d`.
+# How many listed files a plan looks up in one statement (`StoreBase.plan`).
+PLAN_BATCH = 1000
+DOCUMENT_SELECT = ("d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, "
+                   "d.reason, d.config, d.n_chunks")
+# Content and chunk dedup: a document found by its hash, a stored vector by its key (the
+# same statements for both stores, made once the chunks have their vector key column).
+DEDUP_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS documents_sha256 ON documents (sha256)",
+    "CREATE INDEX IF NOT EXISTS chunks_vector_key ON chunks (vector_key)",
+)
+# The chunks' languages (`StoreBase.languages`), made once the column exists (version 7).
+LANGUAGE_INDEX = "CREATE INDEX IF NOT EXISTS chunks_language ON chunks (language)"
+# A stored vector's element (`records.VECTOR_DTYPE`), little-endian: a SQLite BLOB is the
+# vector's elements in this form, `dim` of them.
+STORED_ELEMENT = np.dtype(VECTOR_DTYPE).newbyteorder("<")
+# A row whose norm is 1 within this is not divided by it again (`checked_vectors`): a
+# stored vector read back (float16 rounding moves a unit vector's norm by at most 2^-11)
+# and written again, as a run does with a vector it reuses, is stored bit for bit the same.
+NORM_KEPT = 2.0**-10
+
+
+class StoreBase(abc.ABC):
+    """What every store does the same way on top of its own hooks: freshness,
+    classification, plans, skips and the runs table.
+
+    A store subclass provides
+    - `_conn`: its connection, whose `execute(sql, params)` takes `_mark` placeholders and
+      returns a cursor with `fetchone`/`fetchall`; `_mark`: the placeholder ("?" unless set);
+    - `ef_search`: the ANN search beam of a dense search that names none;
+    - `_transaction()`: a context manager giving a connection inside one transaction;
+    - `_lock_run()` / `_unlock_run()`: take and release the store's one-run-at-a-time lock;
+    - `_upsert(conn, doc, status, config, run_id, *, n_chunks, n_tokens) -> int`: write a
+      document row (`_document_values`), return its id;
+    - `close` of the `Store` protocol;
+    - `_arm_deadline(at)` / `_disarm_deadline()` and `_deadline_passed(exc)`: make the
+      connection's statements stop at `at`, undo that, and tell the error an interrupted
+      statement raises (see `deadline`).
+    """
+
+    _mark: ClassVar[str] = "?"
+    _deadline: float | None = None  # set by `deadline` (time.monotonic()), else None
+    _vector_column: ClassVar[str] = "vector"  # the chunks' column holding the vector
+    # the chunks' columns a copy of a document takes besides the text, vectors and places
+    _copied_columns: ClassVar[str] = "vector_key, language"
+    _conn: Any
+    ef_search: int
+
+    @abc.abstractmethod
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
+    @abc.abstractmethod
+    def _lock_run(self) -> None: ...
+
+    @abc.abstractmethod
+    def _unlock_run(self) -> None: ...
+
+    @abc.abstractmethod
+    def _upsert(self, conn: Any, doc: Document, status: str, config: str,
+                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs -----------------------------------------------------------------------
+
+    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+        """Start a run: take the store's run lock (one run per store at a time; another
+        process's is waited for up to `RUN_LOCK_WAIT_S`, then `StoreBusyError`), mark runs
+        left "running" by a killed process as "interrupted", and return the new run id."""
+        self._wait_for_run_lock()
+        m = self._mark
+        try:
+            with self._transaction() as conn:
+                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+                return int(conn.execute(
+                    f"INSERT INTO runs (root, config, pid, started_at, status) "
+                    f"VALUES ({m}, {m}, {m}, {m}, 'running') RETURNING id",
+                    (root_key(root) if root is not None else None, config, os.getpid(),
+                     time.time())).fetchone()[0])
+        except BaseException:
+            self._unlock_run()
+            raise
+
+    def finish_run(self, run_id: int, status: str = "completed", *,
+                   counts: dict[str, Any] | None = None,
+                   summary: dict[str, Any] | None = None) -> None:
+        """Close a run with its status, counts and a JSON-serialisable summary, then release
+        the run lock (after the store's own end-of-run work, `_run_finished`)."""
+        if status not in RUN_STATUSES or status == "running":
+            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
+        m = self._mark
+        try:
+            with self._transaction() as conn:
+                conn.execute(f"UPDATE runs SET status = {m}, ended_at = {m}, counts = {m}, "
+                             f"summary = {m} WHERE id = {m}",
+                             (status, time.time(), json.dumps(counts or {}, sort_keys=True),
+                              json.dumps(summary or {}, sort_keys=True, default=str), run_id))
+            self._run_finished(status)
+        finally:
+            self._unlock_run()
+
+    def _run_finished(self, status: str) -> None:
+        """What the store does when a run ends with `status`, still under the run lock."""
+
+    def check_unlocked(self, wait_s: float = 0.0) -> None:
+        """Raise `StoreBusyError` when another process holds this store's run lock for
+        longer than `wait_s` seconds (takes the lock and lets go of it at once; a run may
+        still start right after)."""
+        self._wait_for_run_lock(wait_s)
+        self._unlock_run()
+
+    def _wait_for_run_lock(self, wait_s: float = RUN_LOCK_WAIT_S) -> None:
+        """Take the run lock, trying again for up to `wait_s` seconds while another process
+        holds it."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._lock_run()
+                return
+            except StoreBusyError:
+                if self._holds_run_lock() or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.1)
+
+    def _holds_run_lock(self) -> bool:
+        """Whether this store object holds its run lock (a run in progress here)."""
+        return False
+
+    # -- the seam for tables the layers above keep in the store (jobs/jobs_table.py) -----
+
+    @property
+    def placeholder(self) -> str:
+        """The parameter placeholder of `transaction()`'s and `read()`'s SQL ("?" or "%s")."""
+        return self._mark
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A connection inside one transaction, committed when the block ends and rolled
+        back if it raises; its `execute(sql, params)` takes `placeholder` marks."""
+        return self._transaction()
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read-only query (`placeholder` marks)."""
+        return self._read(sql, params)
+
+    @contextlib.contextmanager
+    def exclusive(self, wait_s: float = RUN_LOCK_WAIT_S) -> Iterator[None]:
+        """Hold the store's run lock for the block: no run, here or in another process,
+        writes meanwhile. Another process's lock is waited for up to `wait_s` seconds,
+        then `StoreBusyError`."""
+        self._wait_for_run_lock(wait_s)
+        try:
+            yield
+        finally:
+            self._unlock_run()
+
+    # -- deadlines ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def deadline(self, at: float | None) -> Iterator[None]:
+        """Stop this store's work inside the block by `at` (a `time.monotonic()` time; None:
+        no deadline): a statement still running then is interrupted (SQLite: its progress
+        handler; PostgreSQL: its statement timeout), and loops in Python over rows stop at
+        their next look at the clock; either raises `StoreDeadlineError`, also at once when
+        `at` has passed. Only reads should run under a deadline (an interrupted write is
+        rolled back). Nested: the earlier deadline holds."""
+        if at is None:
+            yield
+            return
+        outer = self._deadline
+        self._deadline = at if outer is None else min(outer, at)
+        try:
+            self._check_deadline()
+            self._arm_deadline(self._deadline)
+            yield
+        except Exception as exc:
+            if isinstance(exc, StoreDeadlineError) or not self._deadline_passed(exc):
+                raise
+            raise StoreDeadlineError() from None
+        finally:
+            self._deadline = outer
+            self._disarm_deadline()
+            if outer is not None:
+                self._arm_deadline(outer)
+
+    def _check_deadline(self) -> None:
+        """Raise `StoreDeadlineError` when the deadline of `deadline` has passed."""
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise StoreDeadlineError()
+
+    def _arm_deadline(self, at: float) -> None:
+        """Make the connection's statements stop at `at` (`deadline`)."""
+
+    def _disarm_deadline(self) -> None:
+        """Let the connection's statements run without a deadline again."""
+
+    def _deadline_passed(self, exc: BaseException) -> bool:
+        """Whether `exc` is the error of a statement the deadline interrupted."""
+        return False
+
+    def beam(self, ef: int | None) -> int:
+        """The ANN search beam of one dense search: `ef`, checked, or the store's
+        `ef_search` when None."""
+        return self.ef_search if ef is None else check_ef_search(ef)
+
+    def languages(self) -> list[str]:
+        """The languages of the stored chunks (`analyzer.detect_language`; "" for chunks
+        of none), each once, sorted: one index seek a language (a loose index scan)."""
+        return [r[0] for r in self._conn.execute(
+            "WITH RECURSIVE seen(language) AS (SELECT min(language) FROM chunks UNION ALL "
+            "SELECT (SELECT min(language) FROM chunks WHERE language > seen.language) FROM "
+            "seen WHERE seen.language IS NOT NULL) SELECT language FROM seen WHERE "
+            "language IS NOT NULL").fetchall()]
+
+    def allowed_documents(self, where: SearchFilter) -> list[int]:
+        """The ids of the indexed documents `where` keeps (`filters.SearchFilter`): kinds
+        and times checked by SQL, paths and extensions here, on the rows SQL kept, each
+        after a look at the clock under a `deadline`."""
+        conditions, params = where.sql(self._mark)
+        rows = self._read(f"SELECT d.id, d.root, d.source, d.kind FROM documents d "
+                          f"WHERE {conditions} ORDER BY d.id", params)
+        allowed = []
+        for r in rows:  # a filter of many paths can cost milliseconds a document
+            self._check_deadline()
+            if where.matches(r[1], r[2], r[3]):
+                allowed.append(int(r[0]))
+        return allowed
+
+    # -- the stored state ---------------------------------------------------------------
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read-only query (`_mark` placeholders); a store whose connection
+        can be lost reads again on a new one (`PostgresStore`)."""
+        return self._conn.execute(sql, params).fetchall()
+
+    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
+        """The row of `source` under `root`, or None when it is not stored."""
+        m = self._mark
+        rows = self._read(
+            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
+            f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source))
+        return StoredDocument(*rows[0]) if rows else None
+
+    def lookup_many(self, places: Iterable[tuple[str | os.PathLike[str], str]]
+                    ) -> dict[tuple[str, str], StoredDocument]:
+        """(root, source) -> its row, for those of `places` that are stored (what `lookup`
+        gives each), in one query whatever their number; keyed by the root as stored
+        (`root_key`)."""
+        wanted = sorted({(root_key(root), source) for root, source in places})
+        if not wanted:
+            return {}
+        table, params = self._pairs(wanted)
+        rows = self._read(f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
+                          "ON d.root = p.a AND d.source = p.b", params)
+        return {(r[1], r[2]): StoredDocument(*r) for r in rows}
+
+    def copies_of_many(self, keys: Iterable[tuple[str, str]]
+                       ) -> dict[tuple[str, str], list[StoredDocument]]:
+        """(sha256, config) -> what `copies_of(sha256, config)` gives (the documents
+        indexed under that config with that content hash, oldest first), for each of
+        `keys` that has any, in one query whatever their number."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        table, params = self._pairs(wanted)
+        rows = self._read(f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
+                          "ON d.sha256 = p.a AND d.config = p.b WHERE d.status = 'indexed' "
+                          "ORDER BY d.id", params)
+        out: dict[tuple[str, str], list[StoredDocument]] = {}
+        for r in rows:
+            doc = StoredDocument(*r)
+            out.setdefault((doc.sha256 or "", doc.config), []).append(doc)
+        return out
+
+    def _pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, tuple[Any, ...]]:
+        """A row source of `pairs` as text columns `a` and `b`, to join with (SQL, its
+        parameters): one parameter for any number of pairs, so no statement outgrows the
+        driver's limit on them. SQLite's form (`json_each`); `PostgresStore` has its own."""
+        return ("(SELECT json_extract(value, '$[0]') AS a, json_extract(value, '$[1]') AS b "
+                f"FROM json_each({self._mark}))", (json.dumps(pairs),))
+
+    def roots(self) -> list[str]:
+        """Every root with a stored document, sorted."""
+        return [r[0] for r in self._read("SELECT DISTINCT root FROM documents ORDER BY root")]
+
+    def sources(self, root: str | os.PathLike) -> set[str]:
+        """Every source stored under `root`, indexed or skipped."""
+        rows = self._read(f"SELECT source FROM documents WHERE root = {self._mark}",
+                          (root_key(root),))
+        return {r[0] for r in rows}
+
+    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
+        """(indexed documents, their chunks) stored under `root`."""
+        ((docs, chunks),) = self._read(
+            "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = "
+            f"{self._mark} AND status = 'indexed'", (root_key(root),))
+        return int(docs), int(chunks)
+
+    def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
+        """`is_fresh_row` of `entry`'s stored row: True when a run may skip reading it."""
+        return is_fresh_row(self.lookup(entry.root, entry.source), entry, config)
+
+    def classify(self, doc: Document, config: str = "") -> str:
+        """"skipped", "new", "changed" or "unchanged" for one ingested document."""
+        if not doc.ok:
+            return "skipped"
+        row = self.lookup(doc.root, doc.source)
+        if row is None:
+            return "new"
+        return "unchanged" if indexed_sha(row, config) == doc.sha256 else "changed"
+
+    def plan(self, root: str | os.PathLike, entries: Iterable[SourceFile],
+             config: str = "") -> SyncPlan:
+        """Compare a complete listing of `root` (`ingest.scan(root)`) with the stored state
+        (`SyncPlan`). Every entry must belong to `root`, each source once."""
+        key = root_key(root)
+        listed: dict[str, SourceFile] = {}
+        for entry in entries:
+            if entry.root != key:
+                raise StoreInputError("entries", f"files under root {key!r}",
+                                      f"{entry.source!r} under {entry.root!r}")
+            if entry.source in listed:
+                raise StoreInputError("entries", "each source once", f"{entry.source!r} twice")
+            listed[entry.source] = entry
+        # the stored rows in bulk: one statement per PLAN_BATCH files, not one per file
+        sources = list(listed)
+        rows: dict[tuple[str, str], StoredDocument] = {}
+        for start in range(0, len(sources), PLAN_BATCH):
+            rows.update(self.lookup_many((key, s) for s in sources[start:start + PLAN_BATCH]))
+        stored = {source: rows.get((key, source)) for source in sources}
+        to_read: list[SourceFile] = []
+        fresh: list[SourceFile] = []
+        for source, entry in listed.items():
+            (fresh if is_fresh_row(stored[source], entry, config) else to_read).append(entry)
+        deleted = tuple(sorted(self.sources(key) - set(stored)))
+        return SyncPlan(key, tuple(to_read), tuple(fresh), deleted,
+                        {e.source: stored[e.source] for e in to_read})
+
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int:
+        """Record that `doc` was skipped, with its reason; any chunks it had go."""
+        if doc.ok:
+            raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
+        with self._transaction() as conn:
+            doc_id = self._upsert(conn, doc, "skipped", config, run_id)
+            conn.execute(f"DELETE FROM chunks WHERE doc_id = {self._mark}", (doc_id,))
+        return doc_id
+
+    # -- content dedup, moves and forgetting --------------------------------------------
+
+    def _retrying(self, fn: Any) -> Any:
+        """`fn()`; a store whose connection can be lost does it again on a new one."""
+        return fn()
+
+    def indexed_sizes(self, config: str) -> set[int]:
+        """The sizes of the documents indexed under `config`: only a file of one of these
+        sizes can be a copy of one of them (what a run hashes before reading)."""
+        return {int(r[0]) for r in self._read(
+            f"SELECT DISTINCT size FROM documents WHERE config = {self._mark} AND "
+            "status = 'indexed' AND sha256 IS NOT NULL", (config,))}
+
+    def copies_of(self, sha256: str, config: str) -> list[StoredDocument]:
+        """The documents indexed under `config` whose content hash is `sha256`, oldest
+        first: a file with these bytes has their chunks and vectors already."""
+        m = self._mark
+        rows = self._read(
+            "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
+            f" FROM documents WHERE sha256 = {m} AND config = {m} AND status = 'indexed' "
+            "ORDER BY id", (sha256, config))
+        return [StoredDocument(*r) for r in rows]
+
+    def copy_document(self, original: StoredDocument, doc: Document, *,
+                      run_id: int | None = None) -> int:
+        """Index `doc` (a file with the same bytes as `original`, at another path) with a
+        copy of `original`'s chunks and vectors, in one transaction: nothing is read,
+        chunked or encoded. Returns the new document's id."""
+        if (root_key(original.root), original.source) == (root_key(doc.root), doc.source):
+            raise StoreInputError("doc", "another path than the original's",
+                                  f"{doc.source!r} itself")
+        m, vector = self._mark, self._vector_column
+        columns = ("ordinal, text, n_tokens, char_start, char_end, heading_path, location, "
+                   f"{self._copied_columns}, {vector}")
+
+        def copy() -> int:
+            with self._transaction() as conn:
+                row = conn.execute(f"SELECT kind, encoding, n_chunks, n_tokens FROM documents "
+                                   f"WHERE id = {m} AND status = 'indexed'",
+                                   (original.id,)).fetchone()
+                if row is None:
+                    raise StoreInputError("original", "an indexed document",
+                                          f"{original.source!r}, no longer stored")
+                kind, encoding, n_chunks, n_tokens = row
+                doc_id = self._upsert(conn, dataclasses.replace(doc, kind=kind,
+                                                                encoding=encoding),
+                                      "indexed", original.config, run_id,
+                                      n_chunks=n_chunks, n_tokens=n_tokens)
+                conn.execute(f"DELETE FROM chunks WHERE doc_id = {m}", (doc_id,))
+                conn.execute(f"INSERT INTO chunks (doc_id, {columns}) SELECT {m}, {columns} "
+                             f"FROM chunks WHERE doc_id = {m}", (doc_id, original.id))
+                return int(doc_id)
+        return self._retrying(copy)
+
+    def move_document(self, root: str | os.PathLike, old_source: str, doc: Document) -> bool:
+        """Give the stored document `old_source` of `root` the path (and size and mtime) of
+        `doc`: a file moved or renamed within the root keeps its chunks and vectors. False
+        when `old_source` is not stored."""
+        m = self._mark
+
+        def move() -> bool:
+            with self._transaction() as conn:
+                return conn.execute(
+                    f"UPDATE documents SET source = {m}, size = {m}, mtime_ns = {m}, "
+                    f"updated_at = {m} WHERE root = {m} AND source = {m}",
+                    (doc.source, doc.size, doc.mtime_ns, time.time(), root_key(root),
+                     old_source)).rowcount == 1
+        return self._retrying(move)
+
+    def forget(self, root: str | os.PathLike, source: str = "") -> int:
+        """Remove from the index the document `source` of `root`, or every document below
+        it when `source` is a folder ("": the whole root), with their chunks and vectors;
+        returns how many documents went. Waits for a run on this store to end first (the
+        run lock), like a run."""
+        m, key = self._mark, root_key(root)
+        prefix = source.strip("/")
+        self._wait_for_run_lock()
+        try:
+            def forget() -> int:
+                with self._transaction() as conn:
+                    if not prefix:
+                        return conn.execute(f"DELETE FROM documents WHERE root = {m}",
+                                            (key,)).rowcount
+                    return conn.execute(
+                        f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
+                        f"substr(source, 1, {m}) = {m})",
+                        (key, prefix, len(prefix) + 1, prefix + "/")).rowcount
+            removed = self._retrying(forget)
+            self._run_finished("completed")
+            return removed
+        finally:
+            self._unlock_run()
+
+    def _copies(self) -> int:
+        """Indexed documents whose content another indexed document has too."""
+        ((n,),) = self._read("SELECT COUNT(*) - COUNT(DISTINCT sha256) FROM documents "
+                             "WHERE status = 'indexed' AND sha256 IS NOT NULL")
+        return int(n)
+
+    def runs(self, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first."""
+        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
+               " FROM runs ORDER BY id DESC")
+        rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
+                                  (limit,) if limit else ()).fetchall()
+        return [RunRecord(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+
+    @staticmethod
+    def _document_values(doc: Document, status: str, config: str, run_id: int | None,
+                         n_chunks: int, n_tokens: int) -> dict[str, Any]:
+        """A document row's columns, as `_upsert` writes them."""
+        return dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
+                    mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
+                    status=status, skip=doc.skip.value if doc.skip else None,
+                    reason=doc.reason, config=config, n_chunks=n_chunks,
+                    n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+
+
+def fill_vector_keys(conn: Any, mark: str, key_sql: str) -> None:
+    """Set the vector key of the chunks stored before vector keys existed: for the
+    documents indexed under the store's config (meta "index", whose chunk text is what the
+    encoder read: no heading path was embedded then), `key_sql` computes it from the
+    vector fingerprint and the text in SQL. Others keep NULL (their vectors are not
+    reused)."""
+    row = conn.execute(f"SELECT value FROM meta WHERE key = {mark}", ("index",)).fetchone()
+    if row is None:
+        return
+    from attnswitch.indexing.config import IndexConfig
+
+    try:
+        stored = IndexConfig.from_json(row[0])
+    except (TypeError, ValueError):  # a config this version cannot read: keys stay NULL
+        return
+    if stored.embed_headings:
+        return
+    conn.execute(f"UPDATE chunks SET vector_key = {key_sql} "
+                 f"WHERE vector_key IS NULL AND doc_id IN (SELECT id FROM documents WHERE "
+                 f"config = {mark})", (stored.vector_fingerprint, stored.fingerprint))
+
+
+
+def unpack_vectors(rows: Sequence[tuple[int, bytes]], dim: int,
+                   where: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(ids int64 `[N]`, float32 `[N, dim]`) of (id, stored vector) rows, each vector `dim`
+    little-endian float16 elements (`STORED_ELEMENT`); `StoreCorruptError` naming `where`
+    (the store) for a vector of another length, or a missing dimension."""
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+    ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    if not dim:
+        raise StoreCorruptError(f"{where}: expected the vectors' dimension in its "
+                                f"meta table, got none beside {len(rows)} chunks; {REBUILD}")
+    size = STORED_ELEMENT.itemsize * dim
+    bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != size]
+    if bad:
+        lengths = sorted({len(r[1]) if isinstance(r[1], bytes) else -1 for r in rows
+                          if r[0] in set(bad[:5])})
+        raise StoreCorruptError(
+            f"{where}: expected vectors of {size} bytes (dimension {dim}, {VECTOR_DTYPE}), "
+            f"got {len(bad)} chunk(s) of another length (ids {bad[:5]}: "
+            f"{', '.join('not bytes' if n < 0 else f'{n} bytes' for n in lengths)}); "
+            f"{REBUILD}")
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=STORED_ELEMENT)
+    return ids, matrix.reshape(len(rows), dim).astype(np.float32)
+
+
+def unpack_vector(blob: Any, dim: int) -> np.ndarray | None:
+    """One stored vector (`dim` little-endian float16 elements) as float32 `[dim]`, or None
+    when `blob` is not one (another length: `unpack_vectors` names such rows when all
+    vectors are read)."""
+    if not dim or not isinstance(blob, bytes) or len(blob) != STORED_ELEMENT.itemsize * dim:
+        return None
+    return np.frombuffer(blob, dtype=STORED_ELEMENT).astype(np.float32)
+
+
+def stored_form(matrix: np.ndarray) -> np.ndarray:
+    """`checked_vectors`' rows as stored: float16 (`STORED_ELEMENT`), each element rounded to
+    nearest (a unit vector's elements are at most 1: none overflows)."""
+    return np.ascontiguousarray(matrix, dtype=STORED_ELEMENT)
+
+
+def chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
+                ) -> list[tuple[str, int, int, int, str, str, str | None, str]]:
+    """Each chunk's (text, n_tokens, start, end, heading path JSON, location JSON, vector
+    key, language), checked; the language is `analyzer.detect_language`'s."""
+    rows = []
+    for i, c in enumerate(chunks):
+        try:
+            text, n_tokens, start, end = c.text, c.n_tokens, c.start, c.end
+        except AttributeError as exc:
+            raise StoreInputError(f"chunks[{i}]", "attributes text, n_tokens, start, end",
+                                  f"{type(c).__name__} ({exc})") from None
+        if not isinstance(text, str):
+            raise StoreInputError(f"chunks[{i}].text", "str", type(text).__name__)
+        for name, value in (("n_tokens", n_tokens), ("start", start), ("end", end)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or value < 0:
+                raise StoreInputError(f"chunks[{i}].{name}", "an int >= 0", repr(value))
+        if end < start:
+            raise StoreInputError(f"chunks[{i}].end", f">= start {start}", end)
+        path = tuple(getattr(c, "heading_path", None) or ())
+        if not all(isinstance(h, str) for h in path):
+            raise StoreInputError(f"chunks[{i}].heading_path", "a tuple of str", repr(path))
+        location = getattr(c, "location", None)
+        where = location.to_dict() if hasattr(location, "to_dict") else dict(location or {})
+        key = (vector_key(vector_fingerprint, getattr(c, "encoder_text", text))
+               if vector_fingerprint else None)
+        rows.append((text, int(n_tokens), int(start), int(end),
+                     json.dumps(list(path), ensure_ascii=False),
+                     json.dumps(where, sort_keys=True), key,
+                     analyzer.detect_language(text)))
+    return rows
+
+
+def checked_vectors(vectors: Any, n: int) -> np.ndarray:
+    """`vectors` as float32 `[n, dim]`, each row L2-normalised (a row whose norm is already
+    1 within `NORM_KEPT` is kept as it is); `StoreInputError` for another shape, a value
+    that is not finite or a zero row."""
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise StoreInputError("vectors", "a numeric array", f"{type(vectors).__name__} "
+                              f"({exc})") from None
+    if n == 0 and matrix.size == 0:
+        return matrix.reshape(0, matrix.shape[-1] if matrix.ndim == 2 else 0)
+    if matrix.ndim != 2 or matrix.shape[0] != n or matrix.shape[1] == 0:
+        raise StoreInputError("vectors", f"shape [{n}, dim] (one row per chunk)",
+                              list(matrix.shape))
+    if not np.isfinite(matrix).all():
+        raise StoreInputError("vectors", "finite values", "NaN or inf")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise StoreInputError("vectors", "non-zero rows",
+                              f"zero vector at rows {np.flatnonzero(norms[:, 0] == 0)[:5]}")
+    norms[np.abs(norms - 1.0) <= NORM_KEPT] = 1.0
+    return np.ascontiguousarray(matrix / norms, dtype="<f4")
+

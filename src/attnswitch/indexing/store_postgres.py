@@ -1,0 +1,758 @@
+"""The PostgreSQL + pgvector store: `--db postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME`.
+
+The same contract as `store.SQLiteStore` (see `store.Store`), on a server many processes
+and nodes can write to at once (Ray's encoder actors write their own documents):
+
+- Each document is written in one transaction (its row upserted, which locks it; its
+  chunks deleted and copied in with `COPY`), so a writer killed at any moment leaves it
+  whole, and two writers of one document are serialised.
+- Vectors are pgvector `halfvec(dim)` columns (float16, `records.VECTOR_DTYPE`, as the
+  SQLite store keeps them; pgvector 0.7 or later), L2-normalised; dense search is
+  pgvector's HNSW index on inner product (`halfvec_ip_ops`; `hnsw.ef_search`: the call's
+  beam, else the store's `ef_search`, default `store.EF_SEARCH`), the query rounded to
+  float16 too. A store made with `vector(dim)` (float32) is converted when opened
+  (`upgrade`: the column's type changed in place, the HNSW index made again).
+- Keyword search is PostgreSQL full-text search over the analyzer's terms (`analyzer`,
+  the same terms as the SQLite store's): a `tsvector` column written with each chunk (a
+  literal, so PostgreSQL's parser never re-splits a term) with a GIN index, ranked by
+  `ts_rank` (how often and how many of the query's terms a chunk holds), any query term
+  matching. Not `ts_rank_cd` (cover
+  density), which ranks on spans holding the words close together: for queries of any
+  word it lost 0.19 to 0.40 of keyword MRR@10 against `ts_rank` on headings, partial
+  sentences and questions (docs/results/search_quality.md).
+- One run at a time per database: a session advisory lock (released when the run ends or
+  its process dies, `kill -9` included).
+- A connection lost under a write, a run's end or a single read (the server restarting) is
+  opened again with backoff for up to `RECONNECT_FOR_S` seconds (the run lock taken again),
+  and the write, whose transaction was rolled back, is done again; past that the store
+  raises `StoreConnectError`, and the next run finishes what was not committed.
+
+Needs psycopg 3 and pgvector's Python adapter (`pip install 'attnswitch[postgres]'`) and
+the pgvector extension, 0.7 or later, on the server (Debian: postgresql-NN-pgvector).
+Connection problems, a missing or older extension and a wrong URL raise
+`StoreConnectError` with one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.documents.ingest import Document
+from attnswitch.indexing import analyzer
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.postgres_upgrades import reanalyze, to_halfvec
+from attnswitch.indexing.records import (
+    CHUNK_SELECT,
+    CHUNK_STRUCTURE_COLUMNS,
+    EF_SEARCH,
+    MAX_EF_SEARCH,
+    MAX_QUERY_TERMS,
+    MIGRATED,
+    SCHEMA_VERSION,
+    ChunkLike,
+    ChunkRow,
+    StoreStatus,
+    check_ef_search,
+    root_key,
+)
+from attnswitch.indexing.store_base import (
+    DEDUP_INDEXES,
+    LANGUAGE_INDEX,
+    StoreBase,
+    checked_vectors,
+    chunk_rows,
+    fill_vector_keys,
+    stored_form,
+)
+from attnswitch.indexing.store_errors import (
+    StoreBusyError,
+    StoreConnectError,
+    StoreDeadlineError,
+    StoreInputError,
+)
+
+CONNECT_TIMEOUT_S = 5
+log = logging.getLogger(__name__)
+# HNSW graph parameters: pgvector's default m=16, and ef_construction 128, not its default
+# 64: at 1M chunks and a beam of 128, a graph built with 64 gave recall@10 0.79, with 128
+# 0.96 (docs/results/search.md).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 128
+# How long a run waits for another's run lock before it is refused as busy.
+RUN_LOCK_WAIT_S = 2.0
+# A lost connection (the server restarting, a network cut) is opened again, with a backoff
+# from RECONNECT_FIRST_S doubling to RECONNECT_MAX_S between tries, for up to RECONNECT_FOR_S
+# seconds; then the store raises `StoreConnectError` (every document is committed whole or
+# not at all, so the next run finishes the job).
+RECONNECT_FOR_S = 30.0
+RECONNECT_FIRST_S = 0.25
+RECONNECT_MAX_S = 4.0
+# Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
+RUN_LOCK = 0x6174746E737769
+SCHEMA_LOCK = RUN_LOCK + 1
+DIM_LOCK = RUN_LOCK + 2
+
+# The pgvector release that added `halfvec` (the stored vectors' type).
+PGVECTOR_HALFVEC = (0, 7)
+# Under a deadline, a statement's `statement_timeout` is set again to the time left when
+# that has shrunk by more than this since it was last set (`_DeadlineConnection`).
+TIMEOUT_SLACK_MS = 50
+
+_EXTENSION = "CREATE EXTENSION IF NOT EXISTS vector"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS documents (
+    id BIGSERIAL PRIMARY KEY,
+    root TEXT NOT NULL,
+    source TEXT NOT NULL,
+    sha256 TEXT,
+    size BIGINT NOT NULL,
+    mtime_ns BIGINT NOT NULL,
+    kind TEXT,
+    encoding TEXT,
+    status TEXT NOT NULL CHECK (status IN ('indexed', 'skipped')),
+    skip TEXT,
+    reason TEXT,
+    config TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL DEFAULT 0,
+    n_tokens INTEGER NOT NULL DEFAULT 0,
+    run_id BIGINT,
+    updated_at DOUBLE PRECISION NOT NULL,
+    UNIQUE (root, source)
+)""",
+    """CREATE TABLE IF NOT EXISTS chunks (
+    id BIGSERIAL PRIMARY KEY,
+    doc_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    n_tokens INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    embedding halfvec NOT NULL,
+    terms tsvector,
+    language TEXT,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    location TEXT NOT NULL DEFAULT '{}',
+    vector_key TEXT,
+    UNIQUE (doc_id, ordinal)
+)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+    id BIGSERIAL PRIMARY KEY,
+    root TEXT,
+    config TEXT,
+    pid INTEGER NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+    counts TEXT NOT NULL DEFAULT '{}',
+    summary TEXT NOT NULL DEFAULT '{}'
+)""",
+    """CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed',
+                                           'interrupted', 'cancelled')),
+    created_at DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    progress TEXT NOT NULL DEFAULT '{}',
+    summary TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    resume INTEGER NOT NULL DEFAULT 0
+)""",
+)
+
+# A database made before chunks had a heading path, location and vector key gets them
+# (`upgrade`); its stored chunks' vector keys are computed in SQL, as `store.vector_key`
+# does in Python.
+_UPGRADE = tuple(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}" for column in (
+    "heading_path TEXT NOT NULL DEFAULT '[]'", "location TEXT NOT NULL DEFAULT '{}'",
+    "vector_key TEXT"))
+# A database made before the analyzer (its keyword index PostgreSQL's English words of
+# the text, a generated column) gets the analyzer's columns; `postgres_upgrades.reanalyze` fills them.
+_ANALYZER_UPGRADE = ("ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
+                     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS terms tsvector",
+                     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language TEXT")
+# A jobs table made before a job could be "cancelled" (its CHECK named by PostgreSQL's
+# rule, <table>_<column>_check) gets the CHECK of `_SCHEMA`.
+_JOBS_STATUS_CHECK = (
+    "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_status_check",
+    "ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN ('queued', "
+    "'running', 'completed', 'failed', 'interrupted', 'cancelled'))")
+# Indexes made by `upgrade` once their columns exist, each only when the catalog lacks it:
+# CREATE INDEX takes a SHARE lock on its table even when the index exists, so running
+# them on every open deadlocks against a run that holds its chunks' rows and wants the
+# documents' (or waits for that run's transaction to end).
+# The keyword index: GIN over the analyzer's terms.
+TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)"
+_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX)
+_VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
+# The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
+HNSW_INDEX = (f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
+              f"halfvec_ip_ops) WITH (m = {HNSW_M}, "
+              f"ef_construction = {HNSW_EF_CONSTRUCTION})")
+
+
+def connect(url: str) -> Any:
+    """A psycopg connection to `url` with pgvector's types registered, or
+    `StoreConnectError` naming what is wrong in one line."""
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError as exc:
+        raise StoreConnectError(
+            f"--db: expected psycopg and pgvector for a PostgreSQL store (pip install "
+            f"'attnswitch[postgres]'), got {type(exc).__name__}: {exc}") from None
+    from psycopg.conninfo import conninfo_to_dict
+
+    where = describe(url)
+    try:
+        port = conninfo_to_dict(url).get("port")
+        if port is not None and not str(port).replace(",", "").isdigit():
+            raise psycopg.ProgrammingError(f"invalid port {port!r}")
+        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+    except psycopg.ProgrammingError as exc:
+        raise StoreConnectError(
+            f"--db: expected a URL like postgresql://USER@HOST:PORT/DBNAME, got {where!r} "
+            f"({_first_line(exc)})") from None
+    except psycopg.OperationalError as exc:
+        raise StoreConnectError(f"--db: expected a PostgreSQL server answering at {where}, "
+                                f"got: {_first_line(exc)}") from None
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            conn.execute(_EXTENSION)
+            version = pgvector_version(conn)
+            if version < PGVECTOR_HALFVEC:
+                want, got = (".".join(map(str, v)) for v in (PGVECTOR_HALFVEC, version))
+                raise StoreConnectError(
+                    f"--db: expected pgvector {want} or later in the database at {where} "
+                    f"(its halfvec type holds the vectors), got {got}; install a newer "
+                    "pgvector on the server and run ALTER EXTENSION vector UPDATE in this "
+                    "database")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+    except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile,
+            psycopg.errors.InsufficientPrivilege) as exc:
+        conn.close()
+        raise StoreConnectError(
+            f"--db: expected the pgvector extension on the PostgreSQL server at {where}, "
+            f"got: {_first_line(exc)}; install it there (Debian: postgresql-NN-pgvector) "
+            "and let this user CREATE EXTENSION vector") from None
+    except BaseException:
+        conn.close()
+        raise
+    register_vector(conn)
+    return conn
+
+
+def pgvector_version(conn: Any) -> tuple[int, ...]:
+    """The version of the pgvector extension in `conn`'s database, as numbers ((0, 8, 5))."""
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                       ).fetchone()
+    return tuple(int(p) for p in str(row[0] if row else "0").split(".") if p.isdigit())
+
+
+def upgrade(conn: Any) -> bool:
+    """Add the chunk columns of `store.CHUNK_STRUCTURE_COLUMNS` to a database made before
+    them, filling in the stored chunks' vector keys (`store_base.fill_vector_keys`); True
+    when it did (False: the columns were there). A jobs table made before jobs could be
+    "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). Vectors stored as `vector`
+    (float32) are converted to `halfvec` (`postgres_upgrades.to_halfvec`). The dedup indexes
+    (`store_base.DEDUP_INDEXES`) and the keyword index are made here, once the columns they
+    index exist, and only when missing (`_create_missing_indexes`)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        check = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = "
+            "'jobs'::regclass AND conname = 'jobs_status_check'").fetchone()
+        if check is None or "cancelled" not in check[0]:
+            for statement in _JOBS_STATUS_CHECK:
+                conn.execute(statement)
+        have = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = 'chunks'")}
+        upgraded = not set(CHUNK_STRUCTURE_COLUMNS) <= have
+        if upgraded:
+            for statement in _UPGRADE:
+                conn.execute(statement)
+            fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
+        if not {"terms", "language"} <= have or "tsv" in have:
+            for statement in _ANALYZER_UPGRADE:
+                conn.execute(statement)
+        to_halfvec(conn, HNSW_INDEX)
+        _create_missing_indexes(conn, _INDEXES)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+        if row is None or row[0] != analyzer.fingerprint():
+            reanalyze(conn)
+    return upgraded
+
+
+def _create_missing_indexes(conn: Any, statements: tuple[str, ...]) -> None:
+    """Run those of `statements` (each `CREATE INDEX IF NOT EXISTS <name> ON ...`) whose
+    index is not in the current schema. Reading `pg_indexes` takes no lock on a table."""
+    names = {statement.split()[5]: statement for statement in statements}
+    have = {r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND indexname = ANY(%s)", (list(names),))}
+    for name, statement in names.items():
+        if name not in have:
+            conn.execute(statement)
+
+
+def describe(url: str) -> str:
+    """`url` without its password: postgresql://USER@HOST:PORT/DBNAME."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(url)
+    except Exception:  # not parseable: shown as given, less anything after a colon+@
+        head, at, tail = url.rpartition("@")
+        return (head.split(":", 2)[0] + ":" + head.split(":", 2)[1] + "@" + tail
+                if at and head.count(":") >= 2 else url)
+    user = parts.get("user")
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{parts.get('dbname', '')}"
+
+
+def _array(value: Any) -> np.ndarray:
+    """A stored vector as float32 `[dim]` (pgvector's adapter gives a `HalfVector`)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _DeadlineConnection:
+    """A psycopg connection whose statements (`execute`) each run with PostgreSQL's
+    `statement_timeout` at most the time left until `at` (a `time.monotonic()` time), plus
+    `TIMEOUT_SLACK_MS`: the server cancels a statement still running then. A statement
+    asked for after `at` is not sent (`StoreDeadlineError`). Every other attribute is the
+    connection's (`raw`)."""
+
+    def __init__(self, raw: Any, at: float):
+        self.raw = raw
+        self.at = at
+        self._timeout_ms: int | None = None  # as last set on the session
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        left_ms = int((self.at - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            raise StoreDeadlineError()
+        if self._timeout_ms is None or self._timeout_ms - left_ms > TIMEOUT_SLACK_MS:
+            self.raw.execute(f"SET statement_timeout = {left_ms}")
+            self._timeout_ms = left_ms
+        return self.raw.execute(query, params, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class PostgresStore(StoreBase):
+    """A PostgreSQL database with pgvector (see the module doc). `url` is a libpq URL;
+    use as a context manager or call `close()`."""
+
+    _mark = "%s"
+    _vector_column = "embedding"
+    _copied_columns = "vector_key, language, terms"
+
+    def __init__(self, url: str, *, ef_search: int | None = None):
+        self.url = url
+        self.location = describe(url)
+        self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
+        self._conn = connect(url)
+        self.migrated: str | None = None
+        try:
+            if upgrade(self._conn):
+                self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
+                log.info("%s", self.migrated)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._run_locked = False
+        self._in_transaction = 0
+        self._scan_on: bool | None = None  # pgvector's iterative index scan (`dense`)
+        # seconds a lost connection is tried again for (a server's search sets 0: it
+        # answers 503 at once rather than holding the request)
+        self.reconnect_for_s = RECONNECT_FOR_S
+        self._gone = False  # reconnecting failed for RECONNECT_FOR_S: no more waiting
+        self.store_id = self.meta("store_id")
+        if self.store_id is None:
+            import uuid
+
+            self._conn.execute("INSERT INTO meta VALUES ('store_id', %s) "
+                               "ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
+            self.store_id = self.meta("store_id")
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def own_files(self) -> set[Path]:
+        return set()  # it keeps everything on its server
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        self._in_transaction += 1
+        try:
+            with self._conn.transaction():
+                yield self._conn
+        finally:
+            self._in_transaction -= 1
+
+    # -- deadlines (`StoreBase.deadline`) --------------------------------------------
+
+    def _arm_deadline(self, at: float) -> None:
+        if isinstance(self._conn, _DeadlineConnection):  # a nested deadline: the earlier
+            self._conn.at = at
+        else:
+            self._conn = _DeadlineConnection(self._conn, at)
+
+    def _disarm_deadline(self) -> None:
+        import psycopg
+
+        if not isinstance(self._conn, _DeadlineConnection):
+            return  # opened again meanwhile (`_reconnect`): no timeout was set on it
+        self._conn = conn = self._conn.raw
+        if not (conn.closed or conn.broken):
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("RESET statement_timeout")
+
+    def _deadline_passed(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, psycopg.errors.QueryCanceled)
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._retrying(lambda: self._conn.execute(sql, params).fetchone())
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._retrying(lambda: self._conn.execute(sql, params).fetchall())
+
+    def _pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, tuple[Any, ...]]:
+        """`StoreBase._pairs` as two text arrays unnested side by side."""
+        return ("(SELECT * FROM unnest(%s::text[], %s::text[]) AS u(a, b))",
+                ([a for a, _ in pairs], [b for _, b in pairs]))
+
+    # -- lost connections -----------------------------------------------------------
+
+    def _retrying(self, fn: Any) -> Any:
+        """`fn()`, done again on a new connection when the connection is lost (see the
+        module doc); inside a transaction it is left to the outer call to do it again."""
+        import psycopg
+
+        if self._in_transaction:
+            return fn()
+        delay, deadline = RECONNECT_FIRST_S, None
+        while True:
+            try:
+                return fn()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if not (self._conn.closed or self._conn.broken):
+                    raise  # the server answered: not a lost connection
+                deadline = deadline or time.monotonic() + (0 if self._gone else
+                                                           self.reconnect_for_s)
+                delay = self._reconnect(exc, delay, deadline)
+
+    def _reconnect(self, lost: BaseException, delay: float, deadline: float) -> float:
+        """Open a new connection (taking the run lock again if this store held it),
+        waiting `delay` s before each try until `deadline`; the next delay."""
+        while True:
+            if time.monotonic() >= deadline:
+                self._gone = True
+                raise StoreConnectError(
+                    f"{self.location}: expected the PostgreSQL server to answer, got no "
+                    f"connection for {self.reconnect_for_s:g} s ({_first_line(lost)}); every "
+                    "document is committed whole or not at all: run again when it is back "
+                    "to finish") from None
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(2 * delay, RECONNECT_MAX_S)
+            try:
+                conn = connect(self.url)
+            except StoreConnectError:
+                continue
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn, self._gone = conn, False
+            if self._run_locked and not self._one("SELECT pg_try_advisory_lock(%s)",
+                                                  (RUN_LOCK,))[0]:
+                self._run_locked = False
+                raise StoreBusyError(f"{self.location}: another attnswitch run took this "
+                                     "store while the server was away; run again to finish")
+            return delay
+
+    def record_skip(self, doc: Document, *, config: str = "",
+                    run_id: int | None = None) -> int:
+        return self._retrying(lambda: super(PostgresStore, self).record_skip(
+            doc, config=config, run_id=run_id))
+
+    def finish_run(self, run_id: int, status: str = "completed", *,
+                   counts: dict[str, Any] | None = None,
+                   summary: dict[str, Any] | None = None) -> None:
+        self._retrying(lambda: super(PostgresStore, self).finish_run(
+            run_id, status, counts=counts, summary=summary))
+
+    # -- reading the stored state ---------------------------------------------------
+
+    @property
+    def dim(self) -> int | None:
+        value = self.meta("dim")
+        return int(value) if value is not None else None
+
+    def meta(self, key: str) -> str | None:
+        row = self._one("SELECT value FROM meta WHERE key = %s", (key,))
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        if key == "dim":
+            raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
+        self._conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+                           "value = excluded.value", (key, value))
+
+    # -- writing --------------------------------------------------------------------
+
+    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
+                       config: str = "", run_id: int | None = None,
+                       vector_fingerprint: str | None = None) -> int:
+        """Replace `doc`'s chunks and vectors with these, in one transaction (see
+        `SQLiteStore.write_document`), done again on a new connection if it is lost."""
+        return self._retrying(lambda: self._write_document(
+            doc, chunks, vectors, config=config, run_id=run_id,
+            vector_fingerprint=vector_fingerprint))
+
+    def _write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
+                        config: str = "", run_id: int | None = None,
+                        vector_fingerprint: str | None = None) -> int:
+        if not doc.ok:
+            raise StoreInputError("doc", "a document with text (use record_skip)",
+                                  f"{doc.source!r} skipped: {doc.reason}")
+        from pgvector import HalfVector
+
+        rows = chunk_rows(chunks, vector_fingerprint)
+        matrix = checked_vectors(vectors, len(rows))
+        stored = stored_form(matrix)
+        with self._transaction() as conn:
+            if len(rows):
+                self._fix_dim(conn, matrix.shape[1])
+            doc_id = self._upsert(conn, doc, "indexed", config, run_id,
+                                  n_chunks=len(rows), n_tokens=sum(r[1] for r in rows))
+            conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
+            with conn.cursor().copy(
+                    "COPY chunks (doc_id, ordinal, text, n_tokens, char_start, char_end, "
+                    "heading_path, location, vector_key, language, terms, embedding) "
+                    "FROM STDIN") as copy:
+                for i, row in enumerate(rows):
+                    terms = analyzer.tsvector_literal(
+                        analyzer.document_terms(row[0], row[-1]),
+                        analyzer.document_stems(row[0], row[-1]))
+                    copy.write_row((doc_id, i, *row, terms, HalfVector(stored[i])))
+        return doc_id
+
+    def _fix_dim(self, conn: Any, dim: int) -> None:
+        """Hold the store to one dimension: the first vectors set it (typing the column
+        and building the HNSW index); another one is refused while vectors exist."""
+        stored = self.dim
+        if stored == dim:
+            return
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (DIM_LOCK,))
+        stored = self.dim  # another writer may have set it meanwhile
+        if stored == dim:
+            return
+        if stored is not None and self._one("SELECT EXISTS (SELECT 1 FROM chunks)")[0]:
+            raise StoreInputError("vectors", f"dimension {stored} (this store's)",
+                                  f"{dim}: a model with another dimension needs another store")
+        conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+        conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec({int(dim)})")
+        conn.execute(HNSW_INDEX)
+        conn.execute("INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET "
+                     "value = excluded.value", (str(dim),))
+
+    def touch(self, doc: Document) -> None:
+        self._retrying(lambda: self._conn.execute("UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
+                           "source = %s AND sha256 IS NOT DISTINCT FROM %s",
+                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256)))
+
+    def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
+        key, sources = root_key(root), list(sources)
+
+        def remove() -> int:
+            with self._transaction() as conn:
+                return conn.execute("DELETE FROM documents WHERE root = %s AND source = "
+                                    "ANY(%s)", (key, sources)).rowcount
+        return self._retrying(remove)
+
+    def _upsert(self, conn: Any, doc: Document, status: str, config: str,
+                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
+        values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
+        cols = ", ".join(values)
+        marks = ", ".join(f"%({c})s" for c in values)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
+                                                                               "source"))
+        return conn.execute(f"INSERT INTO documents ({cols}) VALUES ({marks}) "
+                            f"ON CONFLICT (root, source) DO UPDATE SET {updates} RETURNING id",
+                            values).fetchone()[0]
+
+    # -- runs -----------------------------------------------------------------------
+
+    def _lock_run(self) -> None:
+        """Take the run lock, waiting up to `RUN_LOCK_WAIT_S` for it: the server session of
+        a run killed a moment ago (kill -9) holds it until the server has noticed the
+        closed connection."""
+        if self._run_locked:
+            raise StoreBusyError(f"{self.location}: this store already has a run in progress")
+        deadline = time.monotonic() + RUN_LOCK_WAIT_S
+        while not self._one("SELECT pg_try_advisory_lock(%s)", (RUN_LOCK,))[0]:
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(f"{self.location}: another attnswitch run is writing "
+                                     "this store; wait for it or use another --db")
+            time.sleep(0.05)
+        self._run_locked = True
+
+    def _holds_run_lock(self) -> bool:
+        return self._run_locked
+
+    def _unlock_run(self) -> None:
+        if self._run_locked:
+            if not (self._conn.closed or self._conn.broken):  # else its session is gone
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (RUN_LOCK,))
+            self._run_locked = False
+
+    # -- summaries and search -------------------------------------------------------
+
+    def status(self) -> StoreStatus:
+        docs, tokens = self._one("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM documents "
+                                 "WHERE status = 'indexed'")
+        skipped = self._conn.execute("SELECT root, source, reason, skip FROM documents WHERE "
+                                     "status = 'skipped' ORDER BY root, source").fetchall()
+        roots = tuple(r[0] for r in self._conn.execute(
+            "SELECT DISTINCT root FROM documents ORDER BY root"))
+        runs = self.runs(limit=1)
+        return StoreStatus(
+            path=self.location, documents=int(docs), chunks=self.count(), tokens=int(tokens),
+            skipped=len(skipped),
+            skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
+            skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
+            dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
+            copies=self._copies())
+
+    def count(self) -> int:
+        return int(self._one("SELECT COUNT(*) FROM chunks")[0])
+
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
+        rows = self._conn.execute("SELECT id, embedding FROM chunks ORDER BY id").fetchall()
+        dim = self.dim or 0
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        return (np.fromiter((r[0] for r in rows), np.int64, len(rows)),
+                np.stack([_array(r[1]) for r in rows]))
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        rows = self._conn.execute(
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE c.id = ANY(%s)", ([int(i) for i in ids],))
+        return {r[0]: ChunkRow.from_row(r) for r in rows}
+
+    def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
+        rows = self._conn.execute(
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal", (root_key(root), source))
+        return [ChunkRow.from_row(r) for r in rows]
+
+    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector of those of `keys` that any stored chunk has (see
+        `SQLiteStore.vectors_by_key`)."""
+        rows = self._read("SELECT DISTINCT ON (vector_key) vector_key, embedding FROM chunks "
+                          "WHERE vector_key = ANY(%s)", (sorted(set(keys)),))
+        return {k: _array(v) for k, v in rows}
+
+    def stored_vectors(self, root: str | os.PathLike, source: str,
+                       keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector of those of `keys` that one of the document's
+        stored chunks has (see `SQLiteStore.stored_vectors`)."""
+        rows = self._conn.execute(
+            "SELECT c.vector_key, c.embedding FROM chunks c JOIN documents d ON "
+            "d.id = c.doc_id WHERE d.root = %s AND d.source = %s AND c.vector_key = ANY(%s)",
+            (root_key(root), source, list(set(keys))))
+        return {k: _array(v) for k, v in rows}
+
+    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
+              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, by
+        pgvector's HNSW index with a search beam of `ef` (default `ef_search`; ties by
+        chunk id). With `where`, among the chunks of the documents it keeps: the index
+        scans on past its beam until `n` rows pass (pgvector's iterative scan), and a
+        query that still has fewer than the chunks that pass is answered exactly (no index
+        scan), so `n` hits come back whenever `n` chunks pass."""
+        ef = self.beam(ef)
+        if self.dim is None:
+            return [[] for _ in range(len(queries))]
+        # The index returns at most ef_search rows: the beam is at least n.
+        ef = min(max(ef, int(n)), MAX_EF_SEARCH)
+        docs = None if where is None else self.allowed_documents(where)
+        if docs == []:
+            return [[] for _ in range(len(queries))]
+        condition, extra = ("", ()) if docs is None else ("WHERE doc_id = ANY(%s) ", (docs,))
+        sql = ("SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks " + condition
+               + "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id")
+        from pgvector import HalfVector
+
+        out = []
+        for q in (HalfVector(q) for q in np.asarray(queries, np.float32)):
+            with self._conn.transaction():
+                self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                if docs is not None and self._iterative_scan():
+                    self._conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                hits = [(int(r[0]), -float(r[1]))
+                        for r in self._conn.execute(sql, (q, *extra, q, int(n)))]
+            if docs is not None and len(hits) < n and len(hits) < self._chunks_of(docs):
+                with self._conn.transaction():
+                    self._conn.execute("SET LOCAL enable_indexscan = off")
+                    hits = [(int(r[0]), -float(r[1]))
+                            for r in self._conn.execute(sql, (q, *extra, q, int(n)))]
+            out.append(hits)
+        return out
+
+    def _iterative_scan(self) -> bool:
+        """Whether the server's pgvector scans an HNSW index on past its beam (0.8+)."""
+        if self._scan_on is None:
+            self._scan_on = pgvector_version(self._conn) >= (0, 8)
+        return self._scan_on
+
+    def _chunks_of(self, docs: list[int]) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = ANY(%s)",
+                                      (docs,)).fetchone()[0])
+
+    def keyword(self, text: str, n: int,
+                where: SearchFilter | None = None) -> list[tuple[int, float]]:
+        """The `n` best (chunk id, `ts_rank`, higher is better) for any of the terms of
+        `text` (`analyzer.query_terms` for the stored languages); with `where`, among the
+        chunks of the documents it keeps only."""
+        terms, stems = analyzer.query_terms(text, self.languages())
+        if not terms and not stems:
+            return []
+        docs = None if where is None else self.allowed_documents(where)
+        # ts_rank's weights of D, C, B, A: stems are D, words as written A
+        weights = f"'{{{analyzer.STEM_WEIGHT}, 0, 0, 1}}'::float4[]"
+        rows = self._conn.execute(
+            f"SELECT id, ts_rank({weights}, terms, q) AS r FROM chunks, "
+            "CAST(%s AS tsquery) q WHERE terms @@ q "
+            + ("" if docs is None else "AND doc_id = ANY(%s) ")
+            + "ORDER BY r DESC, id LIMIT %s",
+            (analyzer.tsquery_literal(terms[:MAX_QUERY_TERMS], stems[:MAX_QUERY_TERMS]),
+             *(() if docs is None else (docs,)), int(n)))
+        return [(int(r[0]), float(r[1])) for r in rows]

@@ -1,0 +1,626 @@
+"""The SQLite store (`SQLiteStore`), the default: one file (stdlib sqlite3, WAL), keyword
+search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and by
+an HNSW graph kept beside the file above (`ann.HnswIndex`); and where a location's file is
+(`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
+(`records.VECTOR_DTYPE`; a file of schema version 7 or older, float32, is converted when
+opened, then compacted), read back as float32."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnswitch.documents.ingest import Document
+from attnswitch.indexing import analyzer
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.records import (
+    CHUNK_SELECT,
+    CHUNKS_CHANGED_IN,
+    EF_SEARCH,
+    MAX_QUERY_TERMS,
+    MIGRATED,
+    SCHEMA_VERSION,
+    ChunkLike,
+    ChunkRow,
+    StoreStatus,
+    check_ef_search,
+    root_key,
+)
+from attnswitch.indexing.sqlite_schema import (
+    ADDED_COLUMNS,
+    FLOAT16_SINCE,
+    SCHEMA,
+    migrate,
+    reanalyze,
+    register_analyzer,
+)
+from attnswitch.indexing.store_base import (
+    StoreBase,
+    checked_vectors,
+    chunk_rows,
+    stored_form,
+    unpack_vector,
+    unpack_vectors,
+)
+from attnswitch.indexing.store_errors import (
+    REBUILD,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreInputError,
+    check_schema,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = ".attnswitch"
+DB_NAME = "index.sqlite3"
+# Below this many chunks the SQLite store's dense search is exact (all vectors in memory,
+# read back as float32: 20,000 x 384 is 29 MiB and a query ~2 ms); from it on, the HNSW
+# graph answers.
+EXACT_BELOW = 20_000
+# SQLite virtual-machine instructions between two looks at the clock while a deadline is
+# set (`StoreBase.deadline`): a fraction of a millisecond of a statement's work.
+PROGRESS_EVERY = 10_000
+
+
+def resolve_path(path: str | os.PathLike | None = None) -> Path:
+    """The database file `path` names (the one rule for the library, the CLI's `--db` and the
+    service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
+    index.sqlite3` for an existing folder, a path ending with a separator, or a new path
+    without a file suffix (a data folder to create); a new path with a suffix (`x.db`) is
+    the file itself."""
+    if path is None:
+        return Path(DEFAULT_DATA_DIR) / DB_NAME
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir() or str(path).endswith(("/", os.sep)) or not p.suffix:
+        return p / DB_NAME
+    return p
+
+
+def check_index_file(path: Path) -> None:
+    """Raise `StoreCorruptError` unless the existing file at `path` is an attnswitch index
+    (a SQLite database with the index's `meta` and `documents` tables), looking at it
+    read-only: another program's database, an empty file or a file of another kind is
+    refused untouched, never turned into an index. A table of the index's with other
+    columns is refused by `check_schema`; a file of a newer schema version is left to the
+    constructor's version check (which refuses it, untouched too)."""
+    # Through SQLite only: closing a descriptor of our own on the file would drop the locks
+    # that this process's other connections hold on it (POSIX advisory locks are per
+    # process and per file).
+    if path.is_dir():
+        raise StoreCorruptError(f"{path}: expected an index file, got a folder; use another "
+                                "--db", path=path)
+    if path.stat().st_size == 0:
+        raise StoreCorruptError(f"{path}: not a readable attnswitch index (an empty file); it "
+                                f"is left as it is: use another --db, or {REBUILD}", path=path)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(f"{path}: cannot be opened for reading ({exc}); check its "
+                                "permissions, or use another --db", path=path) from None
+    try:
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.DatabaseError as exc:
+            if "not a database" not in str(exc):
+                raise  # locked, malformed...: `store_errors.describe` says what to do
+            raise StoreCorruptError(f"{path}: not a readable attnswitch index (not a SQLite "
+                                    f"database); it is left as it is: use another --db, or "
+                                    f"{REBUILD}", path=path) from None
+        # a table of the index's with other columns
+        check_schema(conn, SCHEMA, path, ADDED_COLUMNS)
+    finally:
+        conn.close()
+    if version <= SCHEMA_VERSION and not {"meta", "documents"} <= tables:
+        shown = ", ".join(sorted(tables)[:5]) or "none"
+        raise StoreCorruptError(f"{path}: not an attnswitch index of a schema this version "
+                                f"knows (a SQLite database with tables: {shown}; made by "
+                                f"another program?); it is left as it is: use another --db, "
+                                f"or {REBUILD}", path=path)
+
+
+
+class SQLiteStore(StoreBase):
+    """One SQLite database. Open with `SQLiteStore(path)` (see `resolve_path`), use as a
+    context manager or call `close()`. Reads never block on a running writer (WAL).
+    `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`); `ef_search`:
+    the HNSW search beam above it (`EF_SEARCH`)."""
+
+    url = None  # one writer: this process
+
+    def __init__(self, path: str | os.PathLike | None = None, *,
+                 exact_below: int = EXACT_BELOW, ef_search: int | None = None):
+        self.path = resolve_path(path)
+        self.exact_below = exact_below
+        self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
+        if self.path.exists():
+            check_index_file(self.path)  # before anything may write to it
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        register_analyzer(self._conn)
+        self._lock_fh = None
+        self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
+        self._counted: tuple[int, int] | None = None  # (log position, chunk count)
+        try:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
+                                      f"{version} in {self.path} (made by a newer attnswitch)")
+            check_schema(self._conn, SCHEMA, self.path, ADDED_COLUMNS)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self.location = str(self.path.resolve())
+            self.migrated: str | None = None
+            if version < SCHEMA_VERSION:
+                with self._transaction():
+                    migrate(self._conn, version)
+                if 0 < version < CHUNKS_CHANGED_IN:
+                    self.migrated = MIGRATED.format(where=self.location, version=SCHEMA_VERSION)
+                    log.info("%s", self.migrated)
+                if 0 < version < FLOAT16_SINCE:
+                    self._compact_float16()
+            if self.meta("analyzer") != analyzer.fingerprint():
+                with self._transaction() as conn:
+                    reanalyze(conn, self.location)
+            self.store_id = self.meta("store_id")
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _compact_float16(self) -> None:
+        """After the upgrade to float16 vectors: drop the float32 HNSW graph (made again
+        when next needed) and VACUUM, so the file shrinks to its new rows (two chunks share
+        a 4 KiB page where one did). Not done while another process holds the file: the
+        space freed is then reused by the next chunks written."""
+        from attnswitch.indexing.ann import HnswIndex
+
+        HnswIndex.remove_files(self.path)
+        before = self.path.stat().st_size
+        try:
+            self._conn.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            log.warning("%s: vectors converted to float16; the file was not compacted (%s): "
+                        "its free space is reused by the next chunks written", self.location,
+                        exc)
+            return
+        log.info("%s: vectors converted to float16 (schema version %d); file compacted from "
+                 "%.1f MB to %.1f MB", self.location, SCHEMA_VERSION, before / 1e6,
+                 self.path.stat().st_size / 1e6)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._unlock_run()
+        self._conn.close()
+
+    def own_files(self) -> set[Path]:
+        """The files this store keeps (a run over a folder holding them leaves them out)."""
+        from attnswitch.indexing.ann import HnswIndex
+
+        db = self.path.resolve()
+        return {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal",
+                                                              ".lock")),
+                *HnswIndex.paths(db)}
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """One read snapshot for the statements inside (nested: the outer one's)."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it commits, or none of it (also on kill -9)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- deadlines (`StoreBase.deadline`) --------------------------------------------
+
+    def _arm_deadline(self, at: float) -> None:
+        # SQLite calls this every PROGRESS_EVERY instructions of a statement; true
+        # interrupts the statement ("interrupted")
+        self._conn.set_progress_handler(lambda: time.monotonic() >= at, PROGRESS_EVERY)
+
+    def _disarm_deadline(self) -> None:
+        self._conn.set_progress_handler(None, 0)
+
+    def _deadline_passed(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
+
+    @contextlib.contextmanager
+    def _without_deadline(self) -> Iterator[None]:
+        """The block runs to its end whatever the deadline; the deadline is checked after
+        it (for loading the dense index, which every later search reuses: cut at each
+        request's deadline, a graph that takes longer than that to rebuild would never be
+        searched)."""
+        at, self._deadline = self._deadline, None
+        if at is not None:
+            self._disarm_deadline()
+        try:
+            yield
+        finally:
+            self._deadline = at
+            if at is not None:
+                self._arm_deadline(at)
+        self._check_deadline()
+
+    # -- reading the stored state ---------------------------------------------------
+
+    @property
+    def dim(self) -> int | None:
+        """The vector dimension of this store, or None before the first vector."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        return int(row[0]) if row else None
+
+    def meta(self, key: str) -> str | None:
+        """A value of the store's key-value table (e.g. the index config), or None."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set one key of the store's key-value table (one statement: atomic)."""
+        if key == "dim":
+            raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- writing --------------------------------------------------------------------
+
+    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
+                       config: str = "", run_id: int | None = None,
+                       vector_fingerprint: str | None = None) -> int:
+        """Replace `doc`'s stored chunks and vectors with these, in one transaction.
+
+        `vectors` is `[len(chunks), dim]`, any array numpy can read (a CPU torch tensor
+        too); it is L2-normalised and stored in float16 (`store_base.stored_form`). With
+        `vector_fingerprint` each
+        chunk's vector key is stored (`vector_key`; else NULL). Returns the document's id.
+        """
+        if not doc.ok:
+            raise StoreInputError("doc", "a document with text (use record_skip)",
+                                  f"{doc.source!r} skipped: {doc.reason}")
+        rows = chunk_rows(chunks, vector_fingerprint)
+        matrix = checked_vectors(vectors, len(rows))
+        dim = matrix.shape[1] if len(rows) else None
+        stored = stored_form(matrix)
+        with self._transaction() as conn:
+            stored_dim = self.dim
+            if dim is not None and stored_dim is not None and dim != stored_dim:
+                if conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]:
+                    raise StoreInputError(
+                        "vectors", f"dimension {stored_dim} (this store's)",
+                        f"{dim}: a model with another dimension needs another store")
+            if dim is not None and dim != stored_dim:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+            doc_id = self._upsert(conn, doc, "indexed", config, run_id,
+                                  n_chunks=len(rows), n_tokens=sum(r[1] for r in rows))
+            conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            conn.executemany(
+                "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
+                " heading_path, location, vector_key, language, vector) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((doc_id, i, *row, stored[i].tobytes()) for i, row in enumerate(rows)),
+            )
+        return doc_id
+
+    def touch(self, doc: Document) -> None:
+        """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
+        self._conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
+                           "source = ? AND sha256 IS ?",
+                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256))
+
+    def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
+        """Delete these documents of `root` and their chunks, in one transaction; returns
+        how many documents were removed."""
+        key = root_key(root)
+        with self._transaction() as conn:
+            cur = conn.executemany("DELETE FROM documents WHERE root = ? AND source = ?",
+                                   ((key, s) for s in sources))
+            return cur.rowcount
+
+    def _upsert(self, conn: sqlite3.Connection, doc: Document, status: str, config: str,
+                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
+        values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
+        cols = ", ".join(values)
+        marks = ", ".join(f":{c}" for c in values)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
+                                                                               "source"))
+        conn.execute(f"INSERT INTO documents ({cols}) VALUES ({marks}) "
+                     f"ON CONFLICT (root, source) DO UPDATE SET {updates}", values)
+        return conn.execute("SELECT id FROM documents WHERE root = ? AND source = ?",
+                            (doc.root, doc.source)).fetchone()[0]
+
+    # -- runs -----------------------------------------------------------------------
+
+    def _run_finished(self, status: str) -> None:
+        if status == "completed":  # else the next search replays the log, or rebuilds
+            self.sync_index()
+
+    def sync_index(self) -> None:
+        """Bring the HNSW graph beside the file up to the committed chunks and save it, then
+        drop the log it no longer needs; below `exact_below` chunks there is no graph.
+        Called by `finish_run`, under the run lock (one writer of the graph at a time)."""
+        from attnswitch.indexing.ann import HnswIndex
+
+        if self.count() < self.exact_below:
+            HnswIndex.remove_files(self.path)
+            upto = self.chunk_log_state()[1]
+        else:
+            graph = HnswIndex.open(self, writable=True)
+            graph.save(self)
+            upto = graph.seq
+            self._dense = (upto, graph)
+        self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
+
+    def _lock_run(self) -> None:
+        if self._lock_fh is not None:
+            raise StoreBusyError(f"{self.path}: this Store already has a run in progress")
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here: one run at a time is on the user
+            return
+        fh = open(f"{self.path}.lock", "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise StoreBusyError(f"{self.path}: another attnswitch run is writing this "
+                                 "store; wait for it or use another --db") from None
+        self._lock_fh = fh
+
+    def _holds_run_lock(self) -> bool:
+        return self._lock_fh is not None
+
+    def _unlock_run(self) -> None:
+        if self._lock_fh is not None:
+            self._lock_fh.close()  # closing drops the flock
+            self._lock_fh = None
+
+    # -- summaries and search input -------------------------------------------------
+
+    def status(self) -> StoreStatus:
+        conn = self._conn
+        docs, tokens = conn.execute("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM "
+                                    "documents WHERE status = 'indexed'").fetchone()
+        n_chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        skipped = conn.execute("SELECT root, source, reason, skip FROM documents WHERE "
+                               "status = 'skipped' ORDER BY root, source").fetchall()
+        roots = tuple(r[0] for r in conn.execute("SELECT DISTINCT root FROM documents "
+                                                 "ORDER BY root"))
+        runs = self.runs(limit=1)
+        return StoreStatus(
+            path=self.location, documents=docs, chunks=n_chunks, tokens=tokens,
+            skipped=len(skipped),
+            skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
+            skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
+            dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
+            copies=self._copies(),
+        )
+
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
+        rows = self._conn.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall()
+        return unpack_vectors(rows, self.dim or 0, self.path)
+
+    def count(self) -> int:
+        """How many chunks are stored. Counted once per log position (every insert and
+        delete of a chunk moves it), by a scan of the small (doc_id, ordinal) index."""
+        with self.reading():
+            position = self._log_position()
+            if self._counted is None or self._counted[0] != position:
+                self._counted = (position, int(self._conn.execute(
+                    "SELECT COUNT(*) FROM chunks").fetchone()[0]))
+            return self._counted[1]
+
+    def max_chunk_id(self) -> int:
+        """The largest chunk id stored (0 when none): one descent of the rowid b-tree."""
+        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks"
+                                      ).fetchone()[0])
+
+    def chunk_log_state(self) -> tuple[int | None, int, int]:
+        """(first logged position or None when the log is empty, last position ever
+        logged, chunk count): what `ann.HnswIndex` checks its saved graph against."""
+        first = self._conn.execute("SELECT MIN(seq) FROM chunk_log").fetchone()[0]
+        return first, self._log_position(), self.count()
+
+    def _log_position(self) -> int:
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'"
+                                 ).fetchone()
+        return int(row[0]) if row else 0
+
+    def chunk_log_ids(self, after: int, upto: int) -> list[int]:
+        """The chunk ids inserted or deleted at log positions (after, upto]."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT DISTINCT chunk_id FROM chunk_log WHERE seq > ? AND seq <= ?",
+            (after, upto))]
+
+    def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of those of these chunk ids that are stored, by id."""
+        ids = sorted({int(i) for i in ids})
+        found: list[tuple[int, bytes]] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            found += self._conn.execute(
+                f"SELECT id, vector FROM chunks WHERE id IN ({', '.join('?' * len(part))}) "
+                "ORDER BY id", part).fetchall()
+        return unpack_vectors(found, self.dim or 0, self.path)
+
+    def iter_vectors(self, batch: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """All (ids, vectors) in batches of `batch` rows, by id."""
+        last = -1
+        while True:
+            rows = self._conn.execute("SELECT id, vector FROM chunks WHERE id > ? ORDER BY id"
+                                      " LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield unpack_vectors(rows, self.dim or 0, self.path)
+
+    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
+              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` (normalised):
+        exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
+        search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
+        when a write has been committed since. With `where`, among the chunks of the
+        documents it keeps only (`_dense_within`)."""
+        from attnswitch.indexing.ann import HnswIndex, exact_top_k
+
+        ef = self.beam(ef)
+        if where is not None:
+            return self._dense_within(queries, n, ef, where)
+        position = self._log_position()
+        if self._dense is None or self._dense[0] != position:
+            self._dense = None  # the old one is garbage before the new one loads
+            with self._without_deadline():
+                if self.count() < self.exact_below:
+                    searcher: Any = self.vectors()
+                else:
+                    searcher = HnswIndex.open(self)
+                    if not searcher.mapped:
+                        self._keep(searcher)
+                self._dense = (position, searcher)
+        searcher = self._dense[1]
+        if isinstance(searcher, tuple):
+            return exact_top_k(*searcher, queries, n)
+        return searcher.search(queries, n, ef)
+
+    def _dense_within(self, queries: np.ndarray, n: int, ef: int,
+                      where: SearchFilter) -> list[list[tuple[int, float]]]:
+        """`dense` among the chunks of the documents `where` keeps. Few of them (below
+        `exact_below`): an exact search of their vectors. Many: the graph searched for
+        more candidates than `n`, as many more as the filter is selective, doubled until
+        every query has `n` allowed chunks or the whole graph is returned; so `n` hits
+        come back whenever `n` chunks pass (hand-written: usearch's Python search takes
+        no predicate)."""
+        from attnswitch.indexing.ann import exact_top_k
+
+        allowed = {int(r[0]) for r in self._conn.execute(
+            "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(self.allowed_documents(where)),))}
+        if not allowed:
+            return [[] for _ in range(len(queries))]
+        total = self.count()
+        if len(allowed) < self.exact_below or total < self.exact_below:
+            return exact_top_k(*self.vectors_of(allowed), queries, n)
+        want = min(int(n), len(allowed))
+        wide = min(total, max(2 * want, int(2 * want * total / len(allowed))))
+        while True:
+            self._check_deadline()
+            found = self.dense(queries, wide, ef)
+            kept = [[hit for hit in hits if hit[0] in allowed][:want] for hits in found]
+            if all(len(hits) == want for hits in kept) or wide >= total:
+                return kept
+            wide = min(total, 2 * wide)
+
+    def _keep(self, graph: Any) -> None:
+        """Save a graph this search rebuilt or caught up, so that the next search maps it
+        instead of paying the same again; only when no run holds the store (a run saves its
+        own when it ends) and the folder is writable."""
+        try:
+            self._lock_run()
+        except (StoreBusyError, OSError):
+            return
+        try:
+            graph.save(self)
+        except OSError:
+            pass
+        finally:
+            self._unlock_run()
+
+    def keyword(self, text: str, n: int,
+                where: SearchFilter | None = None) -> list[tuple[int, float]]:
+        """The `n` best (chunk id, BM25 score, higher is better) for the terms of `text`
+        (`analyzer.query_terms` for the stored languages: its words among the chunks'
+        words, its stems among their stems, any of them; FTS5's BM25 ranks those with more
+        and rarer ones first, a stem's match weighing `analyzer.STEM_WEIGHT`); with
+        `where`, among the chunks of the documents it keeps only."""
+        terms, stems = analyzer.query_terms(text, self.languages())
+        if not terms and not stems:
+            return []
+        # Each term a quoted FTS5 string in its column: no query syntax can leak in.
+        match = " OR ".join(f'{column} : "' + t.replace('"', '""') + '"'
+                            for column, items in (("terms", terms[:MAX_QUERY_TERMS]),
+                                                  ("stems", stems[:MAX_QUERY_TERMS]))
+                            for t in items)
+        rank = f"bm25(chunks_terms, 1.0, {analyzer.STEM_WEIGHT})"
+        if where is None:
+            rows = self._conn.execute(
+                f"SELECT rowid, {rank} FROM chunks_terms WHERE chunks_terms "
+                f"MATCH ? ORDER BY {rank}, rowid LIMIT ?", (match, int(n))).fetchall()
+        else:
+            rows = self._conn.execute(
+                f"SELECT chunks_terms.rowid, {rank} FROM chunks_terms JOIN "
+                "chunks c ON c.id = chunks_terms.rowid WHERE chunks_terms MATCH ? AND "
+                f"c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY {rank}, "
+                "chunks_terms.rowid LIMIT ?",
+                (match, json.dumps(self.allowed_documents(where)), int(n))).fetchall()
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        """The chunk rows (with their document's root and source) for these ids."""
+        # One statement for any number of ids (a search reads its lists' chunks at once).
+        rows = self._conn.execute(
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted({int(i) for i in ids})),))
+        return {row[0]: ChunkRow.from_row(row) for row in rows}
+
+    def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
+        """One document's chunks in order."""
+        rows = self._conn.execute(
+            f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.root = ? AND d.source = ? ORDER BY c.ordinal",
+            (root_key(root), source))
+        return [ChunkRow.from_row(r) for r in rows]
+
+    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector (float32 `[dim]`) of those of `keys` that any
+        stored chunk has (of any document): what a run reuses instead of encoding."""
+        keys, dim, out = sorted(set(keys)), self.dim or 0, {}
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            for k, v in self._conn.execute(
+                    "SELECT vector_key, vector FROM chunks WHERE vector_key IN "
+                    f"({', '.join('?' * len(part))})", part):
+                if (vector := unpack_vector(v, dim)) is not None:
+                    out[k] = vector
+        return out
+
+    def stored_vectors(self, root: str | os.PathLike, source: str,
+                       keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """vector key -> stored vector (float32 `[dim]`) of those of `keys` that one of
+        the document's stored chunks has: what a run reuses instead of encoding."""
+        wanted = set(keys)
+        rows = self._conn.execute(
+            "SELECT c.vector_key, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE d.root = ? AND d.source = ? AND c.vector_key IS NOT NULL",
+            (root_key(root), source)).fetchall()
+        dim = self.dim or 0
+        vectors = {k: unpack_vector(v, dim) for k, v in rows if k in wanted}
+        return {k: v for k, v in vectors.items() if v is not None}
+
