@@ -93,9 +93,11 @@ test-slow: system-packages $(STAMP)
 
 test-all: test test-slow
 
-# ruff's lint, as configured in pyproject.toml ([tool.ruff]); `make test` runs it first.
+# ruff's lint and format check, as configured in pyproject.toml ([tool.ruff]); `make test`
+# runs them first (`ruff format src tests benchmarks scripts` fixes the format).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
 
 doctor: $(STAMP)
 	$(VENV)/bin/attnswitch doctor

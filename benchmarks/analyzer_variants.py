@@ -7,6 +7,7 @@ VARIANT: `stopwords-kept` (the query's stop words are looked for too: meaningful
 code that dropped them, up to the commit that stopped it, which has no `_stop_words`),
 `no-stems` (the query looks for its words as written only), `both`. The index is the
 same (the store in `--store-dir` is reused); only the query's terms change."""
+
 import runpy
 import sys
 

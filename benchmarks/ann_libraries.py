@@ -32,8 +32,14 @@ M, EF_CONSTRUCTION, EF_SEARCH, K = 16, 128, 96, 10
 def _usearch(x: np.ndarray, folder: Path):
     from usearch.index import Index
 
-    index = Index(ndim=x.shape[1], metric="ip", dtype="f32", connectivity=M,
-                  expansion_add=EF_CONSTRUCTION, expansion_search=EF_SEARCH)
+    index = Index(
+        ndim=x.shape[1],
+        metric="ip",
+        dtype="f32",
+        connectivity=M,
+        expansion_add=EF_CONSTRUCTION,
+        expansion_search=EF_SEARCH,
+    )
     start = time.perf_counter()
     index.add(np.arange(len(x), dtype=np.uint64), x)
     build = time.perf_counter() - start
@@ -73,6 +79,7 @@ def _faiss(x: np.ndarray, folder: Path):
     def query(q: np.ndarray) -> np.ndarray:
         faiss.omp_set_num_threads(1)
         return index.search(q[None, :], K)[1][0]
+
     return build, path, query, "no (HNSW)", "yes (IO_FLAG_MMAP)"
 
 
@@ -99,22 +106,39 @@ def main() -> None:
                 keys = query(q)
                 times.append(time.perf_counter() - start)
                 found.append(np.asarray(keys, dtype=np.int64))
-            recall = np.mean([len(set(f.tolist()) & set(t.tolist())) / K
-                              for f, t in zip(found, truth, strict=True)])
-            rows.append({"library": name, "build_s": build,
-                         "p50_ms": 1e3 * float(np.median(times)),
-                         "p99_ms": 1e3 * float(np.percentile(times, 99)),
-                         "recall_at_10": float(recall), "file_mb": path.stat().st_size / 2**20,
-                         "deletes": deletes, "mmap": mmap})
+            recall = np.mean(
+                [
+                    len(set(f.tolist()) & set(t.tolist())) / K
+                    for f, t in zip(found, truth, strict=True)
+                ]
+            )
+            rows.append(
+                {
+                    "library": name,
+                    "build_s": build,
+                    "p50_ms": 1e3 * float(np.median(times)),
+                    "p99_ms": 1e3 * float(np.percentile(times, 99)),
+                    "recall_at_10": float(recall),
+                    "file_mb": path.stat().st_size / 2**20,
+                    "deletes": deletes,
+                    "mmap": mmap,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
-    print(f"{args.n:,} vectors x {args.dim}, M={M}, ef_construction={EF_CONSTRUCTION}, "
-          f"ef={EF_SEARCH}; {cpu_description()}; {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
-    print(f"{'library':<9} {'build s':>8} {'p50 ms':>7} {'p99 ms':>7} {'recall@10':>9} "
-          f"{'file MB':>8}  deletes     memory-map")
+    print(
+        f"{args.n:,} vectors x {args.dim}, M={M}, ef_construction={EF_CONSTRUCTION}, "
+        f"ef={EF_SEARCH}; {cpu_description()}; {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
+    print(
+        f"{'library':<9} {'build s':>8} {'p50 ms':>7} {'p99 ms':>7} {'recall@10':>9} "
+        f"{'file MB':>8}  deletes     memory-map"
+    )
     for r in rows:
-        print(f"{r['library']:<9} {r['build_s']:>8.1f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} "
-              f"{r['recall_at_10']:>9.3f} {r['file_mb']:>8.1f}  {r['deletes']:<11} {r['mmap']}")
+        print(
+            f"{r['library']:<9} {r['build_s']:>8.1f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} "
+            f"{r['recall_at_10']:>9.3f} {r['file_mb']:>8.1f}  {r['deletes']:<11} {r['mmap']}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"n": args.n, "dim": args.dim, "rows": rows}, indent=1))
 

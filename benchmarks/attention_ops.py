@@ -195,9 +195,17 @@ def overhead(reps: int, device: str) -> list[dict]:
             asw.explain(q, k, v, **args)
         plan_us = (time.perf_counter() - start) / calls * 1e6
         med = {key: statistics.median(val) for key, val in t.items()}
-        results.append(dict(row=row, chosen=chosen, direct=med["direct"],
-                            through=med["attnswitch"], ratio=med["attnswitch"] / med["direct"],
-                            plan_us=plan_us, reps=n))
+        results.append(
+            dict(
+                row=row,
+                chosen=chosen,
+                direct=med["direct"],
+                through=med["attnswitch"],
+                ratio=med["attnswitch"] / med["direct"],
+                plan_us=plan_us,
+                reps=n,
+            )
+        )
     return results
 
 
@@ -217,7 +225,9 @@ def tflops_table(results: list[dict], peak: float) -> list[str]:
     """TFLOP/s per backend and as a fraction of the device's peak dense bf16 rate."""
     names = sorted({n for r in results for n in r["medians"]})
     lines = [
-        "", f"## Throughput (TFLOP/s; fraction of the {peak:.0f} TFLOP/s peak dense bf16 rate)", "",
+        "",
+        f"## Throughput (TFLOP/s; fraction of the {peak:.0f} TFLOP/s peak dense bf16 rate)",
+        "",
         "| shape | feature | " + " | ".join(names) + " |",
         "|---|---|" + "---|" * len(names),
     ]
@@ -230,41 +240,55 @@ def tflops_table(results: list[dict], peak: float) -> list[str]:
                 continue
             tf = flops(row) / med[n] / 1e12
             cells.append(f"{tf:.1f} ({tf / peak:.0%})")
-        lines.append(f"| B{row.batch} S{row.seqlen} H{row.heads_q} D{row.head_dim} {row.dtype} "
-                     f"| {row.feature} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| B{row.batch} S{row.seqlen} H{row.heads_q} D{row.head_dim} {row.dtype} "
+            f"| {row.feature} | " + " | ".join(cells) + " |"
+        )
     return lines
 
 
 def overhead_lines(ov: list[dict]) -> list[str]:
     """The markdown table of `overhead` results."""
     lines = [
-        "", "## Cost of the attnswitch call", "",
+        "",
+        "## Cost of the attnswitch call",
+        "",
         "`attnswitch.attention` against the same SDPA call written by hand (for the GQA "
         "decode step: query heads folded per key/value head, as torch-sdpa does), "
         "interleaved call by call; `validate + plan` is the host cost of validation and "
-        "a cached plan alone (`attnswitch.explain`).", "",
+        "a cached plan alone (`attnswitch.explain`).",
+        "",
         "| call | backend | calls each | direct (ms) | attnswitch.attention (ms) | ratio "
         "| validate + plan (µs) |",
         "|---|---|---|---|---|---|---|",
     ]
     for o in ov:
         row = o["row"]
-        shape = f"B{row.batch} S{row.seqlen}" + (f"x{row.seqlen_k}" if row.seqlen_k else "") + (
-            f" H{row.heads_q}/{row.heads_kv} D{row.head_dim} {row.dtype}")
+        shape = (
+            f"B{row.batch} S{row.seqlen}"
+            + (f"x{row.seqlen_k}" if row.seqlen_k else "")
+            + (f" H{row.heads_q}/{row.heads_kv} D{row.head_dim} {row.dtype}")
+        )
         lines.append(
             f"| {row.label} {shape} | `{o['chosen']}` | {o['reps']} | {fmt_ms(o['direct'])} "
-            f"| {fmt_ms(o['through'])} | {o['ratio']:.3f} | {o['plan_us']:.1f} |")
+            f"| {fmt_ms(o['through'])} | {o['ratio']:.3f} | {o['plan_us']:.1f} |"
+        )
     return lines
 
 
-def markdown(results: list[dict], ov: list[dict] | None, meta: str,
-             peak: float | None = None) -> str:
+def markdown(
+    results: list[dict], ov: list[dict] | None, meta: str, peak: float | None = None
+) -> str:
     names = sorted({n for r in results for n in r["medians"]})
     lines = [
-        "# Attention backends side by side", "", meta, "",
+        "# Attention backends side by side",
+        "",
+        meta,
+        "",
         "Median milliseconds per call; `*` = the planner's pick for torch input, **bold** = "
         "fastest. `pick/fastest` compares the pick with the fastest backend that serves the "
-        "same torch call (jax backends run on jax arrays and are shown for comparison).", "",
+        "same torch call (jax backends run on jax arrays and are shown for comparison).",
+        "",
         "| shape | dtype | feature | " + " | ".join(names) + " | pick/fastest |",
         "|---|---|---|" + "---|" * len(names) + "---|",
     ]
@@ -281,10 +305,16 @@ def markdown(results: list[dict], ov: list[dict] | None, meta: str,
             cells.append(f"**{cell}**" if n == fastest else cell)
         best_torch = min(torch_serving.values()) if torch_serving else float("nan")
         ratio = med.get(r["pick"], float("nan")) / best_torch
-        shape = f"B{row.batch} S{row.seqlen}" + (f"x{row.seqlen_k}" if row.seqlen_k else "") + (
-            f" H{row.heads_q}/{row.heads_kv} D{row.head_dim}")
-        lines.append(f"| {row.label} {shape} | {row.dtype} | {row.feature} | "
-                     + " | ".join(cells) + f" | {ratio:.2f} |")
+        shape = (
+            f"B{row.batch} S{row.seqlen}"
+            + (f"x{row.seqlen_k}" if row.seqlen_k else "")
+            + (f" H{row.heads_q}/{row.heads_kv} D{row.head_dim}")
+        )
+        lines.append(
+            f"| {row.label} {shape} | {row.dtype} | {row.feature} | "
+            + " | ".join(cells)
+            + f" | {ratio:.2f} |"
+        )
     if peak:
         lines += tflops_table(results, peak)
     if ov:
@@ -330,14 +360,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", default="docs/results")
-    parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="the device's peak dense bf16 TFLOP/s, for the throughput table")
-    parser.add_argument("--skip", nargs="*", default=[],
-                        help="backends to leave out (e.g. materialising ones at long lengths)")
-    parser.add_argument("--write-autotune", action="store_true",
-                        help="record the measured order for the planner (autotune.json)")
-    parser.add_argument("--overhead-only", action="store_true",
-                        help="only the cost of the attnswitch call (attention_overhead_*.md)")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's peak dense bf16 TFLOP/s, for the throughput table",
+    )
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        help="backends to leave out (e.g. materialising ones at long lengths)",
+    )
+    parser.add_argument(
+        "--write-autotune",
+        action="store_true",
+        help="record the measured order for the planner (autotune.json)",
+    )
+    parser.add_argument(
+        "--overhead-only",
+        action="store_true",
+        help="only the cost of the attnswitch call (attention_overhead_*.md)",
+    )
     args = parser.parse_args(argv)
     if args.overhead_only:
         return overhead_main(args)
@@ -346,13 +390,17 @@ def main(argv: list[str] | None = None) -> int:
     for row in grid:
         r = time_row(row, args.reps, args.device, skip=set(args.skip))
         results.append(r)
-        print(f"{row.label:<14} {row.dtype:<9} {row.feature:<7} pick={r['pick']:<12} "
-              + "  ".join(f"{n}={fmt_ms(t)}" for n, t in sorted(r["medians"].items())),
-              flush=True)
+        print(
+            f"{row.label:<14} {row.dtype:<9} {row.feature:<7} pick={r['pick']:<12} "
+            + "  ".join(f"{n}={fmt_ms(t)}" for n, t in sorted(r["medians"].items())),
+            flush=True,
+        )
     ov = overhead(max(args.reps * 3, 20), args.device)
-    meta = (f"{device_text(args.device)}, {args.reps} reps per backend, median. Command: "
-            f"`python benchmarks/attention_ops.py{' --quick' if args.quick else ''}"
-            f"{' --device ' + args.device if args.device != 'cpu' else ''}`.")
+    meta = (
+        f"{device_text(args.device)}, {args.reps} reps per backend, median. Command: "
+        f"`python benchmarks/attention_ops.py{' --quick' if args.quick else ''}"
+        f"{' --device ' + args.device if args.device != 'cpu' else ''}`."
+    )
     text = markdown(results, ov, meta, args.peak_tflops)
     print(text)
     out = Path(args.out)
@@ -375,17 +423,21 @@ def device_text(device: str) -> str:
     else:
         label = torch.cuda.get_device_name()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"Device: {device} ({label}), {torch.get_num_threads()} torch threads, "
-            f"load average {load:.1f} at the end, torch {torch.__version__}, "
-            f"attnswitch {asw.__version__}")
+    return (
+        f"Device: {device} ({label}), {torch.get_num_threads()} torch threads, "
+        f"load average {load:.1f} at the end, torch {torch.__version__}, "
+        f"attnswitch {asw.__version__}"
+    )
 
 
 def overhead_main(args: argparse.Namespace) -> int:
     reps = max(args.reps * 3, 20)
     ov = overhead(reps, args.device)
-    meta = (f"{device_text(args.device)}. Medians. Command: `python benchmarks/attention_ops.py "
-            f"--overhead-only{' --reps ' + str(args.reps) if args.reps != 7 else ''}"
-            f"{' --device ' + args.device if args.device != 'cpu' else ''}`.")
+    meta = (
+        f"{device_text(args.device)}. Medians. Command: `python benchmarks/attention_ops.py "
+        f"--overhead-only{' --reps ' + str(args.reps) if args.reps != 7 else ''}"
+        f"{' --device ' + args.device if args.device != 'cpu' else ''}`."
+    )
     text = "\n".join(["# Cost of the attnswitch call", "", meta, *overhead_lines(ov)[3:]]) + "\n"
     print(text)
     out = Path(args.out)

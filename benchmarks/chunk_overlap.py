@@ -53,8 +53,15 @@ from synthetic import cpu_description  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 K = 10
 MODES = ("dense", "hybrid")
-VARIANTS = (("blocks", 0), ("blocks", 16), ("blocks", 32), ("blocks", 64),
-            ("windows", 0), ("windows", 32), ("windows", 64))
+VARIANTS = (
+    ("blocks", 0),
+    ("blocks", 16),
+    ("blocks", 32),
+    ("blocks", 64),
+    ("windows", 0),
+    ("windows", 32),
+    ("windows", 64),
+)
 PASSAGE_WORDS = 8
 MIN_PARAGRAPH_WORDS = 24
 WORD = re.compile(r"\S+")
@@ -106,8 +113,9 @@ class CachedEncoder:
         return np.stack([self.vectors[t] for t in texts])
 
 
-def measure(docs, passages, headings, vectors, encoder, tokenizer, chunking, overlap,
-            max_tokens) -> dict:
+def measure(
+    docs, passages, headings, vectors, encoder, tokenizer, chunking, overlap, max_tokens
+) -> dict:
     from attnswitch.documents.chunk import chunk_document
     from attnswitch.indexing.search import search
     from attnswitch.indexing.store import SQLiteStore
@@ -116,10 +124,19 @@ def measure(docs, passages, headings, vectors, encoder, tokenizer, chunking, ove
     scores: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "o.sqlite3") as store:
         for doc in docs:
-            chunks = chunk_document(doc.text, doc.blocks, tokenizer, chunking=chunking,
-                                    max_tokens=max_tokens, embed_headings=True,
-                                    **({"overlap": overlap} if chunking == "windows"
-                                       else {"overlap": 0, "block_overlap": overlap}))
+            chunks = chunk_document(
+                doc.text,
+                doc.blocks,
+                tokenizer,
+                chunking=chunking,
+                max_tokens=max_tokens,
+                embed_headings=True,
+                **(
+                    {"overlap": overlap}
+                    if chunking == "windows"
+                    else {"overlap": 0, "block_overlap": overlap}
+                ),
+            )
             if not chunks:
                 continue
             texts = [c.encoder_text for c in chunks]
@@ -128,42 +145,51 @@ def measure(docs, passages, headings, vectors, encoder, tokenizer, chunking, ove
             store.write_document(doc, chunks, encoder.encode(texts))
         for mode in MODES:
             passage, passage_file, heading = [], [], []
-            for p, v in zip(passages, vectors[:len(passages)], strict=True):
+            for p, v in zip(passages, vectors[: len(passages)], strict=True):
                 hits = search(store, v, K, text=p.text, mode=mode)
-                holds = [h.path == p.source and h.start <= p.start and p.end <= h.end
-                         for h in hits]
+                holds = [h.path == p.source and h.start <= p.start and p.end <= h.end for h in hits]
                 same = [h.path == p.source for h in hits]
                 passage.append(1 / (holds.index(True) + 1) if True in holds else 0.0)
                 passage_file.append(1 / (same.index(True) + 1) if True in same else 0.0)
-            for q, v in zip(headings, vectors[len(passages):], strict=True):
+            for q, v in zip(headings, vectors[len(passages) :], strict=True):
                 hits = search(store, v, K, text=q.text, mode=mode)
                 ok = [right(h, q) for h in hits]
                 heading.append(1 / (ok.index(True) + 1) if True in ok else 0.0)
             scores[f"{mode} passage"] = passage
             scores[f"{mode} passage file"] = passage_file
             scores[f"{mode} heading"] = heading
-    return {"chunks": n_chunks, "tokens": n_tokens,
-            "mrr_at_10": {k: round(float(np.mean(v)), 4) for k, v in scores.items()},
-            "per_query": scores}
+    return {
+        "chunks": n_chunks,
+        "tokens": n_tokens,
+        "mrr_at_10": {k: round(float(np.mean(v)), 4) for k, v in scores.items()},
+        "per_query": scores,
+    }
 
 
 def report(results: dict, meta: dict) -> list[str]:
     base = results["blocks, overlap 0"]["tokens"]
     cols = [f"{m} {k}" for m in MODES for k in ("passage", "passage file", "heading")]
-    lines = ["# Overlap between chunks: what it buys, what it costs", "",
-             f"`python benchmarks/chunk_overlap.py {meta['command']}`", "",
-             f"Corpus `{meta['corpus']}`: {meta['documents']} documents; {meta['passages']} "
-             f"passage queries and {meta['headings']} heading queries (benchmarks/"
-             f"chunk_overlap.py says how they are made and judged). Chunks of at most "
-             f"{meta['max_tokens']} text tokens, heading path embedded. Model "
-             f"all-MiniLM-L6-v2 ({meta['engine']}, {meta['precision']}) on {meta['cpu']}. "
-             "MRR@10 is not a timing: the machine's load does not change it.", "",
-             "| chunking | chunks | tokens encoded | " + " | ".join(cols) + " |",
-             "|---|---:|---:|" + "---:|" * len(cols)]
+    lines = [
+        "# Overlap between chunks: what it buys, what it costs",
+        "",
+        f"`python benchmarks/chunk_overlap.py {meta['command']}`",
+        "",
+        f"Corpus `{meta['corpus']}`: {meta['documents']} documents; {meta['passages']} "
+        f"passage queries and {meta['headings']} heading queries (benchmarks/"
+        f"chunk_overlap.py says how they are made and judged). Chunks of at most "
+        f"{meta['max_tokens']} text tokens, heading path embedded. Model "
+        f"all-MiniLM-L6-v2 ({meta['engine']}, {meta['precision']}) on {meta['cpu']}. "
+        "MRR@10 is not a timing: the machine's load does not change it.",
+        "",
+        "| chunking | chunks | tokens encoded | " + " | ".join(cols) + " |",
+        "|---|---:|---:|" + "---:|" * len(cols),
+    ]
     for name, r in results.items():
         cells = [f"{r['mrr_at_10'][c]:.3f}" for c in cols]
-        lines.append(f"| {name} | {r['chunks']} | {r['tokens']:,} ({r['tokens'] / base:.2f}x) "
-                     f"| " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {name} | {r['chunks']} | {r['tokens']:,} ({r['tokens'] / base:.2f}x) "
+            f"| " + " | ".join(cells) + " |"
+        )
     return lines
 
 
@@ -201,24 +227,44 @@ def main() -> None:
     results = {}
     for chunking, overlap in VARIANTS:
         name = f"{chunking}, overlap {overlap}"
-        results[name] = measure(docs, passages, headings, vectors, encoder, tokenizer,
-                                chunking, overlap, max_tokens)
-        print(name, results[name]["chunks"], results[name]["tokens"],
-              json.dumps(results[name]["mrr_at_10"]), flush=True)
+        results[name] = measure(
+            docs, passages, headings, vectors, encoder, tokenizer, chunking, overlap, max_tokens
+        )
+        print(
+            name,
+            results[name]["chunks"],
+            results[name]["tokens"],
+            json.dumps(results[name]["mrr_at_10"]),
+            flush=True,
+        )
     corpus = args.corpus.resolve()
-    meta = {"command": " ".join(sys.argv[1:]),
-            "corpus": corpus.relative_to(ROOT).as_posix() if corpus.is_relative_to(ROOT)
-            else corpus.name,
-            "documents": len(docs), "passages": len(passages), "headings": len(headings),
-            "max_tokens": max_tokens, "engine": engine.engine, "precision": args.precision,
-            "cpu": cpu_description()}
+    meta = {
+        "command": " ".join(sys.argv[1:]),
+        "corpus": corpus.relative_to(ROOT).as_posix()
+        if corpus.is_relative_to(ROOT)
+        else corpus.name,
+        "documents": len(docs),
+        "passages": len(passages),
+        "headings": len(headings),
+        "max_tokens": max_tokens,
+        "engine": engine.engine,
+        "precision": args.precision,
+        "cpu": cpu_description(),
+    }
     lines = report(results, meta)
     base = results["blocks, overlap 0"]["per_query"]
-    lines += ["", "Each variant against blocks without overlap, on the same queries: mean "
-              "difference of reciprocal rank and its 95% bootstrap interval (2,000 draws).",
-              "", "| chunking | " + " | ".join(f"{m} passage" for m in MODES) + " | "
-              + " | ".join(f"{m} heading" for m in MODES) + " |",
-              "|---|" + "---:|" * 4]
+    lines += [
+        "",
+        "Each variant against blocks without overlap, on the same queries: mean "
+        "difference of reciprocal rank and its 95% bootstrap interval (2,000 draws).",
+        "",
+        "| chunking | "
+        + " | ".join(f"{m} passage" for m in MODES)
+        + " | "
+        + " | ".join(f"{m} heading" for m in MODES)
+        + " |",
+        "|---|" + "---:|" * 4,
+    ]
     for name, r in results.items():
         if name == "blocks, overlap 0":
             continue
@@ -232,9 +278,19 @@ def main() -> None:
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
     if args.json:
-        args.json.write_text(json.dumps({**meta, "results": {
-            k: {kk: vv for kk, vv in v.items() if kk != "per_query"}
-            for k, v in results.items()}}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    **meta,
+                    "results": {
+                        k: {kk: vv for kk, vv in v.items() if kk != "per_query"}
+                        for k, v in results.items()
+                    },
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

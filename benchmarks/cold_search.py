@@ -83,8 +83,12 @@ def compile_package() -> None:
 
 def build_index(folder: Path, db: Path, engine: str) -> dict[str, Any]:
     """`attnswitch run` once; its JSON summary."""
-    out = subprocess.run(cli("run", str(folder), "--db", str(db), "--engine", engine,
-                             "--json"), capture_output=True, text=True, env=child_env())
+    out = subprocess.run(
+        cli("run", str(folder), "--db", str(db), "--engine", engine, "--json"),
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
     if out.returncode != 0:
         raise SystemExit(f"cold_search: attnswitch run failed: {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -100,18 +104,29 @@ def contenders(query: str, db: Path, folder: Path) -> dict[str, list[str]]:
     index = db / "index.sqlite3" if db.is_dir() else db
     found = {
         "attnswitch search": cli("search", query, "--db", str(db)),
-        "attnswitch search --mode keyword": cli("search", query, "--mode", "keyword",
-                                                "--db", str(db)),
-        "grep -r": ["grep", "-r", "-i", "-l", "-w", *[a for w in words(query)
-                                                      for a in ("-e", w)], str(folder)],
+        "attnswitch search --mode keyword": cli(
+            "search", query, "--mode", "keyword", "--db", str(db)
+        ),
+        "grep -r": [
+            "grep",
+            "-r",
+            "-i",
+            "-l",
+            "-w",
+            *[a for w in words(query) for a in ("-e", w)],
+            str(folder),
+        ],
     }
     if shutil.which("sqlite3"):
         match = " OR ".join(f'"{w}"' for w in words(query)).replace("'", "''")
         found["sqlite3 (FTS5)"] = [
-            "sqlite3", "-readonly", str(index),
+            "sqlite3",
+            "-readonly",
+            str(index),
             "SELECT c.id, substr(c.text, 1, 80) FROM chunks_fts JOIN chunks c "
             f"ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH '{match}' "
-            "ORDER BY bm25(chunks_fts) LIMIT 5"]
+            "ORDER BY bm25(chunks_fts) LIMIT 5",
+        ]
     return found
 
 
@@ -125,7 +140,7 @@ def one(command: list[str]) -> dict[str, Any]:
     record: dict[str, Any] = {"wall_s": wall}
     for line in out.stderr.splitlines():
         if line.startswith(PREFIX):
-            record["timings"] = json.loads(line[len(PREFIX):])
+            record["timings"] = json.loads(line[len(PREFIX) :])
     return record
 
 
@@ -134,8 +149,13 @@ def breakdown(record: dict[str, Any]) -> dict[str, float] | None:
     t = record.get("timings")
     if not t or t.get("total_s") is None:
         return None
-    steps = {"import": t["import_s"], "load": t["tokenizer_s"] + t["load_s"],
-             "encode": t["encode_s"], "query": t["search_s"], "print": t["print_s"]}
+    steps = {
+        "import": t["import_s"],
+        "load": t["tokenizer_s"] + t["load_s"],
+        "encode": t["encode_s"],
+        "query": t["search_s"],
+        "print": t["print_s"],
+    }
     steps["other"] = max(0.0, t["total_s"] - sum(v for k, v in steps.items() if k != "print"))
     steps["exit"] = max(0.0, record["wall_s"] - t["total_s"] - t["print_s"])
     return {k: steps[k] for k in PARTS}
@@ -161,9 +181,14 @@ def tables(stats: dict[str, Any]) -> list[str]:
     for name, s in stats["wall"].items():
         rows.append(f"| `{name}` | {s['p50']:.3f} | {s['p90']:.3f} |")
     for name, parts in stats["parts"].items():
-        rows += ["", f"`{name}`, where its time goes (each part's own p50 and p90; query "
-                 f"encoded by {parts['engine'] or 'no model'}):", "",
-                 "| step | p50 (s) | p90 (s) |", "|---|---:|---:|"]
+        rows += [
+            "",
+            f"`{name}`, where its time goes (each part's own p50 and p90; query "
+            f"encoded by {parts['engine'] or 'no model'}):",
+            "",
+            "| step | p50 (s) | p90 (s) |",
+            "|---|---:|---:|",
+        ]
         for key, label in PARTS.items():
             rows.append(f"| {label} | {parts[key]['p50']:.3f} | {parts[key]['p90']:.3f} |")
     return rows
@@ -176,8 +201,9 @@ def plot(stats: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = list(stats["wall"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8),
-                                      gridspec_kw={"width_ratios": [1.2, 1]})
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.2, 1]}
+    )
     p50 = [stats["wall"][n]["p50"] for n in names]
     p90 = [stats["wall"][n]["p90"] for n in names]
     y = np.arange(len(names))
@@ -206,43 +232,47 @@ def plot(stats: dict[str, Any], path: Path) -> None:
 
 def markdown(report: dict[str, Any]) -> str:
     m, idx = report["machine"], report["index"]
-    return "\n".join([
-        "# Cold search: fresh `attnswitch search` processes, beside grep and sqlite3",
-        "",
-        f"{report['n']} rounds after one warm-up round; in each, every process below runs "
-        f"once, fresh, the order rotated. The query: \"{report['query']}\". The index: "
-        f"{idx['chunks']:,} chunks of {idx['documents']} documents of `{report['folder']}`, "
-        f"built by {idx['engine']} ({idx['precision']}); why: {idx['engine_reason']}.",
-        "",
-        f"- CPU: {m['cpu']}, {m['cores']} cores usable; ISA flags: {', '.join(m['flags'])}",
-        f"- load average before / after: {report['load_before']:.2f} / "
-        f"{report['load_after']:.2f}",
-        f"- measured {report['when']}, `benchmarks/cold_search.py`",
-        "",
-        *tables(report["stats"]),
-        "",
-        "Wall: from the benchmark's spawn of the process to its exit. The search's parts are "
-        "its own account (`$ATTNSWITCH_TIMINGS=1`; import from the process's start, exit the "
-        "wall time less the process's own), so they add up to its wall time in each run; "
-        "their p50s need not add up to the wall's p50. grep reads every file of the folder; "
-        "sqlite3 runs the store's own FTS5 query on the index file.",
-        "",
-        "![cold search](cold_search.png)",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Cold search: fresh `attnswitch search` processes, beside grep and sqlite3",
+            "",
+            f"{report['n']} rounds after one warm-up round; in each, every process below runs "
+            f'once, fresh, the order rotated. The query: "{report["query"]}". The index: '
+            f"{idx['chunks']:,} chunks of {idx['documents']} documents of `{report['folder']}`, "
+            f"built by {idx['engine']} ({idx['precision']}); why: {idx['engine_reason']}.",
+            "",
+            f"- CPU: {m['cpu']}, {m['cores']} cores usable; ISA flags: {', '.join(m['flags'])}",
+            f"- load average before / after: {report['load_before']:.2f} / "
+            f"{report['load_after']:.2f}",
+            f"- measured {report['when']}, `benchmarks/cold_search.py`",
+            "",
+            *tables(report["stats"]),
+            "",
+            "Wall: from the benchmark's spawn of the process to its exit. The search's parts are "
+            "its own account (`$ATTNSWITCH_TIMINGS=1`; import from the process's start, exit the "
+            "wall time less the process's own), so they add up to its wall time in each run; "
+            "their p50s need not add up to the wall's p50. grep reads every file of the folder; "
+            "sqlite3 runs the store's own FTS5 query on the index file.",
+            "",
+            "![cold search](cold_search.png)",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20, help="rounds timed")
     parser.add_argument("--folder", type=Path, default=ROOT / "examples/corpus")
-    parser.add_argument("--db", type=Path, default=None,
-                        help="an index of --folder to take (default: build one)")
+    parser.add_argument(
+        "--db", type=Path, default=None, help="an index of --folder to take (default: build one)"
+    )
     parser.add_argument("--query", default="how do I update rows in a table")
     parser.add_argument("--engine", default="auto")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results")
-    parser.add_argument("--work", type=Path, default=None,
-                        help="folder for the index (default: a temporary one)")
+    parser.add_argument(
+        "--work", type=Path, default=None, help="folder for the index (default: a temporary one)"
+    )
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"--n: expected >= 1, got {args.n}")
@@ -254,17 +284,31 @@ def main(argv: list[str] | None = None) -> int:
         db = args.db or (args.work or Path(tmp)) / "db"
         if args.db is None:
             summary = build_index(args.folder, db, args.engine)
-            index = {"engine": summary["engine"], "engine_reason": summary["engine_reason"],
-                     "precision": summary["precision"], "documents": summary["indexed"],
-                     "chunks": summary["chunks_stored"]}
+            index = {
+                "engine": summary["engine"],
+                "engine_reason": summary["engine_reason"],
+                "precision": summary["precision"],
+                "documents": summary["indexed"],
+                "chunks": summary["chunks_stored"],
+            }
         else:
-            status = json.loads(subprocess.run(cli("status", "--db", str(db), "--json"),
-                                               capture_output=True, text=True,
-                                               env=child_env(), check=True).stdout)
+            status = json.loads(
+                subprocess.run(
+                    cli("status", "--db", str(db), "--json"),
+                    capture_output=True,
+                    text=True,
+                    env=child_env(),
+                    check=True,
+                ).stdout
+            )
             model = status["model"] or {}
-            index = {"engine": model.get("engine"), "engine_reason": "an index taken as is",
-                     "precision": model.get("precision"), "documents": status["documents"],
-                     "chunks": status["chunks"]}
+            index = {
+                "engine": model.get("engine"),
+                "engine_reason": "an index taken as is",
+                "precision": model.get("precision"),
+                "documents": status["documents"],
+                "chunks": status["chunks"],
+            }
         commands = contenders(args.query, db, args.folder)
         names = list(commands)
         for name in names:  # warm-up: page cache, compiled models
@@ -275,26 +319,37 @@ def main(argv: list[str] | None = None) -> int:
             shift = i % len(names)
             for name in names[shift:] + names[:shift]:
                 runs[name].append(one(commands[name]))
-            print(f"  round {i + 1}/{args.n}: " + ", ".join(
-                f"{n} {runs[n][-1]['wall_s']:.2f} s" for n in names), file=sys.stderr)
+            print(
+                f"  round {i + 1}/{args.n}: "
+                + ", ".join(f"{n} {runs[n][-1]['wall_s']:.2f} s" for n in names),
+                file=sys.stderr,
+            )
         load_after = os.getloadavg()[0]
     folder = args.folder.resolve()
     report = {
-        "n": args.n, "query": args.query, "engine": args.engine,
+        "n": args.n,
+        "query": args.query,
+        "engine": args.engine,
         "folder": str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else str(folder),
-        "when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-        "load_before": load_before, "load_after": load_after, "index": index,
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "load_before": load_before,
+        "load_after": load_after,
+        "index": index,
         # the interpreter by name only: a path would name this machine's checkout
         "commands": {n: [Path(c[0]).name, "..."] for n, c in commands.items()},
-        "stats": summarise(runs), "runs": runs,
+        "stats": summarise(runs),
+        "runs": runs,
     }
     print("\n".join(tables(report["stats"])))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cold_search.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "cold_search.md").write_text(markdown(report))
     plot(report["stats"], args.out / "cold_search.png")
-    print(f"wrote {args.out / 'cold_search.md'}, cold_search.json and cold_search.png",
-          file=sys.stderr)
+    print(
+        f"wrote {args.out / 'cold_search.md'}, cold_search.json and cold_search.png",
+        file=sys.stderr,
+    )
     return 0
 
 

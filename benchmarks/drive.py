@@ -82,8 +82,9 @@ class TreeSampler(threading.Thread):
                     rss += p.memory_info().rss
                 except psutil.NoSuchProcess:
                     pass
-            self.samples.append((time.perf_counter() - self.started, rss / 2**20,
-                                 self._documents()))
+            self.samples.append(
+                (time.perf_counter() - self.started, rss / 2**20, self._documents())
+            )
 
     def _documents(self) -> int | None:
         if self.db is None or not self.db.is_file():
@@ -115,12 +116,12 @@ def settle() -> float:
     return os.getloadavg()[0]
 
 
-def timed(cmd: list[str], env: dict, db: Path | None = None, timeout: float | None = None
-          ) -> tuple[float, subprocess.CompletedProcess, TreeSampler]:
+def timed(
+    cmd: list[str], env: dict, db: Path | None = None, timeout: float | None = None
+) -> tuple[float, subprocess.CompletedProcess, TreeSampler]:
     """Run `cmd` to its end, its process tree's RSS sampled; `Stopped` past `timeout`."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(proc.pid, db)
     sampler.start()
     try:
@@ -138,8 +139,9 @@ def timed(cmd: list[str], env: dict, db: Path | None = None, timeout: float | No
     sampler.join()
     done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if proc.returncode != 0:
-        raise SystemExit(f"{cmd[1]}: expected exit 0, got {proc.returncode}: "
-                         f"{err.strip().splitlines()[-3:]}")
+        raise SystemExit(
+            f"{cmd[1]}: expected exit 0, got {proc.returncode}: {err.strip().splitlines()[-3:]}"
+        )
     return seconds, done, sampler
 
 
@@ -150,8 +152,11 @@ def own_cache(where: Path) -> Path:
     from attnswitch.kernels.cache import cache_file
 
     cache = where / "cache"
-    shutil.copytree(cache_file("x").parent, cache,
-                    ignore=shutil.ignore_patterns("ocr.sqlite3*", "*.lock", "*.tmp"))
+    shutil.copytree(
+        cache_file("x").parent,
+        cache,
+        ignore=shutil.ignore_patterns("ocr.sqlite3*", "*.lock", "*.tmp"),
+    )
     return cache
 
 
@@ -161,59 +166,116 @@ def kind_of(path: str) -> str:
     return parts[1] if len(parts) > 2 else Path(path).suffix.lstrip(".")
 
 
-def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict],
-                   env: dict) -> dict:
+def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict], env: dict) -> dict:
     db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
     env = dict(env, PYTHONPATH=str(src), ATTNSWITCH_CACHE_DIR=str(own_cache(db.parent)))
     cli = [sys.executable, "-m", "attnswitch"]
-    seconds, done, sampler = timed([*cli, "run", str(drive), "--db", str(db), "--json",
-                                    "--no-progress"], env, db)
+    seconds, done, sampler = timed(
+        [*cli, "run", str(drive), "--db", str(db), "--json", "--no-progress"], env, db
+    )
     summary = json.loads(done.stdout)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT source, status FROM documents").fetchall()
     read = {source for source, status in rows if status == "indexed"}
     ranked = []
     for q in queries:
-        found = subprocess.run([*cli, "search", q["text"], "--db", str(db), "--json", "-k",
-                                "10"], env=env, capture_output=True, text=True, check=False)
+        found = subprocess.run(
+            [*cli, "search", q["text"], "--db", str(db), "--json", "-k", "10"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         hits = json.loads(found.stdout).get("data", []) if found.returncode == 0 else []
         ranked.append([h["path"] for h in hits])
     index_bytes = sum(p.stat().st_size for p in db.parent.iterdir() if p.is_file())
     shutil.rmtree(db.parent)
-    return {"seconds": seconds, "read": sorted(read), "ranked_files": ranked,
-            "chunks": summary.get("chunks_stored"), "tokens": summary.get("tokens_encoded"),
-            "stages": {k: summary.get(k) for k in ("wall_s", "load_s", "encode_s", "measure_s",
-                                                   "chunks_reused", "engine", "precision",
-                                                   "tokens_per_s", "time_parts")},
-            "peak_rss_mib": sampler.peak_mib(), "samples": sampler.samples,
-            "index_mb": index_bytes / 1e6}
+    return {
+        "seconds": seconds,
+        "read": sorted(read),
+        "ranked_files": ranked,
+        "chunks": summary.get("chunks_stored"),
+        "tokens": summary.get("tokens_encoded"),
+        "stages": {
+            k: summary.get(k)
+            for k in (
+                "wall_s",
+                "load_s",
+                "encode_s",
+                "measure_s",
+                "chunks_reused",
+                "engine",
+                "precision",
+                "tokens_per_s",
+                "time_parts",
+            )
+        },
+        "peak_rss_mib": sampler.peak_mib(),
+        "samples": sampler.samples,
+        "index_mb": index_bytes / 1e6,
+    }
 
 
-def run_peer(system: str, drive: Path, work: Path, venv: Path, model: Path,
-             queries_file: Path, env: dict, timeout: float | None = None) -> dict:
+def run_peer(
+    system: str,
+    drive: Path,
+    work: Path,
+    venv: Path,
+    model: Path,
+    queries_file: Path,
+    env: dict,
+    timeout: float | None = None,
+) -> dict:
     python = venv / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"--peers-venv: expected a venv at {venv} (make bench-peers-env), "
-                         "got none")
+        raise SystemExit(
+            f"--peers-venv: expected a venv at {venv} (make bench-peers-env), got none"
+        )
     out = work / f"{system}.json"
     peer_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     try:
-        seconds, _, sampler = timed([str(python), str(PEERS / f"{system}_recipe.py"),
-                                     str(drive), "--model", str(model), "--out", str(out),
-                                     "--formats", "all", "--queries", str(queries_file)],
-                                    peer_env, timeout=timeout)
+        seconds, _, sampler = timed(
+            [
+                str(python),
+                str(PEERS / f"{system}_recipe.py"),
+                str(drive),
+                "--model",
+                str(model),
+                "--out",
+                str(out),
+                "--formats",
+                "all",
+                "--queries",
+                str(queries_file),
+            ],
+            peer_env,
+            timeout=timeout,
+        )
     except Stopped as stop:
-        return {"seconds": stop.seconds, "stopped": True, "read": [], "ranked_files": [],
-                "chunks": None, "stages": {}, "peak_rss_mib": stop.sampler.peak_mib(),
-                "samples": stop.sampler.samples}
+        return {
+            "seconds": stop.seconds,
+            "stopped": True,
+            "read": [],
+            "ranked_files": [],
+            "chunks": None,
+            "stages": {},
+            "peak_rss_mib": stop.sampler.peak_mib(),
+            "samples": stop.sampler.samples,
+        }
     found = json.loads(out.read_text())
     every = {p.relative_to(drive).as_posix() for p in drive.rglob("*") if p.is_file()}
     read = sorted(every - set(found["not_read"]))
     # The recipe answers the queries before it exits; the job is what came before them.
     job_s = seconds - found["seconds"].get("queries", 0.0)
-    return {"seconds": job_s, "read": read, "ranked_files": found["ranked_files"],
-            "chunks": found["chunks"], "stages": found["seconds"],
-            "peak_rss_mib": sampler.peak_mib(), "samples": sampler.samples}
+    return {
+        "seconds": job_s,
+        "read": read,
+        "ranked_files": found["ranked_files"],
+        "chunks": found["chunks"],
+        "stages": found["seconds"],
+        "peak_rss_mib": sampler.peak_mib(),
+        "samples": sampler.samples,
+    }
 
 
 def mrr_at_10(ranked: list[list[str]], queries: list[dict]) -> dict[str, float]:
@@ -235,8 +297,11 @@ def mrr_at_10(ranked: list[list[str]], queries: list[dict]) -> dict[str, float]:
 def before_tree(rev: str, work: Path) -> Path:
     tree = work / f"before-{rev}"
     if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev],
+            check=True,
+            capture_output=True,
+        )
     return tree / "src"
 
 
@@ -262,35 +327,51 @@ def plot(rows: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def page(rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter,
-         queries: list[dict]) -> list[str]:
+def page(
+    rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter, queries: list[dict]
+) -> list[str]:
     before = {s: r.get("load_before") for s, r in rows.items()}
     quiet = all(v is not None and v < QUIET_LOAD for v in before.values())
-    lines = ["# The drive benchmark", "",
-             f"Drive `{drive.name}`: {n_files} files, {n_bytes / 1e6:.1f} MB "
-             f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())}); "
-             f"{len(queries)} known-item queries. {cpu_description()}, {os.cpu_count()} CPUs; "
-             "load average (1 min) as each system started: "
-             + ", ".join(f"{s} {'not recorded' if v is None else f'{v:.1f}'}"
-                         for s, v in before.items())
-             + ": "
-             + ("quiet." if quiet else f"not all below {QUIET_LOAD} (a system waits at most "
-                f"{QUIET_WAIT_S} s for the one before it to leave the machine quiet; nothing "
-                "else may run beside the benchmark)."), "",
-             "| system | seconds | MB/s | peak RSS MiB | files read | MRR@10 |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# The drive benchmark",
+        "",
+        f"Drive `{drive.name}`: {n_files} files, {n_bytes / 1e6:.1f} MB "
+        f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())}); "
+        f"{len(queries)} known-item queries. {cpu_description()}, {os.cpu_count()} CPUs; "
+        "load average (1 min) as each system started: "
+        + ", ".join(f"{s} {'not recorded' if v is None else f'{v:.1f}'}" for s, v in before.items())
+        + ": "
+        + (
+            "quiet."
+            if quiet
+            else f"not all below {QUIET_LOAD} (a system waits at most "
+            f"{QUIET_WAIT_S} s for the one before it to leave the machine quiet; nothing "
+            "else may run beside the benchmark)."
+        ),
+        "",
+        "| system | seconds | MB/s | peak RSS MiB | files read | MRR@10 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for system, r in rows.items():
         if r.get("stopped"):
-            lines.append(f"| {system} | stopped after {r['seconds']:.0f} | below "
-                         f"{n_bytes / 1e6 / r['seconds']:.3f} | {r['peak_rss_mib']:.0f} | – | – |")
+            lines.append(
+                f"| {system} | stopped after {r['seconds']:.0f} | below "
+                f"{n_bytes / 1e6 / r['seconds']:.3f} | {r['peak_rss_mib']:.0f} | – | – |"
+            )
             continue
-        lines.append(f"| {system} | {r['seconds']:.0f} | {n_bytes / 1e6 / r['seconds']:.3f} | "
-                     f"{r['peak_rss_mib']:.0f} | {len(r['read'])} / {n_files} | "
-                     f"{r['mrr']['all']:.3f} |")
+        lines.append(
+            f"| {system} | {r['seconds']:.0f} | {n_bytes / 1e6 / r['seconds']:.3f} | "
+            f"{r['peak_rss_mib']:.0f} | {len(r['read'])} / {n_files} | "
+            f"{r['mrr']['all']:.3f} |"
+        )
     names = list(rows)
-    lines += ["", "Files read per kind (read / files), and MRR@10 per kind:", "",
-              "| kind | files | " + " | ".join(f"{s} read | {s} MRR" for s in names) + " |",
-              "|---|---:|" + "---:|---:|" * len(names)]
+    lines += [
+        "",
+        "Files read per kind (read / files), and MRR@10 per kind:",
+        "",
+        "| kind | files | " + " | ".join(f"{s} read | {s} MRR" for s in names) + " |",
+        "|---|---:|" + "---:|---:|" * len(names),
+    ]
     for kind, n in sorted(kinds.items()):
         cells = []
         for s in names:
@@ -304,9 +385,12 @@ def page(rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter,
     for system, r in rows.items():
         if "stages" in r and system in ("attnswitch", "before"):
             rate = n_bytes / r["seconds"]
-            lines += ["", f"{system}: chunks {r['chunks']}, tokens {r.get('tokens')}, stages "
-                      f"{json.dumps(r['stages'])}, index {r.get('index_mb', 0):.1f} MB on disk; "
-                      f"10 GB of this mix at this rate: {TEN_GB / rate / 3600:.1f} h."]
+            lines += [
+                "",
+                f"{system}: chunks {r['chunks']}, tokens {r.get('tokens')}, stages "
+                f"{json.dumps(r['stages'])}, index {r.get('index_mb', 0):.1f} MB on disk; "
+                f"10 GB of this mix at this rate: {TEN_GB / rate / 3600:.1f} h.",
+            ]
     return lines
 
 
@@ -320,22 +404,32 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     ap.add_argument("--plot", type=Path)
-    ap.add_argument("--results", type=Path,
-                    help="keep each system's result here as it ends (SYSTEM.json); a system "
-                         "whose result is there already is read, not run again")
-    ap.add_argument("--peer-timeout", type=float, default=None,
-                    help="seconds after which a peer's recipe is stopped and recorded as such")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="keep each system's result here as it ends (SYSTEM.json); a system "
+        "whose result is there already is read, not run again",
+    )
+    ap.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=None,
+        help="seconds after which a peer's recipe is stopped and recorded as such",
+    )
     args = ap.parse_args()
     drive = args.drive.resolve()
     queries_file = drive.parent / f"{drive.name}.meta" / "queries.json"
     if not queries_file.is_file():
-        raise SystemExit(f"{queries_file}: expected the drive's queries (drive_build.py), "
-                         "got no file")
+        raise SystemExit(
+            f"{queries_file}: expected the drive's queries (drive_build.py), got no file"
+        )
     systems = [s.strip() for s in args.systems.split(",")]
     unknown = set(systems) - {"attnswitch", "before", "llamaindex", "langchain"}
     if unknown or ("before" in systems and not args.before):
-        raise SystemExit(f"--systems: expected attnswitch, before (with --before REV), "
-                         f"llamaindex, langchain, got {args.systems!r}")
+        raise SystemExit(
+            f"--systems: expected attnswitch, before (with --before REV), "
+            f"llamaindex, langchain, got {args.systems!r}"
+        )
     queries = json.loads(queries_file.read_text())
     files = [p for p in drive.rglob("*") if p.is_file()]
     n_bytes = sum(p.stat().st_size for p in files)
@@ -356,19 +450,29 @@ def main() -> None:
         if system == "attnswitch":
             r = run_attnswitch(drive, args.work, ROOT / "src", queries, env)
         elif system == "before":
-            r = run_attnswitch(drive, args.work, before_tree(args.before, args.work), queries,
-                               env)
+            r = run_attnswitch(drive, args.work, before_tree(args.before, args.work), queries, env)
         else:
-            r = run_peer(system, drive, args.work, args.peers_venv, model, queries_file, env,
-                         args.peer_timeout)
+            r = run_peer(
+                system,
+                drive,
+                args.work,
+                args.peers_venv,
+                model,
+                queries_file,
+                env,
+                args.peer_timeout,
+            )
         r["mrr"] = mrr_at_10(r.pop("ranked_files"), queries)
         r["load_before"], r["load_average"] = load_before, os.getloadavg()[0]
         rows[system] = r
         if kept is not None:
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(json.dumps(r, default=str))
-        print(f"{system}: {r['seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB, "
-              f"{len(r['read'])} files read, MRR@10 {r['mrr']['all']:.3f}", flush=True)
+        print(
+            f"{system}: {r['seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB, "
+            f"{len(r['read'])} files read, MRR@10 {r['mrr']['all']:.3f}",
+            flush=True,
+        )
     lines = page(rows, drive, len(files), n_bytes, kinds, queries)
     print("\n".join(lines))
     if args.md:
@@ -376,9 +480,19 @@ def main() -> None:
     if args.plot:
         plot(rows, args.plot)
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_description(), "files": len(files),
-                                         "bytes": n_bytes, "kinds": kinds, "systems": rows},
-                                        indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cpu": cpu_description(),
+                    "files": len(files),
+                    "bytes": n_bytes,
+                    "kinds": kinds,
+                    "systems": rows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -53,11 +53,25 @@ MANUALS = (
 CHANGELOGS = Path("/usr/share/doc")
 SKIP_PAGES = re.compile(r"(genindex|modindex|search|index|contents|copyright|bugs|download)")
 # The mix of the 50 MB drive of issue 39 (files per kind), which follows a team's drive.
-MIX = {"html": 424, "docx": 172, "eml": 153, "pdf": 106, "pptx": 75, "odt": 72, "gz": 72,
-       "ipynb": 70, "xlsx": 64, "scan": 25, "png": 18, "epub": 20, "csv": 20, "txt": 20,
-       "doc": 13}
+MIX = {
+    "html": 424,
+    "docx": 172,
+    "eml": 153,
+    "pdf": 106,
+    "pptx": 75,
+    "odt": 72,
+    "gz": 72,
+    "ipynb": 70,
+    "xlsx": 64,
+    "scan": 25,
+    "png": 18,
+    "epub": 20,
+    "csv": 20,
+    "txt": 20,
+    "doc": 13,
+}
 PANDOC = {"docx": "docx", "odt": "odt", "epub": "epub", "pptx": "pptx", "txt": "plain"}
-OFFICE = {"pdf": "pdf:writer_web_pdf_Export", "doc": 'doc:MS Word 97'}
+OFFICE = {"pdf": "pdf:writer_web_pdf_Export", "doc": "doc:MS Word 97"}
 SECTIONS_PER_DOC = (2, 6)
 
 
@@ -80,8 +94,9 @@ def manual_sections() -> list[Section]:
     found = []
     for name, folder, pattern in MANUALS:
         if not folder.is_dir():
-            raise SystemExit(f"{folder}: expected the {name} manual (make drive-sources), "
-                             "got no folder")
+            raise SystemExit(
+                f"{folder}: expected the {name} manual (make drive-sources), got no folder"
+            )
         for page in sorted(folder.glob(pattern)):
             if SKIP_PAGES.search(page.stem):
                 continue
@@ -170,12 +185,15 @@ class DriveBuilder:
         secs = [self.sections[i] for i in picked]
         body = "".join(f"<h2>{html.escape(s.heading)}</h2>{s.html}" for s in secs)
         title = html.escape(secs[0].heading)
-        return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
-                f"</head><body><h1>{title}</h1>{body}</body></html>")
+        return (
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+            f"</head><body><h1>{title}</h1>{body}</body></html>"
+        )
 
     def _record(self, path: Path, kind: str, picked: list[int]) -> None:
-        self.manifest.append({"path": path.relative_to(self.out).as_posix(), "kind": kind,
-                              "sections": picked})
+        self.manifest.append(
+            {"path": path.relative_to(self.out).as_posix(), "kind": kind, "sections": picked}
+        )
 
     def make(self, kind: str) -> None:
         picked = self._pick()
@@ -211,8 +229,12 @@ class DriveBuilder:
         self._record(path, kind, picked)
 
     def _pandoc(self, page: str, to: str, path: Path) -> None:
-        subprocess.run(["pandoc", "-f", "html", "-t", to, "-o", str(path)],
-                       input=page.encode(), check=True, capture_output=True)
+        subprocess.run(
+            ["pandoc", "-f", "html", "-t", to, "-o", str(path)],
+            input=page.encode(),
+            check=True,
+            capture_output=True,
+        )
 
     def _mail(self, picked: list[int]) -> tuple[Path, list[int]]:
         path = self._path("eml", "eml")
@@ -221,17 +243,18 @@ class DriveBuilder:
         msg["From"] = "docs-team@example.org"
         msg["To"] = "everyone@example.org"
         msg["Subject"] = self.sections[body[0]].heading
-        text = "\n\n".join(f"{self.sections[i].heading}\n\n{self.sections[i].text}"
-                           for i in body)
+        text = "\n\n".join(f"{self.sections[i].heading}\n\n{self.sections[i].text}" for i in body)
         quoted = "\n".join("> " + line for line in text.splitlines()[:12])
         msg.set_content(f"Hello,\n\n{text}\n\nOn an earlier day someone wrote:\n{quoted}\n")
         if attached:
             doc = self.tmp / "attachment.docx"
             self._pandoc(self._page(attached), "docx", doc)
-            msg.add_attachment(doc.read_bytes(), maintype="application",
-                               subtype="vnd.openxmlformats-officedocument."
-                                       "wordprocessingml.document",
-                               filename="notes.docx")
+            msg.add_attachment(
+                doc.read_bytes(),
+                maintype="application",
+                subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
+                filename="notes.docx",
+            )
         path.write_bytes(bytes(msg))
         return path, body + attached
 
@@ -247,8 +270,10 @@ class DriveBuilder:
 
     def _table(self, picked: list[int], path: Path) -> None:
         rows = [("topic", "summary", "manual page")]
-        rows += [(self.sections[i].heading, first_sentence(self.sections[i].text),
-                  self.sections[i].page) for i in picked]
+        rows += [
+            (self.sections[i].heading, first_sentence(self.sections[i].text), self.sections[i].page)
+            for i in picked
+        ]
         if path.suffix == ".csv":
             with path.open("w", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerows(rows)
@@ -267,9 +292,21 @@ class DriveBuilder:
             if not pages:
                 continue
             target = OFFICE[kind]
-            subprocess.run(["soffice", "--headless", "--norestore", "--convert-to", target,
-                            "--outdir", str(self.tmp), *(str(p) for p, _ in pages)],
-                           check=True, capture_output=True, timeout=3600)
+            subprocess.run(
+                [
+                    "soffice",
+                    "--headless",
+                    "--norestore",
+                    "--convert-to",
+                    target,
+                    "--outdir",
+                    str(self.tmp),
+                    *(str(p) for p, _ in pages),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=3600,
+            )
             for page, picked in pages:
                 made = page.with_suffix("." + target.split(":")[0])
                 if page.name.startswith("scan") or not made.is_file():
@@ -285,8 +322,11 @@ class DriveBuilder:
 
     def _scan(self, pdf: Path, kind: str, picked: list[int]) -> None:
         stem = self.tmp / "render"
-        subprocess.run(["pdftoppm", "-r", "150", "-gray", "-png", "-l", "2", str(pdf),
-                        str(stem)], check=True, capture_output=True)
+        subprocess.run(
+            ["pdftoppm", "-r", "150", "-gray", "-png", "-l", "2", str(pdf), str(stem)],
+            check=True,
+            capture_output=True,
+        )
         pages = sorted(self.tmp.glob("render*.png"))
         if kind == "png":
             path = self._path("scan", "png")
@@ -294,8 +334,11 @@ class DriveBuilder:
             picked = picked[:1]
         else:
             path = self._path("scan", "pdf")
-            subprocess.run(["img2pdf", *(str(p) for p in pages), "-o", str(path)],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["img2pdf", *(str(p) for p in pages), "-o", str(path)],
+                check=True,
+                capture_output=True,
+            )
         for p in self.tmp.glob("render*.png"):
             p.unlink()
         self._record(path, "scan" if kind == "scan" else "png", picked)
@@ -315,7 +358,8 @@ def known_items(builder: DriveBuilder, limit: int, seed: int) -> list[dict]:
             table = doc["kind"] in ("xlsx", "csv")
             text = first_sentence(s.text) if table else s.heading
             by_kind.setdefault(doc["kind"], []).append(
-                {"text": text, "target": doc["path"], "kind": doc["kind"]})
+                {"text": text, "target": doc["path"], "kind": doc["kind"]}
+            )
             break
     rng = random.Random(seed)
     for items in by_kind.values():
@@ -351,9 +395,11 @@ def main() -> None:
     (meta / "manifest.json").write_text(json.dumps(builder.manifest))
     (meta / "queries.json").write_text(json.dumps(queries, indent=1))
     kinds = Counter(d["kind"] for d in builder.manifest)
-    print(f"{args.out}: {len(builder.manifest)} files, {builder.written() / 1e6:.1f} MB; "
-          + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
-          + f"; {len(queries)} known-item queries in {meta}")
+    print(
+        f"{args.out}: {len(builder.manifest)} files, {builder.written() / 1e6:.1f} MB; "
+        + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+        + f"; {len(queries)} known-item queries in {meta}"
+    )
 
 
 if __name__ == "__main__":

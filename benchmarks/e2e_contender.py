@@ -68,12 +68,20 @@ def _st(precision: str) -> tuple[Callable, str]:
     model = SentenceTransformer(str(default_model_path()), device="cpu", **kwargs)
 
     def encode(texts: list[str]) -> np.ndarray:
-        out = model.encode(texts, batch_size=BATCH, convert_to_numpy=False,
-                           convert_to_tensor=True, show_progress_bar=False)
+        out = model.encode(
+            texts,
+            batch_size=BATCH,
+            convert_to_numpy=False,
+            convert_to_tensor=True,
+            show_progress_bar=False,
+        )
         return out.float().numpy()
 
-    return encode, f"sentence-transformers, torch {torch.__version__}, {precision}, " \
-                   f"{torch.get_num_threads()} threads"
+    return (
+        encode,
+        f"sentence-transformers, torch {torch.__version__}, {precision}, "
+        f"{torch.get_num_threads()} threads",
+    )
 
 
 def _asw(engine: str, precision: str, linear: str | None = None) -> tuple[Callable, str]:
@@ -110,20 +118,19 @@ def _torch_compiled() -> tuple[Callable, str]:
     return encoder.encode, f"{encoder.engine}: {encoder.describe()}"
 
 
-def _user_batches(texts: list[str], tokenizer) -> list[tuple[np.ndarray, np.ndarray,
-                                                              np.ndarray]]:
+def _user_batches(texts: list[str], tokenizer) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(indices, ids, mask) per batch of 32, longest texts (in characters) first."""
     order = np.argsort([-len(t) for t in texts], kind="stable")
     out = []
     for i in range(0, len(texts), BATCH):
-        index = order[i:i + BATCH]
+        index = order[i : i + BATCH]
         enc = tokenizer.encode_batch([texts[j] for j in index])
         width = max(len(e.ids) for e in enc)
         ids = np.zeros((len(index), width), np.int64)
         mask = np.zeros_like(ids)
         for r, e in enumerate(enc):
-            ids[r, :len(e.ids)] = e.ids
-            mask[r, :len(e.ids)] = 1
+            ids[r, : len(e.ids)] = e.ids
+            mask[r, : len(e.ids)] = 1
         out.append((index, ids, mask))
     return out
 
@@ -147,8 +154,9 @@ def _user_nncf_ir(spec, texts: list[str]) -> Path:
         return {"input_ids": ids, "attention_mask": np.ones_like(ids)}
 
     model = ov.Core().read_model(str(folder / "model.xml"))
-    quantized = nncf.quantize(model, nncf.Dataset(texts[:300], transform),
-                              model_type=nncf.ModelType.TRANSFORMER)
+    quantized = nncf.quantize(
+        model, nncf.Dataset(texts[:300], transform), model_type=nncf.ModelType.TRANSFORMER
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(quantized, str(target))
     return target
@@ -167,8 +175,9 @@ def _user_throughput(precision: str, texts: list[str]) -> tuple[Callable, str]:
     else:
         path = artifacts(spec)[0] / "model.xml"
         config = {"INFERENCE_PRECISION_HINT": {"fp32": "f32", "bf16": "bf16"}[precision]}
-    compiled = ov.Core().compile_model(str(path), "CPU", {**config,
-                                                           "PERFORMANCE_HINT": "THROUGHPUT"})
+    compiled = ov.Core().compile_model(
+        str(path), "CPU", {**config, "PERFORMANCE_HINT": "THROUGHPUT"}
+    )
     jobs = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
     queue = ov.AsyncInferQueue(compiled, jobs)
 
@@ -184,10 +193,12 @@ def _user_throughput(precision: str, texts: list[str]) -> tuple[Callable, str]:
         queue.wait_all()
         return out
 
-    what = "NNCF int8 (TRANSFORMER preset), " if precision == "int8" else \
-        f"hint {config['INFERENCE_PRECISION_HINT']}, "
-    return encode, (f"OpenVINO {ov.get_version()} {what}THROUGHPUT hint, AsyncInferQueue of "
-                    f"{jobs}")
+    what = (
+        "NNCF int8 (TRANSFORMER preset), "
+        if precision == "int8"
+        else f"hint {config['INFERENCE_PRECISION_HINT']}, "
+    )
+    return encode, (f"OpenVINO {ov.get_version()} {what}THROUGHPUT hint, AsyncInferQueue of {jobs}")
 
 
 def _user(runtime: str, precision: str) -> tuple[Callable, str]:
@@ -202,12 +213,14 @@ def _user(runtime: str, precision: str) -> tuple[Callable, str]:
 
         folder, _ = artifacts(spec)
         hint = {"fp32": "f32", "bf16": "bf16"}[precision]
-        compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU",
-                                           {"INFERENCE_PRECISION_HINT": hint})
+        compiled = ov.Core().compile_model(
+            str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": hint}
+        )
         request = compiled.create_infer_request()
 
         def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
             return request.infer({"input_ids": ids, "attention_mask": mask})[0]
+
         detail = f"OpenVINO {ov.get_version()} compile_model defaults, hint {hint}"
     else:
         import onnxruntime as ort
@@ -215,11 +228,13 @@ def _user(runtime: str, precision: str) -> tuple[Callable, str]:
         from attnswitch.engines.onnx_runtime import artifacts
 
         folder, _ = artifacts(spec, "fp32")
-        session = ort.InferenceSession(str(folder / "model.onnx"),
-                                       providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(folder / "model.onnx"), providers=["CPUExecutionProvider"]
+        )
 
         def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
             return session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+
         detail = f"ONNX Runtime {ort.__version__} fused graph, default session"
 
     def encode(texts: list[str]) -> np.ndarray:
@@ -231,8 +246,9 @@ def _user(runtime: str, precision: str) -> tuple[Callable, str]:
     return encode, detail
 
 
-def _with_env(name: str, value: str, make: Callable[[], tuple[Callable, str]]
-              ) -> tuple[Callable, str]:
+def _with_env(
+    name: str, value: str, make: Callable[[], tuple[Callable, str]]
+) -> tuple[Callable, str]:
     """`make()` with an environment variable set before any library reads it."""
     os.environ[name] = value
     encode, detail = make()
@@ -262,8 +278,9 @@ CONTENDERS: dict[str, Callable[[list[str]], tuple[Callable, str]]] = {
     "asw-torch-fp32": lambda texts: _asw("torch", "fp32"),
     "asw-torch-fp32-nnlinear": lambda texts: _asw("torch", "fp32", linear="torch"),
     "asw-torch-bf16": lambda texts: _asw("torch", "bf16"),
-    "asw-torch-fp32-passive": lambda texts: _with_env("OMP_WAIT_POLICY", "PASSIVE",
-                                                lambda: _asw("torch", "fp32")),
+    "asw-torch-fp32-passive": lambda texts: _with_env(
+        "OMP_WAIT_POLICY", "PASSIVE", lambda: _asw("torch", "fp32")
+    ),
     "asw-torch-fp32-1thread": lambda texts: _torch_threads(1),
     "asw-jax-fp32": lambda texts: _asw("jax", "fp32"),
     "asw-openvino-fp32": lambda texts: _asw("openvino", "fp32"),
@@ -298,8 +315,10 @@ def main() -> None:
     extra = {}
     if args.known_items is not None:
         items = json.loads(args.known_items.read_text())
-        extra = {"chunk_vectors": np.asarray(encode(items["chunks"]), dtype=np.float32),
-                 "query_vectors": np.asarray(encode(items["queries"]), dtype=np.float32)}
+        extra = {
+            "chunk_vectors": np.asarray(encode(items["chunks"]), dtype=np.float32),
+            "query_vectors": np.asarray(encode(items["queries"]), dtype=np.float32),
+        }
     np.savez(args.out, vectors=vectors, seconds=seconds, load_s=load_s, detail=detail, **extra)
 
 

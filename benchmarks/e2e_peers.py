@@ -40,8 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import cpu_description  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = {"examples": ROOT / "examples" / "corpus",
-           "fixtures": ROOT / "tests" / "pipeline" / "readers" / "fixtures"}
+SOURCES = {
+    "examples": ROOT / "examples" / "corpus",
+    "fixtures": ROOT / "tests" / "pipeline" / "readers" / "fixtures",
+}
 PEERS = ROOT / "benchmarks" / "peers"
 DEFAULT_VENV = ROOT / ".bench" / "peers-venv"
 INTRO = """# End-to-end indexing beside LlamaIndex and LangChain
@@ -78,46 +80,75 @@ def timed(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"{cmd[1]}: expected exit 0, got {done.returncode}: "
-                         f"{done.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(
+            f"{cmd[1]}: expected exit 0, got {done.returncode}: "
+            f"{done.stderr.strip().splitlines()[-1:]}"
+        )
     return seconds, done
 
 
 def run_ours(corpus: Path, work: Path, extra: list[str], env: dict) -> dict:
     db = Path(tempfile.mkdtemp(dir=work))
     attnswitch = Path(sys.executable).parent / "attnswitch"
-    seconds, done = timed([str(attnswitch), "run", str(corpus), "--db", str(db), "--json",
-                           "--no-progress", *extra], env)
+    seconds, done = timed(
+        [str(attnswitch), "run", str(corpus), "--db", str(db), "--json", "--no-progress", *extra],
+        env,
+    )
     summary = json.loads(done.stdout)
     shutil.rmtree(db)
-    return {"seconds": seconds, "files_read": summary["indexed"],
-            "chunks": summary["chunks_stored"], "measure_s": summary["measure_s"],
-            "engine": summary["engine"], "skipped_by_reason": summary["skipped_by_reason"],
-            "skipped_files": summary["skipped_files"]}
+    return {
+        "seconds": seconds,
+        "files_read": summary["indexed"],
+        "chunks": summary["chunks_stored"],
+        "measure_s": summary["measure_s"],
+        "engine": summary["engine"],
+        "skipped_by_reason": summary["skipped_by_reason"],
+        "skipped_files": summary["skipped_files"],
+    }
 
 
-def run_peer(system: str, corpus: Path, work: Path, venv: Path, model: Path,
-             env: dict) -> dict:
+def run_peer(system: str, corpus: Path, work: Path, venv: Path, model: Path, env: dict) -> dict:
     out = work / f"{system}.json"
     python = venv / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"--peers-venv: expected a venv at {venv} (make bench-peers-env), "
-                         f"got none")
+        raise SystemExit(
+            f"--peers-venv: expected a venv at {venv} (make bench-peers-env), got none"
+        )
     peer_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-    seconds, _ = timed([str(python), str(PEERS / f"{system}_recipe.py"), str(corpus),
-                        "--model", str(model), "--out", str(out), "--formats", "all"],
-                       peer_env)
+    seconds, _ = timed(
+        [
+            str(python),
+            str(PEERS / f"{system}_recipe.py"),
+            str(corpus),
+            "--model",
+            str(model),
+            "--out",
+            str(out),
+            "--formats",
+            "all",
+        ],
+        peer_env,
+    )
     found = json.loads(out.read_text())
-    return {"seconds": seconds, "files_read": found["files_read"], "chunks": found["chunks"],
-            "not_read": found["not_read"], "stages": found["seconds"]}
+    return {
+        "seconds": seconds,
+        "files_read": found["files_read"],
+        "chunks": found["chunks"],
+        "not_read": found["not_read"],
+        "stages": found["seconds"],
+    }
 
 
 def not_read(detail: dict) -> dict[str, str]:
     """{file of the first copy: why it gave no text} from a system's run detail."""
-    found = detail.get("not_read") or {f["source"]: f["reason"]
-                                       for f in detail.get("skipped_files", [])}
-    return {Path(f).relative_to("copy0").as_posix(): " ".join(why.split())[:120]
-            for f, why in sorted(found.items()) if Path(f).parts[:1] == ("copy0",)}
+    found = detail.get("not_read") or {
+        f["source"]: f["reason"] for f in detail.get("skipped_files", [])
+    }
+    return {
+        Path(f).relative_to("copy0").as_posix(): " ".join(why.split())[:120]
+        for f, why in sorted(found.items())
+        if Path(f).parts[:1] == ("copy0",)
+    }
 
 
 def main() -> None:
@@ -126,8 +157,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--work", type=Path, default=ROOT / ".bench" / "e2e_peers")
     ap.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV)
-    ap.add_argument("--sources", default="examples,fixtures",
-                    help=f"comma-separated, of: {', '.join(SOURCES)}")
+    ap.add_argument(
+        "--sources", default="examples,fixtures", help=f"comma-separated, of: {', '.join(SOURCES)}"
+    )
     ap.add_argument("--systems", default="attnswitch,attnswitch --no-ocr,llamaindex,langchain")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
@@ -154,41 +186,66 @@ def main() -> None:
             else:
                 found = run_peer(system, corpus, args.work, args.peers_venv, model, env)
             runs.append(found)
-            print(f"{system}: {found['seconds']:.1f} s, {found['files_read']} files read",
-                  flush=True)
+            print(
+                f"{system}: {found['seconds']:.1f} s, {found['files_read']} files read", flush=True
+            )
         seconds = statistics.median(r["seconds"] for r in runs)
         last = runs[-1]
-        rows[system] = {"seconds": seconds, "runs": [r["seconds"] for r in runs],
-                        "files_read": last["files_read"], "chunks": last.get("chunks"),
-                        "files_per_s": n_files / seconds, "mb_per_s": n_bytes / 1e6 / seconds,
-                        "detail": {k: v for k, v in last.items()
-                                   if k not in ("seconds", "files_read", "chunks")}}
+        rows[system] = {
+            "seconds": seconds,
+            "runs": [r["seconds"] for r in runs],
+            "files_read": last["files_read"],
+            "chunks": last.get("chunks"),
+            "files_per_s": n_files / seconds,
+            "mb_per_s": n_bytes / 1e6 / seconds,
+            "detail": {
+                k: v for k, v in last.items() if k not in ("seconds", "files_read", "chunks")
+            },
+        }
     load_after = os.getloadavg()[0]
     quiet = max(load_before, load_after) < 1.0
-    lines = [INTRO, f"Mixed-format corpus: {n_files} files, {n_bytes / 1e6:.2f} MB ({args.copies} "
-             f"cop{'y' if args.copies == 1 else 'ies'} of {' + '.join(sources)}); {cpu_description()}, {os.cpu_count()} CPUs; load average "
-             f"{load_before:.1f} before, {load_after:.1f} after: "
-             f"{'quiet' if quiet else 'BUSY machine, speeds are not publishable'}; "
-             f"median of {args.repeat} run(s), whole process each.", "",
-             "| system | seconds | files read | chunks | files/s | MB/s |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        INTRO,
+        f"Mixed-format corpus: {n_files} files, {n_bytes / 1e6:.2f} MB ({args.copies} "
+        f"cop{'y' if args.copies == 1 else 'ies'} of {' + '.join(sources)}); {cpu_description()}, {os.cpu_count()} CPUs; load average "
+        f"{load_before:.1f} before, {load_after:.1f} after: "
+        f"{'quiet' if quiet else 'BUSY machine, speeds are not publishable'}; "
+        f"median of {args.repeat} run(s), whole process each.",
+        "",
+        "| system | seconds | files read | chunks | files/s | MB/s |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for system, r in rows.items():
-        lines.append(f"| {system} | {r['seconds']:.1f} | {r['files_read']} / {n_files} | "
-                     f"{r['chunks'] if r['chunks'] is not None else '–'} | "
-                     f"{r['files_per_s']:.2f} | {r['mb_per_s']:.3f} |")
+        lines.append(
+            f"| {system} | {r['seconds']:.1f} | {r['files_read']} / {n_files} | "
+            f"{r['chunks'] if r['chunks'] is not None else '–'} | "
+            f"{r['files_per_s']:.2f} | {r['mb_per_s']:.3f} |"
+        )
     lines += ["", "Files not read, by system (name in the first copy: reason):", ""]
     for system, r in rows.items():
         missed = not_read(r["detail"])
-        lines.append(f"- {system}: " + ("; ".join(f"`{f}`: {why}" for f, why in missed.items())
-                                        or "none"))
+        lines.append(
+            f"- {system}: " + ("; ".join(f"`{f}`: {why}" for f, why in missed.items()) or "none")
+        )
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_description(), "files": n_files,
-                                         "bytes": n_bytes, "copies": args.copies,
-                                         "load": [load_before, load_after], "quiet": quiet,
-                                         "systems": rows}, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cpu": cpu_description(),
+                    "files": n_files,
+                    "bytes": n_bytes,
+                    "copies": args.copies,
+                    "load": [load_before, load_after],
+                    "quiet": quiet,
+                    "systems": rows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -48,10 +48,14 @@ def matmul_rate(dtype: str, repeats: int) -> float | None:
 
     rows, d, ff = 4096, 384, 1536
     if dtype == "int8":
-        a, b = (torch.randint(-128, 127, (rows, d), dtype=torch.int8),
-                torch.randint(-128, 127, (d, ff), dtype=torch.int8))
-        c, e = (torch.randint(-128, 127, (rows, ff), dtype=torch.int8),
-                torch.randint(-128, 127, (ff, d), dtype=torch.int8))
+        a, b = (
+            torch.randint(-128, 127, (rows, d), dtype=torch.int8),
+            torch.randint(-128, 127, (d, ff), dtype=torch.int8),
+        )
+        c, e = (
+            torch.randint(-128, 127, (rows, ff), dtype=torch.int8),
+            torch.randint(-128, 127, (ff, d), dtype=torch.int8),
+        )
         mm = torch._int_mm
     else:
         t = getattr(torch, dtype)
@@ -101,13 +105,19 @@ def main() -> None:
     texts = []
     for doc in ingest(args.corpus):
         if doc.ok:
-            texts += [c.encoder_text for c in chunk_document(
-                doc.text, doc.blocks, tokenizer, max_tokens=limit,
-                embed_headings=DEFAULT_EMBED_HEADINGS)]
+            texts += [
+                c.encoder_text
+                for c in chunk_document(
+                    doc.text,
+                    doc.blocks,
+                    tokenizer,
+                    max_tokens=limit,
+                    embed_headings=DEFAULT_EMBED_HEADINGS,
+                )
+            ]
     random.Random(39).shuffle(texts)
-    texts = texts[:args.chunks]
-    lengths = [min(len(e.ids), engine.spec.max_seq_length)
-               for e in tokenizer.encode_batch(texts)]
+    texts = texts[: args.chunks]
+    lengths = [min(len(e.ids), engine.spec.max_seq_length) for e in tokenizer.encode_batch(texts)]
     tokens = sum(lengths)
     config = json.loads((Path(engine.spec.path) / "config.json").read_text())
     per_token = work_per_token(config, lengths)
@@ -128,28 +138,42 @@ def main() -> None:
             seconds[precision].append(time.perf_counter() - start)
     rates = {dtype: matmul_rate(dtype, args.repeats) for dtype in ("float32", "bfloat16", "int8")}
     fp32_gflops = rates["float32"]
-    report = {"cpu": cpu_description(), "cpus": os.cpu_count(), "chunks": len(texts),
-              "tokens": tokens, "gflop_per_token": per_token / 1e9,
-              "matmul_gflops": rates, "engine": engine.engine, "picked": engine.precision,
-              "encoders": {}}
+    report = {
+        "cpu": cpu_description(),
+        "cpus": os.cpu_count(),
+        "chunks": len(texts),
+        "tokens": tokens,
+        "gflop_per_token": per_token / 1e9,
+        "matmul_gflops": rates,
+        "engine": engine.engine,
+        "picked": engine.precision,
+        "encoders": {},
+    }
     for precision, times in seconds.items():
         tps = tokens / statistics.median(times)
         report["encoders"][precision] = {
-            "seconds": times, "tokens_per_s": tps,
+            "seconds": times,
+            "tokens_per_s": tps,
             "effective_gflops": tps * per_token / 1e9,
-            "share_of_fp32_matmul": tps * per_token / 1e9 / fp32_gflops}
+            "share_of_fp32_matmul": tps * per_token / 1e9 / fp32_gflops,
+        }
     least = per_token / (fp32_gflops * 1e9)
     report["least_s_per_million_tokens_fp32"] = least * 1e6
-    print(f"{report['cpu']}, {report['cpus']} CPUs: {len(texts)} chunks, {tokens} tokens, "
-          f"{per_token / 1e6:.1f} MFLOP per token")
-    print("matrix multiply GFLOP/s: " + ", ".join(
-        f"{k} {'-' if v is None else f'{v:.0f}'}" for k, v in rates.items()))
+    print(
+        f"{report['cpu']}, {report['cpus']} CPUs: {len(texts)} chunks, {tokens} tokens, "
+        f"{per_token / 1e6:.1f} MFLOP per token"
+    )
+    print(
+        "matrix multiply GFLOP/s: "
+        + ", ".join(f"{k} {'-' if v is None else f'{v:.0f}'}" for k, v in rates.items())
+    )
     for precision, r in report["encoders"].items():
-        print(f"{engine.engine} {precision}: {r['tokens_per_s']:.0f} tokens/s, "
-              f"{r['effective_gflops']:.0f} GFLOP/s, {r['share_of_fp32_matmul']:.0%} of the "
-              "float32 matrix-multiply rate")
-    print(f"least float32 time: {least * 1e6:.0f} s per million tokens "
-          f"({1 / least:.0f} tokens/s)")
+        print(
+            f"{engine.engine} {precision}: {r['tokens_per_s']:.0f} tokens/s, "
+            f"{r['effective_gflops']:.0f} GFLOP/s, {r['share_of_fp32_matmul']:.0%} of the "
+            "float32 matrix-multiply rate"
+        )
+    print(f"least float32 time: {least * 1e6:.0f} s per million tokens ({1 / least:.0f} tokens/s)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")

@@ -56,11 +56,17 @@ def inputs(kind: str) -> dict[str, Any]:
         q, k, v = rand(8, 128, 12, 64), rand(8, 128, 12, 64), rand(8, 128, 12, 64)
         return dict(q=q, k=k, v=v, key_padding_mask=torch.arange(128)[None] < lengths[:, None])
     if kind.startswith("decode"):
-        return dict(q=rand(8, 1, 16, 64), k=rand(8, 2048, 4, 64), v=rand(8, 2048, 4, 64),
-                    causal=True)
+        return dict(
+            q=rand(8, 1, 16, 64), k=rand(8, 2048, 4, 64), v=rand(8, 2048, 4, 64), causal=True
+        )
     cu = torch.tensor([0, 100, 350, 400], dtype=torch.int32)
-    return dict(q=rand(400, 12, 64), k=rand(400, 12, 64), v=rand(400, 12, 64),
-                cu_seqlens_q=cu, cu_seqlens_k=cu)
+    return dict(
+        q=rand(400, 12, 64),
+        k=rand(400, 12, 64),
+        v=rand(400, 12, 64),
+        cu_seqlens_q=cu,
+        cu_seqlens_k=cu,
+    )
 
 
 def child(kind: str) -> None:
@@ -74,9 +80,14 @@ def child(kind: str) -> None:
     def timed(name: str, call: Any, policy: str) -> Any:
         start = time.perf_counter()
         verdict = original(name, call, policy)
-        checks.append({"backend": name, "seconds": time.perf_counter() - start,
-                       "cases": verdict.labels if verdict else [],
-                       "passed": bool(verdict and verdict.passed)})
+        checks.append(
+            {
+                "backend": name,
+                "seconds": time.perf_counter() - start,
+                "cases": verdict.labels if verdict else [],
+                "passed": bool(verdict and verdict.passed),
+            }
+        )
         return verdict
 
     verify.check_before_use = timed
@@ -97,12 +108,19 @@ def first_calls(procs: int) -> dict[str, dict[str, list[dict]]]:
                 with tempfile.TemporaryDirectory(prefix="attnswitch-bench-cache-") as cache:
                     env = dict(os.environ, ATTNSWITCH_CACHE_DIR=cache, ATTNSWITCH_VERIFY=policy)
                     done = subprocess.run(
-                        [sys.executable, __file__, "--child", kind], env=env, check=True,
-                        capture_output=True, text=True, timeout=600,
+                        [sys.executable, __file__, "--child", kind],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
                     )
                 out[kind][policy].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"{kind:<13} process {i + 1}/{procs}: " + "  ".join(
-                f"{p}={out[kind][p][-1]['first_s'] * 1e3:.0f} ms" for p in POLICIES), flush=True)
+            print(
+                f"{kind:<13} process {i + 1}/{procs}: "
+                + "  ".join(f"{p}={out[kind][p][-1]['first_s'] * 1e3:.0f} ms" for p in POLICIES),
+                flush=True,
+            )
     return out
 
 
@@ -173,22 +191,29 @@ def cpu_description() -> str:
     return f"{cpu_name()}, {os.cpu_count()} logical CPUs, ISA: {' '.join(have) or 'unknown'}"
 
 
-def report(first: dict, later: dict[str, float], layer: dict[str, float],
-           args: argparse.Namespace) -> str:
+def report(
+    first: dict, later: dict[str, float], layer: dict[str, float], args: argparse.Namespace
+) -> str:
     import torch
 
     import attnswitch as asw
 
-    command = (f"python benchmarks/first_use_verification.py --procs {args.procs} "
-               f"--calls {args.calls} --rounds {args.rounds}")
+    command = (
+        f"python benchmarks/first_use_verification.py --procs {args.procs} "
+        f"--calls {args.calls} --rounds {args.rounds}"
+    )
     lines = [
-        "# First-use verification: cost of the first call and of later calls", "",
+        "# First-use verification: cost of the first call and of later calls",
+        "",
         f"CPU: {cpu_description()}. torch {torch.__version__}, attnswitch {asw.__version__}, "
-        f"load average {os.getloadavg()[0]:.1f} at the end. Command: `{command}`.", "",
-        "## First call on a fresh cache directory", "",
+        f"load average {os.getloadavg()[0]:.1f} at the end. Command: `{command}`.",
+        "",
+        "## First call on a fresh cache directory",
+        "",
         f"Median of {args.procs} fresh processes per policy, alternating. `first call` is the "
         "first `attnswitch.attention` call after `explain` planned it (self-check and kernel); "
-        "`self-check` is the check alone, within it; `extra` is first-use minus off.", "",
+        "`self-check` is the check alone, within it; `extra` is first-use minus off.",
+        "",
         "| call | chosen | first call, off (ms) | first call, first-use (ms) | extra (ms) "
         "| self-check (ms) | cases run |",
         "|---|---|---|---|---|---|---|",
@@ -199,19 +224,28 @@ def report(first: dict, later: dict[str, float], layer: dict[str, float],
         on = statistics.median(r["first_s"] for r in on_runs) * 1e3
         check = statistics.median(sum(c["seconds"] for c in r["checks"]) for r in on_runs) * 1e3
         cases = ", ".join(f"{c['backend']}: {' '.join(c['cases'])}" for c in on_runs[0]["checks"])
-        lines.append(f"| {label} | {on_runs[0]['chosen']} | {off:.0f} | {on:.0f} | "
-                     f"{on - off:+.0f} | {check:.0f} | {cases} |")
+        lines.append(
+            f"| {label} | {on_runs[0]['chosen']} | {off:.0f} | {on:.0f} | "
+            f"{on - off:+.0f} | {check:.0f} | {cases} |"
+        )
     ratio = later["first-use"] / later["off"]
     lines += [
-        "", "## Later calls", "",
+        "",
+        "## Later calls",
+        "",
         f"{KINDS['encoder-fp32']}: calls alternating one by one between the policies after "
         f"each policy's first call; median of {args.rounds} rounds of per-call medians "
-        f"({args.calls} calls per policy per round).", "",
-        "| off (ms) | first-use (ms) | ratio |", "|---|---|---|",
+        f"({args.calls} calls per policy per round).",
+        "",
+        "| off (ms) | first-use (ms) | ratio |",
+        "|---|---|---|",
         f"| {later['off'] * 1e3:.3f} | {later['first-use'] * 1e3:.3f} | {ratio:.3f} |",
-        "", "The attnswitch layer alone (validate, cached plan, verification gate), same "
-        f"alternation, {args.rounds} rounds of {args.calls * 10} calls per policy:", "",
-        "| off (µs) | first-use (µs) | ratio |", "|---|---|---|",
+        "",
+        "The attnswitch layer alone (validate, cached plan, verification gate), same "
+        f"alternation, {args.rounds} rounds of {args.calls * 10} calls per policy:",
+        "",
+        "| off (µs) | first-use (µs) | ratio |",
+        "|---|---|---|",
         f"| {layer['off'] * 1e6:.1f} | {layer['first-use'] * 1e6:.1f} | "
         f"{layer['first-use'] / layer['off']:.3f} |",
     ]
@@ -244,8 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--out", default="docs/results")
-    parser.add_argument("--layer-only", action="store_true",
-                        help="only time the attnswitch layer per policy; print, write nothing")
+    parser.add_argument(
+        "--layer-only",
+        action="store_true",
+        help="only time the attnswitch layer per policy; print, write nothing",
+    )
     args = parser.parse_args(argv)
     if args.child:
         child(args.child)
@@ -255,9 +292,11 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["ATTNSWITCH_CACHE_DIR"] = cache
             layer = layer_overhead(args.calls * 10, args.rounds)
         print(f"CPU: {cpu_description()}; load average {os.getloadavg()[0]:.1f}")
-        print("attnswitch layer per call (validate, cached plan, verification gate), median µs: "
-              + "  ".join(f"{p}={t * 1e6:.1f}" for p, t in layer.items())
-              + f"  ratio first-use/off={layer['first-use'] / layer['off']:.3f}")
+        print(
+            "attnswitch layer per call (validate, cached plan, verification gate), median µs: "
+            + "  ".join(f"{p}={t * 1e6:.1f}" for p, t in layer.items())
+            + f"  ratio first-use/off={layer['first-use'] / layer['off']:.3f}"
+        )
         return 0
     first = first_calls(args.procs)
     later = later_calls(args.calls, args.rounds)

@@ -87,9 +87,18 @@ def extractors() -> dict[str, Callable[[bytes], str] | str]:
         import trafilatura
 
         def traf(**kw):
-            return lambda data: trafilatura.extract(
-                data, output_format="markdown", include_formatting=True, include_tables=True,
-                include_comments=False, deduplicate=False, **kw) or ""
+            return lambda data: (
+                trafilatura.extract(
+                    data,
+                    output_format="markdown",
+                    include_formatting=True,
+                    include_tables=True,
+                    include_comments=False,
+                    deduplicate=False,
+                    **kw,
+                )
+                or ""
+            )
 
         out["trafilatura"] = traf()
         out["trafilatura favor_recall"] = traf(favor_recall=True)
@@ -101,15 +110,18 @@ def extractors() -> dict[str, Callable[[bytes], str] | str]:
         from readability import Document
 
         out["readability-lxml"] = lambda data: lxml.html.fromstring(
-            Document(data).summary(html_partial=True)).text_content()
+            Document(data).summary(html_partial=True)
+        ).text_content()
     except ImportError as exc:
         out["readability-lxml"] = str(exc)
     try:
         import justext
 
         out["jusText"] = lambda data: "\n".join(
-            p.text for p in justext.justext(data, justext.get_stoplist("English"))
-            if not p.is_boilerplate)
+            p.text
+            for p in justext.justext(data, justext.get_stoplist("English"))
+            if not p.is_boilerplate
+        )
     except ImportError as exc:
         out["jusText"] = str(exc)
     try:
@@ -117,7 +129,8 @@ def extractors() -> dict[str, Callable[[bytes], str] | str]:
         from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
         out["resiliparse main_content"] = lambda data: extract_plain_text(
-            bytes_to_str(data, detect_encoding(data)), main_content=True)
+            bytes_to_str(data, detect_encoding(data)), main_content=True
+        )
     except ImportError as exc:
         out["resiliparse main_content"] = str(exc)
     return out
@@ -130,12 +143,18 @@ def score(text: str, content: str, chrome: str, heads: list[str]) -> dict[str, f
     precision = common / max(1, sum(got.values()))
     recall = common / max(1, sum(ref.values()))
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    kept_chrome = (sum((got & chrome_only).values()) / sum(chrome_only.values())
-                   if chrome_only else 0.0)
+    kept_chrome = (
+        sum((got & chrome_only).values()) / sum(chrome_only.values()) if chrome_only else 0.0
+    )
     flat = f" {phrase(text)} "
     heads_kept = (sum(f" {phrase(h)} " in flat for h in heads) / len(heads)) if heads else 1.0
-    return {"precision": precision, "recall": recall, "f1": f1, "chrome_kept": kept_chrome,
-            "headings_kept": heads_kept}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "chrome_kept": kept_chrome,
+        "headings_kept": heads_kept,
+    }
 
 
 def main() -> None:
@@ -144,12 +163,14 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--show", help="print each extractor's text of this page (relative path)")
     args = ap.parse_args()
-    pages = sorted(p for site in ("postgresql", "sqlite")
-                   for p in (args.corpus / site).glob("*.htm*"))
+    pages = sorted(
+        p for site in ("postgresql", "sqlite") for p in (args.corpus / site).glob("*.htm*")
+    )
     if not pages:
         sys.exit(f"--corpus: expected PostgreSQL or SQLite HTML pages, got none in {args.corpus}")
-    refs = {p: reference(p.parent.name, p.read_text(encoding="utf-8", errors="replace"))
-            for p in pages}
+    refs = {
+        p: reference(p.parent.name, p.read_text(encoding="utf-8", errors="replace")) for p in pages
+    }
     rows: dict[str, dict[str, float] | str] = {}
     for name, fn in extractors().items():
         if isinstance(fn, str):
@@ -162,17 +183,23 @@ def main() -> None:
                 print(f"===== {name}\n{text}\n")
             per_page.append(score(text, *refs[p]))
         rows[name] = {m: sum(s[m] for s in per_page) / len(per_page) for m in per_page[0]}
-    print(f"HTML main-content extraction on {len(pages)} pages "
-          f"({sum(p.parent.name == 'postgresql' for p in pages)} PostgreSQL, "
-          f"{sum(p.parent.name == 'sqlite' for p in pages)} SQLite); means over pages")
-    print(f"{'extractor':<30} {'precision':>9} {'recall':>7} {'F1':>6} {'chrome kept':>11} "
-          f"{'headings kept':>13}")
+    print(
+        f"HTML main-content extraction on {len(pages)} pages "
+        f"({sum(p.parent.name == 'postgresql' for p in pages)} PostgreSQL, "
+        f"{sum(p.parent.name == 'sqlite' for p in pages)} SQLite); means over pages"
+    )
+    print(
+        f"{'extractor':<30} {'precision':>9} {'recall':>7} {'F1':>6} {'chrome kept':>11} "
+        f"{'headings kept':>13}"
+    )
     for name, row in rows.items():
         if isinstance(row, str):
             print(f"{name:<30} {row}")
             continue
-        print(f"{name:<30} {row['precision']:>9.3f} {row['recall']:>7.3f} {row['f1']:>6.3f} "
-              f"{row['chrome_kept']:>11.3f} {row['headings_kept']:>13.3f}")
+        print(
+            f"{name:<30} {row['precision']:>9.3f} {row['recall']:>7.3f} {row['f1']:>6.3f} "
+            f"{row['chrome_kept']:>11.3f} {row['headings_kept']:>13.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"pages": len(pages), "extractors": rows}, indent=1))
 

@@ -49,8 +49,11 @@ ROOT = Path(__file__).resolve().parents[1]
 K = 10
 MODES = ("dense", "hybrid")
 VARIANTS = (("windows", False), ("windows", True), ("blocks", False), ("blocks", True))
-NUMBERING = re.compile(r"^(?:(?:chapter|appendix|section|part)\s+)?(?:\d+|[A-Z])(?:\.\d+)*\.?"
-                       r"(?:\s+|$)", re.IGNORECASE)
+NUMBERING = re.compile(
+    r"^(?:(?:chapter|appendix|section|part)\s+)?(?:\d+|[A-Z])(?:\.\d+)*\.?"
+    r"(?:\s+|$)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def right(hit, q: Query) -> bool:
     """The hit is in the answer's section (or, in a PDF, on its page)."""
     if hit.path != q.source:
         return False
-    if tuple(hit.heading_path[:len(q.path)]) == q.path:
+    if tuple(hit.heading_path[: len(q.path)]) == q.path:
         return True
     page = hit.location.get("page")
     if q.page is not None and page is not None:
@@ -93,8 +96,17 @@ def right(hit, q: Query) -> bool:
     return False
 
 
-def measure(docs: list, queries: list[Query], vectors: np.ndarray, encoder, tokenizer,
-            chunking: str, embed: bool, max_tokens: int, overlap: int) -> dict:
+def measure(
+    docs: list,
+    queries: list[Query],
+    vectors: np.ndarray,
+    encoder,
+    tokenizer,
+    chunking: str,
+    embed: bool,
+    max_tokens: int,
+    overlap: int,
+) -> dict:
     from attnswitch.documents.chunk import chunk_document
     from attnswitch.indexing.search import search
     from attnswitch.indexing.store import SQLiteStore
@@ -103,9 +115,15 @@ def measure(docs: list, queries: list[Query], vectors: np.ndarray, encoder, toke
     n_chunks = 0
     with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "k.sqlite3") as store:
         for doc in docs:
-            chunks = chunk_document(doc.text, doc.blocks, tokenizer, chunking=chunking,
-                                    max_tokens=max_tokens, overlap=overlap,
-                                    embed_headings=embed)
+            chunks = chunk_document(
+                doc.text,
+                doc.blocks,
+                tokenizer,
+                chunking=chunking,
+                max_tokens=max_tokens,
+                overlap=overlap,
+                embed_headings=embed,
+            )
             if not chunks:
                 continue
             n_chunks += len(chunks)
@@ -121,29 +139,38 @@ def measure(docs: list, queries: list[Query], vectors: np.ndarray, encoder, toke
                 first_right.append(1 / (ok.index(True) + 1) if True in ok else 0.0)
                 first_file.append(1 / (same.index(True) + 1) if True in same else 0.0)
                 at1.append(bool(ok and ok[0]))
-            out[mode] = {"mrr_at_10": round(float(np.mean(first_right)), 4),
-                         "right_at_1": round(float(np.mean(at1)), 4),
-                         "file_mrr_at_10": round(float(np.mean(first_file)), 4)}
+            out[mode] = {
+                "mrr_at_10": round(float(np.mean(first_right)), 4),
+                "right_at_1": round(float(np.mean(at1)), 4),
+                "file_mrr_at_10": round(float(np.mean(first_file)), 4),
+            }
     return out
 
 
-COMMAND = ("--kinds html markdown pdf --precision bf16 --json "
-           "docs/results/known_item_structure.json --markdown "
-           "docs/results/known_item_structure.md").split()
+COMMAND = (
+    "--kinds html markdown pdf --precision bf16 --json "
+    "docs/results/known_item_structure.json --markdown "
+    "docs/results/known_item_structure.md"
+).split()
 CAVEAT = (
     "The queries are the headings' own words, so any chunk that holds its heading is "
     "favoured: a block chunk opens its section with it, and an embedded heading path gives "
     "every chunk of a section its headings (and their parents'). The comparison is between "
     "chunkings on the same queries, not a measure of real users' questions. Windows cut "
     "through sections, so the window that holds a heading often starts in the section "
-    "before and is shown (and judged) with that section's path.\n")
+    "before and is shown (and judged) with that section's path.\n"
+)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "examples" / "corpus")
-    ap.add_argument("--max-tokens", type=int, default=None,
-                    help="text tokens per chunk (default: the model's limit, as `run`)")
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="text tokens per chunk (default: the model's limit, as `run`)",
+    )
     ap.add_argument("--overlap", type=int, default=32, help="windows only, as `run`")
     ap.add_argument("--kinds", nargs="*", help="only documents of these kinds (default: all)")
     ap.add_argument("--precision", default="fp32", help="of the encoder, as `run`'s")
@@ -163,7 +190,7 @@ def main() -> None:
     encoder = get_engine(precision=args.precision)
     tokenizer = chunk_tokenizer(encoder.spec)
     max_tokens = args.max_tokens or encoder.spec.max_seq_length - special_tokens(tokenizer)
-    variants = VARIANTS if args.variant is None else VARIANTS[args.variant:args.variant + 1]
+    variants = VARIANTS if args.variant is None else VARIANTS[args.variant : args.variant + 1]
     if args.partials:
         variants = ()
     vectors = encoder.encode([q.text for q in queries]) if variants else None
@@ -177,8 +204,9 @@ def main() -> None:
     results = {}
     for chunking, embed in variants:
         name = f"{chunking}, heading path {'embedded' if embed else 'not embedded'}"
-        results[name] = measure(docs, queries, vectors, encoder, tokenizer, chunking, embed,
-                                max_tokens, args.overlap)
+        results[name] = measure(
+            docs, queries, vectors, encoder, tokenizer, chunking, embed, max_tokens, args.overlap
+        )
         print(name, json.dumps(results[name]), flush=True)
     if args.partial:
         args.partial.write_text(json.dumps(results))
@@ -188,20 +216,35 @@ def main() -> None:
     order = [f"{c}, heading path {'embedded' if e else 'not embedded'}" for c, e in VARIANTS]
     results = {name: results[name] for name in order if name in results}
     cpu = cpu_description()
-    report = {"corpus": str(args.corpus.resolve().relative_to(ROOT))
-              if args.corpus.resolve().is_relative_to(ROOT) else args.corpus.name,
-              "documents": kinds, "queries": len(queries), "queries_by_kind": per_kind,
-              "max_tokens": max_tokens, "overlap": args.overlap, "model": "all-MiniLM-L6-v2",
-              "engine": encoder.engine, "precision": args.precision, "cpu": cpu, "machine": "busy (shared with other jobs)",
-              "results": results}
+    report = {
+        "corpus": str(args.corpus.resolve().relative_to(ROOT))
+        if args.corpus.resolve().is_relative_to(ROOT)
+        else args.corpus.name,
+        "documents": kinds,
+        "queries": len(queries),
+        "queries_by_kind": per_kind,
+        "max_tokens": max_tokens,
+        "overlap": args.overlap,
+        "model": "all-MiniLM-L6-v2",
+        "engine": encoder.engine,
+        "precision": args.precision,
+        "cpu": cpu,
+        "machine": "busy (shared with other jobs)",
+        "results": results,
+    }
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
-    table = ["| chunking | chunks | dense MRR@10 | dense right@1 | hybrid MRR@10 | "
-             "hybrid right@1 | hybrid file MRR@10 |", "|---|---:|---:|---:|---:|---:|---:|"]
+    table = [
+        "| chunking | chunks | dense MRR@10 | dense right@1 | hybrid MRR@10 | "
+        "hybrid right@1 | hybrid file MRR@10 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in results.items():
-        table.append(f"| {name} | {r['chunks']} | {r['dense']['mrr_at_10']:.3f} | "
-                     f"{r['dense']['right_at_1']:.3f} | {r['hybrid']['mrr_at_10']:.3f} | "
-                     f"{r['hybrid']['right_at_1']:.3f} | {r['hybrid']['file_mrr_at_10']:.3f} |")
+        table.append(
+            f"| {name} | {r['chunks']} | {r['dense']['mrr_at_10']:.3f} | "
+            f"{r['dense']['right_at_1']:.3f} | {r['hybrid']['mrr_at_10']:.3f} | "
+            f"{r['hybrid']['right_at_1']:.3f} | {r['hybrid']['file_mrr_at_10']:.3f} |"
+        )
     print("\n".join(table))
     if args.markdown:
         args.markdown.write_text(
@@ -222,7 +265,8 @@ def main() -> None:
             "with the answer's) or, in a PDF, on the heading's page. MRR@10: mean of 1/rank "
             "of the first right hit (0 when none in the top 10); right@1: the share of "
             "queries whose first hit is right; file MRR@10: the first hit of the right file, "
-            "for reference.\n\n" + "\n".join(table) + "\n\n" + CAVEAT)
+            "for reference.\n\n" + "\n".join(table) + "\n\n" + CAVEAT
+        )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def ranks(ranked_files: list[list[str]], queries: list[sq.Query]) -> list[int | None]:
     """The answer file's rank (from 1, within 10) per query, from hits given as files."""
-    return [sq.file_rank([(i, 0.0) for i in range(len(hits))], dict(enumerate(hits)),
-                         q.target) for q, hits in zip(queries, ranked_files, strict=True)]
+    return [
+        sq.file_rank([(i, 0.0) for i in range(len(hits))], dict(enumerate(hits)), q.target)
+        for q, hits in zip(queries, ranked_files, strict=True)
+    ]
 
 
 def over_attnswitch(corpus: sq.Corpus, work: Path, engine: str, precision: str) -> dict:
@@ -56,22 +58,35 @@ def over_attnswitch(corpus: sq.Corpus, work: Path, engine: str, precision: str) 
     indexed = time.perf_counter()
     retriever = AttnswitchRetriever(db=db, k=sq.HITS)
     files = [[d.metadata["path"] for d in retriever.invoke(q.text)] for q in corpus.queries]
-    return {"system": "LangChain over attnswitch", "files_read": summary.indexed,
-            "chunks": summary.chunks_stored, "index_s": indexed - started,
-            "query_s": time.perf_counter() - indexed, "ranks": ranks(files, corpus.queries),
-            "engine": summary.engine, "precision": summary.precision}
+    return {
+        "system": "LangChain over attnswitch",
+        "files_read": summary.indexed,
+        "chunks": summary.chunks_stored,
+        "index_s": indexed - started,
+        "query_s": time.perf_counter() - indexed,
+        "ranks": ranks(files, corpus.queries),
+        "engine": summary.engine,
+        "precision": summary.precision,
+    }
 
 
 def langchain_recipe(corpus: sq.Corpus, venv: Path, work: Path, fresh: bool) -> dict | None:
     if not (venv / "bin" / "python").exists():
-        print(f"LangChain's recipe: left out, no peers venv at {venv} "
-              f"(make bench-peers-env)", file=sys.stderr)
+        print(
+            f"LangChain's recipe: left out, no peers venv at {venv} (make bench-peers-env)",
+            file=sys.stderr,
+        )
         return None
     out = peers.run_peer("langchain", corpus, venv, model_folder(), work, fresh)
     s = out["seconds"]
-    return {"system": "LangChain's recipe", "files_read": out["files_read"],
-            "chunks": out["chunks"], "index_s": s["load"] + s["split"] + s["embed_and_index"],
-            "query_s": s.get("queries"), "ranks": ranks(out["ranked_files"], corpus.queries)}
+    return {
+        "system": "LangChain's recipe",
+        "files_read": out["files_read"],
+        "chunks": out["chunks"],
+        "index_s": s["load"] + s["split"] + s["embed_and_index"],
+        "query_s": s.get("queries"),
+        "ranks": ranks(out["ranked_files"], corpus.queries),
+    }
 
 
 def model_folder() -> Path:
@@ -81,13 +96,19 @@ def model_folder() -> Path:
 
 
 def table(rows: list[dict], corpus: sq.Corpus, where: str) -> str:
-    lines = [f"Folder: `{corpus.root.relative_to(sq.ROOT) if corpus.root.is_relative_to(sq.ROOT) else corpus.root.name}`, "
-             f"{len(corpus.queries)} known-item questions; {where}.", "",
-             "| | files | chunks | index (s) | MRR@10 | recall@10 |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Folder: `{corpus.root.relative_to(sq.ROOT) if corpus.root.is_relative_to(sq.ROOT) else corpus.root.name}`, "
+        f"{len(corpus.queries)} known-item questions; {where}.",
+        "",
+        "| | files | chunks | index (s) | MRR@10 | recall@10 |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         m = sq.metrics(r["ranks"])
-        lines.append(f"| {r['system']} | {r['files_read']} | {r['chunks']} | "
-                     f"{r['index_s']:.1f} | {m['mrr_at_10']:.3f} | {m['recall_at_10']:.3f} |")
+        lines.append(
+            f"| {r['system']} | {r['files_read']} | {r['chunks']} | "
+            f"{r['index_s']:.1f} | {m['mrr_at_10']:.3f} | {m['recall_at_10']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -100,8 +121,11 @@ def main() -> None:
     ap.add_argument("--engine", default="auto", help="attnswitch's engine (default: auto)")
     ap.add_argument("--precision", default="auto", help="attnswitch's precision")
     ap.add_argument("--fresh", action="store_true", help="re-run the peer (not cached)")
-    ap.add_argument("--where", default=None, help="where the times were taken (default: "
-                    "this CPU); say when the machine was busy")
+    ap.add_argument(
+        "--where",
+        default=None,
+        help="where the times were taken (default: this CPU); say when the machine was busy",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()
@@ -109,16 +133,27 @@ def main() -> None:
     corpus = sq.Corpus(args.corpus.name, args.corpus.resolve())
     sq.build_queries(corpus, args.per_kind)
     args.work.mkdir(parents=True, exist_ok=True)
-    rows = [r for r in (langchain_recipe(corpus, args.peers_venv, args.work, args.fresh),
-                        over_attnswitch(corpus, args.work, args.engine, args.precision)) if r]
+    rows = [
+        r
+        for r in (
+            langchain_recipe(corpus, args.peers_venv, args.work, args.fresh),
+            over_attnswitch(corpus, args.work, args.engine, args.precision),
+        )
+        if r
+    ]
     where = args.where or f"taken on {cpu_description()}"
     text = table(rows, corpus, where)
     print(text)
     if args.md:
         args.md.write_text(text + "\n")
     if args.json:
-        args.json.write_text(json.dumps({"where": where, "queries": [q.__dict__ for q in corpus.queries],
-                                         "rows": rows}, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {"where": where, "queries": [q.__dict__ for q in corpus.queries], "rows": rows},
+                indent=1,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -49,16 +49,18 @@ def _inputs(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return tuple(rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
 
 
-def _sample_error(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                  causal: bool) -> float:
+def _sample_error(
+    out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool
+) -> float:
     """Max |out - exact| over SAMPLE_ROWS query rows, recomputed in float64 (Sq = Sk, so
     bottom-right causal is j <= i)."""
     rows = np.linspace(0, q.shape[1] - 1, SAMPLE_ROWS).astype(int)
     qs = q[0, rows].astype(np.float64)  # [R, H, D]
     scores = np.einsum("rhd,khd->hrk", qs, k[0].astype(np.float64)) / np.sqrt(q.shape[-1])
     if causal:
-        scores = np.where(np.arange(k.shape[1])[None, None, :] <= rows[None, :, None],
-                          scores, -np.inf)
+        scores = np.where(
+            np.arange(k.shape[1])[None, None, :] <= rows[None, :, None], scores, -np.inf
+        )
     scores -= scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p /= p.sum(axis=-1, keepdims=True)
@@ -99,16 +101,30 @@ def child(args: argparse.Namespace) -> dict:
     except asw.NoBackendError as exc:
         return {**result, "status": "declined: " + "; ".join(exc.plan.reasons(name))}
     result["peak"] = _peak_rss()
-    result.update(status="ran", first_s=times[0],
-                  later_s=statistics.median(times[1:]) if len(times) > 1 else None,
-                  max_error=_sample_error(arrays.to_numpy(out), q, k, v, args.causal))
+    result.update(
+        status="ran",
+        first_s=times[0],
+        later_s=statistics.median(times[1:]) if len(times) > 1 else None,
+        max_error=_sample_error(arrays.to_numpy(out), q, k, v, args.causal),
+    )
     return result
 
 
 def run_child(args: argparse.Namespace, name: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", name, "--seqlen", str(args.seqlen),
-           "--heads", str(args.heads), "--head-dim", str(args.head_dim),
-           "--repeats", str(args.repeats)] + (["--causal"] if args.causal else [])
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        "--seqlen",
+        str(args.seqlen),
+        "--heads",
+        str(args.heads),
+        "--head-dim",
+        str(args.head_dim),
+        "--repeats",
+        str(args.repeats),
+    ] + (["--causal"] if args.causal else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -133,8 +149,8 @@ def table(args: argparse.Namespace, results: list[dict]) -> str:
         f"B=1, H={args.heads}, D={args.head_dim}, float32, "
         f"{'causal' if args.causal else 'non-causal'}; {os.cpu_count()} CPU cores "
         f"({platform.machine()}), Python {platform.python_version()}. Each backend in its own "
-        "process; memory is resident set size (RSS). \"Before\" holds the interpreter, the "
-        "framework and the inputs; \"peak\" is the process maximum over all calls. The error is "
+        'process; memory is resident set size (RSS). "Before" holds the interpreter, the '
+        'framework and the inputs; "peak" is the process maximum over all calls. The error is '
         f"the largest over {SAMPLE_ROWS} output rows against float64. Load average "
         f"(1 min) at the start and end of the run: {args.load[0]:.1f} and {args.load[1]:.1f}: "
         "other work on the machine slows both backends alike.",
@@ -168,8 +184,9 @@ def plot(args: argparse.Namespace, results: list[dict], path: Path) -> None:
     fig, (ax_mem, ax_time) = plt.subplots(1, 2, figsize=(10, 4))
     names = [r["backend"] for r in ran]
     ax_mem.bar(names, [r["peak"] / GIB for r in ran], color="tab:blue", label="peak RSS")
-    ax_mem.bar(names, [r["rss_before"] / GIB for r in ran], color="tab:gray",
-               label="before the call")
+    ax_mem.bar(
+        names, [r["rss_before"] / GIB for r in ran], color="tab:gray", label="before the call"
+    )
     ax_mem.axhline(dense, color="tab:red", linestyle="--", label=f"dense scores {dense:.0f} GiB")
     ax_mem.set_yscale("log")
     ax_mem.set_ylabel("GiB (log scale)")

@@ -134,8 +134,14 @@ def faq(lang: str) -> Source:
     return Source(f"debian-faq-{lang}", "faq", FAQ / lang, f"*.{lang}.html")
 
 
-HINDI_HELP = Source("libreoffice-help-hi", "help", LIBREOFFICE_HELP / "hi", "text/**/*.html",
-                    headings=("h1", "h2", "h3"), rank_by_script=True)
+HINDI_HELP = Source(
+    "libreoffice-help-hi",
+    "help",
+    LIBREOFFICE_HELP / "hi",
+    "text/**/*.html",
+    headings=("h1", "h2", "h3"),
+    rank_by_script=True,
+)
 LANGUAGES: dict[str, tuple[Source, ...]] = {
     "en": (reference("en"), faq("en")),
     "de": (reference("de"), faq("de")),
@@ -170,12 +176,24 @@ def cpu() -> str:
     text = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
     model = re.search(r"Model name:\s*(.+)", text)
     flags = re.search(r"Flags:\s*(.+)", text)
-    wanted = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
-              "amx_tile", "amx_bf16", "amx_int8")
+    wanted = (
+        "avx",
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512bw",
+        "avx512_vnni",
+        "avx512_bf16",
+        "amx_tile",
+        "amx_bf16",
+        "amx_int8",
+    )
     have = [f for f in wanted if flags and f in flags.group(1).split()]
     cores = re.search(r"^CPU\(s\):\s*(\d+)", text, re.MULTILINE)
-    return (f"{model.group(1).strip() if model else platform.processor()} "
-            f"({', '.join(have) or 'no AVX'}; {cores.group(1) if cores else '?'} CPUs)")
+    return (
+        f"{model.group(1).strip() if model else platform.processor()} "
+        f"({', '.join(have) or 'no AVX'}; {cores.group(1) if cores else '?'} CPUs)"
+    )
 
 
 def text_of(page: Path):
@@ -209,12 +227,17 @@ def pages(lang: str, max_files: int) -> list[tuple[Source, Path]]:
     most `max_files` in all."""
     out: list[tuple[Source, Path]] = []
     for source in LANGUAGES[lang]:
-        found = sorted(p for p in source.folder.glob(source.glob)
-                       if p.is_file() and not p.name.startswith("index."))
+        found = sorted(
+            p
+            for p in source.folder.glob(source.glob)
+            if p.is_file() and not p.name.startswith("index.")
+        )
         if not found:
-            raise SystemExit(f"{lang}: expected the pages of Debian's {source.package} at "
-                             f"{source.folder}/{source.glob}, got none (make "
-                             f"multilingual-sources, as root)")
+            raise SystemExit(
+                f"{lang}: expected the pages of Debian's {source.package} at "
+                f"{source.folder}/{source.glob}, got none (make "
+                f"multilingual-sources, as root)"
+            )
         if source.rank_by_script:
             found = sorted(found, key=lambda p: (-script_letters(p, lang), p.as_posix()))
         out += [(source, p) for p in found]
@@ -238,6 +261,7 @@ def corpus(lang: str, store_dir: Path, max_files: int) -> sq.Corpus:
 # ---------------------------------------------------------------------------------------
 # Queries.
 
+
 def _regex():
     import regex
 
@@ -255,17 +279,20 @@ def word_candidates(lang: str, paragraph: str) -> list[str]:
     if lang in UNSPACED:
         runs = [m for m in rx.findall(r"\p{Han}+", paragraph) if 2 <= len(m) <= 4]
         if lang == "ja":
-            runs += [m for m in rx.findall(r"[\p{Katakana}ー]+", paragraph)
-                     if 3 <= len(m) <= 10]
+            runs += [m for m in rx.findall(r"[\p{Katakana}ー]+", paragraph) if 3 <= len(m) <= 10]
         return runs
     script = WORD_SCRIPT.get(lang, "Latin")
     least = 3 if script == "Hangul" else MIN_WORD_CHARS
-    return [w for w in rx.findall(r"[\p{L}\p{M}]+", paragraph)
-            if len(w) >= least and rx.fullmatch(rf"[\p{{{script}}}\p{{M}}]+", w)]
+    return [
+        w
+        for w in rx.findall(r"[\p{L}\p{M}]+", paragraph)
+        if len(w) >= least and rx.fullmatch(rf"[\p{{{script}}}\p{{M}}]+", w)
+    ]
 
 
-def candidates(lang: str, source: Source, rel: str, tree,
-               rng: random.Random) -> list[tuple[sq.Query, str]]:
+def candidates(
+    lang: str, source: Source, rel: str, tree, rng: random.Random
+) -> list[tuple[sq.Query, str]]:
     """Every candidate query of one page with the text whose language it is judged by
     (itself, or the paragraph of a word or partial sentence); uniqueness and language come
     later."""
@@ -286,9 +313,9 @@ def candidates(lang: str, source: Source, rel: str, tree,
         if lang in UNSPACED:
             start = (len(p) - PARTIAL_CHARS) // 2
             end = start + PARTIAL_CHARS
-            while start < end and _LATIN.match(p[start - 1:start + 1]):
+            while start < end and _LATIN.match(p[start - 1 : start + 1]):
                 start += 1  # no Latin word cut at either end
-            while end > start and _LATIN.match(p[end - 1:end + 1]):
+            while end > start and _LATIN.match(p[end - 1 : end + 1]):
                 end -= 1
             window = p[start:end].strip()
             if len(_CJK.findall(window)) * 2 < len(window):
@@ -296,7 +323,7 @@ def candidates(lang: str, source: Source, rel: str, tree,
         else:
             words = p.split()
             start = (len(words) - sq.PARTIAL_WORDS) // 2
-            window = " ".join(words[start:start + sq.PARTIAL_WORDS])
+            window = " ".join(words[start : start + sq.PARTIAL_WORDS])
         out.append((sq.Query("partial sentences", window, rel), p))
     return out
 
@@ -304,12 +331,16 @@ def candidates(lang: str, source: Source, rel: str, tree,
 def english_words(max_files: int) -> set[str]:
     """The words of the English corpus's pages (folded): a word query in another language
     is none of them."""
-    return {w for _, page in pages("en", max_files)
-            for w in word_tokens(folded(text_of(page).text_content()))}
+    return {
+        w
+        for _, page in pages("en", max_files)
+        for w in word_tokens(folded(text_of(page).text_content()))
+    }
 
 
-def build_queries(lang: str, c: sq.Corpus, per_kind: int, english: set[str],
-                  seed: int = 42) -> dict[str, int]:
+def build_queries(
+    lang: str, c: sq.Corpus, per_kind: int, english: set[str], seed: int = 42
+) -> dict[str, int]:
     """`c.queries`: at most `per_kind` of each kind, each occurring in its answer's text
     only and detected in `lang`; returns how many candidates each filter dropped."""
     import py3langid
@@ -353,8 +384,9 @@ def build_queries(lang: str, c: sq.Corpus, per_kind: int, english: set[str],
 
 
 def digest(queries: list[sq.Query]) -> str:
-    return hashlib.sha256(json.dumps([(q.kind, q.text, q.target) for q in queries],
-                                     ensure_ascii=False).encode()).hexdigest()[:12]
+    return hashlib.sha256(
+        json.dumps([(q.kind, q.text, q.target) for q in queries], ensure_ascii=False).encode()
+    ).hexdigest()[:12]
 
 
 def scores(queries: list[sq.Query], ranks: dict[str, list[int | None]]) -> dict:
@@ -370,18 +402,25 @@ def scores(queries: list[sq.Query], ranks: dict[str, list[int | None]]) -> dict:
 # ---------------------------------------------------------------------------------------
 # Contenders.
 
+
 def code_revision() -> dict:
     """The revision of the attnswitch that is imported, and whether its src/ is edited."""
     src = Path(attnswitch.__file__).resolve().parents[1]
     git = ["git", "-C", str(src)]
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip()
-    edited = subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True,
-                            text=True, check=False).stdout.strip()
-    subject = subprocess.run([*git, "log", "-1", "--format=%s"], capture_output=True,
-                             text=True, check=False).stdout.strip()
-    return {"commit": commit, "subject": subject if len(subject) <= 72 else subject[:71] + "…",
-            "src_edited": bool(edited)}
+    commit = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    edited = subprocess.run(
+        [*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    subject = subprocess.run(
+        [*git, "log", "-1", "--format=%s"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "commit": commit,
+        "subject": subject if len(subject) <= 72 else subject[:71] + "…",
+        "src_edited": bool(edited),
+    }
 
 
 def optional_module(name: str):
@@ -411,13 +450,15 @@ def evaluate(c: sq.Corpus, db: str, diagnoses: bool = True) -> dict[str, list[in
             if shipped is not None:
                 search_module.FOREIGN_DENSE_WEIGHT = shipped if weight is None else weight
             if stop_words is not None:  # a diagnosis: the same search, no stop word dropped
-                analyzer._stop_words = ((lambda language: frozenset())
-                                        if name == KEPT_STOP_WORDS else stop_words)
+                analyzer._stop_words = (
+                    (lambda language: frozenset()) if name == KEPT_STOP_WORDS else stop_words
+                )
             for q in c.queries:
                 hits = attnswitch.search(q.text, db=db, k=sq.HITS, mode=mode)
                 files = {i: h.path for i, h in enumerate(hits)}
                 ranks.setdefault(name, []).append(
-                    sq.file_rank([(i, 0.0) for i in files], files, q.target))
+                    sq.file_rank([(i, 0.0) for i in files], files, q.target)
+                )
     finally:
         if shipped is not None:
             search_module.FOREIGN_DENSE_WEIGHT = shipped
@@ -438,15 +479,28 @@ def run_attnswitch(args, corpora: list[tuple[sq.Corpus, dict]], done: dict) -> d
                 continue
             db = str(location(c.name))
             summary = attnswitch.index(c.root, db=db).to_dict()
-            print(c.name, "indexed", {k: summary.get(k) for k in (
-                "indexed", "failed", "chunks_stored", "wall_s", "engine", "precision")},
-                flush=True)
+            print(
+                c.name,
+                "indexed",
+                {
+                    k: summary.get(k)
+                    for k in ("indexed", "failed", "chunks_stored", "wall_s", "engine", "precision")
+                },
+                flush=True,
+            )
             ranks = evaluate(c, db, args.diagnoses)
             out[c.name] = language_result(c, dropped, ranks, summary.get("chunks_stored"))
-            out[c.name]["index"] = {k: summary.get(k) for k in (
-                "indexed", "failed", "skipped", "chunks_stored", "engine", "precision")}
-            print(c.name, json.dumps({k: round(v["mrr_at_10"], 3) for k, v in
-                                      out[c.name]["scores"]["all"].items()}), flush=True)
+            out[c.name]["index"] = {
+                k: summary.get(k)
+                for k in ("indexed", "failed", "skipped", "chunks_stored", "engine", "precision")
+            }
+            print(
+                c.name,
+                json.dumps(
+                    {k: round(v["mrr_at_10"], 3) for k, v in out[c.name]["scores"]["all"].items()}
+                ),
+                flush=True,
+            )
             save_partial(args, out)
     return out
 
@@ -462,35 +516,50 @@ def run_langchain(args, corpora: list[tuple[sq.Corpus, dict]], done: dict) -> di
         if c.name in done:
             out[c.name] = done[c.name]
             continue
-        got = peers.run_peer("langchain", c, args.peers_venv, model_folder(), work, False,
-                             modes=MODES)
-        ranks = {m: [sq.file_rank([(i, 0.0) for i in range(len(hits))],
-                                  dict(enumerate(hits)), q.target)
-                     for q, hits in zip(c.queries, got["ranked_files_by_mode"][m],
-                                        strict=True)]
-                 for m in MODES}
+        got = peers.run_peer(
+            "langchain", c, args.peers_venv, model_folder(), work, False, modes=MODES
+        )
+        ranks = {
+            m: [
+                sq.file_rank([(i, 0.0) for i in range(len(hits))], dict(enumerate(hits)), q.target)
+                for q, hits in zip(c.queries, got["ranked_files_by_mode"][m], strict=True)
+            ]
+            for m in MODES
+        }
         out[c.name] = language_result(c, dropped, ranks, got["chunks"])
         out[c.name]["files_read"] = got["files_read"]
-        print(c.name, json.dumps({k: round(v["mrr_at_10"], 3) for k, v in
-                                  out[c.name]["scores"]["all"].items()}), flush=True)
+        print(
+            c.name,
+            json.dumps(
+                {k: round(v["mrr_at_10"], 3) for k, v in out[c.name]["scores"]["all"].items()}
+            ),
+            flush=True,
+        )
         save_partial(args, out)
     return out
 
 
 def language_result(c: sq.Corpus, dropped: dict, ranks: dict, chunks) -> dict:
-    return {"files": sum(1 for p in c.root.rglob("*") if p.is_file()), "chunks": chunks,
-            "sources": [s.package for s in LANGUAGES[c.name]],
-            "queries": {k: sum(q.kind == k for q in c.queries) for k in KINDS},
-            "query_digest": digest(c.queries), "dropped_candidates": dropped,
-            "scores": scores(c.queries, ranks)}
+    return {
+        "files": sum(1 for p in c.root.rglob("*") if p.is_file()),
+        "chunks": chunks,
+        "sources": [s.package for s in LANGUAGES[c.name]],
+        "queries": {k: sum(q.kind == k for q in c.queries) for k in KINDS},
+        "query_digest": digest(c.queries),
+        "dropped_candidates": dropped,
+        "scores": scores(c.queries, ranks),
+    }
 
 
 def save_partial(args, languages: dict) -> None:
     """The languages done so far, to `--out`.partial (a stopped run keeps them: `--resume`)."""
     if args.out:
-        Path(f"{args.out}.partial").write_text(json.dumps(
-            {"languages": languages, "code": args.code, "store": args.store_name},
-            ensure_ascii=False))
+        Path(f"{args.out}.partial").write_text(
+            json.dumps(
+                {"languages": languages, "code": args.code, "store": args.store_name},
+                ensure_ascii=False,
+            )
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -581,9 +650,14 @@ def checks(run: dict, lang: str) -> tuple[float | None, float | None]:
 def checks_table(run: dict) -> list[str]:
     """Per language: the three modes, keyword against English, hybrid against its better
     half, with the issue's two checks."""
-    lines = [("| language | files | chunks | queries (w/h/q/p) | keyword | dense | hybrid "
-             f"| keyword / English | ≥ {KEYWORD_RATIO} | hybrid − better half "
-             f"| within {HYBRID_SLACK} |"), "|---|---:|---:|---|---:|---:|---:|---:|:-:|---:|:-:|"]
+    lines = [
+        (
+            "| language | files | chunks | queries (w/h/q/p) | keyword | dense | hybrid "
+            f"| keyword / English | ≥ {KEYWORD_RATIO} | hybrid − better half "
+            f"| within {HYBRID_SLACK} |"
+        ),
+        "|---|---:|---:|---|---:|---:|---:|---:|:-:|---:|:-:|",
+    ]
     for lang, r in run["languages"].items():
         kw, de, hy = (mrr(run, lang, m) for m in MODES)
         ratio, margin = checks(run, lang)
@@ -594,14 +668,19 @@ def checks_table(run: dict) -> list[str]:
             f"{cell(hy)} | {cell(ratio, 2)} | "
             f"{'yes' if ratio is not None and ratio >= KEYWORD_RATIO else 'no'} | "
             f"{cell(margin, sign=True)} | "
-            f"{'yes' if margin is not None and margin >= -HYBRID_SLACK else 'no'} |")
+            f"{'yes' if margin is not None and margin >= -HYBRID_SLACK else 'no'} |"
+        )
     return lines
 
 
 def before_after_table(before: dict, after: dict, kind: str = "all") -> list[str]:
-    lines = [("| language | queries | keyword before | keyword after | Δ | dense before "
-             "| dense after | Δ | hybrid before | hybrid after | Δ |"),
-             "|---|---:|" + "---:|" * 9]
+    lines = [
+        (
+            "| language | queries | keyword before | keyword after | Δ | dense before "
+            "| dense after | Δ | hybrid before | hybrid after | Δ |"
+        ),
+        "|---|---:|" + "---:|" * 9,
+    ]
     for lang in after["languages"]:
         if kind not in after["languages"][lang]["scores"]:
             continue
@@ -617,9 +696,12 @@ def before_after_table(before: dict, after: dict, kind: str = "all") -> list[str
 def kinds_table(runs: list[dict]) -> list[str]:
     """Per language and kind, each mode's MRR@10 in each run."""
     columns = [(r, m) for r in runs for m in MODES]
-    lines = ["| language | kind | queries | " + " | ".join(
-        f"{m}, {label(r)}" for r, m in columns) + " |",
-        "|---|---|---:|" + "---:|" * len(columns)]
+    lines = [
+        "| language | kind | queries | "
+        + " | ".join(f"{m}, {label(r)}" for r, m in columns)
+        + " |",
+        "|---|---|---:|" + "---:|" * len(columns),
+    ]
     langs = runs[0]["languages"]
     for lang in langs:
         for kind in KINDS:
@@ -638,49 +720,70 @@ def all_scores(run: dict) -> dict:
 
 def weights_table(run: dict) -> list[str]:
     names = [f"hybrid w={w:g}" for w in FOREIGN_WEIGHTS]
-    lines = ["| language | keyword | dense | " + " | ".join(names) + " |",
-             "|---|---:|---:|" + "---:|" * len(names)]
+    lines = [
+        "| language | keyword | dense | " + " | ".join(names) + " |",
+        "|---|---:|---:|" + "---:|" * len(names),
+    ]
     for lang in run["languages"]:
-        lines.append(f"| {lang} | {cell(mrr(run, lang, 'keyword'))} | "
-                     f"{cell(mrr(run, lang, 'dense'))} | "
-                     + " | ".join(cell(mrr(run, lang, n)) for n in names) + " |")
+        lines.append(
+            f"| {lang} | {cell(mrr(run, lang, 'keyword'))} | "
+            f"{cell(mrr(run, lang, 'dense'))} | "
+            + " | ".join(cell(mrr(run, lang, n)) for n in names)
+            + " |"
+        )
     return lines
 
 
 def stop_words_table(after: dict) -> list[str]:
     """Keyword MRR@10 per language and kind: as shipped, and with no stop word dropped from
     the query."""
-    lines = ["| language | kind | queries | keyword | stop words kept | dropped − kept |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| language | kind | queries | keyword | stop words kept | dropped − kept |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for lang, r in after["languages"].items():
         for kind in ("all", *KINDS):
             if kind not in r["scores"]:
                 continue
             a, kept = mrr(after, lang, "keyword", kind), mrr(after, lang, KEPT_STOP_WORDS, kind)
-            lines.append(f"| {lang} | {kind} | {r['scores'][kind]['keyword']['queries']} | "
-                         f"{cell(a)} | {cell(kept)} | "
-                         f"{cell(a - kept if None not in (a, kept) else None, sign=True)} |")
+            lines.append(
+                f"| {lang} | {kind} | {r['scores'][kind]['keyword']['queries']} | "
+                f"{cell(a)} | {cell(kept)} | "
+                f"{cell(a - kept if None not in (a, kept) else None, sign=True)} |"
+            )
     return lines
 
 
 def langchain_table(lc: dict, ours: dict) -> list[str]:
-    lines = [("| language | queries | LangChain keyword (BM25) | attnswitch keyword "
-             "| LangChain dense | attnswitch dense | LangChain hybrid (ensemble) "
-             "| attnswitch hybrid | LangChain chunks | attnswitch chunks |"),
-             "|---|---:|" + "---:|" * 8]
+    lines = [
+        (
+            "| language | queries | LangChain keyword (BM25) | attnswitch keyword "
+            "| LangChain dense | attnswitch dense | LangChain hybrid (ensemble) "
+            "| attnswitch hybrid | LangChain chunks | attnswitch chunks |"
+        ),
+        "|---|---:|" + "---:|" * 8,
+    ]
     for lang, r in lc["languages"].items():
         same = ours["languages"].get(lang, {}).get("query_digest") == r["query_digest"]
         cells = []
         for m in MODES:
             cells += [cell(mrr(lc, lang, m)), cell(mrr(ours, lang, m)) if same else "-"]
-        lines.append(f"| {lang} | {sum(r['queries'].values())} | " + " | ".join(cells)
-                     + f" | {r['chunks']} | {ours['languages'].get(lang, {}).get('chunks') or '-'} |")
+        lines.append(
+            f"| {lang} | {sum(r['queries'].values())} | "
+            + " | ".join(cells)
+            + f" | {r['chunks']} | {ours['languages'].get(lang, {}).get('chunks') or '-'} |"
+        )
     return lines
 
 
 def english_search_table(before: dict, after: dict) -> list[str]:
-    lines = [("| corpus | kind | queries | mode | MRR@10 before | MRR@10 after | Δ "
-             "| R@10 before | R@10 after |"), "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        (
+            "| corpus | kind | queries | mode | MRR@10 before | MRR@10 after | Δ "
+            "| R@10 before | R@10 after |"
+        ),
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for name, kinds in after["results"].items():
         for kind, by in kinds.items():
             for m in ("keyword", "dense", "hybrid"):
@@ -690,19 +793,27 @@ def english_search_table(before: dict, after: dict) -> list[str]:
                     f"| {name} | {kind} | {a['queries']} | {m} | "
                     f"{cell(b and b['mrr_at_10'])} | {cell(a['mrr_at_10'])} | "
                     f"{cell(a['mrr_at_10'] - b['mrr_at_10'] if b else None, sign=True)} | "
-                    f"{cell(b and b['recall_at_10'])} | {cell(a['recall_at_10'])} |")
+                    f"{cell(b and b['recall_at_10'])} | {cell(a['recall_at_10'])} |"
+                )
     return lines
 
 
 def english_retrieval_table(before: dict, after: dict) -> list[str]:
-    lines = [("| mode | queries before / after | MRR@10 before | MRR@10 after | Δ "
-             "| R@10 before | R@10 after |"), "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        (
+            "| mode | queries before / after | MRR@10 before | MRR@10 after | Δ "
+            "| R@10 before | R@10 after |"
+        ),
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for m in ("keyword", "dense", "hybrid"):
         b, a = before["modes"][m], after["modes"][m]
-        lines.append(f"| {m} | {before['queries']} / {after['queries']} | "
-                     f"{cell(b['mrr_at_10'])} | {cell(a['mrr_at_10'])} | "
-                     f"{cell(a['mrr_at_10'] - b['mrr_at_10'], sign=True)} | "
-                     f"{cell(b['recall_at_10'])} | {cell(a['recall_at_10'])} |")
+        lines.append(
+            f"| {m} | {before['queries']} / {after['queries']} | "
+            f"{cell(b['mrr_at_10'])} | {cell(a['mrr_at_10'])} | "
+            f"{cell(a['mrr_at_10'] - b['mrr_at_10'], sign=True)} | "
+            f"{cell(b['recall_at_10'])} | {cell(a['recall_at_10'])} |"
+        )
     return lines
 
 
@@ -733,55 +844,96 @@ def report(args) -> None:
     runs = [json.loads(Path(p).read_text()) for p in args.report]
     ours = [r for r in runs if r["system"] == "attnswitch"]
     for lang in {lang for r in runs for lang in r["languages"]}:
-        if len({r["languages"][lang]["query_digest"] for r in runs
-                if lang in r["languages"]}) != 1:
+        if len({r["languages"][lang]["query_digest"] for r in runs if lang in r["languages"]}) != 1:
             raise SystemExit(f"--report: the runs were not given the same queries in {lang}")
     by = {(r["label"], r["store"]): r for r in ours}
     code = {r["label"]: r["code"] for r in ours}
-    lines = [f"Runs: {', '.join(label(r) for r in runs)}. Code: "
-             + "; ".join(f"{name} = {c['commit'][:7]} ({c['subject']}"
-                         + (", src edited" if c["src_edited"] else "") + ")"
-                         for name, c in code.items())
-             + f". CPU: {runs[0]['cpu']}, shared with other work (quality figures do not "
-             "depend on the load).", ""]
+    lines = [
+        f"Runs: {', '.join(label(r) for r in runs)}. Code: "
+        + "; ".join(
+            f"{name} = {c['commit'][:7]} ({c['subject']}"
+            + (", src edited" if c["src_edited"] else "")
+            + ")"
+            for name, c in code.items()
+        )
+        + f". CPU: {runs[0]['cpu']}, shared with other work (quality figures do not "
+        "depend on the load).",
+        "",
+    ]
     for r in ours:
         lines += [f"### Checks: {label(r)}", "", *checks_table(r), ""]
     for store in ("sqlite", "postgres"):
         if ("before", store) in by and ("after", store) in by:
-            lines += [f"### Before and after the analyzer, {store} (MRR@10, all kinds)", "",
-                      *before_after_table(by["before", store], by["after", store]), ""]
+            lines += [
+                f"### Before and after the analyzer, {store} (MRR@10, all kinds)",
+                "",
+                *before_after_table(by["before", store], by["after", store]),
+                "",
+            ]
     for lc in (r for r in runs if r["system"] == "langchain"):
         ref = by.get(("after", "sqlite")) or ours[0]
-        lines += [f"### LangChain's recipe beside {label(ref)} (MRR@10, all kinds)", "",
-                  *langchain_table(lc, ref), ""]
+        lines += [
+            f"### LangChain's recipe beside {label(ref)} (MRR@10, all kinds)",
+            "",
+            *langchain_table(lc, ref),
+            "",
+        ]
     for store in ("sqlite", "postgres"):
         same = [r for r in ours if r["store"] == store]
         if same:
             lines += [f"### By kind of query, {store} (MRR@10)", "", *kinds_table(same), ""]
     lc_runs = [r for r in runs if r["system"] == "langchain"]
     if lc_runs and ("after", "sqlite") in by:
-        lines += ["### By kind of query, LangChain's recipe beside after (sqlite) (MRR@10)",
-                  "", *kinds_table([by["after", "sqlite"], *lc_runs]), ""]
+        lines += [
+            "### By kind of query, LangChain's recipe beside after (sqlite) (MRR@10)",
+            "",
+            *kinds_table([by["after", "sqlite"], *lc_runs]),
+            "",
+        ]
     for r in (r for r in ours if "hybrid w=0" in all_scores(r)):
-        lines += [f"### Hybrid's dense weight outside the model's languages: {label(r)}",
-                  "", ("(w: the dense half's weight for a query or chunk in a language the "
-                  "model does not declare; shipped 0.2, the hybrid column above.)"), "",
-                  *weights_table(r), ""]
+        lines += [
+            f"### Hybrid's dense weight outside the model's languages: {label(r)}",
+            "",
+            (
+                "(w: the dense half's weight for a query or chunk in a language the "
+                "model does not declare; shipped 0.2, the hybrid column above.)"
+            ),
+            "",
+            *weights_table(r),
+            "",
+        ]
     for r in (r for r in ours if KEPT_STOP_WORDS in all_scores(r)):
-        lines += [f"### Stop words dropped from keyword queries: {label(r)} (MRR@10)", "",
-                  *stop_words_table(r), ""]
+        lines += [
+            f"### Stop words dropped from keyword queries: {label(r)} (MRR@10)",
+            "",
+            *stop_words_table(r),
+            "",
+        ]
     english: dict = {}
     if args.english_search:
         before, after = (json.loads(Path(p).read_text()) for p in args.english_search)
         english["search_quality"] = {"before": before, "after": after}
-        lines += [(f"### English: search_quality.py --python-docs 110 ({after['store']}), "
-                  "before and after"), "", *english_search_table(before, after), ""]
+        lines += [
+            (
+                f"### English: search_quality.py --python-docs 110 ({after['store']}), "
+                "before and after"
+            ),
+            "",
+            *english_search_table(before, after),
+            "",
+        ]
     if args.english_retrieval:
         before, after = (json.loads(Path(p).read_text()) for p in args.english_retrieval)
         english["retrieval_quality"] = {"before": before, "after": after}
-        lines += [("### English: retrieval_quality.py (section headings against their "
-                  "section's body, heading removed; sqlite), before and after"), "",
-                  *english_retrieval_table(before, after), ""]
+        lines += [
+            (
+                "### English: retrieval_quality.py (section headings against their "
+                "section's body, heading removed; sqlite), before and after"
+            ),
+            "",
+            *english_retrieval_table(before, after),
+            "",
+        ]
     tables = "\n".join(lines)
     print(tables)
     if args.md:
@@ -793,8 +945,9 @@ def report(args) -> None:
             head, tail = INTRO + "\n", "\n"
         args.md.write_text(f"{head}{TABLES_START}\n\n{tables}\n{TABLES_END}{tail}")
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "english": english}, indent=1,
-                                        ensure_ascii=False) + "\n")
+        args.json.write_text(
+            json.dumps({"runs": runs, "english": english}, indent=1, ensure_ascii=False) + "\n"
+        )
     if args.plot:
         plot([r for r in runs if r["store"] in ("sqlite", "faiss")], args.plot)
 
@@ -808,22 +961,42 @@ def main() -> None:
     ap.add_argument("--store-dir", type=Path, default=sq.ROOT / ".bench" / "multilingual")
     ap.add_argument("--label", default="after", help="this run's name in the report")
     ap.add_argument("--out", type=Path, help="this run's JSON")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the languages of OUT.partial scored with the same queries "
-                    "and code")
-    ap.add_argument("--diagnoses", action=argparse.BooleanOptionalAction, default=True,
-                    help="also score hybrid under FOREIGN_WEIGHTS and keyword with no stop "
-                    "word dropped, where the code has them")
-    ap.add_argument("--queries-only", action="store_true",
-                    help="build and print the queries, index and search nothing")
-    ap.add_argument("--langchain", action="store_true",
-                    help="run LangChain's recipe (in --peers-venv) instead of attnswitch")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the languages of OUT.partial scored with the same queries and code",
+    )
+    ap.add_argument(
+        "--diagnoses",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also score hybrid under FOREIGN_WEIGHTS and keyword with no stop "
+        "word dropped, where the code has them",
+    )
+    ap.add_argument(
+        "--queries-only",
+        action="store_true",
+        help="build and print the queries, index and search nothing",
+    )
+    ap.add_argument(
+        "--langchain",
+        action="store_true",
+        help="run LangChain's recipe (in --peers-venv) instead of attnswitch",
+    )
     ap.add_argument("--peers-venv", type=Path, default=sq.ROOT / ".bench" / "peers-venv")
     ap.add_argument("--report", nargs="+", metavar="RUN.json")
-    ap.add_argument("--english-search", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
-                    help="search_quality.py --json of the two revisions")
-    ap.add_argument("--english-retrieval", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
-                    help="retrieval_quality.py --json of the two revisions")
+    ap.add_argument(
+        "--english-search",
+        nargs=2,
+        metavar=("BEFORE.json", "AFTER.json"),
+        help="search_quality.py --json of the two revisions",
+    )
+    ap.add_argument(
+        "--english-retrieval",
+        nargs=2,
+        metavar=("BEFORE.json", "AFTER.json"),
+        help="retrieval_quality.py --json of the two revisions",
+    )
     ap.add_argument("--md", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
@@ -840,10 +1013,13 @@ def main() -> None:
     for lang in args.languages.split(","):
         c = corpus(lang, args.store_dir, args.max_files)
         dropped = build_queries(lang, c, args.per_kind, english)
-        print(f"{lang}: {sum(1 for p in c.root.rglob('*') if p.is_file())} files, "
-              f"{len(c.queries)} queries {digest(c.queries)} "
-              f"({', '.join(f'{k} {sum(q.kind == k for q in c.queries)}' for k in KINDS)}), "
-              f"dropped {dropped}", flush=True)
+        print(
+            f"{lang}: {sum(1 for p in c.root.rglob('*') if p.is_file())} files, "
+            f"{len(c.queries)} queries {digest(c.queries)} "
+            f"({', '.join(f'{k} {sum(q.kind == k for q in c.queries)}' for k in KINDS)}), "
+            f"dropped {dropped}",
+            flush=True,
+        )
         corpora.append((c, dropped))
         if args.queries_only:
             for q in c.queries:
@@ -855,16 +1031,29 @@ def main() -> None:
     if args.resume and partial and partial.exists():
         old = json.loads(partial.read_text())
         if old["code"] == args.code and old["store"] == args.store_name:
-            done = {c.name: old["languages"][c.name] for c, _ in corpora
-                    if old["languages"].get(c.name, {}).get("query_digest") == digest(c.queries)}
+            done = {
+                c.name: old["languages"][c.name]
+                for c, _ in corpora
+                if old["languages"].get(c.name, {}).get("query_digest") == digest(c.queries)
+            }
     if args.langchain:
-        run = {"system": "langchain", "label": "langchain", "store": "faiss",
-               "languages": run_langchain(args, corpora, done)}
+        run = {
+            "system": "langchain",
+            "label": "langchain",
+            "store": "faiss",
+            "languages": run_langchain(args, corpora, done),
+        }
     else:
-        run = {"system": "attnswitch", "label": args.label, "store": args.store,
-               "code": args.code, "languages": run_attnswitch(args, corpora, done)}
-    run.update(cpu=cpu(), per_kind=args.per_kind, max_files=args.max_files,
-               model="all-MiniLM-L6-v2")
+        run = {
+            "system": "attnswitch",
+            "label": args.label,
+            "store": args.store,
+            "code": args.code,
+            "languages": run_attnswitch(args, corpora, done),
+        }
+    run.update(
+        cpu=cpu(), per_kind=args.per_kind, max_files=args.max_files, model="all-MiniLM-L6-v2"
+    )
     if args.out:
         args.out.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n")
 

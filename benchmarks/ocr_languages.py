@@ -65,9 +65,18 @@ from script_pages import (  # noqa: E402
 from synthetic import cpu_description  # noqa: E402
 
 # Language -> the script it is written in (the column the results are grouped by).
-LANGUAGES = {"eng": "Latin", "deu": "Latin", "fra": "Latin", "spa": "Latin", "rus": "Cyrillic",
-             "chi_sim": "Han", "chi_tra": "Han", "jpn": "Japanese", "kor": "Hangul",
-             "hin": "Devanagari"}
+LANGUAGES = {
+    "eng": "Latin",
+    "deu": "Latin",
+    "fra": "Latin",
+    "spa": "Latin",
+    "rus": "Cyrillic",
+    "chi_sim": "Han",
+    "chi_tra": "Han",
+    "jpn": "Japanese",
+    "kor": "Hangul",
+    "hin": "Devanagari",
+}
 HAN_PACKS = ("chi_sim", "chi_tra", "chi_sim+chi_tra", "chi_sim+chi_tra+eng")
 TIMEOUT_S = 300
 
@@ -84,7 +93,7 @@ def pages_of(pack: str, paragraphs: list[str], pages: int) -> list[tuple[bytes, 
     out = []
     for i in range(pages):
         start = len(paragraphs) // 10 + i * (len(paragraphs) * 9 // 10) // pages
-        [(image, text)] = render_pages(paragraphs[start:start + 80], pack)
+        [(image, text)] = render_pages(paragraphs[start : start + 80], pack)
         out.append((png_of(image), text))
     return out
 
@@ -92,8 +101,10 @@ def pages_of(pack: str, paragraphs: list[str], pages: int) -> list[tuple[bytes, 
 def snippets_of(pack: str, paragraphs: list[str], n: int) -> list[bytes]:
     """`n` two-line pages of `pack`'s paragraphs, from starts spread over them."""
     step = max(1, len(paragraphs) // max(n, 1))
-    return [png_of(render_pages(paragraphs[i * step:i * step + 5], pack, max_lines=2)[0][0])
-            for i in range(n)]
+    return [
+        png_of(render_pages(paragraphs[i * step : i * step + 5], pack, max_lines=2)[0][0])
+        for i in range(n)
+    ]
 
 
 def accuracy(pairs: list[tuple[str, str]]) -> float:
@@ -106,8 +117,9 @@ def accuracy(pairs: list[tuple[str, str]]) -> float:
 def cpu_time() -> float:
     """CPU seconds (user and system) of this process and its ended children (the
     Tesseract processes) so far."""
-    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
-                                                         resource.RUSAGE_CHILDREN))
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
@@ -139,16 +151,22 @@ def measure(pack: str, pages: list[tuple[bytes, str]], snippets: list[bytes]) ->
     expected = DEBIAN_SOURCES[pack].script
     short = [detect_script(png, TIMEOUT_S) for png in snippets]
     row = {
-        "language": pack, "script": LANGUAGES[pack], "pages": len(pages),
+        "language": pack,
+        "script": LANGUAGES[pack],
+        "pages": len(pages),
         "chars": sum(len(normalised(text)) for _, text in pages),
-        "osd_right": sum(s == expected for s in scripts), "osd_found": scripts,
-        "shipped": accuracy(shipped), "shipped_min": min(char_accuracy(*p) for p in shipped),
-        "own_pack": accuracy(own), "english_alone": accuracy(english),
+        "osd_right": sum(s == expected for s in scripts),
+        "osd_found": scripts,
+        "shipped": accuracy(shipped),
+        "shipped_min": min(char_accuracy(*p) for p in shipped),
+        "own_pack": accuracy(own),
+        "english_alone": accuracy(english),
         "s_per_page": statistics.mean(seconds),
         "cpu_s_per_page": statistics.mean(cpu_seconds),
         "osd_cpu_s_per_page": osd_cpu / len(pages),
         "pages_per_min_core": 60 / statistics.mean(cpu_seconds),
-        "snippets": len(short), "snippets_osd_right": sum(s == expected for s in short),
+        "snippets": len(short),
+        "snippets_osd_right": sum(s == expected for s in short),
         "snippets_osd_found": sorted({str(s) for s in short if s != expected}),
     }
     if han["chi_sim"]:
@@ -159,18 +177,22 @@ def measure(pack: str, pages: list[tuple[bytes, str]], snippets: list[bytes]) ->
 
 def tesseract_versions() -> str:
     """Tesseract's version and the Debian versions of its packs (dpkg)."""
-    version = subprocess.run(["tesseract", "--version"], capture_output=True,
-                             text=True).stdout.splitlines()[0]
-    packs = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n",
-                            "tesseract-ocr-*"], capture_output=True, text=True).stdout
-    versions = sorted({line.split()[1] for line in packs.splitlines()
-                       if len(line.split()) == 2})
+    version = subprocess.run(
+        ["tesseract", "--version"], capture_output=True, text=True
+    ).stdout.splitlines()[0]
+    packs = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${Version}\n", "tesseract-ocr-*"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    versions = sorted({line.split()[1] for line in packs.splitlines() if len(line.split()) == 2})
     return f"{version}; packs (Debian tesseract-ocr-*) {', '.join(versions) or 'unknown'}"
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [
-        "# OCR per script", "",
+        "# OCR per script",
+        "",
         "    make system-packages",
         f"    python benchmarks/ocr_languages.py --pages {meta['pages']} "
         f"--snippets {meta['snippets']} \\",
@@ -180,7 +202,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         f"(`OMP_THREAD_LIMIT=1`), one page at a time; load average at the start "
         f"{meta['load']}. Pages: A4 printed at 200 dpi in Noto fonts from Debian's "
         "translated documentation (benchmarks/ocr_languages.py says which). Character "
-        "accuracy = 1 - CER (NFKC, whitespace ignored) over the language's pages.", "",
+        "accuracy = 1 - CER (NFKC, whitespace ignored) over the language's pages.",
+        "",
         "| script | language | pages | characters | OSD right | shipped (English chosen, OSD) "
         "| worst page | own pack chosen | English alone, no OSD | CPU s a page (shipped) "
         "| of which OSD | pages/min/core | wall s a page | OSD right on 2-line pages |",
@@ -194,18 +217,27 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"| {r['own_pack']:.3f} | {r['english_alone']:.3f} | {r['cpu_s_per_page']:.1f} "
             f"| {r['osd_cpu_s_per_page']:.1f} | {r['pages_per_min_core']:.1f} "
             f"| {r['s_per_page']:.1f} "
-            f"| {r['snippets_osd_right']}/{r['snippets']}{wrong} |")
+            f"| {r['snippets_osd_right']}/{r['snippets']}{wrong} |"
+        )
     han = [r for r in rows if "han" in r]
     if han:
-        lines += ["", "Han pages by the Chinese packs (OSD says Han for both; the shipped "
-                  "reader takes both packs, then English): 1 - CER, and CPU seconds a page "
-                  "of the recognition alone (no OSD):", "",
-                  "| language | " + " | ".join(HAN_PACKS) + " |",
-                  "|---|" + "---:|" * len(HAN_PACKS)]
+        lines += [
+            "",
+            "Han pages by the Chinese packs (OSD says Han for both; the shipped "
+            "reader takes both packs, then English): 1 - CER, and CPU seconds a page "
+            "of the recognition alone (no OSD):",
+            "",
+            "| language | " + " | ".join(HAN_PACKS) + " |",
+            "|---|" + "---:|" * len(HAN_PACKS),
+        ]
         for r in han:
-            lines.append(f"| {r['language']} | " + " | ".join(
-                f"{r['han'][p]:.3f} ({r['han_cpu_s_per_page'][p]:.1f} s)" for p in HAN_PACKS)
-                + " |")
+            lines.append(
+                f"| {r['language']} | "
+                + " | ".join(
+                    f"{r['han'][p]:.3f} ({r['han_cpu_s_per_page'][p]:.1f} s)" for p in HAN_PACKS
+                )
+                + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -214,8 +246,12 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=4, help="full pages a language")
     parser.add_argument("--snippets", type=int, default=10, help="two-line pages a language")
     parser.add_argument("--languages", default=",".join(LANGUAGES))
-    parser.add_argument("--work", type=Path, default=ROOT / ".bench" / "ocr_languages",
-                        help="where the Debian packages are downloaded and unpacked")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=ROOT / ".bench" / "ocr_languages",
+        help="where the Debian packages are downloaded and unpacked",
+    )
     parser.add_argument("--md", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -229,17 +265,28 @@ def main() -> None:
     rows = []
     for pack in languages:
         paragraphs = debian_paragraphs(pack, root)
-        row = measure(pack, pages_of(pack, paragraphs, args.pages),
-                      snippets_of(pack, paragraphs, args.snippets))
+        row = measure(
+            pack,
+            pages_of(pack, paragraphs, args.pages),
+            snippets_of(pack, paragraphs, args.snippets),
+        )
         rows.append(row)
-        print(f"{pack:8} {row['script']:10} shipped {row['shipped']:.3f} own "
-              f"{row['own_pack']:.3f} eng {row['english_alone']:.3f} "
-              f"{row['pages_per_min_core']:.1f} pages/min/core, OSD "
-              f"{row['osd_right']}/{row['pages']}, 2-line "
-              f"{row['snippets_osd_right']}/{row['snippets']}", flush=True)
-    meta = {"cpu": cpu_description(), "machine": platform.machine(),
-            "tesseract": tesseract_versions(), "load": load, "pages": args.pages,
-            "snippets": args.snippets}
+        print(
+            f"{pack:8} {row['script']:10} shipped {row['shipped']:.3f} own "
+            f"{row['own_pack']:.3f} eng {row['english_alone']:.3f} "
+            f"{row['pages_per_min_core']:.1f} pages/min/core, OSD "
+            f"{row['osd_right']}/{row['pages']}, 2-line "
+            f"{row['snippets_osd_right']}/{row['snippets']}",
+            flush=True,
+        )
+    meta = {
+        "cpu": cpu_description(),
+        "machine": platform.machine(),
+        "tesseract": tesseract_versions(),
+        "load": load,
+        "pages": args.pages,
+        "snippets": args.snippets,
+    }
     if args.md:
         args.md.write_text(markdown(rows, meta))
     if args.json:

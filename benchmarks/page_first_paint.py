@@ -38,9 +38,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = (
-    "how do I update rows in a table", "what is a transaction", "create an index on a column",
-    "window functions", "foreign keys between tables", "join two tables",
-    "delete rows matching a condition", "json operators", "partitioning a large table",
+    "how do I update rows in a table",
+    "what is a transaction",
+    "create an index on a column",
+    "window functions",
+    "foreign keys between tables",
+    "join two tables",
+    "delete rows matching a condition",
+    "json operators",
+    "partitioning a large table",
     "what does MVCC mean",
 )
 # Submits a query and resolves with the milliseconds until the results are on screen.
@@ -70,8 +76,22 @@ def chromium() -> str:
 
 
 def build_index(folder: Path, db: Path, engine: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "attnswitch.cli", "run", str(folder), "--db",
-                          str(db), "--engine", engine, "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.cli",
+            "run",
+            str(folder),
+            "--db",
+            str(db),
+            "--engine",
+            engine,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         raise SystemExit(f"page_first_paint: attnswitch run failed: {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -108,38 +128,44 @@ def answered_ms(browser: Any, url: str, repeats: int) -> list[float]:
 
 
 def stats(values: list[float]) -> dict[str, float]:
-    return {"p50": float(np.percentile(values, 50)), "p90": float(np.percentile(values, 90)),
-            "min": float(min(values)), "n": len(values)}
+    return {
+        "p50": float(np.percentile(values, 50)),
+        "p90": float(np.percentile(values, 90)),
+        "min": float(min(values)),
+        "n": len(values),
+    }
 
 
 def markdown(r: dict[str, Any]) -> str:
     m = r["machine"]
     i, a = r["interactive_ms"], r["answered_ms"]
-    return "\n".join([
-        "# The page's first paint",
-        "",
-        f"**{r['label']}.** `attnswitch serve` over `{r['folder']}` ({r['index']['documents']} "
-        f"documents, {r['index']['chunks']} chunks), engine {r['serving']['engine']} "
-        f"({r['serving']['precision']}), Debian's chromium {r['chromium']} headless through "
-        "Playwright on the same machine.",
-        "",
-        f"- CPU: {m['cpu']}, {m['cores']} cores usable",
-        f"- load average before / after: {r['load_before']:.2f} / {r['load_after']:.2f}",
-        f"- measured {r['when']}, `benchmarks/page_first_paint.py`",
-        "",
-        "| figure | budget | first | p50 | p90 | n |",
-        "|---|---:|---:|---:|---:|---:|",
-        f"| search page interactive after `serve` is ready (ms) | < 500 | "
-        f"{r['first_interactive_ms']:.0f} | {i['p50']:.0f} | {i['p90']:.0f} | {i['n']} |",
-        f"| search answered on screen, warm model (ms) | < 100 (p50) | - | {a['p50']:.0f} | "
-        f"{a['p90']:.0f} | {a['n']} |",
-        "",
-        "Interactive: from asking for `/` to the search box usable and focused, in a fresh "
-        "browser context (no cache); *first* is the first load right after `/readyz` "
-        "answered 200. Answered: from submitting the form to the results' status line "
-        "on screen, timed in the page.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# The page's first paint",
+            "",
+            f"**{r['label']}.** `attnswitch serve` over `{r['folder']}` ({r['index']['documents']} "
+            f"documents, {r['index']['chunks']} chunks), engine {r['serving']['engine']} "
+            f"({r['serving']['precision']}), Debian's chromium {r['chromium']} headless through "
+            "Playwright on the same machine.",
+            "",
+            f"- CPU: {m['cpu']}, {m['cores']} cores usable",
+            f"- load average before / after: {r['load_before']:.2f} / {r['load_after']:.2f}",
+            f"- measured {r['when']}, `benchmarks/page_first_paint.py`",
+            "",
+            "| figure | budget | first | p50 | p90 | n |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| search page interactive after `serve` is ready (ms) | < 500 | "
+            f"{r['first_interactive_ms']:.0f} | {i['p50']:.0f} | {i['p90']:.0f} | {i['n']} |",
+            f"| search answered on screen, warm model (ms) | < 100 (p50) | - | {a['p50']:.0f} | "
+            f"{a['p90']:.0f} | {a['n']} |",
+            "",
+            "Interactive: from asking for `/` to the search box usable and focused, in a fresh "
+            "browser context (no cache); *first* is the first load right after `/readyz` "
+            "answered 200. Answered: from submitting the form to the results' status line "
+            "on screen, timed in the page.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,8 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="rounds of the queries timed")
     parser.add_argument("--folder", type=Path, default=ROOT / "examples/corpus/postgresql")
     parser.add_argument("--engine", default="auto")
-    parser.add_argument("--label", default="busy machine",
-                        help='"quiet machine" or "busy machine": printed with the figures')
+    parser.add_argument(
+        "--label",
+        default="busy machine",
+        help='"quiet machine" or "busy machine": printed with the figures',
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs/results")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -158,15 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     from attnswitch.engines.autopick import machine
     from attnswitch.service import launch
 
-    with tempfile.TemporaryDirectory(prefix="page-first-paint-") as tmp, \
-            sync_playwright() as pw:
+    with tempfile.TemporaryDirectory(prefix="page-first-paint-") as tmp, sync_playwright() as pw:
         work = Path(tmp)
         summary = build_index(args.folder, work / "db", args.engine)
-        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
-                                     args=["--no-sandbox"])
+        browser = pw.chromium.launch(
+            executable_path=chromium(), headless=True, args=["--no-sandbox"]
+        )
         browser.new_context().close()  # the browser process itself is up before the clock
-        server = launch.start(work / "server", "--db", str(work / "db"), "--engine",
-                              args.engine)
+        server = launch.start(work / "server", "--db", str(work / "db"), "--engine", args.engine)
         try:
             first = interactive_ms(browser, server.url)
             load_before = os.getloadavg()[0]
@@ -182,14 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         browser.close()
     folder = args.folder.resolve()
     report = {
-        "label": args.label, "when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
-        "chromium": version, "folder": str(folder.relative_to(ROOT)) if
-        folder.is_relative_to(ROOT) else folder.name,
+        "label": args.label,
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "chromium": version,
+        "folder": str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else folder.name,
         "index": {"documents": summary["indexed"], "chunks": summary["chunks_stored"]},
         "serving": {k: serving[k] for k in ("engine", "precision", "model")},
-        "load_before": load_before, "load_after": load_after,
-        "first_interactive_ms": first, "interactive_ms": stats(interactive),
-        "answered_ms": stats(answered), "interactive_runs": interactive,
+        "load_before": load_before,
+        "load_after": load_after,
+        "first_interactive_ms": first,
+        "interactive_ms": stats(interactive),
+        "answered_ms": stats(answered),
+        "interactive_runs": interactive,
         "answered_runs": answered,
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -74,21 +74,31 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
         from attnswitch.jobs.ray_run import RayOptions, run_on_ray
 
         start = time.perf_counter()
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False,
-                 logging_level=logging.WARNING, log_to_driver=False)
+        ray.init(
+            address="local",
+            num_cpus=cpus,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
         out["ray_init_s"] = time.perf_counter() - start
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         with SQLiteStore(db) as store:
-            summary = run_on_ray(CORPUS, store, options,
-                                 RayOptions(cpu_actors=n, cpus_per_actor=per_actor))
+            summary = run_on_ray(
+                CORPUS, store, options, RayOptions(cpu_actors=n, cpus_per_actor=per_actor)
+            )
         start = time.perf_counter()
         ray.shutdown()
         out["ray_shutdown_s"] = time.perf_counter() - start
         out["actors_start_s"] = summary.ray["start_s"]
         out["startup_s"] = out["ray_init_s"] + summary.ray["start_s"]
         out["actors"] = summary.ray["actors"]
-    out.update(run_s=summary.wall_s, chunks=summary.chunks_encoded,
-               tokens=summary.tokens_encoded, status=summary.status)
+    out.update(
+        run_s=summary.wall_s,
+        chunks=summary.chunks_encoded,
+        tokens=summary.tokens_encoded,
+        status=summary.status,
+    )
     return out
 
 
@@ -97,10 +107,23 @@ def contender(name: str, precision: str, cpus: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="ray-scaling-") as tmp:
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, __file__, "--one", name, "--db", str(Path(tmp) / "index.sqlite3"),
-             "--precision", precision, "--cpus", str(cpus)],
-            capture_output=True, text=True, timeout=3600,
-            env=dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1"))
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                name,
+                "--db",
+                str(Path(tmp) / "index.sqlite3"),
+                "--precision",
+                precision,
+                "--cpus",
+                str(cpus),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            env=dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1"),
+        )
         total = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
@@ -126,8 +149,9 @@ def main() -> None:
     names = [n for n in args.contenders.split(",") if n]
     unknown = [n for n in names if n not in CONTENDERS]
     if unknown:
-        raise SystemExit(f"--contenders: expected some of {', '.join(CONTENDERS)}, got "
-                         f"{', '.join(unknown)}")
+        raise SystemExit(
+            f"--contenders: expected some of {', '.join(CONTENDERS)}, got {', '.join(unknown)}"
+        )
     load_start = os.getloadavg()
     results: dict[str, list[dict]] = {n: [] for n in names}
     for r in range(args.rounds):
@@ -135,9 +159,12 @@ def main() -> None:
         for name in names[k:] + names[:k]:
             res = contender(name, args.precision, args.cpus)
             results[name].append(res)
-            print(f"round {r + 1}: {name}: total {res['total_s']:.1f} s, run "
-                  f"{res['run_s']:.1f} s, startup {res['startup_s']:.1f} s, {res['chunks']} "
-                  f"chunks, load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"round {r + 1}: {name}: total {res['total_s']:.1f} s, run "
+                f"{res['run_s']:.1f} s, startup {res['startup_s']:.1f} s, {res['chunks']} "
+                f"chunks, load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     load_end = os.getloadavg()
     rows = summarise(names, results)
     report = render(args, rows, results, load_start, load_end)
@@ -155,14 +182,20 @@ def summarise(names: list[str], results: dict[str, list[dict]]) -> list[dict]:
     for name in names:
         runs = results[name]
         chunks, tokens = runs[0]["chunks"], runs[0]["tokens"]
-        if any((x["chunks"], x["tokens"], x["status"]) != (chunks, tokens, "completed")
-               for x in runs):
+        if any(
+            (x["chunks"], x["tokens"], x["status"]) != (chunks, tokens, "completed") for x in runs
+        ):
             raise SystemExit(f"{name}: runs differ or did not complete: {runs}")
-        row = {"name": name, "label": CONTENDERS[name][0], "chunks": chunks, "tokens": tokens,
-               "total_s": med(x["total_s"] for x in runs),
-               "run_s": med(x["run_s"] for x in runs),
-               "startup_s": med(x["startup_s"] for x in runs),
-               "rounds_total_s": [x["total_s"] for x in runs]}
+        row = {
+            "name": name,
+            "label": CONTENDERS[name][0],
+            "chunks": chunks,
+            "tokens": tokens,
+            "total_s": med(x["total_s"] for x in runs),
+            "run_s": med(x["run_s"] for x in runs),
+            "startup_s": med(x["startup_s"] for x in runs),
+            "rounds_total_s": [x["total_s"] for x in runs],
+        }
         row["chunks_per_s"] = chunks / row["run_s"]
         row["tokens_per_s"] = tokens / row["run_s"]
         if CONTENDERS[name][1] == "ray":
@@ -170,8 +203,11 @@ def summarise(names: list[str], results: dict[str, list[dict]]) -> list[dict]:
             row["actors_start_s"] = med(x["actors_start_s"] for x in runs)
             row["ray_shutdown_s"] = med(x["ray_shutdown_s"] for x in runs)
             row["actor_tokens_per_s"] = med(
-                statistics.mean(a["tokens"] / a["encode_s"] for a in x["actors"]
-                                if a["encode_s"] > 0) for x in runs)
+                statistics.mean(
+                    a["tokens"] / a["encode_s"] for a in x["actors"] if a["encode_s"] > 0
+                )
+                for x in runs
+            )
         rows.append(row)
     base = rows[0]
     for row in rows:
@@ -212,25 +248,42 @@ def render(args, rows, results, load_start, load_end) -> str:
         lines.append(
             f"| {r['label']} | {r['total_s']:.1f} | {r['run_s']:.1f} | {r['startup_s']:.1f} | "
             f"{r['chunks_per_s']:.1f} | {r['tokens_per_s']:,.0f} | {r['vs_total']:.2f}x | "
-            f"{r['vs_run']:.2f}x | {', '.join(f'{x:.1f}' for x in r['rounds_total_s'])} |")
+            f"{r['vs_run']:.2f}x | {', '.join(f'{x:.1f}' for x in r['rounds_total_s'])} |"
+        )
     ray_rows = [r for r in rows if "ray_init_s" in r]
     if ray_rows:
-        lines += ["", "Ray's overhead, medians over rounds:", "",
-                  "| contender | ray.init s | actors' start s | ray.shutdown s | tokens/s per "
-                  "actor while busy |", "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Ray's overhead, medians over rounds:",
+            "",
+            "| contender | ray.init s | actors' start s | ray.shutdown s | tokens/s per "
+            "actor while busy |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for r in ray_rows:
-            lines.append(f"| {r['label']} | {r['ray_init_s']:.1f} | {r['actors_start_s']:.1f} "
-                         f"| {r['ray_shutdown_s']:.1f} | {r['actor_tokens_per_s']:,.0f} |")
+            lines.append(
+                f"| {r['label']} | {r['ray_init_s']:.1f} | {r['actors_start_s']:.1f} "
+                f"| {r['ray_shutdown_s']:.1f} | {r['actor_tokens_per_s']:,.0f} |"
+            )
     lines += reading(rows)
-    lines += ["", "Per round (seconds):", "",
-              "| contender | round | total | run | startup | ray.init | actors' start |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "Per round (seconds):",
+        "",
+        "| contender | round | total | run | startup | ray.init | actors' start |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         for i, x in enumerate(results[r["name"]]):
-            ray_cols = (f"{x['ray_init_s']:.1f} | {x['actors_start_s']:.1f}"
-                        if "ray_init_s" in x else "- | -")
-            lines.append(f"| {r['label']} | {i + 1} | {x['total_s']:.1f} | {x['run_s']:.1f} | "
-                         f"{x['startup_s']:.1f} | {ray_cols} |")
+            ray_cols = (
+                f"{x['ray_init_s']:.1f} | {x['actors_start_s']:.1f}"
+                if "ray_init_s" in x
+                else "- | -"
+            )
+            lines.append(
+                f"| {r['label']} | {i + 1} | {x['total_s']:.1f} | {x['run_s']:.1f} | "
+                f"{x['startup_s']:.1f} | {ray_cols} |"
+            )
     lines.append("")
     return "\n".join(lines)
 
@@ -245,20 +298,23 @@ def reading(rows) -> list[str]:
             f"Ray's fixed cost here: {r['ray_init_s']:.1f} s to start a local Ray, "
             f"{r['actors_start_s']:.1f} s for the actor's start (its model load) against "
             f"{s['startup_s']:.1f} s of model load in one process, and "
-            f"{r['ray_shutdown_s']:.1f} s to stop Ray (counted in total).")
+            f"{r['ray_shutdown_s']:.1f} s to stop Ray (counted in total)."
+        )
     if "single-1" in by and "ray-1" in by:
         s, r = by["single-1"], by["ray-1"]
         out.append(
             f"One CPU actor encodes on one torch thread, the other CPU being left to reading "
             f"and chunking: against one process on one thread, its run takes "
             f"{r['run_s'] / s['run_s']:.2f}x the time ({r['run_s']:.1f} s vs "
-            f"{s['run_s']:.1f} s).")
+            f"{s['run_s']:.1f} s)."
+        )
     if "single-2" in by and "ray-2" in by:
         s, r = by["single-2"], by["ray-2"]
         out.append(
             f"Two CPU actors of one thread each against one process on two threads: total "
             f"{r['total_s']:.1f} s vs {s['total_s']:.1f} s ({r['vs_total']:.2f}x), run "
-            f"{r['run_s']:.1f} s vs {s['run_s']:.1f} s ({r['vs_run']:.2f}x).")
+            f"{r['run_s']:.1f} s vs {s['run_s']:.1f} s ({r['vs_run']:.2f}x)."
+        )
     return ["", " ".join(out)] if out else []
 
 
@@ -280,8 +336,7 @@ def plot(path: Path, rows) -> None:
     ax.set_xlim(0, right * 1.15)
     ax.invert_yaxis()
     ax.set_xlabel("seconds to index examples/corpus, whole process (median; right: vs first)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8,
-              frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
     ax.set_title("Same corpus, model and machine (2 cores)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -42,15 +42,37 @@ def cpu_name() -> str:
 
 def one_run(corpus: Path, workers: int, engine: str, scratch: Path) -> dict:
     db = scratch / f"db-{workers}-{time.monotonic_ns()}"
-    done = subprocess.run([sys.executable, "-m", "attnswitch.cli", "run", str(corpus),
-                           "--db", str(db), "--json", "--no-progress", "--engine", engine,
-                           "--read-workers", str(workers)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.cli",
+            "run",
+            str(corpus),
+            "--db",
+            str(db),
+            "--json",
+            "--no-progress",
+            "--engine",
+            engine,
+            "--read-workers",
+            str(workers),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     shutil.rmtree(db)
     summary = json.loads(done.stdout)
-    return {"workers": workers, "wall_s": summary["wall_s"], "files": summary["files"],
-            "skipped": summary["skipped"], "chunks": summary["chunks_encoded"],
-            "load_s": summary["load_s"], "encode_s": summary["encode_s"]}
+    return {
+        "workers": workers,
+        "wall_s": summary["wall_s"],
+        "files": summary["files"],
+        "skipped": summary["skipped"],
+        "chunks": summary["chunks_encoded"],
+        "load_s": summary["load_s"],
+        "encode_s": summary["encode_s"],
+    }
 
 
 def main() -> None:
@@ -73,13 +95,17 @@ def main() -> None:
                 if workers not in best or r["wall_s"] < best[workers]["wall_s"]:
                     best[workers] = r
     cpus = len(os.sched_getaffinity(0))
-    label = (f"{cpu_name()}, {cpus} CPUs, busy (load average {load:.1f} at the start: other "
-             f"work ran beside it)")
+    label = (
+        f"{cpu_name()}, {cpus} CPUs, busy (load average {load:.1f} at the start: other "
+        f"work ran beside it)"
+    )
     rows = [best[w] for w in args.workers]
     lines = ["| --read-workers | wall s | files/s | chunks/s | encode s |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['workers']} | {r['wall_s']:.1f} | {r['files'] / r['wall_s']:.2f} "
-                     f"| {r['chunks'] / r['wall_s']:.1f} | {r['encode_s']:.1f} |")
+        lines.append(
+            f"| {r['workers']} | {r['wall_s']:.1f} | {r['files'] / r['wall_s']:.2f} "
+            f"| {r['chunks'] / r['wall_s']:.1f} | {r['encode_s']:.1f} |"
+        )
     report = {"machine": label, "engine": args.engine, "repeat": args.repeat, "runs": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "read_workers.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -68,8 +68,15 @@ def run(*args: str) -> None:
 
 
 def soffice(source: Path, to: str, out: Path, work: Path, infilter: str | None = None) -> Path:
-    args = ["soffice", f"-env:UserInstallation=file://{work}/lo-profile", "--headless",
-            "--convert-to", to, "--outdir", str(out)]
+    args = [
+        "soffice",
+        f"-env:UserInstallation=file://{work}/lo-profile",
+        "--headless",
+        "--convert-to",
+        to,
+        "--outdir",
+        str(out),
+    ]
     if infilter:
         args.append(f"--infilter={infilter}")
     run(*args, str(source))
@@ -79,19 +86,37 @@ def soffice(source: Path, to: str, out: Path, work: Path, infilter: str | None =
 def generate(out: Path, work: Path) -> dict[str, tuple[Path, int | None]]:
     """name -> (file, its real pages or None); written into `out`."""
     files: dict[str, tuple[Path, int | None]] = {}
-    markdown = "\n\n".join(p.read_text() for p in sorted(CORPUS.rglob("*.md"))
-                           if p.name != "LICENSE-NOTICE.md")
+    markdown = "\n\n".join(
+        p.read_text() for p in sorted(CORPUS.rglob("*.md")) if p.name != "LICENSE-NOTICE.md"
+    )
     joined = out / "guide.md"
     joined.write_text(markdown)
     files["Markdown"] = (joined, None)
     lua = work / "no-images.lua"
     lua.write_text(NO_IMAGES)
-    for suffix, label in (("docx", "Word .docx"), ("odt", "OpenDocument .odt"),
-                          ("epub", "EPUB"), ("rtf", "RTF"), ("pptx", "PowerPoint .pptx"),
-                          ("html", "HTML")):
+    for suffix, label in (
+        ("docx", "Word .docx"),
+        ("odt", "OpenDocument .odt"),
+        ("epub", "EPUB"),
+        ("rtf", "RTF"),
+        ("pptx", "PowerPoint .pptx"),
+        ("html", "HTML"),
+    ):
         target = out / f"guide.{suffix}"
-        run("pandoc", "-s", "-f", "gfm", "--lua-filter", str(lua), "--slide-level=2",
-            "--metadata", "title=guide", str(joined), "-o", str(target))
+        run(
+            "pandoc",
+            "-s",
+            "-f",
+            "gfm",
+            "--lua-filter",
+            str(lua),
+            "--slide-level=2",
+            "--metadata",
+            "title=guide",
+            str(joined),
+            "-o",
+            str(target),
+        )
         files[label] = (target, None)
     from pptx import Presentation
 
@@ -137,8 +162,19 @@ def generate(out: Path, work: Path) -> dict[str, tuple[Path, int | None]]:
     from pypdf import PdfReader
 
     files["PDF (text layer)"] = (out / "userguide.pdf", len(PdfReader(guide).pages))
-    run("pdftoppm", "-r", "150", "-gray", "-png", "-f", "1", "-l", "4", str(guide),
-        str(work / "page"))
+    run(
+        "pdftoppm",
+        "-r",
+        "150",
+        "-gray",
+        "-png",
+        "-f",
+        "1",
+        "-l",
+        "4",
+        str(guide),
+        str(work / "page"),
+    )
     from PIL import Image
 
     pages = [Image.open(p).convert("L") for p in sorted(work.glob("page-*.png"))]
@@ -157,8 +193,13 @@ def notebook(markdown: str, path: Path) -> None:
     for i, part in enumerate(re.split(r"^```[a-z]*\n(.*?)^```\n", markdown, flags=re.M | re.S)):
         if part.strip():
             cells.append(new_code_cell(part) if i % 2 else new_markdown_cell(part))
-    nbformat.write(new_notebook(cells=cells, metadata={"kernelspec": {
-        "name": "rust", "display_name": "Rust", "language": "rust"}}), path)
+    nbformat.write(
+        new_notebook(
+            cells=cells,
+            metadata={"kernelspec": {"name": "rust", "display_name": "Rust", "language": "rust"}},
+        ),
+        path,
+    )
 
 
 def measure(path: Path, min_seconds: float) -> tuple[float, int, int] | str:
@@ -196,8 +237,11 @@ def forget_ocr() -> None:
 def cpu_model() -> str:
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                    if line.startswith("Model name"))
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in out.splitlines()
+            if line.startswith("Model name")
+        )
     except (OSError, StopIteration):
         return "unknown CPU"
 
@@ -206,8 +250,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     parser.add_argument("--min-seconds", type=float, default=2.0)
-    parser.add_argument("--before-json", type=Path,
-                        help="readers_throughput.json of an earlier revision, to compare")
+    parser.add_argument(
+        "--before-json",
+        type=Path,
+        help="readers_throughput.json of an earlier revision, to compare",
+    )
     args = parser.parse_args()
     for tool in ("pandoc", "soffice", "pdftoppm", "tesseract"):
         if shutil.which(tool) is None:
@@ -231,14 +278,27 @@ def main() -> None:
             text_pages = pages if pages is not None else chars / TEXT_PAGE_CHARS
             # A scanned PDF's pages are recognised side by side, one Tesseract each.
             cores = min(os.cpu_count() or 1, pages) if "scanned" in label else 1
-            rows.append({"format": label, "file": path.name, "bytes": size, "chars": chars,
-                         "pages": text_pages, "real_pages": pages is not None,
-                         "seconds": seconds, "cores": cores,
-                         "mb_per_s": size / 2**20 / seconds / cores,
-                         "pages_per_s": text_pages / seconds / cores, "pages_failed": failed})
-            print(f"{label:22} {size / 1024:8.0f} KiB {seconds * 1000:9.1f} ms "
-                  f"{cores} core(s) {size / 2**20 / seconds / cores:8.2f} MB/s per core "
-                  f"{text_pages / seconds / cores:9.1f} pages/s per core", flush=True)
+            rows.append(
+                {
+                    "format": label,
+                    "file": path.name,
+                    "bytes": size,
+                    "chars": chars,
+                    "pages": text_pages,
+                    "real_pages": pages is not None,
+                    "seconds": seconds,
+                    "cores": cores,
+                    "mb_per_s": size / 2**20 / seconds / cores,
+                    "pages_per_s": text_pages / seconds / cores,
+                    "pages_failed": failed,
+                }
+            )
+            print(
+                f"{label:22} {size / 1024:8.0f} KiB {seconds * 1000:9.1f} ms "
+                f"{cores} core(s) {size / 2**20 / seconds / cores:8.2f} MB/s per core "
+                f"{text_pages / seconds / cores:9.1f} pages/s per core",
+                flush=True,
+            )
     cpu, load_after = cpu_model(), os.getloadavg()[0]
     busy = max(load_avg, load_after) > 1.5
     before = None
@@ -247,10 +307,20 @@ def main() -> None:
     write(args.out, rows, cpu, busy, (load_avg, load_after), before)
 
 
-def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float, float],
-          before: dict[str, dict] | None = None) -> None:
-    state = (f"busy machine (load average {loads[0]:.1f} before, {loads[1]:.1f} after: "
-             f"other work ran on it)" if busy else "quiet machine")
+def write(
+    out: Path,
+    rows: list[dict],
+    cpu: str,
+    busy: bool,
+    loads: tuple[float, float],
+    before: dict[str, dict] | None = None,
+) -> None:
+    state = (
+        f"busy machine (load average {loads[0]:.1f} before, {loads[1]:.1f} after: "
+        f"other work ran on it)"
+        if busy
+        else "quiet machine"
+    )
     lines = [
         "# Reader throughput per format, per core",
         "",
@@ -262,9 +332,14 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
         "cores column). pages/s counts real pages for the PDFs and the image, slides for "
         "the presentations (marked *), and text pages of 3,000 extracted characters for the "
         "others. Inputs are generated from the example corpus by pandoc, LibreOffice and "
-        "pdftoppm (see the script)." + (" On a busy machine every figure is a lower bound, "
-        "the side-by-side OCR processes most of all (they compete with the other work for "
-        "the same cores)." if busy else ""),
+        "pdftoppm (see the script)."
+        + (
+            " On a busy machine every figure is a lower bound, "
+            "the side-by-side OCR processes most of all (they compete with the other work for "
+            "the same cores)."
+            if busy
+            else ""
+        ),
         "",
         "| format | input | extracted text | ms per file | cores | MB/s per core | "
         "pages/s per core |",
@@ -274,33 +349,52 @@ def write(out: Path, rows: list[dict], cpu: str, busy: bool, loads: tuple[float,
     rows = [r for r in rows if "not_read" not in r]
     for r in rows:
         mark = "*" if r["real_pages"] else ""
-        lines.append(f"| {r['format']} | {r['bytes'] / 1024:.0f} KiB | "
-                     f"{r['chars'] / 1000:.0f} k chars | {r['seconds'] * 1000:.1f} | "
-                     f"{r['cores']} | {r['mb_per_s']:.2f} | {r['pages_per_s']:.1f}{mark} |")
+        lines.append(
+            f"| {r['format']} | {r['bytes'] / 1024:.0f} KiB | "
+            f"{r['chars'] / 1000:.0f} k chars | {r['seconds'] * 1000:.1f} | "
+            f"{r['cores']} | {r['mb_per_s']:.2f} | {r['pages_per_s']:.1f}{mark} |"
+        )
     if unread:
-        lines += ["", "Not read: " + "; ".join(f"{r['format']} ({r['not_read']})"
-                                              for r in unread) + "."]
+        lines += [
+            "",
+            "Not read: " + "; ".join(f"{r['format']} ({r['not_read']})" for r in unread) + ".",
+        ]
     if before is not None:
-        lines += ["", "## Before and after", "",
-                  "MB/s per core of the revision given by `--before-json` (its own run of "
-                  "this script, same machine and inputs) against this one:", "",
-                  "| format | before | after | after / before |", "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "## Before and after",
+            "",
+            "MB/s per core of the revision given by `--before-json` (its own run of "
+            "this script, same machine and inputs) against this one:",
+            "",
+            "| format | before | after | after / before |",
+            "|---|---:|---:|---:|",
+        ]
         for r in rows:
             b = before.get(r["format"])
             if b is None or "not_read" in b:
                 lines.append(f"| {r['format']} | not read | {r['mb_per_s']:.2f} | – |")
             else:
-                lines.append(f"| {r['format']} | {b['mb_per_s']:.2f} | {r['mb_per_s']:.2f} | "
-                             f"{r['mb_per_s'] / b['mb_per_s']:.1f}x |")
-    lines += ["", "## In a run: reading beside the encoder", "",
-              "These figures are per reader, in one process and thread. In `attnswitch run` "
-              "the readers work in worker processes beside the encoder (`--read-workers`, "
-              "default half the CPUs); the end-to-end rate by the number of workers is in "
-              "[read_workers.md](read_workers.md) (`benchmarks/read_workers.py`)."]
+                lines.append(
+                    f"| {r['format']} | {b['mb_per_s']:.2f} | {r['mb_per_s']:.2f} | "
+                    f"{r['mb_per_s'] / b['mb_per_s']:.1f}x |"
+                )
+    lines += [
+        "",
+        "## In a run: reading beside the encoder",
+        "",
+        "These figures are per reader, in one process and thread. In `attnswitch run` "
+        "the readers work in worker processes beside the encoder (`--read-workers`, "
+        "default half the CPUs); the end-to-end rate by the number of workers is in "
+        "[read_workers.md](read_workers.md) (`benchmarks/read_workers.py`).",
+    ]
     (out / "readers_throughput.md").write_text("\n".join(lines) + "\n")
-    (out / "readers_throughput.json").write_text(json.dumps(
-        {"cpu": cpu, "busy": busy, "load_average": loads, "rows": rows + unread},
-        indent=1) + "\n")
+    (out / "readers_throughput.json").write_text(
+        json.dumps(
+            {"cpu": cpu, "busy": busy, "load_average": loads, "rows": rows + unread}, indent=1
+        )
+        + "\n"
+    )
     try:
         import matplotlib
 

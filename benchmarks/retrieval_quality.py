@@ -49,13 +49,16 @@ def headings(path: Path, raw: str) -> list[str]:
         from bs4 import BeautifulSoup
 
         soup = BeautifulSoup(raw, "html.parser")
-        return [" ".join(h.get_text(" ").split()) for h in soup.find_all(["h1", "h2", "h3",
-                                                                             "h4"])]
+        return [" ".join(h.get_text(" ").split()) for h in soup.find_all(["h1", "h2", "h3", "h4"])]
     lines = raw.splitlines()
     if path.name.endswith(".rst.txt"):
-        return [lines[i].strip() for i in range(len(lines) - 1)
-                if lines[i].strip() and RST_UNDERLINE.match(lines[i + 1])
-                and len(lines[i + 1].strip()) >= len(lines[i].strip())]
+        return [
+            lines[i].strip()
+            for i in range(len(lines) - 1)
+            if lines[i].strip()
+            and RST_UNDERLINE.match(lines[i + 1])
+            and len(lines[i + 1].strip()) >= len(lines[i].strip())
+        ]
     if path.suffix == ".md":
         return [line.lstrip("#").strip() for line in lines if re.match(r"^#{1,4}\s", line)]
     return []
@@ -64,8 +67,9 @@ def headings(path: Path, raw: str) -> list[str]:
 def sections(doc) -> list[Section]:
     """(heading, body) of each titled section of an ingested document: the body is the
     text from after the heading to the next heading, the heading's own text removed."""
-    titles = [t for t in headings(doc.path, doc.path.read_text(errors="replace"))
-              if len(t.split()) >= 2]
+    titles = [
+        t for t in headings(doc.path, doc.path.read_text(errors="replace")) if len(t.split()) >= 2
+    ]
     text, found, at = doc.text, [], 0
     for title in titles:
         pattern = r"\s+".join(map(re.escape, title.split()))
@@ -82,8 +86,9 @@ def sections(doc) -> list[Section]:
     return out
 
 
-def known_items(corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 128
-                ) -> tuple[list[str], list[str], list[int]]:
+def known_items(
+    corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 128
+) -> tuple[list[str], list[str], list[int]]:
     """The benchmark's known-item set without a store: (every section's first chunk, the
     unique headings as queries, each query's target as an index into the chunks)."""
     from attnswitch.documents.chunk import chunk_text
@@ -109,8 +114,9 @@ def known_items(corpus: Path = ROOT / "examples" / "corpus", max_tokens: int = 1
     return chunks, queries, targets
 
 
-def dense_mrr_at_10(chunk_vectors: np.ndarray, query_vectors: np.ndarray,
-                    targets: list[int]) -> float:
+def dense_mrr_at_10(
+    chunk_vectors: np.ndarray, query_vectors: np.ndarray, targets: list[int]
+) -> float:
     """MRR@10 of exact cosine search (the dense mode's ranking) over the chunks."""
     c = chunk_vectors / np.linalg.norm(chunk_vectors, axis=1, keepdims=True)
     q = query_vectors / np.linalg.norm(query_vectors, axis=1, keepdims=True)
@@ -157,10 +163,12 @@ def main() -> None:
             if not items:
                 continue
             texts = [t for _, t in items]
-            store.write_document(doc, [ChunkRecord(t, len(t.split()), 0, len(t))
-                                       for t in texts], encoder.encode(texts))
-            for (s, _), row in zip(items, store.document_chunks(doc.root, doc.source),
-                                   strict=True):
+            store.write_document(
+                doc,
+                [ChunkRecord(t, len(t.split()), 0, len(t)) for t in texts],
+                encoder.encode(texts),
+            )
+            for (s, _), row in zip(items, store.document_chunks(doc.root, doc.source), strict=True):
                 if counts[s.heading.lower()] == 1:
                     queries.append((s.heading, row.id))
         encode_s = time.perf_counter() - started
@@ -172,22 +180,38 @@ def main() -> None:
                 ids = [h.chunk_id for h in hits]
                 ranks[mode].append(ids.index(target) + 1 if target in ids else None)
         n_chunks = store.count()
-    rows = {m: {"mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks[m]])),
-                "recall_at_10": float(np.mean([r is not None for r in ranks[m]]))}
-            for m in MODES}
-    print(f"known-item retrieval: {len(queries)} heading queries over {n_chunks} section "
-          f"chunks ({args.max_tokens} tokens) of {len(by_doc)} documents; "
-          f"all-MiniLM-L6-v2, {cpu_description()}; indexing {encode_s:.0f} s")
+    rows = {
+        m: {
+            "mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks[m]])),
+            "recall_at_10": float(np.mean([r is not None for r in ranks[m]])),
+        }
+        for m in MODES
+    }
+    print(
+        f"known-item retrieval: {len(queries)} heading queries over {n_chunks} section "
+        f"chunks ({args.max_tokens} tokens) of {len(by_doc)} documents; "
+        f"all-MiniLM-L6-v2, {cpu_description()}; indexing {encode_s:.0f} s"
+    )
     print(f"{'mode':<8} {'MRR@10':>7} {'recall@10':>9}")
     for m in MODES:
         print(f"{m:<8} {rows[m]['mrr_at_10']:>7.3f} {rows[m]['recall_at_10']:>9.3f}")
     best = max(rows["dense"]["mrr_at_10"], rows["keyword"]["mrr_at_10"])
-    print(f"hybrid MRR@10 {'>=' if rows['hybrid']['mrr_at_10'] >= best else '<'} the better "
-          f"of dense and keyword ({best:.3f})")
+    print(
+        f"hybrid MRR@10 {'>=' if rows['hybrid']['mrr_at_10'] >= best else '<'} the better "
+        f"of dense and keyword ({best:.3f})"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"queries": len(queries), "chunks": n_chunks,
-                                         "max_tokens": args.max_tokens, "modes": rows},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "queries": len(queries),
+                    "chunks": n_chunks,
+                    "max_tokens": args.max_tokens,
+                    "modes": rows,
+                },
+                indent=1,
+            )
+        )
     if args.plot:
         import matplotlib
 

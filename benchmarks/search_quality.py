@@ -120,8 +120,9 @@ def page_queries(source: str, raw: str, markdown: bool, rng: random.Random) -> l
     for p in rng.sample(paragraphs, k=min(len(paragraphs), max(1, len(paragraphs) // 3))):
         words = p.split()
         start = (len(words) - PARTIAL_WORDS) // 2
-        out.append(Query("partial sentences", " ".join(words[start:start + PARTIAL_WORDS]),
-                         source))
+        out.append(
+            Query("partial sentences", " ".join(words[start : start + PARTIAL_WORDS]), source)
+        )
     return out
 
 
@@ -131,17 +132,21 @@ def build_queries(corpus: Corpus, per_kind: int, seed: int = 33) -> None:
     found: list[Query] = []
     for path in sorted(corpus.root.rglob("*")):
         if path.suffix.lower() in MARKUP and path.is_file():
-            found += page_queries(path.relative_to(corpus.root).as_posix(),
-                                  path.read_text(errors="replace"),
-                                  path.suffix.lower() in (".md", ".markdown"), rng)
+            found += page_queries(
+                path.relative_to(corpus.root).as_posix(),
+                path.read_text(errors="replace"),
+                path.suffix.lower() in (".md", ".markdown"),
+                rng,
+            )
     counts: dict[str, int] = {}
     for q in found:
         counts[q.text.lower()] = counts.get(q.text.lower(), 0) + 1
     unique = [q for q in found if counts[q.text.lower()] == 1]
     for kind in KINDS:
         of_kind = [q for q in unique if q.kind == kind]
-        corpus.queries += sorted(rng.sample(of_kind, min(per_kind, len(of_kind))),
-                                 key=lambda q: (q.target, q.text))
+        corpus.queries += sorted(
+            rng.sample(of_kind, min(per_kind, len(of_kind))), key=lambda q: (q.target, q.text)
+        )
     corpus.queries += exact_terms(corpus.root, per_kind, random.Random(seed))
     if (corpus.root / DEMO.target).is_file():  # the Makefile's query, on its own row
         corpus.queries.append(DEMO)
@@ -170,18 +175,23 @@ def exact_terms(root: Path, per_kind: int, rng: random.Random) -> list[Query]:
             for term in sorted({t for t in EXACT_TERM.findall(text) if len(t) >= 6}):
                 spelled.setdefault(term.lower(), term)
                 pages.setdefault(term.lower(), set()).add(path.relative_to(root).as_posix())
-    once = sorted((spelled[term], next(iter(where))) for term, where in pages.items()
-                  if len(where) == 1)
+    once = sorted(
+        (spelled[term], next(iter(where))) for term, where in pages.items() if len(where) == 1
+    )
     picked = rng.sample(once, min(per_kind, len(once)))
-    return sorted((Query("exact terms", term, page) for term, page in picked),
-                  key=lambda q: (q.target, q.text))
+    return sorted(
+        (Query("exact terms", term, page) for term, page in picked),
+        key=lambda q: (q.target, q.text),
+    )
 
 
 def python_docs(into: Path, n_library: int) -> Path:
     """A copy of the first `n_library` library pages and the FAQ of the Python docs."""
     if not PYTHON_DOCS.is_dir():
-        raise SystemExit(f"--python-docs: expected Debian's python3-doc at {PYTHON_DOCS} "
-                         f"(apt-get install python3-doc), got nothing there")
+        raise SystemExit(
+            f"--python-docs: expected Debian's python3-doc at {PYTHON_DOCS} "
+            f"(apt-get install python3-doc), got nothing there"
+        )
     library = sorted((PYTHON_DOCS / "library").glob("*.html"))[:n_library]
     faq = sorted((PYTHON_DOCS / "faq").glob("*.html"))
     for page in library + faq:
@@ -208,10 +218,12 @@ def stores(kind: str, store_dir: Path):
     folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
     try:
         with LocalCluster.start(folder) as cluster:
+
             def database(name: str) -> str:
                 with psycopg.connect(cluster.url, autocommit=True) as conn:
                     conn.execute(f'CREATE DATABASE "sq_{name}"')
                 return cluster.url.rsplit("/", 1)[0] + f"/sq_{name}"
+
             yield database
     finally:
         remove(folder)
@@ -224,8 +236,10 @@ def index(corpus: Corpus, location):
     store = open_store(location)
     started = time.perf_counter()
     summary = run(corpus.root, store)
-    print(f"{corpus.name}: indexed in {time.perf_counter() - started:.0f} s, "
-          f"{summary.counts()}", flush=True)
+    print(
+        f"{corpus.name}: indexed in {time.perf_counter() - started:.0f} s, {summary.counts()}",
+        flush=True,
+    )
     return store
 
 
@@ -243,8 +257,9 @@ def file_rank(ranked: list[tuple[int, float]], files: dict[int, str], target: st
     return None
 
 
-def weighted_rrf(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
-                 w_keyword: float, rrf_k: int) -> list[tuple[int, float]]:
+def weighted_rrf(
+    dense: list[tuple[int, float]], keyword: list[tuple[int, float]], w_keyword: float, rrf_k: int
+) -> list[tuple[int, float]]:
     scores: dict[int, float] = {}
     for weight, ranked in ((1.0, dense), (w_keyword, keyword)):
         for rank, (cid, _) in enumerate(ranked, start=1):
@@ -252,8 +267,9 @@ def weighted_rrf(dense: list[tuple[int, float]], keyword: list[tuple[int, float]
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def best_per_file(ranked: list[tuple[int, float]],
-                  files: dict[int, str]) -> list[tuple[int, float]]:
+def best_per_file(
+    ranked: list[tuple[int, float]], files: dict[int, str]
+) -> list[tuple[int, float]]:
     """`ranked` less every chunk of a file that has a better chunk above it."""
     seen: set[str] = set()
     out = []
@@ -265,10 +281,12 @@ def best_per_file(ranked: list[tuple[int, float]],
 
 
 def metrics(ranks: list[int | None]) -> dict[str, float]:
-    return {"mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
-            "recall_at_10": float(np.mean([r is not None for r in ranks])),
-            "ndcg_at_10": float(np.mean([1 / math.log2(1 + r) if r else 0.0 for r in ranks])),
-            "queries": len(ranks)}
+    return {
+        "mrr_at_10": float(np.mean([1 / r if r else 0.0 for r in ranks])),
+        "recall_at_10": float(np.mean([r is not None for r in ranks])),
+        "ndcg_at_10": float(np.mean([1 / math.log2(1 + r) if r else 0.0 for r in ranks])),
+        "queries": len(ranks),
+    }
 
 
 def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, float]]]:
@@ -280,8 +298,10 @@ def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, fl
     for q, v in zip(corpus.queries, vectors, strict=True):
         dense = store.dense(normalised(v[None, :], store.dim), HITS, None)[0]
         keyword = store.keyword(keyword_text(q.text), HITS)
-        variants = {m: [(h.chunk_id, h.score) for h in search(store, v, HITS, text=q.text,
-                                                               mode=m)] for m in MODES}
+        variants = {
+            m: [(h.chunk_id, h.score) for h in search(store, v, HITS, text=q.text, mode=m)]
+            for m in MODES
+        }
         for w in RRF_WEIGHTS:
             variants[f"rrf w={w:g}"] = weighted_rrf(dense, keyword, w, RRF_K)
         ids = {cid for ranked in variants.values() for cid, _ in ranked}
@@ -289,67 +309,95 @@ def evaluate(corpus: Corpus, store, encoder) -> dict[str, dict[str, dict[str, fl
         files = {cid: row.source for cid, row in rows.items()}
         texts = {cid: row.text for cid, row in rows.items()}
         for w in RRF_WEIGHTS:
-            variants[f"rrf w={w:g} + phrase"] = phrase_first(variants[f"rrf w={w:g}"], texts,
-                                                             q.text)
+            variants[f"rrf w={w:g} + phrase"] = phrase_first(
+                variants[f"rrf w={w:g}"], texts, q.text
+            )
         for a in CONVEX_ALPHAS:
-            variants[f"cc a={a:g} + phrase"] = phrase_first(fuse(dense, keyword, a), texts,
-                                                            q.text)
-        collapsed = [best_per_file([(c, s) for c, s in ranked if c in files], files)
-                     for ranked in (dense, keyword)]
-        variants["collapse 1 + phrase"] = phrase_first(weighted_rrf(*collapsed, 1.0, RRF_K),
-                                                       texts, q.text)
+            variants[f"cc a={a:g} + phrase"] = phrase_first(fuse(dense, keyword, a), texts, q.text)
+        collapsed = [
+            best_per_file([(c, s) for c, s in ranked if c in files], files)
+            for ranked in (dense, keyword)
+        ]
+        variants["collapse 1 + phrase"] = phrase_first(
+            weighted_rrf(*collapsed, 1.0, RRF_K), texts, q.text
+        )
         for name, ranked in variants.items():
             ranked = [(cid, s) for cid, s in ranked if cid in files]
             ranks.setdefault(q.kind, {}).setdefault(name, []).append(
-                file_rank(ranked, files, q.target))
+                file_rank(ranked, files, q.target)
+            )
     return {kind: {name: metrics(r) for name, r in by.items()} for kind, by in ranks.items()}
 
 
 def modes_table(results: dict, corpora: list[str]) -> list[str]:
     """Per corpus and kind: each mode's MRR@10, recall@10 and nDCG@10, and hybrid's margin
     to the better of dense and keyword."""
-    lines = ["| corpus | kind | queries | MRR dense | MRR keyword | MRR hybrid | hybrid − better "
-             "| R@10 dense | R@10 keyword | R@10 hybrid | nDCG dense | nDCG keyword "
-             "| nDCG hybrid |", "|---|---|---:|" + "---:|" * 10]
+    lines = [
+        "| corpus | kind | queries | MRR dense | MRR keyword | MRR hybrid | hybrid − better "
+        "| R@10 dense | R@10 keyword | R@10 hybrid | nDCG dense | nDCG keyword "
+        "| nDCG hybrid |",
+        "|---|---|---:|" + "---:|" * 10,
+    ]
     for name in corpora:
         for kind, by in results[name].items():
             best = max(by["dense"]["mrr_at_10"], by["keyword"]["mrr_at_10"])
             cells = [f"{by[m]['mrr_at_10']:.3f}" for m in MODES]
             cells.append(f"{by['hybrid']['mrr_at_10'] - best:+.3f}")
-            cells += [f"{by[m][metric]:.3f}" for metric in ("recall_at_10", "ndcg_at_10")
-                      for m in MODES]
-            lines.append(f"| {name} | {kind} | {by['dense']['queries']} | "
-                         + " | ".join(cells) + " |")
+            cells += [
+                f"{by[m][metric]:.3f}" for metric in ("recall_at_10", "ndcg_at_10") for m in MODES
+            ]
+            lines.append(
+                f"| {name} | {kind} | {by['dense']['queries']} | " + " | ".join(cells) + " |"
+            )
     return lines
 
 
 def variants_table(results: dict, corpora: list[str]) -> list[str]:
     """MRR@10 of every fusion variant; ✗ marks one more than 0.01 below the better of
     dense and keyword."""
-    variants = [v for v in next(iter(next(iter(results.values())).values()))
-                if v not in ("dense", "keyword")]
-    lines = ["| corpus | kind | " + " | ".join(variants) + " |",
-             "|---|---|" + "---:|" * len(variants)]
+    variants = [
+        v
+        for v in next(iter(next(iter(results.values())).values()))
+        if v not in ("dense", "keyword")
+    ]
+    lines = [
+        "| corpus | kind | " + " | ".join(variants) + " |",
+        "|---|---|" + "---:|" * len(variants),
+    ]
     for name in corpora:
         for kind, by in results[name].items():
             best = max(by["dense"]["mrr_at_10"], by["keyword"]["mrr_at_10"])
-            cells = [f"{by[v]['mrr_at_10']:.3f}{' ✗' if by[v]['mrr_at_10'] < best - 0.01 else ''}"
-                     for v in variants]
+            cells = [
+                f"{by[v]['mrr_at_10']:.3f}{' ✗' if by[v]['mrr_at_10'] < best - 0.01 else ''}"
+                for v in variants
+            ]
             lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
     return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", action="append", default=[],
-                    help="NAME=FOLDER (repeatable; default: example=examples/corpus)")
-    ap.add_argument("--python-docs", type=int, default=0, metavar="N",
-                    help="add N library pages and the FAQ of Debian's python3-doc")
+    ap.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        help="NAME=FOLDER (repeatable; default: example=examples/corpus)",
+    )
+    ap.add_argument(
+        "--python-docs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add N library pages and the FAQ of Debian's python3-doc",
+    )
     ap.add_argument("--store-dir", type=Path, default=ROOT / ".bench" / "search_quality")
     ap.add_argument("--per-kind", type=int, default=150)
-    ap.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite",
-                    help="postgres: a throwaway local PostgreSQL cluster (pgvector, "
-                    "ts_rank keyword ranking)")
+    ap.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: a throwaway local PostgreSQL cluster (pgvector, ts_rank keyword ranking)",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()
@@ -358,12 +406,16 @@ def main() -> None:
 
     args.store_dir.mkdir(parents=True, exist_ok=True)
     corpora = [Corpus(*spec.split("=", 1)) for spec in args.corpus] or [
-        Corpus("example", ROOT / "examples" / "corpus")]
+        Corpus("example", ROOT / "examples" / "corpus")
+    ]
     for c in corpora:
         c.root = Path(c.root)
     if args.python_docs:
-        corpora.append(Corpus("python-docs", python_docs(args.store_dir / "python-docs-pages",
-                                                         args.python_docs)))
+        corpora.append(
+            Corpus(
+                "python-docs", python_docs(args.store_dir / "python-docs-pages", args.python_docs)
+            )
+        )
     encoder = get_engine()
     results = {}
     with stores(args.store, args.store_dir) as location:
@@ -372,19 +424,30 @@ def main() -> None:
             with index(c, location(c.name)) as store:
                 results[c.name] = evaluate(c, store, encoder)
     names = [c.name for c in corpora]
-    head = (f"Known-item search quality at file level, all-MiniLM-L6-v2, {args.store} "
-            f"store, {cpu_description()}; tuning corpus: {corpora[0].name}, held out: "
-            f"{', '.join(names[1:]) or 'none'}.")
-    lines = [head, "", *modes_table(results, names), "",
-             "Fusion variants (MRR@10; hybrid is the default mode as shipped; ✗: more than "
-             "0.01 below the better of dense and keyword):", "",
-             *variants_table(results, names)]
+    head = (
+        f"Known-item search quality at file level, all-MiniLM-L6-v2, {args.store} "
+        f"store, {cpu_description()}; tuning corpus: {corpora[0].name}, held out: "
+        f"{', '.join(names[1:]) or 'none'}."
+    )
+    lines = [
+        head,
+        "",
+        *modes_table(results, names),
+        "",
+        "Fusion variants (MRR@10; hybrid is the default mode as shipped; ✗: more than "
+        "0.01 below the better of dense and keyword):",
+        "",
+        *variants_table(results, names),
+    ]
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_description(), "store": args.store,
-                                         "results": results}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"cpu": cpu_description(), "store": args.store, "results": results}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -102,13 +102,21 @@ def ranks_from_files(ranked_files: list[list[str]], queries: list[sq.Query]) -> 
     out: dict[str, list[int | None]] = {}
     for q, hits in zip(queries, ranked_files, strict=True):
         out.setdefault(q.kind, []).append(
-            sq.file_rank([(i, 0.0) for i in range(len(hits))], dict(enumerate(hits)), q.target))
+            sq.file_rank([(i, 0.0) for i in range(len(hits))], dict(enumerate(hits)), q.target)
+        )
     return out
 
 
-def run_peer(system: str, corpus: sq.Corpus, venv: Path, model: Path, work: Path,
-             fresh: bool, cached_only: bool = False,
-             modes: tuple[str, ...] = ("dense",)) -> dict | None:
+def run_peer(
+    system: str,
+    corpus: sq.Corpus,
+    venv: Path,
+    model: Path,
+    work: Path,
+    fresh: bool,
+    cached_only: bool = False,
+    modes: tuple[str, ...] = ("dense",),
+) -> dict | None:
     """The peer's output for the corpus's queries (cached in `work` by query set); None
     when `cached_only` and there is none. `modes` other than dense alone: the recipe's
     answers in each (`--modes`, "ranked_files_by_mode")."""
@@ -124,15 +132,33 @@ def run_peer(system: str, corpus: sq.Corpus, venv: Path, model: Path, work: Path
     qfile.write_text(json.dumps(queries))
     python = venv / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"--peers-venv: expected a venv at {venv} (make bench-peers-env), "
-                         f"got none")
+        raise SystemExit(
+            f"--peers-venv: expected a venv at {venv} (make bench-peers-env), got none"
+        )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.pop("PYTHONPATH", None)
     started = time.perf_counter()
-    subprocess.run([str(python), str(PEERS / f"{system}_recipe.py"), str(corpus.root),
-                    "--model", str(model), "--out", str(out), "--queries", str(qfile),
-                    "--hits", str(sq.HITS), "--formats", "all", "--modes", ",".join(modes)],
-                   check=True, env=env)
+    subprocess.run(
+        [
+            str(python),
+            str(PEERS / f"{system}_recipe.py"),
+            str(corpus.root),
+            "--model",
+            str(model),
+            "--out",
+            str(out),
+            "--queries",
+            str(qfile),
+            "--hits",
+            str(sq.HITS),
+            "--formats",
+            "all",
+            "--modes",
+            ",".join(modes),
+        ],
+        check=True,
+        env=env,
+    )
     print(f"{system} on {corpus.name}: {time.perf_counter() - started:.0f} s", flush=True)
     return json.loads(out.read_text())
 
@@ -160,8 +186,7 @@ def page_chunks(path: Path, variant: DenseVariant, tokenizer) -> list[str]:
         tag = BeautifulSoup(markup, "html.parser").title
         title = " ".join(tag.get_text().split()) if tag else ""
     out = []
-    for c in chunk_text(text, tokenizer, max_tokens=variant.max_tokens,
-                        overlap=variant.overlap):
+    for c in chunk_text(text, tokenizer, max_tokens=variant.max_tokens, overlap=variant.overlap):
         head = title
         if variant.prefix == "path":
             path_now: list[tuple[int, str]] = []
@@ -169,18 +194,31 @@ def page_chunks(path: Path, variant: DenseVariant, tokenizer) -> list[str]:
                 if s > c.start:
                     break
                 if b.heading and b.level:
-                    path_now = [(lv, t) for lv, t in path_now if lv < b.level] + [(b.level, sq.clean(b.text))]
+                    path_now = [(lv, t) for lv, t in path_now if lv < b.level] + [
+                        (b.level, sq.clean(b.text))
+                    ]
             head = " › ".join(t for _, t in path_now)
         out.append(f"{head}\n{c.text}" if head else c.text)
     return out
 
 
-def evaluate_variant(corpus: sq.Corpus, variant: DenseVariant, encoder, tokenizer,
-                     query_vectors: np.ndarray, cache: Path) -> dict:
+def evaluate_variant(
+    corpus: sq.Corpus,
+    variant: DenseVariant,
+    encoder,
+    tokenizer,
+    query_vectors: np.ndarray,
+    cache: Path,
+) -> dict:
     """kind -> metrics of dense search (exact cosine, 50 chunks) under `variant`."""
     pages = sorted(p for p in corpus.root.rglob("*.html"))
-    spec = json.dumps([asdict(variant), [(p.name, p.stat().st_size) for p in pages],
-                       [(q.kind, q.text, q.target) for q in corpus.queries]])
+    spec = json.dumps(
+        [
+            asdict(variant),
+            [(p.name, p.stat().st_size) for p in pages],
+            [(q.kind, q.text, q.target) for q in corpus.queries],
+        ]
+    )
     done = cache / f"variant-result-{hashlib.sha256(spec.encode()).hexdigest()[:16]}.json"
     if done.exists():  # reading the pages again (trafilatura) costs minutes
         return json.loads(done.read_text())
@@ -198,27 +236,41 @@ def evaluate_variant(corpus: sq.Corpus, variant: DenseVariant, encoder, tokenize
         vectors = np.asarray(encoder.encode(texts), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         np.save(cached, vectors)
-    print(f"variant {variant.name!r}: {len(texts)} chunks, "
-          f"{time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"variant {variant.name!r}: {len(texts)} chunks, {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
     scores = query_vectors @ vectors.T
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :sq.HITS]
+    top = np.argsort(-scores, axis=1, kind="stable")[:, : sq.HITS]
     ranked = [[sources[i] for i in row] for row in top]
     by_kind = ranks_from_files(ranked, corpus.queries)
     results = {k: sq.metrics(r) for k, r in by_kind.items()}
-    print(f"variant {variant.name!r}: MRR@10 "
-          + ", ".join(f"{k} {m['mrr_at_10']:.3f}" for k, m in results.items()), flush=True)
+    print(
+        f"variant {variant.name!r}: MRR@10 "
+        + ", ".join(f"{k} {m['mrr_at_10']:.3f}" for k, m in results.items()),
+        flush=True,
+    )
     found = {"chunks": len(texts), "results": results}
     done.write_text(json.dumps(found))
     return found
 
 
 def table(results: dict, names: list[str]) -> list[str]:
-    systems = ["attnswitch dense", "attnswitch keyword", "attnswitch hybrid",
-               *(f"{s} recipe" for s in SYSTEMS)]
-    lines = ["| corpus | kind | queries | " + " | ".join(systems) + " |",
-             "|---|---|---:|" + "---:|" * len(systems)]
-    for metric, label in (("mrr_at_10", "MRR@10"), ("recall_at_10", "recall@10"),
-                          ("ndcg_at_10", "nDCG@10")):
+    systems = [
+        "attnswitch dense",
+        "attnswitch keyword",
+        "attnswitch hybrid",
+        *(f"{s} recipe" for s in SYSTEMS),
+    ]
+    lines = [
+        "| corpus | kind | queries | " + " | ".join(systems) + " |",
+        "|---|---|---:|" + "---:|" * len(systems),
+    ]
+    for metric, label in (
+        ("mrr_at_10", "MRR@10"),
+        ("recall_at_10", "recall@10"),
+        ("ndcg_at_10", "nDCG@10"),
+    ):
         lines.append(f"| **{label}** | | |" + " |" * len(systems))
         for name in names:
             for kind, by in results[name].items():
@@ -230,38 +282,65 @@ def table(results: dict, names: list[str]) -> list[str]:
 
 def variants_table(variants: dict, peers_row: dict) -> list[str]:
     kinds = list(next(iter(variants.values()))["results"])
-    lines = ["| dense variant | chunks | " + " | ".join(f"MRR@10 {k}" for k in kinds) + " |",
-             "|---|---:|" + "---:|" * len(kinds)]
+    lines = [
+        "| dense variant | chunks | " + " | ".join(f"MRR@10 {k}" for k in kinds) + " |",
+        "|---|---:|" + "---:|" * len(kinds),
+    ]
     for name, v in variants.items():
-        lines.append(f"| {name} | {v['chunks']} | "
-                     + " | ".join(f"{v['results'][k]['mrr_at_10']:.3f}" for k in kinds) + " |")
+        lines.append(
+            f"| {name} | {v['chunks']} | "
+            + " | ".join(f"{v['results'][k]['mrr_at_10']:.3f}" for k in kinds)
+            + " |"
+        )
     for system, by in peers_row.items():
-        lines.append(f"| *{system} recipe (for reference)* | {by['chunks']} | "
-                     + " | ".join(f"{by['results'][k]['mrr_at_10']:.3f}" for k in kinds)
-                     + " |")
+        lines.append(
+            f"| *{system} recipe (for reference)* | {by['chunks']} | "
+            + " | ".join(f"{by['results'][k]['mrr_at_10']:.3f}" for k in kinds)
+            + " |"
+        )
     return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", action="append", default=[],
-                    help="NAME=FOLDER (repeatable; default: example=examples/corpus)")
+    ap.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        help="NAME=FOLDER (repeatable; default: example=examples/corpus)",
+    )
     ap.add_argument("--python-docs", type=int, default=0, metavar="N")
     ap.add_argument("--store-dir", type=Path, default=ROOT / ".bench" / "search_quality")
     ap.add_argument("--per-kind", type=int, default=150)
     ap.add_argument("--peers-venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--no-peers", action="store_true", help="ours only (no peers' venv)")
-    ap.add_argument("--variants", action=argparse.BooleanOptionalAction, default=True,
-                    help="score the dense variants on the Python docs")
+    ap.add_argument(
+        "--variants",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="score the dense variants on the Python docs",
+    )
     ap.add_argument("--only", help="score only the corpus of this name")
-    ap.add_argument("--variants-on", default="python-docs",
-                    help="the corpus the dense variants are scored on")
-    ap.add_argument("--peers-only", action="store_true",
-                    help="run and cache the peers only (ours and the variants skipped)")
-    ap.add_argument("--variant", action="append", default=[], metavar="NAME",
-                    help="score only these variants (repeatable; default: all)")
-    ap.add_argument("--cached-peers", action="store_true",
-                    help="use the peers' cached outputs only; a missing one is left out")
+    ap.add_argument(
+        "--variants-on", default="python-docs", help="the corpus the dense variants are scored on"
+    )
+    ap.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="run and cache the peers only (ours and the variants skipped)",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="score only these variants (repeatable; default: all)",
+    )
+    ap.add_argument(
+        "--cached-peers",
+        action="store_true",
+        help="use the peers' cached outputs only; a missing one is left out",
+    )
     ap.add_argument("--fresh", action="store_true", help="re-run the peers (not cached)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
@@ -275,12 +354,17 @@ def main() -> None:
     work = args.store_dir / "peers"
     work.mkdir(exist_ok=True)
     corpora = [sq.Corpus(*spec.split("=", 1)) for spec in args.corpus] or [
-        sq.Corpus("example", ROOT / "examples" / "corpus")]
+        sq.Corpus("example", ROOT / "examples" / "corpus")
+    ]
     for c in corpora:
         c.root = Path(c.root)
     if args.python_docs:
-        corpora.append(sq.Corpus("python-docs", sq.python_docs(
-            args.store_dir / "python-docs-pages", args.python_docs)))
+        corpora.append(
+            sq.Corpus(
+                "python-docs",
+                sq.python_docs(args.store_dir / "python-docs-pages", args.python_docs),
+            )
+        )
     if args.only:
         corpora = [c for c in corpora if c.name == args.only]
     model = default_model_path()
@@ -294,17 +378,18 @@ def main() -> None:
         if not args.peers_only:
             with sq.index(c, args.store_dir) as store:
                 ours = sq.evaluate(c, store, encoder)
-            results[c.name] = {kind: {f"attnswitch {m}": by[m] for m in sq.MODES}
-                               for kind, by in ours.items()}
+            results[c.name] = {
+                kind: {f"attnswitch {m}": by[m] for m in sq.MODES} for kind, by in ours.items()
+            }
         for system in () if args.no_peers else SYSTEMS:
-            found = run_peer(system, c, args.peers_venv, model, work, args.fresh,
-                             args.cached_peers)
+            found = run_peer(system, c, args.peers_venv, model, work, args.fresh, args.cached_peers)
             if found is None:
                 continue
             for kind, ranks in ranks_from_files(found["ranked_files"], c.queries).items():
                 results[c.name][kind][f"{system} recipe"] = sq.metrics(ranks)
             peers_meta.setdefault(c.name, {})[system] = {
-                k: found[k] for k in ("files_read", "documents", "chunks", "seconds")}
+                k: found[k] for k in ("files_read", "documents", "chunks", "seconds")
+            }
         if args.variants and c.name == args.variants_on and not args.peers_only:
             tokenizer = chunk_tokenizer(ModelSpec.load(None))
             qv = np.asarray(encoder.encode([q.text for q in c.queries]), dtype=np.float32)
@@ -314,23 +399,44 @@ def main() -> None:
                     continue
                 variants[v.name] = evaluate_variant(c, v, encoder, tokenizer, qv, args.store_dir)
     names = [c.name for c in corpora]
-    lines = [INTRO, f"Known-item search quality at file level, all-MiniLM-L6-v2 in every system, "
-             f"{cpu_description()}.", "", *table(results, names)]
+    lines = [
+        INTRO,
+        f"Known-item search quality at file level, all-MiniLM-L6-v2 in every system, "
+        f"{cpu_description()}.",
+        "",
+        *table(results, names),
+    ]
     if variants:
         on = args.variants_on
-        reference = {s: {"chunks": peers_meta[on][s]["chunks"],
-                         "results": {k: by[f"{s} recipe"] for k, by in results[on].items()}}
-                     for s in peers_meta.get(on, {})}
-        lines += ["", f"Dense variants on {on} (exact cosine, 50 chunks):", "",
-                  *variants_table(variants, reference)]
+        reference = {
+            s: {
+                "chunks": peers_meta[on][s]["chunks"],
+                "results": {k: by[f"{s} recipe"] for k, by in results[on].items()},
+            }
+            for s in peers_meta.get(on, {})
+        }
+        lines += [
+            "",
+            f"Dense variants on {on} (exact cosine, 50 chunks):",
+            "",
+            *variants_table(variants, reference),
+        ]
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_description(), "results": results,
-                                         "peers": peers_meta, "dense_variants": variants,
-                                         "variant_specs": [asdict(v) for v in VARIANTS]},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cpu": cpu_description(),
+                    "results": results,
+                    "peers": peers_meta,
+                    "dense_variants": variants,
+                    "variant_specs": [asdict(v) for v in VARIANTS],
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -77,22 +77,36 @@ def texts_from_corpus(n: int, seed: int = 0) -> list[str]:
     for _ in range(n):
         length = rng.randint(8, 120)
         start = rng.randrange(0, len(words) - length)
-        out.append(" ".join(words[start:start + length]))
+        out.append(" ".join(words[start : start + length]))
     return out
 
 
 # -- the server ---------------------------------------------------------------------------
 
+
 def start_server(args: argparse.Namespace, workdir: Path) -> ServerProcess:
     """The server under load: a data folder and jobs root in `workdir`, the run's limits."""
     return launch.start(
-        workdir, "--db", str(workdir / "data"), "--jobs-root", str(workdir),
-        "--max-queue", str(args.max_queue), "--max-items", str(max(args.texts, 16)),
-        "--request-timeout", str(args.request_timeout), "--drain-timeout", "60",
-        timeout=300, poll_s=0.05)
+        workdir,
+        "--db",
+        str(workdir / "data"),
+        "--jobs-root",
+        str(workdir),
+        "--max-queue",
+        str(args.max_queue),
+        "--max-items",
+        str(max(args.texts, 16)),
+        "--request-timeout",
+        str(args.request_timeout),
+        "--drain-timeout",
+        "60",
+        timeout=300,
+        poll_s=0.05,
+    )
 
 
 # -- the probe (its own process) ----------------------------------------------------------
+
 
 def probe(url: str, period: float, until: float, out: mp.Queue) -> None:
     """GET /livez every `period` s until the server is gone or `until` (monotonic)."""
@@ -113,9 +127,18 @@ def probe(url: str, period: float, until: float, out: mp.Queue) -> None:
 
 # -- the load -----------------------------------------------------------------------------
 
-async def client(c: httpx.AsyncClient, rng: random.Random, pool: list[str], n_texts: int,
-                 t0: float, until: float, stop: asyncio.Event, backoff: float | None,
-                 outcomes: list[Outcome]) -> None:
+
+async def client(
+    c: httpx.AsyncClient,
+    rng: random.Random,
+    pool: list[str],
+    n_texts: int,
+    t0: float,
+    until: float,
+    stop: asyncio.Event,
+    backoff: float | None,
+    outcomes: list[Outcome],
+) -> None:
     while time.monotonic() < until and not stop.is_set():
         body = {"input": rng.sample(pool, n_texts)}
         sent = time.monotonic()
@@ -141,12 +164,12 @@ async def client(c: httpx.AsyncClient, rng: random.Random, pool: list[str], n_te
         except httpx.RemoteProtocolError:
             outcomes.append(Outcome(sent - t0, time.monotonic() - sent, None, "closed"))
         except httpx.TransportError as exc:
-            outcomes.append(Outcome(sent - t0, time.monotonic() - sent, None,
-                                    type(exc).__name__))
+            outcomes.append(Outcome(sent - t0, time.monotonic() - sent, None, type(exc).__name__))
 
 
-async def load(args: argparse.Namespace, url: str, proc: subprocess.Popen
-               ) -> tuple[list[Outcome], float | None, float]:
+async def load(
+    args: argparse.Namespace, url: str, proc: subprocess.Popen
+) -> tuple[list[Outcome], float | None, float]:
     pool = texts_from_corpus(2000)
     t0 = time.monotonic()
     until = t0 + args.duration + args.grace
@@ -154,12 +177,25 @@ async def load(args: argparse.Namespace, url: str, proc: subprocess.Popen
     outcomes: list[Outcome] = []
     sigterm_at: float | None = None
     limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
-    async with httpx.AsyncClient(base_url=url, timeout=args.request_timeout + 30,
-                                 limits=limits) as c:
-        tasks = [asyncio.create_task(client(c, random.Random(i), pool, args.texts, t0, until,
-                                            stop, None if args.backoff_ms is None
-                                            else args.backoff_ms / 1e3, outcomes))
-                 for i in range(args.clients)]
+    async with httpx.AsyncClient(
+        base_url=url, timeout=args.request_timeout + 30, limits=limits
+    ) as c:
+        tasks = [
+            asyncio.create_task(
+                client(
+                    c,
+                    random.Random(i),
+                    pool,
+                    args.texts,
+                    t0,
+                    until,
+                    stop,
+                    None if args.backoff_ms is None else args.backoff_ms / 1e3,
+                    outcomes,
+                )
+            )
+            for i in range(args.clients)
+        ]
         await asyncio.sleep(args.duration * args.sigterm_at)
         sigterm_at = time.monotonic() - t0
         proc.send_signal(signal.SIGTERM)
@@ -188,16 +224,28 @@ def engine_alone(n: int, engine: str, load_procs: int) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("ATTNSWITCH_ENGINE", None)
     with Load(load_procs):
-        proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps(texts),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     if proc.returncode != 0:
         raise SystemExit(f"engine alone ({engine}) failed:\n{proc.stderr[-2000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"engine": out["engine"], "asked": engine, "texts": n, "load_procs": load_procs,
-            "texts_per_s": n / out["seconds"]}
+    return {
+        "engine": out["engine"],
+        "asked": engine,
+        "texts": n,
+        "load_procs": load_procs,
+        "texts_per_s": n / out["seconds"],
+    }
 
 
 # -- report -------------------------------------------------------------------------------
+
 
 def pct(values: list[float], q: float) -> float:
     if not values:
@@ -219,40 +267,67 @@ def summarise(args, outcomes, sigterm_at, probe_result, server_log: str, load_av
     match = re.search(r"attnswitch serve: stopped (\{.*\})", server_log)
     server = json.loads(match.group(1)) if match else None
     ready = re.search(r"attnswitch serve: ready (\{.*\})", server_log)
-    served = (json.loads(ready.group(1)) if ready
-              else {"model": "?", "engine": "?", "precision": "?", "runs_on": None})
+    served = (
+        json.loads(ready.group(1))
+        if ready
+        else {"model": "?", "engine": "?", "precision": "?", "runs_on": None}
+    )
     livez = probe_result["latencies"]
-    after_other = [o for o in after if o.status != 200 and not o.draining
-                   and o.error not in ("refused", "closed")]
+    after_other = [
+        o
+        for o in after
+        if o.status != 200 and not o.draining and o.error not in ("refused", "closed")
+    ]
     total_200 = sum(1 for o in outcomes if o.status == 200)
     return {
         "served": served,
-        "settings": {k: getattr(args, k) for k in ("duration", "clients", "texts", "max_queue",
-                                                    "sigterm_at", "backoff_ms", "probe_ms")},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "cpu": cpu_description(),
-                    "load_avg_start": load_avg[0], "load_avg_end": load_avg[1]},
+        "settings": {
+            k: getattr(args, k)
+            for k in (
+                "duration",
+                "clients",
+                "texts",
+                "max_queue",
+                "sigterm_at",
+                "backoff_ms",
+                "probe_ms",
+            )
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "cpu": cpu_description(),
+            "load_avg_start": load_avg[0],
+            "load_avg_end": load_avg[1],
+        },
         "before_sigterm": {
-            "seconds": span, "requests": len(before),
-            "ok_per_s": len(ok_before) / span, "texts_per_s": len(ok_before) * args.texts / span,
+            "seconds": span,
+            "requests": len(before),
+            "ok_per_s": len(ok_before) / span,
+            "texts_per_s": len(ok_before) * args.texts / span,
             "p50_ms": pct([o.latency for o in ok_before], 50) * 1e3,
             "p99_ms": pct([o.latency for o in ok_before], 99) * 1e3,
             "share_429": sum(o.status == 429 for o in before) / max(1, len(before)),
             "p99_429_ms": pct([o.latency for o in before if o.status == 429], 99) * 1e3,
-            "errors_5xx": sum(1 for o in outcomes if o.status is not None and o.status >= 500
-                              and not o.draining),
-            "transport_errors": sum(1 for o in before if o.status is None
-                                    and o.sent + o.latency < sigterm_at),
+            "errors_5xx": sum(
+                1 for o in outcomes if o.status is not None and o.status >= 500 and not o.draining
+            ),
+            "transport_errors": sum(
+                1 for o in before if o.status is None and o.sent + o.latency < sigterm_at
+            ),
             "wrong_bodies": sum(1 for o in before if o.error and o.status == 200),
         },
         "in_flight_at_sigterm": {
-            "requests": len(in_flight), "ok": sum(o.status == 200 for o in in_flight),
+            "requests": len(in_flight),
+            "ok": sum(o.status == 200 for o in in_flight),
             "refused_503": sum(o.draining for o in in_flight),
             "closed": sum(o.error in ("refused", "closed") for o in in_flight),
-            "other": [f"{o.status} {o.error}" for o in in_flight if o.status != 200
-                      and not o.draining and o.error not in ("refused", "closed")],
-            "last_answer_s": max((o.sent + o.latency - sigterm_at for o in in_flight),
-                                 default=0.0),
+            "other": [
+                f"{o.status} {o.error}"
+                for o in in_flight
+                if o.status != 200 and not o.draining and o.error not in ("refused", "closed")
+            ],
+            "last_answer_s": max((o.sent + o.latency - sigterm_at for o in in_flight), default=0.0),
         },
         "after_sigterm": {
             "ok": sum(o.status == 200 for o in after),
@@ -262,10 +337,14 @@ def summarise(args, outcomes, sigterm_at, probe_result, server_log: str, load_av
             "other": len(after_other),
         },
         "statuses": statuses,
-        "livez": {"probes": len(livez), "p50_ms": pct(livez, 50) * 1e3,
-                  "p99_ms": pct(livez, 99) * 1e3, "max_ms": max(livez, default=float("nan")) * 1e3,
-                  "over_100ms": sum(x > LIVEZ_LIMIT_S for x in livez),
-                  "failures": probe_result["failures"]},
+        "livez": {
+            "probes": len(livez),
+            "p50_ms": pct(livez, 50) * 1e3,
+            "p99_ms": pct(livez, 99) * 1e3,
+            "max_ms": max(livez, default=float("nan")) * 1e3,
+            "over_100ms": sum(x > LIVEZ_LIMIT_S for x in livez),
+            "failures": probe_result["failures"],
+        },
         "server": server,
         "client_200_total": total_200,
         "engine_alone": None,
@@ -276,27 +355,47 @@ def verdicts(s: dict) -> list[tuple[str, bool]]:
     b, a, server = s["before_sigterm"], s["after_sigterm"], s["server"]
     f = s["in_flight_at_sigterm"]
     return [
-        ("no 5xx (but 503 draining) at all; no transport error, no wrong body before SIGTERM",
-         b["errors_5xx"] == 0 and b["transport_errors"] == 0 and b["wrong_bodies"] == 0),
+        (
+            "no 5xx (but 503 draining) at all; no transport error, no wrong body before SIGTERM",
+            b["errors_5xx"] == 0 and b["transport_errors"] == 0 and b["wrong_bodies"] == 0,
+        ),
         ("requests beyond capacity got 429", b["share_429"] > 0),
-        ("/livez p99 < 100 ms (probe process)", s["livez"]["p99_ms"] < LIVEZ_LIMIT_S * 1e3
-         and s["livez"]["failures"] == 0),
-        ("SIGTERM: every request in flight at SIGTERM answered 200, or refused cleanly if it "
-         "reached the server after the signal", f["requests"] > 0 and not f["other"]),
-        ("SIGTERM: every admitted request answered 200 (server count = client 200s)",
-         server is not None and server["unanswered"] == 0
-         and server["completed"] == s["client_200_total"]),
-        ("SIGTERM: every other request refused cleanly (503 / refused / closed unread)",
-         a["other"] == 0),
+        (
+            "/livez p99 < 100 ms (probe process)",
+            s["livez"]["p99_ms"] < LIVEZ_LIMIT_S * 1e3 and s["livez"]["failures"] == 0,
+        ),
+        (
+            "SIGTERM: every request in flight at SIGTERM answered 200, or refused cleanly if it "
+            "reached the server after the signal",
+            f["requests"] > 0 and not f["other"],
+        ),
+        (
+            "SIGTERM: every admitted request answered 200 (server count = client 200s)",
+            server is not None
+            and server["unanswered"] == 0
+            and server["completed"] == s["client_200_total"],
+        ),
+        (
+            "SIGTERM: every other request refused cleanly (503 / refused / closed unread)",
+            a["other"] == 0,
+        ),
     ]
 
 
 def markdown(s: dict) -> str:
-    b, a, lz, st, m = (s["before_sigterm"], s["after_sigterm"], s["livez"], s["settings"],
-                       s["machine"])
+    b, a, lz, st, m = (
+        s["before_sigterm"],
+        s["after_sigterm"],
+        s["livez"],
+        s["settings"],
+        s["machine"],
+    )
     f, alone = s["in_flight_at_sigterm"], s["engine_alone"]
-    backoff = ("the Retry-After it got x U(0.5, 1)" if st["backoff_ms"] is None
-               else f"{st['backoff_ms']} ms")
+    backoff = (
+        "the Retry-After it got x U(0.5, 1)"
+        if st["backoff_ms"] is None
+        else f"{st['backoff_ms']} ms"
+    )
     server = s["server"] or {}
     lines = [
         "# Service under load",
@@ -334,8 +433,11 @@ def markdown(s: dict) -> str:
             "",
             "| engine | load processes | texts/s |",
             "|---|---:|---:|",
-            *[f"| {a['engine']} (asked: {a['asked']}) | {a['load_procs']} | "
-              f"{a['texts_per_s']:.1f} |" for a in alone],
+            *[
+                f"| {a['engine']} (asked: {a['asked']}) | {a['load_procs']} | "
+                f"{a['texts_per_s']:.1f} |"
+                for a in alone
+            ],
             "",
         ]
     lines += [
@@ -348,11 +450,9 @@ def markdown(s: dict) -> str:
         "| SIGTERM | requests |",
         "|---|---:|",
         f"| in flight at SIGTERM (sent before, answered after) | {f['requests']} |",
-        f"| of which answered 200 | {f['ok']} (last {f['last_answer_s']:.1f} s after "
-        "SIGTERM) |",
+        f"| of which answered 200 | {f['ok']} (last {f['last_answer_s']:.1f} s after SIGTERM) |",
         f"| of which reached the server after the signal: 503 draining | {f['refused_503']} |",
-        f"| of which refused or closed unread when the server stopped listening | "
-        f"{f['closed']} |",
+        f"| of which refused or closed unread when the server stopped listening | {f['closed']} |",
         f"| of which anything else | {len(f['other'])} |",
         f"| sent after SIGTERM and answered 200 | {a['ok']} |",
         f"| refused with 503 (draining) | {a['refused_503']} |",
@@ -379,16 +479,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=48)
     ap.add_argument("--texts", type=int, default=4, help="Texts per request.")
     ap.add_argument("--max-queue", type=int, default=32, help="Server queue, in texts.")
-    ap.add_argument("--sigterm-at", type=float, default=0.75,
-                    help="Fraction of --duration at which the server gets SIGTERM.")
-    ap.add_argument("--grace", type=float, default=60.0,
-                    help="Most seconds to wait for the server to stop after SIGTERM.")
-    ap.add_argument("--backoff-ms", type=float, default=None,
-                    help="Fixed wait after a 429 (default: the Retry-After given, jittered).")
+    ap.add_argument(
+        "--sigterm-at",
+        type=float,
+        default=0.75,
+        help="Fraction of --duration at which the server gets SIGTERM.",
+    )
+    ap.add_argument(
+        "--grace",
+        type=float,
+        default=60.0,
+        help="Most seconds to wait for the server to stop after SIGTERM.",
+    )
+    ap.add_argument(
+        "--backoff-ms",
+        type=float,
+        default=None,
+        help="Fixed wait after a 429 (default: the Retry-After given, jittered).",
+    )
     ap.add_argument("--probe-ms", type=float, default=20.0)
     ap.add_argument("--request-timeout", type=float, default=60.0)
-    ap.add_argument("--baseline", type=int, default=64,
-                    help="Texts to encode with the engine alone afterwards, for scale (0: none).")
+    ap.add_argument(
+        "--baseline",
+        type=int,
+        default=64,
+        help="Texts to encode with the engine alone afterwards, for scale (0: none).",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "service_load.md")
     args = ap.parse_args(argv)
     if not 0 < args.sigterm_at < 1 or args.duration <= 0 or args.clients < 1:
@@ -402,8 +518,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results: mp.Queue = mp.get_context("spawn").Queue()
             prober = mp.get_context("spawn").Process(
-                target=probe, args=(url, args.probe_ms / 1e3,
-                                    time.monotonic() + args.duration + args.grace, results))
+                target=probe,
+                args=(
+                    url,
+                    args.probe_ms / 1e3,
+                    time.monotonic() + args.duration + args.grace,
+                    results,
+                ),
+            )
             prober.start()
             time.sleep(0.5)  # the probe is up before the load begins
             outcomes, sigterm_at, _ = asyncio.run(load(args, url, proc))
@@ -415,11 +537,15 @@ def main(argv: list[str] | None = None) -> int:
                 proc.kill()
                 proc.wait(10)
         server_log = server.stderr()
-    summary = summarise(args, outcomes, sigterm_at, probe_result, server_log,
-                        (load_start, os.getloadavg()[0]))
+    summary = summarise(
+        args, outcomes, sigterm_at, probe_result, server_log, (load_start, os.getloadavg()[0])
+    )
     if args.baseline:
-        summary["engine_alone"] = [engine_alone(args.baseline, engine, procs)
-                                   for engine in ("auto", "torch") for procs in (0, 2)]
+        summary["engine_alone"] = [
+            engine_alone(args.baseline, engine, procs)
+            for engine in ("auto", "torch")
+            for procs in (0, 2)
+        ]
     text = markdown(summary)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

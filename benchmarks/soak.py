@@ -69,16 +69,25 @@ FLAT_WITHIN = 2
 
 # -- the service under load -----------------------------------------------------------------
 
-async def client(c: httpx.AsyncClient, rng: random.Random, pool: list[str], until: float,
-                 statuses: dict[int, int]) -> None:
+
+async def client(
+    c: httpx.AsyncClient,
+    rng: random.Random,
+    pool: list[str],
+    until: float,
+    statuses: dict[int, int],
+) -> None:
     """Requests one after the other until `until` (monotonic): embeddings or searches."""
     while time.monotonic() < until:
         if rng.random() < 0.5:
             body = {"input": rng.sample(pool, rng.randint(1, 16)), "truncate": True}
             path = "/v1/embeddings"
         else:
-            body = {"query": rng.choice(pool)[:200], "k": rng.choice((1, 5, 20)),
-                    "mode": rng.choice(("hybrid", "dense", "keyword"))}
+            body = {
+                "query": rng.choice(pool)[:200],
+                "k": rng.choice((1, 5, 20)),
+                "mode": rng.choice(("hybrid", "dense", "keyword")),
+            }
             path = "/v1/search"
         try:
             status = (await c.post(path, json=body)).status_code
@@ -93,17 +102,19 @@ async def finish_job(c: httpx.AsyncClient, folder: str, timeout: float = 900.0) 
     """Start a job indexing `folder` of the jobs root and wait for its end; the job."""
     r = await c.post("/v1/jobs", json={"path": folder})
     if r.status_code != 202:
-        raise RuntimeError(f"POST /v1/jobs {folder}: expected 202, got {r.status_code} "
-                           f"{r.text}")
+        raise RuntimeError(f"POST /v1/jobs {folder}: expected 202, got {r.status_code} {r.text}")
     deadline = time.monotonic() + timeout
     while (job := (await c.get(f"/v1/jobs/{r.json()['id']}")).json())["status"] in (
-            "queued", "running"):
+        "queued",
+        "running",
+    ):
         if time.monotonic() > deadline:
             raise RuntimeError(f"job {folder}: still {job['status']} after {timeout:g} s")
         await asyncio.sleep(0.5)
     if job["status"] != "completed":
-        raise RuntimeError(f"job {folder}: expected completed, got {job['status']}: "
-                           f"{job.get('error')}")
+        raise RuntimeError(
+            f"job {folder}: expected completed, got {job['status']}: {job.get('error')}"
+        )
     return job
 
 
@@ -120,8 +131,9 @@ def revise(folder: Path, edits: int, round_: int) -> None:
         path.write_text(text, encoding="utf-8", errors="surrogateescape")
 
 
-async def jobs(c: httpx.AsyncClient, jobs_root: Path, every: float, edits: int, until: float,
-               started: list) -> None:
+async def jobs(
+    c: httpx.AsyncClient, jobs_root: Path, every: float, edits: int, until: float, started: list
+) -> None:
     """Every `every` seconds: revise `edits` files of a corpus folder (in turn) and start a
     job re-indexing it."""
     i = 0
@@ -134,19 +146,34 @@ async def jobs(c: httpx.AsyncClient, jobs_root: Path, every: float, edits: int, 
         await asyncio.sleep(max(0.0, min(every, until - time.monotonic())))
 
 
-async def sampler(proc: psutil.Process, data: Path, c: httpx.AsyncClient, every: float,
-                  stop: asyncio.Event, samples: list) -> None:
+async def sampler(
+    proc: psutil.Process,
+    data: Path,
+    c: httpx.AsyncClient,
+    every: float,
+    stop: asyncio.Event,
+    samples: list,
+) -> None:
     """A sample every `every` seconds until `stop` is set; `at` is its monotonic time."""
     while not stop.is_set():
         with proc.oneshot():
-            row = {"at": time.monotonic(), "rss": proc.memory_info().rss,
-                   "fds": proc.num_fds(), "threads": proc.num_threads()}
+            row = {
+                "at": time.monotonic(),
+                "rss": proc.memory_info().rss,
+                "fds": proc.num_fds(),
+                "threads": proc.num_threads(),
+            }
         row["store_bytes"] = sum(p.stat().st_size for p in data.glob("*") if p.is_file())
         try:
             metrics = (await c.get("/metrics")).text
-            row["growing"] = next((float(line.split()[1]) for line in metrics.splitlines()
-                                   if line.startswith("attnswitch_service_memory_growing ")),
-                                  None)
+            row["growing"] = next(
+                (
+                    float(line.split()[1])
+                    for line in metrics.splitlines()
+                    if line.startswith("attnswitch_service_memory_growing ")
+                ),
+                None,
+            )
         except httpx.TransportError:
             row["growing"] = None
         samples.append(row)
@@ -160,8 +187,16 @@ async def soak_service(args: argparse.Namespace, workdir: Path) -> dict:
         shutil.copytree(CORPUS / name, jobs_root / name)
     data = workdir / "data"
     data.mkdir()
-    server = launch.start(workdir / "server", "--db", str(data), "--jobs-root",
-                          str(jobs_root), "--request-timeout", "60", timeout=300)
+    server = launch.start(
+        workdir / "server",
+        "--db",
+        str(data),
+        "--jobs-root",
+        str(jobs_root),
+        "--request-timeout",
+        "60",
+        timeout=300,
+    )
     proc = psutil.Process(server.proc.pid)
     pool = texts_from_corpus(2000, seed=1)
     statuses: dict[int, int] = {}
@@ -171,24 +206,29 @@ async def soak_service(args: argparse.Namespace, workdir: Path) -> dict:
     t0 = time.monotonic()
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=120) as c:
-            sampling = asyncio.create_task(
-                sampler(proc, data, c, args.sample, stop, samples))
+            sampling = asyncio.create_task(sampler(proc, data, c, args.sample, stop, samples))
             for name in JOB_FOLDERS:  # the index at its steady size before the load
                 await finish_job(c, name)
             t0 = time.monotonic()
             until = t0 + args.duration
             await asyncio.gather(
                 jobs(c, jobs_root, args.job_every, args.edits, until, started_jobs),
-                *(client(c, rng, pool, until, statuses)
-                  for rng in (random.Random(i) for i in range(args.clients))))
+                *(
+                    client(c, rng, pool, until, statuses)
+                    for rng in (random.Random(i) for i in range(args.clients))
+                ),
+            )
             stop.set()
             await sampling
     finally:
         server.stop()
     for row in samples:  # seconds from the start of the load (negative: building the index)
         row["t"] = row.pop("at") - t0
-    return {"samples": samples, "statuses": {str(k): v for k, v in sorted(statuses.items())},
-            "jobs_started": started_jobs}
+    return {
+        "samples": samples,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "jobs_started": started_jobs,
+    }
 
 
 def judge_service(result: dict, warmup: float) -> dict:
@@ -204,14 +244,24 @@ def judge_service(result: dict, warmup: float) -> dict:
     fds = last[-1]["fds"] - first[0]["fds"]
     threads = last[-1]["threads"] - first[0]["threads"]
     errors = sum(v for k, v in result["statuses"].items() if k == "0" or k.startswith("5"))
-    holds = (growth < RSS_GROWTH_LIMIT and abs(fds) <= FLAT_WITHIN
-             and abs(threads) <= FLAT_WITHIN and errors == 0)
-    return {"holds": holds, "rss_growth": growth, "fds_change": fds,
-            "threads_change": threads, "server_errors": errors,
-            "memory_growing_flagged": any(s.get("growing") == 1.0 for s in after)}
+    holds = (
+        growth < RSS_GROWTH_LIMIT
+        and abs(fds) <= FLAT_WITHIN
+        and abs(threads) <= FLAT_WITHIN
+        and errors == 0
+    )
+    return {
+        "holds": holds,
+        "rss_growth": growth,
+        "fds_change": fds,
+        "threads_change": threads,
+        "server_errors": errors,
+        "memory_growing_flagged": any(s.get("growing") == 1.0 for s in after),
+    }
 
 
 # -- `attnswitch run` over many small files ----------------------------------------------------
+
 
 def make_files(folder: Path, n: int, pool: list[str]) -> None:
     for i in range(n):
@@ -223,9 +273,21 @@ def make_files(folder: Path, n: int, pool: list[str]) -> None:
 def peak_rss_of_run(folder: Path, db: Path) -> tuple[float, int]:
     """(seconds, peak RSS in bytes) of `attnswitch run folder --db db` in a fresh process."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", "run", str(folder),
-                             "--db", str(db), "--no-progress", "--json"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.cli",
+            "run",
+            str(folder),
+            "--db",
+            str(db),
+            "--no-progress",
+            "--json",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     watched = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -253,6 +315,7 @@ def soak_run(args: argparse.Namespace, workdir: Path) -> dict:
 
 # -- report -----------------------------------------------------------------------------------
 
+
 def plot(samples: list[dict], warmup: float, path: Path) -> None:
     import matplotlib
 
@@ -261,10 +324,12 @@ def plot(samples: list[dict], warmup: float, path: Path) -> None:
 
     t = [s["t"] / 60 for s in samples]
     fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
-    for ax, key, label, scale in ((axes[0][0], "rss", "RSS (MiB)", 2**20),
-                                  (axes[0][1], "store_bytes", "store (MiB)", 2**20),
-                                  (axes[1][0], "fds", "open descriptors", 1),
-                                  (axes[1][1], "threads", "threads", 1)):
+    for ax, key, label, scale in (
+        (axes[0][0], "rss", "RSS (MiB)", 2**20),
+        (axes[0][1], "store_bytes", "store (MiB)", 2**20),
+        (axes[1][0], "fds", "open descriptors", 1),
+        (axes[1][1], "threads", "threads", 1),
+    ):
         ax.plot(t, [s[key] / scale for s in samples])
         ax.axvline(0, color="grey", linestyle=":")  # the load starts; before: the index built
         ax.axvspan(0, warmup / 60, color="grey", alpha=0.15)  # the warm-up, not judged
@@ -279,41 +344,57 @@ def plot(samples: list[dict], warmup: float, path: Path) -> None:
 def markdown(report: dict) -> str:
     s, r = report["service"], report.get("run")
     lines = [
-        "# Soak: `attnswitch serve` and `attnswitch run` over time", "",
+        "# Soak: `attnswitch serve` and `attnswitch run` over time",
+        "",
         f"Measured with `python benchmarks/soak.py --duration {report['duration']:g} "
         f"--clients {report['clients']} --job-every {report['job_every']:g} --files "
         f"{report['files']}` on {report['cpu']}, "
         f"load average at the end {report['load_average']}. The corpus folders were indexed "
         f"first (not judged, before 0 on the curves); during the load, a job every "
         f"{report['job_every']:g} s re-indexed a folder after revising {report['edits']} of "
-        f"its files.", "",
+        f"its files.",
+        "",
         f"**Service: {'holds' if s['holds'] else 'does not hold'}.** After a "
         f"{report['warmup']:g} s warm-up: RSS grew by {100 * s.get('rss_growth', 0):.2f}% "
         f"(limit {100 * RSS_GROWTH_LIMIT:.0f}%), descriptors changed by "
         f"{s.get('fds_change')}, threads by {s.get('threads_change')}, "
         f"{s.get('server_errors')} server errors; the server's own memory verdict "
         f"{'flagged' if s.get('memory_growing_flagged') else 'never flagged'} growth. "
-        f"Answers by status: {report['statuses']}.", "",
-        "![RSS, store size, descriptors and threads over time](soak.png)", ""]
+        f"Answers by status: {report['statuses']}.",
+        "",
+        "![RSS, store size, descriptors and threads over time](soak.png)",
+        "",
+    ]
     if r:
-        runs = ", ".join(f"{n} files: peak RSS {v['peak_rss'] / 2**20:,.0f} MiB in "
-                         f"{v['seconds']:.0f} s" for n, v in r["runs"].items())
-        lines += [f"**Run: {'holds' if r['holds'] else 'does not hold'}.** {runs} "
-                  f"(ratio {r['peak_ratio']:.2f}, limit 1.10).", ""]
+        runs = ", ".join(
+            f"{n} files: peak RSS {v['peak_rss'] / 2**20:,.0f} MiB in {v['seconds']:.0f} s"
+            for n, v in r["runs"].items()
+        )
+        lines += [
+            f"**Run: {'holds' if r['holds'] else 'does not hold'}.** {runs} "
+            f"(ratio {r['peak_ratio']:.2f}, limit 1.10).",
+            "",
+        ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=1800.0, help="seconds of load")
-    ap.add_argument("--warmup", type=float, default=None, help="seconds of the load not "
-                    "judged (default: one cycle of the jobs, --job-every x the folders)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds of the load not "
+        "judged (default: one cycle of the jobs, --job-every x the folders)",
+    )
     ap.add_argument("--sample", type=float, default=10.0, help="seconds between samples")
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--job-every", type=float, default=90.0)
     ap.add_argument("--edits", type=int, default=5, help="files revised before each job")
-    ap.add_argument("--files", type=int, default=10_000, help="files of the run part "
-                    "(0: no run part)")
+    ap.add_argument(
+        "--files", type=int, default=10_000, help="files of the run part (0: no run part)"
+    )
     ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "results")
     args = ap.parse_args(argv)
     if args.warmup is None:
@@ -324,13 +405,21 @@ def main(argv: list[str] | None = None) -> int:
         service = asyncio.run(soak_service(args, workdir))
         run = soak_run(args, workdir) if args.files else None
     cpu, flags = cpu_description()
-    report = {"duration": args.duration, "warmup": args.warmup, "clients": args.clients,
-              "job_every": args.job_every, "edits": args.edits,
-              "files": args.files, "cpu": cpu + (f" ({', '.join(flags)})" if flags else ""),
-              "load_average": [round(x, 2) for x in os.getloadavg()],
-              "service": judge_service(service, args.warmup), "run": run,
-              "statuses": service["statuses"], "jobs_started": service["jobs_started"],
-              "samples": service["samples"]}
+    report = {
+        "duration": args.duration,
+        "warmup": args.warmup,
+        "clients": args.clients,
+        "job_every": args.job_every,
+        "edits": args.edits,
+        "files": args.files,
+        "cpu": cpu + (f" ({', '.join(flags)})" if flags else ""),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "service": judge_service(service, args.warmup),
+        "run": run,
+        "statuses": service["statuses"],
+        "jobs_started": service["jobs_started"],
+        "samples": service["samples"],
+    }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "soak.json").write_text(json.dumps(report, indent=1))
     (args.out_dir / "soak.md").write_text(markdown(report))

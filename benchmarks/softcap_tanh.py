@@ -112,8 +112,17 @@ def rule_ratios(with_splash: bool) -> list[tuple[str, dict[str, float]]]:
     rows = []
     for label, magnitude, cap, b, sq, sk, h, d, window in CASES:
         case = conformance.Case(
-            label, batch=b, seqlen_q=sq, seqlen_k=sk, heads_q=h, heads_kv=h, head_dim=d,
-            softcap=cap, magnitude=magnitude, window=window, causal="causal" in label,
+            label,
+            batch=b,
+            seqlen_q=sq,
+            seqlen_k=sk,
+            heads_q=h,
+            heads_kv=h,
+            head_dim=d,
+            softcap=cap,
+            magnitude=magnitude,
+            window=window,
+            causal="causal" in label,
         )
         cells: dict[str, float] = {}
         result = conformance.check("jax-blockwise", case)
@@ -161,8 +170,13 @@ def timings(reps: int) -> list[tuple[str, float, float]]:
                 jax.block_until_ready(fn())
                 if i:
                     times[name].append(time.perf_counter() - t0)
-        rows.append((f"{label} {dtype}", 1e3 * statistics.median(times["accurate"]),
-                     1e3 * statistics.median(times["xla"])))
+        rows.append(
+            (
+                f"{label} {dtype}",
+                1e3 * statistics.median(times["accurate"]),
+                1e3 * statistics.median(times["xla"]),
+            )
+        )
     return rows
 
 
@@ -175,8 +189,11 @@ def _compiled_blockwise(q, k, v):
     from attnswitch.kernels.contract import validate
 
     call = validate(q, k, v, causal=True, softcap=30.0)
-    fn = jax.jit(lambda q, k, v: jax_blockwise.attend(
-        q, k, v, call, jax_blockwise.BLOCK_Q, jax_blockwise.BLOCK_K))
+    fn = jax.jit(
+        lambda q, k, v: jax_blockwise.attend(
+            q, k, v, call, jax_blockwise.BLOCK_Q, jax_blockwise.BLOCK_K
+        )
+    )
     compiled = fn.lower(q, k, v).compile()
     return lambda: compiled(q, k, v)
 
@@ -185,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
-    parser.add_argument("--no-splash", action="store_true",
-                        help="skip pallas-splash (slow in interpret mode off a TPU)")
+    parser.add_argument(
+        "--no-splash",
+        action="store_true",
+        help="skip pallas-splash (slow in interpret mode off a TPU)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("ATTNSWITCH_PALLAS_INTERPRET", "1")
 
@@ -209,13 +229,23 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {name} | {worst:.2f} | {p999:.2f} |")
     ratios = rule_ratios(not args.no_splash)
     columns = list(ratios[0][1])
-    lines += ["", "## error / bound by the conformance rule (<= 1 passes)", "",
-              "| case | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    lines += [
+        "",
+        "## error / bound by the conformance rule (<= 1 passes)",
+        "",
+        "| case | " + " | ".join(columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
     for label, cells in ratios:
         lines.append(f"| {label} | " + " | ".join(f"{cells[c]:.2f}" for c in columns) + " |")
     times = timings(args.reps)
-    lines += ["", f"## jax-blockwise causal softcap forward, median of {args.reps} (ms)", "",
-              "| call | accurate tanh | XLA tanh | ratio |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"## jax-blockwise causal softcap forward, median of {args.reps} (ms)",
+        "",
+        "| call | accurate tanh | XLA tanh | ratio |",
+        "|---|---|---|---|",
+    ]
     for label, acc, xla in times:
         lines.append(f"| {label} | {acc:.1f} | {xla:.1f} | {acc / xla:.2f}x |")
     text = "\n".join(lines) + "\n"

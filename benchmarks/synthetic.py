@@ -16,13 +16,17 @@ import numpy as np
 CENTRES = 1000
 
 
-def clustered(n: int, dim: int, *, seed: int, centres_seed: int | None = None,
-              noise: float = 1.0) -> np.ndarray:
+def clustered(
+    n: int, dim: int, *, seed: int, centres_seed: int | None = None, noise: float = 1.0
+) -> np.ndarray:
     """`[n, dim]` float32, L2-normalised, around `CENTRES` centres drawn from
     `centres_seed` (default `seed`): queries share the data's centres with the same
     `centres_seed`. Generated in blocks, so 1M x 384 needs no more than its own 1.5 GB."""
-    centres = np.random.default_rng(seed if centres_seed is None else centres_seed).normal(
-        size=(CENTRES, dim)).astype(np.float32)
+    centres = (
+        np.random.default_rng(seed if centres_seed is None else centres_seed)
+        .normal(size=(CENTRES, dim))
+        .astype(np.float32)
+    )
     rng = np.random.default_rng(seed + 7919)
     out = np.empty((n, dim), np.float32)
     for start in range(0, n, 65536):
@@ -30,7 +34,7 @@ def clustered(n: int, dim: int, *, seed: int, centres_seed: int | None = None,
         block = centres[rng.integers(0, CENTRES, m)]
         block += rng.normal(scale=noise, size=(m, dim)).astype(np.float32)
         block /= np.linalg.norm(block, axis=1, keepdims=True)
-        out[start:start + m] = block
+        out[start : start + m] = block
     return out
 
 
@@ -39,10 +43,12 @@ def exact_top_k(x: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     best_s = np.full((len(queries), 0), -np.inf, np.float32)
     best_i = np.zeros((len(queries), 0), np.int64)
     for start in range(0, len(x), 131072):
-        scores = queries @ x[start:start + 131072].T
+        scores = queries @ x[start : start + 131072].T
         s = np.concatenate([best_s, scores], axis=1)
-        i = np.concatenate([best_i, np.broadcast_to(
-            np.arange(start, start + scores.shape[1]), scores.shape)], axis=1)
+        i = np.concatenate(
+            [best_i, np.broadcast_to(np.arange(start, start + scores.shape[1]), scores.shape)],
+            axis=1,
+        )
         top = np.argpartition(-s, k - 1, axis=1)[:, :k]
         best_s, best_i = np.take_along_axis(s, top, 1), np.take_along_axis(i, top, 1)
     order = np.argsort(-best_s, axis=1)
@@ -59,9 +65,22 @@ def cpu_description() -> str:
         if line.startswith("model name") and model == platform.machine():
             model = line.split(":", 1)[1].strip()
         if line.startswith("flags"):
-            flags = [f for f in line.split(":", 1)[1].split()
-                     if f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
-                              "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")]
+            flags = [
+                f
+                for f in line.split(":", 1)[1].split()
+                if f
+                in (
+                    "avx2",
+                    "fma",
+                    "avx512f",
+                    "avx512bw",
+                    "avx512_vnni",
+                    "avx512_bf16",
+                    "amx_tile",
+                    "amx_bf16",
+                    "amx_int8",
+                )
+            ]
             break
     return f"{model} ({', '.join(flags) or 'no AVX2'})"
 

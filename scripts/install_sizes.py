@@ -23,8 +23,22 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 PROJECT = "attnswitch"
-EXTRAS = ("torch", "engines", "pipeline", "serve", "postgres", "openvino", "onnx", "int8", "jax", "ray",
-          "langchain", "llamaindex", "mcp", "all")
+EXTRAS = (
+    "torch",
+    "engines",
+    "pipeline",
+    "serve",
+    "postgres",
+    "openvino",
+    "onnx",
+    "int8",
+    "jax",
+    "ray",
+    "langchain",
+    "llamaindex",
+    "mcp",
+    "all",
+)
 
 
 def requirements(dist: metadata.Distribution, extras: frozenset[str]) -> list[Requirement]:
@@ -50,8 +64,10 @@ def closure(extras: frozenset[str]) -> set[str]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise SystemExit(f"{name}: expected installed (required by {PROJECT}"
-                             f"[{','.join(sorted(extras))}]), got not installed") from None
+            raise SystemExit(
+                f"{name}: expected installed (required by {PROJECT}"
+                f"[{','.join(sorted(extras))}]), got not installed"
+            ) from None
         seen.add(canonicalize_name(name))
         for req in requirements(dist, asked):
             todo.append((req.name, frozenset(req.extras)))
@@ -93,11 +109,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the table as markdown here too")
     args = parser.parse_args()
     rows = table()
-    lines = ["| install | distributions | size on disk | over the core |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| `pip install '{name}'` | {n} | {mb:,.0f} MB | "
-              f"{'' if name == PROJECT else f'+{extra:,.0f} MB'} |"
-              for name, n, mb, extra in rows]
+    lines = ["| install | distributions | size on disk | over the core |", "|---|---:|---:|---:|"]
+    lines += [
+        f"| `pip install '{name}'` | {n} | {mb:,.0f} MB | "
+        f"{'' if name == PROJECT else f'+{extra:,.0f} MB'} |"
+        for name, n, mb, extra in rows
+    ]
     text = "\n".join(lines)
     print(text)
     if args.out:
@@ -108,7 +125,8 @@ def main() -> None:
             f"torch the CPU wheel): the files of every distribution the extra pulls in, core "
             "included, as their RECORD lists them. Not measured here: the CUDA builds of torch "
             "and jax (extras `torch`, `jax`, `cuda` on a GPU machine), which bring NVIDIA's "
-            "libraries, several GB.\n\n" + text + "\n")
+            "libraries, several GB.\n\n" + text + "\n"
+        )
 
 
 if __name__ == "__main__":

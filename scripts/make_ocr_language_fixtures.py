@@ -63,17 +63,25 @@ def main() -> None:
             (PAGES / f"{pack}.txt").write_text("\n\n".join(taken) + "\n", encoding="utf-8")
             copyright_file = root / "usr/share/doc" / source.package / "copyright"
             shutil.copy(copyright_file, PAGES / "licenses" / f"{source.package}.copyright")
-            rows.append(f"| `{pack}.txt` | {len(taken)} paragraphs of `{source.files}` | "
-                        f"`{source.package}` ({package_version(work, source.package)}) |")
+            rows.append(
+                f"| `{pack}.txt` | {len(taken)} paragraphs of `{source.files}` | "
+                f"`{source.package}` ({package_version(work, source.package)}) |"
+            )
     notice = [
-        "# Text printed by the OCR language tests: sources and licences", "",
-        "Paragraphs of Debian 12 (\"bookworm\") packages' translated documentation, "
+        "# Text printed by the OCR language tests: sources and licences",
+        "",
+        'Paragraphs of Debian 12 ("bookworm") packages\' translated documentation, '
         "copied unchanged (whitespace collapsed, NFC) from their HTML by "
         "`scripts/make_ocr_language_fixtures.py`, which says how they are chosen. Each "
         "package's Debian copyright file is kept verbatim in `licenses/`: it names the "
         "copyright holders and gives the licence (the Debian Reference: GPL-2+; the "
-        "installation guide: GPL-2; LibreOffice's help: MPL-2.0).", "",
-        "| file | text | package (version) |", "|---|---|---|", *rows, ""]
+        "installation guide: GPL-2; LibreOffice's help: MPL-2.0).",
+        "",
+        "| file | text | package (version) |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
     (PAGES / "NOTICE.md").write_text("\n".join(notice), encoding="utf-8")
     print(f"make_ocr_language_fixtures: wrote {len(PACKS)} texts to {PAGES.relative_to(ROOT)}")
 

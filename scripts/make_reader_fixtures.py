@@ -72,8 +72,20 @@ def pandoc_documents(work: Path) -> None:
     lua.write_text(NO_IMAGES)
     for suffix in ("docx", "odt", "epub", "rtf", "pptx"):
         # Slides: one per section of level 2 (each titled by its heading).
-        run("pandoc", "-s", "-f", "gfm", "--lua-filter", str(lua), "--metadata",
-            "title=anyhow", "--slide-level=2", str(ANYHOW), "-o", str(OUT / f"anyhow.{suffix}"))
+        run(
+            "pandoc",
+            "-s",
+            "-f",
+            "gfm",
+            "--lua-filter",
+            str(lua),
+            "--metadata",
+            "title=anyhow",
+            "--slide-level=2",
+            str(ANYHOW),
+            "-o",
+            str(OUT / f"anyhow.{suffix}"),
+        )
     soffice(OUT / "anyhow.pptx", "odp", work)
     soffice(OUT / "anyhow.docx", "doc", work)  # the old binary (OLE2) Word format
     soffice(OUT / "anyhow.pptx", "ppt", work)  # and PowerPoint's
@@ -82,8 +94,15 @@ def pandoc_documents(work: Path) -> None:
 def soffice(source: Path, to: str, work: Path, infilter: str | None = None) -> None:
     """Convert with LibreOffice into OUT (its own profile in `work`, so a running
     LibreOffice is not disturbed)."""
-    args = ["soffice", f"-env:UserInstallation=file://{work}/lo-profile", "--headless",
-            "--convert-to", to, "--outdir", str(OUT)]
+    args = [
+        "soffice",
+        f"-env:UserInstallation=file://{work}/lo-profile",
+        "--headless",
+        "--convert-to",
+        to,
+        "--outdir",
+        str(OUT),
+    ]
     if infilter:
         args.append(f"--infilter={infilter}")
     run(*args, str(source))
@@ -91,8 +110,11 @@ def soffice(source: Path, to: str, work: Path, infilter: str | None = None) -> N
 
 def json_types_table() -> list[list[str]]:
     """The cells of the page's table, as pandoc reads them."""
-    tree = json.loads(subprocess.run(["pandoc", "-f", "html", "-t", "json", str(JSON_PAGE)],
-                                     check=True, capture_output=True).stdout)
+    tree = json.loads(
+        subprocess.run(
+            ["pandoc", "-f", "html", "-t", "json", str(JSON_PAGE)], check=True, capture_output=True
+        ).stdout
+    )
     for table in walk(tree):
         attrs = dict(table["c"][0][2])
         if attrs.get("summary") == TABLE_SUMMARY:
@@ -148,8 +170,16 @@ def scans(work: Path) -> None:
     from PIL import Image
     from pypdf import PdfReader, PdfWriter
 
-    run("pdftoppm", "-r", "150", "-gray", "-png", "-singlefile", str(RELEASE_PDF),
-        str(work / "page"))
+    run(
+        "pdftoppm",
+        "-r",
+        "150",
+        "-gray",
+        "-png",
+        "-singlefile",
+        str(RELEASE_PDF),
+        str(work / "page"),
+    )
     page = Image.open(work / "page.png").convert("L")
     top = page.crop((0, 120, page.width, 720))  # the title and two paragraphs
     bilevel = top.point(lambda v: 255 if v > 160 else 0).convert("1")
@@ -174,19 +204,32 @@ def notebook() -> None:
     for i, part in enumerate(re.split(r"^```[a-z]*\n(.*?)^```\n", text, flags=re.M | re.S)):
         if not part.strip():
             continue
-        cells.append(new_code_cell(part.rstrip("\n")) if i % 2 else
-                     new_markdown_cell(part.strip("\n")))
-    book = new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "rust", "display_name": "Rust", "language": "rust"},
-        "language_info": {"name": "rust"}})
+        cells.append(
+            new_code_cell(part.rstrip("\n")) if i % 2 else new_markdown_cell(part.strip("\n"))
+        )
+    book = new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": {"name": "rust", "display_name": "Rust", "language": "rust"},
+            "language_info": {"name": "rust"},
+        },
+    )
     nbformat.write(book, OUT / "anyhow.ipynb")
 
 
 def mail() -> None:
-    page = subprocess.run(["pandoc", "-s", "-f", "html", "-t", "html", str(JSON_PAGE)],
-                          check=True, capture_output=True, text=True).stdout
-    plain = subprocess.run(["pandoc", "-f", "html", "-t", "plain", str(JSON_PAGE)],
-                           check=True, capture_output=True, text=True).stdout
+    page = subprocess.run(
+        ["pandoc", "-s", "-f", "html", "-t", "html", str(JSON_PAGE)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    plain = subprocess.run(
+        ["pandoc", "-f", "html", "-t", "plain", str(JSON_PAGE)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     first = EmailMessage(policy=email.policy.SMTP)
     first["From"] = "Docs Team <docs@example.org>"
     first["To"] = "Readers <readers@example.org>"
@@ -195,11 +238,18 @@ def mail() -> None:
     first["Message-ID"] = "<json-types@example.org>"
     first.set_content(plain[:3000])
     first.add_alternative(page[:20000], subtype="html")
-    first.add_attachment((OUT / "json-types.csv").read_bytes(), maintype="text",
-                         subtype="csv", filename="json-types.csv")
-    first.add_attachment((OUT / "anyhow.docx").read_bytes(), maintype="application",
-                         subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
-                         filename="anyhow.docx")
+    first.add_attachment(
+        (OUT / "json-types.csv").read_bytes(),
+        maintype="text",
+        subtype="csv",
+        filename="json-types.csv",
+    )
+    first.add_attachment(
+        (OUT / "anyhow.docx").read_bytes(),
+        maintype="application",
+        subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
+        filename="anyhow.docx",
+    )
     (OUT / "mail.eml").write_bytes(first.as_bytes())
     second = EmailMessage(policy=email.policy.SMTP)
     second["From"] = "Rust Notes <rust@example.org>"

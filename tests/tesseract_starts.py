@@ -47,8 +47,7 @@ class TesseractStarts:
         fifo = folder / "started"
         os.mkfifo(fifo)
         wrapper = folder / "tesseract"
-        wrapper.write_text(f"#!{sys.executable} -I\n"
-                           + _WRAPPER.format(fifo=str(fifo), real=real))
+        wrapper.write_text(f"#!{sys.executable} -I\n" + _WRAPPER.format(fifo=str(fifo), real=real))
         wrapper.chmod(0o755)
         self.path = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
         self._read = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -63,8 +62,9 @@ class TesseractStarts:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._read], [], [], left)[0]:
-                raise TimeoutError(f"tesseract: expected an OCR run to start within "
-                                   f"{timeout} s, got none")
+                raise TimeoutError(
+                    f"tesseract: expected an OCR run to start within {timeout} s, got none"
+                )
             self._buffer += os.read(self._read, 4096)
         line, self._buffer = self._buffer.split(b"\n", 1)
         pid, parent = line.split()

@@ -46,8 +46,11 @@ BACKEND = DropsCausal()
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`python -m attnswitch.cli ARGS` in a fresh process."""
     return subprocess.run(
-        [sys.executable, "-m", "attnswitch.cli", *args], capture_output=True, text=True,
-        env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=300,
+        [sys.executable, "-m", "attnswitch.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        timeout=300,
     )
 
 
@@ -118,7 +121,8 @@ def test_plugin_backend_fails_conformance_and_is_quarantined(
 
     (entry,) = json.loads((cache_dir / "verdicts.json").read_text()).values()
     assert entry["fingerprint"]["versions"] == {
-        "attnswitch-test-plugin": "0.1", "numpy": entry["fingerprint"]["versions"]["numpy"]
+        "attnswitch-test-plugin": "0.1",
+        "numpy": entry["fingerprint"]["versions"]["numpy"],
     }
     assert not entry["passed"]
 
@@ -130,8 +134,13 @@ def test_plugin_backend_fails_conformance_and_is_quarantined(
         print("STATUS", plan.status("{PLUGIN_BACKEND}"))
         print("REASON", *plan.reasons("{PLUGIN_BACKEND}"))
     """)
-    seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120)
+    seen = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
     assert "STATUS quarantined" in seen.stdout, seen.stdout + seen.stderr
     assert f"attnswitch conformance --backend {PLUGIN_BACKEND}" in seen.stdout
 
@@ -184,7 +193,8 @@ def test_doctor_times_a_compiling_backend_only_when_asked(monkeypatch, cache_dir
         assert not (plain["timing_note"] or "").startswith("not timed")  # "median of 1" may be
         assert compiling["median_ms"] is None
         assert compiling["timing_note"] == (
-            "not timed: first call compiles (a test backend); --timing-all")
+            "not timed: first call compiles (a test backend); --timing-all"
+        )
         assert rows("--timing-all")[slow.name]["median_ms"] > 0
     finally:
         registry.unregister(slow.name)
@@ -267,8 +277,9 @@ class _Scaled(Reference):
 
 
 @pytest.mark.parametrize("extra_backend", [_Scaled()], indirect=True)
-def test_doctor_shows_each_backend_verification(extra_backend: str, cache_dir: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_shows_each_backend_verification(
+    extra_backend: str, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Never checked, passed first-use cases (which), failed (which case, error vs bound),
     passed the full grid: each as doctor shows it."""
     import warnings
@@ -292,8 +303,9 @@ def test_doctor_shows_each_backend_verification(extra_backend: str, cache_dir: P
     rows = verification()
     failed, ref = rows[extra_backend], rows["reference"]
     assert failed["status"] == "fail" and failed["failure_kind"] == "first-use"
-    assert re.fullmatch(r"fail \(first-use\): self-128/float32: out: error \S+ > bound \S+",
-                        failed["summary"]), failed["summary"]
+    assert re.fullmatch(
+        r"fail \(first-use\): self-128/float32: out: error \S+ > bound \S+", failed["summary"]
+    ), failed["summary"]
     assert ref["status"] == "pass" and ref["passed"] == ["self-128/float32"]
     assert ref["summary"] == "pass (first-use: self-128/float32)"
 
@@ -302,8 +314,9 @@ def test_doctor_shows_each_backend_verification(extra_backend: str, cache_dir: P
 
 
 @pytest.mark.parametrize("extra_backend", [_Scaled()], indirect=True)
-def test_full_run_reruns_the_cases_of_a_first_use_failure(extra_backend: str,
-                                                          cache_dir: Path) -> None:
+def test_full_run_reruns_the_cases_of_a_first_use_failure(
+    extra_backend: str, cache_dir: Path
+) -> None:
     """A first-use failure on a case outside the grid (float16 here) is cleared only by a run
     that passes it again: the full conformance run includes it."""
     backend = registry.get(extra_backend)

@@ -82,11 +82,18 @@ def link_distributions(names: set[str], site: Path) -> None:
 
 
 def run_isolated(src: Path, site: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", ""), "ATTNSWITCH_CACHE_DIR": str(cache),
-           "HOME": str(cache)}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "ATTNSWITCH_CACHE_DIR": str(cache),
+        "HOME": str(cache),
+    }
     return subprocess.run(
         [sys.executable, "-I", "-S", "-c", SNIPPET.format(src=str(src), site=str(site))],
-        capture_output=True, text=True, timeout=120, env=env)
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +105,20 @@ def core_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_core_dependencies_hold_no_document_or_cli_library() -> None:
     names = {r.name.lower() for r in core_requirements()}
-    assert names.isdisjoint({"typer", "rich", "pypdf", "beautifulsoup4", "charset-normalizer",
-                             "psutil", "usearch", "torch", "jax", "transformers"}), names
+    assert names.isdisjoint(
+        {
+            "typer",
+            "rich",
+            "pypdf",
+            "beautifulsoup4",
+            "charset-normalizer",
+            "psutil",
+            "usearch",
+            "torch",
+            "jax",
+            "transformers",
+        }
+    ), names
 
 
 def test_attention_runs_with_the_core_dependencies_only(core_site: Path, tmp_path: Path) -> None:
@@ -108,11 +127,13 @@ def test_attention_runs_with_the_core_dependencies_only(core_site: Path, tmp_pat
     assert "plan: reference" in done.stdout  # numpy only: the float64 oracle serves
 
 
-def test_a_core_module_importing_an_extra_fails_the_check(core_site: Path,
-                                                          tmp_path: Path) -> None:
+def test_a_core_module_importing_an_extra_fails_the_check(core_site: Path, tmp_path: Path) -> None:
     src = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "attnswitch", src / "attnswitch",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src" / "attnswitch",
+        src / "attnswitch",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     contract = src / "attnswitch" / "kernels" / "contract.py"
     contract.write_text(contract.read_text() + "\nimport typer  # an extra's library\n")
     done = run_isolated(src, core_site, tmp_path)

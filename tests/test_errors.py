@@ -25,34 +25,46 @@ def _user_errors() -> list[tuple[type, type]]:
     from attnswitch.jobs.ray_run import RayConnectError
     from attnswitch.service.auth import BindRefusedError, KeyFileError
 
-    return [(ConfigError, ValueError), (StoreInputError, ValueError),
-            (StoreBusyError, RuntimeError), (StoreConnectError, ConnectionError),
-            (StoreCorruptError, RuntimeError), (ModelError, ValueError),
-            (EncodeInputError, ValueError), (NoEngineError, RuntimeError),
-            (IndexMismatchError, ValueError), (RootNameError, NotADirectoryError),
-            (RayUnavailableError, ImportError), (RayRunError, RuntimeError),
-            (RayConnectError, ConnectionError), (KeyFileError, ValueError),
-            (BindRefusedError, ValueError)]
+    return [
+        (ConfigError, ValueError),
+        (StoreInputError, ValueError),
+        (StoreBusyError, RuntimeError),
+        (StoreConnectError, ConnectionError),
+        (StoreCorruptError, RuntimeError),
+        (ModelError, ValueError),
+        (EncodeInputError, ValueError),
+        (NoEngineError, RuntimeError),
+        (IndexMismatchError, ValueError),
+        (RootNameError, NotADirectoryError),
+        (RayUnavailableError, ImportError),
+        (RayRunError, RuntimeError),
+        (RayConnectError, ConnectionError),
+        (KeyFileError, ValueError),
+        (BindRefusedError, ValueError),
+    ]
 
 
 @pytest.mark.parametrize("cls, builtin", _user_errors(), ids=lambda c: c.__name__)
-def test_each_user_error_is_an_attnswitch_error_and_keeps_its_builtin_class(cls,
-                                                                           builtin) -> None:
+def test_each_user_error_is_an_attnswitch_error_and_keeps_its_builtin_class(cls, builtin) -> None:
     assert issubclass(cls, AttnswitchError) and issubclass(cls, builtin)
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["--overlap", "10000"], 1, "overlap: expected 0 <= overlap < max_tokens"),
-    (["--chunks-per-call", "0"], 2, "chunks_per_call: expected >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["--overlap", "10000"], 1, "overlap: expected 0 <= overlap < max_tokens"),
+        (["--chunks-per-call", "0"], 2, "chunks_per_call: expected >= 1, got 0"),
+    ],
+)
 def test_run_prints_a_user_error_as_one_line(tmp_path, args, code, message) -> None:
     from attnswitch.cli import app
 
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.txt").write_text("a few words to index")
-    result = CliRunner().invoke(app, ["run", str(folder), "--db", str(tmp_path / "db"),
-                                      "--no-progress", *args])
+    result = CliRunner().invoke(
+        app, ["run", str(folder), "--db", str(tmp_path / "db"), "--no-progress", *args]
+    )
     assert result.exit_code == code, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("attnswitch run: ") and message in lines[0]
@@ -73,7 +85,8 @@ def test_run_lets_a_bug_raise_with_its_traceback(tmp_path, monkeypatch, bug) -> 
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.txt").write_text("a few words to index")
-    result = CliRunner().invoke(app, ["run", str(folder), "--db", str(tmp_path / "db"),
-                                      "--no-progress"])
+    result = CliRunner().invoke(
+        app, ["run", str(folder), "--db", str(tmp_path / "db"), "--no-progress"]
+    )
     assert type(result.exception) is bug, result.output
     assert "a bug inside the run" in str(result.exception)

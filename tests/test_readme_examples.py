@@ -54,11 +54,18 @@ def test_the_attention_guide_s_first_example_compiles_nothing(tmp_path: Path) ->
     code = first_python_block()
     assert "softcap=30.0" in code  # the example this guards
     done = subprocess.run(
-        [sys.executable, "-c", code + REPORT], capture_output=True, text=True, timeout=600,
-        env={**os.environ, "ATTNSWITCH_CACHE_DIR": str(tmp_path / "cache")})
+        [sys.executable, "-c", code + REPORT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "ATTNSWITCH_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert done.returncode == 0, done.stderr
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines()
-                 if line.startswith(("USED ", "SLOW ")))
+    lines = dict(
+        line.split(" ", 1)
+        for line in done.stdout.splitlines()
+        if line.startswith(("USED ", "SLOW "))
+    )
     assert json.loads(lines["USED"]), done.stdout
     assert json.loads(lines["SLOW"]) == [], done.stdout
     # the plan it prints says which backend would compile on its first call
@@ -84,16 +91,25 @@ def test_the_first_session_prints_what_the_readme_shows(tmp_path: Path) -> None:
     text = README.read_text()
     session, python = section(text, "A first session"), section(text, "From Python")
     (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION")}  # a user's defaults
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION")
+    }  # a user's defaults
     env.update({"ATTNSWITCH_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "92"})
 
     # `attnswitch run examples/corpus`: the README's rows, the corpus's counts
     console = blocks(session, "console")[0]
     assert "$ attnswitch run examples/corpus\n" in console
     shown = console.split("$ attnswitch run examples/corpus\n", 1)[1]
-    done = subprocess.run([sys.executable, "-m", "attnswitch.cli", "run", "examples/corpus"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", "run", "examples/corpus"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     want, got = _rows(shown), _rows(done.stdout)
     optional = {"memory watch"}  # shown only where it has samples
@@ -104,22 +120,42 @@ def test_the_first_session_prints_what_the_readme_shows(tmp_path: Path) -> None:
     # the Python example prints the README's lines
     (code,) = blocks(python, "python")
     (printed,) = blocks(python, "text")
-    ran = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=900)
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.strip() == printed.strip()
 
     # the JSON hit of the document engine's section is the first hit of `make run`'s query
-    found = subprocess.run([sys.executable, "-m", "attnswitch.cli", "search", MAKE_RUN_QUERY,
-                            "-k", "3", "--json"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=600)
+    found = subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", "search", MAKE_RUN_QUERY, "-k", "3", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert found.returncode == 0, found.stderr[-2000:]
     first = json.loads(found.stdout)["data"][0]
     (example,) = blocks(section(text, "The document engine (the main job)"), "json")
     hit = json.loads(example)
     assert list(hit) == list(first)
-    for field in ("path", "heading_path", "ordinal", "snippet", "snippet_start", "highlights",
-                  "also_at", "start", "end"):
+    for field in (
+        "path",
+        "heading_path",
+        "ordinal",
+        "snippet",
+        "snippet_start",
+        "highlights",
+        "also_at",
+        "start",
+        "end",
+    ):
         assert hit[field] == first[field], field
 
     # the serve line is what the service prints (`launch` reads the address from it)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GROUPED = '''
+GROUPED = """
 import os
 import pytest
 
@@ -27,7 +27,7 @@ def test_grouped(i):
 @pytest.mark.parametrize("i", range(6))
 def test_free(i):
     pass
-'''
+"""
 
 
 def test_a_group_runs_in_one_worker(tmp_path: Path) -> None:
@@ -36,10 +36,27 @@ def test_a_group_runs_in_one_worker(tmp_path: Path) -> None:
     out.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup",
-         "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "base"), "test_grouped.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**env, "GROUPED_OUT": str(out)})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-p",
+            "no:cacheprovider",
+            "--basetemp",
+            str(tmp_path / "base"),
+            "test_grouped.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "GROUPED_OUT": str(out)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     ran = sorted(p.name for p in out.iterdir())
     assert len(ran) == 6, ran

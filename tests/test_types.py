@@ -14,8 +14,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_contract_modules_pass_mypy_strict() -> None:
     pytest.importorskip("mypy", reason="mypy (the test extra) is not installed")
-    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental",
-                           "--config-file", str(ROOT / "pyproject.toml")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-incremental",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Success: no issues found in 9 source files" in done.stdout, done.stdout

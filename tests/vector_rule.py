@@ -42,12 +42,14 @@ def rounding_floor(ref: np.ndarray, dtype: type = np.float32) -> float:
     return 2.0 * float(np.abs((r + dtype(0.3)) - dtype(0.3) - r).astype(np.float64).max())
 
 
-def assert_within_rule(got: np.ndarray, ref: np.ndarray, naive: np.ndarray,
-                       what: str = "vectors", stored: bool = False) -> None:
+def assert_within_rule(
+    got: np.ndarray, ref: np.ndarray, naive: np.ndarray, what: str = "vectors", stored: bool = False
+) -> None:
     """max|got - ref| <= 2 max|naive - ref| + rounding_floor(ref); with `stored` (vectors
     read back from a store, kept in float16) the floor is float16's."""
     assert got.shape == ref.shape, f"{what}: expected shape {ref.shape}, got {got.shape}"
     err = float(np.abs(got.astype(np.float64) - ref).max())
     bound = 2.0 * float(np.abs(naive - ref).max()) + rounding_floor(
-        ref, np.float16 if stored else np.float32)
+        ref, np.float16 if stored else np.float32
+    )
     assert err <= bound, f"{what}: error {err:.3g} > bound {bound:.3g}"

@@ -96,8 +96,9 @@ def main() -> None:
     t_import = time.perf_counter()
     docs, failed = load(args.root, args.formats)
     t_load = time.perf_counter()
-    chunks = RecursiveCharacterTextSplitter(chunk_size=1000,
-                                            chunk_overlap=200).split_documents(docs)
+    chunks = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200).split_documents(
+        docs
+    )
     t_split = time.perf_counter()
     embeddings = HuggingFaceEmbeddings(model_name=args.model)
     store = FAISS.from_documents(chunks, embeddings)
@@ -114,19 +115,33 @@ def main() -> None:
 
             ensemble = EnsembleRetriever(
                 retrievers=[bm25, store.as_retriever(search_kwargs={"k": args.hits})],
-                weights=[0.5, 0.5])
-            others["hybrid"] = lambda text: [d.metadata["source"]
-                                             for d in ensemble.invoke(text)]
+                weights=[0.5, 0.5],
+            )
+            others["hybrid"] = lambda text: [d.metadata["source"] for d in ensemble.invoke(text)]
     t_keyword = time.perf_counter()
-    out = {"system": "langchain", "files_read": len({d.metadata["source"] for d in docs
-                                                     if d.page_content.strip()}),
-           "documents": len(docs), "chunks": len(chunks), "not_read": failed,
-           "seconds": {"import": t_import - t0, "load": t_load - t_import,
-                       "split": t_split - t_load, "embed_and_index": t_index - t_split,
-                       "keyword_index": t_keyword - t_index}}
-    finish(args, out, "langchain", t0, t_keyword, lambda text: [
-        d.metadata["source"] for d in store.similarity_search(text, k=args.hits)],
-        others if modes != ["dense"] else None)
+    out = {
+        "system": "langchain",
+        "files_read": len({d.metadata["source"] for d in docs if d.page_content.strip()}),
+        "documents": len(docs),
+        "chunks": len(chunks),
+        "not_read": failed,
+        "seconds": {
+            "import": t_import - t0,
+            "load": t_load - t_import,
+            "split": t_split - t_load,
+            "embed_and_index": t_index - t_split,
+            "keyword_index": t_keyword - t_index,
+        },
+    }
+    finish(
+        args,
+        out,
+        "langchain",
+        t0,
+        t_keyword,
+        lambda text: [d.metadata["source"] for d in store.similarity_search(text, k=args.hits)],
+        others if modes != ["dense"] else None,
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ def main() -> None:
     exts = [".html", ".htm", ".md", ".txt"] if args.formats == "markup" else None
     # exclude_hidden=False: the benchmarks' folders live under the hidden `.bench/`, which
     # the default would take for hidden files; the corpora themselves hold none.
-    docs = SimpleDirectoryReader(str(root), recursive=True, required_exts=exts,
-                                 exclude_hidden=False, raise_on_error=False).load_data()
+    docs = SimpleDirectoryReader(
+        str(root), recursive=True, required_exts=exts, exclude_hidden=False, raise_on_error=False
+    ).load_data()
     t_load = time.perf_counter()
     Settings.embed_model = HuggingFaceEmbedding(model_name=args.model)
     index = VectorStoreIndex.from_documents(docs)
@@ -48,17 +49,32 @@ def main() -> None:
         return Path(meta["file_path"]).resolve().relative_to(root).as_posix()
 
     read = {rel(d.metadata) for d in docs if d.text.strip()}
-    every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-                   and (exts is None or p.suffix.lower() in exts))
-    out = {"system": "llamaindex", "files_read": len(read), "documents": len(docs),
-           "chunks": len(index.docstore.docs),
-           "not_read": {f: "not read (no text or reader error)" for f in every
-                        if f not in read},
-           "seconds": {"import": t_import - t0, "load": t_load - t_import,
-                       "split_embed_and_index": t_index - t_load}}
+    every = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and (exts is None or p.suffix.lower() in exts)
+    )
+    out = {
+        "system": "llamaindex",
+        "files_read": len(read),
+        "documents": len(docs),
+        "chunks": len(index.docstore.docs),
+        "not_read": {f: "not read (no text or reader error)" for f in every if f not in read},
+        "seconds": {
+            "import": t_import - t0,
+            "load": t_load - t_import,
+            "split_embed_and_index": t_index - t_load,
+        },
+    }
     retriever = index.as_retriever(similarity_top_k=args.hits)
-    finish(args, out, "llamaindex", t0, t_index,
-           lambda text: [rel(h.node.metadata) for h in retriever.retrieve(text)])
+    finish(
+        args,
+        out,
+        "llamaindex",
+        t0,
+        t_index,
+        lambda text: [rel(h.node.metadata) for h in retriever.retrieve(text)],
+    )
 
 
 if __name__ == "__main__":

@@ -23,14 +23,23 @@ def recipe_arguments(description: str) -> argparse.Namespace:
     ap.add_argument("--queries", type=Path)
     ap.add_argument("--hits", type=int, default=50)
     ap.add_argument("--formats", choices=("markup", "all"), default="all")
-    ap.add_argument("--modes", default="dense",
-                    help="comma-separated: dense, keyword, hybrid (those the recipe has)")
+    ap.add_argument(
+        "--modes",
+        default="dense",
+        help="comma-separated: dense, keyword, hybrid (those the recipe has)",
+    )
     return ap.parse_args()
 
 
-def finish(args: argparse.Namespace, out: dict, name: str, started: float, indexed: float,
-           ranked_files: Callable[[str], list[str]],
-           other_modes: dict[str, Callable[[str], list[str]]] | None = None) -> None:
+def finish(
+    args: argparse.Namespace,
+    out: dict,
+    name: str,
+    started: float,
+    indexed: float,
+    ranked_files: Callable[[str], list[str]],
+    other_modes: dict[str, Callable[[str], list[str]]] | None = None,
+) -> None:
     """Answer `--queries` (each query's hits as file paths, best first, timed from
     `indexed`): `ranked_files` (dense) as "ranked_files", and with `other_modes` (mode ->
     its ranked files) every mode of `--modes` under "ranked_files_by_mode"; write OUT and
@@ -42,9 +51,12 @@ def finish(args: argparse.Namespace, out: dict, name: str, started: float, index
         if other_modes is not None:
             by_mode = {"dense": ranked_files, **other_modes}
             out["ranked_files_by_mode"] = {
-                m: out["ranked_files"] if m == "dense" else [by_mode[m](q["text"])
-                                                             for q in queries]
-                for m in args.modes.split(",")}
+                m: out["ranked_files"] if m == "dense" else [by_mode[m](q["text"]) for q in queries]
+                for m in args.modes.split(",")
+            }
     args.out.write_text(json.dumps(out))
-    print(f"{name}: {out['files_read']} files, {out['chunks']} chunks, "
-          f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    print(
+        f"{name}: {out['files_read']} files, {out['chunks']} chunks, "
+        f"{time.perf_counter() - started:.0f} s",
+        file=sys.stderr,
+    )

@@ -14,22 +14,24 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 # public name -> the module that defines it
-_PUBLIC = MappingProxyType({
-    "AttentionInputError": "attnswitch.kernels.contract",
-    "BackendFailedError": "attnswitch.kernels.plan",
-    "Call": "attnswitch.kernels.contract",
-    "EncodeInputError": "attnswitch.engines",
-    "NoBackendError": "attnswitch.kernels.plan",
-    "Plan": "attnswitch.kernels.plan",
-    "__version__": "attnswitch._version",
-    "attention": "attnswitch.kernels.entry",
-    "backends": "attnswitch.kernels.plan",
-    "configure": "attnswitch.kernels.plan",
-    "encode": "attnswitch.engines",
-    "explain": "attnswitch.kernels.plan",
-    "stats": "attnswitch.observe.metrics",
-    "use": "attnswitch.kernels.plan",
-})
+_PUBLIC = MappingProxyType(
+    {
+        "AttentionInputError": "attnswitch.kernels.contract",
+        "BackendFailedError": "attnswitch.kernels.plan",
+        "Call": "attnswitch.kernels.contract",
+        "EncodeInputError": "attnswitch.engines",
+        "NoBackendError": "attnswitch.kernels.plan",
+        "Plan": "attnswitch.kernels.plan",
+        "__version__": "attnswitch._version",
+        "attention": "attnswitch.kernels.entry",
+        "backends": "attnswitch.kernels.plan",
+        "configure": "attnswitch.kernels.plan",
+        "encode": "attnswitch.engines",
+        "explain": "attnswitch.kernels.plan",
+        "stats": "attnswitch.observe.metrics",
+        "use": "attnswitch.kernels.plan",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -62,10 +64,19 @@ if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
     from attnswitch.observe.metrics import stats
 
 
-def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,
-           path: Any = None, type: Any = None, modified_after: Any = None,
-           modified_before: Any = None, model: str | None = None,
-           ef: int | None = None) -> list[Any]:
+def search(
+    query: str,
+    db: Any = None,
+    k: int = 5,
+    mode: str = "hybrid",
+    *,
+    path: Any = None,
+    type: Any = None,
+    modified_after: Any = None,
+    modified_before: Any = None,
+    model: str | None = None,
+    ef: int | None = None,
+) -> list[Any]:
     """The `k` chunks of the index at `db` (default `./.attnswitch/`; a SQLite file or data
     folder, or a `postgresql://` URL) that best match `query`, best first, as `Hit`s (the
     shape of `attnswitch search --json` and `/v1/search`; `Hit.to_dict()`). `mode`:
@@ -74,10 +85,18 @@ def search(query: str, db: Any = None, k: int = 5, mode: str = "hybrid", *,
     See `attnswitch.jobs.api.search`."""
     from attnswitch.jobs.api import search as search_index
 
-    return search_index(query, db, k, mode, path=path, type=type,
-                        modified_after=modified_after, modified_before=modified_before,
-                        model=model, ef=ef)
-
+    return search_index(
+        query,
+        db,
+        k,
+        mode,
+        path=path,
+        type=type,
+        modified_after=modified_after,
+        modified_before=modified_before,
+        model=model,
+        ef=ef,
+    )
 
 
 def index(folder: Any, db: Any = None, **options: Any) -> Any:

@@ -14,8 +14,16 @@ from typing import Any
 TIMING_SHAPE = (2, 256, 8, 64)
 TIMING_REPEATS = 5
 TIMING_BUDGET_S = 1.0  # fewer calls for slow backends (the float64 oracle), at least one
-FRAMEWORK_LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "ml_dtypes", "transformers",
-                       "flash-attn", "flash-attn-3")
+FRAMEWORK_LIBRARIES = (
+    "numpy",
+    "torch",
+    "jax",
+    "jaxlib",
+    "ml_dtypes",
+    "transformers",
+    "flash-attn",
+    "flash-attn-3",
+)
 
 
 def default_device(framework: str) -> str:
@@ -69,8 +77,14 @@ def backend_rows(timing: bool, timing_all: bool) -> list[dict]:
     rows = []
     for b in registry.backends():
         row: dict[str, Any] = {
-            "backend": b.name, "framework": b.framework, "available": True, "why": None,
-            "device": None, "verdict": None, "verification": None, "median_ms": None,
+            "backend": b.name,
+            "framework": b.framework,
+            "available": True,
+            "why": None,
+            "device": None,
+            "verdict": None,
+            "verification": None,
+            "median_ms": None,
             "timing_note": None,
         }
         rows.append(row)
@@ -108,8 +122,10 @@ def time_backend(b: Any, where: str) -> tuple[float | None, str | None]:
     rng = np.random.default_rng(0)
     any_input = getattr(getattr(b, "caps", None), "accepts_all_frameworks", False)
     fw = "numpy" if any_input else b.framework
-    q, k, v = (conf.to_device(rng.standard_normal(TIMING_SHAPE, dtype=np.float32), fw, where)
-               for _ in range(3))
+    q, k, v = (
+        conf.to_device(rng.standard_normal(TIMING_SHAPE, dtype=np.float32), fw, where)
+        for _ in range(3)
+    )
     call = validate(q, k, v)
     if reasons := b.declines(call):
         return None, "declines the timing shape: " + "; ".join(reasons)
@@ -145,15 +161,34 @@ def plan_calls(framework: str) -> list[tuple[str, dict]]:
     padding = put(np.arange(128)[None, :] < lengths[:, None])
     cu = put(np.array([0, 100, 350, 400], dtype=np.int32))
     return [
-        ("encoder self-attention, key padding (B=8 S=128 H=12 D=64)",
-         dict(q=zeros(8, 128, 12, 64), k=zeros(8, 128, 12, 64), v=zeros(8, 128, 12, 64),
-              key_padding_mask=padding)),
-        ("decode step, causal GQA 32/8 (Sq=1 Sk=1024 D=128)",
-         dict(q=zeros(4, 1, 32, 128), k=zeros(4, 1024, 8, 128), v=zeros(4, 1024, 8, 128),
-              causal=True)),
-        ("packed varlen batch, 3 sequences (T=400 H=12 D=64)",
-         dict(q=zeros(400, 12, 64), k=zeros(400, 12, 64), v=zeros(400, 12, 64),
-              cu_seqlens_q=cu, cu_seqlens_k=cu)),
+        (
+            "encoder self-attention, key padding (B=8 S=128 H=12 D=64)",
+            dict(
+                q=zeros(8, 128, 12, 64),
+                k=zeros(8, 128, 12, 64),
+                v=zeros(8, 128, 12, 64),
+                key_padding_mask=padding,
+            ),
+        ),
+        (
+            "decode step, causal GQA 32/8 (Sq=1 Sk=1024 D=128)",
+            dict(
+                q=zeros(4, 1, 32, 128),
+                k=zeros(4, 1024, 8, 128),
+                v=zeros(4, 1024, 8, 128),
+                causal=True,
+            ),
+        ),
+        (
+            "packed varlen batch, 3 sequences (T=400 H=12 D=64)",
+            dict(
+                q=zeros(400, 12, 64),
+                k=zeros(400, 12, 64),
+                v=zeros(400, 12, 64),
+                cu_seqlens_q=cu,
+                cu_seqlens_k=cu,
+            ),
+        ),
     ]
 
 
@@ -176,7 +211,9 @@ def plan_rows() -> list[dict]:
             row = rows.setdefault(label, {"call": label, "plans": {}})
             plan = explain(**kwargs)
             row["plans"][fw] = {
-                "chosen": plan.chosen, "source": plan.source, "fallbacks": list(plan.fallbacks),
+                "chosen": plan.chosen,
+                "source": plan.source,
+                "fallbacks": list(plan.fallbacks),
                 "kind": plan.call.kind,
             }
     return list(rows.values())
@@ -201,5 +238,8 @@ def engines_report() -> dict[str, Any]:
             continue
         if plan is not None:
             plans[precision] = plan.to_dict()
-    return {"status": [dataclasses.asdict(e) for e in engines_status()], "plans": plans,
-            "precision": precision_plan}
+    return {
+        "status": [dataclasses.asdict(e) for e in engines_status()],
+        "plans": plans,
+        "precision": precision_plan,
+    }

@@ -32,6 +32,7 @@ def subject_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             changes.extend(f"{name}.{change}" for change in subject_changes(a, b))
         elif a != b:
-            changes.append(f"{name}: {'(none)' if a is None else a} -> "
-                           f"{'(none)' if b is None else b}")
+            changes.append(
+                f"{name}: {'(none)' if a is None else a} -> {'(none)' if b is None else b}"
+            )
     return changes

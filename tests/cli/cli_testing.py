@@ -9,8 +9,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
-SMALL = ("postgresql/tutorial-start.html", "postgresql/tutorial-advanced.html",
-         "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
+SMALL = (
+    "postgresql/tutorial-start.html",
+    "postgresql/tutorial-advanced.html",
+    "postgresql/tutorial-update.html",
+    "postgresql/tutorial-conclusion.html",
+)
 FAST = ("--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8")
 
 

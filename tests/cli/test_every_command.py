@@ -55,8 +55,10 @@ def arguments(name: str, command, indexed: Indexed) -> list[str]:
     for p in command.params:
         if p.param_type_name == "argument":
             if p.name not in values:
-                pytest.fail(f"{name}: no test value for its argument {p.name!r}: add one "
-                            "to `arguments` in this file")
+                pytest.fail(
+                    f"{name}: no test value for its argument {p.name!r}: add one "
+                    "to `arguments` in this file"
+                )
             out.append(values[p.name])
     return out
 
@@ -75,21 +77,24 @@ def command_line(name: str, indexed: Indexed, scratch: Path | None = None) -> li
 
 
 def test_the_walk_finds_the_documented_commands() -> None:
-    assert {"conformance", "doctor", "engines", "run", "search", "status",
-            "serve"} <= set(commands())
+    assert {"conformance", "doctor", "engines", "run", "search", "status", "serve"} <= set(
+        commands()
+    )
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
 @pytest.mark.parametrize("name", sorted(set(commands()) - SERVING - WATCHING))
-def test_every_command_runs_without_a_traceback(name: str, as_json: bool, indexed: Indexed,
-                                                cache_dir: Path, tmp_path: Path) -> None:
+def test_every_command_runs_without_a_traceback(
+    name: str, as_json: bool, indexed: Indexed, cache_dir: Path, tmp_path: Path
+) -> None:
     command = commands()[name]
     if as_json and not has_option(command, "--json"):
         pytest.skip(f"{name} has no --json")
     line = command_line(name, indexed, tmp_path) + (["--json"] if as_json else [])
     result = invoke(*line)
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        f"{' '.join(line)} raised {result.exception!r}\n{result.output}")
+        f"{' '.join(line)} raised {result.exception!r}\n{result.output}"
+    )
     assert "Traceback" not in result.output, result.output
     assert result.exit_code == 0, result.output
     if as_json:
@@ -99,13 +104,18 @@ def test_every_command_runs_without_a_traceback(name: str, as_json: bool, indexe
 
 
 @pytest.mark.parametrize("name", sorted(SERVING))
-def test_serving_commands_start_and_stop_cleanly(name: str, indexed: Indexed,
-                                                 tmp_path: Path) -> None:
+def test_serving_commands_start_and_stop_cleanly(
+    name: str, indexed: Indexed, tmp_path: Path
+) -> None:
     line = command_line(name, indexed) + ["--port", "0", "--log-level", "warning"]
     log = tmp_path / "server.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", *line],
-                                stdout=subprocess.DEVNULL, stderr=fh, env=dict(os.environ))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "attnswitch.cli", *line],
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            env=dict(os.environ),
+        )
     try:
         deadline = time.monotonic() + SERVE_TIMEOUT_S
         url = None

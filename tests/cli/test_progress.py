@@ -13,20 +13,36 @@ import pytest
 from attnswitch.cli.progress import MEASURING_TEXT, NoProgress, ProgressBar, ProgressLines, pick
 from attnswitch.jobs.run import MEASURING, RunProgress
 
-NOTE = ("measuring which engine encodes fastest (onnxruntime, openvino, torch, jax) with the "
-        "same answers as torch float32, once on this machine (remembered): about 50 s")
+NOTE = (
+    "measuring which engine encodes fastest (onnxruntime, openvino, torch, jax) with the "
+    "same answers as torch float32, once on this machine (remembered): about 50 s"
+)
 
 
 def _measuring(done: float, total: float, what: str) -> RunProgress:
-    return RunProgress(stage=MEASURING if done < total else "scanning", measure_done=done,
-                       measure_total=total, measure_step=what, measure_note=NOTE)
+    return RunProgress(
+        stage=MEASURING if done < total else "scanning",
+        measure_done=done,
+        measure_total=total,
+        measure_step=what,
+        measure_note=NOTE,
+    )
 
 
 def _encoding() -> RunProgress:
     """A run's state mid-way: more files read than committed."""
-    return RunProgress(stage="encoding", files_total=5678, files_done=1000, files_read=1234,
-                       bytes_total=10_000_000, bytes_done=2_500_000, bytes_read=3_000_000,
-                       chunks=12_345, tokens=1_000_000, encode_s=400.0)
+    return RunProgress(
+        stage="encoding",
+        files_total=5678,
+        files_done=1000,
+        files_read=1234,
+        bytes_total=10_000_000,
+        bytes_done=2_500_000,
+        bytes_read=3_000_000,
+        chunks=12_345,
+        tokens=1_000_000,
+        encode_s=400.0,
+    )
 
 
 def test_without_a_terminal_a_line_comes_at_each_stage_and_every_interval() -> None:
@@ -36,8 +52,7 @@ def test_without_a_terminal_a_line_comes_at_each_stage_and_every_interval() -> N
         lines.update(_measuring(10, 52, "torch: load and parity check"))  # same stage: quiet
         time.sleep(1.0)  # a long step: the ticker still prints
         lines.update(_measuring(52, 52, "picked openvino, fp32"))
-        progress = RunProgress(stage="reading", files_total=4, bytes_total=100,
-                               measure_note=NOTE)
+        progress = RunProgress(stage="reading", files_total=4, bytes_total=100, measure_note=NOTE)
         lines.update(progress)
         progress.files_read = 4
         progress.stage, progress.files_done, progress.bytes_done = "done", 4, 100
@@ -47,14 +62,13 @@ def test_without_a_terminal_a_line_comes_at_each_stage_and_every_interval() -> N
     got = text.splitlines()
     assert got[0] == f"attnswitch run: {NOTE}"  # said once, before the steps
     assert got.count(f"attnswitch run: {NOTE}") == 1
-    assert got[1].startswith(f"attnswitch run: {MEASURING_TEXT}: reference: torch float32 "
-                             "vectors (0%")
+    assert got[1].startswith(
+        f"attnswitch run: {MEASURING_TEXT}: reference: torch float32 vectors (0%"
+    )
     ticks = [g for g in got if "torch: load and parity check (19%, about" in g]
     assert 2 <= len(ticks) <= 5, got
-    assert re.match(r"attnswitch run: reading: files 0/4 done, 0 read .* \(0% of bytes\)",
-                    got[-2])
-    assert re.match(r"attnswitch run: done: files 4/4 done, 4 read .* \(100% of bytes\)",
-                    got[-1])
+    assert re.match(r"attnswitch run: reading: files 0/4 done, 0 read .* \(0% of bytes\)", got[-2])
+    assert re.match(r"attnswitch run: done: files 4/4 done, 4 read .* \(100% of bytes\)", got[-1])
 
 
 def test_the_display_fits_the_stream_and_the_flags() -> None:
@@ -102,16 +116,21 @@ def _screen(width: int, *states: RunProgress) -> list[str]:
 
 @pytest.mark.parametrize("width", [60, 80, 120])
 def test_a_terminal_row_fits_its_width_and_keeps_its_counters(width: int) -> None:
-    lines = _screen(width, _measuring(10, 52, "fp32 engines: onnxruntime: timing round 2 "
-                                                "of 3"),
-                    _measuring(52, 52, "picked openvino, fp32"), _encoding())
+    lines = _screen(
+        width,
+        _measuring(10, 52, "fp32 engines: onnxruntime: timing round 2 of 3"),
+        _measuring(52, 52, "picked openvino, fp32"),
+        _encoding(),
+    )
     assert lines and all(len(line) <= width for line in lines), [
-        (len(line), line) for line in lines if len(line) > width]
+        (len(line), line) for line in lines if len(line) > width
+    ]
     text = "\n".join(lines)
     assert "measuring which engine encodes fastest" in text  # the note, wrapped to fit
     # the step, cut short where room ends
-    assert any(line.startswith(MEASURING_TEXT) and "fp32 engines: onnx" in line
-               for line in lines), lines
+    assert any(
+        line.startswith(MEASURING_TEXT) and "fp32 engines: onnx" in line for line in lines
+    ), lines
     assert f"{MEASURING_TEXT}: picked openvino, fp32 (" in text
     row = next(line for line in lines if line.startswith("encoding"))
     assert "1000/5678 done, 1234 read" in row
@@ -132,8 +151,17 @@ def test_a_terminal_shows_the_measurement_then_the_run_and_messages_above() -> N
         bar.update(_measuring(0, 52, "reference: torch float32 vectors"))
         bar.update(_measuring(16, 52, "openvino: load and parity check"))
         bar.update(_measuring(52, 52, "picked openvino, fp32"))
-        bar.update(RunProgress(stage="encoding", files_total=3, files_done=1, files_read=2,
-                               bytes_total=30, bytes_done=10, chunks=7))
+        bar.update(
+            RunProgress(
+                stage="encoding",
+                files_total=3,
+                files_done=1,
+                files_read=2,
+                bytes_total=30,
+                bytes_done=10,
+                chunks=7,
+            )
+        )
         bar.show("warning: a message for the user")
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
     assert screen.count(NOTE) == 1

@@ -16,8 +16,11 @@ QUERY = "how do I update rows in a table"
 
 def cells(table: str, bar: str) -> list[list[str]]:
     """The cells of a rich table's lines that start with `bar` (┃: the header, │: rows)."""
-    return [[c.strip() for c in line.split(bar)[1:-1]]
-            for line in table.splitlines() if line.startswith(bar)]
+    return [
+        [c.strip() for c in line.split(bar)[1:-1]]
+        for line in table.splitlines()
+        if line.startswith(bar)
+    ]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
@@ -38,11 +41,15 @@ def test_plain_output_shows_the_scores_of_the_json(indexed: Indexed, mode: str) 
             assert header[1:4] == ["fused", "cosine (rank)", "keyword (rank)"]
             assert row["fused"] == f"{h['score']:.4f}"
             assert row["cosine (rank)"] == (
-                "-" if h["dense_rank"] is None else
-                f"{h['dense_similarity']:.3f} (#{h['dense_rank']})")
+                "-"
+                if h["dense_rank"] is None
+                else f"{h['dense_similarity']:.3f} (#{h['dense_rank']})"
+            )
             assert row["keyword (rank)"] == (
-                "-" if h["keyword_rank"] is None else
-                f"{h['keyword_score']:.3g} (#{h['keyword_rank']})")
+                "-"
+                if h["keyword_rank"] is None
+                else f"{h['keyword_score']:.3g} (#{h['keyword_rank']})"
+            )
         else:
             assert row[{"dense": "cosine", "keyword": "keyword"}[mode]] == f"{h['score']:.3f}"
     if mode == "hybrid":
@@ -51,9 +58,11 @@ def test_plain_output_shows_the_scores_of_the_json(indexed: Indexed, mode: str) 
         assert weights in " ".join(plain.stdout.split())
 
 
-GUIDE = ("# json\n\nEncoding and decoding of JSON documents.\n\n## Basic Usage\n\n"
-         "Call dumps to serialise a Python object as a JSON formatted string.\n\n"
-         "## Decoding\n\nCall loads to parse a JSON document into Python objects.\n")
+GUIDE = (
+    "# json\n\nEncoding and decoding of JSON documents.\n\n## Basic Usage\n\n"
+    "Call dumps to serialise a Python object as a JSON formatted string.\n\n"
+    "## Decoding\n\nCall loads to parse a JSON document into Python objects.\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +80,29 @@ def structured(tmp_path_factory: pytest.TempPathFactory) -> Indexed:
     return Indexed(folder, base / "data")
 
 
-@pytest.mark.parametrize(("query", "path", "heading_path", "location", "label"), [
-    ("serialise a Python object", "guide.md", ["json", "Basic Usage"], {},
-     "guide.md · json › Basic Usage"),
-    ("parse a JSON document", "guide.md", ["json", "Decoding"], {}, "guide.md · json › Decoding"),
-    ("dedicate to the public domain", "release.pdf", [], {"page": 1}, "release.pdf p. 1"),
-])
-def test_a_hit_shows_its_heading_path_and_location(structured: Indexed, query, path,
-                                                   heading_path, location, label) -> None:
+@pytest.mark.parametrize(
+    ("query", "path", "heading_path", "location", "label"),
+    [
+        (
+            "serialise a Python object",
+            "guide.md",
+            ["json", "Basic Usage"],
+            {},
+            "guide.md · json › Basic Usage",
+        ),
+        (
+            "parse a JSON document",
+            "guide.md",
+            ["json", "Decoding"],
+            {},
+            "guide.md · json › Decoding",
+        ),
+        ("dedicate to the public domain", "release.pdf", [], {"page": 1}, "release.pdf p. 1"),
+    ],
+)
+def test_a_hit_shows_its_heading_path_and_location(
+    structured: Indexed, query, path, heading_path, location, label
+) -> None:
     args = ("search", query, "-k", "1", "--mode", "keyword", "--db", str(structured.db))
     (hit,) = json.loads(invoke(*args, "--json").stdout)["data"]
     assert (hit["path"], hit["heading_path"], hit["location"]) == (path, heading_path, location)

@@ -28,11 +28,24 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
     for source in SMALL[:2]:
         (folder / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, folder / source)
-    line = [sys.executable, "-m", "attnswitch.cli", "watch", str(folder), "--db",
-            str(tmp_path / "data"), "--json", "--debounce-ms", "200", "--read-workers", "0",
-            *FAST[:4]]  # --max-tokens, --overlap
-    proc = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ))
+    line = [
+        sys.executable,
+        "-m",
+        "attnswitch.cli",
+        "watch",
+        str(folder),
+        "--db",
+        str(tmp_path / "data"),
+        "--json",
+        "--debounce-ms",
+        "200",
+        "--read-workers",
+        "0",
+        *FAST[:4],
+    ]  # --max-tokens, --overlap
+    proc = subprocess.Popen(
+        line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
     try:
         first = json.loads(proc.stdout.readline())
         assert (first["new"], first["status"]) == (2, "completed")
@@ -45,8 +58,6 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
 
 
 class Lines:
@@ -69,8 +80,10 @@ class Lines:
             pytest.fail(f"no line within {WAIT_S} s: {what}")
         if line is None:
             self.proc.wait(WAIT_S)
-            pytest.fail(f"watch ended (exit {self.proc.returncode}) before {what}: "
-                        f"{self.proc.stderr.read()}")
+            pytest.fail(
+                f"watch ended (exit {self.proc.returncode}) before {what}: "
+                f"{self.proc.stderr.read()}"
+            )
         try:
             return json.loads(line)
         except ValueError:
@@ -96,10 +109,24 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
     for source in SMALL[:2]:
         (folder / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, folder / source)
-    line = [sys.executable, "-m", "attnswitch.cli", "watch", str(folder), "--db", str(data),
-            "--json", "--debounce-ms", "200", "--read-workers", "0", *FAST[:4]]
-    proc = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ))
+    line = [
+        sys.executable,
+        "-m",
+        "attnswitch.cli",
+        "watch",
+        str(folder),
+        "--db",
+        str(data),
+        "--json",
+        "--debounce-ms",
+        "200",
+        "--read-workers",
+        "0",
+        *FAST[:4],
+    ]
+    proc = subprocess.Popen(
+        line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
     holder = None
     try:
         lines = Lines(proc)
@@ -109,7 +136,9 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
         (folder / "capybara.txt").write_text("The capybara bathes in the warm pond.\n")
         waiting, _ = lines.until_waiting("the wait for the other run")
         assert (waiting["waiting_for"], waiting["message"]) == (
-            "lock", "waiting for another run of this index to finish ...")
+            "lock",
+            "waiting for another run of this index to finish ...",
+        )
         holder.stdin.close()
         assert holder.wait(WAIT_S) == 0
         batch = lines.next("the change, once the other run ended")

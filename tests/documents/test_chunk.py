@@ -45,7 +45,7 @@ SENTENCES = [f"Sentence number {i} talks about topic {i} at some length here." f
 
 
 def paragraph(first: int, count: int) -> str:
-    return " ".join(SENTENCES[first:first + count])
+    return " ".join(SENTENCES[first : first + count])
 
 
 @pytest.mark.parametrize("max_tokens", [16, 40, 64, 128])
@@ -58,7 +58,7 @@ def test_a_chunk_never_ends_mid_sentence_when_a_boundary_is_in_reach(tok, max_to
     sentence_ends = {text.index(s) + len(s) for s in SENTENCES if s in text}
     longest = max(n_tokens(tok, s) for s in SENTENCES)
     for c in chunks:
-        assert c.text == text[c.start:c.end]
+        assert c.text == text[c.start : c.end]
         assert c.n_tokens == n_tokens(tok, c.text) <= max_tokens
         if longest <= max_tokens:
             assert c.end in sentence_ends, f"chunk {c.ordinal} ends mid-sentence: {c.text[-30:]!r}"
@@ -67,8 +67,9 @@ def test_a_chunk_never_ends_mid_sentence_when_a_boundary_is_in_reach(tok, max_to
 
 def test_a_paragraph_boundary_is_preferred_to_a_sentence_boundary(tok) -> None:
     short, long = paragraph(0, 2), paragraph(2, 6)
-    chunks = chunk_blocks([Block(BlockKind.PARAGRAPH, short), Block(BlockKind.PARAGRAPH, long)],
-                          tok, max_tokens=60)
+    chunks = chunk_blocks(
+        [Block(BlockKind.PARAGRAPH, short), Block(BlockKind.PARAGRAPH, long)], tok, max_tokens=60
+    )
     assert chunks[0].text == short  # the long paragraph starts its own chunk
 
 
@@ -83,15 +84,19 @@ def test_a_sentence_longer_than_the_window_is_cut_at_words(tok) -> None:
 def test_sentence_spans_keep_abbreviations_and_numbers() -> None:
     text = "Dr. Smith paid $3.50 for it. Then he left! Did he? Yes."
     assert [text[s:e] for s, e in sentence_spans(text)] == [
-        "Dr. Smith paid $3.50 for it.", "Then he left!", "Did he?", "Yes."]
+        "Dr. Smith paid $3.50 for it.",
+        "Then he left!",
+        "Did he?",
+        "Yes.",
+    ]
 
 
 def test_a_table_chunk_holds_a_few_rows_each_with_its_header(tok) -> None:
     rows = (("name", "type", "notes"),) + tuple(
-        (f"column_{i}", "integer", f"the value of measurement {i} in units") for i in range(60))
+        (f"column_{i}", "integer", f"the value of measurement {i} in units") for i in range(60)
+    )
     table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows, header=True)
-    chunks = chunk_blocks([Block(BlockKind.HEADING, "Columns", level=1), table], tok,
-                          max_tokens=48)
+    chunks = chunk_blocks([Block(BlockKind.HEADING, "Columns", level=1), table], tok, max_tokens=48)
     table_chunks = [c for c in chunks if "column_" in c.text]
     assert len(table_chunks) >= 60 // ROWS_PER_CHUNK
     seen = []
@@ -101,17 +106,17 @@ def test_a_table_chunk_holds_a_few_rows_each_with_its_header(tok) -> None:
         seen += lines
     assert seen == [f"name: {a} | type: {b} | notes: {c}" for a, b, c in rows[1:]]
     assert all(c.heading_path == ("Columns",) for c in table_chunks)
-    text = BLOCK_SEPARATOR.join(b.text for b in (Block(BlockKind.HEADING, "Columns", level=1),
-                                                 table))
+    text = BLOCK_SEPARATOR.join(
+        b.text for b in (Block(BlockKind.HEADING, "Columns", level=1), table)
+    )
     for c in table_chunks:  # each chunk spans its rows in the document's text
         first = c.text.split("\n")[0].split(" | ")[0].removeprefix("name: ")
-        assert text[c.start:c.end].startswith(first + "\tinteger")
+        assert text[c.start : c.end].startswith(first + "\tinteger")
 
 
 def test_a_table_without_a_header_is_cut_only_when_longer_than_the_window(tok) -> None:
     rows = tuple((f"column_{i}", "integer") for i in range(40))
-    table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows,
-                  header=False)
+    table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows, header=False)
     chunks = chunk_blocks([table], tok, max_tokens=48)
     assert len(chunks) > 1 and all("\t" in c.text and c.n_tokens <= 48 for c in chunks)
     assert [line for c in chunks for line in c.text.split("\n")] == ["\t".join(r) for r in rows]
@@ -119,8 +124,13 @@ def test_a_table_without_a_header_is_cut_only_when_longer_than_the_window(tok) -
 
 def test_a_table_with_sheet_rows_narrows_its_rows(tok) -> None:
     rows = (("a", "b"),) + tuple((str(i), "x " * 10) for i in range(30))
-    table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows,
-                  header=True, location=Location(sheet="Q3", rows=(2, 31)))
+    table = Block(
+        BlockKind.TABLE,
+        "\n".join("\t".join(r) for r in rows),
+        rows=rows,
+        header=True,
+        location=Location(sheet="Q3", rows=(2, 31)),
+    )
     chunks = chunk_blocks([table], tok, max_tokens=40)
     assert chunks[0].location.rows[0] == 2
     assert chunks[-1].location.rows[1] == 31
@@ -177,8 +187,10 @@ def test_pdf_chunks_know_their_pages(tok) -> None:
     chunks = chunk_document(doc.text, doc.blocks, tok, max_tokens=254)
     found = [c for c in chunks if "The ReportLab library forms the foundation" in c.text]
     assert found and found[0].location.page == 7  # printed "Page 7" of the guide
-    assert found[0].heading_path == ("Chapter 1 Introduction",
-                                     "1.3 ReportLab's commercial software")
+    assert found[0].heading_path == (
+        "Chapter 1 Introduction",
+        "1.3 ReportLab's commercial software",
+    )
     pages = [c.location.page for c in chunks]
     assert pages == sorted(pages) and pages[-1] == 134
 
@@ -189,7 +201,7 @@ def test_html_chunks_carry_section_paths(tok) -> None:
     indexing = [c for c in chunks if "CREATE INDEX idxgin ON api USING GIN (jdoc);" in c.text]
     assert indexing[0].heading_path == ("8.14. JSON Types", "8.14.4. jsonb Indexing")
     for c in chunks:
-        assert c.text == doc.text[c.start:c.end] or "\t" in doc.text[c.start:c.end]
+        assert c.text == doc.text[c.start : c.end] or "\t" in doc.text[c.start : c.end]
         assert c.n_tokens <= 254
 
 
@@ -197,8 +209,9 @@ def test_windows_keep_the_old_cut_and_gain_a_place(tok) -> None:
     from attnswitch.documents.chunk import chunk_text
 
     doc = corpus_doc("postgresql/datatype-json.html")
-    windows = chunk_document(doc.text, doc.blocks, tok, chunking="windows", max_tokens=64,
-                             overlap=8)
+    windows = chunk_document(
+        doc.text, doc.blocks, tok, chunking="windows", max_tokens=64, overlap=8
+    )
     plain = chunk_text(doc.text, tok, max_tokens=64, overlap=8)
     assert [(c.text, c.start) for c in windows] == [(c.text, c.start) for c in plain]
     assert windows[0].heading_path == ("8.14. JSON Types",)
@@ -212,16 +225,19 @@ def test_an_unknown_chunking_is_refused(tok, bad: str) -> None:
 
 
 @pytest.mark.parametrize(("max_tokens", "overlap"), [(40, 13), (40, 32), (128, 32), (128, 60)])
-def test_block_overlap_repeats_whole_sentences_of_the_chunk_before(tok, overlap,
-                                                                   max_tokens) -> None:
+def test_block_overlap_repeats_whole_sentences_of_the_chunk_before(
+    tok, overlap, max_tokens
+) -> None:
     # Two sections of long paragraphs: within a section, each chunk after the first starts
     # with whole sentences the chunk before ends with (at most `overlap` tokens of them);
     # a section's first chunk repeats nothing of the section before.
-    blocks = [Block(BlockKind.HEADING, "First part", level=1),
-              Block(BlockKind.PARAGRAPH, paragraph(0, 9)),
-              Block(BlockKind.PARAGRAPH, paragraph(9, 11)),
-              Block(BlockKind.HEADING, "Second part", level=1),
-              Block(BlockKind.PARAGRAPH, paragraph(20, 20))]
+    blocks = [
+        Block(BlockKind.HEADING, "First part", level=1),
+        Block(BlockKind.PARAGRAPH, paragraph(0, 9)),
+        Block(BlockKind.PARAGRAPH, paragraph(9, 11)),
+        Block(BlockKind.HEADING, "Second part", level=1),
+        Block(BlockKind.PARAGRAPH, paragraph(20, 20)),
+    ]
     plain = chunk_blocks(blocks, tok, max_tokens=max_tokens)
     chunks = chunk_blocks(blocks, tok, max_tokens=max_tokens, overlap=overlap)
     text = BLOCK_SEPARATOR.join(b.text for b in blocks)
@@ -233,7 +249,7 @@ def test_block_overlap_repeats_whole_sentences_of_the_chunk_before(tok, overlap,
             assert after.start >= before.end
             continue
         if after.start < before.end:
-            shared = text[after.start:before.end]
+            shared = text[after.start : before.end]
             assert before.text.endswith(shared) and after.text.startswith(shared)
             assert n_tokens(tok, shared) <= overlap
             assert after.end > before.end, "a chunk of repeated text only"
@@ -249,8 +265,7 @@ def test_block_overlap_repeats_whole_sentences_of_the_chunk_before(tok, overlap,
 def test_block_overlap_zero_is_the_default_and_refuses_a_full_window(tok) -> None:
     doc = corpus_doc("postgresql/datatype-json.html")
     default = chunk_document(doc.text, doc.blocks, tok, max_tokens=128)
-    assert default == chunk_document(doc.text, doc.blocks, tok, max_tokens=128,
-                                     block_overlap=0)
+    assert default == chunk_document(doc.text, doc.blocks, tok, max_tokens=128, block_overlap=0)
     with_overlap = chunk_document(doc.text, doc.blocks, tok, max_tokens=128, block_overlap=32)
     assert len(with_overlap) > len(default)
     with pytest.raises(ValueError, match="overlap: expected 0 <= overlap < max_tokens"):

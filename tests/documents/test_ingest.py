@@ -21,11 +21,15 @@ from attnswitch.documents.ingest import Document, Skip, ingest, load, scan
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 PDF_SMALL = CORPUS / "sqlite" / "copyright-release.pdf"
-FRENCH = ("Le cœur a ses raisons que la raison ne connaît point. Déjà vu, café crème, "
-          "à bientôt, garçon, élève, où est la bibliothèque ? Très bien, merci.\n")
+FRENCH = (
+    "Le cœur a ses raisons que la raison ne connaît point. Déjà vu, café crème, "
+    "à bientôt, garçon, élève, où est la bibliothèque ? Très bien, merci.\n"
+)
 GERMAN = "Über die Brücke gehen Mädchen und Jungen; schön, größer, Fußball.\n"
-RUSSIAN = ("Съешь же ещё этих мягких французских булок, да выпей чаю. Широкая "
-           "электрификация южных губерний даст мощный толчок подъёму сельского хозяйства.\n")
+RUSSIAN = (
+    "Съешь же ещё этих мягких французских булок, да выпей чаю. Широкая "
+    "электрификация южных губерний даст мощный толчок подъёму сельского хозяйства.\n"
+)
 
 
 def one(root: Path, **kw) -> Document:
@@ -46,9 +50,17 @@ def blank_pdf(*, password: str | None = None) -> bytes:
 
 # -- the walk -----------------------------------------------------------------------------
 
+
 def test_scan_is_recursive_sorted_and_skips_hidden(tmp_path: Path) -> None:
-    for rel in ["b/z.txt", "a.md", "b/a/y.html", "c.txt", ".hidden/x.txt", "b/.secret.txt",
-                "B.txt"]:
+    for rel in [
+        "b/z.txt",
+        "a.md",
+        "b/a/y.html",
+        "c.txt",
+        ".hidden/x.txt",
+        "b/.secret.txt",
+        "B.txt",
+    ]:
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("text")
@@ -59,7 +71,7 @@ def test_scan_is_recursive_sorted_and_skips_hidden(tmp_path: Path) -> None:
     # the hidden folder is listed once, as skipped with the reason; the hidden file is not
     (folder,) = [e for e in entries if e.error is not None]
     assert (folder.source, folder.skip) == (".hidden", Skip.HIDDEN_FOLDER)
-    assert "starts with \".\"" in folder.error
+    assert 'starts with "."' in folder.error
     with_hidden = [e.source for e in scan(tmp_path, include_hidden=True)]
     assert set(with_hidden) - set(found) == {".hidden/x.txt", "b/.secret.txt"}
     for e in scan(tmp_path):
@@ -104,7 +116,11 @@ def test_links_out_of_the_root_are_skipped_with_the_reason(tmp_path: Path, outsi
     assert docs["key"].skip is Skip.LINK and "hidden" in docs["key"].reason
     assert docs["inside.txt"].text == "inside text"
     assert [d.source for d in ingest(root, include_hidden=True) if d.ok] == [
-        ".hidden/id_rsa", "d/x.txt", "inside.txt", "key"]
+        ".hidden/id_rsa",
+        "d/x.txt",
+        "inside.txt",
+        "key",
+    ]
 
 
 def test_a_link_swapped_in_after_the_scan_is_not_read(tmp_path: Path, outside: Path) -> None:
@@ -126,6 +142,7 @@ def test_root_must_be_a_folder(tmp_path: Path) -> None:
 
 # -- good files ---------------------------------------------------------------------------
 
+
 def test_utf8_text_keeps_metadata_and_hash(tmp_path: Path) -> None:
     data = "Grüße aus Köln\r\nzweite Zeile\n".encode()
     (tmp_path / "notes.txt").write_bytes(data)
@@ -143,16 +160,21 @@ def test_markdown_and_extensionless_text(tmp_path: Path) -> None:
     (tmp_path / "guide.md").write_text("# Title\n\nSome *markdown*.\n")
     docs = {d.source: d for d in ingest(tmp_path)}
     assert docs["README"].kind == "text" and docs["README"].text == "plain readme"
-    assert docs["guide.md"].kind == "markdown" and docs["guide.md"].text == "Title\n\nSome markdown."
+    assert (
+        docs["guide.md"].kind == "markdown" and docs["guide.md"].text == "Title\n\nSome markdown."
+    )
 
 
-@pytest.mark.parametrize(("text", "codec"), [
-    (FRENCH.replace("œ", "oe") * 3, "latin-1"),
-    (FRENCH * 3, "cp1252"),
-    (GERMAN * 4, "latin-1"),
-    (RUSSIAN * 2, "cp1251"),
-    (RUSSIAN * 2, "koi8_r"),
-])
+@pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        (FRENCH.replace("œ", "oe") * 3, "latin-1"),
+        (FRENCH * 3, "cp1252"),
+        (GERMAN * 4, "latin-1"),
+        (RUSSIAN * 2, "cp1251"),
+        (RUSSIAN * 2, "koi8_r"),
+    ],
+)
 def test_legacy_encodings_are_detected(tmp_path: Path, text: str, codec: str) -> None:
     (tmp_path / "legacy.txt").write_bytes(text.encode(codec))
     doc = one(tmp_path)
@@ -175,20 +197,28 @@ def test_html_text_is_paragraphs_without_scripts(tmp_path: Path) -> None:
         "<p>First   paragraph\nwith a <a href='#'>link</a> &amp; an entity.</p>"
         "<ul><li>one</li><li>two</li></ul>"
         "<pre>line 1\n    line 2</pre><p>a<br>b</p><!-- a comment -->"
-        "<table><tr><td>x</td><td>y</td></tr></table></body></html>", encoding="utf-8")
+        "<table><tr><td>x</td><td>y</td></tr></table></body></html>",
+        encoding="utf-8",
+    )
     doc = one(tmp_path)
     assert doc.ok and doc.kind == "html"
     paragraphs = doc.text.split("\n\n")
-    assert paragraphs == ["The Title", "Heading",
-                          "First paragraph with a link & an entity.", "one", "two",
-                          "line 1\nline 2", "a\nb", "x\ty"]
+    assert paragraphs == [
+        "The Title",
+        "Heading",
+        "First paragraph with a link & an entity.",
+        "one",
+        "two",
+        "line 1\nline 2",
+        "a\nb",
+        "x\ty",
+    ]
     for hidden in ("secret", "color", "comment"):
         assert hidden not in doc.text
 
 
 def test_html_declared_charset_is_used(tmp_path: Path) -> None:
-    page = ('<html><head><meta charset="iso-8859-1"></head><body><p>' + GERMAN +
-            "</p></body></html>")
+    page = '<html><head><meta charset="iso-8859-1"></head><body><p>' + GERMAN + "</p></body></html>"
     (tmp_path / "old.htm").write_bytes(page.encode("latin-1"))
     doc = one(tmp_path)
     assert doc.ok and doc.text == GERMAN.strip()
@@ -212,6 +242,7 @@ def test_pdf_content_wins_over_extension(tmp_path: Path) -> None:
 
 # -- bad files: each skipped with its reason, none raises ---------------------------------
 
+
 def test_binary_file(tmp_path: Path) -> None:
     (tmp_path / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(512))
     doc = one(tmp_path)
@@ -228,11 +259,16 @@ def test_empty_and_blank_files(tmp_path: Path) -> None:
     assert {d.source: d.detail for d in docs}["empty.md"] == "0 bytes"
 
 
-@pytest.mark.parametrize("make", [
-    pytest.param(lambda: b"this is not a pdf at all", id="no-header"),
-    pytest.param(lambda: b"%PDF-1.4\n" + os.urandom(4000), id="header-then-noise"),
-    pytest.param(lambda: PDF_SMALL.read_bytes()[: PDF_SMALL.stat().st_size // 2], id="truncated"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: b"this is not a pdf at all", id="no-header"),
+        pytest.param(lambda: b"%PDF-1.4\n" + os.urandom(4000), id="header-then-noise"),
+        pytest.param(
+            lambda: PDF_SMALL.read_bytes()[: PDF_SMALL.stat().st_size // 2], id="truncated"
+        ),
+    ],
+)
 def test_corrupt_pdf(tmp_path: Path, make) -> None:
     (tmp_path / "broken.pdf").write_bytes(make())
     doc = one(tmp_path)
@@ -273,7 +309,7 @@ def test_undecodable_text(tmp_path: Path) -> None:
 
 
 def test_control_characters_are_binary(tmp_path: Path) -> None:
-    (tmp_path / "ctrl.txt").write_bytes(bytes([1, 2, 3, 0x1b, 0x7f, 0x41]) * 100)
+    (tmp_path / "ctrl.txt").write_bytes(bytes([1, 2, 3, 0x1B, 0x7F, 0x41]) * 100)
     doc = one(tmp_path)
     assert doc.skip is Skip.BINARY and "control characters" in doc.reason
 
@@ -299,8 +335,12 @@ def test_permission_denied_file_and_folder() -> None:
         os.chmod(base / "secret.txt", 0)
         os.chmod(base / "locked", 0)
         if os.geteuid() == 0:
-            proc = subprocess.run([sys.executable, "-c", _AS_NOBODY, str(base)],
-                                  capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(
+                [sys.executable, "-c", _AS_NOBODY, str(base)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if proc.returncode != 0 and "Operation not permitted" in proc.stderr:
                 pytest.skip("running as root and cannot drop to an unprivileged user here")
             assert proc.returncode == 0, proc.stderr
@@ -351,12 +391,20 @@ def test_a_folder_of_bad_files_never_stops_the_walk(tmp_path: Path) -> None:
     (tmp_path / "g-dangling.html").symlink_to(tmp_path / "missing.html")
     docs = list(ingest(tmp_path, max_bytes=4096))
     assert [d.source for d in docs] == sorted(p.name for p in tmp_path.iterdir())
-    assert [d.skip for d in docs] == [Skip.BINARY, Skip.EMPTY, Skip.CORRUPT_PDF, None,
-                                      Skip.TOO_LARGE, None, Skip.UNREADABLE]
+    assert [d.skip for d in docs] == [
+        Skip.BINARY,
+        Skip.EMPTY,
+        Skip.CORRUPT_PDF,
+        None,
+        Skip.TOO_LARGE,
+        None,
+        Skip.UNREADABLE,
+    ]
     assert all((d.text is None) == (d.reason is not None) for d in docs)
 
 
 # -- the shipped corpus -------------------------------------------------------------------
+
 
 @pytest.mark.slow  # pypdf reads the corpus's 230 PDF pages in a few seconds
 def test_corpus_ingests_without_skips() -> None:

@@ -42,26 +42,34 @@ def root(tmp_path: Path) -> Path:
 
 
 def indexed(store, root: Path) -> set[str]:
-    return {s for s in store.sources(root)
-            if (row := store.lookup(root, s)) is not None and row.status == "indexed"}
+    return {
+        s
+        for s in store.sources(root)
+        if (row := store.lookup(root, s)) is not None and row.status == "indexed"
+    }
 
 
 def test_rules_are_applied_stored_and_followed(root: Path, encoder, location) -> None:
     with open_store(location) as store:
-        first = run(root, store, _with(FileRules(exclude=("*.log", "build/"))),
-                    get_encoder=lambda: encoder)
+        first = run(
+            root, store, _with(FileRules(exclude=("*.log", "build/"))), get_encoder=lambda: encoder
+        )
         assert indexed(store, root) == {"a.txt", "sub/c.txt"}
         assert {f["source"]: f["reason"].split(":")[0] for f in first.skipped_files} == {
-            "$RECYCLE.BIN": "system folder", "node_modules": "system folder"}
+            "$RECYCLE.BIN": "system folder",
+            "node_modules": "system folder",
+        }
         assert FileRules.from_json(store.meta(meta_key(root_key(root)))) == FileRules(
-            exclude=("*.log", "build/"))
+            exclude=("*.log", "build/")
+        )
 
         again = run(root, store, OPTIONS, get_encoder=lambda: encoder)  # the stored rules
         assert (again.new, again.deleted, again.unchanged) == (0, 0, 2)
         assert indexed(store, root) == {"a.txt", "sub/c.txt"}
 
-        narrower = run(root, store, _with(FileRules(include=("sub/**",))),
-                       get_encoder=lambda: encoder)
+        narrower = run(
+            root, store, _with(FileRules(include=("sub/**",))), get_encoder=lambda: encoder
+        )
         assert narrower.deleted == 1 and indexed(store, root) == {"sub/c.txt", "sub/keep.log"}
 
 
@@ -70,10 +78,14 @@ def test_gitignore_files_are_honoured_when_asked(root: Path, encoder, location) 
     (root / "sub" / ".ignore").write_text("!keep.log\n")
     with open_store(location) as store:
         run(root, store, OPTIONS, get_encoder=lambda: encoder)
-        assert indexed(store, root) == {"a.txt", "b.log", "sub/c.txt", "sub/keep.log",
-                                        "build/out.txt"}
-        summary = run(root, store, _with(FileRules(gitignore=True)),
-                      get_encoder=lambda: encoder)
+        assert indexed(store, root) == {
+            "a.txt",
+            "b.log",
+            "sub/c.txt",
+            "sub/keep.log",
+            "build/out.txt",
+        }
+        summary = run(root, store, _with(FileRules(gitignore=True)), get_encoder=lambda: encoder)
         assert summary.deleted == 2
         assert indexed(store, root) == {"a.txt", "sub/c.txt", "sub/keep.log"}
 
@@ -86,19 +98,42 @@ def test_system_folders_are_walked_when_asked_and_bad_globs_are_refused(root: Pa
             FileRules(exclude=(bad,))
     with pytest.raises(ConfigError, match="include: expected a list of glob patterns"):
         FileRules(include="*.txt")
-    for bad, reason in (("[z-a]*", "invalid character class range: z-a"),
-                        ("docs/[abc", "a [ that no ] closes"),
-                        ("x\\", "Invalid git pattern"),
-                        ("?" * 1025, "more than the 1024 characters a glob may have")):
-        with pytest.raises(ConfigError, match=r"^include: expected a gitignore-style glob, "
-                           r"got .*\(" + reason.replace("[", r"\[")):
+    for bad, reason in (
+        ("[z-a]*", "invalid character class range: z-a"),
+        ("docs/[abc", "a [ that no ] closes"),
+        ("x\\", "Invalid git pattern"),
+        ("?" * 1025, "more than the 1024 characters a glob may have"),
+    ):
+        with pytest.raises(
+            ConfigError,
+            match=r"^include: expected a gitignore-style glob, "
+            r"got .*\(" + reason.replace("[", r"\["),
+        ):
             FileRules(include=("*.txt", bad))
 
 
 # Pieces of globs (gitignore syntax: escapes, classes, `**`, negation, a comment) and of
 # names; each random glob is short, so Python's re answers pathspec's own matching quickly.
-ATOMS = ("a", "b", "*", "?", "/", "**/", "/**", "[ab]", "[!a]", "[]a]", "[a-b]", "\\*",
-         ".", "**", "!", "#", " ", "\\ ")
+ATOMS = (
+    "a",
+    "b",
+    "*",
+    "?",
+    "/",
+    "**/",
+    "/**",
+    "[ab]",
+    "[!a]",
+    "[]a]",
+    "[a-b]",
+    "\\*",
+    ".",
+    "**",
+    "!",
+    "#",
+    " ",
+    "\\ ",
+)
 NAME_PARTS = ("a", "b", "/", ".", "*", "ab", "a/b", " ", "!", "#", "]")
 
 
@@ -107,13 +142,21 @@ def test_globs_match_as_pathspec_reads_them() -> None:
     files of short globs, for files and folders ("name/"): same order, negation and
     folder rules; only a line pathspec would drop (an unclosed "[") is refused."""
     rng = random.Random(50)
-    names = {"/".join(p for p in "".join(rng.choice(NAME_PARTS) for _ in range(
-        rng.randint(1, 6))).split("/") if p) for _ in range(400)} - {""}
+    names = {
+        "/".join(
+            p
+            for p in "".join(rng.choice(NAME_PARTS) for _ in range(rng.randint(1, 6))).split("/")
+            if p
+        )
+        for _ in range(400)
+    } - {""}
     names |= {n + "/" for n in names}
     compared = 0
     for _ in range(400):
-        lines = ["".join(rng.choice(ATOMS) for _ in range(rng.randint(1, 5)))
-                 for _ in range(rng.randint(1, 3))]
+        lines = [
+            "".join(rng.choice(ATOMS) for _ in range(rng.randint(1, 5)))
+            for _ in range(rng.randint(1, 3))
+        ]
         try:
             ours = globs.spec([globs.compile_glob(line) for line in lines])
         except globs.GlobError as exc:
@@ -121,8 +164,7 @@ def test_globs_match_as_pathspec_reads_them() -> None:
             continue
         theirs = GitIgnoreSpec.from_lines(lines, backend="simple")
         for name in sorted(names):
-            assert ours.check_file(name).include == theirs.check_file(name).include, (
-                lines, name)
+            assert ours.check_file(name).include == theirs.check_file(name).include, (lines, name)
         compared += 1
     assert compared > 300
 

@@ -40,8 +40,9 @@ def minilm_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def st_vectors(chunks: list[str], minilm_path: Path, tmp_path_factory: pytest.TempPathFactory,
-               worker_id: str) -> np.ndarray:
+def st_vectors(
+    chunks: list[str], minilm_path: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> np.ndarray:
     """sentence-transformers' float32 vectors of `chunks` with all-MiniLM-L6-v2.
 
     Computed once per test run: xdist workers share the run's temporary root and wait on a
@@ -66,8 +67,9 @@ def st_vectors(chunks: list[str], minilm_path: Path, tmp_path_factory: pytest.Te
 
 
 @pytest.fixture(scope="session")
-def oracle_set(chunks: list[str], st_vectors: np.ndarray,
-               minilm_path: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+def oracle_set(
+    chunks: list[str], st_vectors: np.ndarray, minilm_path: Path
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(texts, oracle, baseline) for the conformance rule on real text: every tenth chunk
     (a few words to past the 256-token limit), their float64 vectors (MiniLM in float64,
     each text alone, mean-pooled, normalised: `pooled_reference`) and sentence-transformers'
@@ -87,8 +89,13 @@ def _random_model(root: Path, family: str, minilm: Path, pooling: str | None) ->
     from transformers import AutoModel, BertConfig, RobertaConfig
 
     torch.manual_seed(0)
-    small = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                 intermediate_size=64)
+    small = dict(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
     if family == "bert":
         config = BertConfig(**small)
     else:
@@ -98,15 +105,22 @@ def _random_model(root: Path, family: str, minilm: Path, pooling: str | None) ->
     shutil.copy(minilm / "tokenizer.json", path / "tokenizer.json")
     if pooling is not None:
         (path / "1_Pooling").mkdir()
-        flags = {"pooling_mode_mean_tokens": pooling == "mean",
-                 "pooling_mode_cls_token": pooling == "cls",
-                 "pooling_mode_lasttoken": pooling == "last"}
+        flags = {
+            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_lasttoken": pooling == "last",
+        }
         (path / "1_Pooling" / "config.json").write_text(json.dumps(flags))
         modules = [
-            {"idx": i, "name": str(i), "path": folder,
-             "type": f"sentence_transformers.models.{kind}"}
+            {
+                "idx": i,
+                "name": str(i),
+                "path": folder,
+                "type": f"sentence_transformers.models.{kind}",
+            }
             for i, (folder, kind) in enumerate(
-                [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")])
+                [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
+            )
         ]
         (path / "modules.json").write_text(json.dumps(modules))
         (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64}))

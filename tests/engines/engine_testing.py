@@ -30,8 +30,10 @@ def check_rule(out: np.ndarray, eager: np.ndarray, oracle: np.ndarray) -> None:
     """Assert FlashAttention's rule (`rule`), naming the worst row when it fails."""
     err, bound = rule(out, eager, oracle)
     worst = int(np.abs(out.astype(np.float64) - oracle).max(axis=1).argmax())
-    assert err <= bound, (f"row {worst}: max|out - oracle| {err:.3g} > {bound:.3g} (2x the "
-                          f"float32 baseline's error plus the rounding floor)")
+    assert err <= bound, (
+        f"row {worst}: max|out - oracle| {err:.3g} > {bound:.3g} (2x the "
+        f"float32 baseline's error plus the rounding floor)"
+    )
 
 
 def pooled_eager(path, batch: list[list[int]], mode: str) -> np.ndarray:
@@ -75,7 +77,7 @@ def _pooled(hidden: np.ndarray, batch: list[list[int]], mode: str) -> np.ndarray
     "last" or "mean") and L2-normalised."""
     out, start = [], 0
     for ids in batch:
-        h = hidden[start:start + len(ids)]
+        h = hidden[start : start + len(ids)]
         start += len(ids)
         v = h[0] if mode == "cls" else h[-1] if mode == "last" else h.mean(0)
         out.append(v / np.linalg.norm(v))

@@ -18,7 +18,7 @@ from attnswitch.engines.torch_hf import TorchEncoder
 
 @pytest.fixture
 def auto(monkeypatch, cache_dir):
-    """"auto" really measured: no engine forced by the environment, an empty cache."""
+    """ "auto" really measured: no engine forced by the environment, an empty cache."""
     monkeypatch.delenv(engines.ENV_ENGINE, raising=False)
     return cache_dir
 
@@ -48,8 +48,7 @@ def test_first_use_measures_every_engine_and_records_the_table(auto, small_bert)
     assert str(again).startswith(f"engine plan (fp32): {plan.chosen}")
 
 
-def test_a_plan_measured_again_says_what_made_the_recorded_one_stale(auto, small_bert,
-                                                                      monkeypatch):
+def test_a_plan_measured_again_says_what_made_the_recorded_one_stale(auto, small_bert, monkeypatch):
     """An upgrade (here the plan's revision) gives a new key: the recorded plan is not
     used, the engines are measured again, and the new plan names what changed."""
     first = engines.explain_engine(small_bert, "auto", "fp32")
@@ -72,9 +71,10 @@ def test_the_pick_is_reproducible_from_the_recorded_table(auto, small_bert):
 def test_a_recorded_table_decides_without_measuring(auto, small_bert):
     spec = ModelSpec.load(small_bert)
     subject = autopick.table_subject(spec, "fp32", registry.engines())
-    rows = [EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
-            EngineRow("onnxruntime", "measured", chunks_per_s=30.0, min_cosine=1.0,
-                      parity=True)]
+    rows = [
+        EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
+        EngineRow("onnxruntime", "measured", chunks_per_s=30.0, min_cosine=1.0, parity=True),
+    ]
     autopick._write(subject, EnginePlan("fp32", None, [], rows, "test"))
     plan = engines.explain_engine(small_bert, "auto", "fp32")
     assert plan.source.startswith("recorded")
@@ -83,12 +83,13 @@ def test_a_recorded_table_decides_without_measuring(auto, small_bert):
 
 
 def test_the_fastest_engine_without_parity_is_not_picked():
-    rows = [EngineRow("fast-wrong", "measured", chunks_per_s=100.0, min_cosine=0.99,
-                      parity=False),
-            EngineRow("slow-right", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
-            EngineRow("mid-right", "measured", chunks_per_s=20.0, min_cosine=1.0, parity=True),
-            EngineRow("absent", "unavailable", "not installed: x"),
-            EngineRow("broken", "failed", "RuntimeError: boom")]
+    rows = [
+        EngineRow("fast-wrong", "measured", chunks_per_s=100.0, min_cosine=0.99, parity=False),
+        EngineRow("slow-right", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
+        EngineRow("mid-right", "measured", chunks_per_s=20.0, min_cosine=1.0, parity=True),
+        EngineRow("absent", "unavailable", "not installed: x"),
+        EngineRow("broken", "failed", "RuntimeError: boom"),
+    ]
     assert autopick.pick(rows) == ("mid-right", ["slow-right"])
     why = EnginePlan("fp32", "mid-right", ["slow-right"], rows, "test").why_not()
     assert why["fast-wrong"] == "failed parity: min cosine 0.990000 < 0.9999"
@@ -127,8 +128,10 @@ def test_a_failing_engine_falls_back_along_the_plan(auto, small_bert, flaky):
 
     spec = ModelSpec.load(small_bert)
     subject = autopick.table_subject(spec, "fp32", registry.engines())
-    rows = [EngineRow("flaky", "measured", chunks_per_s=99.0, min_cosine=1.0, parity=True),
-            EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True)]
+    rows = [
+        EngineRow("flaky", "measured", chunks_per_s=99.0, min_cosine=1.0, parity=True),
+        EngineRow("torch", "measured", chunks_per_s=10.0, min_cosine=1.0, parity=True),
+    ]
     autopick._write(subject, EnginePlan("fp32", None, [], rows, "test"))
     counter = ENGINE_FALLBACKS.labels(engine="flaky", to="torch")
     before = counter._value.get()
@@ -139,8 +142,9 @@ def test_a_failing_engine_falls_back_along_the_plan(auto, small_bert, flaky):
     assert counter._value.get() == before + 1
     # torch's float32 vectors: within the conformance rule of the float64 oracle
     batch = encoder.tokenize(texts)
-    check_rule(got, pooled_eager(small_bert, batch, "mean"),
-               pooled_reference(small_bert, batch, "mean"))
+    check_rule(
+        got, pooled_eager(small_bert, batch, "mean"), pooled_reference(small_bert, batch, "mean")
+    )
     assert encoder.engine == "torch"
     with pytest.raises(EncodeInputError, match=r"texts\[0\]"):  # bad input never falls back
         encoder.encode([""])
@@ -150,12 +154,13 @@ def test_a_failing_engine_falls_back_along_the_plan(auto, small_bert, flaky):
 def test_a_named_engine_overrides_auto(auto, small_bert, monkeypatch, via):
     if via == "environment":
         monkeypatch.setenv(engines.ENV_ENGINE, "onnxruntime")
-        plan, encoder = (engines.explain_engine(small_bert),
-                         engines.get_engine(small_bert))
+        plan, encoder = (engines.explain_engine(small_bert), engines.get_engine(small_bert))
         assert plan.source == "forced by $ATTNSWITCH_ENGINE"
     else:
-        plan, encoder = (engines.explain_engine(small_bert, "onnxruntime"),
-                         engines.get_engine(small_bert, "onnxruntime"))
+        plan, encoder = (
+            engines.explain_engine(small_bert, "onnxruntime"),
+            engines.get_engine(small_bert, "onnxruntime"),
+        )
         assert plan.source == "forced by argument"
     assert plan.chosen == encoder.engine == "onnxruntime"
     # nothing was calibrated: the table holds only the named engine's parity check
@@ -163,12 +168,18 @@ def test_a_named_engine_overrides_auto(auto, small_bert, monkeypatch, via):
 
 
 def test_a_named_engine_that_cannot_serve_says_why(auto, monkeypatch):
-    with pytest.raises(EncodeInputError, match=r"engine: expected an engine that can serve "
-                                               r"bf16 here, got 'onnxruntime' \(computes"):
+    with pytest.raises(
+        EncodeInputError,
+        match=r"engine: expected an engine that can serve "
+        r"bf16 here, got 'onnxruntime' \(computes",
+    ):
         engines.encode(["text"], engine="onnxruntime", precision="bf16")
     monkeypatch.setenv(engines.ENV_ENGINE, "tpu-please")
-    with pytest.raises(EncodeInputError, match=r"\$ATTNSWITCH_ENGINE: expected one of auto, "
-                                               r"torch.*got 'tpu-please'"):
+    with pytest.raises(
+        EncodeInputError,
+        match=r"\$ATTNSWITCH_ENGINE: expected one of auto, "
+        r"torch.*got 'tpu-please'",
+    ):
         engines.encode(["text"])
 
 
@@ -197,8 +208,11 @@ class _SkewedEngine(registry.Engine):
 def test_a_named_engine_is_checked_for_parity_on_first_use(auto, small_bert):
     registry.register(_SkewedEngine())
     try:
-        with pytest.warns(RuntimeWarning, match=r"engine 'skewed' \(fp32\) failed its parity "
-                                                r"check: min cosine 0\.9\d+ to torch float32"):
+        with pytest.warns(
+            RuntimeWarning,
+            match=r"engine 'skewed' \(fp32\) failed its parity "
+            r"check: min cosine 0\.9\d+ to torch float32",
+        ):
             engines.get_engine(small_bert, "skewed", "fp32")
         table = json.loads((auto / autopick.TABLE).read_text())
         [entry] = [v for k, v in table.items() if k.startswith("parity-")]
@@ -237,8 +251,12 @@ def _fresh_engine(model, name: str) -> dict:
     assert name == "onnxruntime"
     onnx_runtime.artifacts(ModelSpec.load(model), "fp32")
 
-    out = subprocess.run([sys.executable, "-c", FRESH_ENGINE, str(model), name],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_ENGINE, str(model), name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -264,8 +282,9 @@ def test_a_recorded_parity_check_is_read_without_loading_the_reference(auto, sma
 def test_a_measurement_reports_its_steps_and_keeps_only_the_pick_loaded(auto, small_bert):
     steps = []
     before = set(runtime.current().encoders)
-    plan = engines.explain_engine(small_bert, "auto", "fp32",
-                                  progress=lambda *step: steps.append(step))
+    plan = engines.explain_engine(
+        small_bert, "auto", "fp32", progress=lambda *step: steps.append(step)
+    )
     able = [r for r in plan.rows if r.status == "measured"]
     total = autopick.measure_steps(len(able))
     assert steps[0] == (0, total, "reference: torch float32 vectors")
@@ -285,8 +304,7 @@ def test_a_measurement_reports_its_steps_and_keeps_only_the_pick_loaded(auto, sm
 
 
 @pytest.mark.parametrize("revision", ["CALIBRATION_REVISION", "OPENVINO_RECIPE"])
-def test_an_int8_model_built_anew_is_measured_and_checked_anew(small_bert, monkeypatch,
-                                                                revision):
+def test_an_int8_model_built_anew_is_measured_and_checked_anew(small_bert, monkeypatch, revision):
     """The engine plan's key and a parity verdict's key for int8 change with the calibration
     set's and the recipe's revisions (a recorded int8 verdict was about the old model);
     the float precisions' keys do not move with them (their plans stay recorded)."""
@@ -296,8 +314,10 @@ def test_an_int8_model_built_anew_is_measured_and_checked_anew(small_bert, monke
     engine = registry.get("openvino")
 
     def keys(precision: str) -> tuple[str, str]:
-        return (autopick.table_key(spec, precision, registry.engines()),
-                autopick._parity_key(spec, engine, precision))
+        return (
+            autopick.table_key(spec, precision, registry.engines()),
+            autopick._parity_key(spec, engine, precision),
+        )
 
     before = {p: keys(p) for p in ("fp32", "bf16", "int8")}
     monkeypatch.setattr(quantize, revision, getattr(quantize, revision) + 1)

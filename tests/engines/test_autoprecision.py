@@ -21,7 +21,7 @@ from attnswitch.kernels import cache
 
 @pytest.fixture
 def auto(monkeypatch, cache_dir):
-    """"auto" precision really measured: nothing forced by the environment, an empty cache."""
+    """ "auto" precision really measured: nothing forced by the environment, an empty cache."""
     monkeypatch.delenv(engines.ENV_PRECISION, raising=False)
     monkeypatch.delenv(autoprecision.ENV_AUTO_INT8, raising=False)
     return cache_dir
@@ -38,18 +38,20 @@ def _flags(*names: str) -> frozenset[str]:
 
 
 def test_auto_measures_each_native_precision_and_picks_the_fastest_that_passed(
-        auto, small_bert, monkeypatch):
+    auto, small_bert, monkeypatch
+):
     monkeypatch.setattr(cache, "cpu_flags", lambda: _flags("amx_bf16"))  # bf16 native
     steps: list[tuple[int, int, str]] = []
-    plan = engines.explain_precision(small_bert, "torch",
-                                     progress=lambda *step: steps.append(step))
+    plan = engines.explain_precision(small_bert, "torch", progress=lambda *step: steps.append(step))
     assert plan.source == "measured now"
     measured = [r for r in plan.rows if r.status == "measured"]
     assert {r.precision for r in measured} == {"fp32", "bf16"}
     # each step said before it runs, in order, then the end
     total = 1 + 2 + 2 * autoprecision.ROUNDS
-    assert [s[2] for s in steps[:2]] == ["reference: torch float32 vectors",
-                                         "fp32 on torch: load and parity check"]
+    assert [s[2] for s in steps[:2]] == [
+        "reference: torch float32 vectors",
+        "fp32 on torch: load and parity check",
+    ]
     assert [s[0] for s in steps] == list(range(total + 1))
     assert all(s[1] == total for s in steps) and steps[-1][2] == f"picked {plan.chosen}"
     for row in measured:
@@ -71,14 +73,12 @@ def test_auto_measures_each_native_precision_and_picks_the_fastest_that_passed(
     assert str(again).startswith(f"precision plan: {plan.chosen}")
 
 
-def test_a_single_candidate_is_the_pick_without_a_measurement(auto, small_bert,
-                                                              monkeypatch):
+def test_a_single_candidate_is_the_pick_without_a_measurement(auto, small_bert, monkeypatch):
     """On a CPU without native bf16 (int8 not tried by auto), fp32 is the only candidate:
     nothing is timed or checked, and the plan says why."""
     monkeypatch.setattr(cache, "cpu_flags", lambda: _flags("avx2"))
     steps: list[tuple[int, int, str]] = []
-    plan = engines.explain_precision(small_bert, "torch",
-                                     progress=lambda *step: steps.append(step))
+    plan = engines.explain_precision(small_bert, "torch", progress=lambda *step: steps.append(step))
     assert plan.chosen == "fp32" and steps == []
     assert plan.row("fp32").status == "only candidate" and not plan.row("fp32").rates
     assert plan.reason().startswith("the only precision this chip runs natively")
@@ -123,8 +123,7 @@ def perturbed(monkeypatch):
     registry.unregister("perturbed")
 
 
-def test_a_precision_that_fails_parity_is_declined_with_its_figures(auto, small_bert,
-                                                                     perturbed):
+def test_a_precision_that_fails_parity_is_declined_with_its_figures(auto, small_bert, perturbed):
     plan = engines.explain_precision(small_bert, perturbed)
     fp32, bf16 = plan.row("fp32"), plan.row("bf16")
     assert bf16.status == "measured" and not bf16.parity
@@ -138,8 +137,9 @@ def test_a_precision_that_fails_parity_is_declined_with_its_figures(auto, small_
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_an_explicit_precision_is_used_as_given_and_nothing_is_measured(auto, small_bert,
-                                                                        precision):
+def test_an_explicit_precision_is_used_as_given_and_nothing_is_measured(
+    auto, small_bert, precision
+):
     encoder = engines.get_engine(small_bert, "torch", precision)
     assert encoder.precision == precision
     assert engines.resolve_precision(small_bert, "torch", precision) == precision
@@ -157,8 +157,11 @@ def test_the_environment_names_what_auto_stands_for(auto, minilm_path, monkeypat
 
 @pytest.mark.parametrize("bad", ["fp16", "FP32", "int4"])
 def test_a_bad_precision_is_a_one_line_error(auto, minilm_path, monkeypatch, bad):
-    with pytest.raises(EncodeInputError, match=r"^precision: expected one of auto, fp32, "
-                                               r"bf16, int8, got '") as err:
+    with pytest.raises(
+        EncodeInputError,
+        match=r"^precision: expected one of auto, fp32, "
+        r"bf16, int8, got '",
+    ) as err:
         engines.get_engine(minilm_path, "torch", bad)
     assert "\n" not in str(err.value)
     monkeypatch.setenv(engines.ENV_PRECISION, bad)
@@ -167,27 +170,33 @@ def test_a_bad_precision_is_a_one_line_error(auto, minilm_path, monkeypatch, bad
 
 
 def test_the_pick_is_the_fastest_precision_with_parity_else_fp32():
-    rows = [PrecisionRow("fp32", "measured", chunks_per_s=10.0, parity=True),
-            PrecisionRow("bf16", "measured", chunks_per_s=25.0, parity=True),
-            PrecisionRow("int8", "measured", chunks_per_s=40.0, parity=False)]
+    rows = [
+        PrecisionRow("fp32", "measured", chunks_per_s=10.0, parity=True),
+        PrecisionRow("bf16", "measured", chunks_per_s=25.0, parity=True),
+        PrecisionRow("int8", "measured", chunks_per_s=40.0, parity=False),
+    ]
     assert autoprecision.pick(rows) == "bf16"
-    assert autoprecision.pick([PrecisionRow("bf16", "measured", chunks_per_s=25.0,
-                                            parity=False)]) == "fp32"
+    assert (
+        autoprecision.pick([PrecisionRow("bf16", "measured", chunks_per_s=25.0, parity=False)])
+        == "fp32"
+    )
     assert autoprecision.pick([PrecisionRow("bf16", "failed", "RuntimeError: x")]) == "fp32"
 
 
-@pytest.mark.parametrize(("precision", "flags", "int8_env", "native"), [
-    ("fp32", (), None, True),
-    ("bf16", (), None, False),
-    ("bf16", ("avx512_bf16",), None, True),  # AMD EPYC (Zen 4) and Intel Cooper Lake
-    ("bf16", ("amx_bf16", "avx512_bf16"), None, True),  # Intel Xeon with AMX
-    ("int8", ("amx_int8",), None, False),  # not tried by auto unless asked
-    ("int8", ("amx_int8",), "1", True),
-    ("int8", ("avx512_vnni",), "1", True),
-    ("int8", ("avx2",), "1", False),
-])
-def test_native_precisions_follow_the_cpu_flags(monkeypatch, precision, flags, int8_env,
-                                                 native):
+@pytest.mark.parametrize(
+    ("precision", "flags", "int8_env", "native"),
+    [
+        ("fp32", (), None, True),
+        ("bf16", (), None, False),
+        ("bf16", ("avx512_bf16",), None, True),  # AMD EPYC (Zen 4) and Intel Cooper Lake
+        ("bf16", ("amx_bf16", "avx512_bf16"), None, True),  # Intel Xeon with AMX
+        ("int8", ("amx_int8",), None, False),  # not tried by auto unless asked
+        ("int8", ("amx_int8",), "1", True),
+        ("int8", ("avx512_vnni",), "1", True),
+        ("int8", ("avx2",), "1", False),
+    ],
+)
+def test_native_precisions_follow_the_cpu_flags(monkeypatch, precision, flags, int8_env, native):
     if int8_env is None:
         monkeypatch.delenv(autoprecision.ENV_AUTO_INT8, raising=False)
     else:

@@ -9,12 +9,15 @@ from attnswitch.engines import get_engine
 from attnswitch.engines.base import EncodeInputError, check_texts, plan_batches
 
 
-@pytest.mark.parametrize("texts, message", [
-    ("one string", "texts: expected a list of strings, got str"),
-    (["fine", 3], "texts[1]: expected a string, got int"),
-    (["fine", "also fine", ""], "texts[2]: expected a non-empty text, got ''"),
-    (["  \n\t "], "texts[0]: expected a non-empty text, got"),
-])
+@pytest.mark.parametrize(
+    "texts, message",
+    [
+        ("one string", "texts: expected a list of strings, got str"),
+        (["fine", 3], "texts[1]: expected a string, got int"),
+        (["fine", "also fine", ""], "texts[2]: expected a non-empty text, got ''"),
+        (["  \n\t "], "texts[0]: expected a non-empty text, got"),
+    ],
+)
 def test_bad_texts_are_named(texts, message):
     with pytest.raises(EncodeInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         check_texts(texts)
@@ -40,10 +43,13 @@ def test_too_long_text_is_refused_when_truncation_is_off():
     assert len(engine.tokenize(["word " * 600])[0]) == 256  # truncated by default
 
 
-@pytest.mark.parametrize("ids, message", [
-    ([[101, 102], []], r"ids\[1\]: expected 1 to 256 token ids, got 0"),
-    ([[101] * 257], r"ids\[0\]: expected 1 to 256 token ids, got 257"),
-])
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        ([[101, 102], []], r"ids\[1\]: expected 1 to 256 token ids, got 0"),
+        ([[101] * 257], r"ids\[0\]: expected 1 to 256 token ids, got 257"),
+    ],
+)
 def test_bad_token_ids_are_named(ids, message):
     with pytest.raises(EncodeInputError, match=message):
         get_engine(engine="torch").encode_ids(ids)

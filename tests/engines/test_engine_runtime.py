@@ -35,15 +35,21 @@ def test_the_environment_is_read_at_first_use_and_after_reset(minilm_path, monke
     plan = engines.explain_engine(minilm_path, "auto", "fp32")
     assert (plan.chosen, plan.source) == ("onnxruntime", f"forced by ${engines.ENV_ENGINE}")
     assert engines.query_engine(minilm_path, "torch", "fp32") == (
-        "jax", f"${light.ENV_QUERY_ENGINE}=jax")
+        "jax",
+        f"${light.ENV_QUERY_ENGINE}=jax",
+    )
     assert not autoprecision.auto_int8()
 
 
 def test_settings_as_the_environment_states_them():
-    env = {"ATTNSWITCH_ENGINE": " onnxruntime ", "ATTNSWITCH_PRECISION": "",
-           "ATTNSWITCH_AUTO_INT8": "yes"}
+    env = {
+        "ATTNSWITCH_ENGINE": " onnxruntime ",
+        "ATTNSWITCH_PRECISION": "",
+        "ATTNSWITCH_AUTO_INT8": "yes",
+    }
     assert runtime.Settings.from_environment(env) == runtime.Settings(
-        engine="onnxruntime", precision=None, query_engine=None, auto_int8=True)
+        engine="onnxruntime", precision=None, query_engine=None, auto_int8=True
+    )
     assert runtime.Settings.from_environment({}) == runtime.Settings()
     assert not runtime.Settings.from_environment({"ATTNSWITCH_AUTO_INT8": "2"}).auto_int8
 

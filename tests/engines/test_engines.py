@@ -7,8 +7,12 @@ import pytest
 
 from attnswitch.engines import EncodeInputError, encode, engines_status, get_engine, runtime
 
-TEXTS = ["The quick brown fox.", "A much longer sentence about databases, transactions and logs.",
-         "Short.", "Embeddings turn text into vectors."]
+TEXTS = [
+    "The quick brown fox.",
+    "A much longer sentence about databases, transactions and logs.",
+    "Short.",
+    "Embeddings turn text into vectors.",
+]
 
 
 def test_encode_returns_one_float32_row_per_text_in_input_order():
@@ -29,11 +33,16 @@ def test_engines_are_cached_per_model_engine_and_precision():
     assert get_engine(engine="torch", precision="bf16") is not a
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"engine": "tpu"}, "engine: expected one of auto, torch, jax, openvino, onnxruntime, "
-                        "got 'tpu'"),
-    ({"precision": "fp16"}, "precision: expected one of auto, fp32, bf16, int8, got 'fp16'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"engine": "tpu"},
+            "engine: expected one of auto, torch, jax, openvino, onnxruntime, got 'tpu'",
+        ),
+        ({"precision": "fp16"}, "precision: expected one of auto, fp32, bf16, int8, got 'fp16'"),
+    ],
+)
 def test_bad_options_are_named(kwargs, message):
     with pytest.raises(EncodeInputError, match=message):
         encode(TEXTS, **kwargs)

@@ -17,6 +17,7 @@ def _builder(calls: list[int]):
         calls.append(1)
         (folder / "model.bin").write_bytes(b"weights" * 100)
         (folder / "model.xml").write_text("<graph/>")
+
     return build
 
 
@@ -25,18 +26,20 @@ def test_an_entry_is_built_once_then_reused(cache_dir):
     entry = export.Artifacts({"engine": "test", "version": "1"})
     folder, how = entry.ensure(_builder(calls))
     assert how == "built (no cache entry)" and folder.is_relative_to(cache_dir)
-    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "model.bin",
-                                                        "model.xml"]
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "model.bin", "model.xml"]
     again, how = export.Artifacts({"engine": "test", "version": "1"}).ensure(_builder(calls))
     assert (again, how, len(calls)) == (folder, "cached", 1)
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda f: (f / "model.bin").write_bytes(b"weights" * 99 + b"garbage"), "corrupt"),
-    (lambda f: (f / "model.xml").unlink(), "model.xml is missing"),
-    (lambda f: (f / "manifest.json").unlink(), "no manifest (half-written)"),
-    (lambda f: (f / "manifest.json").write_text("{not json"), "unreadable manifest"),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda f: (f / "model.bin").write_bytes(b"weights" * 99 + b"garbage"), "corrupt"),
+        (lambda f: (f / "model.xml").unlink(), "model.xml is missing"),
+        (lambda f: (f / "manifest.json").unlink(), "no manifest (half-written)"),
+        (lambda f: (f / "manifest.json").write_text("{not json"), "unreadable manifest"),
+    ],
+)
 def test_a_damaged_entry_is_rebuilt_not_loaded(cache_dir, damage, why):
     calls: list[int] = []
     entry = export.Artifacts({"engine": "test", "version": "1"})
@@ -77,10 +80,12 @@ def test_a_failed_build_leaves_nothing_behind(cache_dir):
     assert not [p for p in entry.folder.parent.iterdir() if p.name.startswith(".build-")]
 
 
-@pytest.mark.parametrize("family, pooling", [("bert", "mean"), ("bert", "cls"),
-                                             ("roberta", "last")])
+@pytest.mark.parametrize(
+    "family, pooling", [("bert", "mean"), ("bert", "cls"), ("roberta", "last")]
+)
 def test_the_exported_graph_pools_and_normalises_like_the_torch_engine(
-        cache_dir, random_model, family, pooling):
+    cache_dir, random_model, family, pooling
+):
     """The whole sentence-embedding computation in one ONNX graph, checked by ONNX Runtime
     against the torch engine on ragged batches (right padding must not count)."""
     import onnxruntime as ort
@@ -93,8 +98,11 @@ def test_the_exported_graph_pools_and_normalises_like_the_torch_engine(
     path = cache_dir / "model.onnx"
     export.export_onnx(spec, path)
     torch_encoder = TorchEncoder(spec, linear="torch")
-    texts = ["a short one", "a somewhat longer text about vectors and their search",
-             "mid length text here"]
+    texts = [
+        "a short one",
+        "a somewhat longer text about vectors and their search",
+        "mid length text here",
+    ]
     ids = torch_encoder.tokenize(texts)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     batch, mask = padded(ids, spec.pad_token_id)
@@ -127,9 +135,16 @@ folder, how = export.Artifacts({{"engine": "test", "version": "lock"}}).ensure(b
 print(folder, how.split(" ")[0])
 """
     env = {**os.environ, "ATTNSWITCH_CACHE_DIR": str(cache_dir)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-500:] for _, err in outs]
     answers = sorted(out.split()[1] for out, _ in outs)

@@ -24,7 +24,8 @@ from attnswitch.engines.model import ModelError, ModelSpec
 
 pytestmark = pytest.mark.skipif(
     "jax-xla" not in [b.name for b in attnswitch.backends()],
-    reason="no jax attention backend registered")
+    reason="no jax attention backend registered",
+)
 
 
 def test_float32_is_within_the_rule_on_real_text(oracle_set):
@@ -45,8 +46,12 @@ def test_bf16_keeps_the_parity_of_its_precision(chunks, st_vectors):
     assert worst.min() >= PARITY["bf16"], f"chunk {worst.argmin()}: cosine {worst.min():.6f}"
 
 
-TEXTS = ["a short one", "a somewhat longer text, with more words in it than the others",
-         "mid length text here", "x"]
+TEXTS = [
+    "a short one",
+    "a somewhat longer text, with more words in it than the others",
+    "mid length text here",
+    "x",
+]
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
@@ -66,8 +71,11 @@ def test_pooling_matches_float64_oracle(random_model, pooling):
     path = random_model("roberta", pooling)
     engine = JaxEncoder(ModelSpec.load(path))
     batch = engine.tokenize(TEXTS)
-    check_rule(engine.encode(TEXTS), pooled_eager(path, batch, pooling),
-               pooled_reference(path, batch, pooling))
+    check_rule(
+        engine.encode(TEXTS),
+        pooled_eager(path, batch, pooling),
+        pooled_reference(path, batch, pooling),
+    )
 
 
 def test_explain_shows_the_jax_backend_inside_jit():

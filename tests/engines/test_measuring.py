@@ -48,8 +48,11 @@ def test_what_a_first_use_would_measure_and_about_how_long(auto, small_bert, mon
     ahead = engines.measurement_ahead(small_bert, "auto", "auto")
     # one native precision: only the engines are measured, in fp32
     assert ahead.precisions == () and dict(ahead.engines) == {"fp32": able}
-    assert ahead.steps == ("reference", *["parity"] * len(able),
-                           *["round"] * (autopick.ROUNDS * len(able)))
+    assert ahead.steps == (
+        "reference",
+        *["parity"] * len(able),
+        *["round"] * (autopick.ROUNDS * len(able)),
+    )
     assert ahead.seconds == sum(measuring.STEP_S[k] for k in ahead.steps)
     assert ahead.gain == measuring.GAIN_ENGINES
     assert ahead.purpose().startswith(f"which engine encodes fastest ({', '.join(sorted(able))})")
@@ -88,8 +91,7 @@ def test_paced_progress_counts_estimated_seconds_of_finished_steps():
     assert reports[0][1] == 25.0 and reports[-1] == (25.0, 25.0, "picked torch, fp32")
 
 
-def test_the_default_without_a_measurement_is_float32_on_the_quickest_engine(auto,
-                                                                             small_bert):
+def test_the_default_without_a_measurement_is_float32_on_the_quickest_engine(auto, small_bert):
     engine, precision, why_engine, why_precision = engines.unmeasured_choice(small_bert)
     spec = ModelSpec.load(small_bert)
     assert engine == light.quickest(spec, "fp32") and precision == "fp32"
@@ -105,8 +107,9 @@ def test_the_default_without_a_measurement_is_float32_on_the_quickest_engine(aut
     assert engines.unmeasured_choice(small_bert, "jax", "auto")[:2] == ("jax", "fp32")
 
 
-@pytest.mark.parametrize(("job_bytes", "worth"), [(30_000, False), (2_700_000, False),
-                                                  (40_000_000, True)])
+@pytest.mark.parametrize(
+    ("job_bytes", "worth"), [(30_000, False), (2_700_000, False), (40_000_000, True)]
+)
 def test_a_job_measures_only_when_it_repays_the_measurement(job_bytes, worth):
     """About 50 s of measuring on 2 cores that may speed encoding up 1.3x: 6 small files
     (30 kB) and examples/corpus (2.7 MB, 524k tokens, 2.5 minutes of encoding) do not
@@ -120,17 +123,19 @@ def test_a_job_measures_only_when_it_repays_the_measurement(job_bytes, worth):
 def _run_choice(small_bert, job_bytes: int) -> tuple[choose.Choice, list[str], list]:
     said: list[str] = []
     steps: list[tuple[float, float, str]] = []
-    choice = choose.choose(RunOptions(model=str(small_bert)), lambda: job_bytes,
-                           lambda *step: steps.append(step), said.append)
+    choice = choose.choose(
+        RunOptions(model=str(small_bert)),
+        lambda: job_bytes,
+        lambda *step: steps.append(step),
+        said.append,
+    )
     return choice, said, steps
 
 
-def test_a_small_job_keeps_the_default_says_so_and_checks_it_once(auto, small_bert,
-                                                                   torch_only):
+def test_a_small_job_keeps_the_default_says_so_and_checks_it_once(auto, small_bert, torch_only):
     choice, said, steps = _run_choice(small_bert, 10_000)
     assert (choice.engine, choice.precision, choice.load_as) == ("torch", "fp32", "torch")
-    assert said[0].startswith("not measuring engines for this job (this job is about 2k "
-                              "tokens")
+    assert said[0].startswith("not measuring engines for this job (this job is about 2k tokens")
     assert "not measured: this job is about 2k tokens" in choice.engine_reason
     assert steps == [] and not choice.measured  # torch fp32 is the reference: no check
     assert not (auto / autopick.TABLE).exists()
@@ -144,8 +149,11 @@ def test_a_default_that_is_not_the_reference_is_checked_once(auto, small_bert):
     choice, said, steps = _run_choice(small_bert, 10_000)
     assert choice.engine == quick and choice.measured
     assert said[1].startswith(f"checking {quick} (fp32) against torch float32, once")
-    assert [s[2] for s in steps] == [f"{quick}: load and parity check",
-                                     "reference: torch float32 vectors", f"{quick} checked"]
+    assert [s[2] for s in steps] == [
+        f"{quick}: load and parity check",
+        "reference: torch float32 vectors",
+        f"{quick} checked",
+    ]
     assert autopick.known_parity(spec, registry.get(quick), "fp32").parity
     again = _run_choice(small_bert, 10_000)
     assert not again[0].measured and again[2] == []  # recorded: not checked again
@@ -153,8 +161,10 @@ def test_a_default_that_is_not_the_reference_is_checked_once(auto, small_bert):
 
 def test_a_large_job_measures_first_and_says_what_for(auto, small_bert, torch_only):
     choice, said, steps = _run_choice(small_bert, 10**12)
-    assert said[0].startswith("measuring which engine encodes fastest (torch) with the same "
-                              "answers as torch float32, once on this machine")
+    assert said[0].startswith(
+        "measuring which engine encodes fastest (torch) with the same "
+        "answers as torch float32, once on this machine"
+    )
     assert choice.measured and (choice.engine, choice.load_as) == ("torch", "auto")
     done = [s[0] for s in steps]
     assert done == sorted(done) and steps[-1][0] == steps[-1][1]  # ends complete
@@ -166,28 +176,36 @@ def test_a_large_job_measures_first_and_says_what_for(auto, small_bert, torch_on
 
 def _record_parity(spec: ModelSpec, name: str, precision: str, parity: bool) -> None:
     engine = registry.get(name)
-    row = EngineRow(name, "measured", min_cosine=1.0 if parity else 0.9, parity=parity,
-                    top10=1.0 if parity else 0.5)
-    autopick._write(autopick._parity_subject(spec, engine, precision),
-                    EnginePlan(precision, name, [], [row], "parity check"),
-                    autopick.PARITY_PREFIX)
+    row = EngineRow(
+        name,
+        "measured",
+        min_cosine=1.0 if parity else 0.9,
+        parity=parity,
+        top10=1.0 if parity else 0.5,
+    )
+    autopick._write(
+        autopick._parity_subject(spec, engine, precision),
+        EnginePlan(precision, name, [], [row], "parity check"),
+        autopick.PARITY_PREFIX,
+    )
 
 
-def test_a_query_is_encoded_by_the_quickest_engine_with_the_same_answers(auto, small_bert,
-                                                                          monkeypatch):
+def test_a_query_is_encoded_by_the_quickest_engine_with_the_same_answers(
+    auto, small_bert, monkeypatch
+):
     ort = registry.get("onnxruntime")
     if ort.unavailable() is not None:
         pytest.skip(f"onnxruntime: {ort.unavailable()}")
     spec = ModelSpec.load(small_bert)
     # nothing recorded, nothing built: the index's own engine
-    assert engines.query_engine(small_bert, "torch", "fp32") == ("torch",
-                                                                 "the index's engine")
+    assert engines.query_engine(small_bert, "torch", "fp32") == ("torch", "the index's engine")
     _record_parity(spec, "onnxruntime", "fp32", True)
     assert engines.query_engine(small_bert, "torch", "fp32")[0] == "torch"  # not built
     ort.load(spec, "fp32")  # builds its model
     name, why = engines.query_engine(small_bert, "torch", "fp32")
-    assert name == "onnxruntime" and why.startswith("quicker to start than torch, with the "
-                                                    "same answers (min cosine 1.000000")
+    assert name == "onnxruntime" and why.startswith(
+        "quicker to start than torch, with the same answers (min cosine 1.000000"
+    )
     # its own index, bf16 vectors, a failed parity, or the override: no swap
     assert engines.query_engine(small_bert, "onnxruntime", "fp32")[0] == "onnxruntime"
     assert engines.query_engine(small_bert, "torch", "bf16")[0] == "torch"

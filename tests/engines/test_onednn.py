@@ -8,8 +8,9 @@ import torch
 from attnswitch.engines import onednn
 from attnswitch.kernels import conformance
 
-pytestmark = pytest.mark.skipif(onednn.unavailable() is not None,
-                                reason=f"oneDNN linears unavailable: {onednn.unavailable()}")
+pytestmark = pytest.mark.skipif(
+    onednn.unavailable() is not None, reason=f"oneDNN linears unavailable: {onednn.unavailable()}"
+)
 
 
 def _naive_linear(x: torch.Tensor, linear: torch.nn.Linear, compute: torch.dtype) -> torch.Tensor:
@@ -17,6 +18,7 @@ def _naive_linear(x: torch.Tensor, linear: torch.nn.Linear, compute: torch.dtype
     summed in order in float32 (`conformance.serial_matmul`, as the attention rule's
     baseline, so the bound does not hang on which BLAS routine torch picks for the shape),
     the output rounded to it. float64."""
+
     def rounded(t: torch.Tensor):
         return t.detach().to(compute).float().numpy()
 
@@ -46,8 +48,9 @@ def test_packed_linear_matches_float64_oracle(shape, compute):
 
 
 def test_pack_linears_swaps_every_linear_and_keeps_the_output():
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(),
-                                torch.nn.Sequential(torch.nn.Linear(16, 4)))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Sequential(torch.nn.Linear(16, 4))
+    )
     x = torch.randn(2, 8)
     with torch.inference_mode():
         before = model(x)

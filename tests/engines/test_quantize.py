@@ -53,7 +53,8 @@ def built(minilm):
     out = {}
     for name in RUNTIMES:
         if registry.get(name).unavailable() is None and not registry.get(name).declines(
-                "cpu", "int8"):
+            "cpu", "int8"
+        ):
             out[name] = _module(name).artifacts(minilm, "int8")
     return out
 
@@ -110,9 +111,13 @@ def test_openvino_int8_keeps_the_attention_products_in_float(minilm, built):
     attention = quantize.attention_matmuls(float_model)
     assert len(attention) == 2 * minilm.config["num_hidden_layers"]
     model = ov.Core().read_model(str(built["openvino"][0] / "model.xml"))
-    inputs = {op.get_friendly_name(): [op.input_value(i).get_node().get_type_name()
-                                       for i in range(op.get_input_size())]
-              for op in model.get_ordered_ops() if op.get_type_name() == "MatMul"}
+    inputs = {
+        op.get_friendly_name(): [
+            op.input_value(i).get_node().get_type_name() for i in range(op.get_input_size())
+        ]
+        for op in model.get_ordered_ops()
+        if op.get_type_name() == "MatMul"
+    }
     assert set(attention) <= set(inputs)
     assert all("FakeQuantize" not in inputs[name] for name in attention)
     quantised = [name for name, kinds in inputs.items() if "FakeQuantize" in kinds]
@@ -162,8 +167,9 @@ class _BrokenInt8Engine(Engine):
         return _BrokenInt8Encoder(spec, precision)
 
 
-def test_an_int8_candidate_that_fails_is_declined_with_its_figures(cache_dir, monkeypatch,
-                                                                   random_model):
+def test_an_int8_candidate_that_fails_is_declined_with_its_figures(
+    cache_dir, monkeypatch, random_model
+):
     monkeypatch.delenv(engines.ENV_ENGINE, raising=False)
     for name in RUNTIMES:  # only the planted candidate is measured
         monkeypatch.setattr(registry.get(name), "precisions", ("fp32",))
@@ -181,12 +187,15 @@ def test_an_int8_candidate_that_fails_is_declined_with_its_figures(cache_dir, mo
 def test_nncf_is_imported_with_its_telemetry_off():
     """In a process of its own: under pytest NNCF turns its telemetry off by itself."""
     pytest.importorskip("nncf")
-    code = ("import os; from attnswitch.engines import quantize; quantize.import_nncf(); "
-            "from nncf.telemetry import wrapper; "
-            "print(isinstance(wrapper.telemetry, wrapper.NNCFTelemetryStub), "
-            "os.environ.get('NNCF_CI'))")
+    code = (
+        "import os; from attnswitch.engines import quantize; quantize.import_nncf(); "
+        "from nncf.telemetry import wrapper; "
+        "print(isinstance(wrapper.telemetry, wrapper.NNCFTelemetryStub), "
+        "os.environ.get('NNCF_CI'))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "NNCF_CI"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "None"]

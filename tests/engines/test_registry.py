@@ -67,11 +67,14 @@ def test_declines_lists_every_reason(registered, minilm_path):
     assert reasons == ["runs on tpu, not cpu", "computes fp32, not bf16"]
 
 
-@pytest.mark.parametrize("name, precision, expected", [
-    ("onnxruntime", "bf16", "computes fp32/int8, not bf16"),
-    ("torch", "int8", "computes fp32/bf16, not int8"),
-    ("jax", "int8", "computes fp32/bf16, not int8"),
-])
+@pytest.mark.parametrize(
+    "name, precision, expected",
+    [
+        ("onnxruntime", "bf16", "computes fp32/int8, not bf16"),
+        ("torch", "int8", "computes fp32/bf16, not int8"),
+        ("jax", "int8", "computes fp32/bf16, not int8"),
+    ],
+)
 def test_precisions_an_engine_does_not_compute_are_declined(name, precision, expected):
     assert registry.get(name).declines("cpu", precision) == [expected]
 
@@ -90,8 +93,11 @@ def test_jax_declines_a_model_type_it_does_not_implement(tmp_path, minilm_path):
 
 
 def test_an_unknown_engine_is_named_with_the_known_ones():
-    with pytest.raises(EncodeInputError, match=r"engine: expected one of auto, torch, jax, "
-                                               r"openvino, onnxruntime.*got 'tpu'"):
+    with pytest.raises(
+        EncodeInputError,
+        match=r"engine: expected one of auto, torch, jax, "
+        r"openvino, onnxruntime.*got 'tpu'",
+    ):
         registry.get("tpu")
 
 
@@ -103,7 +109,8 @@ def test_a_name_is_registered_once(registered):
 
 def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch):
     """A real installed distribution (a dist-info folder on sys.path) naming an engine."""
-    (tmp_path / "asw_plugin_engine.py").write_text(textwrap.dedent("""
+    (tmp_path / "asw_plugin_engine.py").write_text(
+        textwrap.dedent("""
         from attnswitch.engines.registry import Engine
 
         class PluginEngine(Engine):
@@ -112,13 +119,14 @@ def test_plugins_register_through_the_entry_point_group(tmp_path, monkeypatch):
                 return "a plug-in"
             def load(self, spec, precision):
                 raise NotImplementedError
-    """))
+    """)
+    )
     info = tmp_path / "asw_plugin_engine-1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: asw-plugin-engine\n"
-                                   "Version: 1.0\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: asw-plugin-engine\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[attnswitch.engines]\nplugin-test = asw_plugin_engine:PluginEngine\n")
+        "[attnswitch.engines]\nplugin-test = asw_plugin_engine:PluginEngine\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     registry.reset()
     try:
@@ -134,7 +142,8 @@ def test_a_broken_plugin_warns_and_is_skipped(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: asw-broken\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[attnswitch.engines]\nbroken = asw_no_such_plugin_module:Engine\n")
+        "[attnswitch.engines]\nbroken = asw_no_such_plugin_module:Engine\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     registry.reset()
     try:
@@ -148,11 +157,18 @@ def test_a_broken_plugin_warns_and_is_skipped(tmp_path, monkeypatch):
 def test_importing_the_engines_imports_no_runtime(tmp_path):
     import subprocess
 
-    code = ("import sys, attnswitch.engines as e; e.registry.engines(); "
-            "print(sorted(m for m in ('torch', 'jax', 'openvino', 'onnxruntime') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).parent)
+    code = (
+        "import sys, attnswitch.engines as e; e.registry.engines(); "
+        "print(sorted(m for m in ('torch', 'jax', 'openvino', 'onnxruntime') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent,
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -163,8 +179,11 @@ def test_a_host_without_a_gpu_driver_is_told_apart_without_importing_torch(tmp_p
 
     if any(os.path.exists(node) for node in registry.GPU_DEVICE_NODES):
         pytest.skip("this host has a GPU driver: torch is asked")
-    code = ("import sys; from attnswitch.engines import registry; "
-            "print(registry.host_device(), 'torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=tmp_path)
+    code = (
+        "import sys; from attnswitch.engines import registry; "
+        "print(registry.host_device(), 'torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
     assert out.stdout.split() == ["cpu", "False"]

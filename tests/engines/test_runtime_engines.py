@@ -27,10 +27,10 @@ def test_every_engine_s_float32_is_within_the_rule_on_real_chunks(oracle_set, en
 # stay cosine checks. openvino int8 was 0.9607 on these
 # chunks before the calibration set held document-shaped chunks
 # (engines/calibration_documents.py): headings underlined with "=" fell out of its ranges.
-@pytest.mark.parametrize("engine, precision", [("openvino", "bf16"), ("onnxruntime", "int8"),
-                                               ("openvino", "int8")])
-def test_lower_precisions_keep_their_parity_on_real_chunks(chunks, st_vectors, engine,
-                                                          precision):
+@pytest.mark.parametrize(
+    "engine, precision", [("openvino", "bf16"), ("onnxruntime", "int8"), ("openvino", "int8")]
+)
+def test_lower_precisions_keep_their_parity_on_real_chunks(chunks, st_vectors, engine, precision):
     from attnswitch.engines.autopick import PARITY
 
     declines = registry.get(engine).declines("cpu", precision)
@@ -40,8 +40,7 @@ def test_lower_precisions_keep_their_parity_on_real_chunks(chunks, st_vectors, e
     vectors = get_engine(None, engine, precision).encode(chunks[subset])
     assert vectors.shape == st_vectors[subset].shape and vectors.dtype == np.float32
     worst = cosines(vectors, st_vectors[subset])
-    assert worst.min() >= PARITY[precision], (f"chunk {worst.argmin()}: cosine "
-                                              f"{worst.min():.6f}")
+    assert worst.min() >= PARITY[precision], f"chunk {worst.argmin()}: cosine {worst.min():.6f}"
 
 
 @pytest.mark.parametrize("engine", RUNTIMES)
@@ -53,8 +52,11 @@ def test_texts_past_the_limit_are_truncated_like_the_torch_engine(minilm_path, e
     batch = encoder.tokenize(texts)
     assert batch == get_engine(None, "torch", "fp32").tokenize(texts)
     assert len(batch[0]) == encoder.spec.max_seq_length
-    check_rule(encoder.encode(texts), pooled_eager(minilm_path, batch, "mean"),
-               pooled_reference(minilm_path, batch, "mean"))
+    check_rule(
+        encoder.encode(texts),
+        pooled_eager(minilm_path, batch, "mean"),
+        pooled_reference(minilm_path, batch, "mean"),
+    )
 
 
 @pytest.mark.parametrize("engine", RUNTIMES)
@@ -70,15 +72,19 @@ def test_bad_input_is_named_not_sent_to_the_runtime(engine):
 
 
 @pytest.mark.parametrize("engine", RUNTIMES)
-@pytest.mark.parametrize("family, pooling", [("bert", "mean"), ("bert", "cls"),
-                                             ("roberta", "last")])
+@pytest.mark.parametrize(
+    "family, pooling", [("bert", "mean"), ("bert", "cls"), ("roberta", "last")]
+)
 def test_pooling_matches_the_float64_oracle(random_model, engine, family, pooling):
     path = random_model(family, pooling)
     encoder = registry.get(engine).load(ModelSpec.load(path), "fp32")
     texts = ["a short one", "a somewhat longer text with more words in it", "mid length text"]
     batch = encoder.tokenize(texts)
-    check_rule(encoder.encode(texts), pooled_eager(path, batch, pooling),
-               pooled_reference(path, batch, pooling))
+    check_rule(
+        encoder.encode(texts),
+        pooled_eager(path, batch, pooling),
+        pooled_reference(path, batch, pooling),
+    )
 
 
 def test_openvino_streams_agree(chunks):
@@ -104,8 +110,9 @@ def test_openvino_reports_what_it_runs(precision):
     want = {"fp32": "f32", "bf16": "bf16"}[precision]
     assert layers == {want: sum(layers.values())} and sum(layers.values()) > 0, layers
     text = encoder.describe()
-    assert f"linear layers: weights and activations {want} ({want} {sum(layers.values())};" \
-        in text, text
+    assert (
+        f"linear layers: weights and activations {want} ({want} {sum(layers.values())};" in text
+    ), text
     assert f"other ops {want}" in text and "OpenVINO" in text, text
 
 
@@ -125,16 +132,20 @@ loaded = sorted(m for m in ("openvino.tools.ovc", "openvino_telemetry", "torch")
 from openvino.tools.ovc import convert_model  # still importable for code that wants it
 print(json.dumps(loaded))
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
     assert json.loads(out.stdout.splitlines()[-1]) == []
     assert "fork" not in out.stderr
 
 
 # (engine, precision): every precision of the runtimes that compile per shape; int8 builds a
 # quantised model (seconds to a minute), hence slow
-WIDTH_CASES = [("openvino", "fp32"), ("onnxruntime", "fp32"),
-               pytest.param("openvino", "int8", marks=pytest.mark.slow)]
+WIDTH_CASES = [
+    ("openvino", "fp32"),
+    ("onnxruntime", "fp32"),
+    pytest.param("openvino", "int8", marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize("engine, precision", WIDTH_CASES)
@@ -159,8 +170,7 @@ def test_the_runtimes_meet_a_bounded_set_of_widths(engine, precision):
     assert len(batch[0]) % SHAPE_MULTIPLE  # the batch has spare columns
     if precision == "fp32":  # within float32 rounding of the oracle of the text alone
         path = encoder.spec.path
-        check_rule(alone, pooled_eager(path, batch, "mean"),
-                   pooled_reference(path, batch, "mean"))
+        check_rule(alone, pooled_eager(path, batch, "mean"), pooled_reference(path, batch, "mean"))
     else:  # int8 is not float32 within rounding: the product's parity rule for int8
         want = get_engine(None, "torch", "fp32").encode([text])
         assert cosines(alone, want).min() >= PARITY[precision]
@@ -187,7 +197,7 @@ def test_openvino_int8_vectors_do_not_move_with_the_batch_width(chunks):
     def vector(row: list[int], width: int) -> np.ndarray:
         ids = np.full((1, width), spec.pad_token_id, dtype=np.int64)
         mask = np.zeros((1, width), dtype=np.int64)
-        ids[0, :len(row)], mask[0, :len(row)] = row, 1
+        ids[0, : len(row)], mask[0, : len(row)] = row, 1
         return np.array(encoder.compiled({"input_ids": ids, "attention_mask": mask})[0])
 
     texts = [*retrieval_check.PASSAGES, *retrieval_check.QUERIES]
@@ -200,13 +210,14 @@ def test_openvino_int8_vectors_do_not_move_with_the_batch_width(chunks):
     long = max(encoder.tokenize(chunks), key=len)
     limit = spec.max_seq_length
     for top in range(SHAPE_MULTIPLE, limit + 1, SHAPE_MULTIPLE):
-        row = long[:top - 4] + long[-1:]
+        row = long[: top - 4] + long[-1:]
         alone = vector(row, len(row))
         padded = np.concatenate([vector(row, w) for w in range(top, limit + 1, SHAPE_MULTIPLE)])
         worst = cosines(padded, np.repeat(alone, len(padded), axis=0))
         assert worst.min() >= PARITY["bf16"], (
             f"{len(row)} tokens padded to {top + SHAPE_MULTIPLE * int(worst.argmin())}: "
-            f"cosine {worst.min():.4f} to the text alone")
+            f"cosine {worst.min():.4f} to the text alone"
+        )
 
 
 def test_openvino_stops_growing_once_every_width_is_met():

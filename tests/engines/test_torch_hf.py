@@ -12,11 +12,14 @@ from attnswitch.engines.model import ModelSpec
 from attnswitch.engines.torch_hf import TorchEncoder
 
 
-@pytest.mark.parametrize("options", [
-    {},                      # the default: oneDNN-packed linears where the CPU packs them
-    {"linear": "torch"},     # plain nn.Linear (no oneDNN packing)
-    {"layout": "packed"},    # one row, position_ids restarting, cu_seqlens
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},  # the default: oneDNN-packed linears where the CPU packs them
+        {"linear": "torch"},  # plain nn.Linear (no oneDNN packing)
+        {"layout": "packed"},  # one row, position_ids restarting, cu_seqlens
+    ],
+)
 def test_float32_is_within_the_rule_on_real_text(oracle_set, options):
     """max|engine - float64 oracle| <= 2x sentence-transformers' float32 error + floor."""
     texts, oracle, baseline = oracle_set
@@ -45,8 +48,11 @@ def test_pooling_matches_float64_oracle(random_model, pooling, layout):
     engine = TorchEncoder(ModelSpec.load(path), layout=layout)
     texts = ["a short one", "a somewhat longer text with more words in it", "mid length text"]
     batch = engine.tokenize(texts)
-    check_rule(engine.encode(texts), pooled_eager(path, batch, pooling),
-               pooled_reference(path, batch, pooling))
+    check_rule(
+        engine.encode(texts),
+        pooled_eager(path, batch, pooling),
+        pooled_reference(path, batch, pooling),
+    )
 
 
 def test_compiled_model_matches_float64_oracle(random_model):
@@ -54,11 +60,18 @@ def test_compiled_model_matches_float64_oracle(random_model):
     one compiled graph, pooled as the oracle pools."""
     path = random_model("bert", "mean")
     engine = TorchEncoder(ModelSpec.load(path), compile=True)
-    texts = ["a short one", "a somewhat longer text with more words in it than the others",
-             "mid length text", "another"]
+    texts = [
+        "a short one",
+        "a somewhat longer text with more words in it than the others",
+        "mid length text",
+        "another",
+    ]
     batch = engine.tokenize(texts)
-    check_rule(engine.encode(texts, batch_tokens=40), pooled_eager(path, batch, "mean"),
-               pooled_reference(path, batch, "mean"))
+    check_rule(
+        engine.encode(texts, batch_tokens=40),
+        pooled_eager(path, batch, "mean"),
+        pooled_reference(path, batch, "mean"),
+    )
     assert "torch.compile" in engine.describe()
 
 

@@ -45,11 +45,14 @@ def test_devanagari_words_keep_their_vowel_signs() -> None:
     assert len(document_stems("नेटवर्क इंटरफ़ेस", "hi")) == 2
 
 
-@pytest.mark.parametrize("query, document, language", [
-    ("하드웨어", "엔지니어가 하드웨어를 설치했다", "ko"),   # a particle on the stored word
-    ("网络接口", "系统启动时会读取网络接口的配置", "zh"),      # no spaces at all
-    ("設定", "ネットワークインターフェースの設定が読み込まれます", "ja"),
-])
+@pytest.mark.parametrize(
+    "query, document, language",
+    [
+        ("하드웨어", "엔지니어가 하드웨어를 설치했다", "ko"),  # a particle on the stored word
+        ("网络接口", "系统启动时会读取网络接口的配置", "zh"),  # no spaces at all
+        ("設定", "ネットワークインターフェースの設定が読み込まれます", "ja"),
+    ],
+)
 def test_a_cjk_word_is_found_inside_a_run(query: str, document: str, language: str) -> None:
     """Every bigram of the query's word is among the stored run's bigrams."""
     stored = set(document_terms(document, language))
@@ -57,14 +60,16 @@ def test_a_cjk_word_is_found_inside_a_run(query: str, document: str, language: s
     assert wanted and set(wanted) <= stored and stems == [], (wanted, stored)
 
 
-@pytest.mark.parametrize("query, document, language", [
-    ("configuring", "The configuration was saved.", "en"),
-    ("Schnittstellen", "Eine Schnittstelle des Netzwerks.", "de"),
-    ("démarrages", "Le démarrage du système.", "fr"),
-    ("configuraciones", "La configuración de red.", "es"),
-])
-def test_inflected_forms_meet_at_their_stem(query: str, document: str,
-                                            language: str) -> None:
+@pytest.mark.parametrize(
+    "query, document, language",
+    [
+        ("configuring", "The configuration was saved.", "en"),
+        ("Schnittstellen", "Eine Schnittstelle des Netzwerks.", "de"),
+        ("démarrages", "Le démarrage du système.", "fr"),
+        ("configuraciones", "La configuración de red.", "es"),
+    ],
+)
+def test_inflected_forms_meet_at_their_stem(query: str, document: str, language: str) -> None:
     words, stems = query_terms(query, [language])
     assert not set(words) & set(document_terms(document, language))  # not as written
     assert set(stems) & set(document_stems(document, language))
@@ -82,9 +87,17 @@ def test_a_query_keeps_every_word() -> None:
     """No stop word list: function words stay in the query (and in the index), so a title
     made of them ("To be or not to be") is found as written."""
     assert query_terms("what is the network", ["en"]) == (
-        ["what", "is", "the", "network"], ["what", "is", "the", "network"])
+        ["what", "is", "the", "network"],
+        ["what", "is", "the", "network"],
+    )
     assert query_terms("Wie kann ich das System aktualisieren?", ["de"])[0] == [
-        "wie", "kann", "ich", "das", "system", "aktualisieren"]
+        "wie",
+        "kann",
+        "ich",
+        "das",
+        "system",
+        "aktualisieren",
+    ]
     assert document_terms("To be or not to be", "en") == ["to", "be", "or", "not", "to", "be"]
 
 
@@ -117,6 +130,7 @@ def test_postgres_literals_quote_every_term() -> None:
 
 # -- the language detector's model: an uncompressed copy in the cache, else in memory -----
 
+
 def test_the_detector_model_is_unpacked_once_into_the_cache(tmp_path, monkeypatch) -> None:
     """The first use writes the uncompressed model into attnswitch's cache; the next one
     reads that copy (a path, not the model decompressed again), and detects the same."""
@@ -138,8 +152,7 @@ def test_the_detector_model_is_unpacked_once_into_the_cache(tmp_path, monkeypatc
         analyzer._identifier.cache_clear()
 
 
-def test_a_cache_that_cannot_be_written_leaves_the_model_in_memory(tmp_path,
-                                                                   monkeypatch) -> None:
+def test_a_cache_that_cannot_be_written_leaves_the_model_in_memory(tmp_path, monkeypatch) -> None:
     """A cache folder that cannot be made (a file in its place): the model is decompressed
     in memory and the detector works; a damaged copy is made again."""
     from attnswitch.indexing import analyzer

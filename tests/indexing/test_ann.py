@@ -40,8 +40,9 @@ def root(tmp_path: Path) -> Path:
 def write(store: SQLiteStore, root: Path, source: str, seed: int) -> np.ndarray:
     (doc,) = [d for d in ingest(root) if d.source == source]
     vectors = np.random.default_rng(seed).normal(size=(PER_DOC, DIM))
-    store.write_document(doc, [ChunkRecord(f"{source} {i}", 1, i, i + 1)
-                               for i in range(PER_DOC)], vectors)
+    store.write_document(
+        doc, [ChunkRecord(f"{source} {i}", 1, i, i + 1) for i in range(PER_DOC)], vectors
+    )
     return vectors
 
 
@@ -68,8 +69,9 @@ def assert_recall(got: list[list[int]], want: list[list[int]]) -> None:
     assert found >= 0.98 * total, f"recall {found / total:.3f} < 0.98: {got} vs {want}"
 
 
-def dense_ids(store: SQLiteStore, queries: np.ndarray, n: int,
-              ef: int | None = None) -> list[list[int]]:
+def dense_ids(
+    store: SQLiteStore, queries: np.ndarray, n: int, ef: int | None = None
+) -> list[list[int]]:
     return [[cid for cid, _ in hits] for hits in store.dense(queries, n, ef)]
 
 
@@ -124,7 +126,8 @@ def test_inserts_and_deletes_since_the_save_are_replayed(tmp_path: Path, root: P
 
 
 def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
-        tmp_path: Path, root: Path) -> None:
+    tmp_path: Path, root: Path
+) -> None:
     db = indexed(tmp_path, root)
     graph = str(HnswIndex.paths(db)[0].resolve())
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
@@ -143,8 +146,8 @@ def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
 @pytest.mark.parametrize(("ef", "n"), [(1, 10), (10, 10), (64, 10), (300, 5)])
 @pytest.mark.parametrize("given", ["store", "call"])
 def test_the_search_beam_is_the_stores_or_the_calls_and_at_least_n(
-        tmp_path: Path, root: Path, ef: int, n: int, given: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, root: Path, ef: int, n: int, given: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = indexed(tmp_path, root)
     beams: list[int] = []  # the graph's beam at each search, as usearch holds it
     search = HnswIndex.search
@@ -155,8 +158,9 @@ def test_the_search_beam_is_the_stores_or_the_calls_and_at_least_n(
         return found
 
     monkeypatch.setattr(HnswIndex, "search", recorded)
-    with SQLiteStore(db, exact_below=THRESHOLD,
-                     ef_search=ef if given == "store" else None) as store:
+    with SQLiteStore(
+        db, exact_below=THRESHOLD, ef_search=ef if given == "store" else None
+    ) as store:
         hits = dense_ids(store, QUERIES, n, ef if given == "call" else None)
         assert beams == [max(ef, n)]
         assert [len(row) for row in hits] == [n] * len(QUERIES)
@@ -169,17 +173,30 @@ def test_the_search_beam_is_the_stores_or_the_calls_and_at_least_n(
 
 @pytest.mark.parametrize("ef", [0, -3, 1001, 2.5, True, "64"])
 def test_a_bad_search_beam_is_refused_by_name(tmp_path: Path, root: Path, ef: object) -> None:
-    with pytest.raises(StoreInputError,
-                       match=r"ef_search: expected an integer from 1 to 1000, got"):
+    with pytest.raises(
+        StoreInputError, match=r"ef_search: expected an integer from 1 to 1000, got"
+    ):
         SQLiteStore(tmp_path / "other.sqlite3", ef_search=ef)
-    with SQLiteStore(indexed(tmp_path, root), exact_below=THRESHOLD) as store, \
-            pytest.raises(StoreInputError, match="ef_search: expected an integer from 1"):
+    with (
+        SQLiteStore(indexed(tmp_path, root), exact_below=THRESHOLD) as store,
+        pytest.raises(StoreInputError, match="ef_search: expected an integer from 1"),
+    ):
         store.dense(QUERIES, 5, ef)
 
 
-@pytest.mark.parametrize("damage", ["missing", "torn", "other store", "other dim",
-                                    "log pruned", "older format", "deleted behind the log",
-                                    "replaced behind the log"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "missing",
+        "torn",
+        "other store",
+        "other dim",
+        "log pruned",
+        "older format",
+        "deleted behind the log",
+        "replaced behind the log",
+    ],
+)
 def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage: str) -> None:
     db = indexed(tmp_path, root)
     graph, header = HnswIndex.paths(db)
@@ -205,9 +222,11 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
     else:  # chunks changed with the log's triggers off: the log position did not move
         with SQLiteStore(db, exact_below=THRESHOLD) as store:
             last = store.max_chunk_id()
-        change = (f"DELETE FROM chunks WHERE id = {last}"  # the count differs
-                  if damage == "deleted behind the log"
-                  else f"UPDATE chunks SET id = {last + 1} WHERE id = {last}")  # same count
+        change = (
+            f"DELETE FROM chunks WHERE id = {last}"  # the count differs
+            if damage == "deleted behind the log"
+            else f"UPDATE chunks SET id = {last + 1} WHERE id = {last}"
+        )  # same count
         sql(db, "DROP TRIGGER chunks_indexed", "DROP TRIGGER chunks_unindexed", change)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         index = HnswIndex.open(store)
@@ -215,8 +234,7 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
 
 
-def test_below_the_threshold_search_is_exact_and_keeps_no_graph(tmp_path: Path,
-                                                                root: Path) -> None:
+def test_below_the_threshold_search_is_exact_and_keeps_no_graph(tmp_path: Path, root: Path) -> None:
     db = indexed(tmp_path, root)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         run = store.begin_run(root)
@@ -235,17 +253,18 @@ def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Pa
     db = indexed(tmp_path, root)
     with sqlite3.connect(db) as conn:
         as_float32_blobs(conn)
-        conn.executescript("DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
-                           "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
-                           "PRAGMA user_version = 1;")
+        conn.executescript(
+            "DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
+            "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
+            "PRAGMA user_version = 1;"
+        )
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        (cid, _), = store.keyword("b.txt 7", 1)
+        ((cid, _),) = store.keyword("b.txt 7", 1)
         assert store.chunks([cid])[cid].text == "b.txt 7"
         assert HnswIndex.open(store).rebuilt  # the log it was saved against is gone
 
 
-def test_a_search_that_rebuilt_the_graph_saves_it_for_the_next(tmp_path: Path,
-                                                               root: Path) -> None:
+def test_a_search_that_rebuilt_the_graph_saves_it_for_the_next(tmp_path: Path, root: Path) -> None:
     db = indexed(tmp_path, root)
     graph, header = HnswIndex.paths(db)
     graph.unlink()
@@ -278,17 +297,23 @@ print(json.dumps({"hits": len(hits), "mapped": mapped,
 
 
 def test_a_search_over_the_graph_imports_no_model_framework(
-        tmp_path: Path, root: Path, model_frameworks: tuple[str, ...]) -> None:
+    tmp_path: Path, root: Path, model_frameworks: tuple[str, ...]
+) -> None:
     db = indexed(tmp_path, root)
-    out = subprocess.run([sys.executable, "-c", FRESH_SEARCH, str(db), str(THRESHOLD),
-                          ",".join(model_frameworks)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_SEARCH, str(db), str(THRESHOLD), ",".join(model_frameworks)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout.splitlines()[-1]) == {"hits": 5, "mapped": True, "heavy": []}
 
 
 @pytest.mark.parametrize("check", ["checksum", "sample"])
 @pytest.mark.parametrize("damage", ["zeroed tail", "flipped bytes"])
 def test_a_graph_damaged_in_place_is_detected_logged_and_rebuilt(
-        tmp_path: Path, root: Path, damage: str, check: str, caplog, monkeypatch) -> None:
+    tmp_path: Path, root: Path, damage: str, check: str, caplog, monkeypatch
+) -> None:
     """A graph file whose bytes changed but whose size did not (a torn write, a bad disk)
     is not trusted: its CRC-32 differs from the header's (or, for a large memory-mapped
     graph, a sample of its vectors differs from the store's), so it is rebuilt from the
@@ -304,18 +329,22 @@ def test_a_graph_damaged_in_place_is_detected_logged_and_rebuilt(
     graph, _ = HnswIndex.paths(db)
     data = bytearray(graph.read_bytes())
     if damage == "zeroed tail":
-        data[len(data) // 2:] = bytes(len(data) - len(data) // 2)
+        data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
     else:
         for i in np.random.default_rng(3).integers(len(data) // 2, len(data), 200):
             data[i] ^= 0xFF
     graph.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="attnswitch.indexing.ann"), \
-            SQLiteStore(db, exact_below=THRESHOLD) as store:
+    with (
+        caplog.at_level(logging.WARNING, logger="attnswitch.indexing.ann"),
+        SQLiteStore(db, exact_below=THRESHOLD) as store,
+    ):
         index = HnswIndex.open(store)
         assert index.rebuilt and len(index) == store.count()
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
-    assert any("HNSW graph beside it is unusable" in r.getMessage() and str(db) in
-               r.getMessage() for r in caplog.records), caplog.text
+    assert any(
+        "HNSW graph beside it is unusable" in r.getMessage() and str(db) in r.getMessage()
+        for r in caplog.records
+    ), caplog.text
 
 
 DAMAGED_SEARCH = """
@@ -339,7 +368,7 @@ def _graph_layout(graph: Path) -> tuple[int, int, int]:
     data = graph.read_bytes()
     rows, cols = np.frombuffer(data[:8], "<u4")
     start = 8 + int(rows) * int(cols) + 64
-    size, _, base, _, _ = np.frombuffer(data[start:start + 40], "<u8")
+    size, _, base, _, _ = np.frombuffer(data[start : start + 40], "<u8")
     return start + 40, int(size), int(base)
 
 
@@ -353,16 +382,24 @@ def _large_graph(tmp_path: Path) -> Path:
         run = store.begin_run(folder)
         (doc,) = ingest(folder)
         vectors = np.random.default_rng(0).normal(size=(3000, DIM))
-        store.write_document(doc, [ChunkRecord(f"c {i}", 1, i, i + 1) for i in range(3000)],
-                             vectors)
+        store.write_document(
+            doc, [ChunkRecord(f"c {i}", 1, i, i + 1) for i in range(3000)], vectors
+        )
         store.finish_run(run)
     return db
 
 
-@pytest.mark.parametrize("damage", ["500 bytes flipped in the last 7%",
-                                    "neighbour slots past the end", "counts past the connectivity"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "500 bytes flipped in the last 7%",
+        "neighbour slots past the end",
+        "counts past the connectivity",
+    ],
+)
 def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
-        tmp_path: Path, damage: str) -> None:
+    tmp_path: Path, damage: str
+) -> None:
     """Issue 41: a memory-mapped graph over `VERIFY_WHOLE_BELOW` used to be checked by a
     sample of its vectors only; damage to its graph section made usearch read wild
     addresses and the search died by SIGSEGV (exit 139). Its structure is now checked
@@ -374,28 +411,31 @@ def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
     levels_at, size, base = _graph_layout(graph)
     if damage.startswith("500"):
         for seed in range(4):  # the issue replayed: it crashed usearch in some runs
-            for i in np.random.default_rng(seed).integers(int(len(data) * 0.93),
-                                                          len(data), 500):
+            for i in np.random.default_rng(seed).integers(int(len(data) * 0.93), len(data), 500):
                 data[i] ^= 0xFF
     else:  # every node's level-0 list: its first slot far past the node count, or its count
-        levels = np.frombuffer(bytes(data[levels_at:levels_at + 2 * size]), "<i2")
+        levels = np.frombuffer(bytes(data[levels_at : levels_at + 2 * size]), "<i2")
         sizes = 10 + 4 + 4 * base + levels.astype(np.int64) * (4 + 4 * CONNECTIVITY)
         for offset in levels_at + 2 * size + np.concatenate(([0], np.cumsum(sizes[:-1]))):
             if damage == "neighbour slots past the end":
-                data[offset + 14:offset + 18] = np.uint32(0x7FFFFFF0).tobytes()
+                data[offset + 14 : offset + 18] = np.uint32(0x7FFFFFF0).tobytes()
             else:
-                data[offset + 10:offset + 14] = np.uint32(0x00FFFFFF).tobytes()
+                data[offset + 10 : offset + 14] = np.uint32(0x00FFFFFF).tobytes()
     graph.write_bytes(bytes(data))
-    out = subprocess.run([sys.executable, "-c", DAMAGED_SEARCH, str(db), str(THRESHOLD)],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", DAMAGED_SEARCH, str(db), str(THRESHOLD)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
-    assert json.loads(out.stdout.splitlines()[-1]) == {"rows": 20, "each": 10,
-                                                       "rebuilt": False}
+    assert json.loads(out.stdout.splitlines()[-1]) == {"rows": 20, "each": 10, "rebuilt": False}
     assert "HNSW graph beside it is unusable" in out.stderr
 
 
-def test_the_structure_check_is_paid_once_per_saved_graph(tmp_path: Path, root: Path,
-                                                          monkeypatch) -> None:
+def test_the_structure_check_is_paid_once_per_saved_graph(
+    tmp_path: Path, root: Path, monkeypatch
+) -> None:
     """A mapped large graph whose size and mtime are those it was saved with is trusted
     structurally (a cold search reads only what it touches); one touched since is checked."""
     from attnswitch.indexing import ann, hnsw_file

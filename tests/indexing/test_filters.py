@@ -24,11 +24,11 @@ DIM = 16
 NEAR, FAR = 12, 3  # documents near the query (fail the filters) and far from it (pass)
 PER_DOC = 20
 K = 7
-JAN, JUN = dt.datetime(2024, 1, 15, tzinfo=dt.UTC), dt.datetime(
-    2024, 6, 15, tzinfo=dt.UTC)
+JAN, JUN = dt.datetime(2024, 1, 15, tzinfo=dt.UTC), dt.datetime(2024, 6, 15, tzinfo=dt.UTC)
 
 
 # -- parsing and matching -----------------------------------------------------------------
+
 
 def test_no_value_is_no_filter() -> None:
     assert SearchFilter.of() is None
@@ -36,17 +36,27 @@ def test_no_value_is_no_filter() -> None:
     assert SearchFilter.from_mapping({}) is None
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"type": "pdff"}, "type"), ({"type": "."}, "type"), ({"type": ["pdf", ""]}, "type[1]"),
-    ({"path": "  "}, "path"), ({"path": ["a", 3]}, "path[1]"),
-    ({"modified_after": "last tuesday"}, "modified_after"),
-    ({"modified_before": 20240101}, "modified_before"),
-    ({"modified_after": "2024-06-01", "modified_before": "2024-01-01"}, "modified_before"),
-    ({"modified_after": "2999-01-01"}, "modified_after"), ({"type": 5}, "type"),
-    ({"path": 5}, "path"), ({"path": "[z-a]*"}, "path"), ({"path": "#*.md"}, "path"),
-    ({"path": ["docs/", "/srv/[abc*"]}, "path[1]"), ({"path": "*?" * 513}, "path"),
-    ({"path": [f"d{i}/" for i in range(101)]}, "path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"type": "pdff"}, "type"),
+        ({"type": "."}, "type"),
+        ({"type": ["pdf", ""]}, "type[1]"),
+        ({"path": "  "}, "path"),
+        ({"path": ["a", 3]}, "path[1]"),
+        ({"modified_after": "last tuesday"}, "modified_after"),
+        ({"modified_before": 20240101}, "modified_before"),
+        ({"modified_after": "2024-06-01", "modified_before": "2024-01-01"}, "modified_before"),
+        ({"modified_after": "2999-01-01"}, "modified_after"),
+        ({"type": 5}, "type"),
+        ({"path": 5}, "path"),
+        ({"path": "[z-a]*"}, "path"),
+        ({"path": "#*.md"}, "path"),
+        ({"path": ["docs/", "/srv/[abc*"]}, "path[1]"),
+        ({"path": "*?" * 513}, "path"),
+        ({"path": [f"d{i}/" for i in range(101)]}, "path"),
+    ],
+)
 def test_a_bad_value_is_refused_by_its_field(kwargs, field) -> None:
     with pytest.raises(StoreInputError, match="^" + re.escape(field) + ": expected ") as e:
         SearchFilter.of(**kwargs)
@@ -58,25 +68,41 @@ def test_an_unknown_field_of_a_mapping_is_named() -> None:
         SearchFilter.from_mapping({"kind": "pdf"})
 
 
-@pytest.mark.parametrize("value, kinds, extensions", [
-    ("pdf", {"pdf"}, set()), ("PDF", {"pdf"}, set()),
-    ("mail", {"eml", "mbox"}, set()), ("spreadsheet", {"xlsx", "ods", "xls", "csv"}, set()),
-    (".md", set(), {"md"}), ("md", set(), {"md"}), ("tsv", set(), {"tsv"}),
-    (["html", ".rst"], {"html"}, {"rst"}),
-])
+@pytest.mark.parametrize(
+    "value, kinds, extensions",
+    [
+        ("pdf", {"pdf"}, set()),
+        ("PDF", {"pdf"}, set()),
+        ("mail", {"eml", "mbox"}, set()),
+        ("spreadsheet", {"xlsx", "ods", "xls", "csv"}, set()),
+        (".md", set(), {"md"}),
+        ("md", set(), {"md"}),
+        ("tsv", set(), {"tsv"}),
+        (["html", ".rst"], {"html"}, {"rst"}),
+    ],
+)
 def test_types_are_kinds_groups_or_extensions(value, kinds, extensions) -> None:
     where = SearchFilter.of(type=value)
     assert (set(where.kinds), set(where.extensions)) == (kinds, extensions)
 
 
-@pytest.mark.parametrize("pattern, source, passes", [
-    ("reports", "reports/q1.pdf", True), ("reports/", "reports/q1.pdf", True),
-    ("reports", "reports-old/q1.pdf", False), ("reports/q1.pdf", "reports/q1.pdf", True),
-    ("*.pdf", "a/b/c.pdf", True), ("*.pdf", "a/b/c.pdfx", False),
-    ("docs/**/*.md", "docs/x/y/z.md", True), ("docs/**/*.md", "other/docs/z.md", False),
-    ("/srv/drive/*.md", "top.md", True), ("/srv/drive/*.md", "a/deep.md", False),
-    ("/srv/drive/reports", "reports/q1.pdf", True), ("/srv/other", "reports/q1.pdf", False),
-])
+@pytest.mark.parametrize(
+    "pattern, source, passes",
+    [
+        ("reports", "reports/q1.pdf", True),
+        ("reports/", "reports/q1.pdf", True),
+        ("reports", "reports-old/q1.pdf", False),
+        ("reports/q1.pdf", "reports/q1.pdf", True),
+        ("*.pdf", "a/b/c.pdf", True),
+        ("*.pdf", "a/b/c.pdfx", False),
+        ("docs/**/*.md", "docs/x/y/z.md", True),
+        ("docs/**/*.md", "other/docs/z.md", False),
+        ("/srv/drive/*.md", "top.md", True),
+        ("/srv/drive/*.md", "a/deep.md", False),
+        ("/srv/drive/reports", "reports/q1.pdf", True),
+        ("/srv/other", "reports/q1.pdf", False),
+    ],
+)
 def test_paths_are_prefixes_or_gitignore_globs(pattern, source, passes) -> None:
     where = SearchFilter.of(path=pattern)
     assert where.matches("/srv/drive", source, "pdf") is passes
@@ -92,6 +118,7 @@ def test_dates_are_inclusive_and_utc_unless_they_say() -> None:
 
 
 # -- on both stores: the filter is inside the query -----------------------------------------
+
 
 def _set_mtime(path: Path, when: dt.datetime) -> None:
     os.utime(path, ns=(int(when.timestamp()) * 10**9,) * 2)
@@ -125,8 +152,7 @@ def _fill(store, root: Path, query: np.ndarray) -> None:
         noise = rng.normal(scale=0.1 if near else 1.0, size=(PER_DOC, DIM))
         vectors = (query * (3.0 if near else -1.0) + noise).astype(np.float32)
         word = "vacuum vacuum vacuum" if near else "vacuum"
-        chunks = [ChunkRecord(f"{doc.source} part {i} {word}", 4, i, i + 1)
-                  for i in range(PER_DOC)]
+        chunks = [ChunkRecord(f"{doc.source} part {i} {word}", 4, i, i + 1) for i in range(PER_DOC)]
         store.write_document(doc, chunks, vectors)
     store.finish_run(run)
 
@@ -140,15 +166,22 @@ def _open(location, tmp_path: Path):
 
 
 FILTERS = [
-    {"path": "far"}, {"path": "*.txt"}, {"type": "text"}, {"type": ".txt"},
-    {"modified_after": "2024-06-01"}, {"modified_before": "2024-12-31", "path": "far/"},
+    {"path": "far"},
+    {"path": "*.txt"},
+    {"type": "text"},
+    {"type": ".txt"},
+    {"modified_after": "2024-06-01"},
+    {"modified_before": "2024-12-31", "path": "far/"},
 ]
 
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
-@pytest.mark.parametrize("values", FILTERS, ids=lambda v: ",".join(f"{k}={w}" for k, w in v.items()))
-def test_a_filtered_search_returns_k_hits_that_pass(location, tmp_path, drive, mode,
-                                                    values) -> None:
+@pytest.mark.parametrize(
+    "values", FILTERS, ids=lambda v: ",".join(f"{k}={w}" for k, w in v.items())
+)
+def test_a_filtered_search_returns_k_hits_that_pass(
+    location, tmp_path, drive, mode, values
+) -> None:
     root, query = drive
     where = SearchFilter.of(**values)
     with _open(location, tmp_path) as store:
@@ -161,8 +194,9 @@ def test_a_filtered_search_returns_k_hits_that_pass(location, tmp_path, drive, m
         assert len({h.chunk_id for h in hits}) == K
 
 
-def test_the_filtered_dense_half_is_the_exact_top_k_of_what_passes(location, tmp_path,
-                                                                   drive) -> None:
+def test_the_filtered_dense_half_is_the_exact_top_k_of_what_passes(
+    location, tmp_path, drive
+) -> None:
     """From the ANN index too: the k nearest of the chunks that pass, as an exact search
     of only those finds them (random vectors, well separated: no tie)."""
     root, query = drive
@@ -170,8 +204,7 @@ def test_the_filtered_dense_half_is_the_exact_top_k_of_what_passes(location, tmp
     with _open(location, tmp_path) as store:
         _fill(store, root, query)
         ids, matrix = store.vectors()
-        allowed = {c for d in store.allowed_documents(where)
-                   for c in _chunk_ids_of(store, d)}
+        allowed = {c for d in store.allowed_documents(where) for c in _chunk_ids_of(store, d)}
         keep = np.array([i in allowed for i in ids])
         scores = matrix[keep] @ query
         want = [int(i) for i in ids[keep][np.argsort(-scores)][:K]]
@@ -181,8 +214,9 @@ def test_the_filtered_dense_half_is_the_exact_top_k_of_what_passes(location, tmp
 
 def _chunk_ids_of(store, doc_id: int) -> list[int]:
     mark = store._mark
-    return [int(r[0]) for r in store._read(f"SELECT id FROM chunks WHERE doc_id = {mark}",
-                                           (doc_id,))]
+    return [
+        int(r[0]) for r in store._read(f"SELECT id FROM chunks WHERE doc_id = {mark}", (doc_id,))
+    ]
 
 
 def test_a_filter_that_keeps_nothing_returns_nothing(location, tmp_path, drive) -> None:

@@ -25,9 +25,11 @@ def test_forget_a_file_then_a_folder(docs: Path, encoder, location) -> None:
 
         done = forget(docs / "start.html", store)
         assert (done.documents, done.removed) == (1, {str(docs.resolve()): 1})
-        assert store.sources(docs) == {"postgresql/tutorial-advanced.html",
-                                       "postgresql/tutorial-update.html",
-                                       "postgresql/tutorial-conclusion.html"}
+        assert store.sources(docs) == {
+            "postgresql/tutorial-advanced.html",
+            "postgresql/tutorial-update.html",
+            "postgresql/tutorial-conclusion.html",
+        }
         assert store.count() == total - len(gone)
         ids, vectors = store.vectors()
         assert not gone & set(ids.tolist())
@@ -39,13 +41,17 @@ def test_forget_a_file_then_a_folder(docs: Path, encoder, location) -> None:
         assert store.sources(docs) == set() and store.count() == 0
 
 
-def test_forget_refuses_a_path_not_in_the_index(docs: Path, tmp_path: Path, encoder,
-                                                location) -> None:
+def test_forget_refuses_a_path_not_in_the_index(
+    docs: Path, tmp_path: Path, encoder, location
+) -> None:
     with open_store(location) as store:
         run(docs, store, OPTIONS, get_encoder=lambda: encoder)
         before = store.count()
-        for path in (docs / "postgresql" / "nothing.html", tmp_path / "elsewhere",
-                     docs / "postgresql" / "tutorial-start"):  # a prefix is not a folder
+        for path in (
+            docs / "postgresql" / "nothing.html",
+            tmp_path / "elsewhere",
+            docs / "postgresql" / "tutorial-start",
+        ):  # a prefix is not a folder
             with pytest.raises(NotIndexedError, match=str(path)):
                 forget(path, store)
         assert store.count() == before and len(store.sources(docs)) == 4

@@ -37,23 +37,27 @@ def test_a_graph_of_float32_vectors_is_refused(tmp_path: Path) -> None:
     another size than the store's, so it is not walked (`ann.HnswIndex` rebuilds it)."""
     assert ITEM_BYTES == 2
     assert graph_damage(saved(tmp_path, dtype="f32"), DIM, ITEM_BYTES) == (
-        f"vectors of {4 * DIM} bytes, expected {2 * DIM}")
+        f"vectors of {4 * DIM} bytes, expected {2 * DIM}"
+    )
 
 
 def _levels_at(data: bytes) -> tuple[int, int]:
     rows, cols = np.frombuffer(data[:8], "<u4")
     start = 8 + int(rows) * int(cols) + 64
-    return start + 40, int(np.frombuffer(data[start:start + 8], "<u8")[0])
+    return start + 40, int(np.frombuffer(data[start : start + 8], "<u8")[0])
 
 
-@pytest.mark.parametrize("damage, reason", [
-    ("truncated", "nodes end at byte"),
-    ("other dimension", "vectors of"),
-    ("negative level", "node levels outside"),
-    ("entry past the end", "entry slot"),
-    ("slot past the end", "level-0 neighbour slot past"),
-    ("count past the connectivity", "level-0 node with"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        ("truncated", "nodes end at byte"),
+        ("other dimension", "vectors of"),
+        ("negative level", "node levels outside"),
+        ("entry past the end", "entry slot"),
+        ("slot past the end", "level-0 neighbour slot past"),
+        ("count past the connectivity", "level-0 node with"),
+    ],
+)
 def test_each_damage_is_named(tmp_path: Path, damage: str, reason: str) -> None:
     path = saved(tmp_path)
     data = bytearray(path.read_bytes())
@@ -64,12 +68,12 @@ def test_each_damage_is_named(tmp_path: Path, damage: str, reason: str) -> None:
     elif damage == "other dimension":
         data[4:8] = np.uint32(ITEM_BYTES * DIM + 4).tobytes()
     elif damage == "negative level":
-        data[levels_at + 2:levels_at + 4] = np.int16(-3).tobytes()
+        data[levels_at + 2 : levels_at + 4] = np.int16(-3).tobytes()
     elif damage == "entry past the end":
-        data[levels_at - 8:levels_at] = np.uint64(size).tobytes()
+        data[levels_at - 8 : levels_at] = np.uint64(size).tobytes()
     elif damage == "slot past the end":
-        data[first_node + 10:first_node + 18] = np.array([1, size], "<u4").tobytes()
+        data[first_node + 10 : first_node + 18] = np.array([1, size], "<u4").tobytes()
     else:
-        data[first_node + 10:first_node + 14] = np.uint32(33).tobytes()
+        data[first_node + 10 : first_node + 14] = np.uint32(33).tobytes()
     path.write_bytes(bytes(data))
     assert reason in (graph_damage(path, DIM, ITEM_BYTES) or "")

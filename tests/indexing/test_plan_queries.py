@@ -55,8 +55,9 @@ def test_a_plan_issues_one_statement_per_batch_of_files(indexed) -> None:
     assert [e.source for e in plan.to_read] == ["f3/note 00010.txt"]
     assert plan.deleted == ("f4/note 00011.txt",)
     assert len(plan.fresh) == FILES - 2
-    one_by_one = [e.source for e in entries
-                  if not is_fresh_row(store.lookup(root, e.source), e, "")]
+    one_by_one = [
+        e.source for e in entries if not is_fresh_row(store.lookup(root, e.source), e, "")
+    ]
     assert one_by_one == [e.source for e in plan.to_read]
     assert plan.stored["f3/note 00010.txt"] == store.lookup(root, "f3/note 00010.txt")
 
@@ -66,14 +67,22 @@ def test_a_plan_of_names_sql_would_misread(location, tmp_path: Path) -> None:
     data: each stored one is fresh, a new one is to be read."""
     root = tmp_path / "docs"
     root.mkdir()
-    names = ["it's.txt", 'say "hi", then.txt', "[draft] {1}.txt", "100% done.txt",
-             "日本語.txt", "ملف.txt", "a\\b.txt"]
+    names = [
+        "it's.txt",
+        'say "hi", then.txt',
+        "[draft] {1}.txt",
+        "100% done.txt",
+        "日本語.txt",
+        "ملف.txt",
+        "a\\b.txt",
+    ]
     for name in names:
         (root / name).write_text(f"text of {name}\n")
     with open_store(location) as store:
         for doc in ingest(root):
-            store.write_document(doc, [ChunkRecord(doc.text, 3, 0, len(doc.text))],
-                                 np.ones((1, DIM)))
+            store.write_document(
+                doc, [ChunkRecord(doc.text, 3, 0, len(doc.text))], np.ones((1, DIM))
+            )
         (root / "new, 'one'.txt").write_text("a new file\n")
         plan = store.plan(root, scan(root), "")
     assert sorted(e.source for e in plan.fresh) == sorted(names)

@@ -30,8 +30,9 @@ def filled(tmp_path: Path):
     written: dict[int, np.ndarray] = {}
     with SQLiteStore(tmp_path / "index.sqlite3") as store:
         for doc in ingest(root):
-            chunks = [ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10)
-                      for i in range(7)]
+            chunks = [
+                ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10) for i in range(7)
+            ]
             vecs = rng.normal(size=(7, DIM))
             store.write_document(doc, chunks, vecs)
             for row, v in zip(store.document_chunks(root, doc.source), vecs, strict=True):
@@ -61,14 +62,19 @@ def test_top_k_matches_brute_force(filled, k: int) -> None:
     np.testing.assert_allclose([h.score for h in hits], [s for s, _ in expected], atol=1e-6)
     # and the float16 rounding moved no score by more than 2^-11 (each element's bound)
     q = query / np.linalg.norm(query)
-    np.testing.assert_allclose([h.score for h in hits],
-                               [written[h.chunk_id] @ q / np.linalg.norm(written[h.chunk_id])
-                                for h in hits], atol=2.0**-11)
+    np.testing.assert_allclose(
+        [h.score for h in hits],
+        [written[h.chunk_id] @ q / np.linalg.norm(written[h.chunk_id]) for h in hits],
+        atol=2.0**-11,
+    )
     rows = store.chunks(h.chunk_id for h in hits)
     for h in hits:
         assert (h.source, h.text, h.ordinal, h.start) == (
-            rows[h.chunk_id].source, rows[h.chunk_id].text, rows[h.chunk_id].ordinal,
-            rows[h.chunk_id].start)
+            rows[h.chunk_id].source,
+            rows[h.chunk_id].text,
+            rows[h.chunk_id].ordinal,
+            rows[h.chunk_id].start,
+        )
         assert h.text.startswith(h.source)
 
 
@@ -100,17 +106,21 @@ def test_search_many_equals_one_by_one(filled) -> None:
     index = VectorIndex(store)
     assert len(index) == 21
     many = index.search_many(queries, k=3)
-    assert [[h.chunk_id for h in hits] for hits in many] == \
-        [[h.chunk_id for h in index.search(q, k=3)] for q in queries]
+    assert [[h.chunk_id for h in hits] for hits in many] == [
+        [h.chunk_id for h in index.search(q, k=3)] for q in queries
+    ]
 
 
-@pytest.mark.parametrize(("query", "k", "message"), [
-    (np.ones(DIM + 1), 3, "query: expected dimension 16"),
-    (np.zeros(DIM), 3, "query: expected a non-zero vector"),
-    (np.full(DIM, np.nan), 3, "query: expected finite values"),
-    (np.ones((2, 2, DIM)), 3, "query: expected one vector"),
-    (np.ones(DIM), 0, "k: expected an int >= 1"),
-])
+@pytest.mark.parametrize(
+    ("query", "k", "message"),
+    [
+        (np.ones(DIM + 1), 3, "query: expected dimension 16"),
+        (np.zeros(DIM), 3, "query: expected a non-zero vector"),
+        (np.full(DIM, np.nan), 3, "query: expected finite values"),
+        (np.ones((2, 2, DIM)), 3, "query: expected one vector"),
+        (np.ones(DIM), 0, "k: expected an int >= 1"),
+    ],
+)
 def test_bad_queries(filled, query, k, message: str) -> None:
     store, _ = filled
     with pytest.raises(StoreInputError, match=message):
@@ -179,8 +189,11 @@ def modes_store(location, tmp_path: Path):
         (root / f"t{i}.txt").write_text(text)
     with open_store(location) as store:
         for doc in sorted(ingest(root), key=lambda d: d.source):
-            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
-                                 bag_of_words(doc.text, 64)[None, :])
+            store.write_document(
+                doc,
+                [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                bag_of_words(doc.text, 64)[None, :],
+            )
         yield store
 
 
@@ -196,40 +209,50 @@ def test_keyword_finds_exact_terms(modes_store) -> None:
     assert search(modes_store, None, 5, text="zyzzyva", mode="keyword") == []
 
 
-def test_keyword_ranks_a_chunk_with_every_word_above_one_repeating_a_word(location,
-                                                                        tmp_path: Path) -> None:
+def test_keyword_ranks_a_chunk_with_every_word_above_one_repeating_a_word(
+    location, tmp_path: Path
+) -> None:
     """Any of the query's words may match, and a chunk holding each of them once ranks above
     chunks that repeat one of them many times, in both stores (PostgreSQL's cover density,
     `ts_rank_cd`, ranked it last: it counts the occurrences)."""
     from attnswitch.indexing.location import open_store
 
-    texts = {"every.txt": "Rows in a table are changed with the update command.",
-             "update.txt": "Update the update log; every update is kept, and each update of "
-                           "an update is logged as an update.",
-             "table.txt": "Table of contents: the table lists the table of the tables, a "
-                          "table in a table."}
+    texts = {
+        "every.txt": "Rows in a table are changed with the update command.",
+        "update.txt": "Update the update log; every update is kept, and each update of "
+        "an update is logged as an update.",
+        "table.txt": "Table of contents: the table lists the table of the tables, a "
+        "table in a table.",
+    }
     root = tmp_path / "words"
     root.mkdir()
     for name, text in texts.items():
         (root / name).write_text(text)
     with open_store(location) as store:
         for doc in sorted(ingest(root), key=lambda d: d.source):
-            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
-                                 bag_of_words(doc.text, 64)[None, :])
+            store.write_document(
+                doc,
+                [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                bag_of_words(doc.text, 64)[None, :],
+            )
         hits = search(store, None, 3, text="update rows in a table", mode="keyword")
     assert sorted(sources(hits)) == sorted(texts)
     assert sources(hits)[0] == "every.txt"
 
 
-@pytest.mark.parametrize("text, words, found", [
-    ('"vacuum', "vacuum", ["t2.txt"]),
-    ("NEAR(vacuum tuples", "NEAR vacuum tuples", ["t2.txt"]),
-    ("replication AND OR NOT *", "replication AND OR NOT", ["t1.txt"]),
-    ("planner:* & !statistics | (analyze", "planner statistics analyze", ["t4.txt"]),
-    ("'; -- backoff", "backoff", ["t3.txt"]),
-])
-def test_query_syntax_is_taken_as_words(modes_store, text: str, words: str,
-                                        found: list[str]) -> None:
+@pytest.mark.parametrize(
+    "text, words, found",
+    [
+        ('"vacuum', "vacuum", ["t2.txt"]),
+        ("NEAR(vacuum tuples", "NEAR vacuum tuples", ["t2.txt"]),
+        ("replication AND OR NOT *", "replication AND OR NOT", ["t1.txt"]),
+        ("planner:* & !statistics | (analyze", "planner statistics analyze", ["t4.txt"]),
+        ("'; -- backoff", "backoff", ["t3.txt"]),
+    ],
+)
+def test_query_syntax_is_taken_as_words(
+    modes_store, text: str, words: str, found: list[str]
+) -> None:
     """Query syntax of either engine (FTS5, tsquery, SQL) is read as the words in it: the
     hits are those of the words alone, and they are the documents with those words."""
     hits = search(modes_store, None, 5, text=text, mode="keyword")
@@ -304,20 +327,29 @@ def test_fusion_orders_by_its_scores_and_a_better_score_never_ranks_lower(seed: 
     from attnswitch.indexing.search import DENSE_WEIGHT, fuse, min_max
 
     rng = np.random.default_rng(seed)
-    ids = rng.permutation(30)[:rng.integers(1, 30)].tolist()
-    dense = sorted(((int(c), float(rng.choice([-0.3, 0.1, 0.5, rng.uniform(-1, 1)])))
-                    for c in rng.choice(ids, rng.integers(0, len(ids) + 1), replace=False)),
-                   key=lambda item: -item[1])
-    keyword = sorted(((int(c), float(rng.choice([1.0, 4.0, rng.uniform(0, 20)])))
-                      for c in rng.choice(ids, rng.integers(0, len(ids) + 1), replace=False)),
-                     key=lambda item: -item[1])
+    ids = rng.permutation(30)[: rng.integers(1, 30)].tolist()
+    dense = sorted(
+        (
+            (int(c), float(rng.choice([-0.3, 0.1, 0.5, rng.uniform(-1, 1)])))
+            for c in rng.choice(ids, rng.integers(0, len(ids) + 1), replace=False)
+        ),
+        key=lambda item: -item[1],
+    )
+    keyword = sorted(
+        (
+            (int(c), float(rng.choice([1.0, 4.0, rng.uniform(0, 20)])))
+            for c in rng.choice(ids, rng.integers(0, len(ids) + 1), replace=False)
+        ),
+        key=lambda item: -item[1],
+    )
     fused = fuse(dense, keyword)
     assert sorted(cid for cid, _ in fused) == sorted({c for c, _ in dense + keyword})
     assert fused == sorted(fused, key=lambda item: (-item[1], item[0]))
     d, k = min_max(dense), min_max(keyword)
     for cid, score in fused:
-        assert score == pytest.approx(DENSE_WEIGHT * d.get(cid, 0.0)
-                                      + (1 - DENSE_WEIGHT) * k.get(cid, 0.0))
+        assert score == pytest.approx(
+            DENSE_WEIGHT * d.get(cid, 0.0) + (1 - DENSE_WEIGHT) * k.get(cid, 0.0)
+        )
     for ranked, other, first in ((dense, keyword, True), (keyword, dense, False)):
         if not ranked:
             continue
@@ -328,13 +360,16 @@ def test_fusion_orders_by_its_scores_and_a_better_score_never_ranks_lower(seed: 
         assert [c for c, _ in after].index(cid) <= position
 
 
-@pytest.mark.parametrize("dense, keyword, expected", [
-    ([], [], []),
-    ([(1, 0.5)], [], [(1, 0.8)]),  # one score: the list's best and its worst
-    ([], [(1, 3.0), (2, 3.0)], [(1, 0.2), (2, 0.2)]),  # equal scores: all the best
-    ([(1, 0.9), (2, 0.1)], [(2, 5.0), (1, 1.0)], [(1, 0.8), (2, 0.2)]),
-    ([(1, -0.2), (2, -0.4)], [(2, 2.0), (3, 1.0)], [(1, 0.8), (2, 0.2), (3, 0.0)]),
-])
+@pytest.mark.parametrize(
+    "dense, keyword, expected",
+    [
+        ([], [], []),
+        ([(1, 0.5)], [], [(1, 0.8)]),  # one score: the list's best and its worst
+        ([], [(1, 3.0), (2, 3.0)], [(1, 0.2), (2, 0.2)]),  # equal scores: all the best
+        ([(1, 0.9), (2, 0.1)], [(2, 5.0), (1, 1.0)], [(1, 0.8), (2, 0.2)]),
+        ([(1, -0.2), (2, -0.4)], [(2, 2.0), (3, 1.0)], [(1, 0.8), (2, 0.2), (3, 0.0)]),
+    ],
+)
 def test_fusion_of_awkward_lists(dense, keyword, expected) -> None:
     """Empty lists, one entry, equal scores, negative similarities: every chunk of either
     list, scores in [0, 1], ties broken by chunk id."""
@@ -364,13 +399,23 @@ def test_a_chunk_holding_the_query_as_a_phrase_ranks_first_in_hybrid(modes_store
     assert [h.score for h in hybrid[1:]] == pytest.approx([fused[cid] for cid in rest])
 
 
-@pytest.mark.parametrize("query, holds", [
-    ("json dumps", True), ("JSON.dumps()", True), ("dumps json", False), ("json", True),
-    ("DUMPS", True), ("son", False), ("json load", False), ("son dumps", False),
-    ("json  dumps is", False),
-])
-def test_a_phrase_is_the_words_in_order_with_only_punctuation_between(query: str,
-                                                                      holds: bool) -> None:
+@pytest.mark.parametrize(
+    "query, holds",
+    [
+        ("json dumps", True),
+        ("JSON.dumps()", True),
+        ("dumps json", False),
+        ("json", True),
+        ("DUMPS", True),
+        ("son", False),
+        ("json load", False),
+        ("son dumps", False),
+        ("json  dumps is", False),
+    ],
+)
+def test_a_phrase_is_the_words_in_order_with_only_punctuation_between(
+    query: str, holds: bool
+) -> None:
     """Whole words, in order, only spaces or punctuation between them; a one-word query's
     phrase is its word; a part of a word does not match."""
     from attnswitch.indexing.search import PHRASE_BONUS, phrase_first
@@ -392,7 +437,9 @@ def test_a_phrase_ranks_first_whatever_its_bonus() -> None:
     texts = {1: "Serialize obj with json.dumps(obj) to a str.", 2: "Other text."}
     assert phrase_first([(2, 1.0), (1, 0.0)], texts, "json dumps") == [(1, 1.0), (2, 1.0)]
     assert phrase_first([(2, 1.0), (1, 0.0)], texts, "json dumps", bonus=0.25) == [
-        (1, 0.25), (2, 1.0)]
+        (1, 0.25),
+        (2, 1.0),
+    ]
 
 
 def test_each_hit_carries_its_score_parts(modes_store) -> None:
@@ -418,29 +465,46 @@ def test_each_hit_carries_its_score_parts(modes_store) -> None:
     q = vector / np.linalg.norm(vector)
     with_vectors = dict(zip(*modes_store.vectors()))
     for h in dense:
-        assert h.dense_similarity == h.score == pytest.approx(float(with_vectors[h.chunk_id] @ q),
-                                                              abs=1e-5)
+        assert (
+            h.dense_similarity
+            == h.score
+            == pytest.approx(float(with_vectors[h.chunk_id] @ q), abs=1e-5)
+        )
         assert (h.dense_rank, h.keyword_score, h.keyword_rank) == (h.rank, None, None)
         assert h.path == h.source and h.snippet == " ".join(h.text.split())
     for h in keyword:
         assert (h.keyword_score, h.keyword_rank, h.dense_similarity) == (h.score, h.rank, None)
-    assert set(hybrid[0].to_dict()) >= {"rank", "score", "path", "root", "chunk_id",
-                                        "dense_similarity", "dense_rank", "keyword_score",
-                                        "keyword_rank", "snippet", "text"}
+    assert set(hybrid[0].to_dict()) >= {
+        "rank",
+        "score",
+        "path",
+        "root",
+        "chunk_id",
+        "dense_similarity",
+        "dense_rank",
+        "keyword_score",
+        "keyword_rank",
+        "snippet",
+        "text",
+    }
 
 
 @pytest.mark.parametrize("ef", [0, 5000, 2.5])
 def test_a_bad_beam_is_refused_by_its_argument_name(modes_store, ef) -> None:
-    with pytest.raises(StoreInputError,
-                       match=rf"^ef: expected an integer from 1 to 1000, got {ef!r}$"):
+    with pytest.raises(
+        StoreInputError, match=rf"^ef: expected an integer from 1 to 1000, got {ef!r}$"
+    ):
         search(modes_store, np.ones(64), 3, text="vacuum", ef=ef)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"mode": "keyword"}, "text: expected the query's text for mode 'keyword'"),
-    ({"mode": "hybrid", "text": "  "}, "text: expected the query's text for mode 'hybrid'"),
-    ({"mode": "fuzzy", "text": "x"}, "mode: expected one of hybrid, dense, keyword"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "keyword"}, "text: expected the query's text for mode 'keyword'"),
+        ({"mode": "hybrid", "text": "  "}, "text: expected the query's text for mode 'hybrid'"),
+        ({"mode": "fuzzy", "text": "x"}, "mode: expected one of hybrid, dense, keyword"),
+    ],
+)
 def test_modes_refuse_what_they_cannot_use(modes_store, kwargs, message: str) -> None:
     with pytest.raises(StoreInputError, match=message):
         search(modes_store, np.ones(64), 3, **kwargs)
@@ -449,6 +513,7 @@ def test_modes_refuse_what_they_cannot_use(modes_store, kwargs, message: str) ->
 
 
 # -- questions: keyword search ranks on what is asked, not on how -----------------------------
+
 
 def test_keyword_text_drops_the_opening_of_a_question() -> None:
     assert keyword_text("how do I update rows in a table") == "update rows in a table"
@@ -460,9 +525,11 @@ def test_keyword_text_drops_the_opening_of_a_question() -> None:
     assert keyword_text("how do I") == "how do I"  # nothing would be left
 
 
-FAQ = ("How do I create an AUTOINCREMENT field? How do I list all tables? How do I add, "
-       "delete or rename columns? How do I use a string literal with a quote in it? How "
-       "do I get the size of a database? How do I turn on the WAL mode?")
+FAQ = (
+    "How do I create an AUTOINCREMENT field? How do I list all tables? How do I add, "
+    "delete or rename columns? How do I use a string literal with a quote in it? How "
+    "do I get the size of a database? How do I turn on the WAL mode?"
+)
 
 
 def test_a_question_finds_the_answer_not_a_page_of_questions(location, tmp_path: Path) -> None:
@@ -474,8 +541,11 @@ def test_a_question_finds_the_answer_not_a_page_of_questions(location, tmp_path:
     (root / "vacuum.txt").write_text(MODE_TEXTS[2])
     with open_store(location) as store:
         for doc in ingest(root):
-            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
-                                 bag_of_words(doc.text, 64)[None, :])
+            store.write_document(
+                doc,
+                [ChunkRecord(doc.text, 9, 0, len(doc.text))],
+                bag_of_words(doc.text, 64)[None, :],
+            )
         hits = search(store, None, 2, text="How do I vacuum the table?", mode="keyword")
         assert sources(hits)[0] == "vacuum.txt", [(h.source, h.score) for h in hits]
 
@@ -489,18 +559,38 @@ def test_the_score_s_documented_weights_are_the_ones_fusion_uses() -> None:
 
     schema = pydantic.TypeAdapter(Hit).json_schema()
     described = " ".join(schema["properties"]["score"]["description"].split())
-    assert (f"{DENSE_WEIGHT:g} times the dense similarity and {1 - DENSE_WEIGHT:g} times "
-            f"the keyword score") in described
+    assert (
+        f"{DENSE_WEIGHT:g} times the dense similarity and {1 - DENSE_WEIGHT:g} times "
+        f"the keyword score"
+    ) in described
     assert f"plus {PHRASE_BONUS:g} when the chunk holds the query's words" in described
     assert f"(so 0 to {1 + PHRASE_BONUS:g})" in described
 
 
 # -- rows of a spreadsheet ---------------------------------------------------------------------
 
-OWNERS = ["Amal Haddad", "Bruno Costa", "Chen Wei", "Dana Kowalski", "Eitan Levi", "Farah Aziz",
-          "Goran Petrovic", "Hana Sato", "Ines Moreau", "Jonas Berg", "Kofi Mensah"]
-MODELS = ["ThinkPad T14", "Latitude 5440", "EliteBook 840", "MacBook Air", "Precision 3581",
-          "XPS 13", "ProBook 450"]
+OWNERS = [
+    "Amal Haddad",
+    "Bruno Costa",
+    "Chen Wei",
+    "Dana Kowalski",
+    "Eitan Levi",
+    "Farah Aziz",
+    "Goran Petrovic",
+    "Hana Sato",
+    "Ines Moreau",
+    "Jonas Berg",
+    "Kofi Mensah",
+]
+MODELS = [
+    "ThinkPad T14",
+    "Latitude 5440",
+    "EliteBook 840",
+    "MacBook Air",
+    "Precision 3581",
+    "XPS 13",
+    "ProBook 450",
+]
 ROOMS = ["B2.14", "B2.16", "C1.03", "C1.05", "A0.11"]
 
 
@@ -513,13 +603,16 @@ def inventory_csv() -> str:
     repeat, a serial number naming each row."""
     lines = ["serial,model,owner,room,purchased"]
     for i in range(120):
-        lines.append(f"{serial(i)},{MODELS[i % 7]},{OWNERS[i % 11]},{ROOMS[i % 5]},"
-                     f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}")
+        lines.append(
+            f"{serial(i)},{MODELS[i % 7]},{OWNERS[i % 11]},{ROOMS[i % 5]},"
+            f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}"
+        )
     return "\n".join(lines) + "\n"
 
 
-def test_a_keyword_query_for_one_rows_values_finds_that_rows_chunk(location,
-                                                                    tmp_path: Path) -> None:
+def test_a_keyword_query_for_one_rows_values_finds_that_rows_chunk(
+    location, tmp_path: Path
+) -> None:
     """Each row of a sheet sits in a small chunk with its column names, so a query for a
     row's values (its serial number and model) ranks a chunk of a few rows holding that row
     first, and the hit names its rows (before, the chunk was a window of ten rows)."""
@@ -549,13 +642,15 @@ def test_a_keyword_query_for_one_rows_values_finds_that_rows_chunk(location,
 
 # -- snippets at the match and copies collapsed ------------------------------------------
 
+
 def test_the_snippet_is_the_passage_with_the_query_s_words_marked() -> None:
     """A word deep in a long chunk is in its snippet (the chunk's start would not hold it),
     and each mark covers exactly a query word (case ignored, suffixes allowed)."""
     from attnswitch.indexing.search import SNIPPET_CHARS, highlight_terms, passage
 
     text = "Preamble about nothing in particular. " * 20 + (
-        "To change rows, the UPDATE command updates the Table in place.\n\nTail " * 2)
+        "To change rows, the UPDATE command updates the Table in place.\n\nTail " * 2
+    )
     terms = highlight_terms("how do I update rows in a table")
     assert terms == ["update", "rows", "table"]
     shown, start, marks = passage(text, terms)
@@ -574,17 +669,17 @@ def test_keyword_hits_mark_the_words_they_hold(tmp_path: Path) -> None:
     (root / "long.txt").write_text(filler + "Here the vacuum command reclaims storage.")
     with SQLiteStore(tmp_path / "db.sqlite3") as store:
         for doc in ingest(root):
-            store.write_document(doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))],
-                                 np.ones((1, 8), np.float32))
+            store.write_document(
+                doc, [ChunkRecord(doc.text, 9, 0, len(doc.text))], np.ones((1, 8), np.float32)
+            )
         (hit,) = search(store, None, 1, text="vacuum storage", mode="keyword")
     assert "vacuum command reclaims storage" in hit.snippet
     assert sorted(hit.snippet[a:b] for a, b in hit.highlights) == ["storage", "vacuum"]
-    assert hit.text[hit.snippet_start:].startswith(hit.snippet.lstrip("…")[:20])
+    assert hit.text[hit.snippet_start :].startswith(hit.snippet.lstrip("…")[:20])
 
 
 @pytest.mark.parametrize("mode", ["dense", "keyword", "hybrid"])
-def test_copies_of_a_document_are_one_result_listing_the_others(tmp_path: Path,
-                                                               mode: str) -> None:
+def test_copies_of_a_document_are_one_result_listing_the_others(tmp_path: Path, mode: str) -> None:
     """Three copies of one page and two other pages: one result for the copies (also at
     the two others), and k distinct results still."""
     root = tmp_path / "docs"

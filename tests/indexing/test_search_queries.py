@@ -21,8 +21,10 @@ from attnswitch.indexing.store import ChunkRecord
 from store_testing import statements
 
 DIM = 64
-WORDS = ("vacuum index table query planner storage backup replication checkpoint "
-         "connection timeout statistics").split()
+WORDS = (
+    "vacuum index table query planner storage backup replication checkpoint "
+    "connection timeout statistics"
+).split()
 DOCUMENTS = 80  # with the copies, more chunks than a search of k = MAX_K asks for
 CHUNKS = 3
 COPIES = ("copies/a.txt", "copies/b.txt", "copies/c.txt")
@@ -44,8 +46,10 @@ def bag_of_words(text: str) -> np.ndarray:
 def chunk_texts(i: int) -> list[str]:
     """Document `i`'s chunks: each holds several of `WORDS`, so every query word matches
     many chunks."""
-    return [" ".join(WORDS[(i + j + w) % len(WORDS)] for w in range(5)) + f" doc{i} part{j}"
-            for j in range(CHUNKS)]
+    return [
+        " ".join(WORDS[(i + j + w) % len(WORDS)] for w in range(5)) + f" doc{i} part{j}"
+        for j in range(CHUNKS)
+    ]
 
 
 @pytest.fixture
@@ -67,8 +71,6 @@ def store(location, tmp_path: Path):
             chunks = [ChunkRecord(t, 5, 0, len(t)) for t in texts]
             opened.write_document(doc, chunks, np.stack([bag_of_words(t) for t in texts]))
         yield opened
-
-
 
 
 SEARCHES = {
@@ -106,22 +108,29 @@ def test_a_search_issues_the_same_statements_whatever_k(store, kind: str) -> Non
         assert sorted(a["path"] for a in hit.also_at) == sorted(set(COPIES) - {hit.path})
 
 
-def test_documents_and_copies_read_in_bulk_are_those_read_one_by_one(location,
-                                                                    tmp_path: Path) -> None:
+def test_documents_and_copies_read_in_bulk_are_those_read_one_by_one(
+    location, tmp_path: Path
+) -> None:
     """`lookup_many` and `copies_of_many` give what `lookup` and `copies_of` give each
     place and hash, names with quotes, commas, braces and other scripts included, and
     leave out what is not stored."""
     root = tmp_path / "docs"
-    names = ["plain.txt", "it's, {odd} \"name\".txt", "日本語/ドキュメント.txt", "über.txt"]
+    names = ["plain.txt", 'it\'s, {odd} "name".txt', "日本語/ドキュメント.txt", "über.txt"]
     for name in names:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("the same bytes" if name != "plain.txt" else "other bytes")
     with open_store(location) as opened:
         for doc in ingest(root):
-            opened.write_document(doc, [ChunkRecord(doc.text, 3, 0, len(doc.text))],
-                                  bag_of_words(doc.text)[None, :], config="c1")
-        places = [(str(root), name) for name in names] + [(str(root), "absent.txt"),
-                                                           (str(tmp_path), "plain.txt")]
+            opened.write_document(
+                doc,
+                [ChunkRecord(doc.text, 3, 0, len(doc.text))],
+                bag_of_words(doc.text)[None, :],
+                config="c1",
+            )
+        places = [(str(root), name) for name in names] + [
+            (str(root), "absent.txt"),
+            (str(tmp_path), "plain.txt"),
+        ]
         many = opened.lookup_many(places)
         one = {(d.root, d.source): d for p in places if (d := opened.lookup(*p)) is not None}
         assert many == one and len(many) == len(names)

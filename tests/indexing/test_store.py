@@ -37,8 +37,12 @@ DIM = 8
 
 def chunks_of(doc: Document, size: int = 24) -> list[ChunkRecord]:
     text = doc.text
-    return [ChunkRecord(text[i:i + size], len(text[i:i + size].split()), i,
-                        min(i + size, len(text))) for i in range(0, len(text), size)]
+    return [
+        ChunkRecord(
+            text[i : i + size], len(text[i : i + size].split()), i, min(i + size, len(text))
+        )
+        for i in range(0, len(text), size)
+    ]
 
 
 def vectors_for(chunks: list, dim: int = DIM, seed: int = 0) -> np.ndarray:
@@ -50,8 +54,12 @@ def classified(store: SQLiteStore, root: Path, config: str = "cfg") -> dict[str,
     read classified. Groups of documents ("new", "changed", "unchanged", "skipped"; a fresh
     file counts as "unchanged" unread, as its entry) and "deleted" sources."""
     plan = store.plan(root, scan(root), config)
-    groups: dict[str, list] = {"new": [], "changed": [], "unchanged": list(plan.fresh),
-                               "skipped": []}
+    groups: dict[str, list] = {
+        "new": [],
+        "changed": [],
+        "unchanged": list(plan.fresh),
+        "skipped": [],
+    }
     for entry in plan.to_read:
         doc = load(entry)
         groups[store.classify(doc, config)].append(doc)
@@ -77,10 +85,13 @@ def doc_named(root: Path, source: str) -> Document:
 
 def snapshot(store: SQLiteStore) -> tuple:
     """Everything a reader can see: documents, chunks and vectors."""
-    rows = store._conn.execute("SELECT root, source, sha256, status, reason, config, n_chunks"
-                               " FROM documents ORDER BY root, source").fetchall()
-    chunks = store._conn.execute("SELECT doc_id, ordinal, text, n_tokens, char_start, "
-                                 "char_end FROM chunks ORDER BY id").fetchall()
+    rows = store._conn.execute(
+        "SELECT root, source, sha256, status, reason, config, n_chunks"
+        " FROM documents ORDER BY root, source"
+    ).fetchall()
+    chunks = store._conn.execute(
+        "SELECT doc_id, ordinal, text, n_tokens, char_start, char_end FROM chunks ORDER BY id"
+    ).fetchall()
     ids, matrix = store.vectors()
     return rows, chunks, ids.tolist(), matrix.tobytes(), store.dim
 
@@ -91,8 +102,9 @@ def root(tmp_path: Path) -> Path:
     (folder / "sub").mkdir(parents=True)
     (folder / "a.txt").write_text("Alpha document. " * 10)
     (folder / "b.md").write_text("# Beta\n\nBeta body text that is long enough. " * 3)
-    (folder / "sub" / "c.html").write_text("<html><body><p>Gamma page.</p><p>More gamma.</p>"
-                                           "</body></html>")
+    (folder / "sub" / "c.html").write_text(
+        "<html><body><p>Gamma page.</p><p>More gamma.</p></body></html>"
+    )
     return folder
 
 
@@ -110,12 +122,23 @@ def sqlite_store(tmp_path: Path):
 
 # -- plans ----------------------------------------------------------------------------------
 
+
 def test_plan_new_unchanged_changed_deleted_skipped(store: SQLiteStore, root: Path) -> None:
-    assert index(store, root) == {"new": 3, "changed": 0, "unchanged": 0, "skipped": 0,
-                                  "deleted": 0}
+    assert index(store, root) == {
+        "new": 3,
+        "changed": 0,
+        "unchanged": 0,
+        "skipped": 0,
+        "deleted": 0,
+    }
     first = store.status()
-    assert index(store, root) == {"new": 0, "changed": 0, "unchanged": 3, "skipped": 0,
-                                  "deleted": 0}
+    assert index(store, root) == {
+        "new": 0,
+        "changed": 0,
+        "unchanged": 3,
+        "skipped": 0,
+        "deleted": 0,
+    }
     assert store.status().chunks == first.chunks
 
     (root / "b.md").write_text("# Beta v2\n\nRewritten.")
@@ -132,8 +155,9 @@ def test_plan_new_unchanged_changed_deleted_skipped(store: SQLiteStore, root: Pa
     index(store, root)
     assert store.lookup(root, "sub/c.html") is None
     assert store.document_chunks(root, "sub/c.html") == []
-    assert "".join(c.text for c in store.document_chunks(root, "b.md")) == \
-        "Beta v2\n\nRewritten."  # the blocks' text: Markdown markup dropped
+    assert (
+        "".join(c.text for c in store.document_chunks(root, "b.md")) == "Beta v2\n\nRewritten."
+    )  # the blocks' text: Markdown markup dropped
     expected = sum(len(chunks_of(d)) for d in ingest(root) if d.ok)
     assert store.status().chunks == expected == len(store.vectors()[0])
 
@@ -164,8 +188,9 @@ def test_skipped_then_fixed_then_broken_again(store: SQLiteStore, root: Path) ->
     assert store.document_chunks(root, "x.txt") == []
 
 
-def test_plan_refuses_foreign_or_repeated_entries(store: SQLiteStore, root: Path,
-                                                    tmp_path: Path) -> None:
+def test_plan_refuses_foreign_or_repeated_entries(
+    store: SQLiteStore, root: Path, tmp_path: Path
+) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "z.txt").write_text("z")
@@ -226,11 +251,17 @@ def test_store_base_names_its_hooks() -> None:
 
     with pytest.raises(TypeError, match="_transaction"):
         Partial()
-    assert {"_transaction", "_lock_run", "_unlock_run", "_upsert",
-            "close"} == StoreBase.__abstractmethods__
+    assert {
+        "_transaction",
+        "_lock_run",
+        "_unlock_run",
+        "_upsert",
+        "close",
+    } == StoreBase.__abstractmethods__
 
 
 # -- one transaction per document -----------------------------------------------------------
+
 
 def test_changed_document_replaces_all_its_chunks(store: SQLiteStore, root: Path) -> None:
     doc = doc_named(root, "a.txt")
@@ -244,8 +275,9 @@ def test_changed_document_replaces_all_its_chunks(store: SQLiteStore, root: Path
     assert len(store.vectors()[0]) == len(short)
 
 
-def test_write_failing_mid_document_leaves_the_old_version(sqlite_store: SQLiteStore,
-                                                           root: Path) -> None:
+def test_write_failing_mid_document_leaves_the_old_version(
+    sqlite_store: SQLiteStore, root: Path
+) -> None:
     store = sqlite_store
     old = doc_named(root, "b.md")
     old_chunks = chunks_of(old)
@@ -258,8 +290,10 @@ def test_write_failing_mid_document_leaves_the_old_version(sqlite_store: SQLiteS
     assert len(new_chunks) > 3
     # A real database failure in the middle of the document: the fourth chunk's insert.
     with sqlite3.connect(store.path) as other:
-        other.execute("CREATE TRIGGER fail_mid_document BEFORE INSERT ON chunks "
-                      "WHEN NEW.ordinal = 3 BEGIN SELECT RAISE(ABORT, 'injected'); END")
+        other.execute(
+            "CREATE TRIGGER fail_mid_document BEFORE INSERT ON chunks "
+            "WHEN NEW.ordinal = 3 BEGIN SELECT RAISE(ABORT, 'injected'); END"
+        )
     with pytest.raises(sqlite3.IntegrityError, match="injected"):
         store.write_document(new, new_chunks, vectors_for(new_chunks), config="cfg")
 
@@ -300,11 +334,14 @@ _KILLED_WRITER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("delay", [0.15, 0.4])
-def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
-                                                  delay: float) -> None:
+def test_sigkill_mid_write_leaves_whole_documents(root: Path, location, delay: float) -> None:
     db = location
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), str(db)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(root), str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = child.stdout.readline()
         assert line.strip() == "writing", child.stderr.read()
@@ -319,9 +356,15 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
         rows = store._conn.execute("SELECT id, config, n_chunks FROM documents").fetchall()
         assert rows, "the writer committed nothing before the kill"
         for doc_id, config, n_chunks in rows:
-            chunks = [(c.ordinal, c.text) for c in store.document_chunks(
-                root, store._conn.execute(f"SELECT source FROM documents WHERE id = {doc_id}"
-                                          ).fetchone()[0])]
+            chunks = [
+                (c.ordinal, c.text)
+                for c in store.document_chunks(
+                    root,
+                    store._conn.execute(
+                        f"SELECT source FROM documents WHERE id = {doc_id}"
+                    ).fetchone()[0],
+                )
+            ]
             assert [o for o, _ in chunks] == list(range(n_chunks))
             assert {t.split()[0] for _, t in chunks} == {config}
         ids, matrix = store.vectors()
@@ -334,8 +377,11 @@ def test_sigkill_mid_write_leaves_whole_documents(root: Path, location,
         assert [r.status for r in runs] == ["running", "interrupted"] and runs[0].id == run
         latest = max(r[1] for r in rows)
         redo = {d.source for d in classified(store, root, latest)["changed"]}
-        assert redo == {store._conn.execute(f"SELECT source FROM documents WHERE id = {r[0]}"
-                                            ).fetchone()[0] for r in rows if r[1] != latest}
+        assert redo == {
+            store._conn.execute(f"SELECT source FROM documents WHERE id = {r[0]}").fetchone()[0]
+            for r in rows
+            if r[1] != latest
+        }
         store.finish_run(run)
 
 
@@ -352,8 +398,9 @@ BAD_VECTORS = {
 
 
 @pytest.mark.parametrize("bad", BAD_VECTORS, ids=list(BAD_VECTORS))
-def test_bad_vectors_are_refused_and_nothing_is_lost(store: SQLiteStore, root: Path,
-                                                     bad: str) -> None:
+def test_bad_vectors_are_refused_and_nothing_is_lost(
+    store: SQLiteStore, root: Path, bad: str
+) -> None:
     index(store, root)
     (root / "a.txt").write_text("changed text for alpha, long enough for chunks")
     doc = doc_named(root, "a.txt")
@@ -374,8 +421,9 @@ BAD_CHUNKS = {
 
 
 @pytest.mark.parametrize("bad", BAD_CHUNKS, ids=list(BAD_CHUNKS))
-def test_bad_chunks_are_refused_and_nothing_is_written(store: SQLiteStore, root: Path,
-                                                       bad: str) -> None:
+def test_bad_chunks_are_refused_and_nothing_is_written(
+    store: SQLiteStore, root: Path, bad: str
+) -> None:
     index(store, root)
     doc = doc_named(root, "a.txt")
     chunk, expected = BAD_CHUNKS[bad]
@@ -418,6 +466,7 @@ def test_document_without_chunks(store: SQLiteStore, root: Path) -> None:
 
 # -- reading back -----------------------------------------------------------------------
 
+
 def test_vectors_are_normalised_float32_with_chunk_ids(store: SQLiteStore, root: Path) -> None:
     """Vectors come back float32, L2-normalised, each element the float16 nearest to the
     normalised input's (records.VECTOR_DTYPE): within half a float16 step of it."""
@@ -452,7 +501,11 @@ def test_status_and_runs(store: SQLiteStore, root: Path) -> None:
     assert status.tokens == sum(c.n_tokens for d in ingest(root) if d.ok for c in chunks_of(d))
     last = status.last_run
     assert (last.id, last.status, last.counts, last.summary) == (
-        run, "completed", counts, {"tokens_per_s": 12.5})
+        run,
+        "completed",
+        counts,
+        {"tokens_per_s": 12.5},
+    )
     assert last.ended_at >= last.started_at
     with pytest.raises(StoreInputError, match="status: expected one of"):
         store.finish_run(run, "running")
@@ -470,6 +523,7 @@ def test_one_run_at_a_time(store: SQLiteStore, location) -> None:
 
 
 # -- the file -------------------------------------------------------------------------------
+
 
 def test_paths_and_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -502,11 +556,16 @@ def test_a_stored_vector_of_the_wrong_length_is_reported_not_reshaped(tmp_path: 
     (root / "a.txt").write_text("one two three four five six seven eight nine ten " * 4)
     with SQLiteStore(tmp_path / "db") as store:
         index(store, root)
-        store._conn.execute("UPDATE chunks SET vector = substr(vector, 1, 7) "
-                            "WHERE id = (SELECT MAX(id) FROM chunks)")
-        with pytest.raises(StoreCorruptError, match=r"expected vectors of 16 bytes \(dimension "
-                           r"8, float16\), got 1 chunk\(s\) of another length \(ids \[\d+\]: 7 "
-                           r"bytes\).*rebuild the index"):
+        store._conn.execute(
+            "UPDATE chunks SET vector = substr(vector, 1, 7) "
+            "WHERE id = (SELECT MAX(id) FROM chunks)"
+        )
+        with pytest.raises(
+            StoreCorruptError,
+            match=r"expected vectors of 16 bytes \(dimension "
+            r"8, float16\), got 1 chunk\(s\) of another length \(ids \[\d+\]: 7 "
+            r"bytes\).*rebuild the index",
+        ):
             store.vectors()
 
 
@@ -521,7 +580,9 @@ def test_another_programs_database_is_refused_untouched(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
 
 
-def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path: Path, encoder) -> None:
+def test_a_version_1_store_migrates_to_the_current_version(
+    docs: Path, tmp_path: Path, encoder
+) -> None:
     """The schema's migration path, 1 -> 2 -> 3, on a copy of a real store: the real model's
     vectors of real documents, taken back to what version 1 had (no keyword index, no chunk
     log, no store id, no chunk heading path, location or vector key). Opening the copy migrates it: nothing stored is lost, keyword search
@@ -544,18 +605,24 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
     shutil.copy2(original, copy)
     with sqlite3.connect(copy) as conn:
         as_float32_blobs(conn)
-        conn.executescript("DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
-                           "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
-                           "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
-                           "PRAGMA user_version = 1; "
-                           "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
-                           "DROP INDEX chunks_language; "
-                           "ALTER TABLE chunks DROP COLUMN heading_path; "
-                           "ALTER TABLE chunks DROP COLUMN location; "
-                           "ALTER TABLE chunks DROP COLUMN vector_key; "
-                           "ALTER TABLE chunks DROP COLUMN language;")
-        assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name IN "
-                            "('chunks_terms', 'chunk_log')").fetchone()[0] == 0
+        conn.executescript(
+            "DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
+            "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
+            "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
+            "PRAGMA user_version = 1; "
+            "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
+            "DROP INDEX chunks_language; "
+            "ALTER TABLE chunks DROP COLUMN heading_path; "
+            "ALTER TABLE chunks DROP COLUMN location; "
+            "ALTER TABLE chunks DROP COLUMN vector_key; "
+            "ALTER TABLE chunks DROP COLUMN language;"
+        )
+        assert (
+            conn.execute(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('chunks_terms', 'chunk_log')"
+            ).fetchone()[0]
+            == 0
+        )
 
     with SQLiteStore(copy) as store:
         ids, vectors = store.vectors()
@@ -574,8 +641,9 @@ def test_a_version_1_store_migrates_to_the_current_version(docs: Path, tmp_path:
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])
-def test_a_run_waits_a_bounded_time_for_another_process_s_run(location, docs: Path,
-                                                               held_s: float) -> None:
+def test_a_run_waits_a_bounded_time_for_another_process_s_run(
+    location, docs: Path, held_s: float
+) -> None:
     """A store locked by another process's run (issue 29): `attnswitch run` waits for it up
     to `RUN_LOCK_WAIT_S`, so a run that ends meanwhile lets it go on; past that it stops
     with one line saying so, having written nothing."""
@@ -587,8 +655,20 @@ def test_a_run_waits_a_bounded_time_for_another_process_s_run(location, docs: Pa
     holder = hold_run_lock(location, held_s)
     try:
         started = time.monotonic()
-        result = CliRunner().invoke(app(), ["run", str(docs), "--db", str(location),
-                                            "--no-progress", "--max-tokens", "32", "--overlap", "4"])
+        result = CliRunner().invoke(
+            app(),
+            [
+                "run",
+                str(docs),
+                "--db",
+                str(location),
+                "--no-progress",
+                "--max-tokens",
+                "32",
+                "--overlap",
+                "4",
+            ],
+        )
         waited = time.monotonic() - started
     finally:
         holder.kill()

@@ -29,8 +29,11 @@ STORE_SPECIFIC = {
 
 def protocol_members() -> dict[str, object]:
     """The protocol's members: its methods and properties, and its annotated attributes."""
-    members = {name: value for name, value in vars(Store).items()
-               if not name.startswith("_") or name in ("__enter__", "__exit__")}
+    members = {
+        name: value
+        for name, value in vars(Store).items()
+        if not name.startswith("_") or name in ("__enter__", "__exit__")
+    }
     members = {n: v for n, v in members.items() if callable(v) or isinstance(v, property)}
     members.update({name: None for name in Store.__annotations__})
     return members
@@ -58,7 +61,8 @@ def test_a_method_of_one_store_only_is_a_documented_one() -> None:
     one_only = (public[0] ^ public[1]) - set(protocol_members())
     assert one_only == set(STORE_SPECIFIC), (
         f"expected the documented store-specific methods, got {sorted(one_only)}: add a "
-        "method both stores need to the Store protocol")
+        "method both stores need to the Store protocol"
+    )
 
 
 def test_a_real_store_of_each_kind_has_every_member(location) -> None:

@@ -77,8 +77,10 @@ OLD_POSTGRES = (
 MAX_TOKENS, OVERLAP = 48, 4
 OPTIONS = RunOptions(max_tokens=MAX_TOKENS, overlap=OVERLAP, chunks_per_call=16)
 # One sentence each: as fixed windows or as blocks, each is one chunk of the same text.
-SHORT = {"note.txt": "A short note about the vacuum process in a database.",
-         "todo.txt": "Remember to analyse the tables after a bulk load of rows."}
+SHORT = {
+    "note.txt": "A short note about the vacuum process in a database.",
+    "todo.txt": "Remember to analyse the tables after a bulk load of rows.",
+}
 
 
 def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]]]:
@@ -87,18 +89,31 @@ def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]
     the bytes of each float32 vector rounded to float16 (as the upgrade keeps it) and
     widened back to float32 (as a store reads it)."""
     tok = chunk_tokenizer(encoder.spec)
-    config = IndexConfig.build(encoder.spec, None, encoder.engine, "fp32", MAX_TOKENS, OVERLAP,
-                               tok, chunking="windows", embed_headings=False)
-    old_json = {k: v for k, v in json.loads(config.to_json()).items()
-                if k not in ("chunking", "embed_headings")}
+    config = IndexConfig.build(
+        encoder.spec,
+        None,
+        encoder.engine,
+        "fp32",
+        MAX_TOKENS,
+        OVERLAP,
+        tok,
+        chunking="windows",
+        embed_headings=False,
+    )
+    old_json = {
+        k: v
+        for k, v in json.loads(config.to_json()).items()
+        if k not in ("chunking", "embed_headings")
+    }
     rows, kept = [], {}
     for doc in ingest(root):
         chunks = chunk_text(doc.text, tok, max_tokens=MAX_TOKENS, overlap=OVERLAP)
         vectors = encoder.encode([c.text for c in chunks]).astype("<f4")
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         rows.append((doc, chunks, vectors))
-        kept[doc.source] = [(c.text, v.astype("<f2").astype("<f4").tobytes())
-                            for c, v in zip(chunks, vectors)]
+        kept[doc.source] = [
+            (c.text, v.astype("<f2").astype("<f4").tobytes()) for c, v in zip(chunks, vectors)
+        ]
     postgres = isinstance(location, str)
     if postgres:
         import psycopg
@@ -116,20 +131,34 @@ def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]
             conn.execute(statement)
         mark = "?"
     m = lambda n: ", ".join([mark] * n)  # noqa: E731
-    conn.execute(f"INSERT INTO meta VALUES ({m(2)}), ({m(2)})",
-                 ("index", json.dumps(old_json, sort_keys=True), "dim", "384"))
+    conn.execute(
+        f"INSERT INTO meta VALUES ({m(2)}), ({m(2)})",
+        ("index", json.dumps(old_json, sort_keys=True), "dim", "384"),
+    )
     for doc, chunks, vectors in rows:
         doc_id = conn.execute(
             f"INSERT INTO documents (root, source, sha256, size, mtime_ns, kind, status, "
             f"config, n_chunks, n_tokens, updated_at) VALUES ({m(11)}) RETURNING id",
-            (doc.root, doc.source, doc.sha256, doc.size, doc.mtime_ns, doc.kind, "indexed",
-             config.fingerprint, len(chunks), sum(c.n_tokens for c in chunks), time.time()),
+            (
+                doc.root,
+                doc.source,
+                doc.sha256,
+                doc.size,
+                doc.mtime_ns,
+                doc.kind,
+                "indexed",
+                config.fingerprint,
+                len(chunks),
+                sum(c.n_tokens for c in chunks),
+                time.time(),
+            ),
         ).fetchone()[0]
         for i, (c, v) in enumerate(zip(chunks, vectors)):
-            conn.execute(f"INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, "
-                         f"char_end, {'embedding' if postgres else 'vector'}) VALUES ({m(7)})",
-                         (doc_id, i, c.text, c.n_tokens, c.start, c.end,
-                          v if postgres else v.tobytes()))
+            conn.execute(
+                f"INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, "
+                f"char_end, {'embedding' if postgres else 'vector'}) VALUES ({m(7)})",
+                (doc_id, i, c.text, c.n_tokens, c.start, c.end, v if postgres else v.tobytes()),
+            )
     conn.close()
     return kept
 
@@ -137,12 +166,18 @@ def old_store(location, root: Path, encoder) -> dict[str, list[tuple[str, bytes]
 def stored(store, root: Path) -> dict[str, list[tuple[str, bytes]]]:
     ids, matrix = store.vectors()
     row_of = {int(i): r for r, i in enumerate(ids)}
-    return {s: [(c.text, matrix[row_of[c.id]].astype("<f4").tobytes())
-                for c in store.document_chunks(root, s)] for s in sorted(store.sources(root))}
+    return {
+        s: [
+            (c.text, matrix[row_of[c.id]].astype("<f4").tobytes())
+            for c in store.document_chunks(root, s)
+        ]
+        for s in sorted(store.sources(root))
+    }
 
 
 def test_an_old_store_is_upgraded_and_rechunked_reusing_its_vectors(
-        location, tmp_path: Path, encoder) -> None:
+    location, tmp_path: Path, encoder
+) -> None:
     root = tmp_path / "docs"
     (root / "postgresql").mkdir(parents=True)
     for name in ("tutorial-update.html", "tutorial-views.html"):

@@ -39,14 +39,23 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again when the block ends: nothing listens
 
 
-@pytest.mark.parametrize(("url", "expected"), [
-    ("postgresql://attnswitch@127.0.0.1:{port}/postgres",
-     "expected a PostgreSQL server answering at postgresql://attnswitch@127.0.0.1:{port}"),
-    ("postgresql://u:secret@127.0.0.1:{port}/db?bogus=1",
-     "expected a URL like postgresql://USER@HOST:PORT/DBNAME"),
-    ("postgresql://u:secret@127.0.0.1:notaport/db",
-     "expected a URL like postgresql://USER@HOST:PORT/DBNAME"),
-])
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (
+            "postgresql://attnswitch@127.0.0.1:{port}/postgres",
+            "expected a PostgreSQL server answering at postgresql://attnswitch@127.0.0.1:{port}",
+        ),
+        (
+            "postgresql://u:secret@127.0.0.1:{port}/db?bogus=1",
+            "expected a URL like postgresql://USER@HOST:PORT/DBNAME",
+        ),
+        (
+            "postgresql://u:secret@127.0.0.1:notaport/db",
+            "expected a URL like postgresql://USER@HOST:PORT/DBNAME",
+        ),
+    ],
+)
 def test_server_down_or_wrong_url_is_one_clear_line(url: str, expected: str) -> None:
     port = _closed_port()
     url, expected = url.format(port=port), expected.format(port=port)
@@ -106,8 +115,9 @@ def test_run_refuses_a_model_of_another_dimension(pg_url: str, docs: Path) -> No
     with open_store(pg_url) as store:
         doc = next(iter(ingest(docs)))
         store.write_document(doc, [ChunkRecord("x", 1, 0, 1)], np.ones((1, 16)))
-        with pytest.raises(IndexMismatchError,
-                           match=r"expected vectors of dimension 16 .* got 384"):
+        with pytest.raises(
+            IndexMismatchError, match=r"expected vectors of dimension 16 .* got 384"
+        ):
             run(docs, store, RunOptions(max_tokens=32, overlap=4))
 
 
@@ -121,15 +131,14 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(300, 32))
     with open_store(pg_url) as store:
-        store.write_document(doc, [ChunkRecord(f"c{i}", 1, 0, 1) for i in range(300)],
-                             vectors)
+        store.write_document(doc, [ChunkRecord(f"c{i}", 1, 0, 1) for i in range(300)], vectors)
         q = vectors[17] / np.linalg.norm(vectors[17])
         # 300 rows are cheaper to scan exactly, as the planner knows; at scale it takes
         # the index (benchmarks/store_scale.py), here it is told to.
         store._conn.execute("SET enable_seqscan = off")
         plan = store._conn.execute(
-            "EXPLAIN SELECT id FROM chunks ORDER BY embedding <#> %s LIMIT 5",
-            (HalfVector(q),)).fetchall()  # a float16 query, as `dense` sends it
+            "EXPLAIN SELECT id FROM chunks ORDER BY embedding <#> %s LIMIT 5", (HalfVector(q),)
+        ).fetchall()  # a float16 query, as `dense` sends it
         assert "chunks_embedding_hnsw" in " ".join(r[0] for r in plan)
         (best, score), *_ = store.dense(q[None, :].astype(np.float32), 5)[0]
         # the vector and the query both rounded to float16: each element within 2^-11
@@ -138,8 +147,9 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
         store.ef_search = 1  # a beam narrower than n is widened to n: n rows, not 1
         assert len(store.dense(q[None, :].astype(np.float32), 50)[0]) == 50
         assert len(store.dense(q[None, :].astype(np.float32), 30, ef=2)[0]) == 30
-        with pytest.raises(StoreInputError, match="ef_search: expected an integer from 1 to "
-                           "1000, got 1001"):
+        with pytest.raises(
+            StoreInputError, match="ef_search: expected an integer from 1 to 1000, got 1001"
+        ):
             store.dense(q[None, :].astype(np.float32), 5, ef=1001)
         # The beam is set for the query's own transaction, not left on the session.
         assert store._conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "40"
@@ -155,12 +165,36 @@ def test_cli_run_status_and_search_on_postgres(pg_url: str, docs: Path) -> None:
     assert status["documents"] == 4 and status["dim"] == 384
     assert status["chunks"] == summary["chunks_stored"] > 0
     for mode in ("hybrid", "dense", "keyword"):
-        found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
-                                  "--mode", mode, "--db", pg_url, "--json").stdout)
+        found = json.loads(
+            invoke(
+                "search",
+                "UPDATE weather SET temp_hi",
+                "-k",
+                "3",
+                "--mode",
+                mode,
+                "--db",
+                pg_url,
+                "--json",
+            ).stdout
+        )
         assert found["mode"] == mode and len(found["data"]) == 3
         assert found["data"][0]["source"] == "postgresql/tutorial-update.html", mode
-    narrow = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3", "--mode",
-                               "dense", "--ef", "1", "--db", pg_url, "--json").stdout)
+    narrow = json.loads(
+        invoke(
+            "search",
+            "UPDATE weather SET temp_hi",
+            "-k",
+            "3",
+            "--mode",
+            "dense",
+            "--ef",
+            "1",
+            "--db",
+            pg_url,
+            "--json",
+        ).stdout
+    )
     assert len(narrow["data"]) == 3  # the beam is widened to k
     result = invoke("search", "rows", "--ef", "5000", "--db", pg_url)
     assert result.exit_code != 0 and one_line(result.output)
@@ -199,9 +233,9 @@ def test_opening_a_store_while_a_run_writes_takes_no_table_lock(pg_url: str) -> 
 
 
 @pytest.mark.parametrize("away_s", [2.0, None])
-def test_a_run_outlives_a_postgres_restart_or_stops_resumably(pg_cluster, pg_url, docs,
-                                                               encoder, monkeypatch,
-                                                               away_s) -> None:
+def test_a_run_outlives_a_postgres_restart_or_stops_resumably(
+    pg_cluster, pg_url, docs, encoder, monkeypatch, away_s
+) -> None:
     """PostgreSQL restarted in the middle of a run (issue 29): the store opens a new
     connection with backoff and writes the document again, so a server back within
     `RECONNECT_FOR_S` lets the run complete with every document; one that stays away
@@ -225,13 +259,13 @@ def test_a_run_outlives_a_postgres_restart_or_stops_resumably(pg_cluster, pg_url
     try:
         with open_store(pg_url) as store:
             if away_s is not None:
-                summary = run(docs, store, options, get_encoder=lambda: encoder,
-                              on_progress=restart_once)
+                summary = run(
+                    docs, store, options, get_encoder=lambda: encoder, on_progress=restart_once
+                )
                 assert summary.status == "completed" and summary.indexed == total
             else:
                 with pytest.raises(StoreConnectError, match="run again when it is back"):
-                    run(docs, store, options, get_encoder=lambda: encoder,
-                        on_progress=restart_once)
+                    run(docs, store, options, get_encoder=lambda: encoder, on_progress=restart_once)
     finally:
         if away_s is None:
             pg_cluster.start_again()
@@ -244,5 +278,4 @@ def test_a_run_outlives_a_postgres_restart_or_stops_resumably(pg_cluster, pg_url
             assert summary.status == "completed"
         assert store.root_counts(docs)[0] == total
         for source in store.sources(docs):
-            assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs,
-                                                                                    source))
+            assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs, source))

@@ -32,18 +32,20 @@ PER_DOC = 20
 WORDS = ("vacuum", "index", "table", "query", "update", "views", "rows", "join")
 
 
-def write(store, root: Path, *, dim: int = DIM, seed: int = 0,
-          fingerprint: str | None = None) -> dict[int, np.ndarray]:
+def write(
+    store, root: Path, *, dim: int = DIM, seed: int = 0, fingerprint: str | None = None
+) -> dict[int, np.ndarray]:
     """Three documents of `PER_DOC` chunks with random vectors (far from unit length);
     returns chunk id -> the vector written, L2-normalised in float64."""
     rng = np.random.default_rng(seed)
     written = {}
     for doc in sorted(ingest(root), key=lambda d: d.source):
-        chunks = [ChunkRecord(f"{doc.source} {WORDS[i % len(WORDS)]} part {i}", 4, i, i + 1)
-                  for i in range(PER_DOC)]
+        chunks = [
+            ChunkRecord(f"{doc.source} {WORDS[i % len(WORDS)]} part {i}", 4, i, i + 1)
+            for i in range(PER_DOC)
+        ]
         vectors = rng.normal(size=(PER_DOC, dim)) * 3.0
-        store.write_document(doc, chunks, vectors, config="cfg",
-                             vector_fingerprint=fingerprint)
+        store.write_document(doc, chunks, vectors, config="cfg", vector_fingerprint=fingerprint)
         for row, v in zip(store.document_chunks(root, doc.source), vectors, strict=True):
             written[row.id] = v / np.linalg.norm(v)
     return written
@@ -61,8 +63,11 @@ def root(tmp_path: Path) -> Path:
 def by_place(store, root: Path) -> dict[tuple[str, int], bytes]:
     """(source, ordinal) -> the stored vector's bytes (`stored_bytes`)."""
     raw = stored_bytes(store)
-    return {(s, c.ordinal): raw[c.id] for s in sorted(store.sources(root))
-            for c in store.document_chunks(root, s)}
+    return {
+        (s, c.ordinal): raw[c.id]
+        for s in sorted(store.sources(root))
+        for c in store.document_chunks(root, s)
+    }
 
 
 def stored_bytes(store) -> dict[int, bytes]:
@@ -77,12 +82,14 @@ def stored_bytes(store) -> dict[int, bytes]:
 def column_type(store) -> str:
     return store._conn.execute(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
-        "'chunks'::regclass AND attname = 'embedding'").fetchone()[0]
+        "'chunks'::regclass AND attname = 'embedding'"
+    ).fetchone()[0]
 
 
 def hnsw_definition(store) -> str:
-    row = store._conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = "
-                              "'chunks_embedding_hnsw'").fetchone()
+    row = store._conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_embedding_hnsw'"
+    ).fetchone()
     return row[0] if row else ""
 
 
@@ -105,13 +112,13 @@ def test_vectors_are_stored_in_float16_and_read_back_as_float32(location, root: 
         else:
             assert {len(b) for b in stored_bytes(store).values()} == {2 * DIM}
             blob = stored_bytes(store)[int(ids[0])]
-            np.testing.assert_array_equal(np.frombuffer(blob, "<f2").astype(np.float32),
-                                          matrix[0])
+            np.testing.assert_array_equal(np.frombuffer(blob, "<f2").astype(np.float32), matrix[0])
 
 
 @pytest.mark.parametrize("dim", [3, DIM, 384])
-def test_a_vector_read_back_and_written_again_is_stored_bit_for_bit(location, root: Path,
-                                                                    dim: int) -> None:
+def test_a_vector_read_back_and_written_again_is_stored_bit_for_bit(
+    location, root: Path, dim: int
+) -> None:
     """A run writes the vectors it reuses (`vectors_by_key`) again: rounded to float16 and
     normalised again, they must not move (`store_base.NORM_KEPT`), in any dimension."""
     with open_store(location) as store:
@@ -121,10 +128,13 @@ def test_a_vector_read_back_and_written_again_is_stored_bit_for_bit(location, ro
             chunks = store.document_chunks(root, doc.source)
             reused = store.vectors_by_key([vector_key("fp", c.text) for c in chunks])
             assert len(reused) == len(chunks)
-            store.write_document(doc, [ChunkRecord(c.text, c.n_tokens, c.start, c.end)
-                                       for c in chunks],
-                                 np.stack([reused[vector_key("fp", c.text)] for c in chunks]),
-                                 config="cfg", vector_fingerprint="fp")
+            store.write_document(
+                doc,
+                [ChunkRecord(c.text, c.n_tokens, c.start, c.end) for c in chunks],
+                np.stack([reused[vector_key("fp", c.text)] for c in chunks]),
+                config="cfg",
+                vector_fingerprint="fp",
+            )
         after = by_place(store, root)
     assert after == before  # new chunk ids, the same bytes
 
@@ -172,18 +182,25 @@ def to_float32_layout(location, originals: dict[int, np.ndarray]) -> None:
         with psycopg.connect(str(location), autocommit=True) as conn:
             register_vector(conn)
             conn.execute("DROP INDEX chunks_embedding_hnsw")
-            conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({DIM}) "
-                         f"USING embedding::vector({DIM})")
+            conn.execute(
+                f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({DIM}) "
+                f"USING embedding::vector({DIM})"
+            )
             for cid, v in originals.items():
-                conn.execute("UPDATE chunks SET embedding = %s WHERE id = %s",
-                             (v.astype(np.float32), cid))
-            conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw "
-                         "(embedding vector_ip_ops) WITH (m = 16, ef_construction = 128)")
+                conn.execute(
+                    "UPDATE chunks SET embedding = %s WHERE id = %s", (v.astype(np.float32), cid)
+                )
+            conn.execute(
+                "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw "
+                "(embedding vector_ip_ops) WITH (m = 16, ef_construction = 128)"
+            )
         return
     with contextlib.closing(sqlite3.connect(location)) as conn, conn:
         as_float32_blobs(conn)
-        conn.executemany("UPDATE chunks SET vector = ? WHERE id = ?",
-                         [(v.astype("<f4").tobytes(), cid) for cid, v in originals.items()])
+        conn.executemany(
+            "UPDATE chunks SET vector = ? WHERE id = ?",
+            [(v.astype("<f4").tobytes(), cid) for cid, v in originals.items()],
+        )
         conn.execute("PRAGMA user_version = 7")
 
 
@@ -201,21 +218,30 @@ def answers(store, queries: np.ndarray) -> list:
     out = []
     for i, q in enumerate(queries):
         text = WORDS[i % len(WORDS)]
-        out.append([[(h.chunk_id, h.score) for h in search(store, q, 10, text=text, mode=m)]
-                    for m in ("dense", "hybrid")] + [store.keyword(text, 10)])
+        out.append(
+            [
+                [(h.chunk_id, h.score) for h in search(store, q, 10, text=text, mode=m)]
+                for m in ("dense", "hybrid")
+            ]
+            + [store.keyword(text, 10)]
+        )
     return out
 
 
 def test_a_float32_store_is_upgraded_in_place_keeping_chunks_vectors_and_answers(
-        location, root: Path, tmp_path: Path, caplog) -> None:
+    location, root: Path, tmp_path: Path, caplog
+) -> None:
     """Opening a store of the float32 layout converts its vectors in place (no encoding,
     every chunk and id kept): they read back as the float32 ones rounded to float16, and
     every dense, hybrid and keyword answer is the one a store written in float16 gives."""
     queries = np.random.default_rng(5).normal(size=(8, DIM))
     with open_store(location) as store:
         write(store, root)
-        chunks = {c.id: c.text for s in sorted(store.sources(root))
-                  for c in store.document_chunks(root, s)}
+        chunks = {
+            c.id: c.text
+            for s in sorted(store.sources(root))
+            for c in store.document_chunks(root, s)
+        }
         want = answers(store, queries)
         ids, matrix = store.vectors()
     originals = float32_near(ids, matrix)
@@ -225,8 +251,11 @@ def test_a_float32_store_is_upgraded_in_place_keeping_chunks_vectors_and_answers
     with caplog.at_level("INFO"), open_store(location) as store:
         ids, matrix = store.vectors()
         assert sorted(ids.tolist()) == sorted(chunks)
-        assert {c.id: c.text for s in sorted(store.sources(root))
-                for c in store.document_chunks(root, s)} == chunks
+        assert {
+            c.id: c.text
+            for s in sorted(store.sources(root))
+            for c in store.document_chunks(root, s)
+        } == chunks
         expected = np.stack([originals[int(i)] for i in ids]).astype(np.float16)
         np.testing.assert_array_equal(matrix, expected.astype(np.float32))
         assert answers(store, queries) == want
@@ -235,8 +264,9 @@ def test_a_float32_store_is_upgraded_in_place_keeping_chunks_vectors_and_answers
             assert "halfvec_ip_ops" in hnsw_definition(store)
         else:
             assert {len(b) for b in stored_bytes(store).values()} == {2 * DIM}
-    assert any("converted" in r.getMessage() and "float16" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "converted" in r.getMessage() and "float16" in r.getMessage() for r in caplog.records
+    )
     if not is_url(str(location)):
         with contextlib.closing(sqlite3.connect(location)) as conn:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
@@ -246,7 +276,8 @@ def test_a_float32_store_is_upgraded_in_place_keeping_chunks_vectors_and_answers
 
 
 def test_a_float32_graph_beside_an_upgraded_store_is_replaced_by_a_float16_one(
-        root: Path, tmp_path: Path, monkeypatch) -> None:
+    root: Path, tmp_path: Path, monkeypatch
+) -> None:
     db = tmp_path / "index.sqlite3"
     with SQLiteStore(db, exact_below=0) as store:
         written = write(store, root)
@@ -279,38 +310,43 @@ def test_a_float32_graph_beside_an_upgraded_store_is_replaced_by_a_float16_one(
 
 
 @pytest.mark.parametrize("length", [2 * DIM - 1, 4 * DIM])
-def test_a_stored_vector_of_another_length_is_named(root: Path, tmp_path: Path,
-                                                    length: int) -> None:
+def test_a_stored_vector_of_another_length_is_named(
+    root: Path, tmp_path: Path, length: int
+) -> None:
     """A blob that is not `dim` float16 elements (a torn one, or a float32 vector written
     into a float16 store) is named with its length, not read as another vector."""
     with SQLiteStore(tmp_path / "index.sqlite3") as store:
         write(store, root, fingerprint="fp")
         last = store.max_chunk_id()
         keys = {cid: vector_key("fp", c.text) for cid, c in store.chunks([1, last]).items()}
-        store._conn.execute("UPDATE chunks SET vector = ? WHERE id = ?",
-                            (bytes(length), last))
-        with pytest.raises(StoreCorruptError, match=(
+        store._conn.execute("UPDATE chunks SET vector = ? WHERE id = ?", (bytes(length), last))
+        with pytest.raises(
+            StoreCorruptError,
+            match=(
                 rf"expected vectors of {2 * DIM} bytes \(dimension {DIM}, float16\), got 1 "
                 rf"chunk\(s\) of another length \(ids \[{last}\]: {length} bytes\); move the "
-                r"file aside")):
+                r"file aside"
+            ),
+        ):
             store.vectors()
         # a run never reuses it: only the sound vector comes back
         assert set(store.vectors_by_key(keys.values())) == {keys[1]}
 
 
 def test_an_old_vector_of_the_wrong_length_stays_named_after_the_upgrade(
-        root: Path, tmp_path: Path) -> None:
+    root: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "index.sqlite3"
     with SQLiteStore(db) as store:
         written = write(store, root)
     to_float32_layout(db, {cid: v.astype(np.float32) for cid, v in written.items()})
     last = max(written)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # one element short
-        conn.execute("UPDATE chunks SET vector = substr(vector, 1, ?) WHERE id = ?",
-                     (4 * DIM - 4, last))
+        conn.execute(
+            "UPDATE chunks SET vector = substr(vector, 1, ?) WHERE id = ?", (4 * DIM - 4, last)
+        )
     with SQLiteStore(db) as store:
-        with pytest.raises(StoreCorruptError,
-                           match=rf"\(ids \[{last}\]: {2 * DIM - 2} bytes\)"):
+        with pytest.raises(StoreCorruptError, match=rf"\(ids \[{last}\]: {2 * DIM - 2} bytes\)"):
             store.vectors()
 
 
@@ -320,18 +356,24 @@ def test_a_server_whose_pgvector_has_no_halfvec_is_refused(pg_url: str) -> None:
     with open_store(pg_url):
         pass
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                               ).fetchone()[0]
+        version = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()[0]
         conn.execute("UPDATE pg_extension SET extversion = '0.6.2' WHERE extname = 'vector'")
     try:
-        with pytest.raises(StoreConnectError, match=(
+        with pytest.raises(
+            StoreConnectError,
+            match=(
                 r"expected pgvector 0\.7 or later in the database at postgresql://.*\(its "
                 r"halfvec type holds the vectors\), got 0\.6\.2; .*ALTER EXTENSION vector "
-                "UPDATE")):
+                "UPDATE"
+            ),
+        ):
             open_store(pg_url)
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("UPDATE pg_extension SET extversion = %s WHERE extname = 'vector'",
-                         (version,))
+            conn.execute(
+                "UPDATE pg_extension SET extversion = %s WHERE extname = 'vector'", (version,)
+            )
     with open_store(pg_url) as store:
         assert store.dim is None

@@ -9,8 +9,12 @@ import shutil
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
-PAGES = ("postgresql/tutorial-start.html", "postgresql/tutorial-advanced.html",
-         "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
+PAGES = (
+    "postgresql/tutorial-start.html",
+    "postgresql/tutorial-advanced.html",
+    "postgresql/tutorial-update.html",
+    "postgresql/tutorial-conclusion.html",
+)
 UPDATE_PAGE = "postgresql/tutorial-update.html"
 QUESTION = "how do I update rows in a table"
 

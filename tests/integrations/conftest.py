@@ -32,8 +32,6 @@ def models() -> Callable[[str], Models]:
     return get
 
 
-
-
 @pytest.fixture(scope="session")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> Indexed:
     """Four real HTML pages indexed once per test process by `attnswitch.index` (the default
@@ -53,8 +51,7 @@ def served(indexed: Indexed, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """The base URL of a real `attnswitch serve` over `indexed` (stopped at the end)."""
     from attnswitch.service import launch
 
-    server = launch.start(tmp_path_factory.mktemp("served"), "--db", str(indexed.db),
-                          "--no-ui")
+    server = launch.start(tmp_path_factory.mktemp("served"), "--db", str(indexed.db), "--no-ui")
     try:
         yield server.url
     finally:

@@ -32,7 +32,8 @@ def torch_backends() -> list[str]:
     out = []
     for b in attnswitch.backends():
         takes_torch = b.framework == "torch" or getattr(
-            getattr(b, "caps", None), "accepts_all_frameworks", False)
+            getattr(b, "caps", None), "accepts_all_frameworks", False
+        )
         if takes_torch and b.name not in _SLOW_HERE and b.unavailable() is None:
             out.append(b.name)
     return out
@@ -52,16 +53,30 @@ def _configs() -> dict[str, Callable[[], object]]:
         "bert": lambda: BertConfig(num_hidden_layers=2, **small),
         # local_attention 8 < the test lengths: the sliding layers' window binds
         "modernbert": lambda: ModernBertConfig(
-            num_hidden_layers=3, local_attention=8, global_attn_every_n_layers=2,
-            pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
-            **small),
+            num_hidden_layers=3,
+            local_attention=8,
+            global_attn_every_n_layers=2,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            cls_token_id=1,
+            sep_token_id=2,
+            **small,
+        ),
         "llama": lambda: LlamaConfig(num_hidden_layers=2, num_key_value_heads=2, **small),
         "mistral": lambda: MistralConfig(
-            num_hidden_layers=2, num_key_value_heads=2, sliding_window=6, **small),
+            num_hidden_layers=2, num_key_value_heads=2, sliding_window=6, **small
+        ),
         "gemma2": lambda: Gemma2Config(
-            num_hidden_layers=2, num_key_value_heads=2, head_dim=16, sliding_window=6,
-            attn_logit_softcapping=5.0, final_logit_softcapping=None,
-            query_pre_attn_scalar=16, **small),
+            num_hidden_layers=2,
+            num_key_value_heads=2,
+            head_dim=16,
+            sliding_window=6,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=None,
+            query_pre_attn_scalar=16,
+            **small,
+        ),
     }
 
 
@@ -128,7 +143,7 @@ def padded_inputs(side: str) -> tuple[torch.Tensor, torch.Tensor]:
         if side == "right":
             mask[r, :n] = 1
         else:
-            mask[r, 20 - n:] = 1
+            mask[r, 20 - n :] = 1
     return ids, mask
 
 
@@ -141,8 +156,9 @@ def packed_inputs(family: str, lengths: tuple[int, ...]) -> dict:
     inputs = {"input_ids": ids, "position_ids": positions}
     if family == "modernbert":  # ModernBERT does not hand position_ids to its attention
         cu = torch.tensor([0, *torch.cumsum(torch.tensor(lengths), 0).tolist()], dtype=torch.int32)
-        inputs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths),
-                      max_length_k=max(lengths))
+        inputs.update(
+            cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(lengths), max_length_k=max(lengths)
+        )
     return inputs
 
 

@@ -22,10 +22,10 @@ print(json.dumps([loaded, adapters]))
 
 def loaded_after(*imports: str) -> tuple[list[str], list[str]]:
     adapters = {f"attnswitch.integrations.{name}" for name in FRAMEWORKS}
-    code = CHECK.format(imports="\n".join(imports), frameworks=set(FRAMEWORKS.values()),
-                        adapters=adapters)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = CHECK.format(
+        imports="\n".join(imports), frameworks=set(FRAMEWORKS.values()), adapters=adapters
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     loaded, found = json.loads(done.stdout.splitlines()[-1])
     return loaded, found

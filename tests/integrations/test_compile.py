@@ -75,8 +75,9 @@ def test_attention_runs_as_one_op_per_layer(models):
         return gm.forward
 
     with torch.inference_mode():
-        torch.compile(lambda **kw: m.attnswitch(**kw).last_hidden_state, fullgraph=True,
-                      backend=capture)(**inputs)
+        torch.compile(
+            lambda **kw: m.attnswitch(**kw).last_hidden_state, fullgraph=True, backend=capture
+        )(**inputs)
     targets = [str(n.target) for g in graphs for n in g.graph.nodes if n.op == "call_function"]
     ops = [t for t in targets if "attnswitch" in t]
     assert ops == ["attnswitch.hf_attention"] * m.attnswitch.config.num_hidden_layers

@@ -14,9 +14,11 @@ import pytest
 from adapter_testing import PAGES, copy_pages
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
-SECTIONS = {"LangChain": ("langchain_core", "UPDATE weather"),
-            "LlamaIndex": ("llama_index.core", "tutorial-update.html ['2.8. Updates']"),
-            "MCP": ("mcp", "'search', 'get_document', 'index_status'")}
+SECTIONS = {
+    "LangChain": ("langchain_core", "UPDATE weather"),
+    "LlamaIndex": ("llama_index.core", "tutorial-update.html ['2.8. Updates']"),
+    "MCP": ("mcp", "'search', 'get_document', 'index_status'"),
+}
 
 
 def example(section: str) -> str:
@@ -32,9 +34,17 @@ def test_the_example_runs(section: str, tmp_path: Path) -> None:
     pytest.importorskip(framework)
     copy_pages(tmp_path / "examples" / "corpus", PAGES)
     src = str(Path(__file__).resolve().parents[2] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [src, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, "-c", example(section)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", example(section)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert expected in done.stdout, done.stdout

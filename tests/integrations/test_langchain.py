@@ -25,10 +25,12 @@ from attnswitch.integrations.langchain import (  # noqa: E402
     AttnswitchRetriever,
 )
 
-PROMPT = ChatPromptTemplate.from_messages([
-    ("system", "Answer from these passages only:\n\n{context}"),
-    ("human", "{question}"),
-])
+PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "Answer from these passages only:\n\n{context}"),
+        ("human", "{question}"),
+    ]
+)
 
 
 def format_docs(docs: list[Document]) -> str:
@@ -58,12 +60,15 @@ def test_a_chain_from_the_retriever_to_the_prompt(indexed) -> None:
 def test_the_served_index_gives_the_same_documents_sync_and_async(indexed, served) -> None:
     local = AttnswitchRetriever(db=indexed.db, k=4, mode="keyword")
     remote = AttnswitchRetriever(url=served, k=4, mode="keyword")
-    want = [(d.metadata["chunk_id"], d.metadata["path"], d.page_content)
-            for d in local.invoke(QUESTION)]
-    for docs in (remote.invoke(QUESTION), asyncio.run(remote.ainvoke(QUESTION)),
-                 asyncio.run(local.ainvoke(QUESTION))):
-        assert [(d.metadata["chunk_id"], d.metadata["path"], d.page_content)
-                for d in docs] == want
+    want = [
+        (d.metadata["chunk_id"], d.metadata["path"], d.page_content) for d in local.invoke(QUESTION)
+    ]
+    for docs in (
+        remote.invoke(QUESTION),
+        asyncio.run(remote.ainvoke(QUESTION)),
+        asyncio.run(local.ainvoke(QUESTION)),
+    ):
+        assert [(d.metadata["chunk_id"], d.metadata["path"], d.page_content) for d in docs] == want
     # the service never shows the server's absolute path of a root
     assert not remote.invoke(QUESTION)[0].metadata["root"].startswith("/")
     prompt = chain(remote).invoke(QUESTION)
@@ -81,13 +86,16 @@ def test_filters_reach_the_index(indexed, served, where: str) -> None:
     assert AttnswitchRetriever(**source, modified_after="2100-01-01").invoke(QUESTION) == []
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
-    ({"k": 0}, "k: expected an int >= 1, got 0"),
-    ({"modified_after": "yesterday"}, "modified_after: expected"),
-    ({"url": "ftp://host"}, "url: expected the http:// or https:// address"),
-    ({"db": "x", "url": "http://127.0.0.1:1"}, "db, url: expected one of them"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
+        ({"k": 0}, "k: expected an int >= 1, got 0"),
+        ({"modified_after": "yesterday"}, "modified_after: expected"),
+        ({"url": "ftp://host"}, "url: expected the http:// or https:// address"),
+        ({"db": "x", "url": "http://127.0.0.1:1"}, "db, url: expected one of them"),
+    ],
+)
 def test_bad_values_are_validation_errors_naming_the_field(fields, message) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(")):
         AttnswitchRetriever(**fields)
@@ -122,10 +130,14 @@ def test_the_loader_gives_the_chunks_the_index_stores(indexed) -> None:
 
     docs = AttnswitchLoader(indexed.folder).load()
     with open_store(indexed.db) as store:
-        stored = {(r.source, r.ordinal): r for s in PAGES
-                  for r in store.document_chunks(str(indexed.folder), s)}
+        stored = {
+            (r.source, r.ordinal): r
+            for s in PAGES
+            for r in store.document_chunks(str(indexed.folder), s)
+        }
     assert {(d.metadata["path"], d.metadata["ordinal"]): d.page_content for d in docs} == {
-        key: row.text for key, row in stored.items()}
+        key: row.text for key, row in stored.items()
+    }
     first = next(d for d in docs if d.metadata["path"] == UPDATE_PAGE)
     row = stored[(UPDATE_PAGE, 0)]
     assert first.metadata["heading_path"] == list(row.heading_path)

@@ -27,8 +27,7 @@ from attnswitch.integrations.llamaindex import (  # noqa: E402
 
 
 def test_a_query_engine_answers_from_what_the_retriever_found(indexed) -> None:
-    engine = RetrieverQueryEngine.from_args(AttnswitchRetriever(indexed.db, k=3),
-                                            llm=MockLLM())
+    engine = RetrieverQueryEngine.from_args(AttnswitchRetriever(indexed.db, k=3), llm=MockLLM())
     response = engine.query(QUESTION)
     assert response.source_nodes[0].node.metadata["path"] == UPDATE_PAGE
     # MockLLM echoes the prompt it got: the retrieved text and its path reached the LLM
@@ -46,8 +45,11 @@ def test_the_served_index_gives_the_same_nodes_sync_and_async(indexed, served) -
     local = AttnswitchRetriever(indexed.db, k=4, mode="dense")
     remote = AttnswitchRetriever(url=served, k=4, mode="dense")
     want = [(n.node.node_id, n.node.get_content()) for n in local.retrieve(QUESTION)]
-    for nodes in (remote.retrieve(QUESTION), asyncio.run(remote.aretrieve(QUESTION)),
-                  asyncio.run(local.aretrieve(QUESTION))):
+    for nodes in (
+        remote.retrieve(QUESTION),
+        asyncio.run(remote.aretrieve(QUESTION)),
+        asyncio.run(local.aretrieve(QUESTION)),
+    ):
         assert [(n.node.node_id, n.node.get_content()) for n in nodes] == want
     engine = RetrieverQueryEngine.from_args(remote, llm=MockLLM())
     assert "UPDATE weather" in str(asyncio.run(engine.aquery(QUESTION)))
@@ -56,19 +58,23 @@ def test_the_served_index_gives_the_same_nodes_sync_and_async(indexed, served) -
 @pytest.mark.parametrize("where", ["local", "served"])
 def test_filters_reach_the_index(indexed, served, where: str) -> None:
     source = {"db": indexed.db} if where == "local" else {"url": served}
-    nodes = AttnswitchRetriever(**source, k=5, type="html", path="postgresql/").retrieve(
-        QUESTION)
+    nodes = AttnswitchRetriever(**source, k=5, type="html", path="postgresql/").retrieve(QUESTION)
     assert len(nodes) == 5 and {n.node.metadata["path"] for n in nodes} <= set(PAGES)
     assert AttnswitchRetriever(**source, type=[".pdf", "docx"]).retrieve(QUESTION) == []
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
-    ({"k": -1}, "k: expected an int >= 1, got -1"),
-    ({"modified_before": "2024-13-40"}, "modified_before: expected"),
-    ({"modified_after": "2024-02-01", "modified_before": "2024-01-01"},
-     "modified_before: expected a time not before modified_after"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
+        ({"k": -1}, "k: expected an int >= 1, got -1"),
+        ({"modified_before": "2024-13-40"}, "modified_before: expected"),
+        (
+            {"modified_after": "2024-02-01", "modified_before": "2024-01-01"},
+            "modified_before: expected a time not before modified_after",
+        ),
+    ],
+)
 def test_bad_values_are_value_errors_naming_the_argument(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         AttnswitchRetriever(**kwargs)
@@ -82,10 +88,8 @@ def test_the_embedding_is_attnswitch_encode() -> None:
     want = attnswitch.encode(texts)
     np.testing.assert_allclose(emb.get_text_embedding_batch(texts), want, atol=1e-5)
     np.testing.assert_allclose(emb.get_query_embedding(texts[0]), want[0], atol=1e-5)
-    np.testing.assert_allclose(asyncio.run(emb.aget_query_embedding(texts[1])), want[1],
-                               atol=1e-5)
-    np.testing.assert_allclose(asyncio.run(emb.aget_text_embedding_batch(texts)), want,
-                               atol=1e-5)
+    np.testing.assert_allclose(asyncio.run(emb.aget_query_embedding(texts[1])), want[1], atol=1e-5)
+    np.testing.assert_allclose(asyncio.run(emb.aget_text_embedding_batch(texts)), want, atol=1e-5)
     with pytest.raises(ValidationError, match="precision: expected one of"):
         AttnswitchEmbedding(precision="fp8")
 

@@ -41,8 +41,9 @@ def _args(db: Path, allowed: Path) -> list[str]:
 
 @asynccontextmanager
 async def stdio_session(db: Path, allowed: Path):
-    params = StdioServerParameters(command=sys.executable, args=_args(db, allowed),
-                                   env=dict(os.environ))
+    params = StdioServerParameters(
+        command=sys.executable, args=_args(db, allowed), env=dict(os.environ)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -55,9 +56,19 @@ def start_http(db: Path, allowed: Path, workdir: Path) -> tuple[subprocess.Popen
     log = workdir / "mcp.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, *_args(db, allowed), "--http", "--port", "0",
-             "--api-key-file", str(workdir / "keys")],
-            stdout=subprocess.DEVNULL, stderr=fh, env=dict(os.environ))
+            [
+                sys.executable,
+                *_args(db, allowed),
+                "--http",
+                "--port",
+                "0",
+                "--api-key-file",
+                str(workdir / "keys"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            env=dict(os.environ),
+        )
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
         assert proc.poll() is None, log.read_text()
@@ -83,7 +94,14 @@ async def exercise(session: ClientSession, indexed, allowed: Path, private: bool
     assert set(tools) == TOOLS
     assert all(len(t.description) > 100 for t in tools.values())
     assert set(tools["search"].input_schema["properties"]) >= {
-        "query", "k", "mode", "path", "type", "modified_after", "modified_before"}
+        "query",
+        "k",
+        "mode",
+        "path",
+        "type",
+        "modified_after",
+        "modified_before",
+    }
     # the stores' ids, as the HTTP route takes them (out of them: tests/security)
     chunk_id = tools["get_document"].input_schema["properties"]["chunk_id"]
     assert (chunk_id["minimum"], chunk_id["maximum"]) == (1, 2**63 - 1)
@@ -94,8 +112,11 @@ async def exercise(session: ClientSession, indexed, allowed: Path, private: bool
     assert "UPDATE weather" in hits[0]["text"] and hits[0]["where"].startswith(UPDATE_PAGE)
     root = hits[0]["root"]
     assert root == (indexed.folder.name if private else str(indexed.folder))
-    only = payload(await session.call_tool("search", {
-        "query": QUESTION, "mode": "keyword", "path": ["*start*"], "type": "html"}))
+    only = payload(
+        await session.call_tool(
+            "search", {"query": QUESTION, "mode": "keyword", "path": ["*start*"], "type": "html"}
+        )
+    )
     assert {h["path"] for h in only["hits"]} == {"postgresql/tutorial-start.html"}
     none = payload(await session.call_tool("search", {"query": QUESTION, "type": "pdf"}))
     assert none["hits"] == [] and none["note"]
@@ -104,11 +125,11 @@ async def exercise(session: ClientSession, indexed, allowed: Path, private: bool
     assert doc["path"] == UPDATE_PAGE and "UPDATE weather" in doc["text"]
     assert hits[0]["chunk_id"] in [c["chunk_id"] for c in doc["chunks"]]
     assert not doc["truncated"]
-    cut = payload(await session.call_tool("get_document",
-                                          {"path": UPDATE_PAGE, "max_chars": 40}))
+    cut = payload(await session.call_tool("get_document", {"path": UPDATE_PAGE, "max_chars": 40}))
     assert cut["truncated"] and len(cut["text"]) == 40
-    near = payload(await session.call_tool("get_document",
-                                           {"chunk_id": hits[0]["chunk_id"], "around": 1}))
+    near = payload(
+        await session.call_tool("get_document", {"chunk_id": hits[0]["chunk_id"], "around": 1})
+    )
     assert hits[0]["chunk_id"] in [c["chunk_id"] for c in near["chunks"]]
     assert near["path"] == UPDATE_PAGE
 
@@ -118,25 +139,33 @@ async def exercise(session: ClientSession, indexed, allowed: Path, private: bool
 
     # refusals: the SDK's schema checks, and attnswitch's own checks as tool errors
     assert "mode" in error(await session.call_tool("search", {"query": "x", "mode": "fuzzy"}))
-    assert error(await session.call_tool("search", {"query": "x", "modified_after": "soon"})
-                 ).startswith("modified_after: expected")
-    assert error(await session.call_tool("get_document", {"path": "nope.txt"})
-                 ).startswith("path: expected the path of an indexed document")
-    assert error(await session.call_tool("get_document", {})
-                 ).startswith("path, chunk_id: expected exactly one of them, got neither")
-    assert error(await session.call_tool("get_document", {"chunk_id": 999_999})
-                 ).startswith("chunk_id: expected the id of a chunk")
+    assert error(
+        await session.call_tool("search", {"query": "x", "modified_after": "soon"})
+    ).startswith("modified_after: expected")
+    assert error(await session.call_tool("get_document", {"path": "nope.txt"})).startswith(
+        "path: expected the path of an indexed document"
+    )
+    assert error(await session.call_tool("get_document", {})).startswith(
+        "path, chunk_id: expected exactly one of them, got neither"
+    )
+    assert error(await session.call_tool("get_document", {"chunk_id": 999_999})).startswith(
+        "chunk_id: expected the id of a chunk"
+    )
     outside = error(await session.call_tool("index_folder", {"folder": str(indexed.folder)}))
     assert outside.startswith("folder: expected a folder inside an allowed root (allowed)")
     assert error(await session.call_tool("index_folder", {"folder": "../.."})).startswith(
-        "folder: expected a folder inside an allowed root")
+        "folder: expected a folder inside an allowed root"
+    )
 
 
 async def index_through_mcp(session: ClientSession, allowed: Path) -> None:
     ran = payload(await session.call_tool("index_folder", {"folder": str(allowed)}))
     assert ran["indexed"] == 1 and ran["status"] == "completed"
-    found = payload(await session.call_tool("search", {
-        "query": "window functions", "path": "postgresql/tutorial-window.html"}))
+    found = payload(
+        await session.call_tool(
+            "search", {"query": "window functions", "path": "postgresql/tutorial-window.html"}
+        )
+    )
     assert found["hits"] and found["hits"][0]["path"] == "postgresql/tutorial-window.html"
 
 
@@ -167,10 +196,11 @@ def test_every_tool_over_http_with_a_key(indexed, allowed: Path, tmp_path: Path)
             assert refused.json()["error"]["code"] in ("missing_api_key", "invalid_api_key")
 
         async def main() -> None:
-            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"},
-                                          timeout=120) as http, \
-                    streamable_http_client(url, http_client=http) as (read, write), \
-                    ClientSession(read, write) as session:
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=120) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 await exercise(session, indexed, allowed, private=True)
 
@@ -182,16 +212,43 @@ def test_every_tool_over_http_with_a_key(indexed, allowed: Path, tmp_path: Path)
 
 def test_a_non_loopback_host_without_keys_is_refused(indexed) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "attnswitch.cli", "mcp", "--db", str(indexed.db), "--http",
-         "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.cli",
+            "mcp",
+            "--db",
+            str(indexed.db),
+            "--http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "host: expected a loopback address without api keys" in done.stderr
 
 
 def test_an_allowed_root_must_be_a_folder(indexed, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "attnswitch.cli", "mcp", "--db", str(indexed.db),
-         "--allow-index", str(tmp_path / "missing")],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.cli",
+            "mcp",
+            "--db",
+            str(indexed.db),
+            "--allow-index",
+            str(tmp_path / "missing"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 2
     assert "allow-index: expected an existing folder" in done.stderr

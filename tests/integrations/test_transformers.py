@@ -28,8 +28,9 @@ BACKENDS = torch_backends()
 
 
 def _run_python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=240
+    )
 
 
 # ---- registration ---------------------------------------------------------------------
@@ -45,7 +46,8 @@ def test_import_attnswitch_imports_neither_transformers_nor_torch():
 
 
 @pytest.mark.parametrize(
-    "setup", ["import attnswitch", "import attnswitch.integrations as i; i.install()"])
+    "setup", ["import attnswitch", "import attnswitch.integrations as i; i.install()"]
+)
 def test_registered_when_transformers_is_imported_afterwards(setup):
     result = _run_python(f"""
         {setup}
@@ -142,8 +144,11 @@ def test_rule_rejects_a_dropped_padding_mask(models):
     ids, mask = padded_inputs("right")
     real = mask.bool()
     out = hidden(m.attnswitch, input_ids=ids)  # no attention_mask: padding attended
-    err, bound = rule(out[real], hidden(m.eager, input_ids=ids, attention_mask=mask)[real],
-                      per_sequence(m.oracle, ids, mask))
+    err, bound = rule(
+        out[real],
+        hidden(m.eager, input_ids=ids, attention_mask=mask)[real],
+        per_sequence(m.oracle, ids, mask),
+    )
     assert err > 100 * bound
 
 
@@ -194,9 +199,14 @@ def _qkv(b=2, hq=4, hkv=2, sq=10, sk=10, d=8, dtype=torch.float32):
 def _sdpa_mask(mask_function, padding, q_length=10, kv_length=10):
     from transformers.masking_utils import sdpa_mask
 
-    return sdpa_mask(batch_size=padding.shape[0], q_length=q_length, kv_length=kv_length,
-                     mask_function=mask_function, attention_mask=padding,
-                     allow_is_causal_skip=False)
+    return sdpa_mask(
+        batch_size=padding.shape[0],
+        q_length=q_length,
+        kv_length=kv_length,
+        mask_function=mask_function,
+        attention_mask=padding,
+        allow_is_causal_skip=False,
+    )
 
 
 def _padding(left: bool = False) -> torch.Tensor:
@@ -290,11 +300,14 @@ def test_additive_bias_is_refused():
         hf.contract_arguments(_Module(False), *_qkv(), bias)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"dropout": 0.1}, "dropout: expected 0.0"),
-    ({"s_aux": torch.zeros(4)}, "s_aux: expected None"),
-    ({"position_bias": torch.zeros(1, 4, 10, 10)}, "position_bias: expected None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"dropout": 0.1}, "dropout: expected 0.0"),
+        ({"s_aux": torch.zeros(4)}, "s_aux: expected None"),
+        ({"position_bias": torch.zeros(1, 4, 10, 10)}, "position_bias: expected None"),
+    ],
+)
 def test_features_outside_the_contract_are_refused(kwargs, message):
     module = _Module(False).train()
     with pytest.raises(ValueError, match=message):
@@ -319,6 +332,7 @@ def test_explain_model_refuses_a_model_without_attnswitch(models):
 
 
 # ---- packed batches: the per-layer mapping reads nothing on the host -----------------------
+
 
 class _HostReads(torch.overrides.TorchFunctionMode):
     """Records the tensor methods that copy values to the host."""
@@ -352,13 +366,31 @@ def test_packed_mask_is_mapped_once_per_forward_without_host_reads():
     layer the packed form comes from the cache with no host read (no `cu.tolist()`, which
     is a device synchronisation per layer on a GPU)."""
     (q, k, v), cu, mask = _packed_causal([3, 4, 3])
-    first = hf.contract_arguments(_Module(True), q, k, v, mask, cu_seq_lens_q=cu,
-                                  cu_seq_lens_k=cu, max_length_q=4, max_length_k=4)
+    first = hf.contract_arguments(
+        _Module(True),
+        q,
+        k,
+        v,
+        mask,
+        cu_seq_lens_q=cu,
+        cu_seq_lens_k=cu,
+        max_length_q=4,
+        max_length_k=4,
+    )
     assert first[1]["causal"] and "attn_mask" not in first[1]
     reads = _HostReads()
     with reads:
-        again = hf.contract_arguments(_Module(True), q, k, v, mask, cu_seq_lens_q=cu,
-                                      cu_seq_lens_k=cu, max_length_q=4, max_length_k=4)
+        again = hf.contract_arguments(
+            _Module(True),
+            q,
+            k,
+            v,
+            mask,
+            cu_seq_lens_q=cu,
+            cu_seq_lens_k=cu,
+            max_length_q=4,
+            max_length_k=4,
+        )
     assert reads.seen == []
     assert again[1]["causal"] and again[1]["max_seqlen_q"] == 4
 
@@ -368,14 +400,17 @@ def test_packed_form_is_keyed_on_the_sequences_not_only_the_mask():
     is analysed again: under cu [0, 4, 10] the causal blocks of [0, 5, 10] do not follow
     the packed pattern, so the mask goes in densely."""
     (q, k, v), cu, mask = _packed_causal([5, 5])
-    _, options, _ = hf.contract_arguments(_Module(True), q, k, v, mask,
-                                          cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    _, options, _ = hf.contract_arguments(
+        _Module(True), q, k, v, mask, cu_seq_lens_q=cu, cu_seq_lens_k=cu
+    )
     assert "attn_mask" not in options
     other = torch.tensor([0, 4, 10], dtype=torch.int32)
-    _, options, _ = hf.contract_arguments(_Module(True), q, k, v, mask,
-                                          cu_seq_lens_q=other, cu_seq_lens_k=other)
+    _, options, _ = hf.contract_arguments(
+        _Module(True), q, k, v, mask, cu_seq_lens_q=other, cu_seq_lens_k=other
+    )
     assert "attn_mask" in options
     cu.copy_(other)
-    _, options, _ = hf.contract_arguments(_Module(True), q, k, v, mask,
-                                          cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    _, options, _ = hf.contract_arguments(
+        _Module(True), q, k, v, mask, cu_seq_lens_q=cu, cu_seq_lens_k=cu
+    )
     assert "attn_mask" in options

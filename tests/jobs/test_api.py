@@ -19,8 +19,12 @@ from attnswitch.cli.pipeline import app
 from attnswitch.indexing.store import StoreInputError
 from corpus_testing import copy_corpus
 
-PAGES = ("postgresql/tutorial-update.html", "postgresql/tutorial-delete.html",
-         "python-tutorial/appetite.rst.txt", "python-tutorial/interpreter.rst.txt")
+PAGES = (
+    "postgresql/tutorial-update.html",
+    "postgresql/tutorial-delete.html",
+    "python-tutorial/appetite.rst.txt",
+    "python-tutorial/interpreter.rst.txt",
+)
 QUERY = "how do I update rows in a table"
 
 
@@ -34,8 +38,9 @@ def indexed(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def cli_json(*args: str) -> dict:
-    done = CliRunner(env={"COLUMNS": "200"}).invoke(app(), [*args, "--json"],
-                                                    catch_exceptions=False)
+    done = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app(), [*args, "--json"], catch_exceptions=False
+    )
     assert done.exit_code == 0, done.output
     return json.loads(done.stdout)
 
@@ -49,14 +54,23 @@ def test_search_gives_the_cli_s_hits(indexed, mode) -> None:
     assert [h.to_dict() for h in hits] == cli
 
 
-@pytest.mark.parametrize("filters, options, kept", [
-    ({"type": "html"}, ["--type", "html"], {"postgresql"}),
-    ({"path": "python-tutorial/"}, ["--path", "python-tutorial/"], {"python-tutorial"}),
-    ({"path": ["*.txt"], "type": "text"}, ["--path", "*.txt", "--type", "text"],
-     {"python-tutorial"}),
-    ({"modified_after": "2000-01-01"}, ["--modified-after", "2000-01-01"],
-     {"postgresql", "python-tutorial"}),
-])
+@pytest.mark.parametrize(
+    "filters, options, kept",
+    [
+        ({"type": "html"}, ["--type", "html"], {"postgresql"}),
+        ({"path": "python-tutorial/"}, ["--path", "python-tutorial/"], {"python-tutorial"}),
+        (
+            {"path": ["*.txt"], "type": "text"},
+            ["--path", "*.txt", "--type", "text"],
+            {"python-tutorial"},
+        ),
+        (
+            {"modified_after": "2000-01-01"},
+            ["--modified-after", "2000-01-01"],
+            {"postgresql", "python-tutorial"},
+        ),
+    ],
+)
 def test_filters_are_the_cli_s_options(indexed, filters, options, kept) -> None:
     root, db = indexed
     hits = attnswitch.search(QUERY, db=db, k=3, **filters)
@@ -72,15 +86,23 @@ def test_a_filter_that_keeps_nothing_says_so(indexed) -> None:
     cli = cli_json("search", QUERY, "--db", str(db), "--type", "pdf")
     assert cli["data"] == [] and cli["filter"]["documents"] == 0
     plain = CliRunner(env={"COLUMNS": "200"}).invoke(
-        app(), ["search", QUERY, "--db", str(db), "--type", "pdf"], catch_exceptions=False)
+        app(), ["search", QUERY, "--db", str(db), "--type", "pdf"], catch_exceptions=False
+    )
     assert plain.exit_code == 0 and "no document passes the filter (--type pdf)" in plain.stdout
 
 
-@pytest.mark.parametrize("kwargs, argument", [
-    ({"query": ""}, "query"), ({"query": None}, "query"), ({"k": 0}, "k"),
-    ({"mode": "fuzzy"}, "mode"), ({"type": "pdff"}, "type"),
-    ({"modified_before": "tomorrow"}, "modified_before"), ({"path": ""}, "path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"query": ""}, "query"),
+        ({"query": None}, "query"),
+        ({"k": 0}, "k"),
+        ({"mode": "fuzzy"}, "mode"),
+        ({"type": "pdff"}, "type"),
+        ({"modified_before": "tomorrow"}, "modified_before"),
+        ({"path": ""}, "path"),
+    ],
+)
 def test_a_bad_argument_is_named(indexed, kwargs, argument) -> None:
     root, db = indexed
     call = {"query": QUERY, "db": db, **kwargs}
@@ -101,17 +123,19 @@ def test_a_missing_index_and_a_missing_folder_are_named(tmp_path) -> None:
 def test_the_cli_names_a_bad_filter_by_its_option(indexed) -> None:
     root, db = indexed
     done = CliRunner(env={"COLUMNS": "200"}).invoke(
-        app(), ["search", QUERY, "--db", str(db), "--modified-after", "soon"])
+        app(), ["search", QUERY, "--db", str(db), "--modified-after", "soon"]
+    )
     assert done.exit_code == 2
     assert "--modified-after: expected an ISO 8601 date" in done.output
 
 
 def test_importing_attnswitch_imports_no_document_engine() -> None:
     """No module of the document engine or the index is loaded by `import attnswitch`."""
-    code = ("import sys, attnswitch; print(sorted(m for m in sys.modules if m.startswith("
-            "('attnswitch.documents', 'attnswitch.indexing', 'attnswitch.jobs'))))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import sys, attnswitch; print(sorted(m for m in sys.modules if m.startswith("
+        "('attnswitch.documents', 'attnswitch.indexing', 'attnswitch.jobs'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -119,9 +143,10 @@ def test_importing_attnswitch_imports_no_document_engine() -> None:
 def test_the_python_calls_keep_their_names_once_the_stores_are_loaded() -> None:
     """`attnswitch.index` is the function, before and after a module of the index package
     (`attnswitch.indexing.store`) is imported."""
-    code = ("import attnswitch; before = attnswitch.index; import attnswitch.indexing.store; "
-            "print(callable(before), attnswitch.index is before)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import attnswitch; before = attnswitch.index; import attnswitch.indexing.store; "
+        "print(callable(before), attnswitch.index is before)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]

@@ -41,8 +41,10 @@ def chunk_rows(db: Path) -> list[tuple[str, int, str]]:
     """(source, ordinal, text) of every stored chunk, read-only (the writer may be live)."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
-        return conn.execute("SELECT d.source, c.ordinal, c.text FROM chunks c JOIN documents d"
-                            " ON d.id = c.doc_id ORDER BY d.source, c.ordinal").fetchall()
+        return conn.execute(
+            "SELECT d.source, c.ordinal, c.text FROM chunks c JOIN documents d"
+            " ON d.id = c.doc_id ORDER BY d.source, c.ordinal"
+        ).fetchall()
     except sqlite3.OperationalError:  # the schema is not created yet
         return []
     finally:
@@ -63,11 +65,13 @@ def vectors_by_chunk(db: Path, root: Path) -> dict[tuple[str, int], np.ndarray]:
     return {(rows[int(i)].source, rows[int(i)].ordinal): matrix[r] for r, i in enumerate(ids)}
 
 
-def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path,
-                                                 encoder) -> None:
+def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path, encoder) -> None:
     db = tmp_path / "killed"
-    proc = subprocess.Popen(cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline:
         if (db / DB_NAME).exists() and chunk_rows(db / DB_NAME):
@@ -79,20 +83,31 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
     proc.stderr.close()
     at_kill = chunk_rows(db / DB_NAME)
 
-    resumed = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
-                             capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
-    again = subprocess.run(cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
-                           capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        cli("run", str(more_docs), "--db", str(db), "--json", *PLAIN),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr
     unchanged = json.loads(again.stdout)
 
     clean_db = tmp_path / "clean"
     with SQLiteStore(clean_db / DB_NAME) as store:
-        clean = run(more_docs, store, RunOptions(max_tokens=32, overlap=4, chunks_per_call=8,
-                                                  embed_headings=False),
-                    get_encoder=lambda: encoder)
+        clean = run(
+            more_docs,
+            store,
+            RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False),
+            get_encoder=lambda: encoder,
+        )
     final = chunk_rows(db / DB_NAME)
     assert final == chunk_rows(clean_db / DB_NAME)  # same documents, same chunk texts
     assert len(set((s, o) for s, o, _ in final)) == len(final)  # no duplicates
@@ -104,8 +119,10 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
     assert (unchanged["chunks_encoded"], unchanged["unchanged"]) == (0, clean.new)
     with SQLiteStore(db / DB_NAME) as store:
         assert [r.status for r in store.runs()] == ["completed", "completed", "interrupted"]
-    got, want = vectors_by_chunk(db / DB_NAME, more_docs), vectors_by_chunk(clean_db / DB_NAME,
-                                                                          more_docs)
+    got, want = (
+        vectors_by_chunk(db / DB_NAME, more_docs),
+        vectors_by_chunk(clean_db / DB_NAME, more_docs),
+    )
     assert got.keys() == want.keys()
     keys = sorted(want)
     texts = {(c.source, c.ordinal): c.text for c in chunk_texts(clean_db / DB_NAME)}
@@ -122,27 +139,64 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
     (docs / "latin1.txt").write_bytes("Crème brûlée, déjà vu, garçon.\n".encode("cp1252"))
     (docs / "gone.md").symlink_to(docs / "deleted-target.md")
     db = str(tmp_path / "db")
-    result = invoke("run", str(docs), "--db", db, "--max-mb", "0.1", "--hourly-usd", "2.5",
-                    "--no-progress", *FAST)
+    result = invoke(
+        "run",
+        str(docs),
+        "--db",
+        db,
+        "--max-mb",
+        "0.1",
+        "--hourly-usd",
+        "2.5",
+        "--no-progress",
+        *FAST,
+    )
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
-    for shown in ("completed", "skipped", "empty: 0 bytes", "binary", "corrupt PDF",
-                  "too large", "unreadable: cannot stat", "gone.md", "cp1252", " calls)",
-                  "per million tokens at $2.50/h", "peak memory", "tokens/s"):
+    for shown in (
+        "completed",
+        "skipped",
+        "empty: 0 bytes",
+        "binary",
+        "corrupt PDF",
+        "too large",
+        "unreadable: cannot stat",
+        "gone.md",
+        "cp1252",
+        " calls)",
+        "per million tokens at $2.50/h",
+        "peak memory",
+        "tokens/s",
+    ):
         assert shown in out, shown
 
     status = json.loads(invoke("status", "--db", db, "--json").output)
     assert (status["documents"], status["skipped"]) == (5, 5)
     assert {f["source"]: f["reason"].split(":")[0] for f in status["skipped_files"]} == {
-        "empty.txt": "empty", "binary.txt": "binary", "corrupt.pdf": "corrupt PDF",
-        "huge.txt": "too large", "gone.md": "unreadable"}
+        "empty.txt": "empty",
+        "binary.txt": "binary",
+        "corrupt.pdf": "corrupt PDF",
+        "huge.txt": "too large",
+        "gone.md": "unreadable",
+    }
     assert status["last_run"]["status"] == "completed"
     assert status["model"]["precision"] == "fp32" and status["model"]["max_tokens"] == 32
     text = " ".join(invoke("status", "--db", db).output.split())
     assert "5 indexed, 5 skipped" in text and "huge.txt" in text
 
-    found = json.loads(invoke("search", "change the values of existing rows", "-k", "3",
-                              "--mode", "dense", "--db", db, "--json").output)
+    found = json.loads(
+        invoke(
+            "search",
+            "change the values of existing rows",
+            "-k",
+            "3",
+            "--mode",
+            "dense",
+            "--db",
+            db,
+            "--json",
+        ).output
+    )
     ranks = found["data"]
     assert found["mode"] == "dense"
     assert [r["rank"] for r in ranks] == [1, 2, 3]
@@ -153,12 +207,24 @@ def test_run_summary_status_and_search(docs: Path, tmp_path: Path, encoder) -> N
         matrix = store.vectors()[1]
     best = float(np.max(matrix @ expected))
     assert ranks[0]["score"] == pytest.approx(best, abs=1e-5)
-    table = " ".join(invoke("search", "change the values of existing rows", "--db", db)
-                     .output.split())
+    table = " ".join(
+        invoke("search", "change the values of existing rows", "--db", db).output.split()
+    )
     assert "tutorial-update.html" in table and "hybrid search" in table
     for mode in ("hybrid", "keyword"):
-        found = json.loads(invoke("search", "UPDATE weather SET temp_hi", "-k", "3",
-                                  "--mode", mode, "--db", db, "--json").output)
+        found = json.loads(
+            invoke(
+                "search",
+                "UPDATE weather SET temp_hi",
+                "-k",
+                "3",
+                "--mode",
+                mode,
+                "--db",
+                db,
+                "--json",
+            ).output
+        )
         assert found["mode"] == mode
         assert found["data"][0]["source"] == "postgresql/tutorial-update.html"
 
@@ -186,8 +252,11 @@ def test_search_and_status_refuse_clearly(docs: Path, tmp_path: Path, encoder) -
             (other / f.name).symlink_to(f)
     (other / "1_Pooling").symlink_to(encoder.spec.path / "1_Pooling")
     (other / "config.json").unlink()
-    (other / "config.json").write_text((encoder.spec.path / "config.json").read_text()
-                                       .replace('"hidden_act"', '"note": 1, "hidden_act"'))
+    (other / "config.json").write_text(
+        (encoder.spec.path / "config.json")
+        .read_text()
+        .replace('"hidden_act"', '"note": 1, "hidden_act"')
+    )
     result = invoke("search", "rows", "--db", db, "--model", str(other), "--json")
     assert result.exit_code == 1
     assert "expected the index's model" in json.loads(result.stdout)["error"]
@@ -212,17 +281,21 @@ print(json.dumps(sorted(m for m in sys.argv[2].split(",") if m in sys.modules)))
 
 
 def test_a_keyword_search_imports_no_model_framework(
-        docs: Path, tmp_path: Path, encoder, model_frameworks: tuple[str, ...]) -> None:
+    docs: Path, tmp_path: Path, encoder, model_frameworks: tuple[str, ...]
+) -> None:
     """A cold `attnswitch search` opens the store and searches without torch, transformers
     or jax (only encoding a query needs the model); checked in a fresh process."""
     db = str(tmp_path / "db")
     assert invoke("run", str(docs), "--db", db, "--json", *FAST).exit_code == 0
-    out = subprocess.run([sys.executable, "-c", FRESH_CLI, db, ",".join(model_frameworks)],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_CLI, db, ",".join(model_frameworks)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     result = json.loads("\n".join(out[:-1]))
     assert result["mode"] == "keyword" and result["timings"]["encode_s"] < 1e-3
     assert json.loads(out[-1]) == []
-
 
 
 FRESH_SEARCH = """
@@ -239,7 +312,8 @@ TIMINGS = ("import_s", "tokenizer_s", "load_s", "encode_s", "search_s", "total_s
 
 @pytest.mark.parametrize("engine", ["openvino", "onnxruntime"])
 def test_a_cold_search_loads_only_the_engine_of_the_index(
-        docs: Path, tmp_path: Path, engine: str, model_frameworks: tuple[str, ...]) -> None:
+    docs: Path, tmp_path: Path, engine: str, model_frameworks: tuple[str, ...]
+) -> None:
     """An index built with a fused CPU runtime (the pick of `auto` on most CPUs) is searched
     by a fresh process that loads that engine only: the parity verdict recorded when the
     index was built is read, so neither torch nor transformers nor jax is imported; and
@@ -250,10 +324,13 @@ def test_a_cold_search_loads_only_the_engine_of_the_index(
     if why:
         pytest.skip(f"{engine}: {why}")
     db = str(tmp_path / "db")
-    assert invoke("run", str(docs), "--db", db, "--engine", engine, "--json",
-                  *FAST).exit_code == 0
-    out = subprocess.run([sys.executable, "-c", FRESH_SEARCH, db, ",".join(model_frameworks)],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert invoke("run", str(docs), "--db", db, "--engine", engine, "--json", *FAST).exit_code == 0
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_SEARCH, db, ",".join(model_frameworks)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     result = json.loads("\n".join(out[:-1]))
     assert json.loads(out[-1]) == [engine]
     assert result["model"].endswith(f"{engine} engine, fp32")
@@ -268,8 +345,8 @@ def test_a_cold_search_loads_only_the_engine_of_the_index(
 
 
 def test_a_cold_search_of_a_torch_index_loads_no_torch(
-        docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        model_frameworks: tuple[str, ...]) -> None:
+    docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_frameworks: tuple[str, ...]
+) -> None:
     """An index built by torch is queried by onnxruntime once onnxruntime's parity with
     torch float32 is recorded and its model built here (here: by a run with it): a fresh
     process imports neither torch nor transformers, says which engine encoded the query,
@@ -280,13 +357,27 @@ def test_a_cold_search_of_a_torch_index_loads_no_torch(
     if why:
         pytest.skip(f"onnxruntime: {why}")
     db = str(tmp_path / "db")
-    assert invoke("run", str(docs), "--db", db, "--engine", "torch", "--json",
-                  *FAST).exit_code == 0
-    assert invoke("run", str(docs), "--db", str(tmp_path / "ort"), "--engine", "onnxruntime",
-                  "--json", *FAST).exit_code == 0  # checks it against torch, builds it
+    assert invoke("run", str(docs), "--db", db, "--engine", "torch", "--json", *FAST).exit_code == 0
+    assert (
+        invoke(
+            "run",
+            str(docs),
+            "--db",
+            str(tmp_path / "ort"),
+            "--engine",
+            "onnxruntime",
+            "--json",
+            *FAST,
+        ).exit_code
+        == 0
+    )  # checks it against torch, builds it
     monkeypatch.delenv(light.ENV_QUERY_ENGINE, raising=False)
-    out = subprocess.run([sys.executable, "-c", FRESH_SEARCH, db, ",".join(model_frameworks)],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_SEARCH, db, ",".join(model_frameworks)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     result = json.loads("\n".join(out[:-1]))
     assert json.loads(out[-1]) == ["onnxruntime"]
     assert result["model"].endswith("torch engine, fp32")  # the index's, as built
@@ -302,8 +393,9 @@ def test_a_cold_search_of_a_torch_index_loads_no_torch(
 def test_a_keyword_search_reports_no_model_steps(docs: Path, tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     assert invoke("run", str(docs), "--db", db, "--json", *FAST).exit_code == 0
-    timings = json.loads(invoke("search", "rows", "--mode", "keyword", "--db", db,
-                                "--json").stdout)["timings"]
+    timings = json.loads(
+        invoke("search", "rows", "--mode", "keyword", "--db", db, "--json").stdout
+    )["timings"]
     assert tuple(timings) == TIMINGS
     assert timings["tokenizer_s"] == timings["load_s"] == timings["encode_s"] == 0.0
     assert timings["search_s"] > 0
@@ -323,8 +415,11 @@ def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path
     pdf = (corpus / "sqlite" / "copyright-release.pdf").read_bytes()
     (docs / "cut-short.pdf").write_bytes(pdf[: len(pdf) // 2])
     cache = tmp_path / "empty-cache"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION")
+    }
     env["ATTNSWITCH_CACHE_DIR"] = str(cache)
     env["COLUMNS"] = "200"  # the summary's rows on one line each: no phrase cut by wrapping
     quick = light.quickest(ModelSpec.load(None), "fp32")
@@ -335,11 +430,13 @@ def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path
     lines = first.stderr.splitlines()
     assert all(line.startswith("attnswitch run: ") for line in lines), lines
     assert "\x1b[" not in first.stderr
-    assert lines[0].startswith("attnswitch run: not measuring engines for this job (this job "
-                               "is about ")
+    assert lines[0].startswith(
+        "attnswitch run: not measuring engines for this job (this job is about "
+    )
     if quick != "torch":  # the reference needs no check
-        assert lines[1].startswith(f"attnswitch run: checking {quick} (fp32) against torch "
-                                   "float32, once on this machine")
+        assert lines[1].startswith(
+            f"attnswitch run: checking {quick} (fp32) against torch float32, once on this machine"
+        )
         assert any(f"measuring: {quick}: load and parity check" in line for line in lines)
         assert "measuring and checking engines" in first.stdout
     assert lines[-1].startswith("attnswitch run: done: files 5/5 done, 5 read")
@@ -354,8 +451,7 @@ def test_a_first_run_piped_to_a_log_says_what_it_does(docs: Path, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_run_indexes_every_format_and_status_says_what_was_skipped(
-        tmp_path: Path, encoder) -> None:
+def test_run_indexes_every_format_and_status_says_what_was_skipped(tmp_path: Path, encoder) -> None:
     """A folder of every format the readers take (the reader fixtures: files written by
     pandoc, LibreOffice and the standard library), run with OCR off: each document is
     indexed and searchable, the encrypted ones and the image that needs OCR are listed by
@@ -367,29 +463,43 @@ def test_run_indexes_every_format_and_status_says_what_was_skipped(
         if path.suffix not in (".tif", ".jpg", ".mbox") and path.name != "mixed.pdf":
             (folder / path.name).write_bytes(path.read_bytes())
     db = str(tmp_path / "db")
-    result = invoke("run", str(folder), "--db", db, "--no-ocr", "--no-progress",
-                    "--max-tokens", "128", "--overlap", "0", "--chunks-per-call", "32")
+    result = invoke(
+        "run",
+        str(folder),
+        "--db",
+        db,
+        "--no-ocr",
+        "--no-progress",
+        "--max-tokens",
+        "128",
+        "--overlap",
+        "0",
+        "--chunks-per-call",
+        "32",
+    )
     assert result.exit_code == 0, result.output
     status = json.loads(invoke("status", "--db", db, "--json").output)
     assert {f["source"]: f["reason"] for f in status["skipped_files"]} == {
         "anyhow-drm.epub": "encrypted: epub: DRM-encrypted (1 of its content documents, "
-                           "such as EPUB/text/ch001.xhtml)",
-        "anyhow-encrypted.docx": "encrypted: docx: password-protected (an encrypted Office "
-                                 "file)",
+        "such as EPUB/text/ch001.xhtml)",
+        "anyhow-encrypted.docx": "encrypted: docx: password-protected (an encrypted Office file)",
         "scan.pdf": "needs OCR: page 1: no text layer, and OCR is off",
-        "scan.png": "needs OCR: PNG image: OCR is off"}
+        "scan.png": "needs OCR: PNG image: OCR is off",
+    }
     assert status["documents"] == 16  # docx x2, pptx, xlsx, odt, odp, ods, epub, rtf, ipynb,
     # csv, tsv, eml, doc, xls, ppt
-    for query, source in (("JSON primitive type numeric NaN", "json-types."),
-                          ("anyhow::Error trait object", "anyhow.")):
-        found = json.loads(invoke("search", query, "-k", "13", "--mode", "keyword",
-                                  "--db", db, "--json").output)["data"]
+    for query, source in (
+        ("JSON primitive type numeric NaN", "json-types."),
+        ("anyhow::Error trait object", "anyhow."),
+    ):
+        found = json.loads(
+            invoke("search", query, "-k", "13", "--mode", "keyword", "--db", db, "--json").output
+        )["data"]
         assert sum(r["source"].startswith(source) for r in found) >= 4, found
 
 
 @pytest.mark.slow
-def test_a_run_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes(
-        tmp_path: Path) -> None:
+def test_a_run_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes(tmp_path: Path) -> None:
     """Disk full during `run` (issue 29), made by a file-size limit (RLIMIT_FSIZE, with
     SIGXFSZ ignored so that writes fail as on a full disk): the run stops with one line
     that names the disk and says to free space and run again, no document is half-written,
@@ -409,10 +519,20 @@ def test_a_run_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes(
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    args = [sys.executable, "-m", "attnswitch.cli", "run", str(docs), "--db", str(data),
-            "--no-progress", *FAST]
-    full = subprocess.run(args, preexec_fn=full_disk, capture_output=True, text=True,
-                          env=env, timeout=600)
+    args = [
+        sys.executable,
+        "-m",
+        "attnswitch.cli",
+        "run",
+        str(docs),
+        "--db",
+        str(data),
+        "--no-progress",
+        *FAST,
+    ]
+    full = subprocess.run(
+        args, preexec_fn=full_disk, capture_output=True, text=True, env=env, timeout=600
+    )
     assert full.returncode == 1, full.stderr
     lines = full.stderr.strip().splitlines()
     assert len(lines) == 1, full.stderr
@@ -422,8 +542,7 @@ def test_a_run_on_a_full_disk_stops_with_one_line_and_the_next_one_finishes(
         stored = store.sources(docs)
         assert len(stored) < len(list(docs.iterdir()))  # stopped in the middle
         for source in stored:  # each document whole: its row's chunks all there
-            assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs,
-                                                                                    source))
+            assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs, source))
     again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
     assert again.returncode == 0, again.stderr
     with SQLiteStore(data) as store:

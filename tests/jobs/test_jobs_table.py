@@ -17,19 +17,28 @@ from attnswitch.jobs import jobs_table
 from attnswitch.jobs.jobs_table import JobRecord
 
 
-def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
-        location) -> None:
+def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(location) -> None:
     """Jobs are rows of the store: saved, updated, listed newest first and found again by a
     new connection (a restarted server); the ones a dead server left queued or running
     become interrupted and are named for resuming, oldest first; finished ones are not."""
-    jobs = [JobRecord(id=f"j{i}", path=f"folder {i} é", status=status, created_at=100.0 + i)
-            for i, status in enumerate(("completed", "running", "queued", "failed"))]
+    jobs = [
+        JobRecord(id=f"j{i}", path=f"folder {i} é", status=status, created_at=100.0 + i)
+        for i, status in enumerate(("completed", "running", "queued", "failed"))
+    ]
     with open_store(location) as store:
         for job in jobs:
             jobs_table.save(store, job)
-        done = JobRecord(id="j0", path="folder 0 é", status="completed", created_at=100.0,
-                         started_at=101.0, finished_at=102.5, progress={"files_done": 3},
-                         summary={"indexed": 3, "notes": ["a.txt: 2 pages"]}, attempts=1)
+        done = JobRecord(
+            id="j0",
+            path="folder 0 é",
+            status="completed",
+            created_at=100.0,
+            started_at=101.0,
+            finished_at=102.5,
+            progress={"files_done": 3},
+            summary={"indexed": 3, "notes": ["a.txt: 2 pages"]},
+            attempts=1,
+        )
         jobs_table.save(store, done)
         with pytest.raises(StoreInputError, match="status"):
             jobs_table.save(store, JobRecord(id="x", path="x", status="lost", created_at=1.0))
@@ -40,8 +49,11 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(
         assert jobs_table.interrupt(store, "the server stopped") == ["j1", "j2"]
         again = {j.id: j for j in jobs_table.recent(store)}
         assert {k: (j.status, j.resume) for k, j in again.items()} == {
-            "j0": ("completed", False), "j1": ("interrupted", True),
-            "j2": ("interrupted", True), "j3": ("failed", False)}
+            "j0": ("completed", False),
+            "j1": ("interrupted", True),
+            "j2": ("interrupted", True),
+            "j3": ("failed", False),
+        }
         assert again["j1"].error == "the server stopped" and again["j1"].finished_at
         jobs_table.save(store, dataclasses.replace(again["j1"], status="running", resume=False))
         assert jobs_table.interrupt(store, "again") == ["j1", "j2"]
@@ -62,8 +74,9 @@ def _narrow_jobs_check(location: str | Path) -> None:
 
         with psycopg.connect(str(location), autocommit=True) as conn:
             conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_status_check")
-            conn.execute(f"ALTER TABLE jobs ADD CONSTRAINT jobs_status_check "
-                         f"CHECK (status IN ({old}))")
+            conn.execute(
+                f"ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN ({old}))"
+            )
         return
     from attnswitch.indexing.store import resolve_path
 
@@ -81,8 +94,16 @@ def _narrow_jobs_check(location: str | Path) -> None:
 def test_a_store_made_before_cancelled_jobs_is_upgraded_keeping_its_jobs(location) -> None:
     """A jobs table whose CHECK knows no "cancelled" (a store of schema version 4) is
     upgraded when opened: its rows are kept and a job may then be cancelled."""
-    kept = JobRecord(id="old", path="docs", status="interrupted", created_at=5.0,
-                     error="stopped", attempts=1, resume=True, progress={"files_done": 2})
+    kept = JobRecord(
+        id="old",
+        path="docs",
+        status="interrupted",
+        created_at=5.0,
+        error="stopped",
+        attempts=1,
+        resume=True,
+        progress={"files_done": 2},
+    )
     with open_store(location) as store:
         jobs_table.save(store, kept)
     _narrow_jobs_check(location)

@@ -17,31 +17,40 @@ from attnswitch.jobs.ray_encoders import (
     plan_pools,
 )
 
-TEXTS = ["VACUUM reclaims storage occupied by dead tuples.",
-         "The UPDATE command changes the values of existing rows.",
-         "A window function performs a calculation across a set of table rows " * 6,
-         "SQLite is in the public domain.", "Lists are mutable sequences."]
+TEXTS = [
+    "VACUUM reclaims storage occupied by dead tuples.",
+    "The UPDATE command changes the values of existing rows.",
+    "A window function performs a calculation across a set of table rows " * 6,
+    "SQLite is in the public domain.",
+    "Lists are mutable sequences.",
+]
 
 
 def kinds(pools: list[PoolSpec]) -> dict[str, tuple[int, float]]:
     return {p.kind: (p.actors, p.num_cpus) for p in pools}
 
 
-@pytest.mark.parametrize("cluster, kw, expected", [
-    # One node: one actor per CPU, sharing what reading and chunking leave.
-    ({"CPU": 2}, {}, {"cpu": (2, 0.75)}),
-    ({"CPU": 16}, {}, {"cpu": (16, 0.9687)}),
-    ({"CPU": 2}, {"cpu_actors": 1}, {"cpu": (1, 1.0)}),
-    # Several nodes: whole CPUs, so that some node keeps a whole CPU for reading.
-    ({"CPU": 16}, {"nodes": 2}, {"cpu": (15, 1.0)}),
-    ({"CPU": 16}, {"nodes": 2, "cpus_per_actor": 4}, {"cpu": (3, 4.0)}),
-    ({"CPU": 16}, {"cpus_per_actor": 0.5}, {"cpu": (31, 0.5)}),
-    # Accelerators: one actor per device, no CPU actors unless asked.
-    ({"CPU": 32, "GPU": 4}, {"nodes": 4}, {"gpu": (4, 1.0)}),
-    ({"CPU": 96, "TPU": 4}, {}, {"tpu": (4, 1.0)}),
-    ({"CPU": 8, "GPU": 1, "TPU": 4}, {"nodes": 3, "tpu_actors": 2, "cpu_actors": 3},
-     {"gpu": (1, 1.0), "tpu": (2, 1.0), "cpu": (3, 1.0)}),
-])
+@pytest.mark.parametrize(
+    "cluster, kw, expected",
+    [
+        # One node: one actor per CPU, sharing what reading and chunking leave.
+        ({"CPU": 2}, {}, {"cpu": (2, 0.75)}),
+        ({"CPU": 16}, {}, {"cpu": (16, 0.9687)}),
+        ({"CPU": 2}, {"cpu_actors": 1}, {"cpu": (1, 1.0)}),
+        # Several nodes: whole CPUs, so that some node keeps a whole CPU for reading.
+        ({"CPU": 16}, {"nodes": 2}, {"cpu": (15, 1.0)}),
+        ({"CPU": 16}, {"nodes": 2, "cpus_per_actor": 4}, {"cpu": (3, 4.0)}),
+        ({"CPU": 16}, {"cpus_per_actor": 0.5}, {"cpu": (31, 0.5)}),
+        # Accelerators: one actor per device, no CPU actors unless asked.
+        ({"CPU": 32, "GPU": 4}, {"nodes": 4}, {"gpu": (4, 1.0)}),
+        ({"CPU": 96, "TPU": 4}, {}, {"tpu": (4, 1.0)}),
+        (
+            {"CPU": 8, "GPU": 1, "TPU": 4},
+            {"nodes": 3, "tpu_actors": 2, "cpu_actors": 3},
+            {"gpu": (1, 1.0), "tpu": (2, 1.0), "cpu": (3, 1.0)},
+        ),
+    ],
+)
 def test_pools_are_sized_from_the_cluster(cluster, kw, expected) -> None:
     pools = plan_pools(cluster, **kw)
     assert kinds(pools) == expected
@@ -57,17 +66,20 @@ def test_pools_are_sized_from_the_cluster(cluster, kw, expected) -> None:
             assert asks == {"num_cpus": expected["cpu"][1], "num_gpus": 0.0}
 
 
-@pytest.mark.parametrize("cluster, kw, match", [
-    ({"CPU": 8}, {"gpu_actors": 1}, r"gpu_actors: expected at most 0 \(the cluster's GPU"),
-    ({"CPU": 8, "TPU": 4}, {"tpu_actors": 5}, "tpu_actors: expected at most 4"),
-    ({"CPU": 2}, {"cpu_actors": 2, "cpus_per_actor": 1}, "expected at most 1 CPU actors"),
-    ({"CPU": 2}, {"cpu_actors": 2, "nodes": 2}, "expected at most 1 CPU actors"),
-    ({"CPU": 4, "GPU": 2}, {"cpu_actors": 2, "nodes": 2}, "leave less than 0.5"),
-    ({"CPU": 0.5}, {}, "leave less than 0.5 of the cluster's 0.5 CPUs"),
-    ({"CPU": 8}, {"cpu_actors": 0}, "at least one encoder actor"),
-    ({"CPU": 8}, {"cpus_per_actor": 0}, "cpus_per_actor: expected > 0"),
-    ({"CPU": 8}, {"cpu_actors": -1}, "cpu_actors: expected >= 0"),
-])
+@pytest.mark.parametrize(
+    "cluster, kw, match",
+    [
+        ({"CPU": 8}, {"gpu_actors": 1}, r"gpu_actors: expected at most 0 \(the cluster's GPU"),
+        ({"CPU": 8, "TPU": 4}, {"tpu_actors": 5}, "tpu_actors: expected at most 4"),
+        ({"CPU": 2}, {"cpu_actors": 2, "cpus_per_actor": 1}, "expected at most 1 CPU actors"),
+        ({"CPU": 2}, {"cpu_actors": 2, "nodes": 2}, "expected at most 1 CPU actors"),
+        ({"CPU": 4, "GPU": 2}, {"cpu_actors": 2, "nodes": 2}, "leave less than 0.5"),
+        ({"CPU": 0.5}, {}, "leave less than 0.5 of the cluster's 0.5 CPUs"),
+        ({"CPU": 8}, {"cpu_actors": 0}, "at least one encoder actor"),
+        ({"CPU": 8}, {"cpus_per_actor": 0}, "cpus_per_actor: expected > 0"),
+        ({"CPU": 8}, {"cpu_actors": -1}, "cpu_actors: expected >= 0"),
+    ],
+)
 def test_pools_the_cluster_cannot_hold_are_refused(cluster, kw, match) -> None:
     with pytest.raises(ValueError, match=match):
         plan_pools(cluster, **kw)
@@ -85,8 +97,12 @@ def test_an_encoder_actor_returns_the_engines_vectors(ray_cluster, encoder) -> N
     from attnswitch.jobs.ray_encoders import EncoderPool
     from attnswitch.jobs.run import RunOptions
 
-    pool = EncoderPool([PoolSpec("cpu", 1, 1.0)], RunOptions(chunks_per_call=2),
-                       model_fingerprint(encoder.spec.path), in_flight=2)
+    pool = EncoderPool(
+        [PoolSpec("cpu", 1, 1.0)],
+        RunOptions(chunks_per_call=2),
+        model_fingerprint(encoder.spec.path),
+        in_flight=2,
+    )
     try:
         (info,) = pool.start(timeout=300)
         assert info["kind"] == "cpu" and info["engine"] == "torch"

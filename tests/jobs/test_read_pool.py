@@ -28,8 +28,9 @@ from read_pool_loaders import crashing_load, logging_load, stalling_load, warnin
 from tesseract_starts import TesseractStarts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "documents" / "readers" / "fixtures"
-needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
-                                     reason="needs Tesseract (Debian: tesseract-ocr)")
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="needs Tesseract (Debian: tesseract-ocr)"
+)
 OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
 
 
@@ -51,8 +52,10 @@ def workers_of_pools(parent: psutil.Process | None = None) -> list[psutil.Proces
     out = []
     for child in (parent or psutil.Process()).children():
         try:
-            if ("multiprocessing.spawn" in " ".join(child.cmdline())
-                    and child.status() != psutil.STATUS_ZOMBIE):
+            if (
+                "multiprocessing.spawn" in " ".join(child.cmdline())
+                and child.status() != psutil.STATUS_ZOMBIE
+            ):
                 out.append(child)
         except psutil.NoSuchProcess:
             pass
@@ -68,15 +71,16 @@ def test_a_slow_file_does_not_hold_up_the_others(tmp_path: Path) -> None:
     docs = list(read_in_pool(entries, 2**20, workers=2))
     assert [d.source for d in docs][-1] == "a-scan.pdf"
     assert sorted(d.source for d in docs) == sorted(e.source for e in entries)
-    assert {d.source: d.text for d in docs} == {e.source: load(e, max_bytes=2**20).text
-                                               for e in entries}
+    assert {d.source: d.text for d in docs} == {
+        e.source: load(e, max_bytes=2**20).text for e in entries
+    }
 
 
-def test_a_file_that_kills_its_worker_is_skipped_and_the_others_are_read(
-        tmp_path: Path) -> None:
+def test_a_file_that_kills_its_worker_is_skipped_and_the_others_are_read(tmp_path: Path) -> None:
     root = text_files(tmp_path / "docs", ["crash.txt"] + [f"note-{i}.txt" for i in range(6)])
-    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=2,
-                                               load_file=crashing_load)}
+    docs = {
+        d.source: d for d in read_in_pool(scan(root), 2**20, workers=2, load_file=crashing_load)
+    }
     assert docs["crash.txt"].skip is Skip.CRASHED
     assert docs["crash.txt"].reason == "extraction crashed: the worker died of SIGSEGV"
     assert all(docs[f"note-{i}.txt"].ok for i in range(6))
@@ -93,13 +97,18 @@ def test_a_file_over_the_timeout_is_skipped_and_the_others_are_read(tmp_path: Pa
 
 
 def test_a_file_over_the_timeout_is_read_once_and_the_files_in_flight_with_it_are_read(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """One worker, the stuck file first, the others waiting behind it in flight: the
     timeout breaks the pool and fails them all; the stuck file is skipped without a
     second try (its own deadline ended it) and the others are read, once each."""
     root = text_files(tmp_path / "docs", ["a-stall.txt"] + [f"note-{i}.txt" for i in range(3)])
-    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=1, depth=8,
-                                               timeout_s=1, load_file=stalling_load)}
+    docs = {
+        d.source: d
+        for d in read_in_pool(
+            scan(root), 2**20, workers=1, depth=8, timeout_s=1, load_file=stalling_load
+        )
+    }
     assert docs["a-stall.txt"].reason == "extraction timed out: more than 1 s"
     assert all(docs[f"note-{i}.txt"].ok for i in range(3)) and len(docs) == 4
     started = (tmp_path / "started.log").read_text().splitlines()
@@ -108,8 +117,9 @@ def test_a_file_over_the_timeout_is_read_once_and_the_files_in_flight_with_it_ar
 
 @needs_tesseract
 @pytest.mark.parametrize("depth", [1, 8])
-def test_a_worker_killed_from_outside_skips_its_file_alone(tmp_path: Path, depth: int,
-                                                           monkeypatch) -> None:
+def test_a_worker_killed_from_outside_skips_its_file_alone(
+    tmp_path: Path, depth: int, monkeypatch
+) -> None:
     """An OOM kill, as the kernel does it: alone in flight (depth 1), the file is skipped
     and the pool replaced for the rest; with others in flight, each is read again alone,
     and the file, harmless alone, is read. The worker is killed once its Tesseract has
@@ -131,15 +141,16 @@ def test_a_worker_killed_from_outside_skips_its_file_alone(tmp_path: Path, depth
     assert all(by_source[f"note-{i}.txt"].ok for i in range(3))
     if depth == 1:
         assert by_source["a-scan.pdf"].reason == (
-            "extraction crashed: the worker died of SIGKILL (killed: out of memory?)")
+            "extraction crashed: the worker died of SIGKILL (killed: out of memory?)"
+        )
     else:
         assert by_source["a-scan.pdf"].ok
 
 
-@pytest.mark.parametrize("depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2),
-                                                         (8, 10, 1)])
-def test_the_files_in_flight_are_bounded(tmp_path: Path, depth: int, bytes_in_flight: int,
-                                         bound: int) -> None:
+@pytest.mark.parametrize("depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2), (8, 10, 1)])
+def test_the_files_in_flight_are_bounded(
+    tmp_path: Path, depth: int, bytes_in_flight: int, bound: int
+) -> None:
     """Files of 100 bytes: at most `depth` files are in flight, and as many as fit in
     `bytes_in_flight` (one always goes, even a larger one). The workers note each file
     they start, and this consumer each document it takes, in one log (appends of a line
@@ -148,8 +159,14 @@ def test_the_files_in_flight_are_bounded(tmp_path: Path, depth: int, bytes_in_fl
     the count never passes the bound, however fast or slow either side runs."""
     root = text_files(tmp_path / "docs", [f"note-{i:02}.txt" for i in range(12)], size=100)
     log = tmp_path / "started.log"
-    for doc in read_in_pool(scan(root), 2**20, workers=2, depth=depth,
-                            bytes_in_flight=bytes_in_flight, load_file=logging_load):
+    for doc in read_in_pool(
+        scan(root),
+        2**20,
+        workers=2,
+        depth=depth,
+        bytes_in_flight=bytes_in_flight,
+        load_file=logging_load,
+    ):
         with open(log, "a") as out:
             out.write(f"taken:{doc.source}\n")
     lines = log.read_text().split()
@@ -162,31 +179,43 @@ def test_the_files_in_flight_are_bounded(tmp_path: Path, depth: int, bytes_in_fl
 
 
 def test_what_a_worker_logs_and_warns_is_logged_and_warned_here(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = text_files(tmp_path / "docs", ["note.txt"])
     with pytest.warns(FutureWarning, match="somelib: deprecated in note.txt"):
         docs = list(read_in_pool(scan(root), 2**20, workers=1, load_file=warning_load))
     assert docs[0].ok
     assert [(r.name, r.getMessage()) for r in caplog.records] == [
-        ("somelib", "somelib: odd bytes in note.txt")]
+        ("somelib", "somelib: odd bytes in note.txt")
+    ]
 
 
 def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
-        tmp_path: Path, encoder) -> None:
-    root = copy_corpus(tmp_path / "mixed", ("postgresql/tutorial-start.html",
-                                            "sqlite/copyright-release.pdf"))
-    for name in ("json-types.docx", "json-types.xlsx", "json-types.csv", "anyhow.rtf",
-                 "anyhow-encrypted.docx", "anyhow-drm.epub"):
+    tmp_path: Path, encoder
+) -> None:
+    root = copy_corpus(
+        tmp_path / "mixed", ("postgresql/tutorial-start.html", "sqlite/copyright-release.pdf")
+    )
+    for name in (
+        "json-types.docx",
+        "json-types.xlsx",
+        "json-types.csv",
+        "anyhow.rtf",
+        "anyhow-encrypted.docx",
+        "anyhow-drm.epub",
+    ):
         shutil.copy(FIXTURES / name, root / name)
     workers_seen: list[int] = []
     stores = {}
     for workers in (2, 0):
         stores[workers] = SQLiteStore(tmp_path / f"db-{workers}")
-        summary = run(root, stores[workers],
-                      dataclasses.replace(OPTIONS, read_workers=workers, chunks_per_call=1,
-                                          max_tokens=254),
-                      get_encoder=lambda: encoder,
-            on_progress=lambda p: workers_seen.append(len(workers_of_pools())))
+        summary = run(
+            root,
+            stores[workers],
+            dataclasses.replace(OPTIONS, read_workers=workers, chunks_per_call=1, max_tokens=254),
+            get_encoder=lambda: encoder,
+            on_progress=lambda p: workers_seen.append(len(workers_of_pools())),
+        )
         assert summary.status == "completed" and summary.skipped == 2
     rows, vectors = {}, {}
     for workers, store in stores.items():
@@ -198,8 +227,10 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
             rows[workers] = docs
             ids, matrix = store.vectors()
             chunks = store.chunks(ids)
-            order = sorted(range(len(ids)),
-                           key=lambda r: (chunks[int(ids[r])].source, chunks[int(ids[r])].ordinal))
+            order = sorted(
+                range(len(ids)),
+                key=lambda r: (chunks[int(ids[r])].source, chunks[int(ids[r])].ordinal),
+            )
             vectors[workers] = ([chunks[int(ids[r])].text for r in order], matrix[order])
     assert rows[2] == rows[0]
     assert vectors[2][0] == vectors[0][0]
@@ -212,10 +243,13 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
     for name in ("anyhow-encrypted.docx", "anyhow-drm.epub"):
         (root / name).unlink()
     with SQLiteStore(tmp_path / "db-2") as store:
-        again = run(root, store, dataclasses.replace(OPTIONS, read_workers=2,
-                                                     chunks_per_call=1, max_tokens=254),
-                    get_encoder=lambda: pytest.fail("a re-run loaded the model"),
-                    on_progress=lambda p: workers_seen.append(len(workers_of_pools())))
+        again = run(
+            root,
+            store,
+            dataclasses.replace(OPTIONS, read_workers=2, chunks_per_call=1, max_tokens=254),
+            get_encoder=lambda: pytest.fail("a re-run loaded the model"),
+            on_progress=lambda p: workers_seen.append(len(workers_of_pools())),
+        )
     assert (again.unchanged, again.deleted, again.chunks_encoded) == (6, 2, 0)
     assert workers_seen and max(workers_seen) == 0
 
@@ -230,11 +264,25 @@ def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None
     db = tmp_path / "db"
     mark = {"ATTNSWITCH_TEST_RUN": str(tmp_path)}  # inherited by every process of the run
     with TesseractStarts(tmp_path / "bin") as starts:
-        proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", "run", str(root),
-                                 "--db", str(db), "--read-workers", "2", "--no-progress",
-                                 "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, **mark, "PATH": starts.path})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "attnswitch.cli",
+                "run",
+                str(root),
+                "--db",
+                str(db),
+                "--read-workers",
+                "2",
+                "--no-progress",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **mark, "PATH": starts.path},
+        )
         try:
             _, worker = starts.next(timeout=120)  # a worker of the run runs Tesseract
         except TimeoutError:
@@ -260,12 +308,15 @@ def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None
 def processes_marked(mark: dict[str, str]) -> list[psutil.Process]:
     """Live processes (not tesseract: it ends at its own page limit) whose environment
     holds `mark`."""
-    (key, value), = mark.items()
+    ((key, value),) = mark.items()
     found = []
     for p in psutil.process_iter(["name", "cmdline"]):
         try:
-            if (p.name() != "tesseract" and p.status() != psutil.STATUS_ZOMBIE
-                    and p.environ().get(key) == value):
+            if (
+                p.name() != "tesseract"
+                and p.status() != psutil.STATUS_ZOMBIE
+                and p.environ().get(key) == value
+            ):
                 found.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass

@@ -36,8 +36,7 @@ def state(store: SQLiteStore, root: Path) -> dict[str, tuple[list[str], np.ndarr
     for source in sorted(store.sources(root)):
         chunks = store.document_chunks(root, source)
         if chunks:
-            out[source] = ([c.text for c in chunks],
-                           matrix[[row_of[c.id] for c in chunks]])
+            out[source] = ([c.text for c in chunks], matrix[[row_of[c.id] for c in chunks]])
     return out
 
 
@@ -58,9 +57,17 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
         stored = state(store, docs)
     tok = chunk_tokenizer(encoder.spec)
     defaults = RunOptions()
-    cut = {d.source: chunk_document(d.text, d.blocks, tok, chunking=defaults.chunking,
-                                    max_tokens=32, embed_headings=defaults.embed_headings)
-           for d in ingest(docs)}
+    cut = {
+        d.source: chunk_document(
+            d.text,
+            d.blocks,
+            tok,
+            chunking=defaults.chunking,
+            max_tokens=32,
+            embed_headings=defaults.embed_headings,
+        )
+        for d in ingest(docs)
+    }
     expected = {source: [c.text for c in chunks] for source, chunks in cut.items()}
     assert {s: texts for s, (texts, _) in stored.items()} == expected
     assert summary.status == "completed"
@@ -104,8 +111,9 @@ def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> N
         run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         untouched = store.document_chunks(docs, "postgresql/tutorial-advanced.html")
         changed = docs / "postgresql" / "tutorial-update.html"
-        changed.write_text("<html><body><p>Rewritten: the UPDATE command changes rows."
-                           "</p></body></html>")
+        changed.write_text(
+            "<html><body><p>Rewritten: the UPDATE command changes rows.</p></body></html>"
+        )
         (docs / "postgresql" / "tutorial-conclusion.html").unlink()
         (docs / "new.md").write_text("# New\n\nA note about vacuum and analyze.\n")
         summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
@@ -118,8 +126,9 @@ def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> N
         # A file that turns bad loses its chunks and is recorded as skipped.
         changed.write_bytes(b"")
         summary = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
-        assert summary.skipped_files == [{"source": "postgresql/tutorial-update.html",
-                                          "reason": "empty: 0 bytes"}]
+        assert summary.skipped_files == [
+            {"source": "postgresql/tutorial-update.html", "reason": "empty: 0 bytes"}
+        ]
         assert store.document_chunks(docs, "postgresql/tutorial-update.html") == []
         total = sum(len(store.document_chunks(docs, s)) for s in store.sources(docs))
         assert store.status().chunks == total == summary.chunks_stored
@@ -128,8 +137,9 @@ def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> N
 def test_other_chunking_reencodes_everything(docs: Path, tmp_path: Path, encoder) -> None:
     with SQLiteStore(tmp_path / "db") as store:
         first = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
-        second = run(docs, store, dataclasses.replace(OPTIONS, max_tokens=48),
-                     get_encoder=Counting(encoder))
+        second = run(
+            docs, store, dataclasses.replace(OPTIONS, max_tokens=48), get_encoder=Counting(encoder)
+        )
         assert (second.changed, second.unchanged) == (4, 0)
         assert second.config != first.config
         assert second.chunks_stored == store.status().chunks < first.chunks_stored
@@ -146,9 +156,15 @@ def _bad_inputs(root: Path) -> dict[str, str]:
     (root / "huge.txt").write_text("word " * 50_000)  # 250 kB, over the limit set below
     (root / "dangling.md").symlink_to(root / "missing-target.md")
     (root / "picture.gif").write_bytes(b"GIF89a\x01\x00\x01\x00")  # images read: PNG, JPEG, TIFF
-    expected = {"empty.txt": Skip.EMPTY, "blank.md": Skip.EMPTY, "binary.txt": Skip.BINARY,
-                "corrupt.pdf": Skip.CORRUPT_PDF, "huge.txt": Skip.TOO_LARGE,
-                "dangling.md": Skip.UNREADABLE, "picture.gif": Skip.BINARY}
+    expected = {
+        "empty.txt": Skip.EMPTY,
+        "blank.md": Skip.EMPTY,
+        "binary.txt": Skip.BINARY,
+        "corrupt.pdf": Skip.CORRUPT_PDF,
+        "huge.txt": Skip.TOO_LARGE,
+        "dangling.md": Skip.UNREADABLE,
+        "picture.gif": Skip.BINARY,
+    }
     if os.geteuid() != 0:  # root reads any file whatever its mode
         (root / "locked.txt").write_text("secret")
         (root / "locked.txt").chmod(0)
@@ -168,8 +184,9 @@ def test_bad_input_is_recorded_and_the_run_goes_on(tmp_path: Path, encoder) -> N
         assert summary.status == "completed"
         got = {f["source"]: f["reason"].split(":")[0] for f in summary.skipped_files}
         assert got == expected
-        assert summary.skipped_by_reason == {k: list(expected.values()).count(k)
-                                             for k in set(expected.values())}
+        assert summary.skipped_by_reason == {
+            k: list(expected.values()).count(k) for k in set(expected.values())
+        }
         assert summary.indexed == 2 and summary.new == 2
         assert [n["source"] for n in summary.notes] == ["latin1.txt"]
         assert "cp1252" in summary.notes[0]["note"]
@@ -199,8 +216,9 @@ class FailsOn:
         return self.encoder.encode(texts, **kw)
 
 
-def test_a_document_that_fails_to_encode_is_recorded_and_retried(docs: Path, tmp_path: Path,
-                                                                 encoder) -> None:
+def test_a_document_that_fails_to_encode_is_recorded_and_retried(
+    docs: Path, tmp_path: Path, encoder
+) -> None:
     with SQLiteStore(tmp_path / "db") as store:
         summary = run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
         assert summary.status == "completed" and summary.failed == 1
@@ -235,8 +253,9 @@ class Leaky:
         return self.encoder.encode(texts, **kw)
 
 
-def test_the_memory_watchdog_judges_the_run(docs: Path, tmp_path: Path, encoder,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_memory_watchdog_judges_the_run(
+    docs: Path, tmp_path: Path, encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A short warm-up, so that a few documents give enough encode calls to judge.
     monkeypatch.setattr(encode_module, "WATCH_WARMUP_CALLS", 1)
     monkeypatch.setattr(encode_module, "WATCH_MIN_CALLS", 8)
@@ -255,14 +274,19 @@ def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder
     shutil.copytree(encoder.spec.path, other, ignore=shutil.ignore_patterns("*.safetensors"))
     (other / "model.safetensors").symlink_to(encoder.spec.path / "model.safetensors")
     config = (other / "config.json").read_text()
-    (other / "config.json").write_text(config.replace('"hidden_act"', '"note": "other",\n  '
-                                                                      '"hidden_act"'))
+    (other / "config.json").write_text(
+        config.replace('"hidden_act"', '"note": "other",\n  "hidden_act"')
+    )
     with SQLiteStore(tmp_path / "db") as store:
         run(docs, store, OPTIONS, get_encoder=Counting(encoder))
         runs = len(store.runs())
         with pytest.raises(IndexMismatchError, match="use another --db"):
-            run(docs, store, dataclasses.replace(OPTIONS, model=str(other)),
-                get_encoder=Counting(encoder))
+            run(
+                docs,
+                store,
+                dataclasses.replace(OPTIONS, model=str(other)),
+                get_encoder=Counting(encoder),
+            )
         assert len(store.runs()) == runs  # refused before starting a run
 
 
@@ -284,10 +308,14 @@ def test_packed_batches_store_the_same_vectors(docs: Path, tmp_path: Path, encod
 
 
 def test_bad_options_are_refused() -> None:
-    for kw, match in (({"chunks_per_call": 0}, "chunks_per_call"),
-                      ({"chunking": "pages"}, "chunking: expected one of blocks, windows"),
-                      ({"max_bytes": 0}, "max_bytes"), ({"hourly_usd": -1.0}, "hourly_usd"),
-                      ({"precision": "fp16"}, "precision"), ({"layout": "ragged"}, "layout")):
+    for kw, match in (
+        ({"chunks_per_call": 0}, "chunks_per_call"),
+        ({"chunking": "pages"}, "chunking: expected one of blocks, windows"),
+        ({"max_bytes": 0}, "max_bytes"),
+        ({"hourly_usd": -1.0}, "hourly_usd"),
+        ({"precision": "fp16"}, "precision"),
+        ({"layout": "ragged"}, "layout"),
+    ):
         with pytest.raises(ValueError, match=match):
             RunOptions(**kw)
 
@@ -313,13 +341,15 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
     assert len(started) <= 2 + 3  # the two taken and at most three ahead
     everything = [d.source for d in run_module.read_ahead(entries, 2**20, depth=3)]
     assert everything == [e.source for e in entries]
-    assert all(d.text.startswith("document number") for d in
-               run_module.read_ahead(entries, 2**20, depth=3))
+    assert all(
+        d.text.startswith("document number") for d in run_module.read_ahead(entries, 2**20, depth=3)
+    )
 
 
 @pytest.mark.parametrize("forced", ["bf16", "fp32"])
-def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: Path,
-                                                          monkeypatch, forced) -> None:
+def test_the_index_records_the_precision_auto_resolved_to(
+    docs: Path, tmp_path: Path, monkeypatch, forced
+) -> None:
     from attnswitch.engines import ENV_PRECISION, get_engine, runtime
     from attnswitch.indexing.config import stored_config
 
@@ -339,9 +369,11 @@ def test_the_index_records_the_precision_auto_resolved_to(docs: Path, tmp_path: 
 def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, encoder) -> None:
     root = tmp_path / "docs"
     root.mkdir()
-    sections = {"Install": "Run pip install to get the package and its extras.",
-                "Usage": "Call dumps to serialise an object as a string.",
-                "Limits": "Documents larger than the limit are skipped with a reason."}
+    sections = {
+        "Install": "Run pip install to get the package and its extras.",
+        "Usage": "Call dumps to serialise an object as a string.",
+        "Limits": "Documents larger than the limit are skipped with a reason.",
+    }
     page = "# Guide\n\n" + "".join(f"## {h}\n\n{t}\n\n" for h, t in sections.items())
     (root / "guide.md").write_text(page)
     with SQLiteStore(tmp_path / "db") as store:
@@ -354,8 +386,9 @@ def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, enco
     # three chunks: "Guide" and "Install" (headings in a row stay together), Usage, Limits
     assert summary.changed == 1 and summary.chunks_reused == 2
     prefix = "Guide › Usage\n\n" if RunOptions().embed_headings else ""
-    assert recording.texts == [prefix + "Usage\n\nCall dumps to serialise an object as a "
-                                        "JSON string."]
+    assert recording.texts == [
+        prefix + "Usage\n\nCall dumps to serialise an object as a JSON string."
+    ]
     assert len(before[0]) == len(after[0]) == 3
     for i in (0, 2):
         assert after[0][i] == before[0][i]
@@ -363,8 +396,9 @@ def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, enco
     assert after[1][1].tobytes() != before[1][1].tobytes()
 
 
-def test_the_summary_accounts_for_every_second_of_the_wall_time(docs: Path, tmp_path: Path,
-                                                                 encoder) -> None:
+def test_the_summary_accounts_for_every_second_of_the_wall_time(
+    docs: Path, tmp_path: Path, encoder
+) -> None:
     """`time_parts` names where the wall time went, each part timed on its own, and adds up
     to the wall time with `other` the rest; tokens/s are over the encoder's time."""
     from attnswitch.jobs.phases import PARTS

@@ -33,9 +33,15 @@ class Watcher:
         def target() -> None:
             try:
                 with open_store(location) as store:
-                    watch(root, store, OPTIONS, get_encoder=lambda: encoder,
-                          stop_event=self.stop, debounce_ms=300,
-                          on_batch=lambda summary, _: self.batches.put(summary))
+                    watch(
+                        root,
+                        store,
+                        OPTIONS,
+                        get_encoder=lambda: encoder,
+                        stop_event=self.stop,
+                        debounce_ms=300,
+                        on_batch=lambda summary, _: self.batches.put(summary),
+                    )
             except BaseException as exc:  # shown by the test waiting on it
                 self.error = exc
                 self.batches.put(None)
@@ -69,8 +75,9 @@ def found(location: Path, word: str) -> set[str]:
         return {c.source for c in store.chunks([cid for cid, _ in hits]).values()}
 
 
-def test_watch_follows_adds_changes_moves_deletes_and_restarts(docs: Path, tmp_path: Path,
-                                                               encoder) -> None:
+def test_watch_follows_adds_changes_moves_deletes_and_restarts(
+    docs: Path, tmp_path: Path, encoder
+) -> None:
     location = tmp_path / "db" / "index.sqlite3"
     watcher = Watcher(docs, location, encoder)
     try:
@@ -81,8 +88,10 @@ def test_watch_follows_adds_changes_moves_deletes_and_restarts(docs: Path, tmp_p
         watcher.until(lambda: found(location, "zebrafinch") == {"notes.txt"}, "an added file")
 
         (docs / "notes.txt").write_text("The okapi hides in the forest.\n")
-        watcher.until(lambda: found(location, "okapi") == {"notes.txt"}
-                      and not found(location, "zebrafinch"), "a changed file")
+        watcher.until(
+            lambda: found(location, "okapi") == {"notes.txt"} and not found(location, "zebrafinch"),
+            "a changed file",
+        )
 
         (docs / "kept").mkdir()
         seen = len(watcher.summaries)
@@ -109,8 +118,7 @@ def test_watch_follows_adds_changes_moves_deletes_and_restarts(docs: Path, tmp_p
         again.close()
 
 
-def test_watch_follows_folders_made_after_it_started(docs: Path, tmp_path: Path,
-                                                     encoder) -> None:
+def test_watch_follows_folders_made_after_it_started(docs: Path, tmp_path: Path, encoder) -> None:
     """Each folder is watched alone (not recursively), so a folder made while watching
     must join the watched ones: a file written deep in a new tree at once, and one written
     later into a new, empty folder, are both indexed."""
@@ -126,7 +134,9 @@ def test_watch_follows_folders_made_after_it_started(docs: Path, tmp_path: Path,
         (docs / "empty").mkdir()
         watcher.until(lambda: len(watcher.summaries) > seen, "the run a new folder starts")
         (docs / "empty" / "later.txt").write_text("The heron waits in the shallows.\n")
-        watcher.until(lambda: found(location, "heron") == {"empty/later.txt"},
-                      "a file written into the new folder")
+        watcher.until(
+            lambda: found(location, "heron") == {"empty/later.txt"},
+            "a file written into the new folder",
+        )
     finally:
         watcher.close()

@@ -13,8 +13,9 @@ import torch
 import attnswitch as asw
 
 
-def input_grads(base: list[torch.Tensor], dout: torch.Tensor, dtype: torch.dtype,
-                backend: str, **kw: Any) -> list[torch.Tensor]:
+def input_grads(
+    base: list[torch.Tensor], dout: torch.Tensor, dtype: torch.dtype, backend: str, **kw: Any
+) -> list[torch.Tensor]:
     """d(sum(out * dout))/d(q, k, v) through `backend`, from `base` = [q, k, v] cast to
     `dtype`, as float64. Each call differentiates fresh copies: gradients of one call never
     accumulate into another's."""
@@ -23,8 +24,9 @@ def input_grads(base: list[torch.Tensor], dout: torch.Tensor, dtype: torch.dtype
     return [x.grad.double() for x in leaves]
 
 
-def assert_grads_within_rule(base: list[torch.Tensor], dout: torch.Tensor, dtype: torch.dtype,
-                             backend: str, **kw: Any) -> None:
+def assert_grads_within_rule(
+    base: list[torch.Tensor], dout: torch.Tensor, dtype: torch.dtype, backend: str, **kw: Any
+) -> None:
     """`backend`'s gradients in `dtype` are within the rule for each of q, k and v. `base`
     and `dout` should be exact in `dtype` (e.g. made in it), so that float64 is exact on
     the same values."""
@@ -36,4 +38,5 @@ def assert_grads_within_rule(base: list[torch.Tensor], dout: torch.Tensor, dtype
         floor = 2 * (r + 0.3 - 0.3 - r).abs().max().item()
         err, naive_err = (g - w).abs().max().item(), (n - w).abs().max().item()
         assert err <= 2 * naive_err + floor, (
-            f"d{name}: error {err:.3g} > 2 x {naive_err:.3g} + {floor:.3g}")
+            f"d{name}: error {err:.3g} > 2 x {naive_err:.3g} + {floor:.3g}"
+        )

@@ -30,10 +30,13 @@ DECLINES_ON_CPU: dict[str, frozenset[str]] = {
     "torch-sdpa": _labels(("lse", "packed-lse", "softcap-30")),
     # inductor's C++ flex kernel returns no lse
     "torch-flex": _labels(("lse", "packed-lse")),
-    "jax-xla": _labels(("softcap-30",)) | _labels(("lse", "packed-lse"), ("bfloat16",))
+    "jax-xla": _labels(("softcap-30",))
+    | _labels(("lse", "packed-lse"), ("bfloat16",))
     | FP16_SPECIAL,
-    "pallas-flash": _labels(("softcap-30", "window-64-16", "window-causal-48",
-                             "decode-window-padding", "packed-window")) | FP16_SPECIAL,
+    "pallas-flash": _labels(
+        ("softcap-30", "window-64-16", "window-causal-48", "decode-window-padding", "packed-window")
+    )
+    | FP16_SPECIAL,
     "pallas-splash": FP16_SPECIAL,
 }
 
@@ -42,8 +45,10 @@ GPUS = {
     "sm90": DeviceInfo("cuda", "NVIDIA H200", 0, (9, 0)),
 }
 _FLASH = _labels(("decode-window-padding", "masked-row"), ("bfloat16",))
-_CUDNN = _labels(("softcap-30", "lse", "packed", "packed-unequal", "packed-lse", "packed-window",
-                  "hdim-59"), ("bfloat16",))
+_CUDNN = _labels(
+    ("softcap-30", "lse", "packed", "packed-unequal", "packed-lse", "packed-window", "hdim-59"),
+    ("bfloat16",),
+)
 # bfloat16 grid (and the special cases) on each GPU generation
 DECLINES_ON_GPU: dict[str, dict[str, frozenset[str]]] = {
     "flash-attn": {"sm80": _FLASH, "sm90": _FLASH},
@@ -57,12 +62,18 @@ def gpu_grid() -> list[conformance.Case]:
     return [c for c in conformance.cases(dtypes=("bfloat16",)) if c.dtype != "float32"]
 
 
-def declined(backend: object, cases: Iterable[conformance.Case], device: DeviceInfo = CPU,
-             ) -> frozenset[str]:
+def declined(
+    backend: object,
+    cases: Iterable[conformance.Case],
+    device: DeviceInfo = CPU,
+) -> frozenset[str]:
     """Labels of `cases` the backend declines for arrays of its framework on `device`
     (judged by `declines` alone, so on any host)."""
-    fw = "numpy" if getattr(getattr(backend, "caps", None), "accepts_all_frameworks", False) \
-        else backend.framework  # type: ignore[attr-defined]
+    fw = (
+        "numpy"
+        if getattr(getattr(backend, "caps", None), "accepts_all_frameworks", False)
+        else backend.framework
+    )  # type: ignore[attr-defined]
     out = set()
     for case in cases:
         call = dataclasses.replace(verify.case_call(case), framework=fw, device=device)
@@ -90,6 +101,8 @@ def gpu_generation(framework: str = "torch") -> str:
         major, _, minor = str(jax.devices("gpu")[0].compute_capability).partition(".")
         major = int(major)
     if major not in (8, 9):
-        pytest.fail(f"no pinned grid cases for compute capability {major}.{minor}: add them "
-                    "to tests/kernels/grid_pins.py")
+        pytest.fail(
+            f"no pinned grid cases for compute capability {major}.{minor}: add them "
+            "to tests/kernels/grid_pins.py"
+        )
     return f"sm{major}0"

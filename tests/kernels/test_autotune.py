@@ -34,7 +34,8 @@ def test_a_measured_order_leads_the_plan(tuned) -> None:
 
 
 def test_the_setting_turns_the_table_off_and_plans_are_keyed_on_it(
-        tuned, fresh_runtime: runtime.Runtime) -> None:
+    tuned, fresh_runtime: runtime.Runtime
+) -> None:
     assert asw.explain(*tuned).source == "autotune"
     # a view shares the plan cache: the key must tell the two settings apart
     with runtime.using(fresh_runtime.view(autotune=False)):
@@ -44,7 +45,8 @@ def test_the_setting_turns_the_table_off_and_plans_are_keyed_on_it(
 
 
 def test_the_environment_is_read_once_and_after_reset(
-        tuned, fresh_runtime: runtime.Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    tuned, fresh_runtime: runtime.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     other = _inputs(seqlen_k=40)  # another bucket, measured too, not planned yet
     autotune.record({autotune.bucket(validate(*other)): ["reference"]})
     monkeypatch.setenv("ATTNSWITCH_AUTOTUNE", "0")

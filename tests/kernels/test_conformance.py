@@ -36,8 +36,13 @@ CASE_BY_LABEL = {c.label: c for c in CASES}
 COMPILING_SUBSET = {
     "torch-flex": {
         *(f"{n}/float32" for n in conformance.QUICK),
-        "softcap-30/float32", "window-64-16/float32", "window-causal-48/float32",
-        "hdim-59/float32", "softcap-30/bfloat16", "packed/bfloat16", "large-magnitude/float16",
+        "softcap-30/float32",
+        "window-64-16/float32",
+        "window-causal-48/float32",
+        "hdim-59/float32",
+        "softcap-30/bfloat16",
+        "packed/bfloat16",
+        "large-magnitude/float16",
     },
 }
 FULL = os.environ.get("ATTNSWITCH_FULL_CONFORMANCE", "") not in ("", "0")
@@ -52,12 +57,17 @@ def _grid() -> Iterator[Any]:
         for case in CASES:
             if case.label in pinned:
                 continue
-            marks = [pytest.mark.xdist_group(f"conformance-{name}"),  # share compiled kernels
-                     pytest.mark.backend(name)]
+            marks = [
+                pytest.mark.xdist_group(f"conformance-{name}"),  # share compiled kernels
+                pytest.mark.backend(name),
+            ]
             if subset is not None and case.label not in subset:
-                marks.append(pytest.mark.skip(
-                    reason=f"{name} compiles per shape: outside the default subset "
-                    "(ATTNSWITCH_FULL_CONFORMANCE=1 runs the whole grid)"))
+                marks.append(
+                    pytest.mark.skip(
+                        reason=f"{name} compiles per shape: outside the default subset "
+                        "(ATTNSWITCH_FULL_CONFORMANCE=1 runs the whole grid)"
+                    )
+                )
             yield pytest.param(name, case, id=f"{name}-{case.label}", marks=marks)
 
 
@@ -65,8 +75,9 @@ def _grid() -> Iterator[Any]:
 def test_backend_conforms(backend: str, case: conformance.Case) -> None:
     result = conformance.check(backend, case)
     if result.status == conformance.DECLINED and backend not in DECLINES_ON_CPU:
-        pytest.skip(f"{backend} (a plug-in without pins) declines {case.label}: "
-                    f"{'; '.join(result.reasons)}")
+        pytest.skip(
+            f"{backend} (a plug-in without pins) declines {case.label}: {'; '.join(result.reasons)}"
+        )
     assert result.status == conformance.PASSED, (
         f"{backend} on {case.label}: {result.status}: {'; '.join(result.reasons)}"
     )
@@ -84,16 +95,30 @@ def test_declines_exactly_the_pinned_cases(backend: str) -> None:
 
 
 def test_every_builtin_backend_is_pinned() -> None:
-    builtin = {b.name for b in registry.backends()
-               if type(b).__module__.startswith("attnswitch.kernels.backends.")}
+    builtin = {
+        b.name
+        for b in registry.backends()
+        if type(b).__module__.startswith("attnswitch.kernels.backends.")
+    }
     assert builtin == set(DECLINES_ON_CPU) | set(DECLINES_ON_GPU)
 
 
 def test_grid_covers_the_design() -> None:
     """The grid holds the awkward cases docs/architecture.md names, in float32 and bfloat16."""
     labels = set(CASE_BY_LABEL)
-    for name in ("causal-113x203", "causal-203x113", "gqa-8-2", "mqa-4-1", "window-64-16",
-                 "softcap-30", "padding", "masked-row", "packed", "hdim-59", "hdim-256"):
+    for name in (
+        "causal-113x203",
+        "causal-203x113",
+        "gqa-8-2",
+        "mqa-4-1",
+        "window-64-16",
+        "softcap-30",
+        "padding",
+        "masked-row",
+        "packed",
+        "hdim-59",
+        "hdim-256",
+    ):
         assert {f"{name}/float32", f"{name}/bfloat16"} <= labels
     assert any(c.packed and (0, 0) in c.packed for c in CASES)
     assert any(c.dtype == "float16" and c.magnitude >= 100 for c in CASES)
@@ -105,8 +130,15 @@ def test_grid_covers_the_design() -> None:
 F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call, mask: Any,
-            fill: float, guard_empty_rows: bool) -> np.ndarray:
+def _attend(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    call: Call,
+    mask: Any,
+    fill: float,
+    guard_empty_rows: bool,
+) -> np.ndarray:
     """Dense float64 attention whose masked scores become `fill`. Without `guard_empty_rows`
     a row with no key divides 0 by 0 (NaN) when `fill` is -inf."""
     groups = call.heads_q // call.heads_kv
@@ -195,31 +227,48 @@ def broken(request: pytest.FixtureRequest) -> Iterator[str]:
 
 # (bug, cases it must fail, cases where the bug changes nothing and it must pass)
 BUGS = [
-    ("ignores-causal",
-     ["causal-113x203/float32", "causal-self-97/bfloat16", "gqa-8-2/float32"],
-     # decode: a single query at the end of its keys, where causal restricts nothing
-     ["plain-113x203/float32", "window-64-16/bfloat16", "padding/float32",
-      "decode-gqa-1x1000/float32"]),
-    ("top-left",
-     ["causal-113x203/float32", "causal-203x113/bfloat16", "window-64-16/float32"],
-     ["causal-self-97/float32", "causal-self-97/bfloat16", "plain-113x203/float32"]),
-    ("mean-v",
-     ["masked-row/float32", "masked-row/bfloat16", "causal-203x113/float32"],
-     ["plain-113x203/float32", "padding/bfloat16", "causal-113x203/float32"]),
-    ("nan-rows",
-     ["masked-row/float32", "causal-203x113/bfloat16"],
-     ["plain-113x203/float32", "causal-113x203/bfloat16"]),
-    ("bf16-output",
-     ["plain-113x203/float32", "causal-113x203/float32", "hdim-59/float32"],
-     ["plain-113x203/bfloat16", "causal-113x203/bfloat16", "masked-row/bfloat16"]),
-    ("tf32-inputs",  # bfloat16 values are exact in TF32: nothing changes there
-     ["plain-113x203/float32", "decode-gqa-1x1000/float32", "long-1023x1024/float32"],
-     ["plain-113x203/bfloat16", "decode-gqa-1x1000/bfloat16", "gqa-8-2/bfloat16"]),
+    (
+        "ignores-causal",
+        ["causal-113x203/float32", "causal-self-97/bfloat16", "gqa-8-2/float32"],
+        # decode: a single query at the end of its keys, where causal restricts nothing
+        [
+            "plain-113x203/float32",
+            "window-64-16/bfloat16",
+            "padding/float32",
+            "decode-gqa-1x1000/float32",
+        ],
+    ),
+    (
+        "top-left",
+        ["causal-113x203/float32", "causal-203x113/bfloat16", "window-64-16/float32"],
+        ["causal-self-97/float32", "causal-self-97/bfloat16", "plain-113x203/float32"],
+    ),
+    (
+        "mean-v",
+        ["masked-row/float32", "masked-row/bfloat16", "causal-203x113/float32"],
+        ["plain-113x203/float32", "padding/bfloat16", "causal-113x203/float32"],
+    ),
+    (
+        "nan-rows",
+        ["masked-row/float32", "causal-203x113/bfloat16"],
+        ["plain-113x203/float32", "causal-113x203/bfloat16"],
+    ),
+    (
+        "bf16-output",
+        ["plain-113x203/float32", "causal-113x203/float32", "hdim-59/float32"],
+        ["plain-113x203/bfloat16", "causal-113x203/bfloat16", "masked-row/bfloat16"],
+    ),
+    (
+        "tf32-inputs",  # bfloat16 values are exact in TF32: nothing changes there
+        ["plain-113x203/float32", "decode-gqa-1x1000/float32", "long-1023x1024/float32"],
+        ["plain-113x203/bfloat16", "decode-gqa-1x1000/bfloat16", "gqa-8-2/bfloat16"],
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("broken", "failing", "passing"), [pytest.param(*b, id=b[0]) for b in BUGS],
+    ("broken", "failing", "passing"),
+    [pytest.param(*b, id=b[0]) for b in BUGS],
     indirect=["broken"],
 )
 def test_rule_catches_bug(broken: str, failing: list[str], passing: list[str]) -> None:
@@ -291,8 +340,9 @@ def test_wrong_dtype_fails() -> None:
 
 # ---- float32 softcap: the kernel's own tanh (docs/architecture.md, "Softcap in float32") --
 
-SOFTCAP_LARGE = conformance.Case("softcap-large", batch=1, seqlen_q=64, seqlen_k=128,
-                                 head_dim=32, softcap=30.0, magnitude=40.0)
+SOFTCAP_LARGE = conformance.Case(
+    "softcap-large", batch=1, seqlen_q=64, seqlen_k=128, head_dim=32, softcap=30.0, magnitude=40.0
+)
 
 
 class TanhOf(Broken):
@@ -312,8 +362,11 @@ class TanhOf(Broken):
         c = np.float32(call.softcap)
         s = (c * self.tanh(s / c)).astype(np.float64)
         p = np.exp(s - s.max(-1, keepdims=True))
-        out = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True),
-                        np.repeat(v64, call.heads_q // call.heads_kv, 2))
+        out = np.einsum(
+            "bhqk,bkhd->bqhd",
+            p / p.sum(-1, keepdims=True),
+            np.repeat(v64, call.heads_q // call.heads_kv, 2),
+        )
         return out.astype(np.float32)
 
 

@@ -108,7 +108,9 @@ def test_bad_cu_seqlens(framework, cu, expected):
 def test_cu_seqlens_dtype_and_pairing(framework):
     q, k, v, cu = packed(framework)
     cu64 = cu.astype(np.int64) if framework == "numpy" else cu.long()
-    assert "int32" in _raises("cu_seqlens_k", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu64)
+    assert "int32" in _raises(
+        "cu_seqlens_k", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu64
+    )
     _raises("cu_seqlens_k", asw.attention, q, k, v, cu_seqlens_q=cu)
     _raises("cu_seqlens_k", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu[:-1])
 
@@ -116,17 +118,34 @@ def test_cu_seqlens_dtype_and_pairing(framework):
 def test_masks_rejected_with_packed(framework):
     q, k, v, cu = packed(framework)
     mask = np.ones((3, 7), bool) if framework == "numpy" else torch.ones(3, 7, dtype=torch.bool)
-    _raises("key_padding_mask", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
-            key_padding_mask=mask)
+    _raises(
+        "key_padding_mask",
+        asw.attention,
+        q,
+        k,
+        v,
+        cu_seqlens_q=cu,
+        cu_seqlens_k=cu,
+        key_padding_mask=mask,
+    )
 
 
 def test_mask_wrong_shape_or_dtype(framework):
     q, k, v = qkv(framework)
-    ones = (lambda s, dt=bool: np.ones(s, dt)) if framework == "numpy" else (
-        lambda s, dt=torch.bool: torch.ones(s, dtype=dt))
+    ones = (
+        (lambda s, dt=bool: np.ones(s, dt))
+        if framework == "numpy"
+        else (lambda s, dt=torch.bool: torch.ones(s, dtype=dt))
+    )
     _raises("key_padding_mask", asw.attention, q, k, v, key_padding_mask=ones((2, 5)))
-    msg = _raises("key_padding_mask", asw.attention, q, k, v,
-                  key_padding_mask=ones((2, 7), np.float32 if framework == "numpy" else torch.float32))
+    msg = _raises(
+        "key_padding_mask",
+        asw.attention,
+        q,
+        k,
+        v,
+        key_padding_mask=ones((2, 7), np.float32 if framework == "numpy" else torch.float32),
+    )
     assert "bool" in msg
     _raises("attn_mask", asw.attention, q, k, v, attn_mask=ones((2, 3, 5, 7)))
     _raises("attn_mask", asw.attention, q, k, v, attn_mask=ones((1, 2, 4, 5, 7)))
@@ -141,10 +160,18 @@ def test_bad_window(window):
     _raises("window", asw.attention, q, k, v, window=window)
 
 
-@pytest.mark.parametrize("name, value", [
-    ("softcap", 0.0), ("softcap", -1.0), ("softcap", float("nan")),
-    ("scale", 0.0), ("scale", -0.5), ("scale", float("inf")), ("scale", "1"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("softcap", 0.0),
+        ("softcap", -1.0),
+        ("softcap", float("nan")),
+        ("scale", 0.0),
+        ("scale", -0.5),
+        ("scale", float("inf")),
+        ("scale", "1"),
+    ],
+)
 def test_non_positive_softcap_or_scale(name, value):
     q, k, v = qkv()
     _raises(name, asw.attention, q, k, v, **{name: value})
@@ -180,17 +207,20 @@ def test_call_describes_features():
     assert pcall.layout == "packed" and pcall.seqlens_q == (3, 0, 4) and pcall.seqlen_q == 4
 
 
-@pytest.mark.parametrize("sq, sk, kw, bounds", [
-    (1, 64, dict(causal=True), None),  # a decode step sees every key
-    (2, 64, dict(causal=True), (-1, 0)),
-    (8, 8, dict(window=(7, 7)), None),  # reaches every key from every query
-    (8, 8, dict(window=(6, 7)), (6, -1)),
-    (8, 8, dict(window=(7, 6)), (-1, 6)),
-    (4, 16, dict(causal=True, window=(15, 0)), (-1, 0)),
-    (1, 16, dict(causal=True, window=(15, 0)), None),
-    (4, 16, dict(causal=True, window=(14, 0)), (14, 0)),
-    (0, 16, dict(causal=True), None),
-])
+@pytest.mark.parametrize(
+    "sq, sk, kw, bounds",
+    [
+        (1, 64, dict(causal=True), None),  # a decode step sees every key
+        (2, 64, dict(causal=True), (-1, 0)),
+        (8, 8, dict(window=(7, 7)), None),  # reaches every key from every query
+        (8, 8, dict(window=(6, 7)), (6, -1)),
+        (8, 8, dict(window=(7, 6)), (-1, 6)),
+        (4, 16, dict(causal=True, window=(15, 0)), (-1, 0)),
+        (1, 16, dict(causal=True, window=(15, 0)), None),
+        (4, 16, dict(causal=True, window=(14, 0)), (14, 0)),
+        (0, 16, dict(causal=True), None),
+    ],
+)
 def test_bounds_that_restrict_nothing_are_dropped(sq, sk, kw, bounds):
     q = torch.zeros(1, sq, 2, 8)
     k = torch.zeros(1, sk, 2, 8)
@@ -213,15 +243,17 @@ def test_bounds_that_restrict_nothing_are_dropped(sq, sk, kw, bounds):
 @pytest.mark.parametrize("value", [-1, 8, 2.5, True, "4"])
 def test_bad_max_seqlen(framework, value):
     q, k, v, cu = packed(framework)  # 7 rows, longest sequence 4
-    msg = _raises("max_seqlen_q", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
-                  max_seqlen_q=value)
+    msg = _raises(
+        "max_seqlen_q", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=value
+    )
     assert "0 to the packed length 7" in msg
 
 
 def test_max_seqlen_below_the_longest_sequence_read(framework):
     q, k, v, cu = packed(framework)
-    msg = _raises("max_seqlen_k", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
-                  max_seqlen_k=3)
+    msg = _raises(
+        "max_seqlen_k", asw.attention, q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_k=3
+    )
     assert "longest sequence of cu_seqlens_k (4)" in msg
 
 
@@ -244,7 +276,16 @@ def test_device_cu_seqlens_with_maxima_are_not_read(monkeypatch):
     try:
         bad = cu.clone()
         bad[1] = 9
-        _raises("cu_seqlens_q", validate, q, k, v, cu_seqlens_q=bad, cu_seqlens_k=cu,
-                max_seqlen_q=5, max_seqlen_k=5)
+        _raises(
+            "cu_seqlens_q",
+            validate,
+            q,
+            k,
+            v,
+            cu_seqlens_q=bad,
+            cu_seqlens_k=cu,
+            max_seqlen_q=5,
+            max_seqlen_k=5,
+        )
     finally:
         asw.configure(debug=False)

@@ -29,8 +29,14 @@ class StandIn:
         assert q.shape[-1] % self.multiple == 0, f"head dim {q.shape[-1]} reached the kernel"
         window = None if tuple(window_size) == (-1, -1) else tuple(window_size)
         result = asw.attention(
-            q, k, v, window=window, softcap=softcap or None, return_lse=return_attn_probs,
-            backend="torch-math", **kw,
+            q,
+            k,
+            v,
+            window=window,
+            softcap=softcap or None,
+            return_lse=return_attn_probs,
+            backend="torch-math",
+            **kw,
         )
         if not return_attn_probs:
             return result
@@ -39,16 +45,41 @@ class StandIn:
 
     def dense(self, q, k, v, *, softmax_scale, causal, window_size, softcap, return_attn_probs):
         self.ran.append("dense")
-        return self._attend(q, k, v, window_size, softcap, return_attn_probs,
-                            scale=softmax_scale, causal=causal)
+        return self._attend(
+            q, k, v, window_size, softcap, return_attn_probs, scale=softmax_scale, causal=causal
+        )
 
-    def varlen(self, q, k, v, cu_q, cu_k, max_q, max_k, *, softmax_scale, causal, window_size,
-               softcap, return_attn_probs):
+    def varlen(
+        self,
+        q,
+        k,
+        v,
+        cu_q,
+        cu_k,
+        max_q,
+        max_k,
+        *,
+        softmax_scale,
+        causal,
+        window_size,
+        softcap,
+        return_attn_probs,
+    ):
         self.ran.append("varlen")
         assert cu_q.dtype == cu_k.dtype == torch.int32
         assert max_q >= int(cu_q.diff().max()) and max_k >= int(cu_k.diff().max())
-        return self._attend(q, k, v, window_size, softcap, return_attn_probs, scale=softmax_scale,
-                            causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+        return self._attend(
+            q,
+            k,
+            v,
+            window_size,
+            softcap,
+            return_attn_probs,
+            scale=softmax_scale,
+            causal=causal,
+            cu_seqlens_q=cu_q,
+            cu_seqlens_k=cu_k,
+        )
 
 
 def _inputs(d, sq=7, sk=11, hq=4, hkv=2, batch=3, requires_grad=False):
@@ -82,8 +113,9 @@ def test_dense_and_key_padding_match_the_contract(kw, multiple, d):
     q, k, v = _inputs(d)
     kernels = StandIn(multiple)
     call = validate(q, k, v, return_lse=True, **kw)
-    out, lse = flash_common.run(kernels.dense, kernels.varlen, q, k, v, call,
-                                head_dim_multiple=multiple)
+    out, lse = flash_common.run(
+        kernels.dense, kernels.varlen, q, k, v, call, head_dim_multiple=multiple
+    )
     want_out, want_lse = asw.attention(q, k, v, return_lse=True, backend="torch-math", **kw)
     assert kernels.ran == ["varlen" if "key_padding_mask" in kw else "dense"]
     assert out.shape == q.shape and lse.shape == (3, 4, 7)
@@ -91,8 +123,9 @@ def test_dense_and_key_padding_match_the_contract(kw, multiple, d):
     torch.testing.assert_close(lse, want_lse)
     if "key_padding_mask" in kw:
         assert torch.isneginf(lse[2]).all() and (out[2] == 0).all()
-    no_lse = flash_common.run(kernels.dense, kernels.varlen, q, k, v, validate(q, k, v, **kw),
-                              head_dim_multiple=multiple)
+    no_lse = flash_common.run(
+        kernels.dense, kernels.varlen, q, k, v, validate(q, k, v, **kw), head_dim_multiple=multiple
+    )
     torch.testing.assert_close(no_lse, want_out)
 
 
@@ -100,15 +133,24 @@ def test_dense_and_key_padding_match_the_contract(kw, multiple, d):
 @pytest.mark.parametrize("kw", [dict(), dict(causal=True), dict(window=(4, 2))], ids=str)
 def test_packed_matches_the_contract(kw, multiple, d):
     lens_q, lens_k = [3, 0, 5, 2], [4, 2, 0, 6]
-    cu_q, cu_k = (torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32)
-                  for n in (lens_q, lens_k))
+    cu_q, cu_k = (
+        torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32)
+        for n in (lens_q, lens_k)
+    )
     gen = torch.Generator().manual_seed(d)
     q = torch.randn(sum(lens_q), 4, d, generator=gen)
     k, v = (torch.randn(sum(lens_k), 2, d, generator=gen) for _ in range(2))
     args = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, return_lse=True, **kw)
     kernels = StandIn(multiple)
-    out, lse = flash_common.run(kernels.dense, kernels.varlen, q, k, v, validate(q, k, v, **args),
-                                head_dim_multiple=multiple)
+    out, lse = flash_common.run(
+        kernels.dense,
+        kernels.varlen,
+        q,
+        k,
+        v,
+        validate(q, k, v, **args),
+        head_dim_multiple=multiple,
+    )
     want_out, want_lse = asw.attention(q, k, v, backend="torch-math", **args)
     assert kernels.ran == ["varlen"] and lse.shape == (4, 10)
     torch.testing.assert_close(out, want_out)
@@ -123,8 +165,9 @@ def test_gradients_flow_through_padding_and_the_gather():
         q, k, v = _inputs(13, batch=2, requires_grad=True)
         if through_flash:
             kernels = StandIn(8)
-            out = flash_common.run(kernels.dense, kernels.varlen, q, k, v, validate(q, k, v, **kw),
-                                   head_dim_multiple=8)
+            out = flash_common.run(
+                kernels.dense, kernels.varlen, q, k, v, validate(q, k, v, **kw), head_dim_multiple=8
+            )
         else:
             out = asw.attention(q, k, v, backend="torch-math", **kw)
         out.square().sum().backward()

@@ -22,23 +22,37 @@ def test_segment_ids_skip_empty_sequences() -> None:
     assert jax_common.segment_ids(cu, 6).tolist() == [0, 0, 2, 2, 2, 3]
 
 
-@pytest.mark.parametrize("features", [
-    dict(causal=True), dict(window=(2, 1)), dict(causal=True, window=(1, -1)), {},
-], ids=str)
+@pytest.mark.parametrize(
+    "features",
+    [
+        dict(causal=True),
+        dict(window=(2, 1)),
+        dict(causal=True, window=(1, -1)),
+        {},
+    ],
+    ids=str,
+)
 def test_packed_mask_is_each_sequences_dense_mask(features) -> None:
     lens_q, lens_k = [3, 0, 4, 2], [5, 2, 2, 0]
     cu = lambda lens: np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)  # noqa: E731
     q = jnp.zeros((sum(lens_q), 1, 4))
     k = jnp.zeros((sum(lens_k), 1, 4))
-    call = validate(q, k, k, cu_seqlens_q=jnp.asarray(cu(lens_q)),
-                    cu_seqlens_k=jnp.asarray(cu(lens_k)), **features)
-    got = np.asarray(jax_common.packed_mask(call, call.cu_seqlens_q, call.cu_seqlens_k,
-                                            q.shape[0], k.shape[0]))
+    call = validate(
+        q,
+        k,
+        k,
+        cu_seqlens_q=jnp.asarray(cu(lens_q)),
+        cu_seqlens_k=jnp.asarray(cu(lens_k)),
+        **features,
+    )
+    got = np.asarray(
+        jax_common.packed_mask(call, call.cu_seqlens_q, call.cu_seqlens_k, q.shape[0], k.shape[0])
+    )
     want = np.zeros_like(got)
     for s, (n_q, n_k) in enumerate(zip(lens_q, lens_k)):
         sub = masks.dense_mask(call.sequence(n_q, n_k), np.arange)
         block = np.ones((n_q, n_k), bool) if sub is None else sub[0, 0]
-        want[cu(lens_q)[s]:cu(lens_q)[s + 1], cu(lens_k)[s]:cu(lens_k)[s + 1]] = block
+        want[cu(lens_q)[s] : cu(lens_q)[s + 1], cu(lens_k)[s] : cu(lens_k)[s + 1]] = block
     np.testing.assert_array_equal(got, want)
 
 
@@ -81,11 +95,16 @@ def test_validate_under_jit_keeps_static_checks_and_skips_traced_values() -> Non
 
     with pytest.raises(asw.AttentionInputError, match="cu_seqlens_q: expected dtype int32"):
         jax.jit(lambda q, cu: validate(q, q, q, cu_seqlens_q=cu, cu_seqlens_k=cu))(
-            jnp.ones((6, 2, 8)), jnp.asarray([0, 2, 6], jnp.int16))
+            jnp.ones((6, 2, 8)), jnp.asarray([0, 2, 6], jnp.int16)
+        )
     with pytest.raises(asw.AttentionInputError, match="cu_seqlens_q: expected a last entry"):
-        validate(jnp.ones((6, 2, 8)), jnp.ones((6, 2, 8)), jnp.ones((6, 2, 8)),
-                 cu_seqlens_q=jnp.asarray([0, 2, 5], jnp.int32),
-                 cu_seqlens_k=jnp.asarray([0, 2, 6], jnp.int32))  # concrete: values checked
+        validate(
+            jnp.ones((6, 2, 8)),
+            jnp.ones((6, 2, 8)),
+            jnp.ones((6, 2, 8)),
+            cu_seqlens_q=jnp.asarray([0, 2, 5], jnp.int32),
+            cu_seqlens_k=jnp.asarray([0, 2, 6], jnp.int32),
+        )  # concrete: values checked
 
 
 def test_concrete_arrays_are_not_traced() -> None:
@@ -100,8 +119,9 @@ def test_attention_under_jit_returns_a_jax_array(backend) -> None:
     q = jnp.asarray(rng.standard_normal((2, 5, 4, 8)), jnp.float32)
     k = jnp.asarray(rng.standard_normal((2, 7, 2, 8)), jnp.float32)
     kp = jnp.asarray(rng.random((2, 7)) > 0.3)
-    fn = jax.jit(lambda q, k, kp: asw.attention(q, k, k, causal=True, key_padding_mask=kp,
-                                               backend=backend))
+    fn = jax.jit(
+        lambda q, k, kp: asw.attention(q, k, k, causal=True, key_padding_mask=kp, backend=backend)
+    )
     out = fn(q, k, kp)
     assert isinstance(out, jax.Array) and out.shape == q.shape and out.dtype == q.dtype
     assert out.devices() == q.devices()
@@ -135,14 +155,24 @@ def test_numpy_input_on_a_jax_backend_returns_numpy(backend) -> None:
 # ---- torch and jax backends on one call ----------------------------------------------
 
 CROSS = conformance.Case(
-    "cross-framework", dtype="bfloat16", batch=2, seqlen_q=37, seqlen_k=53, heads_q=4,
-    heads_kv=2, head_dim=24, causal=True, key_padding=True,
+    "cross-framework",
+    dtype="bfloat16",
+    batch=2,
+    seqlen_q=37,
+    seqlen_k=53,
+    heads_q=4,
+    heads_kv=2,
+    head_dim=24,
+    causal=True,
+    key_padding=True,
 )
 
 
 def _run(backend: str, framework: str, inputs: dict) -> np.ndarray:
-    conv = {n: arrays.numpy_to(x, framework) if isinstance(x, np.ndarray) else x
-            for n, x in inputs.items()}
+    conv = {
+        n: arrays.numpy_to(x, framework) if isinstance(x, np.ndarray) else x
+        for n, x in inputs.items()
+    }
     q, k, v = conv.pop("q"), conv.pop("k"), conv.pop("v")
     out = asw.attention(q, k, v, backend=backend, **conv)
     assert arrays.framework_of(out) == framework
@@ -183,11 +213,21 @@ def test_accurate_tanh_is_within_one_and_a_half_ulp() -> None:
         assert worst(jnp.tanh) > 3.0
     edges = jnp.asarray([0.0, 9.1, 50.0, np.inf, -np.inf, 1e-30], jnp.float32)
     assert np.asarray(jax_common.accurate_tanh(edges)).tolist() == [
-        0.0, 1.0, 1.0, 1.0, -1.0, np.float32(1e-30)]
-    np.testing.assert_array_equal(np.asarray(jax_common.accurate_tanh(-x[:1000])),
-                                  -np.asarray(jax_common.accurate_tanh(x[:1000])))
+        0.0,
+        1.0,
+        1.0,
+        1.0,
+        -1.0,
+        np.float32(1e-30),
+    ]
+    np.testing.assert_array_equal(
+        np.asarray(jax_common.accurate_tanh(-x[:1000])),
+        -np.asarray(jax_common.accurate_tanh(x[:1000])),
+    )
     grads = jax.grad(lambda v: jax_common.accurate_tanh(v).sum())(
-        jnp.asarray([0.0, 0.2, 0.5, 5.0, 1e30, -1e30], jnp.float32))
-    np.testing.assert_allclose(np.asarray(grads)[:4], 1 - np.tanh([0.0, 0.2, 0.5, 5.0]) ** 2,
-                               rtol=0, atol=1e-7)  # float32 working precision of a value <= 1
+        jnp.asarray([0.0, 0.2, 0.5, 5.0, 1e30, -1e30], jnp.float32)
+    )
+    np.testing.assert_allclose(
+        np.asarray(grads)[:4], 1 - np.tanh([0.0, 0.2, 0.5, 5.0]) ** 2, rtol=0, atol=1e-7
+    )  # float32 working precision of a value <= 1
     assert np.asarray(grads)[4:].tolist() == [0.0, 0.0]

@@ -39,8 +39,9 @@ def test_jit_traces_once_per_shape_signature(backend):
     @jax.jit
     def step(q, k, v, cu):
         traces.append(q.shape)
-        return asw.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True,
-                             backend=backend)
+        return asw.attention(
+            q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, backend=backend
+        )
 
     for lengths in MAKE_UPS:
         inputs = _inputs(lengths)

@@ -13,12 +13,19 @@ from attnswitch.kernels import masks
 from attnswitch.kernels.contract import attention_bounds
 
 LENGTHS = [(3, 5), (5, 3), (4, 4), (1, 7), (7, 1)]
-OPTIONS = [(True, None), (False, (2, 0)), (False, (0, 1)), (True, (3, 2)), (False, (-1, 2)),
-           (False, (1, -1))]
+OPTIONS = [
+    (True, None),
+    (False, (2, 0)),
+    (False, (0, 1)),
+    (True, (3, 2)),
+    (False, (-1, 2)),
+    (False, (1, -1)),
+]
 
 
-def _contract(i: int, j: int, sq: int, sk: int, causal: bool,
-              window: tuple[int, int] | None) -> bool:
+def _contract(
+    i: int, j: int, sq: int, sk: int, causal: bool, window: tuple[int, int] | None
+) -> bool:
     """docs/architecture.md: query i attends key j iff j <= i + (Sk - Sq) under causal, and
     i + (Sk - Sq) - left <= j <= i + (Sk - Sq) + right under window (-1 unbounded)."""
     diag = i + sk - sq
@@ -32,7 +39,8 @@ def _contract(i: int, j: int, sq: int, sk: int, causal: bool,
 @pytest.mark.parametrize(("causal", "window"), OPTIONS)
 @pytest.mark.parametrize(("sq", "sk"), LENGTHS)
 def test_key_range_around_the_aligned_diagonal_is_the_contract(
-        sq: int, sk: int, causal: bool, window: tuple[int, int] | None) -> None:
+    sq: int, sk: int, causal: bool, window: tuple[int, int] | None
+) -> None:
     bounds = attention_bounds(causal, window, sq, sk)
     for i, j in itertools.product(range(sq), range(sk)):
         lowest, highest = masks.key_range(i + masks.diagonal_offset(sq, sk), bounds)
@@ -43,10 +51,12 @@ def test_key_range_around_the_aligned_diagonal_is_the_contract(
 @pytest.mark.parametrize(("causal", "window"), OPTIONS)
 @pytest.mark.parametrize(("sq", "sk"), LENGTHS)
 def test_position_mask_on_arrays_is_the_contract(
-        sq: int, sk: int, causal: bool, window: tuple[int, int] | None) -> None:
+    sq: int, sk: int, causal: bool, window: tuple[int, int] | None
+) -> None:
     mask = masks.position_mask(np.arange, sq, sk, attention_bounds(causal, window, sq, sk))
-    want = np.array([[_contract(i, j, sq, sk, causal, window) for j in range(sk)]
-                     for i in range(sq)])
+    want = np.array(
+        [[_contract(i, j, sq, sk, causal, window) for j in range(sk)] for i in range(sq)]
+    )
     got = np.ones((sq, sk), bool) if mask is None else np.broadcast_to(mask, (sq, sk))
     np.testing.assert_array_equal(got, want)
 

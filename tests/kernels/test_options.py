@@ -29,15 +29,20 @@ def test_keyword_signatures_are_the_options(where: str) -> None:
     params = list(inspect.signature(KEYWORD_FORMS[where]).parameters.values())
     assert [p.name for p in params[:3]] == ["q", "k", "v"], where
     got = [(p.name, p.kind, p.default) for p in params[3:]]
-    want = [(f.name, inspect.Parameter.KEYWORD_ONLY, f.default)
-            for f in dataclasses.fields(AttentionOptions)]
+    want = [
+        (f.name, inspect.Parameter.KEYWORD_ONLY, f.default)
+        for f in dataclasses.fields(AttentionOptions)
+    ]
     assert got == want, f"{where}: expected the fields of AttentionOptions, got {got}"
 
 
-@pytest.mark.parametrize(("op", "leading"), [
-    ("attention", ["q", "k", "v"]),
-    ("attention_backward", ["grad_out", "grad_lse", "out", "lse", "q", "k", "v"]),
-])
+@pytest.mark.parametrize(
+    ("op", "leading"),
+    [
+        ("attention", ["q", "k", "v"]),
+        ("attention_backward", ["grad_out", "grad_lse", "out", "lse", "q", "k", "v"]),
+    ],
+)
 def test_op_schemas_are_the_options(op: str, leading: list[str]) -> None:
     schema = getattr(torch.ops.attnswitch, op).default._schema
     names = [a.name for a in schema.arguments]
@@ -55,8 +60,15 @@ def test_the_public_docstring_documents_every_option() -> None:
 
 
 def test_op_arguments_round_trip() -> None:
-    given = AttentionOptions(causal=True, scale=2, window=(3, -1), softcap=1, max_seqlen_q=4,
-                             return_lse=True, backend="torch-math")
+    given = AttentionOptions(
+        causal=True,
+        scale=2,
+        window=(3, -1),
+        softcap=1,
+        max_seqlen_q=4,
+        return_lse=True,
+        backend="torch-math",
+    )
     values = options.to_op(given)
     assert values[options.NAMES.index("window")] == [3, -1]
     assert isinstance(values[options.NAMES.index("scale")], float)
@@ -65,8 +77,9 @@ def test_op_arguments_round_trip() -> None:
 
 def test_unknown_keyword_is_refused_like_python_would() -> None:
     q = np.zeros((1, 2, 1, 4), np.float32)
-    with pytest.raises(TypeError, match="attention\\(\\) got an unexpected keyword argument "
-                                        "'casual'"):
+    with pytest.raises(
+        TypeError, match="attention\\(\\) got an unexpected keyword argument 'casual'"
+    ):
         asw.attention(q, q, q, casual=True)
     with pytest.raises(TypeError, match="explain\\(\\) got an unexpected keyword argument"):
         asw.explain(q, q, q, windows=(1, 1))
@@ -77,8 +90,23 @@ def test_every_option_reaches_the_call() -> None:
     q = np.zeros((2, 5, 4, 8), np.float32)
     k = np.zeros((2, 7, 2, 8), np.float32)
     kp = np.ones((2, 7), bool)
-    call = contract.validate(q, k, k, causal=True, scale=0.5, window=(3, 1), softcap=4.0,
-                             key_padding_mask=kp, return_lse=True)
-    assert (call.causal, call.scale, call.window, call.softcap, call.key_padding,
-            call.return_lse) == (True, 0.5, (3, 1), 4.0, True, True)
+    call = contract.validate(
+        q,
+        k,
+        k,
+        causal=True,
+        scale=0.5,
+        window=(3, 1),
+        softcap=4.0,
+        key_padding_mask=kp,
+        return_lse=True,
+    )
+    assert (
+        call.causal,
+        call.scale,
+        call.window,
+        call.softcap,
+        call.key_padding,
+        call.return_lse,
+    ) == (True, 0.5, (3, 1), 4.0, True, True)
     assert call.key_padding_mask is kp

@@ -75,10 +75,13 @@ def test_plan_names_chosen_fallbacks_and_every_rejection():
     assert re.search(r"chosen\s+torch-sdpa \[[^\]]+\]: fused CPU flash kernel", text), text
 
 
-@pytest.mark.parametrize("feature, expected", [
-    (dict(softcap=20.0), "softcap not supported"),
-    (dict(return_lse=True), "return_lse not supported"),
-])
+@pytest.mark.parametrize(
+    "feature, expected",
+    [
+        (dict(softcap=20.0), "softcap not supported"),
+        (dict(return_lse=True), "return_lse not supported"),
+    ],
+)
 def test_sdpa_declines_with_reason_in_explain(feature, expected):
     q, k, v = qkv()
     plan = asw.explain(q, k, v, causal=True, **feature)
@@ -176,8 +179,9 @@ def test_profiler_trace_contains_backend_scope():
     assert f"attnswitch/{asw.explain(q, k, v, softcap=10.0).chosen}" in names
     # one scope per call of the backend (a first-use check of the plan calls it too)
     scopes = [e for e in prof.events() if e.name == "attnswitch/torch-sdpa"]
-    assert scopes and all("aten::scaled_dot_product_attention" in {c.name for c in e.cpu_children}
-                          for e in scopes)
+    assert scopes and all(
+        "aten::scaled_dot_product_attention" in {c.name for c in e.cpu_children} for e in scopes
+    )
 
 
 def test_call_counts_readable_from_python():
@@ -208,9 +212,17 @@ def test_packed_matches_the_float64_oracle():
     v = torch.randn(sum(lens_k), 2, 16, generator=g)
     cu_q, cu_k = (torch.tensor([0, *np.cumsum(n)], dtype=torch.int32) for n in (lens_q, lens_k))
     out = asw.attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
-    err, bound = conformance.judge(out, dict(
-        q=q.numpy(), k=k.numpy(), v=v.numpy(), causal=True, cu_seqlens_q=cu_q.numpy(),
-        cu_seqlens_k=cu_k.numpy()))
+    err, bound = conformance.judge(
+        out,
+        dict(
+            q=q.numpy(),
+            k=k.numpy(),
+            v=v.numpy(),
+            causal=True,
+            cu_seqlens_q=cu_q.numpy(),
+            cu_seqlens_k=cu_k.numpy(),
+        ),
+    )
     assert err <= bound, f"error {err:.3g} > bound {bound:.3g}"
 
 

@@ -26,8 +26,12 @@ def _lookups():
 
 def test_packed_batches_of_new_make_up_hit_the_plan_of_their_bucket():
     # N in 5..8 and longest 17..32: one bucket for each; lengths and totals all different
-    batches = [(20, 9, 17, 30, 1), (32, 31, 5, 2, 8, 1), (18, 18, 18, 18, 18, 18),
-               (25, 3, 3, 3, 3, 3, 20, 10)]
+    batches = [
+        (20, 9, 17, 30, 1),
+        (32, 31, 5, 2, 8, 1),
+        (18, 18, 18, 18, 18, 18),
+        (25, 3, 3, 3, 3, 3, 20, 10),
+    ]
     q, k, v, kw = _packed(batches[0])
     asw.attention(q, k, v, **kw)  # warm-up: the bucket's first call plans (and verifies,
     asw.attention(q, k, v, **kw)  # which records a verdict: the next call plans once more)

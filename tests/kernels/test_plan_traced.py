@@ -114,8 +114,7 @@ def _framework_arrays(x: np.ndarray, framework: str) -> Any:
 TRANSFORMS: dict[str, Callable[[Callable[..., Any], dict[str, Any]], Any]] = {
     "eager": lambda f, a: f(a),
     "jit": lambda f, a: jax.make_jaxpr(f)(a),
-    "vmap": lambda f, a: jax.make_jaxpr(jax.vmap(f))(
-        {n: jnp.stack([x, x]) for n, x in a.items()}),
+    "vmap": lambda f, a: jax.make_jaxpr(jax.vmap(f))({n: jnp.stack([x, x]) for n, x in a.items()}),
 }
 
 

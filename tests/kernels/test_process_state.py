@@ -79,8 +79,7 @@ def _sources() -> list[Path]:
 
 
 def _mutable(value: object) -> bool:
-    if isinstance(value, (dict, list, set, bytearray, collections.deque,
-                          contextvars.ContextVar)):
+    if isinstance(value, (dict, list, set, bytearray, collections.deque, contextvars.ContextVar)):
         return True
     kind = type(value)
     if isinstance(value, (type, types.ModuleType, types.FunctionType)) or callable(value):
@@ -133,14 +132,18 @@ def test_no_function_rebinds_module_state_but_the_read_workers() -> None:
 
 def _setting_variables() -> dict[str, str]:
     """Each runtime's environment variable -> the runtime module that reads it."""
-    return {variable: name for name in RUNTIMES
-            for variable in importlib.import_module(f"{PACKAGE}.{name}").ENVIRONMENT.values()}
+    return {
+        variable: name
+        for name in RUNTIMES
+        for variable in importlib.import_module(f"{PACKAGE}.{name}").ENVIRONMENT.values()
+    }
 
 
 def environment_reads(path: Path, module: types.ModuleType | None) -> set[str]:
     """The environment variables a source file reads by name: `os.environ.get(X)`,
     `os.getenv(X)`, `os.environ[X]` and `X in os.environ`, X a string or a name of the
     module (`module`, where it is imported) bound to one."""
+
     def value(node: ast.AST) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
@@ -155,15 +158,25 @@ def environment_reads(path: Path, module: types.ModuleType | None) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         key = None
-        if isinstance(node, ast.Call) and node.args and (
+        if (
+            isinstance(node, ast.Call)
+            and node.args
+            and (
                 ast.unparse(node.func) in ("os.getenv", "getenv")
-                or isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop")
-                and is_environ(node.func.value)):
+                or isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "pop")
+                and is_environ(node.func.value)
+            )
+        ):
             key = node.args[0]
         elif isinstance(node, ast.Subscript) and is_environ(node.value):
             key = node.slice
-        elif (isinstance(node, ast.Compare) and len(node.comparators) == 1
-              and isinstance(node.ops[0], (ast.In, ast.NotIn)) and is_environ(node.comparators[0])):
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.comparators) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and is_environ(node.comparators[0])
+        ):
             key = node.left
         if key is not None and (name := value(key)) is not None:
             found.add(name)
@@ -188,17 +201,28 @@ def test_the_environment_check_sees_each_way_of_reading(tmp_path: Path) -> None:
     module = types.ModuleType("planted")
     module.ENV = "ATTNSWITCH_ENGINE"
     planted = tmp_path / "planted.py"
-    planted.write_text("import os\n"
-                       "a = os.environ.get('ATTNSWITCH_AUTOTUNE', '1')\n"
-                       "b = os.getenv(ENV)\n"
-                       "c = os.environ['ATTNSWITCH_PRECISION']\n"
-                       "d = 'ATTNSWITCH_QUERY_ENGINE' in os.environ\n"
-                       "e = os.environ.get('HOME')\n")
+    planted.write_text(
+        "import os\n"
+        "a = os.environ.get('ATTNSWITCH_AUTOTUNE', '1')\n"
+        "b = os.getenv(ENV)\n"
+        "c = os.environ['ATTNSWITCH_PRECISION']\n"
+        "d = 'ATTNSWITCH_QUERY_ENGINE' in os.environ\n"
+        "e = os.environ.get('HOME')\n"
+    )
     assert environment_reads(planted, module) == {
-        "ATTNSWITCH_AUTOTUNE", "ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION",
-        "ATTNSWITCH_QUERY_ENGINE", "HOME"}
-    assert {"ATTNSWITCH_AUTOTUNE", "ATTNSWITCH_ENGINE", "ATTNSWITCH_PRECISION",
-            "ATTNSWITCH_QUERY_ENGINE", "ATTNSWITCH_AUTO_INT8"} <= set(_setting_variables())
+        "ATTNSWITCH_AUTOTUNE",
+        "ATTNSWITCH_ENGINE",
+        "ATTNSWITCH_PRECISION",
+        "ATTNSWITCH_QUERY_ENGINE",
+        "HOME",
+    }
+    assert {
+        "ATTNSWITCH_AUTOTUNE",
+        "ATTNSWITCH_ENGINE",
+        "ATTNSWITCH_PRECISION",
+        "ATTNSWITCH_QUERY_ENGINE",
+        "ATTNSWITCH_AUTO_INT8",
+    } <= set(_setting_variables())
 
 
 def test_allowed_state_is_documented() -> None:
@@ -210,16 +234,16 @@ def test_allowed_state_is_documented() -> None:
 
 
 @pytest.mark.parametrize("module_name", ["kernels.masks", "documents.chunk", "service.errors"])
-def test_the_check_sees_a_planted_global(monkeypatch: pytest.MonkeyPatch,
-                                         module_name: str) -> None:
+def test_the_check_sees_a_planted_global(monkeypatch: pytest.MonkeyPatch, module_name: str) -> None:
     """Control: a module-level set added to a module of any package is reported."""
     module = importlib.import_module(f"{PACKAGE}.{module_name}")
     monkeypatch.setattr(module, "_seen", set(), raising=False)
     assert f"{module_name}._seen" in mutable_globals()
 
 
-def test_runtime_reset_and_fresh_runtimes(fresh_runtime: runtime.Runtime,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runtime_reset_and_fresh_runtimes(
+    fresh_runtime: runtime.Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The runtime reads the environment once, keeps configure() until reset, and warns
     once per key; a fresh runtime shares nothing with the one in force before."""
     monkeypatch.setenv("ATTNSWITCH_STRICT", "1")

@@ -13,27 +13,38 @@ from attnswitch.kernels import arrays, conformance, torch_op
 from attnswitch.kernels.conformance import Case
 
 CASES = {
-    "decode-step": Case("decode", batch=3, seqlen_q=1, seqlen_k=77, heads_q=8, heads_kv=2,
-                        head_dim=32, causal=True),
-    "causal-gqa": Case("causal", seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, head_dim=24,
-                       causal=True),
+    "decode-step": Case(
+        "decode", batch=3, seqlen_q=1, seqlen_k=77, heads_q=8, heads_kv=2, head_dim=32, causal=True
+    ),
+    "causal-gqa": Case(
+        "causal", seqlen_q=37, seqlen_k=53, heads_q=4, heads_kv=2, head_dim=24, causal=True
+    ),
     "key-padding": Case("padding", seqlen_q=29, seqlen_k=140, head_dim=16, key_padding=True),
-    "packed": Case("packed", heads_q=4, heads_kv=2, head_dim=16, causal=True,
-                   packed=((5, 9), (0, 3), (12, 12), (7, 0))),
+    "packed": Case(
+        "packed",
+        heads_q=4,
+        heads_kv=2,
+        head_dim=16,
+        causal=True,
+        packed=((5, 9), (0, 3), (12, 12), (7, 0)),
+    ),
 }
 
 
 def _torch_inputs(case: Case) -> dict:
-    return {n: torch.from_numpy(x) if hasattr(x, "dtype") else x
-            for n, x in conformance.make_inputs(case).items()}
+    return {
+        n: torch.from_numpy(x) if hasattr(x, "dtype") else x
+        for n, x in conformance.make_inputs(case).items()
+    }
 
 
 def _maxima(case: Case, inputs: dict) -> dict:
     """FlashAttention's host-side maxima for a packed case (so cu_seqlens need not be read)."""
     if case.packed is None:
         return {}
-    return dict(max_seqlen_q=max(n for n, _ in case.packed),
-                max_seqlen_k=max(n for _, n in case.packed))
+    return dict(
+        max_seqlen_q=max(n for n, _ in case.packed), max_seqlen_k=max(n for _, n in case.packed)
+    )
 
 
 def _call(inputs: dict, **extra):
@@ -51,8 +62,7 @@ def test_compiled_call_has_no_graph_break_and_obeys_the_rule(name):
         return _call(kw, **extra) * 1.0
 
     explained = torch._dynamo.explain(fn)(**inputs)
-    assert (explained.graph_count, explained.graph_break_count) == (1, 0), \
-        explained.break_reasons
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
     compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
     out = compiled(**inputs)
     err, bound = conformance.judge(out, conformance.make_inputs(case))
@@ -64,18 +74,31 @@ GRAD_CASES = {
     "causal-gqa": CASES["causal-gqa"],
     "key-padding": CASES["key-padding"],
     "packed": CASES["packed"],
-    "softcap-window-masked-row": Case("softcap", batch=2, seqlen_q=23, seqlen_k=31,
-                                      heads_q=4, heads_kv=2, head_dim=16, softcap=2.0,
-                                      magnitude=3.0, window=(5, 2), causal=True,
-                                      masked_row=True),
+    "softcap-window-masked-row": Case(
+        "softcap",
+        batch=2,
+        seqlen_q=23,
+        seqlen_k=31,
+        heads_q=4,
+        heads_kv=2,
+        head_dim=16,
+        softcap=2.0,
+        magnitude=3.0,
+        window=(5, 2),
+        causal=True,
+        masked_row=True,
+    ),
 }
 
 
 def _op_grads(fn, inputs: dict, dtype: torch.dtype, with_lse: bool, **kw) -> list:
     """d(loss)/d(q, k, v) as float64, where loss = sum(out * ramp) (+ sum(lse * ramp) with
     `with_lse`), the call `fn(q, k, v, **options)` on fresh leaves cast to `dtype`."""
-    args = {n: x.to(dtype) if n in ("q", "k", "v") else x for n, x in inputs.items()
-            if n != "return_lse"}
+    args = {
+        n: x.to(dtype) if n in ("q", "k", "v") else x
+        for n, x in inputs.items()
+        if n != "return_lse"
+    }
     leaves = [args.pop(n).detach().clone().requires_grad_() for n in ("q", "k", "v")]
     result = fn(*leaves, **args, return_lse=with_lse, **kw)
     out, lse = result if with_lse else (result, None)
@@ -95,7 +118,8 @@ def _assert_rule(name: str, got: list, naive: list, want: list) -> None:
         floor = 2 * (r + 0.3 - 0.3 - r).abs().max().item()
         err, naive_err = (g - w).abs().max().item(), (n - w).abs().max().item()
         assert err <= 2 * naive_err + floor, (
-            f"{name} d{g_name}: error {err:.3g} > 2 x {naive_err:.3g} + {floor:.3g}")
+            f"{name} d{g_name}: error {err:.3g} > 2 x {naive_err:.3g} + {floor:.3g}"
+        )
 
 
 @pytest.mark.parametrize("with_lse", [False, True], ids=["out", "out+lse"])
@@ -117,8 +141,9 @@ def test_compiled_gradients_obey_the_rule():
     AOT autograd)."""
     case = CASES["causal-gqa"]
     inputs = _torch_inputs(case)
-    compiled = torch.compile(lambda q, k, v, **kw: asw.attention(q, k, v, **kw),
-                             fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(
+        lambda q, k, v, **kw: asw.attention(q, k, v, **kw), fullgraph=True, backend="aot_eager"
+    )
     want = _op_grads(asw.attention, inputs, torch.float64, False, backend="torch-math")
     naive = _op_grads(asw.attention, inputs, torch.float32, False, backend="torch-math")
     got = _op_grads(compiled, inputs, torch.float32, False)
@@ -127,8 +152,9 @@ def test_compiled_gradients_obey_the_rule():
 
 def test_bad_input_fails_when_the_graph_is_traced():
     q, k, v = (_torch_inputs(CASES["causal-gqa"])[n] for n in ("q", "k", "v"))
-    compiled = torch.compile(lambda q, k, v: asw.attention(q, k, v[:, :5]), fullgraph=True,
-                             backend="aot_eager")
+    compiled = torch.compile(
+        lambda q, k, v: asw.attention(q, k, v[:, :5]), fullgraph=True, backend="aot_eager"
+    )
     with pytest.raises(Exception, match=r"v: expected the shape of k"):
         compiled(q, k, v)
 
@@ -148,8 +174,21 @@ def test_op_is_callable_directly_and_returns_lse():
 # whose output size depends on values (nonzero & co. sync to size their output). On a CPU
 # host `.to(device)` cannot be told apart from a no-op move, so it is not listed.
 _HOST_READS = {
-    "item", "tolist", "numpy", "__array__", "__bool__", "__int__", "__float__", "__index__",
-    "cpu", "equal", "nonzero", "masked_select", "unique", "argwhere", "repeat_interleave",
+    "item",
+    "tolist",
+    "numpy",
+    "__array__",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "cpu",
+    "equal",
+    "nonzero",
+    "masked_select",
+    "unique",
+    "argwhere",
+    "repeat_interleave",
 }
 
 
@@ -173,7 +212,8 @@ def device_tensors(monkeypatch):
     takes the paths it takes on CUDA (values left in place)."""
     real = arrays.on_host
     monkeypatch.setattr(
-        arrays, "on_host", lambda x: False if arrays.framework_of(x) == "torch" else real(x))
+        arrays, "on_host", lambda x: False if arrays.framework_of(x) == "torch" else real(x)
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))

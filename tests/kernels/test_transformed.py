@@ -23,26 +23,36 @@ DECLINED: dict[tuple[str, str], dict[str, str]] = {
     ("jax-xla", "t-window-softcap"): dict.fromkeys(transformed.TRANSFORMS, SOFTCAP),
     ("pallas-flash", "t-window-softcap"): dict.fromkeys(transformed.TRANSFORMS, SOFTCAP),
     ("pallas-flash", "t-packed-causal"): {
-        "jit": "the kernel's one diagonal needs each sequence's lengths on the host"},
+        "jit": "the kernel's one diagonal needs each sequence's lengths on the host"
+    },
     ("pallas-splash", "t-packed-causal"): {
-        "jit": "the kernel's one diagonal needs each sequence's lengths on the host"},
+        "jit": "the kernel's one diagonal needs each sequence's lengths on the host"
+    },
     ("pallas-splash", "t-masked-row"): {
-        t: "attn_mask is traced (inside jax.jit or vmap)" for t in ("jit", "vmap")},
+        t: "attn_mask is traced (inside jax.jit or vmap)" for t in ("jit", "vmap")
+    },
 }
 
 
 def _params() -> list[Any]:
     return [
-        pytest.param(name, transform, case, id=f"{name}-{transform}-{case.label}",
-                     marks=pytest.mark.xdist_group(f"transforms-{name}"))
-        for name in JAX_BACKENDS for transform in transformed.TRANSFORMS
+        pytest.param(
+            name,
+            transform,
+            case,
+            id=f"{name}-{transform}-{case.label}",
+            marks=pytest.mark.xdist_group(f"transforms-{name}"),
+        )
+        for name in JAX_BACKENDS
+        for transform in transformed.TRANSFORMS
         for case in transformed.transform_cases()
     ]
 
 
 @pytest.mark.parametrize(("backend", "transform", "case"), _params())
-def test_served_or_declined_under_transform(backend: str, transform: str,
-                                            case: conformance.Case) -> None:
+def test_served_or_declined_under_transform(
+    backend: str, transform: str, case: conformance.Case
+) -> None:
     with pallas_common.interpret(True):
         result = transformed.check_transformed(backend, case, transform)
     if result.status == conformance.UNAVAILABLE:
@@ -53,7 +63,8 @@ def test_served_or_declined_under_transform(backend: str, transform: str,
         assert any(expected in r for r in result.reasons), result.reasons
         return
     assert result.status == conformance.PASSED, (
-        f"{backend} {transform} {case.label}: {result.status}: {'; '.join(result.reasons)}")
+        f"{backend} {transform} {case.label}: {result.status}: {'; '.join(result.reasons)}"
+    )
     assert result.error <= result.bound
 
 

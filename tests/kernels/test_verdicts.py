@@ -23,7 +23,8 @@ from attnswitch.kernels.contract import Call
 
 # A few cases keep these tests fast; causal-203x113 is where dropping `causal` shows.
 QUICK = [
-    c for c in conformance.cases(quick=True, dtypes=("float32",))
+    c
+    for c in conformance.cases(quick=True, dtypes=("float32",))
     if c.name in ("plain-113x203", "causal-203x113", "packed")
 ]
 _names = itertools.count()
@@ -137,7 +138,9 @@ def test_grid_changes_age_verdicts_case_by_case(fakelib: str, monkeypatch) -> No
         m.setattr(conformance, "GRID", conformance.GRID[:-1])
         assert verdicts.status(backend, CPU) == verdicts.UNVERIFIED
     with monkeypatch.context() as m:
-        m.setattr(conformance, "GRID", (*conformance.GRID, conformance.Case("new-case", seqlen_q=7)))
+        m.setattr(
+            conformance, "GRID", (*conformance.GRID, conformance.Case("new-case", seqlen_q=7))
+        )
         standing = verdicts.standing(backend, CPU)
         assert standing.status == verdicts.PASS and not standing.full
     with monkeypatch.context() as m:

@@ -38,8 +38,10 @@ def _inputs(dtype: str = "float32", **kw: Any) -> dict[str, Any]:
 
 
 def _torch(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {n: arrays.numpy_to(x, "torch") if isinstance(x, np.ndarray) else x
-            for n, x in inputs.items()}
+    return {
+        n: arrays.numpy_to(x, "torch") if isinstance(x, np.ndarray) else x
+        for n, x in inputs.items()
+    }
 
 
 def _attend(inputs: dict[str, Any], framework: str = "torch") -> Any:
@@ -65,8 +67,9 @@ def scaled_sdpa(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[li
         return original(sdpa, q, k, v, call) * 1.01
 
     monkeypatch.setattr(sdpa, "run", scaled)
-    monkeypatch.setitem(plan.PRIORITY, "cpu",
-                        tuple(n for n in plan.PRIORITY["cpu"] if n != "torch-flex"))
+    monkeypatch.setitem(
+        plan.PRIORITY, "cpu", tuple(n for n in plan.PRIORITY["cpu"] if n != "torch-flex")
+    )
     yield runs
 
 
@@ -80,8 +83,9 @@ CALLS = {
 
 @pytest.mark.parametrize("features", list(CALLS.values()), ids=list(CALLS))
 @pytest.mark.parametrize("framework", ["torch", "numpy"])
-def test_scaled_backend_never_serves_a_call(scaled_sdpa: list[int], framework: str,
-                                            features: dict) -> None:
+def test_scaled_backend_never_serves_a_call(
+    scaled_sdpa: list[int], framework: str, features: dict
+) -> None:
     inputs = _inputs(**features)
     planned = asw.explain(**(_torch(inputs) if framework == "torch" else inputs))
     assert planned.chosen == "torch-sdpa"
@@ -119,8 +123,9 @@ def test_strict_mode_raises_instead(scaled_sdpa: list[int]) -> None:
     assert verdicts.status(registry.get("torch-sdpa"), CPU) == verdicts.FAIL
 
 
-def test_policy_off_lets_the_change_through(scaled_sdpa: list[int],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_policy_off_lets_the_change_through(
+    scaled_sdpa: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The knob does what it says: with verification off the scaled answer comes back."""
     monkeypatch.setenv("ATTNSWITCH_VERIFY", "off")
     inputs = _inputs()
@@ -131,14 +136,17 @@ def test_policy_off_lets_the_change_through(scaled_sdpa: list[int],
 
 def test_policy_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATTNSWITCH_VERIFY", "sometimes")
-    with pytest.raises(asw.AttentionInputError, match="ATTNSWITCH_VERIFY: expected one of "
-                       "first-use, off, full, got 'sometimes'"):
+    with pytest.raises(
+        asw.AttentionInputError,
+        match="ATTNSWITCH_VERIFY: expected one of first-use, off, full, got 'sometimes'",
+    ):
         _attend(_inputs())
     with pytest.raises(asw.AttentionInputError, match="verify: expected one of"):
         asw.configure(verify="never")
 
 
 # ---- a counting backend: what runs, when, and what is recorded ---------------------------
+
 
 class Counting(Reference):
     """The float64 oracle under another name, counting its runs; `scale` breaks it."""
@@ -182,8 +190,9 @@ def test_first_use_checks_once_per_feature_set(counting: Counting, cache_dir: Pa
     assert verdict.passed and verdict.kind == verdicts.FIRST_USE
     assert verdict.fingerprint["cases"].startswith("first-use-")
     assert verdict.cases == len(verdict.labels) == checked
-    covered = set().union(*(conformance.case_features(conformance.case_by_label(label))
-                            for label in verdict.labels))
+    covered = set().union(
+        *(conformance.case_features(conformance.case_by_label(label)) for label in verdict.labels)
+    )
     assert conformance.call_features(asw.explain(**inputs).call) <= covered
     stored = json.loads((cache_dir / "verdicts.json").read_text())
     assert [e["kind"] for e in stored.values()] == ["first-use"]
@@ -215,9 +224,14 @@ def test_cases_cover_the_call_features() -> None:
     calls = [
         asw.explain(**_torch(_inputs(dtype, **kw))).call
         for dtype in ("float32", "bfloat16", "float16")
-        for kw in ({}, dict(causal=True, heads_q=8, heads_kv=2, head_dim=128),
-                   dict(window=(8, 0), key_padding=True), dict(masked_row=True),
-                   dict(return_lse=True, packed=((5, 9), (0, 3))), dict(seqlen_q=1, causal=True))
+        for kw in (
+            {},
+            dict(causal=True, heads_q=8, heads_kv=2, head_dim=128),
+            dict(window=(8, 0), key_padding=True),
+            dict(masked_row=True),
+            dict(return_lse=True, packed=((5, 9), (0, 3))),
+            dict(seqlen_q=1, causal=True),
+        )
     ]
     for call in calls:
         for backend in (sdpa, math_):
@@ -273,7 +287,7 @@ def test_failure_inside_check_falls_back_and_later_calls_skip_it(counting: Count
 
 
 def test_each_warning_reason_warns_once_on_its_own(counting: Counting) -> None:
-    """"Failed its first-use check" (fallback) and "runs only because it was requested"
+    """ "Failed its first-use check" (fallback) and "runs only because it was requested"
     (explicit request) are different news about one backend: the first must not silence
     the second (they once shared a warn-once key), and each still warns only once."""
     _replace(counting, scale=1.01)
@@ -290,11 +304,13 @@ def test_each_warning_reason_warns_once_on_its_own(counting: Counting) -> None:
 
 # ---- provenance: which verdict stands --------------------------------------------------
 
+
 @pytest.fixture
 def small_grid(monkeypatch: pytest.MonkeyPatch) -> tuple[conformance.Case, ...]:
     """A grid of three cases (one causal) so full runs take a moment."""
-    grid = tuple(c for c in conformance.GRID
-                 if c.name in ("plain-113x203", "causal-203x113", "padding"))
+    grid = tuple(
+        c for c in conformance.GRID if c.name in ("plain-113x203", "causal-203x113", "padding")
+    )
     monkeypatch.setattr(conformance, "GRID", grid)
     monkeypatch.setattr(conformance, "SPECIAL", ())
     monkeypatch.setattr(conformance, "QUICK", ("plain-113x203",))
@@ -313,7 +329,8 @@ def _as(backend: Counting, cls: type) -> Counting:
 
 
 def test_quick_or_first_use_pass_never_clears_a_full_grid_failure(
-        counting: Counting, small_grid: Any) -> None:
+    counting: Counting, small_grid: Any
+) -> None:
     broken = _as(counting, DropsCausal)
     verdicts.run([broken.name], conformance.cases())
     standing = verdicts.standing(broken, CPU)
@@ -360,7 +377,8 @@ def test_partial_pass_is_not_a_full_pass(counting: Counting, small_grid) -> None
 
 
 def test_verdicts_hold_in_memory_when_the_cache_cannot_be_written(
-        counting: Counting, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting: Counting, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the cache directory should be")
     monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(blocked))
@@ -372,6 +390,7 @@ def test_verdicts_hold_in_memory_when_the_cache_cannot_be_written(
 
 
 # ---- traced calls ----------------------------------------------------------------------
+
 
 def test_check_runs_eagerly_inside_jax_jit(cache_dir: Path, monkeypatch) -> None:
     """Under jax.jit the check runs on concrete arrays at trace time, before the traced call
@@ -396,8 +415,9 @@ def test_under_torch_compile_the_op_checks_when_it_first_runs(scaled_sdpa: list[
     tensors, so the first-use check runs there and the scaled backend never serves."""
     inputs = _inputs()
     args = _torch(inputs)
-    compiled = torch.compile(lambda q, k, v: asw.attention(q, k, v), fullgraph=True,
-                             backend="aot_eager")
+    compiled = torch.compile(
+        lambda q, k, v: asw.attention(q, k, v), fullgraph=True, backend="aot_eager"
+    )
     before = asw.stats()["calls"].get("torch-sdpa", 0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -410,7 +430,8 @@ def test_under_torch_compile_the_op_checks_when_it_first_runs(scaled_sdpa: list[
 
 
 def test_where_the_check_cannot_run_the_call_is_served_warned_and_counted(
-        counting: Counting, monkeypatch: pytest.MonkeyPatch) -> None:
+    counting: Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Inside a torch.compile trace (or a CUDA graph capture) the check's own arrays would be
     traced: the backend serves unverified, with a warning and a counter."""
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
@@ -423,8 +444,9 @@ def test_where_the_check_cannot_run_the_call_is_served_warned_and_counted(
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")
-def test_scaled_backend_never_serves_on_gpu(scaled_sdpa: list[int],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scaled_backend_never_serves_on_gpu(
+    scaled_sdpa: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The check runs on the call's own device: CUDA arrays are checked on CUDA."""
     for kind in ("cuda", "cuda-sm8x"):
         monkeypatch.setitem(plan.PRIORITY, kind, ("torch-sdpa", "torch-math", "reference"))
@@ -440,7 +462,8 @@ def test_scaled_backend_never_serves_on_gpu(scaled_sdpa: list[int],
 
 
 def test_a_first_use_check_inside_bf16_autocast_checks_in_the_case_s_own_dtype(
-        cache_dir: Path) -> None:
+    cache_dir: Path,
+) -> None:
     """A float32 call made inside torch's bf16 autocast (the torch engine's bf16 precision
     runs the model so) does not fail the backend's first-use check on the autocast's dtype:
     the check runs its float32 cases in float32, passes, and nothing is quarantined."""

@@ -22,45 +22,54 @@ def no_env_price(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_PRICE, raising=False)
 
 
-@pytest.mark.parametrize(("tokens_per_s", "hourly_usd", "usd"), [
-    (1000.0, 3.60, 1.00),      # a million tokens in 1000 s: 1/3.6 hour at $3.60
-    (250.0, 0.90, 1.00),       # 4000 s: 10/9 hour at $0.90
-    (1e6 / 3600, 2.00, 2.00),  # exactly one hour
-    (1e6, 36.0, 0.01),         # one second of a $36/h device
-    (4156.0, 0.0, 0.0),        # a free device costs nothing at any rate
-])
+@pytest.mark.parametrize(
+    ("tokens_per_s", "hourly_usd", "usd"),
+    [
+        (1000.0, 3.60, 1.00),  # a million tokens in 1000 s: 1/3.6 hour at $3.60
+        (250.0, 0.90, 1.00),  # 4000 s: 10/9 hour at $0.90
+        (1e6 / 3600, 2.00, 2.00),  # exactly one hour
+        (1e6, 36.0, 0.01),  # one second of a $36/h device
+        (4156.0, 0.0, 0.0),  # a free device costs nothing at any rate
+    ],
+)
 def test_worked_examples(tokens_per_s: float, hourly_usd: float, usd: float) -> None:
     assert math.isclose(usd_per_million_tokens(tokens_per_s, hourly_usd), usd, rel_tol=1e-12)
 
 
-@pytest.mark.parametrize(("tokens_per_s", "hourly_usd", "message"), [
-    (0, 1.0, "tokens_per_s: expected > 0, got 0"),
-    (-5, 1.0, "tokens_per_s: expected > 0"),
-    (float("nan"), 1.0, "tokens_per_s: expected > 0"),
-    (10, -1.0, "hourly_usd: expected >= 0"),
-])
+@pytest.mark.parametrize(
+    ("tokens_per_s", "hourly_usd", "message"),
+    [
+        (0, 1.0, "tokens_per_s: expected > 0, got 0"),
+        (-5, 1.0, "tokens_per_s: expected > 0"),
+        (float("nan"), 1.0, "tokens_per_s: expected > 0"),
+        (10, -1.0, "hourly_usd: expected >= 0"),
+    ],
+)
 def test_bad_numbers(tokens_per_s: float, hourly_usd: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         usd_per_million_tokens(tokens_per_s, hourly_usd)
 
 
-@pytest.mark.parametrize(("name", "key"), [
-    ("NVIDIA H200", "nvidia-h200"),
-    ("NVIDIA H100 80GB HBM3", "nvidia-h100"),
-    ("NVIDIA A100-SXM4-80GB", "nvidia-a100"),
-    ("NVIDIA A10G", "nvidia-a10g"),
-    ("Tesla T4", "nvidia-t4"),
-    ("NVIDIA L4", "nvidia-l4"),
-    ("NVIDIA L40S", None),
-    ("TPU v4", "tpu-v4"),
-    ("TPU v5 lite", "tpu-v5e"),
-    ("TPU v5e", "tpu-v5e"),
-    ("TPU v5p", "tpu-v5p"),
-    ("TPU v6 lite", "tpu-v6e"),
-    ("cpu", "cpu"),
-    ("nvidia-h100", "nvidia-h100"),
-    ("Quantum Abacus 9000", None),
-])
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("NVIDIA H200", "nvidia-h200"),
+        ("NVIDIA H100 80GB HBM3", "nvidia-h100"),
+        ("NVIDIA A100-SXM4-80GB", "nvidia-a100"),
+        ("NVIDIA A10G", "nvidia-a10g"),
+        ("Tesla T4", "nvidia-t4"),
+        ("NVIDIA L4", "nvidia-l4"),
+        ("NVIDIA L40S", None),
+        ("TPU v4", "tpu-v4"),
+        ("TPU v5 lite", "tpu-v5e"),
+        ("TPU v5e", "tpu-v5e"),
+        ("TPU v5p", "tpu-v5p"),
+        ("TPU v6 lite", "tpu-v6e"),
+        ("cpu", "cpu"),
+        ("nvidia-h100", "nvidia-h100"),
+        ("Quantum Abacus 9000", None),
+    ],
+)
 def test_device_names_map_to_price_keys(name: str, key: str | None) -> None:
     assert device_key(name) == key
 

@@ -25,7 +25,8 @@ def _read_truncated_pdf() -> None:
 
 
 def test_library_noise_goes_to_the_log_and_attnswitch_messages_to_the_user(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     shown: list[str] = []
     path = tmp_path / "logs" / "run.log"
     handlers = list(logging.getLogger().handlers)
@@ -37,8 +38,10 @@ def test_library_noise_goes_to_the_log_and_attnswitch_messages_to_the_user(
             warnings.warn_explicit("old API", DeprecationWarning, "/site-packages/lib.py", 3)
             warnings.warn("attnswitch: engine 'x' failed its parity check", RuntimeWarning)  # noqa: B028
             logging.getLogger("attnswitch.jobs.run").warning("run: retrying one by one")
-    assert shown == ["warning: attnswitch: engine 'x' failed its parity check",
-                     "warning: run: retrying one by one"]
+    assert shown == [
+        "warning: attnswitch: engine 'x' failed its parity check",
+        "warning: run: retrying one by one",
+    ]
     text = path.read_text()
     assert text.startswith("=== ") and "attnswitch run /data" in text.splitlines()[0]
     assert "WARNING pypdf._reader: EOF marker not found" in text

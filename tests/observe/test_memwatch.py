@@ -60,8 +60,15 @@ def feed(watchdog: MemoryWatchdog, series) -> None:
         watchdog.add(int(value))
 
 
-def series(n: int = 30, *, slope_mb: float = 0.0, noise_mb: float = 0.0, step_at: int = -1,
-           step_mb: float = 0.0, seed: int = 0) -> np.ndarray:
+def series(
+    n: int = 30,
+    *,
+    slope_mb: float = 0.0,
+    noise_mb: float = 0.0,
+    step_at: int = -1,
+    step_mb: float = 0.0,
+    seed: int = 0,
+) -> np.ndarray:
     rng = np.random.default_rng(seed)
     steps = np.arange(n)
     y = 500 * MB + slope_mb * MB * steps + rng.normal(scale=noise_mb * MB + 1e-9, size=n)
@@ -70,15 +77,21 @@ def series(n: int = 30, *, slope_mb: float = 0.0, noise_mb: float = 0.0, step_at
     return y
 
 
-@pytest.mark.parametrize(("name", "kwargs", "growing"), [
-    ("noisy leak", dict(slope_mb=3.0, noise_mb=2.0), True),
-    ("leak with outliers", dict(slope_mb=3.0, noise_mb=0.5), True),
-    ("flat noise", dict(noise_mb=8.0), False),
-    ("slow growth under the threshold", dict(slope_mb=0.5, noise_mb=0.1), False),
-    ("one step up (a cache filling once)", dict(step_at=15, step_mb=200.0, noise_mb=1.0),
-     False),
-    ("shrinking", dict(slope_mb=-3.0, noise_mb=1.0), False),
-])
+@pytest.mark.parametrize(
+    ("name", "kwargs", "growing"),
+    [
+        ("noisy leak", dict(slope_mb=3.0, noise_mb=2.0), True),
+        ("leak with outliers", dict(slope_mb=3.0, noise_mb=0.5), True),
+        ("flat noise", dict(noise_mb=8.0), False),
+        ("slow growth under the threshold", dict(slope_mb=0.5, noise_mb=0.1), False),
+        (
+            "one step up (a cache filling once)",
+            dict(step_at=15, step_mb=200.0, noise_mb=1.0),
+            False,
+        ),
+        ("shrinking", dict(slope_mb=-3.0, noise_mb=1.0), False),
+    ],
+)
 def test_verdicts_on_series(name: str, kwargs: dict, growing: bool) -> None:
     y = series(**kwargs)
     if name == "leak with outliers":
@@ -134,11 +147,14 @@ def test_steps_must_increase() -> None:
         watchdog.add(2, step=5)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    (dict(source="gpu"), "source: expected one of"),
-    (dict(min_samples=2), "expected window >= min_samples >= 3"),
-    (dict(window=4, min_samples=8), "expected window >= min_samples >= 3"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(source="gpu"), "source: expected one of"),
+        (dict(min_samples=2), "expected window >= min_samples >= 3"),
+        (dict(window=4, min_samples=8), "expected window >= min_samples >= 3"),
+    ],
+)
 def test_bad_settings(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         MemoryWatchdog(**kwargs)

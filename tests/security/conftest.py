@@ -60,9 +60,17 @@ def _start(workdir: Path, *args: str) -> launch.ServerProcess:
 
 @pytest.fixture(scope="session")
 def keyless(layout: Layout) -> launch.ServerProcess:
-    srv = _start(layout.base / "keyless", "--db", str(layout.data), "--jobs-root",
-                 str(layout.jobs_root), "--header-timeout", str(SHORT_TIMEOUT_S),
-                 "--body-timeout", str(SHORT_TIMEOUT_S))
+    srv = _start(
+        layout.base / "keyless",
+        "--db",
+        str(layout.data),
+        "--jobs-root",
+        str(layout.jobs_root),
+        "--header-timeout",
+        str(SHORT_TIMEOUT_S),
+        "--body-timeout",
+        str(SHORT_TIMEOUT_S),
+    )
     yield srv
     srv.stop()
 

@@ -33,8 +33,9 @@ def test_huge_texts_are_cut_before_tokenising_and_never_504(keyless) -> None:
     async def main() -> list[tuple[int, float]]:
         limits = httpx.Limits(max_connections=20)
         async with httpx.AsyncClient(base_url=keyless.url, timeout=120, limits=limits) as c:
-            return await asyncio.gather(*[post(c, huge_text(i), 0.0) for i in range(12)],
-                                        post(c, "hello", 1.0))
+            return await asyncio.gather(
+                *[post(c, huge_text(i), 0.0) for i in range(12)], post(c, "hello", 1.0)
+            )
 
     results = asyncio.run(main())
     statuses = [s for s, _ in results]

@@ -22,8 +22,13 @@ CLI_TIMEOUT_S = 300.0
 
 
 def cli(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnswitch.cli", *args], cwd=cwd,
-                          capture_output=True, timeout=CLI_TIMEOUT_S, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        timeout=CLI_TIMEOUT_S,
+        env=dict(os.environ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +44,23 @@ def index(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_a_query_that_is_not_utf8_is_refused_in_one_line(index, mode, as_json) -> None:
-    proc = cli("search", b"abc\xff", "--mode", mode, "--db", "data",
-               *(["--json"] if as_json else []), cwd=index)
+    proc = cli(
+        "search",
+        b"abc\xff",
+        "--mode",
+        mode,
+        "--db",
+        "data",
+        *(["--json"] if as_json else []),
+        cwd=index,
+    )
     stderr = proc.stderr.decode(errors="replace")
     assert proc.returncode == 2, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert lines[0] == ("attnswitch search: QUERY: expected UTF-8 text, got a byte that is "
-                        "not UTF-8 at character 3")
+    assert lines[0] == (
+        "attnswitch search: QUERY: expected UTF-8 text, got a byte that is not UTF-8 at character 3"
+    )
     if as_json:
         assert json.loads(proc.stdout) == {"error": lines[0].split(": ", 1)[1]}
 
@@ -69,9 +83,13 @@ def test_ctrl_c_inside_search_exits_130_with_its_line(index) -> None:
     db = (index / "data" / "index.sqlite3").resolve()
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    proc = subprocess.Popen([sys.executable, "-m", "attnswitch.cli", "search", "tides",
-                             "--db", "data", "--json"], cwd=index, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnswitch.cli", "search", "tides", "--db", "data", "--json"],
+        cwd=index,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
     try:
         deadline = time.monotonic() + 120
         while not opened(proc.pid, db):

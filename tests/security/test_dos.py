@@ -37,8 +37,12 @@ def test_a_huge_list_of_wrong_items_is_refused_without_blocking(keyless) -> None
     body = json.dumps({"input": [0] * 600_000}).encode()
 
     def post() -> httpx.Response:
-        return httpx.post(f"{keyless.url}/v1/embeddings", content=body, timeout=60,
-                          headers={"content-type": "application/json"})
+        return httpx.post(
+            f"{keyless.url}/v1/embeddings",
+            content=body,
+            timeout=60,
+            headers={"content-type": "application/json"},
+        )
 
     worst = 0.0
     with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=keyless.url, timeout=60) as c:
@@ -66,8 +70,11 @@ def test_method_names_share_one_metrics_label(keyless) -> None:
             method = "".join(rng.choices(string.ascii_uppercase, k=12))
             assert c.request(method, "/livez").status_code == 405
         text = c.get("/metrics").text
-    methods = {line.split('method="', 1)[1].split('"', 1)[0] for line in text.splitlines()
-               if line.startswith("attnswitch_service_requests_total{")}
+    methods = {
+        line.split('method="', 1)[1].split('"', 1)[0]
+        for line in text.splitlines()
+        if line.startswith("attnswitch_service_requests_total{")
+    }
     assert methods <= METHODS | {"other"} and "other" in methods
     assert len(text) - before < 20_000  # a few new series, not 300
 
@@ -95,18 +102,25 @@ async def _trickle(url: str, head: bytes, deadline: float) -> tuple[float, bytes
     return time.monotonic() - start, got
 
 
-@pytest.mark.parametrize("head, answer", [
-    (b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", b""),  # headers never end
-    (b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-     b"\r\nContent-Length: 100000\r\n\r\n", b"HTTP/1.1 408"),  # the body trickles
-], ids=["headers", "body"])
+@pytest.mark.parametrize(
+    "head, answer",
+    [
+        (b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", b""),  # headers never end
+        (
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+            b"\r\nContent-Length: 100000\r\n\r\n",
+            b"HTTP/1.1 408",
+        ),  # the body trickles
+    ],
+    ids=["headers", "body"],
+)
 def test_slow_clients_are_cut_off(keyless, head, answer) -> None:
     """Row 5: 50 connections trickling one byte at a time are all closed within the
     server's deadline (2 s here) and a little slack; the server answers meanwhile."""
+
     async def main() -> list[tuple[float, bytes]]:
         deadline = time.monotonic() + SHORT_TIMEOUT_S + 2 * CUT_OFF_SLACK_S
-        return await asyncio.gather(*(_trickle(keyless.url, head, deadline)
-                                      for _ in range(50)))
+        return await asyncio.gather(*(_trickle(keyless.url, head, deadline) for _ in range(50)))
 
     results = asyncio.run(main())
     assert httpx.get(f"{keyless.url}/livez", timeout=30).status_code == 200
@@ -145,8 +159,9 @@ def test_an_idle_pooled_connection_outlives_the_clients_own_expiry(keyless) -> N
     assert after_idle.startswith(b"HTTP/1.1 200"), after_idle[:80]
 
 
-TEXTS = [("Admission control under overload " + "with some more words " * n)[:400]
-         for n in range(1, 17)]
+TEXTS = [
+    ("Admission control under overload " + "with some more words " * n)[:400] for n in range(1, 17)
+]
 
 
 @pytest.fixture
@@ -155,8 +170,9 @@ def default_deadlines(tmp_path: Path) -> launch.ServerProcess:
     off 2 s after its headers, which an overloaded client process on 2 shared cores can
     miss between writing its headers and its body (seen in a full suite run: 408s among
     the 429s), where the default 20 s holds."""
-    srv = launch.start(tmp_path / "server", "--db", str(tmp_path / "data"),
-                       timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        tmp_path / "server", "--db", str(tmp_path / "data"), timeout=STARTUP_TIMEOUT_S
+    )
     yield srv
     srv.stop()
 
@@ -178,8 +194,9 @@ def test_under_overload_admitted_requests_are_never_504(default_deadlines) -> No
 
     async def main() -> list[tuple[int, str | None]]:
         limits = httpx.Limits(max_connections=100)
-        async with httpx.AsyncClient(base_url=default_deadlines.url, timeout=120,
-                                     limits=limits) as c:
+        async with httpx.AsyncClient(
+            base_url=default_deadlines.url, timeout=120, limits=limits
+        ) as c:
             end = time.monotonic() + load_s
             results = await asyncio.gather(*(client(c, end) for _ in range(100)))
         return [x for seen in results for x in seen]

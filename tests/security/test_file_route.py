@@ -34,11 +34,20 @@ from attnswitch.jobs.run import RunOptions, run
 from attnswitch.service import launch
 
 KEY = "test-key-file-route-3b9e"
-PAGE = "<html><body><h1>Tide tables</h1><script>window.pwned = 1</script>" \
-       "<p>the tide tables of the harbour</p></body></html>\n"
+PAGE = (
+    "<html><body><h1>Tide tables</h1><script>window.pwned = 1</script>"
+    "<p>the tide tables of the harbour</p></body></html>\n"
+)
 # Indexed notes, each the victim of one test.
-NOTES = ("swapped.txt", "to-env.txt", "to-excluded.txt", "to-hardlink.txt", "grown.txt",
-         "touched.txt", "rewritten.txt")
+NOTES = (
+    "swapped.txt",
+    "to-env.txt",
+    "to-excluded.txt",
+    "to-hardlink.txt",
+    "grown.txt",
+    "touched.txt",
+    "rewritten.txt",
+)
 
 
 class Served(NamedTuple):
@@ -58,8 +67,7 @@ def _database(pg_cluster, name: str) -> str:
 
 
 # PostgreSQL's server and a second index cost a dozen seconds: the slow tier's.
-@pytest.fixture(scope="module",
-                params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served:
     base = tmp_path_factory.mktemp(f"file-route-{request.param}")
     docs = base / "docs"
@@ -68,8 +76,10 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
     (docs / "notes.txt").write_text("harbour notes: the tide tables are in tides.html\n")
     (docs / "linked.txt").symlink_to("notes.txt")  # a link inside the root: indexed
     for name in NOTES:
-        (docs / name).write_text(f"harbour log {name}: the pier, the tide, the boats, the nets "
-                                 "and the lighthouse keeper's log\n")
+        (docs / name).write_text(
+            f"harbour log {name}: the pier, the tide, the boats, the nets "
+            "and the lighthouse keeper's log\n"
+        )
     shutil.copy2(CORPUS / "sqlite" / "copyright-release.pdf", docs / "release.pdf")
     (docs / ".env").write_text(SECRET + " env\n")  # hidden: never indexed
     (docs / "vault.key").write_text(SECRET + " excluded\n")  # excluded by the rule below
@@ -88,18 +98,26 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
     chunks: dict[str, int] = {}
     with open_store(location) as store:
         for root, rules in ((docs, FileRules(exclude=("*.key",))), (swap, None)):
-            summary = run(root, store, RunOptions(read_workers=0, rules=rules),
-                          get_encoder=lambda: encoder)
+            summary = run(
+                root, store, RunOptions(read_workers=0, rules=rules), get_encoder=lambda: encoder
+            )
             assert summary.status == "completed", summary
         rows = store.chunks(range(1, store.count() + 100))
         for cid, row in sorted(rows.items(), reverse=True):
             chunks[row.source] = cid
-    assert set(chunks) == {"tides.html", "notes.txt", "linked.txt", "release.pdf", "passwd",
-                           *NOTES}, chunks
+    assert set(chunks) == {
+        "tides.html",
+        "notes.txt",
+        "linked.txt",
+        "release.pdf",
+        "passwd",
+        *NOTES,
+    }, chunks
     keys = base / "keys"
     keys.write_text(KEY + "\n")
-    srv = launch.start(base / "server", "--db", location, "--api-key-file", str(keys),
-                       timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        base / "server", "--db", location, "--api-key-file", str(keys), timeout=STARTUP_TIMEOUT_S
+    )
     try:
         yield Served(srv, docs, swap, outside, chunks)
     finally:
@@ -189,8 +207,7 @@ def test_a_file_swapped_for_a_link_to_an_excluded_file_is_not_served(served) -> 
     assert_refused(get(served.srv, served.chunks["to-excluded.txt"]))
 
 
-def test_a_hard_link_to_a_secret_forged_to_the_indexed_size_and_time_is_not_served(
-        served) -> None:
+def test_a_hard_link_to_a_secret_forged_to_the_indexed_size_and_time_is_not_served(served) -> None:
     victim = served.docs / "to-hardlink.txt"
     indexed = victim.stat()
     secret = served.outside / "forged.txt"

@@ -37,9 +37,11 @@ def notes(path: Path) -> Path:
     return path
 
 
-FILES = {"bookmarks.db": (bookmarks, "not an attnswitch index of a schema"),
-         "notes.txt": (empty_file, "not a readable attnswitch index (an empty file)"),
-         "notes.md": (notes, "not a readable attnswitch index (not a SQLite database)")}
+FILES = {
+    "bookmarks.db": (bookmarks, "not an attnswitch index of a schema"),
+    "notes.txt": (empty_file, "not a readable attnswitch index (an empty file)"),
+    "notes.md": (notes, "not a readable attnswitch index (not a SQLite database)"),
+}
 
 
 def digest(path: Path) -> str:
@@ -47,12 +49,20 @@ def digest(path: Path) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
-@pytest.mark.parametrize("command", [["status"], ["search", "some text"],
-                                     ["search", "some text", "--mode", "keyword"],
-                                     ["run", "docs"]], ids=lambda c: "-".join(c[::2]))
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["search", "some text"],
+        ["search", "some text", "--mode", "keyword"],
+        ["run", "docs"],
+    ],
+    ids=lambda c: "-".join(c[::2]),
+)
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_a_file_that_is_not_an_index_is_refused_and_left_untouched(
-        tmp_path, monkeypatch, name, command, as_json) -> None:
+    tmp_path, monkeypatch, name, command, as_json
+) -> None:
     make, what = FILES[name]
     path = make(tmp_path / name)
     before = digest(path)

@@ -52,9 +52,13 @@ BACKWARDS = "[z-a]*"
 BACKWARDS_REASON = "(invalid character class range: z-a)"
 LONG_NAME = "n" * 200 + ".txt"  # a name `RED` does not match: Python's re never finished
 Z_NAME = "notes-" + "z" * 30 + "Z"  # a name `RED` matches
-NAMES = {LONG_NAME: (False, False), "deep/" * 50 + "b" * 200: (False, False),
-         "x" * 4000: (False, False), Z_NAME: (True, False),
-         "y" * 600 + "Z": (True, True)}  # name: (RED matches, LONGEST matches)
+NAMES = {
+    LONG_NAME: (False, False),
+    "deep/" * 50 + "b" * 200: (False, False),
+    "x" * 4000: (False, False),
+    Z_NAME: (True, False),
+    "y" * 600 + "Z": (True, True),
+}  # name: (RED matches, LONGEST matches)
 
 
 def cpu_time(fn):
@@ -65,6 +69,7 @@ def cpu_time(fn):
 
 
 # -- in the process: filters, rules and ignore files ---------------------------------------
+
 
 @pytest.mark.parametrize("pattern", [RED, LONGEST], ids=["red-team", "longest"])
 def test_a_filter_of_repeated_star_question_is_matched_in_linear_time(pattern) -> None:
@@ -86,10 +91,12 @@ def test_a_glob_of_10000_characters_is_refused_at_once_naming_its_field() -> Non
             return exc
         raise AssertionError("accepted")
 
-    for make, field in ((lambda: SearchFilter.of(path=HUGE), "path"),
-                        (lambda: SearchFilter.of(path=["docs/", HUGE]), "path[1]"),
-                        (lambda: FileRules(include=(HUGE,)), "include"),
-                        (lambda: FileRules(exclude=("*.log", HUGE)), "exclude")):
+    for make, field in (
+        (lambda: SearchFilter.of(path=HUGE), "path"),
+        (lambda: SearchFilter.of(path=["docs/", HUGE]), "path[1]"),
+        (lambda: FileRules(include=(HUGE,)), "include"),
+        (lambda: FileRules(exclude=("*.log", HUGE)), "exclude"),
+    ):
         exc, cpu = cpu_time(lambda: refuse(make))
         message = str(exc)
         assert message.startswith(f"{field}: expected "), message
@@ -98,12 +105,16 @@ def test_a_glob_of_10000_characters_is_refused_at_once_naming_its_field() -> Non
         assert cpu < CPU_BUDGET_S, cpu
 
 
-@pytest.mark.parametrize("make, field", [
-    (lambda: SearchFilter.of(path=BACKWARDS), "path"),
-    (lambda: SearchFilter.of(path=["*.md", "/srv/drive/" + BACKWARDS]), "path[1]"),
-    (lambda: FileRules(include=(BACKWARDS,)), "include"),
-    (lambda: FileRules(exclude=("build/", BACKWARDS)), "exclude"),
-], ids=["path", "path-list", "include", "exclude"])
+@pytest.mark.parametrize(
+    "make, field",
+    [
+        (lambda: SearchFilter.of(path=BACKWARDS), "path"),
+        (lambda: SearchFilter.of(path=["*.md", "/srv/drive/" + BACKWARDS]), "path[1]"),
+        (lambda: FileRules(include=(BACKWARDS,)), "include"),
+        (lambda: FileRules(exclude=("build/", BACKWARDS)), "exclude"),
+    ],
+    ids=["path", "path-list", "include", "exclude"],
+)
 def test_a_backwards_range_is_refused_in_one_line_naming_its_field(make, field) -> None:
     with pytest.raises((StoreInputError, ConfigError)) as caught:
         make()
@@ -113,7 +124,8 @@ def test_a_backwards_range_is_refused_in_one_line_naming_its_field(make, field) 
 
 
 def test_ignore_lines_that_stalled_or_crashed_are_left_out_with_a_warning(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = tmp_path / "drive"
     (root / "sub").mkdir(parents=True)
     for name in ("a.txt", "b.log", LONG_NAME, Z_NAME, "sub/x.md", "sub/y.txt"):
@@ -127,10 +139,12 @@ def test_ignore_lines_that_stalled_or_crashed_are_left_out_with_a_warning(
     assert sources == {"a.txt", LONG_NAME, "sub/y.txt"}  # the other lines applied
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 3, warnings
-    assert warnings[0].startswith(".gitignore line 2: expected a gitignore-style glob, got "
-                                  "'[z-a]' " + BACKWARDS_REASON), warnings
-    assert warnings[1].startswith(".gitignore line 3: expected a gitignore-style glob, got "
-                                  "'*?*?"), warnings
+    assert warnings[0].startswith(
+        ".gitignore line 2: expected a gitignore-style glob, got '[z-a]' " + BACKWARDS_REASON
+    ), warnings
+    assert warnings[1].startswith(
+        ".gitignore line 3: expected a gitignore-style glob, got '*?*?"
+    ), warnings
     assert "more than the 1024 characters" in warnings[1], warnings
     assert warnings[2].startswith("sub/.ignore line 1: "), warnings
     assert all("the line is ignored" in w and "\n" not in w for w in warnings), warnings
@@ -154,8 +168,10 @@ def test_an_ignore_line_of_repeated_star_question_costs_milliseconds(line) -> No
 
 # -- on both stores: the filter inside a search ---------------------------------------------
 
-def test_filters_answer_at_once_or_are_refused_on_both_stores(location, tmp_path: Path,
-                                                              encoder) -> None:
+
+def test_filters_answer_at_once_or_are_refused_on_both_stores(
+    location, tmp_path: Path, encoder
+) -> None:
     root = tmp_path / "drive"
     root.mkdir()
     for name in (LONG_NAME, Z_NAME, "short.txt"):
@@ -178,10 +194,16 @@ def test_filters_answer_at_once_or_are_refused_on_both_stores(location, tmp_path
 
 # -- the CLI, the server and the MCP server, in their own processes -------------------------
 
+
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnswitch.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
-                          env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        env=dict(os.environ),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -203,22 +225,29 @@ def test_a_gitignore_run_completes_past_bad_lines_with_a_warning_each(indexed) -
     assert "Traceback" not in proc.stderr, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "warning:" in line]
     assert len(warnings) == 2, proc.stderr
-    assert warnings[0].endswith("warning: .gitignore line 2: expected a gitignore-style "
-                                f"glob, got '[z-a]' {BACKWARDS_REASON}; the line is "
-                                "ignored, the file's other lines apply"), warnings
+    assert warnings[0].endswith(
+        "warning: .gitignore line 2: expected a gitignore-style "
+        f"glob, got '[z-a]' {BACKWARDS_REASON}; the line is "
+        "ignored, the file's other lines apply"
+    ), warnings
     assert ".gitignore line 3: " in warnings[1], warnings
-    found = cli("search", "harbour", "--db", "data", "--mode", "keyword", "-k", "10",
-                "--json", cwd=base)
-    assert {h["path"] for h in json.loads(found.stdout)["data"]} == {"a.txt", Z_NAME,
-                                                                     LONG_NAME}
+    found = cli(
+        "search", "harbour", "--db", "data", "--mode", "keyword", "-k", "10", "--json", cwd=base
+    )
+    assert {h["path"] for h in json.loads(found.stdout)["data"]} == {"a.txt", Z_NAME, LONG_NAME}
 
 
-@pytest.mark.parametrize("option, pattern, reason", [
-    ("--include", BACKWARDS, BACKWARDS_REASON),
-    ("--exclude", HUGE, "(more than the 1024 characters a glob may have)"),
-], ids=["include-backwards", "exclude-huge"])
+@pytest.mark.parametrize(
+    "option, pattern, reason",
+    [
+        ("--include", BACKWARDS, BACKWARDS_REASON),
+        ("--exclude", HUGE, "(more than the 1024 characters a glob may have)"),
+    ],
+    ids=["include-backwards", "exclude-huge"],
+)
 def test_a_bad_include_or_exclude_is_refused_in_one_line_and_the_index_kept(
-        indexed, option, pattern, reason) -> None:
+    indexed, option, pattern, reason
+) -> None:
     base, _ = indexed
     index = base / "data" / "index.sqlite3"
     before = hashlib.sha256(index.read_bytes()).hexdigest()
@@ -226,8 +255,9 @@ def test_a_bad_include_or_exclude_is_refused_in_one_line_and_the_index_kept(
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith(f"attnswitch run: {option[2:]}: expected a gitignore-style "
-                               "glob, got "), lines
+    assert lines[0].startswith(
+        f"attnswitch run: {option[2:]}: expected a gitignore-style glob, got "
+    ), lines
     assert lines[0].endswith(reason), lines
     assert hashlib.sha256(index.read_bytes()).hexdigest() == before
 
@@ -235,13 +265,25 @@ def test_a_bad_include_or_exclude_is_refused_in_one_line_and_the_index_kept(
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_a_bad_path_filter_is_one_line_from_the_cli(indexed, as_json) -> None:
     base, _ = indexed
-    proc = cli("search", "harbour", "--db", "data", "--mode", "keyword", "--path", BACKWARDS,
-               *(["--json"] if as_json else []), cwd=base)
+    proc = cli(
+        "search",
+        "harbour",
+        "--db",
+        "data",
+        "--mode",
+        "keyword",
+        "--path",
+        BACKWARDS,
+        *(["--json"] if as_json else []),
+        cwd=base,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    want = ("--path: expected a folder prefix or a gitignore-style glob, got "
-            f"'{BACKWARDS}' {BACKWARDS_REASON}")
+    want = (
+        "--path: expected a folder prefix or a gitignore-style glob, got "
+        f"'{BACKWARDS}' {BACKWARDS_REASON}"
+    )
     assert lines[0] == "attnswitch search: " + want
     if as_json:
         assert json.loads(proc.stdout) == {"error": want}
@@ -249,23 +291,31 @@ def test_a_bad_path_filter_is_one_line_from_the_cli(indexed, as_json) -> None:
 
 def test_the_red_team_filter_answers_from_the_cli(indexed) -> None:
     base, _ = indexed
-    proc = cli("search", "harbour", "--db", "data", "--mode", "keyword", "--path", RED,
-               "--json", cwd=base)
+    proc = cli(
+        "search", "harbour", "--db", "data", "--mode", "keyword", "--path", RED, "--json", cwd=base
+    )
     assert proc.returncode == 0, proc.stderr
     assert [h["path"] for h in json.loads(proc.stdout)["data"]] == [Z_NAME]
 
 
-@pytest.mark.parametrize("path, reason", [
-    (BACKWARDS, BACKWARDS_REASON), (HUGE, "(more than the 1024 characters a glob may have)"),
-], ids=["backwards", "huge"])
+@pytest.mark.parametrize(
+    "path, reason",
+    [
+        (BACKWARDS, BACKWARDS_REASON),
+        (HUGE, "(more than the 1024 characters a glob may have)"),
+    ],
+    ids=["backwards", "huge"],
+)
 def test_a_bad_path_filter_is_a_422_naming_filter_path(client, keyless, path, reason) -> None:
-    r = client.post("/v1/search", json={"query": "harbour", "mode": "keyword",
-                                        "filter": {"path": path}})
+    r = client.post(
+        "/v1/search", json={"query": "harbour", "mode": "keyword", "filter": {"path": path}}
+    )
     assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert (error["code"], error["param"]) == ("invalid_filter", "filter.path"), error
-    assert error["message"].startswith("filter.path: expected a folder prefix or a "
-                                       "gitignore-style glob, got "), error
+    assert error["message"].startswith(
+        "filter.path: expected a folder prefix or a gitignore-style glob, got "
+    ), error
     assert error["message"].endswith(reason) and "\n" not in error["message"], error
     assert "Traceback" not in keyless.stderr()
 
@@ -277,22 +327,28 @@ def test_a_bad_path_filter_is_a_clean_tool_error_from_mcp(indexed) -> None:
 
     base, _ = indexed
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "attnswitch.cli", "mcp", "--db",
-                                      str(base / "data")], env=dict(os.environ))
+        command=sys.executable,
+        args=["-m", "attnswitch.cli", "mcp", "--db", str(base / "data")],
+        env=dict(os.environ),
+    )
 
     async def call() -> list:
-        async with stdio_client(params) as (read, write), \
-                ClientSession(read, write) as session:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            return [await session.call_tool("search", {"query": "harbour", "mode": "keyword",
-                                                       "path": path})
-                    for path in (BACKWARDS, RED)]
+            return [
+                await session.call_tool(
+                    "search", {"query": "harbour", "mode": "keyword", "path": path}
+                )
+                for path in (BACKWARDS, RED)
+            ]
 
     refused, answered = asyncio.run(asyncio.wait_for(call(), MCP_TIMEOUT_S))
     assert refused.is_error, refused
     message = re.sub(r"^Error executing tool \w+: ", "", refused.content[0].text)
-    assert message == ("path: expected a folder prefix or a gitignore-style glob, got "
-                       f"'{BACKWARDS}' {BACKWARDS_REASON}")
+    assert message == (
+        "path: expected a folder prefix or a gitignore-style glob, got "
+        f"'{BACKWARDS}' {BACKWARDS_REASON}"
+    )
     assert not answered.is_error, answered.content
     found = answered.structured_content or json.loads(answered.content[0].text)
     assert [h["path"] for h in found["hits"]] == [Z_NAME]

@@ -37,15 +37,18 @@ from attnswitch.documents.readers.legacy_office import read_doc
 from attnswitch.documents.readers.ocr import read_image
 from attnswitch.documents.readers.skip import Skip, Skipped
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the parent-death signal (PR_SET_PDEATHSIG) is Linux's")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="the parent-death signal (PR_SET_PDEATHSIG) is Linux's",
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "documents" / "readers" / "fixtures"
 MARK = "ATTNSWITCH_TEST_HELPER"
 GONE_S = 10.0  # how long what is left may take to die: a bound, not a measure
 RUN_S = 300.0  # a hang detector for a whole run, not a measure
-needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
-                                     reason="needs Tesseract (Debian: tesseract-ocr)")
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="needs Tesseract (Debian: tesseract-ocr)"
+)
 
 
 def marked(mark: str) -> list[psutil.Process]:
@@ -92,8 +95,9 @@ class Starts:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._read], [], [], left)[0]:
-                raise TimeoutError(f"{self.path.name}: expected a start within {timeout} s, "
-                                   f"got none")
+                raise TimeoutError(
+                    f"{self.path.name}: expected a start within {timeout} s, got none"
+                )
             self._buffer += os.read(self._read, 4096)
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode()
@@ -132,18 +136,20 @@ def hang(starts: Path | None = None) -> str:
 def test_a_helper_reads_as_under_subprocess_run() -> None:
     """Started through the parent-death wrapper, a program's exit code, the signal that
     ended it, its output and a missing program read as `subprocess.run` gives them."""
-    done = helper_process.run(["sh", "-c", "cat; echo said >&2; exit 3"], input=b"page",
-                              timeout_s=GONE_S)
+    done = helper_process.run(
+        ["sh", "-c", "cat; echo said >&2; exit 3"], input=b"page", timeout_s=GONE_S
+    )
     assert (done.returncode, done.stdout, done.stderr) == (3, b"page", b"said\n")
     assert helper_process.run(["sh", "-c", "kill -SEGV $$"], timeout_s=GONE_S).returncode == (
-        -signal.SIGSEGV)
+        -signal.SIGSEGV
+    )
     with pytest.raises(FileNotFoundError):
         helper_process.run([f"no-such-program-{uuid.uuid4().hex}"], timeout_s=GONE_S)
 
 
-
 def test_a_converter_past_its_timeout_is_ended_with_what_it_started(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mark = uuid.uuid4().hex
     monkeypatch.setenv("PATH", fake_program(tmp_path / "bin", "antiword", forking_hang(mark)))
     with pytest.raises(Skipped) as raised:
@@ -154,12 +160,12 @@ def test_a_converter_past_its_timeout_is_ended_with_what_it_started(
 
 @needs_tesseract
 def test_tesseract_past_its_timeout_is_ended_with_what_it_started(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_dir: Path
+) -> None:
     mark = uuid.uuid4().hex
     real = shutil.which("tesseract")
     # OCR runs (first argument "stdin") hang; the language list comes from the real one
-    body = (f'if [ "$1" = stdin ]; then\n{forking_hang(mark)}fi\n'
-            f'exec "{real}" "$@"\n')
+    body = f'if [ "$1" = stdin ]; then\n{forking_hang(mark)}fi\nexec "{real}" "$@"\n'
     monkeypatch.setenv("PATH", fake_program(tmp_path / "bin", "tesseract", body))
     with pytest.raises(Skipped) as raised:
         read_image((FIXTURES / "scan.png").read_bytes(), ReadOptions(ocr_timeout_s=1))
@@ -173,11 +179,30 @@ def test_tesseract_past_its_timeout_is_ended_with_what_it_started(
 def start_run(root: Path, db: Path, mark: str, path: str, *args: str) -> subprocess.Popen:
     """`attnswitch run root` with one reading worker, every process of it marked `mark`."""
     return subprocess.Popen(
-        [sys.executable, "-m", "attnswitch.cli", "run", str(root), "--db", str(db),
-         "--read-workers", "1", "--no-progress", "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, MARK: mark, "PATH": path,
-             "ATTNSWITCH_CACHE_DIR": str(db.parent / "cache")})
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.cli",
+            "run",
+            str(root),
+            "--db",
+            str(db),
+            "--read-workers",
+            "1",
+            "--no-progress",
+            "--json",
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            MARK: mark,
+            "PATH": path,
+            "ATTNSWITCH_CACHE_DIR": str(db.parent / "cache"),
+        },
+    )
 
 
 def one_doc(tmp_path: Path) -> Path:
@@ -189,7 +214,8 @@ def one_doc(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_hung_converter_past_the_read_timeout_is_skipped_and_leaves_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The worker's read deadline ends it (SIGALRM) while antiword hangs: the file is
     skipped, and antiword dies with the worker (was: left running, its parent 1)."""
     mark = uuid.uuid4().hex
@@ -198,7 +224,8 @@ def test_a_hung_converter_past_the_read_timeout_is_skipped_and_leaves_nothing(
     out, err = proc.communicate(timeout=RUN_S)
     assert proc.returncode == 0, err
     assert json.loads(out)["skipped_files"] == [
-        {"source": "anyhow.doc", "reason": "extraction timed out: more than 2 s"}]
+        {"source": "anyhow.doc", "reason": "extraction timed out: more than 2 s"}
+    ]
     assert left_after(mark) == []
 
 
@@ -264,9 +291,10 @@ def reading_tesseract(folder: Path, starts: Starts) -> str:
     real = shutil.which("tesseract")
     script = folder / "tesseract"
     folder.mkdir(parents=True, exist_ok=True)
-    script.write_text(f"#!{sys.executable} -I\n"
-                      + _READING_TESSERACT.format(folder=str(folder), fifo=str(starts.path),
-                                                  real=real))
+    script.write_text(
+        f"#!{sys.executable} -I\n"
+        + _READING_TESSERACT.format(folder=str(folder), fifo=str(starts.path), real=real)
+    )
     script.chmod(0o755)
     return f"{folder}{os.pathsep}{os.environ['PATH']}"
 

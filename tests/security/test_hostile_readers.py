@@ -16,8 +16,9 @@ from attnswitch.documents.ingest import Skip, ingest
 from hostile_files import blank_pdf, many_frame_tiff, nested_mail, png_header, tiff_with_huge_frame
 
 pytestmark = pytest.mark.xdist_group("security")
-needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
-                                     reason="needs Tesseract (Debian: tesseract-ocr)")
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="needs Tesseract (Debian: tesseract-ocr)"
+)
 
 
 def one(root: Path, name: str, data: bytes, **options):
@@ -33,12 +34,14 @@ def test_a_tiff_whose_second_frame_has_150m_pixels_is_never_decoded(tmp_path: Pa
     data = tiff_with_huge_frame()
     assert len(data) < 64 * 2**10
     doc = one(tmp_path / "docs", "scan.tif", data)
-    assert doc.reason == ("too large: TIFF frame 2 of 12000x12500 pixels, more than the "
-                          "limit 100000000")
+    assert doc.reason == (
+        "too large: TIFF frame 2 of 12000x12500 pixels, more than the limit 100000000"
+    )
 
 
 def test_an_image_past_pillows_bomb_limit_is_too_large(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Row 7: a PNG declaring 40,000x40,000 pixels: "too large" with the limit hit, not
     "unreadable" and not logged as unexpected."""
     with caplog.at_level("WARNING"):
@@ -54,8 +57,9 @@ def test_ocr_stops_at_its_page_limit_on_a_blank_pdf_of_many_pages(tmp_path: Path
     (here 3) are rendered and recognised; the reason says how many were not."""
     doc = one(tmp_path / "docs", "blank.pdf", blank_pdf(2_000), ocr_max_pages=3)
     assert doc.skip is Skip.EMPTY
-    assert doc.reason.endswith("pages 4–2000: not recognised: OCR stops after 3 pages a "
-                               "file)"), doc.reason
+    assert doc.reason.endswith("pages 4–2000: not recognised: OCR stops after 3 pages a file)"), (
+        doc.reason
+    )
 
 
 @needs_tesseract
@@ -65,8 +69,10 @@ def test_ocr_stops_at_its_page_limit_on_a_tiff_of_many_frames(tmp_path: Path) ->
 
     data = many_frame_tiff(Image.new("L", (32, 32), 255), 1_000)
     doc = one(tmp_path / "docs", "frames.tif", data, ocr_max_pages=3)
-    assert doc.reason == ("empty: TIFF image: no text recognised (pages 4–1000: not "
-                          "recognised: OCR stops after 3 pages a file)")
+    assert doc.reason == (
+        "empty: TIFF image: no text recognised (pages 4–1000: not "
+        "recognised: OCR stops after 3 pages a file)"
+    )
 
 
 def test_mail_nested_200_levels_deep_keeps_its_outer_message(tmp_path: Path) -> None:

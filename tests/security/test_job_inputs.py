@@ -19,7 +19,6 @@ from attnswitch.service import launch
 pytestmark = pytest.mark.xdist_group("security")
 
 
-
 @pytest.fixture(scope="module")
 def undecodable(layout) -> str:
     """A folder of the jobs root named with the byte 0xff, and a link to it."""
@@ -35,10 +34,14 @@ def undecodable(layout) -> str:
 
 @pytest.mark.parametrize("path", ["\udcff", "docs/\udcff", "to-undecodable"])
 def test_a_path_that_is_not_utf8_is_refused_and_the_list_stays_readable(
-        client, undecodable, path) -> None:
+    client, undecodable, path
+) -> None:
     """Row 2: the lone surrogate as sent in JSON, and a link (valid name) to the folder."""
-    r = client.post("/v1/jobs", content=json.dumps({"path": path}),  # "\udcff" escaped
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/jobs",
+        content=json.dumps({"path": path}),  # "\udcff" escaped
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 422, r.text
     assert r.json()["error"]["code"] == "invalid_path"
     assert "UTF-8" in r.json()["error"]["message"] or "surrogate" in r.json()["error"]["message"]
@@ -88,9 +91,16 @@ def modelled(tmp_path_factory, model_folder) -> launch.ServerProcess:
     jobs.mkdir(parents=True)
     (jobs / "a.txt").write_text("A document about tides and the moon.\n")
     (jobs / "b.bin").write_bytes(b"\x00")
-    srv = launch.start(base / "server", "--db", str(base / "data"), "--jobs-root",
-                       str(base / "jobs"), "--model", str(model_folder),
-                       timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        base / "server",
+        "--db",
+        str(base / "data"),
+        "--jobs-root",
+        str(base / "jobs"),
+        "--model",
+        str(model_folder),
+        timeout=STARTUP_TIMEOUT_S,
+    )
     srv.jobs_root = base / "jobs"
     yield srv
     srv.stop()
@@ -121,9 +131,16 @@ def test_sigterm_while_a_job_chunks_a_large_file_interrupts_it_at_once(tmp_path)
     jobs.mkdir(parents=True)
     words = "harbour tide lantern rope gull anchor salt mast. "
     (jobs / "big.txt").write_text(words * (4_000_000 // len(words)))
-    srv = launch.start(tmp_path / "server", "--db", str(tmp_path / "data"), "--jobs-root",
-                       str(tmp_path / "jobs"), "--drain-timeout", str(drain_s),
-                       timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        tmp_path / "server",
+        "--db",
+        str(tmp_path / "data"),
+        "--jobs-root",
+        str(tmp_path / "jobs"),
+        "--drain-timeout",
+        str(drain_s),
+        timeout=STARTUP_TIMEOUT_S,
+    )
     try:
         with httpx.Client(base_url=srv.url, timeout=60) as client:
             r = client.post("/v1/jobs", json={"path": "big"})

@@ -27,8 +27,9 @@ def test_a_key_file_with_a_byte_order_mark_works(tmp_path: Path) -> None:
         assert KeyChecker(load_keys(path)).valid(KEY), line
 
 
-@pytest.mark.parametrize("line", [f"sha256:{hash_key(KEY)[:63]}",
-                                  f"sha256:{hash_key(KEY)}0", "sha256:" + "g" * 64])
+@pytest.mark.parametrize(
+    "line", [f"sha256:{hash_key(KEY)[:63]}", f"sha256:{hash_key(KEY)}0", "sha256:" + "g" * 64]
+)
 def test_a_malformed_sha256_line_is_refused(tmp_path: Path, line: str) -> None:
     path = tmp_path / "keys"
     path.write_text(f"# keys\n{line}\n")
@@ -45,9 +46,23 @@ def test_an_uppercase_sha256_prefix_is_a_digest(tmp_path: Path) -> None:
 def test_a_named_pipe_as_key_file_is_refused_at_start(tmp_path: Path) -> None:
     fifo = tmp_path / "keys"
     os.mkfifo(fifo)
-    proc = subprocess.run([sys.executable, "-m", "attnswitch.service", "--host", "127.0.0.1",
-                           "--port", "0", "--api-key-file", str(fifo)], capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.service",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--api-key-file",
+            str(fifo),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "api key file: expected a regular file, got a named pipe" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -56,9 +71,11 @@ def test_a_named_pipe_as_key_file_is_refused_at_start(tmp_path: Path) -> None:
 def test_expect_100_continue_over_the_limit_gets_413_at_once(keyless) -> None:
     host, port = keyless.url.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: 10000000\r\n"
-                     b"Expect: 100-continue\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 10000000\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
         sock.settimeout(10)
         first = sock.recv(4096)
     assert first.startswith(b"HTTP/1.1 413"), first[:200]

@@ -21,7 +21,6 @@ from attnswitch.indexing.store import SQLiteStore
 pytestmark = pytest.mark.xdist_group("security")
 
 
-
 @pytest.fixture(scope="module")
 def indexed(keyless, layout) -> dict:
     """The `docs` folder indexed by a job (links out of the root included)."""
@@ -35,13 +34,14 @@ def indexed(keyless, layout) -> dict:
     return job
 
 
-def test_links_out_of_the_root_are_skipped_and_never_searchable(client, indexed,
-                                                                 layout) -> None:
+def test_links_out_of_the_root_are_skipped_and_never_searchable(client, indexed, layout) -> None:
     """Row 1: `docs/passwd -> outside/passwd` and `docs/etc -> outside/etc` are listed as
     skipped with the reason, and nothing of theirs is stored or found."""
     skipped = {f["source"]: f["reason"] for f in indexed["summary"]["skipped_files"]}
-    assert skipped == {"passwd": "link not followed: its target is outside the root",
-                       "etc": "link not followed: its target is outside the root"}
+    assert skipped == {
+        "passwd": "link not followed: its target is outside the root",
+        "etc": "link not followed: its target is outside the root",
+    }
     assert indexed["summary"]["indexed"] == 1
     r = client.post("/v1/search", json={"query": SECRET, "k": 100})
     assert r.status_code == 200, r.text
@@ -75,8 +75,9 @@ def test_blank_job_paths_are_refused(client, path) -> None:
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_path", r.text
 
 
-@pytest.mark.parametrize("args", [["run", ""], ["run", "  "], ["status", "--db", ""],
-                                  ["search", "q", "--db", " "]])
+@pytest.mark.parametrize(
+    "args", [["run", ""], ["run", "  "], ["status", "--db", ""], ["search", "q", "--db", " "]]
+)
 def test_blank_cli_paths_are_refused(tmp_path, monkeypatch, args) -> None:
     """Row 8: `attnswitch run ""` (an unset shell variable) indexes nothing."""
     (tmp_path / "a.txt").write_text("text that must not be indexed\n")
@@ -97,23 +98,38 @@ def test_a_job_while_a_cli_run_holds_the_store_is_409(client, layout, indexed) -
         finally:
             store.finish_run(run_id, "interrupted")
     assert r.status_code == 409 and r.json()["error"]["code"] == "index_busy", r.text
-    assert finished(client, client.post("/v1/jobs", json={"path": "docs"}).json())[
-        "status"] == "completed"  # free again
+    assert (
+        finished(client, client.post("/v1/jobs", json={"path": "docs"}).json())["status"]
+        == "completed"
+    )  # free again
 
 
 def test_a_missing_jobs_root_is_refused_at_start(tmp_path) -> None:
     """Row 10: `serve --jobs-root /nonexistent` exits 2 before loading anything."""
     proc = subprocess.run(
-        [sys.executable, "-m", "attnswitch.service", "--port", "0", "--jobs-root",
-         str(tmp_path / "nonexistent")], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "attnswitch.service",
+            "--port",
+            "0",
+            "--jobs-root",
+            str(tmp_path / "nonexistent"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "jobs_root: expected an existing folder" in proc.stderr
 
 
 def test_not_a_folder_says_nothing_of_what_is_there(client) -> None:
     """Row 10: a file, nothing and an unusable name get one and the same answer."""
-    answers = [client.post("/v1/jobs", json={"path": p}).json()
-               for p in ("notes.txt", "no-such-thing", "n" * 4000)]
+    answers = [
+        client.post("/v1/jobs", json={"path": p}).json()
+        for p in ("notes.txt", "no-such-thing", "n" * 4000)
+    ]
     assert [a["error"]["code"] for a in answers] == ["not_a_folder"] * 3
     assert len({a["error"]["message"] for a in answers}) == 1
 

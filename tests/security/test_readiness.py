@@ -77,9 +77,12 @@ def v1_routes(url: str) -> list[tuple[str, str]]:
     """(method, path) of every /v1 route the OpenAPI document lists, path parameters
     filled in."""
     spec = httpx.get(url + "/openapi.json", timeout=30).json()
-    routes = [(method.upper(), re.sub(r"\{[^}]+\}", "0123456789abcdef", path))
-              for path, methods in spec["paths"].items() if path.startswith("/v1/")
-              for method in methods]
+    routes = [
+        (method.upper(), re.sub(r"\{[^}]+\}", "0123456789abcdef", path))
+        for path, methods in spec["paths"].items()
+        if path.startswith("/v1/")
+        for method in methods
+    ]
     assert len(routes) >= 6, routes  # embeddings, search, jobs (3), models
     return routes
 
@@ -103,23 +106,34 @@ def test_every_v1_route_is_503_while_warming_up_then_while_draining(warming) -> 
 
 @pytest.mark.parametrize("body", [b"{not json", b'{"input": ['])
 def test_an_invalid_body_without_a_key_is_401(keyed, body) -> None:
-    r = httpx.post(keyed.url + "/v1/embeddings", content=body, timeout=30,
-                   headers={"content-type": "application/json"})
+    r = httpx.post(
+        keyed.url + "/v1/embeddings",
+        content=body,
+        timeout=30,
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 401 and r.json()["error"]["code"] == "missing_api_key", r.text
 
 
 def test_an_invalid_body_with_a_key_is_answered_after_readiness(keyed) -> None:
-    r = httpx.post(keyed.url + "/v1/embeddings", content=b"{not json", timeout=30,
-                   headers={"content-type": "application/json",
-                            "authorization": f"Bearer {KEY}"})
+    r = httpx.post(
+        keyed.url + "/v1/embeddings",
+        content=b"{not json",
+        timeout=30,
+        headers={"content-type": "application/json", "authorization": f"Bearer {KEY}"},
+    )
     assert r.status_code == 503 and r.json()["error"]["code"] == "warming_up", r.text
 
 
 def test_a_body_without_a_json_content_type_is_415(keyed) -> None:
     keyed.service.readiness.set_ready()  # the gate passes; the body is what is wrong
     for headers in ({}, {"content-type": "text/plain"}):
-        r = httpx.post(keyed.url + "/v1/embeddings", content=b'{"input": "x"}', timeout=30,
-                       headers={**headers, "authorization": f"Bearer {KEY}"})
+        r = httpx.post(
+            keyed.url + "/v1/embeddings",
+            content=b'{"input": "x"}',
+            timeout=30,
+            headers={**headers, "authorization": f"Bearer {KEY}"},
+        )
         assert r.status_code == 415, r.text
         error = r.json()["error"]
         assert error["code"] == "unsupported_media_type"

@@ -71,9 +71,19 @@ def _fill(location: str, folder: Path, encoder) -> None:
         for i in range(DOCUMENTS):
             text, source = texts[i % len(texts)], f"{DEEP}/{i:05d}.txt"
             store.write_document(
-                Document(root=root, source=source, path=folder / source, size=len(text),
-                         mtime_ns=1, sha256=f"{i:064x}", kind="text", text=text),
-                [ChunkRecord(text, 12, 0, len(text))], vectors[i % len(texts)][None])
+                Document(
+                    root=root,
+                    source=source,
+                    path=folder / source,
+                    size=len(text),
+                    mtime_ns=1,
+                    sha256=f"{i:064x}",
+                    kind="text",
+                    text=text,
+                ),
+                [ChunkRecord(text, 12, 0, len(text))],
+                vectors[i % len(texts)][None],
+            )
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -98,8 +108,9 @@ def search(client: httpx.Client, body: dict, timeout_s: float) -> httpx.Response
 def busy(client: httpx.Client) -> float | None:
     """The server's search threads at work (`attnswitch_service_search_busy`), None when
     it does not say."""
-    found = re.search(r"^attnswitch_service_search_busy (\S+)$",
-                      client.get("/metrics").text, re.MULTILINE)
+    found = re.search(
+        r"^attnswitch_service_search_busy (\S+)$", client.get("/metrics").text, re.MULTILINE
+    )
     return None if found is None else float(found.group(1))
 
 
@@ -125,11 +136,12 @@ def assert_stopped_in_time(r: httpx.Response) -> None:
 
 @pytest.mark.slow
 def test_other_searches_answer_while_one_runs_to_its_deadline(served) -> None:
-    with httpx.Client(base_url=served.url, timeout=120) as client, \
-            ThreadPoolExecutor(1) as pool:
+    with httpx.Client(base_url=served.url, timeout=120) as client, ThreadPoolExecutor(1) as pool:
         expensive = pool.submit(search, client, EXPENSIVE, RUNNING_S)
-        wait_for(lambda: (busy(client) or 0) >= 1 or expensive.done(),
-                 "the expensive search on a search thread")
+        wait_for(
+            lambda: (busy(client) or 0) >= 1 or expensive.done(),
+            "the expensive search on a search thread",
+        )
         assert_answers(client)
         assert not expensive.done(), "answered beside the expensive search, not after it"
         assert_stopped_in_time(expensive.result())
@@ -143,12 +155,17 @@ def test_searches_past_their_deadline_stop_and_free_their_threads(served) -> Non
     each answers 504 and stops, so a cheap search after them answers at once (before, the
     one search thread went on with the first of them for minutes, and the cheap one got
     its own 504)."""
-    with httpx.Client(base_url=served.url, timeout=120) as client, \
-            ThreadPoolExecutor(SEARCH_WORKERS) as pool:
-        expensive = [pool.submit(search, client, EXPENSIVE, STOPPED_S)
-                     for _ in range(SEARCH_WORKERS)]
-        wait_for(lambda: busy(client) == SEARCH_WORKERS or all(f.done() for f in expensive),
-                 "every search thread on an expensive search")
+    with (
+        httpx.Client(base_url=served.url, timeout=120) as client,
+        ThreadPoolExecutor(SEARCH_WORKERS) as pool,
+    ):
+        expensive = [
+            pool.submit(search, client, EXPENSIVE, STOPPED_S) for _ in range(SEARCH_WORKERS)
+        ]
+        wait_for(
+            lambda: busy(client) == SEARCH_WORKERS or all(f.done() for f in expensive),
+            "every search thread on an expensive search",
+        )
         for future in expensive:
             assert_stopped_in_time(future.result())
         assert_answers(client)
@@ -157,8 +174,10 @@ def test_searches_past_their_deadline_stop_and_free_their_threads(served) -> Non
 
 # The stores' own part, without a server: the statement running at the deadline is
 # interrupted, and the store goes on answering.
-COUNT_TO = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {m}) "
-            "SELECT count(*) FROM c")  # 10^12 rows: days of work
+COUNT_TO = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {m}) "
+    "SELECT count(*) FROM c"
+)  # 10^12 rows: days of work
 
 
 def test_a_statement_running_at_its_deadline_is_interrupted(location) -> None:
@@ -190,10 +209,21 @@ def test_a_filter_over_many_documents_stops_at_its_deadline(location, encoder) -
         for i in range(500):  # seconds per pass of the filter
             text, source = f"note {i}: the harbour log", f"{DEEP}/{i:05d}.txt"
             store.write_document(
-                Document(root="/notes", source=source, path=Path("/notes", source),
-                         size=len(text), mtime_ns=1, sha256=f"{i:064x}", kind="text",
-                         text=text), [ChunkRecord(text, 8, 0, len(text))], vectors)
+                Document(
+                    root="/notes",
+                    source=source,
+                    path=Path("/notes", source),
+                    size=len(text),
+                    mtime_ns=1,
+                    sha256=f"{i:064x}",
+                    kind="text",
+                    text=text,
+                ),
+                [ChunkRecord(text, 8, 0, len(text))],
+                vectors,
+            )
         with pytest.raises(StoreDeadlineError):
-            search_store(store, vectors[0], 5, text="harbour", where=where,
-                         deadline=time.monotonic() + 0.3)
+            search_store(
+                store, vectors[0], 5, text="harbour", where=where, deadline=time.monotonic() + 0.3
+            )
         assert search_store(store, vectors[0], 5, text="harbour")  # then answers as before

@@ -42,30 +42,49 @@ def wrong_vector_length(folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "index.sqlite3"
-    doc = Document(root=str(folder.resolve()), source="a.txt", path=folder / "a.txt", size=9,
-                   mtime_ns=1, sha256="0" * 64, kind="text", text="some text")
+    doc = Document(
+        root=str(folder.resolve()),
+        source="a.txt",
+        path=folder / "a.txt",
+        size=9,
+        mtime_ns=1,
+        sha256="0" * 64,
+        kind="text",
+        text="some text",
+    )
     config = IndexConfig.build(ModelSpec.load(None), None, "torch", "fp32")
     with SQLiteStore(path) as store:
         store.set_meta(META_KEY, config.to_json())
-        store.write_document(doc, [ChunkRecord("some", 1, 0, 4), ChunkRecord("text", 1, 5, 9)],
-                             np.eye(2, config.dim, dtype=np.float32))
+        store.write_document(
+            doc,
+            [ChunkRecord("some", 1, 0, 4), ChunkRecord("text", 1, 5, 9)],
+            np.eye(2, config.dim, dtype=np.float32),
+        )
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:  # closed: WAL folded in
         conn.execute("UPDATE chunks SET vector = substr(vector, 1, 767) WHERE ordinal = 1")
     return path
 
 
-BROKEN = {"corrupt": (corrupt_index, "not a readable attnswitch index"),
-          "schema": (wrong_schema, "not an attnswitch index of a schema"),
-          "vector": (wrong_vector_length, "expected vectors of 768 bytes")}
+BROKEN = {
+    "corrupt": (corrupt_index, "not a readable attnswitch index"),
+    "schema": (wrong_schema, "not an attnswitch index of a schema"),
+    "vector": (wrong_vector_length, "expected vectors of 768 bytes"),
+}
 
 
-@pytest.mark.parametrize("kind, command", [
-    (kind, command) for kind in sorted(BROKEN)
-    for command in (["status"], ["search", "some text"], ["run", "docs"])
-    if kind != "vector" or command[0] == "search"])  # only search reads the vectors
+@pytest.mark.parametrize(
+    "kind, command",
+    [
+        (kind, command)
+        for kind in sorted(BROKEN)
+        for command in (["status"], ["search", "some text"], ["run", "docs"])
+        if kind != "vector" or command[0] == "search"
+    ],
+)  # only search reads the vectors
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-def test_every_command_names_the_broken_file_in_one_line(tmp_path, monkeypatch, kind,
-                                                         command, as_json) -> None:
+def test_every_command_names_the_broken_file_in_one_line(
+    tmp_path, monkeypatch, kind, command, as_json
+) -> None:
     make, what = BROKEN[kind]
     path = make(tmp_path / "data")
     (tmp_path / "docs").mkdir()
@@ -86,8 +105,7 @@ def test_every_command_names_the_broken_file_in_one_line(tmp_path, monkeypatch, 
     assert path.exists()  # nothing stored is lost: the file is left for its owner
     if kind == "schema":  # not even a table added to another program's database
         with contextlib.closing(sqlite3.connect(path)) as conn:
-            assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == [
-                "documents"]
+            assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["documents"]
 
 
 def test_a_broken_store_keeps_embeddings_up_and_search_says_why(broken, broken_data) -> None:

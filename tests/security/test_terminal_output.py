@@ -19,9 +19,13 @@ TEXT = "tides\x1b[31m red\u202e.txt"
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnswitch.cli", *args], cwd=cwd,
-                          capture_output=True, timeout=CLI_TIMEOUT_S,
-                          env={**os.environ, "COLUMNS": "400"})
+    return subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        timeout=CLI_TIMEOUT_S,
+        env={**os.environ, "COLUMNS": "400"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +44,7 @@ def assert_safe(out: bytes, *shown: str) -> str:
     assert "\u202e" not in text
     for name in shown:  # each name escaped, on one row
         assert name in text, text
-    assert not any(line.lstrip().startswith("FAKE ROW") for line in
-                   text.splitlines()), text
+    assert not any(line.lstrip().startswith("FAKE ROW") for line in text.splitlines()), text
     return text
 
 
@@ -67,11 +70,19 @@ def test_search_prints_hostile_sources_and_queries_escaped(hostile, mode: str) -
     assert_safe(proc.stdout, r"tides\x1b[31m red\u202e.txt", r"harbour \x1b[2J")
 
 
-@pytest.mark.parametrize("raw, shown", [
-    ("a\x1b[2Jb", r"a\x1b[2Jb"), ("one\ntwo", r"one\ntwo"), ("tab\there", r"tab\there"),
-    ("c1\x9bx", r"c1\x9bx"), ("del\x7f", r"del\x7f"), ("bidi\u202eabc", r"bidi\u202eabc"),
-    ("[bold]markup[/]", r"\[bold]markup\[/]"), ("plain é 文", "plain é 文"),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("a\x1b[2Jb", r"a\x1b[2Jb"),
+        ("one\ntwo", r"one\ntwo"),
+        ("tab\there", r"tab\there"),
+        ("c1\x9bx", r"c1\x9bx"),
+        ("del\x7f", r"del\x7f"),
+        ("bidi\u202eabc", r"bidi\u202eabc"),
+        ("[bold]markup[/]", r"\[bold]markup\[/]"),
+        ("plain é 文", "plain é 文"),
+    ],
+)
 def test_terminal_text_escapes_controls_and_markup(raw: str, shown: str) -> None:
     from attnswitch.cli.output import terminal_text
 

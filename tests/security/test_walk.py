@@ -26,9 +26,14 @@ CLI_TIMEOUT_S = 300.0
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnswitch.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
-                          env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        env=dict(os.environ),
+    )
 
 
 def secret_folder(base: Path) -> Path:
@@ -42,6 +47,7 @@ def secret_folder(base: Path) -> Path:
 
 # -- row 1: a root swapped for a link -----------------------------------------------------
 
+
 def test_a_root_swapped_for_a_link_after_the_scan_is_not_read(tmp_path: Path) -> None:
     outside = secret_folder(tmp_path)
     root = tmp_path / "j"
@@ -53,8 +59,9 @@ def test_a_root_swapped_for_a_link_after_the_scan_is_not_read(tmp_path: Path) ->
     root.symlink_to(outside, target_is_directory=True)
     docs = [load(e) for e in entries]
     assert [d.source for d in docs] == ["a.txt", "secret.txt"]
-    assert all(d.skip is Skip.LINK and d.text is None and d.sha256 is None for d in docs), \
-        [d.reason for d in docs]
+    assert all(d.skip is Skip.LINK and d.text is None and d.sha256 is None for d in docs), [
+        d.reason for d in docs
+    ]
 
 
 def test_a_root_swapped_for_another_folder_after_the_scan_is_not_read(tmp_path: Path) -> None:
@@ -89,7 +96,6 @@ def test_scan_refuses_a_root_other_than_the_one_pinned(tmp_path: Path) -> None:
         scan(tmp_path / "b", root_id=(st.st_dev, st.st_ino))
 
 
-
 def test_a_job_root_swapped_for_a_link_while_it_runs_is_not_followed(keyless, layout) -> None:
     """Row 1 as reported: a job over 300 files; as soon as it has listed them the folder
     is moved away and a link to a folder outside the root put in its place. Nothing of
@@ -98,8 +104,9 @@ def test_a_job_root_swapped_for_a_link_while_it_runs_is_not_followed(keyless, la
     root = layout.jobs_root / "swapped"
     root.mkdir()
     for i in range(300):
-        (root / f"f{i:03d}.txt").write_text(f"File number {i} of the swapped folder. "
-                                            "It talks about gardens, rivers and bridges.\n")
+        (root / f"f{i:03d}.txt").write_text(
+            f"File number {i} of the swapped folder. It talks about gardens, rivers and bridges.\n"
+        )
     (root / "secret.txt").write_text("a harmless file of the same name\n")
     with httpx.Client(base_url=keyless.url, timeout=60) as client:
         r = client.post("/v1/jobs", json={"path": "swapped"})
@@ -132,6 +139,7 @@ def test_a_job_root_swapped_for_a_link_while_it_runs_is_not_followed(keyless, la
 
 # -- row 3: a name that is not UTF-8 ------------------------------------------------------
 
+
 def test_a_latin1_name_is_indexed_with_its_name_escaped(tmp_path: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
@@ -154,15 +162,20 @@ def test_a_root_whose_name_is_not_utf8_is_refused_in_one_line(tmp_path: Path) ->
     os.mkdir(root)
     with open(os.path.join(root, b"a.txt"), "wb") as fh:
         fh.write(b"text\n")
-    proc = subprocess.run([sys.executable, "-m", "attnswitch.cli", "run", root, "--db",
-                           str(tmp_path / "data")], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=CLI_TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnswitch.cli", "run", root, "--db", str(tmp_path / "data")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "root: expected a folder whose path is valid UTF-8" in proc.stderr
 
 
 # -- row 8: nested past the depth limit ---------------------------------------------------
+
 
 def nest(root: Path, levels: int) -> None:
     """`levels` folders inside each other below `root`, a text file in the deepest (made
@@ -206,8 +219,7 @@ def deep(tmp_path: Path) -> Path:
     unnest(root)
 
 
-def test_a_folder_nested_1100_levels_is_skipped_with_a_reason(tmp_path: Path,
-                                                               deep: Path) -> None:
+def test_a_folder_nested_1100_levels_is_skipped_with_a_reason(tmp_path: Path, deep: Path) -> None:
     root = deep
     entries = scan(root)
     deep = [e for e in entries if e.skip is Skip.TOO_DEEP]
@@ -236,6 +248,7 @@ def test_a_job_over_a_deep_folder_completes(keyless, layout) -> None:
 
 
 # -- row 9: a link that cannot be resolved ------------------------------------------------
+
 
 def test_a_link_that_cannot_be_resolved_is_skipped_with_a_reason(tmp_path: Path) -> None:
     try:
@@ -284,6 +297,7 @@ def test_the_mount_table_names_pseudo_devices_by_type(tmp_path: Path) -> None:
         "22 1 0:21 / /proc rw,nosuid shared:5 - proc proc rw\n"
         "23 1 0:22 / /sys rw shared:6 - sysfs sysfs rw\n"
         "24 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n"
-        "a broken line\n")
+        "a broken line\n"
+    )
     assert pseudo_devices(str(table)) == {os.makedev(0, 21): "proc", os.makedev(0, 22): "sysfs"}
     assert pseudo_devices(str(tmp_path / "missing")) == {}

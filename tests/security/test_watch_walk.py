@@ -38,8 +38,7 @@ class Watcher:
     """`watch` on its own thread (and store connection): its runs and its waits, in the
     order they came, through a queue."""
 
-    def __init__(self, root: Path, location: Any, encoder: Any,
-                 options: RunOptions = OPTIONS):
+    def __init__(self, root: Path, location: Any, encoder: Any, options: RunOptions = OPTIONS):
         self.events: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self.runs: list[tuple[RunSummary, set]] = []
         self.waits: list[tuple[str, str]] = []
@@ -49,10 +48,16 @@ class Watcher:
         def target() -> None:
             try:
                 with open_store(location) as store:
-                    watch(root, store, options, get_encoder=lambda: encoder,
-                          stop_event=self.stop, debounce_ms=300,
-                          on_batch=lambda s, changes: self.events.put(("run", s, changes)),
-                          on_wait=lambda reason, line: self.events.put(("wait", reason, line)))
+                    watch(
+                        root,
+                        store,
+                        options,
+                        get_encoder=lambda: encoder,
+                        stop_event=self.stop,
+                        debounce_ms=300,
+                        on_batch=lambda s, changes: self.events.put(("run", s, changes)),
+                        on_wait=lambda reason, line: self.events.put(("wait", reason, line)),
+                    )
             except BaseException as exc:  # shown by the test waiting on it
                 self.error = exc
             finally:
@@ -153,8 +158,7 @@ def test_watch_never_follows_a_link_to_the_filesystem_root(tmp_path: Path, encod
         watcher.close()
 
 
-def test_a_moved_in_folder_linking_back_up_starts_no_endless_runs(tmp_path: Path,
-                                                                  encoder) -> None:
+def test_a_moved_in_folder_linking_back_up_starts_no_endless_runs(tmp_path: Path, encoder) -> None:
     root = tmp_path / "root"
     root.mkdir()
     (root / "notes.txt").write_text("The quokka smiles on Rottnest Island.\n")
@@ -168,22 +172,26 @@ def test_a_moved_in_folder_linking_back_up_starts_no_endless_runs(tmp_path: Path
     try:
         watcher.until(lambda: watcher.runs, "the catch-up run")
         os.rename(staging, root / "moved")
-        watcher.until(lambda: found(location, "axolotl") == {"moved/doc.txt"},
-                      "the moved-in folder indexed")
+        watcher.until(
+            lambda: found(location, "axolotl") == {"moved/doc.txt"}, "the moved-in folder indexed"
+        )
         assert_watches_exactly([root, root / "moved"])
         # settled: each new file now costs its own run, and nothing else starts one
         for word in ("pangolin", "wombat"):
             seen = len(watcher.runs)
             (root / f"{word}.txt").write_text(f"The {word} forages at night.\n")
-            watcher.until(lambda: len(watcher.runs) > seen
-                          and found(location, word) == {f"{word}.txt"}, f"{word}.txt")
+            watcher.until(
+                lambda: len(watcher.runs) > seen and found(location, word) == {f"{word}.txt"},
+                f"{word}.txt",
+            )
             assert len(watcher.runs) - seen == 1, watcher.runs[seen:]
             assert {p for _, p in watcher.runs[-1][1]} == {str(root / f"{word}.txt")}
     finally:
         watcher.close()
     changed = {Path(p) for _, changes in watcher.runs for _, p in changes}
-    assert all(p.is_relative_to(root) and "up" not in p.parts and "upup" not in p.parts
-               for p in changed), changed
+    assert all(
+        p.is_relative_to(root) and "up" not in p.parts and "upup" not in p.parts for p in changed
+    ), changed
     assert len(watcher.runs) <= 5, [s.new for s, _ in watcher.runs]
 
 
@@ -204,9 +212,10 @@ def test_changes_the_rules_leave_out_start_no_run(tmp_path: Path, encoder) -> No
         (root / "build" / "out.txt").write_text("The narwhal build output.\n")
         (root / "scratch" / "tmp.txt").write_text("The narwhal scratch file.\n")
         (root / "kept" / "marker.txt").write_text("The pangolin forages at night.\n")
-        watcher.until(lambda: len(watcher.runs) > 1
-                      and found(location, "pangolin") == {"kept/marker.txt"},
-                      "the marker indexed")
+        watcher.until(
+            lambda: len(watcher.runs) > 1 and found(location, "pangolin") == {"kept/marker.txt"},
+            "the marker indexed",
+        )
         assert len(watcher.runs) == 2
         assert {p for _, p in watcher.runs[1][1]} == {str(root / "kept" / "marker.txt")}
         assert not found(location, "narwhal")
@@ -214,10 +223,9 @@ def test_changes_the_rules_leave_out_start_no_run(tmp_path: Path, encoder) -> No
         watcher.close()
 
 
-
-
-def test_watch_waits_for_another_runs_lock_then_catches_up(location: Any, tmp_path: Path,
-                                                            docs: Path, encoder) -> None:
+def test_watch_waits_for_another_runs_lock_then_catches_up(
+    location: Any, tmp_path: Path, docs: Path, encoder
+) -> None:
     watcher = Watcher(docs, location, encoder)
     holder = None
     try:
@@ -229,8 +237,10 @@ def test_watch_waits_for_another_runs_lock_then_catches_up(location: Any, tmp_pa
         assert watcher.thread.is_alive() and not found(location, "capybara")
         holder.stdin.close()  # the other run ends: its lock is dropped
         assert holder.wait(WAIT_S) == 0
-        watcher.until(lambda: found(location, "capybara") == {"capybara.txt"},
-                      "the change indexed once the lock is free")
+        watcher.until(
+            lambda: found(location, "capybara") == {"capybara.txt"},
+            "the change indexed once the lock is free",
+        )
         assert watcher.thread.is_alive() and len(watcher.waits) == 1
     finally:
         if holder is not None and holder.poll() is None:
@@ -239,8 +249,9 @@ def test_watch_waits_for_another_runs_lock_then_catches_up(location: Any, tmp_pa
         watcher.close()
 
 
-def test_watch_outlives_its_root_deleted_or_replaced_by_a_link(tmp_path: Path, docs: Path,
-                                                               encoder) -> None:
+def test_watch_outlives_its_root_deleted_or_replaced_by_a_link(
+    tmp_path: Path, docs: Path, encoder
+) -> None:
     location = tmp_path / "db" / "index.sqlite3"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -260,13 +271,19 @@ def test_watch_outlives_its_root_deleted_or_replaced_by_a_link(tmp_path: Path, d
         docs.unlink()
         (docs / "later").mkdir(parents=True)
         (docs / "later" / "ocelot.txt").write_text("The ocelot hunts at dusk.\n")
-        watcher.until(lambda: found(location, "ocelot") == {"later/ocelot.txt"}
-                      and sum(s.deleted for s, _ in watcher.runs) == indexed,
-                      "a file of the recreated root indexed, the old ones deleted")
+        watcher.until(
+            lambda: (
+                found(location, "ocelot") == {"later/ocelot.txt"}
+                and sum(s.deleted for s, _ in watcher.runs) == indexed
+            ),
+            "a file of the recreated root indexed, the old ones deleted",
+        )
         assert watcher.thread.is_alive() and len(watcher.waits) == 1
         assert not found(location, "jackalope")
         (docs / "later" / "okapi.txt").write_text("The okapi hides in the forest.\n")
-        watcher.until(lambda: found(location, "okapi") == {"later/okapi.txt"},
-                      "a change in the recreated root's new folder")
+        watcher.until(
+            lambda: found(location, "okapi") == {"later/okapi.txt"},
+            "a change in the recreated root's new folder",
+        )
     finally:
         watcher.close()

@@ -35,11 +35,23 @@ def server(service_dirs: dict[str, Path]) -> Server:
     digest = hashlib.sha256(HASHED_KEY.encode()).hexdigest()
     keys.write_text(f"# test keys\n{PLAIN_KEY}\n\nsha256:{digest}\n")
     srv = start_server(
-        service_dirs["base"] / "server", "--db", str(service_dirs["data"]),
-        "--api-key-file", str(keys), "--jobs-root", str(service_dirs["jobs_root"]),
-        "--max-body-bytes", str(LIMITS["max_body_bytes"]),
-        "--max-items", str(LIMITS["max_items"]), "--max-queue", str(LIMITS["max_queue"]),
-        "--request-timeout", "120", key=PLAIN_KEY)
+        service_dirs["base"] / "server",
+        "--db",
+        str(service_dirs["data"]),
+        "--api-key-file",
+        str(keys),
+        "--jobs-root",
+        str(service_dirs["jobs_root"]),
+        "--max-body-bytes",
+        str(LIMITS["max_body_bytes"]),
+        "--max-items",
+        str(LIMITS["max_items"]),
+        "--max-queue",
+        str(LIMITS["max_queue"]),
+        "--request-timeout",
+        "120",
+        key=PLAIN_KEY,
+    )
     yield srv
     srv.stop()
 

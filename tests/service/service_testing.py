@@ -16,8 +16,12 @@ import httpx
 from attnswitch.service import launch
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
-SMALL = ("postgresql/tutorial-start.html", "postgresql/tutorial-advanced.html",
-         "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
+SMALL = (
+    "postgresql/tutorial-start.html",
+    "postgresql/tutorial-advanced.html",
+    "postgresql/tutorial-update.html",
+    "postgresql/tutorial-conclusion.html",
+)
 PYTHON_DOCS = ("python-tutorial/appetite.rst.txt", "python-tutorial/interpreter.rst.txt")
 LARGER = SMALL + ("sqlite/copyright-release.pdf", "python-tutorial/index.rst.txt")
 PLAIN_KEY = "test-key-plain-6f1d"
@@ -59,8 +63,9 @@ def copy_corpus_marked(dest: Path, sources: tuple[str, ...], mark: str) -> Path:
     return dest
 
 
-def start_server(workdir: Path, *args: str, key: str | None = None,
-                 wait_ready: bool = True) -> Server:
+def start_server(
+    workdir: Path, *args: str, key: str | None = None, wait_ready: bool = True
+) -> Server:
     """`launch.start` (free loopback port, /readyz polled every 20 ms, each status seen
     recorded), with the API key the tests send."""
     srv = launch.start(workdir, *args, wait_ready=wait_ready, timeout=STARTUP_TIMEOUT_S)
@@ -112,8 +117,11 @@ def assert_same_content(got: dict, want: dict) -> None:
 
 
 # Enough documents that a job is still running after its first ones are committed.
-TUTORIAL_PAGES = tuple(sorted(p.relative_to(CORPUS).as_posix()
-                              for p in (CORPUS / "postgresql").glob("tutorial-*.html")))
+TUTORIAL_PAGES = tuple(
+    sorted(
+        p.relative_to(CORPUS).as_posix() for p in (CORPUS / "postgresql").glob("tutorial-*.html")
+    )
+)
 
 
 def committed(location: str, folder: Path) -> int:
@@ -127,8 +135,14 @@ def committed(location: str, folder: Path) -> int:
         return store.root_counts(folder)[0]
 
 
-def start_job_and_wait(client: httpx.Client, location: str, folder: Path, documents: int,
-                       path: str = "docs", timeout: float = 300.0) -> str:
+def start_job_and_wait(
+    client: httpx.Client,
+    location: str,
+    folder: Path,
+    documents: int,
+    path: str = "docs",
+    timeout: float = 300.0,
+) -> str:
     """Start a job indexing `path` (of the server's jobs root: `folder` here); its id once
     the store at `location` holds `documents` of the folder's documents (the job still
     "queued" or "running" meanwhile)."""
@@ -162,8 +176,10 @@ def connection_attempts(port: int, count: int, timeout: float) -> None:
                 else:
                     conn.close()
                     continue
-            raise TimeoutError(f"127.0.0.1:{port}: expected {count} connection attempts "
-                               f"within {timeout} s, got {taken}")
+            raise TimeoutError(
+                f"127.0.0.1:{port}: expected {count} connection attempts "
+                f"within {timeout} s, got {taken}"
+            )
 
 
 def finished_job(client: httpx.Client, job_id: str, timeout: float = 300.0) -> dict:
@@ -176,5 +192,3 @@ def finished_job(client: httpx.Client, job_id: str, timeout: float = 300.0) -> d
         if time.monotonic() > deadline:
             raise TimeoutError(f"job still running after {timeout} s: {job}")
         time.sleep(0.1)
-
-

@@ -35,20 +35,34 @@ def no_server_fault(ctx, response, case):
     `deadline_exceeded` to a request whose own `x-request-timeout` ran out (a deadline of
     0.0001 s that no search meets is the client's choice, not a fault of the server)."""
     asked = any(name.lower() == "x-request-timeout" for name in (case.headers or {}))
-    if asked and response.status_code == 504 and \
-            response.json()["error"]["code"] == "deadline_exceeded":
+    if (
+        asked
+        and response.status_code == 504
+        and response.json()["error"]["code"] == "deadline_exceeded"
+    ):
         return True
     return not_a_server_error(ctx, response, case)
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES_PER_ROUTE, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES_PER_ROUTE,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 def test_no_server_errors(case, server) -> None:
     case.call_and_validate(
-        base_url=server.url, headers=server.headers(), timeout=120,
-        checks=[no_server_fault, status_code_conformance, content_type_conformance,
-                response_schema_conformance])
+        base_url=server.url,
+        headers=server.headers(),
+        timeout=120,
+        checks=[
+            no_server_fault,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
+    )
 
 
 def test_the_server_serves_the_same_schema(server) -> None:

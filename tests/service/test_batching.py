@@ -43,8 +43,9 @@ def rows(first: int, n: int, length: int) -> list[list[int]]:
 async def with_batcher(body, *, capacity=64, batch_tokens=100, max_wait_s=0.01):
     recorder = Recorder()
     with ThreadPoolExecutor(1) as pool:
-        batcher = Batcher(recorder, pool, capacity=capacity, batch_tokens=batch_tokens,
-                          max_wait_s=max_wait_s)
+        batcher = Batcher(
+            recorder, pool, capacity=capacity, batch_tokens=batch_tokens, max_wait_s=max_wait_s
+        )
         task = asyncio.create_task(batcher.run())
         try:
             return await body(batcher, recorder)
@@ -63,8 +64,10 @@ def test_requests_are_grouped_by_token_budget_in_arrival_order() -> None:
         first = asyncio.create_task(batcher.encode(batcher.admit(1), rows(0, 1, 5)))
         await asyncio.sleep(0.05)
         sizes = [(3, 10), (2, 20), (1, 30), (4, 10), (1, 90)]  # (texts, tokens each)
-        tasks = [asyncio.create_task(batcher.encode(batcher.admit(n), rows(100 * (k + 1), n, t)))
-                 for k, (n, t) in enumerate(sizes)]
+        tasks = [
+            asyncio.create_task(batcher.encode(batcher.admit(n), rows(100 * (k + 1), n, t)))
+            for k, (n, t) in enumerate(sizes)
+        ]
         await asyncio.sleep(0.05)
         assert batcher.depth == sum(n for n, _ in sizes)
         recorder.gate.set()
@@ -134,6 +137,7 @@ def test_admission_refuses_what_cannot_meet_its_deadline() -> None:
 
 def test_admission_counts_the_call_in_progress() -> None:
     """With nothing queued, a long call in progress still delays the next request."""
+
     async def body(batcher: Batcher, recorder: Recorder):
         recorder.delay = 0.1
         await batcher.encode(batcher.admit(1), rows(1, 1, 50))  # measures about 500 tokens/s
@@ -244,8 +248,7 @@ def test_under_overload_admitted_requests_meet_their_deadline() -> None:
 
     async def main() -> list[str]:
         with ThreadPoolExecutor(1) as pool:
-            batcher = Batcher(SlowModel(), pool, capacity=1024, batch_tokens=512,
-                              max_wait_s=0.005)
+            batcher = Batcher(SlowModel(), pool, capacity=1024, batch_tokens=512, max_wait_s=0.005)
             task = asyncio.create_task(batcher.run())
             try:
                 return await asyncio.gather(*(client(batcher, k) for k in range(200)))
@@ -296,8 +299,9 @@ def test_fail_pending_answers_every_queued_request() -> None:
         recorder.gate.clear()
         busy = asyncio.create_task(batcher.encode(batcher.admit(1), rows(1, 1, 2)))
         await asyncio.sleep(0.05)
-        queued = [asyncio.create_task(batcher.encode(batcher.admit(1), rows(k, 1, 2)))
-                  for k in range(3)]
+        queued = [
+            asyncio.create_task(batcher.encode(batcher.admit(1), rows(k, 1, 2))) for k in range(3)
+        ]
         await asyncio.sleep(0)
         failed = batcher.fail_pending(RuntimeError("shutting down"))
         outcomes = await asyncio.gather(*queued, return_exceptions=True)

@@ -30,7 +30,7 @@ def test_docs_pages_load_everything_from_the_server(server, page: str) -> None:
             assert urlsplit(url).netloc == urlsplit(server.url).netloc, asset
             got = client.get(url)
             assert got.status_code == 200, asset
-            kind = CONTENT_TYPES[asset[asset.rindex("."):]]
+            kind = CONTENT_TYPES[asset[asset.rindex(".") :]]
             assert kind in got.headers["content-type"] and len(got.content) > 1000, asset
         assert client.get("/openapi.json").json()["info"]["title"] == "attnswitch"
         if page == "/docs":

@@ -36,10 +36,13 @@ def shared_client(server):
         yield c
 
 
-@pytest.mark.parametrize(("k", "mode"), [(1, "dense"), (3, "dense"), (100, "dense"),
-                                         (3, "hybrid"), (100, "hybrid"), (3, "keyword")])
-def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_dirs,
-                                           reference, k, mode) -> None:
+@pytest.mark.parametrize(
+    ("k", "mode"),
+    [(1, "dense"), (3, "dense"), (100, "dense"), (3, "hybrid"), (100, "hybrid"), (3, "keyword")],
+)
+def test_search_finds_what_the_cli_indexed(
+    shared_client, cli_indexed, service_dirs, reference, k, mode
+) -> None:
     r = shared_client.post("/v1/search", json={"query": QUERY, "k": k, "mode": mode})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -53,19 +56,22 @@ def test_search_finds_what_the_cli_indexed(shared_client, cli_indexed, service_d
         inside = Path(root).is_relative_to(jobs_root)
         return Path(root).relative_to(jobs_root).as_posix() if inside else Path(root).name
 
-    assert [(h["root"], h["source"], h["ordinal"]) for h in got] == \
-        [(shown(h.root), h.source, h.ordinal) for h in want]
+    assert [(h["root"], h["source"], h["ordinal"]) for h in got] == [
+        (shown(h.root), h.source, h.ordinal) for h in want
+    ]
     assert [h["rank"] for h in got] == list(range(1, len(want) + 1))
     for g, w in zip(got, want):
         assert abs(g["score"] - w.score) <= 1e-5 and g["text"] == w.text
     assert got[0]["root"] == cli_indexed.name  # outside the jobs root: its name only
     assert got[0]["path"] == got[0]["source"]  # relative to its root
     assert body["usage"]["prompt_tokens"] == (
-        0 if mode == "keyword" else len(reference.tokenize([QUERY])[0]))
+        0 if mode == "keyword" else len(reference.tokenize([QUERY])[0])
+    )
 
 
-def test_search_is_hybrid_by_default_and_refuses_an_unknown_mode(shared_client,
-                                                                 cli_indexed) -> None:
+def test_search_is_hybrid_by_default_and_refuses_an_unknown_mode(
+    shared_client, cli_indexed
+) -> None:
     plain = shared_client.post("/v1/search", json={"query": QUERY, "k": 5})
     hybrid = shared_client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": "hybrid"})
     assert plain.status_code == hybrid.status_code == 200
@@ -74,14 +80,14 @@ def test_search_is_hybrid_by_default_and_refuses_an_unknown_mode(shared_client,
     assert bad.status_code == 422 and "mode" in bad.text
 
 
-def test_search_takes_an_ann_beam_and_refuses_one_out_of_range(shared_client,
-                                                                cli_indexed) -> None:
+def test_search_takes_an_ann_beam_and_refuses_one_out_of_range(shared_client, cli_indexed) -> None:
     """This index is small enough to be searched exactly, so any beam gives the same hits;
     a beam outside 1..1000 is a 422 naming `ef`."""
     plain = shared_client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": "dense"})
     for ef in (1, 1000):
-        beamed = shared_client.post("/v1/search",
-                                    json={"query": QUERY, "k": 5, "mode": "dense", "ef": ef})
+        beamed = shared_client.post(
+            "/v1/search", json={"query": QUERY, "k": 5, "mode": "dense", "ef": ef}
+        )
         assert beamed.status_code == 200, beamed.text
         assert beamed.json()["data"] == plain.json()["data"]
     for ef in (0, 1001, 2.5, "64"):
@@ -90,9 +96,9 @@ def test_search_takes_an_ann_beam_and_refuses_one_out_of_range(shared_client,
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "keyword"])
-def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_indexed,
-                                                          service_dirs, reference,
-                                                          mode) -> None:
+def test_the_cli_the_api_and_python_give_one_result_shape(
+    shared_client, cli_indexed, service_dirs, reference, mode
+) -> None:
     """`/v1/search`, `attnswitch search --json` and `indexing.search.search` answer the same
     hits in the same shape (`indexing.search.Hit`): the same fields in the same order and
     the same values, but for `root`, which the service shows relative to its jobs root,
@@ -104,13 +110,17 @@ def test_the_cli_the_api_and_python_give_one_result_shape(shared_client, cli_ind
     wait_for_jobs(shared_client)
     api = shared_client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": mode})
     assert api.status_code == 200, api.text
-    done = CliRunner().invoke(app, ["search", QUERY, "-k", "5", "--mode", mode, "--db",
-                                    str(service_dirs["data"]), "--json"])
+    done = CliRunner().invoke(
+        app,
+        ["search", QUERY, "-k", "5", "--mode", mode, "--db", str(service_dirs["data"]), "--json"],
+    )
     assert done.exit_code == 0, done.output
     cli = json.loads(done.stdout)
     with SQLiteStore(service_dirs["data"]) as store:
-        python = [h.to_dict() for h in search(store, reference.encode([QUERY])[0], 5,
-                                              text=QUERY, mode=mode)]
+        python = [
+            h.to_dict()
+            for h in search(store, reference.encode([QUERY])[0], 5, text=QUERY, mode=mode)
+        ]
     assert len(python) == 5
     assert cli["object"] == api.json()["object"] == "list"
     for a, c, p in zip(api.json()["data"], cli["data"], python, strict=True):
@@ -149,7 +159,8 @@ def test_an_empty_index_without_jobs_says_to_index_with_the_cli(tmp_path) -> Non
                 assert error["code"] == "index_empty"
                 assert error["message"].startswith(
                     f"index: expected documents to search, got {got}: index a folder with "
-                    "`attnswitch run FOLDER`"), error
+                    "`attnswitch run FOLDER`"
+                ), error
                 assert "/v1/jobs" not in error["message"] and str(data) not in error["message"]
                 SQLiteStore(data).close()  # an index file with no documents
             assert client.post("/v1/jobs", json={"path": "x"}).status_code != 202
@@ -157,8 +168,9 @@ def test_an_empty_index_without_jobs_says_to_index_with_the_cli(tmp_path) -> Non
         srv.stop()
 
 
-def test_a_hit_carries_its_heading_path_and_location(shared_client, cli_indexed, service_dirs,
-                                                      reference) -> None:
+def test_a_hit_carries_its_heading_path_and_location(
+    shared_client, cli_indexed, service_dirs, reference
+) -> None:
     """`/v1/search` answers each hit's heading path and location, as the Python API does:
     a Markdown section under nested headings, and a PDF page."""
     from service_testing import CORPUS
@@ -166,15 +178,17 @@ def test_a_hit_carries_its_heading_path_and_location(shared_client, cli_indexed,
     wait_for_jobs(shared_client)
     root = service_dirs["base"] / "structured-docs"
     root.mkdir(exist_ok=True)
-    (root / "guide.md").write_text("# json\n\n## Basic Usage\n\nCall dumps to serialise a "
-                                   "Python object as a JSON formatted string.\n")
+    (root / "guide.md").write_text(
+        "# json\n\n## Basic Usage\n\nCall dumps to serialise a "
+        "Python object as a JSON formatted string.\n"
+    )
     (root / "release.pdf").write_bytes((CORPUS / "sqlite/copyright-release.pdf").read_bytes())
     with SQLiteStore(service_dirs["data"]) as store:
         assert run(root, store, RunOptions(), get_encoder=lambda: reference).indexed == 2
-    for query, want in (("dumps serialise JSON formatted string",
-                         ("guide.md", ["json", "Basic Usage"], {})),
-                        ("public domain dedication copyright release", ("release.pdf", [],
-                                                                        {"page": 1}))):
+    for query, want in (
+        ("dumps serialise JSON formatted string", ("guide.md", ["json", "Basic Usage"], {})),
+        ("public domain dedication copyright release", ("release.pdf", [], {"page": 1})),
+    ):
         r = shared_client.post("/v1/search", json={"query": query, "k": 1, "mode": "keyword"})
         assert r.status_code == 200, r.text
         (hit,) = r.json()["data"]
@@ -184,8 +198,7 @@ def test_a_hit_carries_its_heading_path_and_location(shared_client, cli_indexed,
         assert (local.heading_path, local.location) == (hit["heading_path"], hit["location"])
 
 
-def test_search_takes_a_filter_and_says_when_it_keeps_nothing(shared_client,
-                                                              cli_indexed) -> None:
+def test_search_takes_a_filter_and_says_when_it_keeps_nothing(shared_client, cli_indexed) -> None:
     """`filter` narrows the hits to the documents it keeps (k of them when k pass), and a
     filter that keeps no document answers no hit with a note saying so."""
     everything = shared_client.post("/v1/search", json={"query": QUERY, "k": 10})
@@ -193,26 +206,32 @@ def test_search_takes_a_filter_and_says_when_it_keeps_nothing(shared_client,
     paths = {h["path"] for h in everything.json()["data"]}
     assert len(paths) > 1
     keep = sorted(paths)[-1]
-    narrowed = shared_client.post("/v1/search", json={"query": QUERY, "k": 3,
-                                                      "filter": {"path": [keep]}})
+    narrowed = shared_client.post(
+        "/v1/search", json={"query": QUERY, "k": 3, "filter": {"path": [keep]}}
+    )
     assert narrowed.status_code == 200, narrowed.text
     hits = narrowed.json()["data"]
     assert hits and {h["path"] for h in hits} == {keep}
     assert narrowed.json()["note"] is None
-    none = shared_client.post("/v1/search", json={"query": QUERY,
-                                                  "filter": {"modified_before": "1990-01-01"}})
+    none = shared_client.post(
+        "/v1/search", json={"query": QUERY, "filter": {"modified_before": "1990-01-01"}}
+    )
     assert none.status_code == 200 and none.json()["data"] == []
     assert none.json()["note"] == "no document passes the filter"
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"query": QUERY, "filtre": {"type": "pdf"}}, "filtre"),
-    ({"query": QUERY, "filter": {"kind": "pdf"}}, "filter.kind"),
-    ({"query": QUERY, "filter": {"type": "pdff"}}, "filter.type"),
-    ({"query": QUERY, "filter": {"modified_after": "soon"}}, "filter.modified_after"),
-])
-def test_an_unknown_field_or_a_bad_filter_is_a_422_naming_it(shared_client, cli_indexed,
-                                                             body, param) -> None:
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"query": QUERY, "filtre": {"type": "pdf"}}, "filtre"),
+        ({"query": QUERY, "filter": {"kind": "pdf"}}, "filter.kind"),
+        ({"query": QUERY, "filter": {"type": "pdff"}}, "filter.type"),
+        ({"query": QUERY, "filter": {"modified_after": "soon"}}, "filter.modified_after"),
+    ],
+)
+def test_an_unknown_field_or_a_bad_filter_is_a_422_naming_it(
+    shared_client, cli_indexed, body, param
+) -> None:
     r = shared_client.post("/v1/search", json=body)
     assert r.status_code == 422, r.text
     error = r.json()["error"]
@@ -223,7 +242,9 @@ def test_every_request_schema_refuses_unknown_fields(shared_client) -> None:
     """The OpenAPI schema says so (`additionalProperties: false`) for every request body."""
     schemas = shared_client.get("/openapi.json").json()["components"]["schemas"]
     requests = [name for name in schemas if name.endswith("Request")]
-    assert {"SearchRequest", "EmbeddingRequest", "JobRequest", "SearchFilterRequest"} <= \
-        set(requests)
+    assert {"SearchRequest", "EmbeddingRequest", "JobRequest", "SearchFilterRequest"} <= set(
+        requests
+    )
     assert all(schemas[name].get("additionalProperties") is False for name in requests), {
-        name: schemas[name].get("additionalProperties") for name in requests}
+        name: schemas[name].get("additionalProperties") for name in requests
+    }

@@ -25,8 +25,7 @@ from attnswitch.indexing.location import open_store
 from attnswitch.jobs import jobs_table
 
 
-def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
-                                                                 tmp_path) -> None:
+def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location, tmp_path) -> None:
     assert len(DOCUMENTS) >= 20
     jobs_root = tmp_path / "jobs"
     folder = copy_corpus(jobs_root / "docs", DOCUMENTS)
@@ -60,8 +59,9 @@ def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
         with httpx.Client(base_url=second.url, timeout=120) as client:
             assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
             # a job that completed: cancelling it is refused, in one line
-            done = finished_job(client, client.post("/v1/jobs", json={"path": "small"}
-                                                    ).json()["id"])
+            done = finished_job(
+                client, client.post("/v1/jobs", json={"path": "small"}).json()["id"]
+            )
             assert done["status"] == "completed", done
             r = client.post(f"/v1/jobs/{done['id']}/cancel")
             assert r.status_code == 409 and r.json()["error"]["code"] == "job_finished"
@@ -72,8 +72,9 @@ def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
     assert committed(served_location, folder) == kept  # not resumed
 
 
-def test_a_job_waiting_to_be_resumed_is_cancelled_without_running(served_location,
-                                                                   tmp_path) -> None:
+def test_a_job_waiting_to_be_resumed_is_cancelled_without_running(
+    served_location, tmp_path
+) -> None:
     """Two jobs a stopped server left interrupted: the next server resumes them oldest first;
     the second, cancelled while it waits (or before the resume reads it), never runs."""
     from attnswitch.jobs.jobs_table import JobRecord
@@ -83,11 +84,19 @@ def test_a_job_waiting_to_be_resumed_is_cancelled_without_running(served_locatio
     waiting = copy_corpus(jobs_root / "small", SMALL[:1])
     with open_store(served_location) as store:
         for i, path in enumerate(("docs", "small")):
-            jobs_table.save(store, JobRecord(id=f"left{i}", path=path, status="interrupted",
-                                     created_at=100.0 + i, error="stopped", attempts=1,
-                                     resume=True))
-    srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root",
-                       str(jobs_root))
+            jobs_table.save(
+                store,
+                JobRecord(
+                    id=f"left{i}",
+                    path=path,
+                    status="interrupted",
+                    created_at=100.0 + i,
+                    error="stopped",
+                    attempts=1,
+                    resume=True,
+                ),
+            )
+    srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root", str(jobs_root))
     try:
         with httpx.Client(base_url=srv.url, timeout=120) as client:
             r = client.post("/v1/jobs/left1/cancel")

@@ -31,8 +31,9 @@ from attnswitch.jobs.run import RunOptions, run
 
 
 @pytest.mark.slow
-def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location, tmp_path,
-                                                                 reference) -> None:
+def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(
+    served_location, tmp_path, reference
+) -> None:
     assert len(DOCUMENTS) >= 20
     jobs_root = tmp_path / "jobs"
     folder = copy_corpus(jobs_root / "docs", DOCUMENTS)
@@ -76,7 +77,8 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(served_location
 
 @pytest.mark.slow
 def test_a_second_server_on_the_same_store_leaves_the_first_one_s_job_alone(
-        served_location, tmp_path) -> None:
+    served_location, tmp_path
+) -> None:
     """Two servers on one store: the second one starts while the first one's job runs. The
     running job holds the store's run lock, so the second server marks nothing interrupted
     and resumes nothing (it says so in its log), the job's row stays the first server's

@@ -39,6 +39,7 @@ def test_a_job_indexes_a_folder_and_reports_progress(client, service_dirs) -> No
     assert progress["chunks"] == summary["chunks_encoded"] > 0
     # the server was started with no --engine: its pick was not "forced by argument"
     from attnswitch.engines import explain_engine
+
     assert summary["engine_reason"] == explain_engine(None, "auto", "fp32").reason()
     assert summary["engine_reason"] != "forced by argument"
     assert client.get("/v1/jobs").json()["data"][0]["id"] == job["id"]
@@ -48,16 +49,19 @@ def test_a_job_indexes_a_folder_and_reports_progress(client, service_dirs) -> No
         assert store.root_counts(folder) == (len(LARGER), summary["chunks_stored"])
 
 
-@pytest.mark.parametrize("path, status, code", [
-    ("/", 403, "path_forbidden"),
-    ("..", 403, "path_forbidden"),
-    ("docs/../../..", 403, "path_forbidden"),
-    ("no-such-folder", 422, "not_a_folder"),
-    ("docs/postgresql/tutorial-start.html", 422, "not_a_folder"),
-    ("bad\u0000path", 422, "invalid_path"),
-    ("n" * 4000, 422, "not_a_folder"),  # longer than a file name may be
-    ("d/" * 3000, 422, "not_a_folder"),  # longer than a path may be
-])
+@pytest.mark.parametrize(
+    "path, status, code",
+    [
+        ("/", 403, "path_forbidden"),
+        ("..", 403, "path_forbidden"),
+        ("docs/../../..", 403, "path_forbidden"),
+        ("no-such-folder", 422, "not_a_folder"),
+        ("docs/postgresql/tutorial-start.html", 422, "not_a_folder"),
+        ("bad\u0000path", 422, "invalid_path"),
+        ("n" * 4000, 422, "not_a_folder"),  # longer than a file name may be
+        ("d/" * 3000, 422, "not_a_folder"),  # longer than a path may be
+    ],
+)
 def test_paths_outside_the_root_or_not_folders_are_refused(client, path, status, code) -> None:
     r = client.post("/v1/jobs", json={"path": path})
     assert r.status_code == status and r.json()["error"]["code"] == code
@@ -69,8 +73,7 @@ def test_unknown_job_is_404(client) -> None:
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])
-def test_a_job_waits_a_bounded_time_for_another_process_s_run(client, service_dirs,
-                                                              held_s) -> None:
+def test_a_job_waits_a_bounded_time_for_another_process_s_run(client, service_dirs, held_s) -> None:
     """A store locked by another process's run (issue 29): a new job waits for it up to
     `jobs.LOCK_WAIT_S`, so a run that ends meanwhile lets the job start (202); past that
     the job is refused with 409 `index_busy`, saying to retry."""

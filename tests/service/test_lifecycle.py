@@ -19,14 +19,16 @@ from attnswitch.indexing.store import SQLiteStore
 
 pytestmark = pytest.mark.xdist_group("service-lifecycle")
 IN_FLIGHT = 6
-SOURCES = tuple(sorted(str(p.relative_to(CORPUS)) for p in
-                       (CORPUS / "postgresql").glob("tutorial-*.html")))
+SOURCES = tuple(
+    sorted(str(p.relative_to(CORPUS)) for p in (CORPUS / "postgresql").glob("tutorial-*.html"))
+)
 
 
 def gauge(url: str, name: str) -> float:
     text = httpx.get(url + "/metrics", timeout=30).text
-    return next(float(line.split()[-1]) for line in text.splitlines()
-                if line.startswith(name + " "))
+    return next(
+        float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +39,20 @@ def warming(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lifecycle")
     jobs_root = tmp / "jobs"
     copy_corpus(jobs_root / "docs", SOURCES)
-    srv = start_server(tmp / "server", "--db", str(tmp / "data"), "--jobs-root",
-                       str(jobs_root), "--drain-timeout", "120", "--max-items", "16",
-                       "--request-timeout", "120", wait_ready=False)
+    srv = start_server(
+        tmp / "server",
+        "--db",
+        str(tmp / "data"),
+        "--jobs-root",
+        str(jobs_root),
+        "--drain-timeout",
+        "120",
+        "--max-items",
+        "16",
+        "--request-timeout",
+        "120",
+        wait_ready=False,
+    )
     early = httpx.post(srv.url + "/v1/embeddings", json={"input": "too early"}, timeout=30)
     seen = []
     deadline = time.monotonic() + 180
@@ -76,8 +89,9 @@ def test_sigterm_answers_requests_in_flight_and_stops_cleanly(warming) -> None:
 
         def send(i: int) -> None:
             try:
-                results[i] = httpx.post(srv.url + "/v1/embeddings", json={"input": texts},
-                                        timeout=300)
+                results[i] = httpx.post(
+                    srv.url + "/v1/embeddings", json={"input": texts}, timeout=300
+                )
             except Exception as exc:  # reported below
                 results[i] = exc
 
@@ -120,8 +134,14 @@ def test_sigterm_answers_requests_in_flight_and_stops_cleanly(warming) -> None:
 
 
 def test_a_failed_warm_up_keeps_readyz_at_503_with_the_reason(tmp_path) -> None:
-    srv = start_server(tmp_path / "server", "--db", str(tmp_path / "data"), "--model",
-                       str(tmp_path / "no-model-here"), wait_ready=False)
+    srv = start_server(
+        tmp_path / "server",
+        "--db",
+        str(tmp_path / "data"),
+        "--model",
+        str(tmp_path / "no-model-here"),
+        wait_ready=False,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.xdist_group("service")
 MAX_ERROR_BYTES = 1024
 
 
-def assert_error(r: httpx.Response, status: int, code: str | None = None,
-                 param: str | None = None) -> dict:
+def assert_error(
+    r: httpx.Response, status: int, code: str | None = None, param: str | None = None
+) -> dict:
     assert r.status_code == status, r.text[:300]
     assert r.headers["content-type"].startswith("application/json")
     assert len(r.content) <= MAX_ERROR_BYTES
@@ -47,8 +48,9 @@ def test_body_over_the_limit_sent_chunked(client) -> None:
             yield b"y" * 8192
         yield b'"}'
 
-    r = client.post("/v1/embeddings", content=chunks(),
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/embeddings", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert "content-length" not in r.request.headers
     assert_error(r, 413, "body_too_large", "body")
 
@@ -62,8 +64,10 @@ def test_body_just_under_the_limit_is_served(client) -> None:
 def test_too_many_texts(client) -> None:
     r = client.post("/v1/embeddings", json={"input": ["a"] * (LIMITS["max_items"] + 1)})
     assert_error(r, 422, "too_many_items", "input")
-    assert client.post("/v1/embeddings",
-                       json={"input": ["a"] * LIMITS["max_items"]}).status_code == 200
+    assert (
+        client.post("/v1/embeddings", json={"input": ["a"] * LIMITS["max_items"]}).status_code
+        == 200
+    )
 
 
 def test_long_text_is_truncated_by_default_and_refused_when_strict(client, reference) -> None:
@@ -75,15 +79,19 @@ def test_long_text_is_truncated_by_default_and_refused_when_strict(client, refer
     strict = client.post("/v1/embeddings", json={"input": ["short", text], "truncate": False})
     error = assert_error(strict, 422, "too_many_tokens", "input[1]")
     assert str(limit) in error["message"]
-    assert client.post("/v1/embeddings", json={"input": "short", "truncate": False}
-                       ).status_code == 200
+    assert (
+        client.post("/v1/embeddings", json={"input": "short", "truncate": False}).status_code == 200
+    )
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"input": ""}, "input"),
-    ({"input": []}, "input"),
-    ({"input": ["fine", "   "]}, "input[1]"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"input": ""}, "input"),
+        ({"input": []}, "input"),
+        ({"input": ["fine", "   "]}, "input[1]"),
+    ],
+)
 def test_empty_input_is_400(client, body, param) -> None:
     assert_error(client.post("/v1/embeddings", json=body), 400, "empty_input", param)
 
@@ -92,39 +100,54 @@ def test_empty_search_query_is_400(client) -> None:
     assert_error(client.post("/v1/search", json={"query": " "}), 400, "empty_input", "query")
 
 
-@pytest.mark.parametrize("body", [
-    {"input": 5},
-    {"input": [1, 2, 3]},
-    {"input": [["nested"]]},
-    {"input": "x", "encoding_format": "hex"},
-    {"input": "x", "truncate": "no"},
-    {"input": "x", "dimensions": "384"},
-    {},
-    [],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": 5},
+        {"input": [1, 2, 3]},
+        {"input": [["nested"]]},
+        {"input": "x", "encoding_format": "hex"},
+        {"input": "x", "truncate": "no"},
+        {"input": "x", "dimensions": "384"},
+        {},
+        [],
+    ],
+)
 def test_wrong_types_are_422(client, body) -> None:
     assert_error(client.post("/v1/embeddings", json=body), 422, "invalid_type")
 
 
-@pytest.mark.parametrize("path, body", [("/v1/search", {"query": "q", "k": 0}),
-                                        ("/v1/search", {"query": "q", "k": 1.5}),
-                                        ("/v1/search", {"query": 3}),
-                                        ("/v1/jobs", {"path": 7})])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/search", {"query": "q", "k": 0}),
+        ("/v1/search", {"query": "q", "k": 1.5}),
+        ("/v1/search", {"query": 3}),
+        ("/v1/jobs", {"path": 7}),
+    ],
+)
 def test_wrong_types_on_other_routes_are_422(client, path, body) -> None:
     assert_error(client.post(path, json=body), 422, "invalid_type")
 
 
-@pytest.mark.parametrize("body, param", [({"input": "a\ud800b"}, "input"),
-                                         ({"input": ["ok", "\udfff"]}, "input[1]")])
+@pytest.mark.parametrize(
+    "body, param", [({"input": "a\ud800b"}, "input"), ({"input": ["ok", "\udfff"]}, "input[1]")]
+)
 def test_unpaired_surrogates_are_422(client, body, param) -> None:
-    r = client.post("/v1/embeddings", content=json.dumps(body),  # ascii: escapes survive
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/embeddings",
+        content=json.dumps(body),  # ascii: escapes survive
+        headers={"content-type": "application/json"},
+    )
     assert_error(r, 422, "invalid_text", param)
 
 
 def test_invalid_json_is_400(client) -> None:
-    r = client.post("/v1/embeddings", content=b'{"input": ["unterminated',
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/embeddings",
+        content=b'{"input": ["unterminated',
+        headers={"content-type": "application/json"},
+    )
     assert_error(r, 400, "invalid_json", "body")
 
 
@@ -154,10 +177,12 @@ def test_full_queue_answers_429_at_once_with_retry_after(server) -> None:
     n = 3 * LIMITS["max_queue"] // LIMITS["max_items"] + 3
 
     async def flood() -> list[httpx.Response]:
-        async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
-                                     timeout=120) as c:
-            return await asyncio.gather(*(c.post("/v1/embeddings", json={"input": texts})
-                                          for _ in range(n)))
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=server.headers(), timeout=120
+        ) as c:
+            return await asyncio.gather(
+                *(c.post("/v1/embeddings", json={"input": texts}) for _ in range(n))
+            )
 
     responses = asyncio.run(flood())
     statuses = [r.status_code for r in responses]
@@ -170,12 +195,16 @@ def test_full_queue_answers_429_at_once_with_retry_after(server) -> None:
         error = assert_error(r, 429, "queue_full")
         assert "full queue" in error["message"] or "an answer within" in error["message"]
         assert int(r.headers["retry-after"]) >= 1
-        assert r.elapsed.total_seconds() < min(x.elapsed.total_seconds()
-                                               for x in responses if x.status_code == 200)
+        assert r.elapsed.total_seconds() < min(
+            x.elapsed.total_seconds() for x in responses if x.status_code == 200
+        )
 
 
 def test_passed_deadline_is_504(client) -> None:
-    r = client.post("/v1/embeddings", json={"input": ["slow enough " * 50] * 8},
-                    headers={"x-request-timeout": "0.001"})
+    r = client.post(
+        "/v1/embeddings",
+        json={"input": ["slow enough " * 50] * 8},
+        headers={"x-request-timeout": "0.001"},
+    )
     assert_error(r, 504, "deadline_exceeded")
     assert client.post("/v1/embeddings", json={"input": "after a timeout"}).status_code == 200

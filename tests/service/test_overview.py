@@ -32,8 +32,9 @@ def store(tmp_path: Path):
             if not doc.ok:
                 store.record_skip(doc)
                 continue
-            chunks = [ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10)
-                      for i in range(CHUNKS)]
+            chunks = [
+                ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10) for i in range(CHUNKS)
+            ]
             store.write_document(doc, chunks, rng.normal(size=(CHUNKS, 8)))
         yield store
 
@@ -42,10 +43,16 @@ def shown(path: str) -> str:
     return Path(path).name
 
 
-@pytest.mark.parametrize("ordinal, around, expected", [
-    (0, 2, [0, 1, 2]), (3, 2, [1, 2, 3, 4, 5]), (6, 2, [4, 5, 6]), (3, 0, [3]),
-    (2, 10, list(range(CHUNKS))),
-])
+@pytest.mark.parametrize(
+    "ordinal, around, expected",
+    [
+        (0, 2, [0, 1, 2]),
+        (3, 2, [1, 2, 3, 4, 5]),
+        (6, 2, [4, 5, 6]),
+        (3, 0, [3]),
+        (2, 10, list(range(CHUNKS))),
+    ],
+)
 def test_a_chunk_comes_with_its_neighbours(store, ordinal, around, expected) -> None:
     rows = store.document_chunks(store.status().roots[0], "b.txt")
     context = overview.chunk_context(store, shown, rows[ordinal].id, around)
@@ -61,13 +68,16 @@ def test_an_unknown_chunk_is_404(store) -> None:
     assert refused.value.status == 404 and refused.value.code == "chunk_not_found"
 
 
-@pytest.mark.parametrize("match, offset, limit, paths, total", [
-    ("", 0, 50, ["broken.pdf", "empty.txt"], 2),
-    ("PDF", 0, 50, ["broken.pdf"], 1),  # the file's name or its reason, any case
-    ("empty", 0, 50, ["empty.txt"], 1),
-    ("docs", 1, 1, ["empty.txt"], 2),  # the folder matches; the second page of one
-    ("nothing-like-this", 0, 50, [], 0),
-])
+@pytest.mark.parametrize(
+    "match, offset, limit, paths, total",
+    [
+        ("", 0, 50, ["broken.pdf", "empty.txt"], 2),
+        ("PDF", 0, 50, ["broken.pdf"], 1),  # the file's name or its reason, any case
+        ("empty", 0, 50, ["empty.txt"], 1),
+        ("docs", 1, 1, ["empty.txt"], 2),  # the folder matches; the second page of one
+        ("nothing-like-this", 0, 50, [], 0),
+    ],
+)
 def test_skipped_files_filter_and_page(store, match, offset, limit, paths, total) -> None:
     page = overview.skipped_files(store, shown, match, offset, limit)
     assert [row["path"] for row in page["data"]] == paths

@@ -16,8 +16,13 @@ import pytest
 from attnswitch.service.page import ASSETS, CONTENT_SECURITY_POLICY
 
 PAGES = {"/": "text/html", **{f"/ui/{name}": t.split(";")[0] for name, t in ASSETS.items()}}
-NEW_ROUTES = ("/v1/server", "/v1/index", "/v1/index/skipped", "/v1/chunks/1/context",
-              "/v1/hardware")
+NEW_ROUTES = (
+    "/v1/server",
+    "/v1/index",
+    "/v1/index/skipped",
+    "/v1/chunks/1/context",
+    "/v1/hardware",
+)
 
 
 class _Tags(html.parser.HTMLParser):
@@ -54,8 +59,9 @@ def test_the_policy_allows_this_origin_only() -> None:
     assert directives["default-src"] == "'none'"
     assert directives["script-src"] == "'self'"  # no inline script, no eval, no other origin
     assert directives["frame-ancestors"] == "'none'"
-    assert all("http" not in v and "*" not in v and "unsafe" not in v
-               for v in directives.values()), directives
+    assert all(
+        "http" not in v and "*" not in v and "unsafe" not in v for v in directives.values()
+    ), directives
 
 
 def test_the_html_has_no_inline_script_style_or_handler(server) -> None:
@@ -66,25 +72,40 @@ def test_the_html_has_no_inline_script_style_or_handler(server) -> None:
     assert parser.script_text.strip() == ""
     for tag, attrs in parser.tags:
         assert not [a for a in attrs if a.startswith("on") or a == "style"], (tag, attrs)
-    linked = {a.get("src") or a.get("href") for tag, a in parser.tags
-              if tag in ("script", "link")}
+    linked = {a.get("src") or a.get("href") for tag, a in parser.tags if tag in ("script", "link")}
     assert linked == {f"/ui/{name}" for name in ASSETS}, linked
     labelled = {a["for"] for tag, a in parser.tags if tag == "label" and "for" in a}
-    inputs = {a["id"] for tag, a in parser.tags
-              if tag == "input" and a.get("type") != "radio"}
+    inputs = {a["id"] for tag, a in parser.tags if tag == "input" and a.get("type") != "radio"}
     assert inputs <= labelled, inputs - labelled  # every box has its label
 
 
 def test_the_script_writes_no_html() -> None:
     """Text from the server only ever becomes text nodes: no HTML sink in the script."""
     script = resources.files("attnswitch.service").joinpath("ui", "app.js").read_text()
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
-                 "eval(", "new Function", "DOMParser", "createContextualFragment"):
+    for sink in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "DOMParser",
+        "createContextualFragment",
+    ):
         assert sink not in script, sink
 
 
-@pytest.mark.parametrize("path", ["/ui/index.html", "/ui/../page.py", "/ui/%2e%2e%2fpage.py",
-                                  "/ui/app.js.map", "/ui/", "/ui/APP.JS"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ui/index.html",
+        "/ui/../page.py",
+        "/ui/%2e%2e%2fpage.py",
+        "/ui/app.js.map",
+        "/ui/",
+        "/ui/APP.JS",
+    ],
+)
 def test_only_the_listed_assets_are_served(server, path) -> None:
     answer = httpx.get(server.url + path)
     assert answer.status_code == 404, (path, answer.text)
@@ -104,12 +125,19 @@ def test_server_says_what_serves(client) -> None:
     assert "/" not in body["model"]  # a name, never a folder of the server
 
 
-@pytest.mark.parametrize("query, status", [
-    ("/v1/chunks/1/context?around=11", 422), ("/v1/chunks/1/context?around=-1", 422),
-    ("/v1/chunks/abc/context", 422), ("/v1/chunks/987654321/context", 404),
-    ("/v1/index/skipped?limit=0", 422), ("/v1/index/skipped?limit=201", 422),
-    ("/v1/index/skipped?offset=-1", 422), ("/v1/index/skipped?match=" + "x" * 201, 422),
-])
+@pytest.mark.parametrize(
+    "query, status",
+    [
+        ("/v1/chunks/1/context?around=11", 422),
+        ("/v1/chunks/1/context?around=-1", 422),
+        ("/v1/chunks/abc/context", 422),
+        ("/v1/chunks/987654321/context", 404),
+        ("/v1/index/skipped?limit=0", 422),
+        ("/v1/index/skipped?limit=201", 422),
+        ("/v1/index/skipped?offset=-1", 422),
+        ("/v1/index/skipped?match=" + "x" * 201, 422),
+    ],
+)
 def test_bad_view_requests_get_one_line(client, query, status) -> None:
     answer = client.get(query)
     assert answer.status_code == status, answer.text

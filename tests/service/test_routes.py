@@ -18,10 +18,13 @@ import pytest
 
 pytestmark = pytest.mark.xdist_group("service")
 
-TEXTS = ["PostgreSQL is a relational database management system.",
-         "Attention is all you need.",
-         "ein kurzer deutscher Satz", "?",
-         "Tokens, tokens everywhere: " + "word " * 60]
+TEXTS = [
+    "PostgreSQL is a relational database management system.",
+    "Attention is all you need.",
+    "ein kurzer deutscher Satz",
+    "?",
+    "Tokens, tokens everywhere: " + "word " * 60,
+]
 
 
 def assert_same_vectors(got: np.ndarray, want: np.ndarray) -> None:
@@ -33,8 +36,9 @@ def assert_same_vectors(got: np.ndarray, want: np.ndarray) -> None:
 
 @pytest.fixture
 def oai(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=server.key, max_retries=0,
-                         timeout=120)
+    return openai.OpenAI(
+        base_url=server.url + "/v1", api_key=server.key, max_retries=0, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +52,7 @@ def test_openai_client_gets_the_engines_vectors(oai, reference, want, encoding_f
     response = oai.embeddings.create(input=TEXTS, model="anything", **kwargs)
     if encoding_format == "base64":  # the client leaves an explicit base64 undecoded
         import base64
+
         got = np.stack([np.frombuffer(base64.b64decode(d.embedding), "<f4") for d in response.data])
     else:
         got = np.array([d.embedding for d in response.data], dtype=np.float32)
@@ -77,8 +82,11 @@ def test_concurrent_clients_are_batched_and_get_their_own_vectors(server, refere
 
     def batches() -> float:
         metrics = httpx.get(server.url + "/metrics").text
-        return next(float(line.split()[-1]) for line in metrics.splitlines()
-                    if line.startswith("attnswitch_service_batches_total"))
+        return next(
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("attnswitch_service_batches_total")
+        )
 
     async def one(client: httpx.AsyncClient, text: str) -> np.ndarray:
         r = await client.post("/v1/embeddings", json={"input": [text]})
@@ -86,8 +94,9 @@ def test_concurrent_clients_are_batched_and_get_their_own_vectors(server, refere
         return np.array(r.json()["data"][0]["embedding"], np.float32)
 
     async def all_at_once() -> list[np.ndarray]:
-        async with httpx.AsyncClient(base_url=server.url, headers=server.headers(),
-                                     timeout=120) as client:
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=server.headers(), timeout=120
+        ) as client:
             return await asyncio.gather(*(one(client, t) for t in texts))
 
     before = batches()
@@ -100,9 +109,15 @@ def test_concurrent_clients_are_batched_and_get_their_own_vectors(server, refere
 def test_metrics_expose_service_and_attention_metrics(client, server) -> None:
     client.post("/v1/embeddings", json={"input": "count me"}).raise_for_status()
     text = httpx.get(server.url + "/metrics").text
-    for name in ("attnswitch_service_requests_total", "attnswitch_service_request_seconds",
-                 "attnswitch_service_tokens_total", "attnswitch_service_queue_depth",
-                 "attnswitch_service_memory_rss_bytes", "process_resident_memory_bytes",
-                 "attnswitch_attention_calls_total", "attnswitch_service_rejected_total"):
+    for name in (
+        "attnswitch_service_requests_total",
+        "attnswitch_service_request_seconds",
+        "attnswitch_service_tokens_total",
+        "attnswitch_service_queue_depth",
+        "attnswitch_service_memory_rss_bytes",
+        "process_resident_memory_bytes",
+        "attnswitch_attention_calls_total",
+        "attnswitch_service_rejected_total",
+    ):
         assert name in text, name
     assert 'route="/v1/embeddings"' in text

@@ -29,12 +29,10 @@ from attnswitch.jobs.run import RunOptions, run
 QUERY = "which rows does an update change, and how is a table joined to itself"
 
 
-def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
-                                                       reference) -> None:
+def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path, reference) -> None:
     jobs_root = tmp_path / "jobs"
     folder = copy_corpus(jobs_root / "docs", LARGER)
-    srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root",
-                       str(jobs_root))
+    srv = start_server(tmp_path / "server", "--db", served_location, "--jobs-root", str(jobs_root))
     try:
         with httpx.Client(base_url=srv.url, timeout=120) as client:
             started = client.post("/v1/jobs", json={"path": "docs"})
@@ -47,12 +45,12 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
                 for mode in ("dense", "hybrid", "keyword"):
                     r = client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": mode})
                     assert r.status_code == 200, r.text
-                    want = search(store, reference.encode([QUERY])[0], 5, text=QUERY,
-                                  mode=mode)
+                    want = search(store, reference.encode([QUERY])[0], 5, text=QUERY, mode=mode)
                     assert len(want) == 5
                     got = r.json()["data"]
-                    assert [(h["root"], h["source"], h["ordinal"]) for h in got] == \
-                        [("docs", h.source, h.ordinal) for h in want]
+                    assert [(h["root"], h["source"], h["ordinal"]) for h in got] == [
+                        ("docs", h.source, h.ordinal) for h in want
+                    ]
                     for g, w in zip(got, want):
                         assert g["score"] == pytest.approx(w.score, abs=1e-5)
                     assert served_location not in r.text
@@ -69,7 +67,8 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
 
 
 def test_a_search_while_postgres_restarts_is_503_and_the_next_one_succeeds(
-        pg_cluster, pg_url, tmp_path) -> None:
+    pg_cluster, pg_url, tmp_path
+) -> None:
     """PostgreSQL restarted under a running server (issue 29): a search while it is down
     answers 503 `index_unavailable` with a message (not the URL), embeddings stay up, and
     the first search after it is back answers as before, without restarting the service."""
@@ -79,8 +78,7 @@ def test_a_search_while_postgres_restarts_is_503_and_the_next_one_succeeds(
     query = {"query": QUERY, "k": 5, "mode": "hybrid"}
     try:
         with httpx.Client(base_url=srv.url, timeout=120) as client:
-            job = finished_job(client, client.post("/v1/jobs", json={"path": "docs"}
-                                                   ).json()["id"])
+            job = finished_job(client, client.post("/v1/jobs", json={"path": "docs"}).json()["id"])
             assert job["status"] == "completed", job
             before = client.post("/v1/search", json=query)
             assert before.status_code == 200, before.text
@@ -105,8 +103,9 @@ def test_a_search_while_postgres_restarts_is_503_and_the_next_one_succeeds(
 
 
 @pytest.mark.slow
-def test_a_job_outlives_a_postgres_restart_in_its_middle(pg_cluster, pg_url, tmp_path,
-                                                         reference) -> None:
+def test_a_job_outlives_a_postgres_restart_in_its_middle(
+    pg_cluster, pg_url, tmp_path, reference
+) -> None:
     """PostgreSQL restarted while a service job writes (issue 29): the job's store connection
     is opened again with backoff, the document whose transaction was lost is written again,
     and the job completes with the store equal to an uninterrupted run's."""

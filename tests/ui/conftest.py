@@ -35,15 +35,15 @@ def browser() -> Iterator[object]:
     with sync_playwright() as pw:
         # --no-sandbox: the suite runs as root in containers, where chromium's sandbox
         # cannot start
-        browser = pw.chromium.launch(executable_path=path, headless=True,
-                                     args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
         yield browser
         browser.close()
 
 
 @pytest.fixture(scope="module")
-def ui_server(tmp_path_factory: pytest.TempPathFactory, browser: object
-              ) -> Iterator[launch.ServerProcess]:
+def ui_server(
+    tmp_path_factory: pytest.TempPathFactory, browser: object
+) -> Iterator[launch.ServerProcess]:
     """A server with a key and a jobs root whose `docs/` folder is indexed (by a job)."""
     base = tmp_path_factory.mktemp("ui")
     jobs_root = make_jobs_root(base / "jobs")
@@ -51,11 +51,20 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, browser: object
     data.mkdir()
     keys = base / "keys.txt"
     keys.write_text(KEY + "\n")
-    srv = launch.start(base / "server", "--db", str(data), "--api-key-file", str(keys),
-                       "--jobs-root", str(jobs_root), timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        base / "server",
+        "--db",
+        str(data),
+        "--api-key-file",
+        str(keys),
+        "--jobs-root",
+        str(jobs_root),
+        timeout=STARTUP_TIMEOUT_S,
+    )
     try:
-        with httpx.Client(base_url=srv.url, timeout=60,
-                          headers={"Authorization": f"Bearer {KEY}"}) as client:
+        with httpx.Client(
+            base_url=srv.url, timeout=60, headers={"Authorization": f"Bearer {KEY}"}
+        ) as client:
             job = client.post("/v1/jobs", json={"path": "docs"}).json()
             deadline = time.monotonic() + STARTUP_TIMEOUT_S
             while job["status"] in ("queued", "running"):
@@ -117,13 +126,15 @@ def jobs_root(ui_server: launch.ServerProcess) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bare_server(tmp_path_factory: pytest.TempPathFactory, browser: object
-                ) -> Iterator[launch.ServerProcess]:
+def bare_server(
+    tmp_path_factory: pytest.TempPathFactory, browser: object
+) -> Iterator[launch.ServerProcess]:
     """A keyless server over an empty data folder, without jobs, returned as soon as it
     listens (still warming up)."""
     base = tmp_path_factory.mktemp("ui-bare")
-    srv = launch.start(base / "server", "--db", str(base / "data"), wait_ready=False,
-                       timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        base / "server", "--db", str(base / "data"), wait_ready=False, timeout=STARTUP_TIMEOUT_S
+    )
     try:
         yield srv
     finally:

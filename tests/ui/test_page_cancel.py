@@ -57,9 +57,11 @@ def test_a_job_cancelled_in_the_page_ends_cancelled_and_keeps_its_documents(ui, 
     assert cells[2] == "cancelled", cells
     assert cells[6].startswith("cancelled by a client; every document it committed is kept")
     assert cells[7] == "", cells  # no Cancel button on a finished job
-    page.wait_for_function("() => document.getElementById('job-status').textContent"
-                           ".endsWith(': cancelled; the documents it committed are kept.')",
-                           timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('job-status').textContent"
+        ".endsWith(': cancelled; the documents it committed are kept.')",
+        timeout=TIMEOUT_MS,
+    )
     kept = committed(data, folder)
     assert 2 <= kept < total, kept
     with open_store(data) as store:

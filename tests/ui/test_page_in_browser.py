@@ -20,8 +20,11 @@ TIMEOUT_MS = 30_000
 def search(page, query: str) -> list[str]:
     """Type `query` into the box (results come as you type); the paths of the hits."""
     page.fill("#q", query)
-    page.wait_for_function("q => document.getElementById('search-status').textContent"
-                           ".includes(q)", arg=query.strip(), timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "q => document.getElementById('search-status').textContent.includes(q)",
+        arg=query.strip(),
+        timeout=TIMEOUT_MS,
+    )
     return page.locator("#hits .path").all_inner_texts()
 
 
@@ -32,8 +35,11 @@ def test_search_shows_the_expected_file_first(ui):
     first = page.locator("#hits .hit").first
     assert "hybrid" in first.locator(".score").inner_text()
     # which lists of the hybrid search held it: "found by meaning (#n) and by its words (#m)"
-    assert re.fullmatch(r"found by meaning \(#\d+\)( and by its words \(#\d+\))?|found by "
-                        r"its words \(#\d+\)", first.locator(".found").inner_text())
+    assert re.fullmatch(
+        r"found by meaning \(#\d+\)( and by its words \(#\d+\))?|found by "
+        r"its words \(#\d+\)",
+        first.locator(".found").inner_text(),
+    )
     # the snippet is the passage at the query's words; each mark one of them (a suffix
     # allowed: "updates"), never a function word
     marked = {m.lower() for m in first.locator("mark").all_inner_texts()}
@@ -76,8 +82,11 @@ def test_modes_switch_and_the_url_keeps_them(ui):
     search(page, UPDATE_QUERY)
     for mode in ("dense", "keyword", "hybrid"):
         page.check(f'input[name="mode"][value="{mode}"]')
-        page.wait_for_function("m => document.getElementById('search-status').textContent"
-                               ".includes('(' + m + ')')", arg=mode, timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "m => document.getElementById('search-status').textContent.includes('(' + m + ')')",
+            arg=mode,
+            timeout=TIMEOUT_MS,
+        )
         scores = page.locator("#hits .score").all_inner_texts()
         assert scores and all(s.endswith(f"· {mode}") for s in scores), scores
         assert ("mode=" + mode in page.url) == (mode != "hybrid"), page.url
@@ -98,17 +107,23 @@ def test_a_shared_url_reloads_the_same_search(ui, new_page):
     assert again.locator("#hits .path").all_inner_texts() == first
 
 
-@pytest.mark.parametrize("query, sentence", [
-    ("", "Type a question or some words"),
-    ("   ", "Type a question or some words"),
-    ("qqqxyzzyword", "No result for “qqqxyzzyword” in keyword mode."),
-])
+@pytest.mark.parametrize(
+    "query, sentence",
+    [
+        ("", "Type a question or some words"),
+        ("   ", "Type a question or some words"),
+        ("qqqxyzzyword", "No result for “qqqxyzzyword” in keyword mode."),
+    ],
+)
 def test_plain_sentences_for_nothing_to_show(ui, query, sentence):
     page = ui.open("?mode=keyword")
     page.fill("#q", query)
     page.press("#q", "Enter")
-    page.wait_for_function("s => document.getElementById('search-status').textContent"
-                           ".includes(s)", arg=sentence, timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "s => document.getElementById('search-status').textContent.includes(s)",
+        arg=sentence,
+        timeout=TIMEOUT_MS,
+    )
     assert page.locator("#hits .hit").count() == 0
 
 
@@ -132,11 +147,15 @@ def test_search_by_keyboard_alone(ui):
     assert page.evaluate("document.activeElement.id") == "q"
     page.keyboard.type(UPDATE_QUERY)
     page.keyboard.press("Enter")
-    page.wait_for_function("q => document.getElementById('search-status').textContent"
-                           ".includes(q)", arg=UPDATE_QUERY, timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "q => document.getElementById('search-status').textContent.includes(q)",
+        arg=UPDATE_QUERY,
+        timeout=TIMEOUT_MS,
+    )
     page.keyboard.press("ArrowDown")
-    focused = lambda: page.evaluate("document.activeElement.closest('.hit')"  # noqa: E731
-                                    "?.querySelector('.path').textContent")
+    focused = lambda: page.evaluate(  # noqa: E731
+        "document.activeElement.closest('.hit')?.querySelector('.path').textContent"
+    )
     assert focused() == UPDATE_FILE
     page.keyboard.press("ArrowDown")
     second = page.locator("#hits .path").nth(1).inner_text()
@@ -151,8 +170,10 @@ def test_search_by_keyboard_alone(ui):
     # the mode radios are reachable and switch by keyboard
     page.focus('input[name="mode"][value="hybrid"]')
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => document.getElementById('search-status').textContent"
-                           ".includes('(dense)')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('search-status').textContent.includes('(dense)')",
+        timeout=TIMEOUT_MS,
+    )
 
 
 def test_the_index_page_shows_figures_and_skipped_files(ui):
@@ -165,15 +186,19 @@ def test_the_index_page_shows_figures_and_skipped_files(ui):
     rows = page.locator("#skipped tbody tr").all_inner_texts()
     assert len(rows) == 2 and any("empty.txt" in r for r in rows), rows
     page.fill("#skipped-filter", "pdf")
-    page.wait_for_function("() => document.querySelectorAll('#skipped tbody tr').length === 1",
-                           timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.querySelectorAll('#skipped tbody tr').length === 1", timeout=TIMEOUT_MS
+    )
     row = page.locator("#skipped tbody tr").inner_text()
     assert "broken.pdf" in row and "docs" in row
     reason = page.locator("#skipped tbody tr td").nth(2).inner_text()
     assert reason.strip(), row
     page.fill("#skipped-filter", "no-such-file-here")
-    page.wait_for_function("() => document.getElementById('skipped-status').textContent"
-                           ".startsWith('No skipped file matches')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('skipped-status').textContent"
+        ".startsWith('No skipped file matches')",
+        timeout=TIMEOUT_MS,
+    )
     runs = page.locator("#runs tbody tr").all_inner_texts()
     assert runs and "completed" in runs[-1] and "docs" in runs[-1], runs
     assert ui.errors == []
@@ -183,8 +208,10 @@ def test_a_job_started_in_the_page_is_watched_to_its_end(ui):
     page = ui.open("?page=jobs")
     page.fill("#job-path", "more")
     page.click("#job-form button[type=submit]")
-    page.wait_for_function("() => document.getElementById('job-status').textContent"
-                           ".includes('started on more')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('job-status').textContent.includes('started on more')",
+        timeout=TIMEOUT_MS,
+    )
     row = page.locator("#jobs tbody tr", has=page.locator("td", has_text=re.compile("^more$")))
     row.locator('[data-status="completed"]').wait_for(timeout=120_000)
     cells = row.locator("td").all_inner_texts()
@@ -193,8 +220,11 @@ def test_a_job_started_in_the_page_is_watched_to_its_end(ui):
     # a folder outside the root: refused, in one line
     page.fill("#job-path", "../..")
     page.click("#job-form button[type=submit]")
-    page.wait_for_function("() => document.getElementById('job-status').textContent"
-                           ".startsWith('The job was not started: path:')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('job-status').textContent"
+        ".startsWith('The job was not started: path:')",
+        timeout=TIMEOUT_MS,
+    )
 
 
 def test_the_hardware_page_shows_engines_backends_and_counters(ui):
@@ -212,8 +242,9 @@ def test_the_hardware_page_shows_engines_backends_and_counters(ui):
     states = backends.locator("td:nth-child(4)").all_inner_texts()
     assert all(re.match(r"passed|failed|never checked|not available", s) for s in states), states
     assert page.locator("#plans tbody tr").count() == 3
-    page.wait_for_function("() => document.querySelectorAll('#chart polyline').length === 2",
-                           timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.querySelectorAll('#chart polyline').length === 2", timeout=TIMEOUT_MS
+    )
     requests = page.locator("#counters div").first.inner_text()
     assert re.match(r"Requests\s+\d", requests), requests
     assert ui.errors == []
@@ -229,8 +260,10 @@ def test_without_a_key_only_the_key_form_shows(new_page):
     assert page.evaluate("document.activeElement.id") == "key"
     page.fill("#key", "not-the-key")
     page.press("#key", "Enter")
-    page.wait_for_function("() => document.getElementById('key-status').textContent"
-                           ".includes('not accepted')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('key-status').textContent.includes('not accepted')",
+        timeout=TIMEOUT_MS,
+    )
     assert page.locator("#page-index").is_hidden()
     from ui_testing import KEY
 
@@ -266,8 +299,12 @@ def test_colours_follow_the_system_scheme(new_page):
 def test_no_console_errors_on_any_page(ui):
     page = ui.open()
     search(page, UPDATE_QUERY)
-    for name, ready in (("Index", "#index-figures div"), ("Jobs", "#job-status"),
-                        ("Hardware", "#engines tbody tr"), ("Search", "#hits .hit")):
+    for name, ready in (
+        ("Index", "#index-figures div"),
+        ("Jobs", "#job-status"),
+        ("Hardware", "#engines tbody tr"),
+        ("Search", "#hits .hit"),
+    ):
         page.click(f"nav >> text={name}")
         page.wait_for_selector(ready, timeout=TIMEOUT_MS)
     page.wait_for_timeout(500)
@@ -281,17 +318,26 @@ def test_filters_narrow_the_hits_and_say_when_they_keep_nothing(ui):
     search(page, UPDATE_QUERY)
     page.click("#filters summary")
     page.fill("#f-path", "*window*")
-    page.wait_for_function("() => [...document.querySelectorAll('#hits .path')].length > 0 &&"
-                           " [...document.querySelectorAll('#hits .path')].every("
-                           "p => p.textContent.includes('window'))", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#hits .path')].length > 0 &&"
+        " [...document.querySelectorAll('#hits .path')].every("
+        "p => p.textContent.includes('window'))",
+        timeout=TIMEOUT_MS,
+    )
     assert "path=" in page.url and "window" in page.url
     page.fill("#f-path", "")
     page.fill("#f-type", "pdf")
-    page.wait_for_function("() => document.getElementById('search-status').textContent"
-                           ".includes('no document passes the filter')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('search-status').textContent"
+        ".includes('no document passes the filter')",
+        timeout=TIMEOUT_MS,
+    )
     assert page.locator("#hits .hit").count() == 0
     assert ui.errors == []
     page.fill("#f-type", "pdff")  # refused by the server (422), said on the page
-    page.wait_for_function("() => document.getElementById('search-status').textContent"
-                           ".includes('filter.type: expected')", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('search-status').textContent"
+        ".includes('filter.type: expected')",
+        timeout=TIMEOUT_MS,
+    )
     assert all("422" in e for e in ui.errors), ui.errors

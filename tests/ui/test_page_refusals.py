@@ -23,16 +23,25 @@ BUSY_SENTENCE = re.compile(r"^The server is busy; try again in \d+ seconds\.$")
 
 
 @pytest.fixture(scope="module")
-def strained(tmp_path_factory: pytest.TempPathFactory, browser: object
-             ) -> Iterator[launch.ServerProcess]:
+def strained(
+    tmp_path_factory: pytest.TempPathFactory, browser: object
+) -> Iterator[launch.ServerProcess]:
     """A keyless server with a queue of `QUEUE` texts over a data folder whose index file
     is not a database (what a disk error or a stray copy leaves)."""
     base = tmp_path_factory.mktemp("ui-strained")
     data = base / "data"
     data.mkdir()
     (data / "index.sqlite3").write_bytes(b"not an SQLite database, only bytes\n" * 64)
-    srv = launch.start(base / "server", "--db", str(data), "--max-queue", str(QUEUE),
-                       "--max-items", str(QUEUE), timeout=STARTUP_TIMEOUT_S)
+    srv = launch.start(
+        base / "server",
+        "--db",
+        str(data),
+        "--max-queue",
+        str(QUEUE),
+        "--max-items",
+        str(QUEUE),
+        timeout=STARTUP_TIMEOUT_S,
+    )
     try:
         yield srv
     finally:
@@ -54,8 +63,10 @@ def searched(page, query: str) -> str:
     """Search `query` now (Enter) and return the sentence the page shows for it."""
     page.fill("#q", query)
     page.press("#q", "Enter")
-    page.wait_for_function("() => document.getElementById('search-status').textContent "
-                           "!== 'Searching…'", timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "() => document.getElementById('search-status').textContent !== 'Searching…'",
+        timeout=TIMEOUT_MS,
+    )
     return page.locator("#search-status").inner_text()
 
 

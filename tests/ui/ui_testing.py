@@ -10,17 +10,23 @@ from pathlib import Path
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 # Indexed by the shared server before the tests: four PostgreSQL tutorial pages, a page
 # holding a script, an empty file and a broken PDF (the last two skipped, with reasons).
-DOCS = ("postgresql/tutorial-start.html", "postgresql/tutorial-window.html",
-        "postgresql/tutorial-update.html", "postgresql/tutorial-conclusion.html")
+DOCS = (
+    "postgresql/tutorial-start.html",
+    "postgresql/tutorial-window.html",
+    "postgresql/tutorial-update.html",
+    "postgresql/tutorial-conclusion.html",
+)
 # Indexed by a job the jobs test starts in the browser.
 MORE = ("python-tutorial/appetite.rst.txt",)
 KEY = "ui-test-key-5c2e"
 # A word found only in the file that holds a script; the script would set PWNED_FLAG.
 SCRIPT_WORD = "zanzibarquokka"
 PWNED_FLAG = "__attnswitchPwned"
-SCRIPT_TEXT = (f"<p>Notes on {SCRIPT_WORD} handling.</p>\n"
-               f"<script>window.{PWNED_FLAG} = true;</script>\n"
-               f"<img src=x onerror=\"window.{PWNED_FLAG} = true\"> the {SCRIPT_WORD} end\n")
+SCRIPT_TEXT = (
+    f"<p>Notes on {SCRIPT_WORD} handling.</p>\n"
+    f"<script>window.{PWNED_FLAG} = true;</script>\n"
+    f'<img src=x onerror="window.{PWNED_FLAG} = true"> the {SCRIPT_WORD} end\n'
+)
 STARTUP_TIMEOUT_S = 180.0
 
 

@@ -29,8 +29,9 @@ from typing import Annotated, Any
 try:
     import typer
 except ModuleNotFoundError as exc:  # a core install: the command line is the pipeline extra's
-    raise SystemExit("attnswitch: the command line needs the pipeline extra: "
-                     "pip install 'attnswitch[pipeline]'") from exc
+    raise SystemExit(
+        "attnswitch: the command line needs the pipeline extra: pip install 'attnswitch[pipeline]'"
+    ) from exc
 
 from attnswitch.cli.options import JsonOption
 from attnswitch.cli.output import print_json, rich_console
@@ -56,14 +57,21 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_print_version, is_eager=True,
-        help="Print attnswitch's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print attnswitch's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Options of the `attnswitch` command itself (before the command's name)."""
 
 
 # ---- shared helpers ----------------------------------------------------------------------
+
 
 def _fmt(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.3g}"
@@ -83,22 +91,37 @@ def _check_names(names: list[str]) -> None:
 
 # ---- conformance -------------------------------------------------------------------------
 
+
 @app.command()
 def conformance(
-    backend: Annotated[list[str] | None, typer.Option(
-        "--backend", "-b", help="Backend to check (repeatable). Default: every available one.",
-    )] = None,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend",
+            "-b",
+            help="Backend to check (repeatable). Default: every available one.",
+        ),
+    ] = None,
     quick: Annotated[bool, typer.Option(help="Run the short grid only.")] = False,
-    device: Annotated[str, typer.Option(
-        help="Where the arrays live: auto (each framework's default device), cpu, cuda, "
-        "cuda:N (torch), gpu, tpu (jax).",
-    )] = "auto",
-    show_declined: Annotated[bool, typer.Option(
-        help="List declined cases one per row instead of a count per backend.",
-    )] = False,
-    record: Annotated[bool, typer.Option(
-        help="Store a verdict per backend fingerprint (this quarantines or requalifies it).",
-    )] = True,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="Where the arrays live: auto (each framework's default device), cpu, cuda, "
+            "cuda:N (torch), gpu, tpu (jax).",
+        ),
+    ] = "auto",
+    show_declined: Annotated[
+        bool,
+        typer.Option(
+            help="List declined cases one per row instead of a count per backend.",
+        ),
+    ] = False,
+    record: Annotated[
+        bool,
+        typer.Option(
+            help="Store a verdict per backend fingerprint (this quarantines or requalifies it).",
+        ),
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Check backends against the float64 oracle and record their verdicts.
@@ -139,8 +162,9 @@ def _requalifying_cases(backend: Any, device: Any, cases: list[Any]) -> list[Any
     return [c for label in extra if (c := conf.case_by_label(label)) is not None]
 
 
-def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
-                         quick: bool = False) -> dict:
+def _conformance_backend(
+    name: str, cases: list[Any], device: str, record: bool, quick: bool = False
+) -> dict:
     """Run the grid on one backend; a report dict with every result and the verdict. A full
     run adds the cases of standing failures outside the grid (`_requalifying_cases`)."""
     from attnswitch.kernels import conformance as conf
@@ -148,9 +172,17 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
 
     b = registry.get(name)
     report: dict[str, Any] = {
-        "backend": name, "framework": b.framework, "device": None, "unavailable": None,
-        "verdict": None, "recorded": False, "passed": 0, "failed": 0, "errors": 0,
-        "declined": 0, "results": [],
+        "backend": name,
+        "framework": b.framework,
+        "device": None,
+        "unavailable": None,
+        "verdict": None,
+        "recorded": False,
+        "passed": 0,
+        "failed": 0,
+        "errors": 0,
+        "declined": 0,
+        "results": [],
     }
     if (why := b.unavailable()) is not None:
         report["unavailable"] = why
@@ -167,22 +199,30 @@ def _conformance_backend(name: str, cases: list[Any], device: str, record: bool,
         results = verdicts.run([name], cases, device=where, store=record)
     counts = Counter(r.status for r in results)
     report.update(
-        passed=counts[conf.PASSED], failed=counts[conf.FAILED], errors=counts[conf.ERROR],
+        passed=counts[conf.PASSED],
+        failed=counts[conf.FAILED],
+        errors=counts[conf.ERROR],
         declined=counts[conf.DECLINED],
     )
     if counts[conf.PASSED] + counts[conf.FAILED] + counts[conf.ERROR]:
         report["verdict"] = "pass" if not (counts[conf.FAILED] or counts[conf.ERROR]) else "fail"
         report["recorded"] = record
     report["results"] = [
-        {"case": r.case.label, "status": r.status, "error": r.error, "bound": r.bound,
-         "reasons": list(r.reasons)}
+        {
+            "case": r.case.label,
+            "status": r.status,
+            "error": r.error,
+            "bound": r.bound,
+            "reasons": list(r.reasons),
+        }
         for r in results
     ]
     return report
 
 
-_STYLE = MappingProxyType({"pass": "green", "fail": "bold red", "error": "bold red",
-                           "declined": "dim"})
+_STYLE = MappingProxyType(
+    {"pass": "green", "fail": "bold red", "error": "bold red", "declined": "dim"}
+)
 
 
 def _render_conformance(reports: list[dict], show_declined: bool) -> None:
@@ -190,9 +230,14 @@ def _render_conformance(reports: list[dict], show_declined: bool) -> None:
 
     console = rich_console()
     table = Table(title="Conformance against the float64 oracle", title_justify="left")
-    for col, kw in (("backend", {}), ("case", {}), ("error", {"justify": "right"}),
-                    ("bound", {"justify": "right"}), ("result", {}),
-                    ("note", {"overflow": "fold", "ratio": 1})):
+    for col, kw in (
+        ("backend", {}),
+        ("case", {}),
+        ("error", {"justify": "right"}),
+        ("bound", {"justify": "right"}),
+        ("result", {}),
+        ("note", {"overflow": "fold", "ratio": 1}),
+    ):
         table.add_column(col, **kw)
     for rep in reports:
         for r in rep["results"]:
@@ -200,8 +245,12 @@ def _render_conformance(reports: list[dict], show_declined: bool) -> None:
                 continue
             style = _STYLE.get(r["status"], "")
             table.add_row(
-                rep["backend"], r["case"], _fmt(r["error"]), _fmt(r["bound"]),
-                f"[{style}]{r['status']}[/]" if style else r["status"], "; ".join(r["reasons"]),
+                rep["backend"],
+                r["case"],
+                _fmt(r["error"]),
+                _fmt(r["bound"]),
+                f"[{style}]{r['status']}[/]" if style else r["status"],
+                "; ".join(r["reasons"]),
             )
     if table.row_count:
         console.print(table)
@@ -214,8 +263,13 @@ def _render_conformance(reports: list[dict], show_declined: bool) -> None:
         verdict = rep["verdict"] or ("unavailable" if rep["unavailable"] else "none")
         style = _STYLE.get(verdict, "dim")
         summary.add_row(
-            rep["backend"], rep["device"] or "-", str(rep["passed"]), str(rep["failed"]),
-            str(rep["errors"]), str(rep["declined"]), f"[{style}]{verdict}[/]",
+            rep["backend"],
+            rep["device"] or "-",
+            str(rep["passed"]),
+            str(rep["failed"]),
+            str(rep["errors"]),
+            str(rep["declined"]),
+            f"[{style}]{verdict}[/]",
             rep["unavailable"] or _summary_note(rep, show_declined),
         )
     console.print(summary)
@@ -239,15 +293,22 @@ def _summary_note(rep: dict, show_declined: bool) -> str:
 
 # ---- doctor ------------------------------------------------------------------------------
 
+
 @app.command()
 def doctor(
-    timing: Annotated[bool, typer.Option(
-        help="Time each available backend on a reference shape "
-        f"(B, S, H, D = {TIMING_SHAPE}, float32).",
-    )] = True,
-    timing_all: Annotated[bool, typer.Option(
-        help="Also time backends whose first call compiles for long.",
-    )] = False,
+    timing: Annotated[
+        bool,
+        typer.Option(
+            help="Time each available backend on a reference shape "
+            f"(B, S, H, D = {TIMING_SHAPE}, float32).",
+        ),
+    ] = True,
+    timing_all: Annotated[
+        bool,
+        typer.Option(
+            help="Also time backends whose first call compiles for long.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """What runs here: backends, verdicts, timings, the planner's choices, versions."""
@@ -267,13 +328,19 @@ def _render_engines(console: Any, engines: dict[str, Any]) -> None:
     for col in ("engine", "available", "auto", "detail"):
         table.add_column(col, overflow="fold")
     for e in engines["status"]:
-        table.add_row(e["name"], "yes" if e["available"] else f"no: {e['reason']}",
-                      _cell(e["auto"]), e["detail"])
+        table.add_row(
+            e["name"],
+            "yes" if e["available"] else f"no: {e['reason']}",
+            _cell(e["auto"]),
+            e["detail"],
+        )
     console.print(table)
     precision = engines.get("precision")
     if precision is None:
-        console.print("No precision plan recorded on this machine yet: `attnswitch engines` "
-                      "measures one (and `attnswitch run` does on first use).")
+        console.print(
+            "No precision plan recorded on this machine yet: `attnswitch engines` "
+            "measures one (and `attnswitch run` does on first use)."
+        )
     elif "error" in precision:
         console.print(f"precision plan: {precision['error']}")
     else:
@@ -284,19 +351,26 @@ def _render_engines(console: Any, engines: dict[str, Any]) -> None:
         else:
             _render_plan(console, plan)
     if not engines["plans"]:
-        console.print("No engine plan recorded on this machine yet: `attnswitch engines` "
-                      "measures one (and `attnswitch run` does on first use).")
+        console.print(
+            "No engine plan recorded on this machine yet: `attnswitch engines` "
+            "measures one (and `attnswitch run` does on first use)."
+        )
 
 
 @app.command("engines")
 def engines_command(
-    precision: Annotated[str, typer.Option(
-        help="auto (the measured pick: its plan is shown first), fp32, bf16 or int8.")] = "auto",
-    model: Annotated[str | None, typer.Option(
-        help="Model folder. Default: all-MiniLM-L6-v2.", show_default=False)] = None,
+    precision: Annotated[
+        str,
+        typer.Option(help="auto (the measured pick: its plan is shown first), fp32, bf16 or int8."),
+    ] = "auto",
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model folder. Default: all-MiniLM-L6-v2.", show_default=False),
+    ] = None,
     engine: Annotated[str, typer.Option(help="auto, or an engine's name.")] = "auto",
-    measure: Annotated[bool, typer.Option(
-        help="Measure when nothing is recorded for this machine.")] = True,
+    measure: Annotated[
+        bool, typer.Option(help="Measure when nothing is recorded for this machine.")
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Which engine encodes here, and why each other one does not.
@@ -316,25 +390,38 @@ def engines_command(
         precision_plan = None
         if precision == "auto":
             precision_plan = explain_precision(model, engine, measure=measure)
-        plan = None if precision == "auto" and precision_plan is None else explain_engine(
-            model, engine, precision if precision_plan is None else precision_plan.chosen,
-            measure=measure)
+        plan = (
+            None
+            if precision == "auto" and precision_plan is None
+            else explain_engine(
+                model,
+                engine,
+                precision if precision_plan is None else precision_plan.chosen,
+                measure=measure,
+            )
+        )
     except (EncodeInputError, ModelError) as exc:
         typer.echo(f"attnswitch engines: {exc}", err=True)
         if as_json:
             print_json({"error": str(exc)})
         raise typer.Exit(1) from None
     if plan is None:
-        message = (f"nothing recorded for {precision} on this machine: run `attnswitch "
-                   f"engines --precision {precision}` to measure")
+        message = (
+            f"nothing recorded for {precision} on this machine: run `attnswitch "
+            f"engines --precision {precision}` to measure"
+        )
         if as_json:
             print_json({"plan": None, "reason": message})
         else:
             typer.echo(message)
         return
     if as_json:
-        print_json({**plan.to_dict(), "precision_plan": None if precision_plan is None
-                    else precision_plan.to_dict()})
+        print_json(
+            {
+                **plan.to_dict(),
+                "precision_plan": None if precision_plan is None else precision_plan.to_dict(),
+            }
+        )
     else:
         if precision_plan is not None:
             _render_precision_plan(rich_console(), precision_plan.to_dict())
@@ -347,32 +434,51 @@ def _render_precision_plan(console: Any, plan: dict) -> None:
 
     from attnswitch.engines.autoprecision import AUTO_PARITY
 
-    table = Table(title=f"Precision plan: {plan['chosen']}", title_justify="left",
-                  caption=_plan_caption(plan), caption_justify="left")
-    for col, kw in (("precision", {}), ("engine", {}), ("chunks/s", {"justify": "right"}),
-                    ("min cosine", {"justify": "right"}), ("top-10", {"justify": "right"}),
-                    ("parity", {}), ("why not / what it ran", {"overflow": "fold"})):
+    table = Table(
+        title=f"Precision plan: {plan['chosen']}",
+        title_justify="left",
+        caption=_plan_caption(plan),
+        caption_justify="left",
+    )
+    for col, kw in (
+        ("precision", {}),
+        ("engine", {}),
+        ("chunks/s", {"justify": "right"}),
+        ("min cosine", {"justify": "right"}),
+        ("top-10", {"justify": "right"}),
+        ("parity", {}),
+        ("why not / what it ran", {"overflow": "fold"}),
+    ):
         table.add_column(col, **kw)
     for row in plan["rows"]:
         rate = "-" if row["chunks_per_s"] is None else f"{row['chunks_per_s']:.1f}"
         cos = "-" if row["min_cosine"] is None else f"{row['min_cosine']:.6f}"
         top = "-" if row["top10"] is None else f"{row['top10']:.0%}"
-        parity = ("-" if row["parity"] is None else
-                  f"{'yes' if row['parity'] else '[bold red]no[/]'} (>= {AUTO_PARITY}, "
-                  f"same top-10)")
-        name = row["precision"] + (" [green](pick)[/]" if row["precision"] == plan["chosen"]
-                                   else "")
+        parity = (
+            "-"
+            if row["parity"] is None
+            else f"{'yes' if row['parity'] else '[bold red]no[/]'} (>= {AUTO_PARITY}, same top-10)"
+        )
+        name = row["precision"] + (
+            " [green](pick)[/]" if row["precision"] == plan["chosen"] else ""
+        )
         note = plan["why_not"].get(row["precision"], "")
-        table.add_row(name, row["engine"] or "-", rate, cos, top, parity,
-                      "; ".join(x for x in (note, row["detail"]) if x))
+        table.add_row(
+            name,
+            row["engine"] or "-",
+            rate,
+            cos,
+            top,
+            parity,
+            "; ".join(x for x in (note, row["detail"]) if x),
+        )
     console.print(table)
 
 
 def _plan_caption(plan: dict) -> str:
     """A plan's reason, and what changed since the plan it replaced (`stale`), if any."""
     stale = plan.get("stale")
-    return plan["reason"] + (f"\nmeasured again, the recorded plan being {stale}"
-                             if stale else "")
+    return plan["reason"] + (f"\nmeasured again, the recorded plan being {stale}" if stale else "")
 
 
 def _render_plan(console: Any, plan: dict) -> None:
@@ -381,19 +487,29 @@ def _render_plan(console: Any, plan: dict) -> None:
 
     from attnswitch.engines.autopick import PARITY
 
-    table = Table(title=f"Engine plan ({plan['precision']}): {plan['chosen']}",
-                  title_justify="left", caption=_plan_caption(plan), caption_justify="left")
-    for col, kw in (("engine", {}), ("chunks/s", {"justify": "right"}),
-                    ("min cosine", {"justify": "right"}), ("parity", {}),
-                    ("why not / what it ran", {"overflow": "fold"})):
+    table = Table(
+        title=f"Engine plan ({plan['precision']}): {plan['chosen']}",
+        title_justify="left",
+        caption=_plan_caption(plan),
+        caption_justify="left",
+    )
+    for col, kw in (
+        ("engine", {}),
+        ("chunks/s", {"justify": "right"}),
+        ("min cosine", {"justify": "right"}),
+        ("parity", {}),
+        ("why not / what it ran", {"overflow": "fold"}),
+    ):
         table.add_column(col, **kw)
     why_not = plan["why_not"]
     for row in plan["rows"]:
         rate = "-" if row["chunks_per_s"] is None else f"{row['chunks_per_s']:.1f}"
         cos = "-" if row["min_cosine"] is None else f"{row['min_cosine']:.6f}"
-        parity = ("-" if row["parity"] is None else
-                  f"{'yes' if row['parity'] else '[bold red]no[/]'} "
-                  f"(>= {PARITY[plan['precision']]})")
+        parity = (
+            "-"
+            if row["parity"] is None
+            else f"{'yes' if row['parity'] else '[bold red]no[/]'} (>= {PARITY[plan['precision']]})"
+        )
         name = row["engine"] + (" [green](pick)[/]" if row["engine"] == plan["chosen"] else "")
         note = why_not.get(row["engine"], "")
         table.add_row(name, rate, cos, parity, "; ".join(x for x in (note, row["detail"]) if x))
@@ -412,6 +528,7 @@ def _cell(x: Any) -> str:
 
 # ---- doctor rendering --------------------------------------------------------------------
 
+
 def _render_doctor(report: dict) -> None:
     from rich.table import Table
 
@@ -423,10 +540,15 @@ def _render_doctor(report: dict) -> None:
     console.print(versions)
 
     table = Table(title="Backends", title_justify="left")
-    for col, kw in (("backend", {}), ("framework", {}), ("available", {"overflow": "fold"}),
-                    ("device", {}), ("verification", {"overflow": "fold", "ratio": 1}),
-                    ("median ms", {"justify": "right"}),
-                    ("note", {"overflow": "fold"})):
+    for col, kw in (
+        ("backend", {}),
+        ("framework", {}),
+        ("available", {"overflow": "fold"}),
+        ("device", {}),
+        ("verification", {"overflow": "fold", "ratio": 1}),
+        ("median ms", {"justify": "right"}),
+        ("note", {"overflow": "fold"}),
+    ):
         table.add_column(col, **kw)
     shape = "x".join(map(str, TIMING_SHAPE))
     for r in report["backends"]:
@@ -434,17 +556,24 @@ def _render_doctor(report: dict) -> None:
         style = {"pass": "green", "fail": "bold red"}.get(verdict, "dim")
         summary = r["verification"]["summary"] if r["verification"] else "-"
         table.add_row(
-            r["backend"], r["framework"],
+            r["backend"],
+            r["framework"],
             "yes" if r["available"] and not r["why"] else f"no: {r['why']}",
-            r["device"] or "-", f"[{style}]{summary}[/]",
-            "-" if r["median_ms"] is None else f"{r['median_ms']:.2f}", r["timing_note"] or "",
+            r["device"] or "-",
+            f"[{style}]{summary}[/]",
+            "-" if r["median_ms"] is None else f"{r['median_ms']:.2f}",
+            r["timing_note"] or "",
         )
-    table.caption = (f"verification policy: {report['verify']} (ATTNSWITCH_VERIFY); median ms: up "
-                     f"to {TIMING_REPEATS} calls on B,S,H,D = {shape} float32, after a warm-up")
+    table.caption = (
+        f"verification policy: {report['verify']} (ATTNSWITCH_VERIFY); median ms: up "
+        f"to {TIMING_REPEATS} calls on B,S,H,D = {shape} float32, after a warm-up"
+    )
     console.print(table)
 
-    plans = Table(title="Planner's choice for common calls (chosen, and what ordered it)",
-                  title_justify="left")
+    plans = Table(
+        title="Planner's choice for common calls (chosen, and what ordered it)",
+        title_justify="left",
+    )
     plans.add_column("call")
     frameworks = list(dict.fromkeys(fw for r in report["plans"] for fw in r["plans"]))
     for fw in frameworks:

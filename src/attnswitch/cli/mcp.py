@@ -29,40 +29,75 @@ from attnswitch.integrations.mcp_sessions import (
 
 def mcp_command(
     db: StoreOption = None,
-    allow_index: Annotated[list[Path] | None, typer.Option(
-        "--allow-index", help="Offer the index_folder tool for folders inside ROOT "
-        "(repeatable). Default: no indexing through MCP.", show_default=False,
-        parser=nonblank_path)] = None,
-    http: Annotated[bool, typer.Option(
-        "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+    allow_index: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-index",
+            help="Offer the index_folder tool for folders inside ROOT "
+            "(repeatable). Default: no indexing through MCP.",
+            show_default=False,
+            parser=nonblank_path,
+        ),
+    ] = None,
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http", help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio."
+        ),
     ] = False,
-    host: Annotated[str, typer.Option(
-        help="With --http: the address. A non-loopback address needs --api-key-file (or "
-        "--allow-no-auth).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="With --http: the port (0: any free port; the "
-                                      "address is printed on stderr).")] = 8765,
-    api_key_file: Annotated[Path | None, typer.Option(
-        help="With --http: bearer keys, as `attnswitch serve` reads them.",
-        show_default=False, parser=nonblank_path)] = None,
-    allow_no_auth: Annotated[bool, typer.Option(
-        "--allow-no-auth", help="With --http: serve a non-loopback address without keys.")
+    host: Annotated[
+        str,
+        typer.Option(
+            help="With --http: the address. A non-loopback address needs --api-key-file (or "
+            "--allow-no-auth)."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            help="With --http: the port (0: any free port; the address is printed on stderr)."
+        ),
+    ] = 8765,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --http: bearer keys, as `attnswitch serve` reads them.",
+            show_default=False,
+            parser=nonblank_path,
+        ),
+    ] = None,
+    allow_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--allow-no-auth", help="With --http: serve a non-loopback address without keys."
+        ),
     ] = False,
-    max_sessions: Annotated[int, typer.Option(
-        help=f"With --http: the most sessions open at once (1 to {MAX_SESSIONS_LIMIT:,}); a "
-        "client that starts another one meanwhile is answered 503 \"Too many open "
-        "sessions\", and the open ones go on.")] = DEFAULT_MAX_SESSIONS,
-    session_idle_minutes: Annotated[float, typer.Option(
-        help="With --http: minutes a session may go with no request in flight (no call, no "
-        "open event stream) before it is closed, freeing its place; its client then starts "
-        f"a new one. Above 0, at most {MAX_IDLE_MINUTES:g}.")] = DEFAULT_IDLE_MINUTES,
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            help=f"With --http: the most sessions open at once (1 to {MAX_SESSIONS_LIMIT:,}); a "
+            'client that starts another one meanwhile is answered 503 "Too many open '
+            'sessions", and the open ones go on.'
+        ),
+    ] = DEFAULT_MAX_SESSIONS,
+    session_idle_minutes: Annotated[
+        float,
+        typer.Option(
+            help="With --http: minutes a session may go with no request in flight (no call, no "
+            "open event stream) before it is closed, freeing its place; its client then starts "
+            f"a new one. Above 0, at most {MAX_IDLE_MINUTES:g}."
+        ),
+    ] = DEFAULT_IDLE_MINUTES,
 ) -> None:
     """Serve the index to MCP clients (assistants): tools search, get_document,
     index_status, and index_folder under --allow-index roots. stdio by default."""
     try:
         from attnswitch.integrations.mcp import build_server, run_http, run_stdio
     except ModuleNotFoundError as exc:
-        typer.echo(f"attnswitch mcp: expected the mcp extra (pip install "
-                   f"'attnswitch[mcp]'), got {exc}", err=True)
+        typer.echo(
+            f"attnswitch mcp: expected the mcp extra (pip install 'attnswitch[mcp]'), got {exc}",
+            err=True,
+        )
         raise typer.Exit(2) from None
     from attnswitch.service.auth import BindRefusedError, KeyFileError
 
@@ -72,8 +107,15 @@ def mcp_command(
         if not http:
             run_stdio(server)
             return
-        run_http(server, host, port, api_key_file=api_key_file, allow_no_auth=allow_no_auth,
-                 max_sessions=max_sessions, session_idle_minutes=session_idle_minutes)
+        run_http(
+            server,
+            host,
+            port,
+            api_key_file=api_key_file,
+            allow_no_auth=allow_no_auth,
+            max_sessions=max_sessions,
+            session_idle_minutes=session_idle_minutes,
+        )
     except (ValueError, BindRefusedError, KeyFileError) as exc:
         typer.echo(f"attnswitch mcp: {exc}", err=True)
         raise typer.Exit(2) from None

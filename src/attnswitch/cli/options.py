@@ -26,21 +26,36 @@ def nonblank_path(value: str | Path) -> Path:
     return Path(value)
 
 
-DbOption = Annotated[Path | None, typer.Option(
-    "--db", help="Data folder of the index (default ./.attnswitch/), or the index file "
-    "itself (an existing file, or a new path with a suffix such as x.db).", show_default=False,
-    parser=nonblank_path)]
-StoreOption = Annotated[str | None, typer.Option(
-    "--db", help="Data folder of the index (default ./.attnswitch/), or a PostgreSQL "
-    "server with pgvector: postgresql://USER@HOST/DB.", metavar="DIR|URL",
-    show_default=False, parser=nonblank_location)]
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="Data folder of the index (default ./.attnswitch/), or the index file "
+        "itself (an existing file, or a new path with a suffix such as x.db).",
+        show_default=False,
+        parser=nonblank_path,
+    ),
+]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Data folder of the index (default ./.attnswitch/), or a PostgreSQL "
+        "server with pgvector: postgresql://USER@HOST/DB.",
+        metavar="DIR|URL",
+        show_default=False,
+        parser=nonblank_location,
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
-ENGINE_HELP = ("auto: the fastest engine measured on this machine whose vectors match torch "
-               "float32 (measured on first use, remembered; `attnswitch doctor` shows it); or "
-               "one by name: torch, jax, openvino, onnxruntime, or a plug-in's. "
-               "$ATTNSWITCH_ENGINE names one for auto.")
+ENGINE_HELP = (
+    "auto: the fastest engine measured on this machine whose vectors match torch "
+    "float32 (measured on first use, remembered; `attnswitch doctor` shows it); or "
+    "one by name: torch, jax, openvino, onnxruntime, or a plug-in's. "
+    "$ATTNSWITCH_ENGINE names one for auto."
+)
 EngineOption = Annotated[str, typer.Option(help=ENGINE_HELP)]
 
 
@@ -51,13 +66,18 @@ class Precision(str, enum.Enum):
     int8 = "int8"
 
 
-OcrLanguagesOption = Annotated[str | None, typer.Option(
-    "--ocr-languages", metavar="LANGS",
-    help="Tesseract language packs OCR reads with: eng+deu, or eng,deu. Default: the system "
-    "locale's language and English, those installed. A page in a script none of them reads "
-    "(found by Tesseract's OSD, the osd pack) is read with its script's installed packs, or "
-    "listed with the Debian package to install (tesseract-ocr-kor, ...).",
-    show_default=False)]
+OcrLanguagesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ocr-languages",
+        metavar="LANGS",
+        help="Tesseract language packs OCR reads with: eng+deu, or eng,deu. Default: the system "
+        "locale's language and English, those installed. A page in a script none of them reads "
+        "(found by Tesseract's OSD, the osd pack) is read with its script's installed packs, or "
+        "listed with the Debian package to install (tesseract-ocr-kor, ...).",
+        show_default=False,
+    ),
+]
 
 
 def ocr_languages_error(value: str) -> str | None:
@@ -75,8 +95,10 @@ def ocr_languages_error(value: str) -> str | None:
             parse_languages(value, "--ocr-languages")
         except ValueError as bad:
             return str(bad)
-        return (f"--ocr-languages: expected language packs of Tesseract, got {value!r}, and "
-                f"{exc} (Debian: tesseract-ocr)")
+        return (
+            f"--ocr-languages: expected language packs of Tesseract, got {value!r}, and "
+            f"{exc} (Debian: tesseract-ocr)"
+        )
     try:
         check_installed(value, installed, "--ocr-languages")
     except ValueError as exc:
@@ -84,22 +106,40 @@ def ocr_languages_error(value: str) -> str | None:
     return None
 
 
-IncludeOption = Annotated[list[str] | None, typer.Option(
-    "--include", help="Index only the files this glob matches (gitignore syntax, below the "
-    "folder: '*.pdf', 'docs/**'); repeatable. Kept with the index: later runs and watch "
-    "apply the same rules until new ones are given.", show_default=False)]
-ExcludeOption = Annotated[list[str] | None, typer.Option(
-    "--exclude", help="Leave out the files and folders this glob matches (gitignore "
-    "syntax); repeatable; kept with the index.", show_default=False)]
-GitignoreOption = Annotated[bool | None, typer.Option(
-    "--gitignore/--no-gitignore", help="Honour the .gitignore and .ignore files found in the "
-    "folder; kept with the index. System folders (recycle bins, lost+found, node_modules, "
-    "__pycache__, ...) are never walked; hidden ones only with hidden files.",
-    show_default=False)]
+IncludeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--include",
+        help="Index only the files this glob matches (gitignore syntax, below the "
+        "folder: '*.pdf', 'docs/**'); repeatable. Kept with the index: later runs and watch "
+        "apply the same rules until new ones are given.",
+        show_default=False,
+    ),
+]
+ExcludeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        help="Leave out the files and folders this glob matches (gitignore "
+        "syntax); repeatable; kept with the index.",
+        show_default=False,
+    ),
+]
+GitignoreOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--gitignore/--no-gitignore",
+        help="Honour the .gitignore and .ignore files found in the "
+        "folder; kept with the index. System folders (recycle bins, lost+found, node_modules, "
+        "__pycache__, ...) are never walked; hidden ones only with hidden files.",
+        show_default=False,
+    ),
+]
 
 
-def file_rules(include: list[str] | None, exclude: list[str] | None,
-               gitignore: bool | None) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
+def file_rules(
+    include: list[str] | None, exclude: list[str] | None, gitignore: bool | None
+) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
     """The file rules the options give, as (include, exclude, gitignore), or None when none
     was given (the rules stored with the index apply)."""
     if not include and not exclude and gitignore is None:

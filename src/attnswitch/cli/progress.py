@@ -107,8 +107,11 @@ def columns_for(width: int) -> list[Any]:
 
     stage = TextColumn("{task.description}", table_column=Column(width=13, no_wrap=True))
     counters = TextColumn("{task.fields[counters]}", table_column=Column(no_wrap=True))
-    info = TextColumn("{task.fields[info]}", style="dim",
-                      table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
+    info = TextColumn(
+        "{task.fields[info]}",
+        style="dim",
+        table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+    )
     eta = TimeRemainingColumn(compact=True, elapsed_when_finished=True)
     rate = _rich_classes()[0]()
     if width < WITH_BAR:
@@ -165,11 +168,16 @@ class ProgressBar(_Notes):
         from attnswitch.cli.output import rich_console
 
         console = self._console or rich_console(stderr=True)
-        self._bar = _rich_classes()[1](console=console, transient=False, expand=True,
-                                       **({"get_time": self._clock} if self._clock else {}))
+        self._bar = _rich_classes()[1](
+            console=console,
+            transient=False,
+            expand=True,
+            **({"get_time": self._clock} if self._clock else {}),
+        )
         self._bar.start()
-        self._run = self._bar.add_task("starting", total=None, counters="", info="",
-                                       bytes=True, visible=False)
+        self._run = self._bar.add_task(
+            "starting", total=None, counters="", info="", bytes=True, visible=False
+        )
         return self
 
     def renderable(self) -> Any:
@@ -185,22 +193,36 @@ class ProgressBar(_Notes):
         if p.stage == "scanning" and not p.files_total:
             return  # nothing to count yet (the engine is being chosen)
         width = self._bar.console.width
-        info = (f"chunks {p.chunks:,}  {_num(p.tokens_per_s) if p.tokens else '-'} tok/s"
-                if width >= WIDE else "")
+        info = (
+            f"chunks {p.chunks:,}  {_num(p.tokens_per_s) if p.tokens else '-'} tok/s"
+            if width >= WIDE
+            else ""
+        )
         self._bar.update(
-            self._run, description=p.stage, total=max(p.bytes_total, 1),
+            self._run,
+            description=p.stage,
+            total=max(p.bytes_total, 1),
             completed=p.bytes_done if p.bytes_total else 1,
-            counters=("files " if width >= WITH_BAR else "") + files_text(p), info=info,
-            visible=True)
+            counters=("files " if width >= WITH_BAR else "") + files_text(p),
+            info=info,
+            visible=True,
+        )
 
     def _update_measure(self, p: Any) -> None:
         if self._measure is None:
-            self._measure = self._bar.add_task(MEASURING_TEXT, total=p.measure_total,
-                                               counters="", info="", bytes=False)
+            self._measure = self._bar.add_task(
+                MEASURING_TEXT, total=p.measure_total, counters="", info="", bytes=False
+            )
         task = self._measure
         if _measuring(p):  # a step lasts seconds: drawn now, not at the next refresh
-            self._bar.update(task, total=p.measure_total, completed=p.measure_done,
-                             info=p.measure_step, visible=True, refresh=True)
+            self._bar.update(
+                task,
+                total=p.measure_total,
+                completed=p.measure_done,
+                info=p.measure_step,
+                visible=True,
+                refresh=True,
+            )
             return
         if self._bar.tasks[task].visible:
             elapsed = self._bar.tasks[task].elapsed or 0.0
@@ -228,8 +250,7 @@ class ProgressLines(_Notes):
         self._started = time.monotonic()
         self._measure_started: float | None = None
         self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, name="attnswitch-progress",
-                                        daemon=True)
+        self._ticker = threading.Thread(target=self._tick, name="attnswitch-progress", daemon=True)
 
     def __enter__(self) -> ProgressLines:
         self._ticker.start()
@@ -243,8 +264,10 @@ class ProgressLines(_Notes):
             spent = now - (self._measure_started or now)
             left = _left_s(p, spent)
             eta = "" if left is None else f", about {left:.0f} s left"
-            return (f"attnswitch run: {MEASURING_TEXT}: {p.measure_step} "
-                    f"({p.measure_done / p.measure_total:.0%}{eta}), {elapsed}")
+            return (
+                f"attnswitch run: {MEASURING_TEXT}: {p.measure_step} "
+                f"({p.measure_done / p.measure_total:.0%}{eta}), {elapsed}"
+            )
         share = f" ({p.bytes_done / p.bytes_total:.0%} of bytes)" if p.bytes_total else ""
         return f"attnswitch run: {p.stage}: {run_detail(p)}{share}, {elapsed}"
 

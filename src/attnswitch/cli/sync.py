@@ -42,8 +42,9 @@ from attnswitch.cli.output import jsonable, print_json, rich_console, terminal_t
 
 
 def forget_command(
-    path: Annotated[Path, typer.Argument(help="A file or folder of an indexed folder.",
-                                         parser=nonblank_path)],
+    path: Annotated[
+        Path, typer.Argument(help="A file or folder of an indexed folder.", parser=nonblank_path)
+    ],
     db: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -53,14 +54,19 @@ def forget_command(
     from attnswitch.indexing.forget import NotIndexedError, forget
 
     location = store_location(db)
-    with _store_errors("forget", location, as_json), \
-            _open_store(location, "forget", as_json, existing=True) as store:
+    with (
+        _store_errors("forget", location, as_json),
+        _open_store(location, "forget", as_json, existing=True) as store,
+    ):
         try:
             done = forget(path, store)
         except NotIndexedError as exc:
             raise _fail("forget", str(exc), as_json) from None
-    report = {"path": done.path, "documents": done.documents,
-              "removed": [{"root": r, "documents": n} for r, n in done.removed.items()]}
+    report = {
+        "path": done.path,
+        "documents": done.documents,
+        "removed": [{"root": r, "documents": n} for r, n in done.removed.items()],
+    }
     if as_json:
         print_json(report)
     else:
@@ -68,31 +74,54 @@ def forget_command(
 
 
 def watch_command(
-    path: Annotated[Path, typer.Argument(help="Folder to index and follow (recursively).",
-                                         show_default=False, parser=nonblank_path,
-                                         metavar="FOLDER")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder to index and follow (recursively).",
+            show_default=False,
+            parser=nonblank_path,
+            metavar="FOLDER",
+        ),
+    ],
     db: StoreOption = None,
-    model: Annotated[str | None, typer.Option(
-        help="Model folder, for a new index (an existing one keeps its own).",
-        show_default=False)] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model folder, for a new index (an existing one keeps its own).",
+            show_default=False,
+        ),
+    ] = None,
     engine: EngineOption = "auto",
-    max_tokens: Annotated[int | None, typer.Option(
-        help="Text tokens per chunk, for a new index. Default: the model's limit.",
-        show_default=False)] = None,
-    overlap: Annotated[int, typer.Option(
-        help="Tokens shared by neighbouring chunks (windows only), for a new index.")] = 32,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Text tokens per chunk, for a new index. Default: the model's limit.",
+            show_default=False,
+        ),
+    ] = None,
+    overlap: Annotated[
+        int,
+        typer.Option(help="Tokens shared by neighbouring chunks (windows only), for a new index."),
+    ] = 32,
     max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
     include: IncludeOption = None,
     exclude: ExcludeOption = None,
     gitignore: GitignoreOption = None,
-    ocr: Annotated[bool, typer.Option(
-        help="Recognise scanned PDF pages and images with Tesseract.")] = True,
+    ocr: Annotated[
+        bool, typer.Option(help="Recognise scanned PDF pages and images with Tesseract.")
+    ] = True,
     ocr_languages: OcrLanguagesOption = None,
-    read_workers: Annotated[int | None, typer.Option(
-        min=0, help="Processes reading files beside the encoder. Default: half the CPUs.",
-        show_default=False)] = None,
-    debounce_ms: Annotated[int, typer.Option(
-        min=1, help="Milliseconds a batch of changes is gathered for.")] = 1600,
+    read_workers: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Processes reading files beside the encoder. Default: half the CPUs.",
+            show_default=False,
+        ),
+    ] = None,
+    debounce_ms: Annotated[
+        int, typer.Option(min=1, help="Milliseconds a batch of changes is gathered for.")
+    ] = 1600,
     as_json: JsonOption = False,
 ) -> None:
     """Index a folder, then keep the index current as its files are added, changed, moved
@@ -111,11 +140,19 @@ def watch_command(
     from attnswitch.errors import AttnswitchError
     from attnswitch.jobs.watch import options_of_index, watch
 
-    options = _run_options(as_json, "watch", model=model, engine=engine,
-                           max_tokens=max_tokens, overlap=overlap,
-                           max_bytes=max(1, int(max_mb * 2**20)), ocr=ocr,
-                           ocr_languages=ocr_languages, read_workers=read_workers,
-                           rules=file_rules(include, exclude, gitignore))
+    options = _run_options(
+        as_json,
+        "watch",
+        model=model,
+        engine=engine,
+        max_tokens=max_tokens,
+        overlap=overlap,
+        max_bytes=max(1, int(max_mb * 2**20)),
+        ocr=ocr,
+        ocr_languages=ocr_languages,
+        read_workers=read_workers,
+        rules=file_rules(include, exclude, gitignore),
+    )
     _check_folder(path, as_json)
 
     def report(summary: Any, changes: set) -> None:
@@ -123,27 +160,38 @@ def watch_command(
             typer.echo(json.dumps(jsonable(summary.to_dict()), default=str))  # a line each
             return
         s = summary
-        typer.echo(f"{time.strftime('%H:%M:%S')} {s.new} new, {s.changed} changed, "
-                   f"{s.moved} moved, {s.deleted} deleted, {s.copied} copies, "
-                   f"{s.skipped} skipped; {s.chunks_encoded:,} chunks encoded "
-                   f"({s.chunks_reused:,} reused); {s.indexed:,} documents indexed")
+        typer.echo(
+            f"{time.strftime('%H:%M:%S')} {s.new} new, {s.changed} changed, "
+            f"{s.moved} moved, {s.deleted} deleted, {s.copied} copies, "
+            f"{s.skipped} skipped; {s.chunks_encoded:,} chunks encoded "
+            f"({s.chunks_reused:,} reused); {s.indexed:,} documents indexed"
+        )
 
     def waiting(reason: str, line: str) -> None:
         if as_json:
-            typer.echo(json.dumps({"status": "waiting", "waiting_for": reason,
-                                   "message": line}))
+            typer.echo(json.dumps({"status": "waiting", "waiting_for": reason, "message": line}))
             return
-        rich_console().print(f"{time.strftime('%H:%M:%S')} {terminal_text(line)}",
-                             soft_wrap=True, highlight=False)
+        rich_console().print(
+            f"{time.strftime('%H:%M:%S')} {terminal_text(line)}", soft_wrap=True, highlight=False
+        )
 
     location = store_location(db)
     stop = threading.Event()
-    with _store_errors("watch", location, as_json), \
-            _open_store(location, "watch", as_json) as store, _stopped_by_sigterm(stop):
+    with (
+        _store_errors("watch", location, as_json),
+        _open_store(location, "watch", as_json) as store,
+        _stopped_by_sigterm(stop),
+    ):
         try:
-            watch(path, store, options_of_index(store, options),
-                  stop_event=stop, on_batch=report, on_wait=waiting,
-                  debounce_ms=debounce_ms)
+            watch(
+                path,
+                store,
+                options_of_index(store, options),
+                stop_event=stop,
+                on_batch=report,
+                on_wait=waiting,
+                debounce_ms=debounce_ms,
+            )
         except KeyboardInterrupt:
             raise _fail("watch", "interrupted", as_json, 130) from None
         except AttnswitchError as exc:

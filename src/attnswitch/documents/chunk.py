@@ -96,7 +96,9 @@ def heading_label(path: Sequence[str]) -> str:
     return HEADING_SEPARATOR.join(path)
 
 
-def chunk_text(text: str, tokenizer: Any, *, max_tokens: int = 254, overlap: int = 32) -> list[Chunk]:
+def chunk_text(
+    text: str, tokenizer: Any, *, max_tokens: int = 254, overlap: int = 32
+) -> list[Chunk]:
     """Split `text` into overlapping token windows.
 
     tokenizer: a `tokenizers.Tokenizer` (its `encode(text, add_special_tokens=False)` gives
@@ -106,7 +108,9 @@ def chunk_text(text: str, tokenizer: Any, *, max_tokens: int = 254, overlap: int
     if max_tokens < 1:
         raise ConfigError(f"max_tokens: expected >= 1, got {max_tokens}")
     if not 0 <= overlap < max_tokens:
-        raise ConfigError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), got {overlap}")
+        raise ConfigError(
+            f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), got {overlap}"
+        )
     if not text.strip():
         return []
     enc = tokenizer.encode(text, add_special_tokens=False)
@@ -134,9 +138,17 @@ def chunk_text(text: str, tokenizer: Any, *, max_tokens: int = 254, overlap: int
     return chunks
 
 
-def chunk_document(text: str, blocks: Sequence[Block], tokenizer: Any, *,
-                   chunking: str = "blocks", max_tokens: int = 254, overlap: int = 32,
-                   embed_headings: bool = False, block_overlap: int = 0) -> list[Chunk]:
+def chunk_document(
+    text: str,
+    blocks: Sequence[Block],
+    tokenizer: Any,
+    *,
+    chunking: str = "blocks",
+    max_tokens: int = 254,
+    overlap: int = 32,
+    embed_headings: bool = False,
+    block_overlap: int = 0,
+) -> list[Chunk]:
     """The chunks of a document whose text is `text` and blocks `blocks` (its text is
     the blocks' texts joined by blank lines), by `chunking` ("blocks" or "windows");
     with no blocks, `text` is one paragraph. `overlap` is the windows' and
@@ -146,12 +158,21 @@ def chunk_document(text: str, blocks: Sequence[Block], tokenizer: Any, *,
     if not blocks and text.strip():
         blocks = (Block(BlockKind.PARAGRAPH, text),)
     if chunking == "blocks":
-        return chunk_blocks(blocks, tokenizer, max_tokens=max_tokens,
-                            embed_headings=embed_headings, overlap=block_overlap)
+        return chunk_blocks(
+            blocks,
+            tokenizer,
+            max_tokens=max_tokens,
+            embed_headings=embed_headings,
+            overlap=block_overlap,
+        )
     # With the heading path embedded, every window leaves the most room a prefix may take.
     room = int(MAX_PREFIX_SHARE * max_tokens) if embed_headings else 0
-    windows = chunk_text(BLOCK_SEPARATOR.join(b.text for b in blocks), tokenizer,
-                         max_tokens=max_tokens - room, overlap=min(overlap, max_tokens - room - 1))
+    windows = chunk_text(
+        BLOCK_SEPARATOR.join(b.text for b in blocks),
+        tokenizer,
+        max_tokens=max_tokens - room,
+        overlap=min(overlap, max_tokens - room - 1),
+    )
     return _placed(windows, blocks, tokenizer, max_tokens if embed_headings else 0)
 
 
@@ -165,8 +186,14 @@ class _Piece:
     n_tokens: int
 
 
-def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 254,
-                 embed_headings: bool = False, overlap: int = 0) -> list[Chunk]:
+def chunk_blocks(
+    blocks: Sequence[Block],
+    tokenizer: Any,
+    *,
+    max_tokens: int = 254,
+    embed_headings: bool = False,
+    overlap: int = 0,
+) -> list[Chunk]:
     """Chunks built from `blocks` (see the module doc); character spans are in the
     blocks' texts joined by blank lines. `overlap` > 0: a chunk that continues a section
     starts with the last whole pieces (sentences, lines or short paragraphs) of the chunk
@@ -175,8 +202,9 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
     if max_tokens < 1:
         raise ValueError(f"max_tokens: expected >= 1, got {max_tokens}")
     if not 0 <= overlap < max_tokens:
-        raise ValueError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
-                         f"got {overlap}")
+        raise ValueError(
+            f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), got {overlap}"
+        )
     offsets = _offsets(blocks)
     joined = BLOCK_SEPARATOR.join(b.text for b in blocks)
     counts = _token_counts([b.text for b in blocks], tokenizer)
@@ -186,8 +214,9 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
         budget = max_tokens - (_count(prefix, tokenizer) if prefix else 0)
         run = _Run(budget, overlap)
 
-        def close(run: _Run = run, path: tuple[str, ...] = path, prefix: str = prefix,
-                  carry: bool = False) -> None:
+        def close(
+            run: _Run = run, path: tuple[str, ...] = path, prefix: str = prefix, carry: bool = False
+        ) -> None:
             if run.fresh():
                 chunks.append(_chunk(len(chunks), run.pieces, blocks, joined, path, prefix))
             run.restart(carry)
@@ -197,8 +226,7 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
             whole = _Piece(block.text, start, start + len(block.text), counts[i])
             if _records(block):  # rows of a table with a header: chunks of their own
                 close()
-                chunks += _table_chunks(len(chunks), block, start, path, prefix, budget,
-                                        tokenizer)
+                chunks += _table_chunks(len(chunks), block, start, path, prefix, budget, tokenizer)
                 continue
             if whole.n_tokens <= budget:
                 if not run.fits(whole):
@@ -211,8 +239,7 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
                 close(carry=True)
             if block.kind is BlockKind.TABLE and block.rows:
                 close()
-                chunks += _table_chunks(len(chunks), block, start, path, prefix, budget,
-                                        tokenizer)
+                chunks += _table_chunks(len(chunks), block, start, path, prefix, budget, tokenizer)
                 continue
             for piece in _split(block, start, budget, tokenizer):
                 if not run.fits(piece):
@@ -220,8 +247,7 @@ def chunk_blocks(blocks: Sequence[Block], tokenizer: Any, *, max_tokens: int = 2
                 run.add(i, piece)
         close()
     kept = [c for c in chunks if c.text.strip()]
-    return [c if c.ordinal == i else dataclasses.replace(c, ordinal=i)
-            for i, c in enumerate(kept)]
+    return [c if c.ordinal == i else dataclasses.replace(c, ordinal=i) for i, c in enumerate(kept)]
 
 
 class _Run:
@@ -360,13 +386,26 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _chunk(ordinal: int, run: list[tuple[int, _Piece]], blocks: Sequence[Block], joined: str,
-           path: tuple[str, ...], prefix: str) -> Chunk:
+def _chunk(
+    ordinal: int,
+    run: list[tuple[int, _Piece]],
+    blocks: Sequence[Block],
+    joined: str,
+    path: tuple[str, ...],
+    prefix: str,
+) -> Chunk:
     """A chunk of the pieces in `run` (consecutive in the document's text `joined`)."""
     first, last = run[0][1], run[-1][1]
-    return Chunk(ordinal, joined[first.start:last.end], first.start, last.end,
-                 sum(p.n_tokens for _, p in run), path,
-                 _span([blocks[i].location for i, _ in run]), prefix)
+    return Chunk(
+        ordinal,
+        joined[first.start : last.end],
+        first.start,
+        last.end,
+        sum(p.n_tokens for _, p in run),
+        path,
+        _span([blocks[i].location for i, _ in run]),
+        prefix,
+    )
 
 
 def _span(locations: list[Location]) -> Location:
@@ -391,12 +430,24 @@ def record(header: Sequence[str], row: Sequence[str]) -> str:
 def _records(block: Block) -> bool:
     """Whether `block` is a table chunked as records: it has a header row and two
     columns or more."""
-    return (block.kind is BlockKind.TABLE and block.header and bool(block.rows)
-            and len(block.rows[0]) > 1 and len(block.rows) > 1)
+    return (
+        block.kind is BlockKind.TABLE
+        and block.header
+        and bool(block.rows)
+        and len(block.rows[0]) > 1
+        and len(block.rows) > 1
+    )
 
 
-def _table_chunks(ordinal: int, block: Block, start: int, path: tuple[str, ...], prefix: str,
-                  budget: int, tokenizer: Any) -> list[Chunk]:
+def _table_chunks(
+    ordinal: int,
+    block: Block,
+    start: int,
+    path: tuple[str, ...],
+    prefix: str,
+    budget: int,
+    tokenizer: Any,
+) -> list[Chunk]:
     """A table cut by rows. A table with a header (`_records`): chunks of at most
     `ROWS_PER_CHUNK` rows, each row a `record` ("header: value" pairs), as many as fit.
     Other tables (longer than the window): each chunk as many tab-separated rows as fit."""
@@ -436,17 +487,33 @@ def _table_chunks(ordinal: int, block: Block, start: int, path: tuple[str, ...],
                 text = w.text if header is None else header + "\n" + w.text
                 whole = exact and not as_records  # a window's span only in the row itself
                 s = start + (row_starts[k0] + (w.start if whole else 0) if exact else 0)
-                e = start + (row_starts[k0] + (w.end if whole else len(rows[k0]))
-                             if exact else len(block.text))
-                chunks.append(Chunk(ordinal + len(chunks), text, s, e, head_n + w.n_tokens,
-                                    path, _rows(block.location, i, i), prefix))
+                e = start + (
+                    row_starts[k0] + (w.end if whole else len(rows[k0]))
+                    if exact
+                    else len(block.text)
+                )
+                chunks.append(
+                    Chunk(
+                        ordinal + len(chunks),
+                        text,
+                        s,
+                        e,
+                        head_n + w.n_tokens,
+                        path,
+                        _rows(block.location, i, i),
+                        prefix,
+                    )
+                )
             i = j
             continue
         text = "\n".join(part) if header is None else "\n".join([header, *part])
         s = start + (row_starts[k0] if exact else 0)
         e = start + (row_starts[k1] + len(rows[k1]) if exact else len(block.text))
-        chunks.append(Chunk(ordinal + len(chunks), text, s, e, n, path,
-                            _rows(block.location, i, j - 1), prefix))
+        chunks.append(
+            Chunk(
+                ordinal + len(chunks), text, s, e, n, path, _rows(block.location, i, j - 1), prefix
+            )
+        )
         i = j
     return chunks
 
@@ -457,12 +524,20 @@ def _rows(location: Location, first: int, last: int) -> Location:
     if location.rows is None:
         return location
     base = location.rows[0]
-    return Location(location.page, location.page_end, location.slide, location.sheet,
-                    (base + first, base + last), location.part, location.cell)
+    return Location(
+        location.page,
+        location.page_end,
+        location.slide,
+        location.sheet,
+        (base + first, base + last),
+        location.part,
+        location.cell,
+    )
 
 
-def _placed(windows: list[Chunk], blocks: Sequence[Block], tokenizer: Any,
-            prefix_of: int) -> list[Chunk]:
+def _placed(
+    windows: list[Chunk], blocks: Sequence[Block], tokenizer: Any, prefix_of: int
+) -> list[Chunk]:
     """Fixed windows given the heading path of the block each starts in and the
     location span of the blocks each overlaps; `prefix_of`: the window the embedded
     heading path is sized for (0: not embedded)."""
@@ -477,6 +552,16 @@ def _placed(windows: list[Chunk], blocks: Sequence[Block], tokenizer: Any,
         last = max(bisect.bisect_right(offsets, max(w.end - 1, w.start)) - 1, first)
         path = paths[first] if blocks else ()
         prefix = _prefix(path, tokenizer, prefix_of) if prefix_of else ""
-        out.append(Chunk(w.ordinal, w.text, w.start, w.end, w.n_tokens, path,
-                         _span([b.location for b in blocks[first:last + 1]]), prefix))
+        out.append(
+            Chunk(
+                w.ordinal,
+                w.text,
+                w.start,
+                w.end,
+                w.n_tokens,
+                path,
+                _span([b.location for b in blocks[first : last + 1]]),
+                prefix,
+            )
+        )
     return out

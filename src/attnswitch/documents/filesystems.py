@@ -13,10 +13,31 @@ from __future__ import annotations
 import os
 
 # The types whose files are the kernel's, not stored documents (as `recollindex` skips).
-PSEUDO_TYPES = frozenset({
-    "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs",
-    "securityfs", "mqueue", "pstore", "bpf", "configfs", "fusectl", "hugetlbfs",
-    "binfmt_misc", "autofs", "efivarfs", "selinuxfs", "rpc_pipefs", "nsfs"})
+PSEUDO_TYPES = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devtmpfs",
+        "devpts",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "mqueue",
+        "pstore",
+        "bpf",
+        "configfs",
+        "fusectl",
+        "hugetlbfs",
+        "binfmt_misc",
+        "autofs",
+        "efivarfs",
+        "selinuxfs",
+        "rpc_pipefs",
+        "nsfs",
+    }
+)
 MOUNTINFO = "/proc/self/mountinfo"
 
 

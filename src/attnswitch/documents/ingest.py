@@ -160,9 +160,14 @@ class Document:
         return f"{self.skip.value}: {self.detail}" if self.detail else self.skip.value
 
 
-def scan(root: str | os.PathLike, *, include_hidden: bool = False,
-         max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None,
-         rules: FileRules | None = None) -> list[SourceFile]:
+def scan(
+    root: str | os.PathLike,
+    *,
+    include_hidden: bool = False,
+    max_depth: int = MAX_DEPTH,
+    root_id: tuple[int, int] | None = None,
+    rules: FileRules | None = None,
+) -> list[SourceFile]:
     """Every file under `root` that `rules` (`rules.FileRules`; None: the defaults, every
     file but those in system folders) keep, recursively, in deterministic order.
 
@@ -185,8 +190,10 @@ def scan(root: str | os.PathLike, *, include_hidden: bool = False,
         base = Path(os.path.realpath(root))
         root_fd = _open_beneath(_open_dir("/", None), base.parts[1:], _DIR_FLAGS)
     except OSError as exc:
-        raise NotADirectoryError(f"root: expected a folder, got {_shown_path(root)!r} "
-                                 f"({exc.strerror or type(exc).__name__})") from None
+        raise NotADirectoryError(
+            f"root: expected a folder, got {_shown_path(root)!r} "
+            f"({exc.strerror or type(exc).__name__})"
+        ) from None
     try:
         st = os.fstat(root_fd)
         if not stat.S_ISDIR(st.st_mode):
@@ -196,10 +203,19 @@ def scan(root: str | os.PathLike, *, include_hidden: bool = False,
         check_root_filesystem(base, st.st_dev, pseudo)
         pinned = (st.st_dev, st.st_ino)
         if root_id is not None and pinned != tuple(root_id):
-            raise NotADirectoryError(f"root: expected the folder checked before, got "
-                                     f"another at {_shown_path(base)!r} (it was replaced)")
-        return _walk(root_fd, base, pinned, include_hidden, max_depth, pseudo,
-                     (rules or FileRules()).walker())
+            raise NotADirectoryError(
+                f"root: expected the folder checked before, got "
+                f"another at {_shown_path(base)!r} (it was replaced)"
+            )
+        return _walk(
+            root_fd,
+            base,
+            pinned,
+            include_hidden,
+            max_depth,
+            pseudo,
+            (rules or FileRules()).walker(),
+        )
     finally:
         os.close(root_fd)
 
@@ -237,9 +253,14 @@ class WalkedFolder:
         return self.walker.listed(f"{self.rel}/{shown}" if self.rel else shown)
 
 
-def walked_folders(root: str | os.PathLike, *, include_hidden: bool = False,
-                   max_depth: int = MAX_DEPTH, root_id: tuple[int, int] | None = None,
-                   rules: FileRules | None = None) -> list[WalkedFolder]:
+def walked_folders(
+    root: str | os.PathLike,
+    *,
+    include_hidden: bool = False,
+    max_depth: int = MAX_DEPTH,
+    root_id: tuple[int, int] | None = None,
+    rules: FileRules | None = None,
+) -> list[WalkedFolder]:
     """The folders `scan(root, ...)` with the same arguments enters, the root first, in the
     walk's order: what a watcher of the root must watch, each one alone (not recursively).
 
@@ -251,8 +272,7 @@ def walked_folders(root: str | os.PathLike, *, include_hidden: bool = False,
     `scan` does for an unusable root (`NotADirectoryError`)."""
     recorder = _FolderRecorder(rules or FileRules())
     base = Path(os.path.realpath(root))
-    scan(base, include_hidden=include_hidden, max_depth=max_depth, root_id=root_id,
-         rules=recorder)  # type: ignore[arg-type]  # a FileRules whose walker() records
+    scan(base, include_hidden=include_hidden, max_depth=max_depth, root_id=root_id, rules=recorder)  # type: ignore[arg-type]  # a FileRules whose walker() records
     template = Walker(recorder.rules)
     real = {"": [base]}
     out = []
@@ -298,8 +318,9 @@ class RootNameError(AttnswitchError, NotADirectoryError, ValueError):
     """The root's path is not valid UTF-8: the store could not record it."""
 
 
-def check_root_filesystem(path: str | os.PathLike, device: int | None = None,
-                          pseudo: dict[int, str] | None = None) -> None:
+def check_root_filesystem(
+    path: str | os.PathLike, device: int | None = None, pseudo: dict[int, str] | None = None
+) -> None:
     """Refuse a root on a pseudo filesystem (`filesystems.PSEUDO_TYPES`: /proc, /sys, ...)
     with `NotADirectoryError` naming its type. `device`: the root's `st_dev` (stat'ed when
     None); `pseudo`: the mount table's pseudo devices (read when None)."""
@@ -308,7 +329,8 @@ def check_root_filesystem(path: str | os.PathLike, device: int | None = None,
     if device in pseudo:
         raise NotADirectoryError(
             f"root: expected a folder of documents, got {_shown_path(path)!r} on a "
-            f"{pseudo[device]} pseudo filesystem (the kernel's files, not documents)")
+            f"{pseudo[device]} pseudo filesystem (the kernel's files, not documents)"
+        )
 
 
 def check_root_name(path: str | os.PathLike) -> None:
@@ -336,8 +358,7 @@ def _open_beneath(dir_fd: int, parts: tuple[str, ...], flags: int) -> int:
         for i, name in enumerate(parts):
             last = i == len(parts) - 1
             try:
-                child = os.open(name, (flags if last else _DIR_FLAGS) | os.O_NOFOLLOW,
-                                dir_fd=fd)
+                child = os.open(name, (flags if last else _DIR_FLAGS) | os.O_NOFOLLOW, dir_fd=fd)
             except NotADirectoryError:  # O_PATH with O_NOFOLLOW: a link is "not a folder"
                 if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
                     raise OSError(errno.ELOOP, "a link on the way", name) from None
@@ -368,18 +389,42 @@ def _shown_path(path: str | os.PathLike) -> str:
     return _shown_name(os.fspath(path)) if isinstance(os.fspath(path), str) else repr(path)
 
 
-def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bool,
-          max_depth: int, pseudo: dict[int, str], walker: Walker) -> list[SourceFile]:
+def _walk(
+    root_fd: int,
+    base: Path,
+    root_id: tuple[int, int],
+    include_hidden: bool,
+    max_depth: int,
+    pseudo: dict[int, str],
+    walker: Walker,
+) -> list[SourceFile]:
     """The iterative walk of `scan` below the open folder `root_fd` (not closed here),
     asking `walker` which folders to walk and which files to list."""
     out: list[SourceFile] = []
 
-    def entry(parts: tuple[str, ...], shown: str, *, st: os.stat_result | None = None,
-              error: str | None = None, skip: Skip | None = None,
-              target: tuple[str, ...] | None = None) -> None:
+    def entry(
+        parts: tuple[str, ...],
+        shown: str,
+        *,
+        st: os.stat_result | None = None,
+        error: str | None = None,
+        skip: Skip | None = None,
+        target: tuple[str, ...] | None = None,
+    ) -> None:
         size, mtime = (st.st_size, st.st_mtime_ns) if st is not None else (-1, -1)
-        out.append(SourceFile(str(base), shown, base.joinpath(*parts), size, mtime, error,
-                              skip, target or parts, root_id))
+        out.append(
+            SourceFile(
+                str(base),
+                shown,
+                base.joinpath(*parts),
+                size,
+                mtime,
+                error,
+                skip,
+                target or parts,
+                root_id,
+            )
+        )
 
     first = _listing(root_fd)
     if isinstance(first, str):
@@ -388,7 +433,8 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
     walker.enter("", _text_reader(root_fd))
     # One frame per open folder: (its descriptor, its names, shown names, the rest to visit).
     stack: list[tuple[int, tuple[str, ...], tuple[str, ...], Iterator[str]]] = [
-        (root_fd, (), (), iter(first))]
+        (root_fd, (), (), iter(first))
+    ]
     try:
         while stack:
             fd, parts, shown_parts, names = stack[-1]
@@ -400,20 +446,29 @@ def _walk(root_fd: int, base: Path, root_id: tuple[int, int], include_hidden: bo
                     os.close(fd)
                 continue
             if not include_hidden and name.startswith("."):
-                _hidden(fd, parts + (name,), "/".join(shown_parts + (_shown_name(name),)),
-                        entry)
+                _hidden(fd, parts + (name,), "/".join(shown_parts + (_shown_name(name),)), entry)
                 continue
             here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
             try:
-                child = _visit(fd, root_fd, base, here, shown, len(stack), include_hidden,
-                               max_depth, entry, pseudo, walker)
+                child = _visit(
+                    fd,
+                    root_fd,
+                    base,
+                    here,
+                    shown,
+                    len(stack),
+                    include_hidden,
+                    max_depth,
+                    entry,
+                    pseudo,
+                    walker,
+                )
             except Exception as exc:  # a bad entry never stops the walk
                 entry(here, shown, error=f"{type(exc).__name__}: {exc}")
                 continue
             if child is not None:
                 walker.enter(shown, _text_reader(child[0]))
-                stack.append((child[0], here, shown_parts + (_shown_name(name),),
-                              iter(child[1])))
+                stack.append((child[0], here, shown_parts + (_shown_name(name),), iter(child[1])))
     finally:
         for fd, *_ in stack:
             if fd != root_fd:
@@ -430,8 +485,13 @@ def _hidden(fd: int, parts: tuple[str, ...], shown: str, entry: Callable[..., No
     except OSError:
         return
     if stat.S_ISDIR(st.st_mode):
-        entry(parts, shown, error="not walked: its name starts with \".\" (hidden folders "
-              "are walked only when asked)", skip=Skip.HIDDEN_FOLDER)
+        entry(
+            parts,
+            shown,
+            error='not walked: its name starts with "." (hidden folders '
+            "are walked only when asked)",
+            skip=Skip.HIDDEN_FOLDER,
+        )
 
 
 def _listing(fd: int) -> list[str] | str:
@@ -449,6 +509,7 @@ def _listing(fd: int) -> list[str] | str:
 def _text_reader(fd: int) -> Callable[[str], str | None]:
     """`read(name)`: the text of the regular file `name` in the folder `fd` (at most
     `IGNORE_FILE_MAX` bytes, opened without following a link), or None."""
+
     def read(name: str) -> str | None:
         try:
             file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
@@ -458,13 +519,23 @@ def _text_reader(fd: int) -> Callable[[str], str | None]:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 return None
             return fh.read(IGNORE_FILE_MAX).decode("utf-8", "replace")
+
     return read
 
 
-def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str,
-           depth: int, include_hidden: bool, max_depth: int,
-           entry: Callable[..., None], pseudo: dict[int, str],
-           walker: Walker) -> tuple[int, list[str]] | None:
+def _visit(
+    fd: int,
+    root_fd: int,
+    base: Path,
+    parts: tuple[str, ...],
+    shown: str,
+    depth: int,
+    include_hidden: bool,
+    max_depth: int,
+    entry: Callable[..., None],
+    pseudo: dict[int, str],
+    walker: Walker,
+) -> tuple[int, list[str]] | None:
     """Record the entry `parts` (the last name in the folder `fd`) if `walker` lists it;
     for a folder to descend into, return its open descriptor and its names. A folder on
     a pseudo filesystem (`pseudo`: device id -> type) is skipped with that reason."""
@@ -477,18 +548,32 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
     if stat.S_ISDIR(st.st_mode):
         why = walker.folder(shown)
         if why == SYSTEM_FOLDER:
-            entry(parts, shown, error="not walked (recycle bins, file-system bookkeeping, "
-                  "dependency and cache folders)", skip=Skip.SYSTEM_FOLDER)
+            entry(
+                parts,
+                shown,
+                error="not walked (recycle bins, file-system bookkeeping, "
+                "dependency and cache folders)",
+                skip=Skip.SYSTEM_FOLDER,
+            )
             return None
         if why is not None:
             return None
         if depth > max_depth:
-            entry(parts, shown, error=f"more than {max_depth} folders below the root",
-                  skip=Skip.TOO_DEEP)
+            entry(
+                parts,
+                shown,
+                error=f"more than {max_depth} folders below the root",
+                skip=Skip.TOO_DEEP,
+            )
             return None
         if st.st_dev in pseudo:
-            entry(parts, shown, error=f"a {pseudo[st.st_dev]} pseudo filesystem (the "
-                  "kernel's files, not documents)", skip=Skip.NOT_A_FILE)
+            entry(
+                parts,
+                shown,
+                error=f"a {pseudo[st.st_dev]} pseudo filesystem (the "
+                "kernel's files, not documents)",
+                skip=Skip.NOT_A_FILE,
+            )
             return None
         try:
             child = _open_dir(name, fd)
@@ -526,8 +611,9 @@ def _visit(fd: int, root_fd: int, base: Path, parts: tuple[str, ...], shown: str
     return None
 
 
-def _link_target(base: Path, parts: tuple[str, ...],
-                 include_hidden: bool) -> tuple[tuple[str, ...], str | None]:
+def _link_target(
+    base: Path, parts: tuple[str, ...], include_hidden: bool
+) -> tuple[tuple[str, ...], str | None]:
     """Where the link `parts` leads, as names below the root `base`, or why it must not
     be followed. The target is only a name here: it is opened below the pinned root
     without following links, so a path resolved through a swapped link is never read
@@ -551,34 +637,57 @@ def _unique(entries: list[SourceFile]) -> list[SourceFile]:
     out = []
     for e in entries:
         if e.source in seen:
-            log.warning("ingest: %s: two files show as this name (one name is not UTF-8); "
-                        "the second is left out", e.source)
+            log.warning(
+                "ingest: %s: two files show as this name (one name is not UTF-8); "
+                "the second is left out",
+                e.source,
+            )
             continue
         seen.add(e.source)
         out.append(e)
     return out
 
 
-def ingest(root: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES,
-           include_hidden: bool = False, ocr: bool = True,
-           ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-           rules: FileRules | None = None,
-           ocr_languages: str | None = None) -> Iterator[Document]:
+def ingest(
+    root: str | os.PathLike,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    include_hidden: bool = False,
+    ocr: bool = True,
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+    rules: FileRules | None = None,
+    ocr_languages: str | None = None,
+) -> Iterator[Document]:
     """`load` each file that `scan(root)` finds, in its order."""
     for entry in scan(root, include_hidden=include_hidden, rules=rules):
-        yield load(entry, max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages,
-                   ocr_languages=ocr_languages)
+        yield load(
+            entry,
+            max_bytes=max_bytes,
+            ocr=ocr,
+            ocr_max_pages=ocr_max_pages,
+            ocr_languages=ocr_languages,
+        )
 
 
-def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = True,
-         ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-         ocr_languages: str | None = None) -> Document:
+def load(
+    entry: SourceFile,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    ocr: bool = True,
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+    ocr_languages: str | None = None,
+) -> Document:
     """Read, hash and extract one file. Never raises for a bad file. `ocr`: recognise
     scanned PDF pages and images (`readers.ocr`), at most `ocr_max_pages` of a file, in
     `ocr_languages` (Tesseract's packs, "eng+deu"; None: the locale's language and
     English; `readers.ocr_languages`)."""
-    fields = dict(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
-                  mtime_ns=entry.mtime_ns)
+    fields = dict(
+        root=entry.root,
+        source=entry.source,
+        path=entry.path,
+        size=entry.size,
+        mtime_ns=entry.mtime_ns,
+    )
     data: bytes | None = None
     kind: str | None = None
     compression: str | None = None
@@ -593,9 +702,19 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
         found = detect(entry.path.name, data, max_bytes)
         kind = found.kind
         try:
-            extracted = extract(kind, found.data, with_attachments(ReadOptions(
-                max_bytes=max_bytes, ocr=ocr, name=entry.path.name,
-                ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages)))
+            extracted = extract(
+                kind,
+                found.data,
+                with_attachments(
+                    ReadOptions(
+                        max_bytes=max_bytes,
+                        ocr=ocr,
+                        name=entry.path.name,
+                        ocr_max_pages=ocr_max_pages,
+                        ocr_languages=ocr_languages,
+                    )
+                ),
+            )
         except _Skipped as s:
             if found.sniffed and s.skip in (Skip.BINARY, Skip.UNDECODABLE):
                 kind = None
@@ -605,22 +724,42 @@ def load(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: bool = T
         if not text.strip():
             raise _Skipped(Skip.EMPTY, "no text after extraction")
     except _Skipped as s:
-        return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=s.skip,
-                        detail=s.detail, compression=compression)
+        return Document(
+            **fields,
+            sha256=_digest(data),
+            kind=kind,
+            text=None,
+            skip=s.skip,
+            detail=s.detail,
+            compression=compression,
+        )
     except Exception as exc:  # a bad file must never stop the walk
         log.warning("ingest: %s: unexpected %s: %s", entry.source, type(exc).__name__, exc)
         skip = Skip.CORRUPT_PDF if kind == "pdf" else Skip.UNREADABLE
-        return Document(**fields, sha256=_digest(data), kind=kind, text=None, skip=skip,
-                        detail=f"{type(exc).__name__}: {exc}", compression=compression)
-    return Document(**fields, sha256=_digest(data), kind=kind, text=text,
-                    encoding=extracted.encoding,
-                    encoding_detected=extracted.encoding_detected,
-                    pages_failed=extracted.failed_count, compression=compression,
-                    blocks=extracted.blocks, failed=extracted.failed)
+        return Document(
+            **fields,
+            sha256=_digest(data),
+            kind=kind,
+            text=None,
+            skip=skip,
+            detail=f"{type(exc).__name__}: {exc}",
+            compression=compression,
+        )
+    return Document(
+        **fields,
+        sha256=_digest(data),
+        kind=kind,
+        text=text,
+        encoding=extracted.encoding,
+        encoding_detected=extracted.encoding_detected,
+        pages_failed=extracted.failed_count,
+        compression=compression,
+        blocks=extracted.blocks,
+        failed=extracted.failed,
+    )
 
 
-def digest(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES
-           ) -> tuple[str, int, int] | None:
+def digest(entry: SourceFile, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str, int, int] | None:
     """(sha256, size, mtime_ns) of the file `entry` names, read as `load` reads it but not
     extracted: what a run compares with the stored hashes before it pays for extraction.
     None when `load` would skip the file (unreadable, too large, empty, a link...)."""
@@ -664,16 +803,19 @@ def open_indexed(root: str | os.PathLike, source: str) -> int:
         if stat.S_ISLNK(st.st_mode):
             parts, why = _link_target(base, parts, include_hidden=False)
             if why is not None or not parts:
-                raise OSError(errno.ELOOP, f"a link not followed ({why or 'to its folder'})",
-                              source)
+                raise OSError(
+                    errno.ELOOP, f"a link not followed ({why or 'to its folder'})", source
+                )
             st = _lstat_beneath(root_fd, parts)
             if stat.S_ISLNK(st.st_mode):
                 raise OSError(errno.ELOOP, "a link whose target is a link now", source)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({_mode_name(st.st_mode)})",
-                          source)
-        fd = _open_beneath(os.dup(root_fd), parts, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
-                           | getattr(os, "O_BINARY", 0))
+            raise OSError(errno.EINVAL, f"not a regular file ({_mode_name(st.st_mode)})", source)
+        fd = _open_beneath(
+            os.dup(root_fd),
+            parts,
+            os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_BINARY", 0),
+        )
     finally:
         os.close(root_fd)
     opened = os.fstat(fd)
@@ -703,8 +845,9 @@ def _read(entry: SourceFile, max_bytes: int) -> tuple[bytes, os.stat_result]:
                 raise _Skipped(Skip.NOT_A_FILE, _mode_name(st.st_mode))
             if st.st_size > max_bytes:
                 raise _Skipped(Skip.TOO_LARGE, f"{_mb(st.st_size)} > limit {_mb(max_bytes)}")
-            fd = _open_beneath(os.dup(root_fd), parts, os.O_RDONLY | os.O_NONBLOCK
-                               | getattr(os, "O_BINARY", 0))
+            fd = _open_beneath(
+                os.dup(root_fd), parts, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
+            )
         finally:
             os.close(root_fd)
         with open(fd, "rb") as fh:
@@ -724,8 +867,12 @@ def _read(entry: SourceFile, max_bytes: int) -> tuple[bytes, os.stat_result]:
 
 
 def _mode_name(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+    for test, name in (
+        (stat.S_ISFIFO, "named pipe"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
         if test(mode):
             return name
     return f"mode {stat.filemode(mode)}"
@@ -733,5 +880,3 @@ def _mode_name(mode: int) -> str:
 
 def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
-
-

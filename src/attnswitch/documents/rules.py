@@ -41,10 +41,25 @@ from attnswitch.errors import ConfigError
 # Folders that hold no one's documents: recycle bins and file-system bookkeeping (Windows,
 # Linux, macOS) and the dependency, build-cache and virtual-environment folders of tools.
 # Matched by name (fnmatch), at any depth.
-SYSTEM_FOLDERS = ("$RECYCLE.BIN", "RECYCLER", "System Volume Information", "lost+found",
-                  ".Trash-*", ".Trashes", ".Spotlight-V100", ".fseventsd", "node_modules",
-                  "__pycache__", ".git", ".hg", ".svn", ".venv", ".tox", ".mypy_cache",
-                  ".pytest_cache")
+SYSTEM_FOLDERS = (
+    "$RECYCLE.BIN",
+    "RECYCLER",
+    "System Volume Information",
+    "lost+found",
+    ".Trash-*",
+    ".Trashes",
+    ".Spotlight-V100",
+    ".fseventsd",
+    "node_modules",
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+)
 IGNORE_FILES = (".gitignore", ".ignore")
 # Why `Walker.folder` passes over a folder.
 SYSTEM_FOLDER = "system folder"
@@ -72,8 +87,7 @@ class FileRules:
         for name in ("include", "exclude"):
             patterns = getattr(self, name)
             if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
-                raise ConfigError(f"{name}: expected a list of glob patterns, got "
-                                  f"{patterns!r}")
+                raise ConfigError(f"{name}: expected a list of glob patterns, got {patterns!r}")
             object.__setattr__(self, name, tuple(patterns))
             _spec(patterns, name)
 
@@ -112,8 +126,12 @@ def _ignore_patterns(where: str, text: str) -> list[Any]:
         try:
             patterns.append(globs.compile_glob(line))
         except globs.GlobError as exc:
-            log.warning("%s line %d: %s; the line is ignored, the file's other lines apply",
-                        where, number, exc)
+            log.warning(
+                "%s line %d: %s; the line is ignored, the file's other lines apply",
+                where,
+                number,
+                exc,
+            )
     return [p for p in patterns if p is not None]
 
 
@@ -133,8 +151,12 @@ class Walker:
         """Take in the ignore files of the folder `rel` ("" for the root)."""
         if not self.rules.gitignore:
             return
-        patterns = [p for name in IGNORE_FILES if (text := read(name)) is not None
-                    for p in _ignore_patterns(f"{rel}/{name}" if rel else name, text)]
+        patterns = [
+            p
+            for name in IGNORE_FILES
+            if (text := read(name)) is not None
+            for p in _ignore_patterns(f"{rel}/{name}" if rel else name, text)
+        ]
         if patterns:
             self.ignores.append((rel, globs.spec(patterns)))
 
@@ -146,8 +168,9 @@ class Walker:
     def folder(self, rel: str) -> str | None:
         """Why the folder `rel` is not walked: `SYSTEM_FOLDER`, `EXCLUDED`, or None."""
         name = rel.rsplit("/", 1)[-1]
-        if not self.rules.system_folders and any(fnmatch.fnmatchcase(name, p)
-                                                 for p in SYSTEM_FOLDERS):
+        if not self.rules.system_folders and any(
+            fnmatch.fnmatchcase(name, p) for p in SYSTEM_FOLDERS
+        ):
             return SYSTEM_FOLDER
         if self.exclude is not None and self.exclude.match_file(rel + "/"):
             return EXCLUDED
@@ -166,7 +189,7 @@ class Walker:
         for base, spec in self.ignores:
             if base and not rel.startswith(base + "/"):
                 continue
-            decision = spec.check_file(rel[len(base) + 1:] if base else rel).include
+            decision = spec.check_file(rel[len(base) + 1 :] if base else rel).include
             if decision is not None:
                 ignored = decision
         return ignored
@@ -183,6 +206,8 @@ def rules_for(store: Any, root: str, given: FileRules | None) -> FileRules:
     try:
         return FileRules.from_json(stored)
     except (TypeError, ValueError) as exc:  # ConfigError is a ValueError
-        raise ConfigError(f"{meta_key(root)}: expected the stored file rules of this root, "
-                          f"got {stored!r} ({exc}); give --include/--exclude/--gitignore "
-                          "again to replace them") from None
+        raise ConfigError(
+            f"{meta_key(root)}: expected the stored file rules of this root, "
+            f"got {stored!r} ({exc}); give --include/--exclude/--gitignore "
+            "again to replace them"
+        ) from None

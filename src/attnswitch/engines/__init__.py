@@ -91,12 +91,18 @@ def _check_explicit(name: str, precision: str, spec: ModelSpec | None, source: s
         declines = engine.declines(registry.host_device(), precision, spec)
         why = "; ".join(declines) if declines else None
     if why is not None:
-        raise EncodeInputError(what, f"an engine that can serve {precision} here",
-                               f"{name!r} ({why})")
+        raise EncodeInputError(
+            what, f"an engine that can serve {precision} here", f"{name!r} ({why})"
+        )
 
 
-def explain_precision(model: str | os.PathLike | None = None, engine: str = "auto", *,
-                      measure: bool = True, progress: Any = None) -> Any:
+def explain_precision(
+    model: str | os.PathLike | None = None,
+    engine: str = "auto",
+    *,
+    measure: bool = True,
+    progress: Any = None,
+) -> Any:
     """The `autoprecision.PrecisionPlan` of `precision="auto"` for (model, engine): the
     recorded plan, measured now when there is none (None with `measure=False`). Without
     torch, the parity reference, nothing can be checked: the plan is float32, and says so.
@@ -116,13 +122,17 @@ def explain_precision(model: str | os.PathLike | None = None, engine: str = "aut
             return plan
         if not _reference_ok():
             return autoprecision.PrecisionPlan(
-                autoprecision.FALLBACK, [], "fixed (torch, the parity reference, is not "
-                "installed)")
+                autoprecision.FALLBACK, [], "fixed (torch, the parity reference, is not installed)"
+            )
         before = set(runtime.current().encoders)
         plan = autoprecision.measure(
-            spec, requested, lambda p, sub: explain_engine(model, engine, p, progress=sub),
+            spec,
+            requested,
+            lambda p, sub: explain_engine(model, engine, p, progress=sub),
             lambda name, p: _load_locked(spec, name, p),
-            lambda: _load_locked(spec, "torch", "fp32"), progress)
+            lambda: _load_locked(spec, "torch", "fp32"),
+            progress,
+        )
         chosen = plan.row(plan.chosen)
         keep = (str(spec.path.resolve()), chosen.engine if chosen else None, plan.chosen)
         _release(before, keep)
@@ -136,8 +146,7 @@ def _forced_precision() -> str | None:
     if forced is None or forced == "auto":
         return None
     if forced not in PRECISIONS:
-        raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}",
-                               repr(forced))
+        raise EncodeInputError(f"${ENV_PRECISION}", f"one of {', '.join(PRECISIONS)}", repr(forced))
     return forced
 
 
@@ -148,8 +157,9 @@ def _asked_precision(precision: str) -> str:
     return _forced_precision() or precision
 
 
-def measurement_ahead(model: str | os.PathLike | None = None, engine: str = "auto",
-                      precision: str = "auto") -> Any:
+def measurement_ahead(
+    model: str | os.PathLike | None = None, engine: str = "auto", precision: str = "auto"
+) -> Any:
     """What resolving (engine, precision) for `model` would measure now, with an estimate
     of its seconds (`measuring.Measurement`); None when nothing would be measured (the
     plans are recorded, the choices forced, or torch, the parity reference, is missing).
@@ -163,8 +173,9 @@ def measurement_ahead(model: str | os.PathLike | None = None, engine: str = "aut
         return measuring.ahead(_spec(model), _requested(engine)[0], _asked_precision(precision))
 
 
-def unmeasured_choice(model: str | os.PathLike | None = None, engine: str = "auto",
-                      precision: str = "auto") -> tuple[str, str, str, str]:
+def unmeasured_choice(
+    model: str | os.PathLike | None = None, engine: str = "auto", precision: str = "auto"
+) -> tuple[str, str, str, str]:
     """(engine, precision, why that engine, why that precision) for a job that does not
     measure: the recorded picks, else float32 and the engine quickest to start
     (`light.unmeasured`). Raises `NoEngineError` when no engine can serve."""
@@ -174,10 +185,10 @@ def unmeasured_choice(model: str | os.PathLike | None = None, engine: str = "aut
     name, source = _requested(engine)
     spec = _spec(model)
     chosen, concrete, why_engine, why_precision = light.unmeasured(
-        spec, name, _asked_precision(precision))
+        spec, name, _asked_precision(precision)
+    )
     if chosen is None:
-        raise NoEngineError(f"engine: expected an engine that can serve {concrete} here, "
-                            "got none")
+        raise NoEngineError(f"engine: expected an engine that can serve {concrete} here, got none")
     if name != "auto":
         _check_explicit(chosen, concrete, spec, source)
         why_engine = f"forced by {source}"
@@ -195,8 +206,9 @@ def parity_known(model: str | os.PathLike | None, engine: str, precision: str) -
     return autopick.known_parity(_spec(model), named, precision) is not None
 
 
-def check_engine(model: str | os.PathLike | None, engine: str, precision: str,
-                 progress: Any = None) -> None:
+def check_engine(
+    model: str | os.PathLike | None, engine: str, precision: str, progress: Any = None
+) -> None:
     """Load engine `engine` in `precision` (kept for this process, as `get_engine` keeps it)
     and check it against torch float32 now unless its verdict is recorded; the reference is
     released afterwards. `progress(done, total, what)` follows the two steps."""
@@ -222,8 +234,9 @@ def query_engine(model: str | os.PathLike, engine: str, precision: str) -> tuple
     return light.query_engine(_spec(model), engine, precision)
 
 
-def resolve_precision(model: str | os.PathLike | None = None, engine: str = "auto",
-                      precision: str = "auto") -> str:
+def resolve_precision(
+    model: str | os.PathLike | None = None, engine: str = "auto", precision: str = "auto"
+) -> str:
     """The concrete precision `precision` stands for: itself, or for "auto" the pick of
     `explain_precision` (measured on first use)."""
     check_precision_choice(precision)
@@ -232,9 +245,14 @@ def resolve_precision(model: str | os.PathLike | None = None, engine: str = "aut
     return explain_precision(model, engine).chosen
 
 
-def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
-                   precision: str = "auto", *, measure: bool = True,
-                   progress: Any = None) -> Any:
+def explain_engine(
+    model: str | os.PathLike | None = None,
+    engine: str = "auto",
+    precision: str = "auto",
+    *,
+    measure: bool = True,
+    progress: Any = None,
+) -> Any:
     """The `autopick.EnginePlan` for (model, engine, precision) ("auto" precision resolved
     first, see `resolve_precision`): for "auto" engine, the recorded
     plan, measured now when there is none (or None with `measure=False`); for a named
@@ -263,8 +281,12 @@ def explain_engine(model: str | os.PathLike | None = None, engine: str = "auto",
                 return _fixed_plan(spec, precision)
             before = set(runtime.current().encoders)
             plan = autopick.measure(
-                spec, precision, lambda e, p: _load_locked(spec, e.name, p),
-                lambda: _load_locked(spec, "torch", "fp32"), progress)
+                spec,
+                precision,
+                lambda e, p: _load_locked(spec, e.name, p),
+                lambda: _load_locked(spec, "torch", "fp32"),
+                progress,
+            )
             keep = (str(spec.path.resolve()), plan.chosen, precision)
             _release(before, keep)
         return plan
@@ -281,17 +303,24 @@ def _fixed_plan(spec: ModelSpec, precision: str) -> Any:
 
     able, rows = autopick.candidates(spec, precision)
     names = [e.name for e in able]
-    return autopick.EnginePlan(precision, names[0] if names else None, names[1:], rows,
-                               "fixed order (torch, the parity reference, is not installed)")
+    return autopick.EnginePlan(
+        precision,
+        names[0] if names else None,
+        names[1:],
+        rows,
+        "fixed order (torch, the parity reference, is not installed)",
+    )
 
 
-def choose(engine: str = "auto", model: str | os.PathLike | None = None,
-           precision: str = "auto") -> str:
+def choose(
+    engine: str = "auto", model: str | os.PathLike | None = None, precision: str = "auto"
+) -> str:
     """The engine name that `engine` resolves to for (model, precision) here."""
     plan = explain_engine(model, engine, precision)
     if plan.chosen is None:
-        raise NoEngineError(f"engine: expected an engine that can serve {precision} here, "
-                            f"got none\n{plan}")
+        raise NoEngineError(
+            f"engine: expected an engine that can serve {precision} here, got none\n{plan}"
+        )
     return plan.chosen
 
 
@@ -301,8 +330,9 @@ def engines_status() -> list[EngineStatus]:
     while none is recorded)."""
     try:
         chosen = explain_precision(None, "auto", measure=False)
-        plan = explain_engine(None, "auto", "fp32" if chosen is None else chosen.chosen,
-                              measure=False)
+        plan = explain_engine(
+            None, "auto", "fp32" if chosen is None else chosen.chosen, measure=False
+        )
     except (ModelError, EncodeInputError):
         plan = None
     out = []
@@ -332,8 +362,13 @@ def _release(before: set, keep: tuple) -> None:
         del encoders[key]
 
 
-def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
-               precision: str = "auto", *, check_parity: bool = True) -> Encoder:
+def get_engine(
+    model: str | os.PathLike | None = None,
+    engine: str = "auto",
+    precision: str = "auto",
+    *,
+    check_parity: bool = True,
+) -> Encoder:
     """The loaded `Encoder` for (model, engine, precision), loaded once per process.
 
     model: a local directory with a transformers model (None: all-MiniLM-L6-v2).
@@ -347,8 +382,9 @@ def get_engine(model: str | os.PathLike | None = None, engine: str = "auto",
     precision = resolve_precision(model, engine, precision)
     plan = explain_engine(model, engine, precision)
     if plan.chosen is None:
-        raise NoEngineError(f"engine: expected an engine that can serve {precision} here, "
-                            f"got none\n{plan}")
+        raise NoEngineError(
+            f"engine: expected an engine that can serve {precision} here, got none\n{plan}"
+        )
     spec = _spec(model)
     with runtime.current().lock:
         encoder = _load_locked(spec, plan.chosen, precision)
@@ -369,12 +405,17 @@ def _check_parity(spec: ModelSpec, name: str, precision: str, encoder: Encoder) 
     engine = registry.get(name)
     if engine.reference and precision == "fp32" or not _reference_ok():
         return
-    row = autopick.check_parity(spec, engine, precision, encoder,
-                                lambda: _load_locked(spec, "torch", "fp32"))
+    row = autopick.check_parity(
+        spec, engine, precision, encoder, lambda: _load_locked(spec, "torch", "fp32")
+    )
     if not row.parity:
-        warnings.warn(f"attnswitch: engine {name!r} ({precision}) failed its parity check: "
-                      f"min cosine {row.min_cosine:.6f} to torch float32 < "
-                      f"{autopick.PARITY[precision]}", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"attnswitch: engine {name!r} ({precision}) failed its parity check: "
+            f"min cosine {row.min_cosine:.6f} to torch float32 < "
+            f"{autopick.PARITY[precision]}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _load(spec: ModelSpec, name: str, precision: str) -> Encoder:
@@ -406,8 +447,12 @@ class FallbackEncoder:
                 if not self._left:
                     raise
                 failed, nxt = self._encoder.engine, self._left.pop(0)
-                warnings.warn(f"attnswitch: engine {failed!r} failed ({type(exc).__name__}: "
-                              f"{exc}); falling back to {nxt!r}", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"attnswitch: engine {failed!r} failed ({type(exc).__name__}: "
+                    f"{exc}); falling back to {nxt!r}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
                 ENGINE_FALLBACKS.labels(engine=failed, to=nxt).inc()
                 self._encoder = self._load(nxt)
 
@@ -421,9 +466,15 @@ class FallbackEncoder:
         return f"<FallbackEncoder {self._encoder!r} then {self._left}>"
 
 
-def encode(texts: Sequence[str], *, model: str | os.PathLike | None = None,
-           engine: str = "auto", precision: str = "auto", batch_tokens: int | None = None,
-           truncate: bool = True) -> np.ndarray:
+def encode(
+    texts: Sequence[str],
+    *,
+    model: str | os.PathLike | None = None,
+    engine: str = "auto",
+    precision: str = "auto",
+    batch_tokens: int | None = None,
+    truncate: bool = True,
+) -> np.ndarray:
     """Embed `texts`: float32 `[len(texts), dim]`, one row per text in input order.
 
     Texts longer than the model's `max_seq_length` tokens are truncated, or refused with
@@ -431,11 +482,12 @@ def encode(texts: Sequence[str], *, model: str | os.PathLike | None = None,
     `batch_tokens` bounds the padded tokens per batch (engine default when None). The engine
     is loaded once per (model, engine, precision) and reused."""
     return get_engine(model, engine, precision).encode(
-        texts, batch_tokens=batch_tokens, truncate=truncate)
+        texts, batch_tokens=batch_tokens, truncate=truncate
+    )
 
 
 def engine_names() -> list[str]:
-    """"auto" and every registered engine name (for CLI choices and config checks)."""
+    """ "auto" and every registered engine name (for CLI choices and config checks)."""
     return ["auto", *registry.names()]
 
 

@@ -46,18 +46,20 @@ TABLE = "engines.json"
 PARITY_PREFIX = "parity-"  # a parity check's key in the table, beside the plans'
 _TABLE = JsonTable(TABLE)
 
-_WORDS = tuple((
-    "the server reads its configuration file at start and keeps every setting in memory; "
-    "a query planner chooses an index scan when the predicate is selective enough, "
-    "otherwise a sequential scan reads the whole table in physical order. to update rows "
-    "in a table use the UPDATE statement with a WHERE clause naming the rows; without it "
-    "every row changes. functions return a value or raise an exception that names the "
-    "argument and what was expected. the compiler checks each borrow at build time, and "
-    "a reference may not outlive the value it points to. transactions group statements "
-    "so that either all of them take effect or none does, and concurrent readers see a "
-    "consistent snapshot. the tokenizer splits text into word pieces; long documents are "
-    "cut into overlapping windows before they are embedded and stored for search."
-).split())
+_WORDS = tuple(
+    (
+        "the server reads its configuration file at start and keeps every setting in memory; "
+        "a query planner chooses an index scan when the predicate is selective enough, "
+        "otherwise a sequential scan reads the whole table in physical order. to update rows "
+        "in a table use the UPDATE statement with a WHERE clause naming the rows; without it "
+        "every row changes. functions return a value or raise an exception that names the "
+        "argument and what was expected. the compiler checks each borrow at build time, and "
+        "a reference may not outlive the value it points to. transactions group statements "
+        "so that either all of them take effect or none does, and concurrent readers see a "
+        "consistent snapshot. the tokenizer splits text into word pieces; long documents are "
+        "cut into overlapping windows before they are embedded and stored for search."
+    ).split()
+)
 
 
 def calibration_texts(spec: ModelSpec) -> list[str]:
@@ -114,8 +116,10 @@ class EnginePlan:
             elif not r.parity:
                 out[r.engine] = f"failed parity: {parity_figures(r, PARITY[self.precision])}"
             elif best is not None and best.chunks_per_s and r.chunks_per_s:
-                out[r.engine] = (f"slower: {r.chunks_per_s:.1f} chunks/s, "
-                                 f"{r.chunks_per_s / best.chunks_per_s:.2f}x the pick")
+                out[r.engine] = (
+                    f"slower: {r.chunks_per_s:.1f} chunks/s, "
+                    f"{r.chunks_per_s / best.chunks_per_s:.2f}x the pick"
+                )
         return out
 
     def reason(self) -> str:
@@ -123,8 +127,10 @@ class EnginePlan:
         row = next((r for r in self.rows if r.engine == self.chosen), None)
         if row is None or row.chunks_per_s is None:
             return self.source
-        return (f"fastest with parity ({row.chunks_per_s:.1f} chunks/s, "
-                f"{parity_figures(row, PARITY[self.precision])}), {self.source}")
+        return (
+            f"fastest with parity ({row.chunks_per_s:.1f} chunks/s, "
+            f"{parity_figures(row, PARITY[self.precision])}), {self.source}"
+        )
 
     def __str__(self) -> str:
         lines = [f"engine plan ({self.precision}): {self.chosen}  [{self.reason()}]"]
@@ -135,17 +141,27 @@ class EnginePlan:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"precision": self.precision, "chosen": self.chosen, "reason": self.reason(),
-                "fallbacks": self.fallbacks, "source": self.source, "stale": self.stale,
-                "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
+        return {
+            "precision": self.precision,
+            "chosen": self.chosen,
+            "reason": self.reason(),
+            "fallbacks": self.fallbacks,
+            "source": self.source,
+            "stale": self.stale,
+            "why_not": self.why_not(),
+            "rows": [asdict(r) for r in self.rows],
+        }
 
 
 def parity_figures(row: Any, threshold: float) -> str:
     """The figures of a parity verdict: min cosine against `threshold`, and the top-10."""
     cos = "?" if row.min_cosine is None else f"{row.min_cosine:.6f}"
     ok = row.min_cosine is not None and row.min_cosine >= threshold
-    top = "" if row.top10 is None else (f", same top-10 on {row.top10:.0%} of the "
-                                        f"retrieval check's queries")
+    top = (
+        ""
+        if row.top10 is None
+        else (f", same top-10 on {row.top10:.0%} of the retrieval check's queries")
+    )
     return f"min cosine {cos} {'>=' if ok else '<'} {threshold}{top}"
 
 
@@ -155,8 +171,7 @@ def judge(got: CheckVectors, want: CheckVectors, threshold: float) -> tuple[floa
     from attnswitch.engines import retrieval_check
 
     min_cos = float(cosines(got.all, want.all).min())
-    top10 = retrieval_check.top10_agreement(want.passages, want.queries,
-                                            got.passages, got.queries)
+    top10 = retrieval_check.top10_agreement(want.passages, want.queries, got.passages, got.queries)
     return min_cos, top10, min_cos >= threshold and top10 == 1.0
 
 
@@ -174,9 +189,11 @@ class CheckIds:
         from attnswitch.engines import retrieval_check
 
         texts = calibration_texts(spec)
-        return cls(encoder.tokenize([*texts, *retrieval_check.PASSAGES,
-                                     *retrieval_check.QUERIES]),
-                   len(texts), len(retrieval_check.PASSAGES))
+        return cls(
+            encoder.tokenize([*texts, *retrieval_check.PASSAGES, *retrieval_check.QUERIES]),
+            len(texts),
+            len(retrieval_check.PASSAGES),
+        )
 
     def vectors(self, encoder: Any) -> CheckVectors:
         return CheckVectors(encoder.encode_ids(self.ids), self.calibration, self.passages)
@@ -190,17 +207,19 @@ class CheckVectors:
 
     @property
     def passages(self) -> np.ndarray:
-        return self.all[self.calibration:self.calibration + self.passage_count]
+        return self.all[self.calibration : self.calibration + self.passage_count]
 
     @property
     def queries(self) -> np.ndarray:
-        return self.all[self.calibration + self.passage_count:]
+        return self.all[self.calibration + self.passage_count :]
 
 
 def pick(rows: list[EngineRow]) -> tuple[str | None, list[str]]:
     """The fastest measured engine with parity, and the others with parity by rate."""
-    ok = sorted((r for r in rows if r.status == "measured" and r.parity),
-                key=lambda r: -(r.chunks_per_s or 0.0))
+    ok = sorted(
+        (r for r in rows if r.status == "measured" and r.parity),
+        key=lambda r: -(r.chunks_per_s or 0.0),
+    )
     names = [r.engine for r in ok]
     return (names[0] if names else None), names[1:]
 
@@ -211,9 +230,14 @@ def machine() -> dict[str, Any]:
     from attnswitch.kernels.cache import cpu_flags, cpu_name
 
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4")))
-    return {"device": registry.host_device(), "cpu": cpu_name(), "flags": flags,
-            "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count()}
+    return {
+        "device": registry.host_device(),
+        "cpu": cpu_name(),
+        "flags": flags,
+        "cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+    }
 
 
 def _built_from(engine: registry.Engine, precision: str) -> dict[str, str]:
@@ -223,15 +247,21 @@ def _built_from(engine: registry.Engine, precision: str) -> dict[str, str]:
     return {**engine.versions(), **engine.build_revisions(precision)}
 
 
-def table_subject(spec: ModelSpec, precision: str,
-                  engines: list[registry.Engine]) -> dict[str, Any]:
+def table_subject(
+    spec: ModelSpec, precision: str, engines: list[registry.Engine]
+) -> dict[str, Any]:
     """What an engine plan is about: this machine, the model, the precision, and each
     engine's libraries and build revisions for it."""
     from attnswitch._version import __version__
 
-    return {"machine": machine(), "model": model_fingerprint(spec.path),
-            "precision": precision, "attnswitch": __version__, "revision": REVISION,
-            "engines": {e.name: _built_from(e, precision) for e in engines}}
+    return {
+        "machine": machine(),
+        "model": model_fingerprint(spec.path),
+        "precision": precision,
+        "attnswitch": __version__,
+        "revision": REVISION,
+        "engines": {e.name: _built_from(e, precision) for e in engines},
+    }
 
 
 def table_key(spec: ModelSpec, precision: str, engines: list[registry.Engine]) -> str:
@@ -244,9 +274,16 @@ def read_table() -> dict[str, Any]:
 
 
 def _write(subject: dict[str, Any], plan: EnginePlan, prefix: str = "") -> str:
-    return _TABLE.record(subject, {"when": time.strftime("%Y-%m-%d %H:%M"),
-                                   "machine": machine(), "precision": plan.precision,
-                                   "rows": [asdict(r) for r in plan.rows]}, prefix=prefix)
+    return _TABLE.record(
+        subject,
+        {
+            "when": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine(),
+            "precision": plan.precision,
+            "rows": [asdict(r) for r in plan.rows],
+        },
+        prefix=prefix,
+    )
 
 
 def recorded(spec: ModelSpec, precision: str) -> EnginePlan | None:
@@ -285,19 +322,23 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity of two `[N, dim]` arrays."""
     a = a.astype(np.float64)
     b = b.astype(np.float64)
-    return (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1),
-                                       1e-30)
+    return (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
 
 
-def _parity_subject(spec: ModelSpec, engine: registry.Engine,
-                    precision: str) -> dict[str, Any]:
+def _parity_subject(spec: ModelSpec, engine: registry.Engine, precision: str) -> dict[str, Any]:
     """What a named engine's parity check is about: the machine, the model, the precision
     and the engine's libraries and build revisions."""
     from attnswitch._version import __version__
 
-    return {"machine": machine(), "model": model_fingerprint(spec.path), "revision": REVISION,
-            "precision": precision, "attnswitch": __version__, "engine": engine.name,
-            "versions": _built_from(engine, precision)}
+    return {
+        "machine": machine(),
+        "model": model_fingerprint(spec.path),
+        "revision": REVISION,
+        "precision": precision,
+        "attnswitch": __version__,
+        "engine": engine.name,
+        "versions": _built_from(engine, precision),
+    }
 
 
 def _parity_key(spec: ModelSpec, engine: registry.Engine, precision: str) -> str:
@@ -322,8 +363,13 @@ def known_parity(spec: ModelSpec, engine: registry.Engine, precision: str) -> En
     return None
 
 
-def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encoder: Any,
-                 reference: Callable[[], Any]) -> EngineRow:
+def check_parity(
+    spec: ModelSpec,
+    engine: registry.Engine,
+    precision: str,
+    encoder: Any,
+    reference: Callable[[], Any],
+) -> EngineRow:
     """First use of a named engine: its vectors of the calibration texts against the
     reference's float32 ones, recorded per (machine, model, precision, engine and its
     library versions), so each new fingerprint is checked once. A verdict already recorded
@@ -335,10 +381,14 @@ def check_parity(spec: ModelSpec, engine: registry.Engine, precision: str, encod
     ref = reference()
     check = CheckIds.of(ref, spec)
     row = EngineRow(engine.name, "measured", detail=encoder.describe())
-    row.min_cosine, row.top10, row.parity = judge(check.vectors(encoder), check.vectors(ref),
-                                                  PARITY[precision])
-    _write(_parity_subject(spec, engine, precision),
-           EnginePlan(precision, engine.name, [], [row], "parity check"), PARITY_PREFIX)
+    row.min_cosine, row.top10, row.parity = judge(
+        check.vectors(encoder), check.vectors(ref), PARITY[precision]
+    )
+    _write(
+        _parity_subject(spec, engine, precision),
+        EnginePlan(precision, engine.name, [], [row], "parity check"),
+        PARITY_PREFIX,
+    )
     return row
 
 
@@ -351,8 +401,13 @@ def measure_steps(engines: int) -> int:
     return 1 + engines + ROUNDS * engines
 
 
-def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], Any],
-            progress: Progress | None = None) -> EnginePlan:
+def measure(
+    spec: ModelSpec,
+    precision: str,
+    load: Any,
+    reference: Callable[[], Any],
+    progress: Progress | None = None,
+) -> EnginePlan:
     """Calibrate every engine that can serve, record the table, and return the plan.
 
     load(engine, precision) -> Encoder (cached by the caller); reference() -> the reference
@@ -365,7 +420,7 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], 
     ref = reference()
     check = CheckIds.of(ref, spec)
     want = check.vectors(ref)
-    ids = check.ids[:check.calibration]
+    ids = check.ids[: check.calibration]
     done += 1
     loaded: dict[str, Any] = {}
     for engine in able:
@@ -399,8 +454,14 @@ def measure(spec: ModelSpec, precision: str, load: Any, reference: Callable[[], 
     rows.sort(key=lambda r: order.index(r.engine) if r.engine in order else len(order))
     chosen, fallbacks = pick(rows)
     subject = table_subject(spec, precision, registry.engines())
-    plan = EnginePlan(precision, chosen, fallbacks, rows, "measured now",
-                      stale=_TABLE.why_stale(subject, ("machine", "model", "precision")))
+    plan = EnginePlan(
+        precision,
+        chosen,
+        fallbacks,
+        rows,
+        "measured now",
+        stale=_TABLE.why_stale(subject, ("machine", "model", "precision")),
+    )
     plan.key = _write(subject, plan)
     report(total, total, f"picked {chosen}" if chosen else "no engine kept parity")
     return plan

@@ -84,11 +84,14 @@ class PrecisionPlan:
             if r.status != "measured":
                 out[r.precision] = f"{r.status}: {r.reason}"
             elif not r.parity:
-                out[r.precision] = (f"failed parity on {r.engine}: "
-                                    f"{autopick.parity_figures(r, AUTO_PARITY)}")
+                out[r.precision] = (
+                    f"failed parity on {r.engine}: {autopick.parity_figures(r, AUTO_PARITY)}"
+                )
             elif best is not None and best.chunks_per_s and r.chunks_per_s:
-                out[r.precision] = (f"slower: {r.chunks_per_s:.1f} chunks/s on {r.engine}, "
-                                    f"{r.chunks_per_s / best.chunks_per_s:.2f}x the pick")
+                out[r.precision] = (
+                    f"slower: {r.chunks_per_s:.1f} chunks/s on {r.engine}, "
+                    f"{r.chunks_per_s / best.chunks_per_s:.2f}x the pick"
+                )
         return out
 
     def reason(self) -> str:
@@ -100,8 +103,10 @@ class PrecisionPlan:
             return self.source
         if not row.parity:
             return f"no precision kept parity, float32 is the reference; {self.source}"
-        return (f"fastest with parity on {row.engine} ({row.chunks_per_s:.1f} chunks/s, "
-                f"{autopick.parity_figures(row, AUTO_PARITY)}), {self.source}")
+        return (
+            f"fastest with parity on {row.engine} ({row.chunks_per_s:.1f} chunks/s, "
+            f"{autopick.parity_figures(row, AUTO_PARITY)}), {self.source}"
+        )
 
     def __str__(self) -> str:
         lines = [f"precision plan: {self.chosen}  [{self.reason()}]"]
@@ -110,8 +115,14 @@ class PrecisionPlan:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chosen": self.chosen, "reason": self.reason(), "source": self.source,
-                "stale": self.stale, "why_not": self.why_not(), "rows": [asdict(r) for r in self.rows]}
+        return {
+            "chosen": self.chosen,
+            "reason": self.reason(),
+            "source": self.source,
+            "stale": self.stale,
+            "why_not": self.why_not(),
+            "rows": [asdict(r) for r in self.rows],
+        }
 
 
 def auto_int8() -> bool:
@@ -129,9 +140,11 @@ def native(precision: str, device: str, flags: frozenset[str]) -> str | None:
         return "this CPU has no native bf16 (neither AMX-BF16 nor AVX-512 BF16)"
     if precision == "int8":
         if not auto_int8():
-            return (f"auto does not try int8 (set ${ENV_AUTO_INT8}=1, or ask for "
-                    f"precision='int8'): static int8 stayed below {AUTO_PARITY} cosine on "
-                    f"the default model (docs/architecture.md)")
+            return (
+                f"auto does not try int8 (set ${ENV_AUTO_INT8}=1, or ask for "
+                f"precision='int8'): static int8 stayed below {AUTO_PARITY} cosine on "
+                f"the default model (docs/architecture.md)"
+            )
         if device != "cpu":
             return f"int8 is offered on CPU only, not {device}"
         if not {"amx_int8", "avx512_vnni", "avx_vnni"} & flags:
@@ -162,8 +175,10 @@ def pick(rows: list[PrecisionRow]) -> str:
     only = [r for r in rows if r.status == "only candidate"]
     if only:
         return only[0].precision
-    ok = sorted((r for r in rows if r.status == "measured" and r.parity),
-                key=lambda r: -(r.chunks_per_s or 0.0))
+    ok = sorted(
+        (r for r in rows if r.status == "measured" and r.parity),
+        key=lambda r: -(r.chunks_per_s or 0.0),
+    )
     return ok[0].precision if ok else FALLBACK
 
 
@@ -174,13 +189,26 @@ def table_subject(spec: ModelSpec, engine: str) -> dict[str, Any]:
     from attnswitch._version import __version__
     from attnswitch.engines.base import PRECISIONS
 
-    return {"machine": autopick.machine(), "model": model_fingerprint(spec.path),
-            "engine": engine, "attnswitch": __version__, "revision": REVISION,
-            "autopick": autopick.REVISION, "auto_int8": auto_int8(),
-            "engines": {e.name: {**e.versions(), **{
-                f"{p}.{name}": value for p in PRECISIONS
-                for name, value in e.build_revisions(p).items()}}
-                for e in registry.engines()}}
+    return {
+        "machine": autopick.machine(),
+        "model": model_fingerprint(spec.path),
+        "engine": engine,
+        "attnswitch": __version__,
+        "revision": REVISION,
+        "autopick": autopick.REVISION,
+        "auto_int8": auto_int8(),
+        "engines": {
+            e.name: {
+                **e.versions(),
+                **{
+                    f"{p}.{name}": value
+                    for p in PRECISIONS
+                    for name, value in e.build_revisions(p).items()
+                },
+            }
+            for e in registry.engines()
+        },
+    }
 
 
 def table_key(spec: ModelSpec, engine: str) -> str:
@@ -203,9 +231,14 @@ def recorded(spec: ModelSpec, engine: str) -> PrecisionPlan | None:
 Progress = Callable[[int, int, str], None]
 
 
-def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str, Progress | None], Any],
-            load: Callable[[str, str], Any], reference: Callable[[], Any],
-            progress: Progress | None = None) -> PrecisionPlan:
+def measure(
+    spec: ModelSpec,
+    engine: str,
+    plan_for: Callable[[str, Progress | None], Any],
+    load: Callable[[str, str], Any],
+    reference: Callable[[], Any],
+    progress: Progress | None = None,
+) -> PrecisionPlan:
     """Measure every candidate precision, record the table, and return the plan.
 
     plan_for(precision, progress) -> the `autopick.EnginePlan` of `engine` for it (measured
@@ -219,22 +252,23 @@ def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str, Progress | No
     report = progress or (lambda done, total, what: None)
     if len(able) <= 1:
         chosen = able[0] if able else FALLBACK
-        rows.append(PrecisionRow(chosen, "only candidate",
-                                 "no other precision runs natively here"))
+        rows.append(PrecisionRow(chosen, "only candidate", "no other precision runs natively here"))
         return _record(spec, engine, rows, "measured now")
     total, done = 1 + len(able) + ROUNDS * len(able), 0
     report(done, total, "reference: torch float32 vectors")
     ref = reference()
     check = autopick.CheckIds.of(ref, spec)
     want = check.vectors(ref)
-    ids = check.ids[:check.calibration]
+    ids = check.ids[: check.calibration]
     done += 1
     loaded: dict[str, Any] = {}
     for precision in able:
         row = PrecisionRow(precision, "measured")
         try:
-            engine_plan = plan_for(precision, lambda d, t, what, p=precision:
-                                   report(done, total, f"{p} engines: {what}"))
+            engine_plan = plan_for(
+                precision,
+                lambda d, t, what, p=precision: report(done, total, f"{p} engines: {what}"),
+            )
             if engine_plan.chosen is None:
                 row.status, row.reason = "failed", f"no engine serves it: {engine_plan}"
                 rows.append(row)
@@ -244,7 +278,8 @@ def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str, Progress | No
             report(done, total, f"{precision} on {row.engine}: load and parity check")
             encoder = load(row.engine, precision)
             row.min_cosine, row.top10, row.parity = autopick.judge(
-                check.vectors(encoder), want, AUTO_PARITY)
+                check.vectors(encoder), want, AUTO_PARITY
+            )
             row.detail = encoder.describe()
             loaded[precision] = encoder
         except Exception as exc:  # a precision that cannot run is a reason, not a crash
@@ -255,8 +290,11 @@ def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str, Progress | No
     for round_ in range(ROUNDS):
         shift = round_ % max(len(measured), 1)
         for row in measured[shift:] + measured[:shift]:
-            report(done, total, f"{row.precision} on {row.engine}: timing round "
-                                f"{round_ + 1} of {ROUNDS}")
+            report(
+                done,
+                total,
+                f"{row.precision} on {row.engine}: timing round {round_ + 1} of {ROUNDS}",
+            )
             start = time.perf_counter()
             loaded[row.precision].encode_ids(ids)
             row.rates.append(len(ids) / (time.perf_counter() - start))
@@ -268,18 +306,32 @@ def measure(spec: ModelSpec, engine: str, plan_for: Callable[[str, Progress | No
     return plan
 
 
-def _record(spec: ModelSpec, engine: str, rows: list[PrecisionRow],
-            source: str) -> PrecisionPlan:
+def _record(spec: ModelSpec, engine: str, rows: list[PrecisionRow], source: str) -> PrecisionPlan:
     """The plan of `rows` (in the order of `PRECISIONS`), written to the table."""
     from attnswitch.engines.base import PRECISIONS
 
     rows.sort(key=lambda r: PRECISIONS.index(r.precision))
     subject = table_subject(spec, engine)
     stale = _TABLE.why_stale(subject, ("machine", "model", "engine"))
-    key = _TABLE.record(subject, {"when": time.strftime("%Y-%m-%d %H:%M"), "engine": engine,
-                                  "rows": [asdict(r) for r in rows]})
+    key = _TABLE.record(
+        subject,
+        {
+            "when": time.strftime("%Y-%m-%d %H:%M"),
+            "engine": engine,
+            "rows": [asdict(r) for r in rows],
+        },
+    )
     return PrecisionPlan(pick(rows), rows, source, key, stale)
 
 
-__all__ = ["AUTO_PARITY", "ENV_AUTO_INT8", "PrecisionPlan", "PrecisionRow", "candidates",
-           "measure", "native", "pick", "recorded"]
+__all__ = [
+    "AUTO_PARITY",
+    "ENV_AUTO_INT8",
+    "PrecisionPlan",
+    "PrecisionRow",
+    "candidates",
+    "measure",
+    "native",
+    "pick",
+    "recorded",
+]

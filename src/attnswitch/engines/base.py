@@ -68,8 +68,9 @@ def check_precision(precision: Any) -> str:
 
 def check_precision_choice(precision: Any) -> str:
     if precision not in PRECISION_CHOICES:
-        raise EncodeInputError("precision", f"one of {', '.join(PRECISION_CHOICES)}",
-                               repr(precision))
+        raise EncodeInputError(
+            "precision", f"one of {', '.join(PRECISION_CHOICES)}", repr(precision)
+        )
     return str(precision)
 
 
@@ -85,7 +86,7 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> l
     while start < len(order):
         width = int(sizes[order[start]])
         count = max(1, min(max_batch, batch_tokens // max(width, 1)))
-        batches.append(order[start:start + count])
+        batches.append(order[start : start + count])
         start += count
     return batches
 
@@ -124,7 +125,8 @@ class Encoder(abc.ABC):
                 if enc.overflowing:
                     full = self._untruncated_length(texts[i])
                     raise EncodeInputError(
-                        f"texts[{i}]", f"at most {limit} tokens for this model (or truncate=True)",
+                        f"texts[{i}]",
+                        f"at most {limit} tokens for this model (or truncate=True)",
                         f"{full} tokens",
                     )
         return [enc.ids for enc in encodings]
@@ -160,8 +162,9 @@ class Encoder(abc.ABC):
             out[index] = vectors
         return out
 
-    def _forward_batches(self, batches: Iterable[list[list[int]]],
-                         batch_tokens: int) -> Iterable[np.ndarray]:
+    def _forward_batches(
+        self, batches: Iterable[list[list[int]]], batch_tokens: int
+    ) -> Iterable[np.ndarray]:
         """The vectors of each batch, in order (engines that overlap batches override it)."""
         for batch in batches:
             yield self._forward(batch, batch_tokens)
@@ -195,8 +198,10 @@ class Encoder(abc.ABC):
         return "cpu"
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} engine={self.engine} model={self.spec.path.name} "
-                f"precision={self.precision}>")
+        return (
+            f"<{type(self).__name__} engine={self.engine} model={self.spec.path.name} "
+            f"precision={self.precision}>"
+        )
 
 
 # Runtimes that specialise their kernels per input shape (OpenVINO's CPU plugin keeps an
@@ -212,8 +217,7 @@ def rounded_width(length: int, multiple: int = SHAPE_MULTIPLE) -> int:
     return -(-length // multiple) * multiple
 
 
-def padded(batch: list[list[int]], pad_id: int,
-           multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def padded(batch: list[list[int]], pad_id: int, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Right-padded int64 ids `[B, S]` and the int64 mask of real tokens `[B, S]`; S is the
     longest row rounded up to a multiple of `multiple` (spare columns are masked)."""
     width = rounded_width(max(len(row) for row in batch), multiple)

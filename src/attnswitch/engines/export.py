@@ -154,8 +154,9 @@ class Artifacts:
         try:
             build(staging)
             files = {p.name: _sha256(p) for p in sorted(staging.iterdir()) if p.is_file()}
-            (staging / MANIFEST).write_text(json.dumps({"key": self.key, "files": files},
-                                                       indent=1, sort_keys=True))
+            (staging / MANIFEST).write_text(
+                json.dumps({"key": self.key, "files": files}, indent=1, sort_keys=True)
+            )
             if self.folder.exists():
                 shutil.rmtree(self.folder, ignore_errors=True)
             try:
@@ -168,16 +169,24 @@ class Artifacts:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def base_key(spec: ModelSpec, engine: str, precision: str,
-             versions: dict[str, str]) -> dict[str, Any]:
+def base_key(
+    spec: ModelSpec, engine: str, precision: str, versions: dict[str, str]
+) -> dict[str, Any]:
     """What an exported model depends on: the model, the engine, the precision, libraries."""
     from attnswitch._version import __version__
     from attnswitch.engines.registry import library_version
 
-    return {"model": model_fingerprint(spec.path), "pooling": spec.pooling,
-            "normalize": spec.normalize, "engine": engine, "precision": precision,
-            "attnswitch": __version__, "torch": library_version("torch"),
-            "transformers": library_version("transformers"), **versions}
+    return {
+        "model": model_fingerprint(spec.path),
+        "pooling": spec.pooling,
+        "normalize": spec.normalize,
+        "engine": engine,
+        "precision": precision,
+        "attnswitch": __version__,
+        "torch": library_version("torch"),
+        "transformers": library_version("transformers"),
+        **versions,
+    }
 
 
 def export_onnx(spec: ModelSpec, path: Path) -> None:
@@ -185,10 +194,12 @@ def export_onnx(spec: ModelSpec, path: Path) -> None:
     import torch
     from transformers import AutoModel
 
-    model = AutoModel.from_pretrained(spec.path, attn_implementation="eager",
-                                      dtype=torch.float32).eval()
-    wrapper = _sentence_embedding_module()(model, spec.pooling, spec.normalize,
-                                           token_types="type_vocab_size" in spec.config)
+    model = AutoModel.from_pretrained(
+        spec.path, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    wrapper = _sentence_embedding_module()(
+        model, spec.pooling, spec.normalize, token_types="type_vocab_size" in spec.config
+    )
     ids = torch.full((2, 8), spec.pad_token_id + 5, dtype=torch.int64)
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
@@ -198,10 +209,14 @@ def export_onnx(spec: ModelSpec, path: Path) -> None:
         # checked against torch by the parity test of engines.autopick, not by them
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            wrapper, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
-            output_names=["embedding"], opset_version=ONNX_OPSET, dynamo=False,
-            dynamic_axes={"input_ids": axes, "attention_mask": axes,
-                          "embedding": {0: "batch"}},
+            wrapper,
+            (ids, mask),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            opset_version=ONNX_OPSET,
+            dynamo=False,
+            dynamic_axes={"input_ids": axes, "attention_mask": axes, "embedding": {0: "batch"}},
         )
 
 
@@ -218,8 +233,9 @@ def _sentence_embedding_module() -> type:
 
         def forward(self, input_ids: Any, attention_mask: Any) -> Any:
             extra = {"token_type_ids": torch.zeros_like(input_ids)} if self.token_types else {}
-            hidden = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                **extra).last_hidden_state
+            hidden = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, **extra
+            ).last_hidden_state
             if self.pooling == "cls":
                 vectors = hidden[:, 0]
             elif self.pooling == "last":
@@ -233,4 +249,3 @@ def _sentence_embedding_module() -> type:
             return vectors
 
     return SentenceEmbedding
-

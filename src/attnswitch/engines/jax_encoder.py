@@ -34,11 +34,18 @@ from attnswitch.engines.registry import Engine, library_version
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 BUCKETS = (16, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
-_ACTIVATIONS = MappingProxyType({
-    "gelu": "erf", "gelu_python": "erf",
-    "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh",
-    "relu": "relu", "silu": "silu", "swish": "silu",
-})
+_ACTIVATIONS = MappingProxyType(
+    {
+        "gelu": "erf",
+        "gelu_python": "erf",
+        "gelu_new": "tanh",
+        "gelu_pytorch_tanh": "tanh",
+        "gelu_fast": "tanh",
+        "relu": "relu",
+        "silu": "silu",
+        "swish": "silu",
+    }
+)
 _PREFIXES = ("bert.", "roberta.", "model.")
 
 
@@ -67,10 +74,13 @@ def load_params(spec: ModelSpec, dtype: Any) -> dict[str, Any]:
     for name, value in raw.items():
         for prefix in _PREFIXES:
             if name.startswith(prefix):
-                name = name[len(prefix):]
+                name = name[len(prefix) :]
                 break
-        weights[name.replace("LayerNorm.gamma", "LayerNorm.weight")
-                    .replace("LayerNorm.beta", "LayerNorm.bias")] = value
+        weights[
+            name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+                "LayerNorm.beta", "LayerNorm.bias"
+            )
+        ] = value
 
     def get(name: str) -> np.ndarray:
         if name not in weights:
@@ -87,8 +97,9 @@ def load_params(spec: ModelSpec, dtype: Any) -> dict[str, Any]:
 
     def fused_qkv(i: int, kind: str) -> np.ndarray:
         """Query, key and value of layer i side by side: weights `[in, 3 * out]`, biases."""
-        parts = [get(f"encoder.layer.{i}.attention.self.{p}.{kind}")
-                 for p in ("query", "key", "value")]
+        parts = [
+            get(f"encoder.layer.{i}.attention.self.{p}.{kind}") for p in ("query", "key", "value")
+        ]
         if kind == "weight":
             return np.concatenate([w.T for w in parts], axis=1)
         return np.concatenate(parts)
@@ -102,7 +113,8 @@ def load_params(spec: ModelSpec, dtype: Any) -> dict[str, Any]:
         "emb_ln_g": jnp.asarray(get("embeddings.LayerNorm.weight")),
         "emb_ln_b": jnp.asarray(get("embeddings.LayerNorm.bias")),
         "layers": {
-            "wqkv": jnp.asarray(wqkv, dtype=dtype), "bqkv": jnp.asarray(bqkv),
+            "wqkv": jnp.asarray(wqkv, dtype=dtype),
+            "bqkv": jnp.asarray(bqkv),
             "wo": stack("attention.output.dense.weight", linear=True),
             "bo": stack("attention.output.dense.bias"),
             "ln1_g": stack("attention.output.LayerNorm.weight"),
@@ -133,8 +145,9 @@ def _dense(x: Any, w: Any, b: Any) -> Any:
     import jax.numpy as jnp
 
     precision = jax.lax.Precision.HIGHEST if w.dtype == jnp.float32 else None
-    return jnp.dot(x.astype(w.dtype), w, precision=precision,
-                   preferred_element_type=jnp.float32) + b
+    return (
+        jnp.dot(x.astype(w.dtype), w, precision=precision, preferred_element_type=jnp.float32) + b
+    )
 
 
 def _activation(kind: str, x: Any) -> Any:
@@ -149,8 +162,17 @@ def _activation(kind: str, x: Any) -> Any:
     return jax.nn.silu(x)
 
 
-def hidden_states(params: dict[str, Any], ids: Any, mask: Any, *, heads: int, eps: float,
-                  activation: str, position_offset: int | None, dtype: Any) -> Any:
+def hidden_states(
+    params: dict[str, Any],
+    ids: Any,
+    mask: Any,
+    *,
+    heads: int,
+    eps: float,
+    activation: str,
+    position_offset: int | None,
+    dtype: Any,
+) -> Any:
     """Last hidden states float32 `[B, S, H]` for right-padded ids `[B, S]` and the bool mask
     of real tokens `[B, S]` (traceable)."""
     import jax
@@ -228,8 +250,10 @@ class JaxEncoder(Encoder):
         self.params = load_params(spec, self._dtype)
         self._heads = int(spec.config["num_attention_heads"])
         options = dict(
-            heads=self._heads, eps=float(spec.config.get("layer_norm_eps", 1e-12)),
-            activation=_ACTIVATIONS[act], dtype=self._dtype,
+            heads=self._heads,
+            eps=float(spec.config.get("layer_norm_eps", 1e-12)),
+            activation=_ACTIVATIONS[act],
+            dtype=self._dtype,
             position_offset=spec.pad_token_id if spec.model_type in _OFFSET_POSITIONS else None,
         )
 
@@ -244,8 +268,9 @@ class JaxEncoder(Encoder):
     def planned_length(self, length: int) -> int:
         return bucket(length)
 
-    def arrays(self, batch: list[list[int]],
-               batch_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def arrays(
+        self, batch: list[list[int]], batch_tokens: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Padded int32 ids and bool mask `[rows, width]` of the shape compiled for this batch:
         width is the bucket of its longest text, rows the batch size planned for that bucket
         under `batch_tokens` (spare rows have no real token)."""
@@ -296,8 +321,10 @@ class JaxEncoder(Encoder):
     def describe(self) -> str:
         import jax
 
-        return (f"BERT-family encoder in JAX {library_version('jax')} on "
-                f"{jax.default_backend()}, jit per length bucket, {self.precision}")
+        return (
+            f"BERT-family encoder in JAX {library_version('jax')} on "
+            f"{jax.default_backend()}, jit per length bucket, {self.precision}"
+        )
 
 
 class JaxEngine(Engine):
@@ -316,20 +343,20 @@ class JaxEngine(Engine):
             return "no jax attention backend is registered"
         if all(b.unavailable() is not None for b in found):
             return "no jax attention backend is available: " + "; ".join(
-                f"{b.name}: {b.unavailable()}" for b in found)
+                f"{b.name}: {b.unavailable()}" for b in found
+            )
         return None
 
     def model_unsupported(self, spec: ModelSpec) -> str | None:
         if spec.model_type not in MODEL_TYPES:
-            return (f"serves model types {', '.join(MODEL_TYPES)}, not {spec.model_type!r}")
+            return f"serves model types {', '.join(MODEL_TYPES)}, not {spec.model_type!r}"
         act = str(spec.config.get("hidden_act", "gelu"))
         if act not in _ACTIVATIONS:
             return f"serves activations {', '.join(_ACTIVATIONS)}, not {act!r}"
         return None
 
     def detail(self) -> str:
-        return (f"BERT-family encoder in JAX {library_version('jax')} (jit), "
-                f"safetensors weights")
+        return f"BERT-family encoder in JAX {library_version('jax')} (jit), safetensors weights"
 
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return JaxEncoder(spec, precision)

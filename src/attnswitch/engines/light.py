@@ -49,8 +49,7 @@ def quickest(spec: ModelSpec, precision: str) -> str | None:
     return None
 
 
-def unmeasured(spec: ModelSpec, engine: str, precision: str
-               ) -> tuple[str | None, str, str, str]:
+def unmeasured(spec: ModelSpec, engine: str, precision: str) -> tuple[str | None, str, str, str]:
     """(engine, precision, why that engine, why that precision) without measuring
     anything: see the module doc. `engine` and `precision` as asked ("auto" or a concrete
     one, the environment already read)."""
@@ -68,8 +67,7 @@ def unmeasured(spec: ModelSpec, engine: str, precision: str
     plan = autopick.recorded(spec, precision)
     if plan is not None and plan.chosen is not None:
         return plan.chosen, precision, plan.reason(), why_precision
-    return quickest(spec, precision), precision, "the quickest engine to start here", \
-        why_precision
+    return quickest(spec, precision), precision, "the quickest engine to start here", why_precision
 
 
 def query_engine(spec: ModelSpec, engine: str, precision: str) -> tuple[str, str]:
@@ -86,16 +84,22 @@ def query_engine(spec: ModelSpec, engine: str, precision: str) -> tuple[str, str
     from attnswitch.engines import autopick
 
     device = registry.host_device()
-    for name in QUICK_START[:_rank(engine)]:
+    for name in QUICK_START[: _rank(engine)]:
         candidate = registry.get(name)
         if candidate.unavailable() is not None or candidate.declines(device, precision, spec):
             continue
         row = autopick.known_parity(spec, candidate, precision)
-        if row is None or not row.parity or row.top10 != 1.0 or not candidate.ready(spec,
-                                                                                  precision):
+        if (
+            row is None
+            or not row.parity
+            or row.top10 != 1.0
+            or not candidate.ready(spec, precision)
+        ):
             continue
-        return name, (f"quicker to start than {engine}, with the same answers "
-                      f"({autopick.parity_figures(row, autopick.PARITY[precision])})")
+        return name, (
+            f"quicker to start than {engine}, with the same answers "
+            f"({autopick.parity_figures(row, autopick.PARITY[precision])})"
+        )
     return engine, "the index's engine"
 
 

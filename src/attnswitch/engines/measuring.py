@@ -84,8 +84,7 @@ class Measurement:
         if len(self.precisions) > 1:
             parts.append(f"which precision ({', '.join(self.precisions)})")
         what = " and ".join(parts) or "the engines"
-        return (f"{what} with the same answers as torch float32, once on this machine "
-                "(remembered)")
+        return f"{what} with the same answers as torch float32, once on this machine (remembered)"
 
 
 def _engine_steps(engines: int) -> list[str]:
@@ -103,10 +102,13 @@ def _likely_candidates(spec: ModelSpec, precision: str) -> tuple[str, ...]:
 
     device = registry.host_device()
     return tuple(
-        e.name for e in registry.engines()
+        e.name
+        for e in registry.engines()
         if all(importlib.util.find_spec(m) is not None for m in e.requires)
-        and device in e.devices and precision in e.precisions
-        and e.model_unsupported(spec) is None)
+        and device in e.devices
+        and precision in e.precisions
+        and e.model_unsupported(spec) is None
+    )
 
 
 def ahead(spec: ModelSpec, engine: str, precision: str) -> Measurement | None:
@@ -163,8 +165,9 @@ class Paced:
     def __call__(self, done: int, total: int, what: str) -> None:
         self._finish_current()
         self._current = step_kind(what) if done < total else None
-        self.total_s = max(self.total_s, self.done_s + (STEP_S[self._current]
-                                                         if self._current else 0.0))
+        self.total_s = max(
+            self.total_s, self.done_s + (STEP_S[self._current] if self._current else 0.0)
+        )
         self.report(self.done_s, self.total_s, what)
 
     def _finish_current(self) -> None:
@@ -179,5 +182,12 @@ class Paced:
         self.report(self.done_s, self.total_s, what)
 
 
-__all__ = ["GAIN_ENGINES", "GAIN_PRECISIONS", "Measurement", "Paced", "STEP_S", "ahead",
-           "step_kind"]
+__all__ = [
+    "GAIN_ENGINES",
+    "GAIN_PRECISIONS",
+    "Measurement",
+    "Paced",
+    "STEP_S",
+    "ahead",
+    "step_kind",
+]

@@ -34,13 +34,18 @@ _SAMPLES = 16
 _SAMPLE_BYTES = 64 * 2**10
 
 # sentence-transformers pooling flags -> our names; flags not listed are refused, not ignored
-_POOLING_FLAGS = MappingProxyType({
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_lasttoken": "last",
-})
-_UNSUPPORTED_FLAGS = ("pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
-                      "pooling_mode_weightedmean_tokens")
+_POOLING_FLAGS = MappingProxyType(
+    {
+        "pooling_mode_mean_tokens": "mean",
+        "pooling_mode_cls_token": "cls",
+        "pooling_mode_lasttoken": "last",
+    }
+)
+_UNSUPPORTED_FLAGS = (
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+)
 
 
 class ModelError(AttnswitchError, ValueError):
@@ -117,8 +122,12 @@ class ModelSpec:
         sbert_config = _read_json(sbert) if sbert.is_file() else {}
         max_len = sbert_config.get("max_seq_length") or _model_max_length(root, config)
         return cls(
-            path=root, config=config, pooling=pooling, normalize=normalize,
-            max_seq_length=int(max_len), do_lower_case=bool(sbert_config.get("do_lower_case")),
+            path=root,
+            config=config,
+            pooling=pooling,
+            normalize=normalize,
+            max_seq_length=int(max_len),
+            do_lower_case=bool(sbert_config.get("do_lower_case")),
             languages=card_languages(root / "README.md"),
         )
 
@@ -186,8 +195,11 @@ def _model_max_length(root: Path, config: dict) -> int:
     positions = config.get("max_position_embeddings")
     if positions:
         # RoBERTa-style models spend padding_idx + 1 position slots before the first token
-        offset = int(config.get("pad_token_id") or 0) + 1 if config.get("model_type") in (
-            "roberta", "xlm-roberta", "camembert") else 0
+        offset = (
+            int(config.get("pad_token_id") or 0) + 1
+            if config.get("model_type") in ("roberta", "xlm-roberta", "camembert")
+            else 0
+        )
         limits.append(int(positions) - offset)
     tok_config = root / "tokenizer_config.json"
     if tok_config.is_file():
@@ -200,9 +212,13 @@ def _model_max_length(root: Path, config: dict) -> int:
 @functools.lru_cache(maxsize=32)
 def _fingerprint(root: Path, stamp: tuple) -> str:
     h = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts)
-                   and not p.name.lower().startswith("readme"))
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and not p.name.lower().startswith("readme")
+    )
     for p in files:
         size = p.stat().st_size
         h.update(f"{p.relative_to(root).as_posix()}\0{size}\0".encode())

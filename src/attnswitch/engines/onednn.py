@@ -26,8 +26,12 @@ class PackedLinear(torch.nn.Module):
     out_dtype: the output dtype (float32 keeps a float32 residual stream in bf16 mode).
     """
 
-    def __init__(self, linear: torch.nn.Linear, compute_dtype: torch.dtype,
-                 out_dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        linear: torch.nn.Linear,
+        compute_dtype: torch.dtype,
+        out_dtype: torch.dtype | None = None,
+    ):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.compute_dtype = compute_dtype
@@ -38,12 +42,15 @@ class PackedLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.ops.mkldnn._linear_pointwise(
-            x.to(self.compute_dtype), self._packed, self._bias, "none", [], "")
+            x.to(self.compute_dtype), self._packed, self._bias, "none", [], ""
+        )
         return y if y.dtype == self.out_dtype else y.to(self.out_dtype)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"compute={self.compute_dtype}, out={self.out_dtype} (oneDNN prepacked)")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"compute={self.compute_dtype}, out={self.out_dtype} (oneDNN prepacked)"
+        )
 
 
 @functools.cache
@@ -68,18 +75,19 @@ def unavailable(compute_dtype: torch.dtype = torch.float32) -> str | None:
         x = torch.randn(3, 5, 64, generator=gen)
         with torch.inference_mode():
             want = torch.nn.functional.linear(
-                x.to(compute_dtype), linear.weight.to(compute_dtype),
-                linear.bias.to(compute_dtype)).float()
+                x.to(compute_dtype), linear.weight.to(compute_dtype), linear.bias.to(compute_dtype)
+            ).float()
             got = PackedLinear(linear, compute_dtype, torch.float32)(x)
         err = float((want - got).abs().max())
         # the same products in the same dtype: only the summation order differs
         tol = (1e-5 if compute_dtype == torch.float32 else 2e-2) * float(want.abs().max())
         if not err <= tol:
-            return f"a packed {dtype_name(compute_dtype)} linear differs from nn.Linear by {err:.3g}"
+            return (
+                f"a packed {dtype_name(compute_dtype)} linear differs from nn.Linear by {err:.3g}"
+            )
     except Exception as exc:  # a broken op is a reason, not a crash
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return (f"packed {dtype_name(compute_dtype)} linear failed: {type(exc).__name__}: "
-                f"{first}")
+        return f"packed {dtype_name(compute_dtype)} linear failed: {type(exc).__name__}: {first}"
     return None
 
 
@@ -87,8 +95,9 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def pack_linears(model: torch.nn.Module, compute_dtype: torch.dtype,
-                 out_dtype: torch.dtype | None = None) -> int:
+def pack_linears(
+    model: torch.nn.Module, compute_dtype: torch.dtype, out_dtype: torch.dtype | None = None
+) -> int:
     """Replace every `nn.Linear` in `model` (on CPU) by a `PackedLinear`; returns how many."""
     count = 0
     for parent in list(model.modules()):
@@ -100,4 +109,3 @@ def pack_linears(model: torch.nn.Module, compute_dtype: torch.dtype,
 
 
 __all__ = ["PackedLinear", "pack_linears", "unavailable"]
-

@@ -48,8 +48,9 @@ class OnnxEncoder(Encoder):
         self.folder = folder
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(folder / "model.onnx"), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
         self.fused = (folder / "fused").is_file()
         self.load_times["model_s"] = time.perf_counter() - start
 
@@ -67,13 +68,21 @@ class OnnxEncoder(Encoder):
         quantised multiplies in float32 on dequantised weights)."""
         graph = "fused graph" if self.fused else "unfused graph (no fusions for this model type)"
         matmuls, weights, activations = quantised_matmuls(self.folder / "model.onnx")
-        linear = (f"MatMuls: weights int8 in {weights} of {matmuls}, activations int8 in "
-                  f"{activations} of {matmuls}"
-                  + ("; the others multiply in float32 on dequantised weights"
-                     if activations < weights else "")
-                  if weights else f"MatMuls: weights and activations float32 ({matmuls})")
-        return (f"ONNX Runtime {library_version('onnxruntime')} CPU provider, {graph}, "
-                f"{self.precision}; {linear}; {self.build_note}")
+        linear = (
+            f"MatMuls: weights int8 in {weights} of {matmuls}, activations int8 in "
+            f"{activations} of {matmuls}"
+            + (
+                "; the others multiply in float32 on dequantised weights"
+                if activations < weights
+                else ""
+            )
+            if weights
+            else f"MatMuls: weights and activations float32 ({matmuls})"
+        )
+        return (
+            f"ONNX Runtime {library_version('onnxruntime')} CPU provider, {graph}, "
+            f"{self.precision}; {linear}; {self.build_note}"
+        )
 
     def explain(self, text: str = "attnswitch explains its plan") -> Any:
         return self.describe()
@@ -92,8 +101,11 @@ def quantised_matmuls(path: Path) -> tuple[int, int, int]:
         return node is not None and node.op_type == "DequantizeLinear"
 
     matmuls = [node for node in graph.node if node.op_type == "MatMul"]
-    return (len(matmuls), sum(dequantised(n.input[1]) for n in matmuls),
-            sum(dequantised(n.input[0]) for n in matmuls))
+    return (
+        len(matmuls),
+        sum(dequantised(n.input[1]) for n in matmuls),
+        sum(dequantised(n.input[0]) for n in matmuls),
+    )
 
 
 # How the built model is laid out: the graph in model.onnx, its weights in weights.bin
@@ -105,9 +117,12 @@ WEIGHTS = "weights.bin"
 def _key(spec: ModelSpec, precision: str) -> dict[str, Any]:
     from attnswitch.engines import export
 
-    return export.base_key(spec, ENGINE.name, precision,
-                           {**ENGINE.versions(), **ENGINE.build_revisions(precision),
-                            "weights": WEIGHTS})
+    return export.base_key(
+        spec,
+        ENGINE.name,
+        precision,
+        {**ENGINE.versions(), **ENGINE.build_revisions(precision), "weights": WEIGHTS},
+    )
 
 
 def artifacts(spec: ModelSpec, precision: str) -> tuple[Path, str]:
@@ -142,8 +157,14 @@ def _external_weights(path: Path) -> None:
     import onnx
 
     model = onnx.load(str(path))
-    onnx.save_model(model, str(path), save_as_external_data=True,
-                    all_tensors_to_one_file=True, location=WEIGHTS, size_threshold=1024)
+    onnx.save_model(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=WEIGHTS,
+        size_threshold=1024,
+    )
 
 
 def _optimize(spec: ModelSpec, source: Path, target: Path) -> bool:
@@ -155,8 +176,12 @@ def _optimize(spec: ModelSpec, source: Path, target: Path) -> bool:
 
     config = spec.config
     model = optimizer.optimize_model(
-        str(source), model_type="bert", num_heads=int(config["num_attention_heads"]),
-        hidden_size=int(config["hidden_size"]), opt_level=1)
+        str(source),
+        model_type="bert",
+        num_heads=int(config["num_attention_heads"]),
+        hidden_size=int(config["hidden_size"]),
+        opt_level=1,
+    )
     model.save_model_to_file(str(target))
     return True
 
@@ -170,8 +195,10 @@ class OnnxRuntimeEngine(Engine):
     precisions = ("fp32", "int8")
 
     def detail(self) -> str:
-        return (f"ONNX Runtime {library_version('onnxruntime')} CPU provider, graph exported "
-                f"once (torch.onnx, opset 17) and fused by its transformer optimizer")
+        return (
+            f"ONNX Runtime {library_version('onnxruntime')} CPU provider, graph exported "
+            f"once (torch.onnx, opset 17) and fused by its transformer optimizer"
+        )
 
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return OnnxEncoder(spec, precision)

@@ -58,6 +58,8 @@ _HINTS = MappingProxyType({"fp32": "f32", "bf16": "bf16", "int8": "f32"})
 
 def int8_hint() -> str:
     return "bf16" if "BF16" in _capabilities() else "f32"
+
+
 _CONVERSION_TOOL = "openvino.tools.ovc"
 
 
@@ -79,7 +81,6 @@ def import_openvino() -> Any:
     return openvino
 
 
-
 @functools.cache
 def isa(precision: str) -> str:
     """The CPU instructions the plugin's matmuls use for `precision` on this host."""
@@ -87,8 +88,11 @@ def isa(precision: str) -> str:
 
     flags = cpu_flags()
     if precision == "int8":
-        for flag, name in (("amx_int8", "AMX int8"), ("avx512_vnni", "AVX-512 VNNI"),
-                           ("avx_vnni", "AVX-VNNI")):
+        for flag, name in (
+            ("amx_int8", "AMX int8"),
+            ("avx512_vnni", "AVX-512 VNNI"),
+            ("avx_vnni", "AVX-VNNI"),
+        ):
             if flag in flags:
                 return name
         return "int8 without VNNI"
@@ -118,7 +122,7 @@ def linear_precisions(compiled: Any) -> dict[str, int]:
 
 
 def _counted(counts: dict[str, int]) -> str:
-    """"u8 34, i8 2", most first; "none found" for no layer."""
+    """ "u8 34, i8 2", most first; "none found" for no layer."""
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return ", ".join(f"{name} {n}" for name, n in ranked) or "none found"
 
@@ -145,8 +149,7 @@ class OpenVinoEncoder(Encoder):
         # attention stays in float (`quantize.quantize_openvino`)
         self.width_multiple = SHAPE_MULTIPLE
         hint = int8_hint() if precision == "int8" else _HINTS[precision]
-        config = {"INFERENCE_PRECISION_HINT": hint,
-                  "PERFORMANCE_HINT": streams.upper()}
+        config = {"INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": streams.upper()}
         self.compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", config)
         self.jobs = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         self._queue = ov.AsyncInferQueue(self.compiled, self.jobs)
@@ -168,8 +171,9 @@ class OpenVinoEncoder(Encoder):
         result = self._request.infer(self._inputs(batch))
         return np.array(result[0], dtype=np.float32)
 
-    def _forward_batches(self, batches: Iterable[list[list[int]]],
-                         batch_tokens: int) -> list[np.ndarray]:
+    def _forward_batches(
+        self, batches: Iterable[list[list[int]]], batch_tokens: int
+    ) -> list[np.ndarray]:
         if self.jobs < 2:
             return super()._forward_batches(batches, batch_tokens)
         out: dict[int, np.ndarray] = {}
@@ -196,9 +200,11 @@ class OpenVinoEncoder(Encoder):
             runs = max(linear, key=linear.__getitem__, default="unknown")
             label = f"weights and activations {runs}"
             kind = {"bf16": "bf16", "f32": "fp32"}.get(runs, self.precision)
-        return (f"OpenVINO {library_version('openvino')} CPU plugin, linear layers: {label} "
-                f"({_counted(linear)}; {isa(kind)}), other ops {hint}, {self.streams} hint, "
-                f"{self.jobs} parallel requests; {self.build_note}")
+        return (
+            f"OpenVINO {library_version('openvino')} CPU plugin, linear layers: {label} "
+            f"({_counted(linear)}; {isa(kind)}), other ops {hint}, {self.streams} hint, "
+            f"{self.jobs} parallel requests; {self.build_note}"
+        )
 
     def explain(self, text: str = "attnswitch explains its plan") -> Any:
         return self.describe()
@@ -220,8 +226,9 @@ def artifacts(spec: ModelSpec, precision: str = "fp32") -> tuple[Path, str]:
         export.export_onnx(spec, onnx_path)
         # the runtime's own ONNX reader: `openvino.convert_model` (the OVC tool) would also
         # start a telemetry process that tries to reach the network
-        ov.save_model(ov.Core().read_model(str(onnx_path)), str(folder / "model.xml"),
-                      compress_to_fp16=False)
+        ov.save_model(
+            ov.Core().read_model(str(onnx_path)), str(folder / "model.xml"), compress_to_fp16=False
+        )
         onnx_path.unlink()
 
     return export.Artifacts(key).ensure(build)
@@ -237,13 +244,21 @@ def _int8_artifacts(spec: ModelSpec) -> tuple[Path, str]:
     from attnswitch.engines import export, quantize
 
     source, _ = artifacts(spec, "fp32")
-    key = export.base_key(spec, ENGINE.name, "int8",
-                          {**ENGINE.versions(), **ENGINE.build_revisions("int8"),
-                           "source": (source / export.MANIFEST).read_text()})
+    key = export.base_key(
+        spec,
+        ENGINE.name,
+        "int8",
+        {
+            **ENGINE.versions(),
+            **ENGINE.build_revisions("int8"),
+            "source": (source / export.MANIFEST).read_text(),
+        },
+    )
 
     def build(folder: Path) -> None:
-        quantize.quantize_openvino(import_openvino(), spec, source / "model.xml",
-                                   folder / "model.xml")
+        quantize.quantize_openvino(
+            import_openvino(), spec, source / "model.xml", folder / "model.xml"
+        )
 
     return export.Artifacts(key).ensure(build)
 
@@ -267,17 +282,21 @@ class OpenVinoEngine(Engine):
         return None
 
     def detail(self) -> str:
-        return (f"OpenVINO {library_version('openvino')} CPU plugin, IR converted once from "
-                f"the exported ONNX graph")
+        return (
+            f"OpenVINO {library_version('openvino')} CPU plugin, IR converted once from "
+            f"the exported ONNX graph"
+        )
 
     def build_revisions(self, precision: str) -> dict[str, str]:
         if precision != "int8":
             return {}
         from attnswitch.engines import quantize
 
-        return {"nncf": library_version("nncf"),
-                "calibration": str(quantize.CALIBRATION_REVISION),
-                "recipe": str(quantize.OPENVINO_RECIPE)}
+        return {
+            "nncf": library_version("nncf"),
+            "calibration": str(quantize.CALIBRATION_REVISION),
+            "recipe": str(quantize.OPENVINO_RECIPE),
+        }
 
     def load(self, spec: ModelSpec, precision: str) -> Encoder:
         return OpenVinoEncoder(spec, precision)

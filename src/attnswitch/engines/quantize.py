@@ -59,8 +59,11 @@ OPENVINO_RECIPE = 2  # 2: the attention's activation products in NNCF's ignored_
 def calibration_texts(spec: ModelSpec) -> list[str]:
     from attnswitch.engines import autopick, calibration_documents, retrieval_check
 
-    return [*autopick.calibration_texts(spec), *retrieval_check.calibration_corpus(),
-            *calibration_documents.DOCUMENTS]
+    return [
+        *autopick.calibration_texts(spec),
+        *retrieval_check.calibration_corpus(),
+        *calibration_documents.DOCUMENTS,
+    ]
 
 
 def calibration_batches(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
@@ -72,7 +75,7 @@ def calibration_batches(spec: ModelSpec) -> list[dict[str, np.ndarray]]:
     ids = sorted((e.ids for e in tok.encode_batch(texts)), key=len, reverse=True)
     out = []
     for start in range(0, len(ids), CALIBRATION_BATCH):
-        input_ids, mask = padded(ids[start:start + CALIBRATION_BATCH], spec.pad_token_id)
+        input_ids, mask = padded(ids[start : start + CALIBRATION_BATCH], spec.pad_token_id)
         out.append({"input_ids": input_ids, "attention_mask": mask})
     return out
 
@@ -122,9 +125,12 @@ def attention_matmuls(model: Any) -> list[str]:
             node = node.input_value(0).get_node()
         return node.get_type_name() == "Constant"
 
-    return [op.get_friendly_name() for op in model.get_ordered_ops()
-            if op.get_type_name() == "MatMul"
-            and not any(is_weight(op.input_value(i)) for i in range(op.get_input_size()))]
+    return [
+        op.get_friendly_name()
+        for op in model.get_ordered_ops()
+        if op.get_type_name() == "MatMul"
+        and not any(is_weight(op.input_value(i)) for i in range(op.get_input_size()))
+    ]
 
 
 def quantize_openvino(ov: Any, spec: ModelSpec, source_xml: Path, target_xml: Path) -> None:
@@ -138,9 +144,13 @@ def quantize_openvino(ov: Any, spec: ModelSpec, source_xml: Path, target_xml: Pa
     ignored = nncf.IgnoredScope(names=attention) if attention else None
     # NNCF draws its progress bars on stdout, which `--json` output owns: they go to stderr
     with _quiet(logging.getLogger("nncf")), contextlib.redirect_stdout(sys.stderr):
-        quantized = nncf.quantize(model, nncf.Dataset(batches),
-                                  model_type=nncf.ModelType.TRANSFORMER,
-                                  subset_size=len(batches), ignored_scope=ignored)
+        quantized = nncf.quantize(
+            model,
+            nncf.Dataset(batches),
+            model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(batches),
+            ignored_scope=ignored,
+        )
     ov.save_model(quantized, str(target_xml), compress_to_fp16=False)
 
 
@@ -162,13 +172,26 @@ def quantize_onnx(spec: ModelSpec, source: Path, target: Path) -> None:
             return next(self._batches, None)
 
     with _quiet(logging.getLogger()):
-        quantize_static(str(source), str(target), Reader(calibration_batches(spec)),
-                        quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        op_types_to_quantize=["MatMul"],
-                        calibrate_method=CalibrationMethod.MinMax)
+        quantize_static(
+            str(source),
+            str(target),
+            Reader(calibration_batches(spec)),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            calibrate_method=CalibrationMethod.MinMax,
+        )
 
 
-__all__ = ["CALIBRATION_BATCH", "CALIBRATION_REVISION", "OPENVINO_RECIPE", "attention_matmuls",
-           "calibration_batches", "calibration_texts", "quantize_onnx",
-           "quantize_openvino"]
+__all__ = [
+    "CALIBRATION_BATCH",
+    "CALIBRATION_REVISION",
+    "OPENVINO_RECIPE",
+    "attention_matmuls",
+    "calibration_batches",
+    "calibration_texts",
+    "quantize_onnx",
+    "quantize_openvino",
+]

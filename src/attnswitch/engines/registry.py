@@ -149,9 +149,9 @@ def _load() -> dict[str, Engine]:
     for module_name, attr in BUILTIN:
         engine = getattr(importlib.import_module(module_name), attr)
         found[engine.name] = engine
-    for engine in entry_point_objects(ENTRY_POINT_GROUP, "engine",
-                                      lambda e: isinstance(e, Engine),
-                                      "an attnswitch.engines.Engine"):
+    for engine in entry_point_objects(
+        ENTRY_POINT_GROUP, "engine", lambda e: isinstance(e, Engine), "an attnswitch.engines.Engine"
+    ):
         found.setdefault(engine.name, engine)
     return found
 
@@ -184,8 +184,9 @@ class Registry:
         with self.lock:
             engines = dict(self._locked_table())
             if engine.name in engines and not replace:
-                raise ValueError(f"engine: expected a new name, got {engine.name!r} "
-                                 "(already registered)")
+                raise ValueError(
+                    f"engine: expected a new name, got {engine.name!r} (already registered)"
+                )
             engines[engine.name] = engine
             self._engines = MappingProxyType(engines)
 
@@ -250,7 +251,8 @@ def tpu_host() -> bool:
     if importlib.util.find_spec("jax") is None:
         return False
     hints = (
-        glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")
+        glob.glob("/dev/accel*")
+        or glob.glob("/dev/vfio/[0-9]*")
         or any(os.environ.get(v) for v in ("TPU_NAME", "TPU_ACCELERATOR_TYPE", "COLAB_TPU_ADDR"))
     )
     if not hints:
@@ -265,8 +267,7 @@ def tpu_host() -> bool:
 
 # Device nodes one of which a GPU driver that torch can use creates: NVIDIA's, ROCm's
 # (torch.cuda also drives AMD GPUs) and WSL's GPU bridge.
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd",
-                    "/dev/dxg")
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
 
 
 @functools.cache
@@ -293,5 +294,16 @@ def host_device() -> str:
     return "cuda" if cuda_host() else "cpu"
 
 
-__all__ = ["DEVICE_KINDS", "ENTRY_POINT_GROUP", "Engine", "engines", "get", "host_device",
-           "library_version", "names", "register", "reset", "unregister"]
+__all__ = [
+    "DEVICE_KINDS",
+    "ENTRY_POINT_GROUP",
+    "Engine",
+    "engines",
+    "get",
+    "host_device",
+    "library_version",
+    "names",
+    "register",
+    "reset",
+    "unregister",
+]

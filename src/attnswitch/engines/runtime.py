@@ -36,12 +36,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-ENVIRONMENT = MappingProxyType({  # setting -> the environment variable that states it
-    "engine": "ATTNSWITCH_ENGINE",
-    "precision": "ATTNSWITCH_PRECISION",
-    "query_engine": "ATTNSWITCH_QUERY_ENGINE",
-    "auto_int8": "ATTNSWITCH_AUTO_INT8",
-})
+ENVIRONMENT = MappingProxyType(
+    {  # setting -> the environment variable that states it
+        "engine": "ATTNSWITCH_ENGINE",
+        "precision": "ATTNSWITCH_PRECISION",
+        "query_engine": "ATTNSWITCH_QUERY_ENGINE",
+        "auto_int8": "ATTNSWITCH_AUTO_INT8",
+    }
+)
 TRUE = frozenset({"1", "true", "yes"})  # the values that turn ATTNSWITCH_AUTO_INT8 on
 
 
@@ -64,9 +66,12 @@ class Settings:
         """The settings the environment variables (`ENVIRONMENT`) state."""
         env = os.environ if environ is None else environ
         text = lambda name: env.get(ENVIRONMENT[name], "").strip() or None  # noqa: E731
-        return cls(engine=text("engine"), precision=text("precision"),
-                   query_engine=text("query_engine"),
-                   auto_int8=(text("auto_int8") or "") in TRUE)
+        return cls(
+            engine=text("engine"),
+            precision=text("precision"),
+            query_engine=text("query_engine"),
+            auto_int8=(text("auto_int8") or "") in TRUE,
+        )
 
 
 @dataclass
@@ -125,8 +130,11 @@ class Runtime:
                 self._caches.encoders.clear()
 
 
+# The process's runtime, shared on purpose (a mutable default).
 _CURRENT: contextvars.ContextVar[Runtime] = contextvars.ContextVar(
-    "attnswitch_engines_runtime", default=Runtime())  # noqa: B039 (the process's runtime, shared on purpose)
+    "attnswitch_engines_runtime",
+    default=Runtime(),  # noqa: B039
+)
 
 
 def current() -> Runtime:

@@ -49,16 +49,27 @@ class TorchEncoder(Encoder):
     default_batch_tokens = 4096
     max_batch = 32
 
-    def __init__(self, spec: ModelSpec, precision: str = "fp32", *, device: str | None = None,
-                 layout: str = "padded", linear: str = "auto", compile: bool = False):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        precision: str = "fp32",
+        *,
+        device: str | None = None,
+        layout: str = "padded",
+        linear: str = "auto",
+        compile: bool = False,
+    ):
         super().__init__(spec, precision)
         if layout not in LAYOUTS:
             raise EncodeInputError("layout", f"one of {', '.join(LAYOUTS)}", repr(layout))
         if linear not in LINEARS:
             raise EncodeInputError("linear", f"one of {', '.join(LINEARS)}", repr(linear))
         if compile and linear == "onednn":
-            raise EncodeInputError("linear", "'auto' or 'torch' with compile=True (inductor "
-                                   "prepacks the linears itself)", repr(linear))
+            raise EncodeInputError(
+                "linear",
+                "'auto' or 'torch' with compile=True (inductor prepacks the linears itself)",
+                repr(linear),
+            )
         start = time.perf_counter()
         import torch
         from transformers import AutoModel
@@ -70,18 +81,18 @@ class TorchEncoder(Encoder):
         start = time.perf_counter()
         self.layout = layout
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model = AutoModel.from_pretrained(
-            spec.path, attn_implementation=hf.NAME, dtype=torch.float32
-        ).to(self.device).eval()
+        self.model = (
+            AutoModel.from_pretrained(spec.path, attn_implementation=hf.NAME, dtype=torch.float32)
+            .to(self.device)
+            .eval()
+        )
         self.compiled = compile
         self.linear = self._pack_linears("torch" if compile else linear)
         if compile:
             # freezing: inductor folds the weights as constants and prepacks the linears
             # with oneDNN itself; dynamic: one graph for every batch shape
             self.model = torch.compile(self.model, dynamic=True, options={"freezing": True})
-        self._position_offset = (
-            spec.pad_token_id + 1 if spec.model_type in _OFFSET_POSITIONS else 0
-        )
+        self._position_offset = spec.pad_token_id + 1 if spec.model_type in _OFFSET_POSITIONS else 0
         self.load_times["model_s"] = time.perf_counter() - start
 
     def _pack_linears(self, linear: str) -> str:
@@ -153,11 +164,12 @@ class TorchEncoder(Encoder):
         return self.device.type
 
     def describe(self) -> str:
-        return (f"transformers {library_version('transformers')} AutoModel on torch "
-                f"{library_version('torch')} ({self.device.type}), attention through "
-                f"attnswitch, {self.linear}, {self.precision}, {self.layout} batches"
-                + ("; torch.compile (inductor, dynamic shapes, freezing)" if self.compiled
-                   else ""))
+        return (
+            f"transformers {library_version('transformers')} AutoModel on torch "
+            f"{library_version('torch')} ({self.device.type}), attention through "
+            f"attnswitch, {self.linear}, {self.precision}, {self.layout} batches"
+            + ("; torch.compile (inductor, dynamic shapes, freezing)" if self.compiled else "")
+        )
 
 
 class TorchEngine(Engine):
@@ -171,8 +183,10 @@ class TorchEngine(Engine):
     reference = True
 
     def detail(self) -> str:
-        return (f"transformers {library_version('transformers')} AutoModel, "
-                f"attn_implementation='attnswitch', torch {library_version('torch')}")
+        return (
+            f"transformers {library_version('transformers')} AutoModel, "
+            f"attn_implementation='attnswitch', torch {library_version('torch')}"
+        )
 
     def load(self, spec: ModelSpec, precision: str, layout: str = "padded") -> Encoder:
         return TorchEncoder(spec, precision, layout=layout)
@@ -189,7 +203,7 @@ def _pool_padded(hidden: Any, lengths: Any, mode: str) -> Any:
         return hidden[:, 0]
     if mode == "last":
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), lengths - 1]
-    real = (torch.arange(hidden.shape[1], device=hidden.device)[None] < lengths[:, None])
+    real = torch.arange(hidden.shape[1], device=hidden.device)[None] < lengths[:, None]
     real = real.to(hidden.dtype)[..., None]
     return (hidden * real).sum(dim=1) / real.sum(dim=1).clamp(min=1e-9)
 

@@ -46,16 +46,44 @@ MIN_LANGUAGE_PROBABILITY = 0.5
 # words (base64, hashes) and PostgreSQL refuses lexemes over 2,046 bytes.
 MAX_TERM_CHARS = 255
 # The Snowball stemmers (PyStemmer's names) by ISO 639-1 code.
-STEMMERS = MappingProxyType({
-    "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german",
-    "el": "greek", "en": "english", "eo": "esperanto", "es": "spanish", "et": "estonian",
-    "eu": "basque", "fa": "persian", "fi": "finnish", "fr": "french", "ga": "irish",
-    "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian",
-    "it": "italian", "lt": "lithuanian", "ne": "nepali", "nl": "dutch", "no": "norwegian",
-    "nb": "norwegian", "pl": "polish", "pt": "portuguese", "ro": "romanian",
-    "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil", "tr": "turkish",
-    "yi": "yiddish",
-})
+STEMMERS = MappingProxyType(
+    {
+        "ar": "arabic",
+        "ca": "catalan",
+        "cs": "czech",
+        "da": "danish",
+        "de": "german",
+        "el": "greek",
+        "en": "english",
+        "eo": "esperanto",
+        "es": "spanish",
+        "et": "estonian",
+        "eu": "basque",
+        "fa": "persian",
+        "fi": "finnish",
+        "fr": "french",
+        "ga": "irish",
+        "hi": "hindi",
+        "hu": "hungarian",
+        "hy": "armenian",
+        "id": "indonesian",
+        "it": "italian",
+        "lt": "lithuanian",
+        "ne": "nepali",
+        "nl": "dutch",
+        "no": "norwegian",
+        "nb": "norwegian",
+        "pl": "polish",
+        "pt": "portuguese",
+        "ro": "romanian",
+        "ru": "russian",
+        "sr": "serbian",
+        "sv": "swedish",
+        "ta": "tamil",
+        "tr": "turkish",
+        "yi": "yiddish",
+    }
+)
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
 
 
@@ -92,9 +120,14 @@ def _identifier() -> Any:
 
     with np.load(_unpacked_model(), allow_pickle=False) as data:
         return LanguageIdentifier(
-            np.asarray(data["ptc"]), np.asarray(data["pc"]), data["classes"].tolist(),
-            as_array(data["nextmove"]), data["out_feat"].tolist(), norm_probs=True,
-            tk_row=as_array(data["nextmove_row"]))
+            np.asarray(data["ptc"]),
+            np.asarray(data["pc"]),
+            data["classes"].tolist(),
+            as_array(data["nextmove"]),
+            data["out_feat"].tolist(),
+            norm_probs=True,
+            tk_row=as_array(data["nextmove_row"]),
+        )
 
 
 def _unpacked_model() -> Any:
@@ -157,7 +190,7 @@ def _tokens(text: str) -> list[tuple[bool, str]]:
 
 
 def _bigrams(run: str) -> list[str]:
-    return [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def document_terms(text: str, language: str) -> list[str]:
@@ -217,8 +250,9 @@ def tsvector_literal(terms: Sequence[str], stems: Sequence[str] = ()) -> str:
             at = positions.setdefault(term, set())
             if len(at) < 256:
                 at.add(f"{min(i, 16383)}{weight}")
-    return " ".join(f"{_quoted(t)}:{','.join(sorted(p, key=_position))}"
-                    for t, p in positions.items())
+    return " ".join(
+        f"{_quoted(t)}:{','.join(sorted(p, key=_position))}" for t, p in positions.items()
+    )
 
 
 def _position(mark: str) -> tuple[int, str]:
@@ -228,8 +262,7 @@ def _position(mark: str) -> tuple[int, str]:
 def tsquery_literal(terms: Sequence[str], stems: Sequence[str] = ()) -> str:
     """A PostgreSQL `tsquery` literal matching any of `terms` among a chunk's words as
     written (weight A) or any of `stems` among its stems (weight D)."""
-    return " | ".join([*(f"{_quoted(t)}:A" for t in terms),
-                       *(f"{_quoted(s)}:D" for s in stems)])
+    return " | ".join([*(f"{_quoted(t)}:A" for t in terms), *(f"{_quoted(s)}:D" for s in stems)])
 
 
 def _quoted(term: str) -> str:

@@ -73,8 +73,9 @@ VERIFY_SAMPLE = 32
 log = logging.getLogger(__name__)
 
 
-def exact_top_k(ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray,
-                n: int) -> list[list[tuple[int, float]]]:
+def exact_top_k(
+    ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray, n: int
+) -> list[list[tuple[int, float]]]:
     """The `n` best (chunk id, score) per row of `queries` `[Q, dim]` (normalised) among
     `matrix` `[N, dim]` with chunk ids `ids` `[N]`: score descending, then id ascending."""
     if len(ids) == 0:
@@ -111,8 +112,7 @@ class HnswIndex:
     """The HNSW graph of one SQLite store (see the module doc). `open` loads, replays or
     rebuilds it; `search` answers; `save` persists it (writers only)."""
 
-    def __init__(self, db_path: Path, index: Any, seq: int, rebuilt: bool,
-                 mapped: bool = False):
+    def __init__(self, db_path: Path, index: Any, seq: int, rebuilt: bool, mapped: bool = False):
         self.db_path = db_path
         self.index = index
         self.seq = seq
@@ -123,7 +123,8 @@ class HnswIndex:
     def paths(db_path: Path) -> tuple[Path, Path]:
         """(graph file, header file) beside the database."""
         return db_path.with_name(db_path.name + ".hnsw"), db_path.with_name(
-            db_path.name + ".hnsw.json")
+            db_path.name + ".hnsw.json"
+        )
 
     @classmethod
     def open(cls, store: Any, *, writable: bool = False) -> HnswIndex:
@@ -142,12 +143,21 @@ class HnswIndex:
         try:
             meta = json.loads(header.read_text())
             pending = meta["seq"] < log_last
-            usable = (meta.get("format") == INDEX_FORMAT and meta["store_id"] == store.store_id
-                      and meta["dim"] == store.dim and graph.stat().st_size == meta["size"]
-                      and (pending or (meta["seq"] == log_last and meta["count"] == count
-                                       and meta["max_id"] == store.max_chunk_id()))
-                      and (not pending or (log_first is not None
-                                           and log_first <= meta["seq"] + 1)))
+            usable = (
+                meta.get("format") == INDEX_FORMAT
+                and meta["store_id"] == store.store_id
+                and meta["dim"] == store.dim
+                and graph.stat().st_size == meta["size"]
+                and (
+                    pending
+                    or (
+                        meta["seq"] == log_last
+                        and meta["count"] == count
+                        and meta["max_id"] == store.max_chunk_id()
+                    )
+                )
+                and (not pending or (log_first is not None and log_first <= meta["seq"] + 1))
+            )
             why = "" if usable else "its header is of another store, format or state"
         except (OSError, ValueError, KeyError, TypeError) as exc:
             usable, meta = False, None
@@ -175,8 +185,11 @@ class HnswIndex:
                     return self
                 why = f"holding {len(self.index)} vectors, not the store's {count}"
         if meta is not None or graph.exists():
-            log.warning("%s: the HNSW graph beside it is unusable (%s); rebuilt from the "
-                        "stored vectors", db_path, why)
+            log.warning(
+                "%s: the HNSW graph beside it is unusable (%s); rebuilt from the stored vectors",
+                db_path,
+                why,
+            )
         return cls._build(store, db_path)
 
     @staticmethod
@@ -200,8 +213,9 @@ class HnswIndex:
     def _sample_damage(index: Any, meta: dict, store: Any) -> str | None:
         """Why a large mapped graph is not the one saved, or None: a sample of
         `VERIFY_SAMPLE` of its vectors must equal the store's."""
-        ids, vectors = store.vectors_of(np.random.default_rng().integers(
-            1, meta["max_id"] + 1, VERIFY_SAMPLE))
+        ids, vectors = store.vectors_of(
+            np.random.default_rng().integers(1, meta["max_id"] + 1, VERIFY_SAMPLE)
+        )
         if not len(ids):
             return None
         present = np.array([index.contains(int(i)) for i in ids])
@@ -216,8 +230,13 @@ class HnswIndex:
     def _build(cls, store: Any, db_path: Path) -> HnswIndex:
         from usearch.index import Index
 
-        index = Index(ndim=store.dim, metric="ip", dtype=DTYPE, connectivity=CONNECTIVITY,
-                      expansion_add=EXPANSION_ADD)
+        index = Index(
+            ndim=store.dim,
+            metric="ip",
+            dtype=DTYPE,
+            connectivity=CONNECTIVITY,
+            expansion_add=EXPANSION_ADD,
+        )
         seq = store.chunk_log_state()[1]
         for ids, matrix in store.iter_vectors():
             index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
@@ -238,8 +257,7 @@ class HnswIndex:
     def __len__(self) -> int:
         return len(self.index)
 
-    def search(self, queries: np.ndarray, n: int,
-               ef: int) -> list[list[tuple[int, float]]]:
+    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, with a
         search beam of `max(ef, n)` candidates (wider: higher recall, slower)."""
         n = min(int(n), len(self.index))
@@ -250,10 +268,19 @@ class HnswIndex:
         # One query gives `Matches` (its hits only), several `BatchMatches` (padded rows
         # and `counts`). usearch's "ip" distance is 1 - inner product.
         if len(queries) == 1:
-            return [[(int(key), float(1.0 - d)) for key, d in zip(found.keys, found.distances,
-                                                                   strict=True)]]
-        return [[(int(found.keys[q, j]), float(1.0 - found.distances[q, j]))
-                 for j in range(int(found.counts[q]))] for q in range(len(queries))]
+            return [
+                [
+                    (int(key), float(1.0 - d))
+                    for key, d in zip(found.keys, found.distances, strict=True)
+                ]
+            ]
+        return [
+            [
+                (int(found.keys[q, j]), float(1.0 - found.distances[q, j]))
+                for j in range(int(found.counts[q]))
+            ]
+            for q in range(len(queries))
+        ]
 
     def save(self, store: Any) -> None:
         """Write the graph and its header atomically (a reader sees the old pair or the
@@ -262,12 +289,20 @@ class HnswIndex:
         tmp = graph.with_name(graph.name + f".{os.getpid()}.tmp")
         self.index.save(str(tmp))
         os.replace(tmp, graph)
-        meta = {"format": INDEX_FORMAT, "store_id": store.store_id, "dim": store.dim,
-                "seq": self.seq, "size": graph.stat().st_size, "crc32": file_crc32(graph),
-                "mtime_ns": graph.stat().st_mtime_ns,
-                "count": len(self.index), "dtype": DTYPE,
-                "max_id": store.max_chunk_id(),
-                "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD}
+        meta = {
+            "format": INDEX_FORMAT,
+            "store_id": store.store_id,
+            "dim": store.dim,
+            "seq": self.seq,
+            "size": graph.stat().st_size,
+            "crc32": file_crc32(graph),
+            "mtime_ns": graph.stat().st_mtime_ns,
+            "count": len(self.index),
+            "dtype": DTYPE,
+            "max_id": store.max_chunk_id(),
+            "connectivity": CONNECTIVITY,
+            "expansion_add": EXPANSION_ADD,
+        }
         tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")
         tmp_header.write_text(json.dumps(meta))
         os.replace(tmp_header, header)

@@ -38,7 +38,6 @@ DEFAULT_EMBED_HEADINGS = True
 _LEGACY = MappingProxyType({"chunking": "windows", "embed_headings": False})
 
 
-
 class IndexMismatchError(AttnswitchError, ValueError):
     """A store's vectors were made with another model than the one asked for."""
 
@@ -84,34 +83,52 @@ class IndexConfig:
     languages: tuple[str, ...] | None = None
 
     @classmethod
-    def build(cls, spec: Any, model: str | os.PathLike | None, engine: str, precision: str,
-              max_tokens: int | None = None, overlap: int = DEFAULT_OVERLAP,
-              tokenizer: Any = None, chunking: str = DEFAULT_CHUNKING,
-              embed_headings: bool = DEFAULT_EMBED_HEADINGS) -> IndexConfig:
+    def build(
+        cls,
+        spec: Any,
+        model: str | os.PathLike | None,
+        engine: str,
+        precision: str,
+        max_tokens: int | None = None,
+        overlap: int = DEFAULT_OVERLAP,
+        tokenizer: Any = None,
+        chunking: str = DEFAULT_CHUNKING,
+        embed_headings: bool = DEFAULT_EMBED_HEADINGS,
+    ) -> IndexConfig:
         """The config for `spec` (a loaded `ModelSpec`). `max_tokens` defaults to the model's
         limit minus its special tokens, and may not exceed it."""
         limit = spec.max_seq_length - special_tokens(tokenizer or spec.tokenizer())
         if max_tokens is None:
             max_tokens = limit
         if not 1 <= max_tokens <= limit:
-            raise ConfigError(f"max_tokens: expected 1 to {limit} (the model's "
-                             f"{spec.max_seq_length} minus special tokens), got {max_tokens}")
+            raise ConfigError(
+                f"max_tokens: expected 1 to {limit} (the model's "
+                f"{spec.max_seq_length} minus special tokens), got {max_tokens}"
+            )
         if not 0 <= overlap < max_tokens:
-            raise ConfigError(f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), "
-                             f"got {overlap}")
+            raise ConfigError(
+                f"overlap: expected 0 <= overlap < max_tokens ({max_tokens}), got {overlap}"
+            )
         from attnswitch.documents.chunk import CHUNKINGS
 
         if chunking not in CHUNKINGS:
-            raise ValueError(f"chunking: expected one of {', '.join(CHUNKINGS)}, "
-                             f"got {chunking!r}")
+            raise ValueError(f"chunking: expected one of {', '.join(CHUNKINGS)}, got {chunking!r}")
         path = Path(spec.path)
         name = path.parent.name if path.name == "model" else path.name
         return cls(
-            model=None if model is None else str(Path(model).resolve()), model_name=name,
-            model_fingerprint=model_fingerprint(path), dim=spec.dim, pooling=spec.pooling,
-            normalize=spec.normalize, max_seq_length=spec.max_seq_length, engine=engine,
-            precision=precision, max_tokens=int(max_tokens), overlap=int(overlap),
-            chunking=chunking, embed_headings=bool(embed_headings),
+            model=None if model is None else str(Path(model).resolve()),
+            model_name=name,
+            model_fingerprint=model_fingerprint(path),
+            dim=spec.dim,
+            pooling=spec.pooling,
+            normalize=spec.normalize,
+            max_seq_length=spec.max_seq_length,
+            engine=engine,
+            precision=precision,
+            max_tokens=int(max_tokens),
+            overlap=int(overlap),
+            chunking=chunking,
+            embed_headings=bool(embed_headings),
             languages=getattr(spec, "languages", None),
         )
 
@@ -135,8 +152,10 @@ class IndexConfig:
         """The short hash of what makes the vector of one text (model files, pooling,
         normalisation, sequence length, precision): vectors are reusable across configs
         that share it (`vector_key`)."""
-        fields = {k: getattr(self, k) for k in ("model_fingerprint", "pooling", "normalize",
-                                                "max_seq_length", "precision")}
+        fields = {
+            k: getattr(self, k)
+            for k in ("model_fingerprint", "pooling", "normalize", "max_seq_length", "precision")
+        }
         return provenance_key(fields, 16)
 
     def to_json(self) -> str:
@@ -152,8 +171,10 @@ class IndexConfig:
         return cls(**fields)
 
     def describe(self) -> str:
-        return (f"{self.model_name} ({self.model or 'default model'}, "
-                f"{self.model_fingerprint[:12]}), {self.engine} engine, {self.precision}")
+        return (
+            f"{self.model_name} ({self.model or 'default model'}, "
+            f"{self.model_fingerprint[:12]}), {self.engine} engine, {self.precision}"
+        )
 
 
 def stored_config(store: Any) -> IndexConfig | None:
@@ -162,8 +183,9 @@ def stored_config(store: Any) -> IndexConfig | None:
     return None if text is None else IndexConfig.from_json(text)
 
 
-def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, stored_dim: int | None,
-                     where: str) -> None:
+def check_same_model(
+    stored: IndexConfig | None, wanted: IndexConfig, stored_dim: int | None, where: str
+) -> None:
     """Refuse to mix models in one store: vectors of two models are not comparable.
     `stored_dim` is the dimension of the vectors in the store (None: it has none yet)."""
     if stored_dim is None:
@@ -171,14 +193,16 @@ def check_same_model(stored: IndexConfig | None, wanted: IndexConfig, stored_dim
     if stored_dim != wanted.dim:
         raise IndexMismatchError(
             f"model: expected vectors of dimension {stored_dim} (the store's, in {where}), "
-            f"got {wanted.dim} from {wanted.model_name}; use another --db for this model")
+            f"got {wanted.dim} from {wanted.model_name}; use another --db for this model"
+        )
     if stored is None:
         raise IndexMismatchError(
             f"store: expected an index made by `attnswitch run`, got vectors of an unknown "
-            f"model in {where}; use another --db")
+            f"model in {where}; use another --db"
+        )
     if stored.model_fingerprint != wanted.model_fingerprint or stored.dim != wanted.dim:
         raise IndexMismatchError(
             f"model: expected the index's model {stored.describe()}, got "
             f"{wanted.model_name} ({wanted.model or 'default model'}, "
-            f"{wanted.model_fingerprint[:12]}); use another --db for another model")
-
+            f"{wanted.model_fingerprint[:12]}); use another --db for another model"
+        )

@@ -47,15 +47,17 @@ from attnswitch.documents.readers.registry import extension_kinds, readers
 from attnswitch.indexing.store_errors import StoreInputError
 
 # Groups of reader kinds a user names by what the files are.
-GROUPS = MappingProxyType({
-    "mail": ("eml", "mbox"),
-    "word": ("docx", "odt", "doc", "rtf"),
-    "spreadsheet": ("xlsx", "ods", "xls", "csv"),
-    "presentation": ("pptx", "odp", "ppt"),
-    "office": ("docx", "odt", "doc", "rtf", "xlsx", "ods", "xls", "pptx", "odp", "ppt"),
-    "notebook": ("ipynb",),
-    "ebook": ("epub",),
-})
+GROUPS = MappingProxyType(
+    {
+        "mail": ("eml", "mbox"),
+        "word": ("docx", "odt", "doc", "rtf"),
+        "spreadsheet": ("xlsx", "ods", "xls", "csv"),
+        "presentation": ("pptx", "odp", "ppt"),
+        "office": ("docx", "odt", "doc", "rtf", "xlsx", "ods", "xls", "pptx", "odp", "ppt"),
+        "notebook": ("ipynb",),
+        "ebook": ("epub",),
+    }
+)
 FIELDS = ("path", "type", "modified_after", "modified_before")
 # Each glob is an RE2 program of up to a MiB asked about every document; no one narrows a
 # search by more folders or globs than this.
@@ -77,23 +79,33 @@ class SearchFilter:
     _specs: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
-    def of(cls, path: str | Iterable[str] | None = None, type: str | Iterable[str] | None = None,
-           modified_after: Any = None, modified_before: Any = None) -> SearchFilter | None:
+    def of(
+        cls,
+        path: str | Iterable[str] | None = None,
+        type: str | Iterable[str] | None = None,
+        modified_after: Any = None,
+        modified_before: Any = None,
+    ) -> SearchFilter | None:
         """The filter the values give, None when none is given (no filter)."""
         paths = _strings("path", path)
         if len(paths) > MAX_PATHS:
-            raise StoreInputError("path", f"at most {MAX_PATHS} folder prefixes or globs",
-                                  f"{len(paths)} of them")
+            raise StoreInputError(
+                "path", f"at most {MAX_PATHS} folder prefixes or globs", f"{len(paths)} of them"
+            )
         kinds, extensions = _types(_strings("type", type))
         after = _when("modified_after", modified_after)
         before = _when("modified_before", modified_before)
         if after is not None and before is not None and after > before:
-            raise StoreInputError("modified_before", f"a time not before modified_after "
-                                  f"({_shown(after)})", _shown(before))
+            raise StoreInputError(
+                "modified_before",
+                f"a time not before modified_after ({_shown(after)})",
+                _shown(before),
+            )
         if not (paths or kinds or extensions) and after is None and before is None:
             return None
-        specs = tuple(_spec(p, "path" if len(paths) == 1 else f"path[{i}]")
-                      for i, p in enumerate(paths))
+        specs = tuple(
+            _spec(p, "path" if len(paths) == 1 else f"path[{i}]") for i, p in enumerate(paths)
+        )
         return cls(paths, kinds, extensions, after, before, specs)
 
     @classmethod
@@ -103,15 +115,19 @@ class SearchFilter:
             return None
         unknown = sorted(set(values) - set(FIELDS))
         if unknown:
-            raise StoreInputError(f"filter.{unknown[0]}", f"one of {', '.join(FIELDS)}",
-                                  repr(unknown[0]))
+            raise StoreInputError(
+                f"filter.{unknown[0]}", f"one of {', '.join(FIELDS)}", repr(unknown[0])
+            )
         return cls.of(**{k: values.get(k) for k in FIELDS})
 
     def to_dict(self) -> dict[str, Any]:
         """The filter as the fields a user gives (for `--json` and logs)."""
-        return {"path": list(self.paths),
-                "type": sorted(self.kinds) + sorted("." + e for e in self.extensions),
-                "modified_after": _shown(self.after_ns), "modified_before": _shown(self.before_ns)}
+        return {
+            "path": list(self.paths),
+            "type": sorted(self.kinds) + sorted("." + e for e in self.extensions),
+            "modified_after": _shown(self.after_ns),
+            "modified_before": _shown(self.before_ns),
+        }
 
     def sql(self, mark: str) -> tuple[str, list[Any]]:
         """The conditions on a documents row `d` that SQL checks (kinds and times), joined
@@ -139,8 +155,10 @@ class SearchFilter:
         if not self.paths:
             return True
         full = root.rstrip("/") + "/" + source
-        return any(_path_matches(p, spec, source, full)
-                   for p, spec in zip(self.paths, self._specs, strict=True))
+        return any(
+            _path_matches(p, spec, source, full)
+            for p, spec in zip(self.paths, self._specs, strict=True)
+        )
 
 
 def _strings(name: str, value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -154,8 +172,9 @@ def _strings(name: str, value: str | Iterable[str] | None) -> tuple[str, ...]:
         raise StoreInputError(name, "a string or a list of strings", repr(value))
     for i, v in enumerate(values):
         if not isinstance(v, str) or not v.strip():
-            raise StoreInputError(name if len(values) == 1 else f"{name}[{i}]",
-                                  "a non-empty string", repr(v))
+            raise StoreInputError(
+                name if len(values) == 1 else f"{name}[{i}]", "a non-empty string", repr(v)
+            )
     return tuple(v.strip() for v in values)
 
 
@@ -176,8 +195,9 @@ def _types(values: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
             extensions.add(word)
         else:
             known = ", ".join(sorted(set(readers()) | set(GROUPS)))
-            raise StoreInputError("type", f"a kind ({known}) or an extension such as .md",
-                                  repr(value))
+            raise StoreInputError(
+                "type", f"a kind ({known}) or an extension such as .md", repr(value)
+            )
     return frozenset(kinds), frozenset(extensions)
 
 
@@ -193,15 +213,17 @@ def _when(name: str, value: Any) -> int | None:
         try:
             moment = dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise StoreInputError(name, "an ISO 8601 date or date-time such as 2024-05-01 or "
-                                  "2024-05-01T12:00", repr(value)) from None
+            raise StoreInputError(
+                name,
+                "an ISO 8601 date or date-time such as 2024-05-01 or 2024-05-01T12:00",
+                repr(value),
+            ) from None
     else:
-        raise StoreInputError(name, "an ISO 8601 date or date-time such as 2024-05-01",
-                              repr(value))
+        raise StoreInputError(name, "an ISO 8601 date or date-time such as 2024-05-01", repr(value))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
     ns = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
-    if not -2**63 <= ns < 2**63:  # the stores keep mtime_ns as a signed 64-bit integer
+    if not -(2**63) <= ns < 2**63:  # the stores keep mtime_ns as a signed 64-bit integer
         raise StoreInputError(name, "a time between the years 1678 and 2262", repr(value))
     return ns
 
@@ -222,11 +244,13 @@ def _spec(pattern: str, name: str) -> Any:
     try:
         compiled = globs.compile_glob(body)
     except globs.GlobError as exc:
-        raise StoreInputError(name, expected, f"{globs.shown(pattern)} ({exc.reason})") \
-            from None
+        raise StoreInputError(name, expected, f"{globs.shown(pattern)} ({exc.reason})") from None
     if compiled is None:  # "#*.md": a comment to gitignore
-        raise StoreInputError(name, expected, f"{globs.shown(pattern)} (a comment by "
-                              "gitignore's rules, which matches no path)")
+        raise StoreInputError(
+            name,
+            expected,
+            f"{globs.shown(pattern)} (a comment by gitignore's rules, which matches no path)",
+        )
     return globs.spec([compiled])
 
 

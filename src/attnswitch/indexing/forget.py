@@ -50,7 +50,9 @@ def forget(path: str | os.PathLike, store: Store) -> Forgotten:
                 removed[root] = n
     if not removed:
         shown = ", ".join(roots) or "none"
-        raise NotIndexedError(f"{path}: expected a file or folder indexed in "
-                              f"{store.location}, got no document there (indexed folders: "
-                              f"{shown})")
+        raise NotIndexedError(
+            f"{path}: expected a file or folder indexed in "
+            f"{store.location}, got no document there (indexed folders: "
+            f"{shown})"
+        )
     return Forgotten(str(target), removed)

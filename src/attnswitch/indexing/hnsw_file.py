@@ -45,13 +45,12 @@ def graph_damage(path: Path, dim: int, item_bytes: int) -> str | None:
     head = MATRIX_HEAD + rows * cols
     if len(data) < head + DENSE_HEAD + GRAPH_HEAD:
         return "truncated before the graph"
-    if bytes(data[head:head + len(MAGIC)]) != MAGIC:
+    if bytes(data[head : head + len(MAGIC)]) != MAGIC:
         return "no usearch header after the vectors"
-    if int(data[head + 33:head + 41].view("<u8")[0]) != dim:
+    if int(data[head + 33 : head + 41].view("<u8")[0]) != dim:
         return "its header names another dimension"
     start = head + DENSE_HEAD
-    size, m, base, max_level, entry = (
-        int(x) for x in data[start:start + GRAPH_HEAD].view("<u8"))
+    size, m, base, max_level, entry = (int(x) for x in data[start : start + GRAPH_HEAD].view("<u8"))
     if size != rows:
         return f"a graph of {size} nodes over {rows} vectors"
     if size == 0:  # usearch writes an empty graph's top level as -1
@@ -61,7 +60,7 @@ def graph_damage(path: Path, dim: int, item_bytes: int) -> str | None:
     if entry >= size:
         return f"entry slot {entry} of {size} nodes"
     levels_at = start + GRAPH_HEAD
-    levels = data[levels_at:levels_at + 2 * size].view("<i2").astype(np.int64)
+    levels = data[levels_at : levels_at + 2 * size].view("<i2").astype(np.int64)
     if len(levels) != size or levels.min() < 0 or levels.max() > max_level:
         return "node levels outside 0..top level"
     if levels[entry] != max_level:
@@ -72,9 +71,9 @@ def graph_damage(path: Path, dim: int, item_bytes: int) -> str | None:
     if int(offsets[-1] + sizes[-1]) != len(data):
         return f"nodes end at byte {int(offsets[-1] + sizes[-1])} of {len(data)}"
     for first in range(0, size, BATCH):
-        at = offsets[first:first + BATCH]
+        at = offsets[first : first + BATCH]
         own = _gather(data, at + 8, 2).view("<i2")[:, 0]
-        if not np.array_equal(own, levels[first:first + BATCH]):
+        if not np.array_equal(own, levels[first : first + BATCH]):
             return "a node's level differs from the level table"
         problem = _neighbours(data, at + NODE_HEAD, base, size, levels, 0)
         if problem:
@@ -83,7 +82,7 @@ def graph_damage(path: Path, dim: int, item_bytes: int) -> str | None:
         nodes = np.flatnonzero(levels >= level)
         at = offsets[nodes] + NODE_HEAD + base_bytes + (level - 1) * upper_bytes
         for first in range(0, len(at), BATCH):
-            problem = _neighbours(data, at[first:first + BATCH], m, size, levels, level)
+            problem = _neighbours(data, at[first : first + BATCH], m, size, levels, level)
             if problem:
                 return problem
     return None
@@ -94,8 +93,9 @@ def _gather(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     return np.ascontiguousarray(data[at[:, None] + np.arange(width)[None, :]])
 
 
-def _neighbours(data: np.ndarray, at: np.ndarray, slots: int, size: int,
-                levels: np.ndarray, level: int) -> str | None:
+def _neighbours(
+    data: np.ndarray, at: np.ndarray, slots: int, size: int, levels: np.ndarray, level: int
+) -> str | None:
     """Check the neighbour lists (u32 count, `slots` u32) at offsets `at` on `level`."""
     block = _gather(data, at, 4 + 4 * slots).view("<u4")
     counts, ids = block[:, 0], block[:, 1:].astype(np.int64)

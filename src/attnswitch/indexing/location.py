@@ -22,5 +22,4 @@ def open_store(location: str | os.PathLike | None = None) -> Store:
 
 def is_url(location: str | os.PathLike | None) -> bool:
     """Whether `location` names a PostgreSQL server rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://",
-                                                              "postgres://"))
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))

@@ -23,19 +23,26 @@ def to_halfvec(conn: Any, hnsw_index: str) -> None:
     again on it (`hnsw_index`, its CREATE INDEX statement). Nothing to do when the column is `halfvec` already."""
     column = conn.execute(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
-        "'chunks'::regclass AND attname = 'embedding'").fetchone()[0]
+        "'chunks'::regclass AND attname = 'embedding'"
+    ).fetchone()[0]
     if not column.startswith("vector"):
         return
-    typed = column[len("vector"):]  # "(384)", or "" before the first vectors
+    typed = column[len("vector") :]  # "(384)", or "" before the first vectors
     started = time.monotonic()
     conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-    conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec{typed} "
-                 f"USING embedding::halfvec{typed}")
+    conn.execute(
+        f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec{typed} "
+        f"USING embedding::halfvec{typed}"
+    )
     if typed:
         conn.execute(hnsw_index)
-    log.info("vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, "
-             "%.1f s", typed, typed, conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
-             time.monotonic() - started)
+    log.info(
+        "vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, %.1f s",
+        typed,
+        typed,
+        conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
+        time.monotonic() - started,
+    )
 
 
 def reanalyze(conn: Any) -> None:
@@ -44,19 +51,35 @@ def reanalyze(conn: Any) -> None:
     chunk's terms are written again; no vector changes."""
     started, last, n = time.monotonic(), 0, 0
     while rows := conn.execute(
-            "SELECT id, text, language FROM chunks WHERE id > %s ORDER BY id LIMIT %s",
-            (last, REANALYZE_BATCH)).fetchall():
+        "SELECT id, text, language FROM chunks WHERE id > %s ORDER BY id LIMIT %s",
+        (last, REANALYZE_BATCH),
+    ).fetchall():
         values = []
         for chunk_id, text, language in rows:
             language = analyzer.detect_language(text) if language is None else language
-            values.append((language, analyzer.tsvector_literal(
-                analyzer.document_terms(text, language),
-                analyzer.document_stems(text, language)), chunk_id))
+            values.append(
+                (
+                    language,
+                    analyzer.tsvector_literal(
+                        analyzer.document_terms(text, language),
+                        analyzer.document_stems(text, language),
+                    ),
+                    chunk_id,
+                )
+            )
         conn.cursor().executemany(
-            "UPDATE chunks SET language = %s, terms = %s::tsvector WHERE id = %s", values)
+            "UPDATE chunks SET language = %s, terms = %s::tsvector WHERE id = %s", values
+        )
         last, n = rows[-1][0], n + len(rows)
-    conn.execute("INSERT INTO meta VALUES ('analyzer', %s) ON CONFLICT (key) DO UPDATE SET "
-                 "value = excluded.value", (analyzer.fingerprint(),))
+    conn.execute(
+        "INSERT INTO meta VALUES ('analyzer', %s) ON CONFLICT (key) DO UPDATE SET "
+        "value = excluded.value",
+        (analyzer.fingerprint(),),
+    )
     if n:
-        log.info("keyword index made again by analyzer %s (%d chunks, %.1f s)",
-                 analyzer.fingerprint(), n, time.monotonic() - started)
+        log.info(
+            "keyword index made again by analyzer %s (%d chunks, %.1f s)",
+            analyzer.fingerprint(),
+            n,
+            time.monotonic() - started,
+        )

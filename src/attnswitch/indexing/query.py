@@ -28,8 +28,9 @@ class QuerySteps:
     engine_reason: str = ""
 
 
-def encode_query(text: str, config: IndexConfig, model: str | None = None,
-                 steps: QuerySteps | None = None) -> np.ndarray:
+def encode_query(
+    text: str, config: IndexConfig, model: str | None = None, steps: QuerySteps | None = None
+) -> np.ndarray:
     """The vector `[dim]` of `text` by the index's model (`model`, when given, must be that
     model: `IndexMismatchError` otherwise) and precision, on the engine quickest to start
     whose vectors are the index's (`engines.query_engine`: the index's own engine unless
@@ -45,14 +46,16 @@ def encode_query(text: str, config: IndexConfig, model: str | None = None,
     if spec.dim != config.dim:
         raise IndexMismatchError(
             f"model: expected vectors of dimension {config.dim} (the index's), got "
-            f"{spec.dim} from {name}; search with the model the index was built with")
+            f"{spec.dim} from {name}; search with the model the index was built with"
+        )
     fingerprint = model_fingerprint(spec.path)
     if fingerprint != config.model_fingerprint:
         where = str(Path(model).resolve()) if model is not None else config.model
         raise IndexMismatchError(
             f"model: expected the index's model {config.describe()}, got "
             f"{name} ({where or 'default model'}, {fingerprint[:12]}); search with the "
-            "model the index was built with, or re-run `attnswitch run` to rebuild it")
+            "model the index was built with, or re-run `attnswitch run` to rebuild it"
+        )
     start = time.perf_counter()
     steps.engine, steps.engine_reason = query_engine(spec.path, config.engine, config.precision)
     chosen = time.perf_counter() - start

@@ -56,7 +56,6 @@ VECTOR_DTYPE = "float16"
 CHUNK_STRUCTURE_COLUMNS = ("heading_path", "location", "vector_key")
 
 
-
 class ChunkLike(Protocol):
     """What the store needs of a chunk (`chunk.Chunk` has it): its text, its token count
     and its character span `[start, end)` in its document's text. A chunk's ordinal is
@@ -124,9 +123,14 @@ def is_fresh_row(row: StoredDocument | None, entry: SourceFile, config: str) -> 
     """The freshness rule: `entry` need not be read again when its stored `row` is indexed
     under `config` at the file's current size and mtime (a skipped file is read again: its
     reason may be gone). A False only means "read and hash it"; `classify` decides then."""
-    return (row is not None and row.status == "indexed" and row.config == config
-            and row.size == entry.size and row.mtime_ns == entry.mtime_ns
-            and entry.error is None)
+    return (
+        row is not None
+        and row.status == "indexed"
+        and row.config == config
+        and row.size == entry.size
+        and row.mtime_ns == entry.mtime_ns
+        and entry.error is None
+    )
 
 
 def indexed_sha(row: StoredDocument | None, config: str) -> str | None:
@@ -150,7 +154,6 @@ class RunRecord:
     status: str
     counts: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
-
 
 
 @dataclass(frozen=True)
@@ -195,46 +198,55 @@ class ChunkRow:
     def from_row(cls, row: Sequence[Any]) -> ChunkRow:
         """A row of `CHUNK_SELECT` (the JSON columns parsed)."""
         chunk_id, root, source, ordinal, text, n_tokens, start, end, path, location, language = row
-        return cls(chunk_id, root, source, ordinal, text, n_tokens, start, end,
-                   tuple(json.loads(path or "[]")), json.loads(location or "{}"), language or "")
+        return cls(
+            chunk_id,
+            root,
+            source,
+            ordinal,
+            text,
+            n_tokens,
+            start,
+            end,
+            tuple(json.loads(path or "[]")),
+            json.loads(location or "{}"),
+            language or "",
+        )
 
 
 # The columns a ChunkRow is read from (chunks c joined with documents d).
-CHUNK_SELECT = ("c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
-                "c.char_end, c.heading_path, c.location, c.language")
-
-
-
+CHUNK_SELECT = (
+    "c.id, d.root, d.source, c.ordinal, c.text, c.n_tokens, c.char_start, "
+    "c.char_end, c.heading_path, c.location, c.language"
+)
 
 
 # The last version whose upgrade changes the chunks (what `MIGRATED` tells).
 CHUNKS_CHANGED_IN = 4
-MIGRATED = ("{where}: index upgraded to schema version {version} (chunks get a heading "
-            "path and a location); the next run re-chunks its documents and reuses every "
-            "vector whose text is unchanged")
-
-
+MIGRATED = (
+    "{where}: index upgraded to schema version {version} (chunks get a heading "
+    "path and a location); the next run re-chunks its documents and reuses every "
+    "vector whose text is unchanged"
+)
 
 
 def keyword_terms(text: str) -> list[str]:
     """The words of a keyword query (letters, digits, underscores), at most
     `MAX_QUERY_TERMS`; each store turns them into its own query syntax."""
-    return [t for t in re.findall(r"\w+", text) if any(c.isalnum() for c in t)][
-        :MAX_QUERY_TERMS]
-
+    return [t for t in re.findall(r"\w+", text) if any(c.isalnum() for c in t)][:MAX_QUERY_TERMS]
 
 
 def check_ef_search(ef: object) -> int:
     """`ef` as an ANN search beam: an integer from 1 to `MAX_EF_SEARCH`, else
     `StoreInputError` naming it."""
-    if isinstance(ef, bool) or not isinstance(ef, int | np.integer) or not (
-            1 <= ef <= MAX_EF_SEARCH):
+    if (
+        isinstance(ef, bool)
+        or not isinstance(ef, int | np.integer)
+        or not (1 <= ef <= MAX_EF_SEARCH)
+    ):
         raise StoreInputError("ef_search", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef))
     return int(ef)
-
 
 
 def root_key(root: str | os.PathLike[str]) -> str:
     """How a root is stored: its absolute, resolved path (as `ingest.scan` records it)."""
     return str(Path(root).resolve())
-

@@ -64,7 +64,8 @@ MODES = ("hybrid", "dense", "keyword")
 # Words that open a question: interrogatives, auxiliaries and the asker ("how do I ...").
 QUESTION_OPENING = frozenset(
     "how what why when where which who whom whose can could should would will shall may "
-    "might must do does did is are was were am i we you one to".split())
+    "might must do does did is are was were am i we you one to".split()
+)
 # Hybrid: the dense part's weight in the fused score, the keyword part's is the rest; tuned
 # on the example corpus, at or above the better of dense and keyword on every held-out set
 # (docs/results/search_quality.md).
@@ -183,14 +184,15 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """`text` with its whitespace runs made single spaces, cut to `limit` characters with an
     ellipsis."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1].rstrip() + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 # Words not marked in a snippet: a query's question opening and function words, which
 # every passage holds.
 UNMARKED = QUESTION_OPENING | frozenset(
     "a an the of in on at by for with and or not no as it its this that these those be "
-    "been from into than then there their".split())
+    "been from into than then there their".split()
+)
 CONTEXT_CHARS = 60  # shown before the first matched word of a passage
 
 
@@ -203,17 +205,29 @@ def highlight_terms(query: str | None) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in UNMARKED))
 
 
-def passage(text: str, terms: Sequence[str],
-            limit: int = SNIPPET_CHARS) -> tuple[str, int, list[list[int]]]:
+def passage(
+    text: str, terms: Sequence[str], limit: int = SNIPPET_CHARS
+) -> tuple[str, int, list[list[int]]]:
     """(snippet, its start in `text`, the [start, end] offsets of the matched words in the
     snippet) for the window of `text`, at most `limit` characters on one line, that holds
     the most distinct `terms` (then the most matches, then the earliest), opening
     `CONTEXT_CHARS` before its first match at a word boundary; the chunk's start when no
     term is found. A term matches a whole word, or the start of one ("row" in "rows"),
     case ignored."""
-    found = ([(m.start(), m.end(), m.group(1).lower()) for m in re.finditer(
-        r"(?<!\w)(" + "|".join(map(re.escape, sorted(terms, key=len, reverse=True))) + r")\w*",
-        text, re.IGNORECASE)] if terms else [])
+    found = (
+        [
+            (m.start(), m.end(), m.group(1).lower())
+            for m in re.finditer(
+                r"(?<!\w)("
+                + "|".join(map(re.escape, sorted(terms, key=len, reverse=True)))
+                + r")\w*",
+                text,
+                re.IGNORECASE,
+            )
+        ]
+        if terms
+        else []
+    )
     start = 0
     if found:
         best = None
@@ -229,7 +243,7 @@ def passage(text: str, terms: Sequence[str],
     flat, where = _flatten(text, start)
     cut = len(flat) > limit - (1 if start else 0)
     opening = "…" if start > 0 else ""
-    body = flat[:limit - len(opening) - (1 if cut else 0)]
+    body = flat[: limit - len(opening) - (1 if cut else 0)]
     if cut:
         body = body.rstrip() + "…"
     shown = opening + body
@@ -275,9 +289,17 @@ def check_k(k: Any) -> int:
     return int(k)
 
 
-def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = None,
-           mode: str | None = None, ef: int | None = None,
-           where: SearchFilter | None = None, deadline: float | None = None) -> list[Hit]:
+def search(
+    store: Store,
+    query: Any = None,
+    k: int = 5,
+    *,
+    text: str | None = None,
+    mode: str | None = None,
+    ef: int | None = None,
+    where: SearchFilter | None = None,
+    deadline: float | None = None,
+) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
     `text` is given, else dense. `ef`: the ANN search beam of a large store (wider finds
@@ -296,8 +318,7 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         try:
             check_ef_search(ef)
         except StoreInputError:  # named as this function's argument, not the store's
-            raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}",
-                                  repr(ef)) from None
+            raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef)) from None
     mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
     if mode != "keyword" and query is None:
         raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
@@ -319,8 +340,7 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         while True:
             on_time(deadline)
             dense = None if q is None else store.dense(q, n, ef, where=where)[0]
-            keyword = None if mode == "dense" else store.keyword(keyword_text(text), n,
-                                                                 where=where)
+            keyword = None if mode == "dense" else store.keyword(keyword_text(text), n, where=where)
             rows = store.chunks({cid for cid, _ in [*(dense or ()), *(keyword or ())]})
             if mode != "hybrid":
                 ranked = dense if keyword is None else keyword
@@ -336,10 +356,13 @@ def search(store: Store, query: Any = None, k: int = 5, *, text: str | None = No
         return _hits(store, [distinct], [dense], [keyword], text, also, rows)[0]
 
 
-def distinct_documents(store: Store, ranked: list[tuple[int, float]], k: int,
-                       deadline: float | None = None,
-                       rows: Mapping[int, ChunkRow] | None = None
-                       ) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
+def distinct_documents(
+    store: Store,
+    ranked: list[tuple[int, float]],
+    k: int,
+    deadline: float | None = None,
+    rows: Mapping[int, ChunkRow] | None = None,
+) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
     """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
     (the same bytes at other paths: `Store.copies_of`) left out after the first, and, for
     each kept chunk whose document has copies, where they are ({"root", "path"} each).
@@ -366,16 +389,22 @@ def distinct_documents(store: Store, ranked: list[tuple[int, float]], k: int,
         if len(kept) == k:
             break
     # kept chunk id -> its document's (sha256, config), where the document has a hash
-    held = {cid: (doc.sha256, doc.config) for cid, place in places.items()
-            if (doc := documents.get(place)) is not None and doc.sha256}
+    held = {
+        cid: (doc.sha256, doc.config)
+        for cid, place in places.items()
+        if (doc := documents.get(place)) is not None and doc.sha256
+    }
     if not held:
         return kept, {}
     on_time(deadline)
     copies = store.copies_of_many(held.values())
     also: dict[int, list[dict]] = {}
     for cid, content in held.items():
-        others = [{"root": c.root, "path": c.source} for c in copies.get(content, ())
-                  if (c.root, c.source) != places[cid]]
+        others = [
+            {"root": c.root, "path": c.source}
+            for c in copies.get(content, ())
+            if (c.root, c.source) != places[cid]
+        ]
         if others:
             also[cid] = others
     return kept, also
@@ -400,8 +429,9 @@ def keyword_text(text: str) -> str:
     return " ".join(words[opening:])
 
 
-def phrase_first(fused: list[tuple[int, float]], texts: dict[int, str],
-                 query: str, bonus: float = PHRASE_BONUS) -> list[tuple[int, float]]:
+def phrase_first(
+    fused: list[tuple[int, float]], texts: dict[int, str], query: str, bonus: float = PHRASE_BONUS
+) -> list[tuple[int, float]]:
     """`fused` (chunk id, fused score) re-sorted so that the chunks whose text holds the
     query's keyword words (`keyword_text`) as one phrase (in order, only punctuation or
     spaces between them, case ignored) come first, each group in its fused order, with
@@ -411,10 +441,10 @@ def phrase_first(fused: list[tuple[int, float]], texts: dict[int, str],
     words = keyword_terms(keyword_text(query))
     if len(words) < MIN_PHRASE_WORDS:
         return [(cid, score) for cid, score in fused if cid in texts]
-    phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)",
-                        re.IGNORECASE)
-    scored = [(cid, score, phrase.search(texts[cid]) is not None)
-              for cid, score in fused if cid in texts]
+    phrase = re.compile(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)", re.IGNORECASE)
+    scored = [
+        (cid, score, phrase.search(texts[cid]) is not None) for cid, score in fused if cid in texts
+    ]
     scored.sort(key=lambda item: (not item[2], -item[1], item[0]))
     return [(cid, score + bonus if held else score) for cid, score, held in scored]
 
@@ -441,8 +471,9 @@ def model_languages(store: Store) -> tuple[str, ...] | None:
     return None if config is None else config.languages
 
 
-def dense_weights(model: Sequence[str] | None, query: str,
-                  rows: Mapping[int, Any]) -> dict[int, float]:
+def dense_weights(
+    model: Sequence[str] | None, query: str, rows: Mapping[int, Any]
+) -> dict[int, float]:
     """chunk id -> the dense part's weight in its fused score: `DENSE_WEIGHT` where the
     model declares the query's language (`analyzer.detect_language`: a query too short to
     be sure of counts as declared) and the chunk's (`ChunkRow.language`; "" counts as
@@ -452,22 +483,29 @@ def dense_weights(model: Sequence[str] | None, query: str,
         return {cid: DENSE_WEIGHT for cid in rows}
     if analyzer.detect_language(query) not in (*model, ""):
         return {cid: FOREIGN_DENSE_WEIGHT for cid in rows}
-    return {cid: DENSE_WEIGHT if row.language in (*model, "") else FOREIGN_DENSE_WEIGHT
-            for cid, row in rows.items()}
+    return {
+        cid: DENSE_WEIGHT if row.language in (*model, "") else FOREIGN_DENSE_WEIGHT
+        for cid, row in rows.items()
+    }
 
 
-def fuse(dense: list[tuple[int, float]], keyword: list[tuple[int, float]],
-         dense_weight: float | Mapping[int, float] = DENSE_WEIGHT
-         ) -> list[tuple[int, float]]:
+def fuse(
+    dense: list[tuple[int, float]],
+    keyword: list[tuple[int, float]],
+    dense_weight: float | Mapping[int, float] = DENSE_WEIGHT,
+) -> list[tuple[int, float]]:
     """The convex combination of two ranked (chunk id, score) lists: every chunk of either,
     with `dense_weight` (one for all, or per chunk id; `DENSE_WEIGHT` for an id it lacks)
     times its min-max normalised dense score plus the rest times its keyword one (0 in a
     list it is not in), so in [0, 1]; score descending, then chunk id ascending."""
     d, k = min_max(dense), min_max(keyword)
-    weight = (dense_weight.get if isinstance(dense_weight, Mapping)
-              else lambda cid, default: dense_weight)
-    scores = {cid: (w := weight(cid, DENSE_WEIGHT)) * d.get(cid, 0.0)
-              + (1.0 - w) * k.get(cid, 0.0) for cid in d.keys() | k.keys()}
+    weight = (
+        dense_weight.get if isinstance(dense_weight, Mapping) else lambda cid, default: dense_weight
+    )
+    scores = {
+        cid: (w := weight(cid, DENSE_WEIGHT)) * d.get(cid, 0.0) + (1.0 - w) * k.get(cid, 0.0)
+        for cid in d.keys() | k.keys()
+    }
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
@@ -498,12 +536,15 @@ class VectorIndex:
         return _hits(self.store, ranked, ranked, [None] * len(ranked))
 
 
-def _hits(store: Store, ranked: list[list[tuple[int, float]]],
-          dense: list[list[tuple[int, float]] | None],
-          keyword: list[list[tuple[int, float]] | None],
-          query: str | None = None,
-          also: dict[int, list[dict]] | None = None,
-          rows: Mapping[int, ChunkRow] | None = None) -> list[list[Hit]]:
+def _hits(
+    store: Store,
+    ranked: list[list[tuple[int, float]]],
+    dense: list[list[tuple[int, float]] | None],
+    keyword: list[list[tuple[int, float]] | None],
+    query: str | None = None,
+    also: dict[int, list[dict]] | None = None,
+    rows: Mapping[int, ChunkRow] | None = None,
+) -> list[list[Hit]]:
     """The `Hit`s of each query's `ranked` (chunk id, score) list, with each chunk's place
     in that query's `dense` and `keyword` lists (None: that list was not searched), and
     the snippet at the words of the query's text `query` (`passage`). `rows`: the chunk
@@ -521,23 +562,40 @@ def _hits(store: Store, ranked: list[list[tuple[int, float]]],
             shown, offset, marks = passage(row.text, terms)
             d_rank, d_score = in_dense.get(cid, (None, None))
             k_rank, k_score = in_keyword.get(cid, (None, None))
-            found.append(Hit(
-                rank=len(found) + 1, score=float(score), path=row.source, root=row.root,
-                source=row.source, chunk_id=int(cid), ordinal=row.ordinal, start=row.start,
-                end=row.end, heading_path=list(row.heading_path),
-                location=dict(row.location), dense_similarity=d_score, dense_rank=d_rank,
-                keyword_score=k_score, keyword_rank=k_rank, snippet=shown,
-                text=row.text, snippet_start=offset, highlights=marks,
-                uri=file_uri(row.root, row.source),
-                also_at=list((also or {}).get(int(cid), ()))))
+            found.append(
+                Hit(
+                    rank=len(found) + 1,
+                    score=float(score),
+                    path=row.source,
+                    root=row.root,
+                    source=row.source,
+                    chunk_id=int(cid),
+                    ordinal=row.ordinal,
+                    start=row.start,
+                    end=row.end,
+                    heading_path=list(row.heading_path),
+                    location=dict(row.location),
+                    dense_similarity=d_score,
+                    dense_rank=d_rank,
+                    keyword_score=k_score,
+                    keyword_rank=k_rank,
+                    snippet=shown,
+                    text=row.text,
+                    snippet_start=offset,
+                    highlights=marks,
+                    uri=file_uri(row.root, row.source),
+                    also_at=list((also or {}).get(int(cid), ())),
+                )
+            )
         out.append(found)
     return out
 
 
 def _places(ranked: list[tuple[int, float]] | None) -> dict[int, tuple[int, float]]:
     """chunk id -> (rank from 1, score) in a ranked list."""
-    return {int(cid): (rank, float(score))
-            for rank, (cid, score) in enumerate(ranked or (), start=1)}
+    return {
+        int(cid): (rank, float(score)) for rank, (cid, score) in enumerate(ranked or (), start=1)
+    }
 
 
 def normalised(queries: Any, dim: int | None) -> np.ndarray:
@@ -546,8 +604,9 @@ def normalised(queries: Any, dim: int | None) -> np.ndarray:
     try:
         q = np.asarray(queries, dtype=np.float32)
     except (TypeError, ValueError) as exc:
-        raise StoreInputError("query", "a numeric array", f"{type(queries).__name__} "
-                              f"({exc})") from None
+        raise StoreInputError(
+            "query", "a numeric array", f"{type(queries).__name__} ({exc})"
+        ) from None
     if q.ndim != 2:
         raise StoreInputError("queries", "shape [Q, dim]", list(q.shape))
     if dim is not None and q.shape[1] != dim:

@@ -127,13 +127,23 @@ END""",
 )
 
 
-
 # The columns a table may lack in a file of an older schema version (its upgrade adds them).
 ADDED_COLUMNS = frozenset(("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language"))
 
 # The jobs table's columns at version 5 (the copy of its rows into the wider table).
-JOB_COLUMNS_V5 = ("id", "path", "status", "created_at", "started_at", "finished_at", "progress",
-                   "summary", "error", "attempts", "resume")
+JOB_COLUMNS_V5 = (
+    "id",
+    "path",
+    "status",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "progress",
+    "summary",
+    "error",
+    "attempts",
+    "resume",
+)
 
 
 # What each schema version adds to a file of the version before, beyond the tables and
@@ -156,20 +166,29 @@ JOB_COLUMNS_V5 = ("id", "path", "status", "created_at", "started_at", "finished_
 #    kept), halving its bytes; the store then drops its HNSW graph (made again, in float16,
 #    when next needed) and compacts the file (`SQLiteStore`: VACUUM).
 FLOAT16_SINCE = 8
-UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType({
-    4: ("ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
-        "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
-        "ALTER TABLE chunks ADD COLUMN vector_key TEXT"),
-    5: ("ALTER TABLE jobs RENAME TO jobs_before_cancel",
-        JOBS_TABLE,
-        f"INSERT INTO jobs ({', '.join(JOB_COLUMNS_V5)}) SELECT {', '.join(JOB_COLUMNS_V5)} "
-        "FROM jobs_before_cancel",
-        "DROP TABLE jobs_before_cancel"),
-    7: ("DROP TRIGGER IF EXISTS chunks_inserted", "DROP TRIGGER IF EXISTS chunks_deleted",
-        "DROP TABLE IF EXISTS chunks_fts", "ALTER TABLE chunks ADD COLUMN language TEXT",
-        "DELETE FROM meta WHERE key = 'analyzer'"),
-})
-
+UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
+    {
+        4: (
+            "ALTER TABLE chunks ADD COLUMN heading_path TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE chunks ADD COLUMN location TEXT NOT NULL DEFAULT '{}'",
+            "ALTER TABLE chunks ADD COLUMN vector_key TEXT",
+        ),
+        5: (
+            "ALTER TABLE jobs RENAME TO jobs_before_cancel",
+            JOBS_TABLE,
+            f"INSERT INTO jobs ({', '.join(JOB_COLUMNS_V5)}) SELECT {', '.join(JOB_COLUMNS_V5)} "
+            "FROM jobs_before_cancel",
+            "DROP TABLE jobs_before_cancel",
+        ),
+        7: (
+            "DROP TRIGGER IF EXISTS chunks_inserted",
+            "DROP TRIGGER IF EXISTS chunks_deleted",
+            "DROP TABLE IF EXISTS chunks_fts",
+            "ALTER TABLE chunks ADD COLUMN language TEXT",
+            "DELETE FROM meta WHERE key = 'analyzer'",
+        ),
+    }
+)
 
 
 def migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -183,16 +202,17 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
             for statement in UPGRADES.get(step, ()):
                 added = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", statement)
                 if added and added.group(2) in {
-                        row[1] for row in conn.execute(f"PRAGMA table_info({added.group(1)})")}:
+                    row[1] for row in conn.execute(f"PRAGMA table_info({added.group(1)})")
+                }:
                     continue  # a file that already has it (made by a later version's DDL)
                 conn.execute(statement)
             if step == 4:
-                conn.create_function("attnswitch_vector_key", 2, vector_key,
-                                     deterministic=True)
+                conn.create_function("attnswitch_vector_key", 2, vector_key, deterministic=True)
                 fill_vector_keys(conn, "?", "attnswitch_vector_key(?, text)")
             if step == FLOAT16_SINCE:
-                conn.create_function("attnswitch_float16", 1, float16_of_float32,
-                                     deterministic=True)
+                conn.create_function(
+                    "attnswitch_float16", 1, float16_of_float32, deterministic=True
+                )
                 conn.execute("UPDATE chunks SET vector = attnswitch_float16(vector)")
     for statement in (*DEDUP_INDEXES, LANGUAGE_INDEX, *CHUNK_TRIGGERS):
         conn.execute(statement)
@@ -215,15 +235,18 @@ def register_analyzer(conn: sqlite3.Connection) -> None:
     language)` and `attnswitch_stems(text, language)` (the analyzer's words and stems of a
     chunk, joined by spaces) and `attnswitch_language(text)`."""
     conn.create_function(
-        "attnswitch_terms", 2,
+        "attnswitch_terms",
+        2,
         lambda text, language: " ".join(analyzer.document_terms(text, language or "")),
-        deterministic=True)
+        deterministic=True,
+    )
     conn.create_function(
-        "attnswitch_stems", 2,
+        "attnswitch_stems",
+        2,
         lambda text, language: " ".join(analyzer.document_stems(text, language or "")),
-        deterministic=True)
-    conn.create_function("attnswitch_language", 1, analyzer.detect_language,
-                         deterministic=True)
+        deterministic=True,
+    )
+    conn.create_function("attnswitch_language", 1, analyzer.detect_language, deterministic=True)
 
 
 def reanalyze(conn: sqlite3.Connection, where: str) -> None:
@@ -234,16 +257,19 @@ def reanalyze(conn: sqlite3.Connection, where: str) -> None:
     if row is not None and row[0] == analyzer.fingerprint():
         return  # another process made it meanwhile
     started = time.monotonic()
-    conn.execute("UPDATE chunks SET language = attnswitch_language(text) "
-                 "WHERE language IS NULL")
+    conn.execute("UPDATE chunks SET language = attnswitch_language(text) WHERE language IS NULL")
     conn.execute("INSERT INTO chunks_terms (chunks_terms) VALUES ('delete-all')")
-    conn.execute("INSERT INTO chunks_terms (rowid, terms, stems) SELECT id, "
-                 "attnswitch_terms(text, language), attnswitch_stems(text, language) "
-                 "FROM chunks")
-    conn.execute("INSERT OR REPLACE INTO meta VALUES ('analyzer', ?)",
-                 (analyzer.fingerprint(),))
-    if (n := conn.execute("SELECT count(*) FROM chunks").fetchone()[0]):
-        log.info("%s: keyword index made again by analyzer %s (%d chunks, %.1f s)",
-                 where, analyzer.fingerprint(), n, time.monotonic() - started)
-
-
+    conn.execute(
+        "INSERT INTO chunks_terms (rowid, terms, stems) SELECT id, "
+        "attnswitch_terms(text, language), attnswitch_stems(text, language) "
+        "FROM chunks"
+    )
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('analyzer', ?)", (analyzer.fingerprint(),))
+    if n := conn.execute("SELECT count(*) FROM chunks").fetchone()[0]:
+        log.info(
+            "%s: keyword index made again by analyzer %s (%d chunks, %.1f s)",
+            where,
+            analyzer.fingerprint(),
+            n,
+            time.monotonic() - started,
+        )

@@ -38,7 +38,6 @@ anything is written. A stored vector of the wrong length raises `StoreCorruptErr
 the vectors are read (see `store_errors` for every error about the file itself).
 """
 
-
 from __future__ import annotations
 
 import contextlib
@@ -95,14 +94,43 @@ from attnswitch.indexing.store_sqlite import (
 )
 
 __all__ = [
-    "CHUNK_SELECT", "CHUNK_STRUCTURE_COLUMNS", "DB_NAME", "DEFAULT_DATA_DIR", "EF_SEARCH",
-    "EXACT_BELOW", "MAX_EF_SEARCH", "MAX_QUERY_TERMS", "REBUILD", "RUN_LOCK_WAIT_S",
-    "RUN_STATUSES", "SCHEMA_VERSION", "VECTOR_DTYPE", "ChunkLike", "ChunkRecord", "ChunkRow",
-    "RunRecord", "SQLiteStore", "Store", "StoreBase", "StoreBusyError", "StoreConnectError",
-    "StoreCorruptError", "StoreDeadlineError", "StoreInputError", "StoreStatus",
-    "StoredDocument", "SyncPlan",
-    "check_ef_search", "check_index_file", "check_schema", "indexed_sha", "is_fresh_row",
-    "keyword_terms", "resolve_path", "root_key", "vector_key",
+    "CHUNK_SELECT",
+    "CHUNK_STRUCTURE_COLUMNS",
+    "DB_NAME",
+    "DEFAULT_DATA_DIR",
+    "EF_SEARCH",
+    "EXACT_BELOW",
+    "MAX_EF_SEARCH",
+    "MAX_QUERY_TERMS",
+    "REBUILD",
+    "RUN_LOCK_WAIT_S",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "VECTOR_DTYPE",
+    "ChunkLike",
+    "ChunkRecord",
+    "ChunkRow",
+    "RunRecord",
+    "SQLiteStore",
+    "Store",
+    "StoreBase",
+    "StoreBusyError",
+    "StoreConnectError",
+    "StoreCorruptError",
+    "StoreDeadlineError",
+    "StoreInputError",
+    "StoreStatus",
+    "StoredDocument",
+    "SyncPlan",
+    "check_ef_search",
+    "check_index_file",
+    "check_schema",
+    "indexed_sha",
+    "is_fresh_row",
+    "keyword_terms",
+    "resolve_path",
+    "root_key",
+    "vector_key",
 ]
 
 
@@ -141,49 +169,67 @@ class Store(Protocol):
     def root_counts(self, root: str | os.PathLike[str]) -> tuple[int, int]: ...
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
     def classify(self, doc: Document, config: str = "") -> str: ...
-    def plan(self, root: str | os.PathLike[str], entries: Iterable[SourceFile],
-             config: str = "") -> SyncPlan: ...
-    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                       config: str = "", run_id: int | None = None,
-                       vector_fingerprint: str | None = None) -> int: ...
-    def record_skip(self, doc: Document, *, config: str = "",
-                    run_id: int | None = None) -> int: ...
+    def plan(
+        self, root: str | os.PathLike[str], entries: Iterable[SourceFile], config: str = ""
+    ) -> SyncPlan: ...
+    def write_document(
+        self,
+        doc: Document,
+        chunks: Sequence[ChunkLike],
+        vectors: Any,
+        *,
+        config: str = "",
+        run_id: int | None = None,
+        vector_fingerprint: str | None = None,
+    ) -> int: ...
+    def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int: ...
     def touch(self, doc: Document) -> None: ...
     def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int: ...
     def indexed_sizes(self, config: str) -> set[int]: ...
     def copies_of(self, sha256: str, config: str) -> list[StoredDocument]: ...
-    def lookup_many(self, places: Iterable[tuple[str | os.PathLike[str], str]]
-                    ) -> dict[tuple[str, str], StoredDocument]: ...
-    def copies_of_many(self, keys: Iterable[tuple[str, str]]
-                       ) -> dict[tuple[str, str], list[StoredDocument]]: ...
-    def copy_document(self, original: StoredDocument, doc: Document, *,
-                      run_id: int | None = None) -> int: ...
-    def move_document(self, root: str | os.PathLike[str], old_source: str,
-                      doc: Document) -> bool: ...
+    def lookup_many(
+        self, places: Iterable[tuple[str | os.PathLike[str], str]]
+    ) -> dict[tuple[str, str], StoredDocument]: ...
+    def copies_of_many(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[StoredDocument]]: ...
+    def copy_document(
+        self, original: StoredDocument, doc: Document, *, run_id: int | None = None
+    ) -> int: ...
+    def move_document(
+        self, root: str | os.PathLike[str], old_source: str, doc: Document
+    ) -> bool: ...
     def forget(self, root: str | os.PathLike[str], source: str = "") -> int: ...
     def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]: ...
     def begin_run(self, root: str | os.PathLike[str] | None = None, config: str = "") -> int: ...
-    def finish_run(self, run_id: int, status: str = "completed", *,
-                   counts: dict[str, Any] | None = None,
-                   summary: dict[str, Any] | None = None) -> None: ...
+    def finish_run(
+        self,
+        run_id: int,
+        status: str = "completed",
+        *,
+        counts: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> None: ...
     def runs(self, limit: int | None = None) -> list[RunRecord]: ...
     def check_unlocked(self, wait_s: float = 0.0) -> None: ...
     @property
     def placeholder(self) -> str: ...
     def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
-    def exclusive(self, wait_s: float = RUN_LOCK_WAIT_S
-                  ) -> contextlib.AbstractContextManager[None]: ...
+    def exclusive(
+        self, wait_s: float = RUN_LOCK_WAIT_S
+    ) -> contextlib.AbstractContextManager[None]: ...
     def status(self) -> StoreStatus: ...
     def count(self) -> int: ...
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
     def document_chunks(self, root: str | os.PathLike[str], source: str) -> list[ChunkRow]: ...
-    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
-              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]: ...
-    def keyword(self, text: str, n: int,
-                where: SearchFilter | None = None) -> list[tuple[int, float]]: ...
+    def dense(
+        self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]: ...
+    def keyword(
+        self, text: str, n: int, where: SearchFilter | None = None
+    ) -> list[tuple[int, float]]: ...
     def allowed_documents(self, where: SearchFilter) -> list[int]: ...
     def languages(self) -> list[str]: ...
     def deadline(self, at: float | None) -> contextlib.AbstractContextManager[None]: ...
-

@@ -46,8 +46,9 @@ from attnswitch.indexing.store_errors import (
 # A `StoredDocument`'s columns, of the documents table as `d`.
 # How many listed files a plan looks up in one statement (`StoreBase.plan`).
 PLAN_BATCH = 1000
-DOCUMENT_SELECT = ("d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, "
-                   "d.reason, d.config, d.n_chunks")
+DOCUMENT_SELECT = (
+    "d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, d.reason, d.config, d.n_chunks"
+)
 # Content and chunk dedup: a document found by its hash, a stored vector by its key (the
 # same statements for both stores, made once the chunks have their vector key column).
 DEDUP_INDEXES = (
@@ -101,8 +102,17 @@ class StoreBase(abc.ABC):
     def _unlock_run(self) -> None: ...
 
     @abc.abstractmethod
-    def _upsert(self, conn: Any, doc: Document, status: str, config: str,
-                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int: ...
+    def _upsert(
+        self,
+        conn: Any,
+        doc: Document,
+        status: str,
+        config: str,
+        run_id: int | None,
+        *,
+        n_chunks: int = 0,
+        n_tokens: int = 0,
+    ) -> int: ...
 
     @abc.abstractmethod
     def close(self) -> None: ...
@@ -124,18 +134,30 @@ class StoreBase(abc.ABC):
         try:
             with self._transaction() as conn:
                 conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
-                return int(conn.execute(
-                    f"INSERT INTO runs (root, config, pid, started_at, status) "
-                    f"VALUES ({m}, {m}, {m}, {m}, 'running') RETURNING id",
-                    (root_key(root) if root is not None else None, config, os.getpid(),
-                     time.time())).fetchone()[0])
+                return int(
+                    conn.execute(
+                        f"INSERT INTO runs (root, config, pid, started_at, status) "
+                        f"VALUES ({m}, {m}, {m}, {m}, 'running') RETURNING id",
+                        (
+                            root_key(root) if root is not None else None,
+                            config,
+                            os.getpid(),
+                            time.time(),
+                        ),
+                    ).fetchone()[0]
+                )
         except BaseException:
             self._unlock_run()
             raise
 
-    def finish_run(self, run_id: int, status: str = "completed", *,
-                   counts: dict[str, Any] | None = None,
-                   summary: dict[str, Any] | None = None) -> None:
+    def finish_run(
+        self,
+        run_id: int,
+        status: str = "completed",
+        *,
+        counts: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> None:
         """Close a run with its status, counts and a JSON-serialisable summary, then release
         the run lock (after the store's own end-of-run work, `_run_finished`)."""
         if status not in RUN_STATUSES or status == "running":
@@ -143,10 +165,17 @@ class StoreBase(abc.ABC):
         m = self._mark
         try:
             with self._transaction() as conn:
-                conn.execute(f"UPDATE runs SET status = {m}, ended_at = {m}, counts = {m}, "
-                             f"summary = {m} WHERE id = {m}",
-                             (status, time.time(), json.dumps(counts or {}, sort_keys=True),
-                              json.dumps(summary or {}, sort_keys=True, default=str), run_id))
+                conn.execute(
+                    f"UPDATE runs SET status = {m}, ended_at = {m}, counts = {m}, "
+                    f"summary = {m} WHERE id = {m}",
+                    (
+                        status,
+                        time.time(),
+                        json.dumps(counts or {}, sort_keys=True),
+                        json.dumps(summary or {}, sort_keys=True, default=str),
+                        run_id,
+                    ),
+                )
             self._run_finished(status)
         finally:
             self._unlock_run()
@@ -257,19 +286,26 @@ class StoreBase(abc.ABC):
     def languages(self) -> list[str]:
         """The languages of the stored chunks (`analyzer.detect_language`; "" for chunks
         of none), each once, sorted: one index seek a language (a loose index scan)."""
-        return [r[0] for r in self._conn.execute(
-            "WITH RECURSIVE seen(language) AS (SELECT min(language) FROM chunks UNION ALL "
-            "SELECT (SELECT min(language) FROM chunks WHERE language > seen.language) FROM "
-            "seen WHERE seen.language IS NOT NULL) SELECT language FROM seen WHERE "
-            "language IS NOT NULL").fetchall()]
+        return [
+            r[0]
+            for r in self._conn.execute(
+                "WITH RECURSIVE seen(language) AS (SELECT min(language) FROM chunks UNION ALL "
+                "SELECT (SELECT min(language) FROM chunks WHERE language > seen.language) FROM "
+                "seen WHERE seen.language IS NOT NULL) SELECT language FROM seen WHERE "
+                "language IS NOT NULL"
+            ).fetchall()
+        ]
 
     def allowed_documents(self, where: SearchFilter) -> list[int]:
         """The ids of the indexed documents `where` keeps (`filters.SearchFilter`): kinds
         and times checked by SQL, paths and extensions here, on the rows SQL kept, each
         after a look at the clock under a `deadline`."""
         conditions, params = where.sql(self._mark)
-        rows = self._read(f"SELECT d.id, d.root, d.source, d.kind FROM documents d "
-                          f"WHERE {conditions} ORDER BY d.id", params)
+        rows = self._read(
+            f"SELECT d.id, d.root, d.source, d.kind FROM documents d "
+            f"WHERE {conditions} ORDER BY d.id",
+            params,
+        )
         allowed = []
         for r in rows:  # a filter of many paths can cost milliseconds a document
             self._check_deadline()
@@ -289,11 +325,14 @@ class StoreBase(abc.ABC):
         m = self._mark
         rows = self._read(
             "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
-            f" FROM documents WHERE root = {m} AND source = {m}", (root_key(root), source))
+            f" FROM documents WHERE root = {m} AND source = {m}",
+            (root_key(root), source),
+        )
         return StoredDocument(*rows[0]) if rows else None
 
-    def lookup_many(self, places: Iterable[tuple[str | os.PathLike[str], str]]
-                    ) -> dict[tuple[str, str], StoredDocument]:
+    def lookup_many(
+        self, places: Iterable[tuple[str | os.PathLike[str], str]]
+    ) -> dict[tuple[str, str], StoredDocument]:
         """(root, source) -> its row, for those of `places` that are stored (what `lookup`
         gives each), in one query whatever their number; keyed by the root as stored
         (`root_key`)."""
@@ -301,12 +340,16 @@ class StoreBase(abc.ABC):
         if not wanted:
             return {}
         table, params = self._pairs(wanted)
-        rows = self._read(f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
-                          "ON d.root = p.a AND d.source = p.b", params)
+        rows = self._read(
+            f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
+            "ON d.root = p.a AND d.source = p.b",
+            params,
+        )
         return {(r[1], r[2]): StoredDocument(*r) for r in rows}
 
-    def copies_of_many(self, keys: Iterable[tuple[str, str]]
-                       ) -> dict[tuple[str, str], list[StoredDocument]]:
+    def copies_of_many(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[StoredDocument]]:
         """(sha256, config) -> what `copies_of(sha256, config)` gives (the documents
         indexed under that config with that content hash, oldest first), for each of
         `keys` that has any, in one query whatever their number."""
@@ -314,9 +357,12 @@ class StoreBase(abc.ABC):
         if not wanted:
             return {}
         table, params = self._pairs(wanted)
-        rows = self._read(f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
-                          "ON d.sha256 = p.a AND d.config = p.b WHERE d.status = 'indexed' "
-                          "ORDER BY d.id", params)
+        rows = self._read(
+            f"SELECT {DOCUMENT_SELECT} FROM documents d JOIN {table} p "
+            "ON d.sha256 = p.a AND d.config = p.b WHERE d.status = 'indexed' "
+            "ORDER BY d.id",
+            params,
+        )
         out: dict[tuple[str, str], list[StoredDocument]] = {}
         for r in rows:
             doc = StoredDocument(*r)
@@ -327,8 +373,11 @@ class StoreBase(abc.ABC):
         """A row source of `pairs` as text columns `a` and `b`, to join with (SQL, its
         parameters): one parameter for any number of pairs, so no statement outgrows the
         driver's limit on them. SQLite's form (`json_each`); `PostgresStore` has its own."""
-        return ("(SELECT json_extract(value, '$[0]') AS a, json_extract(value, '$[1]') AS b "
-                f"FROM json_each({self._mark}))", (json.dumps(pairs),))
+        return (
+            "(SELECT json_extract(value, '$[0]') AS a, json_extract(value, '$[1]') AS b "
+            f"FROM json_each({self._mark}))",
+            (json.dumps(pairs),),
+        )
 
     def roots(self) -> list[str]:
         """Every root with a stored document, sorted."""
@@ -336,15 +385,18 @@ class StoreBase(abc.ABC):
 
     def sources(self, root: str | os.PathLike) -> set[str]:
         """Every source stored under `root`, indexed or skipped."""
-        rows = self._read(f"SELECT source FROM documents WHERE root = {self._mark}",
-                          (root_key(root),))
+        rows = self._read(
+            f"SELECT source FROM documents WHERE root = {self._mark}", (root_key(root),)
+        )
         return {r[0] for r in rows}
 
     def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
         """(indexed documents, their chunks) stored under `root`."""
         ((docs, chunks),) = self._read(
             "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = "
-            f"{self._mark} AND status = 'indexed'", (root_key(root),))
+            f"{self._mark} AND status = 'indexed'",
+            (root_key(root),),
+        )
         return int(docs), int(chunks)
 
     def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
@@ -352,7 +404,7 @@ class StoreBase(abc.ABC):
         return is_fresh_row(self.lookup(entry.root, entry.source), entry, config)
 
     def classify(self, doc: Document, config: str = "") -> str:
-        """"skipped", "new", "changed" or "unchanged" for one ingested document."""
+        """ "skipped", "new", "changed" or "unchanged" for one ingested document."""
         if not doc.ok:
             return "skipped"
         row = self.lookup(doc.root, doc.source)
@@ -360,16 +412,18 @@ class StoreBase(abc.ABC):
             return "new"
         return "unchanged" if indexed_sha(row, config) == doc.sha256 else "changed"
 
-    def plan(self, root: str | os.PathLike, entries: Iterable[SourceFile],
-             config: str = "") -> SyncPlan:
+    def plan(
+        self, root: str | os.PathLike, entries: Iterable[SourceFile], config: str = ""
+    ) -> SyncPlan:
         """Compare a complete listing of `root` (`ingest.scan(root)`) with the stored state
         (`SyncPlan`). Every entry must belong to `root`, each source once."""
         key = root_key(root)
         listed: dict[str, SourceFile] = {}
         for entry in entries:
             if entry.root != key:
-                raise StoreInputError("entries", f"files under root {key!r}",
-                                      f"{entry.source!r} under {entry.root!r}")
+                raise StoreInputError(
+                    "entries", f"files under root {key!r}", f"{entry.source!r} under {entry.root!r}"
+                )
             if entry.source in listed:
                 raise StoreInputError("entries", "each source once", f"{entry.source!r} twice")
             listed[entry.source] = entry
@@ -377,18 +431,22 @@ class StoreBase(abc.ABC):
         sources = list(listed)
         rows: dict[tuple[str, str], StoredDocument] = {}
         for start in range(0, len(sources), PLAN_BATCH):
-            rows.update(self.lookup_many((key, s) for s in sources[start:start + PLAN_BATCH]))
+            rows.update(self.lookup_many((key, s) for s in sources[start : start + PLAN_BATCH]))
         stored = {source: rows.get((key, source)) for source in sources}
         to_read: list[SourceFile] = []
         fresh: list[SourceFile] = []
         for source, entry in listed.items():
             (fresh if is_fresh_row(stored[source], entry, config) else to_read).append(entry)
         deleted = tuple(sorted(self.sources(key) - set(stored)))
-        return SyncPlan(key, tuple(to_read), tuple(fresh), deleted,
-                        {e.source: stored[e.source] for e in to_read})
+        return SyncPlan(
+            key,
+            tuple(to_read),
+            tuple(fresh),
+            deleted,
+            {e.source: stored[e.source] for e in to_read},
+        )
 
-    def record_skip(self, doc: Document, *, config: str = "",
-                    run_id: int | None = None) -> int:
+    def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int:
         """Record that `doc` was skipped, with its reason; any chunks it had go."""
         if doc.ok:
             raise StoreInputError("doc", "a skipped document", f"{doc.source!r} with text")
@@ -406,9 +464,14 @@ class StoreBase(abc.ABC):
     def indexed_sizes(self, config: str) -> set[int]:
         """The sizes of the documents indexed under `config`: only a file of one of these
         sizes can be a copy of one of them (what a run hashes before reading)."""
-        return {int(r[0]) for r in self._read(
-            f"SELECT DISTINCT size FROM documents WHERE config = {self._mark} AND "
-            "status = 'indexed' AND sha256 IS NOT NULL", (config,))}
+        return {
+            int(r[0])
+            for r in self._read(
+                f"SELECT DISTINCT size FROM documents WHERE config = {self._mark} AND "
+                "status = 'indexed' AND sha256 IS NOT NULL",
+                (config,),
+            )
+        }
 
     def copies_of(self, sha256: str, config: str) -> list[StoredDocument]:
         """The documents indexed under `config` whose content hash is `sha256`, oldest
@@ -417,38 +480,56 @@ class StoreBase(abc.ABC):
         rows = self._read(
             "SELECT id, root, source, sha256, size, mtime_ns, status, reason, config, n_chunks"
             f" FROM documents WHERE sha256 = {m} AND config = {m} AND status = 'indexed' "
-            "ORDER BY id", (sha256, config))
+            "ORDER BY id",
+            (sha256, config),
+        )
         return [StoredDocument(*r) for r in rows]
 
-    def copy_document(self, original: StoredDocument, doc: Document, *,
-                      run_id: int | None = None) -> int:
+    def copy_document(
+        self, original: StoredDocument, doc: Document, *, run_id: int | None = None
+    ) -> int:
         """Index `doc` (a file with the same bytes as `original`, at another path) with a
         copy of `original`'s chunks and vectors, in one transaction: nothing is read,
         chunked or encoded. Returns the new document's id."""
         if (root_key(original.root), original.source) == (root_key(doc.root), doc.source):
-            raise StoreInputError("doc", "another path than the original's",
-                                  f"{doc.source!r} itself")
+            raise StoreInputError(
+                "doc", "another path than the original's", f"{doc.source!r} itself"
+            )
         m, vector = self._mark, self._vector_column
-        columns = ("ordinal, text, n_tokens, char_start, char_end, heading_path, location, "
-                   f"{self._copied_columns}, {vector}")
+        columns = (
+            "ordinal, text, n_tokens, char_start, char_end, heading_path, location, "
+            f"{self._copied_columns}, {vector}"
+        )
 
         def copy() -> int:
             with self._transaction() as conn:
-                row = conn.execute(f"SELECT kind, encoding, n_chunks, n_tokens FROM documents "
-                                   f"WHERE id = {m} AND status = 'indexed'",
-                                   (original.id,)).fetchone()
+                row = conn.execute(
+                    f"SELECT kind, encoding, n_chunks, n_tokens FROM documents "
+                    f"WHERE id = {m} AND status = 'indexed'",
+                    (original.id,),
+                ).fetchone()
                 if row is None:
-                    raise StoreInputError("original", "an indexed document",
-                                          f"{original.source!r}, no longer stored")
+                    raise StoreInputError(
+                        "original", "an indexed document", f"{original.source!r}, no longer stored"
+                    )
                 kind, encoding, n_chunks, n_tokens = row
-                doc_id = self._upsert(conn, dataclasses.replace(doc, kind=kind,
-                                                                encoding=encoding),
-                                      "indexed", original.config, run_id,
-                                      n_chunks=n_chunks, n_tokens=n_tokens)
+                doc_id = self._upsert(
+                    conn,
+                    dataclasses.replace(doc, kind=kind, encoding=encoding),
+                    "indexed",
+                    original.config,
+                    run_id,
+                    n_chunks=n_chunks,
+                    n_tokens=n_tokens,
+                )
                 conn.execute(f"DELETE FROM chunks WHERE doc_id = {m}", (doc_id,))
-                conn.execute(f"INSERT INTO chunks (doc_id, {columns}) SELECT {m}, {columns} "
-                             f"FROM chunks WHERE doc_id = {m}", (doc_id, original.id))
+                conn.execute(
+                    f"INSERT INTO chunks (doc_id, {columns}) SELECT {m}, {columns} "
+                    f"FROM chunks WHERE doc_id = {m}",
+                    (doc_id, original.id),
+                )
                 return int(doc_id)
+
         return self._retrying(copy)
 
     def move_document(self, root: str | os.PathLike, old_source: str, doc: Document) -> bool:
@@ -459,11 +540,22 @@ class StoreBase(abc.ABC):
 
         def move() -> bool:
             with self._transaction() as conn:
-                return conn.execute(
-                    f"UPDATE documents SET source = {m}, size = {m}, mtime_ns = {m}, "
-                    f"updated_at = {m} WHERE root = {m} AND source = {m}",
-                    (doc.source, doc.size, doc.mtime_ns, time.time(), root_key(root),
-                     old_source)).rowcount == 1
+                return (
+                    conn.execute(
+                        f"UPDATE documents SET source = {m}, size = {m}, mtime_ns = {m}, "
+                        f"updated_at = {m} WHERE root = {m} AND source = {m}",
+                        (
+                            doc.source,
+                            doc.size,
+                            doc.mtime_ns,
+                            time.time(),
+                            root_key(root),
+                            old_source,
+                        ),
+                    ).rowcount
+                    == 1
+                )
+
         return self._retrying(move)
 
     def forget(self, root: str | os.PathLike, source: str = "") -> int:
@@ -475,15 +567,19 @@ class StoreBase(abc.ABC):
         prefix = source.strip("/")
         self._wait_for_run_lock()
         try:
+
             def forget() -> int:
                 with self._transaction() as conn:
                     if not prefix:
-                        return conn.execute(f"DELETE FROM documents WHERE root = {m}",
-                                            (key,)).rowcount
+                        return conn.execute(
+                            f"DELETE FROM documents WHERE root = {m}", (key,)
+                        ).rowcount
                     return conn.execute(
                         f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
                         f"substr(source, 1, {m}) = {m})",
-                        (key, prefix, len(prefix) + 1, prefix + "/")).rowcount
+                        (key, prefix, len(prefix) + 1, prefix + "/"),
+                    ).rowcount
+
             removed = self._retrying(forget)
             self._run_finished("completed")
             return removed
@@ -492,27 +588,45 @@ class StoreBase(abc.ABC):
 
     def _copies(self) -> int:
         """Indexed documents whose content another indexed document has too."""
-        ((n,),) = self._read("SELECT COUNT(*) - COUNT(DISTINCT sha256) FROM documents "
-                             "WHERE status = 'indexed' AND sha256 IS NOT NULL")
+        ((n,),) = self._read(
+            "SELECT COUNT(*) - COUNT(DISTINCT sha256) FROM documents "
+            "WHERE status = 'indexed' AND sha256 IS NOT NULL"
+        )
         return int(n)
 
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first."""
-        sql = ("SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
-               " FROM runs ORDER BY id DESC")
-        rows = self._conn.execute(sql + (f" LIMIT {self._mark}" if limit else ""),
-                                  (limit,) if limit else ()).fetchall()
+        sql = (
+            "SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
+            " FROM runs ORDER BY id DESC"
+        )
+        rows = self._conn.execute(
+            sql + (f" LIMIT {self._mark}" if limit else ""), (limit,) if limit else ()
+        ).fetchall()
         return [RunRecord(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
 
     @staticmethod
-    def _document_values(doc: Document, status: str, config: str, run_id: int | None,
-                         n_chunks: int, n_tokens: int) -> dict[str, Any]:
+    def _document_values(
+        doc: Document, status: str, config: str, run_id: int | None, n_chunks: int, n_tokens: int
+    ) -> dict[str, Any]:
         """A document row's columns, as `_upsert` writes them."""
-        return dict(root=doc.root, source=doc.source, sha256=doc.sha256, size=doc.size,
-                    mtime_ns=doc.mtime_ns, kind=doc.kind, encoding=doc.encoding,
-                    status=status, skip=doc.skip.value if doc.skip else None,
-                    reason=doc.reason, config=config, n_chunks=n_chunks,
-                    n_tokens=n_tokens, run_id=run_id, updated_at=time.time())
+        return dict(
+            root=doc.root,
+            source=doc.source,
+            sha256=doc.sha256,
+            size=doc.size,
+            mtime_ns=doc.mtime_ns,
+            kind=doc.kind,
+            encoding=doc.encoding,
+            status=status,
+            skip=doc.skip.value if doc.skip else None,
+            reason=doc.reason,
+            config=config,
+            n_chunks=n_chunks,
+            n_tokens=n_tokens,
+            run_id=run_id,
+            updated_at=time.time(),
+        )
 
 
 def fill_vector_keys(conn: Any, mark: str, key_sql: str) -> None:
@@ -532,14 +646,17 @@ def fill_vector_keys(conn: Any, mark: str, key_sql: str) -> None:
         return
     if stored.embed_headings:
         return
-    conn.execute(f"UPDATE chunks SET vector_key = {key_sql} "
-                 f"WHERE vector_key IS NULL AND doc_id IN (SELECT id FROM documents WHERE "
-                 f"config = {mark})", (stored.vector_fingerprint, stored.fingerprint))
+    conn.execute(
+        f"UPDATE chunks SET vector_key = {key_sql} "
+        f"WHERE vector_key IS NULL AND doc_id IN (SELECT id FROM documents WHERE "
+        f"config = {mark})",
+        (stored.vector_fingerprint, stored.fingerprint),
+    )
 
 
-
-def unpack_vectors(rows: Sequence[tuple[int, bytes]], dim: int,
-                   where: Any) -> tuple[np.ndarray, np.ndarray]:
+def unpack_vectors(
+    rows: Sequence[tuple[int, bytes]], dim: int, where: Any
+) -> tuple[np.ndarray, np.ndarray]:
     """(ids int64 `[N]`, float32 `[N, dim]`) of (id, stored vector) rows, each vector `dim`
     little-endian float16 elements (`STORED_ELEMENT`); `StoreCorruptError` naming `where`
     (the store) for a vector of another length, or a missing dimension."""
@@ -547,18 +664,22 @@ def unpack_vectors(rows: Sequence[tuple[int, bytes]], dim: int,
         return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
     ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
     if not dim:
-        raise StoreCorruptError(f"{where}: expected the vectors' dimension in its "
-                                f"meta table, got none beside {len(rows)} chunks; {REBUILD}")
+        raise StoreCorruptError(
+            f"{where}: expected the vectors' dimension in its "
+            f"meta table, got none beside {len(rows)} chunks; {REBUILD}"
+        )
     size = STORED_ELEMENT.itemsize * dim
     bad = [r[0] for r in rows if not isinstance(r[1], bytes) or len(r[1]) != size]
     if bad:
-        lengths = sorted({len(r[1]) if isinstance(r[1], bytes) else -1 for r in rows
-                          if r[0] in set(bad[:5])})
+        lengths = sorted(
+            {len(r[1]) if isinstance(r[1], bytes) else -1 for r in rows if r[0] in set(bad[:5])}
+        )
         raise StoreCorruptError(
             f"{where}: expected vectors of {size} bytes (dimension {dim}, {VECTOR_DTYPE}), "
             f"got {len(bad)} chunk(s) of another length (ids {bad[:5]}: "
             f"{', '.join('not bytes' if n < 0 else f'{n} bytes' for n in lengths)}); "
-            f"{REBUILD}")
+            f"{REBUILD}"
+        )
     matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=STORED_ELEMENT)
     return ids, matrix.reshape(len(rows), dim).astype(np.float32)
 
@@ -578,8 +699,9 @@ def stored_form(matrix: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(matrix, dtype=STORED_ELEMENT)
 
 
-def chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
-                ) -> list[tuple[str, int, int, int, str, str, str | None, str]]:
+def chunk_rows(
+    chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
+) -> list[tuple[str, int, int, int, str, str, str | None, str]]:
     """Each chunk's (text, n_tokens, start, end, heading path JSON, location JSON, vector
     key, language), checked; the language is `analyzer.detect_language`'s."""
     rows = []
@@ -587,13 +709,15 @@ def chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = Non
         try:
             text, n_tokens, start, end = c.text, c.n_tokens, c.start, c.end
         except AttributeError as exc:
-            raise StoreInputError(f"chunks[{i}]", "attributes text, n_tokens, start, end",
-                                  f"{type(c).__name__} ({exc})") from None
+            raise StoreInputError(
+                f"chunks[{i}]",
+                "attributes text, n_tokens, start, end",
+                f"{type(c).__name__} ({exc})",
+            ) from None
         if not isinstance(text, str):
             raise StoreInputError(f"chunks[{i}].text", "str", type(text).__name__)
         for name, value in (("n_tokens", n_tokens), ("start", start), ("end", end)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise StoreInputError(f"chunks[{i}].{name}", "an int >= 0", repr(value))
         if end < start:
             raise StoreInputError(f"chunks[{i}].end", f">= start {start}", end)
@@ -602,12 +726,23 @@ def chunk_rows(chunks: Sequence[ChunkLike], vector_fingerprint: str | None = Non
             raise StoreInputError(f"chunks[{i}].heading_path", "a tuple of str", repr(path))
         location = getattr(c, "location", None)
         where = location.to_dict() if hasattr(location, "to_dict") else dict(location or {})
-        key = (vector_key(vector_fingerprint, getattr(c, "encoder_text", text))
-               if vector_fingerprint else None)
-        rows.append((text, int(n_tokens), int(start), int(end),
-                     json.dumps(list(path), ensure_ascii=False),
-                     json.dumps(where, sort_keys=True), key,
-                     analyzer.detect_language(text)))
+        key = (
+            vector_key(vector_fingerprint, getattr(c, "encoder_text", text))
+            if vector_fingerprint
+            else None
+        )
+        rows.append(
+            (
+                text,
+                int(n_tokens),
+                int(start),
+                int(end),
+                json.dumps(list(path), ensure_ascii=False),
+                json.dumps(where, sort_keys=True),
+                key,
+                analyzer.detect_language(text),
+            )
+        )
     return rows
 
 
@@ -618,19 +753,23 @@ def checked_vectors(vectors: Any, n: int) -> np.ndarray:
     try:
         matrix = np.asarray(vectors, dtype=np.float32)
     except (TypeError, ValueError) as exc:
-        raise StoreInputError("vectors", "a numeric array", f"{type(vectors).__name__} "
-                              f"({exc})") from None
+        raise StoreInputError(
+            "vectors", "a numeric array", f"{type(vectors).__name__} ({exc})"
+        ) from None
     if n == 0 and matrix.size == 0:
         return matrix.reshape(0, matrix.shape[-1] if matrix.ndim == 2 else 0)
     if matrix.ndim != 2 or matrix.shape[0] != n or matrix.shape[1] == 0:
-        raise StoreInputError("vectors", f"shape [{n}, dim] (one row per chunk)",
-                              list(matrix.shape))
+        raise StoreInputError(
+            "vectors", f"shape [{n}, dim] (one row per chunk)", list(matrix.shape)
+        )
     if not np.isfinite(matrix).all():
         raise StoreInputError("vectors", "finite values", "NaN or inf")
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     if (norms == 0).any():
-        raise StoreInputError("vectors", "non-zero rows",
-                              f"zero vector at rows {np.flatnonzero(norms[:, 0] == 0)[:5]}")
+        raise StoreInputError(
+            "vectors",
+            "non-zero rows",
+            f"zero vector at rows {np.flatnonzero(norms[:, 0] == 0)[:5]}",
+        )
     norms[np.abs(norms - 1.0) <= NORM_KEPT] = 1.0
     return np.ascontiguousarray(matrix / norms, dtype="<f4")
-

@@ -40,8 +40,11 @@ class StoreDeadlineError(AttnswitchError, TimeoutError):
     the statement running then was interrupted, nothing was written, the connection is
     usable. Not an error about the store itself (`is_store_error` is False)."""
 
-    def __init__(self, message: str = "deadline: expected the store's work done before "
-                 "the caller's deadline, got work left when it passed (stopped)"):
+    def __init__(
+        self,
+        message: str = "deadline: expected the store's work done before "
+        "the caller's deadline, got work left when it passed (stopped)",
+    ):
         super().__init__(message)
 
 
@@ -56,8 +59,12 @@ class StoreCorruptError(AttnswitchError, RuntimeError):
         self.path = path
 
 
-def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object,
-                 added: Collection[tuple[str, str]] = ()) -> None:
+def check_schema(
+    conn: sqlite3.Connection,
+    schema: Sequence[str],
+    path: object,
+    added: Collection[tuple[str, str]] = (),
+) -> None:
     """Raise `StoreCorruptError` when a table of `schema` (its statements) exists in `conn`
     without all of its columns (a database another program made, under the index's name),
     less the (table, column) pairs in `added` (an upgrade of an older schema adds them).
@@ -66,8 +73,12 @@ def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object,
     try:
         for statement in schema:
             expected.execute(statement)
-        tables = [r[0] for r in expected.execute("SELECT name FROM sqlite_master WHERE "
-                                                 "type = 'table' ORDER BY name")]
+        tables = [
+            r[0]
+            for r in expected.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
         for table in tables:
             want = {r[1] for r in expected.execute(f"PRAGMA table_info({table})")}
             have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
@@ -76,7 +87,9 @@ def check_schema(conn: sqlite3.Connection, schema: Sequence[str], path: object,
                 raise StoreCorruptError(
                     f"{path}: not an attnswitch index of a schema this version knows (table "
                     f"{table} lacks {', '.join(missing)}; made by another program?); use "
-                    f"another --db, or {REBUILD}", path=path)
+                    f"another --db, or {REBUILD}",
+                    path=path,
+                )
     finally:
         expected.close()
 
@@ -99,23 +112,30 @@ def describe(exc: BaseException, where: str) -> str:
     text = str(exc).strip() or type(exc).__name__
     if getattr(exc, "path", None) is not None:  # named as the caller names it
         text = text.replace(str(exc.path), where)
-    if isinstance(exc, (StoreCorruptError, StoreBusyError)) or not isinstance(
-            exc, sqlite3.Error):
+    if isinstance(exc, (StoreCorruptError, StoreBusyError)) or not isinstance(exc, sqlite3.Error):
         return text if where in text else f"{where}: {text}"
     lowered = text.lower()
     if _disk_error(exc, lowered):
-        return (f"{where}: could not be written ({text}): {_disk(where)} is full or "
-                "failing; free space there, then run again to finish (every document is "
-                "committed whole or not at all)")
+        return (
+            f"{where}: could not be written ({text}): {_disk(where)} is full or "
+            "failing; free space there, then run again to finish (every document is "
+            "committed whole or not at all)"
+        )
     if "locked" in lowered or "busy" in lowered:
-        return (f"{where}: locked by another process ({text}); wait for it to finish, or "
-                "use another --db")
+        return (
+            f"{where}: locked by another process ({text}); wait for it to finish, or "
+            "use another --db"
+        )
     if "readonly" in lowered or "read-only" in lowered or "unable to open" in lowered:
-        return (f"{where}: cannot be opened for reading and writing ({text}); check the "
-                "file's and its folder's permissions, or use another --db")
+        return (
+            f"{where}: cannot be opened for reading and writing ({text}); check the "
+            "file's and its folder's permissions, or use another --db"
+        )
     if "no such table" in lowered or "no such column" in lowered or "has no column" in lowered:
-        return (f"{where}: not an attnswitch index of a schema this version knows ({text}); "
-                f"use another --db, or {REBUILD}")
+        return (
+            f"{where}: not an attnswitch index of a schema this version knows ({text}); "
+            f"use another --db, or {REBUILD}"
+        )
     if isinstance(exc, sqlite3.DatabaseError):
         return f"{where}: not a readable attnswitch index ({text}); {REBUILD}"
     return f"{where}: the index could not be used ({type(exc).__name__}: {text})"
@@ -125,8 +145,11 @@ def _disk_error(exc: BaseException, lowered: str) -> bool:
     """Whether a SQLite error says a write failed on the disk: full (SQLITE_FULL), or an
     I/O error (SQLITE_IOERR_*, what a file-size limit or a failing disk gives)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
-    return (name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in lowered
-            or "disk i/o error" in lowered)
+    return (
+        name.startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+        or "disk is full" in lowered
+        or "disk i/o error" in lowered
+    )
 
 
 def _disk(where: str) -> str:

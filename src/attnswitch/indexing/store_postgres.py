@@ -175,20 +175,28 @@ _SCHEMA = (
 # A database made before chunks had a heading path, location and vector key gets them
 # (`upgrade`); its stored chunks' vector keys are computed in SQL, as `store.vector_key`
 # does in Python.
-_UPGRADE = tuple(f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}" for column in (
-    "heading_path TEXT NOT NULL DEFAULT '[]'", "location TEXT NOT NULL DEFAULT '{}'",
-    "vector_key TEXT"))
+_UPGRADE = tuple(
+    f"ALTER TABLE chunks ADD COLUMN IF NOT EXISTS {column}"
+    for column in (
+        "heading_path TEXT NOT NULL DEFAULT '[]'",
+        "location TEXT NOT NULL DEFAULT '{}'",
+        "vector_key TEXT",
+    )
+)
 # A database made before the analyzer (its keyword index PostgreSQL's English words of
 # the text, a generated column) gets the analyzer's columns; `postgres_upgrades.reanalyze` fills them.
-_ANALYZER_UPGRADE = ("ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
-                     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS terms tsvector",
-                     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language TEXT")
+_ANALYZER_UPGRADE = (
+    "ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
+    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS terms tsvector",
+    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language TEXT",
+)
 # A jobs table made before a job could be "cancelled" (its CHECK named by PostgreSQL's
 # rule, <table>_<column>_check) gets the CHECK of `_SCHEMA`.
 _JOBS_STATUS_CHECK = (
     "ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_status_check",
     "ALTER TABLE jobs ADD CONSTRAINT jobs_status_check CHECK (status IN ('queued', "
-    "'running', 'completed', 'failed', 'interrupted', 'cancelled'))")
+    "'running', 'completed', 'failed', 'interrupted', 'cancelled'))",
+)
 # Indexes made by `upgrade` once their columns exist, each only when the catalog lacks it:
 # CREATE INDEX takes a SHARE lock on its table even when the index exists, so running
 # them on every open deadlocks against a run that holds its chunks' rows and wants the
@@ -198,9 +206,11 @@ TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (term
 _INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 # The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
-HNSW_INDEX = (f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
-              f"halfvec_ip_ops) WITH (m = {HNSW_M}, "
-              f"ef_construction = {HNSW_EF_CONSTRUCTION})")
+HNSW_INDEX = (
+    f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
+    f"halfvec_ip_ops) WITH (m = {HNSW_M}, "
+    f"ef_construction = {HNSW_EF_CONSTRUCTION})"
+)
 
 
 def connect(url: str) -> Any:
@@ -212,7 +222,8 @@ def connect(url: str) -> Any:
     except ImportError as exc:
         raise StoreConnectError(
             f"--db: expected psycopg and pgvector for a PostgreSQL store (pip install "
-            f"'attnswitch[postgres]'), got {type(exc).__name__}: {exc}") from None
+            f"'attnswitch[postgres]'), got {type(exc).__name__}: {exc}"
+        ) from None
     from psycopg.conninfo import conninfo_to_dict
 
     where = describe(url)
@@ -224,10 +235,12 @@ def connect(url: str) -> Any:
     except psycopg.ProgrammingError as exc:
         raise StoreConnectError(
             f"--db: expected a URL like postgresql://USER@HOST:PORT/DBNAME, got {where!r} "
-            f"({_first_line(exc)})") from None
+            f"({_first_line(exc)})"
+        ) from None
     except psycopg.OperationalError as exc:
-        raise StoreConnectError(f"--db: expected a PostgreSQL server answering at {where}, "
-                                f"got: {_first_line(exc)}") from None
+        raise StoreConnectError(
+            f"--db: expected a PostgreSQL server answering at {where}, got: {_first_line(exc)}"
+        ) from None
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
@@ -239,16 +252,21 @@ def connect(url: str) -> Any:
                     f"--db: expected pgvector {want} or later in the database at {where} "
                     f"(its halfvec type holds the vectors), got {got}; install a newer "
                     "pgvector on the server and run ALTER EXTENSION vector UPDATE in this "
-                    "database")
+                    "database"
+                )
             for statement in _SCHEMA:
                 conn.execute(statement)
-    except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile,
-            psycopg.errors.InsufficientPrivilege) as exc:
+    except (
+        psycopg.errors.FeatureNotSupported,
+        psycopg.errors.UndefinedFile,
+        psycopg.errors.InsufficientPrivilege,
+    ) as exc:
         conn.close()
         raise StoreConnectError(
             f"--db: expected the pgvector extension on the PostgreSQL server at {where}, "
             f"got: {_first_line(exc)}; install it there (Debian: postgresql-NN-pgvector) "
-            "and let this user CREATE EXTENSION vector") from None
+            "and let this user CREATE EXTENSION vector"
+        ) from None
     except BaseException:
         conn.close()
         raise
@@ -258,8 +276,7 @@ def connect(url: str) -> Any:
 
 def pgvector_version(conn: Any) -> tuple[int, ...]:
     """The version of the pgvector extension in `conn`'s database, as numbers ((0, 8, 5))."""
-    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                       ).fetchone()
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     return tuple(int(p) for p in str(row[0] if row else "0").split(".") if p.isdigit())
 
 
@@ -275,13 +292,18 @@ def upgrade(conn: Any) -> bool:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         check = conn.execute(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = "
-            "'jobs'::regclass AND conname = 'jobs_status_check'").fetchone()
+            "'jobs'::regclass AND conname = 'jobs_status_check'"
+        ).fetchone()
         if check is None or "cancelled" not in check[0]:
             for statement in _JOBS_STATUS_CHECK:
                 conn.execute(statement)
-        have = {r[0] for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-            "current_schema() AND table_name = 'chunks'")}
+        have = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'chunks'"
+            )
+        }
         upgraded = not set(CHUNK_STRUCTURE_COLUMNS) <= have
         if upgraded:
             for statement in _UPGRADE:
@@ -302,9 +324,14 @@ def _create_missing_indexes(conn: Any, statements: tuple[str, ...]) -> None:
     """Run those of `statements` (each `CREATE INDEX IF NOT EXISTS <name> ON ...`) whose
     index is not in the current schema. Reading `pg_indexes` takes no lock on a table."""
     names = {statement.split()[5]: statement for statement in statements}
-    have = {r[0] for r in conn.execute(
-        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-        "AND indexname = ANY(%s)", (list(names),))}
+    have = {
+        r[0]
+        for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname = ANY(%s)",
+            (list(names),),
+        )
+    }
     for name, statement in names.items():
         if name not in have:
             conn.execute(statement)
@@ -318,8 +345,11 @@ def describe(url: str) -> str:
         parts = conninfo_to_dict(url)
     except Exception:  # not parseable: shown as given, less anything after a colon+@
         head, at, tail = url.rpartition("@")
-        return (head.split(":", 2)[0] + ":" + head.split(":", 2)[1] + "@" + tail
-                if at and head.count(":") >= 2 else url)
+        return (
+            head.split(":", 2)[0] + ":" + head.split(":", 2)[1] + "@" + tail
+            if at and head.count(":") >= 2
+            else url
+        )
     user = parts.get("user")
     host = parts.get("host") or "localhost"
     port = parts.get("port") or "5432"
@@ -393,8 +423,10 @@ class PostgresStore(StoreBase):
         if self.store_id is None:
             import uuid
 
-            self._conn.execute("INSERT INTO meta VALUES ('store_id', %s) "
-                               "ON CONFLICT (key) DO NOTHING", (uuid.uuid4().hex,))
+            self._conn.execute(
+                "INSERT INTO meta VALUES ('store_id', %s) ON CONFLICT (key) DO NOTHING",
+                (uuid.uuid4().hex,),
+            )
             self.store_id = self.meta("store_id")
 
     # -- lifecycle ------------------------------------------------------------------
@@ -445,8 +477,10 @@ class PostgresStore(StoreBase):
 
     def _pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, tuple[Any, ...]]:
         """`StoreBase._pairs` as two text arrays unnested side by side."""
-        return ("(SELECT * FROM unnest(%s::text[], %s::text[]) AS u(a, b))",
-                ([a for a, _ in pairs], [b for _, b in pairs]))
+        return (
+            "(SELECT * FROM unnest(%s::text[], %s::text[]) AS u(a, b))",
+            ([a for a, _ in pairs], [b for _, b in pairs]),
+        )
 
     # -- lost connections -----------------------------------------------------------
 
@@ -464,8 +498,9 @@ class PostgresStore(StoreBase):
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if not (self._conn.closed or self._conn.broken):
                     raise  # the server answered: not a lost connection
-                deadline = deadline or time.monotonic() + (0 if self._gone else
-                                                           self.reconnect_for_s)
+                deadline = deadline or time.monotonic() + (
+                    0 if self._gone else self.reconnect_for_s
+                )
                 delay = self._reconnect(exc, delay, deadline)
 
     def _reconnect(self, lost: BaseException, delay: float, deadline: float) -> float:
@@ -478,7 +513,8 @@ class PostgresStore(StoreBase):
                     f"{self.location}: expected the PostgreSQL server to answer, got no "
                     f"connection for {self.reconnect_for_s:g} s ({_first_line(lost)}); every "
                     "document is committed whole or not at all: run again when it is back "
-                    "to finish") from None
+                    "to finish"
+                ) from None
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(2 * delay, RECONNECT_MAX_S)
             try:
@@ -488,23 +524,35 @@ class PostgresStore(StoreBase):
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn, self._gone = conn, False
-            if self._run_locked and not self._one("SELECT pg_try_advisory_lock(%s)",
-                                                  (RUN_LOCK,))[0]:
+            if (
+                self._run_locked
+                and not self._one("SELECT pg_try_advisory_lock(%s)", (RUN_LOCK,))[0]
+            ):
                 self._run_locked = False
-                raise StoreBusyError(f"{self.location}: another attnswitch run took this "
-                                     "store while the server was away; run again to finish")
+                raise StoreBusyError(
+                    f"{self.location}: another attnswitch run took this "
+                    "store while the server was away; run again to finish"
+                )
             return delay
 
-    def record_skip(self, doc: Document, *, config: str = "",
-                    run_id: int | None = None) -> int:
-        return self._retrying(lambda: super(PostgresStore, self).record_skip(
-            doc, config=config, run_id=run_id))
+    def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int:
+        return self._retrying(
+            lambda: super(PostgresStore, self).record_skip(doc, config=config, run_id=run_id)
+        )
 
-    def finish_run(self, run_id: int, status: str = "completed", *,
-                   counts: dict[str, Any] | None = None,
-                   summary: dict[str, Any] | None = None) -> None:
-        self._retrying(lambda: super(PostgresStore, self).finish_run(
-            run_id, status, counts=counts, summary=summary))
+    def finish_run(
+        self,
+        run_id: int,
+        status: str = "completed",
+        *,
+        counts: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> None:
+        self._retrying(
+            lambda: super(PostgresStore, self).finish_run(
+                run_id, status, counts=counts, summary=summary
+            )
+        )
 
     # -- reading the stored state ---------------------------------------------------
 
@@ -520,26 +568,53 @@ class PostgresStore(StoreBase):
     def set_meta(self, key: str, value: str) -> None:
         if key == "dim":
             raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
-        self._conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
-                           "value = excluded.value", (key, value))
+        self._conn.execute(
+            "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+            "value = excluded.value",
+            (key, value),
+        )
 
     # -- writing --------------------------------------------------------------------
 
-    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                       config: str = "", run_id: int | None = None,
-                       vector_fingerprint: str | None = None) -> int:
+    def write_document(
+        self,
+        doc: Document,
+        chunks: Sequence[ChunkLike],
+        vectors: Any,
+        *,
+        config: str = "",
+        run_id: int | None = None,
+        vector_fingerprint: str | None = None,
+    ) -> int:
         """Replace `doc`'s chunks and vectors with these, in one transaction (see
         `SQLiteStore.write_document`), done again on a new connection if it is lost."""
-        return self._retrying(lambda: self._write_document(
-            doc, chunks, vectors, config=config, run_id=run_id,
-            vector_fingerprint=vector_fingerprint))
+        return self._retrying(
+            lambda: self._write_document(
+                doc,
+                chunks,
+                vectors,
+                config=config,
+                run_id=run_id,
+                vector_fingerprint=vector_fingerprint,
+            )
+        )
 
-    def _write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                        config: str = "", run_id: int | None = None,
-                        vector_fingerprint: str | None = None) -> int:
+    def _write_document(
+        self,
+        doc: Document,
+        chunks: Sequence[ChunkLike],
+        vectors: Any,
+        *,
+        config: str = "",
+        run_id: int | None = None,
+        vector_fingerprint: str | None = None,
+    ) -> int:
         if not doc.ok:
-            raise StoreInputError("doc", "a document with text (use record_skip)",
-                                  f"{doc.source!r} skipped: {doc.reason}")
+            raise StoreInputError(
+                "doc",
+                "a document with text (use record_skip)",
+                f"{doc.source!r} skipped: {doc.reason}",
+            )
         from pgvector import HalfVector
 
         rows = chunk_rows(chunks, vector_fingerprint)
@@ -548,17 +623,26 @@ class PostgresStore(StoreBase):
         with self._transaction() as conn:
             if len(rows):
                 self._fix_dim(conn, matrix.shape[1])
-            doc_id = self._upsert(conn, doc, "indexed", config, run_id,
-                                  n_chunks=len(rows), n_tokens=sum(r[1] for r in rows))
+            doc_id = self._upsert(
+                conn,
+                doc,
+                "indexed",
+                config,
+                run_id,
+                n_chunks=len(rows),
+                n_tokens=sum(r[1] for r in rows),
+            )
             conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
             with conn.cursor().copy(
-                    "COPY chunks (doc_id, ordinal, text, n_tokens, char_start, char_end, "
-                    "heading_path, location, vector_key, language, terms, embedding) "
-                    "FROM STDIN") as copy:
+                "COPY chunks (doc_id, ordinal, text, n_tokens, char_start, char_end, "
+                "heading_path, location, vector_key, language, terms, embedding) "
+                "FROM STDIN"
+            ) as copy:
                 for i, row in enumerate(rows):
                     terms = analyzer.tsvector_literal(
                         analyzer.document_terms(row[0], row[-1]),
-                        analyzer.document_stems(row[0], row[-1]))
+                        analyzer.document_stems(row[0], row[-1]),
+                    )
                     copy.write_row((doc_id, i, *row, terms, HalfVector(stored[i])))
         return doc_id
 
@@ -573,38 +657,60 @@ class PostgresStore(StoreBase):
         if stored == dim:
             return
         if stored is not None and self._one("SELECT EXISTS (SELECT 1 FROM chunks)")[0]:
-            raise StoreInputError("vectors", f"dimension {stored} (this store's)",
-                                  f"{dim}: a model with another dimension needs another store")
+            raise StoreInputError(
+                "vectors",
+                f"dimension {stored} (this store's)",
+                f"{dim}: a model with another dimension needs another store",
+            )
         conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
         conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec({int(dim)})")
         conn.execute(HNSW_INDEX)
-        conn.execute("INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET "
-                     "value = excluded.value", (str(dim),))
+        conn.execute(
+            "INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET "
+            "value = excluded.value",
+            (str(dim),),
+        )
 
     def touch(self, doc: Document) -> None:
-        self._retrying(lambda: self._conn.execute("UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
-                           "source = %s AND sha256 IS NOT DISTINCT FROM %s",
-                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256)))
+        self._retrying(
+            lambda: self._conn.execute(
+                "UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
+                "source = %s AND sha256 IS NOT DISTINCT FROM %s",
+                (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256),
+            )
+        )
 
     def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
         key, sources = root_key(root), list(sources)
 
         def remove() -> int:
             with self._transaction() as conn:
-                return conn.execute("DELETE FROM documents WHERE root = %s AND source = "
-                                    "ANY(%s)", (key, sources)).rowcount
+                return conn.execute(
+                    "DELETE FROM documents WHERE root = %s AND source = ANY(%s)", (key, sources)
+                ).rowcount
+
         return self._retrying(remove)
 
-    def _upsert(self, conn: Any, doc: Document, status: str, config: str,
-                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
+    def _upsert(
+        self,
+        conn: Any,
+        doc: Document,
+        status: str,
+        config: str,
+        run_id: int | None,
+        *,
+        n_chunks: int = 0,
+        n_tokens: int = 0,
+    ) -> int:
         values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
         cols = ", ".join(values)
         marks = ", ".join(f"%({c})s" for c in values)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
-                                                                               "source"))
-        return conn.execute(f"INSERT INTO documents ({cols}) VALUES ({marks}) "
-                            f"ON CONFLICT (root, source) DO UPDATE SET {updates} RETURNING id",
-                            values).fetchone()[0]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root", "source"))
+        return conn.execute(
+            f"INSERT INTO documents ({cols}) VALUES ({marks}) "
+            f"ON CONFLICT (root, source) DO UPDATE SET {updates} RETURNING id",
+            values,
+        ).fetchone()[0]
 
     # -- runs -----------------------------------------------------------------------
 
@@ -617,8 +723,10 @@ class PostgresStore(StoreBase):
         deadline = time.monotonic() + RUN_LOCK_WAIT_S
         while not self._one("SELECT pg_try_advisory_lock(%s)", (RUN_LOCK,))[0]:
             if time.monotonic() >= deadline:
-                raise StoreBusyError(f"{self.location}: another attnswitch run is writing "
-                                     "this store; wait for it or use another --db")
+                raise StoreBusyError(
+                    f"{self.location}: another attnswitch run is writing "
+                    "this store; wait for it or use another --db"
+                )
             time.sleep(0.05)
         self._run_locked = True
 
@@ -634,20 +742,30 @@ class PostgresStore(StoreBase):
     # -- summaries and search -------------------------------------------------------
 
     def status(self) -> StoreStatus:
-        docs, tokens = self._one("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM documents "
-                                 "WHERE status = 'indexed'")
-        skipped = self._conn.execute("SELECT root, source, reason, skip FROM documents WHERE "
-                                     "status = 'skipped' ORDER BY root, source").fetchall()
-        roots = tuple(r[0] for r in self._conn.execute(
-            "SELECT DISTINCT root FROM documents ORDER BY root"))
+        docs, tokens = self._one(
+            "SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM documents WHERE status = 'indexed'"
+        )
+        skipped = self._conn.execute(
+            "SELECT root, source, reason, skip FROM documents WHERE "
+            "status = 'skipped' ORDER BY root, source"
+        ).fetchall()
+        roots = tuple(
+            r[0] for r in self._conn.execute("SELECT DISTINCT root FROM documents ORDER BY root")
+        )
         runs = self.runs(limit=1)
         return StoreStatus(
-            path=self.location, documents=int(docs), chunks=self.count(), tokens=int(tokens),
+            path=self.location,
+            documents=int(docs),
+            chunks=self.count(),
+            tokens=int(tokens),
             skipped=len(skipped),
             skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
             skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
-            dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
-            copies=self._copies())
+            dim=self.dim,
+            roots=roots,
+            last_run=runs[0] if runs else None,
+            copies=self._copies(),
+        )
 
     def count(self) -> int:
         return int(self._one("SELECT COUNT(*) FROM chunks")[0])
@@ -658,40 +776,52 @@ class PostgresStore(StoreBase):
         dim = self.dim or 0
         if not rows:
             return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        return (np.fromiter((r[0] for r in rows), np.int64, len(rows)),
-                np.stack([_array(r[1]) for r in rows]))
+        return (
+            np.fromiter((r[0] for r in rows), np.int64, len(rows)),
+            np.stack([_array(r[1]) for r in rows]),
+        )
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         rows = self._conn.execute(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE c.id = ANY(%s)", ([int(i) for i in ids],))
+            "WHERE c.id = ANY(%s)",
+            ([int(i) for i in ids],),
+        )
         return {r[0]: ChunkRow.from_row(r) for r in rows}
 
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
         rows = self._conn.execute(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal", (root_key(root), source))
+            "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal",
+            (root_key(root), source),
+        )
         return [ChunkRow.from_row(r) for r in rows]
 
     def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
         """vector key -> stored vector of those of `keys` that any stored chunk has (see
         `SQLiteStore.vectors_by_key`)."""
-        rows = self._read("SELECT DISTINCT ON (vector_key) vector_key, embedding FROM chunks "
-                          "WHERE vector_key = ANY(%s)", (sorted(set(keys)),))
+        rows = self._read(
+            "SELECT DISTINCT ON (vector_key) vector_key, embedding FROM chunks "
+            "WHERE vector_key = ANY(%s)",
+            (sorted(set(keys)),),
+        )
         return {k: _array(v) for k, v in rows}
 
-    def stored_vectors(self, root: str | os.PathLike, source: str,
-                       keys: Iterable[str]) -> dict[str, np.ndarray]:
+    def stored_vectors(
+        self, root: str | os.PathLike, source: str, keys: Iterable[str]
+    ) -> dict[str, np.ndarray]:
         """vector key -> stored vector of those of `keys` that one of the document's
         stored chunks has (see `SQLiteStore.stored_vectors`)."""
         rows = self._conn.execute(
             "SELECT c.vector_key, c.embedding FROM chunks c JOIN documents d ON "
             "d.id = c.doc_id WHERE d.root = %s AND d.source = %s AND c.vector_key = ANY(%s)",
-            (root_key(root), source, list(set(keys))))
+            (root_key(root), source, list(set(keys))),
+        )
         return {k: _array(v) for k, v in rows}
 
-    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
-              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]:
+    def dense(
+        self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, by
         pgvector's HNSW index with a search beam of `ef` (default `ef_search`; ties by
         chunk id). With `where`, among the chunks of the documents it keeps: the index
@@ -707,8 +837,11 @@ class PostgresStore(StoreBase):
         if docs == []:
             return [[] for _ in range(len(queries))]
         condition, extra = ("", ()) if docs is None else ("WHERE doc_id = ANY(%s) ", (docs,))
-        sql = ("SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks " + condition
-               + "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id")
+        sql = (
+            "SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks "
+            + condition
+            + "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id"
+        )
         from pgvector import HalfVector
 
         out = []
@@ -717,13 +850,17 @@ class PostgresStore(StoreBase):
                 self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                 if docs is not None and self._iterative_scan():
                     self._conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                hits = [(int(r[0]), -float(r[1]))
-                        for r in self._conn.execute(sql, (q, *extra, q, int(n)))]
+                hits = [
+                    (int(r[0]), -float(r[1]))
+                    for r in self._conn.execute(sql, (q, *extra, q, int(n)))
+                ]
             if docs is not None and len(hits) < n and len(hits) < self._chunks_of(docs):
                 with self._conn.transaction():
                     self._conn.execute("SET LOCAL enable_indexscan = off")
-                    hits = [(int(r[0]), -float(r[1]))
-                            for r in self._conn.execute(sql, (q, *extra, q, int(n)))]
+                    hits = [
+                        (int(r[0]), -float(r[1]))
+                        for r in self._conn.execute(sql, (q, *extra, q, int(n)))
+                    ]
             out.append(hits)
         return out
 
@@ -734,11 +871,15 @@ class PostgresStore(StoreBase):
         return self._scan_on
 
     def _chunks_of(self, docs: list[int]) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = ANY(%s)",
-                                      (docs,)).fetchone()[0])
+        return int(
+            self._conn.execute(
+                "SELECT COUNT(*) FROM chunks WHERE doc_id = ANY(%s)", (docs,)
+            ).fetchone()[0]
+        )
 
-    def keyword(self, text: str, n: int,
-                where: SearchFilter | None = None) -> list[tuple[int, float]]:
+    def keyword(
+        self, text: str, n: int, where: SearchFilter | None = None
+    ) -> list[tuple[int, float]]:
         """The `n` best (chunk id, `ts_rank`, higher is better) for any of the terms of
         `text` (`analyzer.query_terms` for the stored languages); with `where`, among the
         chunks of the documents it keeps only."""
@@ -753,6 +894,10 @@ class PostgresStore(StoreBase):
             "CAST(%s AS tsquery) q WHERE terms @@ q "
             + ("" if docs is None else "AND doc_id = ANY(%s) ")
             + "ORDER BY r DESC, id LIMIT %s",
-            (analyzer.tsquery_literal(terms[:MAX_QUERY_TERMS], stems[:MAX_QUERY_TERMS]),
-             *(() if docs is None else (docs,)), int(n)))
+            (
+                analyzer.tsquery_literal(terms[:MAX_QUERY_TERMS], stems[:MAX_QUERY_TERMS]),
+                *(() if docs is None else (docs,)),
+                int(n),
+            ),
+        )
         return [(int(r[0]), float(r[1])) for r in rows]

@@ -100,38 +100,54 @@ def check_index_file(path: Path) -> None:
     # that this process's other connections hold on it (POSIX advisory locks are per
     # process and per file).
     if path.is_dir():
-        raise StoreCorruptError(f"{path}: expected an index file, got a folder; use another "
-                                "--db", path=path)
+        raise StoreCorruptError(
+            f"{path}: expected an index file, got a folder; use another --db", path=path
+        )
     if path.stat().st_size == 0:
-        raise StoreCorruptError(f"{path}: not a readable attnswitch index (an empty file); it "
-                                f"is left as it is: use another --db, or {REBUILD}", path=path)
+        raise StoreCorruptError(
+            f"{path}: not a readable attnswitch index (an empty file); it "
+            f"is left as it is: use another --db, or {REBUILD}",
+            path=path,
+        )
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
     except sqlite3.Error as exc:
-        raise StoreCorruptError(f"{path}: cannot be opened for reading ({exc}); check its "
-                                "permissions, or use another --db", path=path) from None
+        raise StoreCorruptError(
+            f"{path}: cannot be opened for reading ({exc}); check its "
+            "permissions, or use another --db",
+            path=path,
+        ) from None
     try:
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                )
+            }
         except sqlite3.DatabaseError as exc:
             if "not a database" not in str(exc):
                 raise  # locked, malformed...: `store_errors.describe` says what to do
-            raise StoreCorruptError(f"{path}: not a readable attnswitch index (not a SQLite "
-                                    f"database); it is left as it is: use another --db, or "
-                                    f"{REBUILD}", path=path) from None
+            raise StoreCorruptError(
+                f"{path}: not a readable attnswitch index (not a SQLite "
+                f"database); it is left as it is: use another --db, or "
+                f"{REBUILD}",
+                path=path,
+            ) from None
         # a table of the index's with other columns
         check_schema(conn, SCHEMA, path, ADDED_COLUMNS)
     finally:
         conn.close()
     if version <= SCHEMA_VERSION and not {"meta", "documents"} <= tables:
         shown = ", ".join(sorted(tables)[:5]) or "none"
-        raise StoreCorruptError(f"{path}: not an attnswitch index of a schema this version "
-                                f"knows (a SQLite database with tables: {shown}; made by "
-                                f"another program?); it is left as it is: use another --db, "
-                                f"or {REBUILD}", path=path)
-
+        raise StoreCorruptError(
+            f"{path}: not an attnswitch index of a schema this version "
+            f"knows (a SQLite database with tables: {shown}; made by "
+            f"another program?); it is left as it is: use another --db, "
+            f"or {REBUILD}",
+            path=path,
+        )
 
 
 class SQLiteStore(StoreBase):
@@ -142,8 +158,13 @@ class SQLiteStore(StoreBase):
 
     url = None  # one writer: this process
 
-    def __init__(self, path: str | os.PathLike | None = None, *,
-                 exact_below: int = EXACT_BELOW, ef_search: int | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        exact_below: int = EXACT_BELOW,
+        ef_search: int | None = None,
+    ):
         self.path = resolve_path(path)
         self.exact_below = exact_below
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
@@ -158,8 +179,11 @@ class SQLiteStore(StoreBase):
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise StoreInputError("store", f"schema version <= {SCHEMA_VERSION}",
-                                      f"{version} in {self.path} (made by a newer attnswitch)")
+                raise StoreInputError(
+                    "store",
+                    f"schema version <= {SCHEMA_VERSION}",
+                    f"{version} in {self.path} (made by a newer attnswitch)",
+                )
             check_schema(self._conn, SCHEMA, self.path, ADDED_COLUMNS)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across crashes
@@ -194,13 +218,21 @@ class SQLiteStore(StoreBase):
         try:
             self._conn.execute("VACUUM")
         except sqlite3.OperationalError as exc:
-            log.warning("%s: vectors converted to float16; the file was not compacted (%s): "
-                        "its free space is reused by the next chunks written", self.location,
-                        exc)
+            log.warning(
+                "%s: vectors converted to float16; the file was not compacted (%s): "
+                "its free space is reused by the next chunks written",
+                self.location,
+                exc,
+            )
             return
-        log.info("%s: vectors converted to float16 (schema version %d); file compacted from "
-                 "%.1f MB to %.1f MB", self.location, SCHEMA_VERSION, before / 1e6,
-                 self.path.stat().st_size / 1e6)
+        log.info(
+            "%s: vectors converted to float16 (schema version %d); file compacted from "
+            "%.1f MB to %.1f MB",
+            self.location,
+            SCHEMA_VERSION,
+            before / 1e6,
+            self.path.stat().st_size / 1e6,
+        )
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -213,9 +245,11 @@ class SQLiteStore(StoreBase):
         from attnswitch.indexing.ann import HnswIndex
 
         db = self.path.resolve()
-        return {db, *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal",
-                                                              ".lock")),
-                *HnswIndex.paths(db)}
+        return {
+            db,
+            *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal", ".lock")),
+            *HnswIndex.paths(db),
+        }
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -291,9 +325,16 @@ class SQLiteStore(StoreBase):
 
     # -- writing --------------------------------------------------------------------
 
-    def write_document(self, doc: Document, chunks: Sequence[ChunkLike], vectors: Any, *,
-                       config: str = "", run_id: int | None = None,
-                       vector_fingerprint: str | None = None) -> int:
+    def write_document(
+        self,
+        doc: Document,
+        chunks: Sequence[ChunkLike],
+        vectors: Any,
+        *,
+        config: str = "",
+        run_id: int | None = None,
+        vector_fingerprint: str | None = None,
+    ) -> int:
         """Replace `doc`'s stored chunks and vectors with these, in one transaction.
 
         `vectors` is `[len(chunks), dim]`, any array numpy can read (a CPU torch tensor
@@ -302,8 +343,11 @@ class SQLiteStore(StoreBase):
         chunk's vector key is stored (`vector_key`; else NULL). Returns the document's id.
         """
         if not doc.ok:
-            raise StoreInputError("doc", "a document with text (use record_skip)",
-                                  f"{doc.source!r} skipped: {doc.reason}")
+            raise StoreInputError(
+                "doc",
+                "a document with text (use record_skip)",
+                f"{doc.source!r} skipped: {doc.reason}",
+            )
         rows = chunk_rows(chunks, vector_fingerprint)
         matrix = checked_vectors(vectors, len(rows))
         dim = matrix.shape[1] if len(rows) else None
@@ -313,12 +357,21 @@ class SQLiteStore(StoreBase):
             if dim is not None and stored_dim is not None and dim != stored_dim:
                 if conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]:
                     raise StoreInputError(
-                        "vectors", f"dimension {stored_dim} (this store's)",
-                        f"{dim}: a model with another dimension needs another store")
+                        "vectors",
+                        f"dimension {stored_dim} (this store's)",
+                        f"{dim}: a model with another dimension needs another store",
+                    )
             if dim is not None and dim != stored_dim:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
-            doc_id = self._upsert(conn, doc, "indexed", config, run_id,
-                                  n_chunks=len(rows), n_tokens=sum(r[1] for r in rows))
+            doc_id = self._upsert(
+                conn,
+                doc,
+                "indexed",
+                config,
+                run_id,
+                n_chunks=len(rows),
+                n_tokens=sum(r[1] for r in rows),
+            )
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany(
                 "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
@@ -330,30 +383,45 @@ class SQLiteStore(StoreBase):
 
     def touch(self, doc: Document) -> None:
         """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
-        self._conn.execute("UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
-                           "source = ? AND sha256 IS ?",
-                           (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256))
+        self._conn.execute(
+            "UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
+            "source = ? AND sha256 IS ?",
+            (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256),
+        )
 
     def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
         """Delete these documents of `root` and their chunks, in one transaction; returns
         how many documents were removed."""
         key = root_key(root)
         with self._transaction() as conn:
-            cur = conn.executemany("DELETE FROM documents WHERE root = ? AND source = ?",
-                                   ((key, s) for s in sources))
+            cur = conn.executemany(
+                "DELETE FROM documents WHERE root = ? AND source = ?", ((key, s) for s in sources)
+            )
             return cur.rowcount
 
-    def _upsert(self, conn: sqlite3.Connection, doc: Document, status: str, config: str,
-                run_id: int | None, *, n_chunks: int = 0, n_tokens: int = 0) -> int:
+    def _upsert(
+        self,
+        conn: sqlite3.Connection,
+        doc: Document,
+        status: str,
+        config: str,
+        run_id: int | None,
+        *,
+        n_chunks: int = 0,
+        n_tokens: int = 0,
+    ) -> int:
         values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
         cols = ", ".join(values)
         marks = ", ".join(f":{c}" for c in values)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root",
-                                                                               "source"))
-        conn.execute(f"INSERT INTO documents ({cols}) VALUES ({marks}) "
-                     f"ON CONFLICT (root, source) DO UPDATE SET {updates}", values)
-        return conn.execute("SELECT id FROM documents WHERE root = ? AND source = ?",
-                            (doc.root, doc.source)).fetchone()[0]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root", "source"))
+        conn.execute(
+            f"INSERT INTO documents ({cols}) VALUES ({marks}) "
+            f"ON CONFLICT (root, source) DO UPDATE SET {updates}",
+            values,
+        )
+        return conn.execute(
+            "SELECT id FROM documents WHERE root = ? AND source = ?", (doc.root, doc.source)
+        ).fetchone()[0]
 
     # -- runs -----------------------------------------------------------------------
 
@@ -389,8 +457,10 @@ class SQLiteStore(StoreBase):
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.close()
-            raise StoreBusyError(f"{self.path}: another attnswitch run is writing this "
-                                 "store; wait for it or use another --db") from None
+            raise StoreBusyError(
+                f"{self.path}: another attnswitch run is writing this "
+                "store; wait for it or use another --db"
+            ) from None
         self._lock_fh = fh
 
     def _holds_run_lock(self) -> bool:
@@ -405,20 +475,29 @@ class SQLiteStore(StoreBase):
 
     def status(self) -> StoreStatus:
         conn = self._conn
-        docs, tokens = conn.execute("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM "
-                                    "documents WHERE status = 'indexed'").fetchone()
+        docs, tokens = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM documents WHERE status = 'indexed'"
+        ).fetchone()
         n_chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        skipped = conn.execute("SELECT root, source, reason, skip FROM documents WHERE "
-                               "status = 'skipped' ORDER BY root, source").fetchall()
-        roots = tuple(r[0] for r in conn.execute("SELECT DISTINCT root FROM documents "
-                                                 "ORDER BY root"))
+        skipped = conn.execute(
+            "SELECT root, source, reason, skip FROM documents WHERE "
+            "status = 'skipped' ORDER BY root, source"
+        ).fetchall()
+        roots = tuple(
+            r[0] for r in conn.execute("SELECT DISTINCT root FROM documents ORDER BY root")
+        )
         runs = self.runs(limit=1)
         return StoreStatus(
-            path=self.location, documents=docs, chunks=n_chunks, tokens=tokens,
+            path=self.location,
+            documents=docs,
+            chunks=n_chunks,
+            tokens=tokens,
             skipped=len(skipped),
             skipped_by_reason=dict(Counter(r[3] or "unknown" for r in skipped)),
             skipped_files=tuple((r[0], r[1], r[2] or "") for r in skipped),
-            dim=self.dim, roots=roots, last_run=runs[0] if runs else None,
+            dim=self.dim,
+            roots=roots,
+            last_run=runs[0] if runs else None,
             copies=self._copies(),
         )
 
@@ -433,14 +512,15 @@ class SQLiteStore(StoreBase):
         with self.reading():
             position = self._log_position()
             if self._counted is None or self._counted[0] != position:
-                self._counted = (position, int(self._conn.execute(
-                    "SELECT COUNT(*) FROM chunks").fetchone()[0]))
+                self._counted = (
+                    position,
+                    int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]),
+                )
             return self._counted[1]
 
     def max_chunk_id(self) -> int:
         """The largest chunk id stored (0 when none): one descent of the rowid b-tree."""
-        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks"
-                                      ).fetchone()[0])
+        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0])
 
     def chunk_log_state(self) -> tuple[int | None, int, int]:
         """(first logged position or None when the log is empty, last position ever
@@ -449,40 +529,48 @@ class SQLiteStore(StoreBase):
         return first, self._log_position(), self.count()
 
     def _log_position(self) -> int:
-        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'"
-                                 ).fetchone()
+        row = self._conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'"
+        ).fetchone()
         return int(row[0]) if row else 0
 
     def chunk_log_ids(self, after: int, upto: int) -> list[int]:
         """The chunk ids inserted or deleted at log positions (after, upto]."""
-        return [r[0] for r in self._conn.execute(
-            "SELECT DISTINCT chunk_id FROM chunk_log WHERE seq > ? AND seq <= ?",
-            (after, upto))]
+        return [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT DISTINCT chunk_id FROM chunk_log WHERE seq > ? AND seq <= ?", (after, upto)
+            )
+        ]
 
     def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of those of these chunk ids that are stored, by id."""
         ids = sorted({int(i) for i in ids})
         found: list[tuple[int, bytes]] = []
         for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
+            part = ids[start : start + 500]
             found += self._conn.execute(
                 f"SELECT id, vector FROM chunks WHERE id IN ({', '.join('?' * len(part))}) "
-                "ORDER BY id", part).fetchall()
+                "ORDER BY id",
+                part,
+            ).fetchall()
         return unpack_vectors(found, self.dim or 0, self.path)
 
     def iter_vectors(self, batch: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """All (ids, vectors) in batches of `batch` rows, by id."""
         last = -1
         while True:
-            rows = self._conn.execute("SELECT id, vector FROM chunks WHERE id > ? ORDER BY id"
-                                      " LIMIT ?", (last, batch)).fetchall()
+            rows = self._conn.execute(
+                "SELECT id, vector FROM chunks WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
+            ).fetchall()
             if not rows:
                 return
             last = rows[-1][0]
             yield unpack_vectors(rows, self.dim or 0, self.path)
 
-    def dense(self, queries: np.ndarray, n: int, ef: int | None = None,
-              where: SearchFilter | None = None) -> list[list[tuple[int, float]]]:
+    def dense(
+        self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` (normalised):
         exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
         search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
@@ -509,8 +597,9 @@ class SQLiteStore(StoreBase):
             return exact_top_k(*searcher, queries, n)
         return searcher.search(queries, n, ef)
 
-    def _dense_within(self, queries: np.ndarray, n: int, ef: int,
-                      where: SearchFilter) -> list[list[tuple[int, float]]]:
+    def _dense_within(
+        self, queries: np.ndarray, n: int, ef: int, where: SearchFilter
+    ) -> list[list[tuple[int, float]]]:
         """`dense` among the chunks of the documents `where` keeps. Few of them (below
         `exact_below`): an exact search of their vectors. Many: the graph searched for
         more candidates than `n`, as many more as the filter is selective, doubled until
@@ -519,9 +608,13 @@ class SQLiteStore(StoreBase):
         no predicate)."""
         from attnswitch.indexing.ann import exact_top_k
 
-        allowed = {int(r[0]) for r in self._conn.execute(
-            "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(self.allowed_documents(where)),))}
+        allowed = {
+            int(r[0])
+            for r in self._conn.execute(
+                "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(self.allowed_documents(where)),),
+            )
+        }
         if not allowed:
             return [[] for _ in range(len(queries))]
         total = self.count()
@@ -552,8 +645,9 @@ class SQLiteStore(StoreBase):
         finally:
             self._unlock_run()
 
-    def keyword(self, text: str, n: int,
-                where: SearchFilter | None = None) -> list[tuple[int, float]]:
+    def keyword(
+        self, text: str, n: int, where: SearchFilter | None = None
+    ) -> list[tuple[int, float]]:
         """The `n` best (chunk id, BM25 score, higher is better) for the terms of `text`
         (`analyzer.query_terms` for the stored languages: its words among the chunks'
         words, its stems among their stems, any of them; FTS5's BM25 ranks those with more
@@ -563,22 +657,29 @@ class SQLiteStore(StoreBase):
         if not terms and not stems:
             return []
         # Each term a quoted FTS5 string in its column: no query syntax can leak in.
-        match = " OR ".join(f'{column} : "' + t.replace('"', '""') + '"'
-                            for column, items in (("terms", terms[:MAX_QUERY_TERMS]),
-                                                  ("stems", stems[:MAX_QUERY_TERMS]))
-                            for t in items)
+        match = " OR ".join(
+            f'{column} : "' + t.replace('"', '""') + '"'
+            for column, items in (
+                ("terms", terms[:MAX_QUERY_TERMS]),
+                ("stems", stems[:MAX_QUERY_TERMS]),
+            )
+            for t in items
+        )
         rank = f"bm25(chunks_terms, 1.0, {analyzer.STEM_WEIGHT})"
         if where is None:
             rows = self._conn.execute(
                 f"SELECT rowid, {rank} FROM chunks_terms WHERE chunks_terms "
-                f"MATCH ? ORDER BY {rank}, rowid LIMIT ?", (match, int(n))).fetchall()
+                f"MATCH ? ORDER BY {rank}, rowid LIMIT ?",
+                (match, int(n)),
+            ).fetchall()
         else:
             rows = self._conn.execute(
                 f"SELECT chunks_terms.rowid, {rank} FROM chunks_terms JOIN "
                 "chunks c ON c.id = chunks_terms.rowid WHERE chunks_terms MATCH ? AND "
                 f"c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY {rank}, "
                 "chunks_terms.rowid LIMIT ?",
-                (match, json.dumps(self.allowed_documents(where)), int(n))).fetchall()
+                (match, json.dumps(self.allowed_documents(where)), int(n)),
+            ).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
@@ -587,7 +688,8 @@ class SQLiteStore(StoreBase):
         rows = self._conn.execute(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(sorted({int(i) for i in ids})),))
+            (json.dumps(sorted({int(i) for i in ids})),),
+        )
         return {row[0]: ChunkRow.from_row(row) for row in rows}
 
     def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
@@ -595,7 +697,8 @@ class SQLiteStore(StoreBase):
         rows = self._conn.execute(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = ? AND d.source = ? ORDER BY c.ordinal",
-            (root_key(root), source))
+            (root_key(root), source),
+        )
         return [ChunkRow.from_row(r) for r in rows]
 
     def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
@@ -603,24 +706,27 @@ class SQLiteStore(StoreBase):
         stored chunk has (of any document): what a run reuses instead of encoding."""
         keys, dim, out = sorted(set(keys)), self.dim or 0, {}
         for start in range(0, len(keys), 500):
-            part = keys[start:start + 500]
+            part = keys[start : start + 500]
             for k, v in self._conn.execute(
-                    "SELECT vector_key, vector FROM chunks WHERE vector_key IN "
-                    f"({', '.join('?' * len(part))})", part):
+                "SELECT vector_key, vector FROM chunks WHERE vector_key IN "
+                f"({', '.join('?' * len(part))})",
+                part,
+            ):
                 if (vector := unpack_vector(v, dim)) is not None:
                     out[k] = vector
         return out
 
-    def stored_vectors(self, root: str | os.PathLike, source: str,
-                       keys: Iterable[str]) -> dict[str, np.ndarray]:
+    def stored_vectors(
+        self, root: str | os.PathLike, source: str, keys: Iterable[str]
+    ) -> dict[str, np.ndarray]:
         """vector key -> stored vector (float32 `[dim]`) of those of `keys` that one of
         the document's stored chunks has: what a run reuses instead of encoding."""
         wanted = set(keys)
         rows = self._conn.execute(
             "SELECT c.vector_key, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = ? AND d.source = ? AND c.vector_key IS NOT NULL",
-            (root_key(root), source)).fetchall()
+            (root_key(root), source),
+        ).fetchall()
         dim = self.dim or 0
         vectors = {k: unpack_vector(v, dim) for k, v in rows if k in wanted}
         return {k: v for k, v in vectors.items() if v is not None}
-

@@ -60,10 +60,12 @@ def _register_mask() -> None:
 
 
 # module that defines the interface -> what to run once it has been executed
-_HOOKS: Mapping[str, Callable[[], None]] = MappingProxyType({
-    "transformers.modeling_utils": _register_attention,
-    "transformers.masking_utils": _register_mask,
-})
+_HOOKS: Mapping[str, Callable[[], None]] = MappingProxyType(
+    {
+        "transformers.modeling_utils": _register_attention,
+        "transformers.masking_utils": _register_mask,
+    }
+)
 
 
 def _run_hook(name: str) -> None:

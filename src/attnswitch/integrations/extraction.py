@@ -42,8 +42,7 @@ class Extraction:
         if self.by not in BY:
             raise ValueError(f"by: expected one of {', '.join(BY)}, got {self.by!r}")
         if not isinstance(self.path, (str, os.PathLike)) or not Path(self.path).exists():
-            raise ValueError(f"path: expected an existing folder or file, got "
-                             f"{self.path!r}")
+            raise ValueError(f"path: expected an existing folder or file, got {self.path!r}")
 
     def pieces(self) -> Iterator[tuple[str, dict[str, Any]]]:
         from attnswitch.documents.ingest import load
@@ -66,8 +65,13 @@ def _entries(path: Path) -> Iterator[Any]:
         return
     resolved = path.resolve()
     st = resolved.stat()
-    yield SourceFile(root=str(resolved.parent), source=resolved.name, path=resolved,
-                     size=st.st_size, mtime_ns=st.st_mtime_ns)
+    yield SourceFile(
+        root=str(resolved.parent),
+        source=resolved.name,
+        path=resolved,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+    )
 
 
 def _chunking() -> tuple[Any, int]:
@@ -82,12 +86,18 @@ def _chunking() -> tuple[Any, int]:
 
 def _document_fields(doc: Any) -> dict[str, Any]:
     modified = datetime.fromtimestamp(doc.mtime_ns / 1e9, tz=UTC)
-    return {"path": doc.source, "root": doc.root, "kind": doc.kind,
-            "modified": modified.isoformat(), "sha256": doc.sha256}
+    return {
+        "path": doc.source,
+        "root": doc.root,
+        "kind": doc.kind,
+        "modified": modified.isoformat(),
+        "sha256": doc.sha256,
+    }
 
 
-def _pieces(doc: Any, by: str, tokenizer: Any, max_tokens: int
-            ) -> Iterator[tuple[str, dict[str, Any]]]:
+def _pieces(
+    doc: Any, by: str, tokenizer: Any, max_tokens: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
     from attnswitch.documents.chunk import chunk_document
     from attnswitch.documents.readers.blocks import BlockKind
 
@@ -97,9 +107,17 @@ def _pieces(doc: Any, by: str, tokenizer: Any, max_tokens: int
         return
     if by == "chunks":
         for chunk in chunk_document(doc.text, doc.blocks, tokenizer, max_tokens=max_tokens):
-            yield chunk.text, {**fields, "ordinal": chunk.ordinal, "start": chunk.start,
-                               "end": chunk.end, "heading_path": list(chunk.heading_path),
-                               "location": chunk.location.to_dict()}
+            yield (
+                chunk.text,
+                {
+                    **fields,
+                    "ordinal": chunk.ordinal,
+                    "start": chunk.start,
+                    "end": chunk.end,
+                    "heading_path": list(chunk.heading_path),
+                    "location": chunk.location.to_dict(),
+                },
+            )
         return
     headings: list[tuple[int, str]] = []  # the heading path, as chunk._sections keeps it
     for ordinal, block in enumerate(doc.blocks):
@@ -107,9 +125,17 @@ def _pieces(doc: Any, by: str, tokenizer: Any, max_tokens: int
             while headings and headings[-1][0] >= (block.level or 1):
                 headings.pop()
             headings.append((block.level or 1, " ".join(block.text.split())))
-        yield block.text, {**fields, "ordinal": ordinal, "block_kind": block.kind.value,
-                           "level": block.level, "heading_path": [t for _, t in headings],
-                           "location": block.location.to_dict()}
+        yield (
+            block.text,
+            {
+                **fields,
+                "ordinal": ordinal,
+                "block_kind": block.kind.value,
+                "level": block.level,
+                "heading_path": [t for _, t in headings],
+                "location": block.location.to_dict(),
+            },
+        )
 
 
 __all__ = ["BY", "Extraction"]

@@ -68,15 +68,24 @@ class SearchSpec:
 
     def filters(self) -> dict[str, Any]:
         """The filters as `attnswitch.search`'s keyword arguments."""
-        return {"path": self.path, "type": self.type, "modified_after": self.modified_after,
-                "modified_before": self.modified_before}
+        return {
+            "path": self.path,
+            "type": self.type,
+            "modified_after": self.modified_after,
+            "modified_before": self.modified_before,
+        }
 
     def request(self, query: str) -> dict[str, Any]:
         """The body of `POST /v1/search` for `query`."""
-        given = {name: _jsonable(value) for name, value in self.filters().items()
-                 if value is not None}
-        return {"query": query, "k": self.k, "mode": self.mode,
-                **({"filter": given} if given else {})}
+        given = {
+            name: _jsonable(value) for name, value in self.filters().items() if value is not None
+        }
+        return {
+            "query": query,
+            "k": self.k,
+            "mode": self.mode,
+            **({"filter": given} if given else {}),
+        }
 
 
 def _jsonable(value: Any) -> Any:
@@ -94,18 +103,22 @@ def check_source(db: str | os.PathLike | None, url: str | None) -> None:
     """An adapter reads a local index (`db`, None for the default `./.attnswitch/`) or a
     service (`url`), never both."""
     if db is not None and url is not None:
-        raise ValueError(f"db, url: expected one of them (a local index or a running "
-                         f"`attnswitch serve`), got both ({str(db)!r} and {url!r})")
-    if url is not None and not (isinstance(url, str)
-                                and url.startswith(("http://", "https://"))):
-        raise ValueError(f"url: expected the http:// or https:// address of a running "
-                         f"`attnswitch serve`, got {url!r}")
+        raise ValueError(
+            f"db, url: expected one of them (a local index or a running "
+            f"`attnswitch serve`), got both ({str(db)!r} and {url!r})"
+        )
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise ValueError(
+            f"url: expected the http:// or https:// address of a running "
+            f"`attnswitch serve`, got {url!r}"
+        )
     if db is not None and not isinstance(db, (str, os.PathLike)):
         raise ValueError(f"db: expected a path or a postgresql:// URL, got {db!r}")
 
 
-def search_local(query: str, db: str | os.PathLike | None, spec: SearchSpec
-                 ) -> list[dict[str, Any]]:
+def search_local(
+    query: str, db: str | os.PathLike | None, spec: SearchSpec
+) -> list[dict[str, Any]]:
     """The hits of the index at `db` (see the module doc)."""
     from attnswitch.indexing.store_errors import describe, is_store_error
     from attnswitch.jobs.api import location_of, search
@@ -138,14 +151,17 @@ def _hits(response: Any) -> list[dict[str, Any]]:
             message = error.get("message") or str(error)
         except (ValueError, KeyError, TypeError, AttributeError):
             message = response.text[:500]
-        raise RemoteSearchError(f"{SEARCH_ROUTE}: the service answered "
-                                f"{response.status_code}: {message}")
+        raise RemoteSearchError(
+            f"{SEARCH_ROUTE}: the service answered {response.status_code}: {message}"
+        )
     try:
         SearchResponse.model_validate_json(response.content, strict=True)
     except ValidationError as exc:
-        raise RemoteSearchError(f"{SEARCH_ROUTE}: expected a search answer from the service "
-                                f"(JSON: an object whose data lists hits), got "
-                                f"{_problem(exc)}") from None
+        raise RemoteSearchError(
+            f"{SEARCH_ROUTE}: expected a search answer from the service "
+            f"(JSON: an object whose data lists hits), got "
+            f"{_problem(exc)}"
+        ) from None
     return list(json.loads(response.content)["data"])
 
 
@@ -154,8 +170,9 @@ def _problem(exc: Any) -> str:
     error = exc.errors(include_url=False)[0]
     if error["type"] == "json_invalid":
         return f"a body that is not JSON ({error['msg']})"
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
-                    for part in error["loc"]).lstrip(".")
+    where = "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
+    ).lstrip(".")
     if not where:
         return f"{_shown(error['input'])}, not an object"
     if error["type"] == "missing":
@@ -169,30 +186,50 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def search_remote(query: str, url: str, spec: SearchSpec, api_key: str | None = None,
-                  timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+def search_remote(
+    query: str,
+    url: str,
+    spec: SearchSpec,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
     """The hits of the service at `url` (see the module doc)."""
     import httpx
 
-    response = httpx.post(url.rstrip("/") + SEARCH_ROUTE, json=spec.request(query),
-                          headers=_headers(api_key), timeout=timeout)
+    response = httpx.post(
+        url.rstrip("/") + SEARCH_ROUTE,
+        json=spec.request(query),
+        headers=_headers(api_key),
+        timeout=timeout,
+    )
     return _hits(response)
 
 
-async def asearch_remote(query: str, url: str, spec: SearchSpec, api_key: str | None = None,
-                         timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+async def asearch_remote(
+    query: str,
+    url: str,
+    spec: SearchSpec,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
     """`search_remote` on the event loop (httpx's async client)."""
     import httpx
 
     async with httpx.AsyncClient(timeout=timeout) as client:
-        response = await client.post(url.rstrip("/") + SEARCH_ROUTE,
-                                     json=spec.request(query), headers=_headers(api_key))
+        response = await client.post(
+            url.rstrip("/") + SEARCH_ROUTE, json=spec.request(query), headers=_headers(api_key)
+        )
     return _hits(response)
 
 
-def search(query: str, spec: SearchSpec, db: str | os.PathLike | None = None,
-           url: str | None = None, api_key: str | None = None,
-           timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+def search(
+    query: str,
+    spec: SearchSpec,
+    db: str | os.PathLike | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
     """The hits for `query`: from the service at `url` when given, else from the index at
     `db`."""
     if url is not None:
@@ -200,9 +237,14 @@ def search(query: str, spec: SearchSpec, db: str | os.PathLike | None = None,
     return search_local(query, db, spec)
 
 
-async def asearch(query: str, spec: SearchSpec, db: str | os.PathLike | None = None,
-                  url: str | None = None, api_key: str | None = None,
-                  timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+async def asearch(
+    query: str,
+    spec: SearchSpec,
+    db: str | os.PathLike | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
     """`search` without blocking the event loop: the service through httpx's async client,
     a local index in a worker thread (the store and the model are synchronous)."""
     if url is not None:
@@ -210,8 +252,15 @@ async def asearch(query: str, spec: SearchSpec, db: str | os.PathLike | None = N
     return await asyncio.to_thread(search_local, query, db, spec)
 
 
-__all__ = ["IndexSearchError", "RemoteSearchError", "SearchSpec", "asearch", "check_source",
-           "hit_metadata", "search"]
+__all__ = [
+    "IndexSearchError",
+    "RemoteSearchError",
+    "SearchSpec",
+    "asearch",
+    "check_source",
+    "hit_metadata",
+    "search",
+]
 
 
 def check_encoder(engine: str, precision: str) -> None:
@@ -220,11 +269,11 @@ def check_encoder(engine: str, precision: str) -> None:
     from attnswitch.engines import PRECISION_CHOICES, engine_names
 
     if engine not in engine_names():
-        raise ValueError(f"engine: expected one of {', '.join(engine_names())}, "
-                         f"got {engine!r}")
+        raise ValueError(f"engine: expected one of {', '.join(engine_names())}, got {engine!r}")
     if precision not in PRECISION_CHOICES:
-        raise ValueError(f"precision: expected one of {', '.join(PRECISION_CHOICES)}, "
-                         f"got {precision!r}")
+        raise ValueError(
+            f"precision: expected one of {', '.join(PRECISION_CHOICES)}, got {precision!r}"
+        )
 
 
 def embed(texts: list[str], model: str | None, engine: str, precision: str) -> list[list[float]]:

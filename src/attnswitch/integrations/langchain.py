@@ -78,19 +78,25 @@ class AttnswitchRetriever(BaseRetriever):
         return self
 
     def _spec(self) -> index_client.SearchSpec:
-        return index_client.SearchSpec(self.k, self.mode, self.path, self.type,
-                                       self.modified_after, self.modified_before)
+        return index_client.SearchSpec(
+            self.k, self.mode, self.path, self.type, self.modified_after, self.modified_before
+        )
 
     def _where(self) -> dict[str, Any]:
-        return {"db": self.db, "url": self.url, "timeout": self.timeout,
-                "api_key": None if self.api_key is None else self.api_key.get_secret_value()}
+        return {
+            "db": self.db,
+            "url": self.url,
+            "timeout": self.timeout,
+            "api_key": None if self.api_key is None else self.api_key.get_secret_value(),
+        }
 
-    def _get_relevant_documents(self, query: str, *,
-                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
         return [_document(h) for h in index_client.search(query, self._spec(), **self._where())]
 
     async def _aget_relevant_documents(
-            self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         hits = await index_client.asearch(query, self._spec(), **self._where())
         return [_document(h) for h in hits]

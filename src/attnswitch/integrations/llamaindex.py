@@ -50,10 +50,13 @@ LLM_METADATA = ("path", "heading_path")
 
 def _node(hit: dict[str, Any]) -> NodeWithScore:
     metadata = index_client.hit_metadata(hit)
-    node = TextNode(id_=f"attnswitch-chunk-{hit['chunk_id']}", text=hit["text"],
-                    metadata=metadata,
-                    excluded_llm_metadata_keys=[m for m in metadata if m not in LLM_METADATA],
-                    excluded_embed_metadata_keys=list(metadata))
+    node = TextNode(
+        id_=f"attnswitch-chunk-{hit['chunk_id']}",
+        text=hit["text"],
+        metadata=metadata,
+        excluded_llm_metadata_keys=[m for m in metadata if m not in LLM_METADATA],
+        excluded_embed_metadata_keys=list(metadata),
+    )
     return NodeWithScore(node=node, score=float(hit["score"]))
 
 
@@ -61,14 +64,23 @@ class AttnswitchRetriever(BaseRetriever):
     """The `k` chunks of an attnswitch index that best match the query (see the module
     doc)."""
 
-    def __init__(self, db: str | os.PathLike | None = None, *, url: str | None = None,
-                 api_key: str | None = None, k: int = 5, mode: str = "hybrid",
-                 path: str | list[str] | None = None, type: str | list[str] | None = None,
-                 modified_after: Any = None, modified_before: Any = None,
-                 timeout: float = index_client.DEFAULT_TIMEOUT_S, **kwargs: Any):
+    def __init__(
+        self,
+        db: str | os.PathLike | None = None,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        k: int = 5,
+        mode: str = "hybrid",
+        path: str | list[str] | None = None,
+        type: str | list[str] | None = None,
+        modified_after: Any = None,
+        modified_before: Any = None,
+        timeout: float = index_client.DEFAULT_TIMEOUT_S,
+        **kwargs: Any,
+    ):
         index_client.check_source(db, url)
-        self._spec = index_client.SearchSpec(k, mode, path, type, modified_after,
-                                             modified_before)
+        self._spec = index_client.SearchSpec(k, mode, path, type, modified_after, modified_before)
         self._where = {"db": db, "url": url, "api_key": api_key, "timeout": timeout}
         super().__init__(**kwargs)
 
@@ -128,10 +140,12 @@ class AttnswitchReader(BaseReader):
     def lazy_load_data(self, path: str | os.PathLike, **kwargs: Any) -> Any:
         extraction = Extraction(path, self.by, self.ocr, self.skipped)
         for text, metadata in extraction.pieces():
-            yield Document(text=text, metadata=metadata,
-                           excluded_llm_metadata_keys=[m for m in metadata
-                                                       if m not in LLM_METADATA],
-                           excluded_embed_metadata_keys=list(metadata))
+            yield Document(
+                text=text,
+                metadata=metadata,
+                excluded_llm_metadata_keys=[m for m in metadata if m not in LLM_METADATA],
+                excluded_embed_metadata_keys=list(metadata),
+            )
 
     def load_data(self, path: str | os.PathLike, **kwargs: Any) -> list[Document]:
         return list(self.lazy_load_data(path, **kwargs))

@@ -61,7 +61,8 @@ INSTRUCTIONS = (
     "Search a local collection of documents (PDF, Office files, web pages, mail, notes, "
     "code, ...) indexed by attnswitch. Use `search` to find passages, then `get_document` "
     "to read a whole document or more around a passage; `index_status` says what the "
-    "collection holds.")
+    "collection holds."
+)
 
 
 class IndexRootError(AttnswitchError, ValueError):
@@ -83,12 +84,16 @@ def check_index_folder(folder: str, roots: tuple[Path, ...]) -> Path:
     """`folder` resolved (links followed), when it lies inside one of `roots`; relative
     folders are taken from the first root."""
     if not roots:
-        raise IndexRootError("folder: expected a server started with --allow-index ROOT, got "
-                             "none: this server indexes nothing")
+        raise IndexRootError(
+            "folder: expected a server started with --allow-index ROOT, got "
+            "none: this server indexes nothing"
+        )
     path = (roots[0] / folder if not Path(folder).is_absolute() else Path(folder)).resolve()
     if not any(path == r or r in path.parents for r in roots):
-        raise IndexRootError(f"folder: expected a folder inside an allowed root "
-                             f"({', '.join(r.name for r in roots)}), got {folder!r}")
+        raise IndexRootError(
+            f"folder: expected a folder inside an allowed root "
+            f"({', '.join(r.name for r in roots)}), got {folder!r}"
+        )
     if not path.is_dir():
         raise IndexRootError(f"folder: expected an existing folder, got {folder!r}")
     return path
@@ -107,7 +112,7 @@ def _assembled(rows: list[Any]) -> str:
         if row.start >= pos or len(row.text) != row.end - row.start:
             parts.append(row.text if not parts else "\n\n" + row.text)
         elif row.end > pos:
-            parts.append(row.text[pos - row.start:])
+            parts.append(row.text[pos - row.start :])
         pos = max(pos, row.end)
     return "".join(parts)
 
@@ -116,8 +121,9 @@ class IndexTools:
     """What the tools do, on the index at `db` (the tools' thin async wrappers call it in
     a worker thread). `private`: show roots by name only (HTTP)."""
 
-    def __init__(self, db: str | os.PathLike | None, roots: tuple[Path, ...] = (),
-                 private: bool = False):
+    def __init__(
+        self, db: str | os.PathLike | None, roots: tuple[Path, ...] = (), private: bool = False
+    ):
         from attnswitch.jobs.api import location_of
 
         self.db, self.roots, self.private = db, roots, private
@@ -127,8 +133,10 @@ class IndexTools:
         from attnswitch.indexing.location import open_store
 
         if isinstance(self.location, Path) and not self.location.is_file():
-            raise ToolError("db: expected an index made by `attnswitch run` or the "
-                            "index_folder tool, got none yet")
+            raise ToolError(
+                "db: expected an index made by `attnswitch run` or the "
+                "index_folder tool, got none yet"
+            )
         return open_store(self.location)
 
     def search(self, query: str, k: int, mode: str, filters: dict[str, Any]) -> dict[str, Any]:
@@ -137,22 +145,31 @@ class IndexTools:
         hits = [h.to_dict() for h in search(query, self.db, k, mode, **filters)]
         for hit in hits:
             hit["root"] = _shown_root(hit["root"], self.private)
-            hit["also_at"] = [{**a, "root": _shown_root(a["root"], self.private)}
-                              for a in hit.get("also_at", [])]
+            hit["also_at"] = [
+                {**a, "root": _shown_root(a["root"], self.private)} for a in hit.get("also_at", [])
+            ]
             hit["where"] = _where(hit)
         note = None if hits else "no chunk matches (a filter may keep no document)"
         return {"hits": hits, "note": note}
 
-    def get_document(self, path: str | None, chunk_id: int | None, root: str | None,
-                     around: int, max_chars: int) -> dict[str, Any]:
+    def get_document(
+        self, path: str | None, chunk_id: int | None, root: str | None, around: int, max_chars: int
+    ) -> dict[str, Any]:
         if (path is None) == (chunk_id is None):
-            raise ToolError("path, chunk_id: expected exactly one of them, got "
-                            + ("both" if path is not None else "neither"))
+            raise ToolError(
+                "path, chunk_id: expected exactly one of them, got "
+                + ("both" if path is not None else "neither")
+            )
         if chunk_id is not None and not 1 <= chunk_id <= MAX_CHUNK_ID:
-            got = (str(chunk_id) if chunk_id.bit_length() <= 128
-                   else f"an integer of {chunk_id.bit_length()} bits")
-            raise ToolError(f"chunk_id: expected an integer from 1 to {MAX_CHUNK_ID} (the "
-                            f"chunk_id of a search hit), got {got}")
+            got = (
+                str(chunk_id)
+                if chunk_id.bit_length() <= 128
+                else f"an integer of {chunk_id.bit_length()} bits"
+            )
+            raise ToolError(
+                f"chunk_id: expected an integer from 1 to {MAX_CHUNK_ID} (the "
+                f"chunk_id of a search hit), got {got}"
+            )
         with self._store() as store:
             if chunk_id is not None:
                 return self._chunk(store, chunk_id, around)
@@ -161,34 +178,44 @@ class IndexTools:
     def _chunk(self, store: Any, chunk_id: int, around: int) -> dict[str, Any]:
         found = store.chunks([chunk_id]).get(chunk_id)
         if found is None:
-            raise ToolError(f"chunk_id: expected the id of a chunk of the index (from "
-                            f"search's chunk_id), got {chunk_id}")
+            raise ToolError(
+                f"chunk_id: expected the id of a chunk of the index (from "
+                f"search's chunk_id), got {chunk_id}"
+            )
         rows = store.document_chunks(found.root, found.source)
         lo = max(0, found.ordinal - around)
-        return {"root": _shown_root(found.root, self.private), "path": found.source,
-                "chunk_id": chunk_id, "chunks_in_document": len(rows),
-                "chunks": [_chunk_dict(r) for r in rows[lo:found.ordinal + around + 1]]}
+        return {
+            "root": _shown_root(found.root, self.private),
+            "path": found.source,
+            "chunk_id": chunk_id,
+            "chunks_in_document": len(rows),
+            "chunks": [_chunk_dict(r) for r in rows[lo : found.ordinal + around + 1]],
+        }
 
-    def _document(self, store: Any, path: str, root: str | None,
-                  max_chars: int) -> dict[str, Any]:
+    def _document(self, store: Any, path: str, root: str | None, max_chars: int) -> dict[str, Any]:
         path = path.strip().lstrip("/").replace("\\", "/")
-        roots = [r for r in store.roots()
-                 if root is None or root in (r, _shown_root(r, True))]
+        roots = [r for r in store.roots() if root is None or root in (r, _shown_root(r, True))]
         found = [(r, rows) for r in roots if (rows := store.document_chunks(r, path))]
         if not found:
-            raise ToolError(f"path: expected the path of an indexed document (as search "
-                            f"gives it), got {path!r}"
-                            + ("" if root is None else f" under root {root!r}"))
+            raise ToolError(
+                f"path: expected the path of an indexed document (as search "
+                f"gives it), got {path!r}" + ("" if root is None else f" under root {root!r}")
+            )
         if len(found) > 1:
-            raise ToolError(f"root: expected one of {', '.join(repr(_shown_root(r, self.private)) for r, _ in found)} "
-                            f"(the path {path!r} is in each), got "
-                            + ("none" if root is None else repr(root)))
+            raise ToolError(
+                f"root: expected one of {', '.join(repr(_shown_root(r, self.private)) for r, _ in found)} "
+                f"(the path {path!r} is in each), got " + ("none" if root is None else repr(root))
+            )
         r, rows = found[0]
         text = _assembled(rows)
-        return {"root": _shown_root(r, self.private), "path": path, "chars": len(text),
-                "truncated": len(text) > max_chars, "text": text[:max_chars],
-                "chunks": [{k: v for k, v in _chunk_dict(row).items() if k != "text"}
-                           for row in rows]}
+        return {
+            "root": _shown_root(r, self.private),
+            "path": path,
+            "chars": len(text),
+            "truncated": len(text) > max_chars,
+            "text": text[:max_chars],
+            "chunks": [{k: v for k, v in _chunk_dict(row).items() if k != "text"} for row in rows],
+        }
 
     def index_status(self) -> dict[str, Any]:
         from attnswitch.service.overview import index_summary
@@ -206,7 +233,8 @@ class IndexTools:
         path = check_index_folder(folder, self.roots)
         summary = index(path, self.db).to_dict()
         return {k: v for k, v in summary.items() if k not in ("files", "root")} | {
-            "root": _shown_root(str(path), self.private)}
+            "root": _shown_root(str(path), self.private)
+        }
 
 
 def _where(hit: dict[str, Any]) -> str:
@@ -216,8 +244,15 @@ def _where(hit: dict[str, Any]) -> str:
 
 
 def _chunk_dict(row: Any) -> dict[str, Any]:
-    return {"chunk_id": row.id, "ordinal": row.ordinal, "heading_path": list(row.heading_path),
-            "location": row.location, "start": row.start, "end": row.end, "text": row.text}
+    return {
+        "chunk_id": row.id,
+        "ordinal": row.ordinal,
+        "heading_path": list(row.heading_path),
+        "location": row.location,
+        "start": row.start,
+        "end": row.end,
+        "text": row.text,
+    }
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -230,38 +265,57 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-Filter = Annotated[str | list[str] | None, Field(
-    description="Optional. A folder prefix or glob of the document's path ('reports/', "
-    "'*.pdf', 'docs/**/*.md'); a list means any of them.")]
-TypeFilter = Annotated[str | list[str] | None, Field(
-    description="Optional. A kind (pdf, docx, html, markdown, mail, spreadsheet, "
-    "presentation, image, text, ...) or an extension ('.md'); a list means any of them.")]
-When = Annotated[str | None, Field(
-    description="Optional. ISO 8601 date or date-time (UTC unless it gives an offset).")]
+Filter = Annotated[
+    str | list[str] | None,
+    Field(
+        description="Optional. A folder prefix or glob of the document's path ('reports/', "
+        "'*.pdf', 'docs/**/*.md'); a list means any of them."
+    ),
+]
+TypeFilter = Annotated[
+    str | list[str] | None,
+    Field(
+        description="Optional. A kind (pdf, docx, html, markdown, mail, spreadsheet, "
+        "presentation, image, text, ...) or an extension ('.md'); a list means any of them."
+    ),
+]
+When = Annotated[
+    str | None,
+    Field(description="Optional. ISO 8601 date or date-time (UTC unless it gives an offset)."),
+]
 
 
-def build_server(db: str | os.PathLike | None = None,
-                 allow_index: list[str | os.PathLike] | None = None,
-                 private: bool = False) -> MCPServer:
+def build_server(
+    db: str | os.PathLike | None = None,
+    allow_index: list[str | os.PathLike] | None = None,
+    private: bool = False,
+) -> MCPServer:
     """The MCP server over the index at `db` (None: `./.attnswitch/`), its tools bound to
     it; `index_folder` only with `allow_index` roots. `private`: show roots by name only."""
     from attnswitch._version import __version__
 
     tools = IndexTools(db, allowed_roots(allow_index), private)
-    server = MCPServer("attnswitch", version=__version__, instructions=INSTRUCTIONS,
-                       log_level="WARNING")
+    server = MCPServer(
+        "attnswitch", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
 
     @server.tool()
     async def search(
-        query: Annotated[str, Field(min_length=1, description="What to look for, in plain "
-                                    "words or a question.")],
+        query: Annotated[
+            str, Field(min_length=1, description="What to look for, in plain words or a question.")
+        ],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many passages to return.")] = 5,
-        mode: Annotated[Literal["hybrid", "dense", "keyword"], Field(
-            description="hybrid (default): meaning and words together; dense: meaning only "
-            "(paraphrases); keyword: exact words only (names, codes, error messages).")
+        mode: Annotated[
+            Literal["hybrid", "dense", "keyword"],
+            Field(
+                description="hybrid (default): meaning and words together; dense: meaning only "
+                "(paraphrases); keyword: exact words only (names, codes, error messages)."
+            ),
         ] = "hybrid",
-        path: Filter = None, type: TypeFilter = None,
-        modified_after: When = None, modified_before: When = None,
+        path: Filter = None,
+        type: TypeFilter = None,
+        modified_after: When = None,
+        modified_before: When = None,
     ) -> dict[str, Any]:
         """Search the indexed documents for passages that answer a question or mention a
         topic. Use it first, whenever the user asks about something the documents may hold;
@@ -270,25 +324,53 @@ def build_server(db: str | os.PathLike | None = None,
         page or slide, section headings), `path` and `root` (the document), `chunk_id`
         (give it to get_document for the passages around it), `score`, `rank`,
         `heading_path`, `location` and `snippet`; `note` says why nothing came back."""
-        filters = {"path": path, "type": type, "modified_after": modified_after,
-                   "modified_before": modified_before}
+        filters = {
+            "path": path,
+            "type": type,
+            "modified_after": modified_after,
+            "modified_before": modified_before,
+        }
         return await _call(tools.search, query, k, mode, filters)
 
     @server.tool()
     async def get_document(
-        path: Annotated[str | None, Field(description="A document's path as search gives "
-                                          "it ('postgresql/tutorial-update.html').")] = None,
+        path: Annotated[
+            str | None,
+            Field(
+                description="A document's path as search gives "
+                "it ('postgresql/tutorial-update.html')."
+            ),
+        ] = None,
         # The id's range is checked by `get_document` (one line naming chunk_id; the SDK's
         # own refusal is pydantic's multi-line report) and shown to clients in the schema.
-        chunk_id: Annotated[int | None, Field(
-            json_schema_extra={"minimum": 1, "maximum": MAX_CHUNK_ID},
-            description="A chunk_id from search: that passage and its neighbours.")] = None,
-        root: Annotated[str | None, Field(description="Optional. The root search gives, when "
-                                          "the same path is indexed under two roots.")] = None,
-        around: Annotated[int, Field(ge=0, le=MAX_AROUND, description="With chunk_id: how "
-                                     "many passages before and after it.")] = 2,
-        max_chars: Annotated[int, Field(ge=1, le=MAX_CHARS, description="With path: the most "
-                                        "characters of text returned.")] = DEFAULT_CHARS,
+        chunk_id: Annotated[
+            int | None,
+            Field(
+                json_schema_extra={"minimum": 1, "maximum": MAX_CHUNK_ID},
+                description="A chunk_id from search: that passage and its neighbours.",
+            ),
+        ] = None,
+        root: Annotated[
+            str | None,
+            Field(
+                description="Optional. The root search gives, when "
+                "the same path is indexed under two roots."
+            ),
+        ] = None,
+        around: Annotated[
+            int,
+            Field(
+                ge=0,
+                le=MAX_AROUND,
+                description="With chunk_id: how many passages before and after it.",
+            ),
+        ] = 2,
+        max_chars: Annotated[
+            int,
+            Field(
+                ge=1, le=MAX_CHARS, description="With path: the most characters of text returned."
+            ),
+        ] = DEFAULT_CHARS,
     ) -> dict[str, Any]:
         """Read an indexed document: give `path` for the document's text as indexed (up to
         max_chars; `truncated` says when it was cut; `chunks` lists its passages with ids,
@@ -306,11 +388,18 @@ def build_server(db: str | os.PathLike | None = None,
         return await _call(tools.index_status)
 
     if tools.roots:
+
         @server.tool()
         async def index_folder(
-            folder: Annotated[str, Field(min_length=1, description="A folder inside an "
-                                         "allowed root (absolute, or relative to the first "
-                                         "root).")],
+            folder: Annotated[
+                str,
+                Field(
+                    min_length=1,
+                    description="A folder inside an "
+                    "allowed root (absolute, or relative to the first "
+                    "root).",
+                ),
+            ],
         ) -> dict[str, Any]:
             """Index a folder of documents, or bring its index up to date (new and changed
             files read, deleted ones dropped, unchanged ones left alone), so that search
@@ -348,15 +437,21 @@ class BearerKeys:
             try:
                 self.checker.check(Request(scope))
             except ServiceError as exc:
-                await error_response(exc.status, exc.message, exc.code,
-                                     headers=exc.headers)(scope, receive, send)
+                await error_response(exc.status, exc.message, exc.code, headers=exc.headers)(
+                    scope, receive, send
+                )
                 return
         await self.app(scope, receive, send)
 
 
-def http_app(server: MCPServer, host: str, api_key_file: str | os.PathLike | None, *,
-             max_sessions: int = DEFAULT_MAX_SESSIONS,
-             session_idle_minutes: float = DEFAULT_IDLE_MINUTES) -> Any:
+def http_app(
+    server: MCPServer,
+    host: str,
+    api_key_file: str | os.PathLike | None,
+    *,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
+) -> Any:
     """The streamable HTTP app at `MCP_PATH`, behind the service's authentication.
 
     At most `max_sessions` sessions are open at once: an `initialize` past them is refused
@@ -367,18 +462,28 @@ def http_app(server: MCPServer, host: str, api_key_file: str | os.PathLike | Non
     from attnswitch.service.auth import KeyChecker, LoopbackHostMiddleware, load_keys
 
     max_sessions, idle_s = check_sessions(max_sessions, session_idle_minutes)
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
-                                     max_sessions=max_sessions, session_idle_timeout=idle_s)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        max_sessions=max_sessions,
+        session_idle_timeout=idle_s,
+    )
     if api_key_file is not None:
         return BearerKeys(app, KeyChecker(load_keys(api_key_file)))
     return LoopbackHostMiddleware(app)
 
 
-def run_http(server: MCPServer, host: str = "127.0.0.1", port: int = 8765, *,
-             api_key_file: str | os.PathLike | None = None, allow_no_auth: bool = False,
-             max_sessions: int = DEFAULT_MAX_SESSIONS,
-             session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
-             log_level: str = "warning") -> None:
+def run_http(
+    server: MCPServer,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    api_key_file: str | os.PathLike | None = None,
+    allow_no_auth: bool = False,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
+    log_level: str = "warning",
+) -> None:
     """Serve streamable HTTP until stopped. Refuses a non-loopback host without keys
     (`auth.check_bind`); binds the socket itself (port 0: a free one) and prints
     "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving. Sessions:
@@ -389,17 +494,40 @@ def run_http(server: MCPServer, host: str = "127.0.0.1", port: int = 8765, *,
     from attnswitch.service.server import bind
 
     check_bind(host, api_key_file is not None, allow_no_auth)
-    app = http_app(server, host, api_key_file, max_sessions=max_sessions,
-                   session_idle_minutes=session_idle_minutes)
+    app = http_app(
+        server,
+        host,
+        api_key_file,
+        max_sessions=max_sessions,
+        session_idle_minutes=session_idle_minutes,
+    )
     sock = bind(host, port)
     bound, bound_port = sock.getsockname()[:2]
     shown = f"[{bound}]" if ":" in bound else bound
-    print(f"attnswitch mcp: listening on http://{shown}:{bound_port}{MCP_PATH}",
-          file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=bound, port=bound_port, log_level=log_level,
-                            lifespan="on", loop="asyncio", ws="none")
+    print(
+        f"attnswitch mcp: listening on http://{shown}:{bound_port}{MCP_PATH}",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app,
+        host=bound,
+        port=bound_port,
+        log_level=log_level,
+        lifespan="on",
+        loop="asyncio",
+        ws="none",
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
-__all__ = ["BearerKeys", "IndexRootError", "IndexTools", "build_server", "check_index_folder",
-           "http_app", "run_http", "run_stdio"]
+__all__ = [
+    "BearerKeys",
+    "IndexRootError",
+    "IndexTools",
+    "build_server",
+    "check_index_folder",
+    "http_app",
+    "run_http",
+    "run_stdio",
+]

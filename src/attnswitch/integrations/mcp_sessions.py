@@ -28,17 +28,33 @@ MAX_IDLE_MINUTES = 24 * 60.0
 def check_sessions(max_sessions: Any, session_idle_minutes: Any) -> tuple[int, float]:
     """(`max_sessions`, the idle time in seconds) once checked: refuses values out of
     range with `ConfigError` naming the argument (the option without its dashes)."""
-    if (isinstance(max_sessions, bool) or not isinstance(max_sessions, int)
-            or not 1 <= max_sessions <= MAX_SESSIONS_LIMIT):
-        raise ConfigError(f"max_sessions: expected an integer from 1 to "
-                          f"{MAX_SESSIONS_LIMIT:,}, got {max_sessions!r}")
+    if (
+        isinstance(max_sessions, bool)
+        or not isinstance(max_sessions, int)
+        or not 1 <= max_sessions <= MAX_SESSIONS_LIMIT
+    ):
+        raise ConfigError(
+            f"max_sessions: expected an integer from 1 to "
+            f"{MAX_SESSIONS_LIMIT:,}, got {max_sessions!r}"
+        )
     minutes = session_idle_minutes
-    if (isinstance(minutes, bool) or not isinstance(minutes, (int, float))
-            or not math.isfinite(minutes) or not 0 < minutes <= MAX_IDLE_MINUTES):
-        raise ConfigError(f"session_idle_minutes: expected a number of minutes above 0 and "
-                          f"at most {MAX_IDLE_MINUTES:g}, got {minutes!r}")
+    if (
+        isinstance(minutes, bool)
+        or not isinstance(minutes, (int, float))
+        or not math.isfinite(minutes)
+        or not 0 < minutes <= MAX_IDLE_MINUTES
+    ):
+        raise ConfigError(
+            f"session_idle_minutes: expected a number of minutes above 0 and "
+            f"at most {MAX_IDLE_MINUTES:g}, got {minutes!r}"
+        )
     return max_sessions, float(minutes) * 60.0
 
 
-__all__ = ["DEFAULT_IDLE_MINUTES", "DEFAULT_MAX_SESSIONS", "MAX_IDLE_MINUTES",
-           "MAX_SESSIONS_LIMIT", "check_sessions"]
+__all__ = [
+    "DEFAULT_IDLE_MINUTES",
+    "DEFAULT_MAX_SESSIONS",
+    "MAX_IDLE_MINUTES",
+    "MAX_SESSIONS_LIMIT",
+    "check_sessions",
+]

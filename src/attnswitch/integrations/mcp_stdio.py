@@ -57,16 +57,23 @@ def _takes_id(value: Any) -> bool:
 
 
 def _error(code: int, request_id: str | int | None, message: str) -> types.JSONRPCError:
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id,
-                              error=types.ErrorData(code=code, message=message))
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+    )
 
 
 def _schema_problem(exc: ValidationError, message: dict[str, Any]) -> str:
     """What the SDK's message models find wrong with `message`, said for the kind of
     message it looks like (a request when it has an id and a method, ...)."""
-    kind = ("JSONRPCRequest" if "method" in message and "id" in message
-            else "JSONRPCNotification" if "method" in message
-            else "JSONRPCError" if "error" in message else "JSONRPCResponse")
+    kind = (
+        "JSONRPCRequest"
+        if "method" in message and "id" in message
+        else "JSONRPCNotification"
+        if "method" in message
+        else "JSONRPCError"
+        if "error" in message
+        else "JSONRPCResponse"
+    )
     errors = exc.errors(include_url=False)
     error = next((e for e in errors if e["loc"][:1] == (kind,)), errors[0])
     where = ".".join(str(part) for part in error["loc"][1:]) or "message"
@@ -82,24 +89,42 @@ def malformed(line: str) -> types.JSONRPCError | None:
     try:
         message = from_json(line)
     except ValueError as exc:
-        return _error(types.PARSE_ERROR, None, f"message: expected one JSON-RPC message as "
-                      f"JSON on its line, got text that is not JSON ({exc})")
+        return _error(
+            types.PARSE_ERROR,
+            None,
+            f"message: expected one JSON-RPC message as "
+            f"JSON on its line, got text that is not JSON ({exc})",
+        )
     if isinstance(message, list):
-        return _error(types.INVALID_REQUEST, None, f"message: expected one JSON object (MCP "
-                      f"takes no JSON-RPC batches), got an array of {len(message)} items")
+        return _error(
+            types.INVALID_REQUEST,
+            None,
+            f"message: expected one JSON object (MCP "
+            f"takes no JSON-RPC batches), got an array of {len(message)} items",
+        )
     if not isinstance(message, dict):
-        return _error(types.INVALID_REQUEST, None,
-                      f"message: expected a JSON object, got {_shown(message)}")
+        return _error(
+            types.INVALID_REQUEST, None, f"message: expected a JSON object, got {_shown(message)}"
+        )
     request_id = _usable_id(message)
     if "id" in message and not _takes_id(message["id"]):
-        return _error(types.INVALID_REQUEST, None, f"id: expected a string or an integer, "
-                      f"got {_shown(message['id'])}")
+        return _error(
+            types.INVALID_REQUEST,
+            None,
+            f"id: expected a string or an integer, got {_shown(message['id'])}",
+        )
     if "method" not in message and "result" not in message and "error" not in message:
-        return _error(types.INVALID_REQUEST, request_id,
-                      "method: expected the name of the method called, got none")
+        return _error(
+            types.INVALID_REQUEST,
+            request_id,
+            "method: expected the name of the method called, got none",
+        )
     if "method" in message and not isinstance(message["method"], str):
-        return _error(types.INVALID_REQUEST, request_id,
-                      f"method: expected a string, got {_shown(message['method'])}")
+        return _error(
+            types.INVALID_REQUEST,
+            request_id,
+            f"method: expected a string, got {_shown(message['method'])}",
+        )
     try:  # what the SDK's transport does with the line, so that it takes every line passed
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except ValidationError as exc:
@@ -163,12 +188,12 @@ async def serve_stdio(server: Any) -> None:
     # reading: the SDK offers no other way to put its transport's input in front of it.
     lowlevel = server._lowlevel_server
     with _private_stdin() as wire:
-        lines = CheckedLines(anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8",
-                                                           errors="replace")))
+        lines = CheckedLines(
+            anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8", errors="replace"))
+        )
         async with stdio_server(stdin=lines) as (read_stream, write_stream):
             lines.reply_on(write_stream)
-            await lowlevel.run(read_stream, write_stream,
-                               lowlevel.create_initialization_options())
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
 __all__ = ["CheckedLines", "malformed", "serve_stdio"]

@@ -173,8 +173,14 @@ def _segment_ids(cu: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tens
     return seg, local, lengths[seg]
 
 
-def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
-                    causal: bool, window: tuple[int, int] | None) -> torch.Tensor:
+def _packed_pattern(
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
+    tq: int,
+    tk: int,
+    causal: bool,
+    window: tuple[int, int] | None,
+) -> torch.Tensor:
     """Bool `[Tq, Tk]`: what the packed layout lets each row attend (same sequence, and
     the bounds aligned bottom-right within the sequence)."""
     seg_q, pos_q, len_q = _segment_ids(cu_q.long(), tq)
@@ -186,8 +192,13 @@ def _packed_pattern(cu_q: torch.Tensor, cu_k: torch.Tensor, tq: int, tk: int,
     return same if inside is None else same & inside
 
 
-def _packed_form(mask: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor,
-                 causal: bool, window: tuple[int, int] | None) -> _Form | None:
+def _packed_form(
+    mask: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
+    causal: bool,
+    window: tuple[int, int] | None,
+) -> _Form | None:
     """The (causal, window) under which packing reproduces the bool mask `[1, 1, Tq, Tk]`
     inside each sequence (entries across sequences are not looked at)."""
     if mask.shape[0] != 1 or mask.shape[1] != 1:
@@ -263,7 +274,8 @@ def _refuse_outside_contract(module: Any, dropout: float, s_aux: Any, position_b
         )
     if s_aux is not None:
         raise ValueError(
-            "s_aux: expected None (attention sinks are not part of the attnswitch contract)")
+            "s_aux: expected None (attention sinks are not part of the attnswitch contract)"
+        )
     if position_bias is not None:
         raise ValueError(
             "position_bias: expected None (additive position biases are not part of the "
@@ -305,9 +317,16 @@ def contract_arguments(
     mask = _bool_mask(attention_mask, key.shape[2])
     packing = _packing(qkv, mask, position_ids, cu_seq_lens_q, cu_seq_lens_k)
     if packing is not None:
-        form = _Form(causal, window, None) if mask is None else _cached(
-            attention_mask, _FORMS_ATTR, ("packed", causal, window, packing.key),
-            lambda: _packed_form(mask, packing.cu_q, packing.cu_k, causal, window))
+        form = (
+            _Form(causal, window, None)
+            if mask is None
+            else _cached(
+                attention_mask,
+                _FORMS_ATTR,
+                ("packed", causal, window, packing.key),
+                lambda: _packed_form(mask, packing.cu_q, packing.cu_k, causal, window),
+            )
+        )
         if form is not None:
             qkv, options = _packed_arguments(qkv, form, packing, max_length_q, max_length_k)
             return qkv, base | options, out_shape
@@ -365,8 +384,13 @@ def _bool_mask(attention_mask: torch.Tensor | None, sk: int) -> torch.Tensor | N
     return mask[..., :sk] if mask.shape[-1] > sk else mask
 
 
-def _packing(qkv: tuple, mask: torch.Tensor | None, position_ids: torch.Tensor | None,
-             cu_seq_lens_q: Any, cu_seq_lens_k: Any) -> _Packing | None:
+def _packing(
+    qkv: tuple,
+    mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    cu_seq_lens_q: Any,
+    cu_seq_lens_k: Any,
+) -> _Packing | None:
     """The packed sequences: explicit `cu_seq_lens_q/k`, or restarts in a batch-1
     `position_ids` (transformers' flash rule); None for a batch that is not packed."""
     q, k, _ = qkv
@@ -379,31 +403,47 @@ def _packing(qkv: tuple, mask: torch.Tensor | None, position_ids: torch.Tensor |
                 f"cu_seq_lens_q: expected batch size 1 when a mask is passed with packed "
                 f"sequences, got batch size {b}"
             )
-        return _Packing(_int32(cu_seq_lens_q, q.device), _int32(cu_seq_lens_k, q.device),
-                        ("explicit", _host_key(cu_seq_lens_q), _host_key(cu_seq_lens_k)))
+        return _Packing(
+            _int32(cu_seq_lens_q, q.device),
+            _int32(cu_seq_lens_k, q.device),
+            ("explicit", _host_key(cu_seq_lens_q), _host_key(cu_seq_lens_k)),
+        )
     if position_ids is None or b != 1 or sq != k.shape[1] or sq <= 1:
         return None
-    cu = _cached(position_ids, _PACKED_ATTR, ("cu",),
-                 lambda: _packing_from_position_ids(position_ids))
+    cu = _cached(
+        position_ids, _PACKED_ATTR, ("cu",), lambda: _packing_from_position_ids(position_ids)
+    )
     return None if cu is None else _Packing(cu, cu, ("position_ids", _host_key(position_ids)))
 
 
-def _packed_arguments(qkv: tuple, form: _Form, packing: _Packing, max_length_q: Any,
-                      max_length_k: Any) -> tuple[tuple, dict[str, Any]]:
+def _packed_arguments(
+    qkv: tuple, form: _Form, packing: _Packing, max_length_q: Any, max_length_k: Any
+) -> tuple[tuple, dict[str, Any]]:
     """The packed layout's `(q, k, v)` `[T, H, D]` and options."""
     q, k, v = qkv
     d = q.shape[-1]
-    packed = (q.reshape(-1, q.shape[2], d), k.reshape(-1, k.shape[2], d),
-              v.reshape(-1, v.shape[2], d))
+    packed = (
+        q.reshape(-1, q.shape[2], d),
+        k.reshape(-1, k.shape[2], d),
+        v.reshape(-1, v.shape[2], d),
+    )
     return packed, dict(
-        causal=form.causal, window=form.window, cu_seqlens_q=packing.cu_q,
-        cu_seqlens_k=packing.cu_k, max_seqlen_q=_host_int(max_length_q),
-        max_seqlen_k=_host_int(max_length_k))
+        causal=form.causal,
+        window=form.window,
+        cu_seqlens_q=packing.cu_q,
+        cu_seqlens_k=packing.cu_k,
+        max_seqlen_q=_host_int(max_length_q),
+        max_seqlen_k=_host_int(max_length_k),
+    )
 
 
-def _dense_arguments(qkv: tuple, attention_mask: torch.Tensor | None,
-                     mask: torch.Tensor | None, causal: bool,
-                     window: tuple[int, int] | None) -> tuple[tuple, dict[str, Any]]:
+def _dense_arguments(
+    qkv: tuple,
+    attention_mask: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    causal: bool,
+    window: tuple[int, int] | None,
+) -> tuple[tuple, dict[str, Any]]:
     """The dense layout's `(q, k, v)` and mask options: no mask is causal as sdpa reads it;
     a mask is its structured form when one reproduces it exactly, else `attn_mask`."""
     q, k, v = qkv
@@ -417,7 +457,9 @@ def _dense_arguments(qkv: tuple, attention_mask: torch.Tensor | None,
     form = None
     if mask.shape[-2:] == (sq, sk) and mask.shape[0] in (1, b):
         form = _cached(
-            attention_mask, _FORMS_ATTR, ("dense", causal, window, sq, sk),
+            attention_mask,
+            _FORMS_ATTR,
+            ("dense", causal, window, sq, sk),
             lambda: _dense_form(mask, causal, window),
         )
     if form is None:
@@ -431,7 +473,8 @@ def _dense_arguments(qkv: tuple, attention_mask: torch.Tensor | None,
 # ---- the attention function -------------------------------------------------------------
 
 _capture: contextvars.ContextVar[list | None] = contextvars.ContextVar(
-    "attnswitch_capture", default=None)
+    "attnswitch_capture", default=None
+)
 
 
 class _Captured(Exception):
@@ -451,12 +494,14 @@ def attention_forward(
     """transformers' attention interface for "attnswitch": q `[B, Hq, S, D]`, k/v
     `[B, Hkv, S, D]` in, `(out [B, S, Hq, D], None)` out, through `attnswitch.attention`."""
     if torch.compiler.is_compiling():
-        return _compiled_forward(module, query, key, value, attention_mask, dropout, scaling,
-                                 **kwargs), None
+        return _compiled_forward(
+            module, query, key, value, attention_mask, dropout, scaling, **kwargs
+        ), None
     if kwargs.get("output_attentions"):
         runtime.current().warn_once(
             ("transformers", "output_attentions"),
-            "attnswitch attention does not return attention weights (None instead)")
+            "attnswitch attention does not return attention weights (None instead)",
+        )
     (q, k, v), options, out_shape = contract_arguments(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
@@ -479,9 +524,16 @@ def attention_forward(
 # arguments again and applies the contract's backward formula to the saved output).
 
 
-def _compiled_forward(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      attention_mask: torch.Tensor | None, dropout: float,
-                      scaling: float | None, **kwargs: Any) -> torch.Tensor:
+def _compiled_forward(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float,
+    scaling: float | None,
+    **kwargs: Any,
+) -> torch.Tensor:
     """`attention_forward` under torch.compile: module attributes and plain options are
     resolved here (traceable), tensors go to the op."""
     _refuse_outside_contract(module, dropout, kwargs.get("s_aux"), kwargs.get("position_bias"))
@@ -493,25 +545,52 @@ def _compiled_forward(module: Any, query: torch.Tensor, key: torch.Tensor, value
     window = kwargs.get("sliding_window")
     softcap = kwargs.get("softcap")
     return torch.ops.attnswitch.hf_attention(
-        query, key, value, attention_mask, kwargs.get("position_ids") if packable else None,
+        query,
+        key,
+        value,
+        attention_mask,
+        kwargs.get("position_ids") if packable else None,
         None if cu_q is None else torch.as_tensor(cu_q),
         None if cu_k is None else torch.as_tensor(cu_k),
-        _host_int(kwargs.get("max_length_q")), _host_int(kwargs.get("max_length_k")),
-        None if scaling is None else float(scaling), causal,
-        None if window is None else int(window), None if softcap is None else float(softcap),
+        _host_int(kwargs.get("max_length_q")),
+        _host_int(kwargs.get("max_length_k")),
+        None if scaling is None else float(scaling),
+        causal,
+        None if window is None else int(window),
+        None if softcap is None else float(softcap),
     )
 
 
-def _hf_eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-              attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
-              cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
-              max_length_q: int | None, max_length_k: int | None, scaling: float | None,
-              is_causal: bool, sliding_window: int | None, softcap: float | None) -> torch.Tensor:
+def _hf_eager(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    cu_seq_lens_q: torch.Tensor | None,
+    cu_seq_lens_k: torch.Tensor | None,
+    max_length_q: int | None,
+    max_length_k: int | None,
+    scaling: float | None,
+    is_causal: bool,
+    sliding_window: int | None,
+    softcap: float | None,
+) -> torch.Tensor:
     """The eager mapping and call, `[B, Sq, Hq, D]` out."""
     (q, k, v), options, out_shape = contract_arguments(
-        None, query, key, value, attention_mask, scaling=scaling, is_causal=is_causal,
-        sliding_window=sliding_window, softcap=softcap, position_ids=position_ids,
-        cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k, max_length_q=max_length_q,
+        None,
+        query,
+        key,
+        value,
+        attention_mask,
+        scaling=scaling,
+        is_causal=is_causal,
+        sliding_window=sliding_window,
+        softcap=softcap,
+        position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q,
+        cu_seq_lens_k=cu_seq_lens_k,
+        max_length_q=max_length_q,
         max_length_k=max_length_k,
     )
     return attention(q, k, v, **options).reshape(out_shape)
@@ -519,15 +598,24 @@ def _hf_eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 @torch.library.custom_op("attnswitch::hf_attention", mutates_args=())
 def _hf_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
-    cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
-    max_length_q: int | None, max_length_k: int | None, scaling: float | None,
-    is_causal: bool, sliding_window: int | None, softcap: float | None,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    cu_seq_lens_q: torch.Tensor | None,
+    cu_seq_lens_k: torch.Tensor | None,
+    max_length_q: int | None,
+    max_length_k: int | None,
+    scaling: float | None,
+    is_causal: bool,
+    sliding_window: int | None,
+    softcap: float | None,
 ) -> torch.Tensor:
     inputs = (query, key, value, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k)
-    out = _hf_eager(*inputs, max_length_q, max_length_k, scaling, is_causal, sliding_window,
-                    softcap)
+    out = _hf_eager(
+        *inputs, max_length_q, max_length_k, scaling, is_causal, sliding_window, softcap
+    )
     return torch_op.fresh(out, inputs)
 
 
@@ -547,25 +635,46 @@ def _hf_attention_fake(query, key, value, attention_mask, *rest):
 
 @torch.library.custom_op("attnswitch::hf_attention_backward", mutates_args=())
 def _hf_attention_backward(
-    grad_out: torch.Tensor, out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-    value: torch.Tensor, attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
-    cu_seq_lens_q: torch.Tensor | None, cu_seq_lens_k: torch.Tensor | None,
-    max_length_q: int | None, max_length_k: int | None, scaling: float | None,
-    is_causal: bool, sliding_window: int | None, softcap: float | None,
+    grad_out: torch.Tensor,
+    out: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    cu_seq_lens_q: torch.Tensor | None,
+    cu_seq_lens_k: torch.Tensor | None,
+    max_length_q: int | None,
+    max_length_k: int | None,
+    scaling: float | None,
+    is_causal: bool,
+    sliding_window: int | None,
+    softcap: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of query, key and value from the forward's `out` (`[B, Sq, Hq, D]`): the
     eager mapping again (no forward), then the contract's backward formula
     (`kernels/torch_backward.py`), mapped back to transformers' `[B, H, S, D]`."""
     (q, k, v), options, _ = contract_arguments(
-        None, query, key, value, attention_mask, scaling=scaling, is_causal=is_causal,
-        sliding_window=sliding_window, softcap=softcap, position_ids=position_ids,
-        cu_seq_lens_q=cu_seq_lens_q, cu_seq_lens_k=cu_seq_lens_k, max_length_q=max_length_q,
+        None,
+        query,
+        key,
+        value,
+        attention_mask,
+        scaling=scaling,
+        is_causal=is_causal,
+        sliding_window=sliding_window,
+        softcap=softcap,
+        position_ids=position_ids,
+        cu_seq_lens_q=cu_seq_lens_q,
+        cu_seq_lens_k=cu_seq_lens_k,
+        max_length_q=max_length_q,
         max_length_k=max_length_k,
     )
     call = describe(q, k, v, AttentionOptions(**options))
     shape = (*q.shape[:-1], v.shape[-1])
-    dq, dk, dv = attention_backward(call, q, k, v, out.reshape(shape), None,
-                                    grad_out.reshape(shape), None)
+    dq, dk, dv = attention_backward(
+        call, q, k, v, out.reshape(shape), None, grad_out.reshape(shape), None
+    )
     return _as_hf(dq, query), _as_hf(dk, key), _as_hf(dv, value)
 
 
@@ -630,4 +739,3 @@ __all__ = [
     "mask_function",
     "register",
 ]
-

@@ -38,11 +38,19 @@ def location_of(db: str | os.PathLike[str] | None) -> str | Path:
     return resolve_path(None if db is None else Path(db))
 
 
-def search(query: str, db: str | os.PathLike[str] | None = None, k: int = 5,
-           mode: str = "hybrid", *, path: str | list[str] | None = None,
-           type: str | list[str] | None = None, modified_after: Any = None,
-           modified_before: Any = None, model: str | None = None,
-           ef: int | None = None) -> list[Hit]:
+def search(
+    query: str,
+    db: str | os.PathLike[str] | None = None,
+    k: int = 5,
+    mode: str = "hybrid",
+    *,
+    path: str | list[str] | None = None,
+    type: str | list[str] | None = None,
+    modified_after: Any = None,
+    modified_before: Any = None,
+    model: str | None = None,
+    ef: int | None = None,
+) -> list[Hit]:
     """The `k` chunks of the index at `db` that best match `query`, best first.
 
     mode: "hybrid" (meaning and words, fused), "dense" (meaning) or "keyword" (words; loads
@@ -60,29 +68,43 @@ def search(query: str, db: str | os.PathLike[str] | None = None, k: int = 5,
     if not isinstance(query, str) or not query.strip():
         raise StoreInputError("query", "a non-empty text", repr(query))
     k, mode = check_k(k), check_mode(mode)
-    where = SearchFilter.of(path=path, type=type, modified_after=modified_after,
-                            modified_before=modified_before)
+    where = SearchFilter.of(
+        path=path, type=type, modified_after=modified_after, modified_before=modified_before
+    )
     location = location_of(db)
     if isinstance(location, Path) and not location.is_file():
-        raise StoreInputError("db", "an index made by attnswitch.index(folder, db=...) or "
-                              "`attnswitch run`", f"{str(location)!r}, which does not exist")
+        raise StoreInputError(
+            "db",
+            "an index made by attnswitch.index(folder, db=...) or `attnswitch run`",
+            f"{str(location)!r}, which does not exist",
+        )
     from attnswitch.indexing.query import encode_query
     from attnswitch.indexing.search import search as search_store
 
     with open_store(location) as store:
         config = stored_config(store)
         if config is None or store.count() == 0:
-            raise StoreInputError("db", "an index with documents", f"the empty index at "
-                                  f"{store.location}")
+            raise StoreInputError(
+                "db", "an index with documents", f"the empty index at {store.location}"
+            )
         vector = None if mode == "keyword" else encode_query(query, config, model)
         return search_store(store, vector, k, text=query, mode=mode, ef=ef, where=where)
 
 
-def index(folder: str | os.PathLike[str], db: str | os.PathLike[str] | None = None, *,
-          model: str | None = None, engine: str = "auto", precision: str = "auto",
-          include: list[str] | None = None, exclude: list[str] | None = None,
-          gitignore: bool | None = None, ocr: bool = True, on_progress: Any = None,
-          **options: Any) -> Any:
+def index(
+    folder: str | os.PathLike[str],
+    db: str | os.PathLike[str] | None = None,
+    *,
+    model: str | None = None,
+    engine: str = "auto",
+    precision: str = "auto",
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    gitignore: bool | None = None,
+    ocr: bool = True,
+    on_progress: Any = None,
+    **options: Any,
+) -> Any:
     """Index `folder` into the store at `db`, as `attnswitch run` does: new and changed files
     read, chunked, encoded and stored; deleted ones dropped; unchanged ones left alone; a
     killed call finished by the next one. `include`/`exclude` (gitignore globs) and
@@ -103,13 +125,18 @@ def index(folder: str | os.PathLike[str], db: str | os.PathLike[str] | None = No
     try:
         check_root_filesystem(Path(folder))
     except NotADirectoryError as exc:  # "root: expected a folder of documents, got ..."
-        raise StoreInputError("folder", "a folder of documents",
-                              str(exc).split(", got ", 1)[-1]) from None
-    rules = (None if include is None and exclude is None and gitignore is None else
-             FileRules(tuple(include or ()), tuple(exclude or ()), bool(gitignore)))
+        raise StoreInputError(
+            "folder", "a folder of documents", str(exc).split(", got ", 1)[-1]
+        ) from None
+    rules = (
+        None
+        if include is None and exclude is None and gitignore is None
+        else FileRules(tuple(include or ()), tuple(exclude or ()), bool(gitignore))
+    )
     try:
-        run_options = RunOptions(model=model, engine=engine, precision=precision, ocr=ocr,
-                                 rules=rules, **options)
+        run_options = RunOptions(
+            model=model, engine=engine, precision=precision, ocr=ocr, rules=rules, **options
+        )
     except TypeError as exc:  # an unknown keyword: named by Python's message
         raise StoreInputError("options", "fields of RunOptions", str(exc)) from None
     with open_store(location_of(db)) as store:

@@ -59,20 +59,22 @@ class Choice:
 
 
 def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-        (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
-def worth_measuring(job_bytes: int, measure_s: float, gain: float,
-                    cores: int) -> tuple[bool, str]:
+def worth_measuring(job_bytes: int, measure_s: float, gain: float, cores: int) -> tuple[bool, str]:
     """Whether a job reading `job_bytes` repays a measurement of about `measure_s` seconds
     that may speed its encoding up by `gain` on `cores` cores; and the figures, in words."""
     tokens = job_bytes * TOKENS_PER_BYTE
     encode_s = tokens / (TOKENS_PER_CORE_S * max(cores, 1))
     saving = encode_s * (1 - 1 / gain) if gain > 1 else 0.0
-    words = (f"this job is about {_round(tokens)} tokens, about {_seconds(encode_s)} of "
-             f"encoding, which measuring could cut by {_seconds(saving)} at most, for "
-             f"{_seconds(measure_s)} of measuring")
+    words = (
+        f"this job is about {_round(tokens)} tokens, about {_seconds(encode_s)} of "
+        f"encoding, which measuring could cut by {_seconds(saving)} at most, for "
+        f"{_seconds(measure_s)} of measuring"
+    )
     return saving >= measure_s, words
 
 
@@ -92,9 +94,12 @@ def _seconds(seconds: float) -> str:
     return f"{round(seconds / 60):.0f} minutes"
 
 
-def choose(options: Any, job_bytes: Callable[[], int],
-           on_measure: Callable[[float, float, str], None],
-           say: Callable[[str], None]) -> Choice:
+def choose(
+    options: Any,
+    job_bytes: Callable[[], int],
+    on_measure: Callable[[float, float, str], None],
+    say: Callable[[str], None],
+) -> Choice:
     """The engine and precision of a run with `options` (`run.RunOptions`). `job_bytes()`
     (asked only when something would be measured) gives the bytes the job reads;
     `on_measure(done, total, what)` follows a measurement or check in progress, and
@@ -102,14 +107,19 @@ def choose(options: Any, job_bytes: Callable[[], int],
     from attnswitch import engines
     from attnswitch.jobs.encode import resolve_engine, resolve_precision
 
-    engine = "torch" if options.layout != "padded" and options.engine == "auto" else \
-        options.engine
+    engine = "torch" if options.layout != "padded" and options.engine == "auto" else options.engine
     ahead = engines.measurement_ahead(options.model, engine, options.precision)
     if ahead is None:
         resolved, precision_reason = resolve_precision(options)
         name, engine_reason = resolve_engine(resolved)
-        return _checked(Choice(name, resolved.precision, engine_reason, precision_reason,
-                               False, options.engine), options, on_measure, say)
+        return _checked(
+            Choice(
+                name, resolved.precision, engine_reason, precision_reason, False, options.engine
+            ),
+            options,
+            on_measure,
+            say,
+        )
     worth, figures = worth_measuring(job_bytes(), ahead.seconds, ahead.gain, usable_cores())
     if worth:
         say(f"measuring {ahead.purpose()}: about {_seconds(ahead.seconds)} ({figures})")
@@ -117,27 +127,51 @@ def choose(options: Any, job_bytes: Callable[[], int],
         resolved, precision_reason = resolve_precision(options, paced)
         name, engine_reason = resolve_engine(resolved, paced)
         paced.end(f"picked {name}, {resolved.precision}")
-        return _checked(Choice(name, resolved.precision, engine_reason, precision_reason,
-                               True, options.engine), options, on_measure, say)
+        return _checked(
+            Choice(name, resolved.precision, engine_reason, precision_reason, True, options.engine),
+            options,
+            on_measure,
+            say,
+        )
     name, precision, why_engine, why_precision = engines.unmeasured_choice(
-        options.model, engine, options.precision)
-    say(f"not measuring engines for this job ({figures}): {name}, {precision}; "
-        "`attnswitch engines` measures them")
-    return _checked(Choice(name, precision, f"{why_engine}; not measured: {figures}",
-                           f"{why_precision}; not measured: a job this small",
-                           False, name), options, on_measure, say)
+        options.model, engine, options.precision
+    )
+    say(
+        f"not measuring engines for this job ({figures}): {name}, {precision}; "
+        "`attnswitch engines` measures them"
+    )
+    return _checked(
+        Choice(
+            name,
+            precision,
+            f"{why_engine}; not measured: {figures}",
+            f"{why_precision}; not measured: a job this small",
+            False,
+            name,
+        ),
+        options,
+        on_measure,
+        say,
+    )
 
 
-def _checked(choice: Choice, options: Any, on_measure: Callable[[float, float, str], None],
-             say: Callable[[str], None]) -> Choice:
+def _checked(
+    choice: Choice,
+    options: Any,
+    on_measure: Callable[[float, float, str], None],
+    say: Callable[[str], None],
+) -> Choice:
     """`choice`, its engine checked against torch float32 first when that was never done
     here (announced, and counted as measuring)."""
     from attnswitch import engines
 
-    if options.layout != "padded" or engines.parity_known(options.model, choice.engine,
-                                                          choice.precision):
+    if options.layout != "padded" or engines.parity_known(
+        options.model, choice.engine, choice.precision
+    ):
         return choice
-    say(f"checking {choice.engine} ({choice.precision}) against torch float32, once on this "
-        "machine: about 20 s")
+    say(
+        f"checking {choice.engine} ({choice.precision}) against torch float32, once on this "
+        "machine: about 20 s"
+    )
     engines.check_engine(options.model, choice.engine, choice.precision, on_measure)
     return dataclasses.replace(choice, measured=True)

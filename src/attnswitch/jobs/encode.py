@@ -38,8 +38,9 @@ WATCH_MIN_CALLS = 12
 Group = Sequence[tuple[Any, Sequence[Any], str]]
 
 
-def resolve_precision(options: Any, progress: Callable[[int, int, str], None] | None = None
-                      ) -> tuple[Any, str]:
+def resolve_precision(
+    options: Any, progress: Callable[[int, int, str], None] | None = None
+) -> tuple[Any, str]:
     """`options` (`run.RunOptions`) with precision "auto" made concrete (the measured pick
     of `engines.explain_precision`, for the engine the run asks for), and why.
     `progress(done, total, what)` follows the measurement when none is recorded here."""
@@ -49,14 +50,14 @@ def resolve_precision(options: Any, progress: Callable[[int, int, str], None] | 
 
     from attnswitch.engines import explain_precision
 
-    engine = "torch" if options.layout != "padded" and options.engine == "auto" else \
-        options.engine
+    engine = "torch" if options.layout != "padded" and options.engine == "auto" else options.engine
     plan = explain_precision(options.model, engine, progress=progress)
     return dataclasses.replace(options, precision=plan.chosen), plan.reason()
 
 
-def resolve_engine(options: Any, progress: Callable[[int, int, str], None] | None = None
-                   ) -> tuple[str, str]:
+def resolve_engine(
+    options: Any, progress: Callable[[int, int, str], None] | None = None
+) -> tuple[str, str]:
     """The engine a run with `options` (`run.RunOptions`) encodes with, and why ("auto" is
     the measured pick, see `engines.explain_engine`; a layout other than padded needs an
     engine that declares it, see `engines.registry.Engine.layouts`). `progress(done, total,
@@ -66,13 +67,16 @@ def resolve_engine(options: Any, progress: Callable[[int, int, str], None] | Non
     if options.layout != "padded":
         name = "torch" if options.engine == "auto" else options.engine
         if options.layout not in registry.get(name).layouts:
-            raise ConfigError(f"layout: expected 'padded' for the {name} engine (its layouts: "
-                             f"{', '.join(registry.get(name).layouts)}), got {options.layout!r}")
+            raise ConfigError(
+                f"layout: expected 'padded' for the {name} engine (its layouts: "
+                f"{', '.join(registry.get(name).layouts)}), got {options.layout!r}"
+            )
         return name, f"{options.layout} batches are the {name} engine's"
     plan = explain_engine(options.model, options.engine, options.precision, progress=progress)
     if plan.chosen is None:
-        raise NoEngineError(f"engine: expected an engine that can serve {options.precision} "
-                            f"here, got none\n{plan}")
+        raise NoEngineError(
+            f"engine: expected an engine that can serve {options.precision} here, got none\n{plan}"
+        )
     return plan.chosen, plan.reason()
 
 
@@ -98,8 +102,9 @@ class ChunkEncoder:
 
         self.encoder = encoder
         self.chunks_per_call, self.batch_tokens = chunks_per_call, batch_tokens
-        self.watchdog = MemoryWatchdog("auto", warmup=WATCH_WARMUP_CALLS,
-                                       min_samples=WATCH_MIN_CALLS)
+        self.watchdog = MemoryWatchdog(
+            "auto", warmup=WATCH_WARMUP_CALLS, min_samples=WATCH_MIN_CALLS
+        )
         self.seconds = 0.0
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -109,18 +114,23 @@ class ChunkEncoder:
         for i in range(0, len(texts), step):
             start = time.perf_counter()
             try:
-                parts.append(self.encoder.encode(list(texts[i:i + step]),
-                                                 batch_tokens=self.batch_tokens))
+                parts.append(
+                    self.encoder.encode(list(texts[i : i + step]), batch_tokens=self.batch_tokens)
+                )
             finally:
                 self.seconds += time.perf_counter() - start
                 self.watchdog.check()
         return np.asarray(np.concatenate(parts), dtype=np.float32)
 
 
-def settle(group: Group, outcome: np.ndarray | BaseException | None, *,
-           write: Callable[[Any, Sequence[Any], np.ndarray | None], None],
-           retry: Callable[[list[Group]], None],
-           fail: Callable[[Any, str, Exception], None]) -> None:
+def settle(
+    group: Group,
+    outcome: np.ndarray | BaseException | None,
+    *,
+    write: Callable[[Any, Sequence[Any], np.ndarray | None], None],
+    retry: Callable[[list[Group]], None],
+    fail: Callable[[Any, str, Exception], None],
+) -> None:
     """Apply the outcome of one encode call over `group`: vectors (None: the encoder wrote
     them itself) -> `write(doc, chunks, its slice or None)` for each document in order; an
     exception on several documents -> a warning, then `retry` with one group per document;
@@ -128,13 +138,17 @@ def settle(group: Group, outcome: np.ndarray | BaseException | None, *,
     if not isinstance(outcome, BaseException):
         start = 0
         for doc, chunks, _ in group:
-            write(doc, chunks, None if outcome is None else outcome[start:start + len(chunks)])
+            write(doc, chunks, None if outcome is None else outcome[start : start + len(chunks)])
             start += len(chunks)
         return
     exc = outcome if isinstance(outcome, Exception) else RuntimeError(str(outcome))
     if len(group) > 1:
-        log.warning("run: an encode call of %d documents failed (%s: %s); retrying them one "
-                    "at a time", len(group), type(exc).__name__, exc)
+        log.warning(
+            "run: an encode call of %d documents failed (%s: %s); retrying them one at a time",
+            len(group),
+            type(exc).__name__,
+            exc,
+        )
         retry([[one] for one in group])
         return
     doc, _, kind = group[0]
@@ -179,5 +193,10 @@ def memory_report(watchdog: Any) -> dict[str, Any]:
     if watchdog is None:
         return {"growing": False, "samples": 0, "reason": "no encoding: memory not sampled"}
     v = watchdog.verdict()
-    return {"growing": v.growing, "samples": v.samples, "mib_per_call": v.mb_per_step,
-            "source": v.source, "reason": v.reason}
+    return {
+        "growing": v.growing,
+        "samples": v.samples,
+        "mib_per_call": v.mb_per_step,
+        "source": v.source,
+        "reason": v.reason,
+    }

@@ -61,27 +61,33 @@ def save(store: Store, job: JobRecord) -> None:
     values = [getattr(job, c) for c in COLUMNS]
     values[COLUMNS.index("progress")] = json.dumps(job.progress, sort_keys=True)
     values[COLUMNS.index("summary")] = (
-        None if job.summary is None else json.dumps(job.summary, sort_keys=True, default=str))
+        None if job.summary is None else json.dumps(job.summary, sort_keys=True, default=str)
+    )
     values[COLUMNS.index("resume")] = int(job.resume)
     marks = ", ".join([store.placeholder] * len(values))
     updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "id")
     with store.transaction() as conn:
-        conn.execute(f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({marks}) "
-                     f"ON CONFLICT (id) DO UPDATE SET {updates}", values)
+        conn.execute(
+            f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({marks}) "
+            f"ON CONFLICT (id) DO UPDATE SET {updates}",
+            values,
+        )
 
 
 def recent(store: Store, limit: int | None = None) -> list[JobRecord]:
     """Jobs, newest first (by creation time), at most `limit` of them when given."""
     sql = f"SELECT {', '.join(COLUMNS)} FROM jobs ORDER BY created_at DESC, id"
-    rows = store.read(sql + (f" LIMIT {store.placeholder}" if limit else ""),
-                      (limit,) if limit else ())
+    rows = store.read(
+        sql + (f" LIMIT {store.placeholder}" if limit else ""), (limit,) if limit else ()
+    )
     return [_record(r) for r in rows]
 
 
 def find(store: Store, job_id: str) -> JobRecord | None:
     """The row of job `job_id`, or None."""
-    rows = store.read(f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE id = {store.placeholder}",
-                      (job_id,))
+    rows = store.read(
+        f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE id = {store.placeholder}", (job_id,)
+    )
     return _record(rows[0]) if rows else None
 
 
@@ -96,9 +102,15 @@ def interrupt(store: Store, error: str) -> list[str]:
     that long to go)."""
     m = store.placeholder
     with store.exclusive(), store.transaction() as conn:
-        conn.execute(f"UPDATE jobs SET status = 'interrupted', error = {m}, resume = 1, "
-                     f"finished_at = {m} WHERE status IN ('queued', 'running')",
-                     (error, time.time()))
-        return [r[0] for r in conn.execute(
-            "SELECT id FROM jobs WHERE status = 'interrupted' AND resume = 1 "
-            "ORDER BY created_at, id").fetchall()]
+        conn.execute(
+            f"UPDATE jobs SET status = 'interrupted', error = {m}, resume = 1, "
+            f"finished_at = {m} WHERE status IN ('queued', 'running')",
+            (error, time.time()),
+        )
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM jobs WHERE status = 'interrupted' AND resume = 1 "
+                "ORDER BY created_at, id"
+            ).fetchall()
+        ]

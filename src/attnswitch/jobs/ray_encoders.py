@@ -57,7 +57,8 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise RayUnavailableError(
             f"ray: expected Ray with Ray Data for --ray (pip install 'attnswitch[ray]'), "
-            f"got {type(exc).__name__}: {exc}") from None
+            f"got {type(exc).__name__}: {exc}"
+        ) from None
     return ray
 
 
@@ -79,9 +80,15 @@ class PoolSpec:
         return out
 
 
-def plan_pools(cluster: dict[str, float], *, nodes: int = 1, cpu_actors: int | None = None,
-               gpu_actors: int | None = None, tpu_actors: int | None = None,
-               cpus_per_actor: float | None = None) -> list[PoolSpec]:
+def plan_pools(
+    cluster: dict[str, float],
+    *,
+    nodes: int = 1,
+    cpu_actors: int | None = None,
+    gpu_actors: int | None = None,
+    tpu_actors: int | None = None,
+    cpus_per_actor: float | None = None,
+) -> list[PoolSpec]:
     """The encoder pools for a cluster with these total resources (`ray.cluster_resources()`)
     over `nodes` nodes with CPUs.
 
@@ -102,18 +109,25 @@ def plan_pools(cluster: dict[str, float], *, nodes: int = 1, cpu_actors: int | N
     """
     if cpus_per_actor is not None and not cpus_per_actor > 0:
         raise ConfigError(f"cpus_per_actor: expected > 0, got {cpus_per_actor}")
-    for name, n in (("cpu_actors", cpu_actors), ("gpu_actors", gpu_actors),
-                    ("tpu_actors", tpu_actors)):
+    for name, n in (
+        ("cpu_actors", cpu_actors),
+        ("gpu_actors", gpu_actors),
+        ("tpu_actors", tpu_actors),
+    ):
         if n is not None and n < 0:
             raise ConfigError(f"{name}: expected >= 0, got {n}")
     cpus, gpus, tpus = (float(cluster.get(k, 0)) for k in ("CPU", "GPU", "TPU"))
     gpu = int(gpus) if gpu_actors is None else gpu_actors
     tpu = int(tpus) if tpu_actors is None else tpu_actors
-    for name, n, have, resource in (("gpu_actors", gpu, gpus, "GPU"),
-                                    ("tpu_actors", tpu, tpus, "TPU")):
+    for name, n, have, resource in (
+        ("gpu_actors", gpu, gpus, "GPU"),
+        ("tpu_actors", tpu, tpus, "TPU"),
+    ):
         if n > have:
-            raise ConfigError(f"{name}: expected at most {int(have)} (the cluster's {resource} "
-                             f"resources), got {n}")
+            raise ConfigError(
+                f"{name}: expected at most {int(have)} (the cluster's {resource} "
+                f"resources), got {n}"
+            )
     left = cpus - gpu - tpu - READ_CPUS
     shared = cpus_per_actor is None and nodes <= 1
     if cpu_actors is not None:
@@ -125,8 +139,10 @@ def plan_pools(cluster: dict[str, float], *, nodes: int = 1, cpu_actors: int | N
     else:
         cpu = max(1, math.floor(left / (cpus_per_actor or 1.0)))
     if gpu + tpu + cpu == 0:
-        raise ConfigError("pools: expected at least one encoder actor, got none "
-                         "(--ray-cpu-actors, --ray-gpu-actors, --ray-tpu-actors)")
+        raise ConfigError(
+            "pools: expected at least one encoder actor, got none "
+            "(--ray-cpu-actors, --ray-gpu-actors, --ray-tpu-actors)"
+        )
     per = cpus_per_actor or 1.0
     if shared:  # Ray counts resources in units of 1e-4
         per = min(1.0, math.floor(max(left, 0.0) / max(cpu, 1) * 1e4) / 1e4)
@@ -136,10 +152,13 @@ def plan_pools(cluster: dict[str, float], *, nodes: int = 1, cpu_actors: int | N
             f"cpu_actors: {cpu} actors of {per:g} CPU, with {gpu + tpu} accelerator actors "
             f"of 1 CPU each, leave less than {READ_CPUS:g} of the cluster's {cpus:g} CPUs "
             f"for reading and chunking; expected at most {most} CPU actors (or fewer CPUs "
-            "per actor)")
-    pools = [PoolSpec("gpu", gpu, 1.0, num_gpus=1.0), PoolSpec("tpu", tpu, 1.0,
-                                                               resources={"TPU": 1.0}),
-             PoolSpec("cpu", cpu, float(per))]
+            "per actor)"
+        )
+    pools = [
+        PoolSpec("gpu", gpu, 1.0, num_gpus=1.0),
+        PoolSpec("tpu", tpu, 1.0, resources={"TPU": 1.0}),
+        PoolSpec("cpu", cpu, float(per)),
+    ]
     return [p for p in pools if p.actors]
 
 
@@ -171,27 +190,36 @@ class EncoderActor:
             raise IndexMismatchError(
                 f"model: expected the driver's model files ({model_fingerprint[:12]}) on node "
                 f"{ctx.get_node_id()[:12]}, got {found[:12]} at {spec.path}; install the same "
-                "model on every node")
+                "model on every node"
+            )
         engine, _ = resolve_engine(options)
         threads = max(1, math.floor(ctx.get_assigned_resources().get("CPU", 1.0)))
         if engine == "torch":
             import torch
 
             torch.set_num_threads(threads)  # the CPUs Ray gave this actor, no more
-        self.encoding = ChunkEncoder(load_encoder(options, spec), options.chunks_per_call,
-                                     options.batch_tokens)
-        self.info = {"kind": kind, "node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(),
-                     "pid": os.getpid(), "engine": engine,
-                     "device": device_name(self.encoding.encoder) or "unknown", "threads": threads,
-                     "resources": dict(ctx.get_assigned_resources()),
-                     "load_s": time.perf_counter() - started}
+        self.encoding = ChunkEncoder(
+            load_encoder(options, spec), options.chunks_per_call, options.batch_tokens
+        )
+        self.info = {
+            "kind": kind,
+            "node_id": ctx.get_node_id(),
+            "actor_id": ctx.get_actor_id(),
+            "pid": os.getpid(),
+            "engine": engine,
+            "device": device_name(self.encoding.encoder) or "unknown",
+            "threads": threads,
+            "resources": dict(ctx.get_assigned_resources()),
+            "load_s": time.perf_counter() - started,
+        }
 
     def ready(self) -> dict[str, Any]:
         """What this actor planned (node kind, node id, engine, device, load seconds)."""
         return dict(self.info)
 
-    def encode_and_write(self, texts: Sequence[str],
-                         write: dict[str, Any]) -> tuple[None, dict[str, Any]]:
+    def encode_and_write(
+        self, texts: Sequence[str], write: dict[str, Any]
+    ) -> tuple[None, dict[str, Any]]:
         """Encode `texts` (`encode`), then write `write["documents"]` ([(document, its
         chunks)], the texts' owners in order) to the store at `write["url"]`, each document
         in its own transaction, under `write["config"]` and `write["run_id"]`. A retried
@@ -205,9 +233,14 @@ class EncoderActor:
             self._store, self._store_url = open_store(write["url"]), write["url"]
         start = 0
         for doc, chunks in write["documents"]:
-            self._store.write_document(doc, chunks, vectors[start:start + len(chunks)],
-                                       config=write["config"], run_id=write["run_id"],
-                                       vector_fingerprint=write.get("vector_fingerprint"))
+            self._store.write_document(
+                doc,
+                chunks,
+                vectors[start : start + len(chunks)],
+                config=write["config"],
+                run_id=write["run_id"],
+                vector_fingerprint=write.get("vector_fingerprint"),
+            )
             start += len(chunks)
         return None, report
 
@@ -226,11 +259,15 @@ class EncoderActor:
         before, seconds_before = stats(), self.encoding.seconds
         vectors = self.encoding.encode(texts)
         after = stats()
-        report = {**self.info, "seconds": self.encoding.seconds - seconds_before,
-                  "calls": count_diff(after["calls"], before["calls"]),
-                  "fallbacks": count_diff(after["fallbacks"], before["fallbacks"]),
-                  "memory": memory_report(self.encoding.watchdog), "peak_rss_mb": peak_rss_mb(),
-                  "peak_device_mb": peak_device_mb(self.encoding.encoder)}
+        report = {
+            **self.info,
+            "seconds": self.encoding.seconds - seconds_before,
+            "calls": count_diff(after["calls"], before["calls"]),
+            "fallbacks": count_diff(after["fallbacks"], before["fallbacks"]),
+            "memory": memory_report(self.encoding.watchdog),
+            "peak_rss_mb": peak_rss_mb(),
+            "peak_device_mb": peak_device_mb(self.encoding.encoder),
+        }
         return vectors, report
 
 
@@ -251,9 +288,17 @@ class EncoderPool:
     `{name}-{kind}-{i}` (`ray list actors`, `ray.get_actor`).
     """
 
-    def __init__(self, pools: Sequence[PoolSpec], options: Any, model_fingerprint: str, *,
-                 in_flight: int = 2, max_restarts: int = 3, max_task_retries: int = 3,
-                 name: str = "attnswitch-encoder"):
+    def __init__(
+        self,
+        pools: Sequence[PoolSpec],
+        options: Any,
+        model_fingerprint: str,
+        *,
+        in_flight: int = 2,
+        max_restarts: int = 3,
+        max_task_retries: int = 3,
+        name: str = "attnswitch-encoder",
+    ):
         if in_flight < 1:
             raise ConfigError(f"in_flight: expected >= 1, got {in_flight}")
         self.pools = list(pools)
@@ -274,25 +319,35 @@ class EncoderPool:
         ray = import_ray()
         remote = ray.remote(EncoderActor)
         deadline = time.monotonic() + timeout
-        for group in ([p for p in self.pools if p.kind != "cpu"],
-                      [p for p in self.pools if p.kind == "cpu"]):
-            new = [_Actor(p.kind, remote.options(name=f"{self.name}-{p.kind}-{i}",
-                                                 **p.ray_options(), **self._fault)
-                          .remote(p.kind, *self._args))
-                   for p in group for i in range(p.actors)]
+        for group in (
+            [p for p in self.pools if p.kind != "cpu"],
+            [p for p in self.pools if p.kind == "cpu"],
+        ):
+            new = [
+                _Actor(
+                    p.kind,
+                    remote.options(
+                        name=f"{self.name}-{p.kind}-{i}", **p.ray_options(), **self._fault
+                    ).remote(p.kind, *self._args),
+                )
+                for p in group
+                for i in range(p.actors)
+            ]
             if not new:
                 continue
             self.actors += new
             refs = [a.handle.ready.remote() for a in new]
-            done, pending = ray.wait(refs, num_returns=len(refs),
-                                     timeout=max(0.0, deadline - time.monotonic()))
+            done, pending = ray.wait(
+                refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic())
+            )
             if pending:
                 waiting = sorted({a.kind for a, r in zip(new, refs) if r in pending})
                 asks = {p.kind: p.ray_options() for p in self.pools if p.kind in waiting}
                 raise TimeoutError(
                     f"encoder actors: expected all ready within {timeout:g} s, got "
                     f"{len(pending)} of {len(refs)} not ready ({', '.join(waiting)}); "
-                    f"the cluster may lack the resources they ask for: {asks}")
+                    f"the cluster may lack the resources they ask for: {asks}"
+                )
             try:
                 self.infos += ray.get(done)
             except ray.exceptions.RayActorError as exc:  # its __init__ raised
@@ -307,10 +362,12 @@ class EncoderPool:
         return any(a.busy < self.in_flight for a in self.actors)
 
     def submit(self, texts: list[str], tag: Any, write: dict[str, Any] | None = None) -> None:
-        actor = min((a for a in self.actors if a.busy < self.in_flight),
-                    key=lambda a: a.busy)
-        ref = (actor.handle.encode.remote(texts) if write is None
-               else actor.handle.encode_and_write.remote(texts, write))
+        actor = min((a for a in self.actors if a.busy < self.in_flight), key=lambda a: a.busy)
+        ref = (
+            actor.handle.encode.remote(texts)
+            if write is None
+            else actor.handle.encode_and_write.remote(texts, write)
+        )
         actor.busy += 1
         self._running[ref] = (actor, tag)
 
@@ -325,8 +382,7 @@ class EncoderPool:
             return []
         done, _ = ray.wait(list(self._running), num_returns=1, timeout=timeout)
         if done:  # and whatever else is finished by now
-            done, _ = ray.wait(list(self._running), num_returns=len(self._running),
-                               timeout=0)
+            done, _ = ray.wait(list(self._running), num_returns=len(self._running), timeout=0)
         out = []
         for ref in done:
             actor, tag = self._running.pop(ref)

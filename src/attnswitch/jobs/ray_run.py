@@ -129,6 +129,7 @@ class RayOptions:
 
 # ---- connecting ------------------------------------------------------------------------
 
+
 def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
     """Refuse an address where nothing answers, at once (Ray itself retries for minutes).
     None, "auto" and "local" are left to `ray.init`; `RAY_ADDRESS` is checked when set."""
@@ -138,14 +139,16 @@ def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> No
     host, _, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
     host = host.strip("[]")
     if not host or not port.isdigit():
-        raise RayConnectError(f"address: expected HOST:PORT, ray://HOST:PORT, auto or local, "
-                              f"got {address!r}")
+        raise RayConnectError(
+            f"address: expected HOST:PORT, ray://HOST:PORT, auto or local, got {address!r}"
+        )
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as exc:
         raise RayConnectError(
             f"address: expected a Ray cluster at {address}, got no answer ({exc}); start one "
-            "with `ray start --head`, or give the head's address") from None
+            "with `ray start --head`, or give the head's address"
+        ) from None
 
 
 def connect(options: RayOptions) -> bool:
@@ -156,40 +159,71 @@ def connect(options: RayOptions) -> bool:
         return False
     check_address(options.address)
     try:
-        ray.init(address=options.address, include_dashboard=False,
-                 logging_level=logging.WARNING, log_to_driver=options.log_to_driver,
-                 runtime_env=options.runtime_env)
+        ray.init(
+            address=options.address,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=options.log_to_driver,
+            runtime_env=options.runtime_env,
+        )
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-        raise RayConnectError(f"address: expected a Ray cluster at "
-                              f"{options.address or 'the local Ray'}, got "
-                              f"{type(exc).__name__}: {exc}") from None
+        raise RayConnectError(
+            f"address: expected a Ray cluster at "
+            f"{options.address or 'the local Ray'}, got "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
     return True
 
 
 # ---- the Ray Data stages ---------------------------------------------------------------
 
-def read_row(row: dict[str, Any], max_bytes: int, ocr: bool = True,
-             ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-             ocr_languages: str | None = None) -> dict[str, Any]:
+
+def read_row(
+    row: dict[str, Any],
+    max_bytes: int,
+    ocr: bool = True,
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+    ocr_languages: str | None = None,
+) -> dict[str, Any]:
     """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load`)."""
     entry: SourceFile = pickle.loads(row["entry"])  # whole: its real names, its pinned root
-    return {"doc": pickle.dumps(load(entry, max_bytes=max_bytes, ocr=ocr,
-                                     ocr_max_pages=ocr_max_pages,
-                                     ocr_languages=ocr_languages)),
-            "known": row["known"]}
+    return {
+        "doc": pickle.dumps(
+            load(
+                entry,
+                max_bytes=max_bytes,
+                ocr=ocr,
+                ocr_max_pages=ocr_max_pages,
+                ocr_languages=ocr_languages,
+            )
+        ),
+        "known": row["known"],
+    }
 
 
-def chunk_row(row: dict[str, Any], model: str | None, fingerprint: str, max_tokens: int,
-              overlap: int, chunking: str = "blocks",
-              embed_headings: bool = False) -> dict[str, Any]:
+def chunk_row(
+    row: dict[str, Any],
+    model: str | None,
+    fingerprint: str,
+    max_tokens: int,
+    overlap: int,
+    chunking: str = "blocks",
+    embed_headings: bool = False,
+) -> dict[str, Any]:
     """Stage 2 (a CPU task): cut a read document into chunks (`chunk.chunk_document`);
     None when it has no text or its hash is the stored one (`known`: unchanged)."""
     doc: Document = pickle.loads(row["doc"])
     chunks: list[Chunk] | None = None
     if doc.ok and doc.sha256 != row["known"]:
-        chunks = chunk_document(doc.text, doc.blocks, _tokenizer(model, fingerprint),
-                                chunking=chunking, max_tokens=max_tokens, overlap=overlap,
-                                embed_headings=embed_headings)
+        chunks = chunk_document(
+            doc.text,
+            doc.blocks,
+            _tokenizer(model, fingerprint),
+            chunking=chunking,
+            max_tokens=max_tokens,
+            overlap=overlap,
+            embed_headings=embed_headings,
+        )
     return {"doc": row["doc"], "chunks": pickle.dumps(chunks)}
 
 
@@ -203,12 +237,15 @@ def _tokenizer(model: str | None, fingerprint: str) -> Any:
     spec = ModelSpec.load(model)
     found = model_fingerprint(spec.path)
     if found != fingerprint:
-        raise IndexMismatchError(f"model: expected the driver's model files ({fingerprint[:12]})"
-                                 f" for chunking, got {found[:12]} at {spec.path}")
+        raise IndexMismatchError(
+            f"model: expected the driver's model files ({fingerprint[:12]})"
+            f" for chunking, got {found[:12]} at {spec.path}"
+        )
     return chunk_tokenizer(spec)
 
 
 # ---- the run ---------------------------------------------------------------------------
+
 
 @dataclass
 class _Batch:
@@ -228,13 +265,21 @@ class RayRunJob(RunJob):
     reuses_vectors = False
     reuses_files = False  # the files are read on the cluster: the driver hashes none
 
-    def __init__(self, root: Path, store: Store, options: RunOptions, ray_options: RayOptions,
-                 pools: list[PoolSpec], on_progress: Callable[[RunProgress], None] | None):
+    def __init__(
+        self,
+        root: Path,
+        store: Store,
+        options: RunOptions,
+        ray_options: RayOptions,
+        pools: list[PoolSpec],
+        on_progress: Callable[[RunProgress], None] | None,
+    ):
         super().__init__(root, store, options, None, on_progress)
         self.ray_options, self.pools = ray_options, pools
         # Workers load the model by absolute path (None: each node's packaged default).
         self.remote_options = dataclasses.replace(
-            options, model=None if options.model is None else str(Path(options.model).resolve()))
+            options, model=None if options.model is None else str(Path(options.model).resolve())
+        )
         self.pool: EncoderPool | None = None
         self.todo: deque[_Batch] = deque()
         self.stats: dict[str, dict[str, Any]] = {}  # actor id -> what it did
@@ -251,9 +296,15 @@ class RayRunJob(RunJob):
         (`load`), and the encoders' span (`encode`: from the first batch sent to the last
         one back); reading, chunking and storing run inside that span, on the cluster and
         in this process, so they are not parts of their own here."""
-        return self.phases.breakdown(wall, measure=self.progress.measure_s,
-                                     load=self.progress.load_s, encode=self.encode_s,
-                                     read=0.0, chunk=0.0, store=0.0)
+        return self.phases.breakdown(
+            wall,
+            measure=self.progress.measure_s,
+            load=self.progress.load_s,
+            encode=self.encode_s,
+            read=0.0,
+            chunk=0.0,
+            store=0.0,
+        )
 
     # -- stages -------------------------------------------------------------------------
 
@@ -280,8 +331,9 @@ class RayRunJob(RunJob):
     def _listing(self) -> list[SourceFile]:
         ray = import_ray()
         task = ray.remote(num_cpus=READ_CPUS)(scan)
-        ref = task.remote(str(self.root.resolve()), include_hidden=self.options.include_hidden,
-                          rules=self.rules)
+        ref = task.remote(
+            str(self.root.resolve()), include_hidden=self.options.include_hidden, rules=self.rules
+        )
         return self._not_own(ray.get(ref, timeout=self.ray_options.stall_timeout_s))
 
     def _stream(self, to_read: list[SourceFile]) -> Iterator[dict[str, Any]]:
@@ -295,18 +347,28 @@ class RayRunJob(RunJob):
             items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)
-        ds = ds.map(read_row, fn_kwargs={"max_bytes": self.options.max_bytes,
-                                         "ocr": self.options.ocr,
-                                         "ocr_max_pages": self.options.ocr_max_pages,
-                                         "ocr_languages": self.options.ocr_languages},
-                    num_cpus=READ_CPUS)
-        ds = ds.map(chunk_row, fn_kwargs={"model": self.remote_options.model,
-                                          "fingerprint": self.config.model_fingerprint,
-                                          "max_tokens": self.config.max_tokens,
-                                          "overlap": self.config.overlap,
-                                          "chunking": self.config.chunking,
-                                          "embed_headings": self.config.embed_headings},
-                    num_cpus=READ_CPUS)
+        ds = ds.map(
+            read_row,
+            fn_kwargs={
+                "max_bytes": self.options.max_bytes,
+                "ocr": self.options.ocr,
+                "ocr_max_pages": self.options.ocr_max_pages,
+                "ocr_languages": self.options.ocr_languages,
+            },
+            num_cpus=READ_CPUS,
+        )
+        ds = ds.map(
+            chunk_row,
+            fn_kwargs={
+                "model": self.remote_options.model,
+                "fingerprint": self.config.model_fingerprint,
+                "max_tokens": self.config.max_tokens,
+                "overlap": self.config.overlap,
+                "chunking": self.config.chunking,
+                "embed_headings": self.config.embed_headings,
+            },
+            num_cpus=READ_CPUS,
+        )
         ctx = ds.context
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
@@ -341,14 +403,17 @@ class RayRunJob(RunJob):
                 if self.todo:
                     raise RayRunError(
                         f"encoder actors: expected a live actor for {len(self.todo)} batches, "
-                        f"got none ({len(pool.dropped)} died and spent their restarts)")
+                        f"got none ({len(pool.dropped)} died and spent their restarts)"
+                    )
                 return
             block = bool(self.todo) or drain
             stall = self.ray_options.stall_timeout_s
             finished = pool.wait(stall if block else 0)
             if block and not finished:
-                raise TimeoutError(f"encoder actors: expected a batch to finish within "
-                                   f"{stall:g} s, got none ({pool.running} running)")
+                raise TimeoutError(
+                    f"encoder actors: expected a batch to finish within "
+                    f"{stall:g} s, got none ({pool.running} running)"
+                )
             for batch, outcome in finished:
                 self._settle(batch, outcome)
             if not block and not self.todo:
@@ -359,19 +424,27 @@ class RayRunJob(RunJob):
         other processes (`Store.url`); None: the driver writes."""
         if self.store.url is None:
             return None
-        return {"url": self.store.url, "config": self.fp, "run_id": self.run_id,
-                "vector_fingerprint": self.vector_fp,
-                "documents": [(doc, chunks) for doc, chunks, _ in batch.group]}
+        return {
+            "url": self.store.url,
+            "config": self.fp,
+            "run_id": self.run_id,
+            "vector_fingerprint": self.vector_fp,
+            "documents": [(doc, chunks) for doc, chunks, _ in batch.group],
+        }
 
     def _start_pool(self) -> None:
         started = time.perf_counter()
         self.progress.stage = "starting actors"
         self.on_progress(self.progress)
-        self.pool = EncoderPool(self.pools, self.remote_options, self.config.model_fingerprint,
-                                in_flight=self.ray_options.in_flight,
-                                max_restarts=self.ray_options.max_restarts,
-                                max_task_retries=self.ray_options.max_task_retries,
-                                name=f"attnswitch-encoder-{self.token}")
+        self.pool = EncoderPool(
+            self.pools,
+            self.remote_options,
+            self.config.model_fingerprint,
+            in_flight=self.ray_options.in_flight,
+            max_restarts=self.ray_options.max_restarts,
+            max_task_retries=self.ray_options.max_task_retries,
+            name=f"attnswitch-encoder-{self.token}",
+        )
         try:
             self.infos = self.pool.start(self.ray_options.startup_timeout_s)
         finally:
@@ -387,8 +460,11 @@ class RayRunJob(RunJob):
 
         if isinstance(outcome, RayActorError):
             self.requeued += 1
-            log.warning("run: an encoder actor was lost (%s); its batch of %d documents goes "
-                        "to another", type(outcome).__name__, len(batch.group))
+            log.warning(
+                "run: an encoder actor was lost (%s); its batch of %d documents goes to another",
+                type(outcome).__name__,
+                len(batch.group),
+            )
             self.todo.appendleft(batch)
             return
         if isinstance(outcome, BaseException):
@@ -398,15 +474,34 @@ class RayRunJob(RunJob):
             vectors, report = outcome  # vectors None: the actor wrote them
             self.last_done = time.perf_counter()
             self._record(batch, report)
-        settle(batch.group, vectors, write=self._write, fail=self._failed,
-               retry=lambda singles: self.todo.extendleft(map(_Batch, reversed(singles))))
+        settle(
+            batch.group,
+            vectors,
+            write=self._write,
+            fail=self._failed,
+            retry=lambda singles: self.todo.extendleft(map(_Batch, reversed(singles))),
+        )
 
     def _record(self, batch: _Batch, report: dict[str, Any]) -> None:
-        s = self.stats.setdefault(report["actor_id"], {
-            "kind": report["kind"], "engine": report["engine"], "device": report["device"],
-            "threads": report["threads"], "node_ids": set(), "pids": set(), "chunks": 0,
-            "tokens": 0, "seconds": 0.0, "calls": Counter(), "fallbacks": Counter(),
-            "memory": None, "peak_rss_mb": 0.0, "peak_device_mb": None})
+        s = self.stats.setdefault(
+            report["actor_id"],
+            {
+                "kind": report["kind"],
+                "engine": report["engine"],
+                "device": report["device"],
+                "threads": report["threads"],
+                "node_ids": set(),
+                "pids": set(),
+                "chunks": 0,
+                "tokens": 0,
+                "seconds": 0.0,
+                "calls": Counter(),
+                "fallbacks": Counter(),
+                "memory": None,
+                "peak_rss_mb": 0.0,
+                "peak_device_mb": None,
+            },
+        )
         s["node_ids"].add(report["node_id"])
         s["pids"].add(report["pid"])
         s["chunks"] += sum(len(c) for _, c, _ in batch.group)
@@ -437,16 +532,24 @@ class RayRunJob(RunJob):
         except Exception:  # disconnected already
             nodes, address = None, None
         summary = {
-            "address": address, "nodes": nodes, "connect_s": self.connect_s,
-            "start_s": self.start_s, "read_cpus": READ_CPUS,
+            "address": address,
+            "nodes": nodes,
+            "connect_s": self.connect_s,
+            "start_s": self.start_s,
+            "read_cpus": READ_CPUS,
             "pools": [dataclasses.asdict(p) for p in self.pools],
-            "kinds": self._kinds(stats), "actors": [self._actor(s) for s in stats],
+            "kinds": self._kinds(stats),
+            "actors": [self._actor(s) for s in stats],
             "requeued_batches": self.requeued,
         }
-        return {"device": ", ".join(devices) or None, "backends": count_diff(calls, {}),
-                "fallbacks": count_diff(fallbacks, {}),
-                "peak_device_mb": max(peaks) if peaks else None,
-                "memory": _memory(stats), "ray": summary}
+        return {
+            "device": ", ".join(devices) or None,
+            "backends": count_diff(calls, {}),
+            "fallbacks": count_diff(fallbacks, {}),
+            "peak_device_mb": max(peaks) if peaks else None,
+            "memory": _memory(stats),
+            "ray": summary,
+        }
 
     def _kinds(self, stats: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Per node kind: what its pool did. `tokens_per_s` is the pool's rate while busy:
@@ -463,19 +566,23 @@ class RayRunJob(RunJob):
             devices = sorted({i["device"] for i in infos} | {s["device"] for s in mine})
             note = None
             if kind != "cpu" and devices == ["cpu"]:
-                note = (f"these actors hold a {kind.upper()} resource of Ray, but their node "
-                        f"shows no {kind.upper()} device: they encoded on its CPU")
+                note = (
+                    f"these actors hold a {kind.upper()} resource of Ray, but their node "
+                    f"shows no {kind.upper()} device: they encoded on its CPU"
+                )
             out[kind] = {
                 "actors": len(infos),
-                "nodes": len({i["node_id"] for i in infos}
-                             | {n for s in mine for n in s["node_ids"]}),
+                "nodes": len(
+                    {i["node_id"] for i in infos} | {n for s in mine for n in s["node_ids"]}
+                ),
                 "chunks": sum(s["chunks"] for s in mine),
                 "tokens": sum(s["tokens"] for s in mine),
                 "encode_s": sum(s["seconds"] for s in mine),
-                "tokens_per_s": sum(s["tokens"] / s["seconds"] for s in mine
-                                    if s["seconds"] > 0) or None,
+                "tokens_per_s": sum(s["tokens"] / s["seconds"] for s in mine if s["seconds"] > 0)
+                or None,
                 "engines": sorted({i["engine"] for i in infos} | {s["engine"] for s in mine}),
-                "devices": devices, "backends": count_diff(calls, {}),
+                "devices": devices,
+                "backends": count_diff(calls, {}),
                 "restarts": sum(len(s["pids"]) - 1 for s in mine),
                 "peak_rss_mb": max((s["peak_rss_mb"] for s in mine), default=None),
                 "note": note,
@@ -484,10 +591,18 @@ class RayRunJob(RunJob):
 
     @staticmethod
     def _actor(s: dict[str, Any]) -> dict[str, Any]:
-        return {"kind": s["kind"], "engine": s["engine"], "device": s["device"],
-                "threads": s["threads"], "nodes": sorted(s["node_ids"]),
-                "processes": len(s["pids"]), "chunks": s["chunks"], "tokens": s["tokens"],
-                "encode_s": s["seconds"], "backends": count_diff(s["calls"], {})}
+        return {
+            "kind": s["kind"],
+            "engine": s["engine"],
+            "device": s["device"],
+            "threads": s["threads"],
+            "nodes": sorted(s["node_ids"]),
+            "processes": len(s["pids"]),
+            "chunks": s["chunks"],
+            "tokens": s["tokens"],
+            "encode_s": s["seconds"],
+            "backends": count_diff(s["calls"], {}),
+        }
 
 
 def _memory(stats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -496,16 +611,27 @@ def _memory(stats: list[dict[str, Any]]) -> dict[str, Any]:
     if not verdicts:
         return {"growing": False, "samples": 0, "reason": "no encoding: memory not sampled"}
     growing = [f"{kind} actor: {v['reason']}" for kind, v in verdicts if v["growing"]]
-    reason = ("; ".join(growing) if growing else
-              f"none of {len(verdicts)} actors growing (e.g. {verdicts[0][1]['reason']})")
-    return {"growing": bool(growing), "samples": sum(v["samples"] for _, v in verdicts),
-            "source": ", ".join(sorted({str(v.get("source")) for _, v in verdicts})),
-            "reason": reason}
+    reason = (
+        "; ".join(growing)
+        if growing
+        else f"none of {len(verdicts)} actors growing (e.g. {verdicts[0][1]['reason']})"
+    )
+    return {
+        "growing": bool(growing),
+        "samples": sum(v["samples"] for _, v in verdicts),
+        "source": ", ".join(sorted({str(v.get("source")) for _, v in verdicts})),
+        "reason": reason,
+    }
 
 
-def run_on_ray(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(),
-               ray_options: RayOptions = RayOptions(), *,
-               on_progress: Callable[[RunProgress], None] | None = None) -> RunSummary:
+def run_on_ray(
+    root: str | os.PathLike,
+    store: Store,
+    options: RunOptions = RunOptions(),
+    ray_options: RayOptions = RayOptions(),
+    *,
+    on_progress: Callable[[RunProgress], None] | None = None,
+) -> RunSummary:
     """Index `root` into `store` on Ray (see the module doc); the summary is `run`'s, with
     `ray` filled: the pools, and per node kind its actors, nodes, chunks, tokens, tokens/s,
     engines, devices and attention backends. Connects to Ray unless this process already
@@ -516,12 +642,17 @@ def run_on_ray(root: str | os.PathLike, store: Store, options: RunOptions = RunO
     connected_here = connect(ray_options)
     try:
         connect_s = time.perf_counter() - started
-        nodes = sum(1 for n in ray.nodes()
-                    if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
-        pools = plan_pools(ray.cluster_resources(), nodes=nodes,
-                           cpu_actors=ray_options.cpu_actors,
-                           gpu_actors=ray_options.gpu_actors, tpu_actors=ray_options.tpu_actors,
-                           cpus_per_actor=ray_options.cpus_per_actor)
+        nodes = sum(
+            1 for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0
+        )
+        pools = plan_pools(
+            ray.cluster_resources(),
+            nodes=nodes,
+            cpu_actors=ray_options.cpu_actors,
+            gpu_actors=ray_options.gpu_actors,
+            tpu_actors=ray_options.tpu_actors,
+            cpus_per_actor=ray_options.cpus_per_actor,
+        )
         job = RayRunJob(root, store, options, ray_options, pools, on_progress)
         job.connect_s = connect_s
         job.progress.load_s = connect_s  # like a model load: not encoding time

@@ -86,18 +86,27 @@ def default_read_workers(cpus: int | None = None) -> int:
     at least 1 and at most 8 -- the encoder uses the other half (measured:
     docs/results/read_workers.md)."""
     if cpus is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-            os.cpu_count() or 1)
+        cpus = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )
     return max(1, min(8, cpus // 2))
 
 
-def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
-                 ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-                 ocr_languages: str | None = None,
-                 workers: int, depth: int | None = None,
-                 bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
-                 timeout_s: float = DEFAULT_TIMEOUT_S,
-                 load_file: Loader = load) -> Iterator[Document]:
+def read_in_pool(
+    entries: list[SourceFile],
+    max_bytes: int,
+    *,
+    ocr: bool = True,
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+    ocr_languages: str | None = None,
+    workers: int,
+    depth: int | None = None,
+    bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    load_file: Loader = load,
+) -> Iterator[Document]:
     """`load` each entry in `workers` processes; yield the documents as they finish (see
     the module). depth: files in flight (default: twice the workers, at least 8).
     `load_file`: the function a worker calls, `ingest.load` or one with its signature
@@ -110,9 +119,14 @@ def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
     todo = deque(entries)
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
     in_flight: dict[Future[_Read], SourceFile] = {}
-    pool = _Pool(min(workers, len(entries)) or 1, load_file, timeout_s,
-                 dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages,
-                      ocr_languages=ocr_languages))
+    pool = _Pool(
+        min(workers, len(entries)) or 1,
+        load_file,
+        timeout_s,
+        dict(
+            max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages
+        ),
+    )
     try:
         while todo or suspects or in_flight:
             if suspects:
@@ -120,9 +134,14 @@ def read_in_pool(entries: list[SourceFile], max_bytes: int, *, ocr: bool = True,
                     entry = suspects.popleft()
                     in_flight[pool.submit(entry)] = entry
             else:
-                while todo and len(in_flight) < depth and (
-                        not in_flight or _bytes(in_flight.values()) + _size(todo[0])
-                        <= bytes_in_flight):
+                while (
+                    todo
+                    and len(in_flight) < depth
+                    and (
+                        not in_flight
+                        or _bytes(in_flight.values()) + _size(todo[0]) <= bytes_in_flight
+                    )
+                ):
                     entry = todo.popleft()
                     in_flight[pool.submit(entry)] = entry
             done: set = set()
@@ -168,8 +187,7 @@ class _Pool:
     worker posts (its pid, the file's ticket) on `started` before it reads a file, so a
     worker's death names the file it was reading."""
 
-    def __init__(self, workers: int, load_file: Loader, timeout_s: float,
-                 load_kw: dict[str, Any]):
+    def __init__(self, workers: int, load_file: Loader, timeout_s: float, load_kw: dict[str, Any]):
         self.workers, self.load_file = workers, load_file
         self.timeout_s, self.load_kw = timeout_s, load_kw
         self.executor: ProcessPoolExecutor | None = None
@@ -181,14 +199,18 @@ class _Pool:
     def submit(self, entry: SourceFile) -> Future[_Read]:
         if self.executor is None:
             self.started = _context().SimpleQueue()
-            self.executor = ProcessPoolExecutor(self.workers, mp_context=_context(),
-                                                initializer=_start_worker,
-                                                initargs=(os.getpid(), self.started))
+            self.executor = ProcessPoolExecutor(
+                self.workers,
+                mp_context=_context(),
+                initializer=_start_worker,
+                initargs=(os.getpid(), self.started),
+            )
         self._take_started()  # keeps the channel's pipe from filling up
         ticket = next(self.tickets)
         self.waiting[ticket] = entry
-        return self.executor.submit(_load_with_deadline, self.load_file, entry, ticket,
-                                    self.timeout_s, self.load_kw)
+        return self.executor.submit(
+            _load_with_deadline, self.load_file, entry, ticket, self.timeout_s, self.load_kw
+        )
 
     def replace(self) -> _Death:
         """Drop the broken executor (the next `submit` starts another); how its worker
@@ -203,8 +225,9 @@ class _Pool:
         self._drop_channel()
         codes = [(p.exitcode, p.pid) for p in processes if p.exitcode not in (None, 0)]
         # The executor stops the surviving workers with SIGTERM: the other code is the death.
-        code, pid = next((c for c in codes if c[0] != -signal.SIGTERM),
-                         codes[0] if codes else (None, None))
+        code, pid = next(
+            (c for c in codes if c[0] != -signal.SIGTERM), codes[0] if codes else (None, None)
+        )
         return _Death(code, reading.get(pid) if code == -signal.SIGALRM else None)
 
     def close(self) -> None:
@@ -276,8 +299,9 @@ class _Read:
         return self.doc
 
 
-def _load_with_deadline(load_file: Loader, entry: SourceFile, ticket: int, timeout_s: float,
-                        load_kw: dict[str, Any]) -> _Read:
+def _load_with_deadline(
+    load_file: Loader, entry: SourceFile, ticket: int, timeout_s: float, load_kw: dict[str, Any]
+) -> _Read:
     """`load_file(entry, **load_kw)` in a worker, what it logs and warns kept, ended by
     SIGALRM's default action (the process dies) after `timeout_s` seconds; `ticket` is
     posted first, to say which file this worker reads."""
@@ -290,7 +314,8 @@ def _load_with_deadline(load_file: Loader, entry: SourceFile, ticket: int, timeo
     root, showwarning = logging.getLogger(), warnings.showwarning
     root.addHandler(keep)
     warnings.showwarning = lambda message, category, filename, lineno, *_: warned.append(
-        (str(message), _picklable(category), filename, lineno))
+        (str(message), _picklable(category), filename, lineno)
+    )
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
@@ -330,9 +355,18 @@ def _died(entry: SourceFile, exitcode: int | None, timeout_s: float) -> Document
 
 
 def _skipped(entry: SourceFile, skip: Skip, detail: str) -> Document:
-    return Document(root=entry.root, source=entry.source, path=entry.path, size=entry.size,
-                    mtime_ns=entry.mtime_ns, sha256=None, kind=None, text=None, skip=skip,
-                    detail=detail)
+    return Document(
+        root=entry.root,
+        source=entry.source,
+        path=entry.path,
+        size=entry.size,
+        mtime_ns=entry.mtime_ns,
+        sha256=None,
+        kind=None,
+        text=None,
+        skip=skip,
+        detail=detail,
+    )
 
 
 def _one_line(error: BaseException) -> str:
@@ -346,4 +380,3 @@ def _size(entry: SourceFile) -> int:
 
 def _bytes(entries) -> int:
     return sum(_size(e) for e in entries)
-

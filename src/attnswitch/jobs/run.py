@@ -172,8 +172,9 @@ class RunOptions:
         from attnswitch.engines import engine_names
 
         if self.engine not in engine_names():
-            raise ConfigError(f"engine: expected one of {', '.join(engine_names())}, "
-                             f"got {self.engine!r}")
+            raise ConfigError(
+                f"engine: expected one of {', '.join(engine_names())}, got {self.engine!r}"
+            )
         if self.layout not in LAYOUTS:
             raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
         if self.chunks_per_call < 1:
@@ -181,8 +182,9 @@ class RunOptions:
         from attnswitch.documents.chunk import CHUNKINGS
 
         if self.chunking not in CHUNKINGS:
-            raise ConfigError(f"chunking: expected one of {', '.join(CHUNKINGS)}, "
-                             f"got {self.chunking!r}")
+            raise ConfigError(
+                f"chunking: expected one of {', '.join(CHUNKINGS)}, got {self.chunking!r}"
+            )
         if self.max_bytes < 1:
             raise ConfigError(f"max_bytes: expected >= 1, got {self.max_bytes}")
         if self.hourly_usd is not None and not self.hourly_usd >= 0:
@@ -243,19 +245,25 @@ class RunProgress:
         return self.tokens / self.encode_s if self.encode_s > 0 and self.tokens else 0.0
 
 
-def read_ahead(entries: list[SourceFile], max_bytes: int, depth: int = READ_AHEAD,
-               ocr: bool = True,
-               ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-               ocr_languages: str | None = None) -> Iterator[Document]:
+def read_ahead(
+    entries: list[SourceFile],
+    max_bytes: int,
+    depth: int = READ_AHEAD,
+    ocr: bool = True,
+    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
+    ocr_languages: str | None = None,
+) -> Iterator[Document]:
     """`load` each entry, in order, on a background thread at most `depth` files ahead of
     the consumer: reading and extracting the next files overlaps with encoding (the engines
     release the GIL while they compute). Files not yet taken when the consumer stops are
     not read."""
-    reading = dict(max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages,
-                   ocr_languages=ocr_languages)
+    reading = dict(
+        max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages
+    )
     with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
         ahead: deque[Future[Document]] = deque(
-            pool.submit(load, e, **reading) for e in entries[:depth])
+            pool.submit(load, e, **reading) for e in entries[:depth]
+        )
         rest = iter(entries[depth:])
         try:
             while ahead:
@@ -273,9 +281,14 @@ class RunJob:
     """The state of one run: `run()` below drives it, and `ray_run.RayRunJob` subclasses it
     to put its stages on Ray (`drive` is their shared frame)."""
 
-    def __init__(self, root: Path, store: Store, options: RunOptions,
-                 get_encoder: Callable[[], Any] | None,
-                 on_progress: Callable[[RunProgress], None] | None):
+    def __init__(
+        self,
+        root: Path,
+        store: Store,
+        options: RunOptions,
+        get_encoder: Callable[[], Any] | None,
+        on_progress: Callable[[RunProgress], None] | None,
+    ):
         from attnswitch.engines import ModelSpec
 
         self.root, self.store, self.options = root, store, options
@@ -317,9 +330,17 @@ class RunJob:
         self.engine_name, self.engine_reason = choice.engine, choice.engine_reason
         self.precision_reason = choice.precision_reason
         o = self.options
-        self.config = IndexConfig.build(self.spec, o.model, self.engine_name, o.precision,
-                                        o.max_tokens, o.overlap, self.tokenizer,
-                                        chunking=o.chunking, embed_headings=o.embed_headings)
+        self.config = IndexConfig.build(
+            self.spec,
+            o.model,
+            self.engine_name,
+            o.precision,
+            o.max_tokens,
+            o.overlap,
+            self.tokenizer,
+            chunking=o.chunking,
+            embed_headings=o.embed_headings,
+        )
         self.fp = self.config.fingerprint
         self.vector_fp = self.config.vector_fingerprint
         self.progress.measure_s = time.perf_counter() - start
@@ -345,8 +366,11 @@ class RunJob:
         self.rules = rules_for(self.store, key, self.options.rules)
         self._listed = self._listing()
         stored = stored_config(self.store)
-        entries = (self._listed if stored is None else
-                   self.store.plan(self.root, self._listed, stored.fingerprint).to_read)
+        entries = (
+            self._listed
+            if stored is None
+            else self.store.plan(self.root, self._listed, stored.fingerprint).to_read
+        )
         return sum(max(e.size, 0) for e in entries)
 
     # -- stages -------------------------------------------------------------------------
@@ -381,12 +405,23 @@ class RunJob:
         o = self.options
         workers = default_read_workers() if o.read_workers is None else o.read_workers
         if workers == 0:
-            return read_ahead(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages,
-                              ocr_languages=o.ocr_languages)
-        return read_in_pool(entries, o.max_bytes, ocr=o.ocr, ocr_max_pages=o.ocr_max_pages,
-                            ocr_languages=o.ocr_languages,
-                            workers=workers,
-                            depth=max(READ_AHEAD, 2 * workers), timeout_s=o.read_timeout_s)
+            return read_ahead(
+                entries,
+                o.max_bytes,
+                ocr=o.ocr,
+                ocr_max_pages=o.ocr_max_pages,
+                ocr_languages=o.ocr_languages,
+            )
+        return read_in_pool(
+            entries,
+            o.max_bytes,
+            ocr=o.ocr,
+            ocr_max_pages=o.ocr_max_pages,
+            ocr_languages=o.ocr_languages,
+            workers=workers,
+            depth=max(READ_AHEAD, 2 * workers),
+            timeout_s=o.read_timeout_s,
+        )
 
     def _prepare(self) -> list[SourceFile]:
         """List the root, delete what left it, and return the files to read: those the
@@ -400,8 +435,9 @@ class RunJob:
         store.set_meta(rules_meta_key(key), self.rules.to_json())
         plan = store.plan(self.root, entries, self.fp)
         self.stored = plan.stored
-        to_read, deleted = (self._reuse_identical(plan) if self.reuses_files
-                            else (list(plan.to_read), plan.deleted))
+        to_read, deleted = (
+            self._reuse_identical(plan) if self.reuses_files else (list(plan.to_read), plan.deleted)
+        )
         if deleted:
             self.counts["deleted"] = store.remove(plan.root, deleted)
         self.counts["unchanged"] += len(plan.fresh)
@@ -426,12 +462,20 @@ class RunJob:
         store, fp = self.store, self.fp
         sizes = store.indexed_sizes(fp)
         same_size = Counter(e.size for e in plan.to_read if e.error is None)
-        maybe = [e for e in plan.to_read if e.error is None and e.size > 0
-                 and (e.size in sizes or same_size[e.size] > 1)]
-        with ThreadPoolExecutor(min(4, len(maybe) or 1),
-                                thread_name_prefix="attnswitch-hash") as pool:
-            hashed = dict(zip((e.source for e in maybe), pool.map(
-                lambda e: digest(e, max_bytes=self.options.max_bytes), maybe)))
+        maybe = [
+            e
+            for e in plan.to_read
+            if e.error is None and e.size > 0 and (e.size in sizes or same_size[e.size] > 1)
+        ]
+        with ThreadPoolExecutor(
+            min(4, len(maybe) or 1), thread_name_prefix="attnswitch-hash"
+        ) as pool:
+            hashed = dict(
+                zip(
+                    (e.source for e in maybe),
+                    pool.map(lambda e: digest(e, max_bytes=self.options.max_bytes), maybe),
+                )
+            )
         gone = dict.fromkeys(plan.deleted)
         first: set[str] = set()
         to_read: list[SourceFile] = []
@@ -441,8 +485,9 @@ class RunJob:
                 to_read.append(entry)
                 continue
             sha, size, mtime_ns = found
-            doc = Document(entry.root, entry.source, entry.path, size, mtime_ns, sha,
-                           kind=None, text=None)
+            doc = Document(
+                entry.root, entry.source, entry.path, size, mtime_ns, sha, kind=None, text=None
+            )
             row = plan.stored.get(entry.source)
             if indexed_sha(row, fp) == sha:
                 store.touch(doc)
@@ -492,8 +537,14 @@ class RunJob:
 
     def _listing(self) -> list[SourceFile]:
         """The files of the root, less the store's own files when they lie inside."""
-        return self._not_own(scan(self.root, include_hidden=self.options.include_hidden,
-                                  root_id=self.root_id, rules=self.rules))
+        return self._not_own(
+            scan(
+                self.root,
+                include_hidden=self.options.include_hidden,
+                root_id=self.root_id,
+                rules=self.rules,
+            )
+        )
 
     def _not_own(self, entries: list[SourceFile]) -> list[SourceFile]:
         """`entries` less the store's own files and the folders that hold them (a store
@@ -518,14 +569,21 @@ class RunJob:
         else:
             if chunks is None:
                 with self.phases.part("chunk"):
-                    chunks = chunk_document(doc.text, doc.blocks, self.tokenizer,
-                                            chunking=self.config.chunking,
-                                            max_tokens=self.config.max_tokens,
-                                            overlap=self.config.overlap,
-                                            embed_headings=self.config.embed_headings)
+                    chunks = chunk_document(
+                        doc.text,
+                        doc.blocks,
+                        self.tokenizer,
+                        chunking=self.config.chunking,
+                        max_tokens=self.config.max_tokens,
+                        overlap=self.config.overlap,
+                        embed_headings=self.config.embed_headings,
+                    )
             if not chunks:
-                self._skip(dataclasses.replace(doc, text=None, skip=Skip.EMPTY,
-                                               detail="no model tokens in the text"))
+                self._skip(
+                    dataclasses.replace(
+                        doc, text=None, skip=Skip.EMPTY, detail="no model tokens in the text"
+                    )
+                )
                 return
             self.counts[kind] += 1
             if self.reuses_vectors:
@@ -581,12 +639,16 @@ class RunJob:
             if not group:
                 continue
             try:
-                outcome: Any = self._encode_once([c for _, chunks, _ in group
-                                                  for c in chunks])
+                outcome: Any = self._encode_once([c for _, chunks, _ in group for c in chunks])
             except Exception as exc:
                 outcome = exc
-            settle(group, outcome, write=self._write, fail=self._failed,
-                   retry=lambda singles: todo.extendleft(reversed(singles)))
+            settle(
+                group,
+                outcome,
+                write=self._write,
+                fail=self._failed,
+                retry=lambda singles: todo.extendleft(reversed(singles)),
+            )
 
     def _encode_once(self, chunks: list[Chunk]) -> np.ndarray:
         """Vectors of `chunks`, each distinct encoder text encoded once: the chunks that
@@ -614,8 +676,11 @@ class RunJob:
             raise exc
         self.counts[kind] -= 1
         self.counts["failed"] += 1
-        self._skip(dataclasses.replace(doc, text=None, skip=Skip.ENCODE_FAILED,
-                                       detail=f"{type(exc).__name__}: {exc}"))
+        self._skip(
+            dataclasses.replace(
+                doc, text=None, skip=Skip.ENCODE_FAILED, detail=f"{type(exc).__name__}: {exc}"
+            )
+        )
 
     def _write(self, doc: Document, chunks: list[Chunk], vectors: Any) -> None:
         """Write a document with its vectors (None: an encoder wrote it already); the
@@ -624,12 +689,17 @@ class RunJob:
         if doc.source in self.kept:
             chunks, kept = self.kept.pop(doc.source)
             fresh = iter(np.asarray(vectors, np.float32))
-            vectors = np.stack([kept[i] if i in kept else next(fresh)
-                                for i in range(len(chunks))])
+            vectors = np.stack([kept[i] if i in kept else next(fresh) for i in range(len(chunks))])
         if vectors is not None:
             with self.phases.part("store"):
-                self.store.write_document(doc, chunks, vectors, config=self.fp,
-                                          run_id=self.run_id, vector_fingerprint=self.vector_fp)
+                self.store.write_document(
+                    doc,
+                    chunks,
+                    vectors,
+                    config=self.fp,
+                    run_id=self.run_id,
+                    vector_fingerprint=self.vector_fp,
+                )
         self._written(doc, encoded)
 
     def _written(self, doc: Document, chunks: list[Chunk]) -> None:
@@ -638,13 +708,17 @@ class RunJob:
         self.counts["chunks"] += len(chunks)
         self.counts["tokens"] += sum(c.n_tokens for c in chunks)
         if doc.encoding_detected:
-            self.notes.append({"source": doc.source,
-                               "note": f"not UTF-8: decoded as {doc.encoding} (detected)"})
+            self.notes.append(
+                {"source": doc.source, "note": f"not UTF-8: decoded as {doc.encoding} (detected)"}
+            )
         if doc.pages_failed:
             why = f": {'; '.join(doc.failed)}" if doc.failed else ""
-            self.notes.append({"source": doc.source,
-                               "note": f"text of {doc.pages_failed} page(s) or part(s) "
-                                       f"not read{why}"})
+            self.notes.append(
+                {
+                    "source": doc.source,
+                    "note": f"text of {doc.pages_failed} page(s) or part(s) not read{why}",
+                }
+            )
         self._advance(doc, chunks)
 
     @property
@@ -668,31 +742,40 @@ class RunJob:
         start = time.perf_counter()
         encoder = self._get_encoder()
         self.progress.load_s = time.perf_counter() - start
-        self.encoding = ChunkEncoder(encoder, self.options.chunks_per_call,
-                                     self.options.batch_tokens)
+        self.encoding = ChunkEncoder(
+            encoder, self.options.chunks_per_call, self.options.batch_tokens
+        )
 
     def time_parts(self, wall: float) -> dict[str, float]:
         """Where the wall time went (`phases`): seconds per part and the rest, `other`."""
-        return self.phases.breakdown(wall, measure=self.progress.measure_s,
-                                     load=self.progress.load_s, encode=self.encode_s)
+        return self.phases.breakdown(
+            wall, measure=self.progress.measure_s, load=self.progress.load_s, encode=self.encode_s
+        )
 
     def engine_report(self, calls_before: dict) -> dict[str, Any]:
         """What the summary says of the encoding side: device, attention backends and
         fallbacks (since `calls_before`), device memory, the memory watchdog's verdict, and
         `ray` (None here)."""
         calls_after = stats()
-        return {"device": device_name(self.encoder) if self.encoder is not None else None,
-                "backends": count_diff(calls_after["calls"], calls_before["calls"]),
-                "fallbacks": count_diff(calls_after["fallbacks"], calls_before["fallbacks"]),
-                "peak_device_mb": peak_device_mb(self.encoder),
-                "memory": memory_report(None if self.encoding is None
-                                        else self.encoding.watchdog), "ray": None}
+        return {
+            "device": device_name(self.encoder) if self.encoder is not None else None,
+            "backends": count_diff(calls_after["calls"], calls_before["calls"]),
+            "fallbacks": count_diff(calls_after["fallbacks"], calls_before["fallbacks"]),
+            "peak_device_mb": peak_device_mb(self.encoder),
+            "memory": memory_report(None if self.encoding is None else self.encoding.watchdog),
+            "ray": None,
+        }
 
 
-def run(root: str | os.PathLike, store: Store, options: RunOptions = RunOptions(), *,
-        get_encoder: Callable[[], Any] | None = None,
-        on_progress: Callable[[RunProgress], None] | None = None,
-        root_id: tuple[int, int] | None = None) -> RunSummary:
+def run(
+    root: str | os.PathLike,
+    store: Store,
+    options: RunOptions = RunOptions(),
+    *,
+    get_encoder: Callable[[], Any] | None = None,
+    on_progress: Callable[[RunProgress], None] | None = None,
+    root_id: tuple[int, int] | None = None,
+) -> RunSummary:
     """Index `root` into `store` (see the module doc). `get_encoder` returns the `Encoder`
     to use (default: `engines.get_engine` for the options), called once, on first need.
     `root_id`: the (device, inode) the root must have (`ingest.scan`), for a caller that

@@ -78,8 +78,10 @@ class RunSummary:
         return dataclasses.asdict(self)
 
     def counts(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("new", "changed", "unchanged", "deleted",
-                                               "skipped", "failed", "indexed")}
+        return {
+            k: getattr(self, k)
+            for k in ("new", "changed", "unchanged", "deleted", "skipped", "failed", "indexed")
+        }
 
 
 def summarise(job: Any, status: str, started: float, calls_before: dict) -> RunSummary:
@@ -95,26 +97,48 @@ def summarise(job: Any, status: str, started: float, calls_before: dict) -> RunS
     report = job.engine_report(calls_before)
     device = report["device"]
     return RunSummary(
-        run_id=job.run_id, status=status, root=key, db=st.location,
-        files=job.progress.files_total, new=job.counts["new"], changed=job.counts["changed"],
-        unchanged=job.counts["unchanged"], deleted=job.counts["deleted"],
-        skipped=job.counts["skipped"], failed=job.counts["failed"], indexed=indexed,
-        chunks_encoded=job.counts["chunks"], tokens_encoded=tokens,
-        chunks_reused=job.counts["reused"], copied=job.counts["copied"],
+        run_id=job.run_id,
+        status=status,
+        root=key,
+        db=st.location,
+        files=job.progress.files_total,
+        new=job.counts["new"],
+        changed=job.counts["changed"],
+        unchanged=job.counts["unchanged"],
+        deleted=job.counts["deleted"],
+        skipped=job.counts["skipped"],
+        failed=job.counts["failed"],
+        indexed=indexed,
+        chunks_encoded=job.counts["chunks"],
+        tokens_encoded=tokens,
+        chunks_reused=job.counts["reused"],
+        copied=job.counts["copied"],
         moved=job.counts["moved"],
-        chunks_stored=stored_chunks, wall_s=wall, load_s=job.progress.load_s,
+        chunks_stored=stored_chunks,
+        wall_s=wall,
+        load_s=job.progress.load_s,
         encode_s=encode_s,
         tokens_per_s=tokens / encode_s if tokens and encode_s > 0 else None,
         chunks_per_s=job.counts["chunks"] / encode_s if tokens and encode_s > 0 else None,
-        model=job.config.describe(), engine=_engine_used(job), engine_reason=job.engine_reason,
-        precision=job.config.precision, precision_reason=job.precision_reason,
+        model=job.config.describe(),
+        engine=_engine_used(job),
+        engine_reason=job.engine_reason,
+        precision=job.config.precision,
+        precision_reason=job.precision_reason,
         layout=job.options.layout,
-        device=device, backends=report["backends"], fallbacks=report["fallbacks"],
-        peak_rss_mb=peak_rss_mb(), peak_device_mb=report["peak_device_mb"],
-        memory=report["memory"], cost=_cost(tokens, encode_s, device, job.options.hourly_usd),
+        device=device,
+        backends=report["backends"],
+        fallbacks=report["fallbacks"],
+        peak_rss_mb=peak_rss_mb(),
+        peak_device_mb=report["peak_device_mb"],
+        memory=report["memory"],
+        cost=_cost(tokens, encode_s, device, job.options.hourly_usd),
         skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
         skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
-        notes=job.notes, config=job.fp, ray=report["ray"], measure_s=job.progress.measure_s,
+        notes=job.notes,
+        config=job.fp,
+        ray=report["ray"],
+        measure_s=job.progress.measure_s,
         time_parts=job.time_parts(wall),
     )
 
@@ -124,8 +148,9 @@ def _engine_used(job: Any) -> str:
     return getattr(job.encoder, "engine", None) or job.engine_name
 
 
-def _cost(tokens: int, seconds: float, device: str | None,
-          hourly_usd: float | None) -> dict[str, Any]:
+def _cost(
+    tokens: int, seconds: float, device: str | None, hourly_usd: float | None
+) -> dict[str, Any]:
     from attnswitch.observe.cost import cost
 
     if not tokens or seconds <= 0:
@@ -134,5 +159,10 @@ def _cost(tokens: int, seconds: float, device: str | None,
         c = cost(tokens, seconds, device, hourly_usd=hourly_usd)
     except ValueError as exc:
         return {"usd_per_million_tokens": None, "reason": str(exc)}
-    return {"usd_per_million_tokens": c.usd_per_million_tokens, "hourly_usd": c.hourly_usd,
-            "price_source": c.price_source, "device": c.device, "reason": None}
+    return {
+        "usd_per_million_tokens": c.usd_per_million_tokens,
+        "hourly_usd": c.hourly_usd,
+        "price_source": c.price_source,
+        "device": c.device,
+        "reason": None,
+    }

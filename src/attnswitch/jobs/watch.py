@@ -83,8 +83,13 @@ class ChangeFilter:
     ignore file when `gitignore`; none to the store's own files (`Store.own_files`), nor,
     unless `include_hidden`, to a hidden name."""
 
-    def __init__(self, own: set[Path], include_hidden: bool,
-                 folders: dict[Path, WalkedFolder], gitignore: bool):
+    def __init__(
+        self,
+        own: set[Path],
+        include_hidden: bool,
+        folders: dict[Path, WalkedFolder],
+        gitignore: bool,
+    ):
         self.own, self.include_hidden = own, include_hidden
         self.folders, self.gitignore = folders, gitignore
 
@@ -106,8 +111,12 @@ class ChangeFilter:
     def touches_folders(self, changes: set[tuple[Any, str]]) -> bool:
         """Whether `changes` may change which folders the walk enters: a watched folder
         changed, a folder appeared, or an ignore file changed."""
-        return any(Path(p) in self.folders or _is_folder(Path(p))
-                   or (self.gitignore and Path(p).name in IGNORE_FILES) for _, p in changes)
+        return any(
+            Path(p) in self.folders
+            or _is_folder(Path(p))
+            or (self.gitignore and Path(p).name in IGNORE_FILES)
+            for _, p in changes
+        )
 
     def files_in(self, changes: set[tuple[Any, str]]) -> bool:
         """Whether `changes` hold a change to a file (anything but a folder: a removed
@@ -130,10 +139,16 @@ class _RootGone(Exception):
 class _Watch:
     """One `watch` call's state: the root, its store, the folders watched and the runs."""
 
-    def __init__(self, root: Path, store: Store, options: RunOptions,
-                 encoder: Callable[[], Any], stop: threading.Event,
-                 on_batch: Callable[[RunSummary, set[tuple[Any, str]]], None] | None,
-                 on_wait: Callable[[str, str], None] | None):
+    def __init__(
+        self,
+        root: Path,
+        store: Store,
+        options: RunOptions,
+        encoder: Callable[[], Any],
+        stop: threading.Event,
+        on_batch: Callable[[RunSummary, set[tuple[Any, str]]], None] | None,
+        on_wait: Callable[[str, str], None] | None,
+    ):
         self.root, self.store, self.options, self.encoder = root, store, options, encoder
         self.stop, self.on_batch, self.on_wait = stop, on_batch, on_wait
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode) listed
@@ -151,9 +166,12 @@ class _Watch:
                 return True
             except OSError as exc:  # NotADirectoryError included: the root is not a folder
                 if not announced:
-                    self._wait(WAIT_ROOT, f"{self.root} is no longer a folder (deleted, or "
-                               f"replaced by a link or a file: {exc.strerror or exc}); "
-                               "waiting for a folder there ...")
+                    self._wait(
+                        WAIT_ROOT,
+                        f"{self.root} is no longer a folder (deleted, or "
+                        f"replaced by a link or a file: {exc.strerror or exc}); "
+                        "waiting for a folder there ...",
+                    )
                     announced = True
                 self.stop.wait(ROOT_POLL_S)
         return False
@@ -172,8 +190,9 @@ class _Watch:
 
     def _list(self) -> None:
         rules = rules_for(self.store, root_key(self.root), self.options.rules)
-        folders = walked_folders(self.root, include_hidden=self.options.include_hidden,
-                                 root_id=self.root_id, rules=rules)
+        folders = walked_folders(
+            self.root, include_hidden=self.options.include_hidden, root_id=self.root_id, rules=rules
+        )
         self.filter.folders = {f.path: f for f in folders}
         self.filter.gitignore = rules.gitignore
 
@@ -224,12 +243,18 @@ class _Watch:
             self.on_wait(reason, line)
 
 
-def watch(root: str | os.PathLike[str], store: Store, options: RunOptions = RunOptions(), *,
-          get_encoder: Callable[[], Any] | None = None,
-          stop_event: threading.Event | None = None,
-          on_batch: Callable[[RunSummary, set[tuple[Any, str]]], None] | None = None,
-          on_wait: Callable[[str, str], None] | None = None,
-          debounce_ms: int = DEFAULT_DEBOUNCE_MS, force_polling: bool | None = None) -> int:
+def watch(
+    root: str | os.PathLike[str],
+    store: Store,
+    options: RunOptions = RunOptions(),
+    *,
+    get_encoder: Callable[[], Any] | None = None,
+    stop_event: threading.Event | None = None,
+    on_batch: Callable[[RunSummary, set[tuple[Any, str]]], None] | None = None,
+    on_wait: Callable[[str, str], None] | None = None,
+    debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    force_polling: bool | None = None,
+) -> int:
     """Keep `store` current with `root` until `stop_event` is set (see the module doc).
     `on_batch(summary, changes)` is called after each run with the changes it follows (an
     empty set for the catch-up run at the start); `on_wait(reason, line)` when a wait
@@ -249,11 +274,18 @@ def watch(root: str | os.PathLike[str], store: Store, options: RunOptions = RunO
     state = _Watch(resolved, store, options, encoder, stop, on_batch, on_wait)
     due: set[tuple[Any, str]] | None = set()  # the changes a run is owed for (None: none)
     while state.list_folders():
-        batches = watchfiles.watch(*state.filter.folders, watch_filter=state.filter,
-                                   debounce=debounce_ms, step=STEP_MS, stop_event=stop,
-                                   rust_timeout=IDLE_YIELD_MS, yield_on_timeout=True,
-                                   raise_interrupt=True, force_polling=force_polling,
-                                   recursive=False)
+        batches = watchfiles.watch(
+            *state.filter.folders,
+            watch_filter=state.filter,
+            debounce=debounce_ms,
+            step=STEP_MS,
+            stop_event=stop,
+            rust_timeout=IDLE_YIELD_MS,
+            yield_on_timeout=True,
+            raise_interrupt=True,
+            force_polling=force_polling,
+            recursive=False,
+        )
         started = False  # the watcher is set up
         try:
             with contextlib.closing(batches):
@@ -296,9 +328,15 @@ def options_of_index(store: Store, options: RunOptions) -> RunOptions:
     config = stored_config(store)
     if config is None:
         return options
-    return dataclasses.replace(options, model=config.model, precision=config.precision,
-                               max_tokens=config.max_tokens, overlap=config.overlap,
-                               chunking=config.chunking, embed_headings=config.embed_headings)
+    return dataclasses.replace(
+        options,
+        model=config.model,
+        precision=config.precision,
+        max_tokens=config.max_tokens,
+        overlap=config.overlap,
+        chunking=config.chunking,
+        embed_headings=config.embed_headings,
+    )
 
 
 def _default_encoder(options: RunOptions) -> Any:

@@ -90,9 +90,7 @@ class BackendBase:
         if call.traced and self.framework != "jax":
             reasons.append("needs concrete arrays, got jax tracers (inside jax.jit/grad/vmap)")
         if call.device.kind not in caps.device_kinds:
-            reasons.append(
-                f"runs on {'/'.join(caps.device_kinds)}, not on {call.device.kind}"
-            )
+            reasons.append(f"runs on {'/'.join(caps.device_kinds)}, not on {call.device.kind}")
         if call.dtype not in caps.dtypes:
             reasons.append(f"dtype {call.dtype} not among {', '.join(caps.dtypes)}")
         if call.layout not in caps.layouts:

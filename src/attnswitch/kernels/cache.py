@@ -42,8 +42,9 @@ RECHECK_SECONDS = 1.0
 def cache_file(name: str) -> Path:
     """`name` in the cache directory. Every planned call asks for it, so it is computed once
     per value of the variables that decide it."""
-    return _cache_file(os.environ.get("ATTNSWITCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"),
-                       name)
+    return _cache_file(
+        os.environ.get("ATTNSWITCH_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"), name
+    )
 
 
 @functools.cache
@@ -155,16 +156,21 @@ class JsonTable:
                 self._refresh(force=True)
             return path
 
-    def record(self, subject: Mapping[str, Any], value: Mapping[str, Any], *,
-               length: int = 24, prefix: str = "") -> str:
+    def record(
+        self,
+        subject: Mapping[str, Any],
+        value: Mapping[str, Any],
+        *,
+        length: int = 24,
+        prefix: str = "",
+    ) -> str:
         """Store `value` under `subject`'s key (`provenance_key`), the subject kept with it;
         returns the key. OSError as `update`."""
         key = provenance_key(subject, length, prefix)
         self.update({key: {**value, "subject": dict(subject)}})
         return key
 
-    def fresh(self, subject: Mapping[str, Any], *, length: int = 24,
-              prefix: str = "") -> Any:
+    def fresh(self, subject: Mapping[str, Any], *, length: int = 24, prefix: str = "") -> Any:
         """The entry stored under `subject`'s key, or None."""
         return self.get(provenance_key(subject, length, prefix))
 
@@ -176,9 +182,12 @@ class JsonTable:
         latest: tuple[str, Mapping[str, Any]] | None = None
         for entry in self.data().values():
             old = entry.get("subject") if isinstance(entry, Mapping) else None
-            if (isinstance(old, Mapping) and old.keys() == subject.keys()
-                    and all(old.get(f) == subject.get(f) for f in same)
-                    and dict(old) != dict(subject)):
+            if (
+                isinstance(old, Mapping)
+                and old.keys() == subject.keys()
+                and all(old.get(f) == subject.get(f) for f in same)
+                and dict(old) != dict(subject)
+            ):
                 when = str(entry.get("when", ""))
                 if latest is None or when >= latest[0]:
                     latest = (when, old)
@@ -200,7 +209,6 @@ def _read(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

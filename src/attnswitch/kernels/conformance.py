@@ -42,6 +42,7 @@ def _np_dtype(name: str) -> np.dtype:
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype({"float16": np.float16, "float32": np.float32, "float64": np.float64}[name])
 
+
 PASSED, FAILED, DECLINED, UNAVAILABLE, ERROR = "pass", "fail", "declined", "unavailable", "error"
 RAN = (PASSED, FAILED, ERROR)  # the statuses of a case that ran (a verdict counts them)
 # The kinds of case set: the whole grid, the quick grid, a first-use self-check, any other.
@@ -109,8 +110,15 @@ GRID: tuple[Case, ...] = (
     Case("softcap-30", softcap=30.0, magnitude=3.0),
     Case("gqa-8-2", heads_q=8, heads_kv=2, causal=True),
     Case("decode-gqa-1x1000", seqlen_q=1, seqlen_k=1000, heads_q=8, heads_kv=2, causal=True),
-    Case("decode-window-padding", seqlen_q=1, seqlen_k=301, heads_q=4, heads_kv=4,
-         window=(128, 0), key_padding=True),
+    Case(
+        "decode-window-padding",
+        seqlen_q=1,
+        seqlen_k=301,
+        heads_q=4,
+        heads_kv=4,
+        window=(128, 0),
+        key_padding=True,
+    ),
     Case("mqa-4-1", heads_q=4, heads_kv=1),
     Case("padding", key_padding=True),
     Case("masked-row", masked_row=True),
@@ -120,18 +128,26 @@ GRID: tuple[Case, ...] = (
     Case("packed-unequal", packed=((13, 40), (50, 20), (0, 7), (30, 0))),
     Case("packed-lse", packed=((13, 40), (50, 20), (0, 7), (30, 0)), causal=True, return_lse=True),
     Case("packed-window", packed=((60, 60), (45, 80)), window=(16, 4)),
-    *(Case(f"hdim-{d}", head_dim=d, seqlen_q=67, seqlen_k=131)
-      for d in (32, 80, 128, 256, 59)),
+    *(Case(f"hdim-{d}", head_dim=d, seqlen_q=67, seqlen_k=131) for d in (32, 80, 128, 256, 59)),
 )
 DTYPES = ("float32", "bfloat16")
 SPECIAL: tuple[Case, ...] = (
     Case("large-magnitude", dtype="float16", magnitude=100.0, batch=1, seqlen_q=65, seqlen_k=97),
     Case("plain-fp16", dtype="float16"),
-    Case("long-1023x1024", batch=1, seqlen_q=1023, seqlen_k=1024, heads_q=2, heads_kv=2,
-         causal=True),
+    Case(
+        "long-1023x1024", batch=1, seqlen_q=1023, seqlen_k=1024, heads_q=2, heads_kv=2, causal=True
+    ),
 )
-QUICK = ("plain-113x203", "causal-203x113", "gqa-8-2", "decode-gqa-1x1000", "padding", "masked-row",
-         "packed", "lse")
+QUICK = (
+    "plain-113x203",
+    "causal-203x113",
+    "gqa-8-2",
+    "decode-gqa-1x1000",
+    "padding",
+    "masked-row",
+    "packed",
+    "lse",
+)
 
 
 # Bump when the rule or its baseline changes: it is part of every verdict's subject
@@ -175,8 +191,11 @@ def make_inputs(case: Case) -> dict[str, Any]:
         (rng.standard_normal(s) * case.magnitude).astype(dt) for s in (shape_q, shape_k, shape_k)
     )
     kwargs: dict[str, Any] = dict(
-        causal=case.causal, window=case.window, softcap=case.softcap,
-        return_lse=case.return_lse, scale=case.scale,
+        causal=case.causal,
+        window=case.window,
+        softcap=case.softcap,
+        return_lse=case.return_lse,
+        scale=case.scale,
     )
     if case.packed is not None:
         cu = lambda lens: np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)  # noqa: E731
@@ -194,8 +213,15 @@ def make_inputs(case: Case) -> dict[str, Any]:
     return {"q": q, "k": k, "v": v, **kwargs}
 
 
-def _naive_low_precision(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call, mask: Any,
-                         dtype: str, tanh: Tanh = np.tanh):
+def _naive_low_precision(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    call: Call,
+    mask: Any,
+    dtype: str,
+    tanh: Tanh = np.tanh,
+):
     """Plain attention computed the way a framework computes it in `dtype`: float32
     arithmetic and accumulation, every intermediate stored in `dtype` (FlashAttention's
     `attention_ref(upcast=False)`: q is scaled first). `tanh` (float32 -> float32) computes
@@ -276,18 +302,25 @@ def tanh_of(kernel_tanh: tuple[str, str] | None) -> Tanh:
     return lambda x: np.asarray(tanh(to_device(np.asarray(x, np.float32), "jax", device)))
 
 
-def expected_outputs(inputs: dict[str, Any], call: Call,
-              tanh: Tanh = np.tanh) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def expected_outputs(
+    inputs: dict[str, Any], call: Call, tanh: Tanh = np.tanh
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ref_out, ref_lse, naive_out, naive_lse) in float64, packed calls sequence by sequence;
     the naive baseline's softcap uses `tanh`."""
     q, k, v = (inputs[n].astype(np.float64) for n in ("q", "k", "v"))
     if not call.packed:
-        mask = masks.dense_mask(call, np.arange, inputs.get("key_padding_mask"), inputs.get("attn_mask"))
+        mask = masks.dense_mask(
+            call, np.arange, inputs.get("key_padding_mask"), inputs.get("attn_mask")
+        )
         ref = attention_f64(q, k, v, call, mask)
         naive = _naive_low_precision(q, k, v, call, mask, call.dtype, tanh)
         return (*ref, *naive)
-    outs = [np.zeros_like(q), np.full((call.heads_q, q.shape[0]), -np.inf),
-            np.zeros_like(q), np.full((call.heads_q, q.shape[0]), -np.inf)]
+    outs = [
+        np.zeros_like(q),
+        np.full((call.heads_q, q.shape[0]), -np.inf),
+        np.zeros_like(q),
+        np.full((call.heads_q, q.shape[0]), -np.inf),
+    ]
     sq = sk = 0
     for len_q, len_k in zip(call.seqlens_q, call.seqlens_k):
         rq, rk = slice(sq, sq + len_q), slice(sk, sk + len_k)
@@ -298,7 +331,8 @@ def expected_outputs(inputs: dict[str, Any], call: Call,
         mask = masks.dense_mask(sub, np.arange)
         ro, rl = attention_f64(q[None, rq], k[None, rk], v[None, rk], sub, mask)
         no, nl = _naive_low_precision(
-            q[None, rq], k[None, rk], v[None, rk], sub, mask, call.dtype, tanh)
+            q[None, rq], k[None, rk], v[None, rk], sub, mask, call.dtype, tanh
+        )
         outs[0][rq], outs[1][:, rq], outs[2][rq], outs[3][:, rq] = ro[0], rl[0], no[0], nl[0]
     return tuple(outs)
 
@@ -338,8 +372,9 @@ def _rtol(call: Call) -> float:
     return 3.0 if call.softcap is not None else 2.0
 
 
-def _error_and_bound(got: np.ndarray, ref: np.ndarray, naive: np.ndarray,
-                     call: Call) -> tuple[float, float]:
+def _error_and_bound(
+    got: np.ndarray, ref: np.ndarray, naive: np.ndarray, call: Call
+) -> tuple[float, float]:
     return _max_err(got, ref), _rtol(call) * _max_err(naive, ref) + _floor(ref, call.dtype)
 
 
@@ -379,8 +414,14 @@ def check(backend: str, case: Case, *, device: str = "cpu", force: bool = False)
     if not force and (why := b.unavailable()) is not None:
         return CaseResult(case, backend, UNAVAILABLE, reasons=(why,))
     inputs = make_inputs(case)
-    fw = "numpy" if getattr(getattr(b, "caps", None), "accepts_all_frameworks", False) else b.framework
-    args = {n: to_device(x, fw, device) if isinstance(x, np.ndarray) else x for n, x in inputs.items()}
+    fw = (
+        "numpy"
+        if getattr(getattr(b, "caps", None), "accepts_all_frameworks", False)
+        else b.framework
+    )
+    args = {
+        n: to_device(x, fw, device) if isinstance(x, np.ndarray) else x for n, x in inputs.items()
+    }
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
     call = validate(q, k, v, **args)
     reasons = b.declines(call)
@@ -396,9 +437,15 @@ def check(backend: str, case: Case, *, device: str = "cpu", force: bool = False)
     return judge_case(case, b, call, out, lse, expected_for(case, kernel_tanh), strict)
 
 
-def judge_case(case: Case, b: Any, call: Call, out: Any, lse: Any,
-           expected: tuple[np.ndarray, ...], strict: tuple[np.ndarray, ...] | None = None,
-           ) -> CaseResult:
+def judge_case(
+    case: Case,
+    b: Any,
+    call: Call,
+    out: Any,
+    lse: Any,
+    expected: tuple[np.ndarray, ...],
+    strict: tuple[np.ndarray, ...] | None = None,
+) -> CaseResult:
     """The rule applied to backend `b`'s `out` (and `lse`) on `call`, given `_expected`.
     `strict`: the expectation with numpy's tanh when `expected` uses the kernel's
     (`kernel_tanh_baseline`); a pass that only the kernel's tanh allows says so."""
@@ -445,6 +492,7 @@ def device_info(backend: str, device: str) -> arrays.DeviceInfo:
 
 # ---- case sets: what a verdict ran, and which call features its cases cover --------------
 
+
 def catalogue_token() -> tuple:
     """Changes whenever GRID, DTYPES or SPECIAL is rebound (caches of derived facts key on it)."""
     return (id(GRID), len(GRID), id(SPECIAL), len(SPECIAL), DTYPES)
@@ -477,7 +525,7 @@ def full_grid_labels() -> frozenset[str]:
 
 
 def case_set_kind(run: Sequence[Case]) -> str:
-    """"full" when `run` holds the whole grid, "quick" when exactly the quick grid, else
+    """ "full" when `run` holds the whole grid, "quick" when exactly the quick grid, else
     "partial"."""
     labels = {c.label for c in run}
     if labels >= full_grid_labels():
@@ -512,8 +560,11 @@ def still_current(labels: Sequence[str], case_set: str) -> bool:
 # grid has cases for.
 def case_features(case: Case) -> frozenset[str]:
     """The call features this case exercises (see `call_features`)."""
-    feats = {f"dtype:{case.dtype}", f"layout:{'packed' if case.packed else 'dense'}",
-             f"head_dim:{case.head_dim}"}
+    feats = {
+        f"dtype:{case.dtype}",
+        f"layout:{'packed' if case.packed else 'dense'}",
+        f"head_dim:{case.head_dim}",
+    }
     if case.causal:
         feats.add("causal")
     if case.window is not None:
@@ -530,8 +581,11 @@ def case_features(case: Case) -> frozenset[str]:
         feats.add("lse")
     if case.packed is None and case.seqlen_q == 1:
         feats.add("decode")
-    unequal = (any(a != b for a, b in case.packed) if case.packed is not None
-               else case.seqlen_q != case.seqlen_k)
+    unequal = (
+        any(a != b for a, b in case.packed)
+        if case.packed is not None
+        else case.seqlen_q != case.seqlen_k
+    )
     if (case.causal or case.window is not None) and unequal:
         feats.add("diagonal-offset")
     return frozenset(feats)

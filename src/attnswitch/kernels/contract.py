@@ -126,10 +126,24 @@ class Call:
         if not self.packed:
             return self
         return (
-            self.framework, self.device, self.dtype, _pow2(self.batch), _pow2(self.seqlen_q),
-            _pow2(self.seqlen_k), self.heads_q, self.heads_kv, self.head_dim, self.scale,
-            self.causal, self.window, self.softcap, self.return_lse, self.requires_grad,
-            self.traced, self.bounds, self.seqlens_q is not None,
+            self.framework,
+            self.device,
+            self.dtype,
+            _pow2(self.batch),
+            _pow2(self.seqlen_q),
+            _pow2(self.seqlen_k),
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+            self.scale,
+            self.causal,
+            self.window,
+            self.softcap,
+            self.return_lse,
+            self.requires_grad,
+            self.traced,
+            self.bounds,
+            self.seqlens_q is not None,
             self.seqlens_q == self.seqlens_k,
         )
 
@@ -182,8 +196,16 @@ class Call:
     def sequence(self, seqlen_q: int, seqlen_k: int) -> Call:
         """One sequence of a packed call as a dense call with batch 1 (no arrays attached)."""
         return dataclasses.replace(
-            self, layout="dense", batch=1, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
-            seqlens_q=None, seqlens_k=None, total_q=0, total_k=0, cu_seqlens_q=None,
+            self,
+            layout="dense",
+            batch=1,
+            seqlen_q=seqlen_q,
+            seqlen_k=seqlen_k,
+            seqlens_q=None,
+            seqlens_k=None,
+            total_q=0,
+            total_k=0,
+            cu_seqlens_q=None,
             cu_seqlens_k=None,
         )
 
@@ -196,9 +218,12 @@ class Call:
         )
 
 
-def attention_bounds(causal: bool, window: tuple[int, int] | None,
-                     seqlen_q: int | None = None,
-                     seqlen_k: int | None = None) -> tuple[int, int] | None:
+def attention_bounds(
+    causal: bool,
+    window: tuple[int, int] | None,
+    seqlen_q: int | None = None,
+    seqlen_k: int | None = None,
+) -> tuple[int, int] | None:
     """The (left, right) key range around the aligned diagonal that `causal` and `window`
     allow together, -1 meaning unbounded on that side; None when nothing is restricted.
     Given the lengths, a bound that no query of `seqlen_q` and key of `seqlen_k` can reach
@@ -232,8 +257,10 @@ def _check_jax_available(name: str, x: Any) -> None:
         import jax  # noqa: F401
     except ImportError:
         raise AttentionInputError(
-            name, "an array of an installed framework (the jax extra is not installed:"
-            " pip install 'attnswitch[jax]')", _describe(x)
+            name,
+            "an array of an installed framework (the jax extra is not installed:"
+            " pip install 'attnswitch[jax]')",
+            _describe(x),
         ) from None
 
 
@@ -250,13 +277,22 @@ def describe(q: Any, k: Any, v: Any, options: AttentionOptions) -> Call:
     packed = options.cu_seqlens_q is not None or options.cu_seqlens_k is not None
     heads_q, heads_kv, head_dim = _check_shapes(q, k, v, packed)
     common = dict(
-        framework=framework, device=device, dtype=dtype, heads_q=heads_q, heads_kv=heads_kv,
-        head_dim=head_dim, return_lse=bool(options.return_lse),
+        framework=framework,
+        device=device,
+        dtype=dtype,
+        heads_q=heads_q,
+        heads_kv=heads_kv,
+        head_dim=head_dim,
+        return_lse=bool(options.return_lse),
         requires_grad=_requires_grad(framework, q, k, v),
-        traced=_traced(framework, q, k, v, options), **_check_scalars(options, head_dim),
+        traced=_traced(framework, q, k, v, options),
+        **_check_scalars(options, head_dim),
     )
-    layout = _packed_layout(q, k, options, framework) if packed else _dense_layout(
-        q, k, options, framework, device, heads_q)
+    layout = (
+        _packed_layout(q, k, options, framework)
+        if packed
+        else _dense_layout(q, k, options, framework, device, heads_q)
+    )
     return Call(**layout, **common)
 
 
@@ -325,13 +361,16 @@ def _check_scalars(options: AttentionOptions, head_dim: int) -> dict[str, Any]:
     window = None if options.window is None else _check_window(options.window)
     if not isinstance(causal, (bool, np.bool_)):
         raise AttentionInputError("causal", "a bool", repr(causal))
-    return dict(scale=float(scale), softcap=None if softcap is None else float(softcap),
-                window=window, causal=bool(causal))
+    return dict(
+        scale=float(scale),
+        softcap=None if softcap is None else float(softcap),
+        window=window,
+        causal=bool(causal),
+    )
 
 
 def _positive_finite(x: Any) -> bool:
-    return (not isinstance(x, bool) and isinstance(x, (int, float))
-            and math.isfinite(x) and x > 0)
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def _requires_grad(framework: str, q: Any, k: Any, v: Any) -> bool:
@@ -343,9 +382,18 @@ def _requires_grad(framework: str, q: Any, k: Any, v: Any) -> bool:
 
 
 def _traced(framework: str, q: Any, k: Any, v: Any, options: AttentionOptions) -> bool:
-    return framework == "jax" and any(arrays.is_traced(x) for x in (
-        q, k, v, options.key_padding_mask, options.attn_mask, options.cu_seqlens_q,
-        options.cu_seqlens_k))
+    return framework == "jax" and any(
+        arrays.is_traced(x)
+        for x in (
+            q,
+            k,
+            v,
+            options.key_padding_mask,
+            options.attn_mask,
+            options.cu_seqlens_q,
+            options.cu_seqlens_k,
+        )
+    )
 
 
 def _packed_layout(q: Any, k: Any, options: AttentionOptions, framework: str) -> dict[str, Any]:
@@ -354,7 +402,8 @@ def _packed_layout(q: Any, k: Any, options: AttentionOptions, framework: str) ->
     for name in ("key_padding_mask", "attn_mask"):
         if getattr(options, name) is not None:
             raise AttentionInputError(
-                name, "None with the packed layout (cu_seqlens bound the sequences)",
+                name,
+                "None with the packed layout (cu_seqlens bound the sequences)",
                 _describe(getattr(options, name)),
             )
     cu_q, cu_k = options.cu_seqlens_q, options.cu_seqlens_k
@@ -365,32 +414,49 @@ def _packed_layout(q: Any, k: Any, options: AttentionOptions, framework: str) ->
     lens_k = _check_cu_seqlens("cu_seqlens_k", cu_k, framework, total_k, max_k)
     if cu_q.shape[0] != cu_k.shape[0]:
         raise AttentionInputError(
-            "cu_seqlens_k", f"{cu_q.shape[0]} entries like cu_seqlens_q", f"{cu_k.shape[0]}")
-    layout = dict(layout="packed", batch=cu_q.shape[0] - 1, total_q=total_q, total_k=total_k,
-                  cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+            "cu_seqlens_k", f"{cu_q.shape[0]} entries like cu_seqlens_q", f"{cu_k.shape[0]}"
+        )
+    layout = dict(
+        layout="packed",
+        batch=cu_q.shape[0] - 1,
+        total_q=total_q,
+        total_k=total_k,
+        cu_seqlens_q=cu_q,
+        cu_seqlens_k=cu_k,
+    )
     if lens_q is None or lens_k is None:
-        return layout | dict(seqlen_q=total_q if max_q is None else max_q,
-                             seqlen_k=total_k if max_k is None else max_k)
-    return layout | dict(seqlen_q=max(lens_q, default=0), seqlen_k=max(lens_k, default=0),
-                         seqlens_q=lens_q, seqlens_k=lens_k)
+        return layout | dict(
+            seqlen_q=total_q if max_q is None else max_q,
+            seqlen_k=total_k if max_k is None else max_k,
+        )
+    return layout | dict(
+        seqlen_q=max(lens_q, default=0),
+        seqlen_k=max(lens_k, default=0),
+        seqlens_q=lens_q,
+        seqlens_k=lens_k,
+    )
 
 
-def _dense_layout(q: Any, k: Any, options: AttentionOptions, framework: str,
-                  device: DeviceInfo, heads_q: int) -> dict[str, Any]:
+def _dense_layout(
+    q: Any, k: Any, options: AttentionOptions, framework: str, device: DeviceInfo, heads_q: int
+) -> dict[str, Any]:
     """The dense `Call`'s layout fields: no packed maxima, masks of the right framework,
     dtype, device and shape."""
     for name in ("max_seqlen_q", "max_seqlen_k"):
         if getattr(options, name) is not None:
             raise AttentionInputError(
-                name, "None with the dense layout (it bounds packed sequences)",
-                repr(getattr(options, name)))
+                name,
+                "None with the dense layout (it bounds packed sequences)",
+                repr(getattr(options, name)),
+            )
     batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], k.shape[1]
     key_padding_mask, attn_mask = options.key_padding_mask, options.attn_mask
     if key_padding_mask is not None:
         _check_mask("key_padding_mask", key_padding_mask, framework, device)
         if tuple(key_padding_mask.shape) != (batch, seqlen_k):
             raise AttentionInputError(
-                "key_padding_mask", f"shape [B, Sk] = {(batch, seqlen_k)}",
+                "key_padding_mask",
+                f"shape [B, Sk] = {(batch, seqlen_k)}",
                 f"{tuple(key_padding_mask.shape)}",
             )
     attn_mask_shape = None
@@ -402,12 +468,20 @@ def _dense_layout(q: Any, k: Any, options: AttentionOptions, framework: str,
             m not in (1, t) for m, t in zip(reversed(attn_mask_shape), reversed(target))
         ):
             raise AttentionInputError(
-                "attn_mask", f"a shape broadcastable to [B, Hq, Sq, Sk] = {target}",
+                "attn_mask",
+                f"a shape broadcastable to [B, Hq, Sq, Sk] = {target}",
                 f"{attn_mask_shape}",
             )
-    return dict(layout="dense", batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
-                key_padding=key_padding_mask is not None, attn_mask_shape=attn_mask_shape,
-                key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+    return dict(
+        layout="dense",
+        batch=batch,
+        seqlen_q=seqlen_q,
+        seqlen_k=seqlen_k,
+        key_padding=key_padding_mask is not None,
+        attn_mask_shape=attn_mask_shape,
+        key_padding_mask=key_padding_mask,
+        attn_mask=attn_mask,
+    )
 
 
 def _check_window(window: Any) -> tuple[int, int]:
@@ -426,9 +500,7 @@ def _check_mask(name: str, mask: Any, framework: str, device: DeviceInfo) -> Non
     if fw != framework:
         raise AttentionInputError(name, f"a {framework} array like q", _describe(mask))
     if arrays.dtype_name(mask) != "bool":
-        raise AttentionInputError(
-            name, "dtype bool (True = may attend)", arrays.dtype_name(mask)
-        )
+        raise AttentionInputError(name, "dtype bool (True = may attend)", arrays.dtype_name(mask))
     dev = arrays.device_of(mask, fw)
     if dev != device:
         raise AttentionInputError(name, f"device {device.label} like q", dev.label)
@@ -437,11 +509,14 @@ def _check_mask(name: str, mask: Any, framework: str, device: DeviceInfo) -> Non
 def _check_max_seqlen(name: str, value: Any, total: int) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
-        0 <= value <= total
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or not (0 <= value <= total)
     ):
         raise AttentionInputError(
-            name, f"None or an int from 0 to the packed length {total}", repr(value))
+            name, f"None or an int from 0 to the packed length {total}", repr(value)
+        )
     return int(value)
 
 
@@ -489,7 +564,8 @@ def _check_cu_seqlens(
     lengths = tuple(int(n) for n in np.diff(host))
     if max_seqlen is not None and max(lengths, default=0) > max_seqlen:
         raise AttentionInputError(
-            f"max_seqlen_{name[-1]}", f"at least the longest sequence of {name} "
-            f"({max(lengths)})", max_seqlen,
+            f"max_seqlen_{name[-1]}",
+            f"at least the longest sequence of {name} ({max(lengths)})",
+            max_seqlen,
         )
     return lengths

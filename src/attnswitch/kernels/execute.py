@@ -17,8 +17,11 @@ def _adapt(call: Call, framework: str, q: Any, k: Any, v: Any) -> tuple[Call, An
     """numpy input planned onto a torch or jax backend: convert arrays to that framework."""
     conv = lambda x: None if x is None else arrays.numpy_to(x, framework)  # noqa: E731
     adapted = replace(
-        call, framework=framework, key_padding_mask=conv(call.key_padding_mask),
-        attn_mask=conv(call.attn_mask), cu_seqlens_q=conv(call.cu_seqlens_q),
+        call,
+        framework=framework,
+        key_padding_mask=conv(call.key_padding_mask),
+        attn_mask=conv(call.attn_mask),
+        cu_seqlens_q=conv(call.cu_seqlens_q),
         cu_seqlens_k=conv(call.cu_seqlens_k),
     )
     return adapted, conv(q), conv(k), conv(v)

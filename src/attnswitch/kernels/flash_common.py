@@ -57,8 +57,14 @@ def detail(call: Call, head_dim_multiple: int = 1) -> str:
 
 
 def run(
-    dense: Callable[..., Any], varlen: Callable[..., Any], q: Any, k: Any, v: Any, call: Call,
-    *, head_dim_multiple: int = 1,
+    dense: Callable[..., Any],
+    varlen: Callable[..., Any],
+    q: Any,
+    k: Any,
+    v: Any,
+    call: Call,
+    *,
+    head_dim_multiple: int = 1,
 ) -> Any:
     """Serve `call` with a library's `flash_attn_func` / `flash_attn_varlen_func` pair.
 
@@ -72,8 +78,11 @@ def run(
     if pad:
         q, k, v = (torch.nn.functional.pad(x, (0, pad)) for x in (q, k, v))
     common = dict(
-        softmax_scale=call.scale, causal=call.causal, window_size=call.window or (-1, -1),
-        softcap=call.softcap or 0.0, return_attn_probs=call.return_lse,
+        softmax_scale=call.scale,
+        causal=call.causal,
+        window_size=call.window or (-1, -1),
+        softcap=call.softcap or 0.0,
+        return_attn_probs=call.return_lse,
     )
     if call.packed:
         cu_q, cu_k = (cu.to(q.device) for cu in (call.cu_seqlens_q, call.cu_seqlens_k))
@@ -91,7 +100,12 @@ def run(
 
 
 def _varlen_over_padded_keys(
-    varlen: Callable[..., Any], q: Any, k: Any, v: Any, call: Call, common: dict[str, Any],
+    varlen: Callable[..., Any],
+    q: Any,
+    k: Any,
+    v: Any,
+    call: Call,
+    common: dict[str, Any],
 ) -> Any:
     """Gather the keys a `[B, Sk]` padding mask keeps into packed rows and run varlen: every
     query row stays, each example's keys are its kept keys in order. Returns what `varlen`

@@ -130,8 +130,14 @@ def run_jitted(fn: Callable[..., Any], q: Any, k: Any, v: Any, call: Call, *stat
     arrays (masks, cu_seqlens) become traced arguments, its other fields and `static` are
     compile-time constants. Works inside an outer `jax.jit` too (the inner one inlines)."""
     key = dataclasses.replace(
-        call, key_padding_mask=None, attn_mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
-        seqlens_q=None, seqlens_k=None, traced=False,
+        call,
+        key_padding_mask=None,
+        attn_mask=None,
+        cu_seqlens_q=None,
+        cu_seqlens_k=None,
+        seqlens_q=None,
+        seqlens_k=None,
+        traced=False,
     )
     if call.packed:  # the longest lengths don't shape the program: share it across batches
         key = dataclasses.replace(key, seqlen_q=q.shape[0], seqlen_k=k.shape[0])

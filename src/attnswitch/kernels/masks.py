@@ -66,7 +66,9 @@ def bounds_mask(diag: Any, key: Any, bounds: tuple[int, int] | None) -> Any:
     return upper & lower
 
 
-def dense_mask(call: Call, arange: Arange, key_padding_mask: Any = None, attn_mask: Any = None) -> Any:
+def dense_mask(
+    call: Call, arange: Arange, key_padding_mask: Any = None, attn_mask: Any = None
+) -> Any:
     """Bool mask broadcastable to `[B, Hq, Sq, Sk]` joining alignment bounds, key padding and
     `attn_mask` (arrays of the backend's framework), or None when nothing is masked."""
     mask = position_mask(arange, call.seqlen_q, call.seqlen_k, call.bounds)

@@ -70,10 +70,16 @@ def of(function: str, keywords: Mapping[str, Any]) -> AttentionOptions:
 
 def signature(returns: Any = inspect.Signature.empty) -> inspect.Signature:
     """`(q, k, v, *, <every option with its default>)`."""
-    head = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Any")
-            for n in ARRAYS]
-    tail = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                              annotation=f.type) for f in FIELDS]
+    head = [
+        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Any")
+        for n in ARRAYS
+    ]
+    tail = [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
+        )
+        for f in FIELDS
+    ]
     return inspect.Signature(head + tail, return_annotation=returns)
 
 
@@ -95,6 +101,7 @@ def keyword_form(fn: Callable[..., R], name: str | None = None) -> Callable[...,
 
 
 # ---- the torch custom op's arguments -------------------------------------------------------
+
 
 def op_schema(leading: tuple[str, ...], returns: str) -> str:
     """The schema of an op taking the `leading` arguments (e.g. "Tensor q"), then every

@@ -42,12 +42,10 @@ from attnswitch.kernels import arrays, jax_common, masks, runtime
 from attnswitch.kernels.contract import Call, settings
 
 INTERPRET_ENV = runtime.ENVIRONMENT["pallas_interpret"]
-NO_TPU = (
-    "needs a TPU; runs here only in Pallas interpret mode for tests "
-    f"({INTERPRET_ENV}=1)"
-)
+NO_TPU = f"needs a TPU; runs here only in Pallas interpret mode for tests ({INTERPRET_ENV}=1)"
 BLOCK = 128  # the kernels' block unit (TPU lanes)
 MAX_BLOCK = 512  # the largest block chosen for long sequences
+
 
 def interpret_enabled() -> bool:
     """Whether Pallas interpret mode is switched on in the runtime in force (`set_interpret`,
@@ -268,7 +266,9 @@ class Frame:
     def segmented(self) -> bool:
         """Whether keys need segment ids (packing, key padding, or padded key columns)."""
         return (
-            self.layout != "dense" or self.key_padding or self.front_k > 0
+            self.layout != "dense"
+            or self.key_padding
+            or self.front_k > 0
             or self.len_k != self.seqlen_k
         )
 
@@ -276,8 +276,10 @@ class Frame:
     def text(self) -> str:
         """How the frame reads in a plan, e.g. "frame stream 128x128 (blocks 128x128)"."""
         source = " of traced cu_seqlens (segment ids on the device)" if self.on_device else ""
-        return (f"frame {self.layout}{source} {self.len_q}x{self.len_k} "
-                f"(blocks {self.block_q}x{self.block_k})")
+        return (
+            f"frame {self.layout}{source} {self.len_q}x{self.len_k} "
+            f"(blocks {self.block_q}x{self.block_k})"
+        )
 
     @property
     def restricted(self) -> tuple[int, int] | None:
@@ -311,12 +313,23 @@ def plan_frame(
         offset = masks.diagonal_offset(sq, sk)
         front_q, front_k = max(0, offset), max(0, -offset)
     return Frame(
-        layout=layout, batch=batch, seqlen_q=sq, seqlen_k=sk, heads_q=call.heads_q,
-        heads_kv=call.heads_kv, head_dim=call.head_dim, head_dim_pad=head_dim_pad(call.head_dim),
-        front_q=front_q, front_k=front_k, len_q=_round_up(front_q + sq, BLOCK),
-        len_k=_round_up(front_k + sk, BLOCK), bounds=bounds,
-        key_padding=call.key_padding or layout == "padded", interpret=call.device.kind != "tpu",
-        seqlens_q=seqlens_q, seqlens_k=seqlens_k,
+        layout=layout,
+        batch=batch,
+        seqlen_q=sq,
+        seqlen_k=sk,
+        heads_q=call.heads_q,
+        heads_kv=call.heads_kv,
+        head_dim=call.head_dim,
+        head_dim_pad=head_dim_pad(call.head_dim),
+        front_q=front_q,
+        front_k=front_k,
+        len_q=_round_up(front_q + sq, BLOCK),
+        len_k=_round_up(front_k + sk, BLOCK),
+        bounds=bounds,
+        key_padding=call.key_padding or layout == "padded",
+        interpret=call.device.kind != "tpu",
+        seqlens_q=seqlens_q,
+        seqlens_k=seqlens_k,
     )
 
 
@@ -368,8 +381,14 @@ def _device_stream_ids(cu_seqlens: Any, total: int) -> Any:
     return (jax_common.segment_ids(cu_seqlens, total) + 1)[None]
 
 
-def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame,
-             cu_seqlens: tuple[Any, Any] | None = None) -> FramedArrays:
+def to_frame(
+    q: Any,
+    k: Any,
+    v: Any,
+    key_padding_mask: Any,
+    frame: Frame,
+    cu_seqlens: tuple[Any, Any] | None = None,
+) -> FramedArrays:
     """Put contract-layout arrays into `frame` (traceable). `cu_seqlens` (q, k): the
     call's, needed only when `frame.on_device`."""
     ids_q = ids_k = kv_valid = None
@@ -408,7 +427,8 @@ def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame,
         if ids_q is None:
             ids_q = jnp.ones((b, frame.seqlen_q), jnp.int32)
             ids_k = (
-                jnp.ones((b, frame.seqlen_k), jnp.int32) if kv_valid is None
+                jnp.ones((b, frame.seqlen_k), jnp.int32)
+                if kv_valid is None
                 else kv_valid.astype(jnp.int32)
             )
         seg_q = place_ids(ids_q, frame.front_q, frame.len_q)
@@ -416,8 +436,9 @@ def to_frame(q: Any, k: Any, v: Any, key_padding_mask: Any, frame: Frame,
     return FramedArrays(qf, kf, vf, seg_q, seg_kv, kv_valid)
 
 
-def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
-                cu_seqlens: tuple[Any, Any] | None = None) -> Any:
+def row_has_key(
+    frame: Frame, kv_valid: Any, attn_mask: Any, cu_seqlens: tuple[Any, Any] | None = None
+) -> Any:
     """Bool `[B|1, H|1, Sq]`: dense-problem query rows with at least one allowed key, or None
     when every row has one. Without attn_mask this costs O(B * (Sq + Sk)): each row's
     allowed keys form an interval (bounds), and a prefix sum of key validity counts them.
@@ -447,8 +468,14 @@ def row_has_key(frame: Frame, kv_valid: Any, attn_mask: Any,
     return (counts[:, hi] - counts[:, lo] > 0)[:, None, :]
 
 
-def from_frame(out: Any, lse: Any, frame: Frame, framed: FramedArrays, attn_mask: Any,
-               cu_seqlens: tuple[Any, Any] | None = None) -> Any:
+def from_frame(
+    out: Any,
+    lse: Any,
+    frame: Frame,
+    framed: FramedArrays,
+    attn_mask: Any,
+    cu_seqlens: tuple[Any, Any] | None = None,
+) -> Any:
     """Kernel output `[B, Hq, Lq, Dp]` (and lse `[B, Hq, Lq]`) back to the contract's layout,
     with rows that have no allowed key zeroed (lse -inf). Returns out or (out, lse)."""
     rows = slice(frame.front_q, frame.front_q + frame.seqlen_q)
@@ -474,8 +501,18 @@ def from_frame(out: Any, lse: Any, frame: Frame, framed: FramedArrays, attn_mask
 Kernel = Callable[[FramedArrays, Any], tuple[Any, Any]]
 
 
-def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, cu_seqlens: Any,
-             extra: Any, *, frame: Frame, kernel: Kernel) -> Any:
+def _execute(
+    q: Any,
+    k: Any,
+    v: Any,
+    key_padding_mask: Any,
+    attn_mask: Any,
+    cu_seqlens: Any,
+    extra: Any,
+    *,
+    frame: Frame,
+    kernel: Kernel,
+) -> Any:
     framed = to_frame(q, k, v, key_padding_mask, frame, cu_seqlens)
     out, lse = kernel(framed, extra)
     return from_frame(out, lse, frame, framed, attn_mask, cu_seqlens)
@@ -483,10 +520,12 @@ def _execute(q: Any, k: Any, v: Any, key_padding_mask: Any, attn_mask: Any, cu_s
 
 # Interpret mode compiles every shape anew for small test shapes, where compile time
 # dominates: XLA's cheaper optimisation level shortens it.
-_INTERPRET_COMPILER_OPTIONS = MappingProxyType({
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-})
+_INTERPRET_COMPILER_OPTIONS = MappingProxyType(
+    {
+        "xla_backend_optimization_level": 0,
+        "xla_llvm_disable_expensive_passes": True,
+    }
+)
 
 
 @functools.cache
@@ -517,4 +556,5 @@ def execute(
         raise NotImplementedError(
             f"return_lse: expected a call that is not differentiated, got one under jax "
             f"differentiation; the Pallas kernel returns lse only from a forward pass without "
-            f"a VJP ({exc})") from exc
+            f"a VJP ({exc})"
+        ) from exc

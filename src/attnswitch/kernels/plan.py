@@ -38,14 +38,28 @@ from attnswitch.observe import metrics
 PRIORITY: dict[str, tuple[str, ...]] = {
     "cpu": ("torch-sdpa", "torch-flex", "jax-blockwise", "jax-xla", "torch-math", "reference"),
     "cuda": (
-        "flash-attn-3", "flash-attn", "torch-sdpa", "jax-cudnn", "torch-flex", "jax-xla",
-        "jax-blockwise", "torch-math", "reference",
+        "flash-attn-3",
+        "flash-attn",
+        "torch-sdpa",
+        "jax-cudnn",
+        "torch-flex",
+        "jax-xla",
+        "jax-blockwise",
+        "torch-math",
+        "reference",
     ),
     # CUDA before Hopper: FlashAttention 2 is the mature kernel there (about 70% of an A100's
     # peak); FlashAttention 3's sm8x path follows it. From Hopper on, FA3 leads ("cuda").
     "cuda-sm8x": (
-        "flash-attn", "flash-attn-3", "torch-sdpa", "jax-cudnn", "torch-flex", "jax-xla",
-        "jax-blockwise", "torch-math", "reference",
+        "flash-attn",
+        "flash-attn-3",
+        "torch-sdpa",
+        "jax-cudnn",
+        "torch-flex",
+        "jax-xla",
+        "jax-blockwise",
+        "torch-math",
+        "reference",
     ),
     "rocm": ("flash-attn", "torch-sdpa", "torch-flex", "jax-xla", "torch-math", "reference"),
     "tpu": ("pallas-splash", "pallas-flash", "jax-blockwise", "jax-xla", "reference"),
@@ -53,7 +67,10 @@ PRIORITY: dict[str, tuple[str, ...]] = {
 DEFAULT_PRIORITY = ("torch-sdpa", "jax-xla", "jax-blockwise", "torch-math", "reference")
 
 UNAVAILABLE, DECLINED, QUARANTINED, NOT_REQUESTED = (
-    "unavailable", "declined", "quarantined", "not requested"
+    "unavailable",
+    "declined",
+    "quarantined",
+    "not requested",
 )
 
 
@@ -62,7 +79,9 @@ class NoBackendError(RuntimeError):
 
     def __init__(self, plan: Plan, message: str | None = None):
         self.plan = plan
-        head = message or f"no attention backend can serve {plan.call.kind} ({plan.call.shape_text})"
+        head = (
+            message or f"no attention backend can serve {plan.call.kind} ({plan.call.shape_text})"
+        )
         super().__init__(f"{head}\n{plan}")
 
 
@@ -155,8 +174,10 @@ class Plan:
 
 # ---- configuration and overrides -------------------------------------------------------
 
-def configure(*, strict: bool | None = None, debug: bool | None = None,
-              verify: str | None = None) -> dict[str, Any]:
+
+def configure(
+    *, strict: bool | None = None, debug: bool | None = None, verify: str | None = None
+) -> dict[str, Any]:
     """Change the settings of the runtime in force (`kernels/runtime.py`); returns them.
 
     strict: every runtime fallback, and every fallback from a backend that failed its
@@ -257,8 +278,15 @@ def plan_for(call: Call, backend: str | None = None) -> Plan:
     requested, how = _requested(backend)
     rt = runtime.current()
     policy = settings().verify
-    key = (call.plan_key, requested, how, rt.settings, registry.generation(),
-           verdicts.STORE.generation, autotune.generation())
+    key = (
+        call.plan_key,
+        requested,
+        how,
+        rt.settings,
+        registry.generation(),
+        verdicts.STORE.generation,
+        autotune.generation(),
+    )
     cached = rt.plans.get(key)
     if cached is not None:
         metrics.PLAN_CACHE_HITS.inc()
@@ -294,24 +322,39 @@ def _make_plan(call: Call, requested: str | None, how: str | None, policy: str) 
         standing = verdicts.standing(b, call.device)
         verdict_of[name], standing_of[name] = standing.status, standing
         if standing.status == verdicts.FAIL and requested is None:
-            rejected.append(Rejection(
-                name, QUARANTINED,
-                (f"failed conformance ({standing.failure_kind}) for this fingerprint: "
-                 f"{standing.failure}; `attnswitch conformance --backend {name}` requalifies it",),
-            ))
+            rejected.append(
+                Rejection(
+                    name,
+                    QUARANTINED,
+                    (
+                        f"failed conformance ({standing.failure_kind}) for this fingerprint: "
+                        f"{standing.failure}; `attnswitch conformance --backend {name}` requalifies it",
+                    ),
+                )
+            )
             continue
         # An explicit request runs what was asked for: not quarantined, not checked first.
-        if requested is None and policy != verify.OFF and (
-                not standing.covers(features) or (policy == verify.FULL and not standing.full)):
+        if (
+            requested is None
+            and policy != verify.OFF
+            and (not standing.covers(features) or (policy == verify.FULL and not standing.full))
+        ):
             unverified.append(name)
         candidates.append(name)
         detail = getattr(b, "detail", None)
         if detail is not None and (note := detail(call)):
             details[name] = note
     return Plan(
-        call=call, candidates=tuple(candidates), rejected=tuple(rejected),
-        source=how or source, requested=requested, details=details, verdicts=verdict_of,
-        standing=standing_of, verify=policy, unverified=tuple(unverified),
+        call=call,
+        candidates=tuple(candidates),
+        rejected=tuple(rejected),
+        source=how or source,
+        requested=requested,
+        details=details,
+        verdicts=verdict_of,
+        standing=standing_of,
+        verify=policy,
+        unverified=tuple(unverified),
     )
 
 
@@ -358,7 +401,9 @@ explain = keyword_form(_explain, "explain")
 # failed its first-use check and is then requested explicitly gets both warnings. A runtime
 # failure is keyed on the call kind instead (one warning per kind of call that failed).
 FAILED_CHECK, REQUESTED_DESPITE_FAILURE, UNVERIFIABLE = (
-    "failed first-use check", "requested despite a failed verdict", "unverifiable"
+    "failed first-use check",
+    "requested despite a failed verdict",
+    "unverifiable",
 )
 
 
@@ -377,7 +422,9 @@ def run(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
     if not plan.candidates:
         plan = _for_call(plan, call)
         if plan.requested is not None:
-            raise NoBackendError(plan, f"requested backend {plan.requested} cannot serve {call.kind}")
+            raise NoBackendError(
+                plan, f"requested backend {plan.requested} cannot serve {call.kind}"
+            )
         raise NoBackendError(plan)
     if plan.requested is not None and plan.verdicts.get(plan.requested) == verdicts.FAIL:
         _warn_once(
@@ -389,8 +436,11 @@ def run(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
     no_fallback = plan.requested is not None or strict
     for i, name in enumerate(plan.candidates):
         last = i == len(plan.candidates) - 1
-        if plan.unverified and name in plan.unverified and not _verified_before_use(
-                name, call, plan, no_fallback, last):
+        if (
+            plan.unverified
+            and name in plan.unverified
+            and not _verified_before_use(name, call, plan, no_fallback, last)
+        ):
             continue
         start = time.perf_counter()
         try:
@@ -400,8 +450,11 @@ def run(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
         except Exception as exc:
             metrics.ATTENTION_FAILURES.labels(name).inc()
             if no_fallback or last:
-                why = "it was requested explicitly" if plan.requested else (
-                    "strict mode is on" if strict else "no fallback is left")
+                why = (
+                    "it was requested explicitly"
+                    if plan.requested
+                    else ("strict mode is on" if strict else "no fallback is left")
+                )
                 raise BackendFailedError(
                     f"{name}: failed on {call.kind} ({call.shape_text}) and {why}: "
                     f"{type(exc).__name__}: {exc}"
@@ -423,8 +476,7 @@ def run(q: Any, k: Any, v: Any, options: AttentionOptions) -> Any:
 attention = keyword_form(run, "attention")
 
 
-def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool,
-                         last: bool) -> bool:
+def _verified_before_use(name: str, call: Call, plan: Plan, no_fallback: bool, last: bool) -> bool:
     """Run `name`'s self-check for this call (policy `plan.verify`). True: it may serve (it
     passed, or the check cannot run here: warned and counted).
     False: it failed and the caller moves on to the next candidate (warned and counted).

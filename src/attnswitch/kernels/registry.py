@@ -48,8 +48,11 @@ def _load() -> dict[str, Backend]:
         backend = module.BACKEND
         found[backend.name] = backend
     for backend in entry_point_objects(
-            ENTRY_POINT_GROUP, "backend", lambda b: isinstance(b, Backend),
-            "an object with name, framework, unavailable, declines and run"):
+        ENTRY_POINT_GROUP,
+        "backend",
+        lambda b: isinstance(b, Backend),
+        "an object with name, framework, unavailable, declines and run",
+    ):
         found.setdefault(backend.name, backend)
     return found
 
@@ -83,16 +86,18 @@ class Registry:
             self._backends = MappingProxyType(_load())
         return self._backends
 
-    def change(self, add: Backend | None = None, remove: str | None = None,
-               replace: bool = False) -> None:
+    def change(
+        self, add: Backend | None = None, remove: str | None = None, replace: bool = False
+    ) -> None:
         """Add `add` (a name already registered is a `ValueError` unless `replace`) and/or
         remove the backend called `remove`; the generation is bumped either way."""
         with self.lock:
             backends = dict(self._locked_table())
             if add is not None:
                 if add.name in backends and not replace:
-                    raise ValueError(f"backend: expected a new name, got {add.name!r} "
-                                     "(already registered)")
+                    raise ValueError(
+                        f"backend: expected a new name, got {add.name!r} (already registered)"
+                    )
                 backends[add.name] = add
             if remove is not None:
                 backends.pop(remove, None)

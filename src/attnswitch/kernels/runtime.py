@@ -41,14 +41,16 @@ from typing import Any
 
 FIRST_USE, OFF, FULL = "first-use", "off", "full"
 POLICIES = (FIRST_USE, OFF, FULL)  # verification policies (kernels/verify.py)
-ENVIRONMENT = MappingProxyType({  # setting -> the environment variable that states it
-    "strict": "ATTNSWITCH_STRICT",
-    "debug": "ATTNSWITCH_DEBUG",
-    "verify": "ATTNSWITCH_VERIFY",
-    "backend": "ATTNSWITCH_BACKEND",
-    "pallas_interpret": "ATTNSWITCH_PALLAS_INTERPRET",
-    "autotune": "ATTNSWITCH_AUTOTUNE",
-})
+ENVIRONMENT = MappingProxyType(
+    {  # setting -> the environment variable that states it
+        "strict": "ATTNSWITCH_STRICT",
+        "debug": "ATTNSWITCH_DEBUG",
+        "verify": "ATTNSWITCH_VERIFY",
+        "backend": "ATTNSWITCH_BACKEND",
+        "pallas_interpret": "ATTNSWITCH_PALLAS_INTERPRET",
+        "autotune": "ATTNSWITCH_AUTOTUNE",
+    }
+)
 
 
 class SettingError(ValueError):
@@ -84,10 +86,14 @@ class Settings:
         flag = lambda name: env.get(ENVIRONMENT[name], "") not in ("", "0", "false", "False")  # noqa: E731
         verify = env.get(ENVIRONMENT["verify"]) or FIRST_USE
         check_policy(verify, ENVIRONMENT["verify"])
-        return cls(strict=flag("strict"), debug=flag("debug"), verify=verify,
-                   backend=env.get(ENVIRONMENT["backend"]) or None,
-                   pallas_interpret=flag("pallas_interpret"),
-                   autotune=env.get(ENVIRONMENT["autotune"], "1") not in ("0", "false"))
+        return cls(
+            strict=flag("strict"),
+            debug=flag("debug"),
+            verify=verify,
+            backend=env.get(ENVIRONMENT["backend"]) or None,
+            pallas_interpret=flag("pallas_interpret"),
+            autotune=env.get(ENVIRONMENT["autotune"], "1") not in ("0", "false"),
+        )
 
 
 def check_policy(policy: Any, argument: str) -> None:
@@ -171,8 +177,11 @@ class Runtime:
             self._caches.counters.clear()
 
 
+# The process's runtime, shared on purpose (a mutable default).
 _CURRENT: contextvars.ContextVar[Runtime] = contextvars.ContextVar(
-    "attnswitch_runtime", default=Runtime())  # noqa: B039 (the process's runtime, shared on purpose)
+    "attnswitch_runtime",
+    default=Runtime(),  # noqa: B039
+)
 
 
 def current() -> Runtime:

@@ -26,8 +26,14 @@ Tensor = torch.Tensor
 
 
 def attention_backward(
-    call: Call, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor | None,
-    grad_out: Tensor, grad_lse: Tensor | None,
+    call: Call,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor | None,
+    grad_out: Tensor,
+    grad_lse: Tensor | None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(dq, dk, dv) of a validated call. Dense: q, out, grad_out `[B, Sq, Hq, D]`, k, v
     `[B, Sk, Hkv, D]`, lse, grad_lse `[B, Hq, Sq]`. Packed: the same without B (`[Tq, Hq, D]`,
@@ -39,8 +45,9 @@ def attention_backward(
         return _grads(call, q, k, v, out, lse, grad_out, grad_lse, mask)
     mask = packed_mask(call, q.shape[0], k.shape[0], q.device)[None, None]
     one = lambda x: None if x is None else x[None]  # noqa: E731
-    grads = _grads(call, q[None], k[None], v[None], out[None], one(lse), grad_out[None],
-                   one(grad_lse), mask)
+    grads = _grads(
+        call, q[None], k[None], v[None], out[None], one(lse), grad_out[None], one(grad_lse), mask
+    )
     return tuple(g[0] for g in grads)  # type: ignore[return-value]
 
 
@@ -59,9 +66,17 @@ def packed_mask(call: Call, total_q: int, total_k: int, device: Any) -> Tensor:
     return mask if inside is None else mask & inside
 
 
-def _grads(call: Call, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor | None,
-           grad_out: Tensor, grad_lse: Tensor | None,
-           mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+def _grads(
+    call: Call,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor | None,
+    grad_out: Tensor,
+    grad_lse: Tensor | None,
+    mask: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """The dense formula; `mask` bool broadcastable to `[B, Hq, Sq, Sk]` or None."""
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -96,5 +111,8 @@ def _grads(call: Call, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor
     dq = call.scale * torch.einsum("bhgqk,bhkd->bhgqd", ds, kh)
     dk = call.scale * torch.einsum("bhgqk,bhgqd->bhkd", ds, qh)
     dq = dq.reshape(b, hq, sq, d).permute(0, 2, 1, 3)
-    return (dq.to(q.dtype).contiguous(), dk.permute(0, 2, 1, 3).to(k.dtype).contiguous(),
-            dv.permute(0, 2, 1, 3).to(v.dtype).contiguous())
+    return (
+        dq.to(q.dtype).contiguous(),
+        dk.permute(0, 2, 1, 3).to(k.dtype).contiguous(),
+        dv.permute(0, 2, 1, 3).to(v.dtype).contiguous(),
+    )

@@ -21,8 +21,11 @@ def dense_mask(call: Call, device: torch.device) -> torch.Tensor | None:
 
 
 def run_padded(
-    dense: Callable[[Any, Any, Any, Call], Any], q: torch.Tensor, k: torch.Tensor,
-    v: torch.Tensor, call: Call,
+    dense: Callable[[Any, Any, Any, Call], Any],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    call: Call,
 ) -> Any:
     """Serve a packed call with a dense kernel: scatter the sequences into left-padded
     `[N, S, H, D]` batches with a key padding mask, run `dense`, gather the real rows back.
@@ -40,9 +43,18 @@ def run_padded(
     qp = _gather_rows(q, rows_q, valid_q)
     kp, vp = _gather_rows(k, rows_k, valid_k), _gather_rows(v, rows_k, valid_k)
     sub = dataclasses.replace(
-        call, layout="dense", seqlen_q=sq, seqlen_k=sk, key_padding=True,
-        key_padding_mask=valid_k, seqlens_q=None, seqlens_k=None, total_q=0, total_k=0,
-        cu_seqlens_q=None, cu_seqlens_k=None,
+        call,
+        layout="dense",
+        seqlen_q=sq,
+        seqlen_k=sk,
+        key_padding=True,
+        key_padding_mask=valid_k,
+        seqlens_q=None,
+        seqlens_k=None,
+        total_q=0,
+        total_k=0,
+        cu_seqlens_q=None,
+        cu_seqlens_k=None,
     )
     result = dense(qp, kp, vp, sub)
     back = _packed_rows(cu_q, q.shape[0], sq)  # [Tq]: each packed row's padded row

@@ -90,20 +90,31 @@ def _forward_fake(q: Tensor, k: Tensor, v: Tensor, *values: Any) -> tuple[Tensor
 
 
 _attention = torch.library.custom_op(
-    "attnswitch::attention", _forward, mutates_args=(),
+    "attnswitch::attention",
+    _forward,
+    mutates_args=(),
     schema=opts.op_schema(tuple(f"Tensor {n}" for n in opts.ARRAYS), "(Tensor, Tensor)"),
 )
 _attention.register_fake(_forward_fake)
 
 
-def _backward_kernel(grad_out: Tensor, grad_lse: Tensor | None, out: Tensor, lse: Tensor,
-                     q: Tensor, k: Tensor, v: Tensor, *values: Any) -> tuple[Tensor, ...]:
+def _backward_kernel(
+    grad_out: Tensor,
+    grad_lse: Tensor | None,
+    out: Tensor,
+    lse: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *values: Any,
+) -> tuple[Tensor, ...]:
     """Gradients of q, k, v from the forward's `out` and `lse` (`torch_backward`)."""
     options = dataclasses.replace(opts.from_op(values), return_lse=False)
     call = describe(q, k, v, options)
     has = lambda x: x is not None and x.numel() > 0  # noqa: E731
-    return attention_backward(call, q, k, v, out, lse if has(lse) else None, grad_out,
-                              grad_lse if has(grad_lse) else None)
+    return attention_backward(
+        call, q, k, v, out, lse if has(lse) else None, grad_out, grad_lse if has(grad_lse) else None
+    )
 
 
 def _backward_fake(grad_out, grad_lse, out, lse, q, k, v, *values):
@@ -111,9 +122,21 @@ def _backward_fake(grad_out, grad_lse, out, lse, q, k, v, *values):
 
 
 _attention_backward = torch.library.custom_op(
-    "attnswitch::attention_backward", _backward_kernel, mutates_args=(),
-    schema=opts.op_schema(("Tensor grad_out", "Tensor? grad_lse", "Tensor out", "Tensor lse",
-                           "Tensor q", "Tensor k", "Tensor v"), "(Tensor, Tensor, Tensor)"),
+    "attnswitch::attention_backward",
+    _backward_kernel,
+    mutates_args=(),
+    schema=opts.op_schema(
+        (
+            "Tensor grad_out",
+            "Tensor? grad_lse",
+            "Tensor out",
+            "Tensor lse",
+            "Tensor q",
+            "Tensor k",
+            "Tensor v",
+        ),
+        "(Tensor, Tensor, Tensor)",
+    ),
 )
 _attention_backward.register_fake(_backward_fake)
 
@@ -138,7 +161,8 @@ def _backward(ctx: Any, grad_out: Tensor | None, grad_lse: Tensor | None) -> tup
     if grad_out is None:
         grad_out = torch.zeros_like(out)
     dq, dk, dv = torch.ops.attnswitch.attention_backward(
-        grad_out, grad_lse, out, lse, q, k, v, *opts.to_op(options))
+        grad_out, grad_lse, out, lse, q, k, v, *opts.to_op(options)
+    )
     return (dq, dk, dv, *nones)
 
 

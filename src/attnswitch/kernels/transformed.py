@@ -45,20 +45,64 @@ TRANSFORMS = ("eager", "jit", "vmap")
 # feature the grid has, and the frames that differ under tracing (packed with and without
 # bounds, key padding, a traced attn_mask with a fully masked row).
 TRANSFORM_GRID: tuple[Case, ...] = (
-    Case("t-causal-gqa-37x70", seqlen_q=37, seqlen_k=70, heads_q=4, heads_kv=2, head_dim=32,
-         causal=True),
-    Case("t-causal-70x37-lse", seqlen_q=70, seqlen_k=37, heads_q=2, heads_kv=2, head_dim=32,
-         causal=True, return_lse=True),
-    Case("t-window-softcap", seqlen_q=45, seqlen_k=80, heads_q=2, heads_kv=2, head_dim=32,
-         window=(16, 4), softcap=30.0, magnitude=3.0),
-    Case("t-padding", seqlen_q=40, seqlen_k=70, heads_q=2, heads_kv=1, head_dim=32,
-         key_padding=True),
-    Case("t-masked-row", seqlen_q=40, seqlen_k=70, heads_q=2, heads_kv=2, head_dim=32,
-         masked_row=True),
-    Case("t-packed-causal", packed=((17, 17), (0, 0), (30, 30)), heads_q=2, heads_kv=2,
-         head_dim=32, causal=True),
-    Case("t-packed-unequal-lse", packed=((13, 40), (20, 8), (0, 7), (9, 0)), heads_q=2,
-         heads_kv=2, head_dim=32, return_lse=True),
+    Case(
+        "t-causal-gqa-37x70",
+        seqlen_q=37,
+        seqlen_k=70,
+        heads_q=4,
+        heads_kv=2,
+        head_dim=32,
+        causal=True,
+    ),
+    Case(
+        "t-causal-70x37-lse",
+        seqlen_q=70,
+        seqlen_k=37,
+        heads_q=2,
+        heads_kv=2,
+        head_dim=32,
+        causal=True,
+        return_lse=True,
+    ),
+    Case(
+        "t-window-softcap",
+        seqlen_q=45,
+        seqlen_k=80,
+        heads_q=2,
+        heads_kv=2,
+        head_dim=32,
+        window=(16, 4),
+        softcap=30.0,
+        magnitude=3.0,
+    ),
+    Case(
+        "t-padding", seqlen_q=40, seqlen_k=70, heads_q=2, heads_kv=1, head_dim=32, key_padding=True
+    ),
+    Case(
+        "t-masked-row",
+        seqlen_q=40,
+        seqlen_k=70,
+        heads_q=2,
+        heads_kv=2,
+        head_dim=32,
+        masked_row=True,
+    ),
+    Case(
+        "t-packed-causal",
+        packed=((17, 17), (0, 0), (30, 30)),
+        heads_q=2,
+        heads_kv=2,
+        head_dim=32,
+        causal=True,
+    ),
+    Case(
+        "t-packed-unequal-lse",
+        packed=((13, 40), (20, 8), (0, 7), (9, 0)),
+        heads_q=2,
+        heads_kv=2,
+        head_dim=32,
+        return_lse=True,
+    ),
 )
 TRANSFORM_DTYPES = ("float32",)
 
@@ -69,8 +113,9 @@ def transform_cases() -> list[Case]:
     return out + [TRANSFORM_GRID[0].with_dtype("bfloat16")]
 
 
-def check_transformed(backend: str, case: Case, transform: str, *, device: str = "cpu",
-                      force: bool = False) -> CaseResult:
+def check_transformed(
+    backend: str, case: Case, transform: str, *, device: str = "cpu", force: bool = False
+) -> CaseResult:
     """`check` for a JAX backend under a JAX transformation (TRANSFORMS): inside it the call
     is validated and planned with `backend=` (planning must not raise on traced arrays),
     then declined with the backend's reasons for the call as it sees it there, or run. An
@@ -95,7 +140,8 @@ def check_transformed(backend: str, case: Case, transform: str, *, device: str =
     options = {n: x for n, x in first.items() if not isinstance(x, np.ndarray)}
     mapped = {
         n: np.stack([e[n] for e in examples]) if transform == "vmap" else first[n]
-        for n, x in first.items() if isinstance(x, np.ndarray) and n not in shared
+        for n, x in first.items()
+        if isinstance(x, np.ndarray) and n not in shared
     }
     declined: list[str] = []
     seen: list[Call] = []
@@ -135,7 +181,8 @@ def check_transformed(backend: str, case: Case, transform: str, *, device: str =
         result_i = judge_case(case, b, concrete, out, lse, expected, strict)
         if transform == "vmap" and result_i.reasons:
             result_i = dataclasses.replace(
-                result_i, reasons=tuple(f"vmap example {i}: {r}" for r in result_i.reasons))
+                result_i, reasons=tuple(f"vmap example {i}: {r}" for r in result_i.reasons)
+            )
         judged.append(result_i)
     failed = [r for r in judged if r.status != PASSED]
     return failed[0] if failed else max(judged, key=lambda r: r.error - r.bound)

@@ -120,9 +120,14 @@ class Standing:
     def as_dict(self) -> dict[str, Any]:
         """For JSON output (`attnswitch doctor --json`)."""
         return {
-            "status": self.status, "full_grid": self.full, "passed": sorted(self.passed),
-            "kinds": list(self.kinds), "unchecked": sorted(self.unchecked),
-            "failure": self.failure, "failure_kind": self.failure_kind, "summary": self.summary,
+            "status": self.status,
+            "full_grid": self.full,
+            "passed": sorted(self.passed),
+            "kinds": list(self.kinds),
+            "unchecked": sorted(self.unchecked),
+            "failure": self.failure,
+            "failure_kind": self.failure_kind,
+            "summary": self.summary,
         }
 
     def covers(self, features: Iterable[str]) -> bool:
@@ -191,7 +196,9 @@ class _Store:
         except OSError as exc:
             warnings.warn(
                 f"attnswitch: verdicts could not be stored in {TABLE.path} ({exc}); they hold "
-                "for this process only", RuntimeWarning, stacklevel=3,
+                "for this process only",
+                RuntimeWarning,
+                stacklevel=3,
             )
 
 
@@ -207,25 +214,33 @@ def _standing(history: list[Verdict]) -> Standing:
     """The rules in the module docstring, over one subject's verdicts (oldest first)."""
     current = [v for v in history if conformance.still_current(v.labels, v.fingerprint["cases"])]
     failures = [
-        f for i, f in enumerate(current) if not f.passed and not any(
-            p.passed and set(p.labels) >= set(f.labels) for p in current[i + 1:]
-        )
+        f
+        for i, f in enumerate(current)
+        if not f.passed
+        and not any(p.passed and set(p.labels) >= set(f.labels) for p in current[i + 1 :])
     ]
     passes = [v for v in current if v.passed]
     if failures:
         worst = failures[-1]
-        return Standing(FAIL, failure=worst.failures[0] if worst.failures else "failed",
-                        failure_kind=worst.kind,
-                        failed_run=frozenset(label for f in failures for label in f.labels))
+        return Standing(
+            FAIL,
+            failure=worst.failures[0] if worst.failures else "failed",
+            failure_kind=worst.kind,
+            failed_run=frozenset(label for f in failures for label in f.labels),
+        )
     if not passes:
         return Standing()
     full_labels = conformance.full_grid_labels()
     passed = frozenset(label for v in passes for label in v.labels)
     seen = passed | frozenset(label for v in passes for label in v.declined)
-    covered = frozenset().union(*(conformance.case_features(conformance.case_by_label(label))
-                                  for label in passed))
+    covered = frozenset().union(
+        *(conformance.case_features(conformance.case_by_label(label)) for label in passed)
+    )
     return Standing(
-        PASS, full=full_labels <= seen, passed=passed, covered=covered,
+        PASS,
+        full=full_labels <= seen,
+        passed=passed,
+        covered=covered,
         unchecked=frozenset(f for v in passes for f in v.uncovered) - covered,
         kinds=tuple(dict.fromkeys(v.kind for v in passes)),
     )
@@ -240,12 +255,17 @@ def standing(backend: Backend, device: DeviceInfo) -> Standing:
 
 
 def status(backend: Backend, device: DeviceInfo) -> str:
-    """"pass", "fail" or "unverified" for this backend on this device and these versions."""
+    """ "pass", "fail" or "unverified" for this backend on this device and these versions."""
     return STORE.standing(backend, device).status
 
 
-def record(backend: Backend, device: DeviceInfo, results: list[Any],
-           kind: str | None = None, uncovered: list[str] | None = None) -> Verdict:
+def record(
+    backend: Backend,
+    device: DeviceInfo,
+    results: list[Any],
+    kind: str | None = None,
+    uncovered: list[str] | None = None,
+) -> Verdict:
     """Store the verdict of `results` (`conformance.CaseResult`s of one backend; declined and
     unavailable ones are listed as declined, not run). `kind` defaults to what the cases are:
     the full grid, the quick grid, or partial. `uncovered`: see `Verdict`."""
@@ -253,11 +273,17 @@ def record(backend: Backend, device: DeviceInfo, results: list[Any],
     declined = [r.case.label for r in results if r not in ran]
     kind = kind or conformance.case_set_kind([r.case for r in results])
     case_set = conformance.case_set_id(kind, [r.case for r in ran])
-    failures = [f"{r.case.label}: {'; '.join(r.reasons)}" for r in ran
-                if r.status != conformance.PASSED]
+    failures = [
+        f"{r.case.label}: {'; '.join(r.reasons)}" for r in ran if r.status != conformance.PASSED
+    ]
     verdict = Verdict(
-        fingerprint(backend, device, case_set), not failures, len(ran), failures,
-        kind=kind, labels=[r.case.label for r in ran], declined=declined,
+        fingerprint(backend, device, case_set),
+        not failures,
+        len(ran),
+        failures,
+        kind=kind,
+        labels=[r.case.label for r in ran],
+        declined=declined,
         uncovered=list(uncovered or []),
     )
     STORE.put(verdict)
@@ -265,8 +291,13 @@ def record(backend: Backend, device: DeviceInfo, results: list[Any],
 
 
 def run(
-    backends: Sequence[str], cases: Iterable[conformance.Case], *, device: str = "cpu",
-    store: bool = True, force: bool = False, kind: str | None = None,
+    backends: Sequence[str],
+    cases: Iterable[conformance.Case],
+    *,
+    device: str = "cpu",
+    store: bool = True,
+    force: bool = False,
+    kind: str | None = None,
 ) -> list[conformance.CaseResult]:
     """Run `cases` on each backend (`conformance.check`); with `store`, store one verdict per
     backend under the case set run (`kind`: "full", "quick", "first-use" or "partial"; by

@@ -106,8 +106,11 @@ def cannot_run_here(call: Call) -> str | None:
     compiler = getattr(torch, "compiler", None)
     if compiler is not None and compiler.is_compiling():
         return "the call is being traced by torch.compile"
-    if call.device.kind in ("cuda", "rocm") and call.framework == "torch" and \
-            torch.cuda.is_current_stream_capturing():
+    if (
+        call.device.kind in ("cuda", "rocm")
+        and call.framework == "torch"
+        and torch.cuda.is_current_stream_capturing()
+    ):
         return "a CUDA graph is being captured"
     return None
 
@@ -127,9 +130,13 @@ def check_before_use(name: str, call: Call, policy: str) -> verdicts.Verdict | N
             cases, uncovered = select_cases(backend, call)
         where = device_string(call.device, backend.framework)
         results = _run_outside_trace(name, cases, where, call)
-        return verdicts.record(backend, call.device, results,
-                               verdicts.FULL if policy == FULL else verdicts.FIRST_USE,
-                               uncovered=sorted(uncovered))
+        return verdicts.record(
+            backend,
+            call.device,
+            results,
+            verdicts.FULL if policy == FULL else verdicts.FIRST_USE,
+            uncovered=sorted(uncovered),
+        )
 
 
 def _run_outside_trace(name: str, cases: list[Case], where: str, call: Call) -> list[Any]:

@@ -20,20 +20,22 @@ from types import MappingProxyType
 ENV_PRICE = "ATTNSWITCH_HOURLY_USD"
 
 # Configurable defaults, not quotes: pass `prices=` or set ATTNSWITCH_HOURLY_USD.
-DEFAULT_HOURLY_USD: Mapping[str, float] = MappingProxyType({
-    "cpu": 0.10,
-    "nvidia-t4": 0.35,
-    "nvidia-l4": 0.70,
-    "nvidia-a10g": 1.00,
-    "nvidia-a100": 3.00,
-    "nvidia-h100": 4.00,
-    "nvidia-h200": 5.00,
-    "nvidia-b200": 7.00,
-    "tpu-v4": 3.20,
-    "tpu-v5e": 1.20,
-    "tpu-v5p": 4.20,
-    "tpu-v6e": 2.70,
-})
+DEFAULT_HOURLY_USD: Mapping[str, float] = MappingProxyType(
+    {
+        "cpu": 0.10,
+        "nvidia-t4": 0.35,
+        "nvidia-l4": 0.70,
+        "nvidia-a10g": 1.00,
+        "nvidia-a100": 3.00,
+        "nvidia-h100": 4.00,
+        "nvidia-h200": 5.00,
+        "nvidia-b200": 7.00,
+        "tpu-v4": 3.20,
+        "tpu-v5e": 1.20,
+        "tpu-v5p": 4.20,
+        "tpu-v6e": 2.70,
+    }
+)
 
 # How device names reported by torch (`get_device_name`) and JAX (`device_kind`) map to
 # the keys above: the first key whose pattern matches the lower-cased name.
@@ -82,8 +84,12 @@ def device_key(device: str) -> str | None:
     return None
 
 
-def hourly_price(device: str | None, *, hourly_usd: float | None = None,
-                 prices: Mapping[str, float] | None = None) -> tuple[float, str]:
+def hourly_price(
+    device: str | None,
+    *,
+    hourly_usd: float | None = None,
+    prices: Mapping[str, float] | None = None,
+) -> tuple[float, str]:
     """(price per device-hour, where it came from) for `device`; see the module doc."""
     if hourly_usd is not None:
         return float(hourly_usd), "argument"
@@ -92,8 +98,9 @@ def hourly_price(device: str | None, *, hourly_usd: float | None = None,
         try:
             return float(env), "environment"
         except ValueError:
-            raise ValueError(f"{ENV_PRICE}: expected a number of dollars per hour, "
-                             f"got {env!r}") from None
+            raise ValueError(
+                f"{ENV_PRICE}: expected a number of dollars per hour, got {env!r}"
+            ) from None
     if device is None:
         raise ValueError("device: expected a device name or an explicit hourly_usd, got None")
     key = device_key(device)
@@ -101,12 +108,20 @@ def hourly_price(device: str | None, *, hourly_usd: float | None = None,
         for k in (device, device.lower(), key):
             if k is not None and k in table:
                 return float(table[k]), origin
-    raise ValueError(f"device: expected one with a price ({', '.join(DEFAULT_HOURLY_USD)}),"
-                     f" got {device!r}; pass hourly_usd or set {ENV_PRICE}")
+    raise ValueError(
+        f"device: expected one with a price ({', '.join(DEFAULT_HOURLY_USD)}),"
+        f" got {device!r}; pass hourly_usd or set {ENV_PRICE}"
+    )
 
 
-def cost(tokens: int, seconds: float, device: str | None = None, *,
-         hourly_usd: float | None = None, prices: Mapping[str, float] | None = None) -> Cost:
+def cost(
+    tokens: int,
+    seconds: float,
+    device: str | None = None,
+    *,
+    hourly_usd: float | None = None,
+    prices: Mapping[str, float] | None = None,
+) -> Cost:
     """The cost of a measured run: `tokens` processed in `seconds` on `device`."""
     if not seconds > 0:
         raise ValueError(f"seconds: expected > 0, got {seconds}")

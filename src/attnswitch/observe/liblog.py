@@ -32,8 +32,11 @@ _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
 def is_own_warning(message: Any, category: type, filename: str) -> bool:
     """Whether a warning is attnswitch's (for the user) rather than a library's."""
-    return (str(message).startswith(_PACKAGE) or category.__module__.startswith(_PACKAGE)
-            or str(Path(filename).resolve()).startswith(_PACKAGE_DIR))
+    return (
+        str(message).startswith(_PACKAGE)
+        or category.__module__.startswith(_PACKAGE)
+        or str(Path(filename).resolve()).startswith(_PACKAGE_DIR)
+    )
 
 
 class _LibraryFile(logging.Handler):
@@ -105,14 +108,22 @@ class LibraryLog:
             self._shown.add(line)
             self._show(line)
 
-    def _showwarning(self, message: Any, category: type, filename: str, lineno: int,
-                     file: Any = None, line: str | None = None) -> None:
+    def _showwarning(
+        self,
+        message: Any,
+        category: type,
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
         if is_own_warning(message, category, filename):
             self.show(f"warning: {message}")
             return
         text = warnings.formatwarning(message, category, filename, lineno, line).strip()
-        record = logging.LogRecord("py.warnings", logging.WARNING, filename, lineno, text,
-                                   None, None)
+        record = logging.LogRecord(
+            "py.warnings", logging.WARNING, filename, lineno, text, None, None
+        )
         self._file.handle(record)
 
     def __enter__(self) -> LibraryLog:

@@ -74,15 +74,26 @@ class MemoryWatchdog:
     counter of another device, a recorded series); `source` then only names it.
     """
 
-    def __init__(self, source: str = "auto", *, device: object = None,
-                 meter: Callable[[], int] | None = None, warmup: int = 3, window: int = 24,
-                 min_samples: int = 8, min_growth_mb: float = 32.0, min_trend: float = 0.6,
-                 warn: bool = True):
+    def __init__(
+        self,
+        source: str = "auto",
+        *,
+        device: object = None,
+        meter: Callable[[], int] | None = None,
+        warmup: int = 3,
+        window: int = 24,
+        min_samples: int = 8,
+        min_growth_mb: float = 32.0,
+        min_trend: float = 0.6,
+        warn: bool = True,
+    ):
         if source not in SOURCES and meter is None:
             raise ValueError(f"source: expected one of {SOURCES}, got {source!r}")
         if min_samples < 3 or window < min_samples or warmup < 0:
-            raise ValueError(f"window, min_samples, warmup: expected window >= min_samples"
-                             f" >= 3 and warmup >= 0, got {window}, {min_samples}, {warmup}")
+            raise ValueError(
+                f"window, min_samples, warmup: expected window >= min_samples"
+                f" >= 3 and warmup >= 0, got {window}, {min_samples}, {warmup}"
+            )
         if meter is not None:
             self.source, self._meter = ("custom" if source == "auto" else source), meter
         else:
@@ -126,21 +137,30 @@ class MemoryWatchdog:
         return verdict
 
     def verdict(self) -> MemVerdict:
-        judged = self._samples[self.warmup:][-self.window:]
+        judged = self._samples[self.warmup :][-self.window :]
         n = len(judged)
         if n < self.min_samples:
-            return MemVerdict(False, 0.0, 0.0, 0.0, n, self.source,
-                              f"{n} samples after warm-up, need {self.min_samples}")
+            return MemVerdict(
+                False,
+                0.0,
+                0.0,
+                0.0,
+                n,
+                self.source,
+                f"{n} samples after warm-up, need {self.min_samples}",
+            )
         x = np.array([s.step for s in judged], dtype=np.float64)
         y = np.array([s.bytes for s in judged], dtype=np.float64)
         slope, trend = _theil_sen(x, y), _kendall_tau_a(x, y)
         growth = float(slope * (x[-1] - x[0]))
         growing = bool(slope > 0 and growth >= self.min_growth and trend >= self.min_trend)
         what = "growing" if growing else "steady"
-        reason = (f"{self.source} memory {what}: {slope / MB:+.2f} MiB per batch, "
-                  f"{growth / MB:+.1f} MiB over the last {n} batches (trend {trend:.2f}; "
-                  f"flagged at >= {self.min_growth / MB:.0f} MiB and trend >= "
-                  f"{self.min_trend})")
+        reason = (
+            f"{self.source} memory {what}: {slope / MB:+.2f} MiB per batch, "
+            f"{growth / MB:+.1f} MiB over the last {n} batches (trend {trend:.2f}; "
+            f"flagged at >= {self.min_growth / MB:.0f} MiB and trend >= "
+            f"{self.min_trend})"
+        )
         return MemVerdict(growing, slope, growth, trend, n, self.source, reason)
 
 
@@ -175,6 +195,8 @@ def _meter(source: str, device: object) -> tuple[str, Callable[[], int]]:
 
     dev = device if device is not None else jax.devices()[0]
     if not dev.memory_stats():
-        raise ValueError(f"source: expected a JAX device with memory stats for 'jax', got "
-                         f"{dev.platform} device {dev}")
+        raise ValueError(
+            f"source: expected a JAX device with memory stats for 'jax', got "
+            f"{dev.platform} device {dev}"
+        )
     return source, lambda: int(dev.memory_stats()["bytes_in_use"])

@@ -48,7 +48,9 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
     # FastAPI's self-hosted docs recipe: Swagger UI at /docs and ReDoc at /redoc load
     # their scripts and styles from the fastapi-offline package, not from a CDN
     app = FastAPIOffline(
-        title="attnswitch", version=__version__, lifespan=lifespan(service),
+        title="attnswitch",
+        version=__version__,
+        lifespan=lifespan(service),
         description="Embeddings (OpenAI-compatible), search and indexing jobs over an "
         "attnswitch index.",
         exception_handlers={**HANDLERS, RequestValidationError: validation_after_gate},
@@ -60,8 +62,9 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
     if service.config.ui:
         app.include_router(page)
     config = service.config
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes,
-                       timeout_s=config.body_timeout_s)
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s
+    )
     if service.keys is None and is_loopback(config.host):
         app.add_middleware(LoopbackHostMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
@@ -77,7 +80,8 @@ def _json_content_type(request: Request) -> bool | None:
     message["content-type"] = value
     subtype = message.get_content_subtype()
     return message.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json"))
+        subtype == "json" or subtype.endswith("+json")
+    )
 
 
 async def validation_after_gate(request: Request, exc: Exception) -> Response:
@@ -91,6 +95,10 @@ async def validation_after_gate(request: Request, exc: Exception) -> Response:
     declared = _json_content_type(request)
     if declared is not True and getattr(exc, "body", None):  # the body FastAPI read
         got = "none" if declared is None else repr(request.headers["content-type"][:80])
-        return error_response(415, f"content-type: expected application/json, got {got}",
-                              "unsupported_media_type", "content-type")
+        return error_response(
+            415,
+            f"content-type: expected application/json, got {got}",
+            "unsupported_media_type",
+            "content-type",
+        )
     return await validation_error_handler(request, exc)

@@ -52,9 +52,13 @@ class BindRefusedError(AttnswitchError, ValueError):
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return f"mode {stat.filemode(mode)}"
@@ -76,12 +80,15 @@ def load_keys(path: str | os.PathLike) -> tuple[str, ...]:
         with open(fd, "rb") as fh:
             mode = os.fstat(fh.fileno()).st_mode
             if not stat.S_ISREG(mode):
-                raise KeyFileError(f"api key file: expected a regular file, got "
-                                   f"{_kind(mode)} at {str(p)!r}")
+                raise KeyFileError(
+                    f"api key file: expected a regular file, got {_kind(mode)} at {str(p)!r}"
+                )
             lines = fh.read().decode("utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise KeyFileError(f"api key file: expected a readable UTF-8 file, got {str(p)!r} "
-                           f"({type(exc).__name__}: {exc})") from None
+        raise KeyFileError(
+            f"api key file: expected a readable UTF-8 file, got {str(p)!r} "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     digests = []
     for number, line in enumerate(lines, 1):
         entry = line.strip()
@@ -93,14 +100,16 @@ def load_keys(path: str | os.PathLike) -> tuple[str, ...]:
             if re.fullmatch(r"[0-9a-fA-F]{64}", digits):  # "SHA256:", or a space after ":"
                 digests.append(digits.lower())
                 continue
-            raise KeyFileError(f"api key file: line {number}: expected 'sha256:' and 64 hex "
-                               f"digits, got {len(digits)} characters"
-                               + ("" if re.fullmatch(r"[0-9a-fA-F]*", digits)
-                                  else " that are not all hex digits"))
+            raise KeyFileError(
+                f"api key file: line {number}: expected 'sha256:' and 64 hex "
+                f"digits, got {len(digits)} characters"
+                + ("" if re.fullmatch(r"[0-9a-fA-F]*", digits) else " that are not all hex digits")
+            )
         digests.append(match.group(1).lower() if match else hash_key(entry))
     if not digests:
-        raise KeyFileError(f"api key file: expected at least one key or sha256 digest, got "
-                           f"none in {str(p)!r}")
+        raise KeyFileError(
+            f"api key file: expected at least one key or sha256 digest, got none in {str(p)!r}"
+        )
     return tuple(dict.fromkeys(digests))
 
 
@@ -124,13 +133,20 @@ class KeyChecker:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise ServiceError(401, "authorization: expected 'Bearer <api key>', got "
-                               + ("none" if not header else "another scheme"),
-                               code="missing_api_key", headers={"WWW-Authenticate": "Bearer"})
+            raise ServiceError(
+                401,
+                "authorization: expected 'Bearer <api key>', got "
+                + ("none" if not header else "another scheme"),
+                code="missing_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         if not self.valid(token.strip()):
-            raise ServiceError(401, "authorization: expected a valid api key, got an "
-                               "unknown one", code="invalid_api_key",
-                               headers={"WWW-Authenticate": "Bearer"})
+            raise ServiceError(
+                401,
+                "authorization: expected a valid api key, got an unknown one",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
 
 def is_loopback(host: str) -> bool:
@@ -149,14 +165,15 @@ def check_bind(host: str, has_keys: bool, allow_no_auth: bool) -> None:
         return
     raise BindRefusedError(
         f"host: expected a loopback address without api keys, got {host!r}: give "
-        "--api-key-file FILE, or --allow-no-auth to serve it to the network without keys")
+        "--api-key-file FILE, or --allow-no-auth to serve it to the network without keys"
+    )
 
 
 def host_name(header: str) -> str:
     """The host of a Host header, without its port: "[::1]:80" -> "::1", "a:80" -> "a"."""
     header = header.strip()
     if header.startswith("["):
-        return header[1:header.find("]")] if "]" in header else header
+        return header[1 : header.find("]")] if "]" in header else header
     name, _, port = header.rpartition(":")
     return name if name and port.isdigit() else header
 
@@ -175,8 +192,11 @@ class LoopbackHostMiddleware:
             name = None if header is None else host_name(header.decode("latin-1"))
             if name is not None and not is_loopback(name.rstrip(".")):
                 response = error_response(
-                    400, "host: expected a loopback name (localhost, 127.0.0.1, [::1]) on "
-                    "a server without api keys, got another", "invalid_host")
+                    400,
+                    "host: expected a loopback name (localhost, 127.0.0.1, [::1]) on "
+                    "a server without api keys, got another",
+                    "invalid_host",
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -94,9 +94,16 @@ class BatchStats:
 class Batcher:
     """See the module doc. `encode(ids)` returns float32 `[len(ids), dim]` in order."""
 
-    def __init__(self, encode: Callable[[list[list[int]]], np.ndarray], executor: Executor, *,
-                 capacity: int, batch_tokens: int, max_wait_s: float,
-                 on_batch: Callable[[BatchStats], None] | None = None):
+    def __init__(
+        self,
+        encode: Callable[[list[list[int]]], np.ndarray],
+        executor: Executor,
+        *,
+        capacity: int,
+        batch_tokens: int,
+        max_wait_s: float,
+        on_batch: Callable[[BatchStats], None] | None = None,
+    ):
         self._encode = encode
         self._executor = executor
         self.capacity = capacity
@@ -108,7 +115,8 @@ class Batcher:
         self._wakeup = asyncio.Event()
         self._tokens_per_item = 64.0  # running estimate, for texts not tokenised yet
         self._recent: collections.deque[tuple[int, float]] = collections.deque(
-            maxlen=RATE_WINDOW)  # (tokens, seconds) of the last encoder calls
+            maxlen=RATE_WINDOW
+        )  # (tokens, seconds) of the last encoder calls
         self._in_flight: tuple[int, int, float] | None = None  # (texts, tokens, start)
 
     @property
@@ -121,17 +129,22 @@ class Batcher:
         """Whether an encoder call is in progress."""
         return self._in_flight is not None
 
-    def admit(self, items: int, within_s: float | None = None,
-              tokens: float | None = None) -> Ticket:
+    def admit(
+        self, items: int, within_s: float | None = None, tokens: float | None = None
+    ) -> Ticket:
         """Room for `items` texts, or `QueueFull` (see the module doc for `within_s`).
         `tokens`: the caller's estimate of their model tokens (default: the running
         average per text)."""
         if self._queued + items > self.capacity:
-            raise QueueFull(f"room for {items} texts", f"a full queue ({self.capacity} texts "
-                            "waiting at most)", self.retry_after())
+            raise QueueFull(
+                f"room for {items} texts",
+                f"a full queue ({self.capacity} texts waiting at most)",
+                self.retry_after(),
+            )
         if within_s is not None:
-            self._check_time(items * self._tokens_per_item if tokens is None else tokens,
-                             within_s, self._queued)
+            self._check_time(
+                items * self._tokens_per_item if tokens is None else tokens, within_s, self._queued
+            )
         self._queued += items
         return Ticket(self, items)
 
@@ -144,17 +157,23 @@ class Batcher:
         if self.tokens_per_s() is None:
             cold_items = max(1, int(self.batch_tokens // self._tokens_per_item))
             if queued_items + in_flight_items + tokens / self._tokens_per_item > cold_items:
-                raise QueueFull("at most one encoder call's worth of texts queued before "
-                                "the throughput is measured",
-                                f"{queued_items + in_flight_items} texts ahead", 1)
+                raise QueueFull(
+                    "at most one encoder call's worth of texts queued before "
+                    "the throughput is measured",
+                    f"{queued_items + in_flight_items} texts ahead",
+                    1,
+                )
             return
         queued_tokens = self._queued_tokens_estimate(self._queued - queued_items)
         need = self._in_flight_left() + self._work_s(queued_tokens + tokens) + self.max_wait_s
         if need > ADMIT_MARGIN * within_s:
-            raise QueueFull(f"an answer within {within_s:.3g} s",
-                            f"{queued_items + in_flight_items} texts ahead, about {need:.3g} s "
-                            f"of work with this request (admitted up to {ADMIT_MARGIN:g} of "
-                            "the time left)", self.retry_after())
+            raise QueueFull(
+                f"an answer within {within_s:.3g} s",
+                f"{queued_items + in_flight_items} texts ahead, about {need:.3g} s "
+                f"of work with this request (admitted up to {ADMIT_MARGIN:g} of "
+                "the time left)",
+                self.retry_after(),
+            )
 
     def tokens_per_s(self) -> float | None:
         """The encoder's throughput over the last `RATE_WINDOW` calls (None before any)."""
@@ -170,7 +189,7 @@ class Batcher:
         tokens = np.array([t for t, _ in self._recent], dtype=np.float64)
         seconds = np.array([s for _, s in self._recent], dtype=np.float64)
         spread = tokens - tokens.mean()
-        if len(tokens) >= 3 and (spread ** 2).mean() > (0.25 * tokens.mean()) ** 2:
+        if len(tokens) >= 3 and (spread**2).mean() > (0.25 * tokens.mean()) ** 2:
             per_token = float(spread @ (seconds - seconds.mean()) / (spread @ spread))
             per_call = float(seconds.mean() - per_token * tokens.mean())
             if per_token > 0 and per_call >= 0:
@@ -213,8 +232,9 @@ class Batcher:
         """Whole seconds until the queued texts are likely encoded (1 to 60)."""
         return max(1, min(MAX_RETRY_AFTER_S, math.ceil(self.expected_wait())))
 
-    async def encode(self, ticket: Ticket, ids: Sequence[Sequence[int]],
-                     within_s: float | None = None) -> np.ndarray:
+    async def encode(
+        self, ticket: Ticket, ids: Sequence[Sequence[int]], within_s: float | None = None
+    ) -> np.ndarray:
         """The vectors of one admitted request's token ids, once its batch has run. Given
         `within_s`, first `QueueFull` unless its real token count still fits in time."""
         if ticket.released:
@@ -301,7 +321,7 @@ class Batcher:
         for request in group:
             n = len(request.ids)
             if not request.future.done():
-                request.future.set_result(vectors[offset:offset + n])
+                request.future.set_result(vectors[offset : offset + n])
             offset += n
 
     def _learn(self, items: int, tokens: int, seconds: float) -> None:

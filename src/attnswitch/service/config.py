@@ -68,34 +68,55 @@ class ServiceConfig:
         from attnswitch.engines import engine_names
 
         if self.engine not in engine_names():
-            raise ConfigError(f"engine: expected one of {', '.join(engine_names())}, "
-                             f"got {self.engine!r}")
+            raise ConfigError(
+                f"engine: expected one of {', '.join(engine_names())}, got {self.engine!r}"
+            )
         if self.precision is not None:
             check_precision_choice(self.precision)
-        for name in ("max_body_bytes", "max_items", "max_queue_items", "batch_tokens",
-                     "job_chunks_per_call"):
+        for name in (
+            "max_body_bytes",
+            "max_items",
+            "max_queue_items",
+            "batch_tokens",
+            "job_chunks_per_call",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name}: expected an int >= 1, got {value!r}")
         if self.max_items > MAX_INPUT_ITEMS:
-            raise ConfigError(f"max_items: expected at most {MAX_INPUT_ITEMS}, got "
-                             f"{self.max_items}")
+            raise ConfigError(
+                f"max_items: expected at most {MAX_INPUT_ITEMS}, got {self.max_items}"
+            )
         if self.max_items > self.max_queue_items:
-            raise ConfigError(f"max_items: expected at most max_queue_items "
-                             f"({self.max_queue_items}), got {self.max_items}")
-        for name in ("max_wait_ms", "request_timeout_s", "drain_timeout_s",
-                     "header_timeout_s", "body_timeout_s", "keep_alive_s",
-                     "memwatch_interval_s"):
+            raise ConfigError(
+                f"max_items: expected at most max_queue_items "
+                f"({self.max_queue_items}), got {self.max_items}"
+            )
+        for name in (
+            "max_wait_ms",
+            "request_timeout_s",
+            "drain_timeout_s",
+            "header_timeout_s",
+            "body_timeout_s",
+            "keep_alive_s",
+            "memwatch_interval_s",
+        ):
             value = getattr(self, name)
             if not value >= 0:
                 raise ConfigError(f"{name}: expected a number >= 0, got {value!r}")
-        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s",
-                     "keep_alive_s", "memwatch_interval_s"):
+        for name in (
+            "request_timeout_s",
+            "header_timeout_s",
+            "body_timeout_s",
+            "keep_alive_s",
+            "memwatch_interval_s",
+        ):
             if getattr(self, name) == 0:
                 raise ConfigError(f"{name}: expected a number > 0, got 0")
         if self.jobs_root is not None and not Path(self.jobs_root).is_dir():
-            raise ConfigError(f"jobs_root: expected an existing folder, got "
-                             f"{str(self.jobs_root)!r}")
+            raise ConfigError(
+                f"jobs_root: expected an existing folder, got {str(self.jobs_root)!r}"
+            )
 
     @property
     def store_location(self) -> str | Path:

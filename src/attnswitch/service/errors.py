@@ -24,21 +24,39 @@ log = logging.getLogger("attnswitch.service")
 MAX_MESSAGE_CHARS = 512
 MAX_VALIDATION_ERRORS = 4
 
-TYPES = MappingProxyType({
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 405: "invalid_request_error", 408: "timeout_error",
-    409: "conflict_error", 413: "invalid_request_error", 415: "invalid_request_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error", 500: "server_error", 503: "service_unavailable", 504: "timeout_error",
-})
+TYPES = MappingProxyType(
+    {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        405: "invalid_request_error",
+        408: "timeout_error",
+        409: "conflict_error",
+        413: "invalid_request_error",
+        415: "invalid_request_error",
+        422: "invalid_request_error",
+        429: "rate_limit_error",
+        500: "server_error",
+        503: "service_unavailable",
+        504: "timeout_error",
+    }
+)
 
 
 class ServiceError(Exception):
     """A refusal with its HTTP status. `code` is a short stable name, `param` the request
     field at fault (None when none), `headers` extra response headers (Retry-After...)."""
 
-    def __init__(self, status: int, message: str, *, code: str, param: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -48,18 +66,35 @@ class ServiceError(Exception):
 
 
 def cap(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    return message if len(message) <= limit else message[:limit - 3] + "..."
+    return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
 def error_body(status: int, message: str, code: str, param: str | None = None) -> bytes:
-    return json.dumps({"error": {"message": cap(message), "type": TYPES.get(status, "error"),
-                                 "param": param, "code": code}}).encode()
+    return json.dumps(
+        {
+            "error": {
+                "message": cap(message),
+                "type": TYPES.get(status, "error"),
+                "param": param,
+                "code": code,
+            }
+        }
+    ).encode()
 
 
-def error_response(status: int, message: str, code: str, param: str | None = None,
-                   headers: dict[str, str] | None = None) -> Response:
-    return Response(error_body(status, message, code, param), status_code=status,
-                    headers=headers, media_type="application/json")
+def error_response(
+    status: int,
+    message: str,
+    code: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    return Response(
+        error_body(status, message, code, param),
+        status_code=status,
+        headers=headers,
+        media_type="application/json",
+    )
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -88,8 +123,9 @@ def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None, b
             return cap(f"body: expected a JSON object, got invalid JSON ({detail})"), "body", True
         where = _where(tuple(e.get("loc", ())))
         if e.get("type") == "extra_forbidden":  # pydantic: "Extra inputs are not permitted"
-            distinct.setdefault(f"{where}: expected a field this request takes, got an "
-                                "unknown field")
+            distinct.setdefault(
+                f"{where}: expected a field this request takes, got an unknown field"
+            )
             continue
         distinct.setdefault(f"{where}: {e.get('msg', 'invalid')}")
     shown = list(itertools.islice(distinct, MAX_VALIDATION_ERRORS))
@@ -111,8 +147,13 @@ async def validation_error_handler(request: Request, exc: Exception) -> Response
     if not_json:
         return error_response(400, message, "invalid_json", param)
     kinds = {e.get("type") for e in errors}
-    code = ("too_many_items" if "too_long" in kinds else
-            "unknown_field" if "extra_forbidden" in kinds else "invalid_type")
+    code = (
+        "too_many_items"
+        if "too_long" in kinds
+        else "unknown_field"
+        if "extra_forbidden" in kinds
+        else "invalid_type"
+    )
     return error_response(422, message, code, param)
 
 
@@ -123,19 +164,19 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
         detail = f"path: expected a route of this service, got {request.url.path!r}"
     elif exc.status_code == 405:
         detail = f"method: expected one this route allows, got {request.method}"
-    return error_response(exc.status_code, detail, "http_error", None,
-                          dict(exc.headers or {}))
+    return error_response(exc.status_code, detail, "http_error", None, dict(exc.headers or {}))
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error on %s %s", request.method, request.url.path,
-                  exc_info=exc)
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, f"internal error: {type(exc).__name__}", "internal_error")
 
 
-HANDLERS = MappingProxyType({
-    ServiceError: service_error_handler,
-    RequestValidationError: validation_error_handler,
-    StarletteHTTPException: http_error_handler,
-    Exception: unexpected_error_handler,
-})
+HANDLERS = MappingProxyType(
+    {
+        ServiceError: service_error_handler,
+        RequestValidationError: validation_error_handler,
+        StarletteHTTPException: http_error_handler,
+        Exception: unexpected_error_handler,
+    }
+)

@@ -70,8 +70,9 @@ def connection_lost(exc: BaseException) -> bool:
     if isinstance(exc, StoreConnectError):
         return True
     psycopg = sys.modules.get("psycopg")  # imported only by a PostgreSQL store
-    return psycopg is not None and isinstance(exc, (psycopg.OperationalError,
-                                                    psycopg.InterfaceError))
+    return psycopg is not None and isinstance(
+        exc, (psycopg.OperationalError, psycopg.InterfaceError)
+    )
 
 
 @contextlib.contextmanager
@@ -85,16 +86,23 @@ def store_errors_unavailable() -> Iterator[None]:
         yield
     except Exception as exc:
         if connection_lost(exc):
-            log.warning("attnswitch serve: the store's server: %s: %s", type(exc).__name__,
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-            raise ServiceError(503, "index: expected the PostgreSQL server to answer, got a "
-                               "refused or lost connection; retry shortly",
-                               code="index_unavailable",
-                               headers={"Retry-After": "1"}) from None
+            log.warning(
+                "attnswitch serve: the store's server: %s: %s",
+                type(exc).__name__,
+                str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            )
+            raise ServiceError(
+                503,
+                "index: expected the PostgreSQL server to answer, got a "
+                "refused or lost connection; retry shortly",
+                code="index_unavailable",
+                headers={"Retry-After": "1"},
+            ) from None
         if not is_store_error(exc):
             raise
-        raise ServiceError(503, f"index: {describe(exc, INDEX_NAME)}",
-                           code="index_unavailable") from None
+        raise ServiceError(
+            503, f"index: {describe(exc, INDEX_NAME)}", code="index_unavailable"
+        ) from None
 
 
 # Threads that search the store side by side, each with its own connection: a slow search
@@ -128,8 +136,9 @@ class SearchIndex:
     folders (`--jobs-root`), which decides what an answer on an empty index tells the user
     to do."""
 
-    def __init__(self, location: str | os.PathLike, jobs: bool = False,
-                 workers: int = SEARCH_WORKERS):
+    def __init__(
+        self, location: str | os.PathLike, jobs: bool = False, workers: int = SEARCH_WORKERS
+    ):
         from attnswitch.indexing.location import is_url
 
         self.location = location
@@ -147,9 +156,16 @@ class SearchIndex:
         """How many of the threads are searching (or reading a view) now."""
         return self._busy
 
-    def search(self, vector: np.ndarray | None, k: int, text: str | None = None,
-               mode: str = "dense", ef: int | None = None, where: Any = None,
-               deadline: float | None = None) -> tuple[list[Any], int | None]:
+    def search(
+        self,
+        vector: np.ndarray | None,
+        k: int,
+        text: str | None = None,
+        mode: str = "dense",
+        ef: int | None = None,
+        where: Any = None,
+        deadline: float | None = None,
+    ) -> tuple[list[Any], int | None]:
         """The `k` best `indexing.search.Hit`s for a query's vector and text in `mode`, with
         ANN beam `ef`, among the documents the filter `where` keeps
         (`indexing.search.search`; runs on `executor`); and, when a filter gave no hit,
@@ -162,8 +178,9 @@ class SearchIndex:
             on_time(deadline)
             store = self._current(deadline)
             with store.deadline(deadline):
-                hits = search(store, vector, k, text=text, mode=mode, ef=ef, where=where,
-                              deadline=deadline)
+                hits = search(
+                    store, vector, k, text=text, mode=mode, ef=ef, where=where, deadline=deadline
+                )
                 kept = None if where is None or hits else len(store.allowed_documents(where))
             return hits, kept
 
@@ -189,13 +206,16 @@ class SearchIndex:
                 return stored_config(store)
         except Exception as exc:
             if connection_lost(exc):
-                log.warning("attnswitch serve: %s; search answers 503 until it answers",
-                            str(exc).strip())
+                log.warning(
+                    "attnswitch serve: %s; search answers 503 until it answers", str(exc).strip()
+                )
                 return None
             if not is_store_error(exc):
                 raise
-            log.warning("attnswitch serve: %s; search answers 503 until it is fixed",
-                        describe(exc, str(self.path)))
+            log.warning(
+                "attnswitch serve: %s; search answers 503 until it is fixed",
+                describe(exc, str(self.path)),
+            )
             return None
 
     @contextlib.contextmanager
@@ -239,16 +259,25 @@ class SearchIndex:
         store = conns.store
         with store.deadline(deadline):
             # SQLite: changed since the last search? Another store: always read again.
-            version = (None if conns.watch is None else
-                       conns.watch.execute("PRAGMA data_version").fetchone()[0])
+            version = (
+                None
+                if conns.watch is None
+                else conns.watch.execute("PRAGMA data_version").fetchone()[0]
+            )
             if conns.version is None or version is None or version != conns.version:
                 config = stored_config(store)
-                if config is not None and self.fingerprint is not None and (
-                        config.model_fingerprint != self.fingerprint):
-                    raise ServiceError(409, f"index: expected vectors of the served model, "
-                                       f"got {config.describe()}; serve with that model "
-                                       "(--model) or use another --db",
-                                       code="index_model_mismatch")
+                if (
+                    config is not None
+                    and self.fingerprint is not None
+                    and (config.model_fingerprint != self.fingerprint)
+                ):
+                    raise ServiceError(
+                        409,
+                        f"index: expected vectors of the served model, "
+                        f"got {config.describe()}; serve with that model "
+                        "(--model) or use another --db",
+                        code="index_model_mismatch",
+                    )
                 conns.version, conns.count = version, store.count()
         if conns.count == 0:
             raise self._empty("an empty index")
@@ -267,18 +296,21 @@ class SearchIndex:
             if hasattr(conns.store, "reconnect_for_s"):  # 503 at once, not a held request
                 conns.store.reconnect_for_s = 0.0
             if self.path is not None:
-                conns.watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro",
-                                              uri=True)
+                conns.watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
         return conns.store
 
     def _empty(self, got: str) -> ServiceError:
         """The 409 for an index with nothing to search, saying how to fill it on this server:
         a job when jobs are on, else the CLI (the path of the server's --db is not shown)."""
-        how = ("POST /v1/jobs to index a folder first" if self.jobs else
-               "index a folder with `attnswitch run FOLDER` (with this server's --db, if "
-               "it was given one), or serve with --jobs-root to index over HTTP")
-        return ServiceError(409, f"index: expected documents to search, got {got}: {how}",
-                            code="index_empty")
+        how = (
+            "POST /v1/jobs to index a folder first"
+            if self.jobs
+            else "index a folder with `attnswitch run FOLDER` (with this server's --db, if "
+            "it was given one), or serve with --jobs-root to index over HTTP"
+        )
+        return ServiceError(
+            409, f"index: expected documents to search, got {got}: {how}", code="index_empty"
+        )
 
     def _forget(self) -> None:
         """Close this thread's connections and drop its loaded vectors (its next search

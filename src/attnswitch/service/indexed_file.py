@@ -33,8 +33,9 @@ class FileChanged(Exception):
     """The file at an indexed path is not the one indexed; the message says how."""
 
 
-def open_as_indexed(root: str, source: str, size: int, mtime_ns: int,
-                    sha256: str | None) -> BinaryIO:
+def open_as_indexed(
+    root: str, source: str, size: int, mtime_ns: int, sha256: str | None
+) -> BinaryIO:
     """The file `source` of `root` opened for reading (unbuffered; the caller closes it),
     when it is still the file a store recorded with `size`, `mtime_ns` and `sha256` (None:
     not recorded, not checked). Raises `FileNotFoundError` or `NotADirectoryError` when
@@ -92,13 +93,28 @@ class IndexedFileResponse(StreamingResponse):
     the garbage collector, which closes a file object). A file that shrank meanwhile ends
     the body early: the client sees it cut short of its `Content-Length`."""
 
-    def __init__(self, file: BinaryIO, size: int, *, media_type: str, filename: str,
-                 inline: bool, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        file: BinaryIO,
+        size: int,
+        *,
+        media_type: str,
+        filename: str,
+        inline: bool,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.file = file
-        super().__init__(_blocks(file.fileno(), size), media_type=media_type, headers={
-            **(headers or {}), "Content-Length": str(size),
-            "Content-Disposition": content_disposition(
-                "inline" if inline else "attachment", filename)})
+        super().__init__(
+            _blocks(file.fileno(), size),
+            media_type=media_type,
+            headers={
+                **(headers or {}),
+                "Content-Length": str(size),
+                "Content-Disposition": content_disposition(
+                    "inline" if inline else "attachment", filename
+                ),
+            },
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

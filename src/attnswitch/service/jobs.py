@@ -83,12 +83,16 @@ CANCEL_WAIT_S = 10.0
 PROGRESS_EVERY_S = 1.0
 # Seconds a new job waits for another process's run on the store before it is refused.
 LOCK_WAIT_S = 5.0
-INTERRUPTED_BY_CRASH = ("the server stopped while this job ran; it is resumed by the next "
-                        "server on this store")
-INTERRUPTED_BY_DRAIN = ("stopped by server shutdown; the next server on this store resumes "
-                        "it (or run again to finish)")
-CANCELLED = ("cancelled by a client; every document it committed is kept, and it is not "
-             "resumed (start a job on the folder again to finish)")
+INTERRUPTED_BY_CRASH = (
+    "the server stopped while this job ran; it is resumed by the next server on this store"
+)
+INTERRUPTED_BY_DRAIN = (
+    "stopped by server shutdown; the next server on this store resumes it (or run again to finish)"
+)
+CANCELLED = (
+    "cancelled by a client; every document it committed is kept, and it is not "
+    "resumed (start a job on the folder again to finish)"
+)
 
 
 def _hidden(parts: tuple[str, ...]) -> bool:
@@ -111,9 +115,12 @@ def _is_utf8(text: str) -> bool:
 
 
 def _hidden_refused() -> ServiceError:
-    return ServiceError(403, "path: expected a folder without hidden components (names "
-                        "starting with '.'), got one with", code="path_forbidden",
-                        param="path")
+    return ServiceError(
+        403,
+        "path: expected a folder without hidden components (names starting with '.'), got one with",
+        code="path_forbidden",
+        param="path",
+    )
 
 
 def bounded(summary: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +145,7 @@ def _unless_held_elsewhere(call: Callable[[Any], Any]) -> Callable[[Any], tuple[
     """`call(store)` as `(False, its result)`, or `(True, None)` where it met the store's run
     lock held by another process (`StoreBusyError`: another server's job, or an
     `attnswitch run`, on the same store)."""
+
     def run(store: Any) -> tuple[bool, Any]:
         from attnswitch.indexing.store import StoreBusyError
 
@@ -176,9 +184,12 @@ class Job:
     resume: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "object": "job", **{k: v for k, v in dataclasses.asdict(self)
-                                                   .items() if k not in ("id", "resume")},
-                "attempts": max(1, self.attempts)}
+        return {
+            "id": self.id,
+            "object": "job",
+            **{k: v for k, v in dataclasses.asdict(self).items() if k not in ("id", "resume")},
+            "attempts": max(1, self.attempts),
+        }
 
     def record(self) -> Any:
         """The row of this job (`jobs_table.JobRecord`)."""
@@ -196,8 +207,13 @@ class JobManager:
     (`ServiceConfig.store_location`: a SQLite file, or a PostgreSQL URL); see the module
     doc. `encoder` returns the encoder for a job; `options` the `RunOptions` to run with."""
 
-    def __init__(self, location: str | os.PathLike, jobs_root: Path | None,
-                 encoder: Callable[[], Any], options: Callable[[], Any]):
+    def __init__(
+        self,
+        location: str | os.PathLike,
+        jobs_root: Path | None,
+        encoder: Callable[[], Any],
+        options: Callable[[], Any],
+    ):
         from attnswitch.indexing.location import is_url
 
         self.location = location
@@ -219,6 +235,7 @@ class JobManager:
     def _rows(self, fn: Callable[[Any], Any]) -> Any:
         """`fn(store)` on the rows' thread and connection; a store that fails is reopened
         by the next call. Store errors become 503 (`index.store_errors_unavailable`)."""
+
         def call() -> Any:
             from attnswitch.indexing.location import open_store
 
@@ -263,11 +280,16 @@ class JobManager:
         current = self._current
         if current is not None and current.id == job_id:
             return current
-        record = (self._rows(lambda store: jobs_table.find(store, job_id))
-                  if self._has_rows() else None)
+        record = (
+            self._rows(lambda store: jobs_table.find(store, job_id)) if self._has_rows() else None
+        )
         if record is None:
-            raise ServiceError(404, f"job: expected the id of a job of this server, got "
-                               f"{job_id[:80]!r}", code="job_not_found", param="id")
+            raise ServiceError(
+                404,
+                f"job: expected the id of a job of this server, got {job_id[:80]!r}",
+                code="job_not_found",
+                param="id",
+            )
         return Job.of(record)
 
     def recent(self) -> list[Job]:
@@ -275,40 +297,68 @@ class JobManager:
         stands now)."""
         from attnswitch.jobs import jobs_table
 
-        records = (self._rows(lambda store: jobs_table.recent(store, KEEP_JOBS))
-                   if self._has_rows() else [])
+        records = (
+            self._rows(lambda store: jobs_table.recent(store, KEEP_JOBS))
+            if self._has_rows()
+            else []
+        )
         current = self._current
-        return [current if current is not None and r.id == current.id else Job.of(r)
-                for r in records]
+        return [
+            current if current is not None and r.id == current.id else Job.of(r) for r in records
+        ]
 
     # -- starting --------------------------------------------------------------------------
     def resolve(self, path: str) -> Path:
         """The folder a job may index for `path` (relative paths are under jobs_root)."""
         if self.jobs_root is None:
-            raise ServiceError(403, "jobs: expected a server started with --jobs-root DIR, got "
-                               "none: indexing jobs are off", code="jobs_disabled")
+            raise ServiceError(
+                403,
+                "jobs: expected a server started with --jobs-root DIR, got "
+                "none: indexing jobs are off",
+                code="jobs_disabled",
+            )
         if not path.strip():
-            raise ServiceError(422, "path: expected a folder path, got "
-                               f"{'an empty string' if not path else 'only whitespace'}",
-                               code="invalid_path", param="path")
+            raise ServiceError(
+                422,
+                "path: expected a folder path, got "
+                f"{'an empty string' if not path else 'only whitespace'}",
+                code="invalid_path",
+                param="path",
+            )
         if "\x00" in path:
-            raise ServiceError(422, "path: expected a folder path, got a NUL character",
-                               code="invalid_path", param="path")
+            raise ServiceError(
+                422,
+                "path: expected a folder path, got a NUL character",
+                code="invalid_path",
+                param="path",
+            )
         if not _is_utf8(path):  # JSON may carry lone surrogates ("\udcff")
-            raise ServiceError(422, "path: expected Unicode text, got an unpaired surrogate",
-                               code="invalid_path", param="path")
+            raise ServiceError(
+                422,
+                "path: expected Unicode text, got an unpaired surrogate",
+                code="invalid_path",
+                param="path",
+            )
         if _hidden(PurePath(path).parts):
             raise _hidden_refused()
         try:
             folder = (self.jobs_root / path).resolve()
         except (OSError, RuntimeError, ValueError) as exc:
-            raise ServiceError(422, f"path: expected a folder path, got one that does not "
-                               f"resolve ({type(exc).__name__})", code="invalid_path",
-                               param="path") from None
+            raise ServiceError(
+                422,
+                f"path: expected a folder path, got one that does not "
+                f"resolve ({type(exc).__name__})",
+                code="invalid_path",
+                param="path",
+            ) from None
         if not folder.is_relative_to(self.jobs_root):
-            raise ServiceError(403, "path: expected a folder inside the server's jobs root "
-                               "(serve --jobs-root), got one outside it", code="path_forbidden",
-                               param="path")
+            raise ServiceError(
+                403,
+                "path: expected a folder inside the server's jobs root "
+                "(serve --jobs-root), got one outside it",
+                code="path_forbidden",
+                param="path",
+            )
         if _hidden(folder.relative_to(self.jobs_root).parts):  # through a link
             raise _hidden_refused()
         try:
@@ -316,11 +366,19 @@ class JobManager:
         except OSError:  # e.g. a name too long for the file system
             is_folder = False
         if not is_folder:  # one answer whatever is there: a file's existence stays private
-            raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
-                               "got no such folder", code="not_a_folder", param="path")
+            raise ServiceError(
+                422,
+                "path: expected an existing folder inside the jobs root, got no such folder",
+                code="not_a_folder",
+                param="path",
+            )
         if not _is_utf8(str(folder)):  # the store and the answers hold text
-            raise ServiceError(422, "path: expected a folder whose path is valid UTF-8, got "
-                               "one with other bytes", code="invalid_path", param="path")
+            raise ServiceError(
+                422,
+                "path: expected a folder whose path is valid UTF-8, got one with other bytes",
+                code="invalid_path",
+                param="path",
+            )
         return folder
 
     def shown(self, path: str | Path) -> str:
@@ -342,9 +400,12 @@ class JobManager:
             job = Job(id=secrets.token_hex(8), path=self.shown(folder))
             self._save(job)
             self._current = job
-            self._thread = threading.Thread(target=self._run_all,
-                                            args=([(job, folder, root_id)],),
-                                            name=f"attnswitch-job-{job.id}", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run_all,
+                args=([(job, folder, root_id)],),
+                name=f"attnswitch-job-{job.id}",
+                daemon=True,
+            )
             self._thread.start()
         return job
 
@@ -362,13 +423,17 @@ class JobManager:
         try:
             elsewhere, ids = self._rows(
                 _unless_held_elsewhere(
-                    lambda store: jobs_table.interrupt(store, INTERRUPTED_BY_CRASH)))
+                    lambda store: jobs_table.interrupt(store, INTERRUPTED_BY_CRASH)
+                )
+            )
         except ServiceError as exc:
             log.warning("attnswitch serve: interrupted jobs not resumed: %s", exc.message)
             return []
         if elsewhere:  # another server's (or `run`'s) jobs: left to it
-            log.warning("attnswitch serve: another process runs on this store; the jobs it "
-                        "left unfinished are its own, and none is resumed here")
+            log.warning(
+                "attnswitch serve: another process runs on this store; the jobs it "
+                "left unfinished are its own, and none is resumed here"
+            )
             return []
         work = []
         for job_id in ids:
@@ -384,12 +449,16 @@ class JobManager:
             job.status = "queued"
             self._save(job)
         if work:
-            log.warning("attnswitch serve: resuming %d interrupted job(s): %s", len(work),
-                        ", ".join(j.id for j, _, _ in work))
+            log.warning(
+                "attnswitch serve: resuming %d interrupted job(s): %s",
+                len(work),
+                ", ".join(j.id for j, _, _ in work),
+            )
             with self._lock:
                 self._current = work[0][0]
-                self._thread = threading.Thread(target=self._run_all, args=(work,),
-                                                name="attnswitch-job-resume", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run_all, args=(work,), name="attnswitch-job-resume", daemon=True
+                )
                 self._thread.start()
         return [job.id for job, _, _ in work]
 
@@ -402,9 +471,12 @@ class JobManager:
         try:
             return folder_id(folder)
         except OSError:  # swapped for a link (or removed) since it was checked
-            raise ServiceError(422, "path: expected an existing folder inside the jobs root, "
-                               "got no such folder", code="not_a_folder",
-                               param="path") from None
+            raise ServiceError(
+                422,
+                "path: expected an existing folder inside the jobs root, got no such folder",
+                code="not_a_folder",
+                param="path",
+            ) from None
 
     def _refuse_while_busy(self) -> None:
         """503 while draining, 409 while a job runs (call with the lock held)."""
@@ -412,8 +484,11 @@ class JobManager:
             raise ServiceError(503, "server: draining, not starting jobs", code="draining")
         if self._thread is not None and self._thread.is_alive():
             running = self._current.id if self._current is not None else "?"
-            raise ServiceError(409, f"jobs: expected no job running, got job {running}; "
-                               "one job runs at a time", code="job_running")
+            raise ServiceError(
+                409,
+                f"jobs: expected no job running, got job {running}; one job runs at a time",
+                code="job_running",
+            )
 
     def _check_store(self) -> None:
         """409 while another process (an `attnswitch run` on the same store) holds the
@@ -422,11 +497,16 @@ class JobManager:
 
         with store_errors_unavailable(), open_store(self.location) as store:
             elsewhere, _ = _unless_held_elsewhere(
-                lambda opened: opened.check_unlocked(LOCK_WAIT_S))(store)
+                lambda opened: opened.check_unlocked(LOCK_WAIT_S)
+            )(store)
         if elsewhere:
-            raise ServiceError(409, "index: expected no other run writing the server's "
-                               "index, got one (an `attnswitch run` on the same data "
-                               "folder); retry when it has finished", code="index_busy")
+            raise ServiceError(
+                409,
+                "index: expected no other run writing the server's "
+                "index, got one (an `attnswitch run` on the same data "
+                "folder); retry when it has finished",
+                code="index_busy",
+            )
 
     def _public(self, value: Any, model: str | None = None) -> Any:
         """`value` (text, or lists and dicts of it) without the server's absolute paths
@@ -445,13 +525,14 @@ class JobManager:
 
             paths = [(self.location, INDEX_NAME), (describe(str(self.location)), INDEX_NAME)]
         if model and os.path.isabs(model):
-            paths += [(Path(model), _model_name(model)),
-                      (Path(model).resolve(), _model_name(model))]
+            paths += [
+                (Path(model), _model_name(model)),
+                (Path(model).resolve(), _model_name(model)),
+            ]
         for path, name in paths:
             text = text.replace(str(path), name)
         if self.jobs_root is not None:
-            text = text.replace(str(self.jobs_root) + os.sep, "").replace(
-                str(self.jobs_root), ".")
+            text = text.replace(str(self.jobs_root) + os.sep, "").replace(str(self.jobs_root), ".")
         return text
 
     def _run_all(self, work: list[tuple[Job, Path, tuple[int, int]]]) -> None:
@@ -476,10 +557,16 @@ class JobManager:
         self._save(job)
 
         def progress(p: Any) -> None:
-            job.progress = {"stage": p.stage, "files_read": p.files_read,
-                            "files_done": p.files_done, "files_total": p.files_total, "bytes_done": p.bytes_done,
-                            "bytes_total": p.bytes_total, "chunks": p.chunks,
-                            "tokens": p.tokens}
+            job.progress = {
+                "stage": p.stage,
+                "files_read": p.files_read,
+                "files_done": p.files_done,
+                "files_total": p.files_total,
+                "bytes_done": p.bytes_done,
+                "bytes_total": p.bytes_total,
+                "chunks": p.chunks,
+                "tokens": p.tokens,
+            }
             if time.monotonic() - self._last_saved >= PROGRESS_EVERY_S:
                 self._save(job)
             if self._stop.is_set() or job.id in self._cancel_ids:
@@ -490,10 +577,15 @@ class JobManager:
             options = self._options()
             model = options.model
             with open_store(self.location) as store:
-                summary = run(folder, store, options, get_encoder=self._encoder,
-                              on_progress=progress, root_id=root_id)
-            job.summary = {**self._public(bounded(summary.to_dict()), model),
-                           "root": job.path}
+                summary = run(
+                    folder,
+                    store,
+                    options,
+                    get_encoder=self._encoder,
+                    on_progress=progress,
+                    root_id=root_id,
+                )
+            job.summary = {**self._public(bounded(summary.to_dict()), model), "root": job.path}
             job.status = "completed"
         except KeyboardInterrupt:
             if job.id in self._cancel_ids:
@@ -503,9 +595,11 @@ class JobManager:
         except Exception as exc:
             log.warning("job %s failed: %s: %s", job.id, type(exc).__name__, exc)
             if connection_lost(exc):
-                error = ("the PostgreSQL server refused or lost the connection; every "
-                         "document is committed whole or not at all: start the job again "
-                         "to finish")
+                error = (
+                    "the PostgreSQL server refused or lost the connection; every "
+                    "document is committed whole or not at all: start the job again "
+                    "to finish"
+                )
             elif is_store_error(exc):
                 error = describe(exc, INDEX_NAME)
             else:
@@ -524,22 +618,35 @@ class JobManager:
         "cancelled" when it does). 404 for an unknown id, 409 for a finished job."""
         with self._lock:
             current = self._current
-            live = (current is not None and current.id == job_id and self.running()
-                    and current.status in ("queued", "running"))
+            live = (
+                current is not None
+                and current.id == job_id
+                and self.running()
+                and current.status in ("queued", "running")
+            )
             if live:
                 self._cancel_ids.add(job_id)
         if live:
             return self._wait_cancelled(current)
         job = self.get(job_id)
         if job.status in FINISHED:
-            raise ServiceError(409, f"job: expected a queued or running job, got job "
-                               f"{job.id} {job.status}; only an unfinished job can be "
-                               "cancelled", code="job_finished", param="id")
+            raise ServiceError(
+                409,
+                f"job: expected a queued or running job, got job "
+                f"{job.id} {job.status}; only an unfinished job can be "
+                "cancelled",
+                code="job_finished",
+                param="id",
+            )
         if not self.running() and self._store_runs_elsewhere():
-            raise ServiceError(409, f"job: expected a job of this server, got job {job.id} "
-                               f"{job.status} in another process on the same store; cancel "
-                               "it through the server that runs it", code="job_elsewhere",
-                               param="id")
+            raise ServiceError(
+                409,
+                f"job: expected a job of this server, got job {job.id} "
+                f"{job.status} in another process on the same store; cancel "
+                "it through the server that runs it",
+                code="job_elsewhere",
+                param="id",
+            )
         with self._lock:  # queued, or interrupted and waiting to be resumed
             self._cancel_ids.add(job_id)
         job.status, job.resume, job.error = "cancelled", False, CANCELLED
@@ -563,8 +670,12 @@ class JobManager:
             if waited >= CANCEL_WAIT_S:
                 break
             thread = self._thread
-            if not raised and waited >= STOP_GRACE_S and thread is not None and (
-                    self._current is job and job.status == "running"):
+            if (
+                not raised
+                and waited >= STOP_GRACE_S
+                and thread is not None
+                and (self._current is job and job.status == "running")
+            ):
                 _raise_in(thread, _StopRequested)
                 raised = True
             time.sleep(0.05)

@@ -53,8 +53,9 @@ class ServerProcess:
         return self.proc.returncode
 
 
-def start(workdir: Path, *args: str, wait_ready: bool = True, timeout: float = 180.0,
-          poll_s: float = 0.02) -> ServerProcess:
+def start(
+    workdir: Path, *args: str, wait_ready: bool = True, timeout: float = 180.0, poll_s: float = 0.02
+) -> ServerProcess:
     """Start a server in `workdir` (created if missing; its stderr goes to
     `workdir/server.log`) with the extra command-line `args`, on 127.0.0.1 and a free port.
     Returns once it listens and, with `wait_ready`, once /readyz is 200.
@@ -64,9 +65,23 @@ def start(workdir: Path, *args: str, wait_ready: bool = True, timeout: float = 1
     log = workdir / "server.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "attnswitch.service", "--host", "127.0.0.1", "--port", "0",
-             "--log-level", "warning", *args],
-            stdout=subprocess.DEVNULL, stderr=fh, cwd=workdir, env=dict(os.environ))
+            [
+                sys.executable,
+                "-m",
+                "attnswitch.service",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--log-level",
+                "warning",
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            cwd=workdir,
+            env=dict(os.environ),
+        )
     deadline = time.monotonic() + timeout
     server = None
     while server is None:
@@ -90,13 +105,17 @@ def start(workdir: Path, *args: str, wait_ready: bool = True, timeout: float = 1
     return server
 
 
-def _check_alive(proc: subprocess.Popen, log: Path, deadline: float, timeout: float,
-                 what: str) -> None:
+def _check_alive(
+    proc: subprocess.Popen, log: Path, deadline: float, timeout: float, what: str
+) -> None:
     if proc.poll() is not None:
-        raise ServerStartError(f"server exited with code {proc.returncode} before it was "
-                               f"{what}:\n{log.read_text(errors='replace')}")
+        raise ServerStartError(
+            f"server exited with code {proc.returncode} before it was "
+            f"{what}:\n{log.read_text(errors='replace')}"
+        )
     if time.monotonic() > deadline:
         proc.kill()
         proc.wait(10)
-        raise ServerStartError(f"server was not {what} within {timeout:g} s:\n"
-                               f"{log.read_text(errors='replace')}")
+        raise ServerStartError(
+            f"server was not {what} within {timeout:g} s:\n{log.read_text(errors='replace')}"
+        )

@@ -48,9 +48,12 @@ class Readiness:
     def check(self, retry_after: int = 1) -> None:
         """Raise 503 unless ready."""
         if self.state != READY:
-            raise ServiceError(503, f"server: expected ready, got {self.state} ({self.reason})",
-                               code=self.state.replace(" ", "_"),
-                               headers={"Retry-After": str(retry_after)})
+            raise ServiceError(
+                503,
+                f"server: expected ready, got {self.state} ({self.reason})",
+                code=self.state.replace(" ", "_"),
+                headers={"Retry-After": str(retry_after)},
+            )
 
     def report(self) -> dict[str, Any]:
         return {"status": self.state, "reason": self.reason}

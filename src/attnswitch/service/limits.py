@@ -55,16 +55,24 @@ class BodyLimitMiddleware:
             async with asyncio.timeout(self.timeout_s):
                 body = await self._read(scope, receive, send)
         except TimeoutError:
-            await _refuse(send, 408, f"body: expected the whole body within "
-                          f"{self.timeout_s:g} s, got less in that time", "body_timeout")
+            await _refuse(
+                send,
+                408,
+                f"body: expected the whole body within {self.timeout_s:g} s, got less in that time",
+                "body_timeout",
+            )
             return
         if body is None:  # refused or disconnected
             return
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as exc:
-            await _refuse(send, 400, f"body: expected UTF-8 JSON, got invalid UTF-8 at byte "
-                          f"{exc.start}", "invalid_json")
+            await _refuse(
+                send,
+                400,
+                f"body: expected UTF-8 JSON, got invalid UTF-8 at byte {exc.start}",
+                "invalid_json",
+            )
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -93,25 +101,35 @@ class BodyLimitMiddleware:
                 return b"".join(chunks)
 
     async def _too_large(self, send: Send, got: str) -> None:
-        await _refuse(send, 413, f"body: expected at most {self.max_bytes} bytes, got {got}",
-                      "body_too_large")
+        await _refuse(
+            send, 413, f"body: expected at most {self.max_bytes} bytes, got {got}", "body_too_large"
+        )
 
 
 async def _refuse(send: Send, status: int, message: str, code: str) -> None:
     """Answer in the service's error shape and close the connection."""
     body = error_body(status, message, code, "body")
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 def _expects_continue(scope: Scope) -> bool:
     """Whether the client waits for "100 Continue" before sending its body (reading the
     body would make the server send it)."""
-    return any(name == b"expect" and value.strip().lower() == b"100-continue"
-               for name, value in scope.get("headers", ()))
+    return any(
+        name == b"expect" and value.strip().lower() == b"100-continue"
+        for name, value in scope.get("headers", ())
+    )
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -149,22 +167,35 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def check_items(texts: Sequence[str], max_items: int, param: str = "input",
-                is_list: bool = True) -> None:
+def check_items(
+    texts: Sequence[str], max_items: int, param: str = "input", is_list: bool = True
+) -> None:
     """Refuse an empty list or an empty text (400) and too many texts (422). `is_list`:
     whether the client sent a list (errors then name the item, `input[3]`)."""
     if not texts:
-        raise ServiceError(400, f"{param}: expected at least one text, got an empty list",
-                           code="empty_input", param=param)
+        raise ServiceError(
+            400,
+            f"{param}: expected at least one text, got an empty list",
+            code="empty_input",
+            param=param,
+        )
     if len(texts) > max_items:
-        raise ServiceError(422, f"{param}: expected at most {max_items} texts per request, "
-                           f"got {len(texts)}", code="too_many_items", param=param)
+        raise ServiceError(
+            422,
+            f"{param}: expected at most {max_items} texts per request, got {len(texts)}",
+            code="too_many_items",
+            param=param,
+        )
     for i, text in enumerate(texts):
         if not text.strip():
             where = f"{param}[{i}]" if is_list else param
-            raise ServiceError(400, f"{where}: expected a non-empty text, got "
-                               f"{'an empty string' if not text else 'only whitespace'}",
-                               code="empty_input", param=where)
+            raise ServiceError(
+                400,
+                f"{where}: expected a non-empty text, got "
+                f"{'an empty string' if not text else 'only whitespace'}",
+                code="empty_input",
+                param=where,
+            )
 
 
 def token_prefix(text: str, max_tokens: int) -> str:

@@ -29,19 +29,38 @@ MIN_GROWTH_MB = 32.0
 class MemoryGuard:
     """See the module doc. `meter` replaces the resident-memory reading (bytes)."""
 
-    def __init__(self, registry: CollectorRegistry, interval_s: float = 10.0,
-                 meter: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        interval_s: float = 10.0,
+        meter: Callable[[], int] | None = None,
+    ):
         self.interval_s = interval_s
-        self.watchdog = MemoryWatchdog("rss", meter=meter, warmup=WARMUP, window=WINDOW,
-                                       min_samples=MIN_SAMPLES, min_growth_mb=MIN_GROWTH_MB,
-                                       warn=False)
+        self.watchdog = MemoryWatchdog(
+            "rss",
+            meter=meter,
+            warmup=WARMUP,
+            window=WINDOW,
+            min_samples=MIN_SAMPLES,
+            min_growth_mb=MIN_GROWTH_MB,
+            warn=False,
+        )
         p = "attnswitch_service_memory"
-        self.growing = Gauge(f"{p}_growing", "1 when resident memory rises steadily (a "
-                             "leak), else 0 (observe.memwatch's verdict).", registry=registry)
-        self.growth = Gauge(f"{p}_growth_bytes", "Fitted growth of resident memory over the "
-                            "judged window.", registry=registry)
-        self.trend = Gauge(f"{p}_trend", "Kendall's tau of resident memory against time "
-                           "over the judged window.", registry=registry)
+        self.growing = Gauge(
+            f"{p}_growing",
+            "1 when resident memory rises steadily (a leak), else 0 (observe.memwatch's verdict).",
+            registry=registry,
+        )
+        self.growth = Gauge(
+            f"{p}_growth_bytes",
+            "Fitted growth of resident memory over the judged window.",
+            registry=registry,
+        )
+        self.trend = Gauge(
+            f"{p}_trend",
+            "Kendall's tau of resident memory against time over the judged window.",
+            registry=registry,
+        )
         self.samples = Gauge(f"{p}_samples", "Memory samples judged.", registry=registry)
         self._said = False
 
@@ -54,8 +73,10 @@ class MemoryGuard:
         self.samples.set(verdict.samples)
         if verdict.growing and not self._said:
             self._said = True
-            log.warning("attnswitch serve: %s", verdict.reason.replace("batches", "samples")
-                        .replace("batch", "sample"))
+            log.warning(
+                "attnswitch serve: %s",
+                verdict.reason.replace("batches", "samples").replace("batch", "sample"),
+            )
         return verdict
 
     async def run(self) -> None:

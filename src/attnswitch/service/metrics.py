@@ -40,42 +40,65 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from attnswitch.observe.metrics import REGISTRY as ATTENTION_REGISTRY
 from attnswitch.service.batching import BatchStats
 
-METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
-                     "PATCH"})
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 class ServiceMetrics:
     """The metrics of one service instance (see the module doc)."""
 
-    def __init__(self, queue_depth: Callable[[], float] = lambda: 0.0,
-                 search_busy: Callable[[], float] = lambda: 0.0):
+    def __init__(
+        self,
+        queue_depth: Callable[[], float] = lambda: 0.0,
+        search_busy: Callable[[], float] = lambda: 0.0,
+    ):
         r = self.registry = CollectorRegistry(auto_describe=True)
         p = "attnswitch_service"
-        self.requests = Counter(f"{p}_requests", "HTTP requests answered.",
-                                ["route", "method", "status"], registry=r)
-        self.latency = Histogram(f"{p}_request_seconds", "Time to answer a request.",
-                                 ["route"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.tokens = Counter(f"{p}_tokens", "Model tokens encoded, special tokens included.",
-                              ["route"], registry=r)
+        self.requests = Counter(
+            f"{p}_requests", "HTTP requests answered.", ["route", "method", "status"], registry=r
+        )
+        self.latency = Histogram(
+            f"{p}_request_seconds",
+            "Time to answer a request.",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            f"{p}_tokens", "Model tokens encoded, special tokens included.", ["route"], registry=r
+        )
         self.items = Counter(f"{p}_items", "Texts encoded.", ["route"], registry=r)
-        self.rejected = Counter(f"{p}_rejected", "Requests refused for capacity or time.",
-                                ["reason"], registry=r)
+        self.rejected = Counter(
+            f"{p}_rejected", "Requests refused for capacity or time.", ["reason"], registry=r
+        )
         self.in_flight = Gauge(f"{p}_in_flight", "Requests being served.", registry=r)
-        depth = Gauge(f"{p}_queue_depth", "Texts admitted and waiting for the model.",
-                      registry=r)
+        depth = Gauge(f"{p}_queue_depth", "Texts admitted and waiting for the model.", registry=r)
         depth.set_function(queue_depth)
-        busy = Gauge(f"{p}_search_busy", "Search threads at work (a search stops at its "
-                     "request's deadline, freeing its thread).", registry=r)
+        busy = Gauge(
+            f"{p}_search_busy",
+            "Search threads at work (a search stops at its "
+            "request's deadline, freeing its thread).",
+            registry=r,
+        )
         busy.set_function(search_busy)
         self.batches = Counter(f"{p}_batches", "Encoder calls.", registry=r)
-        self.batch_requests = Histogram(f"{p}_batch_requests", "Requests per encoder call.",
-                                        buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
-        self.batch_tokens = Histogram(f"{p}_batch_tokens", "Model tokens per encoder call.",
-                                      buckets=(64, 256, 1024, 2048, 4096, 8192, 16384, 65536),
-                                      registry=r)
-        self.batch_seconds = Histogram(f"{p}_batch_seconds", "Seconds per encoder call.",
-                                       buckets=_LATENCY_BUCKETS, registry=r)
+        self.batch_requests = Histogram(
+            f"{p}_batch_requests",
+            "Requests per encoder call.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+            registry=r,
+        )
+        self.batch_tokens = Histogram(
+            f"{p}_batch_tokens",
+            "Model tokens per encoder call.",
+            buckets=(64, 256, 1024, 2048, 4096, 8192, 16384, 65536),
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            f"{p}_batch_seconds", "Seconds per encoder call.", buckets=_LATENCY_BUCKETS, registry=r
+        )
         process = psutil.Process()
         rss = Gauge(f"{p}_memory_rss_bytes", "Resident memory of this process.", registry=r)
         rss.set_function(lambda: float(process.memory_info().rss))
@@ -89,8 +112,9 @@ class ServiceMetrics:
 
     def exposition(self) -> tuple[bytes, str]:
         """(body, content type): the service's metrics, then attnswitch's attention ones."""
-        return generate_latest(self.registry) + generate_latest(ATTENTION_REGISTRY), \
-            CONTENT_TYPE_LATEST
+        return generate_latest(self.registry) + generate_latest(
+            ATTENTION_REGISTRY
+        ), CONTENT_TYPE_LATEST
 
 
 class MetricsMiddleware:

@@ -18,9 +18,23 @@ MAX_AROUND = 10  # neighbours on each side of a chunk in context
 MAX_SKIPPED_PAGE = 200
 RUNS_SHOWN = 5
 # The numbers of a run's summary shown per run (its other fields name files and folders).
-RUN_FIGURES = ("files", "new", "changed", "unchanged", "deleted", "skipped", "failed",
-               "indexed", "chunks_encoded", "tokens_encoded", "wall_s", "chunks_per_s",
-               "tokens_per_s", "engine", "precision")
+RUN_FIGURES = (
+    "files",
+    "new",
+    "changed",
+    "unchanged",
+    "deleted",
+    "skipped",
+    "failed",
+    "indexed",
+    "chunks_encoded",
+    "tokens_encoded",
+    "wall_s",
+    "chunks_per_s",
+    "tokens_per_s",
+    "engine",
+    "precision",
+)
 
 Shown = Callable[[str], str]
 
@@ -33,15 +47,26 @@ def index_summary(store: Any, shown: Shown) -> dict[str, Any]:
     st = store.status()
     config = stored_config(store)
     (indexed_bytes,) = store._conn.execute(  # the documents' sizes: no Store method gives them
-        "SELECT COALESCE(SUM(size), 0) FROM documents WHERE status = 'indexed'").fetchone()
+        "SELECT COALESCE(SUM(size), 0) FROM documents WHERE status = 'indexed'"
+    ).fetchone()
     return {
-        "documents": st.documents, "chunks": st.chunks, "tokens": st.tokens,
-        "bytes": int(indexed_bytes), "dim": st.dim,
+        "documents": st.documents,
+        "chunks": st.chunks,
+        "tokens": st.tokens,
+        "bytes": int(indexed_bytes),
+        "dim": st.dim,
         "roots": [shown(r) for r in st.roots],
-        "model": None if config is None else {
-            "name": config.model_name, "fingerprint": config.model_fingerprint[:12],
-            "engine": config.engine, "precision": config.precision, "dim": config.dim,
-            "max_tokens": config.max_tokens, "overlap": config.overlap},
+        "model": None
+        if config is None
+        else {
+            "name": config.model_name,
+            "fingerprint": config.model_fingerprint[:12],
+            "engine": config.engine,
+            "precision": config.precision,
+            "dim": config.dim,
+            "max_tokens": config.max_tokens,
+            "overlap": config.overlap,
+        },
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "runs": [_run(r, shown) for r in store.runs(limit=RUNS_SHOWN)],
@@ -50,14 +75,19 @@ def index_summary(store: Any, shown: Shown) -> dict[str, Any]:
 
 def _run(run: Any, shown: Shown) -> dict[str, Any]:
     summary = run.summary or {}
-    return {"id": run.id, "status": run.status,
-            "root": None if run.root is None else shown(run.root),
-            "started_at": run.started_at, "ended_at": run.ended_at,
-            **{k: summary.get(k) for k in RUN_FIGURES}}
+    return {
+        "id": run.id,
+        "status": run.status,
+        "root": None if run.root is None else shown(run.root),
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        **{k: summary.get(k) for k in RUN_FIGURES},
+    }
 
 
-def skipped_files(store: Any, shown: Shown, match: str = "", offset: int = 0,
-                  limit: int = 50) -> dict[str, Any]:
+def skipped_files(
+    store: Any, shown: Shown, match: str = "", offset: int = 0, limit: int = 50
+) -> dict[str, Any]:
     """The skipped files whose folder, path or reason contains `match` (case-insensitive),
     `limit` of them from `offset`, with the total that matched."""
     needle = match.casefold()
@@ -66,8 +96,12 @@ def skipped_files(store: Any, shown: Shown, match: str = "", offset: int = 0,
         row = {"root": shown(root), "path": source, "reason": reason}
         if not needle or any(needle in v.casefold() for v in row.values()):
             rows.append(row)
-    return {"object": "list", "total": len(rows), "offset": offset,
-            "data": rows[offset:offset + limit]}
+    return {
+        "object": "list",
+        "total": len(rows),
+        "offset": offset,
+        "data": rows[offset : offset + limit],
+    }
 
 
 def chunk_context(store: Any, shown: Shown, chunk_id: int, around: int) -> dict[str, Any]:
@@ -75,21 +109,40 @@ def chunk_context(store: Any, shown: Shown, chunk_id: int, around: int) -> dict[
     in order (404 when no chunk has that id)."""
     found = store.chunks([chunk_id]).get(chunk_id)
     if found is None:
-        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
-                           f"{chunk_id}", code="chunk_not_found", param="chunk_id")
+        raise ServiceError(
+            404,
+            f"chunk: expected the id of a chunk of the index, got {chunk_id}",
+            code="chunk_not_found",
+            param="chunk_id",
+        )
     rows = store.document_chunks(found.root, found.source)
     lo = max(0, found.ordinal - around)
-    return {"root": shown(found.root), "path": found.source, "chunk_id": chunk_id,
-            "ordinal": found.ordinal, "chunks_in_document": len(rows),
-            "data": [{"chunk_id": r.id, "ordinal": r.ordinal, "start": r.start,
-                      "end": r.end, "text": r.text}
-                     for r in rows[lo:found.ordinal + around + 1]]}
+    return {
+        "root": shown(found.root),
+        "path": found.source,
+        "chunk_id": chunk_id,
+        "ordinal": found.ordinal,
+        "chunks_in_document": len(rows),
+        "data": [
+            {"chunk_id": r.id, "ordinal": r.ordinal, "start": r.start, "end": r.end, "text": r.text}
+            for r in rows[lo : found.ordinal + around + 1]
+        ],
+    }
 
 
 # Kinds a browser may show in place; every other file is a download. HTML and SVG never
 # render from here: a document's script would run on the service's origin.
-INLINE_TYPES = frozenset({"application/pdf", "text/plain", "image/png", "image/jpeg",
-                          "image/gif", "image/tiff", "image/webp"})
+INLINE_TYPES = frozenset(
+    {
+        "application/pdf",
+        "text/plain",
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/tiff",
+        "image/webp",
+    }
+)
 
 
 def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
@@ -104,17 +157,29 @@ def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
 
     found = store.chunks([chunk_id]).get(chunk_id)
     if found is None:
-        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
-                           f"{chunk_id}", code="chunk_not_found", param="chunk_id")
+        raise ServiceError(
+            404,
+            f"chunk: expected the id of a chunk of the index, got {chunk_id}",
+            code="chunk_not_found",
+            param="chunk_id",
+        )
     label = f"{shown(found.root)}/{found.source}"
     document = store.lookup(found.root, found.source)
     if document is None:
         raise _file_changed(chunk_id, label, "its folder or its record changed")
     name = PurePosixPath(found.source).name
     media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    return {"root": found.root, "source": found.source, "size": document.size,
-            "mtime_ns": document.mtime_ns, "sha256": document.sha256, "label": label,
-            "name": name, "media_type": media_type, "inline": media_type in INLINE_TYPES}
+    return {
+        "root": found.root,
+        "source": found.source,
+        "size": document.size,
+        "mtime_ns": document.mtime_ns,
+        "sha256": document.sha256,
+        "label": label,
+        "name": name,
+        "media_type": media_type,
+        "inline": media_type in INLINE_TYPES,
+    }
 
 
 def open_chunk_file(found: dict[str, Any], chunk_id: int) -> BinaryIO:
@@ -126,18 +191,27 @@ def open_chunk_file(found: dict[str, Any], chunk_id: int) -> BinaryIO:
     from attnswitch.service.indexed_file import FileChanged, open_as_indexed
 
     try:
-        return open_as_indexed(found["root"], found["source"], found["size"],
-                               found["mtime_ns"], found["sha256"])
+        return open_as_indexed(
+            found["root"], found["source"], found["size"], found["mtime_ns"], found["sha256"]
+        )
     except FileChanged as exc:
         raise _file_changed(chunk_id, found["label"], str(exc)) from None
     except OSError:  # gone (FileNotFoundError, NotADirectoryError), or an I/O error
-        raise ServiceError(404, f"file: expected the indexed file of chunk {chunk_id} "
-                           f"({found['label']}), got none there now (moved, deleted or "
-                           "unreadable)",
-                           code="file_not_found", param="chunk_id") from None
+        raise ServiceError(
+            404,
+            f"file: expected the indexed file of chunk {chunk_id} "
+            f"({found['label']}), got none there now (moved, deleted or "
+            "unreadable)",
+            code="file_not_found",
+            param="chunk_id",
+        ) from None
 
 
 def _file_changed(chunk_id: int, label: str, how: str) -> ServiceError:
-    return ServiceError(404, f"file: expected the indexed file of chunk {chunk_id} ({label}) "
-                        f"as it was indexed, got another there now ({how})", code="file_changed",
-                        param="chunk_id")
+    return ServiceError(
+        404,
+        f"file: expected the indexed file of chunk {chunk_id} ({label}) "
+        f"as it was indexed, got another there now ({how})",
+        code="file_changed",
+        param="chunk_id",
+    )

@@ -22,19 +22,24 @@ from attnswitch.service.errors import ServiceError
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-HEADERS = MappingProxyType({
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
-})
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+HEADERS = MappingProxyType(
+    {
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    }
+)
 # The files served under /ui/, and their types: nothing else is read from the package.
-ASSETS = MappingProxyType({
-    "app.js": "text/javascript; charset=utf-8",
-    "app.css": "text/css; charset=utf-8",
-    "favicon.svg": "image/svg+xml",
-})
+ASSETS = MappingProxyType(
+    {
+        "app.js": "text/javascript; charset=utf-8",
+        "app.css": "text/css; charset=utf-8",
+        "favicon.svg": "image/svg+xml",
+    }
+)
 
 page = APIRouter(include_in_schema=False)
 
@@ -52,6 +57,10 @@ async def index() -> Response:
 @page.get("/ui/{name}")
 async def asset(name: str) -> Response:
     if name not in ASSETS:
-        raise ServiceError(404, f"ui: expected one of {', '.join(ASSETS)}, got {name[:80]!r}",
-                           code="not_found", param="name")
+        raise ServiceError(
+            404,
+            f"ui: expected one of {', '.join(ASSETS)}, got {name[:80]!r}",
+            code="not_found",
+            param="name",
+        )
     return _asset(name, ASSETS[name])

@@ -60,7 +60,8 @@ def header_timeout_protocol(seconds: float) -> type[H11Protocol]:
         def _expire(self) -> None:
             self._header_timer = None
             waiting = self.conn.their_state is h11.IDLE and (
-                self.cycle is None or self.cycle.response_complete)
+                self.cycle is None or self.cycle.response_complete
+            )
             if waiting and not self.transport.is_closing():
                 self.transport.close()
 

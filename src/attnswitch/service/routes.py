@@ -53,9 +53,13 @@ from attnswitch.service.schemas import (
     render_embeddings,
 )
 
-TimeoutHeader = Annotated[float | None, Header(
-    alias="x-request-timeout", description="Seconds this request may take (at most the "
-    "server's --request-timeout).")]
+TimeoutHeader = Annotated[
+    float | None,
+    Header(
+        alias="x-request-timeout",
+        description="Seconds this request may take (at most the server's --request-timeout).",
+    ),
+]
 
 
 def service(request: Request) -> Service:
@@ -98,34 +102,42 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse(readiness.report(), status_code=200 if readiness.ready else 503)
 
 
-@health.get("/metrics", response_class=Response,
-            responses={200: {"content": {"text/plain": {}}}})
+@health.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
 async def metrics(request: Request) -> Response:
     body, content_type = service(request).metrics.exposition()
     return Response(body, media_type=content_type)
 
 
 @v1.post("/embeddings", response_model=EmbeddingResponse, responses=errors(*_COMMON))
-async def embeddings(body: EmbeddingRequest, request: Request,
-                     timeout: TimeoutHeader = None) -> Response:
+async def embeddings(
+    body: EmbeddingRequest, request: Request, timeout: TimeoutHeader = None
+) -> Response:
     svc = service(request)
     is_list = not isinstance(body.input, str)
     texts = list(body.input) if is_list else [body.input]
     check_items(texts, svc.config.max_items, "input", is_list)
     if body.dimensions is not None and body.dimensions != svc.encoder.dim:
-        raise ServiceError(422, f"dimensions: expected {svc.encoder.dim} (this model's) or "
-                           f"none, got {body.dimensions}", code="invalid_dimensions",
-                           param="dimensions")
-    vectors, tokens = await svc.embed(texts, truncate=body.truncate, route="/v1/embeddings",
-                                      deadline=svc.deadline(timeout), is_list=is_list)
-    content = await svc.in_cpu_pool(render_embeddings, vectors, body.encoding_format,
-                                    svc.model, tokens)
+        raise ServiceError(
+            422,
+            f"dimensions: expected {svc.encoder.dim} (this model's) or none, got {body.dimensions}",
+            code="invalid_dimensions",
+            param="dimensions",
+        )
+    vectors, tokens = await svc.embed(
+        texts,
+        truncate=body.truncate,
+        route="/v1/embeddings",
+        deadline=svc.deadline(timeout),
+        is_list=is_list,
+    )
+    content = await svc.in_cpu_pool(
+        render_embeddings, vectors, body.encoding_format, svc.model, tokens
+    )
     return Response(content, media_type="application/json")
 
 
 @v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
-async def search(body: SearchRequest, request: Request,
-                 timeout: TimeoutHeader = None) -> dict:
+async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader = None) -> dict:
     from attnswitch.indexing.filters import SearchFilter
     from attnswitch.indexing.store_errors import StoreInputError
 
@@ -137,33 +149,53 @@ async def search(body: SearchRequest, request: Request,
         try:
             # thousands of globs take seconds to compile: on a CPU thread, by the deadline
             async with asyncio.timeout_at(deadline):
-                where = await svc.in_cpu_pool(SearchFilter.from_mapping,
-                                              body.filter.model_dump())
+                where = await svc.in_cpu_pool(SearchFilter.from_mapping, body.filter.model_dump())
         except StoreInputError as exc:  # "type: expected ..." -> "filter.type: expected ..."
             param = "filter." + exc.argument.removeprefix("filter.")
-            raise ServiceError(422, param + str(exc)[len(exc.argument):],
-                               code="invalid_filter", param=param) from None
+            raise ServiceError(
+                422, param + str(exc)[len(exc.argument) :], code="invalid_filter", param=param
+            ) from None
         except TimeoutError:
             raise svc.search_timed_out() from None
-    hits, tokens, kept = await svc.search(body.query, body.k, deadline, body.mode, body.ef,
-                                          where)
+    hits, tokens, kept = await svc.search(body.query, body.k, deadline, body.mode, body.ef, where)
     # never the server's absolute paths
-    data = [dataclasses.replace(h, root=svc.jobs.shown(h.root), uri="", also_at=[
-        {**a, "root": svc.jobs.shown(a["root"])} for a in h.also_at]) for h in hits]
-    note = None if kept is None else (
-        "no document passes the filter" if kept == 0 else
-        f"no chunk matches the query in the {kept} documents the filter keeps")
-    return {"object": "list", "data": data, "model": svc.model, "note": note,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    data = [
+        dataclasses.replace(
+            h,
+            root=svc.jobs.shown(h.root),
+            uri="",
+            also_at=[{**a, "root": svc.jobs.shown(a["root"])} for a in h.also_at],
+        )
+        for h in hits
+    ]
+    note = (
+        None
+        if kept is None
+        else (
+            "no document passes the filter"
+            if kept == 0
+            else f"no chunk matches the query in the {kept} documents the filter keeps"
+        )
+    )
+    return {
+        "object": "list",
+        "data": data,
+        "model": svc.model,
+        "note": note,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
-@v1.post("/jobs", status_code=202, response_model=JobResponse,
-         responses=errors(400, 401, 403, 408, 409, 413, 422, 503))
+@v1.post(
+    "/jobs",
+    status_code=202,
+    response_model=JobResponse,
+    responses=errors(400, 401, 403, 408, 409, 413, 422, 503),
+)
 async def create_job(body: JobRequest, request: Request) -> JSONResponse:
     svc = service(request)
     job = await svc.in_cpu_pool(svc.jobs.start, body.path)
-    return JSONResponse(job.to_dict(), status_code=202,
-                        headers={"Location": f"/v1/jobs/{job.id}"})
+    return JSONResponse(job.to_dict(), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
 @v1.get("/jobs", response_model=JobList, responses=errors(401, 503))
@@ -176,8 +208,7 @@ async def get_job(job_id: str, request: Request) -> dict:
     return service(request).jobs.get(job_id).to_dict()
 
 
-@v1.post("/jobs/{job_id}/cancel", response_model=JobResponse,
-         responses=errors(401, 404, 409, 503))
+@v1.post("/jobs/{job_id}/cancel", response_model=JobResponse, responses=errors(401, 404, 409, 503))
 async def cancel_job(job_id: str, request: Request) -> dict:
     """Cancel a job: a running one stops at its next safe point, keeping every document it
     committed; its status becomes "cancelled" and no server resumes it (`jobs.JobManager.
@@ -190,8 +221,17 @@ async def cancel_job(job_id: str, request: Request) -> dict:
 @v1.get("/models", response_model=ModelList, responses=errors(401, 503))
 async def models(request: Request) -> dict:
     svc = service(request)
-    return {"object": "list", "data": [{"id": svc.model, "object": "model",
-                                        "created": svc.started_at, "owned_by": "attnswitch"}]}
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": svc.model,
+                "object": "model",
+                "created": svc.started_at,
+                "owned_by": "attnswitch",
+            }
+        ],
+    }
 
 
 @v1.get("/server", responses=errors(401, 503))
@@ -205,8 +245,18 @@ async def server_info(request: Request) -> dict:
 
 def _empty_index() -> dict:
     """What /v1/index says before there is an index."""
-    return {"documents": 0, "chunks": 0, "tokens": 0, "bytes": 0, "dim": None, "roots": [],
-            "model": None, "skipped": 0, "skipped_by_reason": {}, "runs": []}
+    return {
+        "documents": 0,
+        "chunks": 0,
+        "tokens": 0,
+        "bytes": 0,
+        "dim": None,
+        "roots": [],
+        "model": None,
+        "skipped": 0,
+        "skipped_by_reason": {},
+        "runs": [],
+    }
 
 
 async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict | None:
@@ -214,8 +264,7 @@ async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict |
     is no index yet."""
     svc = service(request)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(svc.index.executor, svc.index.view, fn,
-                                      svc.jobs.shown, *args)
+    return await loop.run_in_executor(svc.index.executor, svc.index.view, fn, svc.jobs.shown, *args)
 
 
 @v1.get("/index", responses=errors(401, 503))
@@ -224,32 +273,45 @@ async def index_summary(request: Request) -> dict:
 
 
 @v1.get("/index/skipped", responses=errors(401, 422, 503))
-async def skipped_files(request: Request, match: Annotated[str, Query(max_length=200)] = "",
-                        offset: Annotated[int, Query(ge=0)] = 0,
-                        limit: Annotated[int, Query(ge=1, le=overview.MAX_SKIPPED_PAGE)] = 50
-                        ) -> dict:
+async def skipped_files(
+    request: Request,
+    match: Annotated[str, Query(max_length=200)] = "",
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=overview.MAX_SKIPPED_PAGE)] = 50,
+) -> dict:
     found = await _view(request, overview.skipped_files, match, offset, limit)
     return found or {"object": "list", "total": 0, "offset": offset, "data": []}
 
 
 @v1.get("/chunks/{chunk_id}/context", responses=errors(401, 404, 409, 422, 503))
-async def chunk_context(request: Request,
-                        chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)],
-                        around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2
-                        ) -> dict:
+async def chunk_context(
+    request: Request,
+    chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)],
+    around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2,
+) -> dict:
     found = await _view(request, overview.chunk_context, chunk_id, around)
     if found is None:
-        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
-                           f"{chunk_id} (no index yet)", code="chunk_not_found",
-                           param="chunk_id")
+        raise ServiceError(
+            404,
+            f"chunk: expected the id of a chunk of the index, got {chunk_id} (no index yet)",
+            code="chunk_not_found",
+            param="chunk_id",
+        )
     return found
 
 
-@v1.get("/chunks/{chunk_id}/file", response_class=IndexedFileResponse, status_code=200,
-        responses={**errors(401, 404, 422, 503),
-                   200: {"description": "The indexed file the chunk comes from."}})
-async def chunk_file(request: Request, chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)]
-                     ) -> IndexedFileResponse:
+@v1.get(
+    "/chunks/{chunk_id}/file",
+    response_class=IndexedFileResponse,
+    status_code=200,
+    responses={
+        **errors(401, 404, 422, 503),
+        200: {"description": "The indexed file the chunk comes from."},
+    },
+)
+async def chunk_file(
+    request: Request, chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)]
+) -> IndexedFileResponse:
     """The original file of a hit (the document that holds the chunk), to the users the
     service admits: only the bytes indexed in this store, of a file found again at its
     indexed place without following a link and still of its recorded size, modification
@@ -259,14 +321,21 @@ async def chunk_file(request: Request, chunk_id: Annotated[int, Path(ge=1, le=MA
     Content-Security-Policy, no type sniffing)."""
     found = await _view(request, overview.chunk_file, chunk_id)
     if found is None:
-        raise ServiceError(404, f"chunk: expected the id of a chunk of the index, got "
-                           f"{chunk_id} (no index yet)", code="chunk_not_found",
-                           param="chunk_id")
+        raise ServiceError(
+            404,
+            f"chunk: expected the id of a chunk of the index, got {chunk_id} (no index yet)",
+            code="chunk_not_found",
+            param="chunk_id",
+        )
     file = await run_in_threadpool(overview.open_chunk_file, found, chunk_id)
-    return IndexedFileResponse(file, found["size"], media_type=found["media_type"],
-                               filename=found["name"], inline=found["inline"],
-                               headers={"Content-Security-Policy": "sandbox",
-                                        "X-Content-Type-Options": "nosniff"})
+    return IndexedFileResponse(
+        file,
+        found["size"],
+        media_type=found["media_type"],
+        filename=found["name"],
+        inline=found["inline"],
+        headers={"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 @v1.get("/hardware", responses=errors(401, 503))

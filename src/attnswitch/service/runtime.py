@@ -76,17 +76,23 @@ class Service:
         self.keys = KeyChecker(load_keys(config.api_key_file)) if config.api_key_file else None
         self.model_pool = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-model")
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="attnswitch-cpu")
-        self.metrics = ServiceMetrics(queue_depth=lambda: float(self.batcher.depth),
-                                      search_busy=lambda: float(self.index.busy))
-        self.batcher = Batcher(self._encode_ids, self.model_pool,
-                               capacity=config.max_queue_items,
-                               batch_tokens=config.batch_tokens,
-                               max_wait_s=config.max_wait_ms / 1e3,
-                               on_batch=self.metrics.record_batch)
+        self.metrics = ServiceMetrics(
+            queue_depth=lambda: float(self.batcher.depth),
+            search_busy=lambda: float(self.index.busy),
+        )
+        self.batcher = Batcher(
+            self._encode_ids,
+            self.model_pool,
+            capacity=config.max_queue_items,
+            batch_tokens=config.batch_tokens,
+            max_wait_s=config.max_wait_ms / 1e3,
+            on_batch=self.metrics.record_batch,
+        )
         self.memory = MemoryGuard(self.metrics.registry, config.memwatch_interval_s)
         self.index = SearchIndex(config.store_location, jobs=config.jobs_folder is not None)
-        self.jobs = JobManager(config.store_location, config.jobs_folder, self._job_encoder,
-                               self._run_options)
+        self.jobs = JobManager(
+            config.store_location, config.jobs_folder, self._job_encoder, self._run_options
+        )
         self.encoder: Any = None
         self.special_tokens = 0  # the tokens the model's tokenizer adds to every text
         self.model = "attnswitch"
@@ -101,9 +107,11 @@ class Service:
 
     async def start(self) -> None:
         """Start the batcher and the warm-up; returns at once (see `lifecycle`)."""
-        self._tasks = [asyncio.create_task(self.batcher.run(), name="attnswitch-batcher"),
-                       asyncio.create_task(self._warm_up(), name="attnswitch-warm-up"),
-                       asyncio.create_task(self.memory.run(), name="attnswitch-memwatch")]
+        self._tasks = [
+            asyncio.create_task(self.batcher.run(), name="attnswitch-batcher"),
+            asyncio.create_task(self._warm_up(), name="attnswitch-warm-up"),
+            asyncio.create_task(self.memory.run(), name="attnswitch-memwatch"),
+        ]
 
     async def _warm_up(self) -> None:
         loop = asyncio.get_running_loop()
@@ -125,14 +133,21 @@ class Service:
         self.readiness.set_ready()
         # on stderr like the stop summary: the one line that says what serves (the engine
         # "auto" picked), whatever logging the host process configured
-        print(f"attnswitch serve: ready {json.dumps(self.serving(), sort_keys=True)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"attnswitch serve: ready {json.dumps(self.serving(), sort_keys=True)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def serving(self) -> dict[str, Any]:
         """What serves: the model's name, the engine (the auto pick or the one asked for),
         the precision, and what the engine runs on."""
-        return {"model": self.model, "engine": self.engine, "precision": self.precision,
-                "runs_on": self.encoder.describe()}
+        return {
+            "model": self.model,
+            "engine": self.engine,
+            "precision": self.precision,
+            "runs_on": self.encoder.describe(),
+        }
 
     def _load(self) -> None:
         """Resolve the model (the index's own unless told otherwise), load it, encode once."""
@@ -166,31 +181,48 @@ class Service:
         log what was admitted and answered."""
         self.begin_drain()
         loop = asyncio.get_running_loop()
-        job_stopped = await loop.run_in_executor(None, self.jobs.stop,
-                                                 self.config.drain_timeout_s)
+        job_stopped = await loop.run_in_executor(None, self.jobs.stop, self.config.drain_timeout_s)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.counts["failed_at_shutdown"] += self.batcher.fail_pending(
-            ServiceError(503, "server: shutting down", code="draining"))
+            ServiceError(503, "server: shutting down", code="draining")
+        )
         await loop.run_in_executor(None, self.index.close)
         self.model_pool.shutdown(wait=False, cancel_futures=True)
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)
         summary = self.summary()
         summary["job_stopped"] = job_stopped
         await loop.run_in_executor(None, self.jobs.close)
-        print(f"attnswitch serve: stopped {json.dumps(summary, sort_keys=True)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"attnswitch serve: stopped {json.dumps(summary, sort_keys=True)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def summary(self) -> dict[str, Any]:
         """Requests admitted to the queue and how each ended; `unanswered` counts admitted
         requests that got no answer (0 after a clean drain)."""
         c = self.counts
-        ended = sum(c[k] for k in ("completed", "timed_out", "refused", "failed",
-                                   "failed_at_shutdown"))
-        return {**{k: c[k] for k in ("admitted", "completed", "timed_out", "refused",
-                                     "failed", "failed_at_shutdown", "queue_full")},
-                "unanswered": c["admitted"] - ended, "jobs": self.jobs.counts()}
+        ended = sum(
+            c[k] for k in ("completed", "timed_out", "refused", "failed", "failed_at_shutdown")
+        )
+        return {
+            **{
+                k: c[k]
+                for k in (
+                    "admitted",
+                    "completed",
+                    "timed_out",
+                    "refused",
+                    "failed",
+                    "failed_at_shutdown",
+                    "queue_full",
+                )
+            },
+            "unanswered": c["admitted"] - ended,
+            "jobs": self.jobs.counts(),
+        }
 
     # -- requests --------------------------------------------------------------------------
 
@@ -207,9 +239,12 @@ class Service:
 
         # the engine as asked for ("auto" unless --engine named one), not the one it
         # resolved to, so that a job's summary gives the real reason for the pick
-        return RunOptions(model=self.model_arg, engine=self.config.engine,
-                          precision=self.precision,
-                          chunks_per_call=self.config.job_chunks_per_call)
+        return RunOptions(
+            model=self.model_arg,
+            engine=self.config.engine,
+            precision=self.precision,
+            chunks_per_call=self.config.job_chunks_per_call,
+        )
 
     def deadline(self, requested: float | None) -> float:
         """The loop time by which a request must be answered: the server's timeout, or the
@@ -219,33 +254,45 @@ class Service:
             timeout = requested
         return asyncio.get_running_loop().time() + timeout
 
-    async def embed(self, texts: list[str], *, truncate: bool, route: str, deadline: float,
-                    param: str = "input", is_list: bool = True) -> tuple[np.ndarray, int]:
+    async def embed(
+        self,
+        texts: list[str],
+        *,
+        truncate: bool,
+        route: str,
+        deadline: float,
+        param: str = "input",
+        is_list: bool = True,
+    ) -> tuple[np.ndarray, int]:
         """Vectors float32 `[len(texts), dim]` and the model tokens they took (see the
         module doc for the refusals)."""
         self.readiness.check()
         loop = asyncio.get_running_loop()
         try:
-            ticket = self.batcher.admit(len(texts), within_s=deadline - loop.time(),
-                                        tokens=self._token_estimate(texts))
+            ticket = self.batcher.admit(
+                len(texts), within_s=deadline - loop.time(), tokens=self._token_estimate(texts)
+            )
         except QueueFull as exc:
             raise self._queue_full(exc) from None
         self.counts["admitted"] += 1
         try:
             async with asyncio.timeout_at(deadline):
-                ids = await loop.run_in_executor(self.cpu_pool, self._tokenize, texts,
-                                                 truncate, param, is_list)
-                vectors = await self.batcher.encode(ticket, ids,
-                                                    within_s=deadline - loop.time())
+                ids = await loop.run_in_executor(
+                    self.cpu_pool, self._tokenize, texts, truncate, param, is_list
+                )
+                vectors = await self.batcher.encode(ticket, ids, within_s=deadline - loop.time())
         except QueueFull as exc:  # its real token count no longer fits in time
             self.counts["refused"] += 1
             raise self._queue_full(exc) from None
         except TimeoutError:
             self.counts["timed_out"] += 1
             self.metrics.rejected.labels("deadline").inc()
-            raise ServiceError(504, "deadline: expected an answer within the request's "
-                               "timeout, got none in time; retry, or send fewer texts",
-                               code="deadline_exceeded") from None
+            raise ServiceError(
+                504,
+                "deadline: expected an answer within the request's "
+                "timeout, got none in time; retry, or send fewer texts",
+                code="deadline_exceeded",
+            ) from None
         except ServiceError as exc:
             self.counts["refused" if exc.status < 500 else "failed"] += 1
             raise
@@ -271,11 +318,13 @@ class Service:
         """The 429 for a refused admission, counted."""
         self.counts["queue_full"] += 1
         self.metrics.rejected.labels("queue_full").inc()
-        return ServiceError(429, str(exc), code="queue_full",
-                            headers={"Retry-After": str(exc.retry_after)})
+        return ServiceError(
+            429, str(exc), code="queue_full", headers={"Retry-After": str(exc.retry_after)}
+        )
 
-    def _tokenize(self, texts: list[str], truncate: bool, param: str,
-                  is_list: bool) -> list[list[int]]:
+    def _tokenize(
+        self, texts: list[str], truncate: bool, param: str, is_list: bool
+    ) -> list[list[int]]:
         from attnswitch.engines import EncodeInputError
 
         for i, text in enumerate(texts):
@@ -283,36 +332,59 @@ class Service:
                 text.encode("utf-8")
             except UnicodeEncodeError as exc:  # JSON may carry lone surrogates ("\ud800")
                 where = f"{param}[{i}]" if is_list else param
-                raise ServiceError(422, f"{where}: expected Unicode text, got an unpaired "
-                                   f"surrogate at character {exc.start}", code="invalid_text",
-                                   param=where) from None
+                raise ServiceError(
+                    422,
+                    f"{where}: expected Unicode text, got an unpaired "
+                    f"surrogate at character {exc.start}",
+                    code="invalid_text",
+                    param=where,
+                ) from None
         limit = self.encoder.spec.max_seq_length
         prefixes = [token_prefix(text, limit) for text in texts]
         for i, (text, prefix) in enumerate(zip(texts, prefixes)):
             if not truncate and len(prefix) < len(text):
                 where = f"{param}[{i}]" if is_list else param
-                raise ServiceError(422, f"{where}: expected at most {limit} tokens for this "
-                                   f'model (or "truncate": true), got a text of {len(text)} '
-                                   f"characters, more than {limit * CHARS_PER_TOKEN} this "
-                                   "server tokenises", code="too_many_tokens", param=where)
+                raise ServiceError(
+                    422,
+                    f"{where}: expected at most {limit} tokens for this "
+                    f'model (or "truncate": true), got a text of {len(text)} '
+                    f"characters, more than {limit * CHARS_PER_TOKEN} this "
+                    "server tokenises",
+                    code="too_many_tokens",
+                    param=where,
+                )
         try:
             ids = self.encoder.tokenize(prefixes, truncate=truncate)
         except EncodeInputError as exc:
             where = exc.argument.replace("texts", param) if is_list else param
-            message = str(exc).replace(exc.argument, where, 1).replace(
-                "truncate=True", '"truncate": true')
+            message = (
+                str(exc)
+                .replace(exc.argument, where, 1)
+                .replace("truncate=True", '"truncate": true')
+            )
             raise ServiceError(422, message, code="too_many_tokens", param=where) from None
         for i, row in enumerate(ids):
             if len(row) <= self.special_tokens:
                 where = f"{param}[{i}]" if is_list else param
-                raise ServiceError(400, f"{where}: expected a text with at least one token "
-                                   "for this model, got none (only characters the tokenizer "
-                                   "drops)", code="empty_input", param=where)
+                raise ServiceError(
+                    400,
+                    f"{where}: expected a text with at least one token "
+                    "for this model, got none (only characters the tokenizer "
+                    "drops)",
+                    code="empty_input",
+                    param=where,
+                )
         return ids
 
-    async def search(self, query: str, k: int, deadline: float, mode: str = "hybrid",
-                     ef: int | None = None,
-                     where: Any = None) -> tuple[list[Any], int, int | None]:
+    async def search(
+        self,
+        query: str,
+        k: int,
+        deadline: float,
+        mode: str = "hybrid",
+        ef: int | None = None,
+        where: Any = None,
+    ) -> tuple[list[Any], int, int | None]:
         """The `k` best chunks for `query` (`indexing.search` modes, ANN beam `ef`, only
         documents the filter `where` keeps), the tokens its encoding took (none for
         "keyword": the query is not encoded), and, when a filter found nothing, how many
@@ -321,9 +393,14 @@ class Service:
         (`index.SearchIndex.search`), so its thread is free again for the next."""
         vector, tokens = None, 0
         if mode != "keyword":
-            vectors, tokens = await self.embed([query], truncate=True, route="/v1/search",
-                                               deadline=deadline, param="query",
-                                               is_list=False)
+            vectors, tokens = await self.embed(
+                [query],
+                truncate=True,
+                route="/v1/search",
+                deadline=deadline,
+                param="query",
+                is_list=False,
+            )
             vector = vectors[0]
         from attnswitch.indexing.store import StoreInputError
 
@@ -333,8 +410,16 @@ class Service:
         try:
             async with asyncio.timeout_at(deadline):
                 hits, kept = await loop.run_in_executor(
-                    self.index.executor, self.index.search, vector, k, query, mode, ef, where,
-                    stop_at)
+                    self.index.executor,
+                    self.index.search,
+                    vector,
+                    k,
+                    query,
+                    mode,
+                    ef,
+                    where,
+                    stop_at,
+                )
         except StoreInputError as exc:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
         except TimeoutError:  # the request's deadline, or the search stopped at it
@@ -344,8 +429,11 @@ class Service:
     def search_timed_out(self) -> ServiceError:
         """The 504 of a search past its request's deadline, counted."""
         self.metrics.rejected.labels("deadline").inc()
-        return ServiceError(504, "deadline: expected search results within the request's "
-                            "timeout, got none in time", code="deadline_exceeded")
+        return ServiceError(
+            504,
+            "deadline: expected search results within the request's timeout, got none in time",
+            code="deadline_exceeded",
+        )
 
     async def in_cpu_pool(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.cpu_pool, fn, *args)

@@ -35,13 +35,21 @@ class EmbeddingRequest(_Request):
     the model's token limit are cut to it (true, the default) or refused with 422 (false)."""
 
     input: str | Annotated[list[str], Field(max_length=MAX_INPUT_ITEMS)] = Field(
-        description="A text, or a list of texts, to embed.")
-    model: str | None = Field(None, description="Accepted and ignored: the served model "
-                              "answers (its name is in the response).")
+        description="A text, or a list of texts, to embed."
+    )
+    model: str | None = Field(
+        None,
+        description="Accepted and ignored: the served model answers (its name is in the response).",
+    )
     encoding_format: Literal["float", "base64"] = Field(
-        "float", description="float: lists of numbers; base64: little-endian float32 bytes.")
-    dimensions: int | None = Field(None, ge=1, description="Must be the model's dimension "
-                                   "when given (the served models are not shortened).")
+        "float", description="float: lists of numbers; base64: little-endian float32 bytes."
+    )
+    dimensions: int | None = Field(
+        None,
+        ge=1,
+        description="Must be the model's dimension "
+        "when given (the served models are not shortened).",
+    )
     user: str | None = None
     truncate: bool = True
 
@@ -69,31 +77,47 @@ class SearchFilterRequest(_Request):
     `--type`, `--modified-after`, `--modified-before`); a list means any of its values."""
 
     path: str | list[str] | None = Field(
-        None, description="Folder prefixes or globs of the document's path below its "
-        "indexed folder ('reports/', '*.pdf', 'docs/**/*.md').")
+        None,
+        description="Folder prefixes or globs of the document's path below its "
+        "indexed folder ('reports/', '*.pdf', 'docs/**/*.md').",
+    )
     type: str | list[str] | None = Field(
-        None, description="Kinds (pdf, docx, html, markdown, mail, spreadsheet, "
-        "presentation, image, ...) or extensions ('.md').")
+        None,
+        description="Kinds (pdf, docx, html, markdown, mail, spreadsheet, "
+        "presentation, image, ...) or extensions ('.md').",
+    )
     modified_after: str | None = Field(
-        None, description="ISO 8601 date or date-time; files modified at or after it (UTC "
-        "unless it gives an offset).")
+        None,
+        description="ISO 8601 date or date-time; files modified at or after it (UTC "
+        "unless it gives an offset).",
+    )
     modified_before: str | None = Field(
-        None, description="ISO 8601 date or date-time; files modified at or before it.")
+        None, description="ISO 8601 date or date-time; files modified at or before it."
+    )
 
 
 class SearchRequest(_Request):
     query: str = Field(description="What to look for (truncated to the model's limit).")
     k: int = Field(5, ge=1, le=MAX_K, description="How many chunks to return.")
     mode: Literal["hybrid", "dense", "keyword"] = Field(
-        "hybrid", description="hybrid: dense and keyword results fused by their scores; "
-        "dense: by the model's vectors; keyword: by the query's words (full-text ranking).")
-    ef: int | None = Field(None, ge=1, le=MAX_EF_SEARCH, description="The ANN search beam "
-                           "of a large index: wider finds more of the exact nearest chunks, "
-                           "slower (default: the store's). Small indexes are searched "
-                           "exactly.")
+        "hybrid",
+        description="hybrid: dense and keyword results fused by their scores; "
+        "dense: by the model's vectors; keyword: by the query's words (full-text ranking).",
+    )
+    ef: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_EF_SEARCH,
+        description="The ANN search beam "
+        "of a large index: wider finds more of the exact nearest chunks, "
+        "slower (default: the store's). Small indexes are searched "
+        "exactly.",
+    )
     filter: SearchFilterRequest | None = Field(
-        None, description="Only documents that pass it; applied inside the index's query, "
-        "so k hits come back when k chunks pass.")
+        None,
+        description="Only documents that pass it; applied inside the index's query, "
+        "so k hits come back when k chunks pass.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -104,13 +128,16 @@ class SearchResponse(BaseModel):
     data: list[Hit]
     model: str
     usage: Usage
-    note: str | None = Field(None, description="Why there is no hit, when a filter was "
-                             "given and nothing passed it.")
+    note: str | None = Field(
+        None, description="Why there is no hit, when a filter was given and nothing passed it."
+    )
 
 
 class JobRequest(_Request):
-    path: str = Field(description="A folder on the server, inside its jobs root (relative "
-                      "paths are taken from the jobs root); no hidden components.")
+    path: str = Field(
+        description="A folder on the server, inside its jobs root (relative "
+        "paths are taken from the jobs root); no hidden components."
+    )
 
 
 class JobResponse(BaseModel):
@@ -124,9 +151,12 @@ class JobResponse(BaseModel):
     progress: dict[str, Any]
     summary: dict[str, Any] | None
     error: str | None
-    attempts: int = Field(1, description="How many times the job started: more than one "
-                          "when a server stopped in the middle of it and the next one "
-                          "resumed it.")
+    attempts: int = Field(
+        1,
+        description="How many times the job started: more than one "
+        "when a server stopped in the middle of it and the next one "
+        "resumed it.",
+    )
 
 
 class JobList(BaseModel):
@@ -167,8 +197,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorResponse} for s in statuses}
 
 
-def render_embeddings(vectors: np.ndarray, encoding_format: str, model: str,
-                      tokens: int) -> bytes:
+def render_embeddings(vectors: np.ndarray, encoding_format: str, model: str, tokens: int) -> bytes:
     """The JSON body of an embeddings response (CPU work: call it off the event loop).
     Floats are the float32 values written exactly (as shortest float64 text)."""
     vectors = np.ascontiguousarray(vectors, dtype="<f4")
@@ -176,10 +205,14 @@ def render_embeddings(vectors: np.ndarray, encoding_format: str, model: str,
         rows: list[Any] = [base64.b64encode(v.tobytes()).decode("ascii") for v in vectors]
     else:
         rows = vectors.tolist()
-    return json.dumps({
-        "object": "list",
-        "data": [{"object": "embedding", "index": i, "embedding": row}
-                 for i, row in enumerate(rows)],
-        "model": model,
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)
+            ],
+            "model": model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        },
+        separators=(",", ":"),
+    ).encode()

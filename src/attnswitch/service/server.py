@@ -43,8 +43,7 @@ class _DrainingServer(uvicorn.Server):
 
 def bind(host: str, port: int) -> socket.socket:
     """A socket bound to (host, port), IPv4 or IPv6 as the host resolves."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM)[0]
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -66,11 +65,17 @@ def serve(config: ServiceConfig, *, log_level: str = "info", access_log: bool = 
     shown = f"[{host}]" if ":" in host else host
     print(f"attnswitch serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
     uv_config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=access_log,
-        timeout_graceful_shutdown=config.drain_timeout_s, lifespan="on",
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=config.drain_timeout_s,
+        lifespan="on",
         timeout_keep_alive=config.keep_alive_s,
-        http=header_timeout_protocol(config.header_timeout_s), loop="asyncio", ws="none",
+        http=header_timeout_protocol(config.header_timeout_s),
+        loop="asyncio",
+        ws="none",
     )
     server = _DrainingServer(uv_config, service)
     server.run(sockets=[sock])
-

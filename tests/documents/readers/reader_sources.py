@@ -20,8 +20,9 @@ _WORD = re.compile(r"\w+")
 
 def read(name: str, **options) -> Extracted:
     """A fixture read as the walk reads a file: by its name and bytes."""
-    return read_named(name, (FIXTURES / name).read_bytes(),
-                      with_attachments(ReadOptions(**options)))
+    return read_named(
+        name, (FIXTURES / name).read_bytes(), with_attachments(ReadOptions(**options))
+    )
 
 
 def anyhow_tokens():
@@ -36,8 +37,9 @@ def anyhow_headings() -> list[tuple[int, str]]:
     out = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open":
-            text = "".join(c.content for c in tokens[i + 1].children
-                           if c.type in ("text", "code_inline"))
+            text = "".join(
+                c.content for c in tokens[i + 1].children if c.type in ("text", "code_inline")
+            )
             out.append((int(token.tag[1]), " ".join(text.split())))
     return out
 

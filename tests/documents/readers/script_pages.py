@@ -45,11 +45,16 @@ class Font:
 
 LATIN = Font(NOTO / "NotoSans-Regular.ttf", 0, "fonts-noto-core")  # Latin, Cyrillic, Greek
 FONTS = {
-    "eng": LATIN, "deu": LATIN, "fra": LATIN, "spa": LATIN, "rus": LATIN,
+    "eng": LATIN,
+    "deu": LATIN,
+    "fra": LATIN,
+    "spa": LATIN,
+    "rus": LATIN,
     "hin": Font(NOTO / "NotoSansDevanagari-Regular.ttf", 0, "fonts-noto-core"),
     # Noto Sans CJK's faces, in the collection's order: JP, KR, SC, TC (the region's
     # glyph forms)
-    "jpn": Font(NOTO_CJK, 0, "fonts-noto-cjk"), "kor": Font(NOTO_CJK, 1, "fonts-noto-cjk"),
+    "jpn": Font(NOTO_CJK, 0, "fonts-noto-cjk"),
+    "kor": Font(NOTO_CJK, 1, "fonts-noto-cjk"),
     "chi_sim": Font(NOTO_CJK, 2, "fonts-noto-cjk"),
     "chi_tra": Font(NOTO_CJK, 3, "fonts-noto-cjk"),
 }
@@ -75,34 +80,54 @@ DEBIAN_SOURCES = {
     "deu": Source("debian-reference-de", _REFERENCE.format("de"), None, "Latin"),
     "fra": Source("debian-reference-fr", _REFERENCE.format("fr"), None, "Latin"),
     "spa": Source("debian-reference-es", _REFERENCE.format("es"), None, "Latin"),
-    "rus": Source("installation-guide-amd64", _INSTALL.format("ru"), r"[\u0400-\u04ff]",
-                  "Cyrillic"),
-    "chi_sim": Source("debian-reference-zh-cn", _REFERENCE.format("zh-cn"),
-                      r"[\u4e00-\u9fff]", "Han"),
-    "chi_tra": Source("debian-reference-zh-tw", _REFERENCE.format("zh-tw"),
-                      r"[\u4e00-\u9fff]", "Han"),
-    "jpn": Source("debian-reference-ja", _REFERENCE.format("ja"),
-                  r"[\u3040-\u30ff\u4e00-\u9fff]", "Japanese"),
-    "kor": Source("installation-guide-amd64", _INSTALL.format("ko"), r"[\uac00-\ud7af]",
-                  "Korean"),
+    "rus": Source(
+        "installation-guide-amd64", _INSTALL.format("ru"), r"[\u0400-\u04ff]", "Cyrillic"
+    ),
+    "chi_sim": Source(
+        "debian-reference-zh-cn", _REFERENCE.format("zh-cn"), r"[\u4e00-\u9fff]", "Han"
+    ),
+    "chi_tra": Source(
+        "debian-reference-zh-tw", _REFERENCE.format("zh-tw"), r"[\u4e00-\u9fff]", "Han"
+    ),
+    "jpn": Source(
+        "debian-reference-ja", _REFERENCE.format("ja"), r"[\u3040-\u30ff\u4e00-\u9fff]", "Japanese"
+    ),
+    "kor": Source("installation-guide-amd64", _INSTALL.format("ko"), r"[\uac00-\ud7af]", "Korean"),
     # LibreOffice's Hindi help is partly untranslated: only paragraphs in Hindi are taken
-    "hin": Source("libreoffice-help-hi", "usr/share/libreoffice/help/hi/text/shared/**/*.html",
-                  r"[\u0900-\u097f]", "Devanagari"),
+    "hin": Source(
+        "libreoffice-help-hi",
+        "usr/share/libreoffice/help/hi/text/shared/**/*.html",
+        r"[\u0900-\u097f]",
+        "Devanagari",
+    ),
 }
 # The packs the readers read a page of each committed language with when English is the
 # chosen language (`OcrLanguages.for_script`): English for a Latin page, else its script's
 # packs (both Chinese ones for Han, which OSD does not split) then English, for the Latin
 # words of its text.
-READ_WITH = {"deu": "eng", "rus": "rus+eng", "chi_sim": "chi_sim+chi_tra+eng",
-             "chi_tra": "chi_sim+chi_tra+eng", "jpn": "jpn+eng", "kor": "kor+eng",
-             "hin": "hin+eng"}
+READ_WITH = {
+    "deu": "eng",
+    "rus": "rus+eng",
+    "chi_sim": "chi_sim+chi_tra+eng",
+    "chi_tra": "chi_sim+chi_tra+eng",
+    "jpn": "jpn+eng",
+    "kor": "kor+eng",
+    "hin": "hin+eng",
+}
 # The character accuracy a page of each committed language reaches with READ_WITH here,
 # less a margin for another Tesseract model (docs/results/ocr_languages.md has more
 # pages): German read by English misses an umlaut or two (0.98); Chinese read by both
 # packs 0.92-0.94; Korean loses the order of some lines, where Tesseract's layout analysis
 # takes the page for two columns, and reads "GNU" set in the Korean font as "64" (0.87).
-ACCURACY = {"deu": 0.95, "rus": 0.97, "chi_sim": 0.9, "chi_tra": 0.88, "jpn": 0.95,
-            "kor": 0.8, "hin": 0.97}
+ACCURACY = {
+    "deu": 0.95,
+    "rus": 0.97,
+    "chi_sim": 0.9,
+    "chi_tra": 0.88,
+    "jpn": 0.95,
+    "kor": 0.8,
+    "hin": 0.97,
+}
 _MOSTLY = {"hin": 0.9}  # the share of a paragraph's letters in its script; else half
 _MIN_CHARS = 40
 
@@ -130,8 +155,9 @@ def fetch_debian_sources(work: Path, packs: list[str]) -> Path:
     for package in sorted({DEBIAN_SOURCES[p].package for p in packs}):
         if list(work.glob(f"{package}_*.deb")):
             continue
-        subprocess.run(["apt-get", "download", package], cwd=work, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["apt-get", "download", package], cwd=work, check=True, stdout=subprocess.DEVNULL
+        )
         [deb] = work.glob(f"{package}_*.deb")
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
     return root
@@ -178,8 +204,14 @@ _CJK = "\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
 _PIECE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+\\s*|\\s+")
 
 
-def render_pages(paragraphs: list[str], pack: str, *, dpi: int = 200, pages: int = 1,
-                 max_lines: int | None = None) -> list[tuple[object, str]]:
+def render_pages(
+    paragraphs: list[str],
+    pack: str,
+    *,
+    dpi: int = 200,
+    pages: int = 1,
+    max_lines: int | None = None,
+) -> list[tuple[object, str]]:
     """Print `paragraphs` in order on up to `pages` A4 pages (see the module), each page
     as (greyscale Pillow image, the text it shows: its lines, paragraphs separated by a
     blank line); a paragraph that does not fit on what is left of a page starts the next.
@@ -187,8 +219,9 @@ def render_pages(paragraphs: list[str], pack: str, *, dpi: int = 200, pages: int
     from PIL import Image, ImageDraw, ImageFont
 
     font_file = FONTS[pack]
-    font = ImageFont.truetype(str(font_file.path), round(POINT_SIZE * dpi / 72),
-                              index=font_file.index)
+    font = ImageFont.truetype(
+        str(font_file.path), round(POINT_SIZE * dpi / 72), index=font_file.index
+    )
     width, height = (round(inches * dpi) for inches in A4_INCHES)
     margin, line_height = dpi, round(POINT_SIZE * 1.6 * dpi / 72)
     measure = ImageDraw.Draw(Image.new("L", (1, 1)))
@@ -273,8 +306,10 @@ def tesseract_missing(*packs: str) -> str | None:
 
     missing = [p for p in packs if p not in installed_packs()]
     if missing:
-        return (f"Tesseract has no {'+'.join(missing)} here (Debian: "
-                f"{', '.join(debian_package(p) for p in missing)}; make system-packages)")
+        return (
+            f"Tesseract has no {'+'.join(missing)} here (Debian: "
+            f"{', '.join(debian_package(p) for p in missing)}; make system-packages)"
+        )
     return None
 
 
@@ -282,8 +317,9 @@ def tessdata_with(folder: Path, packs: list[str]) -> Path:
     """`folder` made a Tesseract data folder holding only the installed `packs` (links to
     their files, and to the configs every call reads): set as `TESSDATA_PREFIX`, it is a
     machine where every other pack is not installed."""
-    listed = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True,
-                            timeout=60, check=True).stdout
+    listed = subprocess.run(
+        ["tesseract", "--list-langs"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     # the first line names the folder: List of available languages in "/usr/.../tessdata/"
     installed = Path(re.search(r'"(.+?)"', listed).group(1))
     folder.mkdir(parents=True, exist_ok=True)
@@ -299,6 +335,7 @@ def need(*packs: str, fonts_of: tuple[str, ...] = ()) -> None:
     import pytest
 
     why = tesseract_missing(*packs) or next(
-        (w for w in map(missing_font, fonts_of) if w is not None), None)
+        (w for w in map(missing_font, fonts_of) if w is not None), None
+    )
     if why is not None:
         pytest.skip(why)

@@ -11,12 +11,15 @@ from attnswitch.documents.readers.dispatch import read_named
 from attnswitch.documents.readers.skip import Skip, Skipped
 
 
-@pytest.mark.parametrize(("path", "language"), [
-    ("src/attnswitch/documents/readers/skip.py", "python"),
-    ("pyproject.toml", "toml"),
-    ("scripts/gpu_check.sh", "bash"),
-    ("docs/results/cold_search.json", "json"),
-])
+@pytest.mark.parametrize(
+    ("path", "language"),
+    [
+        ("src/attnswitch/documents/readers/skip.py", "python"),
+        ("pyproject.toml", "toml"),
+        ("scripts/gpu_check.sh", "bash"),
+        ("docs/results/cold_search.json", "json"),
+    ],
+)
 def test_a_source_file_gives_its_code_and_language(path: str, language: str) -> None:
     text = (ROOT / path).read_text()
     got = read_named(path.rsplit("/", 1)[-1], text.encode(), ReadOptions())
@@ -29,8 +32,11 @@ def test_a_source_file_gives_its_code_and_language(path: str, language: str) -> 
 def test_blocks_end_at_blank_lines() -> None:
     source = b"import os\n\n\ndef f():\n    return 1\n\n    \nclass A:\n    pass\n"
     got = read_named("m.py", source, ReadOptions())
-    assert [b.text for b in got.blocks] == ["import os", "def f():\n    return 1",
-                                            "class A:\n    pass"]
+    assert [b.text for b in got.blocks] == [
+        "import os",
+        "def f():\n    return 1",
+        "class A:\n    pass",
+    ]
 
 
 def test_binary_under_a_source_name_is_refused() -> None:

@@ -15,8 +15,15 @@ from attnswitch.documents.readers.blocks import ReadOptions
 from attnswitch.documents.readers.dispatch import read_named
 from attnswitch.documents.readers.skip import Skip, Skipped
 
-ZIP_FIXTURES = ("anyhow.docx", "anyhow.pptx", "json-types.xlsx", "anyhow.odt", "anyhow.odp",
-                "json-types.ods", "anyhow.epub")
+ZIP_FIXTURES = (
+    "anyhow.docx",
+    "anyhow.pptx",
+    "json-types.xlsx",
+    "anyhow.odt",
+    "anyhow.odp",
+    "json-types.ods",
+    "anyhow.epub",
+)
 
 
 def skipped(name: str, data: bytes, **options) -> Skipped:
@@ -35,8 +42,7 @@ def with_member(name: str, member: str, content: bytes) -> bytes:
 
 
 def test_a_password_protected_word_file_is_skipped_as_encrypted() -> None:
-    skip = skipped("anyhow-encrypted.docx",
-                   (FIXTURES / "anyhow-encrypted.docx").read_bytes())
+    skip = skipped("anyhow-encrypted.docx", (FIXTURES / "anyhow-encrypted.docx").read_bytes())
     assert skip.skip is Skip.ENCRYPTED
     assert skip.detail == "docx: password-protected (an encrypted Office file)"
 
@@ -44,8 +50,11 @@ def test_a_password_protected_word_file_is_skipped_as_encrypted() -> None:
 def test_an_ole2_file_that_is_no_office_file_under_an_office_name_is_named() -> None:
     # An old Word file under a new name is read as Word (test_legacy_office.py); one whose
     # Word stream is renamed is no Office file any more, and each reader says so.
-    data = (FIXTURES / "anyhow.doc").read_bytes().replace(
-        "WordDocument".encode("utf-16-le"), "WordDocumenX".encode("utf-16-le"))
+    data = (
+        (FIXTURES / "anyhow.doc")
+        .read_bytes()
+        .replace("WordDocument".encode("utf-16-le"), "WordDocumenX".encode("utf-16-le"))
+    )
     skip = skipped("report.docx", data)
     assert skip.skip is Skip.BINARY
     assert skip.detail == "docx: an OLE2 compound file, not docx"
@@ -108,8 +117,10 @@ def test_a_zip_that_is_not_the_format_is_corrupt(name: str) -> None:
     assert skip.skip is Skip.CORRUPT and skip.detail.startswith(name.rsplit(".", 1)[1])
 
 
-@pytest.mark.parametrize(("field", "value"), [("max_bytes", 0), ("max_members", 0),
-                                              ("max_ratio", 0.0), ("ocr_timeout_s", -1.0)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("max_bytes", 0), ("max_members", 0), ("max_ratio", 0.0), ("ocr_timeout_s", -1.0)],
+)
 def test_limits_must_be_positive(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"{field}: expected"):
         ReadOptions(**{field: value})

@@ -26,8 +26,9 @@ def test_an_ebook_with_drm_is_skipped_as_encrypted() -> None:
         read("anyhow-drm.epub")
     except Skipped as skip:
         assert skip.skip is Skip.ENCRYPTED
-        assert skip.detail == ("epub: DRM-encrypted (1 of its content documents, such as "
-                               "EPUB/text/ch001.xhtml)")
+        assert skip.detail == (
+            "epub: DRM-encrypted (1 of its content documents, such as EPUB/text/ch001.xhtml)"
+        )
     else:
         raise AssertionError("expected a skip")
 

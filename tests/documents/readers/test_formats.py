@@ -30,8 +30,9 @@ def test_gzip_text_is_read_through_its_stream(tmp_path: Path) -> None:
     original = LOGRUS.read_bytes()
     packed = gzip.compress(original, compresslevel=9, mtime=0)  # as dh_compress does
     (tmp_path / "README.md.gz").write_bytes(packed)
-    (tmp_path / "changelog.Debian.gz").write_bytes(gzip.compress(b"pkg (1.0-1) unstable; "
-                                                                 b"urgency=medium\n\n  * Initial release.\n"))
+    (tmp_path / "changelog.Debian.gz").write_bytes(
+        gzip.compress(b"pkg (1.0-1) unstable; urgency=medium\n\n  * Initial release.\n")
+    )
     docs = by_source(tmp_path)
     readme = docs["README.md.gz"]
     assert readme.ok, readme.reason
@@ -53,11 +54,14 @@ def test_a_compressed_pdf_is_read_as_a_pdf(tmp_path: Path) -> None:
     assert "public domain" in " ".join(doc.text.split()).lower()
 
 
-@pytest.mark.parametrize(("name", "pack", "codec"), [
-    ("notes.txt.bz2", bz2.compress, "bzip2"),
-    ("notes.txt.xz", lzma.compress, "xz"),
-    ("notes-without-suffix", gzip.compress, "gzip"),  # known by its magic bytes
-])
+@pytest.mark.parametrize(
+    ("name", "pack", "codec"),
+    [
+        ("notes.txt.bz2", bz2.compress, "bzip2"),
+        ("notes.txt.xz", lzma.compress, "xz"),
+        ("notes-without-suffix", gzip.compress, "gzip"),  # known by its magic bytes
+    ],
+)
 def test_other_compressions_and_magic_bytes(tmp_path: Path, name: str, pack, codec: str) -> None:
     text = LOGRUS.read_text()
     (tmp_path / name).write_bytes(pack(text.encode()))
@@ -79,8 +83,9 @@ def test_a_decompression_bomb_is_skipped_by_the_limit(tmp_path: Path, max_bytes)
     kw = {} if max_bytes is None else {"max_bytes": max_bytes}
     [doc] = ingest(tmp_path, **kw)
     assert doc.skip is Skip.TOO_LARGE and doc.compression == "gzip"
-    assert doc.reason == (f"too large: gzip stream decompresses to more than the limit "
-                          f"{limit / 2**20:.1f} MiB")
+    assert doc.reason == (
+        f"too large: gzip stream decompresses to more than the limit {limit / 2**20:.1f} MiB"
+    )
 
 
 def test_corrupt_and_empty_compressed_files(tmp_path: Path) -> None:
@@ -97,15 +102,21 @@ def test_corrupt_and_empty_compressed_files(tmp_path: Path) -> None:
 
 def test_text_with_unknown_extensions_is_known_by_content(tmp_path: Path) -> None:
     (tmp_path / "README.Debian").write_bytes(
-        b"procps for Debian\n-----------------\n\nThe kill command is in its own package.\n")
+        b"procps for Debian\n-----------------\n\nThe kill command is in its own package.\n"
+    )
     (tmp_path / "NEWS.Debian").write_bytes("Änderungen: größer, schöner.\n".encode("latin-1") * 4)
     (tmp_path / "setup.py").write_text("from setuptools import setup\n\nsetup(name='x')\n")
-    (tmp_path / "page.php").write_text("<!DOCTYPE html><html><body><h1>Title</h1><p>Hello "
-                                       "from a page with another extension.</p></body></html>")
+    (tmp_path / "page.php").write_text(
+        "<!DOCTYPE html><html><body><h1>Title</h1><p>Hello "
+        "from a page with another extension.</p></body></html>"
+    )
     docs = by_source(tmp_path)
     assert {s: (d.ok, d.kind) for s, d in docs.items()} == {
-        "README.Debian": (True, "text"), "NEWS.Debian": (True, "text"),
-        "setup.py": (True, "code"), "page.php": (True, "html")}
+        "README.Debian": (True, "text"),
+        "NEWS.Debian": (True, "text"),
+        "setup.py": (True, "code"),
+        "page.php": (True, "html"),
+    }
     assert docs["NEWS.Debian"].encoding_detected and "größer" in docs["NEWS.Debian"].text
     assert docs["page.php"].text.startswith("Title\n\nHello")
 
@@ -122,7 +133,7 @@ def test_binary_files_with_unknown_extensions_say_what_they_are(tmp_path: Path) 
     assert reasons == {
         "bundle.tar.gz": "binary: a tar archive inside gzip (unknown extension .tar)",
         "noise.xyz": "binary: unknown extension .xyz, content is not text: NUL bytes in "
-                     "the first 8192 bytes",
+        "the first 8192 bytes",
         "photo.gif": "binary: .gif is image/gif, not a text format",
         "tool.dat": "binary: an ELF executable or library (unknown extension .dat)",
     }
@@ -150,14 +161,24 @@ def test_real_debian_documentation(tmp_path: Path) -> None:
 READER_FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("anyhow.docx", "docx"), ("anyhow.pptx", "pptx"), ("json-types.xlsx", "xlsx"),
-    ("anyhow.odt", "odt"), ("anyhow.odp", "odp"), ("json-types.ods", "ods"),
-    ("anyhow.epub", "epub"), ("scan.png", "image"), ("scan.jpg", "image"),
-    ("scan.tif", "image"), ("mail.eml", "eml"), ("mail.mbox", "mbox"),
-])
-def test_documents_under_names_that_do_not_say_are_known_by_content(name: str,
-                                                                     kind: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("anyhow.docx", "docx"),
+        ("anyhow.pptx", "pptx"),
+        ("json-types.xlsx", "xlsx"),
+        ("anyhow.odt", "odt"),
+        ("anyhow.odp", "odp"),
+        ("json-types.ods", "ods"),
+        ("anyhow.epub", "epub"),
+        ("scan.png", "image"),
+        ("scan.jpg", "image"),
+        ("scan.tif", "image"),
+        ("mail.eml", "eml"),
+        ("mail.mbox", "mbox"),
+    ],
+)
+def test_documents_under_names_that_do_not_say_are_known_by_content(name: str, kind: str) -> None:
     from attnswitch.documents.readers.formats import detect
 
     data = (READER_FIXTURES / name).read_bytes()
@@ -188,17 +209,28 @@ def test_every_reader_fixture_is_indexed_or_skipped_with_its_reason(tmp_path: Pa
     skipped = {s: d.reason for s, d in docs.items() if not d.ok}
     assert skipped == {
         "anyhow-drm.epub": "encrypted: epub: DRM-encrypted (1 of its content documents, "
-                           "such as EPUB/text/ch001.xhtml)",
-        "anyhow-encrypted.docx": "encrypted: docx: password-protected (an encrypted Office "
-                                 "file)",
+        "such as EPUB/text/ch001.xhtml)",
+        "anyhow-encrypted.docx": "encrypted: docx: password-protected (an encrypted Office file)",
     }
     kinds = {s: d.kind for s, d in docs.items() if d.ok}
     assert kinds == {
-        "anyhow.doc": "doc", "anyhow.ppt": "ppt", "json-types.xls": "xls",
-        "anyhow.docx": "docx", "anyhow.epub": "epub", "anyhow.ipynb": "ipynb",
-        "anyhow.odp": "odp", "anyhow.odt": "odt", "anyhow.pptx": "pptx", "anyhow.rtf": "rtf",
-        "json-types.csv": "csv", "json-types.docx": "docx", "json-types.ods": "ods",
-        "json-types.tsv": "csv", "json-types.xlsx": "xlsx", "mail.eml": "eml",
-        "mail.mbox": "mbox"}
+        "anyhow.doc": "doc",
+        "anyhow.ppt": "ppt",
+        "json-types.xls": "xls",
+        "anyhow.docx": "docx",
+        "anyhow.epub": "epub",
+        "anyhow.ipynb": "ipynb",
+        "anyhow.odp": "odp",
+        "anyhow.odt": "odt",
+        "anyhow.pptx": "pptx",
+        "anyhow.rtf": "rtf",
+        "json-types.csv": "csv",
+        "json-types.docx": "docx",
+        "json-types.ods": "ods",
+        "json-types.tsv": "csv",
+        "json-types.xlsx": "xlsx",
+        "mail.eml": "eml",
+        "mail.mbox": "mbox",
+    }
     assert all("JSON" in docs[s].text for s in kinds if s.startswith(("json", "mail")))
     assert all("anyhow::Error" in docs[s].text for s in kinds if s.startswith("anyhow"))

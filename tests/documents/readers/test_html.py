@@ -29,8 +29,7 @@ def flat(text: str) -> str:
 
 def test_postgresql_page_without_its_navigation() -> None:
     text = text_of("postgresql/tutorial-update.html")
-    assert text.startswith("2.8. Updates\n\nYou can update existing rows using the UPDATE "
-                           "command.")
+    assert text.startswith("2.8. Updates\n\nYou can update existing rows using the UPDATE command.")
     assert text.endswith("(3 rows)")
     for chrome in ("Prev", "Next", "Home", "Chapter 2", "Aggregate Functions", "Deletions"):
         assert chrome not in text
@@ -39,17 +38,30 @@ def test_postgresql_page_without_its_navigation() -> None:
 
 def test_sqlite_page_without_its_site_header() -> None:
     text = text_of("sqlite/wal.html")
-    for chrome in ("Small. Fast. Reliable.", "Choose any three", "Search Documentation",
-                   "Download", "Purchase", "toggle_search"):
+    for chrome in (
+        "Small. Fast. Reliable.",
+        "Choose any three",
+        "Search Documentation",
+        "Download",
+        "Purchase",
+        "toggle_search",
+    ):
         assert chrome not in text
     assert text.startswith("Write-Ahead Logging")
     assert "1. Overview\n\nThe default method by which SQLite implements atomic commit" in text
     assert "WAL is significantly faster in most scenarios." in text  # a list item
 
 
-@pytest.mark.parametrize("page", ["postgresql/sql-select.html", "postgresql/mvcc-intro.html",
-                                  "sqlite/wal.html", "sqlite/faq.html",
-                                  "postgresql/ddl-partitioning.html"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "postgresql/sql-select.html",
+        "postgresql/mvcc-intro.html",
+        "sqlite/wal.html",
+        "sqlite/faq.html",
+        "postgresql/ddl-partitioning.html",
+    ],
+)
 def test_every_heading_of_the_content_is_kept(page: str) -> None:
     text = f" {flat(text_of(page))} "
     found = headings(page)
@@ -61,23 +73,33 @@ def test_the_title_is_kept_once() -> None:
     # PostgreSQL's <title> repeats the page's h2; SQLite's FAQ names the page differently.
     assert text_of("postgresql/tutorial-update.html").count("2.8. Updates") == 1
     assert text_of("sqlite/faq.html").startswith(
-        "SQLite Frequently Asked Questions\n\nFrequently Asked Questions\n\n")
+        "SQLite Frequently Asked Questions\n\nFrequently Asked Questions\n\n"
+    )
 
 
 def test_main_content_false_keeps_the_whole_page() -> None:
-    whole = html_text((CORPUS / "postgresql/tutorial-update.html").read_bytes(),
-                      main_content=False)[0]
+    whole = html_text(
+        (CORPUS / "postgresql/tutorial-update.html").read_bytes(), main_content=False
+    )[0]
     assert "Prev" in whole and "Next" in whole and "You can update existing rows" in whole
 
 
 def test_blocks_are_kept_by_alignment_and_headings_by_their_section() -> None:
-    blocks = [HtmlBlock("Site menu", 2), HtmlBlock("Home About Download"),
-              HtmlBlock("Guide", 1), HtmlBlock("Install", 2),
-              HtmlBlock("Run the installer and follow its steps."),
-              HtmlBlock("Empty section", 2), HtmlBlock("Copyright 2024 Example Inc.")]
+    blocks = [
+        HtmlBlock("Site menu", 2),
+        HtmlBlock("Home About Download"),
+        HtmlBlock("Guide", 1),
+        HtmlBlock("Install", 2),
+        HtmlBlock("Run the installer and follow its steps."),
+        HtmlBlock("Empty section", 2),
+        HtmlBlock("Copyright 2024 Example Inc."),
+    ]
     content = "Run the installer and follow its steps."
     assert [b.text for b in main_blocks(blocks, content)] == [
-        "Guide", "Install", "Run the installer and follow its steps."]
+        "Guide",
+        "Install",
+        "Run the installer and follow its steps.",
+    ]
     assert main_blocks(blocks, None) == blocks  # nothing judged: the whole page
     assert main_blocks(blocks, "words that are nowhere on the page") == blocks
     assert main_blocks(blocks, content, max_words=10) == blocks  # too long to align
@@ -87,15 +109,21 @@ def test_read_html_gives_kinds_levels_and_table_rows() -> None:
     from attnswitch.documents.readers.blocks import BlockKind, ReadOptions
     from attnswitch.documents.readers.html import read_html
 
-    page = (b"<html><body><h1>Guide</h1><p>Intro.</p><h2>Steps</h2><ul><li>one</li>"
-            b"<li>two</li></ul><pre>x = 1\ny = 2</pre><table><tr><th>k</th><th>v</th></tr>"
-            b"<tr><td>a</td><td>1</td></tr><tr><td>b</td><td>2</td></tr></table></body></html>")
+    page = (
+        b"<html><body><h1>Guide</h1><p>Intro.</p><h2>Steps</h2><ul><li>one</li>"
+        b"<li>two</li></ul><pre>x = 1\ny = 2</pre><table><tr><th>k</th><th>v</th></tr>"
+        b"<tr><td>a</td><td>1</td></tr><tr><td>b</td><td>2</td></tr></table></body></html>"
+    )
     got = read_html(page, ReadOptions()).blocks
     assert [(b.kind, b.level, b.text) for b in got] == [
-        (BlockKind.HEADING, 1, "Guide"), (BlockKind.PARAGRAPH, None, "Intro."),
-        (BlockKind.HEADING, 2, "Steps"), (BlockKind.LIST_ITEM, None, "one"),
-        (BlockKind.LIST_ITEM, None, "two"), (BlockKind.CODE, None, "x = 1\ny = 2"),
-        (BlockKind.TABLE, None, "k\tv\na\t1\nb\t2")]
+        (BlockKind.HEADING, 1, "Guide"),
+        (BlockKind.PARAGRAPH, None, "Intro."),
+        (BlockKind.HEADING, 2, "Steps"),
+        (BlockKind.LIST_ITEM, None, "one"),
+        (BlockKind.LIST_ITEM, None, "two"),
+        (BlockKind.CODE, None, "x = 1\ny = 2"),
+        (BlockKind.TABLE, None, "k\tv\na\t1\nb\t2"),
+    ]
     assert got[-1].rows == (("k", "v"), ("a", "1"), ("b", "2")) and got[-1].header
 
 
@@ -111,13 +139,21 @@ def test_read_html_headings_of_a_real_page() -> None:
     assert tables and tables[0].rows[0] == ("JSON primitive type", "PostgreSQL type", "Notes")
 
 
-@pytest.mark.parametrize(("markup", "texts"), [
-    ("", []), ("<!-- only a comment -->", []), ("just words", ["just words"]),
-    ("<p>a\x00b\x0cc</p>", ["a b c"]),
-    ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
-     "<body><h1>Title</h1><p>x &amp; y</p></body></html>", ["Title", "x & y"]),
-    ("<div>" * 1000 + "deep" + "</div>" * 1000, ["deep"]),
-])
+@pytest.mark.parametrize(
+    ("markup", "texts"),
+    [
+        ("", []),
+        ("<!-- only a comment -->", []),
+        ("just words", ["just words"]),
+        ("<p>a\x00b\x0cc</p>", ["a b c"]),
+        (
+            '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+            "<body><h1>Title</h1><p>x &amp; y</p></body></html>",
+            ["Title", "x & y"],
+        ),
+        ("<div>" * 1000 + "deep" + "</div>" * 1000, ["deep"]),
+    ],
+)
 def test_odd_pages_give_their_text(markup: str, texts: list[str]) -> None:
     from attnswitch.documents.readers.html import html_blocks
 
@@ -131,5 +167,6 @@ def test_a_page_nested_deeper_than_libxml2_reads_is_skipped_not_cut() -> None:
     with pytest.raises(Skipped) as caught:
         html_blocks("<p>before</p>" + "<div>" * 3000 + "deep" + "</div>" * 3000)
     assert caught.value.skip is Skip.TOO_LARGE
-    assert caught.value.detail == ("html: more than libxml2 reads (Excessive depth in "
-                                   "document: 2048)")
+    assert caught.value.detail == (
+        "html: more than libxml2 reads (Excessive depth in document: 2048)"
+    )

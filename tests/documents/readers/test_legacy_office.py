@@ -17,10 +17,12 @@ from attnswitch.documents.readers.formats import detect
 from attnswitch.documents.readers.skip import Skip, Skipped
 
 LEGACY = (("anyhow.doc", "doc"), ("json-types.xls", "xls"), ("anyhow.ppt", "ppt"))
-needs_catdoc = pytest.mark.skipif(shutil.which("xls2csv") is None,
-                                  reason="catdoc is not installed (make system-packages)")
-needs_antiword = pytest.mark.skipif(shutil.which("antiword") is None,
-                                    reason="antiword is not installed (make system-packages)")
+needs_catdoc = pytest.mark.skipif(
+    shutil.which("xls2csv") is None, reason="catdoc is not installed (make system-packages)"
+)
+needs_antiword = pytest.mark.skipif(
+    shutil.which("antiword") is None, reason="antiword is not installed (make system-packages)"
+)
 
 
 def skipped(name: str, data: bytes, **options) -> Skipped:
@@ -73,10 +75,13 @@ def test_ppt_gives_each_slide_its_location_and_titles_as_headings() -> None:
     assert recall(anyhow_words(), got.text) >= 0.97  # pandoc's slides drop a few words
 
 
-@pytest.mark.parametrize(("name", "program", "package"), [
-    ("anyhow.doc", "antiword", "antiword"), ("json-types.xls", "xls2csv", "catdoc")])
-def test_a_missing_program_skips_naming_the_package(name: str, program: str, package: str,
-                                                    monkeypatch, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "program", "package"),
+    [("anyhow.doc", "antiword", "antiword"), ("json-types.xls", "xls2csv", "catdoc")],
+)
+def test_a_missing_program_skips_naming_the_package(
+    name: str, program: str, package: str, monkeypatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH where nothing is installed
     skip = skipped(name, (FIXTURES / name).read_bytes())
     assert skip.skip is Skip.NEEDS_TOOL
@@ -102,20 +107,28 @@ def test_a_password_protected_ooxml_file_named_doc_is_encrypted() -> None:
     assert skip.detail == "doc: password-protected (an encrypted Office file)"
 
 
-@pytest.mark.parametrize(("fixture", "name", "kind"), [
-    ("anyhow.rtf", "anyhow.doc", "rtf"), ("anyhow.docx", "anyhow.doc", "docx"),
-    ("json-types.xlsx", "export.xls", "xlsx")])
-def test_a_legacy_name_on_other_content_is_read_as_that_content(fixture: str, name: str,
-                                                                kind: str) -> None:
+@pytest.mark.parametrize(
+    ("fixture", "name", "kind"),
+    [
+        ("anyhow.rtf", "anyhow.doc", "rtf"),
+        ("anyhow.docx", "anyhow.doc", "docx"),
+        ("json-types.xlsx", "export.xls", "xlsx"),
+    ],
+)
+def test_a_legacy_name_on_other_content_is_read_as_that_content(
+    fixture: str, name: str, kind: str
+) -> None:
     data = (FIXTURES / fixture).read_bytes()
     assert detect(name, data, 2**30).kind == kind
     assert read_named(name, data, ReadOptions()).blocks
 
 
 def test_an_html_table_exported_as_xls_is_read_as_html() -> None:
-    page = ("<html><head><title>Export</title></head><body><table><tr><th>serial</th>"
-            "<th>owner</th></tr><tr><td>PF07919K</td><td>Amal Haddad</td></tr></table>"
-            "</body></html>")
+    page = (
+        "<html><head><title>Export</title></head><body><table><tr><th>serial</th>"
+        "<th>owner</th></tr><tr><td>PF07919K</td><td>Amal Haddad</td></tr></table>"
+        "</body></html>"
+    )
     got = read_named("export.xls", page.encode(), ReadOptions())
     [table] = [b for b in got.blocks if b.kind is BlockKind.TABLE]
     assert table.rows == (("serial", "owner"), ("PF07919K", "Amal Haddad"))

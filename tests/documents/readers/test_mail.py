@@ -19,11 +19,16 @@ from attnswitch.documents.readers.skip import Skip, Skipped
 def test_a_message_gives_subject_headers_body_and_attachments() -> None:
     got = read("mail.eml")
     subject, header = got.blocks[:2]
-    assert (subject.kind, subject.level, subject.text) == (BlockKind.HEADING, 1,
-                                                           "JSON types in PostgreSQL")
-    assert header.text.splitlines() == ["From: Docs Team <docs@example.org>",
-                                        "To: Readers <readers@example.org>",
-                                        "Date: Wed, 02 Dec 2026 09:00:00 +0000"]
+    assert (subject.kind, subject.level, subject.text) == (
+        BlockKind.HEADING,
+        1,
+        "JSON types in PostgreSQL",
+    )
+    assert header.text.splitlines() == [
+        "From: Docs Team <docs@example.org>",
+        "To: Readers <readers@example.org>",
+        "Date: Wed, 02 Dec 2026 09:00:00 +0000",
+    ]
     body = [b for b in got.blocks if b.location == Location(part="body")]
     assert any("8.14.1. JSON Input and Output Syntax" in b.text for b in body)
     [table] = [b for b in got.blocks if b.location.part == "json-types.csv"]
@@ -63,14 +68,19 @@ def test_an_attachment_that_gives_no_text_is_listed_with_its_reason() -> None:
     message = EmailMessage(policy=email.policy.SMTP)
     message["Subject"] = "Two files"
     message.set_content("See the attachments.")
-    message.add_attachment((FIXTURES / "anyhow-encrypted.docx").read_bytes(),
-                           maintype="application", subtype="octet-stream",
-                           filename="locked.docx")
-    message.add_attachment(b"\x00\x01binary", maintype="application", subtype="octet-stream",
-                           filename="../../blob.bin")
+    message.add_attachment(
+        (FIXTURES / "anyhow-encrypted.docx").read_bytes(),
+        maintype="application",
+        subtype="octet-stream",
+        filename="locked.docx",
+    )
+    message.add_attachment(
+        b"\x00\x01binary", maintype="application", subtype="octet-stream", filename="../../blob.bin"
+    )
     got = read_named("two.eml", message.as_bytes(), with_attachments(ReadOptions()))
-    assert got.failed[0] == ("locked.docx: encrypted: docx: password-protected "
-                             "(an encrypted Office file)")
+    assert got.failed[0] == (
+        "locked.docx: encrypted: docx: password-protected (an encrypted Office file)"
+    )
     assert got.failed[1].startswith("blob.bin: binary: ")  # the name without its folders
     assert [b.text for b in got.blocks] == ["Two files", "See the attachments."]
 

@@ -20,8 +20,7 @@ def test_markdown_cells_give_the_headings_and_code_cells_the_code() -> None:
     code = [b for b in got.blocks if b.kind is BlockKind.CODE and b.language is not None]
     # The fixture's code cells are the source's top-level fences (those inside list
     # items stay in their Markdown cell).
-    fences = [t.content.rstrip("\n") for t in anyhow_tokens()
-              if t.type == "fence" and t.level == 0]
+    fences = [t.content.rstrip("\n") for t in anyhow_tokens() if t.type == "fence" and t.level == 0]
     assert [b.text for b in code] == fences
     assert {b.language for b in code} == {"rust"}
     cells = [b.location.cell for b in got.blocks]
@@ -30,15 +29,23 @@ def test_markdown_cells_give_the_headings_and_code_cells_the_code() -> None:
 
 
 def test_outputs_and_empty_cells_are_left_out() -> None:
-    book = new_notebook(cells=[
-        new_markdown_cell("# Load\n\nRead the *table*."),
-        new_code_cell(""),
-        new_code_cell("print('hello')", outputs=[new_output(
-            "stream", name="stdout", text="output-only-word\n")]),
-    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                      "language": "python"}})
+    book = new_notebook(
+        cells=[
+            new_markdown_cell("# Load\n\nRead the *table*."),
+            new_code_cell(""),
+            new_code_cell(
+                "print('hello')",
+                outputs=[new_output("stream", name="stdout", text="output-only-word\n")],
+            ),
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+    )
     got = read_ipynb(nbformat.writes(book).encode(), ReadOptions())
     assert [(b.kind, b.text, b.location.cell) for b in got.blocks] == [
-        (BlockKind.HEADING, "Load", 1), (BlockKind.PARAGRAPH, "Read the table.", 1),
-        (BlockKind.CODE, "print('hello')", 3)]
+        (BlockKind.HEADING, "Load", 1),
+        (BlockKind.PARAGRAPH, "Read the table.", 1),
+        (BlockKind.CODE, "print('hello')", 3),
+    ]
     assert got.blocks[-1].language == "python" and "output-only-word" not in got.text

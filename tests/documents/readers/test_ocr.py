@@ -19,7 +19,8 @@ from attnswitch.documents.readers.skip import Skip, Skipped
 
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None,
-    reason="Tesseract is not installed (Debian: tesseract-ocr; `make system-packages`)")
+    reason="Tesseract is not installed (Debian: tesseract-ocr; `make system-packages`)",
+)
 # Tesseract 5 reads these clean 150-dpi prints without a miss here; the margin allows one
 # misread word under another Tesseract model.
 RECALL = 0.98
@@ -48,8 +49,9 @@ def docs(tmp_path: Path, names: dict[str, str], **options):
 def test_an_image_is_recognised(name: str) -> None:
     got = read(name)
     text = page_text()  # the JPEG shows less: the title and the first sentence
-    expected = printed_words() if name != "scan.jpg" else words(
-        text[: text.index("database engine.")])
+    expected = (
+        printed_words() if name != "scan.jpg" else words(text[: text.index("database engine.")])
+    )
     assert recall(expected, got.text) >= RECALL
     assert got.blocks[0].text == "Copyright Release for Contributions To SQLite"
     assert all(b.location == Location() for b in got.blocks)
@@ -69,7 +71,8 @@ def test_each_frame_of_a_tiff_is_a_page() -> None:
     got = read_image(buffer.getvalue(), ReadOptions())
     assert [(b.location.page, b.text) for b in got.blocks] == [
         (1, "Copyright Release for Contributions To SQLite"),
-        (2, "Copyright Release for Contributions To SQLite")]
+        (2, "Copyright Release for Contributions To SQLite"),
+    ]
 
 
 @needs_tesseract
@@ -80,12 +83,15 @@ def test_scanned_pdf_pages_are_recognised_and_text_pages_are_not(tmp_path: Path)
     assert mixed.ok and mixed.pages_failed == 0
     # The text layer of page 1 in full, then page 2's recognised text.
     assert " ".join(mixed.text.split()).startswith(page_text())
-    assert recall(printed_words(), mixed.text[len(page_text()):]) >= RECALL
+    assert recall(printed_words(), mixed.text[len(page_text()) :]) >= RECALL
 
 
 def test_with_ocr_off_scanned_pages_are_said_not_silently_empty(tmp_path: Path) -> None:
-    found = docs(tmp_path, {"scan.pdf": "scan.pdf", "mixed.pdf": "mixed.pdf",
-                            "scan.png": "scan.png"}, ocr=False)
+    found = docs(
+        tmp_path,
+        {"scan.pdf": "scan.pdf", "mixed.pdf": "mixed.pdf", "scan.png": "scan.png"},
+        ocr=False,
+    )
     assert found["scan.pdf"].skip is Skip.NEEDS_OCR
     assert found["scan.pdf"].reason == "needs OCR: page 1: no text layer, and OCR is off"
     assert found["scan.png"].reason == "needs OCR: PNG image: OCR is off"
@@ -94,18 +100,21 @@ def test_with_ocr_off_scanned_pages_are_said_not_silently_empty(tmp_path: Path) 
     assert " ".join(mixed.text.split()) == page_text()
 
 
-def test_without_tesseract_the_reason_says_so(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_tesseract_the_reason_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     empty = tmp_path / "no-programs"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))  # a machine with no tesseract on its path
     root = tmp_path / "root"
     root.mkdir()
     found = docs(root, {"scan.pdf": "scan.pdf", "photo.jpg": "scan.jpg"})
-    assert found["scan.pdf"].reason == ("needs OCR: page 1: no text layer, and Tesseract "
-                                        "is not installed (Debian: tesseract-ocr)")
-    assert found["photo.jpg"].reason == ("needs OCR: JPEG image: Tesseract is not installed "
-                                         "(Debian: tesseract-ocr)")
+    assert found["scan.pdf"].reason == (
+        "needs OCR: page 1: no text layer, and Tesseract is not installed (Debian: tesseract-ocr)"
+    )
+    assert found["photo.jpg"].reason == (
+        "needs OCR: JPEG image: Tesseract is not installed (Debian: tesseract-ocr)"
+    )
 
 
 @needs_tesseract
@@ -113,8 +122,9 @@ def test_a_language_without_data_is_named() -> None:
     with pytest.raises(Skipped) as caught:
         read("scan.png", ocr_languages="eng+qaa")
     assert caught.value.skip is Skip.NEEDS_OCR
-    assert caught.value.detail == ("PNG image: Tesseract has no data for qaa "
-                                   "(Debian: tesseract-ocr-qaa)")
+    assert caught.value.detail == (
+        "PNG image: Tesseract has no data for qaa (Debian: tesseract-ocr-qaa)"
+    )
 
 
 def test_an_image_past_the_pixel_limit_is_not_decoded() -> None:
@@ -124,10 +134,13 @@ def test_an_image_past_the_pixel_limit_is_not_decoded() -> None:
     assert caught.value.detail == "PNG of 1275x600 pixels, more than the limit 100000"
 
 
-@pytest.mark.parametrize(("name", "data"), [
-    ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40),
-    ("photo.jpg", b"\xff\xd8\xff\xe0 not really"),
-])
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40),
+        ("photo.jpg", b"\xff\xd8\xff\xe0 not really"),
+    ],
+)
 def test_a_broken_image_is_corrupt(tmp_path: Path, name: str, data: bytes) -> None:
     (tmp_path / name).write_bytes(data)
     [doc] = ingest(tmp_path)
@@ -154,13 +167,13 @@ def test_scanned_pages_recognised_side_by_side_keep_their_page(workers: int) -> 
     title = scan.crop((0, 0, scan.width, 125)).convert("L")
     blank = Image.new("L", title.size, 255)
     buffer = io.BytesIO()
-    title.save(buffer, format="PDF", resolution=150, save_all=True,
-               append_images=[blank, title])
+    title.save(buffer, format="PDF", resolution=150, save_all=True, append_images=[blank, title])
     scanned = ocr_pdf_pages(buffer.getvalue(), [1, 2, 3], ReadOptions(ocr_workers=workers))
     found = scanned.blocks
     assert {n: [b.text for b in blocks] for n, blocks in found.items()} == {
         1: ["Copyright Release for Contributions To SQLite"],
-        3: ["Copyright Release for Contributions To SQLite"]}
+        3: ["Copyright Release for Contributions To SQLite"],
+    }
     assert all(b.location == Location(page=n) for n, blocks in found.items() for b in blocks)
     assert scanned.notes == ["page 2: no text layer, and OCR found no text"]
     assert not scanned.needs_ocr
@@ -174,20 +187,21 @@ def test_a_huge_later_frame_is_refused_before_any_frame_is_decoded() -> None:
     with pytest.raises(Skipped) as caught:
         read_image(tiff_with_huge_frame(2_000, 1_000), ReadOptions(max_pixels=1_000_000))
     assert caught.value.skip is Skip.TOO_LARGE
-    assert caught.value.detail == ("TIFF frame 2 of 2000x1000 pixels, more than the limit "
-                                   "1000000")
+    assert caught.value.detail == ("TIFF frame 2 of 2000x1000 pixels, more than the limit 1000000")
 
 
 def test_a_pillow_bomb_is_too_large_with_the_limit_not_unreadable(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from hostile_files import png_header
 
     (tmp_path / "bomb.png").write_bytes(png_header(20_000, 20_000))  # 400M pixels
     with caplog.at_level("WARNING"):
         [doc] = ingest(tmp_path)
     assert doc.skip is Skip.TOO_LARGE
-    assert doc.reason.startswith("too large: image: Image size (400000000 pixels) exceeds "
-                                 "limit of "), doc.reason
+    assert doc.reason.startswith(
+        "too large: image: Image size (400000000 pixels) exceeds limit of "
+    ), doc.reason
     assert "unexpected" not in caplog.text
 
 
@@ -211,8 +225,7 @@ def test_frames_past_the_ocr_page_limit_are_listed_not_read(tmp_path: Path) -> N
 
 
 @needs_tesseract
-def test_scanned_pdf_pages_past_the_ocr_page_limit_are_listed_not_read(
-        tmp_path: Path) -> None:
+def test_scanned_pdf_pages_past_the_ocr_page_limit_are_listed_not_read(tmp_path: Path) -> None:
     from PIL import Image
 
     from hostile_files import blank_pdf
@@ -220,12 +233,18 @@ def test_scanned_pdf_pages_past_the_ocr_page_limit_are_listed_not_read(
     (tmp_path / "blank.pdf").write_bytes(blank_pdf(6))
     scan = Image.open(FIXTURES / "scan.png")
     title = scan.crop((0, 0, scan.width, 125)).convert("L")
-    title.save(tmp_path / "titles.pdf", format="PDF", resolution=150, save_all=True,
-               append_images=[title, title])
+    title.save(
+        tmp_path / "titles.pdf",
+        format="PDF",
+        resolution=150,
+        save_all=True,
+        append_images=[title, title],
+    )
     found = {d.source: d for d in ingest(tmp_path, ocr_max_pages=1)}
     assert found["blank.pdf"].reason == (
         "empty: no extractable text in 6 pages (page 1: no text layer, and OCR found no "
-        "text; pages 2–6: not recognised: OCR stops after 1 page a file)")
+        "text; pages 2–6: not recognised: OCR stops after 1 page a file)"
+    )
     titles = found["titles.pdf"]
     assert titles.ok and titles.pages_failed == 2
     assert {b.location.page for b in titles.blocks} == {1}
@@ -245,8 +264,7 @@ def scanned_pdf(*packs: str) -> tuple[bytes, list[str]]:
     pages = [printed_page(pack) for pack in packs]
     images = [Image.open(io.BytesIO(png)) for png, _ in pages]
     buffer = io.BytesIO()
-    images[0].save(buffer, format="PDF", resolution=200, save_all=True,
-                   append_images=images[1:])
+    images[0].save(buffer, format="PDF", resolution=200, save_all=True, append_images=images[1:])
     return buffer.getvalue(), [text for _, text in pages]
 
 
@@ -270,7 +288,8 @@ def test_osd_reads_each_page_with_the_packs_of_its_script(pack: str) -> None:
 
 
 def test_the_default_languages_are_the_locale_s_and_english(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from attnswitch.documents.readers.blocks import ReadOptions
     from attnswitch.documents.readers.ocr import ocr_languages
 
@@ -298,7 +317,8 @@ def test_pages_of_several_scripts_in_one_pdf_each_take_their_packs(tmp_path: Pat
 
 
 def test_a_page_whose_pack_is_missing_is_said_not_read_as_noise(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On a machine with English and OSD only (a Tesseract data folder holding just
     those), the Korean and Hindi pages of a PDF are listed with the package that reads
     them, and nothing of them is stored; an image of Korean alone is skipped saying so."""
@@ -307,8 +327,7 @@ def test_a_page_whose_pack_is_missing_is_said_not_read_as_noise(
     from script_pages import tessdata_with
 
     need("osd", "eng", fonts_of=("deu", "kor", "hin"))
-    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",
-                                                            ["eng", "osd"])))
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata", ["eng", "osd"])))
     root = tmp_path / "root"
     root.mkdir()
     data, texts = scanned_pdf("deu", "kor", "hin")
@@ -324,33 +343,39 @@ def test_a_page_whose_pack_is_missing_is_said_not_read_as_noise(
         "page 2: no text layer, and Tesseract has no data for the Korean script "
         "(Debian: tesseract-ocr-kor)",
         "page 3: no text layer, and Tesseract has no data for the Devanagari script "
-        "(Debian: tesseract-ocr-hin)")
+        "(Debian: tesseract-ocr-hin)",
+    )
     assert {b.location.page for b in three.blocks} == {1}
     assert not re.search("[\uac00-\ud7af\u0900-\u097f]", three.text)
     assert found["korean.pdf"].reason == (
         "needs OCR: page 1: no text layer, and Tesseract has no data for the Korean script "
-        "(Debian: tesseract-ocr-kor)")
+        "(Debian: tesseract-ocr-kor)"
+    )
     assert found["korean.png"].reason == (
         "needs OCR: PNG image: Tesseract has no data for the Korean script "
-        "(Debian: tesseract-ocr-kor)")
+        "(Debian: tesseract-ocr-kor)"
+    )
 
 
 def test_a_chosen_language_that_is_missing_makes_every_page_say_so(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from script_pages import tessdata_with
 
     need("osd", "eng", fonts_of=("deu",))
-    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",
-                                                            ["eng", "osd"])))
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata", ["eng", "osd"])))
     (root := tmp_path / "root").mkdir()
     (root / "german.pdf").write_bytes(scanned_pdf("deu", "deu")[0])
     [doc] = ingest(root, ocr_languages="deu+eng")
-    assert doc.reason == ("needs OCR: pages 1–2: no text layer, and Tesseract has no data "
-                          "for deu (Debian: tesseract-ocr-deu)")
+    assert doc.reason == (
+        "needs OCR: pages 1–2: no text layer, and Tesseract has no data "
+        "for deu (Debian: tesseract-ocr-deu)"
+    )
 
 
 def test_a_run_records_the_pages_whose_pack_is_missing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder
+) -> None:
     """The run's summary (and `attnswitch run`'s table) keeps each page's reason: a note on
     the PDF it indexed, and the skip of the image of which nothing was read."""
     from script_pages import printed_page, tessdata_with
@@ -359,17 +384,28 @@ def test_a_run_records_the_pages_whose_pack_is_missing(
     from attnswitch.jobs.run import RunOptions, run
 
     need("osd", "eng", fonts_of=("deu", "kor"))
-    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata",
-                                                            ["eng", "osd"])))
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "tessdata", ["eng", "osd"])))
     (root := tmp_path / "root").mkdir()
     (root / "two.pdf").write_bytes(scanned_pdf("deu", "kor")[0])
     (root / "korean.png").write_bytes(printed_page("kor")[0])
     options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, ocr_languages="eng")
     with SQLiteStore(tmp_path / "db") as store:
         summary = run(root, store, options, get_encoder=lambda: encoder)
-    assert summary.notes == [{"source": "two.pdf", "note": (
-        "text of 1 page(s) or part(s) not read: page 2: no text layer, and Tesseract has no "
-        "data for the Korean script (Debian: tesseract-ocr-kor)")}]
-    assert summary.skipped_files == [{"source": "korean.png", "reason": (
-        "needs OCR: PNG image: Tesseract has no data for the Korean script "
-        "(Debian: tesseract-ocr-kor)")}]
+    assert summary.notes == [
+        {
+            "source": "two.pdf",
+            "note": (
+                "text of 1 page(s) or part(s) not read: page 2: no text layer, and Tesseract has no "
+                "data for the Korean script (Debian: tesseract-ocr-kor)"
+            ),
+        }
+    ]
+    assert summary.skipped_files == [
+        {
+            "source": "korean.png",
+            "reason": (
+                "needs OCR: PNG image: Tesseract has no data for the Korean script "
+                "(Debian: tesseract-ocr-kor)"
+            ),
+        }
+    ]

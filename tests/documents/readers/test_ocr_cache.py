@@ -22,8 +22,9 @@ from attnswitch.documents.readers.ocr import read_image
 from attnswitch.documents.readers.ocr_languages import OcrLanguages
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
-                                     reason="needs Tesseract (Debian: tesseract-ocr)")
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="needs Tesseract (Debian: tesseract-ocr)"
+)
 
 
 @pytest.fixture
@@ -34,8 +35,9 @@ def tesseract_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder, log = tmp_path / "bin", tmp_path / "tesseract.log"
     folder.mkdir()
     wrapper = folder / "tesseract"
-    wrapper.write_text(f'#!/bin/sh\ncase "$1" in stdin) echo "$@" >> "{log}";; esac\n'
-                       f'exec "{real}" "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\ncase "$1" in stdin) echo "$@" >> "{log}";; esac\nexec "{real}" "$@"\n'
+    )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     log.touch()
@@ -47,8 +49,9 @@ def readings(log: Path) -> list[str]:
 
 
 @needs_tesseract
-def test_a_page_read_once_comes_from_the_cache_the_next_time(cache_dir: Path,
-                                                             tesseract_calls: Path) -> None:
+def test_a_page_read_once_comes_from_the_cache_the_next_time(
+    cache_dir: Path, tesseract_calls: Path
+) -> None:
     data = (FIXTURES / "scan.png").read_bytes()
     first = read_image(data, ReadOptions())
     done = len(readings(tesseract_calls))
@@ -65,28 +68,30 @@ def test_other_packs_read_the_page_again(cache_dir: Path, tesseract_calls: Path)
     read_image(data, ReadOptions(ocr_languages="eng"))
     done = len(readings(tesseract_calls))
     read_image(data, ReadOptions(ocr_languages="eng+deu"))
-    assert any("eng+deu" in line or "deu+eng" in line
-               for line in readings(tesseract_calls)[done:])
+    assert any("eng+deu" in line or "deu+eng" in line for line in readings(tesseract_calls)[done:])
 
 
 def test_every_field_a_page_s_text_depends_on_is_in_its_key() -> None:
     base = OcrLanguages(("eng",), frozenset({"eng", "osd"}), True, "tesseract 5.3.0")
     key = ocr_cache.page_key(b"png", base)
-    others = [ocr_cache.page_key(b"png2", base),
-              ocr_cache.page_key(b"png", OcrLanguages(("deu",), base.installed, True,
-                                                      base.build)),
-              ocr_cache.page_key(b"png", OcrLanguages(base.chosen, frozenset({"eng", "osd",
-                                                      "kor"}), True, base.build)),
-              ocr_cache.page_key(b"png", OcrLanguages(base.chosen, base.installed, False,
-                                                      base.build)),
-              ocr_cache.page_key(b"png", OcrLanguages(base.chosen, base.installed, True,
-                                                      "tesseract 5.4.0"))]
+    others = [
+        ocr_cache.page_key(b"png2", base),
+        ocr_cache.page_key(b"png", OcrLanguages(("deu",), base.installed, True, base.build)),
+        ocr_cache.page_key(
+            b"png", OcrLanguages(base.chosen, frozenset({"eng", "osd", "kor"}), True, base.build)
+        ),
+        ocr_cache.page_key(b"png", OcrLanguages(base.chosen, base.installed, False, base.build)),
+        ocr_cache.page_key(
+            b"png", OcrLanguages(base.chosen, base.installed, True, "tesseract 5.4.0")
+        ),
+    ]
     assert key == ocr_cache.page_key(b"png", base)
     assert len({key, *others}) == 6
 
 
-def test_the_least_recently_used_pages_go_first(cache_dir: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_least_recently_used_pages_go_first(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(ocr_cache, "MAX_PAGES", 3)
     monkeypatch.setattr(ocr_cache, "_PRUNE_EVERY", 1)
     for name in ("a", "b", "c"):
@@ -102,7 +107,8 @@ def test_the_least_recently_used_pages_go_first(cache_dir: Path,
 
 @needs_tesseract
 def test_a_cache_that_cannot_be_written_only_loses_the_saving(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tesseract_calls: Path) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tesseract_calls: Path
+) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the cache folder would be")
     monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(blocked))

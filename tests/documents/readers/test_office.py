@@ -22,8 +22,10 @@ def test_docx_keeps_the_heading_structure_and_every_word() -> None:
     assert {BlockKind.LIST_ITEM, BlockKind.CODE, BlockKind.PARAGRAPH} <= kinds
     code = [b.text for b in got.blocks if b.kind is BlockKind.CODE]
     # A fenced block of the source, line breaks kept, as one code block.
-    assert any(t.startswith("use anyhow::Result;\n\nfn get_cluster_info() -> "
-                            "Result<ClusterMap> {\n") for t in code), code
+    assert any(
+        t.startswith("use anyhow::Result;\n\nfn get_cluster_info() -> Result<ClusterMap> {\n")
+        for t in code
+    ), code
 
 
 def test_a_word_table_gives_its_rows_with_the_header() -> None:
@@ -69,8 +71,10 @@ def test_a_long_sheet_is_cut_into_blocks_each_with_the_header() -> None:
     got = read_xlsx(buffer.getvalue(), ReadOptions())
     tables = [b for b in got.blocks if b.location.sheet == "Q3 sales"]
     assert [b.location.rows for b in tables] == [
-        (3, 2 + ROWS_PER_BLOCK), (3 + ROWS_PER_BLOCK, 2 + 2 * ROWS_PER_BLOCK),
-        (3 + 2 * ROWS_PER_BLOCK, 2 + total)]
+        (3, 2 + ROWS_PER_BLOCK),
+        (3 + ROWS_PER_BLOCK, 2 + 2 * ROWS_PER_BLOCK),
+        (3 + 2 * ROWS_PER_BLOCK, 2 + total),
+    ]
     assert all(b.rows[0] == ("region", "units", "day") and b.header for b in tables)
     assert tables[0].rows[1] == ("region 0", "0")  # a whole float without ".0"; no empty tail
     assert sum(len(b.rows) - 1 for b in tables) == total

@@ -27,15 +27,18 @@ def test_every_extension_belongs_to_one_reader() -> None:
 @pytest.mark.parametrize("spec", registry.BUILTIN, ids=[s.kind for s in registry.BUILTIN])
 def test_each_builtin_reader_names_a_function_that_exists(spec) -> None:
     # the lazy wrapper closes over the module and the function's name
-    closure = dict(zip(spec.read.__code__.co_freevars,
-                       (c.cell_contents for c in spec.read.__closure__)))
+    closure = dict(
+        zip(spec.read.__code__.co_freevars, (c.cell_contents for c in spec.read.__closure__))
+    )
     found = importlib.import_module(f"attnswitch.documents.readers.{closure['module']}")
     assert callable(getattr(found, closure["name"]))
     assert spec.read.__name__ == closure["name"]
 
 
-@pytest.mark.parametrize("ext, kind", sorted(
-    (ext, spec.kind) for spec in registry.BUILTIN for ext in spec.extensions if ext))
+@pytest.mark.parametrize(
+    "ext, kind",
+    sorted((ext, spec.kind) for spec in registry.BUILTIN for ext in spec.extensions if ext),
+)
 def test_a_file_named_with_an_extension_goes_to_its_reader(ext: str, kind: str) -> None:
     assert detect(f"file{ext}", b"plain words\n", 1 << 20).kind == kind
 
@@ -44,7 +47,8 @@ def test_a_file_named_with_an_extension_goes_to_its_reader(ext: str, kind: str) 
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """An installed distribution whose entry points name three readers: a new format, one
     that also claims `.pdf`, and one that claims the kind "pdf"."""
-    (tmp_path / "attnswitch_plugin_reader.py").write_text(textwrap.dedent('''
+    (tmp_path / "attnswitch_plugin_reader.py").write_text(
+        textwrap.dedent("""
         from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted
         from attnswitch.documents.readers.registry import ReaderSpec
 
@@ -54,14 +58,17 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
         STENCIL = ReaderSpec("stencil", (".vss", ".pdf"), read_stencil)
         GRABBY = ReaderSpec("pdf", (".grab",), read_stencil)
-    '''))
+    """)
+    )
     dist = tmp_path / "attnswitch_plugin_reader-1.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: attnswitch-plugin-reader\n"
-                                   "Version: 1.0\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: attnswitch-plugin-reader\nVersion: 1.0\n"
+    )
     (dist / "entry_points.txt").write_text(
         "[attnswitch.readers]\nstencil = attnswitch_plugin_reader:STENCIL\n"
-        "grabby = attnswitch_plugin_reader:GRABBY\n")
+        "grabby = attnswitch_plugin_reader:GRABBY\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     registry.reset()

@@ -18,10 +18,13 @@ def test_rtf_gives_every_word_as_paragraphs() -> None:
     assert got.blocks[1].text == "Anyhow ¯\\_(°ペ)_/¯"
 
 
-@pytest.mark.parametrize(("data", "skip"), [
-    (b"plain words, not RTF", Skip.CORRUPT),
-    (b"{\\rtf1\\ansi {\\fonttbl\\f0 Times;}\\par }", Skip.EMPTY),
-])
+@pytest.mark.parametrize(
+    ("data", "skip"),
+    [
+        (b"plain words, not RTF", Skip.CORRUPT),
+        (b"{\\rtf1\\ansi {\\fonttbl\\f0 Times;}\\par }", Skip.EMPTY),
+    ],
+)
 def test_not_rtf_or_no_text(data: bytes, skip: Skip) -> None:
     with pytest.raises(Skipped) as caught:
         read_rtf(data, ReadOptions())

@@ -19,17 +19,26 @@ def test_rows_with_the_header(name: str) -> None:
     assert table.location == Location(rows=(2, len(rows)))
 
 
-@pytest.mark.parametrize(("name", "data", "rows"), [
-    ("semi.csv", b"a;b\n1;2\n3;4\n", [["a", "b"], ["1", "2"], ["3", "4"]]),
-    ("pipes.csv", b"a|b\n1|2\n", [["a", "b"], ["1", "2"]]),
-    ("quoted.csv", b'name,note\nx,"two\nlines, and a comma"\n',
-     [["name", "note"], ["x", "two lines, and a comma"]]),
-    ("bom.csv", "\ufeffname,city\nZoë,Köln\n".encode(), [["name", "city"], ["Zoë", "Köln"]]),
-    ("latin1.csv", "name,city\nZoë,Köln\n".encode("latin-1"),
-     [["name", "city"], ["Zoë", "Köln"]]),
-    ("one.csv", b"word\nalpha\nbeta\n", [["word"], ["alpha"], ["beta"]]),
-    ("blank-lines.tsv", b"a\tb\n\n1\t2\n\t\n", [["a", "b"], ["1", "2"]]),
-])
+@pytest.mark.parametrize(
+    ("name", "data", "rows"),
+    [
+        ("semi.csv", b"a;b\n1;2\n3;4\n", [["a", "b"], ["1", "2"], ["3", "4"]]),
+        ("pipes.csv", b"a|b\n1|2\n", [["a", "b"], ["1", "2"]]),
+        (
+            "quoted.csv",
+            b'name,note\nx,"two\nlines, and a comma"\n',
+            [["name", "note"], ["x", "two lines, and a comma"]],
+        ),
+        ("bom.csv", "\ufeffname,city\nZoë,Köln\n".encode(), [["name", "city"], ["Zoë", "Köln"]]),
+        (
+            "latin1.csv",
+            "name,city\nZoë,Köln\n".encode("latin-1"),
+            [["name", "city"], ["Zoë", "Köln"]],
+        ),
+        ("one.csv", b"word\nalpha\nbeta\n", [["word"], ["alpha"], ["beta"]]),
+        ("blank-lines.tsv", b"a\tb\n\n1\t2\n\t\n", [["a", "b"], ["1", "2"]]),
+    ],
+)
 def test_awkward_files(name: str, data: bytes, rows: list[list[str]]) -> None:
     blocks = read_csv(data, ReadOptions(name=name)).blocks
     assert [list(r) for b in blocks for r in b.rows[1:]] == rows[1:]
@@ -39,10 +48,14 @@ def test_awkward_files(name: str, data: bytes, rows: list[list[str]]) -> None:
 def test_long_files_are_cut_with_the_header_repeated() -> None:
     data = "id,value\n" + "".join(f"{i},v{i}\n" for i in range(ROWS_PER_BLOCK + 3))
     blocks = read_csv(data.encode(), ReadOptions(name="long.csv")).blocks
-    assert [b.location.rows for b in blocks] == [(2, ROWS_PER_BLOCK + 1),
-                                                 (ROWS_PER_BLOCK + 2, ROWS_PER_BLOCK + 4)]
+    assert [b.location.rows for b in blocks] == [
+        (2, ROWS_PER_BLOCK + 1),
+        (ROWS_PER_BLOCK + 2, ROWS_PER_BLOCK + 4),
+    ]
     assert blocks[1].rows[0] == ("id", "value") and blocks[1].rows[1] == (
-        str(ROWS_PER_BLOCK), f"v{ROWS_PER_BLOCK}")
+        str(ROWS_PER_BLOCK),
+        f"v{ROWS_PER_BLOCK}",
+    )
 
 
 @pytest.mark.parametrize(("data", "skip"), [(b"\n\n", Skip.EMPTY), (b"a,b\x00\x00", Skip.BINARY)])

@@ -30,7 +30,8 @@ TIMEOUT_S = 60
 
 
 def test_the_packs_installed_are_the_files_of_its_data_folder(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need("eng", "osd")
     monkeypatch.setenv("TESSDATA_PREFIX", str(tessdata_with(tmp_path / "two", ["eng", "osd"])))
     assert installed_packs() == {"eng", "osd"}
@@ -38,15 +39,17 @@ def test_the_packs_installed_are_the_files_of_its_data_folder(
     assert installed_packs() == frozenset()
 
 
-def test_without_the_program_the_packs_cannot_be_listed(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_program_the_packs_cannot_be_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # a machine with no tesseract on its path
     with pytest.raises(RuntimeError, match=r"^Tesseract does not run: FileNotFoundError: "):
         installed_packs()
 
 
 def test_tesseract_runs_on_one_thread_in_this_process_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TESSDATA_PREFIX", "/some/tessdata")
     env = tesseract_env()
     assert env["OMP_THREAD_LIMIT"] == "1" and env["TESSDATA_PREFIX"] == "/some/tessdata"

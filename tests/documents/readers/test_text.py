@@ -30,14 +30,22 @@ Changes in 22.9
 MIXED_BEFORE = "2021-11-30  Václav Haisman  <vhaisman@example.org>  (tiny change)\n" * 3
 MIXED_AFTER = "\tReported by Lutz Müller and Gaël Quéri.\n"
 
-CHINESE_T = ("本程式庫提供一個以特徵物件為基礎的錯誤型別，讓應用程式能以慣用的方式處理錯誤。"
-             "在函式中使用問號運算子，就能輕鬆傳遞任何實作標準錯誤特徵的錯誤。\n")
-CHINESE_S = ("本程序库提供一个基于特征对象的错误类型，让应用程序能够以惯用的方式处理错误。"
-             "在函数中使用问号运算符，就能轻松传递任何实现标准错误特征的错误。\n")
-JAPANESE = ("このライブラリは、アプリケーションで慣用的にエラーを処理するための、"
-            "トレイトオブジェクトに基づくエラー型を提供します。\n")
-KOREAN = ("이 라이브러리는 응용 프로그램에서 관용적으로 오류를 처리하기 위한 트레이트 객체 "
-          "기반의 오류 형식을 제공합니다.\n")
+CHINESE_T = (
+    "本程式庫提供一個以特徵物件為基礎的錯誤型別，讓應用程式能以慣用的方式處理錯誤。"
+    "在函式中使用問號運算子，就能輕鬆傳遞任何實作標準錯誤特徵的錯誤。\n"
+)
+CHINESE_S = (
+    "本程序库提供一个基于特征对象的错误类型，让应用程序能够以惯用的方式处理错误。"
+    "在函数中使用问号运算符，就能轻松传递任何实现标准错误特征的错误。\n"
+)
+JAPANESE = (
+    "このライブラリは、アプリケーションで慣用的にエラーを処理するための、"
+    "トレイトオブジェクトに基づくエラー型を提供します。\n"
+)
+KOREAN = (
+    "이 라이브러리는 응용 프로그램에서 관용적으로 오류를 처리하기 위한 트레이트 객체 "
+    "기반의 오류 형식을 제공합니다.\n"
+)
 
 
 @pytest.mark.parametrize("codec", ["latin-1", "cp1252"])
@@ -50,8 +58,7 @@ def test_latin1_changelog_is_not_read_as_an_east_asian_codec(codec: str, lines: 
 
 
 def test_a_gzipped_latin1_changelog_reads_its_names() -> None:
-    got = read_named("changelog.gz", gzip.compress(CHANGELOG.encode("latin-1")),
-                     ReadOptions())
+    got = read_named("changelog.gz", gzip.compress(CHANGELOG.encode("latin-1")), ReadOptions())
     assert "Marc Léger" in got.text and "Björn Lößer" in got.text
     assert got.encoding == "cp1252"
 
@@ -63,9 +70,17 @@ def test_utf8_with_a_few_latin1_bytes_keeps_both() -> None:
     assert (encoding, detected) == ("utf-8", True)
 
 
-@pytest.mark.parametrize(("text", "codec"), [
-    (CHINESE_T, "big5"), (CHINESE_S, "gb2312"), (CHINESE_S, "gb18030"),
-    (JAPANESE, "shift_jis"), (JAPANESE, "euc_jp"), (KOREAN, "euc_kr")])
+@pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        (CHINESE_T, "big5"),
+        (CHINESE_S, "gb2312"),
+        (CHINESE_S, "gb18030"),
+        (JAPANESE, "shift_jis"),
+        (JAPANESE, "euc_jp"),
+        (KOREAN, "euc_kr"),
+    ],
+)
 @pytest.mark.parametrize("times", [1, 4])
 def test_east_asian_text_still_decodes(text: str, codec: str, times: int) -> None:
     got, encoding, detected = decode((text * times).encode(codec))

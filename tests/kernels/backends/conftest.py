@@ -24,8 +24,17 @@ GPUS = {
 
 
 def describe_gpu_call(
-    gpu="sm90", dtype="bfloat16", d=128, sq=64, sk=64, hq=8, hkv=2, packed=None,
-    key_padding=False, attn_mask=False, **kw,
+    gpu="sm90",
+    dtype="bfloat16",
+    d=128,
+    sq=64,
+    sk=64,
+    hq=8,
+    hkv=2,
+    packed=None,
+    key_padding=False,
+    attn_mask=False,
+    **kw,
 ):
     """A validated `Call` placed on `GPUS[gpu]`: dense with B=2, or packed with the sequence
     lengths `packed` (the same for queries and keys). `key_padding`/`attn_mask` add an

@@ -12,22 +12,36 @@ from attnswitch.kernels.backends.flash_attn import BACKEND
 
 
 @pytest.mark.parametrize("gpu", ["sm80", "sm86", "sm90", "sm100"])
-@pytest.mark.parametrize("kw", [
-    dict(), dict(causal=True), dict(causal=True, sq=17, sk=300), dict(window=(32, 0)),
-    dict(softcap=30.0), dict(return_lse=True), dict(d=59), dict(packed=(5, 0, 9)),
-], ids=str)
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(causal=True),
+        dict(causal=True, sq=17, sk=300),
+        dict(window=(32, 0)),
+        dict(softcap=30.0),
+        dict(return_lse=True),
+        dict(d=59),
+        dict(packed=(5, 0, 9)),
+    ],
+    ids=str,
+)
 def test_serves_its_native_features(gpu_call, gpu, kw):
     assert BACKEND.declines(gpu_call(gpu, **kw)) == []
 
 
-@pytest.mark.parametrize("kw, reason", [
-    (dict(gpu="sm75"), "compute capability 7.5 < 8.0"),
-    (dict(dtype="float32"), "dtype float32 not among float16, bfloat16"),
-    (dict(d=288), "head dim 288 > 256"),
-    (dict(attn_mask=True), "attn_mask not supported"),
-    (dict(causal=True, key_padding=True), "key_padding_mask with causal/window"),
-    (dict(gpu="cpu"), "runs on cuda, not on cpu"),
-], ids=str)
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (dict(gpu="sm75"), "compute capability 7.5 < 8.0"),
+        (dict(dtype="float32"), "dtype float32 not among float16, bfloat16"),
+        (dict(d=288), "head dim 288 > 256"),
+        (dict(attn_mask=True), "attn_mask not supported"),
+        (dict(causal=True, key_padding=True), "key_padding_mask with causal/window"),
+        (dict(gpu="cpu"), "runs on cuda, not on cpu"),
+    ],
+    ids=str,
+)
 def test_declines_with_reason(gpu_call, kw, reason):
     reasons = BACKEND.declines(gpu_call(**kw))
     assert any(reason in r for r in reasons), reasons
@@ -62,12 +76,14 @@ def test_conformance_on_gpu():
     """Every quick case it is pinned to serve on this GPU passes; a decline or an error fails."""
     from attnswitch.kernels import conformance
 
-    cases = must_serve("flash-attn", gpu_generation(), conformance.cases(quick=True,
-                                                                          dtypes=("bfloat16",)))
+    cases = must_serve(
+        "flash-attn", gpu_generation(), conformance.cases(quick=True, dtypes=("bfloat16",))
+    )
     results = [conformance.check("flash-attn", case, device="cuda") for case in cases]
     assert results, "no case ran"
-    assert [(r.case.label, r.status, r.reasons) for r in results
-            if r.status != conformance.PASSED] == []
+    assert [
+        (r.case.label, r.status, r.reasons) for r in results if r.status != conformance.PASSED
+    ] == []
 
 
 def test_rules_appear_in_explain_even_where_unavailable():

@@ -22,29 +22,53 @@ FULL = FlashAttn3(build_flags={})
 
 
 @pytest.mark.parametrize("gpu", ["sm80", "sm86", "sm89", "sm90"])
-@pytest.mark.parametrize("kw", [
-    dict(), dict(dtype="float16"), dict(causal=True), dict(causal=True, sq=17, sk=300),
-    dict(window=(32, 0)), dict(causal=True, window=(48, -1)), dict(softcap=30.0),
-    dict(return_lse=True), dict(hkv=1), dict(d=256), dict(d=32), dict(d=59),
-    dict(packed=(5, 0, 9)), dict(packed=(5, 0, 9), causal=True, return_lse=True),
-    dict(key_padding=True),
-], ids=str)
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(dtype="float16"),
+        dict(causal=True),
+        dict(causal=True, sq=17, sk=300),
+        dict(window=(32, 0)),
+        dict(causal=True, window=(48, -1)),
+        dict(softcap=30.0),
+        dict(return_lse=True),
+        dict(hkv=1),
+        dict(d=256),
+        dict(d=32),
+        dict(d=59),
+        dict(packed=(5, 0, 9)),
+        dict(packed=(5, 0, 9), causal=True, return_lse=True),
+        dict(key_padding=True),
+    ],
+    ids=str,
+)
 def test_serves_its_native_features(gpu_call, gpu, kw):
     assert FULL.declines(gpu_call(gpu, **kw)) == []
 
 
-@pytest.mark.parametrize("kw, reason", [
-    (dict(gpu="sm75"), "compute capability 7.5 < 8.0"),
-    (dict(gpu="sm100"), "compute capability 10.0: FlashAttention 3 has kernels for sm8x and sm90"),
-    (dict(gpu="sm120"), "compute capability 12.0: FlashAttention 3 has kernels for sm8x and sm90"),
-    (dict(dtype="float32"), "dtype float32 not among float16, bfloat16"),
-    (dict(d=288), "head dim 288 > 256"),
-    (dict(d=264), "head dim 264 > 256"),
-    (dict(attn_mask=True), "attn_mask not supported"),
-    (dict(causal=True, key_padding=True), "key_padding_mask with causal/window"),
-    (dict(window=(8, 8), key_padding=True), "key_padding_mask with causal/window"),
-    (dict(gpu="cpu"), "runs on cuda, not on cpu"),
-], ids=str)
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (dict(gpu="sm75"), "compute capability 7.5 < 8.0"),
+        (
+            dict(gpu="sm100"),
+            "compute capability 10.0: FlashAttention 3 has kernels for sm8x and sm90",
+        ),
+        (
+            dict(gpu="sm120"),
+            "compute capability 12.0: FlashAttention 3 has kernels for sm8x and sm90",
+        ),
+        (dict(dtype="float32"), "dtype float32 not among float16, bfloat16"),
+        (dict(d=288), "head dim 288 > 256"),
+        (dict(d=264), "head dim 264 > 256"),
+        (dict(attn_mask=True), "attn_mask not supported"),
+        (dict(causal=True, key_padding=True), "key_padding_mask with causal/window"),
+        (dict(window=(8, 8), key_padding=True), "key_padding_mask with causal/window"),
+        (dict(gpu="cpu"), "runs on cuda, not on cpu"),
+    ],
+    ids=str,
+)
 def test_declines_with_reason(gpu_call, kw, reason):
     reasons = FULL.declines(gpu_call(**kw))
     assert any(reason in r for r in reasons), reasons
@@ -55,17 +79,33 @@ def test_lists_every_reason_at_once(gpu_call):
     assert len(reasons) == 4, reasons
 
 
-@pytest.mark.parametrize("flag, kw, reason", [
-    ("FLASHATTENTION_DISABLE_SM8x", dict(gpu="sm80"), "this build has no sm8x kernels"),
-    ("FLASHATTENTION_DISABLE_SM8x", dict(gpu="sm86"), "this build has no sm8x kernels"),
-    ("FLASHATTENTION_DISABLE_FP16", dict(dtype="float16"), "float16: this build was compiled"),
-    ("FLASHATTENTION_DISABLE_SOFTCAP", dict(softcap=30.0), "softcap: this build"),
-    ("FLASHATTENTION_DISABLE_LOCAL", dict(window=(32, 0)), "window: this build"),
-    ("FLASHATTENTION_DISABLE_LOCAL", dict(causal=True, window=(16, 4)), "window: this build"),
-    ("FLASHATTENTION_DISABLE_VARLEN", dict(packed=(5, 9)), "varlen (packed layout, key_padding"),
-    ("FLASHATTENTION_DISABLE_VARLEN", dict(key_padding=True), "varlen (packed layout, key_padding"),
-    ("FLASHATTENTION_DISABLE_HDIM256", dict(d=200), "head dim 200 > 192, the largest this build"),
-], ids=str)
+@pytest.mark.parametrize(
+    "flag, kw, reason",
+    [
+        ("FLASHATTENTION_DISABLE_SM8x", dict(gpu="sm80"), "this build has no sm8x kernels"),
+        ("FLASHATTENTION_DISABLE_SM8x", dict(gpu="sm86"), "this build has no sm8x kernels"),
+        ("FLASHATTENTION_DISABLE_FP16", dict(dtype="float16"), "float16: this build was compiled"),
+        ("FLASHATTENTION_DISABLE_SOFTCAP", dict(softcap=30.0), "softcap: this build"),
+        ("FLASHATTENTION_DISABLE_LOCAL", dict(window=(32, 0)), "window: this build"),
+        ("FLASHATTENTION_DISABLE_LOCAL", dict(causal=True, window=(16, 4)), "window: this build"),
+        (
+            "FLASHATTENTION_DISABLE_VARLEN",
+            dict(packed=(5, 9)),
+            "varlen (packed layout, key_padding",
+        ),
+        (
+            "FLASHATTENTION_DISABLE_VARLEN",
+            dict(key_padding=True),
+            "varlen (packed layout, key_padding",
+        ),
+        (
+            "FLASHATTENTION_DISABLE_HDIM256",
+            dict(d=200),
+            "head dim 200 > 192, the largest this build",
+        ),
+    ],
+    ids=str,
+)
 def test_a_builds_switches_become_reasons(gpu_call, flag, kw, reason):
     call = gpu_call(**kw)
     assert FULL.declines(call) == []
@@ -73,13 +113,17 @@ def test_a_builds_switches_become_reasons(gpu_call, flag, kw, reason):
     assert any(reason in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize("flag, kw", [
-    ("FLASHATTENTION_DISABLE_SM8x", dict(gpu="sm90")),  # Hopper keeps its own kernels
-    ("FLASHATTENTION_DISABLE_LOCAL", dict(causal=True)),  # causal is not a local window
-    ("FLASHATTENTION_DISABLE_FP16", dict(dtype="bfloat16")),
-    ("FLASHATTENTION_DISABLE_HDIM256", dict(d=192)),
-    ("FLASHATTENTION_DISABLE_BACKWARD", dict()),  # inference needs no backward
-], ids=str)
+@pytest.mark.parametrize(
+    "flag, kw",
+    [
+        ("FLASHATTENTION_DISABLE_SM8x", dict(gpu="sm90")),  # Hopper keeps its own kernels
+        ("FLASHATTENTION_DISABLE_LOCAL", dict(causal=True)),  # causal is not a local window
+        ("FLASHATTENTION_DISABLE_FP16", dict(dtype="bfloat16")),
+        ("FLASHATTENTION_DISABLE_HDIM256", dict(d=192)),
+        ("FLASHATTENTION_DISABLE_BACKWARD", dict()),  # inference needs no backward
+    ],
+    ids=str,
+)
 def test_a_switch_leaves_what_it_does_not_concern(gpu_call, flag, kw):
     assert FlashAttn3(build_flags={flag: True}).declines(gpu_call(**kw)) == []
 
@@ -146,8 +190,18 @@ def test_planner_order_on_cuda(gpu_call):
 needs_fa3 = pytest.mark.backend(NAME)
 # The quick grid plus what this backend adds or translates: odd and large head dims (padding),
 # windows, softcap, MQA, packed with unequal lengths and the lse.
-GPU_CASES = ("hdim-59", "hdim-80", "hdim-256", "window-64-16", "window-causal-48", "softcap-30",
-             "mqa-4-1", "packed-unequal", "packed-lse", "packed-window")
+GPU_CASES = (
+    "hdim-59",
+    "hdim-80",
+    "hdim-256",
+    "window-64-16",
+    "window-causal-48",
+    "softcap-30",
+    "mqa-4-1",
+    "packed-unequal",
+    "packed-lse",
+    "packed-window",
+)
 
 
 @pytest.mark.gpu
@@ -161,8 +215,9 @@ def test_conformance_on_gpu(dtype):
     cases = [c.with_dtype(dtype) for c in must_serve(NAME, gpu_generation(), grid)]
     results = [conformance.check(NAME, case, device="cuda") for case in cases]
     assert results, "no case ran"
-    assert [(r.case.label, r.status, r.reasons) for r in results
-            if r.status != conformance.PASSED] == []
+    assert [
+        (r.case.label, r.status, r.reasons) for r in results if r.status != conformance.PASSED
+    ] == []
 
 
 @pytest.mark.parametrize("gpu", sorted(GPUS))
@@ -173,8 +228,9 @@ def test_declines_exactly_the_pinned_cases(gpu):
 
 @pytest.mark.gpu
 @needs_fa3
-@pytest.mark.parametrize("kw", [dict(causal=True), dict(softcap=20.0, window=(40, 8)), dict(d=59)],
-                         ids=str)
+@pytest.mark.parametrize(
+    "kw", [dict(causal=True), dict(softcap=20.0, window=(40, 8)), dict(d=59)], ids=str
+)
 def test_gradients_on_gpu(kw):
     """Backward against float64 autograd, by the rule: the error of FA3's gradients is at most
     twice that of the same naive math in bfloat16, plus a rounding floor."""

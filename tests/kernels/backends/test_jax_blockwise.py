@@ -38,17 +38,35 @@ def small_blocks() -> Iterator[str]:
 # rows, padding of last blocks); scale and head dims 32-256 do not touch it and bfloat16 runs
 # the same code, so those run on the registered backend in test_conformance.py only.
 BLOCK_CASES = (
-    "plain-113x203", "causal-113x203", "causal-203x113", "causal-self-97", "window-64-16",
-    "window-causal-48", "softcap-30", "gqa-8-2", "mqa-4-1", "padding", "masked-row", "lse",
-    "packed", "packed-unequal", "packed-lse", "packed-window", "hdim-59",
-    "large-magnitude", "long-1023x1024",
+    "plain-113x203",
+    "causal-113x203",
+    "causal-203x113",
+    "causal-self-97",
+    "window-64-16",
+    "window-causal-48",
+    "softcap-30",
+    "gqa-8-2",
+    "mqa-4-1",
+    "padding",
+    "masked-row",
+    "lse",
+    "packed",
+    "packed-unequal",
+    "packed-lse",
+    "packed-window",
+    "hdim-59",
+    "large-magnitude",
+    "long-1023x1024",
 )
 BFLOAT16_CASES = ("causal-203x113", "gqa-8-2", "packed-lse")
 
 
 def _cases() -> list[conformance.Case]:
-    return [c for c in conformance.cases() if c.name in BLOCK_CASES and (
-        c.dtype != "bfloat16" or c.name in BFLOAT16_CASES)]
+    return [
+        c
+        for c in conformance.cases()
+        if c.name in BLOCK_CASES and (c.dtype != "bfloat16" or c.name in BFLOAT16_CASES)
+    ]
 
 
 @pytest.mark.parametrize("case", _cases(), ids=lambda c: c.label)
@@ -62,8 +80,15 @@ def test_serves_every_contract_feature() -> None:
     q = jnp.asarray(rng.standard_normal((2, 6, 4, 8)), jnp.bfloat16)
     k = jnp.asarray(rng.standard_normal((2, 9, 2, 8)), jnp.bfloat16)
     plan = asw.explain(
-        q, k, k, causal=True, window=(4, -1), softcap=20.0, return_lse=True,
-        key_padding_mask=jnp.ones((2, 9), bool), attn_mask=jnp.ones((6, 9), bool),
+        q,
+        k,
+        k,
+        causal=True,
+        window=(4, -1),
+        softcap=20.0,
+        return_lse=True,
+        key_padding_mask=jnp.ones((2, 9), bool),
+        attn_mask=jnp.ones((6, 9), bool),
     )
     assert "jax-blockwise" in plan.candidates
     assert BACKEND.declines(plan.call) == []

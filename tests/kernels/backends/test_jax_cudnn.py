@@ -20,12 +20,28 @@ T4 = DeviceInfo("cuda", "Tesla T4", 0, (7, 5))
 GB300 = DeviceInfo("cuda", "NVIDIA GB300", 0, (10, 3))
 
 
-def call(device: DeviceInfo = H100, *, dtype: str = "bfloat16", head_dim: int = 128,
-         seqlen_q: int = 256, seqlen_k: int = 256, **features) -> Call:
+def call(
+    device: DeviceInfo = H100,
+    *,
+    dtype: str = "bfloat16",
+    head_dim: int = 128,
+    seqlen_q: int = 256,
+    seqlen_k: int = 256,
+    **features,
+) -> Call:
     return Call(
-        framework="jax", device=device, dtype=dtype, layout="dense", batch=2,
-        seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads_q=8, heads_kv=2, head_dim=head_dim,
-        scale=1 / math.sqrt(head_dim), **features,
+        framework="jax",
+        device=device,
+        dtype=dtype,
+        layout="dense",
+        batch=2,
+        seqlen_q=seqlen_q,
+        seqlen_k=seqlen_k,
+        heads_q=8,
+        heads_kv=2,
+        head_dim=head_dim,
+        scale=1 / math.sqrt(head_dim),
+        **features,
     )
 
 
@@ -38,23 +54,36 @@ def test_unavailable_without_a_cuda_gpu() -> None:
     assert why is not None and "no CUDA GPU" in why
 
 
-@pytest.mark.parametrize("features", [
-    {},
-    dict(causal=True),
-    dict(causal=True, window=(64, 0)),
-    dict(window=(8, 8)),
-    dict(key_padding=True),
-    dict(attn_mask_shape=(2, 1, 256, 256)),
-], ids=str)
+@pytest.mark.parametrize(
+    "features",
+    [
+        {},
+        dict(causal=True),
+        dict(causal=True, window=(64, 0)),
+        dict(window=(8, 8)),
+        dict(key_padding=True),
+        dict(attn_mask_shape=(2, 1, 256, 256)),
+    ],
+    ids=str,
+)
 def test_serves_dense_half_precision_on_hopper(features) -> None:
     assert BACKEND.declines(call(**features)) == []
     assert BACKEND.declines(call(dtype="float16", head_dim=256, **features)) == []
 
 
-@pytest.mark.parametrize(("device", "head_dim", "served"), [
-    (H100, 256, True), (H100, 264, False), (H100, 72, True), (H100, 60, False),
-    (A100, 128, True), (A100, 256, False), (A100, 8, True), (A100, 100, False),
-])
+@pytest.mark.parametrize(
+    ("device", "head_dim", "served"),
+    [
+        (H100, 256, True),
+        (H100, 264, False),
+        (H100, 72, True),
+        (H100, 60, False),
+        (A100, 128, True),
+        (A100, 256, False),
+        (A100, 8, True),
+        (A100, 100, False),
+    ],
+)
 def test_head_dim_rule_follows_the_compute_capability(device, head_dim, served) -> None:
     reasons = BACKEND.declines(call(device, head_dim=head_dim))
     assert (reasons == []) == served, reasons
@@ -67,8 +96,9 @@ def test_head_dim_rule_follows_the_compute_capability(device, head_dim, served) 
 
 
 def test_declines_everything_it_cannot_honour_with_every_reason() -> None:
-    reasons = BACKEND.declines(call(T4, dtype="float32", head_dim=60, softcap=30.0,
-                                    return_lse=True))
+    reasons = BACKEND.declines(
+        call(T4, dtype="float32", head_dim=60, softcap=30.0, return_lse=True)
+    )
     assert "dtype float32 not among float16, bfloat16" in reasons
     assert "softcap not supported" in reasons
     assert "compute capability 7.5 < 8.0 (cuDNN flash attention)" in reasons
@@ -81,8 +111,11 @@ def test_declines_packed_and_other_devices() -> None:
         call(), layout="packed", seqlens_q=(100, 156), seqlens_k=(100, 156)
     )
     assert any("packed layout" in r for r in BACKEND.declines(packed))
-    for device in (DeviceInfo("cpu", "cpu"), DeviceInfo("tpu", "TPU v5 lite", 0),
-                   DeviceInfo("rocm", "AMD Instinct MI300X", 0, (9, 4))):
+    for device in (
+        DeviceInfo("cpu", "cpu"),
+        DeviceInfo("tpu", "TPU v5 lite", 0),
+        DeviceInfo("rocm", "AMD Instinct MI300X", 0, (9, 4)),
+    ):
         assert f"runs on cuda, not on {device.kind}" in BACKEND.declines(call(device))
     no_cap = DeviceInfo("cuda", "NVIDIA H100", 0, None)
     assert "compute capability unknown" in BACKEND.declines(call(no_cap))
@@ -98,16 +131,19 @@ def test_capability_10_3_needs_cudnn_9_11() -> None:
         assert reasons == ["compute capability 10.3 needs cuDNN >= 9.11"]
 
 
-@pytest.mark.parametrize(("features", "sq", "sk", "expected"), [
-    ({}, 256, 256, (False, None)),
-    (dict(window=(-1, -1)), 256, 256, (False, None)),
-    (dict(causal=True), 256, 256, (True, None)),
-    (dict(causal=True, window=(16, -1)), 256, 256, (True, (16, 0))),
-    (dict(window=(16, 0)), 256, 256, (True, (16, 0))),
-    (dict(causal=True), 128, 256, None),   # bottom-right != cuDNN's top-left
-    (dict(window=(16, 4)), 256, 256, None),  # cuDNN windows are left-only
-    (dict(window=(-1, 4)), 256, 256, None),
-])
+@pytest.mark.parametrize(
+    ("features", "sq", "sk", "expected"),
+    [
+        ({}, 256, 256, (False, None)),
+        (dict(window=(-1, -1)), 256, 256, (False, None)),
+        (dict(causal=True), 256, 256, (True, None)),
+        (dict(causal=True, window=(16, -1)), 256, 256, (True, (16, 0))),
+        (dict(window=(16, 0)), 256, 256, (True, (16, 0))),
+        (dict(causal=True), 128, 256, None),  # bottom-right != cuDNN's top-left
+        (dict(window=(16, 4)), 256, 256, None),  # cuDNN windows are left-only
+        (dict(window=(-1, 4)), 256, 256, None),
+    ],
+)
 def test_native_masking_only_where_it_equals_the_contract(features, sq, sk, expected) -> None:
     c = call(seqlen_q=sq, seqlen_k=sk, **features)
     assert native_bounds(c) == expected
@@ -131,5 +167,6 @@ def test_conforms_on_gpu() -> None:
     cases = must_serve("jax-cudnn", gpu_generation("jax"), gpu_grid())
     results = [conformance.check("jax-cudnn", case, device="gpu") for case in cases]
     assert results, "no case ran"
-    assert [(r.case.label, r.status, r.reasons) for r in results
-            if r.status != conformance.PASSED] == []
+    assert [
+        (r.case.label, r.status, r.reasons) for r in results if r.status != conformance.PASSED
+    ] == []

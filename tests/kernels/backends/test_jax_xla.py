@@ -95,11 +95,14 @@ def test_under_jit_packed_with_traced_cu_seqlens() -> None:
     eager = asw.attention(q, k, k, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, backend=NAME)
     jitted = jax.jit(
         lambda q, k, cq, ck: asw.attention(
-            q, k, k, causal=True, cu_seqlens_q=cq, cu_seqlens_k=ck, backend=NAME)
+            q, k, k, causal=True, cu_seqlens_q=cq, cu_seqlens_k=ck, backend=NAME
+        )
     )(q, k, cu_q, cu_k)
     np.testing.assert_allclose(np.asarray(jitted), np.asarray(eager), rtol=1e-6, atol=1e-6)
     for (q0, q1), (k0, k1) in (((0, 4), (0, 5)), ((4, 9), (7, 12))):  # sequence by sequence
-        dense = asw.attention(q[None, q0:q1], k[None, k0:k1], k[None, k0:k1], causal=True,
-                              backend=NAME)
-        np.testing.assert_allclose(np.asarray(eager[q0:q1]), np.asarray(dense[0]), rtol=1e-6,
-                                   atol=1e-6)
+        dense = asw.attention(
+            q[None, q0:q1], k[None, k0:k1], k[None, k0:k1], causal=True, backend=NAME
+        )
+        np.testing.assert_allclose(
+            np.asarray(eager[q0:q1]), np.asarray(dense[0]), rtol=1e-6, atol=1e-6
+        )

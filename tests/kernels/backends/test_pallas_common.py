@@ -56,8 +56,9 @@ def test_plans_say_why_not_and_force_still_runs_the_kernel_interpreted():
         for name in PALLAS:
             assert plan.status(name) == "unavailable"
             assert plan.reasons(name) == [pallas_common.NO_TPU]
-        case = conformance.Case("forced", batch=1, seqlen_q=20, seqlen_k=30, heads_q=2, heads_kv=2,
-                                causal=True)
+        case = conformance.Case(
+            "forced", batch=1, seqlen_q=20, seqlen_k=30, heads_q=2, heads_kv=2, causal=True
+        )
         assert conformance.check("pallas-splash", case).status == conformance.UNAVAILABLE
         assert conformance.check("pallas-splash", case, force=True).status == conformance.PASSED
 
@@ -73,10 +74,13 @@ def test_switch_keeps_the_plans_of_each_mode_apart():
         assert (status == "unavailable") != enabled, (enabled, status)
 
 
-@pytest.mark.parametrize("module", [
-    "jax.experimental.pallas.ops.tpu.flash_attention",
-    "jax.experimental.pallas.ops.tpu.splash_attention",
-])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "jax.experimental.pallas.ops.tpu.flash_attention",
+        "jax.experimental.pallas.ops.tpu.splash_attention",
+    ],
+)
 def test_kernel_modules_exist_in_this_jax(module):
     assert pallas_common.kernel_import_reason(module) is None
 
@@ -91,8 +95,14 @@ def call_for(sq, sk, *, b=2, packed=None, **kw):
         cu = lambda lens: np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)  # noqa: E731
         q = jnp.zeros((sum(a for a, _ in packed), 4, 16))
         k = jnp.zeros((sum(c for _, c in packed), 2, 16))
-        return validate(q, k, k, cu_seqlens_q=jnp.asarray(cu([a for a, _ in packed])),
-                        cu_seqlens_k=jnp.asarray(cu([c for _, c in packed])), **kw)
+        return validate(
+            q,
+            k,
+            k,
+            cu_seqlens_q=jnp.asarray(cu([a for a, _ in packed])),
+            cu_seqlens_k=jnp.asarray(cu([c for _, c in packed])),
+            **kw,
+        )
     k = jnp.zeros((b, sk, 2, 16))
     return validate(jnp.zeros((b, sq, 4, 16)), k, k, **kw)
 
@@ -122,7 +132,11 @@ def test_packed_layouts():
     assert same.segmented
     unequal = pallas_common.plan_frame(call_for(0, 0, packed=((5, 9), (7, 2))), top_left=False)
     assert (unequal.layout, unequal.batch, unequal.seqlen_q, unequal.seqlen_k) == (
-        "padded", 2, 7, 9)
+        "padded",
+        2,
+        7,
+        9,
+    )
 
 
 GEOMETRIES = [
@@ -148,8 +162,11 @@ def test_row_has_key_matches_the_dense_mask(geometry, padded_keys):
     frame = pallas_common.plan_frame(call, top_left=True)
     got = pallas_common.row_has_key(frame, kp_jax, None)
     dense = masks.dense_mask(call, np.arange, kp)
-    want = np.ones((1, 1, sq), bool) if dense is None else np.broadcast_to(
-        dense, (3, 1, sq, sk)).any(-1)
+    want = (
+        np.ones((1, 1, sq), bool)
+        if dense is None
+        else np.broadcast_to(dense, (3, 1, sq, sk)).any(-1)
+    )
     if got is None:
         assert want.all()
     else:
@@ -170,13 +187,28 @@ def test_row_has_key_with_a_per_head_attn_mask():
 
 # -- gradients: the kernels' own VJPs, in interpret mode (`interpreted`) ----------------------
 
-HDIM_192 = conformance.Case("hdim-192", batch=1, seqlen_q=67, seqlen_k=131, heads_q=2,
-                            heads_kv=2, head_dim=192)  # pallas-flash zero-pads it to 256
+HDIM_192 = conformance.Case(
+    "hdim-192", batch=1, seqlen_q=67, seqlen_k=131, heads_q=2, heads_kv=2, head_dim=192
+)  # pallas-flash zero-pads it to 256
 GRAD_CASES = {  # float32 cases of each backend's own features
-    "pallas-flash": ("causal-113x203", "causal-203x113", "gqa-8-2", "padding", "packed",
-                     "masked-row", HDIM_192),
-    "pallas-splash": ("causal-113x203", "window-64-16", "softcap-30", "mqa-4-1", "padding",
-                      "packed-window", "masked-row"),
+    "pallas-flash": (
+        "causal-113x203",
+        "causal-203x113",
+        "gqa-8-2",
+        "padding",
+        "packed",
+        "masked-row",
+        HDIM_192,
+    ),
+    "pallas-splash": (
+        "causal-113x203",
+        "window-64-16",
+        "softcap-30",
+        "mqa-4-1",
+        "padding",
+        "packed-window",
+        "masked-row",
+    ),
 }
 GRID_BY_NAME = {c.name: c for c in conformance.GRID}
 
@@ -186,11 +218,14 @@ def _input_grads(backend: str, case: conformance.Case) -> tuple[np.ndarray, ...]
     arrays; `w` is fixed random weights, so that no symmetry of the loss hides a wrong
     gradient. Masks and cu_seqlens stay concrete."""
     inputs = conformance.make_inputs(case)
-    args = {n: conformance.to_device(x, "jax", "cpu") if isinstance(x, np.ndarray) else x
-            for n, x in inputs.items()}
+    args = {
+        n: conformance.to_device(x, "jax", "cpu") if isinstance(x, np.ndarray) else x
+        for n, x in inputs.items()
+    }
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-    w = jnp.asarray(np.random.default_rng(1).standard_normal((*q.shape[:-1], v.shape[-1])),
-                    jnp.float32)
+    w = jnp.asarray(
+        np.random.default_rng(1).standard_normal((*q.shape[:-1], v.shape[-1])), jnp.float32
+    )
 
     def loss(q, k, v):
         return (asw.attention(q, k, v, backend=backend, **args).astype(jnp.float32) * w).sum()
@@ -198,10 +233,14 @@ def _input_grads(backend: str, case: conformance.Case) -> tuple[np.ndarray, ...]
     return tuple(np.asarray(g, np.float64) for g in jax.grad(loss, argnums=(0, 1, 2))(q, k, v))
 
 
-@pytest.mark.parametrize("name, case", [
-    pytest.param(name, GRID_BY_NAME.get(c, c), id=f"{name}-{getattr(c, 'name', c)}")
-    for name, cs in GRAD_CASES.items() for c in cs
-])
+@pytest.mark.parametrize(
+    "name, case",
+    [
+        pytest.param(name, GRID_BY_NAME.get(c, c), id=f"{name}-{getattr(c, 'name', c)}")
+        for name, cs in GRAD_CASES.items()
+        for c in cs
+    ],
+)
 def test_gradients_match_jax_blockwise(name, case):
     """Max error relative to the largest gradient (elementwise ratios of float32 sums near
     zero say nothing): measured 2e-7 to 2e-6; a 1% scale error fails it."""
@@ -215,25 +254,33 @@ def test_gradients_match_jax_blockwise(name, case):
 @pytest.mark.parametrize("name", PALLAS)
 def test_lse_under_differentiation_is_a_clear_error(name):
     case = conformance.Case("lse-grad", batch=1, seqlen_q=40, seqlen_k=70, return_lse=True)
-    with pallas_common.interpret(True), pytest.raises(
+    with (
+        pallas_common.interpret(True),
+        pytest.raises(
             asw.BackendFailedError,
             match="return_lse: expected a call that is not differentiated, got one under jax "
-                  "differentiation"):
+            "differentiation",
+        ),
+    ):
         _input_grads(name, case)
 
 
 # -- under jax.jit and jax.vmap ------------------------------------------------------------
 
+
 def _judged(out, q, k, v, **kw):
     """Assert `out` passes the conformance rule for these (jax) inputs; returns the float64
     reference lse."""
-    inputs = {n: np.asarray(x) if isinstance(x, jax.Array) else x
-              for n, x in dict(q=q, k=k, v=v, **kw).items()}
+    inputs = {
+        n: np.asarray(x) if isinstance(x, jax.Array) else x
+        for n, x in dict(q=q, k=k, v=v, **kw).items()
+    }
     error, bound = conformance.judge(out, inputs)
     assert error <= bound, (error, bound)
     args = dict(inputs)
-    _, lse = asw.attention(args.pop("q"), args.pop("k"), args.pop("v"), backend="reference",
-                           return_lse=True, **args)
+    _, lse = asw.attention(
+        args.pop("q"), args.pop("k"), args.pop("v"), backend="reference", return_lse=True, **args
+    )
     return lse
 
 
@@ -255,9 +302,11 @@ def test_packed_call_with_traced_cu_seqlens_is_served_as_one_stream(name):
     cu_q = jnp.array([0, 64, 96], jnp.int32)
     with pallas_common.interpret(True):
         for cu_k in (jnp.array([0, 32, 96], jnp.int32), jnp.array([0, 0, 96], jnp.int32)):
+
             def f(q, cq, ck):
-                return asw.attention(q, q, q, cu_seqlens_q=cq, cu_seqlens_k=ck, backend=name,
-                                     return_lse=True)
+                return asw.attention(
+                    q, q, q, cu_seqlens_q=cq, cu_seqlens_k=ck, backend=name, return_lse=True
+                )
 
             out, lse = jax.jit(f)(q, cu_q, cu_k)
             _assert_lse(lse, _judged(out, q, q, q, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k))
@@ -274,10 +323,13 @@ def test_packed_call_with_traced_cu_seqlens_is_served_as_one_stream(name):
         jax.make_jaxpr(plan)(q, cu_q, cu_k)
     causal, plain = plans
     assert "the kernel's one diagonal needs each sequence's lengths on the host" in "; ".join(
-        causal.reasons(name))
+        causal.reasons(name)
+    )
     assert name in plain.candidates
-    assert "frame stream of traced cu_seqlens (segment ids on the device) 128x128" in (
-        plain.details[name])
+    assert (
+        "frame stream of traced cu_seqlens (segment ids on the device) 128x128"
+        in (plain.details[name])
+    )
 
 
 @pytest.mark.parametrize("name", PALLAS)

@@ -20,8 +20,15 @@ NAME = "pallas-flash"
 # other head dims in float32. TPU interpret mode compiles each shape anew: this is what
 # fits the time budget.
 FEATURES = (
-    "causal-113x203", "causal-203x113", "gqa-8-2", "padding", "masked-row", "lse", "packed",
-    "packed-lse", "decode-gqa-1x1000",
+    "causal-113x203",
+    "causal-203x113",
+    "gqa-8-2",
+    "padding",
+    "masked-row",
+    "lse",
+    "packed",
+    "packed-lse",
+    "decode-gqa-1x1000",
 )
 HEAD_DIMS = ("hdim-32", "hdim-80", "hdim-128", "hdim-256", "hdim-59")
 DECLINED = {
@@ -33,21 +40,39 @@ DECLINED = {
     "plain-fp16": "dtype float16 not among bfloat16, float32",
 }
 CASES = [
-    c for c in conformance.cases()
+    c
+    for c in conformance.cases()
     if c.name in FEATURES or (c.name in HEAD_DIMS and c.dtype == "float32")
 ]
 EXTRA = [
     # Sq > Sk: keys shifted right by 290 masked columns, whole query blocks without a key
-    conformance.Case("no-key-blocks-300x10", batch=1, seqlen_q=300, seqlen_k=10, heads_q=2,
-                     heads_kv=2, causal=True, return_lse=True),
+    conformance.Case(
+        "no-key-blocks-300x10",
+        batch=1,
+        seqlen_q=300,
+        seqlen_k=10,
+        heads_q=2,
+        heads_kv=2,
+        causal=True,
+        return_lse=True,
+    ),
     # Sq < Sk: queries shifted down by 299 rows; MQA heads repeated 4x
     conformance.Case("decode-1x300", seqlen_q=1, seqlen_k=300, heads_q=4, heads_kv=1, causal=True),
     # head dim above 128 and not a multiple of it: zero-padded to 256
-    conformance.Case("hdim-192", batch=1, seqlen_q=67, seqlen_k=131, heads_q=2, heads_kv=2,
-                     head_dim=192),
+    conformance.Case(
+        "hdim-192", batch=1, seqlen_q=67, seqlen_k=131, heads_q=2, heads_kv=2, head_dim=192
+    ),
     # the mask bias is added before sm_scale: a scale above 1 must not break masking
-    conformance.Case("masked-row-scale-4", batch=1, seqlen_q=40, seqlen_k=70, masked_row=True,
-                     scale=4.0, magnitude=0.3, return_lse=True),
+    conformance.Case(
+        "masked-row-scale-4",
+        batch=1,
+        seqlen_q=40,
+        seqlen_k=70,
+        masked_row=True,
+        scale=4.0,
+        magnitude=0.3,
+        return_lse=True,
+    ),
 ]
 
 
@@ -63,8 +88,9 @@ def test_conforms_in_interpret_mode(case):
     assert result.status == conformance.PASSED, result.reasons
 
 
-@pytest.mark.parametrize("case", [c for c in conformance.cases() if c.name in DECLINED],
-                         ids=lambda c: c.label)
+@pytest.mark.parametrize(
+    "case", [c for c in conformance.cases() if c.name in DECLINED], ids=lambda c: c.label
+)
 def test_declines_what_the_kernel_lacks_with_a_reason(case):
     result = conformance.check(NAME, case)
     assert result.status == conformance.DECLINED
@@ -75,7 +101,9 @@ def test_subset_leaves_out_only_cases_other_cases_cover():
     """If the grid gains a case, this names it: decide whether the subset needs it."""
     served = {c.name for c in conformance.GRID} - set(DECLINED)
     assert served - {c.name for c in CASES} == {
-        "plain-113x203", "self-128", "causal-self-97",  # in every other case
+        "plain-113x203",
+        "self-128",
+        "causal-self-97",  # in every other case
         "mqa-4-1",  # gqa-8-2, decode-1x300: repeated key/value heads
         "scale-0.3",  # every case: the default scale 1/sqrt(D) is not the kernel's 1.0
         "packed-unequal",  # packed-lse: the same packing, with causal and lse
@@ -139,4 +167,3 @@ def test_no_keys_give_zeros_and_minus_inf():
     k = jnp.ones((2, 0, 2, 32))
     out, lse = asw.attention(q, k, k, causal=True, return_lse=True, backend=NAME)
     assert not np.asarray(out).any() and np.all(np.asarray(lse) == -np.inf)
-

@@ -33,17 +33,41 @@ def _cu(lens):
 SHAPES = {
     "plain-113x203": (2, 113, 203, 4, 4, 64, "bfloat16", {}),
     "causal-1023x1024": (1, 1023, 1024, 2, 2, 128, "bfloat16", dict(causal=True)),
-    "causal-203x113-gqa-lse": (1, 203, 113, 8, 2, 80, "float32",
-                               dict(causal=True, return_lse=True)),
+    "causal-203x113-gqa-lse": (
+        1,
+        203,
+        113,
+        8,
+        2,
+        80,
+        "float32",
+        dict(causal=True, return_lse=True),
+    ),
     "decode-1x4096-mqa": (4, 1, 4096, 8, 1, 128, "bfloat16", dict(causal=True)),
     "causal-4096-blocks-512": (1, 4096, 4096, 4, 4, 128, "bfloat16", dict(causal=True)),
     "hdim-192": (1, 256, 256, 2, 1, 192, "bfloat16", {}),
     "hdim-59-key-padding": (2, 67, 131, 2, 2, 59, "float32", dict(key_padding=True)),
     "hdim-256-attn-mask": (2, 67, 131, 2, 2, 256, "bfloat16", dict(attn_mask=True, causal=True)),
-    "packed-causal": (None, ((37, 37), (0, 0), (91, 91), (1, 1)), None, 4, 2, 64, "bfloat16",
-                      dict(causal=True)),
-    "packed-unequal-lse": (None, ((13, 40), (50, 20), (0, 7), (30, 0)), None, 4, 4, 64, "float32",
-                           dict(return_lse=True)),
+    "packed-causal": (
+        None,
+        ((37, 37), (0, 0), (91, 91), (1, 1)),
+        None,
+        4,
+        2,
+        64,
+        "bfloat16",
+        dict(causal=True),
+    ),
+    "packed-unequal-lse": (
+        None,
+        ((13, 40), (50, 20), (0, 7), (30, 0)),
+        None,
+        4,
+        4,
+        64,
+        "float32",
+        dict(return_lse=True),
+    ),
     "window-64-16": (2, 113, 203, 4, 4, 64, "bfloat16", dict(window=(64, 16))),
     "softcap-30": (2, 113, 203, 4, 4, 64, "bfloat16", dict(softcap=30.0)),
 }
@@ -115,12 +139,21 @@ def test_the_raw_kernels_reject_what_the_adapters_frame():
     with pytest.raises(ValueError, match="block_q=128 should be smaller or equal to q_seq_len=113"):
         jax.jit(fa.flash_attention).trace(q, k, k).lower(lowering_platforms=("tpu",))
     with pytest.raises(ValueError, match="should divide"):
-        sa.make_splash_mha(sa.MultiHeadMask([sa.CausalMask((113, 203))] * 2), head_shards=1,
-                           q_seq_shards=1)
+        sa.make_splash_mha(
+            sa.MultiHeadMask([sa.CausalMask((113, 203))] * 2), head_shards=1, q_seq_shards=1
+        )
 
 
-GRAD_SHAPES = ("plain-113x203", "causal-1023x1024", "hdim-192", "hdim-59-key-padding",
-               "packed-causal", "window-64-16", "softcap-30", "decode-1x4096-mqa")
+GRAD_SHAPES = (
+    "plain-113x203",
+    "causal-1023x1024",
+    "hdim-192",
+    "hdim-59-key-padding",
+    "packed-causal",
+    "window-64-16",
+    "softcap-30",
+    "decode-1x4096-mqa",
+)
 
 
 @pytest.mark.parametrize("shape", GRAD_SHAPES)
@@ -153,11 +186,17 @@ def test_vmap_and_traced_cu_seqlens_lower_for_tpu(name):
     backend = registry.get(name)
     spec = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype)  # noqa: E731
     q, k, call = tpu_call(*SHAPES["causal-203x113-gqa-lse"])
-    batched = jax.ShapeDtypeStruct((3, *q.shape), q.dtype), jax.ShapeDtypeStruct(
-        (3, *k.shape), k.dtype)
+    batched = (
+        jax.ShapeDtypeStruct((3, *q.shape), q.dtype),
+        jax.ShapeDtypeStruct((3, *k.shape), k.dtype),
+    )
     fn = jax.vmap(lambda q, k, v: backend.run(q, k, v, dataclasses.replace(call, traced=True)))
-    text = jax.jit(fn).trace(batched[0], batched[1], batched[1]).lower(
-        lowering_platforms=("tpu",)).as_text()
+    text = (
+        jax.jit(fn)
+        .trace(batched[0], batched[1], batched[1])
+        .lower(lowering_platforms=("tpu",))
+        .as_text()
+    )
     assert "tpu_custom_call" in text and "interpret" not in text
 
     q = jnp.zeros((96, 4, 64), jnp.bfloat16)
@@ -169,6 +208,10 @@ def test_vmap_and_traced_cu_seqlens_lower_for_tpu(name):
         assert traced.seqlens_q is None and backend.declines(traced) == []
         return backend.run(q, q, q, traced)
 
-    text = jax.jit(packed).trace(spec(q), spec(cu_q), spec(cu_k)).lower(
-        lowering_platforms=("tpu",)).as_text()
+    text = (
+        jax.jit(packed)
+        .trace(spec(q), spec(cu_q), spec(cu_k))
+        .lower(lowering_platforms=("tpu",))
+        .as_text()
+    )
     assert "tpu_custom_call" in text and "interpret" not in text

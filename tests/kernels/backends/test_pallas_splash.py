@@ -18,23 +18,46 @@ NAME = "pallas-splash"
 # Every feature in float32 and bfloat16 (head dim 64 is the grid's default); the other head
 # dims in float32. Interpret mode compiles each shape anew: this is what fits the time budget.
 FEATURES = (
-    "causal-113x203", "causal-203x113", "window-64-16", "window-causal-48", "softcap-30",
-    "gqa-8-2", "mqa-4-1", "padding", "masked-row", "lse", "scale-0.3", "packed", "packed-lse",
-    "packed-window", "decode-gqa-1x1000", "decode-window-padding",
+    "causal-113x203",
+    "causal-203x113",
+    "window-64-16",
+    "window-causal-48",
+    "softcap-30",
+    "gqa-8-2",
+    "mqa-4-1",
+    "padding",
+    "masked-row",
+    "lse",
+    "scale-0.3",
+    "packed",
+    "packed-lse",
+    "packed-window",
+    "decode-gqa-1x1000",
+    "decode-window-padding",
 )
 HEAD_DIMS = ("hdim-32", "hdim-80", "hdim-128", "hdim-256", "hdim-59")
 CASES = [
-    c for c in conformance.cases()
+    c
+    for c in conformance.cases()
     if c.name in FEATURES or (c.name in HEAD_DIMS and c.dtype == "float32")
 ]
 EXTRA = [
     # whole 128-row query blocks with no key: the kernel skips every block of those rows
-    conformance.Case("no-key-blocks-300x10", batch=1, seqlen_q=300, seqlen_k=10, heads_q=2,
-                     heads_kv=2, causal=True, return_lse=True),
+    conformance.Case(
+        "no-key-blocks-300x10",
+        batch=1,
+        seqlen_q=300,
+        seqlen_k=10,
+        heads_q=2,
+        heads_kv=2,
+        causal=True,
+        return_lse=True,
+    ),
     conformance.Case("decode-1x300", seqlen_q=1, seqlen_k=300, heads_q=4, heads_kv=1, causal=True),
     conformance.Case("diagonal-window", batch=1, seqlen_q=40, seqlen_k=40, window=(0, 0)),
-    conformance.Case("padding-lse", key_padding=True, causal=True, return_lse=True,
-                     dtype="bfloat16"),
+    conformance.Case(
+        "padding-lse", key_padding=True, causal=True, return_lse=True, dtype="bfloat16"
+    ),
 ]
 
 
@@ -53,7 +76,9 @@ def test_conforms_in_interpret_mode(case):
 def test_subset_leaves_out_only_cases_other_cases_cover():
     """If the grid gains a case, this names it: decide whether the subset needs it."""
     assert {c.name for c in conformance.GRID} - {c.name for c in CASES} == {
-        "plain-113x203", "self-128", "causal-self-97",  # in every other case
+        "plain-113x203",
+        "self-128",
+        "causal-self-97",  # in every other case
         "packed-unequal",  # packed-lse: the same packing, with causal and lse
     }
     assert {c.dtype for c in CASES} == {"float32", "bfloat16"}
@@ -93,8 +118,9 @@ def test_per_head_attn_mask_matches_each_head_alone():
     am = rng.random((2, 4, 24, 40)) < 0.6
     out = np.asarray(asw.attention(q, k, v, attn_mask=jnp.asarray(am), causal=True, backend=NAME))
     for h in range(4):
-        alone = asw.attention(q, k, v, attn_mask=jnp.asarray(am[:, h : h + 1]), causal=True,
-                              backend=NAME)
+        alone = asw.attention(
+            q, k, v, attn_mask=jnp.asarray(am[:, h : h + 1]), causal=True, backend=NAME
+        )
         np.testing.assert_array_equal(out[:, :, h], np.asarray(alone)[:, :, h])
 
 
@@ -108,9 +134,13 @@ def test_inside_jit_with_traced_key_padding():
     np.testing.assert_array_equal(np.asarray(eager), np.asarray(jitted))
 
 
-@pytest.mark.parametrize("shapes", [
-    dict(b=2, sq=5, sk=0), dict(b=0, sq=5, sk=8),
-])
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        dict(b=2, sq=5, sk=0),
+        dict(b=0, sq=5, sk=8),
+    ],
+)
 def test_no_keys_or_no_queries_give_zeros_and_minus_inf(shapes):
     q, k, v = _qkv(**shapes)
     out, lse = asw.attention(q, k, v, return_lse=True, backend=NAME)
@@ -140,7 +170,6 @@ def test_detail_names_the_mask_and_the_frame():
     assert "LocalMask(window=(8, 2), offset=90)" in BACKEND.detail(validate(q, k, v, window=(8, 2)))
 
 
-
 def test_float32_softcap_is_judged_against_xla_tanh_and_says_so():
     """The kernel's softcap is XLA's float32 tanh (4.6 ulp on CPU). On these inputs (large
     logits: q, k, v scaled by 40, cap 50) its error is 1.17x the strict bound (numpy's tanh
@@ -148,9 +177,19 @@ def test_float32_softcap_is_judged_against_xla_tanh_and_says_so():
     does; it passes, and the result says so (docs/architecture.md, "Softcap in float32")."""
     if jax.devices()[0].platform != "cpu":
         pytest.skip("measured on XLA:CPU")
-    case = conformance.Case("softcap-50.0-m40.0", batch=2, seqlen_q=113, seqlen_k=203,
-                            heads_q=4, heads_kv=4, head_dim=32, softcap=50.0, magnitude=40.0)
+    case = conformance.Case(
+        "softcap-50.0-m40.0",
+        batch=2,
+        seqlen_q=113,
+        seqlen_k=203,
+        heads_q=4,
+        heads_kv=4,
+        head_dim=32,
+        softcap=50.0,
+        magnitude=40.0,
+    )
     result = conformance.check(NAME, case)
     assert result.status == conformance.PASSED, result.reasons
-    assert any("> the bound with numpy's tanh" in r and "jax's float32 tanh" in r
-               for r in result.reasons), result.reasons
+    assert any(
+        "> the bound with numpy's tanh" in r and "jax's float32 tanh" in r for r in result.reasons
+    ), result.reasons

@@ -98,8 +98,10 @@ def test_cpu_serves_small_and_awkward_head_dims_and_every_mask_feature():
     for d in (8, 59, 80, 256):
         assert BACKEND.declines(call_for(d=d)) == []
     kp = torch.ones(2, 8, dtype=torch.bool)
-    assert BACKEND.declines(call_for(causal=True, window=(3, 1), softcap=5.0,
-                                     key_padding_mask=kp)) == []
+    assert (
+        BACKEND.declines(call_for(causal=True, window=(3, 1), softcap=5.0, key_padding_mask=kp))
+        == []
+    )
 
 
 def test_declines_without_a_cpp_compiler(monkeypatch):
@@ -113,10 +115,14 @@ def test_declines_without_a_cpp_compiler(monkeypatch):
         torch_flex._cpu_kernel_missing.cache_clear()
 
 
-@pytest.mark.parametrize("torch_dir, linkable", [
-    ("/srv/venv/lib/python3.11/site-packages/torch", True),
-    ("/root/ci/attn clone/.venv/lib/python3.11/site-packages/torch", False),
-    ("/opt/tab\tname/torch", False)])
+@pytest.mark.parametrize(
+    "torch_dir, linkable",
+    [
+        ("/srv/venv/lib/python3.11/site-packages/torch", True),
+        ("/root/ci/attn clone/.venv/lib/python3.11/site-packages/torch", False),
+        ("/opt/tab\tname/torch", False),
+    ],
+)
 def test_a_torch_under_a_path_with_whitespace_is_named_as_unlinkable(torch_dir, linkable):
     reason = torch_flex.unlinkable_torch_path(torch_dir)
     assert (reason is None) == linkable
@@ -141,8 +147,9 @@ CASES = [
     conformance.Case("packed-reordered", packed=((1, 1), (91, 91), (0, 0), (37, 37)), causal=True),
     conformance.Case("packed-no-keys", packed=((5, 0), (3, 0))),
     conformance.Case("empty-queries", seqlen_q=0),
-    conformance.Case("hdim-8", head_dim=8, batch=1, seqlen_q=67, seqlen_k=131, heads_q=2,
-                     heads_kv=2),
+    conformance.Case(
+        "hdim-8", head_dim=8, batch=1, seqlen_q=67, seqlen_k=131, heads_q=2, heads_kv=2
+    ),
 ]
 
 
@@ -161,8 +168,11 @@ def test_conformance(case):
 @pytest.mark.slow
 def test_second_call_of_a_shape_does_not_recompile():
     rng = np.random.default_rng(0)
-    args = {n: torch.from_numpy(x) for n, x in conformance.make_inputs(PLAIN).items()
-            if isinstance(x, np.ndarray)}
+    args = {
+        n: torch.from_numpy(x)
+        for n, x in conformance.make_inputs(PLAIN).items()
+        if isinstance(x, np.ndarray)
+    }
     q, k, v = args["q"], args["k"], args["v"]
     for causal in (False, True):
         asw.attention(q, k, v, causal=causal, backend="torch-flex")
@@ -175,8 +185,9 @@ def test_second_call_of_a_shape_does_not_recompile():
     before = graphs()
     second = asw.attention(q, k, v, key_padding_mask=~kp, backend="torch-flex")
     assert graphs() == before
-    ref = asw.attention(q.double(), k.double(), v.double(), key_padding_mask=~kp,
-                        backend="reference")
+    ref = asw.attention(
+        q.double(), k.double(), v.double(), key_padding_mask=~kp, backend="reference"
+    )
     assert not torch.allclose(first, second)
     assert (second.double() - ref).abs().max() < 1e-5
 
@@ -187,8 +198,11 @@ def test_past_the_kernel_limit_it_recompiles_instead_of_falling_back(monkeypatch
     backend forgets its kernels and compiles again (with fullgraph, dynamo would otherwise
     raise; without it, run flex unfused)."""
     monkeypatch.setattr(torch_flex, "MAX_KERNELS", 1)
-    inputs = {n: torch.from_numpy(x) for n, x in conformance.make_inputs(PLAIN).items()
-              if isinstance(x, np.ndarray)}
+    inputs = {
+        n: torch.from_numpy(x)
+        for n, x in conformance.make_inputs(PLAIN).items()
+        if isinstance(x, np.ndarray)
+    }
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     expected = asw.attention(q, k, v, backend="torch-flex")
     # a window no other test uses: a kernel no earlier call left in the cache
@@ -226,10 +240,20 @@ def test_output_is_bshd_contiguous_like_q():
     assert out.shape == q.shape and out.dtype == q.dtype and out.is_contiguous()
 
 
-@pytest.mark.parametrize("total, bucket", [
-    (0, 128), (1, 128), (128, 128), (129, 256), (1000, 1024), (1024, 1024), (1025, 1280),
-    (4097, 4992), (8192, 8192),
-])
+@pytest.mark.parametrize(
+    "total, bucket",
+    [
+        (0, 128),
+        (1, 128),
+        (128, 128),
+        (129, 256),
+        (1000, 1024),
+        (1024, 1024),
+        (1025, 1280),
+        (4097, 4992),
+        (8192, 8192),
+    ],
+)
 def test_packed_bucket(total, bucket):
     assert torch_flex.packed_bucket(total) == bucket
 
@@ -250,15 +274,25 @@ def test_packed_totals_in_one_bucket_share_a_kernel():
     before = None
     for lens in lens_seen:
         cu = torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32)
-        q, k, v = (torch.from_numpy(rng.standard_normal((int(cu[-1]), 4, 16), np.float32))
-                   for _ in range(3))
-        out = asw.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True,
-                            backend="torch-flex")
+        q, k, v = (
+            torch.from_numpy(rng.standard_normal((int(cu[-1]), 4, 16), np.float32))
+            for _ in range(3)
+        )
+        out = asw.attention(
+            q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, backend="torch-flex"
+        )
         if before is not None:
             assert graphs() == before
         before = graphs()
-        ref = asw.attention(q.double(), k.double(), v.double(), cu_seqlens_q=cu,
-                            cu_seqlens_k=cu, causal=True, backend="reference")
+        ref = asw.attention(
+            q.double(),
+            k.double(),
+            v.double(),
+            cu_seqlens_q=cu,
+            cu_seqlens_k=cu,
+            causal=True,
+            backend="reference",
+        )
         assert out.shape == q.shape
         assert (out.double() - ref).abs().max() < 1e-5
 
@@ -272,12 +306,12 @@ def test_decode_steps_of_a_growing_cache_share_a_kernel(softcap):
     q = torch.from_numpy(rng.standard_normal((2, 1, 8, 32), np.float32))
     before = None
     for sk in range(150, 154):
-        k, v = (torch.from_numpy(rng.standard_normal((2, sk, 2, 32), np.float32))
-                for _ in range(2))
+        k, v = (torch.from_numpy(rng.standard_normal((2, sk, 2, 32), np.float32)) for _ in range(2))
         out = asw.attention(q, k, v, causal=True, softcap=softcap, backend="torch-flex")
         if before is not None:
             assert graphs() == before, f"recompiled for {sk} keys"
         before = graphs()
-        ref = asw.attention(q.double(), k.double(), v.double(), causal=True, softcap=softcap,
-                            backend="reference")
+        ref = asw.attention(
+            q.double(), k.double(), v.double(), causal=True, softcap=softcap, backend="reference"
+        )
         assert (out.double() - ref).abs().max() < 1e-5

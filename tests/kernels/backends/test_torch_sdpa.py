@@ -32,10 +32,13 @@ def call_for(sq=8, sk=8, **kw):
     return validate(q, k, k, **kw)
 
 
-@pytest.mark.parametrize("kw, reason", [
-    (dict(softcap=3.0), "softcap not supported"),
-    (dict(return_lse=True), "return_lse not supported"),
-])
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (dict(softcap=3.0), "softcap not supported"),
+        (dict(return_lse=True), "return_lse not supported"),
+    ],
+)
 def test_declines_with_every_reason(kw, reason):
     assert reason in BACKEND.declines(call_for(**kw))
 
@@ -87,8 +90,12 @@ def test_fully_masked_query_rows_are_zero():
 
 AWKWARD_PACKED = {
     "many-short": dict(packed=tuple((n, n) for n in (1, 2, 3, 5, 8, 13, 21, 34))),
-    "unequal-gqa-causal": dict(packed=((13, 40), (0, 0), (50, 20), (0, 7), (30, 0), (64, 64)),
-                               heads_q=8, heads_kv=2, causal=True),
+    "unequal-gqa-causal": dict(
+        packed=((13, 40), (0, 0), (50, 20), (0, 7), (30, 0), (64, 64)),
+        heads_q=8,
+        heads_kv=2,
+        causal=True,
+    ),
     "window-sq-gt-sk": dict(packed=((70, 30), (30, 70), (1, 128)), window=(8, 2)),
 }
 
@@ -111,8 +118,9 @@ def sdpa_grads_within_the_rule(q_shape, kv_shape, **kw):
 
 def test_packed_gradients_are_within_the_rule():
     cu = torch.tensor([0, 5, 5, 17, 20], dtype=torch.int32)
-    sdpa_grads_within_the_rule((20, 4, 16), (20, 4, 16), cu_seqlens_q=cu, cu_seqlens_k=cu,
-                                 causal=True)
+    sdpa_grads_within_the_rule(
+        (20, 4, 16), (20, 4, 16), cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True
+    )
 
 
 # -- GQA: query heads folded into rows of their key/value head -----------------------------
@@ -127,10 +135,13 @@ FOLDED = {
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("name, kw", [
-    *((f"packed-{n}", kw) for n, kw in sorted(AWKWARD_PACKED.items())),
-    *((f"fold-{n}", kw) for n, kw in sorted(FOLDED.items())),
-])
+@pytest.mark.parametrize(
+    "name, kw",
+    [
+        *((f"packed-{n}", kw) for n, kw in sorted(AWKWARD_PACKED.items())),
+        *((f"fold-{n}", kw) for n, kw in sorted(FOLDED.items())),
+    ],
+)
 def test_awkward_calls_meet_the_conformance_rule(name, kw, dtype):
     """Packed calls (one SDPA call per sequence) and folded GQA groups."""
     case = conformance.Case(f"sdpa-{name}", dtype=dtype, **kw)
@@ -138,15 +149,18 @@ def test_awkward_calls_meet_the_conformance_rule(name, kw, dtype):
     assert result.status == conformance.PASSED, (result.error, result.bound, result.reasons)
 
 
-@pytest.mark.parametrize("sq, hkv, dtype, kw, folds", [
-    (1, 2, torch.bfloat16, dict(causal=True), True),  # a decode step: causal restricts nothing
-    (1, 2, torch.float16, {}, True),
-    (1, 2, torch.float32, dict(causal=True), True),
-    (8, 2, torch.bfloat16, dict(causal=True), False),  # each row sees other keys
-    (8, 2, torch.bfloat16, dict(key_padding_mask=torch.ones(2, 8, dtype=torch.bool)), True),
-    (8, 2, torch.bfloat16, dict(attn_mask=torch.ones(8, 8, dtype=torch.bool)), False),
-    (8, 4, torch.bfloat16, {}, False),  # not GQA
-])
+@pytest.mark.parametrize(
+    "sq, hkv, dtype, kw, folds",
+    [
+        (1, 2, torch.bfloat16, dict(causal=True), True),  # a decode step: causal restricts nothing
+        (1, 2, torch.float16, {}, True),
+        (1, 2, torch.float32, dict(causal=True), True),
+        (8, 2, torch.bfloat16, dict(causal=True), False),  # each row sees other keys
+        (8, 2, torch.bfloat16, dict(key_padding_mask=torch.ones(2, 8, dtype=torch.bool)), True),
+        (8, 2, torch.bfloat16, dict(attn_mask=torch.ones(8, 8, dtype=torch.bool)), False),
+        (8, 4, torch.bfloat16, {}, False),  # not GQA
+    ],
+)
 def test_which_calls_fold_their_groups(sq, hkv, dtype, kw, folds):
     q = torch.randn(2, sq, 4, 16, dtype=dtype)
     k = torch.randn(2, 8, hkv, 16, dtype=dtype)
@@ -154,6 +168,7 @@ def test_which_calls_fold_their_groups(sq, hkv, dtype, kw, folds):
 
 
 # -- key padding cut away instead of masked (CPU) --------------------------------------------
+
 
 def _runs_mask(runs: list[tuple[int, int]], sk: int) -> np.ndarray:
     pos = np.arange(sk)
@@ -177,10 +192,18 @@ def test_cut_key_padding_meets_the_conformance_rule(name, dtype):
     runs, sk, hq, hkv = CUT[name]
     rng = np.random.default_rng(len(name))
     np_dtype = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}[dtype]
-    shapes = {"q": (len(runs), 37, hq, 64), "k": (len(runs), sk, hkv, 64), "v": (len(runs), sk, hkv, 64)}
-    inputs = {n: rng.standard_normal(s).astype(np.float32).astype(np_dtype) for n, s in shapes.items()}
+    shapes = {
+        "q": (len(runs), 37, hq, 64),
+        "k": (len(runs), sk, hkv, 64),
+        "v": (len(runs), sk, hkv, 64),
+    }
+    inputs = {
+        n: rng.standard_normal(s).astype(np.float32).astype(np_dtype) for n, s in shapes.items()
+    }
     inputs["key_padding_mask"] = _runs_mask(runs, sk)
-    q, k, v = (torch.from_numpy(inputs[n].astype(np.float32)).to(getattr(torch, dtype)) for n in "qkv")
+    q, k, v = (
+        torch.from_numpy(inputs[n].astype(np.float32)).to(getattr(torch, dtype)) for n in "qkv"
+    )
     mask = torch.from_numpy(inputs["key_padding_mask"])
     out = asw.attention(q, k, v, key_padding_mask=mask, backend="torch-sdpa")
     error, bound = conformance.judge(out.float().numpy(), inputs)
@@ -190,11 +213,14 @@ def test_cut_key_padding_meets_the_conformance_rule(name, dtype):
             assert not out[b].any()
 
 
-@pytest.mark.parametrize("runs, expected", [
-    ([(0, 8), (0, 3)], [(0, 8), (0, 3)]),
-    ([(5, 8), (0, 0)], [(5, 8), (0, 0)]),
-    ([(2, 6)], [(2, 6)]),
-])
+@pytest.mark.parametrize(
+    "runs, expected",
+    [
+        ([(0, 8), (0, 3)], [(0, 8), (0, 3)]),
+        ([(5, 8), (0, 0)], [(5, 8), (0, 0)]),
+        ([(2, 6)], [(2, 6)]),
+    ],
+)
 def test_key_runs_reads_one_run_per_example(runs, expected):
     assert _key_runs(torch.from_numpy(_runs_mask(runs, 8))) == expected
 
@@ -235,8 +261,12 @@ def test_cut_keys_is_cpu_only_and_not_with_other_masks():
     kp = torch.ones(2, 8, dtype=torch.bool)
     assert _may_cut_keys(call_for(key_padding_mask=kp))
     assert not _may_cut_keys(call_for(key_padding_mask=kp, causal=True))
-    assert not _may_cut_keys(call_for(key_padding_mask=kp, attn_mask=torch.ones(8, 8, dtype=torch.bool)))
-    cuda = dataclasses.replace(call_for(key_padding_mask=kp), device=DeviceInfo("cuda", "GPU", 0, (9, 0)))
+    assert not _may_cut_keys(
+        call_for(key_padding_mask=kp, attn_mask=torch.ones(8, 8, dtype=torch.bool))
+    )
+    cuda = dataclasses.replace(
+        call_for(key_padding_mask=kp), device=DeviceInfo("cuda", "GPU", 0, (9, 0))
+    )
     assert not _may_cut_keys(cuda)
     assert "cut away" in BACKEND.detail(call_for(key_padding_mask=kp))
 
@@ -249,8 +279,10 @@ def test_cut_key_padding_gradients_are_within_the_rule():
     so the plain math alone is no baseline for what the cut changes."""
     kp = torch.from_numpy(_runs_mask([(0, 200), (60, 200), (0, 0)], 200))
     gen = torch.Generator().manual_seed(0)
-    base = [torch.randn(shape, generator=gen) for shape in ((3, 9, 2, 16), (3, 200, 2, 16),
-                                                              (3, 200, 2, 16))]
+    base = [
+        torch.randn(shape, generator=gen)
+        for shape in ((3, 9, 2, 16), (3, 200, 2, 16), (3, 200, 2, 16))
+    ]
     dout = torch.randn((3, 9, 2, 16), generator=gen)
     as_mask = dict(attn_mask=kp[:, None, None, :].expand(3, 2, 9, 200).clone())
     want = input_grads(base, dout, torch.float64, "torch-math", key_padding_mask=kp)

@@ -89,8 +89,9 @@ class Location:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(f"location: expected keys among {sorted(known)}, "
-                             f"got {sorted(unknown)}")
+            raise ValueError(
+                f"location: expected keys among {sorted(known)}, got {sorted(unknown)}"
+            )
         values = dict(data)
         if values.get("rows") is not None:
             values["rows"] = tuple(values["rows"])
@@ -103,8 +104,15 @@ class Location:
         rows = self.rows
         if self.rows is not None and other.rows is not None and self.sheet == other.sheet:
             rows = (self.rows[0], other.rows[1])
-        return Location(self.page, page_end if page_end != self.page else None, self.slide,
-                        self.sheet, rows, self.part, self.cell)
+        return Location(
+            self.page,
+            page_end if page_end != self.page else None,
+            self.slide,
+            self.sheet,
+            rows,
+            self.part,
+            self.cell,
+        )
 
 
 @dataclass(frozen=True)
@@ -135,8 +143,9 @@ class Block:
             raise ValueError(f"rows: expected None for a {self.kind.value}, got rows")
 
 
-def table_block(rows: Iterable[Iterable[str]], location: Location = Location(), *,
-                header: bool | None = None) -> Block | None:
+def table_block(
+    rows: Iterable[Iterable[str]], location: Location = Location(), *, header: bool | None = None
+) -> Block | None:
     """The table block of `rows` (each a sequence of cell texts), rows with no text left
     out; its text is the rows as tab-separated lines. `header` None: the first row is the
     header when there is more than one. None when no row has text."""
@@ -144,8 +153,13 @@ def table_block(rows: Iterable[Iterable[str]], location: Location = Location(), 
     table = tuple(r for r in table if any(r))
     if not table:
         return None
-    return Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in table), location,
-                 rows=table, header=len(table) > 1 if header is None else header)
+    return Block(
+        BlockKind.TABLE,
+        "\n".join("\t".join(r) for r in table),
+        location,
+        rows=table,
+        header=len(table) > 1 if header is None else header,
+    )
 
 
 # Tesseract reads a page in about 2.4 s on one core: 200 pages fit in the read pool's

@@ -38,29 +38,38 @@ def open_zip(data: bytes, options: ReadOptions, what: str) -> zipfile.ZipFile:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
-        raise Skipped(Skip.CORRUPT, f"{what}: not a readable ZIP container "
-                                    f"(truncated?): {_line(exc)}") from None
+        raise Skipped(
+            Skip.CORRUPT, f"{what}: not a readable ZIP container (truncated?): {_line(exc)}"
+        ) from None
     if len(infos) > options.max_members:
-        raise Skipped(Skip.TOO_LARGE, f"{what}: {len(infos)} members, more than the limit "
-                                      f"{options.max_members}")
+        raise Skipped(
+            Skip.TOO_LARGE,
+            f"{what}: {len(infos)} members, more than the limit {options.max_members}",
+        )
     budget = options.max_bytes
     for info in infos:
         if info.flag_bits & 0x1:
             raise Skipped(Skip.ENCRYPTED, f"{what}: member {info.filename} is encrypted")
         size = _inflated_size(archive, info, budget, what)
         if size is None:
-            raise Skipped(Skip.TOO_LARGE, f"{what}: members expand to more than the limit "
-                                          f"{_mib(options.max_bytes)}")
+            raise Skipped(
+                Skip.TOO_LARGE,
+                f"{what}: members expand to more than the limit {_mib(options.max_bytes)}",
+            )
         if size > _RATIO_FLOOR and size > options.max_ratio * max(info.compress_size, 1):
-            raise Skipped(Skip.TOO_LARGE, f"{what}: member {info.filename} expands "
-                                          f"{size / max(info.compress_size, 1):.0f} times, "
-                                          f"more than the limit {options.max_ratio:g}")
+            raise Skipped(
+                Skip.TOO_LARGE,
+                f"{what}: member {info.filename} expands "
+                f"{size / max(info.compress_size, 1):.0f} times, "
+                f"more than the limit {options.max_ratio:g}",
+            )
         budget -= size
     return archive
 
 
-def _inflated_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int,
-                   what: str) -> int | None:
+def _inflated_size(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int, what: str
+) -> int | None:
     """The bytes member `info` inflates to, read as a stream; None past `budget` (the
     rest is not inflated)."""
     size = 0
@@ -87,8 +96,7 @@ def ole_skip(data: bytes, what: str) -> Skipped:
     except Exception as exc:  # olefile raises OSError and others on a broken file
         return Skipped(Skip.CORRUPT, f"{what}: a broken OLE2 file: {_line(exc)}")
     if encrypted:
-        return Skipped(Skip.ENCRYPTED, f"{what}: password-protected (an encrypted Office "
-                                       f"file)")
+        return Skipped(Skip.ENCRYPTED, f"{what}: password-protected (an encrypted Office file)")
     return Skipped(Skip.BINARY, f"{what}: an OLE2 compound file, not {what}")
 
 
@@ -111,7 +119,7 @@ def library_errors(what: str) -> Iterator[None]:
 
 def _line(exc: BaseException) -> str:
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS - 1] + "…"
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
 
 
 def _mib(n: int) -> str:

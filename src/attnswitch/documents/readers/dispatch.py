@@ -39,5 +39,6 @@ def with_attachments(options: ReadOptions, depth: int = ATTACHMENT_DEPTH) -> Rea
     if depth <= 0:
         return dataclasses.replace(options, read_attachment=None)
     inner = with_attachments(options, depth - 1)
-    return dataclasses.replace(options,
-                               read_attachment=lambda name, data: read_named(name, data, inner))
+    return dataclasses.replace(
+        options, read_attachment=lambda name, data: read_named(name, data, inner)
+    )

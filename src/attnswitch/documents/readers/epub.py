@@ -53,5 +53,7 @@ def _refuse_drm(encryption: bytes) -> None:
     hidden = [ref.get("URI", "") for ref in root.iter(_CIPHER_REFERENCE)]
     content = [uri for uri in hidden if not uri.lower().endswith(_FONT_SUFFIXES)]
     if content:
-        raise Skipped(Skip.ENCRYPTED, f"epub: DRM-encrypted ({len(content)} of its content "
-                                      f"documents, such as {content[0]})")
+        raise Skipped(
+            Skip.ENCRYPTED,
+            f"epub: DRM-encrypted ({len(content)} of its content documents, such as {content[0]})",
+        )

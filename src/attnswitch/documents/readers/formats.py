@@ -47,32 +47,60 @@ from attnswitch.documents.readers.skip import Skip, Skipped
 
 PDF_MAGIC = b"%PDF-"
 # (magic bytes, name, suffixes the name drops): the compressions read through their stream.
-COMPRESSIONS = ((b"\x1f\x8b", "gzip", (".gz", ".tgz")), (b"BZh", "bzip2", (".bz2",)),
-                (b"\xfd7zXZ\x00", "xz", (".xz",)))
+COMPRESSIONS = (
+    (b"\x1f\x8b", "gzip", (".gz", ".tgz")),
+    (b"BZh", "bzip2", (".bz2",)),
+    (b"\xfd7zXZ\x00", "xz", (".xz",)),
+)
 # Signatures of common binary formats, to name what a skipped file is.
 _BINARY_SIGNATURES = (
-    (b"\x7fELF", "an ELF executable or library"), (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"), (b"GIF87a", "a GIF image"), (b"GIF89a", "a GIF image"),
-    (b"PK\x03\x04", "a ZIP archive (or an office document)"), (b"PK\x05\x06", "a ZIP archive"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"), (b"(\xb5/\xfd", "zstd-compressed data"),
-    (b"Rar!\x1a\x07", "a RAR archive"), (b"SQLite format 3\x00", "an SQLite database"),
-    (b"\x00asm", "a WebAssembly module"), (b"\xca\xfe\xba\xbe", "a Java class or Mach-O file"),
-    (b"OggS", "an Ogg media file"), (b"fLaC", "a FLAC audio file"),
-    (b"\x1f\x8b", "gzip-compressed data"), (b"BZh", "bzip2-compressed data"),
-    (b"\xfd7zXZ\x00", "xz-compressed data"), (b"!<arch>\n", "an ar archive (a .deb?)"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-     "an OLE2 file that is no Word, Excel or PowerPoint file"),
+    (b"\x7fELF", "an ELF executable or library"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"PK\x03\x04", "a ZIP archive (or an office document)"),
+    (b"PK\x05\x06", "a ZIP archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"(\xb5/\xfd", "zstd-compressed data"),
+    (b"Rar!\x1a\x07", "a RAR archive"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+    (b"\x00asm", "a WebAssembly module"),
+    (b"\xca\xfe\xba\xbe", "a Java class or Mach-O file"),
+    (b"OggS", "an Ogg media file"),
+    (b"fLaC", "a FLAC audio file"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+    (b"BZh", "bzip2-compressed data"),
+    (b"\xfd7zXZ\x00", "xz-compressed data"),
+    (b"!<arch>\n", "an ar archive (a .deb?)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an OLE2 file that is no Word, Excel or PowerPoint file"),
 )
 # Registered media types (Python's built-in table, not the machine's) of extensions that
 # hold text although their type is not text/*.
-_TEXT_APPLICATION_TYPES = frozenset({
-    "application/javascript", "application/json", "application/xml", "application/n-quads",
-    "application/n-triples", "application/trig", "application/x-csh", "application/x-sh",
-    "application/x-shar", "application/x-tcl", "application/x-tex", "application/x-latex",
-    "application/x-texinfo", "application/x-troff", "application/x-troff-man",
-    "application/x-troff-me", "application/x-troff-ms", "application/x-wais-source",
-    "application/vnd.apple.mpegurl", "message/rfc822",
-})
+_TEXT_APPLICATION_TYPES = frozenset(
+    {
+        "application/javascript",
+        "application/json",
+        "application/xml",
+        "application/n-quads",
+        "application/n-triples",
+        "application/trig",
+        "application/x-csh",
+        "application/x-sh",
+        "application/x-shar",
+        "application/x-tcl",
+        "application/x-tex",
+        "application/x-latex",
+        "application/x-texinfo",
+        "application/x-troff",
+        "application/x-troff-man",
+        "application/x-troff-me",
+        "application/x-troff-ms",
+        "application/x-wais-source",
+        "application/vnd.apple.mpegurl",
+        "message/rfc822",
+    }
+)
 _SUFFIXES = MappingProxyType({codec: suffixes for _, codec, suffixes in COMPRESSIONS})
 _TAR_MAGIC_AT = 257  # "ustar" at this offset marks a tar archive
 _HTML_OPENINGS = (b"<!doctype html", b"<html")
@@ -82,15 +110,25 @@ LEGACY_KINDS = frozenset({"doc", "xls", "ppt"})
 _IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 # ZIP-based documents known by a member (OOXML) or by the `mimetype` member's content
 # (OpenDocument, EPUB), for a file whose name does not say (`report`, `scan.zip`).
-_OOXML_MEMBERS = (("word/document.xml", "docx"), ("ppt/presentation.xml", "pptx"),
-                  ("xl/workbook.xml", "xlsx"))
-_ZIP_MIMETYPES = MappingProxyType({
-    b"application/epub+zip": "epub", b"application/vnd.oasis.opendocument.text": "odt",
-    b"application/vnd.oasis.opendocument.presentation": "odp",
-    b"application/vnd.oasis.opendocument.spreadsheet": "ods"})
+_OOXML_MEMBERS = (
+    ("word/document.xml", "docx"),
+    ("ppt/presentation.xml", "pptx"),
+    ("xl/workbook.xml", "xlsx"),
+)
+_ZIP_MIMETYPES = MappingProxyType(
+    {
+        b"application/epub+zip": "epub",
+        b"application/vnd.oasis.opendocument.text": "odt",
+        b"application/vnd.oasis.opendocument.presentation": "odp",
+        b"application/vnd.oasis.opendocument.spreadsheet": "ods",
+    }
+)
 # A mail message or mailbox without a name that says so: it opens with mail headers.
-_MAIL_HEADER = re.compile(rb"^(Received|Return-Path|From|To|Subject|Date|Message-ID|"
-                          rb"MIME-Version|Delivered-To|Content-Type): ", re.IGNORECASE)
+_MAIL_HEADER = re.compile(
+    rb"^(Received|Return-Path|From|To|Subject|Date|Message-ID|"
+    rb"MIME-Version|Delivered-To|Content-Type): ",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -165,12 +203,17 @@ def sniff_container(data: bytes) -> str | None:
     if data.startswith(b"PK\x03\x04"):
         return _zip_kind(data)
     head = data[:2048]
-    if head.startswith(b"From ") and sum(
-            bool(_MAIL_HEADER.match(line)) for line in head.splitlines()[1:8]) >= 2:
+    if (
+        head.startswith(b"From ")
+        and sum(bool(_MAIL_HEADER.match(line)) for line in head.splitlines()[1:8]) >= 2
+    ):
         return "mbox"
     lines = head.splitlines()[:8]
-    if lines and _MAIL_HEADER.match(lines[0]) and sum(
-            bool(_MAIL_HEADER.match(line)) for line in lines) >= 3:
+    if (
+        lines
+        and _MAIL_HEADER.match(lines[0])
+        and sum(bool(_MAIL_HEADER.match(line)) for line in lines) >= 3
+    ):
         return "eml"
     return None
 
@@ -193,7 +236,7 @@ def _zip_kind(data: bytes) -> str | None:
 
 
 def compression_of(data: bytes) -> str | None:
-    """"gzip", "bzip2" or "xz" when `data` starts with that format's magic bytes."""
+    """ "gzip", "bzip2" or "xz" when `data` starts with that format's magic bytes."""
     for magic, codec, _ in COMPRESSIONS:
         if data.startswith(magic):
             return codec
@@ -203,16 +246,21 @@ def compression_of(data: bytes) -> str | None:
 def decompress(data: bytes, codec: str, max_bytes: int) -> bytes:
     """At most `max_bytes` of the decompressed stream of `data`; `Skipped` when there is
     more (the rest is never inflated), when the stream is corrupt or when it is empty."""
-    opener = {"gzip": lambda f: gzip.GzipFile(fileobj=f, mode="rb"), "bzip2": bz2.BZ2File,
-              "xz": lzma.LZMAFile}[codec]
+    opener = {
+        "gzip": lambda f: gzip.GzipFile(fileobj=f, mode="rb"),
+        "bzip2": bz2.BZ2File,
+        "xz": lzma.LZMAFile,
+    }[codec]
     try:
         with opener(io.BytesIO(data)) as stream:
             out = stream.read(max_bytes + 1)
     except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
         raise Skipped(Skip.CORRUPT_COMPRESSED, f"{codec}: {exc}") from None
     if len(out) > max_bytes:
-        raise Skipped(Skip.TOO_LARGE, f"{codec} stream decompresses to more than the "
-                                      f"limit {max_bytes / 2**20:.1f} MiB")
+        raise Skipped(
+            Skip.TOO_LARGE,
+            f"{codec} stream decompresses to more than the limit {max_bytes / 2**20:.1f} MiB",
+        )
     if not out:
         raise Skipped(Skip.EMPTY, f"{codec} stream of 0 bytes")
     return out
@@ -223,7 +271,7 @@ def binary_signature(data: bytes) -> str | None:
     for magic, what in _BINARY_SIGNATURES:
         if data.startswith(magic):
             return what
-    if data[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar":
+    if data[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar":
         return "a tar archive"
     return None
 

@@ -43,13 +43,19 @@ from attnswitch.documents.readers.parent_death import SCRIPT
 GRACE_S = 1.0
 
 
-def run(args: Sequence[str], *, input: bytes | None = None, timeout_s: float,
-        env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def run(
+    args: Sequence[str],
+    *,
+    input: bytes | None = None,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
     """Run program `args` with `input` on its standard input (none: /dev/null), its output
     and error output captured; see the module. `subprocess.TimeoutExpired` past
     `timeout_s` (the program and its group ended); `OSError` when it cannot start."""
-    with started(args, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-                 env=env) as proc:
+    with started(
+        args, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, env=env
+    ) as proc:
         try:
             out, err = proc.communicate(input, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -58,15 +64,24 @@ def run(args: Sequence[str], *, input: bytes | None = None, timeout_s: float,
 
 
 @contextlib.contextmanager
-def started(args: Sequence[str], *, stdin: int | None = subprocess.DEVNULL,
-            env: Mapping[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def started(
+    args: Sequence[str],
+    *,
+    stdin: int | None = subprocess.DEVNULL,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
     """Program `args` started in a process group of its own that dies with this thread
     (Linux), its output and error output on pipes; on leaving the block, whatever of its
     group still runs is ended (`end`) and its pipes closed."""
     env = dict(os.environ if env is None else env)
-    proc = subprocess.Popen(_dying_with_this_process(args, env), stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        _dying_with_this_process(args, env),
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     with proc:  # closes the pipes, after `end`
         try:
             yield proc

@@ -51,10 +51,44 @@ _MARKS = (_BLOCK, _LINE, _HEADING, _KIND, _CELL, _HEAD_CELL)
 _KIND_TAGS = MappingProxyType({"li": "l", "pre": "p", "tr": "r"})
 _KINDS = MappingProxyType({"l": "li", "p": "pre", "r": "tr"})
 _BLOCK_TAGS = (
-    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl",
-    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
-    "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
-    "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "title",
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "caption",
+    "dd",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "tbody",
+    "thead",
+    "tfoot",
+    "tr",
+    "ul",
+    "title",
 )
 _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _CELL_TAGS = ("td", "th")
@@ -109,8 +143,14 @@ def read_html(data: bytes, options: ReadOptions) -> Extracted:
             continue
         if rows:
             cells = tuple(r.cells or (r.text,) for r in rows)
-            blocks.append(Block(BlockKind.TABLE, "\n".join("\t".join(c) for c in cells),
-                                rows=cells, header=rows[0].header))
+            blocks.append(
+                Block(
+                    BlockKind.TABLE,
+                    "\n".join("\t".join(c) for c in cells),
+                    rows=cells,
+                    header=rows[0].header,
+                )
+            )
             rows = []
         if b is None:
             break
@@ -130,7 +170,7 @@ def page_blocks(data: bytes, *, main_content: bool = True) -> tuple[list[HtmlBlo
     page's blocks with `main_content=False`)."""
     from bs4.dammit import EncodingDetector
 
-    declared = EncodingDetector.find_declared_encoding(data[:SNIFF_BYTES * 4], is_html=True)
+    declared = EncodingDetector.find_declared_encoding(data[: SNIFF_BYTES * 4], is_html=True)
     markup, encoding, detected = decode(data, declared)
     blocks = html_blocks(markup)
     if main_content and len(blocks) > 1:  # one block or none: nothing to choose from
@@ -151,12 +191,12 @@ def html_blocks(markup: str) -> list[HtmlBlock]:
         if _HEADING in part:  # the marker of the innermost heading around this block
             at = part.rindex(_HEADING)
             level = int(part[at + 1])
-            part = part.replace(part[at:at + 2], "").replace(_HEADING, "")
+            part = part.replace(part[at : at + 2], "").replace(_HEADING, "")
         tag = None
         if _KIND in part:  # the marker of the innermost kind of element around this block
             at = part.rindex(_KIND)
             tag = _KINDS[part[at + 1]]
-            part = part.replace(part[at:at + 2], "").replace(_KIND, "")
+            part = part.replace(part[at : at + 2], "").replace(_KIND, "")
         cells, header = None, False
         if tag == "tr" and level is None:
             header = _HEAD_CELL in part
@@ -189,10 +229,12 @@ def _marked_text(markup: str) -> str:
         return ""
     for error in parser.error_log:
         if error.type_name == "ERR_RESOURCE_LIMIT":  # the rest of the page is not read
-            raise Skipped(Skip.TOO_LARGE, f"html: more than libxml2 reads "
-                                          f"({error.message.split(',')[0]})")
-    etree.strip_elements(root, etree.Comment, etree.ProcessingInstruction, *_DROP_TAGS,
-                         with_tail=False)
+            raise Skipped(
+                Skip.TOO_LARGE, f"html: more than libxml2 reads ({error.message.split(',')[0]})"
+            )
+    etree.strip_elements(
+        root, etree.Comment, etree.ProcessingInstruction, *_DROP_TAGS, with_tail=False
+    )
     for pre in root.iter("pre"):
         for el in pre.iter():
             if el.text:
@@ -223,8 +265,9 @@ def _parser():
     return lxml_html.HTMLParser(huge_tree=True)
 
 
-def main_blocks(blocks: list[HtmlBlock], content: str | None, *,
-                max_words: int = MAX_ALIGNED_WORDS) -> list[HtmlBlock]:
+def main_blocks(
+    blocks: list[HtmlBlock], content: str | None, *, max_words: int = MAX_ALIGNED_WORDS
+) -> list[HtmlBlock]:
     """The blocks that the extracted main-content text `content` covers, with the headings
     of their sections; all of `blocks` when `content` is empty or covers none, or when the
     blocks have more than `max_words` words."""
@@ -261,9 +304,15 @@ def _content_text(markup: str) -> str | None:
     """trafilatura's main-content text of the page, or None where it finds none."""
     import trafilatura
 
-    return trafilatura.extract(markup, output_format="txt", favor_recall=True,
-                               include_tables=True, include_comments=False,
-                               include_formatting=False, deduplicate=False)
+    return trafilatura.extract(
+        markup,
+        output_format="txt",
+        favor_recall=True,
+        include_tables=True,
+        include_comments=False,
+        include_formatting=False,
+        deduplicate=False,
+    )
 
 
 def _words(text: str) -> list[str]:

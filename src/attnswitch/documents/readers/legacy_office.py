@@ -42,15 +42,20 @@ from attnswitch.documents.readers.tabular import sheet_blocks
 from attnswitch.documents.readers.text import paragraphs
 
 # The stream each legacy kind keeps its content in: how an OLE2 file is known by content.
-OLE_STREAMS = (("WordDocument", "doc"), ("Workbook", "xls"), ("Book", "xls"),
-               ("PowerPoint Document", "ppt"))
-_PACKAGES = MappingProxyType({"antiword": "antiword", "catdoc": "catdoc", "xls2csv": "catdoc",
-                              "catppt": "catdoc"})
+OLE_STREAMS = (
+    ("WordDocument", "doc"),
+    ("Workbook", "xls"),
+    ("Book", "xls"),
+    ("PowerPoint Document", "ppt"),
+)
+_PACKAGES = MappingProxyType(
+    {"antiword": "antiword", "catdoc": "catdoc", "xls2csv": "catdoc", "catppt": "catdoc"}
+)
 _DETAIL_CHARS = 160
 
 
 def ole_kind(data: bytes) -> str | None:
-    """"doc", "xls" or "ppt" for an OLE2 file holding that kind's stream; None for any
+    """ "doc", "xls" or "ppt" for an OLE2 file holding that kind's stream; None for any
     other OLE2 file (an encrypted OOXML package, an Outlook message...) or a broken one."""
     if not data.startswith(OLE_MAGIC):
         return None
@@ -88,8 +93,7 @@ def read_xls(data: bytes, options: ReadOptions) -> Extracted:
     """An Excel 97-2003 file's sheets as table blocks (see the module)."""
     _check_ole(data, "xls", "Workbook", "Book")
     # -q 3: every cell quoted, so a cell's commas and line breaks stay in it; ISO dates.
-    text = run_tool(["xls2csv", "-d", "utf-8", "-q", "3", "-f", "%Y-%m-%d"], data, options,
-                    "xls")
+    text = run_tool(["xls2csv", "-d", "utf-8", "-q", "3", "-f", "%Y-%m-%d"], data, options, "xls")
     blocks: list[Block] = []
     for number, sheet in enumerate(text.split("\f"), start=1):
         reader = csv.reader(io.StringIO(sheet))
@@ -122,8 +126,9 @@ def run_tool(args: list[str], data: bytes, options: ReadOptions, what: str) -> s
     it fails (its first line of error output in the detail)."""
     program = args[0]
     if shutil.which(program) is None:
-        raise Skipped(Skip.NEEDS_TOOL, f"{what}: {program} is not installed "
-                                       f"(Debian: {_PACKAGES[program]})")
+        raise Skipped(
+            Skip.NEEDS_TOOL, f"{what}: {program} is not installed (Debian: {_PACKAGES[program]})"
+        )
     with tempfile.TemporaryDirectory(prefix="attnswitch-") as folder:
         path = os.path.join(folder, f"file.{what}")
         with open(path, "wb") as fh:
@@ -131,15 +136,20 @@ def run_tool(args: list[str], data: bytes, options: ReadOptions, what: str) -> s
         try:
             done = run([*args, path], timeout_s=options.tool_timeout_s)
         except subprocess.TimeoutExpired:
-            raise Skipped(Skip.TIMED_OUT, f"{what}: {program} took more than "
-                                          f"{options.tool_timeout_s:g} s") from None
+            raise Skipped(
+                Skip.TIMED_OUT, f"{what}: {program} took more than {options.tool_timeout_s:g} s"
+            ) from None
     if done.returncode != 0:
         said = " ".join(done.stderr.decode("utf-8", "replace").replace(path, what).split())
-        raise Skipped(Skip.CORRUPT, f"{what}: {program} failed (exit {done.returncode}): "
-                                    f"{said[:_DETAIL_CHARS] or 'no message'}")
+        raise Skipped(
+            Skip.CORRUPT,
+            f"{what}: {program} failed (exit {done.returncode}): "
+            f"{said[:_DETAIL_CHARS] or 'no message'}",
+        )
     if len(done.stdout) > options.max_bytes:
-        raise Skipped(Skip.TOO_LARGE, f"{what}: more than {options.max_bytes / 2**20:.1f} "
-                                      f"MiB of text")
+        raise Skipped(
+            Skip.TOO_LARGE, f"{what}: more than {options.max_bytes / 2**20:.1f} MiB of text"
+        )
     return done.stdout.decode("utf-8", "replace")
 
 
@@ -156,8 +166,9 @@ def _check_ole(data: bytes, what: str, *streams: str) -> bytes:
                 if ole.exists(stream):
                     return ole.openstream(stream).read()
     except Exception as exc:  # olefile raises OSError and others on a broken file
-        raise Skipped(Skip.CORRUPT, f"{what}: a broken OLE2 file: "
-                                    f"{type(exc).__name__}: {exc}"[:200]) from None
+        raise Skipped(
+            Skip.CORRUPT, f"{what}: a broken OLE2 file: {type(exc).__name__}: {exc}"[:200]
+        ) from None
     skip = ole_skip(data, what)
     if skip.skip is Skip.ENCRYPTED:
         raise skip
@@ -201,8 +212,9 @@ def slide_blocks(stream: bytes) -> Iterator[Block]:
             text_type = None
 
 
-def _records(stream: bytes, start: int, end: int, in_slide: bool,
-             depth: int) -> Iterator[tuple[int, bool, bytes]]:
+def _records(
+    stream: bytes, start: int, end: int, in_slide: bool, depth: int
+) -> Iterator[tuple[int, bool, bytes]]:
     """(type, inside a slide?, payload) of the records between `start` and `end`, depth
     first; a container's payload is empty (its records follow it). A record that claims
     more bytes than its container holds ends the walk there (a truncated stream), and so
@@ -217,8 +229,7 @@ def _records(stream: bytes, start: int, end: int, in_slide: bool,
             return
         if version_instance & 0xF == 0xF:
             yield kind, in_slide, b""
-            yield from _records(stream, body, body + length, in_slide or kind == _SLIDE,
-                                depth + 1)
+            yield from _records(stream, body, body + length, in_slide or kind == _SLIDE, depth + 1)
         else:
-            yield kind, in_slide, stream[body:body + length]
+            yield kind, in_slide, stream[body : body + length]
         at = body + length

@@ -114,8 +114,9 @@ def _parse_top_level(data: bytes) -> tuple[EmailMessage, list[str]]:
         if closing:
             break
         try:
-            message.attach(email.message_from_string(text.lstrip("\r\n"),
-                                                     policy=email.policy.default))
+            message.attach(
+                email.message_from_string(text.lstrip("\r\n"), policy=email.policy.default)
+            )
         except RecursionError:
             lost.append(f"part {number}: not read: nested too deep to parse")
     return message, lost
@@ -134,22 +135,29 @@ def _cut_deep(message: EmailMessage) -> list[str]:
             continue
         if level >= MAX_NESTING:
             # An attached message keeps an empty message: the library writes one back.
-            part.set_payload([] if part.get_content_maintype() == "multipart"
-                             else [EmailMessage(policy=email.policy.default)])
-            lost.append(f"{part.get_content_type()} part: not read: nested more than "
-                        f"{MAX_NESTING} levels deep")
+            part.set_payload(
+                []
+                if part.get_content_maintype() == "multipart"
+                else [EmailMessage(policy=email.policy.default)]
+            )
+            lost.append(
+                f"{part.get_content_type()} part: not read: nested more than "
+                f"{MAX_NESTING} levels deep"
+            )
             continue
         stack.extend((p, level + 1) for p in inner if isinstance(p, EmailMessage))
     return lost
 
 
-def _message_blocks(message: EmailMessage, options: ReadOptions,
-                    prefix: str) -> tuple[list[Block], list[str]]:
+def _message_blocks(
+    message: EmailMessage, options: ReadOptions, prefix: str
+) -> tuple[list[Block], list[str]]:
     body = Location(part=_join(prefix, "body"))
     subject = " ".join(str(message.get("Subject", "")).split()) or "(no subject)"
     blocks = [Block(BlockKind.HEADING, subject, body, level=1)]
-    lines = [f"{name}: {' '.join(str(message[name]).split())}" for name in _HEADERS
-             if message.get(name)]
+    lines = [
+        f"{name}: {' '.join(str(message[name]).split())}" for name in _HEADERS if message.get(name)
+    ]
     if lines:
         blocks.append(Block(BlockKind.PARAGRAPH, "\n".join(lines), body))
     blocks += _body_blocks(message, body)
@@ -158,8 +166,9 @@ def _message_blocks(message: EmailMessage, options: ReadOptions,
         return blocks, failed
     for number, part in enumerate(message.iter_attachments(), start=1):
         if number > _MAX_ATTACHMENTS:
-            failed.append(f"{_join(prefix, 'attachments')}: more than {_MAX_ATTACHMENTS}, "
-                          f"the rest not read")
+            failed.append(
+                f"{_join(prefix, 'attachments')}: more than {_MAX_ATTACHMENTS}, the rest not read"
+            )
             break
         name, payload = _attachment(part, number)
         where = _join(prefix, name)
@@ -171,9 +180,15 @@ def _message_blocks(message: EmailMessage, options: ReadOptions,
         except Skipped as skip:
             failed.append(f"{where}: {skip.skip.value}: {skip.detail}")
             continue
-        blocks += [dataclasses.replace(b, location=dataclasses.replace(
-            b.location, part=_join(where, b.location.part) if b.location.part else where))
-            for b in found.blocks]
+        blocks += [
+            dataclasses.replace(
+                b,
+                location=dataclasses.replace(
+                    b.location, part=_join(where, b.location.part) if b.location.part else where
+                ),
+            )
+            for b in found.blocks
+        ]
         failed += [f"{where}: {line}" for line in found.failed]
     return blocks, failed
 
@@ -202,8 +217,9 @@ def _attachment(part: EmailMessage, number: int) -> tuple[str, bytes | None]:
         name = part.get_filename() or f"attached message {number}.eml"
         return name, inner.as_bytes() if hasattr(inner, "as_bytes") else None
     name = part.get_filename() or f"attachment {number}"
-    return os.path.basename(name.replace("\\", "/")) or f"attachment {number}", \
-        part.get_payload(decode=True)
+    return os.path.basename(name.replace("\\", "/")) or f"attachment {number}", part.get_payload(
+        decode=True
+    )
 
 
 def _join(prefix: str, name: str) -> str:

@@ -42,8 +42,7 @@ def markdown_blocks(text: str) -> list[Block]:
         elif kind == "list_item_close":
             in_item -= 1
         elif kind == "heading_open":
-            blocks.append(_block(BlockKind.HEADING, _inline(tokens[i + 1]),
-                                 level=int(tok.tag[1])))
+            blocks.append(_block(BlockKind.HEADING, _inline(tokens[i + 1]), level=int(tok.tag[1])))
             i += 2
         elif kind == "paragraph_open":
             where = BlockKind.LIST_ITEM if in_item else BlockKind.PARAGRAPH
@@ -65,8 +64,14 @@ def markdown_blocks(text: str) -> list[Block]:
         elif kind == "tr_close":
             rows.append(tuple(row))
         elif kind == "table_close" and rows:
-            blocks.append(Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows),
-                                rows=tuple(rows), header=header))
+            blocks.append(
+                Block(
+                    BlockKind.TABLE,
+                    "\n".join("\t".join(r) for r in rows),
+                    rows=tuple(rows),
+                    header=header,
+                )
+            )
         i += 1
     return [b for b in blocks if b is not None and b.text.strip()]
 

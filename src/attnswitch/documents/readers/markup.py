@@ -26,8 +26,11 @@ def html_to_blocks(markup: str, location: Location = Location()) -> list[Block]:
             rows.append(found)
             continue
         if rows:
-            table = table_block((getattr(r, "cells", None) or (r.text,) for r in rows), location,
-                                header=bool(getattr(rows[0], "header", 0)))
+            table = table_block(
+                (getattr(r, "cells", None) or (r.text,) for r in rows),
+                location,
+                header=bool(getattr(rows[0], "header", 0)),
+            )
             if table is not None:
                 out.append(table)
             rows = []
@@ -36,11 +39,11 @@ def html_to_blocks(markup: str, location: Location = Location()) -> list[Block]:
         if isinstance(found, Block):
             out.append(dataclasses.replace(found, location=location))
         elif found.level is not None:
-            out.append(Block(BlockKind.HEADING, found.text, location,
-                             level=min(max(found.level, 1), 6)))
+            out.append(
+                Block(BlockKind.HEADING, found.text, location, level=min(max(found.level, 1), 6))
+            )
         else:
-            kind = {"li": BlockKind.LIST_ITEM, "pre": BlockKind.CODE}.get(tag,
-                                                                           BlockKind.PARAGRAPH)
+            kind = {"li": BlockKind.LIST_ITEM, "pre": BlockKind.CODE}.get(tag, BlockKind.PARAGRAPH)
             out.append(Block(kind, found.text, location))
     return out
 

@@ -21,8 +21,11 @@ def read_ipynb(data: bytes, options: ReadOptions) -> Extracted:
 
         notebook = nbformat.reads(text, as_version=4)
         metadata = notebook.get("metadata", {})
-        language = (metadata.get("kernelspec", {}).get("language")
-                    or metadata.get("language_info", {}).get("name") or None)
+        language = (
+            metadata.get("kernelspec", {}).get("language")
+            or metadata.get("language_info", {}).get("name")
+            or None
+        )
         blocks: list[Block] = []
         for number, cell in enumerate(notebook.get("cells", []), start=1):
             source = cell.get("source", "")
@@ -33,8 +36,7 @@ def read_ipynb(data: bytes, options: ReadOptions) -> Extracted:
             if cell.get("cell_type") == "markdown":
                 blocks += markdown_to_blocks(source, where)
             elif cell.get("cell_type") == "code":
-                blocks.append(Block(BlockKind.CODE, source.strip("\n"), where,
-                                    language=language))
+                blocks.append(Block(BlockKind.CODE, source.strip("\n"), where, language=language))
     if not blocks:
         raise Skipped(Skip.EMPTY, "ipynb: no Markdown or code cells with text")
     return Extracted(tuple(blocks), encoding, detected)

@@ -116,12 +116,17 @@ def read_image(data: bytes, options: ReadOptions) -> Extracted:
             width, height = image.size
             if width * height > options.max_pixels:
                 where = f" frame {index + 1}" if frames > 1 else ""
-                raise Skipped(Skip.TOO_LARGE, f"{kind}{where} of {width}x{height} pixels, "
-                                              f"more than the limit {options.max_pixels}")
+                raise Skipped(
+                    Skip.TOO_LARGE,
+                    f"{kind}{where} of {width}x{height} pixels, "
+                    f"more than the limit {options.max_pixels}",
+                )
         image.seek(0)
     except UnidentifiedImageError:
-        raise Skipped(Skip.CORRUPT, "image: not an image Pillow can read (broken, or "
-                                    "another format under an image's name)") from None
+        raise Skipped(
+            Skip.CORRUPT,
+            "image: not an image Pillow can read (broken, or another format under an image's name)",
+        ) from None
     except Image.DecompressionBombError as exc:  # past Pillow's own limit, said as ours
         raise Skipped(Skip.TOO_LARGE, f"image: {exc}") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
@@ -139,8 +144,7 @@ def read_image(data: bytes, options: ReadOptions) -> Extracted:
                 break
             where = Location(page=number) if frames > 1 else Location()
             try:
-                blocks += paragraphs(recognise(frame.convert("RGB"), options, languages),
-                                     where)
+                blocks += paragraphs(recognise(frame.convert("RGB"), options, languages), where)
             except RuntimeError as exc:  # Tesseract failed or timed out on this page
                 failed.append(f"page {number}: OCR: {exc}")
             except NoPack as exc:
@@ -153,10 +157,16 @@ def read_image(data: bytes, options: ReadOptions) -> Extracted:
     if not blocks and no_pack:
         raise Skipped(Skip.NEEDS_OCR, f"{kind} image: {'; '.join(no_pack)}")
     if not blocks:
-        raise Skipped(Skip.EMPTY, f"{kind} image: no text recognised"
-                      + (f" ({'; '.join(failed[:1] + unread)})" if failed or unread else ""))
-    return Extracted(tuple(blocks), failed=tuple(no_pack + failed + unread),
-                     pages_failed=len(no_pack) + len(failed) + frames - read)
+        raise Skipped(
+            Skip.EMPTY,
+            f"{kind} image: no text recognised"
+            + (f" ({'; '.join(failed[:1] + unread)})" if failed or unread else ""),
+        )
+    return Extracted(
+        tuple(blocks),
+        failed=tuple(no_pack + failed + unread),
+        pages_failed=len(no_pack) + len(failed) + frames - read,
+    )
 
 
 def past_page_limit(pages: Sequence[int], options: ReadOptions) -> list[str]:
@@ -165,8 +175,10 @@ def past_page_limit(pages: Sequence[int], options: ReadOptions) -> list[str]:
     if not pages:
         return []
     limit = options.ocr_max_pages
-    return [f"{page_span(pages)}: not recognised: OCR stops after {limit} "
-            f"page{'s' if limit != 1 else ''} a file"]
+    return [
+        f"{page_span(pages)}: not recognised: OCR stops after {limit} "
+        f"page{'s' if limit != 1 else ''} a file"
+    ]
 
 
 @dataclass(frozen=True)
@@ -191,10 +203,9 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int], options: ReadOptions) -> Sc
     try:
         languages = ocr_languages(options)
     except OcrUnavailable as exc:
-        return ScannedPages(notes=[f"{page_span(pages)}: no text layer, and {exc}"],
-                            needs_ocr=True)
-    unread = past_page_limit(list(pages)[options.ocr_max_pages:], options)
-    pages = list(pages)[:options.ocr_max_pages]
+        return ScannedPages(notes=[f"{page_span(pages)}: no text layer, and {exc}"], needs_ocr=True)
+    unread = past_page_limit(list(pages)[options.ocr_max_pages :], options)
+    pages = list(pages)[: options.ocr_max_pages]
     import pypdfium2 as pdfium
 
     found: dict[int, list[Block]] = {}
@@ -202,8 +213,9 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int], options: ReadOptions) -> Sc
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
-        return ScannedPages(notes=[f"{page_span(pages)}: no text layer, and PDFium cannot "
-                                   f"open the file: {exc}"])
+        return ScannedPages(
+            notes=[f"{page_span(pages)}: no text layer, and PDFium cannot open the file: {exc}"]
+        )
     no_pack = False
 
     def settle(number: int, recognised: Future[str]) -> None:
@@ -234,8 +246,9 @@ def ocr_pdf_pages(data: bytes, pages: Sequence[int], options: ReadOptions) -> Sc
                     page = document[number - 1]
                     width, height = page.get_size()
                     if width * scale * height * scale > options.max_pixels:
-                        reasons.setdefault(f"too large to render at {options.ocr_dpi} dpi",
-                                           []).append(number)
+                        reasons.setdefault(
+                            f"too large to render at {options.ocr_dpi} dpi", []
+                        ).append(number)
                         continue
                     image = page.render(scale=scale, grayscale=True).to_pil()
                 except (RuntimeError, pdfium.PdfiumError) as exc:  # PDFium cannot render it
@@ -259,12 +272,14 @@ def textless(pages: int, scanned: ScannedPages) -> Skipped:
     notes = scanned.notes
     if scanned.needs_ocr:
         return Skipped(Skip.NEEDS_OCR, "; ".join(notes))
-    return Skipped(Skip.EMPTY, f"no extractable text in {pages} pages"
-                   + (f" ({'; '.join(notes)})" if notes else ""))
+    return Skipped(
+        Skip.EMPTY,
+        f"no extractable text in {pages} pages" + (f" ({'; '.join(notes)})" if notes else ""),
+    )
 
 
 def page_span(pages: Sequence[int]) -> str:
-    """"page 3", "pages 1–4, 7": page numbers as a person reads them."""
+    """ "page 3", "pages 1–4, 7": page numbers as a person reads them."""
     numbers = sorted(set(pages))
     runs: list[str] = []
     start = prev = numbers[0]

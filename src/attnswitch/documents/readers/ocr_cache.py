@@ -40,10 +40,16 @@ log = logging.getLogger(__name__)
 
 def page_key(png: bytes, languages: OcrLanguages) -> str:
     """The key of the text Tesseract makes of the page image `png` with `languages`."""
-    return provenance_key({"what": "ocr page", "png_sha256": hashlib.sha256(png).hexdigest(),
-                           "chosen": list(languages.chosen),
-                           "installed": sorted(languages.installed),
-                           "detect": languages.detect, "tesseract": languages.build})
+    return provenance_key(
+        {
+            "what": "ocr page",
+            "png_sha256": hashlib.sha256(png).hexdigest(),
+            "chosen": list(languages.chosen),
+            "installed": sorted(languages.installed),
+            "detect": languages.detect,
+            "tesseract": languages.build,
+        }
+    )
 
 
 @contextlib.contextmanager
@@ -53,8 +59,10 @@ def _pages() -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE IF NOT EXISTS pages (key TEXT PRIMARY KEY, "
-                     "text TEXT NOT NULL, used_at REAL NOT NULL)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS pages (key TEXT PRIMARY KEY, "
+            "text TEXT NOT NULL, used_at REAL NOT NULL)"
+        )
         yield conn
     finally:
         conn.close()
@@ -77,10 +85,14 @@ def keep_text(key: str, text: str) -> None:
     """Keep `text` under `key`, dropping the least recently used pages past `MAX_PAGES`."""
     try:
         with _pages() as conn:
-            rowid = conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?)",
-                                 (key, text, time.time())).lastrowid
+            rowid = conn.execute(
+                "INSERT OR REPLACE INTO pages VALUES (?, ?, ?)", (key, text, time.time())
+            ).lastrowid
             if rowid and rowid % _PRUNE_EVERY == 0:
-                conn.execute("DELETE FROM pages WHERE key IN (SELECT key FROM pages "
-                             "ORDER BY used_at DESC LIMIT -1 OFFSET ?)", (MAX_PAGES,))
+                conn.execute(
+                    "DELETE FROM pages WHERE key IN (SELECT key FROM pages "
+                    "ORDER BY used_at DESC LIMIT -1 OFFSET ?)",
+                    (MAX_PAGES,),
+                )
     except (OSError, sqlite3.Error) as exc:
         log.debug("OCR cache not written: %s", exc)

@@ -57,8 +57,11 @@ def read_docx(data: bytes, options: ReadOptions) -> Extracted:
                 blocks += _table(_docx_rows(item), Location())
             else:
                 style_id = item._p.style  # the paragraph's style id (None: the default)
-                style = styles.get(style_id, "") if style_id else (
-                    default.name if default is not None else "")
+                style = (
+                    styles.get(style_id, "")
+                    if style_id
+                    else (default.name if default is not None else "")
+                )
                 block = _docx_paragraph(item, style or "")
                 if block is not None:
                     blocks.append(block)
@@ -107,8 +110,11 @@ def read_pptx(data: bytes, options: ReadOptions) -> Extracted:
             where = Location(slide=number)
             title = slide.shapes.title
             if title is not None and title.has_text_frame and title.text_frame.text.strip():
-                blocks.append(Block(BlockKind.HEADING, " ".join(title.text_frame.text.split()),
-                                    where, level=1))
+                blocks.append(
+                    Block(
+                        BlockKind.HEADING, " ".join(title.text_frame.text.split()), where, level=1
+                    )
+                )
             for shape in slide.shapes:
                 if title is not None and shape.shape_id == title.shape_id:
                     continue
@@ -116,8 +122,7 @@ def read_pptx(data: bytes, options: ReadOptions) -> Extracted:
             if slide.has_notes_slide:
                 notes = slide.notes_slide.notes_text_frame
                 if notes is not None:
-                    blocks += [Block(BlockKind.PARAGRAPH, t, where)
-                               for t in _lines(notes.text)]
+                    blocks += [Block(BlockKind.PARAGRAPH, t, where) for t in _lines(notes.text)]
     return _done(blocks, "pptx")
 
 
@@ -132,8 +137,10 @@ def _pptx_shape(shape, where: Location) -> list[Block]:
     if not shape.has_text_frame:
         return []
     kind = BlockKind.PARAGRAPH
-    if shape.is_placeholder and shape.placeholder_format.type in (PP_PLACEHOLDER.BODY,
-                                                                  PP_PLACEHOLDER.OBJECT):
+    if shape.is_placeholder and shape.placeholder_format.type in (
+        PP_PLACEHOLDER.BODY,
+        PP_PLACEHOLDER.OBJECT,
+    ):
         kind = BlockKind.LIST_ITEM
     return [Block(kind, t, where) for p in shape.text_frame.paragraphs for t in _lines(p.text)]
 
@@ -148,8 +155,12 @@ def read_xlsx(data: bytes, options: ReadOptions) -> Extracted:
         try:
             blocks: list[Block] = []
             for sheet in book.worksheets:
-                rows = ((n, [cell_text(v) for v in values]) for n, values in
-                        enumerate(sheet.iter_rows(min_row=1, values_only=True), start=1))
+                rows = (
+                    (n, [cell_text(v) for v in values])
+                    for n, values in enumerate(
+                        sheet.iter_rows(min_row=1, values_only=True), start=1
+                    )
+                )
                 blocks += sheet_blocks(rows, sheet=sheet.title)
         finally:
             book.close()

@@ -33,8 +33,13 @@ from attnswitch.documents.readers.containers import library_errors, open_zip
 from attnswitch.documents.readers.skip import Skip, Skipped
 from attnswitch.documents.readers.tabular import cell_text, sheet_blocks
 
-_CODE_STYLES = ("preformatted text", "preformatted_20_text", "source text", "source_text",
-                "source code")
+_CODE_STYLES = (
+    "preformatted text",
+    "preformatted_20_text",
+    "source text",
+    "source_text",
+    "source code",
+)
 _BYTES_PER_CELL = 16
 _MANIFEST = "META-INF/manifest.xml"
 
@@ -67,8 +72,10 @@ def read_odp(data: bytes, options: ReadOptions) -> Extracted:
                     if text:
                         blocks.append(Block(BlockKind.HEADING, text, where, level=1))
                 elif role == "outline":
-                    blocks += [Block(BlockKind.LIST_ITEM, b.text, where)
-                               for b in _paragraphs_of(frame, where)]
+                    blocks += [
+                        Block(BlockKind.LIST_ITEM, b.text, where)
+                        for b in _paragraphs_of(frame, where)
+                    ]
                 else:
                     for element in frame.children:
                         blocks += _text_blocks(element, styles, where)
@@ -85,11 +92,16 @@ def read_ods(data: bytes, options: ReadOptions) -> Extracted:
             table.rstrip(aggressive=True)
             width, height = table.size
             if width * height > max_cells:
-                raise Skipped(Skip.TOO_LARGE, f"ods: sheet {table.name} expands to "
-                                              f"{width * height} cells, more than the limit "
-                                              f"{max_cells}")
-            rows = ((n, [cell_text(v) for v in values])
-                    for n, values in enumerate(table.get_values(), start=1))
+                raise Skipped(
+                    Skip.TOO_LARGE,
+                    f"ods: sheet {table.name} expands to "
+                    f"{width * height} cells, more than the limit "
+                    f"{max_cells}",
+                )
+            rows = (
+                (n, [cell_text(v) for v in values])
+                for n, values in enumerate(table.get_values(), start=1)
+            )
             blocks += sheet_blocks(rows, sheet=table.name)
     return _done(blocks, "ods")
 
@@ -99,8 +111,10 @@ def _open(data: bytes, options: ReadOptions, what: str):
     with archive:
         names = set(archive.namelist())
         if _MANIFEST in names and b"encryption-data" in archive.read(_MANIFEST):
-            raise Skipped(Skip.ENCRYPTED, f"{what}: password-protected (its manifest "
-                                          f"declares encrypted members)")
+            raise Skipped(
+                Skip.ENCRYPTED,
+                f"{what}: password-protected (its manifest declares encrypted members)",
+            )
     with library_errors(what):
         from odfdo import Document
 
@@ -116,8 +130,10 @@ class _StyleChains:
         self.styles: dict[str, tuple[str | None, str | None]] = {}
         for style in document.get_styles("paragraph"):
             if style.name:
-                self.styles[style.name] = (style.parent_style,
-                                           style.get_attribute("style:display-name"))
+                self.styles[style.name] = (
+                    style.parent_style,
+                    style.get_attribute("style:display-name"),
+                )
         self.known: dict[str, tuple[str, ...]] = {}
 
     def __call__(self, name: str | None) -> tuple[str, ...]:
@@ -144,8 +160,11 @@ def _text_blocks(element, styles: _StyleChains, where: Location) -> list[Block]:
     if tag == "text:h":
         text = _plain(element.get_formatted_text())
         level = element.get_attribute("text:outline-level") or 1
-        return [Block(BlockKind.HEADING, text, where, level=min(max(int(level), 1), 6))] \
-            if text else []
+        return (
+            [Block(BlockKind.HEADING, text, where, level=min(max(int(level), 1), 6))]
+            if text
+            else []
+        )
     if tag == "text:p":
         raw = element.get_formatted_text()
         chain = styles(element.get_attribute("text:style-name"))
@@ -163,13 +182,17 @@ def _text_blocks(element, styles: _StyleChains, where: Location) -> list[Block]:
                 if child.tag == "text:list":
                     out += _text_blocks(child, styles, where)
                 else:
-                    out += [Block(BlockKind.LIST_ITEM, b.text, where)
-                            if b.kind is BlockKind.PARAGRAPH else b
-                            for b in _text_blocks(child, styles, where)]
+                    out += [
+                        Block(BlockKind.LIST_ITEM, b.text, where)
+                        if b.kind is BlockKind.PARAGRAPH
+                        else b
+                        for b in _text_blocks(child, styles, where)
+                    ]
         return out
     if tag == "table:table":
-        block = table_block(([_plain(c) for c in values] for values in _table_texts(element)),
-                            where)
+        block = table_block(
+            ([_plain(c) for c in values] for values in _table_texts(element)), where
+        )
         return [] if block is None else [block]
     out = []
     for child in element.children:  # sections, frames, text boxes: their content
@@ -179,8 +202,13 @@ def _text_blocks(element, styles: _StyleChains, where: Location) -> list[Block]:
 
 def _table_texts(table) -> list[list[str]]:
     table.rstrip(aggressive=True)
-    return [[cell.get_formatted_text() if cell.children else cell_text(cell.value)
-             for cell in row.traverse()] for row in table.traverse()]
+    return [
+        [
+            cell.get_formatted_text() if cell.children else cell_text(cell.value)
+            for cell in row.traverse()
+        ]
+        for row in table.traverse()
+    ]
 
 
 def _paragraphs_of(frame, where: Location) -> list[Block]:
@@ -196,8 +224,12 @@ def _merge_code(blocks: list[Block]) -> list[Block]:
     """Consecutive code lines (one paragraph each) as one code block."""
     out: list[Block] = []
     for block in blocks:
-        if (block.kind is BlockKind.CODE and out and out[-1].kind is BlockKind.CODE
-                and out[-1].location == block.location):
+        if (
+            block.kind is BlockKind.CODE
+            and out
+            and out[-1].kind is BlockKind.CODE
+            and out[-1].location == block.location
+        ):
             out[-1] = Block(BlockKind.CODE, out[-1].text + "\n" + block.text, block.location)
         else:
             out.append(block)

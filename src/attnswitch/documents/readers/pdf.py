@@ -52,15 +52,17 @@ def read_pdf(data: bytes, options: ReadOptions) -> Extracted:
         rest = text
         for title, level in headings.get(number, ()):
             at = _find(title, rest)
-            before, rest = (rest[:at[0]], rest[at[1]:]) if at else ("", rest)
+            before, rest = (rest[: at[0]], rest[at[1] :]) if at else ("", rest)
             blocks += _paragraphs(before, number)
             blocks.append(Block(BlockKind.HEADING, title, Location(page=number), level=level))
         blocks += _paragraphs(rest, number)
     if not any(b.kind is not BlockKind.HEADING for b in blocks):
         raise textless(len(texts), by_ocr)
-    return Extracted(tuple(blocks), failed=tuple(f"page {n}: text extraction failed"
-                                                 for n in failed) + tuple(by_ocr.notes),
-                     pages_failed=len(failed) + len(scanned) - len(recognised))
+    return Extracted(
+        tuple(blocks),
+        failed=tuple(f"page {n}: text extraction failed" for n in failed) + tuple(by_ocr.notes),
+        pages_failed=len(failed) + len(scanned) - len(recognised),
+    )
 
 
 def _paragraphs(text: str, page: int) -> list[Block]:
@@ -166,8 +168,18 @@ def _pages(data: bytes) -> tuple[Any, list[str | None], list[int]]:
         pages = list(reader.pages)
     except Skipped:
         raise
-    except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, AttributeError,
-            IndexError, AssertionError, RecursionError, OSError) as exc:
+    except (
+        PdfReadError,
+        PyPdfError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        AssertionError,
+        RecursionError,
+        OSError,
+    ) as exc:
         raise Skipped(Skip.CORRUPT_PDF, f"{type(exc).__name__}: {exc}") from None
     if not pages:
         raise Skipped(Skip.CORRUPT_PDF, "no pages")

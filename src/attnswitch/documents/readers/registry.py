@@ -90,22 +90,29 @@ def _table() -> Mapping[str, ReaderSpec]:
     with _lock:
         table = {spec.kind: spec for spec in BUILTIN}
         taken = {ext: spec.kind for spec in BUILTIN for ext in spec.extensions}
-        for spec in entry_point_objects(ENTRY_POINT_GROUP, "reader",
-                                        lambda s: isinstance(s, ReaderSpec),
-                                        "an attnswitch.documents.readers.registry.ReaderSpec"):
+        for spec in entry_point_objects(
+            ENTRY_POINT_GROUP,
+            "reader",
+            lambda s: isinstance(s, ReaderSpec),
+            "an attnswitch.documents.readers.registry.ReaderSpec",
+        ):
             if spec.kind in table:
-                warnings.warn(f"attnswitch: reader {spec.kind!r}: expected a kind no reader "
-                              f"has, got one the {table[spec.kind].read.__name__} reader "
-                              "has; skipped", stacklevel=2)
+                warnings.warn(
+                    f"attnswitch: reader {spec.kind!r}: expected a kind no reader "
+                    f"has, got one the {table[spec.kind].read.__name__} reader "
+                    "has; skipped",
+                    stacklevel=2,
+                )
                 continue
             clashing = [ext for ext in spec.extensions if ext in taken]
             if clashing:
-                warnings.warn(f"attnswitch: reader {spec.kind!r}: extensions "
-                              f"{', '.join(clashing)} belong to readers "
-                              f"{', '.join(taken[e] for e in clashing)}; left out",
-                              stacklevel=2)
-                spec = replace(spec, extensions=tuple(
-                    e for e in spec.extensions if e not in taken))
+                warnings.warn(
+                    f"attnswitch: reader {spec.kind!r}: extensions "
+                    f"{', '.join(clashing)} belong to readers "
+                    f"{', '.join(taken[e] for e in clashing)}; left out",
+                    stacklevel=2,
+                )
+                spec = replace(spec, extensions=tuple(e for e in spec.extensions if e not in taken))
             table[spec.kind] = spec
             taken.update((ext, spec.kind) for ext in spec.extensions)
         return MappingProxyType(table)
@@ -120,8 +127,9 @@ def readers() -> Mapping[str, ReaderSpec]:
 def extension_kinds() -> Mapping[str, str]:
     """extension (lower-case, with its dot; "" for none) -> the kind of the reader owning
     it: each extension to one reader."""
-    return MappingProxyType({ext: spec.kind for spec in _table().values()
-                             for ext in spec.extensions})
+    return MappingProxyType(
+        {ext: spec.kind for spec in _table().values() for ext in spec.extensions}
+    )
 
 
 def reset() -> None:

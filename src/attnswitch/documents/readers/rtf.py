@@ -20,8 +20,11 @@ def read_rtf(data: bytes, options: ReadOptions) -> Extracted:
         from striprtf.striprtf import rtf_to_text
 
         text = rtf_to_text(data.decode("cp1252", "replace"), errors="replace")
-    blocks = [Block(BlockKind.PARAGRAPH, " ".join(line.split()))
-              for line in text.splitlines() if line.strip()]
+    blocks = [
+        Block(BlockKind.PARAGRAPH, " ".join(line.split()))
+        for line in text.splitlines()
+        if line.strip()
+    ]
     if not blocks:
         raise Skipped(Skip.EMPTY, "rtf: no text")
     return Extracted(tuple(blocks), encoding="cp1252")

@@ -37,8 +37,9 @@ def cell_text(value: object) -> str:
     return " ".join(str(value).split())
 
 
-def sheet_blocks(rows: Iterable[tuple[int, list[str]]], *, sheet: str | None = None,
-                 extra: Location = Location()) -> list[Block]:
+def sheet_blocks(
+    rows: Iterable[tuple[int, list[str]]], *, sheet: str | None = None, extra: Location = Location()
+) -> list[Block]:
     """Table blocks of one sheet given as (row number, cell texts) in order; the first
     non-empty row is the header. `extra`'s fields (a slide, a mail part) are kept in each
     block's location."""
@@ -51,8 +52,14 @@ def sheet_blocks(rows: Iterable[tuple[int, list[str]]], *, sheet: str | None = N
             return
         assert header is not None
         table = (header,) + tuple(cells for _, cells in group)
-        where = Location(page=extra.page, slide=extra.slide, sheet=sheet,
-                         rows=(group[0][0], group[-1][0]), part=extra.part, cell=extra.cell)
+        where = Location(
+            page=extra.page,
+            slide=extra.slide,
+            sheet=sheet,
+            rows=(group[0][0], group[-1][0]),
+            part=extra.part,
+            cell=extra.cell,
+        )
         out.append(table_block(table, where, header=True))
         group.clear()
 
@@ -69,9 +76,18 @@ def sheet_blocks(rows: Iterable[tuple[int, list[str]]], *, sheet: str | None = N
             flush()
     flush()
     if header is not None and not out:  # a sheet of one row: the row alone
-        out.append(table_block((header,), Location(page=extra.page, slide=extra.slide,
-                                                   sheet=sheet, part=extra.part,
-                                                   cell=extra.cell)))
+        out.append(
+            table_block(
+                (header,),
+                Location(
+                    page=extra.page,
+                    slide=extra.slide,
+                    sheet=sheet,
+                    part=extra.part,
+                    cell=extra.cell,
+                ),
+            )
+        )
     return out
 
 

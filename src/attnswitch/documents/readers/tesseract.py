@@ -86,8 +86,9 @@ def recognise_png(png: bytes, languages: str, timeout_s: float) -> str:
     done = _run(["tesseract", "stdin", "stdout", "-l", languages], png, timeout_s)
     if done.returncode != 0:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
-        raise RuntimeError(f"Tesseract failed ({done.returncode}): "
-                           f"{lines[-1] if lines else 'no message'}")
+        raise RuntimeError(
+            f"Tesseract failed ({done.returncode}): {lines[-1] if lines else 'no message'}"
+        )
     return done.stdout.decode("utf-8", "replace")
 
 

@@ -28,8 +28,11 @@ from attnswitch.documents.readers.skip import Skip, Skipped
 SNIFF_BYTES = 8192
 _CHAOS_MARGIN = 0.05
 _BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
-    (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
-    (b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
 )
 
 
@@ -65,8 +68,10 @@ def decode(data: bytes, declared: str | None = None) -> tuple[str, str, bool]:
     # Short Western text fits cp1250, cp1252 and cp1257 about equally well and the
     # detector's pick among them is arbitrary; prefer windows-1252, the legacy default
     # of the web (WHATWG), whenever it is as plausible as the best.
-    if any(m.chaos <= best.chaos + _CHAOS_MARGIN and "cp1252" in m.could_be_from_charset
-           for m in matches):
+    if any(
+        m.chaos <= best.chaos + _CHAOS_MARGIN and "cp1252" in m.could_be_from_charset
+        for m in matches
+    ):
         with contextlib.suppress(UnicodeDecodeError):
             return data.decode("cp1252"), "cp1252", True
     return str(best), best.encoding, True
@@ -75,15 +80,17 @@ def decode(data: bytes, declared: str | None = None) -> tuple[str, str, bool]:
 def _cp1252_fallback(error: UnicodeDecodeError) -> tuple[str, int]:
     """A codec error handler: the bytes UTF-8 could not decode, read as cp1252 (its five
     unassigned bytes as Latin-1)."""
-    bad = error.object[error.start:error.end]
+    bad = error.object[error.start : error.end]
     return "".join(bytes([b]).decode("cp1252", "ignore") or chr(b) for b in bad), error.end
 
 
 _CP1252_FALLBACK = "attnswitch-cp1252-fallback"
 codecs.register_error(_CP1252_FALLBACK, _cp1252_fallback)
 # A valid multi-byte UTF-8 character: a lead byte and its continuation bytes.
-_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}"
-                             rb"|[\xf0-\xf4][\x80-\xbf]{3}")
+_UTF8_MULTIBYTE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}"
+    rb"|[\xf0-\xf4][\x80-\xbf]{3}"
+)
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
 
 
@@ -98,13 +105,31 @@ def _mostly_utf8(data: bytes) -> bool:
 
 
 # Python's multi-byte East Asian codecs, as charset-normalizer names them.
-_EAST_ASIAN = frozenset({
-    "big5", "big5hkscs", "cp950", "gb2312", "gbk", "gb18030", "hz", "cp932", "shift_jis",
-    "shift_jis_2004", "shift_jisx0213", "euc_jp", "euc_jis_2004", "euc_jisx0213", "euc_kr",
-    "cp949", "johab"})
+_EAST_ASIAN = frozenset(
+    {
+        "big5",
+        "big5hkscs",
+        "cp950",
+        "gb2312",
+        "gbk",
+        "gb18030",
+        "hz",
+        "cp932",
+        "shift_jis",
+        "shift_jis_2004",
+        "shift_jisx0213",
+        "euc_jp",
+        "euc_jis_2004",
+        "euc_jisx0213",
+        "euc_kr",
+        "cp949",
+        "johab",
+    }
+)
 # Runs of hangul jamo, kana, CJK ideographs and hangul syllables.
-_EAST_ASIAN_RUN = re.compile("[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf"
-                             "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_EAST_ASIAN_RUN = re.compile(
+    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+"
+)
 
 
 def _east_asian(codec: str) -> bool:
@@ -116,6 +141,7 @@ def _reads_east_asian(text: str) -> bool:
     another (East Asian text is runs of them; Latin-1 read as Big5 gives lone ones)."""
     runs = [len(m) for m in _EAST_ASIAN_RUN.findall(text)]
     return sum(runs) > 0 and sum(n for n in runs if n > 1) * 2 >= sum(runs)
+
 
 _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 

@@ -54,7 +54,9 @@ class FlashAttn(BackendBase):
         reasons = []
         cap = call.device.capability
         if call.device.kind == "cuda" and cap is not None and cap < MIN_CAPABILITY:
-            reasons.append(f"compute capability {cap[0]}.{cap[1]} < 8.0 (FlashAttention 2 needs Ampere or newer)")
+            reasons.append(
+                f"compute capability {cap[0]}.{cap[1]} < 8.0 (FlashAttention 2 needs Ampere or newer)"
+            )
         reasons.extend(flash_common.key_padding_declines(call))
         return reasons
 

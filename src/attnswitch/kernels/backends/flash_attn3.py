@@ -59,10 +59,16 @@ _BUILD_RULES: tuple[tuple[str, Callable[[Call], bool], str], ...] = (
     ("FLASHATTENTION_DISABLE_FP16", lambda c: c.dtype == "float16", "float16"),
     ("FLASHATTENTION_DISABLE_SOFTCAP", lambda c: c.softcap is not None, "softcap"),
     ("FLASHATTENTION_DISABLE_LOCAL", lambda c: c.bounds not in (None, (-1, -1), (-1, 0)), "window"),
-    ("FLASHATTENTION_DISABLE_VARLEN", lambda c: c.packed or c.key_padding,
-     "varlen (packed layout, key_padding_mask)"),
-    ("FLASHATTENTION_DISABLE_BACKWARD", lambda c: c.requires_grad,
-     "backward (inputs require grad)"),
+    (
+        "FLASHATTENTION_DISABLE_VARLEN",
+        lambda c: c.packed or c.key_padding,
+        "varlen (packed layout, key_padding_mask)",
+    ),
+    (
+        "FLASHATTENTION_DISABLE_BACKWARD",
+        lambda c: c.requires_grad,
+        "backward (inputs require grad)",
+    ),
 )
 
 
@@ -136,7 +142,12 @@ class FlashAttn3(BackendBase):
         from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
 
         return flash_common.run(
-            flash_attn_func, flash_attn_varlen_func, q, k, v, call,
+            flash_attn_func,
+            flash_attn_varlen_func,
+            q,
+            k,
+            v,
+            call,
             head_dim_multiple=HEAD_DIM_MULTIPLE,
         )
 

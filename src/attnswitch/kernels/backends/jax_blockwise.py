@@ -88,7 +88,8 @@ def attend(q: Any, k: Any, v: Any, call: Call, block_q: int, block_k: int) -> An
     else:
         seg_q = seg_k = None
         diag = jnp.arange(q.shape[1], dtype=jnp.int32) + masks.diagonal_offset(
-            q.shape[1], k.shape[1])
+            q.shape[1], k.shape[1]
+        )
     out, lse = _blockwise(
         q, k, v, call, diag, seg_q, seg_k, call.key_padding_mask, call.attn_mask, block_q, block_k
     )
@@ -98,8 +99,17 @@ def attend(q: Any, k: Any, v: Any, call: Call, block_q: int, block_k: int) -> An
 
 
 def _blockwise(
-    q: Any, k: Any, v: Any, call: Call, diag: Any, seg_q: Any, seg_k: Any, kp: Any, am: Any,
-    block_q: int, block_k: int,
+    q: Any,
+    k: Any,
+    v: Any,
+    call: Call,
+    diag: Any,
+    seg_q: Any,
+    seg_k: Any,
+    kp: Any,
+    am: Any,
+    block_q: int,
+    block_k: int,
 ) -> tuple[Any, Any]:
     """q `[B, Sq, Hq, D]`, k/v `[B, Sk, Hkv, D]`; diag int32 `[Sq]` (aligned key position per
     query); seg_q `[Sq]`/seg_k `[Sk]` segment ids or None; kp bool `[B, Sk]` or None; am bool
@@ -122,7 +132,7 @@ def _blockwise(
 
     def split(x: Any, axis: int, n: int, size: int) -> Any:
         """Cut `axis` (already padded to n * size) into blocks and move the block index first."""
-        x = x.reshape(x.shape[:axis] + (n, size) + x.shape[axis + 1:])
+        x = x.reshape(x.shape[:axis] + (n, size) + x.shape[axis + 1 :])
         return jnp.moveaxis(x, axis, 0)
 
     def pad(x: Any, axis: int, amount: int, **kw: Any) -> Any:
@@ -179,7 +189,10 @@ def _blockwise(
             def compute(carry: Any) -> Any:
                 m, row_sum, acc = carry
                 s = jnp.einsum(
-                    "bhgqd,bhkd->bhgqk", q_blk, k_blk, precision=precision,
+                    "bhgqd,bhkd->bhgqk",
+                    q_blk,
+                    k_blk,
+                    precision=precision,
                     preferred_element_type=f32,
                 ) * f32(call.scale)
                 if call.softcap is not None:
@@ -190,9 +203,12 @@ def _blockwise(
                     masks.bounds_mask(diag_blk[:, None], key_pos[None, :], bounds),
                     None if seg_q_blk is None else seg_q_blk[:, None] == seg_k_blk[None, :],
                     None if valid_blk is None else valid_blk[:, None, None, None, :],
-                    None if am_blk is None else (
+                    None
+                    if am_blk is None
+                    else (
                         lax.dynamic_slice_in_dim(am_blk, j * bk, bk, axis=4)
-                        if am_k_sliced else am_blk
+                        if am_k_sliced
+                        else am_blk
                     ),
                 ):
                     if part is not None:
@@ -205,7 +221,10 @@ def _blockwise(
                 alpha = jnp.exp(m - m_use)
                 row_sum = alpha * row_sum + p.sum(axis=-1)
                 pv = jnp.einsum(
-                    "bhgqk,bhkd->bhgqd", p.astype(v_blk.dtype), v_blk, precision=precision,
+                    "bhgqk,bhkd->bhgqd",
+                    p.astype(v_blk.dtype),
+                    v_blk,
+                    precision=precision,
                     preferred_element_type=f32,
                 )
                 return m_new, row_sum, alpha[..., None] * acc + pv
@@ -230,7 +249,11 @@ def _blockwise(
             jnp.zeros((b, hkv, g, bq, d), f32),
         )
         ys = (
-            jnp.arange(nk, dtype=jnp.int32), k_blocks, v_blocks, kv_valid, seg_k_blocks,
+            jnp.arange(nk, dtype=jnp.int32),
+            k_blocks,
+            v_blocks,
+            kv_valid,
+            seg_k_blocks,
             *(seg_k_range or (None, None)),
         )
         (m, row_sum, acc), _ = lax.scan(kv_step, init, ys)

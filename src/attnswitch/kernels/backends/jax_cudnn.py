@@ -131,8 +131,14 @@ def attend(q: Any, k: Any, v: Any, call: Call) -> Any:
             kernel_mask, kernel_mask.shape[:2] + (call.seqlen_q, call.seqlen_k)
         )
     out = jax.nn.dot_product_attention(
-        q, k, v, mask=kernel_mask, scale=call.scale, is_causal=is_causal,
-        local_window_size=window, implementation="cudnn",
+        q,
+        k,
+        v,
+        mask=kernel_mask,
+        scale=call.scale,
+        is_causal=is_causal,
+        local_window_size=window,
+        implementation="cudnn",
     )
     if kernel_mask is not None:
         out, _ = jax_common.zero_empty_rows(out, None, jax_common.dense_mask(call))

@@ -52,8 +52,11 @@ class JaxXla(BackendBase):
 
     def detail(self, call: Call) -> str | None:
         if call.packed:
-            tq, tk = (call.seqlen_q, call.seqlen_k) if call.seqlens_q is None else (
-                sum(call.seqlens_q), sum(call.seqlens_k))
+            tq, tk = (
+                (call.seqlen_q, call.seqlen_k)
+                if call.seqlens_q is None
+                else (sum(call.seqlens_q), sum(call.seqlens_k))
+            )
             return f"packed as one row with a [Tq, Tk] = [{tq}, {tk}] segment mask"
         scores = call.batch * call.heads_q * call.seqlen_q * call.seqlen_k * 4
         return f"materialises [B, Hq, Sq, Sk] float32 scores ({scores / 2**30:.3g} GiB)"
@@ -81,7 +84,12 @@ def attend(q: Any, k: Any, v: Any, call: Call, implementation: str) -> Any:
     else:
         mask = jax_common.dense_mask(call)
     result = jax.nn.dot_product_attention(
-        q, k, v, mask=mask, scale=call.scale, implementation=implementation,
+        q,
+        k,
+        v,
+        mask=mask,
+        scale=call.scale,
+        implementation=implementation,
         return_residual=call.return_lse,
     )
     out, lse = result if call.return_lse else (result, None)

@@ -87,22 +87,31 @@ class _KernelCall:
         # The backward kernels (dK/dV, dQ) tile like the forward: the frame is padded to
         # whole blocks of these sizes, so they divide every length.
         blocks = fa.BlockSizes(
-            block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
-            block_q_major_dkv=bq, block_k_major_dkv=bk, block_k_dkv=bk, block_q_dkv=bq,
-            block_k_major_dq=bk, block_k_dq=bk, block_q_dq=bq,
+            block_q=bq,
+            block_k_major=bk,
+            block_k=bk,
+            block_b=1,
+            block_q_major_dkv=bq,
+            block_k_major_dkv=bk,
+            block_k_dkv=bk,
+            block_q_dkv=bq,
+            block_k_major_dq=bk,
+            block_k_dq=bk,
+            block_q_dq=bq,
         )
         if not self.lse:
             kernel = functools.partial(
-                fa.flash_attention, causal=self.causal, sm_scale=self.scale, block_sizes=blocks)
-            out = pallas_common.interpreted(kernel, self.interpret)(
-                q, k, v, attn_mask, segments)
+                fa.flash_attention, causal=self.causal, sm_scale=self.scale, block_sizes=blocks
+            )
+            out = pallas_common.interpreted(kernel, self.interpret)(q, k, v, attn_mask, segments)
             return out, None
         entry = _residuals_entry()
 
         def residuals(q: Any, k: Any, v: Any, attn_mask: Any, segments: Any) -> Any:
             with pallas_common.tpu_interpret_mode(self.interpret):  # also when vmap folds later
-                return entry(q, k, v, attn_mask, segments, True, self.causal, self.scale, blocks,
-                             False)
+                return entry(
+                    q, k, v, attn_mask, segments, True, self.causal, self.scale, blocks, False
+                )
 
         if self.interpret:
             residuals = pallas_common.fold_vmap(residuals)
@@ -120,7 +129,8 @@ class PallasFlash(BackendBase):
         from attnswitch.kernels import pallas_common
 
         return Capabilities(
-            device_kinds=pallas_common.device_kinds(), dtypes=("bfloat16", "float32"),
+            device_kinds=pallas_common.device_kinds(),
+            dtypes=("bfloat16", "float32"),
             softcap=False,
         )
 
@@ -178,8 +188,12 @@ class PallasFlash(BackendBase):
             return jax_common.empty_result(q, call)
         frame = pallas_common.plan_frame(call, top_left=True, head_dim_pad=_head_dim_pad)
         kernel_call = _KernelCall(
-            causal=frame.restricted is not None, scale=call.scale, block_q=frame.block_q,
-            block_k=frame.block_k, lse=call.return_lse, interpret=frame.interpret,
+            causal=frame.restricted is not None,
+            scale=call.scale,
+            block_q=frame.block_q,
+            block_k=frame.block_k,
+            lse=call.return_lse,
+            interpret=frame.interpret,
         )
         bias = None if call.attn_mask is None else _bias(call.attn_mask, frame)
         with pallas_common.tpu_interpret_mode(frame.interpret):

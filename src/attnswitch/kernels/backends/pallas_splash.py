@@ -143,8 +143,12 @@ class PallasSplash(BackendBase):
             return jax_common.empty_result(q, call)
         frame = pallas_common.plan_frame(call, top_left=False)
         settings = _Settings(
-            heads=frame.heads_q, mqa=frame.heads_kv == 1, block_q=frame.block_q,
-            block_k=frame.block_k, softcap=call.softcap, lse=call.return_lse,
+            heads=frame.heads_q,
+            mqa=frame.heads_kv == 1,
+            block_q=frame.block_q,
+            block_k=frame.block_k,
+            softcap=call.softcap,
+            lse=call.return_lse,
             interpret=frame.interpret,
         )
         if call.attn_mask is None:
@@ -209,13 +213,20 @@ def _make(settings: _Settings, head_masks: list[Any]) -> Any:
         return make(
             sa.MultiHeadMask(head_masks),
             block_sizes=sa.BlockSizes(  # backward (dK/dV, dQ) tiled like the forward
-                block_q=settings.block_q, block_kv=settings.block_k,
-                block_kv_compute=settings.block_k, block_q_dkv=settings.block_q,
-                block_kv_dkv=settings.block_k, block_kv_dkv_compute=settings.block_k,
-                block_q_dq=settings.block_q, block_kv_dq=settings.block_k,
+                block_q=settings.block_q,
+                block_kv=settings.block_k,
+                block_kv_compute=settings.block_k,
+                block_q_dkv=settings.block_q,
+                block_kv_dkv=settings.block_k,
+                block_kv_dkv_compute=settings.block_k,
+                block_q_dq=settings.block_q,
+                block_kv_dq=settings.block_k,
             ),
-            head_shards=1, q_seq_shards=1, attn_logits_soft_cap=settings.softcap,
-            save_residuals=settings.lse, interpret=settings.interpret,
+            head_shards=1,
+            q_seq_shards=1,
+            attn_logits_soft_cap=settings.softcap,
+            save_residuals=settings.lse,
+            interpret=settings.interpret,
         )
 
 

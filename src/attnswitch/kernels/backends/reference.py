@@ -64,14 +64,18 @@ class Reference(BackendBase):
         return out, arrays.numpy_to(lse.astype(np.float32), call.framework, like=q)
 
     @staticmethod
-    def _packed(q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call) -> tuple[np.ndarray, np.ndarray]:
+    def _packed(
+        q: np.ndarray, k: np.ndarray, v: np.ndarray, call: Call
+    ) -> tuple[np.ndarray, np.ndarray]:
         out = np.zeros_like(q)
         lse = np.full((call.heads_q, q.shape[0]), -np.inf)
         start_q = start_k = 0
         lens_q, lens_k = call.seqlens_q, call.seqlens_k
         if lens_q is None:  # lengths left on device: the oracle reads them (it syncs anyway)
-            lens_q, lens_k = (np.diff(arrays.to_numpy(cu)).tolist()
-                              for cu in (call.cu_seqlens_q, call.cu_seqlens_k))
+            lens_q, lens_k = (
+                np.diff(arrays.to_numpy(cu)).tolist()
+                for cu in (call.cu_seqlens_q, call.cu_seqlens_k)
+            )
         for len_q, len_k in zip(lens_q, lens_k):
             sq, sk = slice(start_q, start_q + len_q), slice(start_k, start_k + len_k)
             start_q, start_k = start_q + len_q, start_k + len_k
@@ -84,7 +88,6 @@ class Reference(BackendBase):
             o, sub_lse = attention_f64(q[None, sq], k[None, sk], v[None, sk], sub, mask)
             out[sq], lse[:, sq] = o[0], sub_lse[0]
         return out, lse
-
 
 
 BACKEND = Reference()

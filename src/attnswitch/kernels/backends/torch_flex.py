@@ -89,7 +89,8 @@ class TorchFlex(BackendBase):
         reasons = []
         if call.packed and call.seqlens_q is None:
             reasons.append(
-                "packed without host lengths: the document block mask is built from them")
+                "packed without host lengths: the document block mask is built from them"
+            )
         if call.device.kind == "cpu":
             if call.requires_grad:
                 reasons.append("gradients: FlexAttention has no backward on CPU")
@@ -168,7 +169,6 @@ def _pad_rows(x: Any, rows: int) -> Any:
     return F.pad(x, (0, 0, 0, 0, 0, rows - x.shape[0])) if rows > x.shape[0] else x.contiguous()
 
 
-
 @functools.cache
 def _compiled() -> tuple[Any, Any]:
     """The flex call and its compiled form. Its own function (not `flex_attention` itself), so
@@ -182,18 +182,35 @@ def _compiled() -> tuple[Any, Any]:
     def flex_forward(q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse):
         if not return_lse:
             out = fa.flex_attention(
-                q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                q,
+                k,
+                v,
+                score_mod=score_mod,
+                block_mask=block_mask,
+                scale=scale,
                 enable_gqa=enable_gqa,
             )
             return out, None
         if aux_request is None:  # older torch: the deprecated `return_lse` flag
             return fa.flex_attention(
-                q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
-                enable_gqa=enable_gqa, return_lse=True,
+                q,
+                k,
+                v,
+                score_mod=score_mod,
+                block_mask=block_mask,
+                scale=scale,
+                enable_gqa=enable_gqa,
+                return_lse=True,
             )
         out, aux = fa.flex_attention(
-            q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
-            enable_gqa=enable_gqa, return_aux=aux_request(lse=True),
+            q,
+            k,
+            v,
+            score_mod=score_mod,
+            block_mask=block_mask,
+            scale=scale,
+            enable_gqa=enable_gqa,
+            return_aux=aux_request(lse=True),
         )
         return out, aux.lse
 
@@ -207,8 +224,11 @@ def _flex(q: Any, k: Any, v: Any, score_mod: Any, block_mask: Any, call: Call) -
 
     forward, compiled = _compiled()
     args = (q, k, v, score_mod, block_mask, call.scale, call.gqa, call.return_lse)
-    with _lock, torch._dynamo.config.patch(
-        recompile_limit=MAX_KERNELS, accumulated_recompile_limit=max(MAX_KERNELS, 256)
+    with (
+        _lock,
+        torch._dynamo.config.patch(
+            recompile_limit=MAX_KERNELS, accumulated_recompile_limit=max(MAX_KERNELS, 256)
+        ),
     ):
         try:
             return compiled(*args)
@@ -242,9 +262,14 @@ def _block_mask(call: Call, device: Any) -> Any:
     """The call's BlockMask, or None when nothing masks."""
     bounds = call.bounds
     if call.packed:
-        return _packed_mask(str(device), call.seqlens_q, call.seqlens_k, bounds,
-                            packed_bucket(sum(call.seqlens_q)),
-                            packed_bucket(sum(call.seqlens_k)))
+        return _packed_mask(
+            str(device),
+            call.seqlens_q,
+            call.seqlens_k,
+            bounds,
+            packed_bucket(sum(call.seqlens_q)),
+            packed_bucket(sum(call.seqlens_k)),
+        )
     if not call.has_mask:
         if bounds is None:
             return None
@@ -290,8 +315,12 @@ def _dense_tensor_mask(call: Call, device: Any, bounds: tuple[int, int] | None) 
 
 @functools.lru_cache(maxsize=MAX_BLOCK_MASKS)
 def _packed_mask(
-    device: str, lens_q: tuple[int, ...], lens_k: tuple[int, ...],
-    bounds: tuple[int, int] | None, rows_q: int, rows_k: int,
+    device: str,
+    lens_q: tuple[int, ...],
+    lens_k: tuple[int, ...],
+    bounds: tuple[int, int] | None,
+    rows_q: int,
+    rows_k: int,
 ) -> Any:
     """Packed sequences as one batch of `rows_q` queries and `rows_k` keys (padding rows
     after the sequences): query t of sequence i attends key u iff u is in sequence i and
@@ -342,8 +371,10 @@ def unlinkable_torch_path(torch_dir: str) -> str | None:
     it passes torch's library folder to the linker unquoted, so a path with whitespace is
     split and the link fails (torch 2.13: "cannot find -ltorch")."""
     if any(ch.isspace() for ch in torch_dir):
-        return (f"the compiled CPU flex kernel cannot be linked: torch is installed under a "
-                f"path with whitespace ({torch_dir!r}), which inductor splits")
+        return (
+            f"the compiled CPU flex kernel cannot be linked: torch is installed under a "
+            f"path with whitespace ({torch_dir!r}), which inductor splits"
+        )
     return None
 
 

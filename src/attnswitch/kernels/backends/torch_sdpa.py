@@ -78,8 +78,10 @@ class TorchSDPA(BackendBase):
             if _uses_is_causal(call) or not call.has_mask and call.bounds is None:
                 return "fused CPU flash kernel"
             if _may_cut_keys(call):
-                return ("fused CPU flash kernel; key padding that leaves each example one run "
-                        "of keys is cut away, not masked")
+                return (
+                    "fused CPU flash kernel; key padding that leaves each example one run "
+                    "of keys is cut away, not masked"
+                )
             return "fused CPU flash kernel with a boolean mask"
         if call.device.kind == "cuda":
             return _cuda_subkernel(call)
@@ -92,8 +94,11 @@ class TorchSDPA(BackendBase):
             if call.seqlens_q is None:  # lengths on device only: never read them here
                 return torch_common.run_padded(self._dense, q, k, v, call)
             return _per_sequence(self._dense, q, k, v, call)
-        if (_may_cut_keys(call) and arrays.on_host(call.key_padding_mask)
-                and (runs := _key_runs(call.key_padding_mask)) is not None):
+        if (
+            _may_cut_keys(call)
+            and arrays.on_host(call.key_padding_mask)
+            and (runs := _key_runs(call.key_padding_mask)) is not None
+        ):
             return _cut_keys(self._dense, q, k, v, call, runs)
         return self._dense(q, k, v, call)
 
@@ -112,7 +117,12 @@ class TorchSDPA(BackendBase):
         else:
             mask, is_causal = torch_common.dense_mask(call, q.device), False
         out = F.scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=mask, is_causal=is_causal, scale=call.scale,
+            qh,
+            kh,
+            vh,
+            attn_mask=mask,
+            is_causal=is_causal,
+            scale=call.scale,
             enable_gqa=call.gqa and not fold,
         )
         out = _unfold_groups(out, call.seqlen_q, call.heads_q) if fold else out.transpose(1, 2)
@@ -146,8 +156,13 @@ def _per_sequence(dense: Any, q: Any, k: Any, v: Any, call: Call) -> Any:
 def _may_cut_keys(call: Call) -> bool:
     """Whether key padding may be served by cutting keys: a dense CPU call (reading the mask
     costs no device sync) whose only mask is the key padding."""
-    return (call.device.kind == "cpu" and call.key_padding and not call.packed
-            and call.bounds is None and call.attn_mask_shape is None)
+    return (
+        call.device.kind == "cpu"
+        and call.key_padding
+        and not call.packed
+        and call.bounds is None
+        and call.attn_mask_shape is None
+    )
 
 
 def _key_runs(key_padding_mask: Any) -> list[tuple[int, int]] | None:
@@ -174,8 +189,7 @@ CUT_MIN_KEYS = 128
 CUT_MIN_SKIPPED = 1 / 8  # share of the batch's keys
 
 
-def _cut_keys(dense: Any, q: Any, k: Any, v: Any, call: Call,
-              runs: list[tuple[int, int]]) -> Any:
+def _cut_keys(dense: Any, q: Any, k: Any, v: Any, call: Call, runs: list[tuple[int, int]]) -> Any:
     """A key-padded dense call with its padding cut away instead of masked: one unmasked
     call on the shared run when every example has the same one, else (when worth it, see
     CUT_MIN_*) one call per example on its own run; otherwise the masked call."""
@@ -197,7 +211,7 @@ def _cut_keys(dense: Any, q: Any, k: Any, v: Any, call: Call,
             parts.append(q.new_zeros((1, *q.shape[1:-1], v.shape[-1])))
         else:
             sub = dataclasses.replace(unmasked, batch=1, seqlen_k=e - s)
-            parts.append(dense(q[b:b + 1], k[b:b + 1, s:e], v[b:b + 1, s:e], sub))
+            parts.append(dense(q[b : b + 1], k[b : b + 1, s:e], v[b : b + 1, s:e], sub))
     return torch.cat(parts)
 
 
@@ -211,30 +225,41 @@ def _fold_groups(q: Any, heads_kv: int) -> Any:
     """`q [B, Sq, Hq, D]` -> `[B, Hkv, group * Sq, D]`, query head h in group h // group."""
     b, sq, hq, d = q.shape
     group = hq // heads_kv
-    return q.reshape(b, sq, heads_kv, group, d).permute(0, 2, 3, 1, 4).reshape(
-        b, heads_kv, group * sq, d)
+    return (
+        q.reshape(b, sq, heads_kv, group, d)
+        .permute(0, 2, 3, 1, 4)
+        .reshape(b, heads_kv, group * sq, d)
+    )
 
 
 def _unfold_groups(out: Any, seqlen_q: int, heads_q: int) -> Any:
     """The inverse layout for the output: `[B, Hkv, group * Sq, D]` -> `[B, Sq, Hq, D]`."""
     b, hkv, _, d = out.shape
-    return out.reshape(b, hkv, heads_q // hkv, seqlen_q, d).permute(0, 3, 1, 2, 4).reshape(
-        b, seqlen_q, heads_q, d)
+    return (
+        out.reshape(b, hkv, heads_q // hkv, seqlen_q, d)
+        .permute(0, 3, 1, 2, 4)
+        .reshape(b, seqlen_q, heads_q, d)
+    )
 
 
 def _uses_is_causal(call: Call) -> bool:
     """SDPA's own causal flag is top-left; it equals the contract only when Sq == Sk."""
     return (
-        call.causal and call.window is None and not call.has_mask
-        and call.seqlen_q == call.seqlen_k and not call.packed
+        call.causal
+        and call.window is None
+        and not call.has_mask
+        and call.seqlen_q == call.seqlen_k
+        and not call.packed
     )
 
 
-_CHECKS = MappingProxyType({
-    "FLASH_ATTENTION": ("flash", "can_use_flash_attention"),
-    "EFFICIENT_ATTENTION": ("efficient", "can_use_efficient_attention"),
-    "CUDNN_ATTENTION": ("cudnn", "can_use_cudnn_attention"),
-})
+_CHECKS = MappingProxyType(
+    {
+        "FLASH_ATTENTION": ("flash", "can_use_flash_attention"),
+        "EFFICIENT_ATTENTION": ("efficient", "can_use_efficient_attention"),
+        "CUDNN_ATTENTION": ("cudnn", "can_use_cudnn_attention"),
+    }
+)
 
 
 def _cuda_subkernel(call: Call) -> str:
@@ -245,13 +270,19 @@ def _cuda_subkernel(call: Call) -> str:
 
     dtype = getattr(torch, call.dtype)
     dev = torch.device("cuda", call.device.index or 0)
-    q = torch.empty((call.batch, call.heads_q, call.seqlen_q, call.head_dim), dtype=dtype, device=dev)
-    k = torch.empty((call.batch, call.heads_kv, call.seqlen_k, call.head_dim), dtype=dtype, device=dev)
+    q = torch.empty(
+        (call.batch, call.heads_q, call.seqlen_q, call.head_dim), dtype=dtype, device=dev
+    )
+    k = torch.empty(
+        (call.batch, call.heads_kv, call.seqlen_k, call.head_dim), dtype=dtype, device=dev
+    )
     is_causal = _uses_is_causal(call)
     mask = None
     if not is_causal and (call.has_mask or call.bounds is not None or call.packed):
         mask = torch.ones((1, 1, call.seqlen_q, call.seqlen_k), dtype=torch.bool, device=dev)
-    chosen = SDPBackend(torch._fused_sdp_choice(q, k, k, mask, 0.0, is_causal, call.scale, call.gqa))
+    chosen = SDPBackend(
+        torch._fused_sdp_choice(q, k, k, mask, 0.0, is_causal, call.scale, call.gqa)
+    )
     params = torch.backends.cuda.SDPAParams(q, k, k, mask, 0.0, is_causal, call.gqa)
     refusals = []
     for index in torch._C._get_sdp_priority_order():
