@@ -59,6 +59,15 @@ GROUPS = MappingProxyType(
     }
 )
 FIELDS = ("path", "type", "modified_after", "modified_before")
+# One line per field, which every front end shows (CLI help, HTTP and MCP schemas, the page).
+FIELD_HELP = MappingProxyType(
+    {
+        "path": "folder prefixes or globs (gitignore syntax) a document's path must match",
+        "type": "kinds (pdf, mail, office, ...) or extensions (.md) a document must be",
+        "modified_after": "only files modified at or after this ISO 8601 date or time (UTC)",
+        "modified_before": "only files modified at or before this ISO 8601 date or time (UTC)",
+    }
+)
 # Each glob is an RE2 program of up to a MiB asked about every document; no one narrows a
 # search by more folders or globs than this.
 MAX_PATHS = 100
