@@ -432,7 +432,8 @@ class SQLiteStore(StoreBase):
     def sync_index(self) -> None:
         """Bring the HNSW graph beside the file up to the committed chunks and save it, then
         drop the log it no longer needs; below `exact_below` chunks there is no graph.
-        Called by `finish_run`, under the run lock (one writer of the graph at a time)."""
+        Called when a run completes (`close_run`) and when a writer's block that wrote
+        ends (`writer.IndexWriter`), under the run lock (one writer of the graph at a time)."""
         from attnswitch.indexing.ann import HnswIndex
 
         if self.count() < self.exact_below:
