@@ -1,9 +1,9 @@
 """What both stores do the same way (`StoreBase`): runs and the run lock, skips, copies,
 moves and forgetting, the jobs table's repository (`jobs_table`), over each store's own
-connection and hooks; and the
-checks and conversions of what is written and read (`chunk_rows`, `checked_vectors`,
-`stored_form`, `unpack_vectors`, `unpack_vector`): vectors are checked and L2-normalised in
-float32, stored in float16 (`records.VECTOR_DTYPE`) and read back as float32.
+connection and hooks; and the checks and conversions of what is written and read
+(`chunk_rows`, `checked_vectors`, `stored_form`, `unpack_vectors`, `unpack_vector`):
+vectors are checked and L2-normalised in float32, stored in float16
+(`records.VECTOR_DTYPE`) and read back as float32.
 `store_sqlite.SQLiteStore` and `store_postgres.PostgresStore` extend it."""
 
 from __future__ import annotations
