@@ -30,7 +30,11 @@ import functools
 import unicodedata
 from collections.abc import Iterable, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from io import BytesIO
+    from pathlib import Path
 
 # What the stored terms depend on; a store whose terms were made by another version (or
 # another PyStemmer) analyses its chunks again (`fingerprint`).
@@ -113,7 +117,7 @@ def _identifier() -> Any:
     import numpy as np
     from py3langid.langid import LanguageIdentifier
 
-    def as_array(values: Any) -> array:  # what py3langid's loader hands the identifier
+    def as_array(values: np.ndarray) -> array[int]:  # what py3langid's loader hands it
         out = array({2: "H", 4: "I", 8: "L"}[values.dtype.itemsize])
         out.frombytes(np.ascontiguousarray(values).tobytes())
         return out
@@ -130,7 +134,7 @@ def _identifier() -> Any:
         )
 
 
-def _unpacked_model() -> Any:
+def _unpacked_model() -> Path | BytesIO:
     """py3langid's model as an uncompressed `.npz` (a path or a file object): the copy in
     attnswitch's cache, made on first use (written whole, then renamed into place), else the
     model decompressed in memory when the cache cannot be written. Decompressing its LZMA

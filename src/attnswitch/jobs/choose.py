@@ -32,7 +32,10 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from attnswitch.jobs.run import RunOptions
 
 # Tokens per byte of the files a job reads, and the default's encoding rate per core:
 # see the module doc.
@@ -53,7 +56,7 @@ class Choice:
     measured: bool
     load_as: str = "auto"
 
-    def options(self, options: Any) -> Any:
+    def options(self, options: RunOptions) -> RunOptions:
         """`options` (`run.RunOptions`) with this engine and precision."""
         return dataclasses.replace(options, engine=self.load_as, precision=self.precision)
 
@@ -95,7 +98,7 @@ def _seconds(seconds: float) -> str:
 
 
 def choose(
-    options: Any,
+    options: RunOptions,
     job_bytes: Callable[[], int],
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
@@ -157,7 +160,7 @@ def choose(
 
 def _checked(
     choice: Choice,
-    options: Any,
+    options: RunOptions,
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
 ) -> Choice:
