@@ -22,7 +22,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from attnswitch.engines.model import model_fingerprint
 from attnswitch.errors import AttnswitchError, ConfigError
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.indexing.store import Store
 
 META_KEY = "index"
 DEFAULT_OVERLAP = 32
@@ -183,7 +182,13 @@ class IndexConfig:
         )
 
 
-def stored_config(store: Store) -> IndexConfig | None:
+class MetaStore(Protocol):
+    """A store's meta table, where the config is kept (`Store.meta` has it)."""
+
+    def meta(self, key: str) -> str | None: ...
+
+
+def stored_config(store: MetaStore) -> IndexConfig | None:
     """The config kept in `store`, or None when it has none."""
     text = store.meta(META_KEY)
     return None if text is None else IndexConfig.from_json(text)

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from attnswitch.indexing.filters import FIELDS, SearchFilter
+from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
+from attnswitch.indexing.store_errors import StoreInputError
 
 if TYPE_CHECKING:
     from attnswitch.indexing.filters import When
-from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
-from attnswitch.indexing.store_errors import StoreInputError
 
 DEFAULT_K = 5
 

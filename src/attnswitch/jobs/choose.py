@@ -32,10 +32,12 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from attnswitch.jobs.run import RunOptions
+    from attnswitch.jobs.encode import EncodeOptions
+
+_Options = TypeVar("_Options", bound="EncodeOptions")
 
 # Tokens per byte of the files a job reads, and the default's encoding rate per core:
 # see the module doc.
@@ -56,7 +58,7 @@ class Choice:
     measured: bool
     load_as: str = "auto"
 
-    def options(self, options: RunOptions) -> RunOptions:
+    def options(self, options: _Options) -> _Options:
         """`options` (`run.RunOptions`) with this engine and precision."""
         return dataclasses.replace(options, engine=self.load_as, precision=self.precision)
 
@@ -98,7 +100,7 @@ def _seconds(seconds: float) -> str:
 
 
 def choose(
-    options: RunOptions,
+    options: EncodeOptions,
     job_bytes: Callable[[], int],
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
@@ -160,7 +162,7 @@ def choose(
 
 def _checked(
     choice: Choice,
-    options: RunOptions,
+    options: EncodeOptions,
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
 ) -> Choice:

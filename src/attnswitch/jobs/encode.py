@@ -18,7 +18,8 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence, Sized
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from dataclasses import Field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -27,11 +28,8 @@ from attnswitch.errors import ConfigError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from attnswitch.engines.autopick import EnginePlan
-    from attnswitch.engines.autoprecision import PrecisionPlan
     from attnswitch.engines.base import Encoder
     from attnswitch.engines.model import ModelSpec
-    from attnswitch.jobs.run import RunOptions
     from attnswitch.observe.memwatch import MemoryWatchdog
 
     # Vectors float32 `[N, dim]`, one per text or chunk.
@@ -47,6 +45,28 @@ log = logging.getLogger("attnswitch.jobs.run")
 WATCH_WARMUP_CALLS = 12
 WATCH_MIN_CALLS = 12
 
+
+class EncodeOptions(Protocol):
+    """What encoding reads of a run's options: `run.RunOptions` (a dataclass, which
+    `resolve_precision` copies with `dataclasses.replace`) has it."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def chunks_per_call(self) -> int: ...
+    @property
+    def batch_tokens(self) -> int | None: ...
+
+
+_Options = TypeVar("_Options", bound=EncodeOptions)
 _Doc = TypeVar("_Doc")
 _Chunks = TypeVar("_Chunks", bound=Sized)
 # A group of documents encoded in one call: (document, its chunks, its kind: new/changed),
@@ -62,8 +82,8 @@ class _LayoutEngine(Protocol):
 
 
 def resolve_precision(
-    options: RunOptions, progress: Callable[[int, int, str], None] | None = None
-) -> tuple[RunOptions, str]:
+    options: _Options, progress: Callable[[int, int, str], None] | None = None
+) -> tuple[_Options, str]:
     """`options` (`run.RunOptions`) with precision "auto" made concrete (the measured pick
     of `engines.explain_precision`, for the engine the run asks for), and why.
     `progress(done, total, what)` follows the measurement when none is recorded here."""
@@ -74,12 +94,12 @@ def resolve_precision(
     from attnswitch.engines import explain_precision
 
     engine = "torch" if options.layout != "padded" and options.engine == "auto" else options.engine
-    plan: PrecisionPlan = explain_precision(options.model, engine, progress=progress)
+    plan = explain_precision(options.model, engine, progress=progress)
     return dataclasses.replace(options, precision=plan.chosen), plan.reason()
 
 
 def resolve_engine(
-    options: RunOptions, progress: Callable[[int, int, str], None] | None = None
+    options: EncodeOptions, progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[str, str]:
     """The engine a run with `options` (`run.RunOptions`) encodes with, and why ("auto" is
     the measured pick, see `engines.explain_engine`; a layout other than padded needs an
@@ -95,9 +115,7 @@ def resolve_engine(
                 f"{', '.join(registry.get(name).layouts)}), got {options.layout!r}"
             )
         return name, f"{options.layout} batches are the {name} engine's"
-    plan: EnginePlan = explain_engine(
-        options.model, options.engine, options.precision, progress=progress
-    )
+    plan = explain_engine(options.model, options.engine, options.precision, progress=progress)
     if plan.chosen is None:
         raise NoEngineError(
             f"engine: expected an engine that can serve {options.precision} here, got none\n{plan}"
@@ -105,7 +123,7 @@ def resolve_engine(
     return plan.chosen, plan.reason()
 
 
-def load_encoder(options: RunOptions, spec: ModelSpec) -> Encoder:
+def load_encoder(options: EncodeOptions, spec: ModelSpec) -> Encoder:
     """The `Encoder` for a run's options and model `spec`: the cached engine of
     `engines.get_engine` for padded batches, else the engine `resolve_engine` names, loaded
     with the layout."""
@@ -114,7 +132,7 @@ def load_encoder(options: RunOptions, spec: ModelSpec) -> Encoder:
     if options.layout == "padded":
         return get_engine(options.model, options.engine, options.precision)
     name, _ = resolve_engine(options)  # an engine that declares the layout, else ConfigError
-    engine = cast("_LayoutEngine", registry.get(name))
+    engine = cast(_LayoutEngine, registry.get(name))
     return engine.load(spec, options.precision, layout=options.layout)
 
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ray import ObjectRef
 
     from attnswitch.indexing.store import Store
-    from attnswitch.jobs.run import RunOptions
+    from attnswitch.jobs.encode import EncodeOptions
 
     # Vectors float32 `[N, dim]`, one per text.
     Vectors = npt.NDArray[np.float32]
@@ -184,7 +184,7 @@ class EncoderActor:
     _store: Store
     _store_url: str
 
-    def __init__(self, kind: str, options: RunOptions, model_fingerprint: str) -> None:
+    def __init__(self, kind: str, options: EncodeOptions, model_fingerprint: str) -> None:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         import ray
 
@@ -293,7 +293,7 @@ class EncoderActor:
 @dataclass
 class _Actor:
     kind: str
-    handle: Any  # a Ray actor handle: ray types its methods' `.remote` through a plugin only
+    handle: Any  # a Ray ActorHandle: ray does not type the methods called through one
     busy: int = 0
 
 
@@ -310,7 +310,7 @@ class EncoderPool:
     def __init__(
         self,
         pools: Sequence[PoolSpec],
-        options: RunOptions,
+        options: EncodeOptions,
         model_fingerprint: str,
         *,
         in_flight: int = 2,
