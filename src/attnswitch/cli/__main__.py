@@ -1,5 +1,5 @@
 """`python -m attnswitch.cli ARGS`: the `attnswitch` command."""
 
-from attnswitch.cli import app
+from attnswitch.cli.entry import main
 
-app()
+main()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -65,11 +66,13 @@ class Mode(str, enum.Enum):
             raise StoreInputError("mode", f"one of {', '.join(MODES)}", repr(value)) from None
 
 
-_MODE_HELP = {
-    Mode.HYBRID: "meaning and words, fused (the default)",
-    Mode.DENSE: "meaning: the query's vector against the chunks'",
-    Mode.KEYWORD: "words: BM25 over the analyzer's terms (loads no model)",
-}
+_MODE_HELP = MappingProxyType(
+    {
+        Mode.HYBRID: "meaning and words, fused (the default)",
+        Mode.DENSE: "meaning: the query's vector against the chunks'",
+        Mode.KEYWORD: "words: BM25 over the analyzer's terms (loads no model)",
+    }
+)
 
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 

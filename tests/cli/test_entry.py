@@ -1,0 +1,65 @@
+"""The `attnswitch` program (`cli/entry.py`): read-only commands end without the
+interpreter's teardown, with their whole output and their exit code; other commands exit as
+usual. Run as a user runs it: a fresh process, its output to a pipe."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from cli_testing import Indexed
+
+from attnswitch.cli.entry import READ_ONLY, command_name
+
+# Runs the program in a fresh process with an atexit handler that reports the teardown.
+PROGRAM = """
+import atexit, sys
+atexit.register(lambda: print("teardown ran", file=sys.stderr, flush=True))
+sys.argv = ["attnswitch", *sys.argv[1:]]
+from attnswitch.cli.entry import main
+main()
+"""
+
+
+def _program(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", PROGRAM, *args], capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["search", "q", "-k", "3"], "search"),
+        (["--version"], None),
+        (["status", "--json"], "status"),
+        ([], None),
+        (["run", "folder", "--db", "x"], "run"),
+    ],
+)
+def test_the_command_is_the_first_word_that_is_no_option(argv, name) -> None:
+    assert command_name(argv) == name
+
+
+def test_a_search_ends_without_teardown_and_keeps_its_whole_output(indexed: Indexed) -> None:
+    done = _program("search", "update rows", "--db", str(indexed.db), "-k", "100", "--json")
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(done.stdout)["data"]
+    assert len(hits) > 3
+    assert "teardown ran" not in done.stderr
+
+
+def test_a_failed_search_keeps_its_message_and_exit_code(tmp_path) -> None:
+    done = _program("search", "update rows", "--db", str(tmp_path / "none"))
+    assert done.returncode == 1
+    assert "no index at" in done.stderr + done.stdout
+    assert "teardown ran" not in done.stderr
+
+
+def test_other_commands_exit_as_usual() -> None:
+    assert "version" not in READ_ONLY
+    done = _program("--version")
+    assert done.returncode == 0 and done.stdout.startswith("attnswitch ")
+    assert "teardown ran" in done.stderr
