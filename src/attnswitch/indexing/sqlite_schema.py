@@ -96,7 +96,7 @@ SCHEMA = (
     # written by `sqlite_terms.apply_pending` from the queue `terms_pending` that the
     # chunks' triggers fill; and a log of chunk inserts and deletes that the HNSW graph
     # replays (ann.HnswIndex). The triggers are plain SQL, so a program other than
-    # attnswitch (the sqlite3 shell, sqlite-utils, Datasette) can write the file: its
+    # attnswitch (the sqlite3 shell, sqlite-utils) can write the file: its
     # changes wait in the queue for attnswitch's next opening, write or keyword search.
     # A delete gives FTS5 the terms the insert gave: the same analyzer of the same text
     # and language, while the analyzer's fingerprint (meta "analyzer") is unchanged;
