@@ -28,6 +28,7 @@ PACKAGE = "attnswitch"
 LEAVES = (
     "attnswitch._version",
     "attnswitch.plugins",
+    "attnswitch.runtimes",
     "attnswitch.observe",
     "attnswitch.errors",
     "attnswitch.provenance",

@@ -1,11 +1,18 @@
-"""Plug-ins named by entry points: the one loader of the backend and engine registries."""
+"""Plug-ins: the one registry of named plug-ins (`Registry`) and the one loader of entry
+points (`entry_point_objects`) that the backend, engine and reader registries share
+(`kernels/registry.py`, `engines/registry.py`, `documents/readers/registry.py`)."""
 
 from __future__ import annotations
 
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+D = TypeVar("D")
 
 
 def entry_point_objects(
@@ -34,3 +41,87 @@ def entry_point_objects(
             continue
         found.append(obj)
     return found
+
+
+class Registry(Generic[T]):
+    """A process's plug-ins of one `kind` ("backend", "engine", "reader") by name, in the
+    order `load` gives them (the built-ins, then the entry points): found on first use
+    (`table`), changed by `register` and `unregister`, marked changed by `invalidate`,
+    forgotten by `reset` (found again at next use). Every change bumps `generation`, which
+    caches of what the plug-ins decide key on (the attention plans). Changes are made under
+    `lock` and replace the table (copy on write): a table once returned never changes, and
+    reading takes no lock. `derived` keeps a value computed from the table (a reader's
+    extensions) until the next change."""
+
+    def __init__(self, kind: str, load: Callable[[], Mapping[str, T]]) -> None:
+        self.kind = kind
+        self.lock = threading.Lock()
+        self._load = load
+        self._table: Mapping[str, T] | None = None
+        self._derived: Mapping[str, Any] = MappingProxyType({})
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """The count of changes."""
+        return self._generation
+
+    def table(self) -> Mapping[str, T]:
+        """The registered plug-ins by name (read-only)."""
+        table = self._table
+        if table is None:
+            with self.lock:
+                table = self._locked_table()
+        return table
+
+    def _locked_table(self) -> Mapping[str, T]:
+        if self._table is None:
+            self._table = MappingProxyType(dict(self._load()))
+        return self._table
+
+    def _replace(self, table: Mapping[str, T] | None) -> None:  # under the lock
+        self._table = None if table is None else MappingProxyType(dict(table))
+        self._derived = MappingProxyType({})
+        self._generation += 1
+
+    def register(self, name: str, item: T, *, replace: bool = False) -> None:
+        """Add `item` as `name`; a name already registered is a `ValueError` unless
+        `replace`."""
+        with self.lock:
+            table = dict(self._locked_table())
+            if name in table and not replace:
+                raise ValueError(
+                    f"{self.kind}: expected a new name, got {name!r} (already registered)"
+                )
+            table[name] = item
+            self._replace(table)
+
+    def unregister(self, name: str) -> None:
+        """Remove the plug-in called `name` (nothing when there is none)."""
+        with self.lock:
+            table = dict(self._locked_table())
+            table.pop(name, None)
+            self._replace(table)
+
+    def invalidate(self) -> None:
+        """Count a change that is not one of the table's: what a plug-in can do here
+        changed (caches keyed on `generation` are stale)."""
+        with self.lock:
+            self._replace(self._locked_table())
+
+    def reset(self) -> None:
+        """Forget the table: the built-ins and entry points are found again at next use,
+        and plug-ins added by `register` are gone (tests that install a plug-in)."""
+        with self.lock:
+            self._replace(None)
+
+    def derived(self, name: str, compute: Callable[[Mapping[str, T]], D]) -> D:
+        """`compute(table)`, computed once per change of the table and kept as `name`."""
+        derived = self._derived
+        if name in derived:
+            return derived[name]  # type: ignore[no-any-return]
+        with self.lock:
+            table = self._locked_table()
+            if name not in self._derived:
+                self._derived = MappingProxyType({**self._derived, name: compute(table)})
+            return self._derived[name]  # type: ignore[no-any-return]

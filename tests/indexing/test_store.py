@@ -610,7 +610,8 @@ def test_a_version_1_store_migrates_to_the_current_version(
         as_float32_blobs(conn)
         conn.executescript(
             "DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
-            "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
+            "DROP TRIGGER chunks_reworded; DROP TRIGGER documents_removed; "
+            "DROP TABLE chunks_terms; DROP TABLE chunk_log; DROP TABLE terms_pending; "
             "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
             "PRAGMA user_version = 1; "
             "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
@@ -640,7 +641,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

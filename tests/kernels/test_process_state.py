@@ -44,6 +44,7 @@ ALLOWED = {
     "integrations._INSTALL": "install()'s once-flag: import hooks are process-wide",
     "engines.runtime._CURRENT": "the ContextVar holding the engines runtime in force",
     "engines.registry.REGISTRY": "the process's registry of engines",
+    "documents.readers.registry.REGISTRY": "the process's registry of readers",
     "engines.autopick._TABLE": "the engine measurements file (cache.JsonTable)",
     "engines.autoprecision._TABLE": "the precision measurements file (cache.JsonTable)",
     "jobs.read_pool._started": "a read worker's channel for the files it starts",

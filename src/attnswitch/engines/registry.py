@@ -21,13 +21,11 @@ import glob
 import importlib
 import importlib.util
 import os
-import threading
 from collections.abc import Mapping
 from importlib import metadata
-from types import MappingProxyType
 from typing import Any
 
-from attnswitch.plugins import entry_point_objects
+from attnswitch.plugins import Registry, entry_point_objects
 
 ENTRY_POINT_GROUP = "attnswitch.engines"
 DEVICE_KINDS = ("cpu", "cuda", "tpu")
@@ -156,52 +154,8 @@ def _load() -> dict[str, Engine]:
     return found
 
 
-class Registry:
-    """The registered engines by name, in the fixed order: found on first use (`table`:
-    the built-ins, then the entry points), changed by `register` and `unregister`,
-    forgotten by `reset` (found again at next use). Changes are made under `lock` and
-    replace the table (copy on write): a table once returned never changes, and reading
-    takes no lock."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._engines: Mapping[str, Engine] | None = None
-
-    def table(self) -> Mapping[str, Engine]:
-        """The registered engines (read-only)."""
-        engines = self._engines
-        if engines is None:
-            with self.lock:
-                engines = self._locked_table()
-        return engines
-
-    def _locked_table(self) -> Mapping[str, Engine]:
-        if self._engines is None:
-            self._engines = MappingProxyType(_load())
-        return self._engines
-
-    def register(self, engine: Engine, replace: bool) -> None:
-        with self.lock:
-            engines = dict(self._locked_table())
-            if engine.name in engines and not replace:
-                raise ValueError(
-                    f"engine: expected a new name, got {engine.name!r} (already registered)"
-                )
-            engines[engine.name] = engine
-            self._engines = MappingProxyType(engines)
-
-    def unregister(self, name: str) -> None:
-        with self.lock:
-            engines = dict(self._locked_table())
-            engines.pop(name, None)
-            self._engines = MappingProxyType(engines)
-
-    def reset(self) -> None:
-        with self.lock:
-            self._engines = None
-
-
-REGISTRY = Registry()
+# The process's engines: the one registry of engines (plugins.Registry).
+REGISTRY: Registry[Engine] = Registry("engine", _load)
 
 
 def _all() -> Mapping[str, Engine]:
@@ -231,7 +185,7 @@ def get(name: str, what: str = "engine") -> Engine:
 def register(engine: Engine, *, replace: bool = False) -> None:
     """Add an engine programmatically (the entry-point group is the packaged way); a name
     already registered is a `ValueError` unless `replace`."""
-    REGISTRY.register(engine, replace)
+    REGISTRY.register(engine.name, engine, replace=replace)
 
 
 def unregister(name: str) -> None:

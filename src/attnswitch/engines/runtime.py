@@ -31,10 +31,11 @@ import contextvars
 import dataclasses
 import os
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+from attnswitch import runtimes
 
 ENVIRONMENT = MappingProxyType(
     {  # setting -> the environment variable that states it
@@ -82,50 +83,24 @@ class _Caches:
     lock: Any = dataclasses.field(default_factory=threading.RLock)
 
 
-class Runtime:
-    """Settings and loaded encoders (module docstring). Thread-safe: the encoders change
-    under `lock` (re-entrant: a measurement loads encoders while holding it)."""
+class Runtime(runtimes.Runtime[Settings, _Caches]):
+    """Settings and loaded encoders (module docstring; the pattern: `attnswitch.runtimes`).
+    Thread-safe: the encoders change under `lock` (re-entrant: a measurement loads encoders
+    while holding it)."""
 
-    def __init__(self, settings: Settings | None = None, *, _caches: _Caches | None = None):
-        self._settings = settings
-        self._caches = _caches or _Caches()
-
-    @property
-    def settings(self) -> Settings:
-        """The settings in force; read from the environment the first time (and after
-        `reset`)."""
-        settings = self._settings
-        if settings is None:
-            with self.lock:
-                if self._settings is None:
-                    self._settings = Settings.from_environment()
-                settings = self._settings
-        return settings
+    settings_type = Settings
+    caches_type = _Caches
 
     @property
     def encoders(self) -> dict:
         """(model folder, engine, precision) -> its loaded `Encoder` (change under `lock`)."""
         return self._caches.encoders
 
-    @property
-    def lock(self) -> Any:
-        return self._caches.lock
-
-    def configure(self, **changes: Any) -> Settings:
-        """Change settings (names of `Settings`); what is not named keeps its value."""
-        with self.lock:
-            self._settings = dataclasses.replace(self.settings, **changes)
-            return self._settings
-
-    def view(self, **changes: Any) -> Runtime:
-        """A runtime with these settings changed that shares this one's encoders."""
-        return Runtime(dataclasses.replace(self.settings, **changes), _caches=self._caches)
-
     def reset(self, *, encoders: bool = True) -> None:
         """Forget the settings (the environment is read again at next use) and, unless
         `encoders=False`, drop the loaded encoders."""
         with self.lock:
-            self._settings = None
+            self.forget_settings()
             if encoders:
                 self._caches.encoders.clear()
 
@@ -147,14 +122,9 @@ def settings() -> Settings:
     return current().settings
 
 
-@contextlib.contextmanager
-def using(runtime: Runtime) -> Iterator[Runtime]:
+def using(runtime: Runtime) -> contextlib.AbstractContextManager[Runtime]:
     """Within this block (this context), `runtime` is in force."""
-    token = _CURRENT.set(runtime)
-    try:
-        yield runtime
-    finally:
-        _CURRENT.reset(token)
+    return runtimes.using(_CURRENT, runtime)
 
 
 def fresh() -> contextlib.AbstractContextManager[Runtime]:

@@ -40,11 +40,17 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnswitch.documents import globs
 from attnswitch.documents.readers.registry import extension_kinds, readers
 from attnswitch.indexing.store_errors import StoreInputError
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+# A modification-time bound as given: an ISO 8601 text, a `date` or a `datetime`.
+When = str | dt.date
 
 # Groups of reader kinds a user names by what the files are.
 GROUPS = MappingProxyType(
@@ -85,15 +91,15 @@ class SearchFilter:
     extensions: frozenset[str] = frozenset()
     after_ns: int | None = None
     before_ns: int | None = None
-    _specs: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    _specs: tuple[GitIgnoreSpec | None, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def of(
         cls,
         path: str | Iterable[str] | None = None,
         type: str | Iterable[str] | None = None,
-        modified_after: Any = None,
-        modified_before: Any = None,
+        modified_after: When | None = None,
+        modified_before: When | None = None,
     ) -> SearchFilter | None:
         """The filter the values give, None when none is given (no filter)."""
         paths = _strings("path", path)
@@ -210,7 +216,7 @@ def _types(values: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(kinds), frozenset(extensions)
 
 
-def _when(name: str, value: Any) -> int | None:
+def _when(name: str, value: object) -> int | None:
     """`value` as nanoseconds since the epoch (naive times are UTC)."""
     if value is None:
         return None
@@ -243,7 +249,7 @@ def _shown(ns: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
-def _spec(pattern: str, name: str) -> Any:
+def _spec(pattern: str, name: str) -> GitIgnoreSpec | None:
     """A glob's compiled gitignore spec (`globs`, as `--include` reads it); None for a
     prefix. A glob `globs` refuses is a `StoreInputError` naming `name`."""
     if not _GLOB_CHARS & set(pattern):
@@ -263,7 +269,7 @@ def _spec(pattern: str, name: str) -> Any:
     return globs.spec([compiled])
 
 
-def _path_matches(pattern: str, spec: Any, source: str, full: str) -> bool:
+def _path_matches(pattern: str, spec: GitIgnoreSpec | None, source: str, full: str) -> bool:
     absolute = os.path.isabs(pattern)
     target = full.lstrip("/") if absolute else source
     if spec is not None:

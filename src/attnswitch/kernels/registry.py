@@ -12,12 +12,10 @@ entry-point group `attnswitch.backends`; an entry point names a backend instance
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Mapping
-from types import MappingProxyType
 
 from attnswitch.kernels.backend import Backend
-from attnswitch.plugins import entry_point_objects
+from attnswitch.plugins import Registry, entry_point_objects
 
 ENTRY_POINT_GROUP = "attnswitch.backends"
 
@@ -57,55 +55,8 @@ def _load() -> dict[str, Backend]:
     return found
 
 
-class Registry:
-    """The registered backends by name, found on first use (`table`: the built-ins, then
-    the entry points), changed by `register`, `unregister` and `invalidate`, each of which
-    bumps `generation`. Changes are made under `lock` and replace the table (copy on
-    write): a table once returned never changes, and reading takes no lock."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._backends: Mapping[str, Backend] | None = None
-        self._generation = 0
-
-    @property
-    def generation(self) -> int:
-        """The count of changes (cached plans key on it)."""
-        return self._generation
-
-    def table(self) -> Mapping[str, Backend]:
-        """The registered backends (read-only)."""
-        backends = self._backends
-        if backends is None:
-            with self.lock:
-                backends = self._locked_table()
-        return backends
-
-    def _locked_table(self) -> Mapping[str, Backend]:
-        if self._backends is None:
-            self._backends = MappingProxyType(_load())
-        return self._backends
-
-    def change(
-        self, add: Backend | None = None, remove: str | None = None, replace: bool = False
-    ) -> None:
-        """Add `add` (a name already registered is a `ValueError` unless `replace`) and/or
-        remove the backend called `remove`; the generation is bumped either way."""
-        with self.lock:
-            backends = dict(self._locked_table())
-            if add is not None:
-                if add.name in backends and not replace:
-                    raise ValueError(
-                        f"backend: expected a new name, got {add.name!r} (already registered)"
-                    )
-                backends[add.name] = add
-            if remove is not None:
-                backends.pop(remove, None)
-            self._backends = MappingProxyType(backends)
-            self._generation += 1
-
-
-REGISTRY = Registry()
+# The process's backends: the one registry of backends (plugins.Registry).
+REGISTRY: Registry[Backend] = Registry("backend", _load)
 
 
 def generation() -> int:
@@ -133,15 +84,15 @@ def get(name: str) -> Backend | None:
 def register(backend: Backend, *, replace: bool = False) -> None:
     """Add a backend programmatically (the entry-point group is the packaged way); a name
     already registered is a `ValueError` unless `replace`."""
-    REGISTRY.change(add=backend, replace=replace)
+    REGISTRY.register(backend.name, backend, replace=replace)
 
 
 def unregister(name: str) -> None:
     """Remove the backend called `name` (nothing when there is none)."""
-    REGISTRY.change(remove=name)
+    REGISTRY.unregister(name)
 
 
 def invalidate() -> None:
     """Mark cached plans stale: what a backend can serve here changed without a change of the
     registered set."""
-    REGISTRY.change()
+    REGISTRY.invalidate()

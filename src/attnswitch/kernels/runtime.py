@@ -34,10 +34,11 @@ import os
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+from attnswitch import runtimes
 
 FIRST_USE, OFF, FULL = "first-use", "off", "full"
 POLICIES = (FIRST_USE, OFF, FULL)  # verification policies (kernels/verify.py)
@@ -112,21 +113,13 @@ class _Caches:
     lock: Any = dataclasses.field(default_factory=threading.RLock)
 
 
-class Runtime:
+class Runtime(runtimes.Runtime[Settings, _Caches]):
     """Settings, plan cache, warn-once registry, probe cache and counters (module
-    docstring). Thread-safe: the caches change under `lock`."""
+    docstring; the pattern: `attnswitch.runtimes`). Thread-safe: the caches change under
+    `lock`."""
 
-    def __init__(self, settings: Settings | None = None, *, _caches: _Caches | None = None):
-        self._settings = settings
-        self._caches = _caches or _Caches()
-
-    @property
-    def settings(self) -> Settings:
-        """The settings in force; read from the environment the first time (and after
-        `reset`)."""
-        if self._settings is None:
-            self._settings = Settings.from_environment()
-        return self._settings
+    settings_type = Settings
+    caches_type = _Caches
 
     @property
     def plans(self) -> dict:
@@ -140,21 +133,9 @@ class Runtime:
     def counters(self) -> Counter:
         return self._caches.counters
 
-    @property
-    def lock(self) -> Any:
-        return self._caches.lock
-
-    def configure(self, **changes: Any) -> Settings:
-        """Change settings (names of `Settings`); cached plans are dropped."""
-        with self.lock:
-            self._settings = dataclasses.replace(self.settings, **changes)
-            self.plans.clear()
-        return self._settings
-
-    def view(self, **changes: Any) -> Runtime:
-        """A runtime with these settings changed that shares this one's caches (plans are
-        keyed on the settings, so the two never mix plans)."""
-        return Runtime(dataclasses.replace(self.settings, **changes), _caches=self._caches)
+    def changed(self) -> None:
+        """Cached plans are dropped when the settings change."""
+        self.plans.clear()
 
     def warn_once(self, key: tuple, message: str, stacklevel: int = 2) -> bool:
         """Warn `message` (RuntimeWarning) unless `key` warned before in this runtime; True
@@ -170,7 +151,7 @@ class Runtime:
     def reset(self) -> None:
         """Empty every cache and forget the settings (the environment is read again)."""
         with self.lock:
-            self._settings = None
+            self.forget_settings()
             self._caches.plans.clear()
             self._caches.warned.clear()
             self._caches.probes.clear()
@@ -189,14 +170,9 @@ def current() -> Runtime:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def using(runtime: Runtime) -> Iterator[Runtime]:
+def using(runtime: Runtime) -> contextlib.AbstractContextManager[Runtime]:
     """Within this block (this context), `runtime` is in force."""
-    token = _CURRENT.set(runtime)
-    try:
-        yield runtime
-    finally:
-        _CURRENT.reset(token)
+    return runtimes.using(_CURRENT, runtime)
 
 
 def fresh() -> contextlib.AbstractContextManager[Runtime]:

@@ -16,9 +16,7 @@ names it, so no installed package can take `.pdf` from the PDF reader unseen.
 
 from __future__ import annotations
 
-import functools
 import importlib
-import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -26,7 +24,7 @@ from types import MappingProxyType
 
 from attnswitch.documents.readers.blocks import Extracted, Reader, ReadOptions
 from attnswitch.documents.readers.code import LANGUAGES
-from attnswitch.plugins import entry_point_objects
+from attnswitch.plugins import Registry, entry_point_objects
 
 ENTRY_POINT_GROUP = "attnswitch.readers"
 
@@ -82,58 +80,60 @@ BUILTIN = (
     _builtin("code", tuple(LANGUAGES), "code", "read_code"),
 )
 
-_lock = threading.Lock()
+
+def _load() -> dict[str, ReaderSpec]:
+    """The built-in readers, then each entry point's that neither takes a kind nor an
+    extension a reader already has (warned and skipped or left out)."""
+    table = {spec.kind: spec for spec in BUILTIN}
+    taken = {ext: spec.kind for spec in BUILTIN for ext in spec.extensions}
+    for spec in entry_point_objects(
+        ENTRY_POINT_GROUP,
+        "reader",
+        lambda s: isinstance(s, ReaderSpec),
+        "an attnswitch.documents.readers.registry.ReaderSpec",
+    ):
+        if spec.kind in table:
+            warnings.warn(
+                f"attnswitch: reader {spec.kind!r}: expected a kind no reader "
+                f"has, got one the {table[spec.kind].read.__name__} reader "
+                "has; skipped",
+                stacklevel=2,
+            )
+            continue
+        clashing = [ext for ext in spec.extensions if ext in taken]
+        if clashing:
+            warnings.warn(
+                f"attnswitch: reader {spec.kind!r}: extensions "
+                f"{', '.join(clashing)} belong to readers "
+                f"{', '.join(taken[e] for e in clashing)}; left out",
+                stacklevel=2,
+            )
+            spec = replace(spec, extensions=tuple(e for e in spec.extensions if e not in taken))
+        table[spec.kind] = spec
+        taken.update((ext, spec.kind) for ext in spec.extensions)
+    return table
 
 
-@functools.cache
-def _table() -> Mapping[str, ReaderSpec]:
-    with _lock:
-        table = {spec.kind: spec for spec in BUILTIN}
-        taken = {ext: spec.kind for spec in BUILTIN for ext in spec.extensions}
-        for spec in entry_point_objects(
-            ENTRY_POINT_GROUP,
-            "reader",
-            lambda s: isinstance(s, ReaderSpec),
-            "an attnswitch.documents.readers.registry.ReaderSpec",
-        ):
-            if spec.kind in table:
-                warnings.warn(
-                    f"attnswitch: reader {spec.kind!r}: expected a kind no reader "
-                    f"has, got one the {table[spec.kind].read.__name__} reader "
-                    "has; skipped",
-                    stacklevel=2,
-                )
-                continue
-            clashing = [ext for ext in spec.extensions if ext in taken]
-            if clashing:
-                warnings.warn(
-                    f"attnswitch: reader {spec.kind!r}: extensions "
-                    f"{', '.join(clashing)} belong to readers "
-                    f"{', '.join(taken[e] for e in clashing)}; left out",
-                    stacklevel=2,
-                )
-                spec = replace(spec, extensions=tuple(e for e in spec.extensions if e not in taken))
-            table[spec.kind] = spec
-            taken.update((ext, spec.kind) for ext in spec.extensions)
-        return MappingProxyType(table)
+# The process's readers: the one registry of readers (plugins.Registry).
+REGISTRY: Registry[ReaderSpec] = Registry("reader", _load)
 
 
 def readers() -> Mapping[str, ReaderSpec]:
     """kind -> its reader's spec, the built-in ones first."""
-    return _table()
+    return REGISTRY.table()
 
 
-@functools.cache
+def _extension_kinds(table: Mapping[str, ReaderSpec]) -> Mapping[str, str]:
+    return MappingProxyType({ext: spec.kind for spec in table.values() for ext in spec.extensions})
+
+
 def extension_kinds() -> Mapping[str, str]:
     """extension (lower-case, with its dot; "" for none) -> the kind of the reader owning
     it: each extension to one reader."""
-    return MappingProxyType(
-        {ext: spec.kind for spec in _table().values() for ext in spec.extensions}
-    )
+    return REGISTRY.derived("extension_kinds", _extension_kinds)
 
 
 def reset() -> None:
     """Forget the table, so that the next call reads the entry points again (tests that
     install a plug-in)."""
-    _table.cache_clear()
-    extension_kinds.cache_clear()
+    REGISTRY.reset()
