@@ -9,13 +9,12 @@ when it is made by the checks of `indexing.requests.SearchRequest` (the one defi
 a search: its modes, filter fields and the bounds of k), so a bad value is refused where
 the adapter is built, with the argument named (`StoreInputError`, a `ValueError`:
 "mode: expected one of hybrid, dense, keyword, got 'fuzzy'", "k: expected an integer
-from 1 to 100, got 0"). A search that cannot be
-made raises `IndexSearchError`, one line saying what was wrong: a refusal by the server
-(`RemoteSearchError`, a subclass, with the server's own message), an answer that is not a
-search's answer (not JSON, or not the shape `/v1/search` gives: each hit checked against
-`Hit`, so a missing or wrongly typed field is named, "data[0].chunk_id"), or a damaged
-local index (the CLI's line for it, `store_errors.describe`). A server that cannot be
-reached raises httpx's error.
+from 1 to 100, got 0"). A search that cannot be made raises `IndexSearchError`, one line
+saying what was wrong: a refusal by the server (`RemoteSearchError`, a subclass, with the
+server's own message), an answer that is not a search's answer (not JSON, or not the
+shape `/v1/search` gives: each hit checked against `Hit`, so a missing or wrongly typed
+field is named, "data[0].chunk_id"), or a damaged local index (the CLI's line for it,
+`store_errors.describe`). A server that cannot be reached raises httpx's error.
 
 `hit_metadata(hit)` is a hit's dict less its text: every field `Hit` has (path, root,
 heading_path, location, score, rank, chunk_id, snippet, also_at, ...), whatever fields it
@@ -32,7 +31,7 @@ from typing import Any
 
 from attnswitch.errors import AttnswitchError
 from attnswitch.indexing.filters import FIELDS
-from attnswitch.indexing.requests import DEFAULT_K, Mode, SearchRequest, check_k
+from attnswitch.indexing.requests import DEFAULT_K, Mode, check_k
 
 SEARCH_ROUTE = "/v1/search"
 DEFAULT_TIMEOUT_S = 60.0
@@ -73,10 +72,6 @@ class SearchSpec:
     def filters(self) -> dict[str, Any]:
         """The filters as `attnswitch.search`'s keyword arguments (one per `FIELDS`)."""
         return {name: getattr(self, name) for name in FIELDS}
-
-    def search_request(self, query: str) -> SearchRequest:
-        """The search of `query` this spec asks for, checked (`requests.SearchRequest`)."""
-        return SearchRequest.of(query, self.k, self.mode, **self.filters())
 
     def request(self, query: str) -> dict[str, Any]:
         """The body of `POST /v1/search` for `query`: the filters as given (dates as ISO
