@@ -279,3 +279,18 @@ def _path_matches(pattern: str, spec: GitIgnoreSpec | None, source: str, full: s
 
 
 __all__ = ["FIELDS", "GROUPS", "SearchFilter"]
+
+# What each field takes, for the front ends that build their inputs from FIELDS (options,
+# schemas, the page's controls): "paths" and "types" a text or a list of texts, any of
+# which passes; "time" one ISO 8601 date or date-time.
+FIELD_VALUES = MappingProxyType(
+    {"path": "paths", "type": "types", "modified_after": "time", "modified_before": "time"}
+)
+
+
+def type_names() -> tuple[str, ...]:
+    """The words `type` takes besides extensions: the readers' kinds and `GROUPS`, sorted."""
+    return tuple(sorted(set(readers()) | set(GROUPS)))
+
+
+__all__ += ["FIELD_HELP", "FIELD_VALUES", "type_names"]

@@ -186,3 +186,9 @@ __all__ = [
     "check_k",
     "check_query",
 ]
+
+# The modes and their help on one line ("hybrid: ...; dense: ...; keyword: ..."), as the
+# front ends describe the `mode` option, field and control.
+MODES_HELP = "; ".join(f"{m.value}: {m.help}" for m in Mode)
+
+__all__ += ["MODES_HELP"]
