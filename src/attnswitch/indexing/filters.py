@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from attnswitch.documents import globs
-from attnswitch.documents.readers.registry import extension_kinds, readers
 from attnswitch.indexing.store_errors import StoreInputError
 
 if TYPE_CHECKING:
@@ -194,6 +192,8 @@ def _strings(name: str, value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def _types(values: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    from attnswitch.documents.readers.registry import extension_kinds, readers
+
     kinds: set[str] = set()
     extensions: set[str] = set()
     for value in values:
@@ -252,6 +252,8 @@ def _shown(ns: int | None) -> str | None:
 def _spec(pattern: str, name: str) -> GitIgnoreSpec | None:
     """A glob's compiled gitignore spec (`globs`, as `--include` reads it); None for a
     prefix. A glob `globs` refuses is a `StoreInputError` naming `name`."""
+    from attnswitch.documents import globs
+
     if not _GLOB_CHARS & set(pattern):
         return None
     body = pattern[1:] if os.path.isabs(pattern) else pattern
@@ -290,6 +292,8 @@ FIELD_VALUES = MappingProxyType(
 
 def type_names() -> tuple[str, ...]:
     """The words `type` takes besides extensions: the readers' kinds and `GROUPS`, sorted."""
+    from attnswitch.documents.readers.registry import readers
+
     return tuple(sorted(set(readers()) | set(GROUPS)))
 
 

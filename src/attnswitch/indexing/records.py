@@ -11,15 +11,16 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
-from attnswitch.documents.ingest import SourceFile
 from attnswitch.indexing.store_errors import (
     StoreInputError,
 )
+
+if TYPE_CHECKING:
+    from attnswitch.documents.ingest import SourceFile
 
 # The ANN search beam (`ef_search`, the candidates a graph search keeps) of both stores'
 # HNSW indexes by default: at 1M clustered 384-d chunks it gives recall@10 0.99 against
@@ -240,8 +241,8 @@ def check_ef_search(ef: object) -> int:
     `StoreInputError` naming it."""
     if (
         isinstance(ef, bool)
-        or not isinstance(ef, int | np.integer)
-        or not (1 <= ef <= MAX_EF_SEARCH)
+        or not isinstance(ef, Integral)  # numpy's integers too, without importing numpy
+        or not (1 <= int(ef) <= MAX_EF_SEARCH)
     ):
         raise StoreInputError("ef_search", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef))
     return int(ef)

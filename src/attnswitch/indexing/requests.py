@@ -16,10 +16,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
-
-import numpy as np
 
 from attnswitch.indexing.filters import FIELDS, SearchFilter
 from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
@@ -79,7 +78,7 @@ MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 def check_k(k: object) -> int:
     """`k` as an int from 1 to `MAX_K`, else `StoreInputError` naming `k`."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
+    if isinstance(k, bool) or not isinstance(k, Integral) or not 1 <= int(k) <= MAX_K:
         raise StoreInputError("k", f"an integer from 1 to {MAX_K}", repr(k))
     return int(k)
 
@@ -89,11 +88,7 @@ def check_ef(ef: object) -> int | None:
     store's default); else `StoreInputError` naming `ef`."""
     if ef is None:
         return None
-    if (
-        isinstance(ef, bool)
-        or not isinstance(ef, (int, np.integer))
-        or not 1 <= ef <= MAX_EF_SEARCH
-    ):
+    if isinstance(ef, bool) or not isinstance(ef, Integral) or not 1 <= int(ef) <= MAX_EF_SEARCH:
         raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef))
     return int(ef)
 
