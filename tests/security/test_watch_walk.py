@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from attnswitch.documents.ingest import walked_folders
+from attnswitch.documents.walked import walked_folders
 from attnswitch.documents.rules import FileRules
 from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, RunSummary

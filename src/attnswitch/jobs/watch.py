@@ -2,7 +2,7 @@
 deleted.
 
 `watch(root, store, options)` watches the folders a run of `root` walks
-(`ingest.walked_folders`: the walk of `scan` itself, so no link is followed, no pseudo
+(`walked.walked_folders`: the walk of `scan` itself, so no link is followed, no pseudo
 filesystem, system, hidden, excluded or ignored folder is entered, and none past the depth
 limit), each one alone, not recursively (watchfiles: the operating system's file events,
 inotify on Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows, or polling where
@@ -52,8 +52,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnswitch.documents.ingest import WalkedFolder, folder_id, walked_folders
+from attnswitch.documents.ingest import folder_id
 from attnswitch.documents.rules import IGNORE_FILES, rules_for
+from attnswitch.documents.walked import WalkedFolder, walked_folders
 from attnswitch.indexing.records import root_key
 from attnswitch.indexing.store import Store, StoreBusyError
 from attnswitch.indexing.writer import IndexWriter
