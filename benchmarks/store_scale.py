@@ -271,7 +271,8 @@ def run_postgres(
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from pgvector import HalfVector
 
-    from attnswitch.indexing.store_postgres import HNSW_INDEX, TERMS_INDEX, PostgresStore
+    from attnswitch.indexing.postgres_schema import HNSW_INDEX, TERMS_INDEX
+    from attnswitch.indexing.store_postgres import PostgresStore
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
 
     workers = max(0, (os.cpu_count() or 1) - 1)  # plus the leader: every core

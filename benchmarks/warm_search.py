@@ -183,7 +183,7 @@ def build_synthetic(location: str | Path, n: int) -> None:
             set_default_model_config(store)
             store.sync_index()
         else:  # pgvector's indexes, built once the rows are in (as store_scale does)
-            from attnswitch.indexing.store_postgres import HNSW_INDEX, TERMS_INDEX
+            from attnswitch.indexing.postgres_schema import HNSW_INDEX, TERMS_INDEX
 
             drop = lambda s: s._conn.execute(  # noqa: E731
                 "DROP INDEX chunks_embedding_hnsw; DROP INDEX chunks_terms"

@@ -1,5 +1,5 @@
 """The PostgreSQL store's upgrades that rewrite stored rows, each inside the caller's
-transaction (`store_postgres.upgrade` holds the schema lock): vectors from float32 to
+transaction (`postgres_schema.upgrade` holds the schema lock): vectors from float32 to
 float16 (`to_halfvec`) and the keyword index made again by a new analyzer (`reanalyze`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from attnswitch.indexing import analyzer
 if TYPE_CHECKING:
     from psycopg import Connection
 
-    # psycopg's default rows (`tuple_row`), as `store_postgres.connect` makes them
+    # psycopg's default rows (`tuple_row`), as `postgres_schema.connect` makes them
     Conn = Connection[tuple[Any, ...]]
 
 log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log

@@ -40,7 +40,7 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 # Seconds a run waits for another process's run lock before it is refused as busy.
 RUN_LOCK_WAIT_S = 5.0
 # The store schema's version (a SQLite file's user_version; a PostgreSQL store is upgraded
-# by what its catalog lacks, `store_postgres.upgrade`).
+# by what its catalog lacks, `postgres_schema.upgrade`).
 SCHEMA_VERSION = 9
 # The element of a stored vector, in both stores: IEEE float16, rounded to nearest from the
 # L2-normalised float32 vector (SQLite: a BLOB of little-endian float16; PostgreSQL:
