@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from attnswitch.indexing.store_errors import StoreInputError
 
@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from attnswitch.indexing.records import ChunkRow, RunRecord, StoredDocument, StoreStatus
     from attnswitch.indexing.searcher import Searcher
     from attnswitch.indexing.store import Store
+    from attnswitch.indexing.store_postgres import PostgresStore
+    from attnswitch.indexing.store_sqlite import SQLiteStore
+
+    AnyStore = SQLiteStore | PostgresStore
 
 Location = str | Path  # a resolved location: a PostgreSQL URL, or a SQLite file
 
@@ -72,7 +76,7 @@ class Index(AbstractContextManager["Index"]):
     manager or call `close()`. Not shared across threads (a SQLite connection belongs to
     its thread): each thread opens its own."""
 
-    def __init__(self, store: Store, location: Location):
+    def __init__(self, store: AnyStore, location: Location):
         self._store = store
         self.location = location
         self._config: IndexConfig | None = None
@@ -111,26 +115,16 @@ class Index(AbstractContextManager["Index"]):
         resolved = cls.resolve(location)
         if isinstance(resolved, Path) and not create and not resolved.is_file():
             raise IndexMissingError(resolved)
-        return cls(cls.open_store(resolved, reconnect_for_s=reconnect_for_s), resolved)
+        return cls(_connect(resolved, reconnect_for_s), resolved)
 
     @staticmethod
-    def open_store(
-        location: str | os.PathLike[str] | None = None, *, reconnect_for_s: float | None = None
-    ) -> Store:
+    def open_store(location: str | os.PathLike[str] | None = None) -> Store:
         """The bare store at `location` (`resolve`), a SQLite one created when it is not
-        there: the dispatch `open` uses, and what the writers (`run`, jobs, `watch`) open
-        until they have `Index.writer()`."""
-        resolved = Index.resolve(location)
-        if isinstance(resolved, Path):
-            from attnswitch.indexing.store import SQLiteStore
-
-            return SQLiteStore(resolved)
-        from attnswitch.indexing.store_postgres import PostgresStore
-
-        store = PostgresStore(resolved)
-        if reconnect_for_s is not None:
-            store.reconnect_for_s = reconnect_for_s
-        return store
+        there: what the writers (`run`, jobs, `watch`) open until the `Index` has a
+        writer."""
+        # the stores' own types differ from `Store`'s in details mypy holds to (`url`'s
+        # type, `__enter__`'s); tests/indexing/test_store_contract.py checks them
+        return cast("Store", _connect(Index.resolve(location)))
 
     def close(self) -> None:
         """Close the store's connection."""
@@ -180,10 +174,12 @@ class Index(AbstractContextManager["Index"]):
             self._count = self._store.count()
         return self._count
 
-    def check_searchable(self) -> None:
-        """Raise `IndexEmptyError` unless the index has a config and chunks."""
-        if self.config is None or self.count() == 0:
+    def check_searchable(self) -> IndexConfig:
+        """The index's config; `IndexEmptyError` unless it has one and chunks."""
+        config = self.config
+        if config is None or self.count() == 0:
             raise IndexEmptyError(self.where)
+        return config
 
     def refresh(self) -> bool:
         """Forget the config and count when another connection committed to the index
@@ -247,6 +243,21 @@ class Index(AbstractContextManager["Index"]):
         from attnswitch.indexing.searcher import Searcher
 
         return Searcher(self, self._store, model=model)
+
+
+def _connect(resolved: Location, reconnect_for_s: float | None = None) -> AnyStore:
+    """The store at a resolved location: a SQLite file (created when it is not there), or
+    a PostgreSQL server (`reconnect_for_s`: see `Index.open`)."""
+    if isinstance(resolved, Path):
+        from attnswitch.indexing.store_sqlite import SQLiteStore
+
+        return SQLiteStore(resolved)
+    from attnswitch.indexing.store_postgres import PostgresStore
+
+    store = PostgresStore(resolved)
+    if reconnect_for_s is not None:
+        store.reconnect_for_s = reconnect_for_s
+    return store
 
 
 __all__ = ["Index", "IndexEmptyError", "IndexMissingError", "Location", "is_url"]

@@ -5,12 +5,15 @@ place a location is resolved (`Index.resolve`) and opened (`Index.open`, and
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from attnswitch.indexing.index import Index, is_url
-from attnswitch.indexing.store import Store
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.store import Store
 
 
-def open_store(location: str | os.PathLike | None = None) -> Store:
+def open_store(location: str | os.PathLike[str] | None = None) -> Store:
     """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
     `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`),
     created when it is not there (`Index.open_store`)."""

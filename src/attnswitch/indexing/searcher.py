@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from attnswitch.indexing.requests import SearchRequest
     from attnswitch.indexing.search import Hit
     from attnswitch.indexing.store import Store
+    from attnswitch.indexing.store_postgres import PostgresStore
+    from attnswitch.indexing.store_sqlite import SQLiteStore
 
 
 @dataclass
@@ -63,7 +65,9 @@ class Searcher:
     """Searches one open `Index` (from `Index.searcher()`); `model` may name the index's
     model folder (`query.encode_query` refuses another model)."""
 
-    def __init__(self, index: Index, store: Store, *, model: str | None = None):
+    def __init__(
+        self, index: Index, store: SQLiteStore | PostgresStore, *, model: str | None = None
+    ):
         self._index = index
         self._store = store
         self.model = model
@@ -83,16 +87,16 @@ class Searcher:
         from attnswitch.indexing.search import search
 
         index = self._index
-        index.check_searchable()
+        config = index.check_searchable()
         steps = QuerySteps()
         if request.needs_vector and vector is None:
             from attnswitch.indexing.query import encode_query
 
-            vector = encode_query(request.query, index.config, self.model, steps)
+            vector = encode_query(request.query, config, self.model, steps)
         searched = time.perf_counter()
         with index.deadline(deadline):
             hits = search(
-                self._store,
+                cast("Store", self._store),  # what `Store` declares, in both stores' types
                 vector if request.needs_vector else None,
                 request.k,
                 text=request.query,
@@ -100,7 +104,7 @@ class Searcher:
                 ef=request.ef,
                 where=request.where,
                 deadline=deadline,
-                config=index.config,
+                config=config,
             )
             kept = (
                 None
