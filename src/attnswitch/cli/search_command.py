@@ -3,8 +3,8 @@
     attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
 
-Both open the index with `pipeline.open_index` (`Index.open`: the one place `--db` is
-resolved) and fail in one line as `run` does (`pipeline._fail`); `search` builds a
+Both open the index with `opening.open_index` (`Index.open`: the one place `--db` is
+resolved) and fail in one line as `run` does (`opening._fail`); `search` builds a
 `requests.SearchRequest` and hands it to the index's `Searcher`, and renders what it
 returns: a table, or with `--json` the hits as `/v1/search` answers them.
 """
@@ -18,16 +18,16 @@ from typing import Annotated, Any
 
 import typer
 
-from attnswitch.cli.options import JsonOption, StoreOption
-from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
-from attnswitch.cli.pipeline import (
+from attnswitch.cli.opening import (
     _fail,
     _interruptible,
-    _render_files,
     _store_errors,
     open_index,
     store_location,
 )
+from attnswitch.cli.options import JsonOption, StoreOption
+from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
+from attnswitch.cli.pipeline import _render_files
 from attnswitch.cli.timings import report_timings, search_timings
 from attnswitch.indexing.requests import Mode
 
