@@ -30,6 +30,7 @@ from typing import Annotated, Any
 
 import typer
 
+from attnswitch.cli.files_table import _render_files
 from attnswitch.cli.opening import _fail, _open_store, _store_errors, store_location
 from attnswitch.cli.options import (
     EngineOption,
@@ -58,9 +59,6 @@ class Layout(str, enum.Enum):
 class Chunking(str, enum.Enum):
     blocks = "blocks"
     windows = "windows"
-
-
-SKIPS_SHOWN = 20
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -628,19 +626,6 @@ def _cost_text(c: dict) -> str:
         f"${c['usd_per_million_tokens']:.4f} per million tokens at "
         f"${c['hourly_usd']:.2f}/h ({c['device']}, price from {c['price_source']})"
     )
-
-
-def _render_files(console: Any, title: str, rows: list[dict], column: str) -> None:
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    t.add_column("file", overflow="fold")
-    t.add_column(column, overflow="fold")
-    for r in rows[:SKIPS_SHOWN]:
-        t.add_row(terminal_text(r["source"]), terminal_text(r[column]))
-    if len(rows) > SKIPS_SHOWN:
-        t.add_row(f"... and {len(rows) - SKIPS_SHOWN} more", "(attnswitch status --json)")
-    console.print(t)
 
 
 # ---- standalone entry ------------------------------------------------------------------

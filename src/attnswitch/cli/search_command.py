@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from attnswitch.cli.files_table import _render_files
 from attnswitch.cli.opening import (
     _fail,
     _interruptible,
@@ -27,7 +28,6 @@ from attnswitch.cli.opening import (
 )
 from attnswitch.cli.options import JsonOption, StoreOption
 from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
-from attnswitch.cli.pipeline import _render_files
 from attnswitch.cli.timings import report_timings, search_timings
 from attnswitch.indexing.requests import Mode
 

@@ -242,7 +242,7 @@ class Index(AbstractContextManager["Index"]):
         query is encoded by the index's own model in any case)."""
         from attnswitch.indexing.searcher import Searcher
 
-        return Searcher(self, self._store, model=model)
+        return Searcher(self._store, self.check_searchable, model=model)
 
 
 def _connect(resolved: Location, reconnect_for_s: float | None = None) -> AnyStore:

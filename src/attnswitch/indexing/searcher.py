@@ -32,7 +32,9 @@ import numpy as np
 from attnswitch.indexing.query import QuerySteps
 
 if TYPE_CHECKING:
-    from attnswitch.indexing.index import Index
+    from collections.abc import Callable
+
+    from attnswitch.indexing.config import IndexConfig
     from attnswitch.indexing.requests import SearchRequest
     from attnswitch.indexing.search import Hit
     from attnswitch.indexing.store import Store
@@ -62,14 +64,20 @@ class SearchResult:
 
 
 class Searcher:
-    """Searches one open `Index` (from `Index.searcher()`); `model` may name the index's
-    model folder (`query.encode_query` refuses another model)."""
+    """Searches one open index (made by `Index.searcher()`): its `store`, and `searchable`,
+    which returns the index's config (read once per `Index`) or raises
+    `index.IndexEmptyError` (`Index.check_searchable`). `model` may name the index's model
+    folder (`query.encode_query` refuses another model)."""
 
     def __init__(
-        self, index: Index, store: SQLiteStore | PostgresStore, *, model: str | None = None
+        self,
+        store: SQLiteStore | PostgresStore,
+        searchable: Callable[[], IndexConfig],
+        *,
+        model: str | None = None,
     ):
-        self._index = index
         self._store = store
+        self._searchable = searchable
         self.model = model
 
     def search(
@@ -86,15 +94,14 @@ class Searcher:
         nothing to search raises `index.IndexEmptyError` before any model is loaded."""
         from attnswitch.indexing.search import search
 
-        index = self._index
-        config = index.check_searchable()
+        config = self._searchable()
         steps = QuerySteps()
         if request.needs_vector and vector is None:
             from attnswitch.indexing.query import encode_query
 
             vector = encode_query(request.query, config, self.model, steps)
         searched = time.perf_counter()
-        with index.deadline(deadline):
+        with self._store.deadline(deadline):
             hits = search(
                 cast("Store", self._store),  # what `Store` declares, in both stores' types
                 vector if request.needs_vector else None,
@@ -109,7 +116,7 @@ class Searcher:
             kept = (
                 None
                 if request.where is None or hits
-                else len(index.allowed_documents(request.where))
+                else len(self._store.allowed_documents(request.where))
             )
         steps.search_s = time.perf_counter() - searched
         return SearchResult(hits, kept, steps)
