@@ -1,4 +1,4 @@
-"""The index's read-only views (`service/overview.py`) on a real SQLite store: a chunk among
+"""The index's read-only views (`service/overview.py`) on an `Index` of each store: a chunk among
 its neighbours at the ends and in the middle of a document, skipped files filtered and
 paged, the summary's sizes and counts, and no absolute path in any answer."""
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from attnswitch.documents.ingest import ingest
-from attnswitch.indexing.store import ChunkRecord, SQLiteStore
+from attnswitch.indexing.index import Index
+from attnswitch.indexing.store import ChunkRecord
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
 
@@ -18,8 +19,9 @@ CHUNKS = 7
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    """Two documents of 7 chunks, an empty file and a broken PDF (both skipped)."""
+def store(location, tmp_path: Path):
+    """Two documents of 7 chunks, an empty file and a broken PDF (both skipped), in each
+    store, opened as an `Index`."""
     root = tmp_path / "docs"
     root.mkdir()
     for name in ("a.txt", "b.txt"):
@@ -27,7 +29,7 @@ def store(tmp_path: Path):
     (root / "empty.txt").write_text("")
     (root / "broken.pdf").write_bytes(b"%PDF-1.4\nnot a PDF body\n")
     rng = np.random.default_rng(3)
-    with SQLiteStore(tmp_path / "index.sqlite3") as store:
+    with Index.open_store(location) as store:
         for doc in ingest(root):
             if not doc.ok:
                 store.record_skip(doc)
@@ -36,7 +38,8 @@ def store(tmp_path: Path):
                 ChunkRecord(f"{doc.source} part {i}", 3, 10 * i, 10 * i + 10) for i in range(CHUNKS)
             ]
             store.write_document(doc, chunks, rng.normal(size=(CHUNKS, 8)))
-        yield store
+    with Index.open(location) as index:
+        yield index
 
 
 def shown(path: str) -> str:

@@ -12,9 +12,10 @@
     attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR] [--api-key-file FILE] ...
     attnswitch mcp [--db DIR] [--allow-index ROOT ...] [--http [--host H] [--port P] ...]
 
-The first three live here; `run`, `search` and `status` in `cli/pipeline.py`, `watch` and
-`forget` in `cli/sync.py`, `serve` in `cli/serve.py`, `mcp` in `cli/mcp.py`, and the
-option types they share in `cli/options.py`. One small function per command; each imports what it needs (torch, jax, the attention modules, the pipeline)
+The first three live here; `run` in `cli/pipeline.py`, `search` and `status` in
+`cli/search_command.py`, `watch` and `forget` in `cli/sync.py`, `serve` in `cli/serve.py`,
+`mcp` in `cli/mcp.py`, and the option types they share in `cli/options.py`. One small
+function per command; each imports what it needs (torch, jax, the attention modules, the pipeline)
 inside, so `attnswitch --help` imports neither torch nor jax. This package is the top
 layer: nothing below it imports typer (docs/architecture.md, "Layers").
 """
@@ -594,7 +595,8 @@ def _register_commands() -> None:
     import heavy libraries only inside the commands, so `--help` stays fast. Every
     command's help is its docstring reflowed (`help_text`)."""
     from attnswitch.cli.mcp import mcp_command
-    from attnswitch.cli.pipeline import run_command, search_command, status_command
+    from attnswitch.cli.pipeline import run_command
+    from attnswitch.cli.search_command import search_command, status_command
     from attnswitch.cli.serve import serve_command
     from attnswitch.cli.sync import forget_command, watch_command
 

@@ -1,25 +1,23 @@
-"""What a store location names, and opening it: a `postgresql://` URL is a PostgreSQL
-server (`store_postgres.PostgresStore`), anything else a SQLite file or data folder
-(`store.SQLiteStore`, `store.resolve_path`). Above both store modules, so neither imports
-the other."""
+"""What a store location names, and opening it: thin names over `index.Index`, the one
+place a location is resolved (`Index.resolve`) and opened (`Index.open`, and
+`Index.open_store` for writers), kept for the callers that take a bare store."""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from attnswitch.indexing.store import SQLiteStore, Store
+from attnswitch.indexing.index import Index, is_url
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.store import Store
 
 
-def open_store(location: str | os.PathLike | None = None) -> Store:
+def open_store(location: str | os.PathLike[str] | None = None) -> Store:
     """The store at `location`: a `postgresql://` (or `postgres://`) URL opens a
-    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`)."""
-    if is_url(location):
-        from attnswitch.indexing.store_postgres import PostgresStore
-
-        return PostgresStore(str(location))
-    return SQLiteStore(location)
+    `PostgresStore`; anything else is a SQLite file or data folder (`resolve_path`),
+    created when it is not there (`Index.open_store`)."""
+    return Index.open_store(location)
 
 
-def is_url(location: str | os.PathLike | None) -> bool:
-    """Whether `location` names a PostgreSQL server rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+__all__ = ["is_url", "open_store"]

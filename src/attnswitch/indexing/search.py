@@ -50,6 +50,7 @@ from attnswitch.documents.readers.blocks import Location
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.ann import exact_top_k
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.requests import Mode
 from attnswitch.indexing.store import (
     MAX_EF_SEARCH,
     ChunkRow,
@@ -60,7 +61,6 @@ from attnswitch.indexing.store import (
     keyword_terms,
 )
 
-MODES = ("hybrid", "dense", "keyword")
 # Words that open a question: interrogatives, auxiliaries and the asker ("how do I ...").
 QUESTION_OPENING = frozenset(
     "how what why when where which who whom whose can could should would will shall may "
@@ -278,9 +278,8 @@ def _flatten(text: str, start: int) -> tuple[str, dict[int, int]]:
 
 
 def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise StoreInputError("mode", f"one of {', '.join(MODES)}", repr(mode))
-    return mode
+    """`mode` as one of `requests.MODES`, else `StoreInputError` naming `mode`."""
+    return Mode.parse(mode).value
 
 
 def check_k(k: Any) -> int:
@@ -299,6 +298,7 @@ def search(
     ef: int | None = None,
     where: SearchFilter | None = None,
     deadline: float | None = None,
+    config: Any = None,
 ) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
@@ -308,7 +308,8 @@ def search(
     store's dense and keyword queries, so `k` hits come back when `k` chunks pass.
     `deadline`: a `time.monotonic()` time by which the search stops, done or not
     (`StoreDeadlineError`; its statements under `Store.deadline`, its loops looking at the
-    clock); None: no deadline.
+    clock); None: no deadline. `config`: the store's `IndexConfig` when the caller has read
+    it (`Index.config`; hybrid weighs by its model's languages), else read here.
 
     The store's statements per search are a fixed number whatever `k` is, for each round
     (one round unless copies of documents leave fewer than `k` distinct results): the
@@ -331,7 +332,13 @@ def search(
         q = normalised(np.asarray(query)[None, :], store.dim)
     with store.deadline(deadline):
         # The store's model languages, read once whatever the rounds (hybrid's weights).
-        languages = model_languages(store) if mode == "hybrid" else None
+        languages = (
+            None
+            if mode != "hybrid"
+            else model_languages(store)
+            if config is None
+            else config.languages
+        )
         # Copies of a document are one result: a list holding copies is read again, twice as
         # long, until k distinct results are found or the lists are exhausted. Each round
         # reads its chunks and their documents once, in bulk: the store's statements per

@@ -20,22 +20,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnswitch.indexing.config import stored_config
-from attnswitch.indexing.filters import SearchFilter
-from attnswitch.indexing.location import is_url, open_store
-from attnswitch.indexing.search import Hit, check_k, check_mode
-from attnswitch.indexing.store import resolve_path
+from attnswitch.indexing.index import Index
+from attnswitch.indexing.requests import SearchRequest
+from attnswitch.indexing.search import Hit
 from attnswitch.indexing.store_errors import StoreInputError
 
 
 def location_of(db: str | os.PathLike[str] | None) -> str | Path:
-    """What `db` names, as `--db` reads it: a PostgreSQL URL as given, else the SQLite file
-    (`store.resolve_path`: a data folder's `index.sqlite3`, default `./.attnswitch/`)."""
-    if db is not None and not isinstance(db, (str, os.PathLike)):
-        raise StoreInputError("db", "a path or a postgresql:// URL", repr(db))
-    if isinstance(db, str) and is_url(db):
-        return db
-    return resolve_path(None if db is None else Path(db))
+    """What `db` names, as `--db` reads it (`Index.resolve`): a PostgreSQL URL as given,
+    else the SQLite file (a data folder's `index.sqlite3`, default `./.attnswitch/`)."""
+    return Index.resolve(db)
 
 
 def search(
@@ -59,36 +53,25 @@ def search(
     dates or datetimes, inclusive, UTC unless they say); lists mean any of them
     (`filters`). The query is encoded by the model, engine and precision the index was
     built with; `model` may name that model's folder. `ef`: the ANN search beam of a large
-    index.
+    index. The request is checked (`requests.SearchRequest`) before the index is opened;
+    the index is `Index.open(db)`, searched by its `Searcher`.
 
         hits = attnswitch.search("vacuum", db="team-index", k=5, mode="keyword",
                                  path="postgresql/", modified_after="2024-01-01")
         print([h.path for h in hits])
     """
-    if not isinstance(query, str) or not query.strip():
-        raise StoreInputError("query", "a non-empty text", repr(query))
-    k, mode = check_k(k), check_mode(mode)
-    where = SearchFilter.of(
-        path=path, type=type, modified_after=modified_after, modified_before=modified_before
+    request = SearchRequest.of(
+        query,
+        k,
+        mode,
+        ef=ef,
+        path=path,
+        type=type,
+        modified_after=modified_after,
+        modified_before=modified_before,
     )
-    location = location_of(db)
-    if isinstance(location, Path) and not location.is_file():
-        raise StoreInputError(
-            "db",
-            "an index made by attnswitch.index(folder, db=...) or `attnswitch run`",
-            f"{str(location)!r}, which does not exist",
-        )
-    from attnswitch.indexing.query import encode_query
-    from attnswitch.indexing.search import search as search_store
-
-    with open_store(location) as store:
-        config = stored_config(store)
-        if config is None or store.count() == 0:
-            raise StoreInputError(
-                "db", "an index with documents", f"the empty index at {store.location}"
-            )
-        vector = None if mode == "keyword" else encode_query(query, config, model)
-        return search_store(store, vector, k, text=query, mode=mode, ef=ef, where=where)
+    with Index.open(db) as index:
+        return index.searcher(model).search(request).hits
 
 
 def index(
@@ -139,7 +122,7 @@ def index(
         )
     except TypeError as exc:  # an unknown keyword: named by Python's message
         raise StoreInputError("options", "fields of RunOptions", str(exc)) from None
-    with open_store(location_of(db)) as store:
+    with Index.open_store(db) as store:
         return run(Path(folder), store, run_options, on_progress=on_progress)
 
 

@@ -32,7 +32,7 @@ from attnswitch.service.schemas import MAX_INPUT_ITEMS
 class ServiceConfig:
     """host/port: where to listen (port 0: any free port). db: the store, as the CLI's
     `--db`: a data folder or index file (None: ./.attnswitch/), or a PostgreSQL URL
-    (`indexing.location.open_store`). model/engine/precision: the encoder (None and
+    (`indexing.index.Index.open`). model/engine/precision: the encoder (None and
     "auto": the index's own when the data folder has one, else the packaged default).
     api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
     permit a non-loopback host without keys. jobs_root: an existing folder; indexing jobs
@@ -120,12 +120,11 @@ class ServiceConfig:
 
     @property
     def store_location(self) -> str | Path:
-        """The store `db` names, as `run --db` reads it: a PostgreSQL URL as given, else the
-        index file (`store.resolve_path`)."""
-        from attnswitch.indexing.location import is_url
-        from attnswitch.indexing.store import resolve_path
+        """The store `db` names, as `run --db` reads it (`Index.resolve`): a PostgreSQL URL as
+        given, else the index file."""
+        from attnswitch.indexing.index import Index
 
-        return self.db if is_url(self.db) else resolve_path(self.db)
+        return Index.resolve(self.db)
 
     @property
     def jobs_folder(self) -> Path | None:

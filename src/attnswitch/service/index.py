@@ -1,12 +1,13 @@
-"""Search over the server's store (`serve --db`: a data folder, an index file or a
-PostgreSQL URL, opened by `indexing.location.open_store`), on a small pool of threads of its
+"""Search over the server's index (`serve --db`: a data folder, an index file or a
+PostgreSQL URL, opened by `indexing.index.Index.open`), on a small pool of threads of its
 own, each search within its request's deadline.
 
-`SEARCH_WORKERS` threads (`SearchIndex.executor`) each make and use their own connection
-to the store (sqlite3 connections belong to their thread; SQLite in WAL lets readers run
-side by side, PostgreSQL serves each connection in a process of its own), so one slow
-search holds one thread, never every search. A search carries its request's deadline down
-into its work (`indexing.search.search(deadline=)`, `Store.deadline`): a SQLite statement is
+`SEARCH_WORKERS` threads (`SearchIndex.executor`) each open and use their own `Index`
+(sqlite3 connections belong to their thread; SQLite in WAL lets readers run side by side,
+PostgreSQL serves each connection in a process of its own), so one slow search holds one
+thread, never every search. A search is the index's `Searcher` with the query's vector the
+service encoded, and carries its request's deadline down into its work
+(`Searcher.search(deadline=)`, `Store.deadline`): a SQLite statement is
 interrupted by its progress handler, a PostgreSQL one by its statement timeout, and the
 loops in Python over documents and chunks look at the clock, so a search past its deadline
 stops (`StoreDeadlineError`, the service's 504) and its thread is free again at once. A
@@ -15,9 +16,10 @@ request gives up is dropped unrun (the 504 of the request's deadline). `busy` co
 threads at work.
 
 Each thread's SQLite store keeps its own dense index (exact vectors or HNSW graph) loaded
-and reloads it when a job or a CLI run has committed since, and the index config is
-checked again then (`PRAGMA data_version` on a read-only connection of its own), so a
-search always sees the committed index without rereading it per query. One copy per
+and reloads it when a job or a CLI run has committed since, and the index config and
+chunk count are read again then (`Index.refresh`: `PRAGMA data_version` on the thread's
+own connection, which only reads), so a search always sees the committed index without
+rereading it per query. One copy per
 thread rather than one shared: the exact vectors are below `EXACT_BELOW` rows (29 MiB at
 dimension 384: at most `SEARCH_WORKERS` times that), and a saved graph is memory-mapped
 read-only, its pages shared by the threads through the page cache; a graph loaded into
@@ -25,7 +27,8 @@ memory to replay writes is saved at once when no run holds the store
 (`SQLiteStore._keep`), so the threads loading after that map it. Loading runs to its end
 whatever the request's deadline (every later search reuses it). A PostgreSQL store is
 searched on its server (pgvector's index); its config and chunk count are read again per
-search (other processes and nodes may write to it at any time).
+search (other processes and nodes may write to it at any time). The page's views
+(`overview`) run on the same threads, on the same `Index`.
 
 Queries must be encoded by the index's model: a store whose recorded model fingerprint is
 not the service's is refused (409), as the CLI's search refuses it.
@@ -43,18 +46,21 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import os
-import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnswitch.service.errors import ServiceError
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.index import Index
+    from attnswitch.indexing.requests import SearchRequest
+    from attnswitch.indexing.searcher import SearchResult
 
 log = logging.getLogger("attnswitch.service")
 INDEX_NAME = "the server's index"  # what answers call the index file (never its path)
@@ -110,44 +116,21 @@ def store_errors_unavailable() -> Iterator[None]:
 SEARCH_WORKERS = 4
 
 
-class _Connections:
-    """One search thread's connections to the store and what it knows of the index."""
-
-    def __init__(self) -> None:
-        self.store: Any = None
-        self.watch: sqlite3.Connection | None = None  # SQLite: `PRAGMA data_version`
-        self.version: int | None = None
-        self.count = 0
-
-    def close(self) -> None:
-        for conn in (self.store, self.watch):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
-        self.store = self.watch = self.version = None
-        self.count = 0
-
-
 class SearchIndex:
-    """The store at `location` (`ServiceConfig.store_location`: a SQLite file, or a
+    """The index at `location` (`ServiceConfig.store_location`: a SQLite file, or a
     PostgreSQL URL), searched on `workers` threads of its own (`executor`; see the module
     doc). `fingerprint` is the service model's fingerprint (`indexing.config.
     model_fingerprint`), set once the model loaded. `jobs`: whether this server indexes
     folders (`--jobs-root`), which decides what an answer on an empty index tells the user
     to do."""
 
-    def __init__(
-        self, location: str | os.PathLike, jobs: bool = False, workers: int = SEARCH_WORKERS
-    ):
-        from attnswitch.indexing.location import is_url
-
+    def __init__(self, location: str | Path, jobs: bool = False, workers: int = SEARCH_WORKERS):
         self.location = location
-        self.path = None if is_url(location) else Path(location)  # a SQLite store's file
         self.jobs = jobs
         self.fingerprint: str | None = None
         self.workers = workers
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="attnswitch-search")
-        self._local = threading.local()  # each thread's `_Connections`
+        self._local = threading.local()  # each thread's open `Index` (`index`), or none
         self._busy = 0
         self._busy_lock = threading.Lock()
 
@@ -158,52 +141,40 @@ class SearchIndex:
 
     def search(
         self,
-        vector: np.ndarray | None,
-        k: int,
-        text: str | None = None,
-        mode: str = "dense",
-        ef: int | None = None,
-        where: Any = None,
+        request: SearchRequest,
+        vector: np.ndarray | None = None,
         deadline: float | None = None,
-    ) -> tuple[list[Any], int | None]:
-        """The `k` best `indexing.search.Hit`s for a query's vector and text in `mode`, with
-        ANN beam `ef`, among the documents the filter `where` keeps
-        (`indexing.search.search`; runs on `executor`); and, when a filter gave no hit,
-        how many documents it keeps (else None). `deadline` (a `time.monotonic()` time):
+    ) -> SearchResult:
+        """The answer to `request` (`Searcher.search`; runs on `executor`) with the
+        query's `vector` when its mode needs one. `deadline` (a `time.monotonic()` time):
         the search stops by then with `StoreDeadlineError`, also before it starts when
         it waited for a thread past it."""
-        from attnswitch.indexing.search import on_time, search
+        from attnswitch.indexing.search import on_time
 
         with self._working(), self._unavailable_on_store_errors():
             on_time(deadline)
-            store = self._current(deadline)
-            with store.deadline(deadline):
-                hits = search(
-                    store, vector, k, text=text, mode=mode, ef=ef, where=where, deadline=deadline
-                )
-                kept = None if where is None or hits else len(store.allowed_documents(where))
-            return hits, kept
+            index = self._current(deadline)
+            return index.searcher().search(request, vector=vector, deadline=deadline)
 
     def view(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """`fn(store, *args)` on the index (read-only views, `overview`; runs on
+        """`fn(index, *args)` on this thread's `Index` (read-only views, `overview`; runs on
         `executor`), or None when there is no index file yet."""
         with self._working(), self._unavailable_on_store_errors():
-            store = self._open()
-            return None if store is None else fn(store, *args)
+            index = self._open()
+            return None if index is None else fn(index, *args)
 
     def stored_config(self) -> Any:
-        """The index's recorded `IndexConfig`, or None when there is no index yet or its
-        file is unusable (then logged: the service starts with its own defaults and search
-        answers 503 until the file is fixed)."""
-        from attnswitch.indexing.config import stored_config
-        from attnswitch.indexing.location import open_store
+        """The index's recorded `IndexConfig`, or None when there is no index yet or it is
+        unusable (then logged: the service starts with its own defaults and search answers
+        503 until it is fixed)."""
+        from attnswitch.indexing.index import Index, IndexMissingError
         from attnswitch.indexing.store_errors import describe, is_store_error
 
-        if self.path is not None and not self.path.is_file():
-            return None
         try:
-            with open_store(self.location) as store:
-                return stored_config(store)
+            with Index.open(self.location) as index:
+                return index.config
+        except IndexMissingError:
+            return None
         except Exception as exc:
             if connection_lost(exc):
                 log.warning(
@@ -214,7 +185,7 @@ class SearchIndex:
                 raise
             log.warning(
                 "attnswitch serve: %s; search answers 503 until it is fixed",
-                describe(exc, str(self.path)),
+                describe(exc, str(self.location) if isinstance(self.location, Path) else ""),
             )
             return None
 
@@ -231,8 +202,8 @@ class SearchIndex:
 
     @contextlib.contextmanager
     def _unavailable_on_store_errors(self) -> Iterator[None]:
-        """Store errors become 503 `index_unavailable` (this thread's connections are
-        dropped, and its next search reopens the store)."""
+        """Store errors become 503 `index_unavailable` (this thread's index is closed, and
+        its next search opens it again)."""
         try:
             with store_errors_unavailable():
                 yield
@@ -241,63 +212,50 @@ class SearchIndex:
                 self._forget()
             raise
 
-    def _connections(self) -> _Connections:
-        """This thread's connections (made on its first use)."""
-        conns = getattr(self._local, "connections", None)
-        if conns is None:
-            conns = self._local.connections = _Connections()
-        return conns
+    def _current(self, deadline: float | None = None) -> Index:
+        """This thread's open index, its config and count read again when it changed
+        (`Index.refresh`; `deadline` on the reads); 409 when there is no index, it is
+        empty, or it holds another model's vectors."""
+        from attnswitch.indexing.index import IndexEmptyError
 
-    def _current(self, deadline: float | None = None) -> Any:
-        """This thread's open store, its config checked again when the index changed
-        (`deadline` on the reads); 409 when there is no index or it is empty."""
-        from attnswitch.indexing.config import stored_config
-
-        if self._open() is None:
+        index = self._open()
+        if index is None:
             raise self._empty("no index yet")
-        conns = self._connections()
-        store = conns.store
-        with store.deadline(deadline):
-            # SQLite: changed since the last search? Another store: always read again.
-            version = (
-                None
-                if conns.watch is None
-                else conns.watch.execute("PRAGMA data_version").fetchone()[0]
-            )
-            if conns.version is None or version is None or version != conns.version:
-                config = stored_config(store)
-                if (
-                    config is not None
-                    and self.fingerprint is not None
-                    and (config.model_fingerprint != self.fingerprint)
-                ):
-                    raise ServiceError(
-                        409,
-                        f"index: expected vectors of the served model, "
-                        f"got {config.describe()}; serve with that model "
-                        "(--model) or use another --db",
-                        code="index_model_mismatch",
-                    )
-                conns.version, conns.count = version, store.count()
-        if conns.count == 0:
-            raise self._empty("an empty index")
-        return store
+        with index.deadline(deadline):
+            index.refresh()
+            config = index.config
+            if (
+                config is not None
+                and self.fingerprint is not None
+                and config.model_fingerprint != self.fingerprint
+            ):
+                raise ServiceError(
+                    409,
+                    f"index: expected vectors of the served model, "
+                    f"got {config.describe()}; serve with that model "
+                    "(--model) or use another --db",
+                    code="index_model_mismatch",
+                )
+            try:
+                index.check_searchable()
+            except IndexEmptyError:
+                raise self._empty("an empty index") from None
+        return index
 
-    def _open(self) -> Any:
-        """This thread's open store (opened on first use), or None when there is no index
-        file."""
-        from attnswitch.indexing.location import open_store
+    def _open(self) -> Index | None:
+        """This thread's open index (opened on first use; a PostgreSQL one answers 503 at
+        once on a lost connection rather than hold the request), or None when there is no
+        index file."""
+        from attnswitch.indexing.index import Index, IndexMissingError
 
-        conns = self._connections()
-        if conns.store is None:
-            if self.path is not None and not self.path.is_file():
+        index = getattr(self._local, "index", None)
+        if index is None:
+            try:
+                index = Index.open(self.location, reconnect_for_s=0.0)
+            except IndexMissingError:
                 return None
-            conns.store = open_store(self.location)
-            if hasattr(conns.store, "reconnect_for_s"):  # 503 at once, not a held request
-                conns.store.reconnect_for_s = 0.0
-            if self.path is not None:
-                conns.watch = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
-        return conns.store
+            self._local.index = index
+        return index
 
     def _empty(self, got: str) -> ServiceError:
         """The 409 for an index with nothing to search, saying how to fill it on this server:
@@ -313,12 +271,15 @@ class SearchIndex:
         )
 
     def _forget(self) -> None:
-        """Close this thread's connections and drop its loaded vectors (its next search
-        reopens)."""
-        self._connections().close()
+        """Close this thread's index and drop its loaded vectors (its next search opens it
+        again)."""
+        index, self._local.index = getattr(self._local, "index", None), None
+        if index is not None:
+            with contextlib.suppress(Exception):
+                index.close()
 
     def close(self) -> None:
-        """Close every thread's connections, each on its thread (sqlite3 refuses another),
+        """Close every thread's index, each on its thread (sqlite3 refuses another),
         then stop the threads. A barrier holds each thread to one `_forget`, so that every
         thread gets one; a thread still busy after `CLOSE_WAIT_S` keeps its connections
         until the process ends."""

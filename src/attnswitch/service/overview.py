@@ -1,18 +1,21 @@
 """Read-only views of the server's index for the page (`page`) and any client: what is
 indexed, the skipped files and why, the last runs, and a chunk among its neighbours.
 
-Every function here takes an open `SQLiteStore` and a `shown` function (how a server path
-appears in answers: `jobs.JobManager.shown`), runs on the index's thread (the store's
-connection belongs to it), and returns plain JSON-ready dicts that never carry the
+Every function here takes an open `indexing.index.Index` and a `shown` function (how a
+server path appears in answers: `jobs.JobManager.shown`), runs on the index's thread (its
+connection belongs to it: `index.SearchIndex.view`), and returns plain JSON-ready dicts that never carry the
 server's absolute paths: folders are shown by `shown`, the model by its name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from attnswitch.service.errors import ServiceError
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.index import Index
 
 MAX_AROUND = 10  # neighbours on each side of a chunk in context
 MAX_SKIPPED_PAGE = 200
@@ -39,21 +42,16 @@ RUN_FIGURES = (
 Shown = Callable[[str], str]
 
 
-def index_summary(store: Any, shown: Shown) -> dict[str, Any]:
+def index_summary(index: Index, shown: Shown) -> dict[str, Any]:
     """Documents, chunks, tokens, bytes of the indexed documents, the model, precision and
     engine the index was built with, skipped files counted by reason, the last runs."""
-    from attnswitch.indexing.config import stored_config
-
-    st = store.status()
-    config = stored_config(store)
-    (indexed_bytes,) = store._conn.execute(  # the documents' sizes: no Store method gives them
-        "SELECT COALESCE(SUM(size), 0) FROM documents WHERE status = 'indexed'"
-    ).fetchone()
+    st = index.status()
+    config = index.config
     return {
         "documents": st.documents,
         "chunks": st.chunks,
         "tokens": st.tokens,
-        "bytes": int(indexed_bytes),
+        "bytes": index.indexed_bytes(),
         "dim": st.dim,
         "roots": [shown(r) for r in st.roots],
         "model": None
@@ -69,7 +67,7 @@ def index_summary(store: Any, shown: Shown) -> dict[str, Any]:
         },
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
-        "runs": [_run(r, shown) for r in store.runs(limit=RUNS_SHOWN)],
+        "runs": [_run(r, shown) for r in index.runs(limit=RUNS_SHOWN)],
     }
 
 
@@ -86,13 +84,13 @@ def _run(run: Any, shown: Shown) -> dict[str, Any]:
 
 
 def skipped_files(
-    store: Any, shown: Shown, match: str = "", offset: int = 0, limit: int = 50
+    index: Index, shown: Shown, match: str = "", offset: int = 0, limit: int = 50
 ) -> dict[str, Any]:
     """The skipped files whose folder, path or reason contains `match` (case-insensitive),
     `limit` of them from `offset`, with the total that matched."""
     needle = match.casefold()
     rows = []
-    for root, source, reason in store.status().skipped_files:
+    for root, source, reason in index.status().skipped_files:
         row = {"root": shown(root), "path": source, "reason": reason}
         if not needle or any(needle in v.casefold() for v in row.values()):
             rows.append(row)
@@ -104,10 +102,10 @@ def skipped_files(
     }
 
 
-def chunk_context(store: Any, shown: Shown, chunk_id: int, around: int) -> dict[str, Any]:
+def chunk_context(index: Index, shown: Shown, chunk_id: int, around: int) -> dict[str, Any]:
     """The chunk `chunk_id` and up to `around` chunks before and after it in its document,
     in order (404 when no chunk has that id)."""
-    found = store.chunks([chunk_id]).get(chunk_id)
+    found = index.chunks([chunk_id]).get(chunk_id)
     if found is None:
         raise ServiceError(
             404,
@@ -115,7 +113,7 @@ def chunk_context(store: Any, shown: Shown, chunk_id: int, around: int) -> dict[
             code="chunk_not_found",
             param="chunk_id",
         )
-    rows = store.document_chunks(found.root, found.source)
+    rows = index.document_chunks(found.root, found.source)
     lo = max(0, found.ordinal - around)
     return {
         "root": shown(found.root),
@@ -145,7 +143,7 @@ INLINE_TYPES = frozenset(
 )
 
 
-def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
+def chunk_file(index: Index, shown: Shown, chunk_id: int) -> dict[str, Any]:
     """What the index recorded of the file of the document that holds chunk `chunk_id`:
     {"root", "source" (where a store records it), "size", "mtime_ns", "sha256" (None: not
     recorded), "label" (how answers name it), "name", "media_type", "inline"}; for
@@ -155,7 +153,7 @@ def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
     import mimetypes
     from pathlib import PurePosixPath
 
-    found = store.chunks([chunk_id]).get(chunk_id)
+    found = index.chunks([chunk_id]).get(chunk_id)
     if found is None:
         raise ServiceError(
             404,
@@ -164,7 +162,7 @@ def chunk_file(store: Any, shown: Shown, chunk_id: int) -> dict[str, Any]:
             param="chunk_id",
         )
     label = f"{shown(found.root)}/{found.source}"
-    document = store.lookup(found.root, found.source)
+    document = index.lookup(found.root, found.source)
     if document is None:
         raise _file_changed(chunk_id, label, "its folder or its record changed")
     name = PurePosixPath(found.source).name

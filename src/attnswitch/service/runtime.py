@@ -385,14 +385,21 @@ class Service:
         ef: int | None = None,
         where: Any = None,
     ) -> tuple[list[Any], int, int | None]:
-        """The `k` best chunks for `query` (`indexing.search` modes, ANN beam `ef`, only
-        documents the filter `where` keeps), the tokens its encoding took (none for
-        "keyword": the query is not encoded), and, when a filter found nothing, how many
+        """The `k` best chunks for `query` (`requests.Mode`, ANN beam `ef`, only documents
+        the filter `where` keeps), the tokens its encoding took (none when the mode needs
+        no vector: the query is not encoded), and, when a filter found nothing, how many
         documents it keeps (else None). Encoding, waiting for a search thread and the
         search itself all end by `deadline` (504); the search's own work stops there too
         (`index.SearchIndex.search`), so its thread is free again for the next."""
+        from attnswitch.indexing.requests import SearchRequest
+        from attnswitch.indexing.store import StoreInputError
+
+        try:
+            request = SearchRequest(query, k, mode, where, ef)
+        except StoreInputError as exc:  # the schema admits only what the request does
+            raise ServiceError(422, str(exc), code="invalid_type", param=exc.argument) from None
         vector, tokens = None, 0
-        if mode != "keyword":
+        if request.needs_vector:
             vectors, tokens = await self.embed(
                 [query],
                 truncate=True,
@@ -402,29 +409,19 @@ class Service:
                 is_list=False,
             )
             vector = vectors[0]
-        from attnswitch.indexing.store import StoreInputError
-
         loop = asyncio.get_running_loop()
         # the deadline on the clock the search threads read (the loop's may be another)
         stop_at = time.monotonic() + (deadline - loop.time())
         try:
             async with asyncio.timeout_at(deadline):
-                hits, kept = await loop.run_in_executor(
-                    self.index.executor,
-                    self.index.search,
-                    vector,
-                    k,
-                    query,
-                    mode,
-                    ef,
-                    where,
-                    stop_at,
+                result = await loop.run_in_executor(
+                    self.index.executor, self.index.search, request, vector, stop_at
                 )
         except StoreInputError as exc:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
         except TimeoutError:  # the request's deadline, or the search stopped at it
             raise self.search_timed_out() from None
-        return hits, tokens, kept
+        return result.hits, tokens, result.kept
 
     def search_timed_out(self) -> ServiceError:
         """The 504 of a search past its request's deadline, counted."""

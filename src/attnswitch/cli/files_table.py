@@ -1,0 +1,23 @@
+"""The table of files and what befell them (skipped and why, handled with a note) that
+`run` and `status` print, the first `SKIPS_SHOWN` of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnswitch.cli.output import terminal_text
+
+SKIPS_SHOWN = 20
+
+
+def _render_files(console: Any, title: str, rows: list[dict], column: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("file", overflow="fold")
+    t.add_column(column, overflow="fold")
+    for r in rows[:SKIPS_SHOWN]:
+        t.add_row(terminal_text(r["source"]), terminal_text(r[column]))
+    if len(rows) > SKIPS_SHOWN:
+        t.add_row(f"... and {len(rows) - SKIPS_SHOWN} more", "(attnswitch status --json)")
+    console.print(t)
