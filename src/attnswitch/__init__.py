@@ -27,6 +27,8 @@ _PUBLIC = MappingProxyType(
         "backends": "attnswitch.kernels.plan",
         "configure": "attnswitch.kernels.plan",
         "encode": "attnswitch.engines",
+        "index": "attnswitch.jobs.api",  # the document engine's calls, imported when first used
+        "search": "attnswitch.jobs.api",
         "explain": "attnswitch.kernels.plan",
         "stats": "attnswitch.observe.metrics",
         "use": "attnswitch.kernels.plan",
@@ -50,6 +52,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
     from attnswitch._version import __version__
     from attnswitch.engines import EncodeInputError, encode
+    from attnswitch.jobs.api import index, search
     from attnswitch.kernels.contract import AttentionInputError, Call
     from attnswitch.kernels.entry import attention
     from attnswitch.kernels.plan import (
@@ -62,50 +65,6 @@ if TYPE_CHECKING:  # for type checkers and editors: the names as they resolve
         use,
     )
     from attnswitch.observe.metrics import stats
-
-
-def search(
-    query: str,
-    db: Any = None,
-    k: int = 5,
-    mode: str = "hybrid",
-    *,
-    path: Any = None,
-    type: Any = None,
-    modified_after: Any = None,
-    modified_before: Any = None,
-    model: str | None = None,
-    ef: int | None = None,
-) -> list[Any]:
-    """The `k` chunks of the index at `db` (default `./.attnswitch/`; a SQLite file or data
-    folder, or a `postgresql://` URL) that best match `query`, best first, as `Hit`s (the
-    shape of `attnswitch search --json` and `/v1/search`; `Hit.to_dict()`). `mode`:
-    "hybrid", "dense" or "keyword"; filters: `path` (folder prefix or glob), `type` (kind
-    or extension), `modified_after`/`modified_before` (ISO dates), each a value or a list.
-    See `attnswitch.jobs.api.search`."""
-    from attnswitch.jobs.api import search as search_index
-
-    return search_index(
-        query,
-        db,
-        k,
-        mode,
-        path=path,
-        type=type,
-        modified_after=modified_after,
-        modified_before=modified_before,
-        model=model,
-        ef=ef,
-    )
-
-
-def index(folder: Any, db: Any = None, **options: Any) -> Any:
-    """Index `folder` into the store at `db`, as `attnswitch run` does (resumable;
-    unchanged files left alone); the run's summary (`.to_dict()` is `run --json`'s). See
-    `attnswitch.jobs.api.index` for the options."""
-    from attnswitch.jobs.api import index as index_folder
-
-    return index_folder(folder, db, **options)
 
 
 # attn_implementation="attnswitch" for Hugging Face transformers, registered lazily (nothing

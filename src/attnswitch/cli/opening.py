@@ -12,7 +12,6 @@ bad argument, 130 interrupted).
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,12 +64,12 @@ def store_location(db: str | None) -> str | Path:
 
 def _no_index(command: str, location: Path, as_json: bool) -> typer.Exit:
     """The one-line failure for a SQLite index that is not there; the caller raises it."""
-    from attnswitch.indexing.store import resolve_path
+    from attnswitch.indexing.index import Index
 
     return _fail(
         command,
         f"no index at {location}: run `attnswitch run FOLDER"
-        f"{'' if location == resolve_path(None) else ' --db ' + str(location.parent)}`"
+        f"{'' if location == Index.resolve(None) else ' --db ' + str(location.parent)}`"
         " first",
         as_json,
     )
@@ -80,12 +79,18 @@ def _no_index(command: str, location: Path, as_json: bool) -> typer.Exit:
 def _opening(command: str, location: str | Path, as_json: bool) -> Iterator[None]:
     """A store that cannot be opened (a server that refuses, a file that is not an index)
     ends the command with one line (`store_errors.describe`)."""
-    from attnswitch.indexing.store import StoreConnectError, StoreInputError
-    from attnswitch.indexing.store_errors import describe, is_store_error
+    from attnswitch.indexing.store_errors import (
+        StoreConnectError,
+        StoreInputError,
+        describe,
+        is_store_error,
+    )
 
     try:
         yield
-    except (StoreConnectError, StoreInputError, sqlite3.Error) as exc:
+    except Exception as exc:  # the store's own errors and its driver's (sqlite3.Error)
+        if not (isinstance(exc, StoreConnectError | StoreInputError) or is_store_error(exc)):
+            raise
         message = describe(exc, str(location)) if is_store_error(exc) else str(exc)
         raise _fail(command, message, as_json) from None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from types import MappingProxyType
 from typing import Annotated, Any
 
 import typer
@@ -26,12 +27,20 @@ from attnswitch.cli.opening import (
     open_index,
     store_location,
 )
-from attnswitch.cli.options import JsonOption, StoreOption
+from attnswitch.cli.options import (
+    FilterValues,
+    JsonOption,
+    ModeOption,
+    StoreOption,
+    filter_option_name,
+    with_filter_options,
+)
 from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
 from attnswitch.cli.timings import report_timings, search_timings
 from attnswitch.indexing.requests import Mode
 
 
+@with_filter_options
 def search_command(
     query: Annotated[
         str, typer.Argument(help="What to look for.", show_default=False, metavar="QUERY")
@@ -44,14 +53,7 @@ def search_command(
             help="How many chunks: at least 1, at most what the service's /v1/search returns.",
         ),
     ] = 5,
-    mode: Annotated[
-        Mode,
-        typer.Option(
-            metavar="MODE",
-            help="hybrid: by meaning and words, fused; dense: by meaning (the "
-            "model's vectors); keyword: by words (full text; loads no model).",
-        ),
-    ] = Mode.HYBRID,
+    mode: ModeOption = Mode.HYBRID,
     db: StoreOption = None,
     model: Annotated[
         str | None,
@@ -66,42 +68,7 @@ def search_command(
             show_default=False,
         ),
     ] = None,
-    path: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--path",
-            help="Only documents under this folder or matching this glob ('reports/', "
-            "'*.pdf', 'docs/**/*.md'); repeatable: any.",
-            show_default=False,
-            rich_help_panel="Filters",
-        ),
-    ] = None,
-    type_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--type",
-            help="Only documents of this kind (pdf, docx, html, mail, spreadsheet, "
-            "image, ...) or extension (.md); repeatable: any.",
-            show_default=False,
-            rich_help_panel="Filters",
-        ),
-    ] = None,
-    modified_after: Annotated[
-        str | None,
-        typer.Option(
-            help="Only files modified at or after this ISO date or time (UTC unless it says).",
-            show_default=False,
-            rich_help_panel="Filters",
-        ),
-    ] = None,
-    modified_before: Annotated[
-        str | None,
-        typer.Option(
-            help="Only files modified at or before this ISO date or time.",
-            show_default=False,
-            rich_help_panel="Filters",
-        ),
-    ] = None,
+    filters: FilterValues = MappingProxyType({}),
     as_json: JsonOption = False,
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
@@ -121,9 +88,9 @@ def search_command(
     from attnswitch.errors import AttnswitchError
     from attnswitch.indexing.filters import SearchFilter
     from attnswitch.indexing.index import IndexEmptyError
+    from attnswitch.indexing.records import MAX_EF_SEARCH
     from attnswitch.indexing.requests import SearchRequest
-    from attnswitch.indexing.store import MAX_EF_SEARCH, StoreInputError
-    from attnswitch.indexing.store_errors import is_store_error
+    from attnswitch.indexing.store_errors import StoreInputError, is_store_error
     from attnswitch.observe.startup import process_age_s
 
     startup_s = process_age_s()
@@ -147,11 +114,9 @@ def search_command(
             "search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}", as_json
         )
     try:
-        where = SearchFilter.of(
-            path=path, type=type_, modified_after=modified_after, modified_before=modified_before
-        )
+        where = SearchFilter.of(**filters)
     except StoreInputError as exc:  # named as the option: "--type: expected ..."
-        option = "--" + exc.argument.split("[")[0].replace("_", "-")
+        option = filter_option_name(exc.argument)
         raise _fail("search", option + str(exc)[len(exc.argument) :], as_json, 2) from None
     try:
         request = SearchRequest(query, k, mode, where, ef)
@@ -208,13 +173,10 @@ def search_command(
 
 def _filter_text(where: Any) -> str:
     """A filter as the options that give it."""
-    shown = where.to_dict()
-    parts = [f"--path {p}" for p in shown["path"]] + [f"--type {t}" for t in shown["type"]]
-    parts += [
-        f"--{k.replace('_', '-')} {v}"
-        for k in ("modified_after", "modified_before")
-        if (v := shown[k]) is not None
-    ]
+    parts = []
+    for field, value in where.to_dict().items():  # in `filters.FIELDS` order
+        for one in value if isinstance(value, list) else [] if value is None else [value]:
+            parts.append(f"{filter_option_name(field)} {one}")
     return " ".join(parts)
 
 
@@ -223,10 +185,12 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     (cosine similarity and keyword score, each with its rank in its own list)."""
     from rich.table import Table
 
+    from attnswitch.indexing.requests import Mode
     from attnswitch.indexing.search import DENSE_WEIGHT, PHRASE_BONUS, where
 
-    caption = f"{mode} search" + ("" if mode == "keyword" else f", encoded with {model}")
-    if mode == "hybrid":
+    mode = Mode.parse(mode)
+    caption = f"{mode.value} search" + ("" if not mode.needs_vector else f", encoded with {model}")
+    if mode is Mode.HYBRID:
         caption += (
             f"; fused: {DENSE_WEIGHT:g} x cosine + {1 - DENSE_WEIGHT:g} x keyword, "
             f"each scaled to 0-1 over its list, +{PHRASE_BONUS:g} for the query's "
@@ -242,10 +206,9 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
         show_lines=True,
     )
     t.add_column("#", justify="right")
-    t.add_column(
-        {"hybrid": "fused", "dense": "cosine", "keyword": "keyword"}[mode], justify="right"
-    )
-    if mode == "hybrid":
+    score_title = {Mode.HYBRID: "fused", Mode.DENSE: "cosine", Mode.KEYWORD: Mode.KEYWORD.value}
+    t.add_column(score_title[mode], justify="right")
+    if mode is Mode.HYBRID:
         t.add_column("cosine (rank)", justify="right")
         t.add_column("keyword (rank)", justify="right")
     t.add_column("source", overflow="fold", max_width=64)
@@ -256,12 +219,12 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
                 _part(r["dense_similarity"], r["dense_rank"], ".3f"),
                 _part(r["keyword_score"], r["keyword_rank"], ".3g"),
             ]
-            if mode == "hybrid"
+            if mode is Mode.HYBRID
             else []
         )
         t.add_row(
             str(r["rank"]),
-            f"{r['score']:.4f}" if mode == "hybrid" else f"{r['score']:.3f}",
+            f"{r['score']:.4f}" if mode is Mode.HYBRID else f"{r['score']:.3f}",
             *parts,
             terminal_text(
                 f"{where(r['path'], r['location'], r['heading_path'])} "

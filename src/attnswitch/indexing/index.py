@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from attnswitch.indexing.store import Store
     from attnswitch.indexing.store_postgres import PostgresStore
     from attnswitch.indexing.store_sqlite import SQLiteStore
+    from attnswitch.indexing.writer import IndexWriter
 
     AnyStore = SQLiteStore | PostgresStore
 
@@ -118,6 +119,16 @@ class Index(AbstractContextManager["Index"]):
         return cls(_connect(resolved, reconnect_for_s), resolved)
 
     @staticmethod
+    def shown(location: str | os.PathLike[str]) -> str:
+        """`location` as messages show it: a PostgreSQL URL without its password, else
+        the path as given."""
+        if is_url(location):
+            from attnswitch.indexing.postgres_schema import describe
+
+            return describe(str(location))
+        return os.fspath(location)
+
+    @staticmethod
     def open_store(location: str | os.PathLike[str] | None = None) -> Store:
         """The bare store at `location` (`resolve`), a SQLite one created when it is not
         there: what the writers (`run`, jobs, `watch`) open until the `Index` has a
@@ -186,8 +197,8 @@ class Index(AbstractContextManager["Index"]):
         since the last look (SQLite's `PRAGMA data_version` on this Index's own
         connection, which only reads); a PostgreSQL store, written by other processes and
         nodes at any time, is always read again. Whether anything was forgotten."""
-        if self.path is not None:
-            ((version,),) = self._store.read("PRAGMA data_version")
+        version = self._store.data_version()
+        if version is not None:
             if version == self._version:
                 return False
             self._version = version
@@ -214,10 +225,7 @@ class Index(AbstractContextManager["Index"]):
 
     def indexed_bytes(self) -> int:
         """The bytes of the indexed documents' files, as recorded when they were read."""
-        ((total,),) = self._store.read(
-            "SELECT COALESCE(SUM(size), 0) FROM documents WHERE status = 'indexed'"
-        )
-        return int(total)
+        return self._store.indexed_bytes()
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         """The chunks of `ids` that are stored, by id (`Store.chunks`)."""
@@ -234,6 +242,17 @@ class Index(AbstractContextManager["Index"]):
     def allowed_documents(self, where: SearchFilter) -> list[int]:
         """The ids of the indexed documents `where` keeps (`Store.allowed_documents`)."""
         return self._store.allowed_documents(where)
+
+    # -- writing ---------------------------------------------------------------------
+
+    def writer(self, *, wait_s: float | None = None) -> IndexWriter:
+        """An `IndexWriter` over this index: planning, duplicates, the run lock and the
+        document writes (`indexing/writer.py`); `wait_s`: how long taking the run lock
+        waits for another writer (None: the store's default)."""
+        from attnswitch.indexing.writer import IndexWriter
+
+        store = cast("Store", self._store)
+        return IndexWriter(store) if wait_s is None else IndexWriter(store, wait_s=wait_s)
 
     # -- searching -------------------------------------------------------------------
 

@@ -39,6 +39,9 @@ class Mode(str, enum.Enum):
     DENSE = "dense"
     KEYWORD = "keyword"
 
+    def __repr__(self) -> str:  # as a signature's default shows it: mode='hybrid'
+        return repr(self.value)
+
     @property
     def needs_vector(self) -> bool:
         """Whether the query must be encoded (and so a model loaded) for this mode."""

@@ -320,13 +320,13 @@ def search(
             check_ef_search(ef)
         except StoreInputError:  # named as this function's argument, not the store's
             raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef)) from None
-    mode = check_mode(mode if mode is not None else "hybrid" if text is not None else "dense")
-    if mode != "keyword" and query is None:
-        raise StoreInputError("query", f"the query's vector for mode {mode!r}", None)
-    if mode != "dense" and (not isinstance(text, str) or not text.strip()):
-        raise StoreInputError("text", f"the query's text for mode {mode!r}", repr(text))
+    kind = Mode.parse(mode if mode is not None else Mode.HYBRID if text is not None else Mode.DENSE)
+    if kind.needs_vector and query is None:
+        raise StoreInputError("query", f"the query's vector for mode {kind.value!r}", None)
+    if kind.needs_text and (not isinstance(text, str) or not text.strip()):
+        raise StoreInputError("text", f"the query's text for mode {kind.value!r}", repr(text))
     q = None
-    if mode != "keyword":
+    if kind.needs_vector:
         if np.ndim(query) != 1:
             raise StoreInputError("query", "one vector [dim]", f"shape {list(np.shape(query))}")
         q = normalised(np.asarray(query)[None, :], store.dim)
@@ -334,7 +334,7 @@ def search(
         # The store's model languages, read once whatever the rounds (hybrid's weights).
         languages = (
             None
-            if mode != "hybrid"
+            if kind is not Mode.HYBRID
             else model_languages(store)
             if config is None
             else config.languages
@@ -343,13 +343,13 @@ def search(
         # long, until k distinct results are found or the lists are exhausted. Each round
         # reads its chunks and their documents once, in bulk: the store's statements per
         # search do not grow with k.
-        n = 2 * k if mode != "hybrid" else max(2 * k, CANDIDATES)
+        n = 2 * k if kind is not Mode.HYBRID else max(2 * k, CANDIDATES)
         while True:
             on_time(deadline)
             dense = None if q is None else store.dense(q, n, ef, where=where)[0]
-            keyword = None if mode == "dense" else store.keyword(keyword_text(text), n, where=where)
+            keyword = store.keyword(keyword_text(text), n, where=where) if kind.needs_text else None
             rows = store.chunks({cid for cid, _ in [*(dense or ()), *(keyword or ())]})
-            if mode != "hybrid":
+            if kind is not Mode.HYBRID:
                 ranked = dense if keyword is None else keyword
             else:
                 weights = dense_weights(languages, text, rows)

@@ -296,6 +296,19 @@ class StoreBase(abc.ABC):
         `ef_search` when None."""
         return self.ef_search if ef is None else check_ef_search(ef)
 
+    def indexed_bytes(self) -> int:
+        """The bytes of the indexed documents' files, as recorded when they were read."""
+        ((total,),) = self._read(
+            "SELECT COALESCE(SUM(size), 0) FROM documents WHERE status = 'indexed'"
+        )
+        return int(total)
+
+    def data_version(self) -> int | None:
+        """A number that changes when another connection commits to the store (SQLite's
+        `PRAGMA data_version` on this connection), or None where the store cannot tell
+        (a server written by other processes at any time)."""
+        return None
+
     def languages(self) -> list[str]:
         """The languages of the stored chunks (`analyzer.detect_language`; "" for chunks
         of none), each once, sorted: one index seek a language (a loose index scan)."""

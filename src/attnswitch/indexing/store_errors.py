@@ -167,3 +167,17 @@ def _disk(where: str) -> str:
         mount = os.path.dirname(mount)
     free = shutil.disk_usage(mount).free
     return f"the disk mounted at {mount} ({free / 2**20:,.0f} MiB free)"
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` says the store's server cannot be reached or dropped the connection
+    (`StoreConnectError` when connecting; psycopg's operational and interface errors on a
+    connection that was open: a server restarting, a network cut)."""
+    import sys
+
+    if isinstance(exc, StoreConnectError):
+        return True
+    psycopg = sys.modules.get("psycopg")  # imported only by a PostgreSQL store
+    return psycopg is not None and isinstance(
+        exc, (psycopg.OperationalError, psycopg.InterfaceError)
+    )

@@ -234,6 +234,12 @@ class SQLiteStore(StoreBase):
         self._unlock_run()
         self._conn.close()
 
+    def data_version(self) -> int | None:
+        """SQLite's `PRAGMA data_version` on this connection: it changes when another
+        connection commits to the file."""
+        ((version,),) = self._read("PRAGMA data_version")
+        return int(version)
+
     def own_files(self) -> set[Path]:
         """The files this store keeps (a run over a folder holding them leaves them out)."""
         from attnswitch.indexing.ann import HnswIndex

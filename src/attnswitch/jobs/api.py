@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.indexing.index import Index
-from attnswitch.indexing.requests import SearchRequest
+from attnswitch.indexing.requests import Mode, SearchRequest
 from attnswitch.indexing.search import Hit
 from attnswitch.indexing.store_errors import StoreInputError
 
@@ -36,7 +36,7 @@ def search(
     query: str,
     db: str | os.PathLike[str] | None = None,
     k: int = 5,
-    mode: str = "hybrid",
+    mode: str = Mode.HYBRID,
     *,
     path: str | list[str] | None = None,
     type: str | list[str] | None = None,

@@ -46,7 +46,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -69,16 +68,10 @@ CLOSE_WAIT_S = 5.0  # how long `SearchIndex.close` waits for the threads
 
 def connection_lost(exc: BaseException) -> bool:
     """Whether `exc` says the store's server cannot be reached or dropped the connection
-    (`StoreConnectError` when connecting; psycopg's operational and interface errors on a
-    connection that was open: a server restarting, a network cut)."""
-    from attnswitch.indexing.store_errors import StoreConnectError
+    (`store_errors.connection_lost`)."""
+    from attnswitch.indexing.store_errors import connection_lost as lost
 
-    if isinstance(exc, StoreConnectError):
-        return True
-    psycopg = sys.modules.get("psycopg")  # imported only by a PostgreSQL store
-    return psycopg is not None and isinstance(
-        exc, (psycopg.OperationalError, psycopg.InterfaceError)
-    )
+    return lost(exc)
 
 
 @contextlib.contextmanager

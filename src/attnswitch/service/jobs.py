@@ -11,7 +11,7 @@ an existing folder (422, with one message whatever is there instead, so that the
 never says whether a file exists). It checks that no other process holds the store's run
 lock past `LOCK_WAIT_S` (409), then runs `attnswitch.jobs.run.run` on the folder in a
 thread of its own, against the service's store (`serve --db`: a data folder or a PostgreSQL
-URL, `indexing.location.open_store`): the same resumable, per-document transactional
+URL, `Index.open_store`): the same resumable, per-document transactional
 pipeline as the CLI, recorded in the store's runs table. One job runs at a time (409 while
 one does).
 
@@ -147,7 +147,7 @@ def _unless_held_elsewhere(call: Callable[[Any], Any]) -> Callable[[Any], tuple[
     `attnswitch run`, on the same store)."""
 
     def run(store: Any) -> tuple[bool, Any]:
-        from attnswitch.indexing.store import StoreBusyError
+        from attnswitch.indexing.store_errors import StoreBusyError
 
         try:
             return False, call(store)
@@ -214,7 +214,7 @@ class JobManager:
         encoder: Callable[[], Any],
         options: Callable[[], Any],
     ):
-        from attnswitch.indexing.location import is_url
+        from attnswitch.indexing.index import is_url
 
         self.location = location
         self.index_path = None if is_url(location) else Path(location)  # a SQLite file
@@ -237,10 +237,10 @@ class JobManager:
         by the next call. Store errors become 503 (`index.store_errors_unavailable`)."""
 
         def call() -> Any:
-            from attnswitch.indexing.location import open_store
+            from attnswitch.indexing.index import Index
 
             if self._rows_store is None:
-                self._rows_store = open_store(self.location)
+                self._rows_store = Index.open_store(self.location)
             try:
                 return fn(self._rows_store)
             except BaseException:
@@ -495,9 +495,9 @@ class JobManager:
     def _check_store(self) -> None:
         """409 while another process (an `attnswitch run` on the same store) holds the
         store's run lock past `LOCK_WAIT_S`, 503 when the store is unusable."""
-        from attnswitch.indexing.location import open_store
+        from attnswitch.indexing.index import Index
 
-        with store_errors_unavailable(), open_store(self.location) as store:
+        with store_errors_unavailable(), Index.open_store(self.location) as store:
             elsewhere, _ = _unless_held_elsewhere(
                 lambda opened: opened.check_unlocked(LOCK_WAIT_S)
             )(store)
@@ -523,9 +523,9 @@ class JobManager:
         if self.index_path is not None:
             paths = [(self.index_path, INDEX_NAME), (self.index_path.resolve(), INDEX_NAME)]
         else:
-            from attnswitch.indexing.store_postgres import describe
+            from attnswitch.indexing.index import Index
 
-            paths = [(self.location, INDEX_NAME), (describe(str(self.location)), INDEX_NAME)]
+            paths = [(self.location, INDEX_NAME), (Index.shown(self.location), INDEX_NAME)]
         if model and os.path.isabs(model):
             paths += [
                 (Path(model), _model_name(model)),
@@ -550,7 +550,7 @@ class JobManager:
             self._run(job, folder, root_id)
 
     def _run(self, job: Job, folder: Path, root_id: tuple[int, int]) -> None:
-        from attnswitch.indexing.location import open_store
+        from attnswitch.indexing.index import Index
         from attnswitch.indexing.store_errors import describe, is_store_error
         from attnswitch.jobs.run import run
 
@@ -578,7 +578,7 @@ class JobManager:
         try:
             options = self._options()
             model = options.model
-            with open_store(self.location) as store:
+            with Index.open_store(self.location) as store:
                 summary = run(
                     folder,
                     store,

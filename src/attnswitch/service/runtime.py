@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.indexing.requests import Mode
 from attnswitch.service.auth import KeyChecker, load_keys
 from attnswitch.service.batching import Batcher, QueueFull
 from attnswitch.service.config import ServiceConfig
@@ -381,7 +382,7 @@ class Service:
         query: str,
         k: int,
         deadline: float,
-        mode: str = "hybrid",
+        mode: str = Mode.HYBRID,
         ef: int | None = None,
         where: Any = None,
     ) -> tuple[list[Any], int, int | None]:
@@ -392,7 +393,7 @@ class Service:
         search itself all end by `deadline` (504); the search's own work stops there too
         (`index.SearchIndex.search`), so its thread is free again for the next."""
         from attnswitch.indexing.requests import SearchRequest
-        from attnswitch.indexing.store import StoreInputError
+        from attnswitch.indexing.store_errors import StoreInputError
 
         try:
             request = SearchRequest(query, k, mode, where, ef)
