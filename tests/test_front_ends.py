@@ -52,16 +52,7 @@ SQL = re.compile(
     r"|\bDELETE\s+FROM\b|\bCREATE\s+(?:TEMP\w*\s+|VIRTUAL\s+)?TABLE\b|\bPRAGMA\s+\w+"
 )
 # (module, what it imports) -> why it may, for now.
-STORE_EXEMPT = MappingProxyType(
-    {
-        (
-            "attnswitch.integrations.mcp",
-            "attnswitch.indexing.location",
-        ): "get_document and index_status read chunks, a document's chunks and the status "
-        "from the store the tools open; no read-side view of an index exists outside the "
-        "store modules yet (issue 51: `indexing.index.Index`, then `Index.open(db)` here)",
-    }
-)
+STORE_EXEMPT: MappingProxyType[tuple[str, str], str] = MappingProxyType({})
 
 NAMES = ("modified_after", "modified_before", "hybrid", "keyword", "dense")
 # Where the names are defined: the one definition of a search.

@@ -219,6 +219,10 @@ class Index(AbstractContextManager["Index"]):
         """The runs recorded, newest first (`Store.runs`)."""
         return self._store.runs(limit=limit)
 
+    def roots(self) -> list[str]:
+        """The folders indexed in this store (`Store.roots`)."""
+        return self._store.roots()
+
     def languages(self) -> list[str]:
         """The languages of the stored chunks (`Store.languages`)."""
         return self._store.languages()

@@ -134,15 +134,15 @@ class IndexTools:
         self.db, self.roots, self.private = db, roots, private
         self.location = location_of(db)
 
-    def _store(self) -> Any:
-        from attnswitch.indexing.location import open_store
+    def _index(self) -> Any:
+        from attnswitch.indexing.index import Index
 
         if isinstance(self.location, Path) and not self.location.is_file():
             raise ToolError(
                 "db: expected an index made by `attnswitch run` or the "
                 "index_folder tool, got none yet"
             )
-        return open_store(self.location)
+        return Index.open(self.location)
 
     def search(self, query: str, k: int, mode: str, filters: dict[str, Any]) -> dict[str, Any]:
         from attnswitch.jobs.api import search
@@ -175,7 +175,7 @@ class IndexTools:
                 f"chunk_id: expected an integer from 1 to {MAX_CHUNK_ID} (the "
                 f"chunk_id of a search hit), got {got}"
             )
-        with self._store() as store:
+        with self._index() as store:
             if chunk_id is not None:
                 return self._chunk(store, chunk_id, around)
             return self._document(store, path or "", root, max_chars)
@@ -227,7 +227,7 @@ class IndexTools:
 
         if isinstance(self.location, Path) and not self.location.is_file():
             return {"documents": 0, "chunks": 0, "note": "nothing indexed yet"}
-        with self._store() as store:
+        with self._index() as store:
             summary = index_summary(store, lambda r: _shown_root(r, self.private))
         summary["index_folder_roots"] = [r.name if self.private else str(r) for r in self.roots]
         return summary
