@@ -30,7 +30,7 @@ from attnswitch.jobs.watch import LOCK_LINE, ROOT_POLL_S, WAIT_LOCK, WAIT_ROOT, 
 from store_testing import hold_run_lock_until_stdin_closes
 
 pytestmark = pytest.mark.xdist_group("security")
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 WAIT_S = 120  # the most one step may take to show (a loaded CI machine)
 
 

@@ -401,7 +401,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
     with here (`options.ocr_languages_error`) exits 2 with one line."""
     from attnswitch.documents.rules import FileRules
     from attnswitch.errors import ConfigError
-    from attnswitch.jobs.run import RunOptions
+    from attnswitch.jobs.options import RunOptions
 
     if fields.get("ocr", True) and fields.get("ocr_languages") is not None:
         if (why := ocr_languages_error(fields["ocr_languages"])) is not None:
@@ -409,7 +409,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
     try:
         if fields.get("rules") is not None:
             fields["rules"] = FileRules(*fields["rules"])
-        return RunOptions(**fields)
+        return RunOptions.of(**fields)
     except ConfigError as exc:
         raise _fail(command, str(exc), as_json, 2) from None
 

@@ -41,8 +41,8 @@ Group = Sequence[tuple[Any, Sequence[Any], str]]
 def resolve_precision(
     options: Any, progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[Any, str]:
-    """`options` (`run.RunOptions`) with precision "auto" made concrete (the measured pick
-    of `engines.explain_precision`, for the engine the run asks for), and why.
+    """`options` (a run's `options.EncodeOptions`) with precision "auto" made concrete (the
+    measured pick of `engines.explain_precision`, for the engine the run asks for), and why.
     `progress(done, total, what)` follows the measurement when none is recorded here."""
     if options.precision != "auto":
         return options, f"{options.precision} asked for"
@@ -58,8 +58,8 @@ def resolve_precision(
 def resolve_engine(
     options: Any, progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[str, str]:
-    """The engine a run with `options` (`run.RunOptions`) encodes with, and why ("auto" is
-    the measured pick, see `engines.explain_engine`; a layout other than padded needs an
+    """The engine a run with `options` (its `options.EncodeOptions`) encodes with, and why
+    ("auto" is the measured pick, see `engines.explain_engine`; a layout other than padded needs an
     engine that declares it, see `engines.registry.Engine.layouts`). `progress(done, total,
     what)` follows the measurement of the engines when "auto" has none recorded here."""
     from attnswitch.engines import NoEngineError, explain_engine, registry
@@ -81,8 +81,8 @@ def resolve_engine(
 
 
 def load_encoder(options: Any, spec: Any) -> Any:
-    """The `Encoder` for a run's options and model `spec`: the cached engine of
-    `engines.get_engine` for padded batches, else the engine `resolve_engine` names, loaded
+    """The `Encoder` for a run's `options.EncodeOptions` and model `spec`: the cached engine
+    of `engines.get_engine` for padded batches, else the engine `resolve_engine` names, loaded
     with the layout."""
     from attnswitch.engines import get_engine, registry
 

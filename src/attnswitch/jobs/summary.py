@@ -125,7 +125,7 @@ def summarise(job: Any, status: str, started: float, calls_before: dict) -> RunS
         engine_reason=job.engine_reason,
         precision=job.config.precision,
         precision_reason=job.precision_reason,
-        layout=job.options.layout,
+        layout=job.options.encode.layout,
         device=device,
         backends=report["backends"],
         fallbacks=report["fallbacks"],

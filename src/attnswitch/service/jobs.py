@@ -575,7 +575,7 @@ class JobManager:
         model = None
         try:
             options = self._options()
-            model = options.model
+            model = options.encode.model
             with open_store(self.location) as store:
                 summary = run(
                     folder,
