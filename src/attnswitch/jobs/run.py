@@ -37,6 +37,9 @@ that served (from `observe.metrics.stats()`), peak memory and the cost per milli
 
 `ray_run.run_on_ray` runs the same job on a Ray cluster through a subclass of `RunJob`
 (`drive` is their shared frame); this module never imports Ray.
+
+The options are `options.RunOptions` (imported from here too): the stages read their part,
+`options.read`, `options.chunk` (through the index's config) and `options.encode`.
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ from attnswitch.jobs.encode import (
     peak_device_mb,
     settle,
 )
-from attnswitch.jobs.options import ReadOptions, RunOptions  # RunOptions: imported from here too
+from attnswitch.jobs.options import ReadOptions, RunOptions  # RunOptions: also imported from here
 from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.summary import RunSummary, summarise
