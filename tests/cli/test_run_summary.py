@@ -50,6 +50,12 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     return Ran(done.stdout, RunSummary(**kept), json.loads(again.stdout))
 
 
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables rendered here as wide as the command's (`cli_testing.invoke`)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 def rows_of(printed: str) -> dict[str, str]:
     """The run table's rows, name -> text (a cell folded onto the next lines joined with a
     space)."""
