@@ -13,8 +13,9 @@ postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector inste
 `{"error": ...}` on stdout too, with the message on stderr. Exit status: 0 done, 1 refused or
 failed, 2 a bad argument, 130 interrupted (Ctrl-C).
 
-The `attnswitch` CLI registers these functions; `python -m attnswitch.cli.pipeline`
-runs them on their own (the same commands, under a small app of their own).
+`run`'s closing table (and `--json` object) is `cli/run_output.py`'s, read from the run's
+`RunSummary`. The `attnswitch` CLI registers these functions; `python -m
+attnswitch.cli.pipeline` runs them on their own (the same commands, under a small app of their own).
 """
 
 from __future__ import annotations
@@ -444,10 +445,10 @@ def _execute_run(
     more_errors: tuple[type[BaseException], ...],
 ) -> tuple[Any, Any]:
     """Open the store, run `runner` on it with the progress display and the library log;
-    the run's summary (`RunSummary`) and what libraries logged (`run_output.LibraryLogReport`).
-    An error meant for the user (`AttnswitchError`, an error about the
-    store's file, and `more_errors`) ends the command with one line; anything else is a
-    bug and raises with its traceback."""
+    the run's summary (`RunSummary`) and what libraries logged
+    (`run_output.LibraryLogReport`). An error meant for the user (`AttnswitchError`, an
+    error about the store's file, and `more_errors`) ends the command with one line;
+    anything else is a bug and raises with its traceback."""
     from attnswitch.errors import AttnswitchError
 
     display = progress_display(progress, as_json)

@@ -110,8 +110,9 @@ def index(
     killed call finished by the next one. `include`/`exclude` (gitignore globs) and
     `gitignore` are kept with the index for later runs (None: the stored rules). Other
     keyword arguments are the fields of `RunOptions`' parts, by name (`RunOptions.of`:
-    `max_tokens`, `overlap`, `read_workers`, `ocr_max_pages`, ...). `on_progress(progress)` is called as files are committed. Returns the run's
-    summary (`run.RunSummary`; `.to_dict()` is `attnswitch run --json`'s).
+    `max_tokens`, `overlap`, `read_workers`, `ocr_max_pages`, ...). `on_progress(progress)`
+    is called as files are committed. Returns the run's summary (`run.RunSummary`;
+    `.to_dict()` is `attnswitch run --json`'s, less what the command adds).
 
         summary = attnswitch.index("examples/corpus", db="team-index")
         print(summary.indexed, summary.chunks_encoded)
