@@ -11,7 +11,6 @@ own callbacks with a bounded timeout."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import queue
 import shutil
@@ -204,7 +203,7 @@ def test_changes_the_rules_leave_out_start_no_run(tmp_path: Path, encoder) -> No
     rules = FileRules(exclude=("*.log", "build/"), gitignore=True)
     assert [f.path for f in walked_folders(root, rules=rules)] == [root, root / "kept"]
     location = tmp_path / "db" / "index.sqlite3"
-    watcher = Watcher(root, location, encoder, dataclasses.replace(OPTIONS, rules=rules))
+    watcher = Watcher(root, location, encoder, OPTIONS.replace(rules=rules))
     try:
         watcher.until(lambda: watcher.runs, "the catch-up run")
         assert_watches_exactly([root, root / "kept"])
