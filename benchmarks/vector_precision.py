@@ -279,9 +279,8 @@ def replay(store: Any, into: Any) -> None:
             if doc is None or doc.status != "indexed":
                 continue
             chunks = store.document_chunks(root, source)
-            kind = store.read(
-                f"SELECT kind FROM documents WHERE id = {store.placeholder}", (doc.id,)
-            )[0][0]
+            rows = store._read(f"SELECT kind FROM documents WHERE id = {store._mark}", (doc.id,))
+            kind = rows[0][0]
             into.write_document(
                 Document(
                     root,

@@ -132,19 +132,25 @@ def test_postgres_literals_quote_every_term() -> None:
 
 
 def test_the_detector_model_is_unpacked_once_into_the_cache(tmp_path, monkeypatch) -> None:
-    """The first use writes the uncompressed model into attnswitch's cache; the next one
-    reads that copy (a path, not the model decompressed again), and detects the same."""
-    import zipfile
+    """The first use writes the model's arrays into a folder of attnswitch's cache; the
+    next one maps that copy (read-only memory maps of the files, not the model decompressed
+    again), and detects the same."""
+    import numpy as np
 
     from attnswitch.indexing import analyzer
 
     monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(tmp_path / "cache"))
-    first = analyzer._unpacked_model()
-    assert not isinstance(first, str | bytes) and hasattr(first, "read")  # made now
-    copies = list((tmp_path / "cache").glob("langid-model-*.npz"))
-    assert len(copies) == 1 and zipfile.is_zipfile(copies[0])
+    first = analyzer._model_arrays()
+    assert not any(isinstance(a, np.memmap) for a in first.values())  # made now, in memory
+    (copy,) = (tmp_path / "cache").glob("langid-model-*")
+    assert sorted(p.name for p in copy.iterdir()) == sorted(
+        f"{name}.npy" for name in analyzer.MODEL_ARRAYS
+    )
     assert not list((tmp_path / "cache").glob("*.part"))
-    assert analyzer._unpacked_model() == copies[0]
+    again = analyzer._model_arrays()
+    assert all(isinstance(a, np.memmap) and not a.flags.writeable for a in again.values())
+    for name in analyzer.MODEL_ARRAYS:
+        assert np.array_equal(first[name], again[name]), name
     analyzer._identifier.cache_clear()
     try:
         assert analyzer.detect_language("Die Katze schläft auf dem warmen Sofa.") == "de"
@@ -154,20 +160,23 @@ def test_the_detector_model_is_unpacked_once_into_the_cache(tmp_path, monkeypatc
 
 def test_a_cache_that_cannot_be_written_leaves_the_model_in_memory(tmp_path, monkeypatch) -> None:
     """A cache folder that cannot be made (a file in its place): the model is decompressed
-    in memory and the detector works; a damaged copy is made again."""
+    in memory and the detector works; a torn copy is made again."""
+    import numpy as np
+
     from attnswitch.indexing import analyzer
 
     blocker = tmp_path / "not a folder"
     blocker.write_text("a file where the cache folder would be\n")
     monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(blocker / "cache"))
-    assert hasattr(analyzer._unpacked_model(), "read")
+    assert not any(isinstance(a, np.memmap) for a in analyzer._model_arrays().values())
     monkeypatch.setenv("ATTNSWITCH_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "cache").mkdir()
-    analyzer._unpacked_model()
-    (copy,) = (tmp_path / "cache").glob("langid-model-*.npz")
-    copy.write_bytes(b"torn")
-    assert hasattr(analyzer._unpacked_model(), "read")  # made again
-    assert analyzer._unpacked_model() == copy
+    analyzer._model_arrays()
+    (copy,) = (tmp_path / "cache").glob("langid-model-*")
+    (copy / "nextmove.npy").write_bytes(b"torn")
+    torn = analyzer._model_arrays()
+    assert not isinstance(torn["nextmove"], np.memmap)  # made again, from the package
+    assert all(isinstance(a, np.memmap) for a in analyzer._model_arrays().values())
     analyzer._identifier.cache_clear()
     try:
         assert analyzer.detect_language("The cat sleeps on the warm sofa all day.") == "en"

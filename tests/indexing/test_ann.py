@@ -246,6 +246,15 @@ def test_below_the_threshold_search_is_exact_and_keeps_no_graph(tmp_path: Path, 
     assert sql(db, "SELECT COUNT(*) FROM chunk_log") == [(0,)]
 
 
+def test_a_store_without_vectors_has_no_graph_and_says_so(tmp_path: Path) -> None:
+    """A graph needs the store's dimension: asked for one before the first vector (a store
+    whose threshold is 0), the index names the file instead of failing inside usearch."""
+    with SQLiteStore(tmp_path / "index.sqlite3", exact_below=0) as store:
+        assert store.dim is None
+        with pytest.raises(ValueError, match=r"index\.sqlite3: expected a store with vectors"):
+            HnswIndex.open(store)
+
+
 def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Path) -> None:
     """A version-1 file (no FTS table, no log): opening it indexes the stored text."""
     import sqlite3

@@ -1,4 +1,4 @@
-"""The store statements a run's plan issues: one per `PLAN_BATCH` listed files plus a
+"""The store statements a run's plan (`writer.IndexWriter.plan`) issues: one per `PLAN_BATCH` listed files plus a
 fixed few, whatever the number of files, on both stores (counted at the driver,
 `store_testing.statements`), with the same plan as one lookup per file would give."""
 
@@ -15,7 +15,7 @@ from attnswitch.documents.ingest import ingest, scan
 from attnswitch.indexing.location import open_store
 from attnswitch.indexing.records import is_fresh_row
 from attnswitch.indexing.store import ChunkRecord
-from attnswitch.indexing.store_base import PLAN_BATCH
+from attnswitch.indexing.writer import PLAN_BATCH, IndexWriter
 from store_testing import statements
 
 FILES = 2 * PLAN_BATCH + 500  # three batches
@@ -50,7 +50,7 @@ def test_a_plan_issues_one_statement_per_batch_of_files(indexed) -> None:
     (root / "f4" / "note 00011.txt").unlink()
     entries = scan(root)
     with statements(store) as sent:
-        plan = store.plan(root, entries, "")
+        plan = IndexWriter(store).plan(root, entries, "")
     assert len(sent) <= math.ceil(len(entries) / PLAN_BATCH) + FIXED, sent[:5]
     assert [e.source for e in plan.to_read] == ["f3/note 00010.txt"]
     assert plan.deleted == ("f4/note 00011.txt",)
@@ -84,7 +84,7 @@ def test_a_plan_of_names_sql_would_misread(location, tmp_path: Path) -> None:
                 doc, [ChunkRecord(doc.text, 3, 0, len(doc.text))], np.ones((1, DIM))
             )
         (root / "new, 'one'.txt").write_text("a new file\n")
-        plan = store.plan(root, scan(root), "")
+        plan = IndexWriter(store).plan(root, scan(root), "")
     assert sorted(e.source for e in plan.fresh) == sorted(names)
     assert [e.source for e in plan.to_read] == ["new, 'one'.txt"]
     assert plan.deleted == ()

@@ -30,6 +30,7 @@ from attnswitch.indexing.store import (
     resolve_path,
 )
 from attnswitch.indexing.store_errors import StoreCorruptError
+from attnswitch.indexing.writer import IndexWriter
 from store_testing import as_float32_blobs, hold_run_lock
 
 DIM = 8
@@ -53,7 +54,7 @@ def classified(store: SQLiteStore, root: Path, config: str = "cfg") -> dict[str,
     """What a run finds in `root`: the store's plan of the listing, then each file it must
     read classified. Groups of documents ("new", "changed", "unchanged", "skipped"; a fresh
     file counts as "unchanged" unread, as its entry) and "deleted" sources."""
-    plan = store.plan(root, scan(root), config)
+    plan = IndexWriter(store).plan(root, scan(root), config)
     groups: dict[str, list] = {
         "new": [],
         "changed": [],
@@ -62,7 +63,7 @@ def classified(store: SQLiteStore, root: Path, config: str = "cfg") -> dict[str,
     }
     for entry in plan.to_read:
         doc = load(entry)
-        groups[store.classify(doc, config)].append(doc)
+        groups[IndexWriter(store).classify(doc, config)].append(doc)
     return groups | {"deleted": list(plan.deleted)}
 
 
@@ -195,10 +196,10 @@ def test_plan_refuses_foreign_or_repeated_entries(
     other.mkdir()
     (other / "z.txt").write_text("z")
     with pytest.raises(StoreInputError, match="entries: expected files under root"):
-        store.plan(root, scan(other))
+        IndexWriter(store).plan(root, scan(other))
     entries = scan(root)
     with pytest.raises(StoreInputError, match="each source once"):
-        store.plan(root, entries + entries[:1])
+        IndexWriter(store).plan(root, entries + entries[:1])
 
 
 def test_roots_are_independent(store: SQLiteStore, tmp_path: Path) -> None:
@@ -216,15 +217,17 @@ def test_roots_are_independent(store: SQLiteStore, tmp_path: Path) -> None:
 def test_is_fresh_and_touch(store: SQLiteStore, root: Path) -> None:
     index(store, root)
     entry = next(e for e in scan(root) if e.source == "a.txt")
-    assert store.is_fresh(entry, "cfg") and not store.is_fresh(entry, "other-cfg")
+    assert IndexWriter(store).is_fresh(entry, "cfg") and not IndexWriter(store).is_fresh(
+        entry, "other-cfg"
+    )
     st = os.stat(entry.path)
     os.utime(entry.path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     entry = next(e for e in scan(root) if e.source == "a.txt")
-    assert not store.is_fresh(entry, "cfg")
+    assert not IndexWriter(store).is_fresh(entry, "cfg")
     doc = doc_named(root, "a.txt")
-    assert store.classify(doc, "cfg") == "unchanged"
+    assert IndexWriter(store).classify(doc, "cfg") == "unchanged"
     store.touch(doc)
-    assert store.is_fresh(entry, "cfg")
+    assert IndexWriter(store).is_fresh(entry, "cfg")
 
 
 def test_one_freshness_rule_reads_skipped_files_again(store: SQLiteStore, root: Path) -> None:
@@ -234,8 +237,8 @@ def test_one_freshness_rule_reads_skipped_files_again(store: SQLiteStore, root: 
     index(store, root)
     assert store.lookup(root, "x.txt").status == "skipped"
     entry = next(e for e in scan(root) if e.source == "x.txt")
-    assert not store.is_fresh(entry, "cfg")
-    plan = store.plan(root, scan(root), "cfg")
+    assert not IndexWriter(store).is_fresh(entry, "cfg")
+    plan = IndexWriter(store).plan(root, scan(root), "cfg")
     assert [e.source for e in plan.to_read] == ["x.txt"]
     assert sorted(e.source for e in plan.fresh) == ["a.txt", "b.md", "sub/c.html"]
     assert plan.stored["x.txt"].status == "skipped" and plan.deleted == ()
@@ -299,13 +302,13 @@ def test_write_failing_mid_document_leaves_the_old_version(
 
     assert snapshot(store) == before
     assert store.lookup(root, "b.md").sha256 == old.sha256
-    assert store.classify(new, "cfg") == "changed"  # the next run redoes it
+    assert IndexWriter(store).classify(new, "cfg") == "changed"  # the next run redoes it
 
     with sqlite3.connect(store.path) as other:
         other.execute("DROP TRIGGER fail_mid_document")
     store.write_document(new, new_chunks, vectors_for(new_chunks), config="cfg")
     assert len(store.document_chunks(root, "b.md")) == len(new_chunks)
-    assert store.classify(new, "cfg") == "unchanged"
+    assert IndexWriter(store).classify(new, "cfg") == "unchanged"
 
 
 _KILLED_WRITER = textwrap.dedent("""
@@ -607,7 +610,8 @@ def test_a_version_1_store_migrates_to_the_current_version(
         as_float32_blobs(conn)
         conn.executescript(
             "DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
-            "DROP TABLE chunks_terms; DROP TABLE chunk_log; "
+            "DROP TRIGGER chunks_reworded; DROP TRIGGER documents_removed; "
+            "DROP TABLE chunks_terms; DROP TABLE chunk_log; DROP TABLE terms_pending; "
             "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
             "PRAGMA user_version = 1; "
             "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
@@ -637,7 +641,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

@@ -90,7 +90,8 @@ def test_filters_reach_the_index(indexed, served, where: str) -> None:
     ("fields", "message"),
     [
         ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
-        ({"k": 0}, "k: expected an int >= 1, got 0"),
+        ({"k": 0}, "k: expected an integer from 1 to 100, got 0"),
+        ({"k": 101}, "k: expected an integer from 1 to 100, got 101"),
         ({"modified_after": "yesterday"}, "modified_after: expected"),
         ({"url": "ftp://host"}, "url: expected the http:// or https:// address"),
         ({"db": "x", "url": "http://127.0.0.1:1"}, "db, url: expected one of them"),
@@ -102,11 +103,13 @@ def test_bad_values_are_validation_errors_naming_the_field(fields, message) -> N
 
 
 def test_a_search_the_service_refuses_says_why(served) -> None:
-    from attnswitch.service.schemas import MAX_K
+    from attnswitch.service.config import ServiceConfig
 
-    # k past the service's limit: only the service knows it
-    with pytest.raises(RemoteSearchError, match=r"/v1/search: the service answered 422: .*k"):
-        AttnswitchRetriever(url=served, k=MAX_K + 1).invoke(QUESTION)
+    # a query past the service's body limit: only the service knows it (k, mode and the
+    # filters are checked by the adapter, as the service checks them: indexing.requests)
+    query = "x" * (ServiceConfig().max_body_bytes + 1)
+    with pytest.raises(RemoteSearchError, match=r"/v1/search: the service answered 413: "):
+        AttnswitchRetriever(url=served).invoke(query)
 
 
 def test_embeddings_are_attnswitch_encode() -> None:

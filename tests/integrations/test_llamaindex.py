@@ -67,7 +67,7 @@ def test_filters_reach_the_index(indexed, served, where: str) -> None:
     ("kwargs", "message"),
     [
         ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
-        ({"k": -1}, "k: expected an int >= 1, got -1"),
+        ({"k": -1}, "k: expected an integer from 1 to 100, got -1"),
         ({"modified_before": "2024-13-40"}, "modified_before: expected"),
         (
             {"modified_after": "2024-02-01", "modified_before": "2024-01-01"},

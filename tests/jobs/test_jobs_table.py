@@ -1,6 +1,7 @@
-"""The service's jobs table (`jobs/jobs_table.py`) on both stores: rows saved, listed and
-found again by a new connection, a dead server's jobs marked to resume, and a table made
-before jobs could be cancelled upgraded with its rows."""
+"""The service's jobs table (`jobs/jobs_table.py`, a repository of its own:
+`indexing/jobs_sql.py`) on both stores: rows saved, listed and found again by a new
+connection, a dead server's jobs marked to resume but not while a writer holds the run
+lock, and a table made before jobs could be cancelled upgraded with its rows."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from attnswitch.indexing.location import open_store
-from attnswitch.indexing.store_errors import StoreInputError
+from attnswitch.indexing.store_errors import StoreBusyError, StoreInputError
+from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs import jobs_table
 from attnswitch.jobs.jobs_table import JobRecord
 
@@ -26,8 +28,9 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(lo
         for i, status in enumerate(("completed", "running", "queued", "failed"))
     ]
     with open_store(location) as store:
+        table = jobs_table.table(store)
         for job in jobs:
-            jobs_table.save(store, job)
+            table.save(job)
         done = JobRecord(
             id="j0",
             path="folder 0 é",
@@ -39,15 +42,16 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(lo
             summary={"indexed": 3, "notes": ["a.txt: 2 pages"]},
             attempts=1,
         )
-        jobs_table.save(store, done)
+        table.save(done)
         with pytest.raises(StoreInputError, match="status"):
-            jobs_table.save(store, JobRecord(id="x", path="x", status="lost", created_at=1.0))
+            table.save(JobRecord(id="x", path="x", status="lost", created_at=1.0))
     with open_store(location) as store:
-        assert [j.id for j in jobs_table.recent(store)] == ["j3", "j2", "j1", "j0"]
-        assert [j.id for j in jobs_table.recent(store, limit=2)] == ["j3", "j2"]
-        assert jobs_table.find(store, "j0") == done and jobs_table.find(store, "nope") is None
-        assert jobs_table.interrupt(store, "the server stopped") == ["j1", "j2"]
-        again = {j.id: j for j in jobs_table.recent(store)}
+        table = jobs_table.table(store)
+        assert [j.id for j in table.recent()] == ["j3", "j2", "j1", "j0"]
+        assert [j.id for j in table.recent(limit=2)] == ["j3", "j2"]
+        assert table.find("j0") == done and table.find("nope") is None
+        assert table.interrupt("the server stopped") == ["j1", "j2"]
+        again = {j.id: j for j in table.recent()}
         assert {k: (j.status, j.resume) for k, j in again.items()} == {
             "j0": ("completed", False),
             "j1": ("interrupted", True),
@@ -55,12 +59,12 @@ def test_job_rows_survive_reopening_and_interrupted_ones_are_marked_to_resume(lo
             "j3": ("failed", False),
         }
         assert again["j1"].error == "the server stopped" and again["j1"].finished_at
-        jobs_table.save(store, dataclasses.replace(again["j1"], status="running", resume=False))
-        assert jobs_table.interrupt(store, "again") == ["j1", "j2"]
+        table.save(dataclasses.replace(again["j1"], status="running", resume=False))
+        assert table.interrupt("again") == ["j1", "j2"]
         # a cancelled job is finished: a dead server's next start leaves it as it is
-        jobs_table.save(store, dataclasses.replace(again["j2"], status="cancelled", resume=False))
-        assert jobs_table.interrupt(store, "once more") == ["j1"]
-        assert jobs_table.find(store, "j2").status == "cancelled"
+        table.save(dataclasses.replace(again["j2"], status="cancelled", resume=False))
+        assert table.interrupt("once more") == ["j1"]
+        assert table.find("j2").status == "cancelled"
 
 
 def _narrow_jobs_check(location: str | Path) -> None:
@@ -105,10 +109,25 @@ def test_a_store_made_before_cancelled_jobs_is_upgraded_keeping_its_jobs(locatio
         progress={"files_done": 2},
     )
     with open_store(location) as store:
-        jobs_table.save(store, kept)
+        jobs_table.table(store).save(kept)
     _narrow_jobs_check(location)
     with open_store(location) as store:
-        assert jobs_table.find(store, "old") == kept
-        jobs_table.save(store, dataclasses.replace(kept, status="cancelled", resume=False))
-        assert jobs_table.find(store, "old").status == "cancelled"
+        table = jobs_table.table(store)
+        assert table.find("old") == kept
+        table.save(dataclasses.replace(kept, status="cancelled", resume=False))
+        assert table.find("old").status == "cancelled"
         assert store.migrated is None  # the chunks did not change: nothing to tell
+
+
+def test_a_dead_server_s_jobs_are_not_marked_while_a_writer_holds_the_run_lock(location) -> None:
+    """A running job holds the store's run lock (its writer): `interrupt` then refuses
+    (`StoreBusyError`) and marks no row; once the writer lets go it marks them."""
+    with open_store(location) as store:
+        table = jobs_table.table(store)
+        table.save(JobRecord(id="live", path="docs", status="running", created_at=1.0))
+        with IndexWriter(store, wait_s=0):
+            with pytest.raises(StoreBusyError):
+                table.interrupt("the server stopped")
+            assert table.find("live").status == "running"
+        assert table.interrupt("the server stopped") == ["live"]
+        assert table.find("live").status == "interrupted"

@@ -181,20 +181,20 @@ COUNT_TO = (
 
 
 def test_a_statement_running_at_its_deadline_is_interrupted(location) -> None:
-    with open_store(location) as store:
-        statement = COUNT_TO.format(m=store.placeholder)
+    with open_store(location) as store:  # raw SQL through the store's own read (`_read`)
+        statement = COUNT_TO.format(m=store._mark)
         with pytest.raises(StoreDeadlineError) as stopped:
             with store.deadline(time.monotonic() + 0.5):
-                store.read(statement, (10**12,))
+                store._read(statement, (10**12,))
         assert not is_store_error(stopped.value)  # no 503, no connection dropped
         assert str(stopped.value).startswith("deadline: expected ")
-        assert store.read("SELECT 1") == [(1,)]  # the same connection, no deadline left
-        if store.placeholder == "%s":  # PostgreSQL: the session's timeout is its own again
-            assert store.read("SHOW statement_timeout") == [("0",)]
-        assert store.read(statement, (1000,))[0][0] == 1000
+        assert store._read("SELECT 1") == [(1,)]  # the same connection, no deadline left
+        if store._mark == "%s":  # PostgreSQL: the session's timeout is its own again
+            assert store._read("SHOW statement_timeout") == [("0",)]
+        assert store._read(statement, (1000,))[0][0] == 1000
         with pytest.raises(StoreDeadlineError):  # a deadline already past: nothing runs
             with store.deadline(time.monotonic() - 1):
-                store.read("SELECT 1")
+                store._read("SELECT 1")
 
 
 def test_a_filter_over_many_documents_stops_at_its_deadline(location, encoder) -> None:

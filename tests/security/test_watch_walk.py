@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from attnswitch.documents.ingest import walked_folders
 from attnswitch.documents.rules import FileRules
+from attnswitch.documents.walked import walked_folders
 from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, RunSummary
 from attnswitch.jobs.watch import LOCK_LINE, ROOT_POLL_S, WAIT_LOCK, WAIT_ROOT, watch

@@ -50,7 +50,7 @@ def test_a_cancelled_job_keeps_its_documents_and_is_not_resumed(served_location,
     finally:
         first.stop()
     with open_store(served_location) as store:
-        row = jobs_table.find(store, job_id)
+        row = jobs_table.table(store).find(job_id)
         assert (row.status, row.resume) == ("cancelled", False)
         assert [r.status for r in store.runs()[:1]] == ["interrupted"]  # the pipeline's view
 
@@ -84,8 +84,7 @@ def test_a_job_waiting_to_be_resumed_is_cancelled_without_running(
     waiting = copy_corpus(jobs_root / "small", SMALL[:1])
     with open_store(served_location) as store:
         for i, path in enumerate(("docs", "small")):
-            jobs_table.save(
-                store,
+            jobs_table.table(store).save(
                 JobRecord(
                     id=f"left{i}",
                     path=path,

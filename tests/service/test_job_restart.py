@@ -50,7 +50,7 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(
     assert 3 <= done_before < len(DOCUMENTS), done_before  # killed in the middle
     with open_store(served_location) as store:
         # what the killed server left
-        assert jobs_table.find(store, job_id).status == "running"
+        assert jobs_table.table(store).find(job_id).status == "running"
 
     second = start_server(tmp_path / "second", *args)
     try:

@@ -79,6 +79,23 @@ def test_the_html_has_no_inline_script_style_or_handler(server) -> None:
     assert inputs <= labelled, inputs - labelled  # every box has its label
 
 
+def test_the_page_is_served_with_the_search_controls(server) -> None:
+    """The mode radios and filter inputs are the page route's (`page.search_controls`, from
+    `requests.Mode` and `filters.FIELDS`), in place of the marker in `ui/index.html`."""
+    from attnswitch.indexing.filters import FIELDS
+    from attnswitch.indexing.requests import MODES
+    from attnswitch.service.page import CONTROLS_MARKER
+
+    parser = _Tags()
+    parser.feed(httpx.get(server.url + "/").text)
+    radios = [a["value"] for tag, a in parser.tags if tag == "input" and a.get("type") == "radio"]
+    assert radios == list(MODES)
+    assert [a["data-filter"] for tag, a in parser.tags if "data-filter" in a] == list(FIELDS)
+    template = resources.files("attnswitch.service").joinpath("ui", "index.html").read_text()
+    assert template.count(CONTROLS_MARKER) == 1
+    assert CONTROLS_MARKER not in httpx.get(server.url + "/").text
+
+
 def test_the_script_writes_no_html() -> None:
     """Text from the server only ever becomes text nodes: no HTML sink in the script."""
     script = resources.files("attnswitch.service").joinpath("ui", "app.js").read_text()

@@ -56,7 +56,7 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
                     assert served_location not in r.text
                 got_content = store_content(store, folder)
                 # a row of this store
-                assert jobs_table.find(store, job["id"]).status == "completed"
+                assert jobs_table.table(store).find(job["id"]).status == "completed"
             listing = client.get("/v1/jobs").text
             assert served_location not in listing and str(tmp_path) not in listing
     finally:

@@ -65,6 +65,6 @@ def test_a_job_cancelled_in_the_page_ends_cancelled_and_keeps_its_documents(ui, 
     kept = committed(data, folder)
     assert 2 <= kept < total, kept
     with open_store(data) as store:
-        job = jobs_table.recent(store, 1)[0]
+        job = jobs_table.table(store).recent(1)[0]
         assert (job.path, job.status, job.resume) == ("many", "cancelled", False)
     assert ui.errors == []

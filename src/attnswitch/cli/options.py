@@ -1,13 +1,29 @@
 """Option types shared by the `attnswitch` commands: one definition of each (`--db`,
-`--json`, `--engine`, `--precision`) and the checks of their values."""
+`--json`, `--engine`, `--precision`, a search's `--mode` and filters) and the checks of
+their values.
+
+A search's options are derived from the one definition of a search (`indexing.requests`:
+`Mode`, its help; `indexing.filters`: `FIELDS`, `FIELD_HELP`, `FIELD_VALUES`): `ModeOption`
+is `--mode`, and `with_filter_options` gives a command one option per filter field
+(`--path`, `--type`, `--modified-after`, `--modified-before`, in the Filters panel of its
+help), collected into its `filters` parameter, a mapping of field to value ready for
+`SearchRequest.of(query, k, mode, **filters)`.
+"""
 
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated
+from types import MappingProxyType
+from typing import Annotated, Any, TypeVar
 
 import typer
+
+from attnswitch.indexing.filters import FIELD_HELP, FIELD_VALUES, FIELDS
+from attnswitch.indexing.requests import MODES_HELP, Mode
 
 
 def nonblank_location(value: str) -> str:
@@ -145,3 +161,76 @@ def file_rules(
     if not include and not exclude and gitignore is None:
         return None
     return tuple(include or ()), tuple(exclude or ()), bool(gitignore)
+
+
+ModeOption = Annotated[
+    Mode,
+    typer.Option("--mode", metavar="MODE", help=f"How chunks are ranked: {MODES_HELP}."),
+]
+# What a command decorated by `with_filter_options` receives as `filters`: every field of
+# `FIELDS`, each None when its option was not given.
+FilterValues = Mapping[str, Any]
+
+
+def filter_option_name(argument: str) -> str:
+    """The option of a filter field, or of the argument a `StoreInputError` of the filter
+    names: "path" and "path[2]" are `--path`, "modified_after" `--modified-after`."""
+    return "--" + argument.split("[")[0].replace("_", "-")
+
+
+def _filter_option(name: str) -> Any:
+    several = FIELD_VALUES[name] != "time"
+    help_line = FIELD_HELP[name][:1].upper() + FIELD_HELP[name][1:]
+    return Annotated[
+        list[str] | None if several else str | None,
+        typer.Option(
+            filter_option_name(name),
+            help=help_line + ("; repeatable: any." if several else "."),
+            show_default=False,
+            rich_help_panel="Filters",
+        ),
+    ]
+
+
+# The option type of each filter field (`FIELDS`): a repeatable text for a list, one text
+# for a time (`FIELD_VALUES`), its help `FIELD_HELP`'s line.
+FILTER_OPTIONS = MappingProxyType({name: _filter_option(name) for name in FIELDS})
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def with_filter_options(command: Command) -> Command:
+    """`command`, which takes a parameter `filters` (a `FilterValues`), as a typer command
+    with one option per filter field in its place (`FILTER_OPTIONS`); the values given
+    reach `command` as `filters`, a dict with every field of `FIELDS`.
+
+        @with_filter_options
+        def search_command(query: str, ..., filters: FilterValues = MappingProxyType({}), ...):
+            request = SearchRequest.of(query, k, mode, **filters)
+    """
+    signature = inspect.signature(command, eval_str=True)
+    if "filters" not in signature.parameters:
+        raise TypeError(f"{command.__name__}: expected a parameter `filters`, got none")
+    taken = set(FIELDS) & set(signature.parameters)
+    if taken:
+        raise TypeError(
+            f"{command.__name__}: expected no parameter named as a filter field, got "
+            f"{', '.join(sorted(taken))}"
+        )
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        if parameter.name != "filters":
+            parameters.append(parameter)
+            continue
+        parameters += [
+            inspect.Parameter(name, parameter.kind, default=None, annotation=FILTER_OPTIONS[name])
+            for name in FIELDS
+        ]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        filters = {name: kwargs.pop(name, None) for name in FIELDS}
+        return command(*args, filters=filters, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]

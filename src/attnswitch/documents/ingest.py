@@ -57,7 +57,6 @@ whose `reason` says what happened.
 
 from __future__ import annotations
 
-import copy
 import errno
 import hashlib
 import logging
@@ -67,6 +66,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnswitch.documents import beneath
 from attnswitch.documents.filesystems import pseudo_devices
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES, Block, ReadOptions
 from attnswitch.documents.readers.dispatch import extract, with_attachments
@@ -188,7 +188,9 @@ def scan(
     """
     try:
         base = Path(os.path.realpath(root))
-        root_fd = _open_beneath(_open_dir("/", None), base.parts[1:], _DIR_FLAGS)
+        root_fd = beneath.open_beneath(
+            beneath.open_dir("/", None), base.parts[1:], beneath.DIR_FLAGS
+        )
     except OSError as exc:
         raise NotADirectoryError(
             f"root: expected a folder, got {_shown_path(root)!r} "
@@ -224,7 +226,7 @@ def folder_id(path: str | os.PathLike) -> tuple[int, int]:
     """The (device, inode) of the folder at the absolute, resolved `path`, opened without
     following any link on the way (`OSError` when there is one, or no folder): what
     `scan(..., root_id=)` pins."""
-    fd = _open_beneath(_open_dir("/", None), Path(path).parts[1:], _DIR_FLAGS)
+    fd = beneath.open_beneath(beneath.open_dir("/", None), Path(path).parts[1:], beneath.DIR_FLAGS)
     try:
         st = os.fstat(fd)
     finally:
@@ -232,86 +234,6 @@ def folder_id(path: str | os.PathLike) -> tuple[int, int]:
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "not a folder", os.fspath(path))
     return st.st_dev, st.st_ino
-
-
-@dataclass(frozen=True)
-class WalkedFolder:
-    """A folder the walk of a root enters (`walked_folders`): its real absolute `path`, its
-    path below the root as the walk shows it (`rel`, "/"-separated, "" for the root, names
-    that are not UTF-8 escaped), and `walker`, the root's rules with the ignore files in
-    force inside it."""
-
-    path: Path
-    rel: str
-    walker: Walker
-
-    def lists(self, name: str) -> bool:
-        """Whether the walk would list a file called `name` (a real name) in this folder
-        under the root's rules (include and exclude patterns, ignore files); hidden names
-        are the caller's to judge."""
-        shown = _shown_name(name)
-        return self.walker.listed(f"{self.rel}/{shown}" if self.rel else shown)
-
-
-def walked_folders(
-    root: str | os.PathLike,
-    *,
-    include_hidden: bool = False,
-    max_depth: int = MAX_DEPTH,
-    root_id: tuple[int, int] | None = None,
-    rules: FileRules | None = None,
-) -> list[WalkedFolder]:
-    """The folders `scan(root, ...)` with the same arguments enters, the root first, in the
-    walk's order: what a watcher of the root must watch, each one alone (not recursively).
-
-    It is `scan` itself, its walker recording each folder it is told the walk enters, so
-    the folders are exactly those a run lists files from: no link to a folder followed
-    (the walk opens each folder below its parent without following links), no folder on
-    a pseudo filesystem, none past `max_depth`, no system folder, no hidden one unless
-    `include_hidden`, none that `rules` exclude or an ignore file ignores. Raises as
-    `scan` does for an unusable root (`NotADirectoryError`)."""
-    recorder = _FolderRecorder(rules or FileRules())
-    base = Path(os.path.realpath(root))
-    scan(base, include_hidden=include_hidden, max_depth=max_depth, root_id=root_id, rules=recorder)  # type: ignore[arg-type]  # a FileRules whose walker() records
-    template = Walker(recorder.rules)
-    real = {"": [base]}
-    out = []
-    for rel, ignores in recorder.entered:
-        if rel not in real:
-            parent, _, name = rel.rpartition("/")
-            real[rel] = [p / n for p in real.get(parent, []) for n in _real_names(p, name)]
-        walker = copy.copy(template)
-        walker.ignores = ignores
-        out += [WalkedFolder(path, rel, walker) for path in real[rel]]
-    return list({folder.path: folder for folder in out}.values())
-
-
-class _FolderRecorder(Walker):
-    """A `Walker` that records each folder the walk enters with the ignore files in force
-    there. It stands for the `FileRules` that `scan` takes (`walker()` gives itself), so
-    `walked_folders` walks through `scan` unchanged."""
-
-    def __init__(self, rules: FileRules):
-        super().__init__(rules)
-        self.entered: list[tuple[str, list[tuple[str, object]]]] = []
-
-    def walker(self) -> Walker:
-        return self
-
-    def enter(self, rel: str, read: Callable[[str], str | None]) -> None:
-        super().enter(rel, read)
-        self.entered.append((rel, list(self.ignores)))
-
-
-def _real_names(folder: Path, shown: str) -> list[str]:
-    """The real names in `folder` that the walk shows as `shown` (a name with an escaped
-    byte is found again by listing its folder; usually `shown` itself)."""
-    if "\\" not in shown:
-        return [shown]
-    try:
-        return [n for n in os.listdir(folder) if _shown_name(n) == shown]
-    except OSError:
-        return []
 
 
 class RootNameError(AttnswitchError, NotADirectoryError, ValueError):
@@ -341,52 +263,13 @@ def check_root_name(path: str | os.PathLike) -> None:
         raise RootNameError(f"root: expected a folder whose path is valid UTF-8, got {shown!r}")
 
 
-_DIR_FLAGS = (getattr(os, "O_PATH", 0) or os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW
-_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-
-
-def _open_dir(path: str, dir_fd: int | None, flags: int = _DIR_FLAGS) -> int:
-    return os.open(path, flags, dir_fd=dir_fd)
-
-
-def _open_beneath(dir_fd: int, parts: tuple[str, ...], flags: int) -> int:
-    """Open `parts` (names) below the folder `dir_fd`, following no link on the way
-    (`flags` for the last one, which gets `O_NOFOLLOW` too); `dir_fd` is closed. With no
-    parts, `dir_fd` itself is returned. A link on the way raises `OSError` (ELOOP)."""
-    fd = dir_fd
-    try:
-        for i, name in enumerate(parts):
-            last = i == len(parts) - 1
-            try:
-                child = os.open(name, (flags if last else _DIR_FLAGS) | os.O_NOFOLLOW, dir_fd=fd)
-            except NotADirectoryError:  # O_PATH with O_NOFOLLOW: a link is "not a folder"
-                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                    raise OSError(errno.ELOOP, "a link on the way", name) from None
-                raise
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _lstat_beneath(root_fd: int, parts: tuple[str, ...]) -> os.stat_result:
-    """The stat of `parts` below `root_fd`, following no link (the last one included)."""
-    parent = _open_beneath(os.dup(root_fd), parts[:-1], _DIR_FLAGS)
-    try:
-        return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-    finally:
-        os.close(parent)
-
-
-def _shown_name(name: str) -> str:
+def shown_name(name: str) -> str:
     """A file name as text: bytes that are not UTF-8 (held as surrogates) escaped."""
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _shown_path(path: str | os.PathLike) -> str:
-    return _shown_name(os.fspath(path)) if isinstance(os.fspath(path), str) else repr(path)
+    return shown_name(os.fspath(path)) if isinstance(os.fspath(path), str) else repr(path)
 
 
 def _walk(
@@ -426,7 +309,7 @@ def _walk(
             )
         )
 
-    first = _listing(root_fd)
+    first = beneath.listing(root_fd)
     if isinstance(first, str):
         entry((), ".", error=f"cannot list folder: {first}")
         return out
@@ -446,9 +329,9 @@ def _walk(
                     os.close(fd)
                 continue
             if not include_hidden and name.startswith("."):
-                _hidden(fd, parts + (name,), "/".join(shown_parts + (_shown_name(name),)), entry)
+                _hidden(fd, parts + (name,), "/".join(shown_parts + (shown_name(name),)), entry)
                 continue
-            here, shown = parts + (name,), "/".join(shown_parts + (_shown_name(name),))
+            here, shown = parts + (name,), "/".join(shown_parts + (shown_name(name),))
             try:
                 child = _visit(
                     fd,
@@ -468,7 +351,7 @@ def _walk(
                 continue
             if child is not None:
                 walker.enter(shown, _text_reader(child[0]))
-                stack.append((child[0], here, shown_parts + (_shown_name(name),), iter(child[1])))
+                stack.append((child[0], here, shown_parts + (shown_name(name),), iter(child[1])))
     finally:
         for fd, *_ in stack:
             if fd != root_fd:
@@ -492,18 +375,6 @@ def _hidden(fd: int, parts: tuple[str, ...], shown: str, entry: Callable[..., No
             "are walked only when asked)",
             skip=Skip.HIDDEN_FOLDER,
         )
-
-
-def _listing(fd: int) -> list[str] | str:
-    """The names in the folder `fd`, sorted by code point, or why it cannot be listed."""
-    try:
-        listed = os.open(".", _LIST_FLAGS, dir_fd=fd)
-        try:
-            return sorted(os.listdir(listed))
-        finally:
-            os.close(listed)
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc.strerror or exc}"
 
 
 def _text_reader(fd: int) -> Callable[[str], str | None]:
@@ -576,11 +447,11 @@ def _visit(
             )
             return None
         try:
-            child = _open_dir(name, fd)
+            child = beneath.open_dir(name, fd)
         except OSError as exc:
             entry(parts, shown, error=f"cannot list folder: {exc.strerror or exc}")
             return None
-        names = _listing(child)
+        names = beneath.listing(child)
         if isinstance(names, str):
             os.close(child)
             entry(parts, shown, error=f"cannot list folder: {names}")
@@ -596,7 +467,7 @@ def _visit(
         if not target:
             return None  # a link to the root: a folder, not followed
         try:
-            st = _lstat_beneath(root_fd, target)
+            st = beneath.lstat_beneath(root_fd, target)
         except OSError as exc:
             entry(parts, shown, error=f"cannot stat: {exc.strerror or exc}")
             return None
@@ -797,21 +668,23 @@ def open_indexed(root: str | os.PathLike, source: str) -> int:
     parts = tuple(source.split("/"))
     if not base.is_absolute() or any(part in ("", ".", "..") for part in parts):
         raise OSError(errno.EINVAL, "not a path below the root", source)
-    root_fd = _open_beneath(_open_dir("/", None), base.parts[1:], _DIR_FLAGS)
+    root_fd = beneath.open_beneath(beneath.open_dir("/", None), base.parts[1:], beneath.DIR_FLAGS)
     try:
-        st = _lstat_beneath(root_fd, parts)
+        st = beneath.lstat_beneath(root_fd, parts)
         if stat.S_ISLNK(st.st_mode):
             parts, why = _link_target(base, parts, include_hidden=False)
             if why is not None or not parts:
                 raise OSError(
                     errno.ELOOP, f"a link not followed ({why or 'to its folder'})", source
                 )
-            st = _lstat_beneath(root_fd, parts)
+            st = beneath.lstat_beneath(root_fd, parts)
             if stat.S_ISLNK(st.st_mode):
                 raise OSError(errno.ELOOP, "a link whose target is a link now", source)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"not a regular file ({_mode_name(st.st_mode)})", source)
-        fd = _open_beneath(
+            raise OSError(
+                errno.EINVAL, f"not a regular file ({beneath.mode_name(st.st_mode)})", source
+            )
+        fd = beneath.open_beneath(
             os.dup(root_fd),
             parts,
             os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_BINARY", 0),
@@ -833,19 +706,21 @@ def _read(entry: SourceFile, max_bytes: int) -> tuple[bytes, os.stat_result]:
     root = Path(entry.root)
     parts = entry.parts or entry.path.relative_to(root).parts
     try:
-        root_fd = _open_beneath(_open_dir("/", None), root.parts[1:], _DIR_FLAGS)
+        root_fd = beneath.open_beneath(
+            beneath.open_dir("/", None), root.parts[1:], beneath.DIR_FLAGS
+        )
         try:
             here = os.fstat(root_fd)
             if entry.root_id is not None and (here.st_dev, here.st_ino) != tuple(entry.root_id):
                 raise _Skipped(Skip.LINK, "the root folder was replaced after the scan")
-            st = _lstat_beneath(root_fd, parts)
+            st = beneath.lstat_beneath(root_fd, parts)
             if stat.S_ISLNK(st.st_mode):
                 raise _Skipped(Skip.LINK, "it was replaced by a link after the scan")
             if not stat.S_ISREG(st.st_mode):
-                raise _Skipped(Skip.NOT_A_FILE, _mode_name(st.st_mode))
+                raise _Skipped(Skip.NOT_A_FILE, beneath.mode_name(st.st_mode))
             if st.st_size > max_bytes:
                 raise _Skipped(Skip.TOO_LARGE, f"{_mb(st.st_size)} > limit {_mb(max_bytes)}")
-            fd = _open_beneath(
+            fd = beneath.open_beneath(
                 os.dup(root_fd), parts, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_BINARY", 0)
             )
         finally:
@@ -864,18 +739,6 @@ def _read(entry: SourceFile, max_bytes: int) -> tuple[bytes, os.stat_result]:
     if not data:
         raise _Skipped(Skip.EMPTY, "0 bytes")
     return data, st
-
-
-def _mode_name(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "named pipe"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-    ):
-        if test(mode):
-            return name
-    return f"mode {stat.filemode(mode)}"
 
 
 def _mb(n: int) -> str:

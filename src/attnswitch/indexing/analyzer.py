@@ -30,7 +30,10 @@ import functools
 import unicodedata
 from collections.abc import Iterable, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # What the stored terms depend on; a store whose terms were made by another version (or
 # another PyStemmer) analyses its chunks again (`fingerprint`).
@@ -104,67 +107,75 @@ def _stemmer(language: str) -> Any:
 
 @functools.cache
 def _identifier() -> Any:
-    """py3langid's identifier with normalised probabilities, its model read by
-    `_unpacked_model`: py3langid's own loader inflates the 68 MB model into a temporary
-    file, which fails where the disk is full or the temporary folder read-only, and a run
-    must then stop on its own store's error, not on the detector's."""
-    from array import array
-
-    import numpy as np
+    """py3langid's identifier with normalised probabilities, over `_model_arrays`: its
+    tables memory-mapped from attnswitch's cache, so a process reads only the pages a text
+    visits (a short query touches a few of the model's 68 MB). py3langid's own loader
+    inflates the model into a temporary file, which fails where the disk is full or the
+    temporary folder read-only, and a run must then stop on its own store's error, not on
+    the detector's."""
     from py3langid.langid import LanguageIdentifier
 
-    def as_array(values: Any) -> array:  # what py3langid's loader hands the identifier
-        out = array({2: "H", 4: "I", 8: "L"}[values.dtype.itemsize])
-        out.frombytes(np.ascontiguousarray(values).tobytes())
-        return out
-
-    with np.load(_unpacked_model(), allow_pickle=False) as data:
-        return LanguageIdentifier(
-            np.asarray(data["ptc"]),
-            np.asarray(data["pc"]),
-            data["classes"].tolist(),
-            as_array(data["nextmove"]),
-            data["out_feat"].tolist(),
-            norm_probs=True,
-            tk_row=as_array(data["nextmove_row"]),
-        )
+    model = _model_arrays()
+    return LanguageIdentifier(
+        model["ptc"],
+        model["pc"],
+        model["classes"].tolist(),
+        model["nextmove"].data,  # a memoryview, indexed per byte of text: Python ints, no copy
+        model["out_feat"].tolist(),
+        norm_probs=True,
+        tk_row=model["nextmove_row"].data,
+    )
 
 
-def _unpacked_model() -> Any:
-    """py3langid's model as an uncompressed `.npz` (a path or a file object): the copy in
-    attnswitch's cache, made on first use (written whole, then renamed into place), else the
-    model decompressed in memory when the cache cannot be written. Decompressing its LZMA
-    costs 0.25-0.35 s on 2 cores, most of a cold hybrid search's store time (the query's
-    language decides the dense part's weight); reading the copy costs a few hundredths."""
+MODEL_ARRAYS = ("ptc", "pc", "classes", "nextmove", "nextmove_row", "out_feat")
+
+
+def _model_arrays() -> dict[str, np.ndarray]:
+    """py3langid's model as arrays: `.npy` files in a folder of attnswitch's cache,
+    memory-mapped (read-only), the folder made on first use (written whole, then renamed
+    into place); else, where the cache cannot be written or holds a torn copy that cannot be
+    replaced, the model decompressed in memory. Decompressing its LZMA costs 0.25-0.35 s on
+    2 cores, and reading a whole uncompressed copy about 0.1 s (most of a cold hybrid
+    search's store time: the query's language decides the dense part's weight); mapping the
+    copy costs a millisecond."""
     import io
     import lzma
     import os
+    import shutil
     import tempfile
-    import zipfile
-    from importlib.metadata import version
+    from pathlib import Path
 
+    import numpy as np
+    import py3langid
     from py3langid.langid import MODEL_DIR, MODEL_FILE
 
     from attnswitch.kernels.cache import cache_file
 
-    cached = cache_file(f"langid-model-{version('py3langid')}.npz")
-    if cached.is_file() and zipfile.is_zipfile(cached):
-        return cached
+    # py3langid's own version string: importlib.metadata costs a cold search 15 ms
+    cached = cache_file(f"langid-model-{py3langid.__version__}")
+    try:
+        return {name: np.load(cached / f"{name}.npy", mmap_mode="r") for name in MODEL_ARRAYS}
+    except (OSError, ValueError):  # not made yet, or torn: made (again) below
+        pass
     with lzma.open(MODEL_DIR / MODEL_FILE) as packed:
-        unpacked = packed.read()
+        unpacked = io.BytesIO(packed.read())
+    with np.load(unpacked, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in MODEL_ARRAYS}
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=cached.parent, prefix=cached.name, suffix=".part")
+        partial = Path(tempfile.mkdtemp(dir=cached.parent, prefix=cached.name, suffix=".part"))
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(unpacked)
-            os.replace(partial, cached)
+            for name, values in arrays.items():
+                np.save(partial / f"{name}.npy", values, allow_pickle=False)
+            if cached.exists():  # a torn copy: replaced by the whole one
+                shutil.rmtree(cached)
+            os.rename(partial, cached)
         except BaseException:
-            os.unlink(partial)
+            shutil.rmtree(partial, ignore_errors=True)
             raise
-    except OSError:  # a full disk or a read-only cache: the model stays in memory
+    except OSError:  # a full disk, a read-only cache, a race lost: the model stays in memory
         pass
-    return io.BytesIO(unpacked)
+    return arrays
 
 
 def fingerprint() -> str:

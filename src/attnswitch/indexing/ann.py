@@ -43,12 +43,22 @@ import json
 import logging
 import os
 import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from attnswitch.indexing.hnsw_file import graph_damage
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import usearch.index
+
+    # Chunk ids `[N]` and their vectors, float32 `[N, dim]`, as the stores give them.
+    Ids = npt.NDArray[np.int64]
+    Vectors = npt.NDArray[np.float32]
 
 # Graph parameters: M=16, ef_construction=128. The search beam (ef) is a search-time
 # setting: `store.EF_SEARCH` by default, or the store's or the call's.
@@ -73,8 +83,29 @@ VERIFY_SAMPLE = 32
 log = logging.getLogger(__name__)
 
 
+class GraphStore(Protocol):
+    """What `HnswIndex` reads of its store (`store_sqlite.SQLiteStore` has it): the file
+    the graph lies beside, the store's id and vector dimension (None before its first
+    vector), one read snapshot (`reading`), the chunk log (`chunk_log_state`,
+    `chunk_log_ids`), the largest chunk id, and the vectors (float32 `[N, dim]` with their
+    chunk ids `[N]`) of given ids or of all chunks in batches."""
+
+    @property
+    def path(self) -> str | os.PathLike[str]: ...
+    @property
+    def store_id(self) -> str | None: ...
+    @property
+    def dim(self) -> int | None: ...
+    def reading(self) -> AbstractContextManager[None]: ...
+    def chunk_log_state(self) -> tuple[int | None, int, int]: ...
+    def chunk_log_ids(self, after: int, upto: int) -> list[int]: ...
+    def max_chunk_id(self) -> int: ...
+    def vectors_of(self, ids: Iterable[int]) -> tuple[Ids, Vectors]: ...
+    def iter_vectors(self) -> Iterator[tuple[Ids, Vectors]]: ...
+
+
 def exact_top_k(
-    ids: np.ndarray, matrix: np.ndarray, queries: np.ndarray, n: int
+    ids: Ids, matrix: Vectors, queries: Vectors, n: int
 ) -> list[list[tuple[int, float]]]:
     """The `n` best (chunk id, score) per row of `queries` `[Q, dim]` (normalised) among
     `matrix` `[N, dim]` with chunk ids `ids` `[N]`: score descending, then id ascending."""
@@ -108,11 +139,28 @@ def _threads(n: int) -> int:
     return BUILD_THREADS if n >= PARALLEL_FROM else 1
 
 
+def _dimension(store: GraphStore) -> int:
+    """The store's vector dimension: a graph is of a store with vectors (usearch cannot
+    make one of no dimension)."""
+    if store.dim is None:
+        raise ValueError(
+            f"{store.path}: expected a store with vectors for an HNSW graph, got none yet"
+        )
+    return store.dim
+
+
 class HnswIndex:
     """The HNSW graph of one SQLite store (see the module doc). `open` loads, replays or
     rebuilds it; `search` answers; `save` persists it (writers only)."""
 
-    def __init__(self, db_path: Path, index: Any, seq: int, rebuilt: bool, mapped: bool = False):
+    def __init__(
+        self,
+        db_path: Path,
+        index: usearch.index.Index,
+        seq: int,
+        rebuilt: bool,
+        mapped: bool = False,
+    ) -> None:
         self.db_path = db_path
         self.index = index
         self.seq = seq
@@ -127,7 +175,7 @@ class HnswIndex:
         )
 
     @classmethod
-    def open(cls, store: Any, *, writable: bool = False) -> HnswIndex:
+    def open(cls, store: GraphStore, *, writable: bool = False) -> HnswIndex:
         """The store's index, current to its committed state. Read-only opens memory-map
         the saved graph when nothing is to replay (`writable=False`)."""
         from usearch.index import Index
@@ -136,8 +184,11 @@ class HnswIndex:
             return cls._open(store, Index, writable)
 
     @classmethod
-    def _open(cls, store: Any, Index: Any, writable: bool) -> HnswIndex:
+    def _open(
+        cls, store: GraphStore, Index: type[usearch.index.Index], writable: bool
+    ) -> HnswIndex:
         db_path = Path(store.path)
+        dim = _dimension(store)
         graph, header = cls.paths(db_path)
         log_first, log_last, count = store.chunk_log_state()
         try:
@@ -146,7 +197,7 @@ class HnswIndex:
             usable = (
                 meta.get("format") == INDEX_FORMAT
                 and meta["store_id"] == store.store_id
-                and meta["dim"] == store.dim
+                and meta["dim"] == dim
                 and graph.stat().st_size == meta["size"]
                 and (
                     pending
@@ -164,16 +215,17 @@ class HnswIndex:
             why = f"{type(exc).__name__}: {exc}"
         if usable:
             view = not (writable or pending)
-            index = None
+            index: usearch.index.Index | None = None
             # The file is checked before usearch reads it: usearch trusts what it restores.
-            why = cls._file_damage(graph, meta, store.dim, view) or ""
+            why = cls._file_damage(graph, meta, dim, view) or ""
             if not why:
                 try:
                     index = Index.restore(str(graph), view=view)
                 except Exception as exc:  # a torn or foreign file: rebuilt below
                     why = f"unreadable ({type(exc).__name__})"
-            if index is not None and index.ndim != store.dim:
-                index, why = None, f"of dimension {index.ndim}"
+            if index is not None and index.ndim != dim:
+                why = f"of dimension {index.ndim}"
+                index = None
             if index is not None and view and meta["size"] > VERIFY_WHOLE_BELOW:
                 why = cls._sample_damage(index, meta, store) or ""
                 index = None if why else index
@@ -193,7 +245,7 @@ class HnswIndex:
         return cls._build(store, db_path)
 
     @staticmethod
-    def _file_damage(graph: Path, meta: dict, dim: int, view: bool) -> str | None:
+    def _file_damage(graph: Path, meta: dict[str, Any], dim: int, view: bool) -> str | None:
         """Why the saved file is not safe to restore, or None: its CRC-32 is not the
         header's (a graph to load, or one to map up to `VERIFY_WHOLE_BELOW` bytes); a larger
         one to map has its structure checked (`hnsw_file.graph_damage`) unless its size and
@@ -210,7 +262,9 @@ class HnswIndex:
         return f"damaged ({damage})" if damage else None
 
     @staticmethod
-    def _sample_damage(index: Any, meta: dict, store: Any) -> str | None:
+    def _sample_damage(
+        index: usearch.index.Index, meta: dict[str, Any], store: GraphStore
+    ) -> str | None:
         """Why a large mapped graph is not the one saved, or None: a sample of
         `VERIFY_SAMPLE` of its vectors must equal the store's."""
         ids, vectors = store.vectors_of(
@@ -227,11 +281,11 @@ class HnswIndex:
         return None
 
     @classmethod
-    def _build(cls, store: Any, db_path: Path) -> HnswIndex:
+    def _build(cls, store: GraphStore, db_path: Path) -> HnswIndex:
         from usearch.index import Index
 
         index = Index(
-            ndim=store.dim,
+            ndim=_dimension(store),
             metric="ip",
             dtype=DTYPE,
             connectivity=CONNECTIVITY,
@@ -242,7 +296,7 @@ class HnswIndex:
             index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
         return cls(db_path, index, seq, rebuilt=True)
 
-    def _replay(self, store: Any, upto: int) -> None:
+    def _replay(self, store: GraphStore, upto: int) -> None:
         """Apply the logged inserts and deletes after `self.seq`: the net effect per chunk
         id (a chunk deleted then inserted again is re-added with its new vector)."""
         touched = store.chunk_log_ids(self.seq, upto)
@@ -257,17 +311,21 @@ class HnswIndex:
     def __len__(self) -> int:
         return len(self.index)
 
-    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]:
+    def search(self, queries: Vectors, n: int, ef: int) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, with a
         search beam of `max(ef, n)` candidates (wider: higher recall, slower)."""
+        from usearch.index import Matches
+
         n = min(int(n), len(self.index))
         if n == 0:
             return [[] for _ in range(len(queries))]
-        self.index.expansion_search = max(int(ef), n)  # not kept in the saved file
+        # not kept in the saved file; usearch declares this setter apart from its getter,
+        # which mypy does not recognise as one
+        self.index.expansion_search = max(int(ef), n)  # type: ignore[misc]
         found = self.index.search(queries, n, threads=1)
         # One query gives `Matches` (its hits only), several `BatchMatches` (padded rows
         # and `counts`). usearch's "ip" distance is 1 - inner product.
-        if len(queries) == 1:
+        if isinstance(found, Matches):
             return [
                 [
                     (int(key), float(1.0 - d))
@@ -282,7 +340,7 @@ class HnswIndex:
             for q in range(len(queries))
         ]
 
-    def save(self, store: Any) -> None:
+    def save(self, store: GraphStore) -> None:
         """Write the graph and its header atomically (a reader sees the old pair or the
         new one: the header names the graph's size, so a mix is rebuilt, not trusted)."""
         graph, header = self.paths(self.db_path)

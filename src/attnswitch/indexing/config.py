@@ -22,11 +22,16 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from attnswitch.engines.model import model_fingerprint
 from attnswitch.errors import AttnswitchError, ConfigError
 from attnswitch.provenance import provenance_key
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from attnswitch.engines.model import ModelSpec
 
 META_KEY = "index"
 DEFAULT_OVERLAP = 32
@@ -42,7 +47,7 @@ class IndexMismatchError(AttnswitchError, ValueError):
     """A store's vectors were made with another model than the one asked for."""
 
 
-def special_tokens(tokenizer: Any) -> int:
+def special_tokens(tokenizer: Tokenizer) -> int:
     """How many special tokens the tokenizer adds to one text ([CLS] and [SEP]: 2)."""
     processor = tokenizer.post_processor
     if processor is not None:
@@ -50,9 +55,9 @@ def special_tokens(tokenizer: Any) -> int:
     return len(tokenizer.encode("a").ids) - len(tokenizer.encode("a", add_special_tokens=False).ids)
 
 
-def chunk_tokenizer(spec: Any) -> Any:
+def chunk_tokenizer(spec: ModelSpec) -> Tokenizer:
     """The model's tokenizer for chunking: without truncation, so whole documents count."""
-    tok = spec.tokenizer()
+    tok: Tokenizer = spec.tokenizer()
     tok.no_truncation()
     return tok
 
@@ -85,13 +90,13 @@ class IndexConfig:
     @classmethod
     def build(
         cls,
-        spec: Any,
-        model: str | os.PathLike | None,
+        spec: ModelSpec,
+        model: str | os.PathLike[str] | None,
         engine: str,
         precision: str,
         max_tokens: int | None = None,
         overlap: int = DEFAULT_OVERLAP,
-        tokenizer: Any = None,
+        tokenizer: Tokenizer | None = None,
         chunking: str = DEFAULT_CHUNKING,
         embed_headings: bool = DEFAULT_EMBED_HEADINGS,
     ) -> IndexConfig:
@@ -177,7 +182,13 @@ class IndexConfig:
         )
 
 
-def stored_config(store: Any) -> IndexConfig | None:
+class MetaStore(Protocol):
+    """A store's meta table, where the config is kept (`Store.meta` has it)."""
+
+    def meta(self, key: str) -> str | None: ...
+
+
+def stored_config(store: MetaStore) -> IndexConfig | None:
     """The config kept in `store`, or None when it has none."""
     text = store.meta(META_KEY)
     return None if text is None else IndexConfig.from_json(text)

@@ -40,11 +40,15 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attnswitch.documents import globs
-from attnswitch.documents.readers.registry import extension_kinds, readers
 from attnswitch.indexing.store_errors import StoreInputError
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+# A modification-time bound as given: an ISO 8601 text, a `date` or a `datetime`.
+When = str | dt.date
 
 # Groups of reader kinds a user names by what the files are.
 GROUPS = MappingProxyType(
@@ -85,15 +89,15 @@ class SearchFilter:
     extensions: frozenset[str] = frozenset()
     after_ns: int | None = None
     before_ns: int | None = None
-    _specs: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    _specs: tuple[GitIgnoreSpec | None, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def of(
         cls,
         path: str | Iterable[str] | None = None,
         type: str | Iterable[str] | None = None,
-        modified_after: Any = None,
-        modified_before: Any = None,
+        modified_after: When | None = None,
+        modified_before: When | None = None,
     ) -> SearchFilter | None:
         """The filter the values give, None when none is given (no filter)."""
         paths = _strings("path", path)
@@ -188,6 +192,8 @@ def _strings(name: str, value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def _types(values: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    from attnswitch.documents.readers.registry import extension_kinds, readers
+
     kinds: set[str] = set()
     extensions: set[str] = set()
     for value in values:
@@ -210,7 +216,7 @@ def _types(values: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(kinds), frozenset(extensions)
 
 
-def _when(name: str, value: Any) -> int | None:
+def _when(name: str, value: object) -> int | None:
     """`value` as nanoseconds since the epoch (naive times are UTC)."""
     if value is None:
         return None
@@ -243,9 +249,11 @@ def _shown(ns: int | None) -> str | None:
     return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
-def _spec(pattern: str, name: str) -> Any:
+def _spec(pattern: str, name: str) -> GitIgnoreSpec | None:
     """A glob's compiled gitignore spec (`globs`, as `--include` reads it); None for a
     prefix. A glob `globs` refuses is a `StoreInputError` naming `name`."""
+    from attnswitch.documents import globs
+
     if not _GLOB_CHARS & set(pattern):
         return None
     body = pattern[1:] if os.path.isabs(pattern) else pattern
@@ -263,7 +271,7 @@ def _spec(pattern: str, name: str) -> Any:
     return globs.spec([compiled])
 
 
-def _path_matches(pattern: str, spec: Any, source: str, full: str) -> bool:
+def _path_matches(pattern: str, spec: GitIgnoreSpec | None, source: str, full: str) -> bool:
     absolute = os.path.isabs(pattern)
     target = full.lstrip("/") if absolute else source
     if spec is not None:
@@ -273,3 +281,20 @@ def _path_matches(pattern: str, spec: Any, source: str, full: str) -> bool:
 
 
 __all__ = ["FIELDS", "GROUPS", "SearchFilter"]
+
+# What each field takes, for the front ends that build their inputs from FIELDS (options,
+# schemas, the page's controls): "paths" and "types" a text or a list of texts, any of
+# which passes; "time" one ISO 8601 date or date-time.
+FIELD_VALUES = MappingProxyType(
+    {"path": "paths", "type": "types", "modified_after": "time", "modified_before": "time"}
+)
+
+
+def type_names() -> tuple[str, ...]:
+    """The words `type` takes besides extensions: the readers' kinds and `GROUPS`, sorted."""
+    from attnswitch.documents.readers.registry import readers
+
+    return tuple(sorted(set(readers()) | set(GROUPS)))
+
+
+__all__ += ["FIELD_HELP", "FIELD_VALUES", "type_names"]

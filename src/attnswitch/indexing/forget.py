@@ -3,9 +3,11 @@
 `forget(path, store)` finds the indexed root(s) that `path` lies in (the path resolved as
 `ingest.scan` records roots; the file itself need not exist any more) and removes the
 document at `path`, or every document below it when it names a folder or a root
-(`Store.forget`, one transaction; the keyword index and the SQLite store's HNSW graph
-follow through the chunk triggers and log). A path that holds no indexed document is an
-error naming it: nothing is removed then.
+(`IndexWriter.forget`, one transaction per root, all under the store's run lock: a run of
+this store, here or in another process, is waited for up to `RUN_LOCK_WAIT_S`, then
+`StoreBusyError`; the keyword index and the SQLite store's HNSW graph follow through the
+chunk triggers and log, the graph saved when the writer lets go). A path that holds no
+indexed document is an error naming it: nothing is removed then.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from attnswitch.errors import AttnswitchError
 from attnswitch.indexing.store import Store
+from attnswitch.indexing.writer import IndexWriter
 
 
 class NotIndexedError(AttnswitchError, LookupError):
@@ -41,13 +44,18 @@ def forget(path: str | os.PathLike, store: Store) -> Forgotten:
     target = Path(os.path.abspath(path))
     target = target.parent.resolve() / target.name if target.name else target.resolve()
     roots = store.roots()
+    holding = {
+        root: target.relative_to(root).as_posix()
+        for root in roots
+        if target == Path(root) or target.is_relative_to(root)
+    }
     removed: dict[str, int] = {}
-    for root in roots:
-        if target == Path(root) or target.is_relative_to(root):
-            source = target.relative_to(root).as_posix()
-            n = store.forget(root, "" if source == "." else source)
-            if n:
-                removed[root] = n
+    if holding:
+        with IndexWriter(store) as writer:
+            for root, source in holding.items():
+                n = writer.forget(root, "" if source == "." else source)
+                if n:
+                    removed[root] = n
     if not removed:
         shown = ", ".join(roots) or "none"
         raise NotIndexedError(

@@ -18,8 +18,12 @@ not read; `ann.HnswIndex` samples those against the store):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 MAGIC = b"usearch"
 MATRIX_HEAD = 8  # u32 rows, u32 cols
@@ -88,13 +92,20 @@ def graph_damage(path: Path, dim: int, item_bytes: int) -> str | None:
     return None
 
 
-def _gather(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+def _gather(
+    data: npt.NDArray[np.uint8], at: npt.NDArray[np.int64], width: int
+) -> npt.NDArray[np.uint8]:
     """`width` bytes from each offset in `at`: `[len(at), width]` uint8, contiguous."""
     return np.ascontiguousarray(data[at[:, None] + np.arange(width)[None, :]])
 
 
 def _neighbours(
-    data: np.ndarray, at: np.ndarray, slots: int, size: int, levels: np.ndarray, level: int
+    data: npt.NDArray[np.uint8],
+    at: npt.NDArray[np.int64],
+    slots: int,
+    size: int,
+    levels: npt.NDArray[np.int64],
+    level: int,
 ) -> str | None:
     """Check the neighbour lists (u32 count, `slots` u32) at offsets `at` on `level`."""
     block = _gather(data, at, 4 + 4 * slots).view("<u4")

@@ -6,27 +6,35 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnswitch.indexing import analyzer
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+    # psycopg's default rows (`tuple_row`), as `store_postgres.connect` makes them
+    Conn = Connection[tuple[Any, ...]]
 
 log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
 # Chunks analysed again per statement by `reanalyze`.
 REANALYZE_BATCH = 500
 
 
-def to_halfvec(conn: Any, hnsw_index: str) -> None:
+def to_halfvec(conn: Conn, hnsw_index: str) -> None:
     """Convert the chunks' vectors from `vector` (float32, before schema version 8) to
     `halfvec` (float16) in place, inside the caller's transaction: the column's type is
     changed (pgvector's cast rounds each element to nearest; PostgreSQL rewrites the
     table, every chunk and its id kept, nothing encoded again) and the HNSW index made
-    again on it (`hnsw_index`, its CREATE INDEX statement). Nothing to do when the column is `halfvec` already."""
-    column = conn.execute(
+    again on it (`hnsw_index`, its CREATE INDEX statement). Nothing to do when the column
+    is `halfvec` already (or absent)."""
+    found = conn.execute(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
         "'chunks'::regclass AND attname = 'embedding'"
-    ).fetchone()[0]
-    if not column.startswith("vector"):
+    ).fetchone()
+    if found is None or not found[0].startswith("vector"):
         return
+    column: str = found[0]
     typed = column[len("vector") :]  # "(384)", or "" before the first vectors
     started = time.monotonic()
     conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
@@ -36,16 +44,17 @@ def to_halfvec(conn: Any, hnsw_index: str) -> None:
     )
     if typed:
         conn.execute(hnsw_index)
+    count = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()
     log.info(
         "vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, %.1f s",
         typed,
         typed,
-        conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0],
+        count[0] if count else 0,
         time.monotonic() - started,
     )
 
 
-def reanalyze(conn: Any) -> None:
+def reanalyze(conn: Conn) -> None:
     """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
     the caller's transaction: the chunks stored without a language get theirs, every
     chunk's terms are written again; no vector changes."""

@@ -11,15 +11,16 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
-from attnswitch.documents.ingest import SourceFile
 from attnswitch.indexing.store_errors import (
     StoreInputError,
 )
+
+if TYPE_CHECKING:
+    from attnswitch.documents.ingest import SourceFile
 
 # The ANN search beam (`ef_search`, the candidates a graph search keeps) of both stores'
 # HNSW indexes by default: at 1M clustered 384-d chunks it gives recall@10 0.99 against
@@ -40,7 +41,7 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 RUN_LOCK_WAIT_S = 5.0
 # The store schema's version (a SQLite file's user_version; a PostgreSQL store is upgraded
 # by what its catalog lacks, `store_postgres.upgrade`).
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # The element of a stored vector, in both stores: IEEE float16, rounded to nearest from the
 # L2-normalised float32 vector (SQLite: a BLOB of little-endian float16; PostgreSQL:
 # pgvector's `halfvec(dim)`; the SQLite store's HNSW graph: usearch's "f16"). Half the
@@ -240,8 +241,8 @@ def check_ef_search(ef: object) -> int:
     `StoreInputError` naming it."""
     if (
         isinstance(ef, bool)
-        or not isinstance(ef, int | np.integer)
-        or not (1 <= ef <= MAX_EF_SEARCH)
+        or not isinstance(ef, Integral)  # numpy's integers too, without importing numpy
+        or not (1 <= int(ef) <= MAX_EF_SEARCH)
     ):
         raise StoreInputError("ef_search", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef))
     return int(ef)

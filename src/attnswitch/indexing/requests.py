@@ -16,14 +16,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from numbers import Integral
 from types import MappingProxyType
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, cast
 
 from attnswitch.indexing.filters import FIELDS, SearchFilter
 from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
 from attnswitch.indexing.store_errors import StoreInputError
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.filters import When
 
 DEFAULT_K = 5
 
@@ -53,7 +55,7 @@ class Mode(str, enum.Enum):
         return _MODE_HELP[self]
 
     @classmethod
-    def parse(cls, value: Any) -> Mode:
+    def parse(cls, value: object) -> Mode:
         """`value` (a `Mode` or its name) as a `Mode`; else `StoreInputError` naming `mode`."""
         if isinstance(value, cls):
             return value
@@ -74,28 +76,24 @@ _MODE_HELP = MappingProxyType(
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 
-def check_k(k: Any) -> int:
+def check_k(k: object) -> int:
     """`k` as an int from 1 to `MAX_K`, else `StoreInputError` naming `k`."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
+    if isinstance(k, bool) or not isinstance(k, Integral) or not 1 <= int(k) <= MAX_K:
         raise StoreInputError("k", f"an integer from 1 to {MAX_K}", repr(k))
     return int(k)
 
 
-def check_ef(ef: Any) -> int | None:
+def check_ef(ef: object) -> int | None:
     """`ef` (the ANN search beam) as an int from 1 to `MAX_EF_SEARCH`, or None (the
     store's default); else `StoreInputError` naming `ef`."""
     if ef is None:
         return None
-    if (
-        isinstance(ef, bool)
-        or not isinstance(ef, (int, np.integer))
-        or not 1 <= ef <= MAX_EF_SEARCH
-    ):
+    if isinstance(ef, bool) or not isinstance(ef, Integral) or not 1 <= int(ef) <= MAX_EF_SEARCH:
         raise StoreInputError("ef", f"an integer from 1 to {MAX_EF_SEARCH}", repr(ef))
     return int(ef)
 
 
-def check_query(query: Any) -> str:
+def check_query(query: object) -> str:
     """`query` as a non-empty text, else `StoreInputError` naming `query`."""
     if not isinstance(query, str) or not query.strip():
         raise StoreInputError("query", "a non-empty text", repr(query))
@@ -126,35 +124,36 @@ class SearchRequest:
     @classmethod
     def of(
         cls,
-        query: Any,
-        k: Any = DEFAULT_K,
-        mode: Any = Mode.HYBRID,
+        query: str,
+        k: int = DEFAULT_K,
+        mode: Mode | str = Mode.HYBRID,
         *,
-        ef: Any = None,
+        ef: int | None = None,
         path: str | Iterable[str] | None = None,
         type: str | Iterable[str] | None = None,
-        modified_after: Any = None,
-        modified_before: Any = None,
+        modified_after: When | None = None,
+        modified_before: When | None = None,
     ) -> SearchRequest:
         """A request from flat filter values (each a value, a list of values or None)."""
         where = SearchFilter.of(
             path=path, type=type, modified_after=modified_after, modified_before=modified_before
         )
-        return cls(query, k, mode, where, ef)
+        return cls(query, k, cast(Mode, mode), where, ef)  # a name: `__post_init__` parses it
 
     @classmethod
     def from_mapping(
         cls,
-        query: Any,
-        k: Any = DEFAULT_K,
-        mode: Any = Mode.HYBRID,
+        query: str,
+        k: int = DEFAULT_K,
+        mode: Mode | str = Mode.HYBRID,
         *,
-        ef: Any = None,
+        ef: int | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> SearchRequest:
         """A request whose filter is a mapping with the keys of `filters.FIELDS` (an
         unknown key is refused as `filter.<key>`)."""
-        return cls(query, k, mode, SearchFilter.from_mapping(filter), ef)
+        where = SearchFilter.from_mapping(filter)
+        return cls(query, k, cast(Mode, mode), where, ef)  # a name: `__post_init__` parses it
 
     @property
     def needs_vector(self) -> bool:
@@ -182,3 +181,9 @@ __all__ = [
     "check_k",
     "check_query",
 ]
+
+# The modes and their help on one line ("hybrid: ...; dense: ...; keyword: ..."), as the
+# front ends describe the `mode` option, field and control.
+MODES_HELP = "; ".join(f"{m.value}: {m.help}" for m in Mode)
+
+__all__ += ["MODES_HELP"]

@@ -1,6 +1,6 @@
-"""The SQLite store's schema: its tables, the keyword index's triggers and the functions
-they call (`register_analyzer`), each version's upgrade (`UPGRADES`, `migrate`) and the
-keyword index made again for a new analyzer (`reanalyze`). The jobs table is part of the
+"""The SQLite store's schema: its tables, the triggers that queue the chunks' changes for the
+keyword index (plain SQL: another program's writes run them too; `sqlite_terms` makes the
+terms), each version's upgrade (`UPGRADES`, `migrate`). The jobs table is part of the
 file's schema (one version for the whole file); `jobs/jobs_table.py` reads and writes it.
 A chunk's vector is a BLOB of `dim` little-endian float16 elements since version 8
 (`records.VECTOR_DTYPE`; float32 before, converted in place by that version's upgrade,
@@ -8,17 +8,14 @@ A chunk's vector is a BLOB of `dim` little-endian float16 elements since version
 
 from __future__ import annotations
 
-import logging
 import re
 import sqlite3
-import time
 import uuid
 from collections.abc import Mapping
 from types import MappingProxyType
 
 import numpy as np
 
-from attnswitch.indexing import analyzer
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
 from attnswitch.indexing.store_base import (
     DEDUP_INDEXES,
@@ -26,8 +23,6 @@ from attnswitch.indexing.store_base import (
     STORED_ELEMENT,
     fill_vector_keys,
 )
-
-log = logging.getLogger(__name__)
 
 JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -96,13 +91,16 @@ SCHEMA = (
     # `resume` marks an interrupted job that the next `serve` on this store finishes.
     JOBS_TABLE,
     # Keyword search: a contentless FTS5 index of the chunks' terms (`analyzer`: the
-    # text is stored once, in chunks; the terms are made from it by the function
-    # `attnswitch_terms` that every connection of `SQLiteStore` registers, as FTS5 takes
-    # no tokenizer from Python; it splits the terms on spaces only), and a log of chunk
-    # inserts and deletes that the HNSW graph replays (ann.HnswIndex); triggers keep both
-    # in the writing transaction. A delete gives FTS5 the terms the insert gave: the same
-    # function of the same text and language, while the analyzer's fingerprint (meta
-    # "analyzer") is unchanged; `reanalyze` makes them all again when it changes.
+    # text is stored once, in chunks; FTS5 takes no tokenizer from Python, so each chunk's
+    # terms and stems are made in Python, joined by spaces, and split on spaces only),
+    # written by `sqlite_terms.apply_pending` from the queue `terms_pending` that the
+    # chunks' triggers fill; and a log of chunk inserts and deletes that the HNSW graph
+    # replays (ann.HnswIndex). The triggers are plain SQL, so a program other than
+    # attnswitch (the sqlite3 shell, sqlite-utils) can write the file: its
+    # changes wait in the queue for attnswitch's next opening, write or keyword search.
+    # A delete gives FTS5 the terms the insert gave: the same analyzer of the same text
+    # and language, while the analyzer's fingerprint (meta "analyzer") is unchanged;
+    # `sqlite_terms.reanalyze` makes them all again when it changes.
     """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5(
     terms, stems, content='',
     tokenize="unicode61 remove_diacritics 0 categories 'L* M* N* Co Pc'")""",
@@ -110,19 +108,38 @@ SCHEMA = (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id INTEGER NOT NULL
 )""",
+    # The chunk changes the keyword index has yet to take, in order: an added chunk's id
+    # (text NULL), a removed one's id with the text and language it had.
+    """CREATE TABLE IF NOT EXISTS terms_pending (
+    seq INTEGER PRIMARY KEY,
+    chunk_id INTEGER NOT NULL,
+    text TEXT,
+    language TEXT
+)""",
 )
 # The triggers: made after the upgrades, once the chunks have a language (SQLite's ALTER
-# TABLE refuses to add a column while a trigger names a column the table lacks).
+# TABLE refuses to add a column while a trigger names a column the table lacks). A chunk
+# reworded (its text, id or language changed) is queued as removed and added; a language
+# set where there was none is not (the chunk was not indexed under one: `apply_pending`
+# sets it before indexing). A deleted document's chunks go with it whether or not the
+# writer has foreign keys on (SQLite's default is off).
 CHUNK_TRIGGERS = (
     """CREATE TRIGGER IF NOT EXISTS chunks_indexed AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_terms (rowid, terms, stems) VALUES (new.id,
-        attnswitch_terms(new.text, new.language), attnswitch_stems(new.text, new.language));
+    INSERT INTO terms_pending (chunk_id) VALUES (new.id);
     INSERT INTO chunk_log (chunk_id) VALUES (new.id);
 END""",
     """CREATE TRIGGER IF NOT EXISTS chunks_unindexed AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_terms (chunks_terms, rowid, terms, stems) VALUES ('delete', old.id,
-        attnswitch_terms(old.text, old.language), attnswitch_stems(old.text, old.language));
+    INSERT INTO terms_pending (chunk_id, text, language) VALUES (old.id, old.text, old.language);
     INSERT INTO chunk_log (chunk_id) VALUES (old.id);
+END""",
+    """CREATE TRIGGER IF NOT EXISTS chunks_reworded AFTER UPDATE OF id, text, language ON chunks
+WHEN new.id IS NOT old.id OR new.text IS NOT old.text
+    OR (old.language IS NOT NULL AND new.language IS NOT old.language) BEGIN
+    INSERT INTO terms_pending (chunk_id, text, language) VALUES (old.id, old.text, old.language);
+    INSERT INTO terms_pending (chunk_id) VALUES (new.id);
+END""",
+    """CREATE TRIGGER IF NOT EXISTS documents_removed AFTER DELETE ON documents BEGIN
+    DELETE FROM chunks WHERE doc_id = old.id;
 END""",
 )
 
@@ -165,6 +182,9 @@ JOB_COLUMNS_V5 = (
 #    float16 in place (`float16_of_float32`; no text is encoded again, every chunk and its id
 #    kept), halving its bytes; the store then drops its HNSW graph (made again, in float16,
 #    when next needed) and compacts the file (`SQLiteStore`: VACUUM).
+# 9: the keyword index written by Python (`sqlite_terms`), not by triggers calling a
+#    function only attnswitch's connections had: the old triggers are dropped and the new
+#    ones (`CHUNK_TRIGGERS`) made; the index itself is kept as it is (the same terms).
 FLOAT16_SINCE = 8
 UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
     {
@@ -186,6 +206,10 @@ UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
             "DROP TABLE IF EXISTS chunks_fts",
             "ALTER TABLE chunks ADD COLUMN language TEXT",
             "DELETE FROM meta WHERE key = 'analyzer'",
+        ),
+        9: (
+            "DROP TRIGGER IF EXISTS chunks_indexed",
+            "DROP TRIGGER IF EXISTS chunks_unindexed",
         ),
     }
 )
@@ -228,48 +252,3 @@ def float16_of_float32(blob: object) -> object:
     if not isinstance(blob, bytes) or len(blob) % 4:
         return blob
     return np.frombuffer(blob, "<f4").astype(STORED_ELEMENT).tobytes()
-
-
-def register_analyzer(conn: sqlite3.Connection) -> None:
-    """Give `conn` the functions the keyword index's triggers call: `attnswitch_terms(text,
-    language)` and `attnswitch_stems(text, language)` (the analyzer's words and stems of a
-    chunk, joined by spaces) and `attnswitch_language(text)`."""
-    conn.create_function(
-        "attnswitch_terms",
-        2,
-        lambda text, language: " ".join(analyzer.document_terms(text, language or "")),
-        deterministic=True,
-    )
-    conn.create_function(
-        "attnswitch_stems",
-        2,
-        lambda text, language: " ".join(analyzer.document_stems(text, language or "")),
-        deterministic=True,
-    )
-    conn.create_function("attnswitch_language", 1, analyzer.detect_language, deterministic=True)
-
-
-def reanalyze(conn: sqlite3.Connection, where: str) -> None:
-    """Make the keyword index again with this analyzer (`analyzer.fingerprint`), inside
-    the caller's transaction: the chunks stored without a language get theirs, every
-    chunk's terms are indexed again; no vector changes."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
-    if row is not None and row[0] == analyzer.fingerprint():
-        return  # another process made it meanwhile
-    started = time.monotonic()
-    conn.execute("UPDATE chunks SET language = attnswitch_language(text) WHERE language IS NULL")
-    conn.execute("INSERT INTO chunks_terms (chunks_terms) VALUES ('delete-all')")
-    conn.execute(
-        "INSERT INTO chunks_terms (rowid, terms, stems) SELECT id, "
-        "attnswitch_terms(text, language), attnswitch_stems(text, language) "
-        "FROM chunks"
-    )
-    conn.execute("INSERT OR REPLACE INTO meta VALUES ('analyzer', ?)", (analyzer.fingerprint(),))
-    if n := conn.execute("SELECT count(*) FROM chunks").fetchone()[0]:
-        log.info(
-            "%s: keyword index made again by analyzer %s (%d chunks, %.1f s)",
-            where,
-            analyzer.fingerprint(),
-            n,
-            time.monotonic() - started,
-        )

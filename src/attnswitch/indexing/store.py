@@ -4,6 +4,19 @@ names its callers use, re-exported from the modules that define them: the record
 (`store_sqlite.py`). What both stores share is `store_base.StoreBase`; the SQLite file's
 schema and upgrades are `sqlite_schema.py`.
 
+`Store` is storage, in two halves and a few members of its own:
+
+- `StoreReading`: what a search reads (chunks, vectors, dense and keyword search, filters,
+  the stored documents' rows, status and runs, a deadline on reads);
+- `StoreWriting`: what `writer.IndexWriter` needs underneath (the bulk lookups a plan
+  makes, the writes and deletes of documents, the content-dedup queries, the run lock and
+  the runs table). Callers write through the writer, which plans, holds the run lock (one
+  writer at a time) and refuses writes without it; the stores' own members are its
+  primitives;
+- `Store` itself: both, plus opening and closing, the key-value meta table and
+  `jobs_table()`, the service's jobs table as a repository of its own
+  (`jobs_sql.JobsTable`; no caller writes SQL against a store).
+
 Two implementations, opened by `location.open_store(location)`:
 
 - `SQLiteStore` (`store_sqlite`): one SQLite file (stdlib sqlite3, WAL), the default.
@@ -19,8 +32,8 @@ The store is what makes a run resumable and idempotent:
   written in one transaction (`write_document`). A run killed at any moment, `kill -9`
   included, leaves each document either fully at its old state or fully at its new one;
   the next run's plan sees the old hash and redoes exactly the documents not committed.
-- `plan(root, documents, config)` compares an ingested listing with the stored state:
-  new, changed (other hash, other config, or previously skipped), unchanged, skipped
+- The writer's plan (`writer.IndexWriter.plan(root, listing, config)`) compares an
+  ingested listing with the stored state: new, changed (other hash, other config, or previously skipped), unchanged, skipped
   (by ingest, with its reason) and deleted (stored under `root`, absent from the listing).
   `config` is a fingerprint of whatever makes vectors differ (model, chunking): a document
   indexed under another config is changed.
@@ -48,8 +61,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from attnswitch.documents.ingest import Document, SourceFile
+from attnswitch.documents.ingest import Document
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.jobs_sql import JobsTable
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
     CHUNK_STRUCTURE_COLUMNS,
@@ -114,6 +128,8 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreBase",
+    "StoreReading",
+    "StoreWriting",
     "StoreBusyError",
     "StoreConnectError",
     "StoreCorruptError",
@@ -134,91 +150,34 @@ __all__ = [
 ]
 
 
-class Store(Protocol):
-    """What the jobs, the search and the service use of a store: the one seam between
-    them and a database. `SQLiteStore` and `store_postgres.PostgresStore` implement it.
+class StoreReading(Protocol):
+    """What a search reads of a store (the searcher's side).
 
-    `location` names the store for people (a file path, or a URL without its password);
-    `url` is how another process or node opens it for writing (`open_store(url)`), None
-    when only this process may write (SQLite: one writer, kept with the driver).
+    `location` names the store for people (a file path, or a URL without its password).
     `ef_search` is the ANN search beam of a dense search that names none.
-    Vectors in and out are float32 `[N, dim]`, L2-normalised (stored in float16: out is in
+    Vectors out are float32 `[N, dim]`, L2-normalised (stored in float16: out is in
     rounded to it); ids are chunk ids.
-    `placeholder`, `transaction()`, `read()` and `exclusive()` are the seam for a table
-    a layer above keeps in the store's schema (`jobs/jobs_table.py`): SQL with the store's
-    parameter marks, in one transaction or one read, under the run lock where it must be.
     `deadline(at)` stops the reads inside its block at the `time.monotonic()` time `at`
     (`StoreDeadlineError`; the service's search, `store_base.StoreBase.deadline`).
     """
 
     location: str
-    url: str | None
     ef_search: int
 
     @property
     def dim(self) -> int | None: ...
-    def own_files(self) -> set[Path]: ...
-    def close(self) -> None: ...
-    def __enter__(self) -> Store: ...
-    def __exit__(self, *exc: object) -> None: ...
     def meta(self, key: str) -> str | None: ...
-    def set_meta(self, key: str, value: str) -> None: ...
     def lookup(self, root: str | os.PathLike[str], source: str) -> StoredDocument | None: ...
-    def sources(self, root: str | os.PathLike[str]) -> set[str]: ...
-    def roots(self) -> list[str]: ...
-    def root_counts(self, root: str | os.PathLike[str]) -> tuple[int, int]: ...
-    def is_fresh(self, entry: SourceFile, config: str = "") -> bool: ...
-    def classify(self, doc: Document, config: str = "") -> str: ...
-    def plan(
-        self, root: str | os.PathLike[str], entries: Iterable[SourceFile], config: str = ""
-    ) -> SyncPlan: ...
-    def write_document(
-        self,
-        doc: Document,
-        chunks: Sequence[ChunkLike],
-        vectors: Any,
-        *,
-        config: str = "",
-        run_id: int | None = None,
-        vector_fingerprint: str | None = None,
-    ) -> int: ...
-    def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int: ...
-    def touch(self, doc: Document) -> None: ...
-    def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int: ...
-    def indexed_sizes(self, config: str) -> set[int]: ...
-    def copies_of(self, sha256: str, config: str) -> list[StoredDocument]: ...
     def lookup_many(
         self, places: Iterable[tuple[str | os.PathLike[str], str]]
     ) -> dict[tuple[str, str], StoredDocument]: ...
     def copies_of_many(
         self, keys: Iterable[tuple[str, str]]
     ) -> dict[tuple[str, str], list[StoredDocument]]: ...
-    def copy_document(
-        self, original: StoredDocument, doc: Document, *, run_id: int | None = None
-    ) -> int: ...
-    def move_document(
-        self, root: str | os.PathLike[str], old_source: str, doc: Document
-    ) -> bool: ...
-    def forget(self, root: str | os.PathLike[str], source: str = "") -> int: ...
-    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]: ...
-    def begin_run(self, root: str | os.PathLike[str] | None = None, config: str = "") -> int: ...
-    def finish_run(
-        self,
-        run_id: int,
-        status: str = "completed",
-        *,
-        counts: dict[str, Any] | None = None,
-        summary: dict[str, Any] | None = None,
-    ) -> None: ...
+    def sources(self, root: str | os.PathLike[str]) -> set[str]: ...
+    def roots(self) -> list[str]: ...
+    def root_counts(self, root: str | os.PathLike[str]) -> tuple[int, int]: ...
     def runs(self, limit: int | None = None) -> list[RunRecord]: ...
-    def check_unlocked(self, wait_s: float = 0.0) -> None: ...
-    @property
-    def placeholder(self) -> str: ...
-    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
-    def exclusive(
-        self, wait_s: float = RUN_LOCK_WAIT_S
-    ) -> contextlib.AbstractContextManager[None]: ...
     def status(self) -> StoreStatus: ...
     def count(self) -> int: ...
     def vectors(self) -> tuple[np.ndarray, np.ndarray]: ...
@@ -233,3 +192,78 @@ class Store(Protocol):
     def allowed_documents(self, where: SearchFilter) -> list[int]: ...
     def languages(self) -> list[str]: ...
     def deadline(self, at: float | None) -> contextlib.AbstractContextManager[None]: ...
+
+
+class StoreWriting(Protocol):
+    """What `writer.IndexWriter` needs of a store underneath: its primitives. The writer
+    plans with the bulk lookups (`lookup_many`, `sources`), holds the run lock for its
+    writes (`exclusive`: one holder per store at a time, here or in another process;
+    `StoreBusyError` otherwise) and records runs in it (`open_run`, `close_run`).
+
+    `url` is how another process or node opens the store for writing (`open_store(url)`),
+    None when only this process may write (SQLite: one writer, kept with the driver).
+    Vectors in are float32 `[N, dim]`, any array numpy reads; each is L2-normalised.
+    `forget`, the writes and `sync_index` are to be called under the run lock; a run's
+    `close_run` keeps it (the writer releases it).
+    """
+
+    location: str
+    url: str | None
+
+    def set_meta(self, key: str, value: str) -> None: ...
+    def lookup(self, root: str | os.PathLike[str], source: str) -> StoredDocument | None: ...
+    def lookup_many(
+        self, places: Iterable[tuple[str | os.PathLike[str], str]]
+    ) -> dict[tuple[str, str], StoredDocument]: ...
+    def sources(self, root: str | os.PathLike[str]) -> set[str]: ...
+    def write_document(
+        self,
+        doc: Document,
+        chunks: Sequence[ChunkLike],
+        vectors: Any,
+        *,
+        config: str = "",
+        run_id: int | None = None,
+        vector_fingerprint: str | None = None,
+    ) -> int: ...
+    def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int: ...
+    def touch(self, doc: Document) -> None: ...
+    def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int: ...
+    def forget(self, root: str | os.PathLike[str], source: str = "") -> int: ...
+    def indexed_sizes(self, config: str) -> set[int]: ...
+    def copies_of(self, sha256: str, config: str) -> list[StoredDocument]: ...
+    def copy_document(
+        self, original: StoredDocument, doc: Document, *, run_id: int | None = None
+    ) -> int: ...
+    def move_document(
+        self, root: str | os.PathLike[str], old_source: str, doc: Document
+    ) -> bool: ...
+    def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]: ...
+    def exclusive(
+        self, wait_s: float = RUN_LOCK_WAIT_S
+    ) -> contextlib.AbstractContextManager[None]: ...
+    def check_unlocked(self, wait_s: float = 0.0) -> None: ...
+    def open_run(self, root: str | os.PathLike[str] | None = None, config: str = "") -> int: ...
+    def close_run(
+        self,
+        run_id: int,
+        status: str = "completed",
+        *,
+        counts: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> None: ...
+    def sync_index(self) -> None: ...
+
+
+class Store(StoreReading, StoreWriting, Protocol):
+    """A store: `StoreReading` and `StoreWriting` (see the module doc), opened and closed,
+    with its key-value meta table and the service's jobs table (`jobs_table()`, a
+    repository of its own). `SQLiteStore` and `store_postgres.PostgresStore` implement it;
+    tests/indexing/test_store_contract.py holds both to its behaviour.
+    """
+
+    def own_files(self) -> set[Path]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Store: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def jobs_table(self) -> JobsTable: ...

@@ -1,8 +1,9 @@
-"""What both stores do the same way (`StoreBase`): runs and the run lock, freshness, plans,
-skips, copies, moves and forgetting, over each store's own connection and hooks; and the
-checks and conversions of what is written and read (`chunk_rows`, `checked_vectors`,
-`stored_form`, `unpack_vectors`, `unpack_vector`): vectors are checked and L2-normalised in
-float32, stored in float16 (`records.VECTOR_DTYPE`) and read back as float32.
+"""What both stores do the same way (`StoreBase`): runs and the run lock, skips, copies,
+moves and forgetting, the jobs table's repository (`jobs_table`), over each store's own
+connection and hooks; and the checks and conversions of what is written and read
+(`chunk_rows`, `checked_vectors`, `stored_form`, `unpack_vectors`, `unpack_vector`):
+vectors are checked and L2-normalised in float32, stored in float16
+(`records.VECTOR_DTYPE`) and read back as float32.
 `store_sqlite.SQLiteStore` and `store_postgres.PostgresStore` extend it."""
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from attnswitch.documents.ingest import Document, SourceFile
+from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.jobs_sql import JobsTable, SQLJobsTable
 from attnswitch.indexing.records import (
     RUN_LOCK_WAIT_S,
     RUN_STATUSES,
@@ -28,10 +30,7 @@ from attnswitch.indexing.records import (
     ChunkLike,
     RunRecord,
     StoredDocument,
-    SyncPlan,
     check_ef_search,
-    indexed_sha,
-    is_fresh_row,
     root_key,
     vector_key,
 )
@@ -44,8 +43,6 @@ from attnswitch.indexing.store_errors import (
 )
 
 # A `StoredDocument`'s columns, of the documents table as `d`.
-# How many listed files a plan looks up in one statement (`StoreBase.plan`).
-PLAN_BATCH = 1000
 DOCUMENT_SELECT = (
     "d.id, d.root, d.source, d.sha256, d.size, d.mtime_ns, d.status, d.reason, d.config, d.n_chunks"
 )
@@ -67,8 +64,9 @@ NORM_KEPT = 2.0**-10
 
 
 class StoreBase(abc.ABC):
-    """What every store does the same way on top of its own hooks: freshness,
-    classification, plans, skips and the runs table.
+    """What every store does the same way on top of its own hooks: the bulk lookups a plan
+    makes (`writer.IndexWriter.plan` plans), skips, copies, moves, forgetting, the runs
+    table and the run lock, and the jobs table's repository.
 
     A store subclass provides
     - `_conn`: its connection, whose `execute(sql, params)` takes `_mark` placeholders and
@@ -123,29 +121,15 @@ class StoreBase(abc.ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- runs -----------------------------------------------------------------------
+    # -- runs and the run lock (`writer.IndexWriter` holds it) ---------------------------
 
     def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
-        """Start a run: take the store's run lock (one run per store at a time; another
-        process's is waited for up to `RUN_LOCK_WAIT_S`, then `StoreBusyError`), mark runs
-        left "running" by a killed process as "interrupted", and return the new run id."""
+        """Take the store's run lock (`exclusive`'s wait) and record a run (`open_run`);
+        `finish_run` ends both. A run without a writer (another process holding the lock,
+        in tests); `writer.IndexWriter.begin_run` is the runs' way."""
         self._wait_for_run_lock()
-        m = self._mark
         try:
-            with self._transaction() as conn:
-                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
-                return int(
-                    conn.execute(
-                        f"INSERT INTO runs (root, config, pid, started_at, status) "
-                        f"VALUES ({m}, {m}, {m}, {m}, 'running') RETURNING id",
-                        (
-                            root_key(root) if root is not None else None,
-                            config,
-                            os.getpid(),
-                            time.time(),
-                        ),
-                    ).fetchone()[0]
-                )
+            return self.open_run(root, config)
         except BaseException:
             self._unlock_run()
             raise
@@ -158,30 +142,67 @@ class StoreBase(abc.ABC):
         counts: dict[str, Any] | None = None,
         summary: dict[str, Any] | None = None,
     ) -> None:
-        """Close a run with its status, counts and a JSON-serialisable summary, then release
-        the run lock (after the store's own end-of-run work, `_run_finished`)."""
-        if status not in RUN_STATUSES or status == "running":
-            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
-        m = self._mark
+        """`close_run`, then release the run lock `begin_run` took."""
         try:
-            with self._transaction() as conn:
-                conn.execute(
-                    f"UPDATE runs SET status = {m}, ended_at = {m}, counts = {m}, "
-                    f"summary = {m} WHERE id = {m}",
-                    (
-                        status,
-                        time.time(),
-                        json.dumps(counts or {}, sort_keys=True),
-                        json.dumps(summary or {}, sort_keys=True, default=str),
-                        run_id,
-                    ),
-                )
-            self._run_finished(status)
+            self.close_run(run_id, status, counts=counts, summary=summary)
         finally:
             self._unlock_run()
 
+    def open_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+        """Record a run of `root` under `config` in the runs table, marking the runs left
+        "running" by a killed process as "interrupted"; the new run's id. Call with the
+        run lock held by this store object (`exclusive`, `begin_run`)."""
+        m = self._mark
+        with self._transaction() as conn:
+            conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+            return int(
+                conn.execute(
+                    f"INSERT INTO runs (root, config, pid, started_at, status) "
+                    f"VALUES ({m}, {m}, {m}, {m}, 'running') RETURNING id",
+                    (
+                        root_key(root) if root is not None else None,
+                        config,
+                        os.getpid(),
+                        time.time(),
+                    ),
+                ).fetchone()[0]
+            )
+
+    def close_run(
+        self,
+        run_id: int,
+        status: str = "completed",
+        *,
+        counts: dict[str, Any] | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> None:
+        """Close run `run_id` with its status, counts and a JSON-serialisable summary, then
+        do the store's end-of-run work (`_run_finished`: a completed run's `sync_index`).
+        Under the run lock; it stays held."""
+        if status not in RUN_STATUSES or status == "running":
+            raise StoreInputError("status", f"one of {RUN_STATUSES[1:]}", repr(status))
+        m = self._mark
+        with self._transaction() as conn:
+            conn.execute(
+                f"UPDATE runs SET status = {m}, ended_at = {m}, counts = {m}, "
+                f"summary = {m} WHERE id = {m}",
+                (
+                    status,
+                    time.time(),
+                    json.dumps(counts or {}, sort_keys=True),
+                    json.dumps(summary or {}, sort_keys=True, default=str),
+                    run_id,
+                ),
+            )
+        self._run_finished(status)
+
     def _run_finished(self, status: str) -> None:
         """What the store does when a run ends with `status`, still under the run lock."""
+
+    def sync_index(self) -> None:
+        """Bring what the store derives from its committed chunks outside its transactions
+        up to date, under the run lock (the SQLite store's HNSW graph beside its file,
+        `SQLiteStore.sync_index`); nothing here (PostgreSQL's index is transactional)."""
 
     def check_unlocked(self, wait_s: float = 0.0) -> None:
         """Raise `StoreBusyError` when another process holds this store's run lock for
@@ -192,7 +213,7 @@ class StoreBase(abc.ABC):
 
     def _wait_for_run_lock(self, wait_s: float = RUN_LOCK_WAIT_S) -> None:
         """Take the run lock, trying again for up to `wait_s` seconds while another process
-        holds it."""
+        holds it; at once `StoreBusyError` when this store object holds it already."""
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -207,32 +228,24 @@ class StoreBase(abc.ABC):
         """Whether this store object holds its run lock (a run in progress here)."""
         return False
 
-    # -- the seam for tables the layers above keep in the store (jobs/jobs_table.py) -----
-
-    @property
-    def placeholder(self) -> str:
-        """The parameter placeholder of `transaction()`'s and `read()`'s SQL ("?" or "%s")."""
-        return self._mark
-
-    def transaction(self) -> contextlib.AbstractContextManager[Any]:
-        """A connection inside one transaction, committed when the block ends and rolled
-        back if it raises; its `execute(sql, params)` takes `placeholder` marks."""
-        return self._transaction()
-
-    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """The rows of one read-only query (`placeholder` marks)."""
-        return self._read(sql, params)
-
     @contextlib.contextmanager
     def exclusive(self, wait_s: float = RUN_LOCK_WAIT_S) -> Iterator[None]:
         """Hold the store's run lock for the block: no run, here or in another process,
         writes meanwhile. Another process's lock is waited for up to `wait_s` seconds,
-        then `StoreBusyError`."""
+        then `StoreBusyError`; held by this store object already (a writer, a run):
+        `StoreBusyError` at once."""
         self._wait_for_run_lock(wait_s)
         try:
             yield
         finally:
             self._unlock_run()
+
+    # -- the jobs table (`jobs_sql`) ----------------------------------------------------
+
+    def jobs_table(self) -> JobsTable:
+        """The service's jobs table in this store, as a repository (`jobs_sql.JobsTable`):
+        its SQL over this store's connection, transactions and run lock."""
+        return SQLJobsTable(self._mark, self._transaction, self._read, self.exclusive)
 
     # -- deadlines ------------------------------------------------------------------
 
@@ -399,53 +412,6 @@ class StoreBase(abc.ABC):
         )
         return int(docs), int(chunks)
 
-    def is_fresh(self, entry: SourceFile, config: str = "") -> bool:
-        """`is_fresh_row` of `entry`'s stored row: True when a run may skip reading it."""
-        return is_fresh_row(self.lookup(entry.root, entry.source), entry, config)
-
-    def classify(self, doc: Document, config: str = "") -> str:
-        """ "skipped", "new", "changed" or "unchanged" for one ingested document."""
-        if not doc.ok:
-            return "skipped"
-        row = self.lookup(doc.root, doc.source)
-        if row is None:
-            return "new"
-        return "unchanged" if indexed_sha(row, config) == doc.sha256 else "changed"
-
-    def plan(
-        self, root: str | os.PathLike, entries: Iterable[SourceFile], config: str = ""
-    ) -> SyncPlan:
-        """Compare a complete listing of `root` (`ingest.scan(root)`) with the stored state
-        (`SyncPlan`). Every entry must belong to `root`, each source once."""
-        key = root_key(root)
-        listed: dict[str, SourceFile] = {}
-        for entry in entries:
-            if entry.root != key:
-                raise StoreInputError(
-                    "entries", f"files under root {key!r}", f"{entry.source!r} under {entry.root!r}"
-                )
-            if entry.source in listed:
-                raise StoreInputError("entries", "each source once", f"{entry.source!r} twice")
-            listed[entry.source] = entry
-        # the stored rows in bulk: one statement per PLAN_BATCH files, not one per file
-        sources = list(listed)
-        rows: dict[tuple[str, str], StoredDocument] = {}
-        for start in range(0, len(sources), PLAN_BATCH):
-            rows.update(self.lookup_many((key, s) for s in sources[start : start + PLAN_BATCH]))
-        stored = {source: rows.get((key, source)) for source in sources}
-        to_read: list[SourceFile] = []
-        fresh: list[SourceFile] = []
-        for source, entry in listed.items():
-            (fresh if is_fresh_row(stored[source], entry, config) else to_read).append(entry)
-        deleted = tuple(sorted(self.sources(key) - set(stored)))
-        return SyncPlan(
-            key,
-            tuple(to_read),
-            tuple(fresh),
-            deleted,
-            {e.source: stored[e.source] for e in to_read},
-        )
-
     def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int:
         """Record that `doc` was skipped, with its reason; any chunks it had go."""
         if doc.ok:
@@ -560,31 +526,23 @@ class StoreBase(abc.ABC):
 
     def forget(self, root: str | os.PathLike, source: str = "") -> int:
         """Remove from the index the document `source` of `root`, or every document below
-        it when `source` is a folder ("": the whole root), with their chunks and vectors;
-        returns how many documents went. Waits for a run on this store to end first (the
-        run lock), like a run."""
+        it when `source` is a folder ("": the whole root), with their chunks and vectors,
+        in one transaction; returns how many documents went. Under the run lock
+        (`writer.IndexWriter.forget` takes it)."""
         m, key = self._mark, root_key(root)
         prefix = source.strip("/")
-        self._wait_for_run_lock()
-        try:
 
-            def forget() -> int:
-                with self._transaction() as conn:
-                    if not prefix:
-                        return conn.execute(
-                            f"DELETE FROM documents WHERE root = {m}", (key,)
-                        ).rowcount
-                    return conn.execute(
-                        f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
-                        f"substr(source, 1, {m}) = {m})",
-                        (key, prefix, len(prefix) + 1, prefix + "/"),
-                    ).rowcount
+        def forget() -> int:
+            with self._transaction() as conn:
+                if not prefix:
+                    return conn.execute(f"DELETE FROM documents WHERE root = {m}", (key,)).rowcount
+                return conn.execute(
+                    f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
+                    f"substr(source, 1, {m}) = {m})",
+                    (key, prefix, len(prefix) + 1, prefix + "/"),
+                ).rowcount
 
-            removed = self._retrying(forget)
-            self._run_finished("completed")
-            return removed
-        finally:
-            self._unlock_run()
+        return int(self._retrying(forget))
 
     def _copies(self) -> int:
         """Indexed documents whose content another indexed document has too."""

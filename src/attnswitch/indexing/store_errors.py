@@ -110,8 +110,9 @@ def describe(exc: BaseException, where: str) -> str:
     """One line for a store error about the file `where` (a path, or a name such as "the
     server's index"): what is wrong and what to do."""
     text = str(exc).strip() or type(exc).__name__
-    if getattr(exc, "path", None) is not None:  # named as the caller names it
-        text = text.replace(str(exc.path), where)
+    path = getattr(exc, "path", None)
+    if path is not None:  # named as the caller names it
+        text = text.replace(str(path), where)
     if isinstance(exc, (StoreCorruptError, StoreBusyError)) or not isinstance(exc, sqlite3.Error):
         return text if where in text else f"{where}: {text}"
     lowered = text.lower()

@@ -540,7 +540,7 @@ class PostgresStore(StoreBase):
             lambda: super(PostgresStore, self).record_skip(doc, config=config, run_id=run_id)
         )
 
-    def finish_run(
+    def close_run(
         self,
         run_id: int,
         status: str = "completed",
@@ -549,7 +549,7 @@ class PostgresStore(StoreBase):
         summary: dict[str, Any] | None = None,
     ) -> None:
         self._retrying(
-            lambda: super(PostgresStore, self).finish_run(
+            lambda: super(PostgresStore, self).close_run(
                 run_id, status, counts=counts, summary=summary
             )
         )

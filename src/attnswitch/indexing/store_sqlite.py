@@ -36,14 +36,8 @@ from attnswitch.indexing.records import (
     check_ef_search,
     root_key,
 )
-from attnswitch.indexing.sqlite_schema import (
-    ADDED_COLUMNS,
-    FLOAT16_SINCE,
-    SCHEMA,
-    migrate,
-    reanalyze,
-    register_analyzer,
-)
+from attnswitch.indexing.sqlite_schema import ADDED_COLUMNS, FLOAT16_SINCE, SCHEMA, migrate
+from attnswitch.indexing.sqlite_terms import apply_pending, pending, reanalyze, remove_orphans
 from attnswitch.indexing.store_base import (
     StoreBase,
     checked_vectors,
@@ -172,7 +166,6 @@ class SQLiteStore(StoreBase):
             check_index_file(self.path)  # before anything may write to it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        register_analyzer(self._conn)
         self._lock_fh = None
         self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
         self._counted: tuple[int, int] | None = None  # (log position, chunk count)
@@ -201,6 +194,7 @@ class SQLiteStore(StoreBase):
             if self.meta("analyzer") != analyzer.fingerprint():
                 with self._transaction() as conn:
                     reanalyze(conn, self.location)
+            self._take_pending()
             self.store_id = self.meta("store_id")
         except BaseException:
             self._conn.close()
@@ -265,14 +259,38 @@ class SQLiteStore(StoreBase):
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: all of it commits, or none of it (also on kill -9)."""
+        """One write transaction: all of it commits, or none of it (also on kill -9). The
+        keyword index takes the chunks' changes before the commit (`apply_pending`)."""
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
+            apply_pending(self._conn)
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+
+    def _take_pending(self) -> None:
+        """Give the keyword index the chunk changes that another program wrote to the file
+        (its own writes leave none: `_transaction`), and say so. Not inside a transaction
+        of the caller's; a file this process cannot write keeps them queued (a search then
+        leaves out the chunks they removed: `search.distinct_documents`)."""
+        if self._conn.in_transaction or not pending(self._conn):
+            return
+        try:
+            with self._without_deadline(), self._transaction() as conn:
+                n = apply_pending(conn)
+        except sqlite3.OperationalError as exc:
+            if self._deadline_passed(exc):
+                raise
+            log.warning("%s: the keyword index could not take changes (%s)", self.location, exc)
+            return
+        if n:
+            log.info(
+                "%s: the keyword index took %d chunk changes written by another program",
+                self.location,
+                n,
+            )
 
     # -- deadlines (`StoreBase.deadline`) --------------------------------------------
 
@@ -427,12 +445,20 @@ class SQLiteStore(StoreBase):
 
     def _run_finished(self, status: str) -> None:
         if status == "completed":  # else the next search replays the log, or rebuilds
+            with self._transaction() as conn:
+                if orphans := remove_orphans(conn):
+                    log.warning(
+                        "%s: %d chunks whose document row another program replaced removed",
+                        self.location,
+                        orphans,
+                    )
             self.sync_index()
 
     def sync_index(self) -> None:
         """Bring the HNSW graph beside the file up to the committed chunks and save it, then
         drop the log it no longer needs; below `exact_below` chunks there is no graph.
-        Called by `finish_run`, under the run lock (one writer of the graph at a time)."""
+        Called when a run completes (`close_run`) and when a writer's block that wrote
+        ends (`writer.IndexWriter`), under the run lock (one writer of the graph at a time)."""
         from attnswitch.indexing.ann import HnswIndex
 
         if self.count() < self.exact_below:
@@ -656,6 +682,7 @@ class SQLiteStore(StoreBase):
         terms, stems = analyzer.query_terms(text, self.languages())
         if not terms and not stems:
             return []
+        self._take_pending()
         # Each term a quoted FTS5 string in its column: no query syntax can leak in.
         match = " OR ".join(
             f'{column} : "' + t.replace('"', '""') + '"'

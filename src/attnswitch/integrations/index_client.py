@@ -5,15 +5,16 @@ Either way a search gives the hits as dicts in the one shape `Hit.to_dict()` def
 same keys from both), best first.
 
 `SearchSpec` holds what a search asks besides its query (k, mode, the filters), checked
-when it is made by the checks `attnswitch.search` runs, so a bad value is refused where
+when it is made by the checks of `indexing.requests.SearchRequest` (the one definition of
+a search: its modes, filter fields and the bounds of k), so a bad value is refused where
 the adapter is built, with the argument named (`StoreInputError`, a `ValueError`:
-"mode: expected one of hybrid, dense, keyword, got 'fuzzy'"). A search that cannot be
-made raises `IndexSearchError`, one line saying what was wrong: a refusal by the server
-(`RemoteSearchError`, a subclass, with the server's own message), an answer that is not a
-search's answer (not JSON, or not the shape `/v1/search` gives: each hit checked against
-`Hit`, so a missing or wrongly typed field is named, "data[0].chunk_id"), or a damaged
-local index (the CLI's line for it, `store_errors.describe`). A server that cannot be
-reached raises httpx's error.
+"mode: expected one of hybrid, dense, keyword, got 'fuzzy'", "k: expected an integer
+from 1 to 100, got 0"). A search that cannot be made raises `IndexSearchError`, one line
+saying what was wrong: a refusal by the server (`RemoteSearchError`, a subclass, with the
+server's own message), an answer that is not a search's answer (not JSON, or not the
+shape `/v1/search` gives: each hit checked against `Hit`, so a missing or wrongly typed
+field is named, "data[0].chunk_id"), or a damaged local index (the CLI's line for it,
+`store_errors.describe`). A server that cannot be reached raises httpx's error.
 
 `hit_metadata(hit)` is a hit's dict less its text: every field `Hit` has (path, root,
 heading_path, location, score, rank, chunk_id, snippet, also_at, ...), whatever fields it
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnswitch.errors import AttnswitchError
+from attnswitch.indexing.filters import FIELDS
+from attnswitch.indexing.requests import DEFAULT_K, Mode, check_k
 
 SEARCH_ROUTE = "/v1/search"
 DEFAULT_TIMEOUT_S = 60.0
@@ -46,13 +49,14 @@ class RemoteSearchError(IndexSearchError, ValueError):
 
 @dataclass(frozen=True)
 class SearchSpec:
-    """What a search asks besides its query: `k` hits, `mode` ("hybrid", "dense",
-    "keyword"), and the filters of `attnswitch.search` (`path`: a folder prefix or glob;
-    `type`: a kind or extension; `modified_after`/`modified_before`: ISO dates; each a value
-    or a list, None for no filter). Checked on creation (see the module doc)."""
+    """What a search asks besides its query: `k` hits, `mode` (a `requests.Mode` name), and
+    the filters of `attnswitch.search` (`filters.FIELDS`: `path`, a folder prefix or glob;
+    `type`, a kind or extension; the modification-time bounds, ISO dates; each a value or
+    a list, None for no filter). Checked on creation by the checks of
+    `requests.SearchRequest` (see the module doc)."""
 
-    k: int = 5
-    mode: str = "hybrid"
+    k: int = DEFAULT_K
+    mode: str = Mode.HYBRID.value
     path: str | list[str] | None = None
     type: str | list[str] | None = None
     modified_after: Any = None
@@ -60,23 +64,18 @@ class SearchSpec:
 
     def __post_init__(self) -> None:
         from attnswitch.indexing.filters import SearchFilter
-        from attnswitch.indexing.search import check_k, check_mode
 
         object.__setattr__(self, "k", check_k(self.k))
-        check_mode(self.mode)
+        object.__setattr__(self, "mode", Mode.parse(self.mode).value)
         SearchFilter.of(**self.filters())
 
     def filters(self) -> dict[str, Any]:
-        """The filters as `attnswitch.search`'s keyword arguments."""
-        return {
-            "path": self.path,
-            "type": self.type,
-            "modified_after": self.modified_after,
-            "modified_before": self.modified_before,
-        }
+        """The filters as `attnswitch.search`'s keyword arguments (one per `FIELDS`)."""
+        return {name: getattr(self, name) for name in FIELDS}
 
     def request(self, query: str) -> dict[str, Any]:
-        """The body of `POST /v1/search` for `query`."""
+        """The body of `POST /v1/search` for `query`: the filters as given (dates as ISO
+        text), only those given."""
         given = {
             name: _jsonable(value) for name, value in self.filters().items() if value is not None
         }

@@ -46,6 +46,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
+from attnswitch.indexing.filters import FIELDS
+from attnswitch.indexing.requests import DEFAULT_K, Mode
 from attnswitch.integrations import index_client
 from attnswitch.integrations.extraction import Extraction
 
@@ -61,8 +63,8 @@ class AttnswitchRetriever(BaseRetriever):
     db: str | os.PathLike | None = None
     url: str | None = None
     api_key: SecretStr | None = None
-    k: int = 5
-    mode: str = "hybrid"
+    k: int = DEFAULT_K
+    mode: str = Mode.HYBRID.value
     path: str | list[str] | None = None
     type: str | list[str] | None = None
     modified_after: Any = None
@@ -79,7 +81,7 @@ class AttnswitchRetriever(BaseRetriever):
 
     def _spec(self) -> index_client.SearchSpec:
         return index_client.SearchSpec(
-            self.k, self.mode, self.path, self.type, self.modified_after, self.modified_before
+            self.k, self.mode, **{name: getattr(self, name) for name in FIELDS}
         )
 
     def _where(self) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import Document, NodeWithScore, QueryBundle, TextNode
 from pydantic import model_validator
 
+from attnswitch.indexing.requests import DEFAULT_K, Mode
 from attnswitch.integrations import index_client
 from attnswitch.integrations.extraction import Extraction
 
@@ -70,8 +71,8 @@ class AttnswitchRetriever(BaseRetriever):
         *,
         url: str | None = None,
         api_key: str | None = None,
-        k: int = 5,
-        mode: str = "hybrid",
+        k: int = DEFAULT_K,
+        mode: str = Mode.HYBRID.value,
         path: str | list[str] | None = None,
         type: str | list[str] | None = None,
         modified_after: Any = None,
@@ -80,7 +81,14 @@ class AttnswitchRetriever(BaseRetriever):
         **kwargs: Any,
     ):
         index_client.check_source(db, url)
-        self._spec = index_client.SearchSpec(k, mode, path, type, modified_after, modified_before)
+        self._spec = index_client.SearchSpec(
+            k,
+            mode,
+            path=path,
+            type=type,
+            modified_after=modified_after,
+            modified_before=modified_before,
+        )
         self._where = {"db": db, "url": url, "api_key": api_key, "timeout": timeout}
         super().__init__(**kwargs)
 

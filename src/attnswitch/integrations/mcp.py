@@ -4,7 +4,10 @@ SDK (the `mcp` extra: `pip install 'attnswitch[mcp]'`); `attnswitch mcp --db DB`
 Tools (their descriptions below are written for the model that calls them):
 
 - `search`: the best chunks for a query, with k, mode and the filters of
-  `attnswitch.search` (path, type, modified_after, modified_before);
+  `attnswitch.search`; its parameters are derived from the one definition of a search
+  (`indexing.requests`: the modes and their help, `k` up to `records.MAX_K` as HTTP and the
+  CLI take it; `indexing.filters`: one parameter per filter field, described by
+  `FIELD_HELP`);
 - `get_document`: a document's indexed text (by path), or one chunk with its neighbours
   (by chunk id);
 - `index_status`: what is indexed (documents, chunks, roots, model, skipped files, runs);
@@ -33,6 +36,7 @@ same way. Over HTTP, roots are shown by their name only (never a server path), a
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -44,14 +48,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from attnswitch.errors import AttnswitchError
-from attnswitch.indexing.records import MAX_CHUNK_ID
+from attnswitch.indexing.filters import FIELD_HELP, FIELD_VALUES, FIELDS
+from attnswitch.indexing.records import MAX_CHUNK_ID, MAX_K
+from attnswitch.indexing.requests import DEFAULT_K, MODES, MODES_HELP, Mode
 from attnswitch.integrations.mcp_sessions import (
     DEFAULT_IDLE_MINUTES,
     DEFAULT_MAX_SESSIONS,
     check_sessions,
 )
 
-MAX_K = 50
 MAX_CHARS = 200_000
 DEFAULT_CHARS = 20_000
 MAX_AROUND = 10
@@ -265,24 +270,37 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-Filter = Annotated[
-    str | list[str] | None,
-    Field(
-        description="Optional. A folder prefix or glob of the document's path ('reports/', "
-        "'*.pdf', 'docs/**/*.md'); a list means any of them."
-    ),
-]
-TypeFilter = Annotated[
-    str | list[str] | None,
-    Field(
-        description="Optional. A kind (pdf, docx, html, markdown, mail, spreadsheet, "
-        "presentation, image, text, ...) or an extension ('.md'); a list means any of them."
-    ),
-]
-When = Annotated[
-    str | None,
-    Field(description="Optional. ISO 8601 date or date-time (UTC unless it gives an offset)."),
-]
+ModeName = Literal[MODES]  # type: ignore[valid-type]  # the names of `requests.Mode`
+
+
+def _filter_parameter(name: str) -> inspect.Parameter:
+    """The `search` tool's optional parameter for the filter field `name` (`FIELDS`): one
+    text for a time, else a text or a list of texts (`FIELD_VALUES`), described by
+    `FIELD_HELP`."""
+    several = FIELD_VALUES[name] != "time"
+    value = str | list[str] | None if several else str | None
+    help_line = FIELD_HELP[name]
+    description = f"Optional. {help_line[:1].upper()}{help_line[1:]}" + (
+        "; a list means any of them." if several else "."
+    )
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[value, Field(description=description)],
+    )
+
+
+def _with_filter_parameters(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, whose `**filters` collects the filter fields, with one keyword parameter per
+    field in its signature (what the SDK builds the tool's schema from, and calls it
+    with)."""
+    signature = inspect.signature(fn, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    fn.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=fixed + [_filter_parameter(name) for name in FIELDS]
+    )
+    return fn
 
 
 def build_server(
@@ -299,23 +317,17 @@ def build_server(
         "attnswitch", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
 
-    @server.tool()
     async def search(
         query: Annotated[
             str, Field(min_length=1, description="What to look for, in plain words or a question.")
         ],
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many passages to return.")] = 5,
+        k: Annotated[
+            int, Field(ge=1, le=MAX_K, description="How many passages to return.")
+        ] = DEFAULT_K,
         mode: Annotated[
-            Literal["hybrid", "dense", "keyword"],
-            Field(
-                description="hybrid (default): meaning and words together; dense: meaning only "
-                "(paraphrases); keyword: exact words only (names, codes, error messages)."
-            ),
-        ] = "hybrid",
-        path: Filter = None,
-        type: TypeFilter = None,
-        modified_after: When = None,
-        modified_before: When = None,
+            ModeName, Field(description=f"How passages are ranked: {MODES_HELP}.")
+        ] = Mode.HYBRID.value,
+        **filters: Any,
     ) -> dict[str, Any]:
         """Search the indexed documents for passages that answer a question or mention a
         topic. Use it first, whenever the user asks about something the documents may hold;
@@ -324,13 +336,9 @@ def build_server(
         page or slide, section headings), `path` and `root` (the document), `chunk_id`
         (give it to get_document for the passages around it), `score`, `rank`,
         `heading_path`, `location` and `snippet`; `note` says why nothing came back."""
-        filters = {
-            "path": path,
-            "type": type,
-            "modified_after": modified_after,
-            "modified_before": modified_before,
-        }
         return await _call(tools.search, query, k, mode, filters)
+
+    server.tool()(_with_filter_parameters(search))
 
     @server.tool()
     async def get_document(

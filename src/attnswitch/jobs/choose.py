@@ -32,7 +32,12 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from attnswitch.jobs.encode import EncodeOptions
+
+_Options = TypeVar("_Options", bound="EncodeOptions")
 
 # Tokens per byte of the files a job reads, and the default's encoding rate per core:
 # see the module doc.
@@ -53,8 +58,8 @@ class Choice:
     measured: bool
     load_as: str = "auto"
 
-    def options(self, options: Any) -> Any:
-        """`options` (the run's `options.EncodeOptions`) with this engine and precision."""
+    def options(self, options: _Options) -> _Options:
+        """`options` (a run's `options.EncodeOptions`) with this engine and precision."""
         return dataclasses.replace(options, engine=self.load_as, precision=self.precision)
 
 
@@ -95,7 +100,7 @@ def _seconds(seconds: float) -> str:
 
 
 def choose(
-    options: Any,
+    options: EncodeOptions,
     job_bytes: Callable[[], int],
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
@@ -157,7 +162,7 @@ def choose(
 
 def _checked(
     choice: Choice,
-    options: Any,
+    options: EncodeOptions,
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
 ) -> Choice:

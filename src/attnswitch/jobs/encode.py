@@ -17,12 +17,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence, Sized
+from dataclasses import Field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
 
 import numpy as np
 
 from attnswitch.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from attnswitch.engines.base import Encoder
+    from attnswitch.engines.model import ModelSpec
+    from attnswitch.observe.memwatch import MemoryWatchdog
+
+    # Vectors float32 `[N, dim]`, one per text or chunk.
+    Vectors = npt.NDArray[np.float32]
 
 log = logging.getLogger("attnswitch.jobs.run")
 
@@ -34,13 +45,46 @@ log = logging.getLogger("attnswitch.jobs.run")
 WATCH_WARMUP_CALLS = 12
 WATCH_MIN_CALLS = 12
 
-# A group of documents encoded in one call: (document, its chunks, its kind: new/changed).
-Group = Sequence[tuple[Any, Sequence[Any], str]]
+
+class EncodeOptions(Protocol):
+    """What encoding reads of a run's options: a run's `options.EncodeOptions` (its
+    `RunOptions.encode`, a dataclass, which `resolve_precision` copies with
+    `dataclasses.replace`) has it."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def chunks_per_call(self) -> int: ...
+    @property
+    def batch_tokens(self) -> int | None: ...
+
+
+_Options = TypeVar("_Options", bound=EncodeOptions)
+_Doc = TypeVar("_Doc")
+_Chunks = TypeVar("_Chunks", bound=Sized)
+# A group of documents encoded in one call: (document, its chunks, its kind: new/changed),
+# whatever the caller's document and chunk types (`settle` only counts the chunks).
+Group = Sequence[tuple[_Doc, _Chunks, str]]
+
+
+class _LayoutEngine(Protocol):
+    """An engine that declares a batch layout beyond padded (`Engine.layouts`): its
+    `load` takes the layout (`registry.Engine.load`)."""
+
+    def load(self, spec: ModelSpec, precision: str, *, layout: str) -> Encoder: ...
 
 
 def resolve_precision(
-    options: Any, progress: Callable[[int, int, str], None] | None = None
-) -> tuple[Any, str]:
+    options: _Options, progress: Callable[[int, int, str], None] | None = None
+) -> tuple[_Options, str]:
     """`options` (a run's `options.EncodeOptions`) with precision "auto" made concrete (the
     measured pick of `engines.explain_precision`, for the engine the run asks for), and why.
     `progress(done, total, what)` follows the measurement when none is recorded here."""
@@ -56,7 +100,7 @@ def resolve_precision(
 
 
 def resolve_engine(
-    options: Any, progress: Callable[[int, int, str], None] | None = None
+    options: EncodeOptions, progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[str, str]:
     """The engine a run with `options` (its `options.EncodeOptions`) encodes with, and why
     ("auto" is the measured pick, see `engines.explain_engine`; a layout other than padded needs an
@@ -80,16 +124,17 @@ def resolve_engine(
     return plan.chosen, plan.reason()
 
 
-def load_encoder(options: Any, spec: Any) -> Any:
-    """The `Encoder` for a run's `options.EncodeOptions` and model `spec`: the cached engine
-    of `engines.get_engine` for padded batches, else the engine `resolve_engine` names, loaded
+def load_encoder(options: EncodeOptions, spec: ModelSpec) -> Encoder:
+    """The `Encoder` for a run's options and model `spec`: the cached engine of
+    `engines.get_engine` for padded batches, else the engine `resolve_engine` names, loaded
     with the layout."""
     from attnswitch.engines import get_engine, registry
 
     if options.layout == "padded":
         return get_engine(options.model, options.engine, options.precision)
-    name, _ = resolve_engine(options)
-    return registry.get(name).load(spec, options.precision, layout=options.layout)
+    name, _ = resolve_engine(options)  # an engine that declares the layout, else ConfigError
+    engine = cast(_LayoutEngine, registry.get(name))
+    return engine.load(spec, options.precision, layout=options.layout)
 
 
 class ChunkEncoder:
@@ -97,7 +142,7 @@ class ChunkEncoder:
     `chunks_per_call` texts with `batch_tokens`, the memory watchdog sampled after each call;
     `seconds` counts the time spent in the encoder (failed calls included)."""
 
-    def __init__(self, encoder: Any, chunks_per_call: int, batch_tokens: int | None) -> None:
+    def __init__(self, encoder: Encoder, chunks_per_call: int, batch_tokens: int | None) -> None:
         from attnswitch.observe.memwatch import MemoryWatchdog
 
         self.encoder = encoder
@@ -107,7 +152,7 @@ class ChunkEncoder:
         )
         self.seconds = 0.0
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str]) -> Vectors:
         """Vectors float32 `[len(texts), dim]` of `texts`."""
         step = self.chunks_per_call
         parts = []
@@ -124,12 +169,12 @@ class ChunkEncoder:
 
 
 def settle(
-    group: Group,
-    outcome: np.ndarray | BaseException | None,
+    group: Group[_Doc, _Chunks],
+    outcome: Vectors | BaseException | None,
     *,
-    write: Callable[[Any, Sequence[Any], np.ndarray | None], None],
-    retry: Callable[[list[Group]], None],
-    fail: Callable[[Any, str, Exception], None],
+    write: Callable[[_Doc, _Chunks, Vectors | None], None],
+    retry: Callable[[list[list[tuple[_Doc, _Chunks, str]]]], None],
+    fail: Callable[[_Doc, str, Exception], None],
 ) -> None:
     """Apply the outcome of one encode call over `group`: vectors (None: the encoder wrote
     them itself) -> `write(doc, chunks, its slice or None)` for each document in order; an
@@ -160,7 +205,7 @@ def count_diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in sorted(after.items()) if v > before.get(k, 0)}
 
 
-def device_name(encoder: Any) -> str | None:
+def device_name(encoder: object) -> str | None:
     """The device an encoder runs on, named as `observe.cost` prices it."""
     label = getattr(encoder, "device_label", None)
     return label() if label is not None else None
@@ -173,12 +218,13 @@ def peak_rss_mb() -> float:
     except ImportError:  # Windows
         import psutil
 
-        return psutil.Process().memory_info().rss / 2**20
+        rss: int = psutil.Process().memory_info().rss  # psutil is untyped
+        return rss / 2**20
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
 
 
-def peak_device_mb(encoder: Any) -> float | None:
+def peak_device_mb(encoder: object) -> float | None:
     """The peak CUDA memory of the encoder's device, None off CUDA."""
     device = getattr(encoder, "device", None)
     if getattr(device, "type", None) == "cuda":
@@ -188,7 +234,7 @@ def peak_device_mb(encoder: Any) -> float | None:
     return None
 
 
-def memory_report(watchdog: Any) -> dict[str, Any]:
+def memory_report(watchdog: MemoryWatchdog | None) -> dict[str, Any]:
     """The memory watchdog's verdict for a summary (None: nothing was encoded)."""
     if watchdog is None:
         return {"growing": False, "samples": 0, "reason": "no encoding: memory not sampled"}

@@ -30,11 +30,24 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnswitch.errors import AttnswitchError, ConfigError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from ray import ObjectRef
+
+    from attnswitch.indexing.store import Store
+    from attnswitch.jobs.encode import EncodeOptions
+
+    # Vectors float32 `[N, dim]`, one per text.
+    Vectors = npt.NDArray[np.float32]
+    # What an encoder actor's call returns: its vectors (None: it wrote them) and report.
+    Encoded = tuple[Vectors | None, dict[str, Any]]
 
 KINDS = ("gpu", "tpu", "cpu")
 # CPUs left to the Ray Data stages (listing, reading, chunking) when pools are sized.
@@ -49,7 +62,7 @@ class RayRunError(AttnswitchError, RuntimeError):
     """The Ray cluster cannot run the encoders (they fail to start, or all died)."""
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """The `ray` module, or a clear error naming the extra that installs it."""
     try:
         import ray
@@ -167,13 +180,17 @@ class EncoderActor:
     `model_fingerprint` the driver's (`IndexConfig.model_fingerprint`): an actor whose
     model files differ refuses to start."""
 
-    def __init__(self, kind: str, options: Any, model_fingerprint: str) -> None:
+    # The store `encode_and_write` writes to, opened by its first call, and its URL.
+    _store: Store
+    _store_url: str
+
+    def __init__(self, kind: str, options: EncodeOptions, model_fingerprint: str) -> None:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         import ray
 
         from attnswitch.engines import ModelSpec
+        from attnswitch.engines.model import model_fingerprint as fingerprint_of
         from attnswitch.indexing.config import IndexMismatchError
-        from attnswitch.indexing.config import model_fingerprint as fingerprint_of
         from attnswitch.jobs.encode import (
             ChunkEncoder,
             device_name,
@@ -193,7 +210,9 @@ class EncoderActor:
                 "model on every node"
             )
         engine, _ = resolve_engine(options)
-        threads = max(1, math.floor(ctx.get_assigned_resources().get("CPU", 1.0)))
+        # the resources Ray gave this actor (ray leaves the method unannotated)
+        assigned: dict[str, float] = ctx.get_assigned_resources()  # type: ignore[no-untyped-call]
+        threads = max(1, math.floor(assigned.get("CPU", 1.0)))
         if engine == "torch":
             import torch
 
@@ -209,7 +228,7 @@ class EncoderActor:
             "engine": engine,
             "device": device_name(self.encoding.encoder) or "unknown",
             "threads": threads,
-            "resources": dict(ctx.get_assigned_resources()),
+            "resources": dict(assigned),
             "load_s": time.perf_counter() - started,
         }
 
@@ -244,7 +263,7 @@ class EncoderActor:
             start += len(chunks)
         return None, report
 
-    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, dict[str, Any]]:
+    def encode(self, texts: Sequence[str]) -> tuple[Vectors, dict[str, Any]]:
         """Vectors float32 `[len(texts), dim]` of `texts`, in encode calls of at most
         `chunks_per_call` texts, and a report of the call (`info` plus seconds, attention
         backend calls and fallbacks, memory)."""
@@ -274,7 +293,7 @@ class EncoderActor:
 @dataclass
 class _Actor:
     kind: str
-    handle: Any
+    handle: Any  # a Ray ActorHandle: ray does not type the methods called through one
     busy: int = 0
 
 
@@ -291,7 +310,7 @@ class EncoderPool:
     def __init__(
         self,
         pools: Sequence[PoolSpec],
-        options: Any,
+        options: EncodeOptions,
         model_fingerprint: str,
         *,
         in_flight: int = 2,
@@ -309,7 +328,7 @@ class EncoderPool:
         self.actors: list[_Actor] = []
         self.dropped: list[_Actor] = []
         self.infos: list[dict[str, Any]] = []
-        self._running: dict[Any, tuple[_Actor, Any]] = {}
+        self._running: dict[ObjectRef[Encoded], tuple[_Actor, Any]] = {}  # ref: (actor, tag)
 
     def start(self, timeout: float) -> list[dict[str, Any]]:
         """Create the actors and wait until each has loaded its model (`ready`).
@@ -371,7 +390,7 @@ class EncoderPool:
         actor.busy += 1
         self._running[ref] = (actor, tag)
 
-    def wait(self, timeout: float | None) -> list[tuple[Any, Any]]:
+    def wait(self, timeout: float | None) -> list[tuple[Any, Encoded | Exception]]:
         """The batches that finished within `timeout` seconds (None: until one does).
         An actor that raised `RayActorError` because it is dead for good (`ActorDiedError`)
         is dropped from the pool."""
@@ -383,7 +402,7 @@ class EncoderPool:
         done, _ = ray.wait(list(self._running), num_returns=1, timeout=timeout)
         if done:  # and whatever else is finished by now
             done, _ = ray.wait(list(self._running), num_returns=len(self._running), timeout=0)
-        out = []
+        out: list[tuple[Any, Encoded | Exception]] = []
         for ref in done:
             actor, tag = self._running.pop(ref)
             actor.busy -= 1

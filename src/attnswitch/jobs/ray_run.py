@@ -17,10 +17,11 @@ failures, writes and the summary), with the work placed by Ray:
    one pool per node kind (gpu, tpu, cpu), each actor on its own device with the engine
    native to it;
 4. writing: each document of a finished batch is written in its own transaction
-   (`Store.write_document`). With SQLite the driver writes (one writer, the store lives
-   with the driver: no node needs it). With a server store (`Store.url`: PostgreSQL) the
-   encoder actor writes its own batch's documents (`EncoderActor.encode_and_write`), and
-   only reports come back. Either way a run killed at any moment, its driver by
+   (`IndexWriter.write_document`, the run's writer holding the run lock). With SQLite the
+   driver writes (one writer, the store lives with the driver: no node needs it). With a
+   server store (`Store.url`: PostgreSQL) the encoder actor writes its own batch's
+   documents (`EncoderActor.encode_and_write`) under the driver's lock, and only reports
+   come back. Either way a run killed at any moment, its driver by
    `kill -9` included, leaves whole documents only, and the next run redoes the rest.
 
 Results are the single-process run's: the same chunker and tokenizer, the same config

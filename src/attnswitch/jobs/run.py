@@ -13,12 +13,13 @@
 3. new and changed documents are chunked (`chunk.chunk_document`: from their blocks, or
    fixed windows, by the config's `chunking`, with the model's tokenizer); a chunk whose
    vector the store already holds for this document (same text for the encoder, same
-   vector fingerprint: `Store.stored_vectors`) keeps it, and the other chunks are
+   vector fingerprint: `IndexWriter.vectors_by_key`) keeps it, and the other chunks are
    gathered, several documents at a time, until
    `chunks_per_call` chunks are pending; they are embedded by `Encoder.encode` calls of
    that many chunks (the engine sorts each call's chunks by length and cuts token-budget
    batches), and then each document is written in its own transaction
-   (`Store.write_document`).
+   (`IndexWriter.write_document`: the run's writer holds the store's run lock from
+   `begin_run` to `finish_run`, `indexing/writer.py`).
 
 So a run killed at any moment, `kill -9` included, loses only the pending documents (about
 `chunks_per_call` chunks, or one large document), and the next run redoes exactly those
@@ -83,6 +84,7 @@ from attnswitch.indexing.store import (
     root_key,
     vector_key,
 )
+from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.choose import choose
 from attnswitch.jobs.encode import (
     ChunkEncoder,
@@ -187,6 +189,7 @@ class RunJob:
         from attnswitch.engines import ModelSpec
 
         self.root, self.store, self.options = root, store, options
+        self.writer = IndexWriter(store)  # the run's writes and its run lock
         self.on_progress = on_progress or (lambda p: None)
         self.progress = RunProgress()
         self.phases = Phases()
@@ -264,7 +267,7 @@ class RunJob:
         entries = (
             self._listed
             if stored is None
-            else self.store.plan(self.root, self._listed, stored.fingerprint).to_read
+            else self.writer.plan(self.root, self._listed, stored.fingerprint).to_read
         )
         return sum(max(e.size, 0) for e in entries)
 
@@ -305,7 +308,7 @@ class RunJob:
 
     def _prepare(self) -> list[SourceFile]:
         """List the root, delete what left it, and return the files to read: those the
-        store's plan finds not fresh (`Store.plan`)."""
+        writer's plan finds not fresh (`IndexWriter.plan`)."""
         store = self.store
         key = root_key(self.root)
         if self._listed is None:
@@ -313,13 +316,13 @@ class RunJob:
         entries = self._listed if self._listed is not None else self._listing()
         store.set_meta(META_KEY, self.config.to_json())
         store.set_meta(rules_meta_key(key), self.rules.to_json())
-        plan = store.plan(self.root, entries, self.fp)
+        plan = self.writer.plan(self.root, entries, self.fp)
         self.stored = plan.stored
         to_read, deleted = (
             self._reuse_identical(plan) if self.reuses_files else (list(plan.to_read), plan.deleted)
         )
         if deleted:
-            self.counts["deleted"] = store.remove(plan.root, deleted)
+            self.counts["deleted"] = self.writer.remove(plan.root, deleted)
         self.counts["unchanged"] += len(plan.fresh)
         p = self.progress
         p.files_total = len(entries)
@@ -335,12 +338,12 @@ class RunJob:
         """Hash the files to read that may be copies (of the same size as an indexed
         document, or as another file to read) and give up reading those whose content the
         store holds already: a file with its own stored hash is unchanged (touched), one
-        with the hash of a document that left the root was moved (`Store.move_document`),
-        one with the hash of another indexed document is a copy (`Store.copy_document`);
+        with the hash of a document that left the root was moved (`IndexWriter.move_document`),
+        one with the hash of another indexed document is a copy (`IndexWriter.copy_document`);
         a second file with the hash of one still to read waits in `deferred` until that
         one is written. Returns the files still to read and the sources deleted."""
-        store, fp = self.store, self.fp
-        sizes = store.indexed_sizes(fp)
+        writer, fp = self.writer, self.fp
+        sizes = writer.indexed_sizes(fp)
         same_size = Counter(e.size for e in plan.to_read if e.error is None)
         maybe = [
             e
@@ -370,17 +373,17 @@ class RunJob:
             )
             row = plan.stored.get(entry.source)
             if indexed_sha(row, fp) == sha:
-                store.touch(doc)
+                writer.touch(doc)
                 self.counts["unchanged"] += 1
                 continue
-            copies = store.copies_of(sha, fp)
+            copies = writer.copies_of(sha, fp)
             moved = next((c for c in copies if c.root == plan.root and c.source in gone), None)
             if row is None and moved is not None:
-                store.move_document(plan.root, moved.source, doc)
+                writer.move_document(plan.root, moved.source, doc)
                 del gone[moved.source]
                 self.counts["moved"] += 1
             elif copies:
-                store.copy_document(copies[0], doc, run_id=self.run_id)
+                writer.copy_document(copies[0], doc, run_id=self.run_id)
                 self.counts["new" if row is None else "changed"] += 1
                 self.counts["copied"] += 1
             elif sha in first:
@@ -398,9 +401,9 @@ class RunJob:
         left = []
         for entry, doc, new in deferred:
             with self.phases.part("store"):
-                copies = self.store.copies_of(doc.sha256, self.fp)
+                copies = self.writer.copies_of(doc.sha256, self.fp)
                 if copies:
-                    self.store.copy_document(copies[0], doc, run_id=self.run_id)
+                    self.writer.copy_document(copies[0], doc, run_id=self.run_id)
             if not copies:
                 left.append(entry)
                 continue
@@ -438,12 +441,12 @@ class RunJob:
         one, or queue its chunks for encoding (`chunks`: already cut elsewhere, None: cut
         here)."""
         with self.phases.part("store"):
-            kind = self.store.classify(doc, self.fp)
+            kind = self.writer.classify(doc, self.fp)
         if kind == "skipped":
             self._skip(doc)
         elif kind == "unchanged":
             with self.phases.part("store"):
-                self.store.touch(doc)
+                self.writer.touch(doc)
             self.counts["unchanged"] += 1
             self._advance(doc)
         else:
@@ -478,11 +481,11 @@ class RunJob:
 
     def _keep_stored(self, doc: Document, chunks: list[Chunk]) -> list[Chunk]:
         """The chunks of a new or changed document that still need encoding: those whose
-        vector the store holds, for any document (`Store.vectors_by_key`: same encoder
+        vector the store holds, for any document (`IndexWriter.vectors_by_key`: same encoder
         text and vector fingerprint; quoted mail, boilerplate, an edited copy), keep it,
         remembered in `kept` until the document is written."""
         keys = [vector_key(self.vector_fp, c.encoder_text) for c in chunks]
-        stored = self.store.vectors_by_key(keys)
+        stored = self.writer.vectors_by_key(keys)
         if not stored:
             return chunks
         kept = {i: stored[k] for i, k in enumerate(keys) if k in stored}
@@ -497,7 +500,7 @@ class RunJob:
 
     def _skip(self, doc: Document) -> None:
         with self.phases.part("store"):
-            self.store.record_skip(doc, config=self.fp, run_id=self.run_id)
+            self.writer.record_skip(doc, config=self.fp, run_id=self.run_id)
         self.counts["skipped"] += 1
         self.skips.append(doc)
         self._advance(doc)
@@ -572,7 +575,7 @@ class RunJob:
             vectors = np.stack([kept[i] if i in kept else next(fresh) for i in range(len(chunks))])
         if vectors is not None:
             with self.phases.part("store"):
-                self.store.write_document(
+                self.writer.write_document(
                     doc,
                     chunks,
                     vectors,
@@ -689,7 +692,7 @@ def drive(job: RunJob, started: float) -> RunSummary:
     calls_before = stats()  # after the resolution, whose checks make attention calls
     check_same_model(stored_config(store), job.config, store.dim, store.location)
     job.progress.started = started
-    job.run_id = store.begin_run(job.root, job.fp)
+    job.run_id = job.writer.begin_run(job.root, job.fp)
     status = "failed"
     summary: RunSummary | None = None
     try:
@@ -700,5 +703,7 @@ def drive(job: RunJob, started: float) -> RunSummary:
         raise
     finally:
         summary = summarise(job, status, started, calls_before)
-        store.finish_run(job.run_id, status, counts=summary.counts(), summary=summary.to_dict())
+        job.writer.finish_run(
+            job.run_id, status, counts=summary.counts(), summary=summary.to_dict()
+        )
     return summary

@@ -2,7 +2,7 @@
 deleted.
 
 `watch(root, store, options)` watches the folders a run of `root` walks
-(`ingest.walked_folders`: the walk of `scan` itself, so no link is followed, no pseudo
+(`walked.walked_folders`: the walk of `scan` itself, so no link is followed, no pseudo
 filesystem, system, hidden, excluded or ignored folder is entered, and none past the depth
 limit), each one alone, not recursively (watchfiles: the operating system's file events,
 inotify on Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows, or polling where
@@ -29,9 +29,9 @@ over the new list and a run catches up; when they do not, no run.
 
 Waits, each announced once by `on_wait(reason, line)` and never an exit:
 
-- another process holds the store's run lock (`StoreBusyError`: `attnswitch run` of
-  another folder into the same store): the run is tried again once the lock is free, or
-  until `stop_event` is set;
+- another process holds the store's run lock (`StoreBusyError`: another writer,
+  `indexing/writer.py`, such as `attnswitch run` of another folder into the same store):
+  the run is tried again once the lock is free, or until `stop_event` is set;
 - the root is gone (deleted, or its path replaced by a link or a file): the path is looked
   at every `ROOT_POLL_S` until it is a real folder again (opened without following any
   link), whose folders are then watched and caught up with one run (its plan removes the
@@ -52,10 +52,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnswitch.documents.ingest import WalkedFolder, folder_id, walked_folders
+from attnswitch.documents.ingest import folder_id
 from attnswitch.documents.rules import IGNORE_FILES, rules_for
+from attnswitch.documents.walked import WalkedFolder, walked_folders
 from attnswitch.indexing.records import root_key
 from attnswitch.indexing.store import Store, StoreBusyError
+from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.run import RunJob, RunOptions, RunSummary, check_root, drive
 
 # Milliseconds a batch of changes is gathered for after its first event (watchfiles'
@@ -216,7 +218,7 @@ class _Watch:
             job = RunJob(self.root, self.store, self.options, self.encoder, None)
             job.root_id = self.root_id  # a root swapped during the run is not walked
             try:
-                self.store.check_unlocked()
+                job.writer.check_unlocked()
                 summary = drive(job, time.perf_counter())
             except StoreBusyError:
                 if not announced:
@@ -236,7 +238,7 @@ class _Watch:
     def _wait_for_lock(self) -> None:
         while not self.stop.is_set():
             try:
-                self.store.check_unlocked(LOCK_POLL_S)
+                IndexWriter(self.store).check_unlocked(LOCK_POLL_S)
                 return
             except StoreBusyError:
                 continue

@@ -265,7 +265,7 @@ class JobManager:
 
         record = job.record()
         try:
-            self._rows(lambda store: jobs_table.save(store, record))
+            self._rows(lambda store: jobs_table.table(store).save(record))
             self._last_saved = time.monotonic()
         except ServiceError as exc:
             log.warning("job %s: its row could not be written: %s", job.id, exc.message)
@@ -281,7 +281,9 @@ class JobManager:
         if current is not None and current.id == job_id:
             return current
         record = (
-            self._rows(lambda store: jobs_table.find(store, job_id)) if self._has_rows() else None
+            self._rows(lambda store: jobs_table.table(store).find(job_id))
+            if self._has_rows()
+            else None
         )
         if record is None:
             raise ServiceError(
@@ -298,7 +300,7 @@ class JobManager:
         from attnswitch.jobs import jobs_table
 
         records = (
-            self._rows(lambda store: jobs_table.recent(store, KEEP_JOBS))
+            self._rows(lambda store: jobs_table.table(store).recent(KEEP_JOBS))
             if self._has_rows()
             else []
         )
@@ -423,7 +425,7 @@ class JobManager:
         try:
             elsewhere, ids = self._rows(
                 _unless_held_elsewhere(
-                    lambda store: jobs_table.interrupt(store, INTERRUPTED_BY_CRASH)
+                    lambda store: jobs_table.table(store).interrupt(INTERRUPTED_BY_CRASH)
                 )
             )
         except ServiceError as exc:
@@ -437,7 +439,7 @@ class JobManager:
             return []
         work = []
         for job_id in ids:
-            job = Job.of(self._rows(lambda store, i=job_id: jobs_table.find(store, i)))
+            job = Job.of(self._rows(lambda store, i=job_id: jobs_table.table(store).find(i)))
             try:
                 folder = self.resolve(job.path)
                 work.append((job, folder, self._pin(folder)))

@@ -3,7 +3,9 @@
 Requests are validated strictly (a number is not a string, "false" is not a boolean) and
 a field a request does not take is refused with 422 naming it (`additionalProperties:
 false` in the schema): a misspelt `filtre` is an error, not a search without its filter.
-OpenAI's embeddings request's own fields (`user`, `dimensions`, ...) are all declared. Embedding responses are built
+OpenAI's embeddings request's own fields (`user`, `dimensions`, ...) are all declared.
+The search request is derived from `indexing.requests` and `indexing.filters` (the modes,
+the filter's fields and their help, the bounds of `k` and `ef`). Embedding responses are built
 as bytes off the event loop (`render_embeddings`) rather than through these models; the
 models document their shape.
 """
@@ -15,9 +17,11 @@ import json
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from attnswitch.indexing.filters import FIELD_HELP, FIELD_VALUES, FIELDS
 from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
+from attnswitch.indexing.requests import DEFAULT_K, MODES, MODES_HELP, Mode
 from attnswitch.indexing.search import Hit
 
 # The most texts a request may hold whatever `--max-items` says (OpenAI's own limit). The
@@ -72,38 +76,37 @@ class EmbeddingResponse(BaseModel):
     usage: Usage
 
 
-class SearchFilterRequest(_Request):
-    """Which documents a search may return (`indexing.filters`; the CLI's `--path`,
-    `--type`, `--modified-after`, `--modified-before`); a list means any of its values."""
-
-    path: str | list[str] | None = Field(
-        None,
-        description="Folder prefixes or globs of the document's path below its "
-        "indexed folder ('reports/', '*.pdf', 'docs/**/*.md').",
-    )
-    type: str | list[str] | None = Field(
-        None,
-        description="Kinds (pdf, docx, html, markdown, mail, spreadsheet, "
-        "presentation, image, ...) or extensions ('.md').",
-    )
-    modified_after: str | None = Field(
-        None,
-        description="ISO 8601 date or date-time; files modified at or after it (UTC "
-        "unless it gives an offset).",
-    )
-    modified_before: str | None = Field(
-        None, description="ISO 8601 date or date-time; files modified at or before it."
-    )
+def _sentence(line: str) -> str:
+    """A help line (`FIELD_HELP`, `Mode.help`) as a description: capitalised, with a stop."""
+    return line[:1].upper() + line[1:].rstrip(".") + "."
 
 
+def _filter_field(name: str) -> tuple[Any, Any]:
+    """The field of the filter `name` (`FIELDS`): one text for a time, else a text or a
+    list of them (`FIELD_VALUES`), described by `FIELD_HELP`."""
+    value = str | None if FIELD_VALUES[name] == "time" else str | list[str] | None
+    return value, Field(None, description=_sentence(FIELD_HELP[name]))
+
+
+# One field per filter field of `indexing.filters` (its names, help and value kinds), so
+# that the schema never lists them again.
+SearchFilterRequest = create_model(
+    "SearchFilterRequest",
+    __base__=_Request,
+    __doc__="Which documents a search may return (`indexing.filters`; the CLI's filter "
+    "options); a list means any of its values.",
+    __module__=__name__,
+    **{name: _filter_field(name) for name in FIELDS},
+)
+ModeName = Literal[MODES]  # type: ignore[valid-type]  # the names of `requests.Mode`
+
+
+# A search as HTTP takes it: the modes, the filter's fields and the bounds of `k` and `ef`
+# are those of `indexing.requests` (the one definition every front end derives from).
 class SearchRequest(_Request):
     query: str = Field(description="What to look for (truncated to the model's limit).")
-    k: int = Field(5, ge=1, le=MAX_K, description="How many chunks to return.")
-    mode: Literal["hybrid", "dense", "keyword"] = Field(
-        "hybrid",
-        description="hybrid: dense and keyword results fused by their scores; "
-        "dense: by the model's vectors; keyword: by the query's words (full-text ranking).",
-    )
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description="How many chunks to return.")
+    mode: ModeName = Field(Mode.HYBRID.value, description=f"How chunks are ranked: {MODES_HELP}.")
     ef: int | None = Field(
         None,
         ge=1,
@@ -113,7 +116,7 @@ class SearchRequest(_Request):
         "slower (default: the store's). Small indexes are searched "
         "exactly.",
     )
-    filter: SearchFilterRequest | None = Field(
+    filter: SearchFilterRequest | None = Field(  # type: ignore[valid-type]
         None,
         description="Only documents that pass it; applied inside the index's query, "
         "so k hits come back when k chunks pass.",

@@ -209,19 +209,23 @@
     $("q").value = params.get("q") || "";
     for (const [id, field] of FILTERS) $(id).value = params.get(field) || "";
     if (FILTERS.some(([, field]) => params.get(field))) $("filters").open = true;
-    for (const radio of document.querySelectorAll('input[name="mode"]')) {
-      radio.checked = radio.value === (["hybrid", "dense", "keyword"].includes(mode) ? mode : "hybrid");
-    }
+    const known = MODE_RADIOS.some((radio) => radio.value === mode);
+    for (const radio of MODE_RADIOS) radio.checked = known ? radio.value === mode : radio.defaultChecked;
     $("q").focus();
     runSearch();
   }
 
-  const searchMode = () => document.querySelector('input[name="mode"]:checked').value;
-
-  // The filter controls: their URL parameter, and how a value goes into /v1/search's
-  // `filter` (path and type: comma-separated lists; dates: ISO days).
-  const FILTERS = [["f-path", "path", true], ["f-type", "type", true],
-                   ["f-after", "modified_after", false], ["f-before", "modified_before", false]];
+  // The mode radios and the filter inputs, as the server wrote them into the page
+  // (service/page.py, from the one definition of a search): a radio's value is the mode's
+  // name, the default one is checked in the HTML, `data-fused` marks a mode that ranks by
+  // meaning and words; an input's `data-filter` is its field of /v1/search's `filter` and
+  // its URL parameter, `data-list` says it takes a comma-separated list (dates: ISO days).
+  const MODE_RADIOS = Array.from(document.querySelectorAll('input[name="mode"]'));
+  const searchMode = () => MODE_RADIOS.find((radio) => radio.checked).value;
+  const defaultMode = () => MODE_RADIOS.find((radio) => radio.defaultChecked).value;
+  const isFused = (mode) => MODE_RADIOS.some((radio) => radio.value === mode && "fused" in radio.dataset);
+  const FILTERS = Array.from(document.querySelectorAll("[data-filter]"),
+    (input) => [input.id, input.dataset.filter, "list" in input.dataset]);
 
   function searchFilter() {
     const filter = {};
@@ -236,7 +240,7 @@
   function keepSearchInUrl(query, mode) {
     const params = new URLSearchParams();
     if (query) params.set("q", query);
-    if (mode !== "hybrid") params.set("mode", mode);
+    if (mode !== defaultMode()) params.set("mode", mode);
     for (const [id, field] of FILTERS) if ($(id).value.trim()) params.set(field, $(id).value.trim());
     const search = params.toString();
     history.replaceState(null, "", search ? `?${search}` : location.pathname);
@@ -250,8 +254,8 @@
   }
 
   $("q").addEventListener("input", scheduleSearch);
-  for (const radio of document.querySelectorAll('input[name="mode"]')) radio.addEventListener("change", runSearch);
-  for (const [id] of FILTERS) $(id).addEventListener(id.startsWith("f-after") || id.startsWith("f-before") ? "change" : "input", scheduleSearch);
+  for (const radio of MODE_RADIOS) radio.addEventListener("change", runSearch);
+  for (const [id] of FILTERS) $(id).addEventListener($(id).type === "date" ? "change" : "input", scheduleSearch);
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
     clearTimeout(state.searchTimer);
@@ -313,7 +317,7 @@
       el("header", {},
         el("span", { class: "path" }, shownPath(hit.root, hit.path)),
         el("span", { class: "score" }, `score ${fmtNum(hit.score, 4)} · ${mode}`)),
-      mode === "hybrid" ? el("p", { class: "where found" }, foundBy(hit)) : null,
+      isFused(mode) ? el("p", { class: "where found" }, foundBy(hit)) : null,
       where.length ? el("p", { class: "where" }, where.join(" · ")) : null,
       el("p", { class: "text" }, marked(hit.snippet, hit.highlights)),
       el("div", { class: "row" },
