@@ -56,7 +56,7 @@ def one(name: str, db: Path, precision: str, cpus: int) -> dict:
     from attnswitch.indexing.store import SQLiteStore
     from attnswitch.jobs.run import RunOptions
 
-    options = RunOptions(precision=precision)
+    options = RunOptions.of(precision=precision)
     out: dict = {}
     if kind == "single":
         import torch

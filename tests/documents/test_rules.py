@@ -5,7 +5,6 @@ a new rule excludes leaves the index."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from attnswitch.indexing.location import open_store
 from attnswitch.indexing.store import root_key
 from attnswitch.jobs.run import RunOptions, run
 
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 FILES = {
     "a.txt": "Apples grow in the orchard behind the barn.",
     "b.log": "Started the nightly export job without errors.",
@@ -170,4 +169,4 @@ def test_globs_match_as_pathspec_reads_them() -> None:
 
 
 def _with(rules: FileRules) -> RunOptions:
-    return dataclasses.replace(OPTIONS, rules=rules)
+    return OPTIONS.replace(rules=rules)

@@ -12,7 +12,7 @@ from attnswitch.engines import autopick, light, measuring, registry, runtime
 from attnswitch.engines.autopick import EnginePlan, EngineRow
 from attnswitch.engines.model import ModelSpec
 from attnswitch.jobs import choose
-from attnswitch.jobs.run import RunOptions
+from attnswitch.jobs.options import EncodeOptions
 from attnswitch.kernels import cache
 
 
@@ -124,7 +124,7 @@ def _run_choice(small_bert, job_bytes: int) -> tuple[choose.Choice, list[str], l
     said: list[str] = []
     steps: list[tuple[float, float, str]] = []
     choice = choose.choose(
-        RunOptions(model=str(small_bert)),
+        EncodeOptions(model=str(small_bert)),
         lambda: job_bytes,
         lambda *step: steps.append(step),
         said.append,

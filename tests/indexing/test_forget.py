@@ -12,7 +12,7 @@ from attnswitch.indexing.forget import NotIndexedError, forget
 from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, run
 
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 
 
 def test_forget_a_file_then_a_folder(docs: Path, encoder, location) -> None:

@@ -238,7 +238,7 @@ def test_a_run_after_another_tool_deleted_and_updated_documents(
 ) -> None:
     """Plan and run: the deleted document is read and indexed again, the updated one (its
     mtime changed) hashed and kept; search then answers as before the tool's writes."""
-    options = RunOptions(max_tokens=64, overlap=8, chunks_per_call=16)
+    options = RunOptions.of(max_tokens=64, overlap=8, chunks_per_call=16)
     db = tmp_path / "db" / "index.sqlite3"
     with SQLiteStore(db) as store:
         run(docs, store, options, get_encoder=lambda: encoder)

@@ -595,7 +595,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
 
     from attnswitch.jobs.run import RunOptions, run
 
-    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
+    options = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8)
     original = tmp_path / "v2" / "index.sqlite3"
     with SQLiteStore(original) as store:
         run(docs, store, options, get_encoder=lambda: encoder)

@@ -75,7 +75,7 @@ OLD_POSTGRES = (
     summary TEXT NOT NULL DEFAULT '{}')""",
 )
 MAX_TOKENS, OVERLAP = 48, 4
-OPTIONS = RunOptions(max_tokens=MAX_TOKENS, overlap=OVERLAP, chunks_per_call=16)
+OPTIONS = RunOptions.of(max_tokens=MAX_TOKENS, overlap=OVERLAP, chunks_per_call=16)
 # One sentence each: as fixed windows or as blocks, each is one chunk of the same text.
 SHORT = {
     "note.txt": "A short note about the vacuum process in a database.",

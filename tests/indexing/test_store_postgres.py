@@ -118,7 +118,7 @@ def test_run_refuses_a_model_of_another_dimension(pg_url: str, docs: Path) -> No
         with pytest.raises(
             IndexMismatchError, match=r"expected vectors of dimension 16 .* got 384"
         ):
-            run(docs, store, RunOptions(max_tokens=32, overlap=4))
+            run(docs, store, RunOptions.of(max_tokens=32, overlap=4))
 
 
 def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
@@ -245,7 +245,7 @@ def test_a_run_outlives_a_postgres_restart_or_stops_resumably(
     from attnswitch.jobs.run import RunOptions, run
 
     monkeypatch.setattr(store_postgres, "RECONNECT_FOR_S", 6.0)
-    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=4)
+    options = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=4)
     total = len(list(docs.rglob("*.html")))
     state = {"stopped": False}
 

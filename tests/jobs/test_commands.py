@@ -105,7 +105,7 @@ def test_resume_after_kill_9_matches_a_clean_run(more_docs: Path, tmp_path: Path
         clean = run(
             more_docs,
             store,
-            RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False),
+            RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False),
             get_encoder=lambda: encoder,
         )
     final = chunk_rows(db / DB_NAME)

@@ -94,12 +94,12 @@ def test_a_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.xdist_group("ray")
 def test_an_encoder_actor_returns_the_engines_vectors(ray_cluster, encoder) -> None:
     from attnswitch.indexing.config import model_fingerprint
+    from attnswitch.jobs.options import EncodeOptions
     from attnswitch.jobs.ray_encoders import EncoderPool
-    from attnswitch.jobs.run import RunOptions
 
     pool = EncoderPool(
         [PoolSpec("cpu", 1, 1.0)],
-        RunOptions(chunks_per_call=2),
+        EncodeOptions(chunks_per_call=2),
         model_fingerprint(encoder.spec.path),
         in_flight=2,
     )
@@ -129,10 +129,10 @@ def test_an_encoder_actor_returns_the_engines_vectors(ray_cluster, encoder) -> N
 
 @pytest.mark.xdist_group("ray")
 def test_an_actor_refuses_model_files_that_are_not_the_drivers(ray_cluster) -> None:
+    from attnswitch.jobs.options import EncodeOptions
     from attnswitch.jobs.ray_encoders import EncoderPool
-    from attnswitch.jobs.run import RunOptions
 
-    pool = EncoderPool([PoolSpec("cpu", 1, 1.0)], RunOptions(), "0" * 64)
+    pool = EncoderPool([PoolSpec("cpu", 1, 1.0)], EncodeOptions(), "0" * 64)
     try:
         with pytest.raises(RuntimeError, match="expected the driver's model files"):
             pool.start(timeout=300)

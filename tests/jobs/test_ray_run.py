@@ -29,7 +29,7 @@ pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster per test process,
 
 # The stored text is what the encoder read (no heading path before it): the tests encode
 # it again to check the stored vectors.
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
 # the CLI twin of OPTIONS: a run killed under one and resumed under the other must agree
 FAST = ["--max-tokens", "32", "--overlap", "4", "--chunks-per-call", "8", "--no-embed-headings"]
 
@@ -69,10 +69,10 @@ def chunker_output(root: Path, encoder, options: RunOptions) -> dict[tuple[str, 
             d.text,
             d.blocks,
             tok,
-            chunking=options.chunking,
-            max_tokens=options.max_tokens,
-            overlap=options.overlap,
-            embed_headings=options.embed_headings,
+            chunking=options.chunk.chunking,
+            max_tokens=options.chunk.max_tokens,
+            overlap=options.chunk.overlap,
+            embed_headings=options.chunk.embed_headings,
         )
     }
 
@@ -101,7 +101,7 @@ def test_the_corpus_on_ray_matches_a_single_process_run(ray_cluster, tmp_path: P
     # both runs in the CPU's fast precision: bf16 where it packs bfloat16 linears (about
     # twice fp32's speed there), fp32 where bfloat16 is emulated (several times slower)
     native_bf16 = onednn.unavailable(torch.bfloat16) is None
-    options = RunOptions(precision="bf16" if native_bf16 else "fp32")
+    options = RunOptions.of(precision="bf16" if native_bf16 else "fp32")
     with SQLiteStore(tmp_path / "single" / DB_NAME) as store:
         single = run(corpus, store, options)
         want = rows(store)

@@ -5,7 +5,6 @@ when nothing is to read, and a stopped run leaves no worker behind."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import pytest
 
 from attnswitch.documents.ingest import Skip, load, scan
 from attnswitch.indexing.store import DB_NAME, SQLiteStore
+from attnswitch.jobs.options import ReadOptions
 from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.run import RunOptions, run
 from corpus_testing import copy_corpus
@@ -31,7 +31,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "documents" / "readers" / "fixt
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None, reason="needs Tesseract (Debian: tesseract-ocr)"
 )
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
+MIB = ReadOptions(max_bytes=2**20)  # reads files of up to 1 MiB
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, embed_headings=False)
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +69,7 @@ def test_a_slow_file_does_not_hold_up_the_others(tmp_path: Path) -> None:
     shutil.copy(FIXTURES / "scan.pdf", root / "a-scan.pdf")  # first in order; OCR: seconds
     entries = scan(root)
     assert entries[0].source == "a-scan.pdf"
-    docs = list(read_in_pool(entries, 2**20, workers=2))
+    docs = list(read_in_pool(entries, MIB, workers=2))
     assert [d.source for d in docs][-1] == "a-scan.pdf"
     assert sorted(d.source for d in docs) == sorted(e.source for e in entries)
     assert {d.source: d.text for d in docs} == {
@@ -78,9 +79,7 @@ def test_a_slow_file_does_not_hold_up_the_others(tmp_path: Path) -> None:
 
 def test_a_file_that_kills_its_worker_is_skipped_and_the_others_are_read(tmp_path: Path) -> None:
     root = text_files(tmp_path / "docs", ["crash.txt"] + [f"note-{i}.txt" for i in range(6)])
-    docs = {
-        d.source: d for d in read_in_pool(scan(root), 2**20, workers=2, load_file=crashing_load)
-    }
+    docs = {d.source: d for d in read_in_pool(scan(root), MIB, workers=2, load_file=crashing_load)}
     assert docs["crash.txt"].skip is Skip.CRASHED
     assert docs["crash.txt"].reason == "extraction crashed: the worker died of SIGSEGV"
     assert all(docs[f"note-{i}.txt"].ok for i in range(6))
@@ -91,7 +90,12 @@ def test_a_file_that_kills_its_worker_is_skipped_and_the_others_are_read(tmp_pat
 def test_a_file_over_the_timeout_is_skipped_and_the_others_are_read(tmp_path: Path) -> None:
     root = text_files(tmp_path / "docs", [f"note-{i}.txt" for i in range(3)])
     shutil.copy(FIXTURES / "scan.tif", root / "scan.tif")  # OCR: more than 0.3 s
-    docs = {d.source: d for d in read_in_pool(scan(root), 2**20, workers=2, timeout_s=0.3)}
+    docs = {
+        d.source: d
+        for d in read_in_pool(
+            scan(root), ReadOptions(max_bytes=2**20, read_timeout_s=0.3), workers=2
+        )
+    }
     assert docs["scan.tif"].reason == "extraction timed out: more than 0.3 s"
     assert all(docs[f"note-{i}.txt"].ok for i in range(3))
 
@@ -106,7 +110,11 @@ def test_a_file_over_the_timeout_is_read_once_and_the_files_in_flight_with_it_ar
     docs = {
         d.source: d
         for d in read_in_pool(
-            scan(root), 2**20, workers=1, depth=8, timeout_s=1, load_file=stalling_load
+            scan(root),
+            ReadOptions(max_bytes=2**20, read_timeout_s=1),
+            workers=1,
+            depth=8,
+            load_file=stalling_load,
         )
     }
     assert docs["a-stall.txt"].reason == "extraction timed out: more than 1 s"
@@ -129,7 +137,7 @@ def test_a_worker_killed_from_outside_skips_its_file_alone(
     docs: list = []
     with TesseractStarts(tmp_path / "bin") as starts:
         monkeypatch.setenv("PATH", starts.path)  # the workers spawned below inherit it
-        stream = read_in_pool(scan(root), 2**20, workers=1, depth=depth)
+        stream = read_in_pool(scan(root), MIB, workers=1, depth=depth)
         reader = threading.Thread(target=lambda: docs.extend(stream))
         reader.start()
         _, worker = starts.next(timeout=60)
@@ -161,7 +169,7 @@ def test_the_files_in_flight_are_bounded(
     log = tmp_path / "started.log"
     for doc in read_in_pool(
         scan(root),
-        2**20,
+        MIB,
         workers=2,
         depth=depth,
         bytes_in_flight=bytes_in_flight,
@@ -183,7 +191,7 @@ def test_what_a_worker_logs_and_warns_is_logged_and_warned_here(
 ) -> None:
     root = text_files(tmp_path / "docs", ["note.txt"])
     with pytest.warns(FutureWarning, match="somelib: deprecated in note.txt"):
-        docs = list(read_in_pool(scan(root), 2**20, workers=1, load_file=warning_load))
+        docs = list(read_in_pool(scan(root), MIB, workers=1, load_file=warning_load))
     assert docs[0].ok
     assert [(r.name, r.getMessage()) for r in caplog.records] == [
         ("somelib", "somelib: odd bytes in note.txt")
@@ -212,7 +220,7 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
         summary = run(
             root,
             stores[workers],
-            dataclasses.replace(OPTIONS, read_workers=workers, chunks_per_call=1, max_tokens=254),
+            OPTIONS.replace(read_workers=workers, chunks_per_call=1, max_tokens=254),
             get_encoder=lambda: encoder,
             on_progress=lambda p: workers_seen.append(len(workers_of_pools())),
         )
@@ -246,7 +254,7 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
         again = run(
             root,
             store,
-            dataclasses.replace(OPTIONS, read_workers=2, chunks_per_call=1, max_tokens=254),
+            OPTIONS.replace(read_workers=2, chunks_per_call=1, max_tokens=254),
             get_encoder=lambda: pytest.fail("a re-run loaded the model"),
             on_progress=lambda p: workers_seen.append(len(workers_of_pools())),
         )

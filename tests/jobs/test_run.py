@@ -4,7 +4,6 @@ a document whose encoding fails is recorded and retried."""
 
 from __future__ import annotations
 
-import dataclasses
 import mmap
 import os
 import shutil
@@ -19,13 +18,14 @@ from attnswitch.indexing.config import IndexMismatchError, chunk_tokenizer
 from attnswitch.indexing.store import SQLiteStore
 from attnswitch.jobs import encode as encode_module
 from attnswitch.jobs import run as run_module
+from attnswitch.jobs.options import ReadOptions
 from attnswitch.jobs.run import MAX_FAILURES_IN_ROW, RunOptions, run
 from attnswitch.observe.memwatch import MemoryGrowthWarning
 from store_testing import Recording
 from vector_rule import assert_within_rule, oracle
 
 # Short chunks keep encoding cheap; the chunking code is the same at any size.
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8)
 
 
 def state(store: SQLiteStore, root: Path) -> dict[str, tuple[list[str], np.ndarray]]:
@@ -62,9 +62,9 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
             d.text,
             d.blocks,
             tok,
-            chunking=defaults.chunking,
+            chunking=defaults.chunk.chunking,
             max_tokens=32,
-            embed_headings=defaults.embed_headings,
+            embed_headings=defaults.chunk.embed_headings,
         )
         for d in ingest(docs)
     }
@@ -79,7 +79,7 @@ def test_run_stores_chunks_and_their_own_vectors(docs: Path, tmp_path: Path, enc
     # each vector is of the text the encoder read: the heading path, then the chunk's text
     read = [c.encoder_text for chunks in cut.values() for c in chunks]
     assert len(read) == len(texts)
-    assert any(r != t for r, t in zip(read, texts)) == defaults.embed_headings
+    assert any(r != t for r, t in zip(read, texts)) == defaults.chunk.embed_headings
     # (stored in float16: each element within half a float16 step, 2^-11 of itself)
     np.testing.assert_allclose(vectors, encoder.encode(read), rtol=2.0**-11, atol=2e-5)
     assert summary.backends and summary.engine == encoder.engine
@@ -137,9 +137,7 @@ def test_changed_new_and_deleted_files(docs: Path, tmp_path: Path, encoder) -> N
 def test_other_chunking_reencodes_everything(docs: Path, tmp_path: Path, encoder) -> None:
     with SQLiteStore(tmp_path / "db") as store:
         first = run(docs, store, OPTIONS, get_encoder=Counting(encoder))
-        second = run(
-            docs, store, dataclasses.replace(OPTIONS, max_tokens=48), get_encoder=Counting(encoder)
-        )
+        second = run(docs, store, OPTIONS.replace(max_tokens=48), get_encoder=Counting(encoder))
         assert (second.changed, second.unchanged) == (4, 0)
         assert second.config != first.config
         assert second.chunks_stored == store.status().chunks < first.chunks_stored
@@ -178,7 +176,7 @@ def _bad_inputs(root: Path) -> dict[str, str]:
 def test_bad_input_is_recorded_and_the_run_goes_on(tmp_path: Path, encoder) -> None:
     root = tmp_path / "bad"
     expected = _bad_inputs(root)
-    options = dataclasses.replace(OPTIONS, max_bytes=100_000)
+    options = OPTIONS.replace(max_bytes=100_000)
     with SQLiteStore(tmp_path / "db") as store:
         summary = run(root, store, options, get_encoder=Counting(encoder))
         assert summary.status == "completed"
@@ -259,7 +257,7 @@ def test_the_memory_watchdog_judges_the_run(
     # A short warm-up, so that a few documents give enough encode calls to judge.
     monkeypatch.setattr(encode_module, "WATCH_WARMUP_CALLS", 1)
     monkeypatch.setattr(encode_module, "WATCH_MIN_CALLS", 8)
-    small_calls = dataclasses.replace(OPTIONS, chunks_per_call=1)  # one encode call a chunk
+    small_calls = OPTIONS.replace(chunks_per_call=1)  # one encode call a chunk
     with SQLiteStore(tmp_path / "steady") as store:
         steady = run(docs, store, small_calls, get_encoder=Counting(encoder))
     assert steady.memory["source"] == "rss" and steady.memory["samples"] >= 8
@@ -284,7 +282,7 @@ def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder
             run(
                 docs,
                 store,
-                dataclasses.replace(OPTIONS, model=str(other)),
+                OPTIONS.replace(model=str(other)),
                 get_encoder=Counting(encoder),
             )
         assert len(store.runs()) == runs  # refused before starting a run
@@ -293,10 +291,10 @@ def test_a_store_of_another_model_is_refused(docs: Path, tmp_path: Path, encoder
 def test_packed_batches_store_the_same_vectors(docs: Path, tmp_path: Path, encoder) -> None:
     # the stored text is what the encoder read (no heading path before it), so the oracle
     # encodes the same texts; the layout, not the headings, is what this test is about
-    options = dataclasses.replace(OPTIONS, embed_headings=False)
+    options = OPTIONS.replace(embed_headings=False)
     with SQLiteStore(tmp_path / "padded") as padded, SQLiteStore(tmp_path / "packed") as packed:
         run(docs, padded, options, get_encoder=Counting(encoder))
-        summary = run(docs, packed, dataclasses.replace(options, layout="packed"))
+        summary = run(docs, packed, options.replace(layout="packed"))
         assert summary.layout == "packed" and summary.backends
         a, b = state(padded, docs), state(packed, docs)
     assert {s: t for s, (t, _) in a.items()} == {s: t for s, (t, _) in b.items()}
@@ -317,7 +315,7 @@ def test_bad_options_are_refused() -> None:
         ({"layout": "ragged"}, "layout"),
     ):
         with pytest.raises(ValueError, match=match):
-            RunOptions(**kw)
+            RunOptions.of(**kw)
 
 
 def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypatch):
@@ -334,15 +332,18 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
         return real_load(entry, **kwargs)
 
     monkeypatch.setattr(run_module, "load", counting_load)
-    docs = run_module.read_ahead(entries, 2**20, depth=3)
+    docs = run_module.read_ahead(entries, ReadOptions(max_bytes=2**20), depth=3)
     taken = [next(docs).source for _ in range(2)]
     assert taken == [e.source for e in entries[:2]]
     docs.close()
     assert len(started) <= 2 + 3  # the two taken and at most three ahead
-    everything = [d.source for d in run_module.read_ahead(entries, 2**20, depth=3)]
+    everything = [
+        d.source for d in run_module.read_ahead(entries, ReadOptions(max_bytes=2**20), depth=3)
+    ]
     assert everything == [e.source for e in entries]
     assert all(
-        d.text.startswith("document number") for d in run_module.read_ahead(entries, 2**20, depth=3)
+        d.text.startswith("document number")
+        for d in run_module.read_ahead(entries, ReadOptions(max_bytes=2**20), depth=3)
     )
 
 
@@ -354,7 +355,7 @@ def test_the_index_records_the_precision_auto_resolved_to(
     from attnswitch.indexing.config import stored_config
 
     monkeypatch.setenv(ENV_PRECISION, forced)  # what "auto" stands for, without measuring
-    assert OPTIONS.precision == "auto"
+    assert OPTIONS.encode.precision == "auto"
     with SQLiteStore(tmp_path / "db") as store:
         summary = run(docs, store, OPTIONS)
         stored = stored_config(store)
@@ -385,7 +386,7 @@ def test_a_changed_document_encodes_only_its_changed_chunks(tmp_path: Path, enco
         after = state(store, root)["guide.md"]
     # three chunks: "Guide" and "Install" (headings in a row stay together), Usage, Limits
     assert summary.changed == 1 and summary.chunks_reused == 2
-    prefix = "Guide › Usage\n\n" if RunOptions().embed_headings else ""
+    prefix = "Guide › Usage\n\n" if RunOptions().chunk.embed_headings else ""
     assert recording.texts == [
         prefix + "Usage\n\nCall dumps to serialise an object as a JSON string."
     ]

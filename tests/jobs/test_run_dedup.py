@@ -17,7 +17,7 @@ from attnswitch.jobs.run import RunOptions, run
 from store_testing import Recording
 
 # One thread reads, in order (`run.read_ahead`), so the spy on `load` sees every read.
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 BOILERPLATE = (
     "This message and its attachments are confidential and intended solely for "
     "the addressee named above. If you received it in error, delete it."

@@ -17,7 +17,7 @@ from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, RunSummary
 from attnswitch.jobs.watch import watch
 
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 WAIT_S = 120  # the most one change may take to show (a loaded CI machine)
 
 

@@ -99,7 +99,7 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
     with open_store(location) as store:
         for root, rules in ((docs, FileRules(exclude=("*.key",))), (swap, None)):
             summary = run(
-                root, store, RunOptions(read_workers=0, rules=rules), get_encoder=lambda: encoder
+                root, store, RunOptions.of(read_workers=0, rules=rules), get_encoder=lambda: encoder
             )
             assert summary.status == "completed", summary
         rows = store.chunks(range(1, store.count() + 100))

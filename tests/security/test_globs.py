@@ -176,7 +176,7 @@ def test_filters_answer_at_once_or_are_refused_on_both_stores(
     root.mkdir()
     for name in (LONG_NAME, Z_NAME, "short.txt"):
         (root / name).write_text(f"The harbour log of {name[:12]}: boats, tides, nets.\n")
-    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+    options = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
     with open_store(location) as store:
         run(root, store, options, get_encoder=lambda: encoder)
         where = SearchFilter.of(path=RED)

@@ -11,7 +11,6 @@ own callbacks with a bounded timeout."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import queue
 import shutil
@@ -30,7 +29,7 @@ from attnswitch.jobs.watch import LOCK_LINE, ROOT_POLL_S, WAIT_LOCK, WAIT_ROOT, 
 from store_testing import hold_run_lock_until_stdin_closes
 
 pytestmark = pytest.mark.xdist_group("security")
-OPTIONS = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
+OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
 WAIT_S = 120  # the most one step may take to show (a loaded CI machine)
 
 
@@ -204,7 +203,7 @@ def test_changes_the_rules_leave_out_start_no_run(tmp_path: Path, encoder) -> No
     rules = FileRules(exclude=("*.log", "build/"), gitignore=True)
     assert [f.path for f in walked_folders(root, rules=rules)] == [root, root / "kept"]
     location = tmp_path / "db" / "index.sqlite3"
-    watcher = Watcher(root, location, encoder, dataclasses.replace(OPTIONS, rules=rules))
+    watcher = Watcher(root, location, encoder, OPTIONS.replace(rules=rules))
     try:
         watcher.until(lambda: watcher.runs, "the catch-up run")
         assert_watches_exactly([root, root / "kept"])

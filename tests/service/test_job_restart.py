@@ -71,7 +71,7 @@ def test_a_job_killed_with_its_server_is_resumed_by_the_next_one(
         runs = store.runs()
         assert [r.status for r in runs[:2]] == ["completed", "interrupted"]
     with SQLiteStore(tmp_path / "reference") as store:
-        run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
+        run(folder, store, RunOptions.of(chunks_per_call=32), get_encoder=lambda: reference)
         assert_same_content(got, store_content(store, folder))
 
 

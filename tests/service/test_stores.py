@@ -62,7 +62,7 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
     finally:
         srv.stop()
     with SQLiteStore(tmp_path / "reference") as store:  # the CLI's run of the same folder
-        run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
+        run(folder, store, RunOptions.of(chunks_per_call=32), get_encoder=lambda: reference)
         assert_same_content(got_content, store_content(store, folder))
 
 
@@ -135,5 +135,5 @@ def test_a_job_outlives_a_postgres_restart_in_its_middle(
         srv.stop()
     assert done < len(documents)  # restarted in the middle, not after the end
     with SQLiteStore(tmp_path / "reference") as store:
-        run(folder, store, RunOptions(chunks_per_call=32), get_encoder=lambda: reference)
+        run(folder, store, RunOptions.of(chunks_per_call=32), get_encoder=lambda: reference)
         assert_same_content(got, store_content(store, folder))

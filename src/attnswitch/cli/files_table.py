@@ -10,7 +10,9 @@ from attnswitch.cli.output import terminal_text
 SKIPS_SHOWN = 20
 
 
-def _render_files(console: Any, title: str, rows: list[dict], column: str) -> None:
+def render_files(console: Any, title: str, rows: list[dict[str, str]], column: str) -> None:
+    """A table of files (`source`) with `column` (a skip's reason, a note), the first
+    `SKIPS_SHOWN`, then how many more."""
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")

@@ -15,9 +15,10 @@ postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector inste
 `{"error": ...}` on stdout too, with the message on stderr. Exit status: 0 done, 1 refused or
 failed, 2 a bad argument, 130 interrupted (Ctrl-C).
 
-The `attnswitch` CLI registers the commands; `python -m attnswitch.cli.pipeline` runs
-`run`, `search` and `status` on their own (the same commands, under a small app of their
-own).
+`run`'s closing table (and `--json` object) is `cli/run_output.py`'s, read from the run's
+`RunSummary`. The `attnswitch` CLI registers the commands; `python -m
+attnswitch.cli.pipeline` runs `run`, `search` and `status` on their own (the same commands,
+under a small app of their own).
 """
 
 from __future__ import annotations
@@ -25,12 +26,10 @@ from __future__ import annotations
 import enum
 import os
 from pathlib import Path
-from types import MappingProxyType
 from typing import Annotated, Any
 
 import typer
 
-from attnswitch.cli.files_table import _render_files
 from attnswitch.cli.opening import _fail, _open_store, _store_errors, store_location
 from attnswitch.cli.options import (
     EngineOption,
@@ -45,7 +44,7 @@ from attnswitch.cli.options import (
     nonblank_path,
     ocr_languages_error,
 )
-from attnswitch.cli.output import print_json, rich_console, terminal_text
+from attnswitch.cli.output import print_json
 from attnswitch.cli.progress import pick as progress_display
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.observe.liblog import LibraryLog
@@ -65,10 +64,6 @@ class Chunking(str, enum.Enum):
 
 # The index commands' shared helpers are in `cli/opening.py` (`cli/sync.py` imports
 # `_fail`, `_open_store`, `_store_errors` and `store_location` from here too).
-
-
-def _num(x: float | None, fmt: str = ",.0f") -> str:
-    return "-" if x is None else format(x, fmt)
 
 
 # ---- run -------------------------------------------------------------------------------
@@ -308,14 +303,14 @@ def run_command(
         )
     else:
         runner, ray_errors = _local_runner(path, options), ()
-    report = {
-        **_execute_run(path, store_location(db), runner, progress, as_json, ray_errors),
-        "startup_s": startup_s,
-    }
+    from attnswitch.cli.run_output import RunReport, render_run
+
+    summary, log = _execute_run(path, store_location(db), runner, progress, as_json, ray_errors)
+    report = RunReport(summary, log, startup_s)
     if as_json:
-        print_json(report)
+        print_json(report.to_dict())
     else:
-        _render_run(report)
+        render_run(report)
 
 
 def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
@@ -324,7 +319,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
     with here (`options.ocr_languages_error`) exits 2 with one line."""
     from attnswitch.documents.rules import FileRules
     from attnswitch.errors import ConfigError
-    from attnswitch.jobs.run import RunOptions
+    from attnswitch.jobs.options import RunOptions
 
     if fields.get("ocr", True) and fields.get("ocr_languages") is not None:
         if (why := ocr_languages_error(fields["ocr_languages"])) is not None:
@@ -332,7 +327,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
     try:
         if fields.get("rules") is not None:
             fields["rules"] = FileRules(*fields["rules"])
-        return RunOptions(**fields)
+        return RunOptions.of(**fields)
     except ConfigError as exc:
         raise _fail(command, str(exc), as_json, 2) from None
 
@@ -372,11 +367,12 @@ def _execute_run(
     progress: bool | None,
     as_json: bool,
     more_errors: tuple[type[BaseException], ...],
-) -> dict:
+) -> tuple[Any, Any]:
     """Open the store, run `runner` on it with the progress display and the library log;
-    the run's report. An error meant for the user (`AttnswitchError`, an error about the
-    store's file, and `more_errors`) ends the command with one line; anything else is a
-    bug and raises with its traceback."""
+    the run's summary (`RunSummary`) and what libraries logged
+    (`run_output.LibraryLogReport`). An error meant for the user (`AttnswitchError`, an
+    error about the store's file, and `more_errors`) ends the command with one line;
+    anything else is a bug and raises with its traceback."""
     from attnswitch.errors import AttnswitchError
 
     display = progress_display(progress, as_json)
@@ -392,10 +388,9 @@ def _execute_run(
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
         except (AttnswitchError, *more_errors) as exc:
             raise _fail("run", str(exc), as_json) from None
-    return {
-        **summary.to_dict(),
-        "library_log": {"path": str(log.path) if log.count else None, "messages": log.count},
-    }
+    from attnswitch.cli.run_output import LibraryLogReport
+
+    return summary, LibraryLogReport(str(log.path) if log.count else None, log.count)
 
 
 def library_log_path() -> Path:
@@ -452,180 +447,6 @@ def _ray_runner(
         return run_on_ray(path, store, options, ray_options, on_progress=on_progress)
 
     return runner, (ConnectionError, TimeoutError)
-
-
-def _render_run(s: dict) -> None:
-    from rich.table import Table
-
-    console = rich_console()
-    t = Table(title=f"attnswitch run: {s['status']}", title_justify="left", show_header=False)
-    t.add_column(style="bold")
-    t.add_column()
-    docs = (
-        f"{s['indexed']:,} indexed in this folder; this run: {s['new']} new, "
-        f"{s['changed']} changed, {s['unchanged']} unchanged, {s['deleted']} deleted, "
-        f"{s['skipped']} skipped"
-    )
-    rows = [
-        ("folder", s["root"]),
-        ("index", s["db"]),
-        ("documents", docs),
-        (
-            "chunks",
-            f"{s['chunks_encoded']:,} encoded ({s['chunks_stored']:,} stored for this folder)",
-        ),
-        ("tokens", f"{s['tokens_encoded']:,} encoded"),
-        ("wall time", _time_text(s)),
-    ]
-    if s["tokens_encoded"]:
-        rows.append(
-            (
-                "throughput",
-                f"{_num(s['tokens_per_s'])} tokens/s, "
-                f"{_num(s['chunks_per_s'], ',.1f')} chunks/s while encoding",
-            )
-        )
-    rows += [
-        (
-            "engine",
-            f"{s['engine']} on {s['device'] or 'no device (nothing encoded)'}, "
-            f"{s['precision']}, {s['layout']} batches; why: {s['engine_reason']}",
-        ),
-        ("precision", f"{s['precision']}; why: {s.get('precision_reason') or 'asked for'}"),
-        ("model", s["model"]),
-    ]
-    if s["backends"]:  # the torch engine's attention calls; fused runtimes make none
-        rows.append(
-            ("attention", ", ".join(f"{b} ({n:,} calls)" for b, n in s["backends"].items()))
-        )
-    rows.append(
-        (
-            "peak memory",
-            f"{s['peak_rss_mb']:,.0f} MiB RSS"
-            + (f", {s['peak_device_mb']:,.0f} MiB on the device" if s["peak_device_mb"] else ""),
-        )
-    )
-    if s["memory"].get("samples") or s["memory"]["growing"]:
-        rows.append(
-            (
-                "memory watch",
-                ("[bold red]GROWING[/]: " if s["memory"]["growing"] else "")
-                + terminal_text(s["memory"]["reason"]),
-            )
-        )
-    if s["cost"].get("price_source") not in (None, "default"):  # a price the user set
-        rows.append(("cost", _cost_text(s["cost"])))
-    if s.get("ray"):
-        r = s["ray"]
-        rows.append(
-            (
-                "ray",
-                f"{r['nodes']} node(s) at {r['address']}; Ray connect "
-                f"{r['connect_s']:.1f} s, actors' start {r['start_s']:.1f} s"
-                + (
-                    f"; {r['requeued_batches']} batch(es) moved off lost actors"
-                    if r["requeued_batches"]
-                    else ""
-                ),
-            )
-        )
-    if s["fallbacks"]:
-        rows.append(("fallbacks", ", ".join(f"{b} ({n})" for b, n in s["fallbacks"].items())))
-    if s["skipped"]:
-        rows.append(
-            ("skipped", ", ".join(f"{r} ({n})" for r, n in sorted(s["skipped_by_reason"].items())))
-        )
-    if s.get("library_log", {}).get("messages"):
-        log = s["library_log"]
-        rows.append(
-            ("library log", f"{log['messages']} message(s) from libraries in {log['path']}")
-        )
-    for key, value in rows:  # the memory watch's markup is ours, its reason escaped above
-        t.add_row(key, value if key == "memory watch" else terminal_text(value))
-    console.print(t)
-    if s.get("ray"):
-        _render_kinds(console, s["ray"]["kinds"])
-    if s["skipped_files"]:
-        _render_files(console, "Skipped files", s["skipped_files"], "reason")
-    if s["notes"]:
-        _render_files(console, "Handled with a note", s["notes"], "note")
-
-
-# what each part of a run's wall time (`RunSummary.time_parts`) is called in its summary
-_PART_NAMES = MappingProxyType(
-    {
-        "measure": "measuring and checking engines",
-        "scan": "listing the folder",
-        "read": "waiting for files to be read",
-        "chunk": "chunking",
-        "load": "model load",
-        "encode": "encoding",
-        "store": "writing the index",
-        "other": "other",
-    }
-)
-
-
-def _time_text(s: dict) -> str:
-    """The run's wall time, the seconds the command took to start before it, and the
-    wall time's parts that took a tenth of a second or more (they add up to it: `other` is
-    the rest)."""
-    names = {**_PART_NAMES, **({"load": "Ray connect and actors' start"} if s.get("ray") else {})}
-    parts = s.get("time_parts") or {"load": s["load_s"], "encode": s["encode_s"]}
-    shown = [f"{names.get(k, k)} {v:.1f} s" for k, v in parts.items() if round(v, 1) > 0]
-    start = f" (after {s['startup_s']:.1f} s starting the command)" if s.get("startup_s") else ""
-    return f"{s['wall_s']:.1f} s{start}" + (f": {', '.join(shown)}" if shown else "")
-
-
-def _render_kinds(console: Any, kinds: dict) -> None:
-    """The Ray run's encoder pools, one row per node kind."""
-    from rich.table import Table
-
-    t = Table(title="Encoders per node kind", title_justify="left")
-    for name in (
-        "kind",
-        "actors",
-        "nodes",
-        "chunks",
-        "tokens",
-        "tokens/s",
-        "engine",
-        "device",
-        "attention",
-        "restarts",
-    ):
-        t.add_column(
-            name,
-            justify="right"
-            if name in ("actors", "nodes", "chunks", "tokens", "tokens/s", "restarts")
-            else "left",
-        )
-    for kind, k in kinds.items():
-        t.add_row(
-            kind,
-            str(k["actors"]),
-            str(k["nodes"]),
-            f"{k['chunks']:,}",
-            f"{k['tokens']:,}",
-            _num(k["tokens_per_s"]),
-            ", ".join(k["engines"]),
-            ", ".join(k["devices"]),
-            ", ".join(f"{b} ({n:,})" for b, n in k["backends"].items()) or "-",
-            str(k["restarts"]),
-        )
-    console.print(t)
-    for kind, k in kinds.items():
-        if k.get("note"):
-            console.print(f"{kind}: {k['note']}")
-
-
-def _cost_text(c: dict) -> str:
-    if c.get("usd_per_million_tokens") is None:
-        return f"- ({c.get('reason')})"
-    return (
-        f"${c['usd_per_million_tokens']:.4f} per million tokens at "
-        f"${c['hourly_usd']:.2f}/h ({c['device']}, price from {c['price_source']})"
-    )
 
 
 # ---- standalone entry ------------------------------------------------------------------

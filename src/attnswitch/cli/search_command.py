@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from attnswitch.cli.files_table import _render_files
+from attnswitch.cli.files_table import render_files
 from attnswitch.cli.opening import (
     _fail,
     _interruptible,
@@ -343,4 +343,4 @@ def _render_status(r: dict, config: Any) -> None:
         )
     console.print(t)
     if r["skipped_files"]:
-        _render_files(console, "Skipped files", r["skipped_files"], "reason")
+        render_files(console, "Skipped files", r["skipped_files"], "reason")

@@ -92,16 +92,18 @@ def index(
     read, chunked, encoded and stored; deleted ones dropped; unchanged ones left alone; a
     killed call finished by the next one. `include`/`exclude` (gitignore globs) and
     `gitignore` are kept with the index for later runs (None: the stored rules). Other
-    keyword arguments are `run.RunOptions` fields (`max_tokens`, `overlap`, `read_workers`,
-    ...). `on_progress(progress)` is called as files are committed. Returns the run's
-    summary (`run.RunSummary`; `.to_dict()` is `attnswitch run --json`'s).
+    keyword arguments are the fields of `RunOptions`' parts, by name (`RunOptions.of`:
+    `max_tokens`, `overlap`, `read_workers`, `ocr_max_pages`, ...). `on_progress(progress)`
+    is called as files are committed. Returns the run's summary (`run.RunSummary`;
+    `.to_dict()` is `attnswitch run --json`'s, less what the command adds).
 
         summary = attnswitch.index("examples/corpus", db="team-index")
         print(summary.indexed, summary.chunks_encoded)
     """
     from attnswitch.documents.ingest import check_root_filesystem
     from attnswitch.documents.rules import FileRules
-    from attnswitch.jobs.run import RunOptions, run
+    from attnswitch.jobs.options import RunOptions
+    from attnswitch.jobs.run import run
 
     if not isinstance(folder, (str, os.PathLike)) or not Path(folder).is_dir():
         raise StoreInputError("folder", "a folder to index", repr(folder))
@@ -117,7 +119,7 @@ def index(
         else FileRules(tuple(include or ()), tuple(exclude or ()), bool(gitignore))
     )
     try:
-        run_options = RunOptions(
+        run_options = RunOptions.of(
             model=model, engine=engine, precision=precision, ocr=ocr, rules=rules, **options
         )
     except TypeError as exc:  # an unknown keyword: named by Python's message

@@ -59,7 +59,7 @@ class Choice:
     load_as: str = "auto"
 
     def options(self, options: _Options) -> _Options:
-        """`options` (`run.RunOptions`) with this engine and precision."""
+        """`options` (a run's `options.EncodeOptions`) with this engine and precision."""
         return dataclasses.replace(options, engine=self.load_as, precision=self.precision)
 
 
@@ -105,8 +105,8 @@ def choose(
     on_measure: Callable[[float, float, str], None],
     say: Callable[[str], None],
 ) -> Choice:
-    """The engine and precision of a run with `options` (`run.RunOptions`). `job_bytes()`
-    (asked only when something would be measured) gives the bytes the job reads;
+    """The engine and precision of a run with `options` (its `options.EncodeOptions`).
+    `job_bytes()` (asked only when something would be measured) gives the bytes the job reads;
     `on_measure(done, total, what)` follows a measurement or check in progress, and
     `say(line)` tells the user what is about to happen."""
     from attnswitch import engines

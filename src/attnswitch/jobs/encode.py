@@ -47,8 +47,9 @@ WATCH_MIN_CALLS = 12
 
 
 class EncodeOptions(Protocol):
-    """What encoding reads of a run's options: `run.RunOptions` (a dataclass, which
-    `resolve_precision` copies with `dataclasses.replace`) has it."""
+    """What encoding reads of a run's options: a run's `options.EncodeOptions` (its
+    `RunOptions.encode`, a dataclass, which `resolve_precision` copies with
+    `dataclasses.replace`) has it."""
 
     __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
@@ -84,8 +85,8 @@ class _LayoutEngine(Protocol):
 def resolve_precision(
     options: _Options, progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[_Options, str]:
-    """`options` (`run.RunOptions`) with precision "auto" made concrete (the measured pick
-    of `engines.explain_precision`, for the engine the run asks for), and why.
+    """`options` (a run's `options.EncodeOptions`) with precision "auto" made concrete (the
+    measured pick of `engines.explain_precision`, for the engine the run asks for), and why.
     `progress(done, total, what)` follows the measurement when none is recorded here."""
     if options.precision != "auto":
         return options, f"{options.precision} asked for"
@@ -101,8 +102,8 @@ def resolve_precision(
 def resolve_engine(
     options: EncodeOptions, progress: Callable[[int, int, str], None] | None = None
 ) -> tuple[str, str]:
-    """The engine a run with `options` (`run.RunOptions`) encodes with, and why ("auto" is
-    the measured pick, see `engines.explain_engine`; a layout other than padded needs an
+    """The engine a run with `options` (its `options.EncodeOptions`) encodes with, and why
+    ("auto" is the measured pick, see `engines.explain_engine`; a layout other than padded needs an
     engine that declares it, see `engines.registry.Engine.layouts`). `progress(done, total,
     what)` follows the measurement of the engines when "auto" has none recorded here."""
     from attnswitch.engines import NoEngineError, explain_engine, registry

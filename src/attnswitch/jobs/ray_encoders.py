@@ -176,7 +176,7 @@ def plan_pools(
 
 
 class EncoderActor:
-    """One encoder on one node (see the module doc). `options` is the run's `RunOptions`;
+    """One encoder on one node (see the module doc). `options` is the run's `EncodeOptions`;
     `model_fingerprint` the driver's (`IndexConfig.model_fingerprint`): an actor whose
     model files differ refuses to start."""
 

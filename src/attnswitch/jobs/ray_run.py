@@ -1,6 +1,6 @@
 """Run on Ray: the pipeline of `run.py`, its stages spread over a Ray cluster.
 
-    summary = run_on_ray(root, store, RunOptions(...), RayOptions(address=None))
+    summary = run_on_ray(root, store, RunOptions.of(...), RayOptions(address=None))
 
 The same job as `run.run` (the same `RunJob` logic for freshness, classification, skips,
 failures, writes and the summary), with the work placed by Ray:
@@ -59,10 +59,10 @@ from typing import Any
 
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import Document, SourceFile, load, scan
-from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.errors import AttnswitchError, ConfigError
 from attnswitch.indexing.store import Store, indexed_sha
 from attnswitch.jobs.encode import count_diff, settle
+from attnswitch.jobs.options import ReadOptions
 from attnswitch.jobs.ray_encoders import (
     KINDS,
     READ_CPUS,
@@ -179,27 +179,11 @@ def connect(options: RayOptions) -> bool:
 # ---- the Ray Data stages ---------------------------------------------------------------
 
 
-def read_row(
-    row: dict[str, Any],
-    max_bytes: int,
-    ocr: bool = True,
-    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-    ocr_languages: str | None = None,
-) -> dict[str, Any]:
-    """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load`)."""
+def read_row(row: dict[str, Any], read: ReadOptions) -> dict[str, Any]:
+    """Stage 1 (a CPU task): read, hash and extract one listed file (`ingest.load` with
+    `read.load_kwargs()`)."""
     entry: SourceFile = pickle.loads(row["entry"])  # whole: its real names, its pinned root
-    return {
-        "doc": pickle.dumps(
-            load(
-                entry,
-                max_bytes=max_bytes,
-                ocr=ocr,
-                ocr_max_pages=ocr_max_pages,
-                ocr_languages=ocr_languages,
-            )
-        ),
-        "known": row["known"],
-    }
+    return {"doc": pickle.dumps(load(entry, **read.load_kwargs())), "known": row["known"]}
 
 
 def chunk_row(
@@ -278,8 +262,9 @@ class RayRunJob(RunJob):
         super().__init__(root, store, options, None, on_progress)
         self.ray_options, self.pools = ray_options, pools
         # Workers load the model by absolute path (None: each node's packaged default).
+        model = options.encode.model
         self.remote_options = dataclasses.replace(
-            options, model=None if options.model is None else str(Path(options.model).resolve())
+            options.encode, model=None if model is None else str(Path(model).resolve())
         )
         self.pool: EncoderPool | None = None
         self.todo: deque[_Batch] = deque()
@@ -333,7 +318,9 @@ class RayRunJob(RunJob):
         ray = import_ray()
         task = ray.remote(num_cpus=READ_CPUS)(scan)
         ref = task.remote(
-            str(self.root.resolve()), include_hidden=self.options.include_hidden, rules=self.rules
+            str(self.root.resolve()),
+            include_hidden=self.options.read.include_hidden,
+            rules=self.rules,
         )
         return self._not_own(ray.get(ref, timeout=self.ray_options.stall_timeout_s))
 
@@ -350,12 +337,7 @@ class RayRunJob(RunJob):
         ds = ray.data.from_items(items, override_num_blocks=blocks)
         ds = ds.map(
             read_row,
-            fn_kwargs={
-                "max_bytes": self.options.max_bytes,
-                "ocr": self.options.ocr,
-                "ocr_max_pages": self.options.ocr_max_pages,
-                "ocr_languages": self.options.ocr_languages,
-            },
+            fn_kwargs={"read": self.options.read},
             num_cpus=READ_CPUS,
         )
         ds = ds.map(

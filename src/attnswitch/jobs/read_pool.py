@@ -1,6 +1,7 @@
 """Read files in a pool of worker processes, as fast as the encoder takes them.
 
-`read_in_pool(entries, ...)` yields one `Document` per entry (`ingest.load`: read, hash,
+`read_in_pool(entries, read, ...)` yields one `Document` per entry (`ingest.load` with the
+run's `options.ReadOptions`, `read.load_kwargs()`: read, hash,
 extract, OCR), each read in one of `workers` processes, in the order they finish: a slow
 file (a long scanned PDF under OCR) holds up only itself. Extraction in a process of its
 own runs beside the encoder, where a thread would hold the GIL through the pure-Python
@@ -29,7 +30,7 @@ Failures never stop the stream:
   the pool, failing every file in flight; the pool is replaced and, when more than one file
   was in flight, each is read again alone, so the file that kills its worker alone is the
   one skipped ("extraction crashed: the worker died of SIGSEGV"); the others are read;
-- a file whose extraction takes more than `timeout_s` is stopped there: the worker's
+- a file whose extraction takes more than `read.read_timeout_s` is stopped there: the worker's
   `SIGALRM` (default action, so it fires even while a C library holds the GIL) ends it,
   and the file is skipped ("extraction timed out: more than 600 s"). Each worker tells
   the pool which file it starts, so the file whose deadline ended its worker is known
@@ -67,13 +68,10 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from attnswitch.documents.ingest import Document, SourceFile, load
-from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.documents.readers.parent_death import die_with_parent
 from attnswitch.documents.readers.skip import Skip
+from attnswitch.jobs.options import ReadOptions
 
-# The most seconds one file's extraction may take: a scanned PDF of about 250 pages at
-# Tesseract's 2.4 s a page on one core; `ReadOptions.ocr_timeout_s` bounds each page.
-DEFAULT_TIMEOUT_S = 600.0
 # The sizes on disk of the files in flight add up to at most this (one file always goes).
 DEFAULT_BYTES_IN_FLIGHT = 64 * 2**20
 _POLL_S = 0.25
@@ -96,25 +94,21 @@ def default_read_workers(cpus: int | None = None) -> int:
 
 def read_in_pool(
     entries: list[SourceFile],
-    max_bytes: int,
+    read: ReadOptions = ReadOptions(),
     *,
-    ocr: bool = True,
-    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-    ocr_languages: str | None = None,
     workers: int,
     depth: int | None = None,
     bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
     load_file: Loader = load,
 ) -> Iterator[Document]:
-    """`load` each entry in `workers` processes; yield the documents as they finish (see
-    the module). depth: files in flight (default: twice the workers, at least 8).
-    `load_file`: the function a worker calls, `ingest.load` or one with its signature
-    (a module-level function, so it pickles by name)."""
+    """`load` each entry in `workers` processes, with `read.load_kwargs()`, each within
+    `read.read_timeout_s`; yield the documents as they finish (see the module). depth:
+    files in flight (default: twice the workers, at least 8). `load_file`: the function a
+    worker calls, `ingest.load` or one with its signature (a module-level function, so it
+    pickles by name). `read.read_workers` is the caller's to turn into `workers`."""
     if workers < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
-    if not timeout_s > 0:
-        raise ValueError(f"timeout_s: expected > 0, got {timeout_s}")
+    timeout_s = read.read_timeout_s
     depth = depth or max(8, 2 * workers)
     todo = deque(entries)
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
@@ -123,9 +117,7 @@ def read_in_pool(
         min(workers, len(entries)) or 1,
         load_file,
         timeout_s,
-        dict(
-            max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages
-        ),
+        read.load_kwargs(),
     )
     try:
         while todo or suspects or in_flight:

@@ -38,6 +38,9 @@ that served (from `observe.metrics.stats()`), peak memory and the cost per milli
 
 `ray_run.run_on_ray` runs the same job on a Ray cluster through a subclass of `RunJob`
 (`drive` is their shared frame); this module never imports Ray.
+
+The options are `options.RunOptions` (imported from here too): the stages read their part,
+`options.read`, `options.chunk` (through the index's config) and `options.encode`.
 """
 
 from __future__ import annotations
@@ -57,7 +60,6 @@ import numpy as np
 
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import (
-    DEFAULT_MAX_BYTES,
     Document,
     Skip,
     SourceFile,
@@ -65,14 +67,9 @@ from attnswitch.documents.ingest import (
     load,
     scan,
 )
-from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
 from attnswitch.documents.rules import FileRules, rules_for
 from attnswitch.documents.rules import meta_key as rules_meta_key
-from attnswitch.errors import ConfigError
 from attnswitch.indexing.config import (
-    DEFAULT_CHUNKING,
-    DEFAULT_EMBED_HEADINGS,
-    DEFAULT_OVERLAP,
     META_KEY,
     IndexConfig,
     check_same_model,
@@ -98,112 +95,17 @@ from attnswitch.jobs.encode import (
     peak_device_mb,
     settle,
 )
+from attnswitch.jobs.options import ReadOptions, RunOptions  # RunOptions: also imported from here
 from attnswitch.jobs.phases import Phases
-from attnswitch.jobs.read_pool import (
-    DEFAULT_TIMEOUT_S as DEFAULT_READ_TIMEOUT_S,
-)
-from attnswitch.jobs.read_pool import (
-    default_read_workers,
-    read_in_pool,
-)
+from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.summary import RunSummary, summarise
 from attnswitch.observe.metrics import stats
 
-DEFAULT_CHUNKS_PER_CALL = 128
 # Documents failing to encode one after another point at the engine or device, not at them.
 MAX_FAILURES_IN_ROW = 3
 # Files read and extracted ahead of the encoder (`read_ahead`; at least this many in
 # `read_in_pool`).
 READ_AHEAD = 8
-# Padded (length-sorted) batches by default: on CPU packed batches were no faster (see
-# docs/results/e2e_vs_sentence_transformers.md); packed pays off where a varlen kernel
-# (flash-attn) serves them.
-LAYOUTS = ("padded", "packed")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """model: a model folder (None: the packaged default); engine: "auto" or an engine's
-    name (`engines.engine_names()`);
-    precision: "auto" (the measured pick, see `engines.explain_precision`), "fp32", "bf16"
-    or "int8"; max_tokens: text tokens per chunk (None: the model's limit);
-    overlap: tokens shared by neighbouring chunks; batch_tokens: the engine's padded-token
-    budget per batch (None: its default); chunks_per_call: chunks gathered across documents
-    for one encode call; max_bytes: larger files are skipped; hourly_usd: the device's price
-    (None: `observe.cost` looks it up); layout: "padded" (length-sorted token-budget
-    batches) or "packed" (one row per batch with `cu_seqlens`, torch engine only); ocr:
-    recognise scanned PDF pages and images with Tesseract (`readers.ocr`); chunking:
-    "blocks" or "windows" (`chunk.CHUNKINGS`); embed_headings: the encoder reads each
-    chunk's heading path before its text; read_workers: processes that read and extract
-    files beside the encoder (None: `read_pool.default_read_workers()`, half the CPUs;
-    0: one thread of this process, in order); read_timeout_s: the most one file's
-    extraction may take in a worker (then it is skipped, "extraction timed out");
-    ocr_max_pages: the most pages (scanned PDF pages, image frames) of one file that OCR
-    recognises, the first ones; the rest are counted in the document's `pages_failed`;
-    ocr_languages: Tesseract's language packs OCR reads with ("eng+deu" or "eng,deu"; None:
-    the system locale's language and English, those installed), a page in a script they
-    do not read taking its script's packs (`readers.ocr_languages`);
-    rules: which files of the root are indexed (`rules.FileRules`: include and exclude
-    globs, ignore files, system folders), stored with the index for the root; None: the
-    rules stored for it by an earlier run, else the defaults."""
-
-    model: str | None = None
-    engine: str = "auto"
-    precision: str = "auto"
-    max_tokens: int | None = None
-    overlap: int = DEFAULT_OVERLAP
-    batch_tokens: int | None = None
-    chunks_per_call: int = DEFAULT_CHUNKS_PER_CALL
-    max_bytes: int = DEFAULT_MAX_BYTES
-    hourly_usd: float | None = None
-    include_hidden: bool = False
-    layout: str = "padded"
-    ocr: bool = True
-    chunking: str = DEFAULT_CHUNKING
-    embed_headings: bool = DEFAULT_EMBED_HEADINGS
-    read_workers: int | None = None
-    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
-    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES
-    rules: FileRules | None = None
-    ocr_languages: str | None = None
-
-    def __post_init__(self) -> None:
-        from attnswitch.engines.base import check_precision_choice
-
-        check_precision_choice(self.precision)
-        from attnswitch.engines import engine_names
-
-        if self.engine not in engine_names():
-            raise ConfigError(
-                f"engine: expected one of {', '.join(engine_names())}, got {self.engine!r}"
-            )
-        if self.layout not in LAYOUTS:
-            raise ConfigError(f"layout: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
-        if self.chunks_per_call < 1:
-            raise ConfigError(f"chunks_per_call: expected >= 1, got {self.chunks_per_call}")
-        from attnswitch.documents.chunk import CHUNKINGS
-
-        if self.chunking not in CHUNKINGS:
-            raise ConfigError(
-                f"chunking: expected one of {', '.join(CHUNKINGS)}, got {self.chunking!r}"
-            )
-        if self.max_bytes < 1:
-            raise ConfigError(f"max_bytes: expected >= 1, got {self.max_bytes}")
-        if self.hourly_usd is not None and not self.hourly_usd >= 0:
-            raise ConfigError(f"hourly_usd: expected >= 0, got {self.hourly_usd}")
-        if self.read_workers is not None and self.read_workers < 0:
-            raise ConfigError(f"read_workers: expected >= 0, got {self.read_workers}")
-        if not self.read_timeout_s > 0:
-            raise ConfigError(f"read_timeout_s: expected > 0, got {self.read_timeout_s}")
-        if self.ocr_max_pages < 1:
-            raise ConfigError(f"ocr_max_pages: expected >= 1, got {self.ocr_max_pages}")
-        if self.ocr_languages is not None:
-            from attnswitch.documents.readers.ocr_languages import parse_languages
-
-            try:
-                parse_languages(self.ocr_languages)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
 
 
 MEASURING = "measuring engines"
@@ -248,20 +150,13 @@ class RunProgress:
 
 
 def read_ahead(
-    entries: list[SourceFile],
-    max_bytes: int,
-    depth: int = READ_AHEAD,
-    ocr: bool = True,
-    ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
-    ocr_languages: str | None = None,
+    entries: list[SourceFile], read: ReadOptions = ReadOptions(), depth: int = READ_AHEAD
 ) -> Iterator[Document]:
-    """`load` each entry, in order, on a background thread at most `depth` files ahead of
-    the consumer: reading and extracting the next files overlaps with encoding (the engines
-    release the GIL while they compute). Files not yet taken when the consumer stops are
-    not read."""
-    reading = dict(
-        max_bytes=max_bytes, ocr=ocr, ocr_max_pages=ocr_max_pages, ocr_languages=ocr_languages
-    )
+    """`load` each entry (with `read.load_kwargs()`), in order, on a background thread at
+    most `depth` files ahead of the consumer: reading and extracting the next files overlaps
+    with encoding (the engines release the GIL while they compute). Files not yet taken
+    when the consumer stops are not read."""
+    reading = read.load_kwargs()
     with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
         ahead: deque[Future[Document]] = deque(
             pool.submit(load, e, **reading) for e in entries[:depth]
@@ -298,7 +193,7 @@ class RunJob:
         self.on_progress = on_progress or (lambda p: None)
         self.progress = RunProgress()
         self.phases = Phases()
-        self.spec = ModelSpec.load(options.model)
+        self.spec = ModelSpec.load(options.encode.model)
         self.tokenizer = chunk_tokenizer(self.spec)
         # set by `resolve` (which `drive` calls first): the engine, precision and config
         self.engine_name = self.engine_reason = self.precision_reason = ""
@@ -307,7 +202,7 @@ class RunJob:
         self._listed: list[SourceFile] | None = None  # the listing, once made
         # document source -> (all its chunks, index -> stored vector it keeps)
         self.kept: dict[str, tuple[list[Chunk], dict[int, np.ndarray]]] = {}
-        self._get_encoder = get_encoder or (lambda: load_encoder(self.options, self.spec))
+        self._get_encoder = get_encoder or (lambda: load_encoder(self.options.encode, self.spec))
         self.encoding: ChunkEncoder | None = None
         self.counts: Counter[str] = Counter()
         self.skips: list[Document] = []
@@ -328,21 +223,21 @@ class RunJob:
         that is due and the job repays it), then the index config. Its seconds are the run's
         `measure` part."""
         start = time.perf_counter()
-        choice = choose(self.options, self._job_bytes, self._measuring, self._say)
-        self.options = choice.options(self.options)
+        choice = choose(self.options.encode, self._job_bytes, self._measuring, self._say)
+        self.options = dataclasses.replace(self.options, encode=choice.options(self.options.encode))
         self.engine_name, self.engine_reason = choice.engine, choice.engine_reason
         self.precision_reason = choice.precision_reason
-        o = self.options
+        e, c = self.options.encode, self.options.chunk
         self.config = IndexConfig.build(
             self.spec,
-            o.model,
+            e.model,
             self.engine_name,
-            o.precision,
-            o.max_tokens,
-            o.overlap,
+            e.precision,
+            c.max_tokens,
+            c.overlap,
             self.tokenizer,
-            chunking=o.chunking,
-            embed_headings=o.embed_headings,
+            chunking=c.chunking,
+            embed_headings=c.embed_headings,
         )
         self.fp = self.config.fingerprint
         self.vector_fp = self.config.vector_fingerprint
@@ -366,7 +261,7 @@ class RunJob:
         """The bytes of the files this run has to read: the listing less the files stored
         at their size and mtime under the index's own config (all of them in a new index)."""
         key = root_key(self.root)
-        self.rules = rules_for(self.store, key, self.options.rules)
+        self.rules = rules_for(self.store, key, self.options.read.rules)
         self._listed = self._listing()
         stored = stored_config(self.store)
         entries = (
@@ -405,26 +300,11 @@ class RunJob:
     def _read(self, entries: list[SourceFile]) -> Iterator[Document]:
         """The documents of `entries`: read in worker processes as they finish, or in
         order on a thread when `read_workers` is 0."""
-        o = self.options
-        workers = default_read_workers() if o.read_workers is None else o.read_workers
+        read = self.options.read
+        workers = default_read_workers() if read.read_workers is None else read.read_workers
         if workers == 0:
-            return read_ahead(
-                entries,
-                o.max_bytes,
-                ocr=o.ocr,
-                ocr_max_pages=o.ocr_max_pages,
-                ocr_languages=o.ocr_languages,
-            )
-        return read_in_pool(
-            entries,
-            o.max_bytes,
-            ocr=o.ocr,
-            ocr_max_pages=o.ocr_max_pages,
-            ocr_languages=o.ocr_languages,
-            workers=workers,
-            depth=max(READ_AHEAD, 2 * workers),
-            timeout_s=o.read_timeout_s,
-        )
+            return read_ahead(entries, read)
+        return read_in_pool(entries, read, workers=workers, depth=max(READ_AHEAD, 2 * workers))
 
     def _prepare(self) -> list[SourceFile]:
         """List the root, delete what left it, and return the files to read: those the
@@ -432,7 +312,7 @@ class RunJob:
         store = self.store
         key = root_key(self.root)
         if self._listed is None:
-            self.rules = rules_for(store, key, self.options.rules)
+            self.rules = rules_for(store, key, self.options.read.rules)
         entries = self._listed if self._listed is not None else self._listing()
         store.set_meta(META_KEY, self.config.to_json())
         store.set_meta(rules_meta_key(key), self.rules.to_json())
@@ -476,7 +356,7 @@ class RunJob:
             hashed = dict(
                 zip(
                     (e.source for e in maybe),
-                    pool.map(lambda e: digest(e, max_bytes=self.options.max_bytes), maybe),
+                    pool.map(lambda e: digest(e, max_bytes=self.options.read.max_bytes), maybe),
                 )
             )
         gone = dict.fromkeys(plan.deleted)
@@ -543,7 +423,7 @@ class RunJob:
         return self._not_own(
             scan(
                 self.root,
-                include_hidden=self.options.include_hidden,
+                include_hidden=self.options.read.include_hidden,
                 root_id=self.root_id,
                 rules=self.rules,
             )
@@ -615,7 +495,7 @@ class RunJob:
 
     def _queue(self, doc: Document, chunks: list[Chunk], kind: str) -> None:
         self.pending.append((doc, chunks, kind))
-        if sum(len(c) for _, c, _ in self.pending) >= self.options.chunks_per_call:
+        if sum(len(c) for _, c, _ in self.pending) >= self.options.encode.chunks_per_call:
             self._flush()
 
     def _skip(self, doc: Document) -> None:
@@ -746,7 +626,7 @@ class RunJob:
         encoder = self._get_encoder()
         self.progress.load_s = time.perf_counter() - start
         self.encoding = ChunkEncoder(
-            encoder, self.options.chunks_per_call, self.options.batch_tokens
+            encoder, self.options.encode.chunks_per_call, self.options.encode.batch_tokens
         )
 
     def time_parts(self, wall: float) -> dict[str, float]:

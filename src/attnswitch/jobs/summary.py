@@ -84,7 +84,7 @@ class RunSummary:
         }
 
 
-def summarise(job: Any, status: str, started: float, calls_before: dict) -> RunSummary:
+def summarise(job: Any, status: str, started: float, calls_before: dict[str, Any]) -> RunSummary:
     """The summary of `job` (a `run.RunJob`; not imported, since run imports this module)
     ended with `status` (`started`: its perf_counter start; `calls_before`: the attention
     counters before it ran)."""
@@ -125,7 +125,7 @@ def summarise(job: Any, status: str, started: float, calls_before: dict) -> RunS
         engine_reason=job.engine_reason,
         precision=job.config.precision,
         precision_reason=job.precision_reason,
-        layout=job.options.layout,
+        layout=job.options.encode.layout,
         device=device,
         backends=report["backends"],
         fallbacks=report["fallbacks"],
@@ -145,7 +145,7 @@ def summarise(job: Any, status: str, started: float, calls_before: dict) -> RunS
 
 def _engine_used(job: Any) -> str:
     """The engine that encoded last (the planned one unless it fell back)."""
-    return getattr(job.encoder, "engine", None) or job.engine_name
+    return str(getattr(job.encoder, "engine", None) or job.engine_name)
 
 
 def _cost(

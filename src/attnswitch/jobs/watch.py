@@ -154,7 +154,7 @@ class _Watch:
         self.root, self.store, self.options, self.encoder = root, store, options, encoder
         self.stop, self.on_batch, self.on_wait = stop, on_batch, on_wait
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode) listed
-        self.filter = ChangeFilter(store.own_files(), options.include_hidden, {}, False)
+        self.filter = ChangeFilter(store.own_files(), options.read.include_hidden, {}, False)
         self.runs = 0
 
     def list_folders(self) -> bool:
@@ -191,9 +191,12 @@ class _Watch:
         return set(self.filter.folders) != before
 
     def _list(self) -> None:
-        rules = rules_for(self.store, root_key(self.root), self.options.rules)
+        rules = rules_for(self.store, root_key(self.root), self.options.read.rules)
         folders = walked_folders(
-            self.root, include_hidden=self.options.include_hidden, root_id=self.root_id, rules=rules
+            self.root,
+            include_hidden=self.options.read.include_hidden,
+            root_id=self.root_id,
+            rules=rules,
         )
         self.filter.folders = {f.path: f for f in folders}
         self.filter.gitignore = rules.gitignore
@@ -323,15 +326,12 @@ def options_of_index(store: Store, options: RunOptions) -> RunOptions:
     """`options` with the model, precision and chunking of the index `store` holds
     (`config.stored_config`), so that watching an index made by `run` with other options
     neither re-chunks nor re-encodes it; `options` as given for a new index."""
-    import dataclasses
-
     from attnswitch.indexing.config import stored_config
 
     config = stored_config(store)
     if config is None:
         return options
-    return dataclasses.replace(
-        options,
+    return options.replace(
         model=config.model,
         precision=config.precision,
         max_tokens=config.max_tokens,
@@ -346,5 +346,5 @@ def _default_encoder(options: RunOptions) -> Any:
     from attnswitch.engines import ModelSpec
     from attnswitch.jobs.encode import load_encoder, resolve_precision
 
-    resolved, _ = resolve_precision(options)
-    return load_encoder(resolved, ModelSpec.load(options.model))
+    resolved, _ = resolve_precision(options.encode)
+    return load_encoder(resolved, ModelSpec.load(options.encode.model))

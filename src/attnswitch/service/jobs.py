@@ -577,7 +577,7 @@ class JobManager:
         model = None
         try:
             options = self._options()
-            model = options.model
+            model = options.encode.model
             with Index.open_store(self.location) as store:
                 summary = run(
                     folder,

@@ -236,15 +236,17 @@ class Service:
         return _SerialEncoder(self.encoder, self.model_pool)
 
     def _run_options(self) -> Any:
-        from attnswitch.jobs.run import RunOptions
+        from attnswitch.jobs.options import EncodeOptions, RunOptions
 
         # the engine as asked for ("auto" unless --engine named one), not the one it
         # resolved to, so that a job's summary gives the real reason for the pick
         return RunOptions(
-            model=self.model_arg,
-            engine=self.config.engine,
-            precision=self.precision,
-            chunks_per_call=self.config.job_chunks_per_call,
+            encode=EncodeOptions(
+                model=self.model_arg,
+                engine=self.config.engine,
+                precision=self.precision,
+                chunks_per_call=self.config.job_chunks_per_call,
+            )
         )
 
     def deadline(self, requested: float | None) -> float:

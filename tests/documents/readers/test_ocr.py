@@ -388,7 +388,7 @@ def test_a_run_records_the_pages_whose_pack_is_missing(
     (root := tmp_path / "root").mkdir()
     (root / "two.pdf").write_bytes(scanned_pdf("deu", "kor")[0])
     (root / "korean.png").write_bytes(printed_page("kor")[0])
-    options = RunOptions(max_tokens=32, overlap=4, chunks_per_call=8, ocr_languages="eng")
+    options = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, ocr_languages="eng")
     with SQLiteStore(tmp_path / "db") as store:
         summary = run(root, store, options, get_encoder=lambda: encoder)
     assert summary.notes == [
