@@ -31,7 +31,7 @@ QUERY = "how do I update rows in a table"
 def indexed(location, docs: Path, encoder) -> str | Path:
     """The four short pages of `docs`, indexed by `run` with the default model."""
     with Index.open_store(location) as store:
-        summary = run(docs, store, RunOptions(read_workers=0), get_encoder=lambda: encoder)
+        summary = run(docs, store, RunOptions.of(read_workers=0), get_encoder=lambda: encoder)
     assert summary.status == "completed" and summary.indexed > 0
     return location
 
