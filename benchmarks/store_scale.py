@@ -45,7 +45,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import clustered, cpu_description, exact_top_k, words  # noqa: E402
+from synthetic import (  # noqa: E402
+    clustered,
+    cpu_description,
+    exact_top_k,
+    synthetic_documents,
+    words,
+)
 
 DIM = 384
 PER_DOC = 1000
@@ -70,27 +76,7 @@ print(time.perf_counter() - t0, len(hits))
 
 def documents(n: int, seed: int):
     """(Document, chunks, vectors) of n synthetic chunks, PER_DOC per document."""
-    from attnswitch.documents.ingest import Document
-    from attnswitch.indexing.store import ChunkRecord
-
-    vocab = words(seed)
-    rng = np.random.default_rng(seed)
-    x = clustered(n, DIM, seed=seed)
-    for d, start in enumerate(range(0, n, PER_DOC)):
-        m = min(PER_DOC, n - start)
-        picks = rng.integers(0, len(vocab), size=(m, WORDS_PER_CHUNK))
-        texts = [" ".join(vocab[j] for j in row) for row in picks]
-        doc = Document(
-            root="/synthetic",
-            source=f"doc{d:06d}.txt",
-            path=Path(f"/synthetic/doc{d:06d}.txt"),
-            size=0,
-            mtime_ns=0,
-            sha256=f"{d:064d}",
-            kind="text",
-            text="synthetic",
-        )
-        yield doc, [ChunkRecord(t, WORDS_PER_CHUNK, 0, len(t)) for t in texts], x[start : start + m]
+    return synthetic_documents(clustered(n, DIM, seed=seed), PER_DOC, WORDS_PER_CHUNK, seed, seed)
 
 
 def dense_stats(store, x_queries: np.ndarray, truth: np.ndarray, ef: int | None = None) -> dict:

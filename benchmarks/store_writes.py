@@ -35,37 +35,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import cpu_description, words  # noqa: E402
+from synthetic import cpu_description, synthetic_documents  # noqa: E402
 
 DIM = 384
 PHASES = ("load", "rewrite", "remove")
 
 
 def documents(n: int, per_doc: int, n_words: int, seed: int) -> list[tuple]:
-    """(Document, chunks, vectors) for n chunks, `per_doc` a document."""
-    from attnswitch.documents.ingest import Document
-    from attnswitch.indexing.store import ChunkRecord
-
-    vocab = words(0)
-    rng = np.random.default_rng(seed)
-    out = []
-    for d, start in enumerate(range(0, n, per_doc)):
-        m = min(per_doc, n - start)
-        picks = rng.integers(0, len(vocab), size=(m, n_words))
-        texts = [" ".join(vocab[j] for j in row) for row in picks]
-        doc = Document(
-            root="/synthetic",
-            source=f"doc{d:06d}.txt",
-            path=Path(f"/synthetic/doc{d:06d}.txt"),
-            size=0,
-            mtime_ns=0,
-            sha256=f"{d:064d}",
-            kind="text",
-            text="synthetic",
-        )
-        chunks = [ChunkRecord(t, n_words, 0, len(t)) for t in texts]
-        out.append((doc, chunks, rng.normal(size=(m, DIM)).astype(np.float32)))
-    return out
+    """(Document, chunks, vectors) for n chunks, `per_doc` a document (random vectors)."""
+    vectors = np.random.default_rng(seed + 1_000).normal(size=(n, DIM)).astype(np.float32)
+    return list(synthetic_documents(vectors, per_doc, n_words, seed))
 
 
 def child(n: int, per_doc: int, n_words: int) -> dict:

@@ -9,7 +9,9 @@ in 384 dimensions are the worst case for any graph index and describe no real co
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,3 +98,32 @@ def words(seed: int) -> list[str]:
     out = sorted(vocab)
     np.random.default_rng(seed).shuffle(out)
     return out
+
+
+def synthetic_documents(
+    vectors: np.ndarray, per_doc: int, n_words: int, seed: int, vocab_seed: int = 0
+) -> Iterator[tuple[Any, list[Any], np.ndarray]]:
+    """(Document, chunks, vectors) for each `per_doc` rows of `vectors`: documents under
+    "/synthetic" whose chunks are `n_words` words of the corpus' vocabulary (`words`),
+    drawn with `seed`."""
+    from attnswitch.documents.ingest import Document
+    from attnswitch.indexing.store import ChunkRecord
+
+    vocab = words(vocab_seed)
+    rng = np.random.default_rng(seed)
+    n = len(vectors)
+    for d, start in enumerate(range(0, n, per_doc)):
+        m = min(per_doc, n - start)
+        picks = rng.integers(0, len(vocab), size=(m, n_words))
+        texts = [" ".join(vocab[j] for j in row) for row in picks]
+        doc = Document(
+            root="/synthetic",
+            source=f"doc{d:06d}.txt",
+            path=Path(f"/synthetic/doc{d:06d}.txt"),
+            size=0,
+            mtime_ns=0,
+            sha256=f"{d:064d}",
+            kind="text",
+            text="synthetic",
+        )
+        yield doc, [ChunkRecord(t, n_words, 0, len(t)) for t in texts], vectors[start : start + m]
