@@ -57,3 +57,17 @@ def test_directory_without_fast_tokenizer_is_refused(random_model, tmp_path):
     (path / "tokenizer.json").unlink()
     with pytest.raises(ModelError, match="model: expected a fast tokenizer file tokenizer.json"):
         ModelSpec.load(path)
+
+
+def test_a_spec_is_read_once_per_state_of_its_files(minilm_path, tmp_path):
+    """A query per search asks for the spec each time: the same files give the same spec
+    object (read once), and a file changed in place is read again."""
+    folder = tmp_path / "model"
+    shutil.copytree(minilm_path, folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    first = ModelSpec.load(folder)
+    assert ModelSpec.load(folder) is first
+    assert first.languages == ("en",)
+    card = folder / "README.md"
+    card.write_text(card.read_text().replace("language: en", "language: de", 1))
+    again = ModelSpec.load(folder)
+    assert again is not first and again.languages == ("de",)

@@ -100,7 +100,16 @@ class ModelSpec:
 
     @classmethod
     def load(cls, path: str | os.PathLike | None = None) -> ModelSpec:
+        """The spec of the model folder at `path` (None: the default model). Read once per
+        state of its files: a process that encodes a query per search reads the folder's
+        JSON and model card once, not per query (`_load_files`, keyed by each file's size
+        and modification time, so a folder changed in place is read again)."""
         root = default_model_path() if path is None else Path(path)
+        return _load_files(cls, root, _files_state(root))
+
+    @classmethod
+    def read(cls, root: Path) -> ModelSpec:
+        """The spec of the model folder `root`, read from its files now."""
         if not (root / "config.json").is_file():
             raise ModelError(
                 f"model: expected a directory with a transformers config.json, got {str(root)!r}"
@@ -147,6 +156,37 @@ class ModelSpec:
     def pad_token_id(self) -> int:
         pad = self.config.get("pad_token_id")
         return 0 if pad is None else int(pad)
+
+
+# The files a spec is read from (`ModelSpec.read`).
+SPEC_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "README.md",
+)
+
+
+def _files_state(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime_ns) of each of `SPEC_FILES` in `root` that exists."""
+    state = []
+    for name in SPEC_FILES:
+        try:
+            st = (root / name).stat()
+        except OSError:
+            continue
+        state.append((name, st.st_size, st.st_mtime_ns))
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=32)
+def _load_files(
+    cls: type[ModelSpec], root: Path, state: tuple[tuple[str, int, int], ...]
+) -> ModelSpec:
+    """`cls.read(root)`, memoised on the state of its files (a cache, not state: the same
+    files give the same spec)."""
+    return cls.read(root)
 
 
 def card_languages(path: Path) -> tuple[str, ...] | None:

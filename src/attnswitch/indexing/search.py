@@ -240,7 +240,7 @@ def passage(
         if start > 0 and not text[start - 1].isspace():  # open at a word boundary
             space = re.compile(r"\s").search(text, start, best[1])
             start = space.end() if space else best[1]
-    flat, where = _flatten(text, start)
+    flat, where = _flatten(text, start, limit + 1)
     cut = len(flat) > limit - (1 if start else 0)
     opening = "…" if start > 0 else ""
     body = flat[: limit - len(opening) - (1 if cut else 0)]
@@ -258,13 +258,16 @@ def passage(
     return shown, start, marks
 
 
-def _flatten(text: str, start: int) -> tuple[str, dict[int, int]]:
-    """`text[start:]` with whitespace runs made single spaces and leading space dropped,
-    and the offset in the result of each kept character of `text`."""
+def _flatten(text: str, start: int, most: int) -> tuple[str, dict[int, int]]:
+    """`text[start:]` with whitespace runs made single spaces and leading space dropped, up
+    to `most` characters of the result, and the offset in the result of each kept
+    character of `text`."""
     out: list[str] = []
     where: dict[int, int] = {}
     space = False
     for i in range(start, len(text)):
+        if len(out) >= most:  # a snippet shows `limit` characters: the rest is cut
+            break
         c = text[i]
         if c.isspace():
             space = bool(out)

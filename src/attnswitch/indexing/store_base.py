@@ -360,9 +360,10 @@ class StoreBase(abc.ABC):
         self, places: Iterable[tuple[str | os.PathLike[str], str]]
     ) -> dict[tuple[str, str], StoredDocument]:
         """(root, source) -> its row, for those of `places` that are stored (what `lookup`
-        gives each), in one query whatever their number; keyed by the root as stored
-        (`root_key`)."""
-        wanted = sorted({(root_key(root), source) for root, source in places})
+        gives each), in one query whatever their number. Each root is given as stored
+        (`root_key`'s form: the callers hold stored rows or keys), so none is resolved
+        again on the file system here."""
+        wanted = sorted({(os.fspath(root), source) for root, source in places})
         if not wanted:
             return {}
         table, params = self._pairs(wanted)
