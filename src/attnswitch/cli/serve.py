@@ -89,8 +89,12 @@ def serve_command(
         ),
     ] = 4096,
     max_wait_ms: Annotated[
-        float, typer.Option(help="How long a batch waits for more requests.")
-    ] = 5.0,
+        float,
+        typer.Option(
+            help="How long a batch waits for more requests once one is queued (0: none; "
+            "requests that arrive while the encoder works join its next call)."
+        ),
+    ] = 0.0,
     request_timeout: Annotated[
         float, typer.Option(help="Seconds a request may take (504 past it).")
     ] = 30.0,

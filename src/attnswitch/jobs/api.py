@@ -8,6 +8,11 @@ and return what those commands print with `--json`: `search` a list of `search.H
 shape of `/v1/search`'s hits; `Hit.to_dict()`), `index` the run's summary (`run.RunSummary`;
 `.to_dict()`). A bad argument raises `StoreInputError` (a `ValueError`) naming it.
 
+`search` keeps the index it opened open for the next call in the same thread
+(`open_indexes`, an `OpenIndexes`: it sees every write committed since, and
+`open_indexes.close()` closes them), so a script's searches after the first cost a search,
+not an open.
+
     import attnswitch
     attnswitch.index("examples/corpus")
     for hit in attnswitch.search("how do I update rows in a table", k=3, type="html"):
@@ -21,9 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.indexing.index import Index
+from attnswitch.indexing.open_indexes import OpenIndexes
 from attnswitch.indexing.requests import Mode, SearchRequest
 from attnswitch.indexing.search import Hit
 from attnswitch.indexing.store_errors import StoreInputError
+
+open_indexes = OpenIndexes()
+"""The indexes `search` keeps open, per thread (`indexing/open_indexes.py`)."""
 
 
 def location_of(db: str | os.PathLike[str] | None) -> str | Path:
@@ -54,7 +63,8 @@ def search(
     (`filters`). The query is encoded by the model, engine and precision the index was
     built with; `model` may name that model's folder. `ef`: the ANN search beam of a large
     index. The request is checked (`requests.SearchRequest`) before the index is opened;
-    the index is `Index.open(db)`, searched by its `Searcher`.
+    the index is `Index.open(db)`, kept open for the next call (`open_indexes`), searched
+    by its `Searcher`.
 
         hits = attnswitch.search("vacuum", db="team-index", k=5, mode="keyword",
                                  path="postgresql/", modified_after="2024-01-01")
@@ -70,7 +80,7 @@ def search(
         modified_after=modified_after,
         modified_before=modified_before,
     )
-    with Index.open(db) as index:
+    with open_indexes.using(db) as index:
         return index.searcher(model).search(request).hits
 
 
@@ -128,4 +138,4 @@ def index(
         return run(Path(folder), store, run_options, on_progress=on_progress)
 
 
-__all__ = ["index", "location_of", "search"]
+__all__ = ["index", "location_of", "open_indexes", "search"]

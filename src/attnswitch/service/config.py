@@ -4,7 +4,8 @@ Sizes are counted as the service sees them: `max_body_bytes` on the bytes actual
 (chunked bodies included), `max_items` texts per request, `max_queue_items` texts admitted
 and waiting for the model (beyond it a request gets 429 at once), `batch_tokens` model
 tokens per encoder call gathered across requests, `max_wait_ms` how long the batcher waits
-for more requests once one is queued, `request_timeout_s` the deadline of one request
+for more requests once one is queued (0: none; requests that arrive while the encoder
+works are gathered into its next call), `request_timeout_s` the deadline of one request
 (504 past it), `drain_timeout_s` how long shutdown waits for requests in flight,
 `header_timeout_s` how long a connection may take to send a request's headers and
 `body_timeout_s` its body (a client that trickles is closed; see `limits`),
@@ -52,7 +53,7 @@ class ServiceConfig:
     max_items: int = 256
     max_queue_items: int = 1024
     batch_tokens: int = 4096
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 0.0
     request_timeout_s: float = 30.0
     drain_timeout_s: float = 30.0
     header_timeout_s: float = 10.0
