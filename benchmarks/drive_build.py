@@ -14,7 +14,7 @@ whole pages) and is written in one format, in about the mix of a team's drive:
 | HTML page | the sections as a page |
 | `.docx`, `.odt`, `.epub`, `.pptx`, `.txt` | pandoc from that page |
 | PDF, legacy `.doc` | LibreOffice headless from that page (one call per batch) |
-| scanned PDF, PNG scan | pdftoppm renders pages of such a PDF, img2pdf re-assembles them |
+| scanned PDF, PNG scan | pdftoppm renders pages of such a PDF (pages that render blank dropped), img2pdf re-assembles them |
 | `.eml` | the standard library's `email`: a body of sections, a `.docx` or PDF attached |
 | `.ipynb` | nbformat: Markdown cells from paragraphs, code cells from `<pre>` blocks |
 | `.xlsx`, `.csv` | openpyxl / csv: one row per section (title, first sentence, page) |
@@ -327,7 +327,11 @@ class DriveBuilder:
             check=True,
             capture_output=True,
         )
-        pages = sorted(self.tmp.glob("render*.png"))
+        pages = [p for p in sorted(self.tmp.glob("render*.png")) if not blank(p)]
+        if not pages:  # nothing printed on the pages rendered: no scan of this document
+            for p in self.tmp.glob("render*.png"):
+                p.unlink()
+            return
         if kind == "png":
             path = self._path("scan", "png")
             shutil.move(pages[0], path)
@@ -342,6 +346,17 @@ class DriveBuilder:
         for p in self.tmp.glob("render*.png"):
             p.unlink()
         self._record(path, "scan" if kind == "scan" else "png", picked)
+
+
+def blank(png: Path, ink_below: int = 160, least_ink: float = 0.001) -> bool:
+    """Whether a rendered page holds no print: fewer than `least_ink` of its pixels are
+    darker than `ink_below` (of 255; grey anti-aliasing and scanner noise are lighter)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        histogram = image.convert("L").histogram()
+    dark = sum(histogram[:ink_below])
+    return dark < least_ink * sum(histogram)
 
 
 def known_items(builder: DriveBuilder, limit: int, seed: int) -> list[dict]:
