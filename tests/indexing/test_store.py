@@ -611,11 +611,14 @@ def test_a_version_1_store_migrates_to_the_current_version(
         conn.executescript(
             "DROP TRIGGER chunks_indexed; DROP TRIGGER chunks_unindexed; "
             "DROP TRIGGER chunks_reworded; DROP TRIGGER documents_removed; "
+            "DROP TRIGGER chunks_encoded; "
             "DROP TABLE chunks_terms; DROP TABLE chunk_log; DROP TABLE terms_pending; "
             "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
             "PRAGMA user_version = 1; "
             "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
-            "DROP INDEX chunks_language; "
+            "DROP INDEX chunks_language; DROP INDEX chunks_unencoded; "
+            "ALTER TABLE chunks DROP COLUMN quick; "
+            "ALTER TABLE chunks DROP COLUMN prefix; "
             "ALTER TABLE chunks DROP COLUMN heading_path; "
             "ALTER TABLE chunks DROP COLUMN location; "
             "ALTER TABLE chunks DROP COLUMN vector_key; "
@@ -641,7 +644,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

@@ -142,6 +142,16 @@ def run_command(
             "them by length); committed per document after it."
         ),
     ] = 128,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="The quick pass only: every file searchable at the speed it is read (by "
+            "words, and by meaning through the static model's quick vectors); the "
+            "transformer's vectors are filled in by a later run without --quick, and by "
+            "the searches that find the chunks.",
+        ),
+    ] = False,
     max_mb: Annotated[float, typer.Option(help="Skip files larger than this (MiB).")] = 20.0,
     include: IncludeOption = None,
     exclude: ExcludeOption = None,
@@ -277,6 +287,7 @@ def run_command(
         overlap=overlap,
         batch_tokens=batch_tokens,
         chunks_per_call=chunks_per_call,
+        quick=quick,
         layout=Layout(layout).value,
         max_bytes=max(1, int(max_mb * 2**20)),
         hourly_usd=hourly_usd,

@@ -77,6 +77,22 @@ def num(x: float | None, fmt: str = ",.0f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def chunks_text(s: RunSummary) -> str:
+    """The chunks row: encoded and stored, and the two passes' figures when there are any
+    (docs/architecture.md, "Two passes")."""
+    text = f"{s.chunks_encoded:,} encoded ({s.chunks_stored:,} stored for this folder)"
+    if s.chunks_quick:
+        text += f"; {s.chunks_quick:,} stored with quick vectors (the quick pass)"
+    if s.chunks_filled:
+        text += f"; {s.chunks_filled:,} given their full vectors (the full pass)"
+    if s.chunks_unencoded:
+        text += (
+            f"; {s.chunks_unencoded:,} in the index still without a full vector "
+            "(searchable; `attnswitch run` without --quick encodes them)"
+        )
+    return text
+
+
 def run_rows(report: RunReport) -> list[tuple[str, str]]:
     """The run table's rows, (name, text), the memory watch's text with its markup."""
     s = report.summary
@@ -89,7 +105,7 @@ def run_rows(report: RunReport) -> list[tuple[str, str]]:
         ("folder", s.root),
         ("index", s.db),
         ("documents", docs),
-        ("chunks", f"{s.chunks_encoded:,} encoded ({s.chunks_stored:,} stored for this folder)"),
+        ("chunks", chunks_text(s)),
         ("tokens", f"{s.tokens_encoded:,} encoded"),
         ("wall time", time_text(report)),
     ]

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from types import MappingProxyType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -38,6 +38,9 @@ from attnswitch.cli.options import (
 from attnswitch.cli.output import highlighted, print_json, rich_console, terminal_text
 from attnswitch.cli.timings import report_timings, search_timings
 from attnswitch.indexing.requests import Mode
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.records import Coverage
 
 
 @with_filter_options
@@ -160,6 +163,7 @@ def search_command(
                     "why": steps.engine_reason or None,
                 },
                 "timings": timings,
+                "coverage_note": result.coverage_note,
             }
         )
     elif result.note is not None:
@@ -168,6 +172,8 @@ def search_command(
         )
     else:
         _render_search(query, results, model_shown, request.mode.value)
+    if not as_json and result.coverage_note is not None:
+        rich_console().print(result.coverage_note, markup=False)
     report_timings(timings, time.perf_counter() - printing, steps)
 
 
@@ -261,8 +267,9 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
     ):
         st = index.status()
         config = index.config
-        runs = index.runs(limit=1)
+        runs = index.runs(limit=20)
         languages = index.languages()
+        coverage = index.coverage()
     last = runs[0] if runs else None
     report = {
         "index": st.path,
@@ -272,6 +279,7 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
         "dim": st.dim,
         "roots": list(st.roots),
         "languages": languages,
+        "coverage": {**coverage.to_dict(), "full_pass_eta_s": full_pass_eta_s(coverage, runs)},
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "skipped_files": [
@@ -298,6 +306,33 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
         _render_status(report, config)
 
 
+def full_pass_eta_s(coverage: Coverage, runs: list[Any]) -> float | None:
+    """Seconds the full pass would take on this machine: the tokens still without a full
+    vector at the encoding rate of the most recent run that encoded (None: nothing left,
+    or no rate known)."""
+    if not coverage.unencoded_tokens:
+        return 0.0 if coverage.unencoded == 0 else None
+    for run in runs:
+        rate = (run.summary or {}).get("tokens_per_s")
+        if rate:
+            return round(coverage.unencoded_tokens / float(rate), 1)
+    return None
+
+
+def coverage_text(c: dict[str, Any]) -> str:
+    """The status table's vectors row: how much has full and quick vectors."""
+    text = f"{c['full']:.0%} of chunks with full vectors"
+    if c["full"] < 1:
+        text += f", {c['quick']:.0%} with quick vectors"
+        eta = c.get("full_pass_eta_s")
+        text += (
+            f"; the full pass (`attnswitch run`) needs about {eta / 60:,.0f} min here"
+            if eta
+            else "; the full pass (`attnswitch run`) encodes the rest"
+        )
+    return text
+
+
 def _render_status(r: dict, config: Any) -> None:
     import datetime as dt
 
@@ -311,6 +346,7 @@ def _render_status(r: dict, config: Any) -> None:
     t.add_row("folders", "\n".join(terminal_text(root) for root in r["roots"]) or "-")
     t.add_row("documents", f"{r['documents']:,} indexed, {r['skipped']:,} skipped")
     t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
+    t.add_row("vectors", coverage_text(r["coverage"]))
     t.add_row("model", config.describe() if config else "-")
     if config:
         t.add_row(

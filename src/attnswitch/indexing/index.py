@@ -34,7 +34,13 @@ if TYPE_CHECKING:
 
     from attnswitch.indexing.config import IndexConfig
     from attnswitch.indexing.filters import SearchFilter
-    from attnswitch.indexing.records import ChunkRow, RunRecord, StoredDocument, StoreStatus
+    from attnswitch.indexing.records import (
+        ChunkRow,
+        Coverage,
+        RunRecord,
+        StoredDocument,
+        StoreStatus,
+    )
     from attnswitch.indexing.searcher import Searcher
     from attnswitch.indexing.store import Store
     from attnswitch.indexing.store_postgres import PostgresStore
@@ -214,6 +220,11 @@ class Index(AbstractContextManager["Index"]):
     def status(self) -> StoreStatus:
         """Documents, chunks, tokens, roots, skipped files and the last run (`Store.status`)."""
         return self._store.status()
+
+    def coverage(self) -> Coverage:
+        """How many chunks have quick and full vectors (`Store.coverage`; docs/architecture.md,
+        "Two passes")."""
+        return self._store.coverage()
 
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """The runs recorded, newest first (`Store.runs`)."""

@@ -58,12 +58,14 @@ _SCHEMA = (
     n_tokens INTEGER NOT NULL,
     char_start INTEGER NOT NULL,
     char_end INTEGER NOT NULL,
-    embedding halfvec NOT NULL,
+    embedding halfvec,
     terms tsvector,
     language TEXT,
     heading_path TEXT NOT NULL DEFAULT '[]',
     location TEXT NOT NULL DEFAULT '{}',
     vector_key TEXT,
+    quick halfvec,
+    prefix TEXT NOT NULL DEFAULT '',
     UNIQUE (doc_id, ordinal)
 )""",
     """CREATE TABLE IF NOT EXISTS runs (
@@ -111,6 +113,18 @@ _ANALYZER_UPGRADE = (
     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS terms tsvector",
     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language TEXT",
 )
+# Two kinds of vector (schema version 10; docs/architecture.md, "Two passes"): a chunk's
+# full vector may be missing (NULL until the full pass or a search encodes it), and it
+# gets a quick vector (the static model's) and the encoder's prefix.
+_PASSES_UPGRADE = (
+    "ALTER TABLE chunks ALTER COLUMN embedding DROP NOT NULL",
+    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS quick halfvec",
+    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS prefix TEXT NOT NULL DEFAULT ''",
+)
+# The chunks still without a full vector, by document (the full pass's queue).
+UNENCODED_INDEX = (
+    "CREATE INDEX IF NOT EXISTS chunks_unencoded ON chunks (doc_id) WHERE embedding IS NULL"
+)
 # A jobs table made before a job could be "cancelled" (its CHECK named by PostgreSQL's
 # rule, <table>_<column>_check) gets the CHECK of `_SCHEMA`.
 _JOBS_STATUS_CHECK = (
@@ -124,7 +138,7 @@ _JOBS_STATUS_CHECK = (
 # documents' (or waits for that run's transaction to end).
 # The keyword index: GIN over the analyzer's terms.
 TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)"
-_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX)
+_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 # The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
 HNSW_INDEX = (
@@ -232,6 +246,9 @@ def upgrade(conn: Any) -> bool:
             fill_vector_keys(conn, "%s", _VECTOR_KEY_SQL)
         if not {"terms", "language"} <= have or "tsv" in have:
             for statement in _ANALYZER_UPGRADE:
+                conn.execute(statement)
+        if not {"quick", "prefix"} <= have:
+            for statement in _PASSES_UPGRADE:
                 conn.execute(statement)
         to_halfvec(conn, HNSW_INDEX)
         _create_missing_indexes(conn, _INDEXES)

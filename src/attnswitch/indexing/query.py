@@ -37,6 +37,19 @@ def encode_query(
     another one's parity is recorded and its model built); the seconds of each step, and
     the engine and why, go to `steps`. Only that engine is loaded (once per process);
     nothing is measured or checked."""
+    steps = steps if steps is not None else QuerySteps()
+    encoder = index_encoder(config, model, steps)
+    start = time.perf_counter()
+    vector: np.ndarray = encoder.encode([text])[0]
+    steps.encode_s = time.perf_counter() - start
+    return vector
+
+
+def index_encoder(
+    config: IndexConfig, model: str | None = None, steps: QuerySteps | None = None
+) -> Any:
+    """The loaded encoder whose vectors are the index's (see `encode_query`), checked
+    against the index's model; the seconds of loading it go to `steps`."""
     from attnswitch.engines import ModelSpec, get_engine, query_engine, registry
     from attnswitch.engines.model import model_fingerprint
 
@@ -71,7 +84,4 @@ def encode_query(
     steps.runtime_import_s += loaded.get("import_s", 0.0)
     steps.tokenizer_s = loaded.get("tokenizer_s", 0.0)
     steps.load_s = max(0.0, wall - loaded.get("import_s", 0.0) - steps.tokenizer_s)
-    start = time.perf_counter()
-    vector: np.ndarray = encoder.encode([text])[0]
-    steps.encode_s = time.perf_counter() - start
-    return vector
+    return encoder

@@ -41,7 +41,7 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 RUN_LOCK_WAIT_S = 5.0
 # The store schema's version (a SQLite file's user_version; a PostgreSQL store is upgraded
 # by what its catalog lacks, `postgres_schema.upgrade`).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # The element of a stored vector, in both stores: IEEE float16, rounded to nearest from the
 # L2-normalised float32 vector (SQLite: a BLOB of little-endian float16; PostgreSQL:
 # pgvector's `halfvec(dim)`; the SQLite store's HNSW graph: usearch's "f16"). Half the
@@ -174,6 +174,56 @@ class StoreStatus:
     roots: tuple[str, ...]
     last_run: RunRecord | None
     copies: int = 0
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of an index has each kind of vector (docs/architecture.md, "Two passes"):
+    `chunks` stored, `quick` of them with a quick vector (the static model's), `full` with
+    a full vector (the transformer's); `unencoded_tokens`, the model tokens of the chunks
+    without a full vector (the full pass's work). A search by meaning finds every chunk
+    that has either."""
+
+    chunks: int
+    quick: int
+    full: int
+    unencoded_tokens: int = 0
+
+    @property
+    def quick_fraction(self) -> float:
+        return self.quick / self.chunks if self.chunks else 1.0
+
+    @property
+    def full_fraction(self) -> float:
+        return self.full / self.chunks if self.chunks else 1.0
+
+    @property
+    def unencoded(self) -> int:
+        """Chunks still without a full vector (the full pass's work)."""
+        return self.chunks - self.full
+
+    def to_dict(self) -> dict[str, Any]:
+        """`status --json`'s `coverage`: counts, and the fractions of chunks."""
+        return {
+            "chunks": self.chunks,
+            "quick": round(self.quick_fraction, 4),
+            "full": round(self.full_fraction, 4),
+            "quick_chunks": self.quick,
+            "full_chunks": self.full,
+            "unencoded_tokens": self.unencoded_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Unencoded:
+    """A stored chunk without its full vector: its id, the text the encoder reads
+    (`prefix` + `text`, `Chunk.encoder_text`), its vector key (None: not known) and its
+    model tokens."""
+
+    id: int
+    encoder_text: str
+    vector_key: str | None
+    n_tokens: int
 
 
 @dataclass(frozen=True)

@@ -302,6 +302,7 @@ def search(
     where: SearchFilter | None = None,
     deadline: float | None = None,
     config: Any = None,
+    extra_dense: Sequence[tuple[int, float]] = (),
 ) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
@@ -313,6 +314,9 @@ def search(
     (`StoreDeadlineError`; its statements under `Store.deadline`, its loops looking at the
     clock); None: no deadline. `config`: the store's `IndexConfig` when the caller has read
     it (`Index.config`; hybrid weighs by its model's languages), else read here.
+    `extra_dense`: (chunk id, score) pairs the dense list takes besides the store's, on the
+    same scale (chunks a search scored itself: `query_fill`); a chunk in both keeps its
+    better score.
 
     The store's statements per search are a fixed number whatever `k` is, for each round
     (one round unless copies of documents leave fewer than `k` distinct results): the
@@ -350,6 +354,8 @@ def search(
         while True:
             on_time(deadline)
             dense = None if q is None else store.dense(q, n, ef, where=where)[0]
+            if dense is not None and extra_dense:
+                dense = merged(dense, extra_dense, n)
             keyword = store.keyword(keyword_text(text), n, where=where) if kind.needs_text else None
             rows = store.chunks({cid for cid, _ in [*(dense or ()), *(keyword or ())]})
             if kind is not Mode.HYBRID:
@@ -364,6 +370,18 @@ def search(
                 break
             n *= 2
         return _hits(store, [distinct], [dense], [keyword], text, also, rows)[0]
+
+
+def merged(
+    first: Sequence[tuple[int, float]], second: Sequence[tuple[int, float]], n: int
+) -> list[tuple[int, float]]:
+    """The `n` best (chunk id, score) of both lists, each chunk once at its better score;
+    score descending, then id ascending."""
+    best: dict[int, float] = {}
+    for cid, score in (*first, *second):
+        if cid not in best or score > best[cid]:
+            best[cid] = score
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:n]
 
 
 def distinct_documents(

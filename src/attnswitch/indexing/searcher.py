@@ -12,13 +12,13 @@ The CLI's `search`, `attnswitch.search` and the service all come here; the servi
 encodes the query on its own loaded model (batched with other requests) and passes the
 vector in (`vector=`), with its request's deadline (`deadline=`).
 
-Vectors of another kind (the next step; not built): a chunk may hold a cheap vector, a
-full vector or both. That plugs in here as a vector source per kind: the `Searcher`
-gets a mapping from kind ("full", "cheap") to a source that encodes a query for it (the
-index's model for "full", a cheaper one for "cheap"), `search(vector=)` becomes a vector
-per kind, and `search.search` asks the store for the list of each kind the index holds,
-fused as dense and keyword lists are now; a request that needs no vector still loads no
-model.
+Before an index's full pass is done (docs/architecture.md, "Two passes"), a search by
+meaning also encodes its best candidates that lack a full vector, up to `fill` chunks
+(`query_fill.fill_candidates`: from the keyword list and the quick vectors' list), and
+keeps their vectors; the quick list's other chunks are scored on the full scale by a line
+fitted to the candidates that have both. `SearchResult.filled` says what it did, and
+`coverage_note` that the index is still being filled in. A request that needs no vector
+still loads no model.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from attnswitch.indexing.query import QuerySteps
+from attnswitch.indexing.query_fill import QUERY_FILL, Filled, fill_candidates
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,6 +53,18 @@ class SearchResult:
     hits: list[Hit]
     kept: int | None = None
     steps: QuerySteps = field(default_factory=QuerySteps)
+    filled: Filled | None = None
+
+    @property
+    def coverage_note(self) -> str | None:
+        """One line when the search ran before the index's full pass was done (None:
+        every chunk had its full vector, or the mode needs none)."""
+        if self.filled is None:
+            return None
+        return (
+            f"the full pass is not done: {self.filled.unencoded:,} chunks had no full vector "
+            f"yet ({self.filled.encoded} of this search's candidates encoded now)"
+        )
 
     @property
     def note(self) -> str | None:
@@ -67,7 +80,8 @@ class Searcher:
     """Searches one open index (made by `Index.searcher()`): its `store`, and `searchable`,
     which returns the index's config (read once per `Index`) or raises
     `index.IndexEmptyError` (`Index.check_searchable`). `model` may name the index's model
-    folder (`query.encode_query` refuses another model)."""
+    folder (`query.encode_query` refuses another model). `fill`: the chunks without a full
+    vector a search may encode (`query_fill.QUERY_FILL`; 0: none)."""
 
     def __init__(
         self,
@@ -75,10 +89,12 @@ class Searcher:
         searchable: Callable[[], IndexConfig],
         *,
         model: str | None = None,
+        fill: int = QUERY_FILL,
     ):
         self._store = store
         self._searchable = searchable
         self.model = model
+        self.fill = fill
 
     def search(
         self,
@@ -100,6 +116,17 @@ class Searcher:
             from attnswitch.indexing.query import encode_query
 
             vector = encode_query(request.query, config, self.model, steps)
+        filled = None
+        if request.needs_vector and vector is not None:
+            filled = fill_candidates(
+                cast("Store", self._store),
+                request,
+                vector,
+                config,
+                budget=self.fill,
+                model=self.model,
+                steps=steps,
+            )
         searched = time.perf_counter()
         with self._store.deadline(deadline):
             hits = search(
@@ -112,6 +139,7 @@ class Searcher:
                 where=request.where,
                 deadline=deadline,
                 config=config,
+                extra_dense=() if filled is None else filled.extra,
             )
             kept = (
                 None
@@ -119,4 +147,4 @@ class Searcher:
                 else len(self._store.allowed_documents(request.where))
             )
         steps.search_s = time.perf_counter() - searched
-        return SearchResult(hits, kept, steps)
+        return SearchResult(hits, kept, steps, filled)

@@ -24,6 +24,39 @@ from attnswitch.indexing.store_base import (
     fill_vector_keys,
 )
 
+# The chunks: `vector` the full vector (the transformer's; NULL until the full pass or a
+# search encodes the chunk), `quick` the quick vector (the static model's; NULL in a file
+# written before version 10 or by a run without one), `prefix` what the encoder reads
+# before `text` (`Chunk.embed_prefix`: "" unless headings are embedded), so that a chunk
+# stored without its full vector can be encoded later.
+CHUNKS_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    n_tokens INTEGER NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL,
+    vector BLOB,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    location TEXT NOT NULL DEFAULT '{{}}',
+    vector_key TEXT,
+    language TEXT,
+    quick BLOB,
+    prefix TEXT NOT NULL DEFAULT '',
+    UNIQUE (doc_id, ordinal)
+)"""
+# The columns of the chunks of a version-9 file (copied by version 10's rebuild).
+CHUNK_COLUMNS_V9 = (
+    "id, doc_id, ordinal, text, n_tokens, char_start, char_end, vector, heading_path, "
+    "location, vector_key, language"
+)
+# The chunks still without a full vector, by document (the full pass's queue, and how
+# many there are: `SQLiteStore.coverage`).
+UNENCODED_INDEX = (
+    "CREATE INDEX IF NOT EXISTS chunks_unencoded ON chunks (doc_id) WHERE vector IS NULL"
+)
+
 JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
     path TEXT NOT NULL,
@@ -61,21 +94,7 @@ SCHEMA = (
     updated_at REAL NOT NULL,
     UNIQUE (root, source)
 )""",
-    """CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
-    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-    ordinal INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    n_tokens INTEGER NOT NULL,
-    char_start INTEGER NOT NULL,
-    char_end INTEGER NOT NULL,
-    vector BLOB NOT NULL,
-    heading_path TEXT NOT NULL DEFAULT '[]',
-    location TEXT NOT NULL DEFAULT '{}',
-    vector_key TEXT,
-    language TEXT,
-    UNIQUE (doc_id, ordinal)
-)""",
+    CHUNKS_TABLE.format(name="chunks"),
     """CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     root TEXT,
@@ -138,6 +157,12 @@ WHEN new.id IS NOT old.id OR new.text IS NOT old.text
     INSERT INTO terms_pending (chunk_id, text, language) VALUES (old.id, old.text, old.language);
     INSERT INTO terms_pending (chunk_id) VALUES (new.id);
 END""",
+    # A full vector written where there was none (the full pass, a search) or changed:
+    # logged, so the HNSW graph adds it when it next replays the log.
+    """CREATE TRIGGER IF NOT EXISTS chunks_encoded AFTER UPDATE OF vector ON chunks
+WHEN new.vector IS NOT old.vector BEGIN
+    INSERT INTO chunk_log (chunk_id) VALUES (new.id);
+END""",
     """CREATE TRIGGER IF NOT EXISTS documents_removed AFTER DELETE ON documents BEGIN
     DELETE FROM chunks WHERE doc_id = old.id;
 END""",
@@ -145,7 +170,9 @@ END""",
 
 
 # The columns a table may lack in a file of an older schema version (its upgrade adds them).
-ADDED_COLUMNS = frozenset(("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language"))
+ADDED_COLUMNS = frozenset(
+    ("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language", "quick", "prefix")
+)
 
 # The jobs table's columns at version 5 (the copy of its rows into the wider table).
 JOB_COLUMNS_V5 = (
@@ -185,6 +212,11 @@ JOB_COLUMNS_V5 = (
 # 9: the keyword index written by Python (`sqlite_terms`), not by triggers calling a
 #    function only attnswitch's connections had: the old triggers are dropped and the new
 #    ones (`CHUNK_TRIGGERS`) made; the index itself is kept as it is (the same terms).
+# 10: two kinds of vector (docs/architecture.md, "Two passes"): a chunk's full vector may be
+#    NULL (not yet encoded), and it gets a quick vector and the encoder's prefix. SQLite
+#    cannot drop a NOT NULL in place: the chunks table is made again and every row copied
+#    with its id (the keyword index and the HNSW graph are keyed by it, and stay as they
+#    are); the triggers are made again after.
 FLOAT16_SINCE = 8
 UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
     {
@@ -210,6 +242,17 @@ UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
         9: (
             "DROP TRIGGER IF EXISTS chunks_indexed",
             "DROP TRIGGER IF EXISTS chunks_unindexed",
+        ),
+        10: (
+            *(
+                f"DROP TRIGGER IF EXISTS {name}"
+                for name in ("chunks_indexed", "chunks_unindexed", "chunks_reworded")
+            ),
+            "DROP TRIGGER IF EXISTS documents_removed",
+            CHUNKS_TABLE.format(name="chunks_v10"),
+            f"INSERT INTO chunks_v10 ({CHUNK_COLUMNS_V9}) SELECT {CHUNK_COLUMNS_V9} FROM chunks",
+            "DROP TABLE chunks",
+            "ALTER TABLE chunks_v10 RENAME TO chunks",
         ),
     }
 )
@@ -238,7 +281,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
                     "attnswitch_float16", 1, float16_of_float32, deterministic=True
                 )
                 conn.execute("UPDATE chunks SET vector = attnswitch_float16(vector)")
-    for statement in (*DEDUP_INDEXES, LANGUAGE_INDEX, *CHUNK_TRIGGERS):
+    for statement in (*DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX, *CHUNK_TRIGGERS):
         conn.execute(statement)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")

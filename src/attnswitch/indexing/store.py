@@ -77,16 +77,24 @@ from attnswitch.indexing.records import (
     ChunkLike,
     ChunkRecord,
     ChunkRow,
+    Coverage,
     RunRecord,
     StoredDocument,
     StoreStatus,
     SyncPlan,
+    Unencoded,
     check_ef_search,
     indexed_sha,
     is_fresh_row,
     keyword_terms,
     root_key,
     vector_key,
+)
+from attnswitch.indexing.sqlite_file import (
+    DB_NAME,
+    DEFAULT_DATA_DIR,
+    check_index_file,
+    resolve_path,
 )
 from attnswitch.indexing.store_base import StoreBase
 from attnswitch.indexing.store_errors import (
@@ -98,14 +106,7 @@ from attnswitch.indexing.store_errors import (
     StoreInputError,
     check_schema,
 )
-from attnswitch.indexing.store_sqlite import (
-    DB_NAME,
-    DEFAULT_DATA_DIR,
-    EXACT_BELOW,
-    SQLiteStore,
-    check_index_file,
-    resolve_path,
-)
+from attnswitch.indexing.store_sqlite import EXACT_BELOW, SQLiteStore
 
 __all__ = [
     "CHUNK_SELECT",
@@ -124,6 +125,7 @@ __all__ = [
     "ChunkLike",
     "ChunkRecord",
     "ChunkRow",
+    "Coverage",
     "RunRecord",
     "SQLiteStore",
     "Store",
@@ -138,6 +140,7 @@ __all__ = [
     "StoreStatus",
     "StoredDocument",
     "SyncPlan",
+    "Unencoded",
     "check_ef_search",
     "check_index_file",
     "check_schema",
@@ -189,6 +192,14 @@ class StoreReading(Protocol):
     def keyword(
         self, text: str, n: int, where: SearchFilter | None = None
     ) -> list[tuple[int, float]]: ...
+    def quick(
+        self, queries: np.ndarray, n: int, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]: ...
+    def quick_model(self) -> dict[str, Any] | None: ...
+    def coverage(self) -> Coverage: ...
+    def unencoded_count(self) -> int: ...
+    def unencoded_among(self, ids: Sequence[int]) -> list[Unencoded]: ...
+    def fill_vectors(self, ids: Sequence[int], keys: Sequence[str | None], vectors: Any) -> int: ...
     def allowed_documents(self, where: SearchFilter) -> list[int]: ...
     def languages(self) -> list[str]: ...
     def indexed_bytes(self) -> int: ...
@@ -224,6 +235,7 @@ class StoreWriting(Protocol):
         chunks: Sequence[ChunkLike],
         vectors: Any,
         *,
+        quick: Any = None,
         config: str = "",
         run_id: int | None = None,
         vector_fingerprint: str | None = None,
@@ -241,6 +253,10 @@ class StoreWriting(Protocol):
         self, root: str | os.PathLike[str], old_source: str, doc: Document
     ) -> bool: ...
     def vectors_by_key(self, keys: Iterable[str]) -> dict[str, np.ndarray]: ...
+    def set_quick_model(self, fingerprint: str, dim: int) -> None: ...
+    def unencoded(self, limit: int) -> list[Unencoded]: ...
+    def unencoded_count(self) -> int: ...
+    def fill_vectors(self, ids: Sequence[int], keys: Sequence[str | None], vectors: Any) -> int: ...
     def exclusive(
         self, wait_s: float = RUN_LOCK_WAIT_S
     ) -> contextlib.AbstractContextManager[None]: ...

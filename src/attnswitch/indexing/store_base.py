@@ -673,9 +673,10 @@ def stored_form(matrix: np.ndarray) -> np.ndarray:
 
 def chunk_rows(
     chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
-) -> list[tuple[str, int, int, int, str, str, str | None, str]]:
+) -> list[tuple[str, int, int, int, str, str, str | None, str, str]]:
     """Each chunk's (text, n_tokens, start, end, heading path JSON, location JSON, vector
-    key, language), checked; the language is `analyzer.detect_language`'s."""
+    key, language, prefix), checked; the language is `analyzer.detect_language`'s, the
+    prefix what the encoder reads before the text (`embed_prefix`, "" when none)."""
     rows = []
     for i, c in enumerate(chunks):
         try:
@@ -698,11 +699,15 @@ def chunk_rows(
             raise StoreInputError(f"chunks[{i}].heading_path", "a tuple of str", repr(path))
         location = getattr(c, "location", None)
         where = location.to_dict() if hasattr(location, "to_dict") else dict(location or {})
-        key = (
-            vector_key(vector_fingerprint, getattr(c, "encoder_text", text))
-            if vector_fingerprint
-            else None
-        )
+        encoder_text = getattr(c, "encoder_text", text)
+        if not isinstance(encoder_text, str) or not encoder_text.endswith(text):
+            raise StoreInputError(
+                f"chunks[{i}].encoder_text",
+                "a prefix followed by the chunk's text",
+                repr(encoder_text)[:80],
+            )
+        prefix = encoder_text[: len(encoder_text) - len(text)]
+        key = vector_key(vector_fingerprint, encoder_text) if vector_fingerprint else None
         rows.append(
             (
                 text,
@@ -713,6 +718,7 @@ def chunk_rows(
                 json.dumps(where, sort_keys=True),
                 key,
                 analyzer.detect_language(text),
+                prefix,
             )
         )
     return rows

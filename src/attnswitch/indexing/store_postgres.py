@@ -84,6 +84,7 @@ from attnswitch.indexing.store_errors import (
     StoreDeadlineError,
     StoreInputError,
 )
+from attnswitch.indexing.store_passes import VectorPasses, quick_rows
 
 log = logging.getLogger(__name__)
 # How long a run waits for another's run lock before it is refused as busy.
@@ -130,13 +131,13 @@ class _DeadlineConnection:
         return getattr(self.raw, name)
 
 
-class PostgresStore(StoreBase):
+class PostgresStore(StoreBase, VectorPasses):
     """A PostgreSQL database with pgvector (see the module doc). `url` is a libpq URL;
     use as a context manager or call `close()`."""
 
     _mark = "%s"
     _vector_column = "embedding"
-    _copied_columns = "vector_key, language, terms"
+    _copied_columns = "vector_key, language, terms, quick, prefix"
 
     def __init__(self, url: str, *, ef_search: int | None = None):
         self.url = url
@@ -321,6 +322,7 @@ class PostgresStore(StoreBase):
         chunks: Sequence[ChunkLike],
         vectors: Any,
         *,
+        quick: Any = None,
         config: str = "",
         run_id: int | None = None,
         vector_fingerprint: str | None = None,
@@ -332,6 +334,7 @@ class PostgresStore(StoreBase):
                 doc,
                 chunks,
                 vectors,
+                quick=quick,
                 config=config,
                 run_id=run_id,
                 vector_fingerprint=vector_fingerprint,
@@ -344,6 +347,7 @@ class PostgresStore(StoreBase):
         chunks: Sequence[ChunkLike],
         vectors: Any,
         *,
+        quick: Any = None,
         config: str = "",
         run_id: int | None = None,
         vector_fingerprint: str | None = None,
@@ -357,10 +361,12 @@ class PostgresStore(StoreBase):
         from pgvector import HalfVector
 
         rows = chunk_rows(chunks, vector_fingerprint)
-        matrix = checked_vectors(vectors, len(rows))
-        stored = stored_form(matrix)
+        matrix = None if vectors is None else checked_vectors(vectors, len(rows))
+        stored = None if matrix is None else stored_form(matrix)
+        model = self.quick_model() if quick is not None else None
+        fast = quick_rows(quick, len(rows), None if model is None else model["dim"])
         with self._transaction() as conn:
-            if len(rows):
+            if matrix is not None and len(rows):
                 self._fix_dim(conn, matrix.shape[1])
             doc_id = self._upsert(
                 conn,
@@ -374,15 +380,24 @@ class PostgresStore(StoreBase):
             conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
             with conn.cursor().copy(
                 "COPY chunks (doc_id, ordinal, text, n_tokens, char_start, char_end, "
-                "heading_path, location, vector_key, language, terms, embedding) "
-                "FROM STDIN"
+                "heading_path, location, vector_key, language, prefix, terms, embedding, "
+                "quick) FROM STDIN"
             ) as copy:
                 for i, row in enumerate(rows):
                     terms = analyzer.tsvector_literal(
-                        analyzer.document_terms(row[0], row[-1]),
-                        analyzer.document_stems(row[0], row[-1]),
+                        analyzer.document_terms(row[0], row[7]),
+                        analyzer.document_stems(row[0], row[7]),
                     )
-                    copy.write_row((doc_id, i, *row, terms, HalfVector(stored[i])))
+                    copy.write_row(
+                        (
+                            doc_id,
+                            i,
+                            *row,
+                            terms,
+                            None if stored is None else HalfVector(stored[i]),
+                            None if fast is None else HalfVector(fast[i]),
+                        )
+                    )
         return doc_id
 
     def _fix_dim(self, conn: Any, dim: int) -> None:
@@ -395,7 +410,10 @@ class PostgresStore(StoreBase):
         stored = self.dim  # another writer may have set it meanwhile
         if stored == dim:
             return
-        if stored is not None and self._one("SELECT EXISTS (SELECT 1 FROM chunks)")[0]:
+        if (
+            stored is not None
+            and self._one("SELECT EXISTS (SELECT 1 FROM chunks WHERE embedding IS NOT NULL)")[0]
+        ):
             raise StoreInputError(
                 "vectors",
                 f"dimension {stored} (this store's)",
@@ -409,6 +427,17 @@ class PostgresStore(StoreBase):
             "value = excluded.value",
             (str(dim),),
         )
+
+    def _id_list(self, ids: list[int]) -> tuple[str, tuple[Any, ...]]:
+        return "= ANY(%s)", (ids,)
+
+    def _packed(self, row: np.ndarray) -> Any:
+        from pgvector import HalfVector
+
+        return HalfVector(row)
+
+    def _hold_dim(self, conn: Any, dim: int) -> None:
+        self._fix_dim(conn, dim)
 
     def touch(self, doc: Document) -> None:
         self._retrying(
@@ -511,7 +540,9 @@ class PostgresStore(StoreBase):
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
-        rows = self._conn.execute("SELECT id, embedding FROM chunks ORDER BY id").fetchall()
+        rows = self._conn.execute(
+            "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
+        ).fetchall()
         dim = self.dim or 0
         if not rows:
             return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
@@ -541,7 +572,7 @@ class PostgresStore(StoreBase):
         `SQLiteStore.vectors_by_key`)."""
         rows = self._read(
             "SELECT DISTINCT ON (vector_key) vector_key, embedding FROM chunks "
-            "WHERE vector_key = ANY(%s)",
+            "WHERE vector_key = ANY(%s) AND embedding IS NOT NULL",
             (sorted(set(keys)),),
         )
         return {k: _array(v) for k, v in rows}
@@ -553,7 +584,8 @@ class PostgresStore(StoreBase):
         stored chunks has (see `SQLiteStore.stored_vectors`)."""
         rows = self._conn.execute(
             "SELECT c.vector_key, c.embedding FROM chunks c JOIN documents d ON "
-            "d.id = c.doc_id WHERE d.root = %s AND d.source = %s AND c.vector_key = ANY(%s)",
+            "d.id = c.doc_id WHERE d.root = %s AND d.source = %s AND c.vector_key = ANY(%s) "
+            "AND c.embedding IS NOT NULL",
             (root_key(root), source, list(set(keys))),
         )
         return {k: _array(v) for k, v in rows}
@@ -575,7 +607,11 @@ class PostgresStore(StoreBase):
         docs = None if where is None else self.allowed_documents(where)
         if docs == []:
             return [[] for _ in range(len(queries))]
-        condition, extra = ("", ()) if docs is None else ("WHERE doc_id = ANY(%s) ", (docs,))
+        condition, extra = (
+            ("WHERE embedding IS NOT NULL ", ())
+            if docs is None
+            else ("WHERE embedding IS NOT NULL AND doc_id = ANY(%s) ", (docs,))
+        )
         sql = (
             "SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks "
             + condition
@@ -603,6 +639,30 @@ class PostgresStore(StoreBase):
             out.append(hits)
         return out
 
+    def quick(
+        self, queries: np.ndarray, n: int, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
+        (normalised) among the chunks that have a quick vector and no full one (with
+        `where`, of the documents it keeps): exact (a scan of those chunks; ties by id)."""
+        from pgvector import HalfVector
+
+        if self.quick_model() is None:
+            return [[] for _ in range(len(queries))]
+        docs = None if where is None else self.allowed_documents(where)
+        if docs == []:
+            return [[] for _ in range(len(queries))]
+        condition = "" if docs is None else "AND doc_id = ANY(%s) "
+        sql = (
+            "SELECT id, quick <#> %s AS d FROM chunks WHERE embedding IS NULL AND quick IS "
+            "NOT NULL " + condition + "ORDER BY d, id LIMIT %s"
+        )
+        out = []
+        for q in np.asarray(queries, np.float32):
+            params = (HalfVector(q), *(() if docs is None else (docs,)), int(n))
+            out.append([(int(r[0]), -float(r[1])) for r in self._read(sql, params)])
+        return out
+
     def _iterative_scan(self) -> bool:
         """Whether the server's pgvector scans an HNSW index on past its beam (0.8+)."""
         if self._scan_on is None:
@@ -612,7 +672,8 @@ class PostgresStore(StoreBase):
     def _chunks_of(self, docs: list[int]) -> int:
         return int(
             self._conn.execute(
-                "SELECT COUNT(*) FROM chunks WHERE doc_id = ANY(%s)", (docs,)
+                "SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL AND doc_id = ANY(%s)",
+                (docs,),
             ).fetchone()[0]
         )
 

@@ -36,6 +36,10 @@ from attnswitch.indexing.records import (
     check_ef_search,
     root_key,
 )
+from attnswitch.indexing.sqlite_file import (
+    check_index_file,
+    resolve_path,
+)
 from attnswitch.indexing.sqlite_schema import ADDED_COLUMNS, FLOAT16_SINCE, SCHEMA, migrate
 from attnswitch.indexing.sqlite_terms import apply_pending, pending, reanalyze, remove_orphans
 from attnswitch.indexing.store_base import (
@@ -47,17 +51,14 @@ from attnswitch.indexing.store_base import (
     unpack_vectors,
 )
 from attnswitch.indexing.store_errors import (
-    REBUILD,
     StoreBusyError,
-    StoreCorruptError,
     StoreInputError,
     check_schema,
 )
+from attnswitch.indexing.store_passes import VectorPasses, quick_rows
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DATA_DIR = ".attnswitch"
-DB_NAME = "index.sqlite3"
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory,
 # read back as float32: 20,000 x 384 is 29 MiB and a query ~2 ms); from it on, the HNSW
 # graph answers.
@@ -67,90 +68,14 @@ EXACT_BELOW = 20_000
 PROGRESS_EVERY = 10_000
 
 
-def resolve_path(path: str | os.PathLike | None = None) -> Path:
-    """The database file `path` names (the one rule for the library, the CLI's `--db` and the
-    service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
-    index.sqlite3` for an existing folder, a path ending with a separator, or a new path
-    without a file suffix (a data folder to create); a new path with a suffix (`x.db`) is
-    the file itself."""
-    if path is None:
-        return Path(DEFAULT_DATA_DIR) / DB_NAME
-    p = Path(path)
-    if p.is_file():
-        return p
-    if p.is_dir() or str(path).endswith(("/", os.sep)) or not p.suffix:
-        return p / DB_NAME
-    return p
-
-
-def check_index_file(path: Path) -> None:
-    """Raise `StoreCorruptError` unless the existing file at `path` is an attnswitch index
-    (a SQLite database with the index's `meta` and `documents` tables), looking at it
-    read-only: another program's database, an empty file or a file of another kind is
-    refused untouched, never turned into an index. A table of the index's with other
-    columns is refused by `check_schema`; a file of a newer schema version is left to the
-    constructor's version check (which refuses it, untouched too)."""
-    # Through SQLite only: closing a descriptor of our own on the file would drop the locks
-    # that this process's other connections hold on it (POSIX advisory locks are per
-    # process and per file).
-    if path.is_dir():
-        raise StoreCorruptError(
-            f"{path}: expected an index file, got a folder; use another --db", path=path
-        )
-    if path.stat().st_size == 0:
-        raise StoreCorruptError(
-            f"{path}: not a readable attnswitch index (an empty file); it "
-            f"is left as it is: use another --db, or {REBUILD}",
-            path=path,
-        )
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
-    except sqlite3.Error as exc:
-        raise StoreCorruptError(
-            f"{path}: cannot be opened for reading ({exc}); check its "
-            "permissions, or use another --db",
-            path=path,
-        ) from None
-    try:
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-                )
-            }
-        except sqlite3.DatabaseError as exc:
-            if "not a database" not in str(exc):
-                raise  # locked, malformed...: `store_errors.describe` says what to do
-            raise StoreCorruptError(
-                f"{path}: not a readable attnswitch index (not a SQLite "
-                f"database); it is left as it is: use another --db, or "
-                f"{REBUILD}",
-                path=path,
-            ) from None
-        # a table of the index's with other columns
-        check_schema(conn, SCHEMA, path, ADDED_COLUMNS)
-    finally:
-        conn.close()
-    if version <= SCHEMA_VERSION and not {"meta", "documents"} <= tables:
-        shown = ", ".join(sorted(tables)[:5]) or "none"
-        raise StoreCorruptError(
-            f"{path}: not an attnswitch index of a schema this version "
-            f"knows (a SQLite database with tables: {shown}; made by "
-            f"another program?); it is left as it is: use another --db, "
-            f"or {REBUILD}",
-            path=path,
-        )
-
-
-class SQLiteStore(StoreBase):
+class SQLiteStore(StoreBase, VectorPasses):
     """One SQLite database. Open with `SQLiteStore(path)` (see `resolve_path`), use as a
     context manager or call `close()`. Reads never block on a running writer (WAL).
     `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`); `ef_search`:
     the HNSW search beam above it (`EF_SEARCH`)."""
 
     url = None  # one writer: this process
+    _copied_columns = "vector_key, language, quick, prefix"
 
     def __init__(
         self,
@@ -168,7 +93,9 @@ class SQLiteStore(StoreBase):
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         self._lock_fh = None
         self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
-        self._counted: tuple[int, int] | None = None  # (log position, chunk count)
+        self._counted: tuple[int, int] | None = None  # (log position, chunks)
+        self._encoded: tuple[int, int] | None = None  # (log position, with a full vector)
+        self._quick: tuple[int, Any] | None = None  # (log position, quick ids and matrix)
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -355,16 +282,19 @@ class SQLiteStore(StoreBase):
         chunks: Sequence[ChunkLike],
         vectors: Any,
         *,
+        quick: Any = None,
         config: str = "",
         run_id: int | None = None,
         vector_fingerprint: str | None = None,
     ) -> int:
         """Replace `doc`'s stored chunks and vectors with these, in one transaction.
 
-        `vectors` is `[len(chunks), dim]`, any array numpy can read (a CPU torch tensor
-        too); it is L2-normalised and stored in float16 (`store_base.stored_form`). With
-        `vector_fingerprint` each
-        chunk's vector key is stored (`vector_key`; else NULL). Returns the document's id.
+        `vectors`: the full vectors `[len(chunks), dim]`, any array numpy can read (a CPU
+        torch tensor too), L2-normalised and stored in float16 (`store_base.stored_form`);
+        None: the chunks are stored without them (the quick pass: `fill_vectors` writes
+        them later). `quick`: their quick vectors `[len(chunks), quick dim]` (the static
+        model's, `set_quick_model`), or None. With `vector_fingerprint` each chunk's vector
+        key is stored (`vector_key`; else NULL). Returns the document's id.
         """
         if not doc.ok:
             raise StoreInputError(
@@ -373,20 +303,13 @@ class SQLiteStore(StoreBase):
                 f"{doc.source!r} skipped: {doc.reason}",
             )
         rows = chunk_rows(chunks, vector_fingerprint)
-        matrix = checked_vectors(vectors, len(rows))
-        dim = matrix.shape[1] if len(rows) else None
-        stored = stored_form(matrix)
+        matrix = None if vectors is None else checked_vectors(vectors, len(rows))
+        stored = None if matrix is None else stored_form(matrix)
+        model = self.quick_model() if quick is not None else None
+        fast = quick_rows(quick, len(rows), None if model is None else model["dim"])
         with self._transaction() as conn:
-            stored_dim = self.dim
-            if dim is not None and stored_dim is not None and dim != stored_dim:
-                if conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]:
-                    raise StoreInputError(
-                        "vectors",
-                        f"dimension {stored_dim} (this store's)",
-                        f"{dim}: a model with another dimension needs another store",
-                    )
-            if dim is not None and dim != stored_dim:
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+            if matrix is not None and len(rows):
+                self._hold_dim(conn, matrix.shape[1])
             doc_id = self._upsert(
                 conn,
                 doc,
@@ -399,11 +322,38 @@ class SQLiteStore(StoreBase):
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany(
                 "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
-                " heading_path, location, vector_key, language, vector) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ((doc_id, i, *row, stored[i].tobytes()) for i, row in enumerate(rows)),
+                " heading_path, location, vector_key, language, prefix, vector, quick) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (
+                        doc_id,
+                        i,
+                        *row,
+                        None if stored is None else stored[i].tobytes(),
+                        None if fast is None else fast[i].tobytes(),
+                    )
+                    for i, row in enumerate(rows)
+                ),
             )
         return doc_id
+
+    def _packed(self, row: np.ndarray) -> Any:
+        return row.tobytes()
+
+    def _hold_dim(self, conn: Any, dim: int) -> None:
+        stored_dim = self.dim
+        if dim == stored_dim:
+            return
+        if stored_dim is not None:
+            if conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM chunks WHERE vector IS NOT NULL)"
+            ).fetchone()[0]:
+                raise StoreInputError(
+                    "vectors",
+                    f"dimension {stored_dim} (this store's)",
+                    f"{dim}: a model with another dimension needs another store",
+                )
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
 
     def touch(self, doc: Document) -> None:
         """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
@@ -467,7 +417,7 @@ class SQLiteStore(StoreBase):
         ends (`writer.IndexWriter`), under the run lock (one writer of the graph at a time)."""
         from attnswitch.indexing.ann import HnswIndex
 
-        if self.count() < self.exact_below:
+        if self.encoded() < self.exact_below:
             HnswIndex.remove_files(self.path)
             upto = self.chunk_log_state()[1]
         else:
@@ -535,20 +485,30 @@ class SQLiteStore(StoreBase):
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
-        rows = self._conn.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall()
+        rows = self._conn.execute(
+            "SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id"
+        ).fetchall()
         return unpack_vectors(rows, self.dim or 0, self.path)
 
     def count(self) -> int:
         """How many chunks are stored. Counted once per log position (every insert and
-        delete of a chunk moves it), by a scan of the small (doc_id, ordinal) index."""
+        delete of a chunk, and every full vector written, moves it), by a scan of the small
+        (doc_id, ordinal) index."""
         with self.reading():
             position = self._log_position()
             if self._counted is None or self._counted[0] != position:
-                self._counted = (
-                    position,
-                    int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]),
-                )
+                chunks = int(self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+                self._counted = (position, chunks)
             return self._counted[1]
+
+    def encoded(self) -> int:
+        """How many chunks have a full vector: `count` less those without one (the index
+        of those only), once per log position."""
+        with self.reading():
+            position = self._log_position()
+            if self._encoded is None or self._encoded[0] != position:
+                self._encoded = (position, self.count() - self.unencoded_count())
+            return self._encoded[1]
 
     def max_chunk_id(self) -> int:
         """The largest chunk id stored (0 when none): one descent of the rowid b-tree."""
@@ -558,7 +518,7 @@ class SQLiteStore(StoreBase):
         """(first logged position or None when the log is empty, last position ever
         logged, chunk count): what `ann.HnswIndex` checks its saved graph against."""
         first = self._conn.execute("SELECT MIN(seq) FROM chunk_log").fetchone()[0]
-        return first, self._log_position(), self.count()
+        return first, self._log_position(), self.encoded()
 
     def _log_position(self) -> int:
         row = self._conn.execute(
@@ -583,7 +543,7 @@ class SQLiteStore(StoreBase):
             part = ids[start : start + 500]
             found += self._conn.execute(
                 f"SELECT id, vector FROM chunks WHERE id IN ({', '.join('?' * len(part))}) "
-                "ORDER BY id",
+                "AND vector IS NOT NULL ORDER BY id",
                 part,
             ).fetchall()
         return unpack_vectors(found, self.dim or 0, self.path)
@@ -593,7 +553,9 @@ class SQLiteStore(StoreBase):
         last = -1
         while True:
             rows = self._conn.execute(
-                "SELECT id, vector FROM chunks WHERE id > ? ORDER BY id LIMIT ?", (last, batch)
+                "SELECT id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL "
+                "ORDER BY id LIMIT ?",
+                (last, batch),
             ).fetchall()
             if not rows:
                 return
@@ -617,7 +579,7 @@ class SQLiteStore(StoreBase):
         if self._dense is None or self._dense[0] != position:
             self._dense = None  # the old one is garbage before the new one loads
             with self._without_deadline():
-                if self.count() < self.exact_below:
+                if self.encoded() < self.exact_below:
                     searcher: Any = self.vectors()
                 else:
                     searcher = HnswIndex.open(self)
@@ -643,13 +605,14 @@ class SQLiteStore(StoreBase):
         allowed = {
             int(r[0])
             for r in self._conn.execute(
-                "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
+                "SELECT id FROM chunks WHERE vector IS NOT NULL AND "
+                "doc_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(self.allowed_documents(where)),),
             )
         }
         if not allowed:
             return [[] for _ in range(len(queries))]
-        total = self.count()
+        total = self.encoded()
         if len(allowed) < self.exact_below or total < self.exact_below:
             return exact_top_k(*self.vectors_of(allowed), queries, n)
         want = min(int(n), len(allowed))
@@ -661,6 +624,41 @@ class SQLiteStore(StoreBase):
             if all(len(hits) == want for hits in kept) or wide >= total:
                 return kept
             wide = min(total, 2 * wide)
+
+    def quick(
+        self, queries: np.ndarray, n: int, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
+        (normalised) among the chunks that have a quick vector and no full one (with
+        `where`, of the documents it keeps): exact, over those vectors, read once per log
+        position (a full vector written moves it, and takes its chunk out)."""
+        from attnswitch.indexing.ann import exact_top_k
+
+        model = self.quick_model()
+        if model is None:
+            return [[] for _ in range(len(queries))]
+        position = self._log_position()
+        if self._quick is None or self._quick[0] != position:
+            self._quick = None  # the old one is garbage before the new one loads
+            with self._without_deadline():
+                rows = self._conn.execute(
+                    "SELECT id, quick FROM chunks WHERE vector IS NULL AND quick IS NOT NULL "
+                    "ORDER BY id"
+                ).fetchall()
+                self._quick = (position, unpack_vectors(rows, int(model["dim"]), self.path))
+        ids, matrix = self._quick[1]
+        if where is not None:
+            allowed = [
+                int(r[0])
+                for r in self._conn.execute(
+                    "SELECT id FROM chunks WHERE vector IS NULL AND "
+                    "doc_id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(self.allowed_documents(where)),),
+                )
+            ]
+            kept = np.isin(ids, np.asarray(allowed, np.int64))
+            ids, matrix = ids[kept], matrix[kept]
+        return exact_top_k(ids, matrix, queries, n)
 
     def _keep(self, graph: Any) -> None:
         """Save a graph this search rebuilt or caught up, so that the next search maps it

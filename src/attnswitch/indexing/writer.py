@@ -32,16 +32,15 @@ A Ray run on a server store writes from several processes under one writer: the 
 holds the lock and its encoder actors write their batches' documents through their own
 connections (`jobs/ray_encoders.py`).
 
-Cheap and full vectors (the next step, not built): a chunk may hold a cheap vector (a small
-or quantised model), a full one, or both. A quick pass writes documents, chunks and terms
-with cheap vectors through this writer as today (`write_document(..., vectors=cheap)`, the
-vector's kind named by the config); a full pass fills the full vectors in behind. It plugs
-in here as two writer calls over two store primitives: `missing_vectors(kind, config,
-limit)` (the chunks of indexed documents that lack a vector of that kind, in bulk, as the
-plan reads rows) and `fill_vectors(kind, rows)` (those vectors written in place, one
-transaction per batch, the chunks, terms and documents untouched), both under the run lock;
-the plan stays the same (a document with cheap vectors only is unchanged, not re-read), and
-the searcher uses the full vector where a chunk has one, else the cheap one.
+Quick and full vectors (docs/architecture.md, "Two passes"): a chunk may hold a quick
+vector (the static model's), a full one (the transformer's), or both. The quick pass writes
+documents, chunks, terms and quick vectors (`write_document(..., vectors=None,
+quick=...)`, after `set_quick_model`); the full pass reads the chunks still without a
+full vector (`unencoded`, the most recently modified documents first) and fills theirs in
+(`fill_vectors`), both under the run lock. The plan stays the same (a document with quick
+vectors only is unchanged, not read again). A search may fill the vectors of its best
+candidates meanwhile without the lock (`Searcher`; `Store.fill_vectors` writes only
+where a chunk has none and still has the same text).
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ from attnswitch.indexing.records import (
     ChunkLike,
     StoredDocument,
     SyncPlan,
+    Unencoded,
     indexed_sha,
     is_fresh_row,
     root_key,
@@ -270,22 +270,45 @@ class IndexWriter:
         chunks: Sequence[ChunkLike],
         vectors: Any,
         *,
+        quick: Any = None,
         config: str = "",
         run_id: int | None = None,
         vector_fingerprint: str | None = None,
     ) -> int:
-        """Replace `doc`'s stored chunks and vectors (`[len(chunks), dim]`) with these, in
-        one transaction (`Store.write_document`); the document's id. `run_id`: default
-        the run begun."""
+        """Replace `doc`'s stored chunks and vectors (`[len(chunks), dim]`, or None: none
+        yet) with these, and their quick vectors (`quick`, or None), in one transaction
+        (`Store.write_document`); the document's id. `run_id`: default the run begun."""
         self._check_locked()
         return self.store.write_document(
             doc,
             chunks,
             vectors,
+            quick=quick,
             config=config,
             run_id=self._run(run_id),
             vector_fingerprint=vector_fingerprint,
         )
+
+    def set_quick_model(self, fingerprint: str, dim: int) -> None:
+        """Name the static model whose quick vectors are written from now on (quick
+        vectors of another one are dropped: `Store.set_quick_model`)."""
+        self._check_locked()
+        self.store.set_quick_model(fingerprint, dim)
+
+    def unencoded(self, limit: int) -> list[Unencoded]:
+        """Up to `limit` chunks still without a full vector, the most recently modified
+        documents' first (`Store.unencoded`)."""
+        return self.store.unencoded(limit)
+
+    def unencoded_count(self) -> int:
+        """How many chunks have no full vector yet (`Store.unencoded_count`)."""
+        return self.store.unencoded_count()
+
+    def fill_vectors(self, ids: Sequence[int], keys: Sequence[str | None], vectors: Any) -> int:
+        """Write these chunks' full vectors where they have none and their text is still
+        the one keyed (`Store.fill_vectors`), in one transaction; how many were written."""
+        self._check_locked()
+        return self.store.fill_vectors(ids, keys, vectors)
 
     def record_skip(self, doc: Document, *, config: str = "", run_id: int | None = None) -> int:
         """Record that `doc` was skipped, with its reason; any chunks it had go."""

@@ -124,7 +124,10 @@ class EncodeOptions:
     pick, see `engines.explain_precision`), "fp32", "bf16" or "int8"; layout: "padded"
     (length-sorted token-budget batches) or "packed" (one row per batch with `cu_seqlens`,
     torch engine only); batch_tokens: the engine's padded-token budget per batch (None: its
-    default); chunks_per_call: chunks gathered across documents for one encode call."""
+    default); chunks_per_call: chunks gathered across documents for one encode call;
+    quick: the quick pass only (docs/architecture.md, "Two passes"): chunks are stored with
+    their quick vectors (the static model's) and no full vector, which a later run without
+    `quick` (the full pass) or the searches that find them encode."""
 
     model: str | None = None
     engine: str = "auto"
@@ -132,6 +135,7 @@ class EncodeOptions:
     layout: str = "padded"
     batch_tokens: int | None = None
     chunks_per_call: int = DEFAULT_CHUNKS_PER_CALL
+    quick: bool = False
 
     def __post_init__(self) -> None:
         from attnswitch.engines import engine_names

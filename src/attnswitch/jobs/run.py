@@ -96,6 +96,7 @@ from attnswitch.jobs.encode import (
     settle,
 )
 from attnswitch.jobs.options import ReadOptions, RunOptions  # RunOptions: also imported from here
+from attnswitch.jobs.passes import FullPassCounts, QuickPass, full_pass
 from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
 from attnswitch.jobs.summary import RunSummary, summarise
@@ -217,6 +218,7 @@ class RunJob:
         self.run_id = 0
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode), if pinned
         self.rules = FileRules()  # the rules of this root, once `_prepare` has read them
+        self.quick: QuickPass | None = None  # the quick pass's writer (`--quick`)
 
     def resolve(self) -> None:
         """Choose the engine and precision (`choose.choose`: measured or checked first when
@@ -276,13 +278,32 @@ class RunJob:
     def execute(self) -> None:
         with self.phases.part("scan"):
             to_read = self._prepare()
+        if self.options.encode.quick:
+            started = time.perf_counter()  # the static model: made once per model, then loaded
+            self.quick = QuickPass(self.writer, self.spec)
+            self.progress.load_s += time.perf_counter() - started
         while to_read:
             with closing(self._read(to_read)) as docs:  # stops the readers on any exit
                 for doc in self._waited(docs):
                     self._admit(doc)
             self._flush()
             to_read = self._copy_deferred()
+        if not self.options.encode.quick and self.reuses_vectors:
+            self._full_pass()
         self._done()
+
+    def _full_pass(self) -> None:
+        """Encode the chunks stored without a full vector (`passes.full_pass`)."""
+
+        def called(counts: FullPassCounts) -> None:
+            self.counts["filled"] = counts.encoded + counts.reused
+            self.on_progress(self.progress)
+
+        if self.writer.unencoded_count():
+            done = full_pass(self.writer, self._encode, self.options.encode.chunks_per_call, called)
+            self.counts["filled"] = done.encoded + done.reused
+            self.counts["filled_encoded"] = done.encoded
+            self.counts["tokens"] += done.tokens
 
     def _waited(self, docs: Iterator[Document]) -> Iterator[Document]:
         """`docs`, the wait for each timed as the run's `read` part and counted as read."""
@@ -469,6 +490,19 @@ class RunJob:
                 )
                 return
             self.counts[kind] += 1
+            if self.quick is not None:
+                with self.phases.part("store"):
+                    self.quick.write(
+                        doc,
+                        chunks,
+                        config=self.fp,
+                        run_id=self.run_id,
+                        vector_fingerprint=self.vector_fp,
+                    )
+                self.counts["quick"] += len(chunks)
+                self.failures_in_row = 0
+                self._advance(doc, chunks)
+                return
             if self.reuses_vectors:
                 with self.phases.part("store"):
                     chunks = self._keep_stored(doc, chunks)

@@ -73,6 +73,9 @@ class RunSummary:
     copied: int = 0
     moved: int = 0
     time_parts: dict[str, float] = field(default_factory=dict)
+    chunks_quick: int = 0
+    chunks_filled: int = 0
+    chunks_unencoded: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -112,6 +115,9 @@ def summarise(job: Any, status: str, started: float, calls_before: dict[str, Any
         chunks_encoded=job.counts["chunks"],
         tokens_encoded=tokens,
         chunks_reused=job.counts["reused"],
+        chunks_quick=job.counts["quick"],
+        chunks_filled=job.counts["filled"],
+        chunks_unencoded=job.writer.store.unencoded_count(),
         copied=job.counts["copied"],
         moved=job.counts["moved"],
         chunks_stored=stored_chunks,
@@ -119,7 +125,9 @@ def summarise(job: Any, status: str, started: float, calls_before: dict[str, Any
         load_s=job.progress.load_s,
         encode_s=encode_s,
         tokens_per_s=tokens / encode_s if tokens and encode_s > 0 else None,
-        chunks_per_s=job.counts["chunks"] / encode_s if tokens and encode_s > 0 else None,
+        chunks_per_s=(job.counts["chunks"] + job.counts["filled_encoded"]) / encode_s
+        if tokens and encode_s > 0
+        else None,
         model=job.config.describe(),
         engine=_engine_used(job),
         engine_reason=job.engine_reason,
