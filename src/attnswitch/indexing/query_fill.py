@@ -44,15 +44,21 @@ MIN_PAIRS = 3
 @dataclass
 class Filled:
     """What `fill_candidates` did: `extra`, the quick-only chunks as (chunk id, score on
-    the full vectors' scale) for the dense list; `encoded` chunks encoded here, `written`
-    of them stored (0 when the store refused the write: the vectors served this search
-    only); `seconds` spent; `unencoded` chunks still without a full vector before it."""
+    the full vectors' scale) for the dense list; `encoded_ids` the chunks encoded here,
+    `written` of them stored (0 when the store refused the write: the vectors served this
+    search only); `seconds` spent; `unencoded` chunks still without a full vector before
+    it."""
 
     extra: list[tuple[int, float]]
-    encoded: int
+    encoded_ids: list[int]
     written: int
     seconds: float
     unencoded: int
+
+    @property
+    def encoded(self) -> int:
+        """How many chunks this search encoded."""
+        return len(self.encoded_ids)
 
 
 def fill_candidates(
@@ -102,7 +108,7 @@ def fill_candidates(
         written = _store(store, order, [pending[c].vector_key for c in order], vectors)
     extra = [(c, s) for c, s in scores.items()]
     extra += _calibrated(quick_hits, scores)
-    return Filled(extra, len(order), written, time.perf_counter() - started, unencoded)
+    return Filled(extra, order, written, time.perf_counter() - started, unencoded)
 
 
 def static_encoder(store: Store, config: IndexConfig, model: str | None) -> StaticEncoder | None:
