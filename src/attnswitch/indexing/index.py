@@ -89,6 +89,7 @@ class Index(AbstractContextManager["Index"]):
         self._config: IndexConfig | None = None
         self._config_read = False
         self._count: int | None = None
+        self._has_chunks: bool | None = None
         self._version: int | None = None
 
     # -- opening ---------------------------------------------------------------------
@@ -192,9 +193,14 @@ class Index(AbstractContextManager["Index"]):
         return self._count
 
     def check_searchable(self) -> IndexConfig:
-        """The index's config; `IndexEmptyError` unless it has one and chunks."""
+        """The index's config; `IndexEmptyError` unless it has one and chunks (whether it
+        has any: one index seek, not a count)."""
         config = self.config
-        if config is None or self.count() == 0:
+        if config is None:
+            raise IndexEmptyError(self.where)
+        if self._has_chunks is None:
+            self._has_chunks = self._store.has_chunks()
+        if not self._has_chunks:
             raise IndexEmptyError(self.where)
         return config
 
@@ -209,6 +215,7 @@ class Index(AbstractContextManager["Index"]):
                 return False
             self._version = version
         self._config_read, self._config, self._count = False, None, None
+        self._has_chunks = None
         return True
 
     def deadline(self, at: float | None) -> AbstractContextManager[None]:

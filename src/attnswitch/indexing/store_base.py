@@ -296,6 +296,11 @@ class StoreBase(abc.ABC):
         `ef_search` when None."""
         return self.ef_search if ef is None else check_ef_search(ef)
 
+    def has_chunks(self) -> bool:
+        """Whether any chunk is stored (one index seek)."""
+        ((found,),) = self._read("SELECT EXISTS (SELECT 1 FROM chunks)")
+        return bool(found)
+
     def indexed_bytes(self) -> int:
         """The bytes of the indexed documents' files, as recorded when they were read."""
         ((total,),) = self._read(

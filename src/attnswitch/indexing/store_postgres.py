@@ -155,6 +155,9 @@ class PostgresStore(StoreBase, VectorPasses):
         self._run_locked = False
         self._in_transaction = 0
         self._scan_on: bool | None = None  # pgvector's iterative index scan (`dense`)
+        # the vectors' dimension once known: the column's type is fixed by the first
+        # vectors (`_fix_dim`), so a search reads it once, not twice a search
+        self._dim: int | None = None
         # seconds a lost connection is tried again for (a server's search sets 0: it
         # answers 503 at once rather than holding the request)
         self.reconnect_for_s = RECONNECT_FOR_S
@@ -298,8 +301,10 @@ class PostgresStore(StoreBase, VectorPasses):
 
     @property
     def dim(self) -> int | None:
-        value = self.meta("dim")
-        return int(value) if value is not None else None
+        if self._dim is None:
+            value = self.meta("dim")
+            self._dim = int(value) if value is not None else None
+        return self._dim
 
     def meta(self, key: str) -> str | None:
         row = self._one("SELECT value FROM meta WHERE key = %s", (key,))
@@ -407,6 +412,7 @@ class PostgresStore(StoreBase, VectorPasses):
         if stored == dim:
             return
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (DIM_LOCK,))
+        self._dim = None
         stored = self.dim  # another writer may have set it meanwhile
         if stored == dim:
             return
@@ -427,6 +433,7 @@ class PostgresStore(StoreBase, VectorPasses):
             "value = excluded.value",
             (str(dim),),
         )
+        self._dim = None  # read again, once committed
 
     def _id_list(self, ids: list[int]) -> tuple[str, tuple[Any, ...]]:
         return "= ANY(%s)", (ids,)
