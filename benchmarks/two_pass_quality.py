@@ -19,7 +19,11 @@ key), then the queries are searched in order, each as `attnswitch search` does i
 - `searches in order: query-time encoding`: the same on one copy, each search keeping
   what it encoded for the next (the searches fill the index in as they go);
 - `no query-time encoding`: `fill=0` (full vectors only where the coverage put them;
-  chunks without one are found by keyword alone).
+  chunks without one are found by keyword alone);
+- the first and the last in dense mode (no keyword list: the candidates a search encodes
+  come from the quick list alone), which shows what the quick vectors find.
+`--python-docs N` adds the pages of Debian's python3-doc as benchmarks/search_quality.py
+does (the first N library pages and the FAQ, whose questions are the "questions" kind).
 The full index's MRR@10 is the reference (ratio column). Search p50 is per query, in this
 process, the model loaded. Prints a table; writes `two_pass_quality.md` and `.json` to
 `--out` with the CPU model and its ISA flags.
@@ -47,11 +51,14 @@ from search_quality import Corpus, build_queries, file_rank, metrics  # noqa: E4
 from synthetic import cpu_description  # noqa: E402
 
 HITS = 50
-# name -> (chunks a search may encode, whether each query gets its own copy of the index)
+# name -> (chunks a search may encode, whether each query gets its own copy of the
+# index, the search mode)
 VARIANTS = {
-    "first search: query-time encoding": (None, True),
-    "searches in order: query-time encoding": (None, False),
-    "no query-time encoding": (0, False),
+    "first search: query-time encoding": (None, True, "hybrid"),
+    "searches in order: query-time encoding": (None, False, "hybrid"),
+    "no query-time encoding": (0, False, "hybrid"),
+    "dense mode, first search: query-time encoding": (None, True, "dense"),
+    "dense mode, no query-time encoding": (0, False, "dense"),
 }
 
 
@@ -89,7 +96,9 @@ def cover(db: Path, vectors: dict[str, np.ndarray], percent: int, seed: int = 7)
         return len(picked)
 
 
-def evaluate(db: Path, queries: list, fill: int | None, fresh: bool = False) -> dict:
+def evaluate(
+    db: Path, queries: list, fill: int | None, fresh: bool = False, mode: str = "hybrid"
+) -> dict:
     from attnswitch.indexing.index import Index
     from attnswitch.indexing.requests import SearchRequest
 
@@ -107,16 +116,18 @@ def evaluate(db: Path, queries: list, fill: int | None, fresh: bool = False) -> 
             for q in batch:
                 index.refresh()
                 started = time.perf_counter()
-                result = searcher.search(SearchRequest.of(q.text, HITS))
+                result = searcher.search(SearchRequest.of(q.text, HITS, mode))
                 seconds.append(time.perf_counter() - started)
                 encoded += 0 if result.filled is None else result.filled.encoded
                 ranked = [(h.chunk_id, h.score) for h in result.hits]
                 files = {h.chunk_id: h.source for h in result.hits}
-                ranks.append(file_rank(ranked, files, q.target))
+                ranks.append((q.kind, file_rank(ranked, files, q.target)))
     with Index.open(db) as index:
         coverage = index.coverage()
+    kinds = sorted({kind for kind, _ in ranks})
     return {
-        **metrics(ranks),
+        **metrics([r for _, r in ranks]),
+        "by_kind": {k: metrics([r for kind, r in ranks if kind == k])["mrr_at_10"] for k in kinds},
         "search_p50_s": statistics.median(seconds),
         "encoded_by_searches": encoded,
         "full_after": coverage.full_fraction,
@@ -129,10 +140,15 @@ def main() -> None:
     ap.add_argument("--per-kind", type=int, default=40)
     ap.add_argument("--coverage", default="0,25,50,100")
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--python-docs", type=int, default=0, metavar="N")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = args.work or Path(tempfile.mkdtemp(prefix="two-pass-"))
+    if args.python_docs:
+        from search_quality import python_docs
+
+        args.corpus = python_docs(work / "python-docs-pages", args.python_docs)
     corpus = Corpus("corpus", args.corpus)
     build_queries(corpus, args.per_kind)
     full_db, quick_db = work / "full" / "index.sqlite3", work / "quick" / "index.sqlite3"
@@ -142,10 +158,14 @@ def main() -> None:
         build(args.corpus, quick_db, quick=True)
     vectors = full_vectors(full_db)
     reference = evaluate(full_db, corpus.queries, 0)
-    rows = [{"coverage": 100, "variant": "full index (a plain run)", **reference}]
+    dense_reference = evaluate(full_db, corpus.queries, 0, mode="dense")
+    rows = [
+        {"coverage": 100, "variant": "full index (a plain run)", **reference},
+        {"coverage": 100, "variant": "full index, dense mode", **dense_reference},
+    ]
     print(f"full index: MRR@10 {reference['mrr_at_10']:.3f}", flush=True)
     for percent in (int(p) for p in args.coverage.split(",")):
-        for n, (name, (fill, fresh)) in enumerate(VARIANTS.items()):
+        for n, (name, (fill, fresh, mode)) in enumerate(VARIANTS.items()):
             db = work / f"c{percent}-{n}" / "index.sqlite3"
             shutil.rmtree(db.parent, ignore_errors=True)
             db.parent.mkdir(parents=True)
@@ -154,7 +174,7 @@ def main() -> None:
             row = {
                 "coverage": percent,
                 "variant": name,
-                **evaluate(db, corpus.queries, fill, fresh),
+                **evaluate(db, corpus.queries, fill, fresh, mode),
             }
             rows.append(row)
             print(
@@ -186,6 +206,20 @@ def main() -> None:
         "search p50 ms | chunks encoded by searches | full vectors after |",
         "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
+    kinds = sorted(reference["by_kind"])
+    by_kind = [
+        "",
+        "MRR@10 by kind of query:",
+        "",
+        "| full vectors before | variant | " + " | ".join(kinds) + " |",
+        "|---:|---|" + "---:|" * len(kinds),
+    ]
+    for r in rows:
+        by_kind.append(
+            f"| {r['coverage']}% | {r['variant']} | "
+            + " | ".join(f"{r['by_kind'].get(k, 0):.3f}" for k in kinds)
+            + " |"
+        )
     for r in rows:
         lines.append(
             f"| {r['coverage']}% | {r['variant']} | {r['mrr_at_10']:.3f} | "
@@ -193,6 +227,7 @@ def main() -> None:
             f"{r['search_p50_s'] * 1e3:.0f} | {r['encoded_by_searches']:,} | "
             f"{r['full_after']:.0%} |"
         )
+    lines += by_kind
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "two_pass_quality.md").write_text("\n".join(lines) + "\n")
     (args.out / "two_pass_quality.json").write_text(

@@ -38,7 +38,7 @@ class Forgotten:
         return sum(self.removed.values())
 
 
-def forget(path: str | os.PathLike, store: Store) -> Forgotten:
+def forget(path: str | os.PathLike[str], store: Store) -> Forgotten:
     """Remove the file or folder `path` (absolute, or relative to the working folder) from
     `store`; `NotIndexedError` naming it when no indexed root holds a document there."""
     target = Path(os.path.abspath(path))

@@ -288,9 +288,9 @@ def describe(url: str) -> str:
             if at and head.count(":") >= 2
             else url
         )
-    user = parts.get("user")
+    user = None if parts.get("user") is None else str(parts.get("user"))
     host = parts.get("host") or "localhost"
-    port = parts.get("port") or "5432"
+    port = str(parts.get("port") or "5432")
     return f"postgresql://{user + '@' if user else ''}{host}:{port}/{parts.get('dbname', '')}"
 
 

@@ -62,12 +62,17 @@ class ChunkLike(Protocol):
     and its character span `[start, end)` in its document's text. A chunk's ordinal is
     its position in the sequence given to `write_document`. Optional: `heading_path`
     (tuple of str), `location` (`readers.blocks.Location`) and `encoder_text` (what the
-    encoder read, for the vector key; `text` when absent)."""
+    encoder read, for the vector key; `text` when absent). Read-only: a frozen dataclass
+    has it."""
 
-    text: str
-    n_tokens: int
-    start: int
-    end: int
+    @property
+    def text(self) -> str: ...
+    @property
+    def n_tokens(self) -> int: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
 
 
 @dataclass(frozen=True)

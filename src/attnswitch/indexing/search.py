@@ -41,7 +41,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -230,12 +230,13 @@ def passage(
     )
     start = 0
     if found:
-        best = None
+        best: tuple[tuple[int, int, int], int] | None = None
         for i, (first, _, _) in enumerate(found):
             inside = [f for f in found[i:] if f[1] <= first + limit - CONTEXT_CHARS]
             score = (len({f[2] for f in inside}), len(inside), -first)
             if best is None or score > best[0]:
                 best = (score, first)
+        assert best is not None  # `found` is not empty
         start = max(0, best[1] - CONTEXT_CHARS)
         if start > 0 and not text[start - 1].isspace():  # open at a word boundary
             space = re.compile(r"\s").search(text, start, best[1])
@@ -356,11 +357,16 @@ def search(
             dense = None if q is None else store.dense(q, n, ef, where=where)[0]
             if dense is not None and extra_dense:
                 dense = merged(dense, extra_dense, n)
-            keyword = store.keyword(keyword_text(text), n, where=where) if kind.needs_text else None
+            keyword = (
+                store.keyword(keyword_text(cast(str, text)), n, where=where)
+                if kind.needs_text
+                else None
+            )
             rows = store.chunks({cid for cid, _ in [*(dense or ()), *(keyword or ())]})
             if kind is not Mode.HYBRID:
-                ranked = dense if keyword is None else keyword
-            else:
+                ranked = (dense if keyword is None else keyword) or []
+            else:  # hybrid: both lists were read, and `text` was checked
+                assert dense is not None and keyword is not None and text is not None
                 weights = dense_weights(languages, text, rows)
                 fused = fuse(dense, keyword, weights)
                 ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
@@ -390,7 +396,7 @@ def distinct_documents(
     k: int,
     deadline: float | None = None,
     rows: Mapping[int, ChunkRow] | None = None,
-) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
+) -> tuple[list[tuple[int, float]], dict[int, list[dict[str, str]]]]:
     """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
     (the same bytes at other paths: `Store.copies_of`) left out after the first, and, for
     each kept chunk whose document has copies, where they are ({"root", "path"} each).
@@ -405,7 +411,7 @@ def distinct_documents(
     documents = store.lookup_many({(row.root, row.source) for _, _, row in present})
     kept: list[tuple[int, float]] = []
     places: dict[int, tuple[str, str]] = {}
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     for cid, score, row in present:
         doc = documents.get((row.root, row.source))
         key = (doc.sha256, row.ordinal) if doc is not None and doc.sha256 else (cid,)
@@ -426,7 +432,7 @@ def distinct_documents(
         return kept, {}
     on_time(deadline)
     copies = store.copies_of_many(held.values())
-    also: dict[int, list[dict]] = {}
+    also: dict[int, list[dict[str, str]]] = {}
     for cid, content in held.items():
         others = [
             {"root": c.root, "path": c.source}
@@ -561,16 +567,16 @@ class VectorIndex:
         k = check_k(k)
         q = normalised(queries, self.matrix.shape[1] if len(self) else self.store.dim)
         ranked = exact_top_k(self.ids, self.matrix, q, k)
-        return _hits(self.store, ranked, ranked, [None] * len(ranked))
+        return _hits(self.store, ranked, list(ranked), [None] * len(ranked))
 
 
 def _hits(
     store: Store,
     ranked: list[list[tuple[int, float]]],
-    dense: list[list[tuple[int, float]] | None],
-    keyword: list[list[tuple[int, float]] | None],
+    dense: Sequence[list[tuple[int, float]] | None],
+    keyword: Sequence[list[tuple[int, float]] | None],
     query: str | None = None,
-    also: dict[int, list[dict]] | None = None,
+    also: dict[int, list[dict[str, str]]] | None = None,
     rows: Mapping[int, ChunkRow] | None = None,
 ) -> list[list[Hit]]:
     """The `Hit`s of each query's `ranked` (chunk id, score) list, with each chunk's place
@@ -583,7 +589,7 @@ def _hits(
     out = []
     for hits, by_meaning, by_words in zip(ranked, dense, keyword, strict=True):
         in_dense, in_keyword = _places(by_meaning), _places(by_words)
-        found = []
+        found: list[Hit] = []
         for cid, score in hits:
             if (row := rows.get(cid)) is None:  # deleted since the lists were read
                 continue
@@ -644,4 +650,5 @@ def normalised(queries: Any, dim: int | None) -> np.ndarray:
     norms = np.linalg.norm(q, axis=1, keepdims=True)
     if (norms == 0).any():
         raise StoreInputError("query", "a non-zero vector", "a zero vector")
-    return q / norms
+    unit: np.ndarray = q / norms
+    return unit

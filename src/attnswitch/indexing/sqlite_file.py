@@ -16,7 +16,7 @@ DEFAULT_DATA_DIR = ".attnswitch"
 DB_NAME = "index.sqlite3"
 
 
-def resolve_path(path: str | os.PathLike | None = None) -> Path:
+def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
     """The database file `path` names (the one rule for the library, the CLI's `--db` and the
     service): `./.attnswitch/index.sqlite3` when None; an existing file as is; `<dir>/
     index.sqlite3` for an existing folder, a path ending with a separator, or a new path

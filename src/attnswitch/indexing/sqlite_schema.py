@@ -13,6 +13,7 @@ import sqlite3
 import uuid
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -287,7 +288,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
 
-def float16_of_float32(blob: object) -> object:
+def float16_of_float32(blob: Any) -> Any:
     """A vector as a file before version 8 stored it (little-endian float32 elements) as
     version 8 stores it: each element rounded to nearest float16 (`STORED_ELEMENT`). A blob
     that is not whole float32 elements is returned as it is: a vector of the wrong length

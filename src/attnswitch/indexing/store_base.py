@@ -14,8 +14,8 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Self
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,8 @@ from attnswitch.indexing.store_errors import (
     StoreDeadlineError,
     StoreInputError,
 )
+
+T = TypeVar("T")
 
 # A `StoredDocument`'s columns, of the documents table as `d`.
 DOCUMENT_SELECT = (
@@ -123,7 +125,7 @@ class StoreBase(abc.ABC):
 
     # -- runs and the run lock (`writer.IndexWriter` holds it) ---------------------------
 
-    def begin_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+    def begin_run(self, root: str | os.PathLike[str] | None = None, config: str = "") -> int:
         """Take the store's run lock (`exclusive`'s wait) and record a run (`open_run`);
         `finish_run` ends both. A run without a writer (another process holding the lock,
         in tests); `writer.IndexWriter.begin_run` is the runs' way."""
@@ -148,7 +150,7 @@ class StoreBase(abc.ABC):
         finally:
             self._unlock_run()
 
-    def open_run(self, root: str | os.PathLike | None = None, config: str = "") -> int:
+    def open_run(self, root: str | os.PathLike[str] | None = None, config: str = "") -> int:
         """Record a run of `root` under `config` in the runs table, marking the runs left
         "running" by a killed process as "interrupted"; the new run's id. Call with the
         run lock held by this store object (`exclusive`, `begin_run`)."""
@@ -349,9 +351,10 @@ class StoreBase(abc.ABC):
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one read-only query (`_mark` placeholders); a store whose connection
         can be lost reads again on a new one (`PostgresStore`)."""
-        return self._conn.execute(sql, params).fetchall()
+        rows: list[Any] = self._conn.execute(sql, params).fetchall()
+        return rows
 
-    def lookup(self, root: str | os.PathLike, source: str) -> StoredDocument | None:
+    def lookup(self, root: str | os.PathLike[str], source: str) -> StoredDocument | None:
         """The row of `source` under `root`, or None when it is not stored."""
         m = self._mark
         rows = self._read(
@@ -415,14 +418,14 @@ class StoreBase(abc.ABC):
         """Every root with a stored document, sorted."""
         return [r[0] for r in self._read("SELECT DISTINCT root FROM documents ORDER BY root")]
 
-    def sources(self, root: str | os.PathLike) -> set[str]:
+    def sources(self, root: str | os.PathLike[str]) -> set[str]:
         """Every source stored under `root`, indexed or skipped."""
         rows = self._read(
             f"SELECT source FROM documents WHERE root = {self._mark}", (root_key(root),)
         )
         return {r[0] for r in rows}
 
-    def root_counts(self, root: str | os.PathLike) -> tuple[int, int]:
+    def root_counts(self, root: str | os.PathLike[str]) -> tuple[int, int]:
         """(indexed documents, their chunks) stored under `root`."""
         ((docs, chunks),) = self._read(
             "SELECT COUNT(*), COALESCE(SUM(n_chunks), 0) FROM documents WHERE root = "
@@ -442,7 +445,7 @@ class StoreBase(abc.ABC):
 
     # -- content dedup, moves and forgetting --------------------------------------------
 
-    def _retrying(self, fn: Any) -> Any:
+    def _retrying(self, fn: Callable[[], T]) -> T:
         """`fn()`; a store whose connection can be lost does it again on a new one."""
         return fn()
 
@@ -517,7 +520,7 @@ class StoreBase(abc.ABC):
 
         return self._retrying(copy)
 
-    def move_document(self, root: str | os.PathLike, old_source: str, doc: Document) -> bool:
+    def move_document(self, root: str | os.PathLike[str], old_source: str, doc: Document) -> bool:
         """Give the stored document `old_source` of `root` the path (and size and mtime) of
         `doc`: a file moved or renamed within the root keeps its chunks and vectors. False
         when `old_source` is not stored."""
@@ -525,7 +528,7 @@ class StoreBase(abc.ABC):
 
         def move() -> bool:
             with self._transaction() as conn:
-                return (
+                return bool(
                     conn.execute(
                         f"UPDATE documents SET source = {m}, size = {m}, mtime_ns = {m}, "
                         f"updated_at = {m} WHERE root = {m} AND source = {m}",
@@ -541,9 +544,9 @@ class StoreBase(abc.ABC):
                     == 1
                 )
 
-        return self._retrying(move)
+        return bool(self._retrying(move))
 
-    def forget(self, root: str | os.PathLike, source: str = "") -> int:
+    def forget(self, root: str | os.PathLike[str], source: str = "") -> int:
         """Remove from the index the document `source` of `root`, or every document below
         it when `source` is a folder ("": the whole root), with their chunks and vectors,
         in one transaction; returns how many documents went. Under the run lock
@@ -554,14 +557,18 @@ class StoreBase(abc.ABC):
         def forget() -> int:
             with self._transaction() as conn:
                 if not prefix:
-                    return conn.execute(f"DELETE FROM documents WHERE root = {m}", (key,)).rowcount
-                return conn.execute(
-                    f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
-                    f"substr(source, 1, {m}) = {m})",
-                    (key, prefix, len(prefix) + 1, prefix + "/"),
-                ).rowcount
+                    return int(
+                        conn.execute(f"DELETE FROM documents WHERE root = {m}", (key,)).rowcount
+                    )
+                return int(
+                    conn.execute(
+                        f"DELETE FROM documents WHERE root = {m} AND (source = {m} OR "
+                        f"substr(source, 1, {m}) = {m})",
+                        (key, prefix, len(prefix) + 1, prefix + "/"),
+                    ).rowcount
+                )
 
-        return int(self._retrying(forget))
+        return self._retrying(forget)
 
     def _copies(self) -> int:
         """Indexed documents whose content another indexed document has too."""
@@ -580,7 +587,20 @@ class StoreBase(abc.ABC):
         rows = self._conn.execute(
             sql + (f" LIMIT {self._mark}" if limit else ""), (limit,) if limit else ()
         ).fetchall()
-        return [RunRecord(*r[:7], json.loads(r[7]), json.loads(r[8])) for r in rows]
+        return [
+            RunRecord(
+                int(r[0]),
+                r[1],
+                r[2],
+                int(r[3]),
+                float(r[4]),
+                r[5],
+                r[6],
+                json.loads(r[7]),
+                json.loads(r[8]),
+            )
+            for r in rows
+        ]
 
     @staticmethod
     def _document_values(
@@ -703,7 +723,11 @@ def chunk_rows(
         if not all(isinstance(h, str) for h in path):
             raise StoreInputError(f"chunks[{i}].heading_path", "a tuple of str", repr(path))
         location = getattr(c, "location", None)
-        where = location.to_dict() if hasattr(location, "to_dict") else dict(location or {})
+        where = (
+            location.to_dict()
+            if location is not None and hasattr(location, "to_dict")
+            else dict(location or {})
+        )
         encoder_text = getattr(c, "encoder_text", text)
         if not isinstance(encoder_text, str) or not encoder_text.endswith(text):
             raise StoreInputError(

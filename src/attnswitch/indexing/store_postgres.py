@@ -40,9 +40,9 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -87,6 +87,7 @@ from attnswitch.indexing.store_errors import (
 from attnswitch.indexing.store_passes import VectorPasses, quick_rows
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 # How long a run waits for another's run lock before it is refused as busy.
 RUN_LOCK_WAIT_S = 2.0
 # A lost connection (the server restarting, a network cut) is opened again, with a backoff
@@ -227,7 +228,7 @@ class PostgresStore(StoreBase, VectorPasses):
 
     # -- lost connections -----------------------------------------------------------
 
-    def _retrying(self, fn: Any) -> Any:
+    def _retrying(self, fn: Callable[[], T]) -> T:
         """`fn()`, done again on a new connection when the connection is lost (see the
         module doc); inside a transaction it is left to the outer call to do it again."""
         import psycopg
@@ -455,14 +456,16 @@ class PostgresStore(StoreBase, VectorPasses):
             )
         )
 
-    def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
+    def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int:
         key, sources = root_key(root), list(sources)
 
         def remove() -> int:
             with self._transaction() as conn:
-                return conn.execute(
-                    "DELETE FROM documents WHERE root = %s AND source = ANY(%s)", (key, sources)
-                ).rowcount
+                return int(
+                    conn.execute(
+                        "DELETE FROM documents WHERE root = %s AND source = ANY(%s)", (key, sources)
+                    ).rowcount
+                )
 
         return self._retrying(remove)
 
@@ -481,11 +484,13 @@ class PostgresStore(StoreBase, VectorPasses):
         cols = ", ".join(values)
         marks = ", ".join(f"%({c})s" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root", "source"))
-        return conn.execute(
-            f"INSERT INTO documents ({cols}) VALUES ({marks}) "
-            f"ON CONFLICT (root, source) DO UPDATE SET {updates} RETURNING id",
-            values,
-        ).fetchone()[0]
+        return int(
+            conn.execute(
+                f"INSERT INTO documents ({cols}) VALUES ({marks}) "
+                f"ON CONFLICT (root, source) DO UPDATE SET {updates} RETURNING id",
+                values,
+            ).fetchone()[0]
+        )
 
     # -- runs -----------------------------------------------------------------------
 
@@ -566,7 +571,7 @@ class PostgresStore(StoreBase, VectorPasses):
         )
         return {r[0]: ChunkRow.from_row(r) for r in rows}
 
-    def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
+    def document_chunks(self, root: str | os.PathLike[str], source: str) -> list[ChunkRow]:
         rows = self._conn.execute(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal",
@@ -585,7 +590,7 @@ class PostgresStore(StoreBase, VectorPasses):
         return {k: _array(v) for k, v in rows}
 
     def stored_vectors(
-        self, root: str | os.PathLike, source: str, keys: Iterable[str]
+        self, root: str | os.PathLike[str], source: str, keys: Iterable[str]
     ) -> dict[str, np.ndarray]:
         """vector key -> stored vector of those of `keys` that one of the document's
         stored chunks has (see `SQLiteStore.stored_vectors`)."""

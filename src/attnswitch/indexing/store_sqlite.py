@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class SQLiteStore(StoreBase, VectorPasses):
 
     def __init__(
         self,
-        path: str | os.PathLike | None = None,
+        path: str | os.PathLike[str] | None = None,
         *,
         exact_below: int = EXACT_BELOW,
         ef_search: int | None = None,
@@ -91,7 +91,7 @@ class SQLiteStore(StoreBase, VectorPasses):
             check_index_file(self.path)  # before anything may write to it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        self._lock_fh = None
+        self._lock_fh: TextIO | None = None
         self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
         self._counted: tuple[int, int] | None = None  # (log position, chunks)
         self._encoded: tuple[int, int] | None = None  # (log position, with a full vector)
@@ -363,7 +363,7 @@ class SQLiteStore(StoreBase, VectorPasses):
             (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256),
         )
 
-    def remove(self, root: str | os.PathLike, sources: Iterable[str]) -> int:
+    def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int:
         """Delete these documents of `root` and their chunks, in one transaction; returns
         how many documents were removed."""
         key = root_key(root)
@@ -393,9 +393,11 @@ class SQLiteStore(StoreBase, VectorPasses):
             f"ON CONFLICT (root, source) DO UPDATE SET {updates}",
             values,
         )
-        return conn.execute(
-            "SELECT id FROM documents WHERE root = ? AND source = ?", (doc.root, doc.source)
-        ).fetchone()[0]
+        return int(
+            conn.execute(
+                "SELECT id FROM documents WHERE root = ? AND source = ?", (doc.root, doc.source)
+            ).fetchone()[0]
+        )
 
     # -- runs -----------------------------------------------------------------------
 
@@ -588,8 +590,10 @@ class SQLiteStore(StoreBase, VectorPasses):
                 self._dense = (position, searcher)
         searcher = self._dense[1]
         if isinstance(searcher, tuple):
-            return exact_top_k(*searcher, queries, n)
-        return searcher.search(queries, n, ef)
+            ids, matrix = searcher
+            return exact_top_k(ids, matrix, queries, n)
+        hits: list[list[tuple[int, float]]] = searcher.search(queries, n, ef)
+        return hits
 
     def _dense_within(
         self, queries: np.ndarray, n: int, ef: int, where: SearchFilter
@@ -723,7 +727,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         )
         return {row[0]: ChunkRow.from_row(row) for row in rows}
 
-    def document_chunks(self, root: str | os.PathLike, source: str) -> list[ChunkRow]:
+    def document_chunks(self, root: str | os.PathLike[str], source: str) -> list[ChunkRow]:
         """One document's chunks in order."""
         rows = self._conn.execute(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
@@ -748,7 +752,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         return out
 
     def stored_vectors(
-        self, root: str | os.PathLike, source: str, keys: Iterable[str]
+        self, root: str | os.PathLike[str], source: str, keys: Iterable[str]
     ) -> dict[str, np.ndarray]:
         """vector key -> stored vector (float32 `[dim]`) of those of `keys` that one of
         the document's stored chunks has: what a run reuses instead of encoding."""

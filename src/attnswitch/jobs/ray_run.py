@@ -62,7 +62,7 @@ from attnswitch.documents.ingest import Document, SourceFile, load, scan
 from attnswitch.errors import AttnswitchError, ConfigError
 from attnswitch.indexing.store import Store, indexed_sha
 from attnswitch.jobs.encode import count_diff, settle
-from attnswitch.jobs.options import ReadOptions
+from attnswitch.jobs.options import ReadOptions, RunOptions
 from attnswitch.jobs.ray_encoders import (
     KINDS,
     READ_CPUS,
@@ -72,14 +72,9 @@ from attnswitch.jobs.ray_encoders import (
     import_ray,
     plan_pools,
 )
-from attnswitch.jobs.run import (
-    RunJob,
-    RunOptions,
-    RunProgress,
-    RunSummary,
-    check_root,
-    drive,
-)
+from attnswitch.jobs.run import RunJob, check_root, drive
+from attnswitch.jobs.run_state import RunProgress
+from attnswitch.jobs.summary import RunSummary
 
 log = logging.getLogger(__name__)
 # Files per Ray Data block (one read-and-chunk task each), and at most this many blocks.
@@ -201,7 +196,7 @@ def chunk_row(
     chunks: list[Chunk] | None = None
     if doc.ok and doc.sha256 != row["known"]:
         chunks = chunk_document(
-            doc.text,
+            doc.text or "",
             doc.blocks,
             _tokenizer(model, fingerprint),
             chunking=chunking,
@@ -217,7 +212,8 @@ def _tokenizer(model: str | None, fingerprint: str) -> Any:
     """The model's chunking tokenizer, once per worker process; the model files must be the
     driver's."""
     from attnswitch.engines import ModelSpec
-    from attnswitch.indexing.config import IndexMismatchError, chunk_tokenizer, model_fingerprint
+    from attnswitch.engines.model import model_fingerprint
+    from attnswitch.indexing.config import IndexMismatchError, chunk_tokenizer
 
     spec = ModelSpec.load(model)
     found = model_fingerprint(spec.path)
@@ -371,11 +367,11 @@ class RayRunJob(RunJob):
     def _pump(self, drain: bool) -> None:
         """Send queued batches to free actor slots and write the finished ones. Blocks while
         a batch waits for a slot, and with `drain` until every batch is done."""
-        if self.pool is None:
+        pool = self.pool
+        if pool is None:
             if not self.todo:
                 return
-            self._start_pool()
-        pool = self.pool
+            pool = self._start_pool()
         while True:
             while self.todo and pool.has_slot():
                 batch = self.todo.popleft()
@@ -415,11 +411,11 @@ class RayRunJob(RunJob):
             "documents": [(doc, chunks) for doc, chunks, _ in batch.group],
         }
 
-    def _start_pool(self) -> None:
+    def _start_pool(self) -> EncoderPool:
         started = time.perf_counter()
         self.progress.stage = "starting actors"
         self.on_progress(self.progress)
-        self.pool = EncoderPool(
+        self.pool = pool = EncoderPool(
             self.pools,
             self.remote_options,
             self.config.model_fingerprint,
@@ -429,12 +425,13 @@ class RayRunJob(RunJob):
             name=f"attnswitch-encoder-{self.token}",
         )
         try:
-            self.infos = self.pool.start(self.ray_options.startup_timeout_s)
+            self.infos = pool.start(self.ray_options.startup_timeout_s)
         finally:
             self.start_s = time.perf_counter() - started
             self.progress.load_s += self.start_s
         self.progress.stage = "encoding"
         self.on_progress(self.progress)
+        return pool
 
     def _settle(self, batch: _Batch, outcome: Any) -> None:
         """Write a finished batch, or queue it again (its actor died), or retry its documents
@@ -499,7 +496,7 @@ class RayRunJob(RunJob):
 
     # -- summary ------------------------------------------------------------------------
 
-    def engine_report(self, calls_before: dict) -> dict[str, Any]:
+    def engine_report(self, calls_before: dict[str, Any]) -> dict[str, Any]:
         ray = import_ray()
         stats = list(self.stats.values())
         calls: Counter[str] = Counter()
@@ -608,7 +605,7 @@ def _memory(stats: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_on_ray(
-    root: str | os.PathLike,
+    root: str | os.PathLike[str],
     store: Store,
     options: RunOptions = RunOptions(),
     ray_options: RayOptions = RayOptions(),

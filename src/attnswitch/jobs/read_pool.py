@@ -59,7 +59,7 @@ import queue
 import signal
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -100,7 +100,7 @@ def read_in_pool(
     depth: int | None = None,
     bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
     load_file: Loader = load,
-) -> Iterator[Document]:
+) -> Generator[Document, None, None]:
     """`load` each entry in `workers` processes, with `read.load_kwargs()`, each within
     `read.read_timeout_s`; yield the documents as they finish (see the module). depth:
     files in flight (default: twice the workers, at least 8). `load_file`: the function a
@@ -136,7 +136,7 @@ def read_in_pool(
                 ):
                     entry = todo.popleft()
                     in_flight[pool.submit(entry)] = entry
-            done: set = set()
+            done: set[Any] = set()
             while not done:  # in short waits: a stop sent to this thread gets in (service jobs)
                 done, _ = wait(in_flight, timeout=_POLL_S, return_when=FIRST_COMPLETED)
             if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
@@ -183,7 +183,7 @@ class _Pool:
         self.workers, self.load_file = workers, load_file
         self.timeout_s, self.load_kw = timeout_s, load_kw
         self.executor: ProcessPoolExecutor | None = None
-        self.started: multiprocessing.queues.SimpleQueue | None = None
+        self.started: multiprocessing.queues.SimpleQueue[Any] | None = None
         self.tickets = itertools.count()
         self.waiting: dict[int, SourceFile] = {}  # ticket -> file submitted, not yet started
         self.reading: dict[int, SourceFile] = {}  # pid -> the file it started last
@@ -220,7 +220,9 @@ class _Pool:
         code, pid = next(
             (c for c in codes if c[0] != -signal.SIGTERM), codes[0] if codes else (None, None)
         )
-        return _Death(code, reading.get(pid) if code == -signal.SIGALRM else None)
+        return _Death(
+            code, reading.get(pid) if pid is not None and code == -signal.SIGALRM else None
+        )
 
     def close(self) -> None:
         """Stop now: files in flight are dropped, busy workers killed."""
@@ -259,10 +261,10 @@ def _context() -> multiprocessing.context.BaseContext:
 
 # In a worker process: where it posts the ticket of each file it starts (`_Pool`); set
 # once, by `_start_worker`.
-_started: multiprocessing.queues.SimpleQueue | None = None
+_started: multiprocessing.queues.SimpleQueue[Any] | None = None
 
 
-def _start_worker(parent: int, started: multiprocessing.queues.SimpleQueue) -> None:
+def _start_worker(parent: int, started: multiprocessing.queues.SimpleQueue[Any]) -> None:
     """A worker's set-up: Ctrl-C is its parent's to handle; it dies with its parent (the
     process `parent`, which may have died while this one started); it posts the files it
     starts on `started`."""
@@ -370,5 +372,5 @@ def _size(entry: SourceFile) -> int:
     return max(entry.size, 0)
 
 
-def _bytes(entries) -> int:
+def _bytes(entries: Iterable[SourceFile]) -> int:
     return sum(_size(e) for e in entries)

@@ -49,10 +49,9 @@ import dataclasses
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +60,12 @@ import numpy as np
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import (
     Document,
-    Skip,
     SourceFile,
     digest,
     load,
     scan,
 )
+from attnswitch.documents.readers.skip import Skip
 from attnswitch.documents.rules import FileRules, rules_for
 from attnswitch.documents.rules import meta_key as rules_meta_key
 from attnswitch.indexing.config import (
@@ -99,6 +98,7 @@ from attnswitch.jobs.options import ReadOptions, RunOptions  # RunOptions: also 
 from attnswitch.jobs.passes import FullPassCounts, QuickPass, full_pass
 from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
+from attnswitch.jobs.run_state import MEASURING, Resolution, RunProgress
 from attnswitch.jobs.summary import RunSummary, summarise
 from attnswitch.observe.metrics import stats
 
@@ -109,50 +109,9 @@ MAX_FAILURES_IN_ROW = 3
 READ_AHEAD = 8
 
 
-MEASURING = "measuring engines"
-
-
-@dataclass
-class RunProgress:
-    """What a progress display needs, updated as the run goes. Files and bytes count the
-    files that had to be read: `files_read`/`bytes_read` when a reader gave them to the
-    run, `files_done`/`bytes_done` when committed to the index (or found unchanged, or
-    skipped). `tokens_per_s` is over the encoder's time (`encode_s`).
-
-    `stage` is "measuring engines" (`MEASURING`) while the engines or precisions are
-    measured on this machine (once per machine, model and library versions; a minute or two
-    on a small CPU, before any file is read; see `jobs/choose.py`), or an engine is
-    checked against torch float32 once: `measure_note` says what for and about how long,
-    `measure_done` of `measure_total` (estimated seconds, or steps) are done, the current
-    step named by `measure_step`; `measure_s` is the seconds it took. Then "scanning",
-    "reading", "loading model", "encoding", and "done"."""
-
-    files_total: int = 0
-    files_done: int = 0
-    files_read: int = 0
-    bytes_total: int = 0
-    bytes_done: int = 0
-    bytes_read: int = 0
-    chunks: int = 0
-    tokens: int = 0
-    stage: str = "scanning"
-    started: float = field(default_factory=time.perf_counter)
-    load_s: float = 0.0
-    encode_s: float = 0.0
-    measure_note: str = ""
-    measure_done: float = 0.0
-    measure_total: float = 0.0
-    measure_step: str = ""
-    measure_s: float = 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / self.encode_s if self.encode_s > 0 and self.tokens else 0.0
-
-
 def read_ahead(
     entries: list[SourceFile], read: ReadOptions = ReadOptions(), depth: int = READ_AHEAD
-) -> Iterator[Document]:
+) -> Generator[Document, None, None]:
     """`load` each entry (with `read.load_kwargs()`), in order, on a background thread at
     most `depth` files ahead of the consumer: reading and extracting the next files overlaps
     with encoding (the engines release the GIL while they compute). Files not yet taken
@@ -197,9 +156,7 @@ class RunJob:
         self.spec = ModelSpec.load(options.encode.model)
         self.tokenizer = chunk_tokenizer(self.spec)
         # set by `resolve` (which `drive` calls first): the engine, precision and config
-        self.engine_name = self.engine_reason = self.precision_reason = ""
-        self.config: IndexConfig | None = None
-        self.fp = self.vector_fp = ""
+        self.resolution: Resolution | None = None
         self._listed: list[SourceFile] | None = None  # the listing, once made
         # document source -> (all its chunks, index -> stored vector it keeps)
         self.kept: dict[str, tuple[list[Chunk], dict[int, np.ndarray]]] = {}
@@ -222,18 +179,16 @@ class RunJob:
 
     def resolve(self) -> None:
         """Choose the engine and precision (`choose.choose`: measured or checked first when
-        that is due and the job repays it), then the index config. Its seconds are the run's
-        `measure` part."""
+        that is due and the job repays it), then the index config (`resolution`). Its
+        seconds are the run's `measure` part."""
         start = time.perf_counter()
         choice = choose(self.options.encode, self._job_bytes, self._measuring, self._say)
         self.options = dataclasses.replace(self.options, encode=choice.options(self.options.encode))
-        self.engine_name, self.engine_reason = choice.engine, choice.engine_reason
-        self.precision_reason = choice.precision_reason
         e, c = self.options.encode, self.options.chunk
-        self.config = IndexConfig.build(
+        config = IndexConfig.build(
             self.spec,
             e.model,
-            self.engine_name,
+            choice.engine,
             e.precision,
             c.max_tokens,
             c.overlap,
@@ -241,12 +196,44 @@ class RunJob:
             chunking=c.chunking,
             embed_headings=c.embed_headings,
         )
-        self.fp = self.config.fingerprint
-        self.vector_fp = self.config.vector_fingerprint
+        self.resolution = Resolution(
+            choice.engine, choice.engine_reason, choice.precision_reason, config
+        )
         self.progress.measure_s = time.perf_counter() - start
         if choice.measured:
             self.progress.stage = "scanning"
             self.on_progress(self.progress)
+
+    @property
+    def resolved(self) -> Resolution:
+        """What `resolve` chose (`run: expected ...` before it ran)."""
+        if self.resolution is None:
+            raise RuntimeError("run: expected the engine and config resolved first, got none")
+        return self.resolution
+
+    @property
+    def config(self) -> IndexConfig:
+        return self.resolved.config
+
+    @property
+    def fp(self) -> str:
+        return self.resolved.config.fingerprint
+
+    @property
+    def vector_fp(self) -> str:
+        return self.resolved.config.vector_fingerprint
+
+    @property
+    def engine_name(self) -> str:
+        return self.resolved.engine
+
+    @property
+    def engine_reason(self) -> str:
+        return self.resolved.engine_reason
+
+    @property
+    def precision_reason(self) -> str:
+        return self.resolved.precision_reason
 
     def _say(self, line: str) -> None:
         self.progress.measure_note = line
@@ -318,7 +305,7 @@ class RunJob:
             self.on_progress(p)
             yield doc
 
-    def _read(self, entries: list[SourceFile]) -> Iterator[Document]:
+    def _read(self, entries: list[SourceFile]) -> Generator[Document, None, None]:
         """The documents of `entries`: read in worker processes as they finish, or in
         order on a thread when `read_workers` is 0."""
         read = self.options.read
@@ -422,7 +409,7 @@ class RunJob:
         left = []
         for entry, doc, new in deferred:
             with self.phases.part("store"):
-                copies = self.writer.copies_of(doc.sha256, self.fp)
+                copies = [] if doc.sha256 is None else self.writer.copies_of(doc.sha256, self.fp)
                 if copies:
                     self.writer.copy_document(copies[0], doc, run_id=self.run_id)
             if not copies:
@@ -474,7 +461,7 @@ class RunJob:
             if chunks is None:
                 with self.phases.part("chunk"):
                     chunks = chunk_document(
-                        doc.text,
+                        doc.text or "",
                         doc.blocks,
                         self.tokenizer,
                         chunking=self.config.chunking,
@@ -539,7 +526,7 @@ class RunJob:
         self.skips.append(doc)
         self._advance(doc)
 
-    def _advance(self, doc: Document, chunks: list[Chunk] = ()) -> None:
+    def _advance(self, doc: Document, chunks: Sequence[Chunk] = ()) -> None:
         p = self.progress
         p.files_done += 1
         p.bytes_done += max(doc.size, 0)
@@ -645,15 +632,15 @@ class RunJob:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Vectors of `texts` (`encode.ChunkEncoder`), the model loaded on first need."""
-        if self.encoding is None:
-            self._load()
+        encoding = self.encoding if self.encoding is not None else self._load()
         self.progress.stage = "encoding"
         try:
-            return self.encoding.encode(texts)
+            vectors: np.ndarray = encoding.encode(texts)
+            return vectors
         finally:
-            self.encode_s = self.progress.encode_s = self.encoding.seconds
+            self.encode_s = self.progress.encode_s = encoding.seconds
 
-    def _load(self) -> None:
+    def _load(self) -> ChunkEncoder:
         self.progress.stage = "loading model"
         self.on_progress(self.progress)
         start = time.perf_counter()
@@ -662,6 +649,7 @@ class RunJob:
         self.encoding = ChunkEncoder(
             encoder, self.options.encode.chunks_per_call, self.options.encode.batch_tokens
         )
+        return self.encoding
 
     def time_parts(self, wall: float) -> dict[str, float]:
         """Where the wall time went (`phases`): seconds per part and the rest, `other`."""
@@ -669,7 +657,7 @@ class RunJob:
             wall, measure=self.progress.measure_s, load=self.progress.load_s, encode=self.encode_s
         )
 
-    def engine_report(self, calls_before: dict) -> dict[str, Any]:
+    def engine_report(self, calls_before: dict[str, Any]) -> dict[str, Any]:
         """What the summary says of the encoding side: device, attention backends and
         fallbacks (since `calls_before`), device memory, the memory watchdog's verdict, and
         `ray` (None here)."""
@@ -685,7 +673,7 @@ class RunJob:
 
 
 def run(
-    root: str | os.PathLike,
+    root: str | os.PathLike[str],
     store: Store,
     options: RunOptions = RunOptions(),
     *,
@@ -706,7 +694,7 @@ def run(
     return drive(job, started)
 
 
-def check_root(root: str | os.PathLike) -> Path:
+def check_root(root: str | os.PathLike[str]) -> Path:
     from attnswitch.documents.ingest import check_root_filesystem, check_root_name
 
     root = Path(root)

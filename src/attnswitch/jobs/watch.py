@@ -58,7 +58,9 @@ from attnswitch.documents.walked import WalkedFolder, walked_folders
 from attnswitch.indexing.records import root_key
 from attnswitch.indexing.store import Store, StoreBusyError
 from attnswitch.indexing.writer import IndexWriter
-from attnswitch.jobs.run import RunJob, RunOptions, RunSummary, check_root, drive
+from attnswitch.jobs.options import RunOptions
+from attnswitch.jobs.run import RunJob, check_root, drive
+from attnswitch.jobs.summary import RunSummary
 
 # Milliseconds a batch of changes is gathered for after its first event (watchfiles'
 # debounce), and between checks of the stop event.
