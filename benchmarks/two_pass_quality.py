@@ -199,8 +199,9 @@ def main() -> None:
         "",
         f"Measured {meta['when']} on **{meta['cpu']}**, {meta['cores']} cores; "
         f"`{meta['command']}`: {meta['queries']} known-item queries on {meta['corpus']} "
-        "(benchmarks/search_quality.py's sets), hybrid, file-level MRR@10; searches in "
-        "order, each on the index as the searches before it left it.",
+        "(benchmarks/search_quality.py's sets), file-level MRR@10, each variant as the "
+        "script's docstring names it; search p50 per query in this process (a figure of a "
+        "quiet machine only when nothing else ran).",
         "",
         "| full vectors before the searches | variant | MRR@10 | x full index | recall@10 | "
         "search p50 ms | chunks encoded by searches | full vectors after |",
