@@ -63,6 +63,8 @@ ENGINE_INTERFACE = {
     "attnswitch.engines.base",
     "attnswitch.engines.model",
     "attnswitch.engines.registry",
+    # the static model of the quick pass: made from a model, encoded by model2vec, no engine
+    "attnswitch.engines.static_model",
 }
 CLI_ONLY_LIBRARIES = ("typer",)
 

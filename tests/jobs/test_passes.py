@@ -31,6 +31,17 @@ def vectors_by_chunk(location) -> dict[tuple[str, int], np.ndarray]:
     return {(rows[int(i)].source, rows[int(i)].ordinal): matrix[r] for r, i in enumerate(ids)}
 
 
+def assert_as_one_plain_run(docs: Path, location, tmp_path: Path, encoder) -> None:
+    """The full vectors at `location` are those one plain run of `docs` stores (within a
+    float16 rounding step of the transformer's own batches)."""
+    plain = tmp_path / "plain" / "index.sqlite3"
+    plain_run(docs, plain, encoder)
+    got, want = vectors_by_chunk(location), vectors_by_chunk(plain)
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], atol=2e-3)
+
+
 def encoder_texts(location, ids) -> list[str]:
     """What the encoder reads for these chunks: the stored prefix and text."""
     with open_store(location) as store:
@@ -111,12 +122,7 @@ def test_quick_then_full_gives_the_vectors_of_one_plain_run(
     summary = plain_run(more_docs, location, encoder)
     assert summary.unchanged == 6 and summary.chunks_filled == summary.chunks_stored
     assert summary.chunks_unencoded == 0
-    plain = tmp_path / "plain" / "index.sqlite3"
-    plain_run(more_docs, plain, encoder)
-    got, want = vectors_by_chunk(location), vectors_by_chunk(plain)
-    assert got.keys() == want.keys()
-    for key in want:
-        np.testing.assert_allclose(got[key], want[key], atol=2e-3)
+    assert_as_one_plain_run(more_docs, location, tmp_path, encoder)
     with Index.open(location) as index:
         assert index.coverage().full_fraction == 1.0
         result = index.searcher().search(SearchRequest.of("how do I update rows in a table", 3))
@@ -190,9 +196,4 @@ def test_a_full_pass_killed_with_sigkill_resumes_to_the_same_index(
     summary = plain_run(more_docs, location, encoder)
     assert summary.status == "completed" and summary.chunks_unencoded == 0
     assert summary.chunks_filled == at_kill
-    plain = tmp_path / "plain" / "index.sqlite3"
-    plain_run(more_docs, plain, encoder)
-    got, want = vectors_by_chunk(location), vectors_by_chunk(plain)
-    assert got.keys() == want.keys()
-    for key in want:
-        np.testing.assert_allclose(got[key], want[key], atol=2e-3)
+    assert_as_one_plain_run(more_docs, location, tmp_path, encoder)

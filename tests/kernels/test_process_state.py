@@ -48,6 +48,7 @@ ALLOWED = {
     "engines.autopick._TABLE": "the engine measurements file (cache.JsonTable)",
     "engines.autoprecision._TABLE": "the precision measurements file (cache.JsonTable)",
     "jobs.read_pool._started": "a read worker's channel for the files it starts",
+    "jobs.api.open_indexes": "the indexes attnswitch.search keeps open, per thread",
 }
 # the one `global` statement left: a worker process's per-process state, which
 # `multiprocessing` passes through a pool's initializer only
