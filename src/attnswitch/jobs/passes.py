@@ -86,29 +86,33 @@ def full_pass(
     `encode(texts)` gives their vectors `[len(texts), dim]`; `on_call(counts)` after each
     committed call."""
     counts = FullPassCounts()
-    tried: set[int] = set()
+    tried: set[int] = set()  # ids of calls not all written (kept small: rare)
     while True:
         batch = [u for u in writer.unencoded(chunks_per_call) if u.id not in tried]
         if not batch:
             counts.left = writer.unencoded_count()
             return counts
-        tried.update(u.id for u in batch)
         stored = writer.vectors_by_key([u.vector_key for u in batch if u.vector_key])
         reuse = [u for u in batch if u.vector_key in stored]
         fresh = [u for u in batch if u.vector_key not in stored]
+        written = 0
         if reuse:
-            counts.reused += writer.fill_vectors(
+            written = writer.fill_vectors(
                 [u.id for u in reuse],
                 [u.vector_key for u in reuse],
                 np.stack([stored[u.vector_key] for u in reuse if u.vector_key]),
             )
+            counts.reused += written
         if fresh:
             vectors = _encode_distinct(encode, fresh)
-            written = writer.fill_vectors(
+            encoded = writer.fill_vectors(
                 [u.id for u in fresh], [u.vector_key for u in fresh], vectors
             )
-            counts.encoded += written
+            counts.encoded += encoded
             counts.tokens += sum(u.n_tokens for u in fresh)
+            written += encoded
+        if written < len(batch):  # a chunk re-chunked meanwhile: not asked for again
+            tried.update(u.id for u in batch)
         on_call(counts)
 
 
