@@ -75,13 +75,13 @@ def test_run_prints_a_user_error_as_one_line(tmp_path, args, code, message) -> N
 def test_run_lets_a_bug_raise_with_its_traceback(tmp_path, monkeypatch, bug) -> None:
     """An exception that is not an `AttnswitchError`, raised inside the run (injected into
     the pipeline's chunking step), reaches the caller as itself, not as a one-line exit."""
-    import attnswitch.jobs.run as pipeline_run
+    import attnswitch.jobs.read_phase as pipeline_read
     from attnswitch.cli import app
 
     def broken(*args, **kwargs):
         raise bug("a bug inside the run")
 
-    monkeypatch.setattr(pipeline_run, "chunk_document", broken)
+    monkeypatch.setattr(pipeline_read, "chunk_document", broken)
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.txt").write_text("a few words to index")

@@ -52,17 +52,20 @@ import socket
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import Document, SourceFile, load, scan
 from attnswitch.errors import AttnswitchError, ConfigError
 from attnswitch.indexing.store import Store, indexed_sha
+from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.encode import count_diff, settle
-from attnswitch.jobs.options import ReadOptions, RunOptions
+from attnswitch.jobs.encode_phase import AttentionCounts, DocumentSink, EncodeStart, EngineReport
+from attnswitch.jobs.options import EncodeOptions, ReadOptions, RunOptions
+from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.ray_encoders import (
     KINDS,
     READ_CPUS,
@@ -72,9 +75,14 @@ from attnswitch.jobs.ray_encoders import (
     import_ray,
     plan_pools,
 )
+from attnswitch.jobs.read_phase import Read, ReadRequest
 from attnswitch.jobs.run import RunJob, check_root, drive
-from attnswitch.jobs.run_state import RunProgress
+from attnswitch.jobs.run_state import RunProgress, RunTarget
 from attnswitch.jobs.summary import RunSummary
+
+if TYPE_CHECKING:
+    from attnswitch.jobs.ray_encoders import Encoded
+    from attnswitch.jobs.run_state import Pending, Vectors
 
 log = logging.getLogger(__name__)
 # Files per Ray Data block (one read-and-chunk task each), and at most this many blocks.
@@ -225,126 +233,66 @@ def _tokenizer(model: str | None, fingerprint: str) -> Any:
     return chunk_tokenizer(spec)
 
 
-# ---- the run ---------------------------------------------------------------------------
+# ---- the run's parts -------------------------------------------------------------------
 
 
-@dataclass
-class _Batch:
-    """Documents encoded in one actor call: (document, its chunks, "new" or "changed")."""
+class RaySource:
+    """The `read_phase.DocumentSource` of a Ray run: the root listed by one Ray task, the
+    files read and chunked by Ray Data stages (see the module doc) on the CPUs the encoder
+    actors (`pools`) leave, streamed to the driver as they finish. The driver neither
+    reads nor waits for reads: it hashes no file, and the wait is not timed as reading."""
 
-    group: list[tuple[Document, list[Chunk], str]]
+    def __init__(self, ray_options: RayOptions, pools: list[PoolSpec], model: str | None):
+        self.ray_options, self.pools, self.model = ray_options, pools, model
 
-    def texts(self) -> list[str]:
-        return [c.encoder_text for _, chunks, _ in self.group for c in chunks]
+    @property
+    def files_at_hand(self) -> bool:
+        return False
 
-
-class RayRunJob(RunJob):
-    """`run.RunJob` with its stages on Ray (see the module doc); `run_on_ray` drives it.
-    Its actors may write their own documents, so it encodes every chunk of a changed
-    document (`reuses_vectors` False)."""
-
-    reuses_vectors = False
-    reuses_files = False  # the files are read on the cluster: the driver hashes none
-
-    def __init__(
-        self,
-        root: Path,
-        store: Store,
-        options: RunOptions,
-        ray_options: RayOptions,
-        pools: list[PoolSpec],
-        on_progress: Callable[[RunProgress], None] | None,
-    ):
-        super().__init__(root, store, options, None, on_progress)
-        self.ray_options, self.pools = ray_options, pools
-        # Workers load the model by absolute path (None: each node's packaged default).
-        model = options.encode.model
-        self.remote_options = dataclasses.replace(
-            options.encode, model=None if model is None else str(Path(model).resolve())
-        )
-        self.pool: EncoderPool | None = None
-        self.todo: deque[_Batch] = deque()
-        self.stats: dict[str, dict[str, Any]] = {}  # actor id -> what it did
-        self.infos: list[dict[str, Any]] = []
-        self.requeued = 0
-        self.connect_s = 0.0
-        self.start_s = 0.0
-        self.first_sent: float | None = None
-        self.last_done: float | None = None
-        self.token = uuid.uuid4().hex[:8]
-
-    def time_parts(self, wall: float) -> dict[str, float]:
-        """Where the wall time went: measuring, listing, Ray's connect and the actors' start
-        (`load`), and the encoders' span (`encode`: from the first batch sent to the last
-        one back); reading, chunking and storing run inside that span, on the cluster and
-        in this process, so they are not parts of their own here."""
-        return self.phases.breakdown(
-            wall,
-            measure=self.progress.measure_s,
-            load=self.progress.load_s,
-            encode=self.encode_s,
-            read=0.0,
-            chunk=0.0,
-            store=0.0,
-        )
-
-    # -- stages -------------------------------------------------------------------------
-
-    def execute(self) -> None:
-        with self.phases.part("scan"):
-            to_read = self._prepare()
-        if to_read:
-            rows = self._stream(to_read)
-            try:
-                for row in rows:
-                    self._admit(pickle.loads(row["doc"]), pickle.loads(row["chunks"]))
-                self._flush()
-                self._pump(drain=True)
-            finally:
-                close = getattr(rows, "close", None)
-                if close is not None:
-                    close()
-                if self.pool is not None:
-                    self.pool.close()
-                if self.first_sent is not None:
-                    self.encode_s = (self.last_done or time.perf_counter()) - self.first_sent
-        self._done()
-
-    def _listing(self) -> list[SourceFile]:
+    def listing(self, target: RunTarget, read: ReadOptions) -> list[SourceFile]:
         ray = import_ray()
         task = ray.remote(num_cpus=READ_CPUS)(scan)
         ref = task.remote(
-            str(self.root.resolve()),
-            include_hidden=self.options.read.include_hidden,
-            rules=self.rules,
+            str(target.root.resolve()), include_hidden=read.include_hidden, rules=target.rules
         )
-        return self._not_own(ray.get(ref, timeout=self.ray_options.stall_timeout_s))
+        listed: list[SourceFile] = ray.get(ref, timeout=self.ray_options.stall_timeout_s)
+        return listed
 
-    def _stream(self, to_read: list[SourceFile]) -> Iterator[dict[str, Any]]:
-        """The read and chunk stages on Ray Data, streamed to the driver as they finish."""
+    def documents(self, request: ReadRequest) -> Generator[Read, None, None]:
+        """The read and chunk stages on Ray Data, each document with its chunks (None: not
+        chunked, its stored hash is its own or it has no text)."""
+        rows = self._stream(request)
+        try:
+            for row in rows:
+                doc: Document = pickle.loads(row["doc"])
+                chunks: list[Chunk] | None = pickle.loads(row["chunks"])
+                yield doc, chunks
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+
+    def _stream(self, request: ReadRequest) -> Iterator[dict[str, Any]]:
         ray = import_ray()
         from ray.data import ExecutionResources
 
+        config = request.config
         items = []
-        for e in to_read:
-            known = indexed_sha(self.stored.get(e.source), self.fp)
+        for e in request.entries:
+            known = indexed_sha(request.stored.get(e.source), config.fingerprint)
             items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))
         ds = ray.data.from_items(items, override_num_blocks=blocks)
-        ds = ds.map(
-            read_row,
-            fn_kwargs={"read": self.options.read},
-            num_cpus=READ_CPUS,
-        )
+        ds = ds.map(read_row, fn_kwargs={"read": request.read}, num_cpus=READ_CPUS)
         ds = ds.map(
             chunk_row,
             fn_kwargs={
-                "model": self.remote_options.model,
-                "fingerprint": self.config.model_fingerprint,
-                "max_tokens": self.config.max_tokens,
-                "overlap": self.config.overlap,
-                "chunking": self.config.chunking,
-                "embed_headings": self.config.embed_headings,
+                "model": self.model,
+                "fingerprint": config.model_fingerprint,
+                "max_tokens": config.max_tokens,
+                "overlap": config.overlap,
+                "chunking": config.chunking,
+                "embed_headings": config.embed_headings,
             },
             num_cpus=READ_CPUS,
         )
@@ -356,17 +304,149 @@ class RayRunJob(RunJob):
         free = max(READ_CPUS, float(ray.cluster_resources().get("CPU", 0)) - held)
         ctx.execution_options.resource_limits = ExecutionResources(cpu=free)
         ctx.execution_options.verbose_progress = False
-        return iter(ds.iter_rows())
+        rows: Iterator[dict[str, Any]] = iter(ds.iter_rows())
+        return rows
 
-    def _flush(self) -> None:
-        group, self.pending = self.pending, []
-        if group:
-            self.todo.append(_Batch(group))
-            self._pump(drain=False)
 
-    def _pump(self, drain: bool) -> None:
-        """Send queued batches to free actor slots and write the finished ones. Blocks while
-        a batch waits for a slot, and with `drain` until every batch is done."""
+@dataclass
+class _Batch:
+    """Documents encoded in one actor call: (document, its chunks, "new" or "changed")."""
+
+    group: list[Pending]
+
+    def texts(self) -> list[str]:
+        return [c.encoder_text for _, chunks, _ in self.group for c in chunks]
+
+
+@dataclass
+class ActorStats:
+    """What one encoder actor did in a run (from its reports, `EncoderActor.encode`): its
+    node kind, engine, device and threads; the nodes and processes it ran in (a restart is
+    a new process); the chunks, tokens and seconds it encoded; the attention backends'
+    calls and fallbacks; its memory watchdog's last verdict and its peak memory."""
+
+    kind: str
+    engine: str
+    device: str
+    threads: int
+    node_ids: set[str] = field(default_factory=set)
+    pids: set[int] = field(default_factory=set)
+    chunks: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    calls: Counter[str] = field(default_factory=Counter)
+    fallbacks: Counter[str] = field(default_factory=Counter)
+    memory: dict[str, Any] | None = None
+    peak_rss_mb: float = 0.0
+    peak_device_mb: float | None = None
+
+    def add(self, batch: _Batch, report: dict[str, Any]) -> None:
+        """Add what the actor's `report` says it did for `batch`."""
+        self.node_ids.add(report["node_id"])
+        self.pids.add(report["pid"])
+        self.chunks += sum(len(c) for _, c, _ in batch.group)
+        self.tokens += sum(c.n_tokens for _, chunks, _ in batch.group for c in chunks)
+        self.seconds += report["seconds"]
+        self.calls.update(report["calls"])
+        self.fallbacks.update(report["fallbacks"])
+        self.memory = report["memory"]
+        self.peak_rss_mb = max(self.peak_rss_mb, report["peak_rss_mb"])
+        if report["peak_device_mb"] is not None:
+            self.peak_device_mb = max(self.peak_device_mb or 0.0, report["peak_device_mb"])
+
+    def summary(self) -> dict[str, Any]:
+        """The actor as the summary's `ray["actors"]` lists it."""
+        return {
+            "kind": self.kind,
+            "engine": self.engine,
+            "device": self.device,
+            "threads": self.threads,
+            "nodes": sorted(self.node_ids),
+            "processes": len(self.pids),
+            "chunks": self.chunks,
+            "tokens": self.tokens,
+            "encode_s": self.seconds,
+            "backends": count_diff(self.calls, {}),
+        }
+
+
+@dataclass
+class RayTiming:
+    """The seconds of a Ray run's encoding side: `connect_s` (connecting to Ray),
+    `start_s` (starting the actors), and the encoders' span, from the first batch sent
+    (`first_sent`) to the last one back (`last_done`; perf_counter times, None before)."""
+
+    connect_s: float = 0.0
+    start_s: float = 0.0
+    first_sent: float | None = None
+    last_done: float | None = None
+    span_s: float = 0.0  # set when the encoding closes
+
+    def close(self) -> None:
+        if self.first_sent is not None:
+            self.span_s = (self.last_done or time.perf_counter()) - self.first_sent
+
+
+class RayEncoding:
+    """The `encode_phase.Encoding` of a Ray run: batches of documents go to an
+    `EncoderPool` of actors (`pools`, started on the first batch; `remote_options`: the
+    encode options the actors load their engines by), `in_flight` per actor, and come
+    back as they finish; an actor writes its own batch when the store takes writes from
+    other processes (`store_url`, `Store.url`), else the driver does. Its actors encode
+    every chunk of a document (`encode_here` None)."""
+
+    def __init__(
+        self,
+        store_url: str | None,
+        ray_options: RayOptions,
+        pools: list[PoolSpec],
+        remote_options: EncodeOptions,
+        connect_s: float = 0.0,
+    ):
+        self.store_url, self.ray_options, self.pools = store_url, ray_options, pools
+        self.remote_options = remote_options
+        self.name = f"attnswitch-encoder-{uuid.uuid4().hex[:8]}"
+        self.timing = RayTiming(connect_s=connect_s)
+        self.pool: EncoderPool | None = None
+        self.todo: deque[_Batch] = deque()  # batches waiting for an actor's slot
+        self.actors: dict[str, ActorStats] = {}  # actor id -> what it did
+        self.infos: list[dict[str, Any]] = []  # what each actor planned, once started
+        self.requeued = 0  # batches sent again after their actor was lost
+        self._start: EncodeStart | None = None
+
+    def begin(self, start: EncodeStart) -> None:
+        self._start = start
+
+    @property
+    def start(self) -> EncodeStart:
+        if self._start is None:
+            raise RuntimeError("encoding: expected the run begun first, got none")
+        return self._start
+
+    @property
+    def encode_here(self) -> None:
+        return None
+
+    @property
+    def seconds(self) -> float:
+        """The encoders' span (`RayTiming`)."""
+        return self.timing.span_s
+
+    def send(self, group: list[Pending], sink: DocumentSink) -> None:
+        self.todo.append(_Batch(group))
+        self._pump(sink, drain=False)
+
+    def finish(self, sink: DocumentSink) -> None:
+        self._pump(sink, drain=True)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        self.timing.close()
+
+    def _pump(self, sink: DocumentSink, drain: bool) -> None:
+        """Send queued batches to free actor slots and settle the finished ones. Blocks
+        while a batch waits for a slot, and with `drain` until every batch is done."""
         pool = self.pool
         if pool is None:
             if not self.todo:
@@ -376,8 +456,8 @@ class RayRunJob(RunJob):
             while self.todo and pool.has_slot():
                 batch = self.todo.popleft()
                 pool.submit(batch.texts(), batch, self._remote_write(batch))
-                if self.first_sent is None:
-                    self.first_sent = time.perf_counter()
+                if self.timing.first_sent is None:
+                    self.timing.first_sent = time.perf_counter()
             if not pool.running:
                 if self.todo:
                     raise RayRunError(
@@ -393,49 +473,51 @@ class RayRunJob(RunJob):
                     f"encoder actors: expected a batch to finish within "
                     f"{stall:g} s, got none ({pool.running} running)"
                 )
-            for batch, outcome in finished:
-                self._settle(batch, outcome)
+            for tag, outcome in finished:
+                self._settle(tag, outcome, sink)
             if not block and not self.todo:
                 return
 
     def _remote_write(self, batch: _Batch) -> dict[str, Any] | None:
         """What an actor needs to write `batch` itself, when the store takes writes from
         other processes (`Store.url`); None: the driver writes."""
-        if self.store.url is None:
+        if self.store_url is None:
             return None
+        config = self.start.config
         return {
-            "url": self.store.url,
-            "config": self.fp,
-            "run_id": self.run_id,
-            "vector_fingerprint": self.vector_fp,
+            "url": self.store_url,
+            "config": config.fingerprint,
+            "run_id": self.start.run_id,
+            "vector_fingerprint": config.vector_fingerprint,
             "documents": [(doc, chunks) for doc, chunks, _ in batch.group],
         }
 
     def _start_pool(self) -> EncoderPool:
+        start = self.start
         started = time.perf_counter()
-        self.progress.stage = "starting actors"
-        self.on_progress(self.progress)
+        start.progress.stage = "starting actors"
+        start.on_progress(start.progress)
         self.pool = pool = EncoderPool(
             self.pools,
             self.remote_options,
-            self.config.model_fingerprint,
+            start.config.model_fingerprint,
             in_flight=self.ray_options.in_flight,
             max_restarts=self.ray_options.max_restarts,
             max_task_retries=self.ray_options.max_task_retries,
-            name=f"attnswitch-encoder-{self.token}",
+            name=self.name,
         )
         try:
             self.infos = pool.start(self.ray_options.startup_timeout_s)
         finally:
-            self.start_s = time.perf_counter() - started
-            self.progress.load_s += self.start_s
-        self.progress.stage = "encoding"
-        self.on_progress(self.progress)
+            self.timing.start_s = time.perf_counter() - started
+            start.progress.load_s += self.timing.start_s
+        start.progress.stage = "encoding"
+        start.on_progress(start.progress)
         return pool
 
-    def _settle(self, batch: _Batch, outcome: Any) -> None:
+    def _settle(self, batch: _Batch, outcome: Encoded | Exception, sink: DocumentSink) -> None:
         """Write a finished batch, or queue it again (its actor died), or retry its documents
-        one at a time (the engine failed): `encode.settle`, as `RunJob._flush` does."""
+        one at a time (the engine failed): `encode.settle`, as `LocalEncoding.send` does."""
         from ray.exceptions import RayActorError, RayTaskError
 
         if isinstance(outcome, RayActorError):
@@ -447,65 +529,44 @@ class RayRunJob(RunJob):
             )
             self.todo.appendleft(batch)
             return
+        vectors: Vectors | Exception | None
         if isinstance(outcome, BaseException):
             cause = outcome.cause if isinstance(outcome, RayTaskError) else outcome
             vectors = cause if isinstance(cause, Exception) else RuntimeError(str(outcome))
         else:
             vectors, report = outcome  # vectors None: the actor wrote them
-            self.last_done = time.perf_counter()
+            self.timing.last_done = time.perf_counter()
             self._record(batch, report)
         settle(
             batch.group,
             vectors,
-            write=self._write,
-            fail=self._failed,
+            write=sink.write,
+            fail=sink.fail,
             retry=lambda singles: self.todo.extendleft(map(_Batch, reversed(singles))),
         )
 
     def _record(self, batch: _Batch, report: dict[str, Any]) -> None:
-        s = self.stats.setdefault(
-            report["actor_id"],
-            {
-                "kind": report["kind"],
-                "engine": report["engine"],
-                "device": report["device"],
-                "threads": report["threads"],
-                "node_ids": set(),
-                "pids": set(),
-                "chunks": 0,
-                "tokens": 0,
-                "seconds": 0.0,
-                "calls": Counter(),
-                "fallbacks": Counter(),
-                "memory": None,
-                "peak_rss_mb": 0.0,
-                "peak_device_mb": None,
-            },
-        )
-        s["node_ids"].add(report["node_id"])
-        s["pids"].add(report["pid"])
-        s["chunks"] += sum(len(c) for _, c, _ in batch.group)
-        s["tokens"] += sum(c.n_tokens for _, chunks, _ in batch.group for c in chunks)
-        s["seconds"] += report["seconds"]
-        s["calls"].update(report["calls"])
-        s["fallbacks"].update(report["fallbacks"])
-        s["memory"] = report["memory"]
-        s["peak_rss_mb"] = max(s["peak_rss_mb"], report["peak_rss_mb"])
-        if report["peak_device_mb"] is not None:
-            s["peak_device_mb"] = max(s["peak_device_mb"] or 0.0, report["peak_device_mb"])
+        stats = self.actors.get(report["actor_id"])
+        if stats is None:
+            stats = self.actors[report["actor_id"]] = ActorStats(
+                report["kind"], report["engine"], report["device"], report["threads"]
+            )
+        stats.add(batch, report)
 
     # -- summary ------------------------------------------------------------------------
 
-    def engine_report(self, calls_before: dict[str, Any]) -> dict[str, Any]:
+    def report(self, calls_before: AttentionCounts) -> EngineReport:
+        """The actors' side of the summary (`calls_before` is this process's: unused, the
+        actors count their own calls)."""
         ray = import_ray()
-        stats = list(self.stats.values())
+        stats = list(self.actors.values())
         calls: Counter[str] = Counter()
         fallbacks: Counter[str] = Counter()
         for s in stats:
-            calls.update(s["calls"])
-            fallbacks.update(s["fallbacks"])
-        devices = sorted({s["device"] for s in stats})
-        peaks = [s["peak_device_mb"] for s in stats if s["peak_device_mb"] is not None]
+            calls.update(s.calls)
+            fallbacks.update(s.fallbacks)
+        devices = sorted({s.device for s in stats})
+        peaks = [s.peak_device_mb for s in stats if s.peak_device_mb is not None]
         try:
             nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
             address = ray.get_runtime_context().gcs_address
@@ -514,15 +575,16 @@ class RayRunJob(RunJob):
         summary = {
             "address": address,
             "nodes": nodes,
-            "connect_s": self.connect_s,
-            "start_s": self.start_s,
+            "connect_s": self.timing.connect_s,
+            "start_s": self.timing.start_s,
             "read_cpus": READ_CPUS,
             "pools": [dataclasses.asdict(p) for p in self.pools],
             "kinds": self._kinds(stats),
-            "actors": [self._actor(s) for s in stats],
+            "actors": [s.summary() for s in stats],
             "requeued_batches": self.requeued,
         }
         return {
+            "engine": None,
             "device": ", ".join(devices) or None,
             "backends": count_diff(calls, {}),
             "fallbacks": count_diff(fallbacks, {}),
@@ -531,19 +593,34 @@ class RayRunJob(RunJob):
             "ray": summary,
         }
 
-    def _kinds(self, stats: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def time_parts(self, phases: Phases, progress: RunProgress, wall: float) -> dict[str, float]:
+        """Where the wall time went: measuring, listing, Ray's connect and the actors' start
+        (`load`), and the encoders' span (`encode`: from the first batch sent to the last
+        one back); reading, chunking and storing run inside that span, on the cluster and
+        in this process, so they are not parts of their own here."""
+        return phases.breakdown(
+            wall,
+            measure=progress.measure_s,
+            load=progress.load_s,
+            encode=self.seconds,
+            read=0.0,
+            chunk=0.0,
+            store=0.0,
+        )
+
+    def _kinds(self, stats: list[ActorStats]) -> dict[str, dict[str, Any]]:
         """Per node kind: what its pool did. `tokens_per_s` is the pool's rate while busy:
         the sum over its actors of tokens / busy seconds."""
         out = {}
         for kind in KINDS:
-            mine = [s for s in stats if s["kind"] == kind]
+            mine = [s for s in stats if s.kind == kind]
             infos = [i for i in self.infos if i["kind"] == kind]
             if not mine and not infos:
                 continue
             calls: Counter[str] = Counter()
             for s in mine:
-                calls.update(s["calls"])
-            devices = sorted({i["device"] for i in infos} | {s["device"] for s in mine})
+                calls.update(s.calls)
+            devices = sorted({i["device"] for i in infos} | {s.device for s in mine})
             note = None
             if kind != "cpu" and devices == ["cpu"]:
                 note = (
@@ -552,42 +629,24 @@ class RayRunJob(RunJob):
                 )
             out[kind] = {
                 "actors": len(infos),
-                "nodes": len(
-                    {i["node_id"] for i in infos} | {n for s in mine for n in s["node_ids"]}
-                ),
-                "chunks": sum(s["chunks"] for s in mine),
-                "tokens": sum(s["tokens"] for s in mine),
-                "encode_s": sum(s["seconds"] for s in mine),
-                "tokens_per_s": sum(s["tokens"] / s["seconds"] for s in mine if s["seconds"] > 0)
-                or None,
-                "engines": sorted({i["engine"] for i in infos} | {s["engine"] for s in mine}),
+                "nodes": len({i["node_id"] for i in infos} | {n for s in mine for n in s.node_ids}),
+                "chunks": sum(s.chunks for s in mine),
+                "tokens": sum(s.tokens for s in mine),
+                "encode_s": sum(s.seconds for s in mine),
+                "tokens_per_s": sum(s.tokens / s.seconds for s in mine if s.seconds > 0) or None,
+                "engines": sorted({i["engine"] for i in infos} | {s.engine for s in mine}),
                 "devices": devices,
                 "backends": count_diff(calls, {}),
-                "restarts": sum(len(s["pids"]) - 1 for s in mine),
-                "peak_rss_mb": max((s["peak_rss_mb"] for s in mine), default=None),
+                "restarts": sum(len(s.pids) - 1 for s in mine),
+                "peak_rss_mb": max((s.peak_rss_mb for s in mine), default=None),
                 "note": note,
             }
         return out
 
-    @staticmethod
-    def _actor(s: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "kind": s["kind"],
-            "engine": s["engine"],
-            "device": s["device"],
-            "threads": s["threads"],
-            "nodes": sorted(s["node_ids"]),
-            "processes": len(s["pids"]),
-            "chunks": s["chunks"],
-            "tokens": s["tokens"],
-            "encode_s": s["seconds"],
-            "backends": count_diff(s["calls"], {}),
-        }
 
-
-def _memory(stats: list[dict[str, Any]]) -> dict[str, Any]:
+def _memory(stats: list[ActorStats]) -> dict[str, Any]:
     """The actors' memory watchdogs, as one verdict: growing when any actor's is."""
-    verdicts = [(s["kind"], s["memory"]) for s in stats if s["memory"]]
+    verdicts = [(s.kind, s.memory) for s in stats if s.memory]
     if not verdicts:
         return {"growing": False, "samples": 0, "reason": "no encoding: memory not sampled"}
     growing = [f"{kind} actor: {v['reason']}" for kind, v in verdicts if v["growing"]]
@@ -615,7 +674,8 @@ def run_on_ray(
     """Index `root` into `store` on Ray (see the module doc); the summary is `run`'s, with
     `ray` filled: the pools, and per node kind its actors, nodes, chunks, tokens, tokens/s,
     engines, devices and attention backends. Connects to Ray unless this process already
-    is (and then leaves the connection as it found it)."""
+    is (and then leaves the connection as it found it). The run is the plain one: the
+    quick pass (`EncodeOptions.quick`) is the single-process run's."""
     started = time.perf_counter()
     root = check_root(root)
     ray = import_ray()
@@ -633,8 +693,19 @@ def run_on_ray(
             tpu_actors=ray_options.tpu_actors,
             cpus_per_actor=ray_options.cpus_per_actor,
         )
-        job = RayRunJob(root, store, options, ray_options, pools, on_progress)
-        job.connect_s = connect_s
+        # Workers load the model by absolute path (None: each node's packaged default), and
+        # the engine and precision as asked (each actor resolves "auto" on its node).
+        model = options.encode.model
+        remote = dataclasses.replace(
+            options.encode, model=None if model is None else str(Path(model).resolve())
+        )
+        job = RunJob(
+            RunTarget(root, store, IndexWriter(store)),
+            dataclasses.replace(options, encode=dataclasses.replace(options.encode, quick=False)),
+            RaySource(ray_options, pools, remote.model),
+            RayEncoding(store.url, ray_options, pools, remote, connect_s),
+            on_progress,
+        )
         job.progress.load_s = connect_s  # like a model load: not encoding time
         return drive(job, started)
     finally:

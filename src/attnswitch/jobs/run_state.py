@@ -1,13 +1,44 @@
-"""The explicit state of a run (`run.RunJob`): what `resolve` chose (`Resolution`, set once
-before anything is read) and what a progress display reads (`RunProgress`, updated as the
-run goes)."""
+"""The explicit state of a run (`run.RunJob`), each object with one job:
+
+- `Resolution`: what `resolve` chose (engine, precision, index config), set once before
+  anything is read;
+- `RunProgress`: what a progress display reads, updated as the run goes;
+- `RunCounts`: what the run did to the documents of its root (the summary's counts, its
+  skipped files and notes);
+- `RunTarget`: where the run writes (the root, the store, the run's writer and its run id);
+- `EncodeQueue`: the documents waiting for vectors (`pending`), and the stored vectors
+  the waiting documents keep (`kept`).
+
+Where a run's wall time goes is `phases.Phases`. The job owns these objects and hands them
+to the functions that change them (`read_phase`, `encode_phase`, `record`)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from attnswitch.documents.rules import FileRules
 from attnswitch.indexing.config import IndexConfig
+from attnswitch.indexing.records import root_key
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from attnswitch.documents.chunk import Chunk
+    from attnswitch.documents.ingest import Document
+    from attnswitch.indexing.store import Store
+    from attnswitch.indexing.writer import IndexWriter
+
+    # Vectors float32 `[N, dim]`, one per chunk or text.
+    Vectors = npt.NDArray[np.float32]
+    # One vector float32 `[dim]`.
+    Vector = npt.NDArray[np.float32]
+    # A document waiting for vectors: (document, the chunks to encode, "new" or "changed").
+    Pending = tuple[Document, list[Chunk], str]
 
 
 @dataclass(frozen=True)
@@ -38,7 +69,7 @@ class RunProgress:
     checked against torch float32 once: `measure_note` says what for and about how long,
     `measure_done` of `measure_total` (estimated seconds, or steps) are done, the current
     step named by `measure_step`; `measure_s` is the seconds it took. Then "scanning",
-    "reading", "loading model", "encoding", and "done"."""
+    "reading", "loading model" (on Ray: "starting actors"), "encoding", and "done"."""
 
     files_total: int = 0
     files_done: int = 0
@@ -63,4 +94,120 @@ class RunProgress:
         return self.tokens / self.encode_s if self.encode_s > 0 and self.tokens else 0.0
 
 
-__all__ = ["MEASURING", "Resolution", "RunProgress"]
+# The kinds of a document whose chunks a run writes (`IndexWriter.classify`).
+KINDS = ("new", "changed")
+
+
+@dataclass
+class RunCounts:
+    """What a run did to the documents of its root, as its summary reports it.
+
+    Documents: `new`, `changed` (of them `copied`: given an indexed document's chunks and
+    vectors without being read), `unchanged`, `deleted`, `moved`, `skipped` (of them
+    `failed`: the encoder failed on them alone). Chunks: `chunks` encoded by this run
+    (`tokens` of them), `reused` (a stored vector, or one encoded for another chunk of the
+    same call), `quick` (written with quick vectors only), `filled` (given their full
+    vector by the full pass; `filled_encoded` of them by the encoder). `skips`: the skipped
+    documents, with their reasons; `notes`: what a written document's reading noted
+    (`{"source", "note"}`). `failures_in_row`: documents failed one after another since
+    the last one written (not summarised: `record.MAX_FAILURES_IN_ROW` stops the run)."""
+
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    moved: int = 0
+    copied: int = 0
+    skipped: int = 0
+    failed: int = 0
+    chunks: int = 0
+    tokens: int = 0
+    reused: int = 0
+    quick: int = 0
+    filled: int = 0
+    filled_encoded: int = 0
+    skips: list[Document] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+    failures_in_row: int = 0
+
+    def add_kind(self, kind: str, n: int = 1) -> None:
+        """Add `n` to the count of `kind` ("new" or "changed")."""
+        if kind == "new":
+            self.new += n
+        elif kind == "changed":
+            self.changed += n
+        else:
+            raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+
+
+@dataclass
+class RunTarget:
+    """Where a run writes: `root` (`root_id`: the (device, inode) it must have, for a
+    caller that checked the folder before; `ingest.scan`), the `store`, and `writer`, the
+    run's writes through the store (holding its run lock from `begin_run` to
+    `finish_run`). `run_id`: the run's row in the runs table, once begun; `rules`: the
+    root's file rules, once read (`read_phase.list_root`)."""
+
+    root: Path
+    store: Store
+    writer: IndexWriter
+    root_id: tuple[int, int] | None = None
+    run_id: int = 0
+    rules: FileRules = field(default_factory=FileRules)
+
+    @property
+    def key(self) -> str:
+        """The root as the store names it (`records.root_key`)."""
+        return root_key(self.root)
+
+
+@dataclass
+class EncodeQueue:
+    """The documents waiting for vectors, gathered several at a time until
+    `chunks_per_call` chunks are pending (`full`), then taken all at once (`take`) for one
+    encode call. `kept`: per waiting document (by source), all its chunks and, by index,
+    the stored vectors it keeps (`read_phase.ReadPhase.keep_stored`), put back in their
+    places when it is written (`restore`)."""
+
+    chunks_per_call: int
+    pending: list[Pending] = field(default_factory=list)
+    kept: dict[str, tuple[list[Chunk], dict[int, Vector]]] = field(default_factory=dict)
+
+    def add(self, doc: Document, chunks: list[Chunk], kind: str) -> None:
+        self.pending.append((doc, chunks, kind))
+
+    @property
+    def full(self) -> bool:
+        return sum(len(c) for _, c, _ in self.pending) >= self.chunks_per_call
+
+    def take(self) -> list[Pending]:
+        """Every pending document, the queue left empty."""
+        taken, self.pending = self.pending, []
+        return taken
+
+    def keep(self, source: str, chunks: list[Chunk], kept: dict[int, Vector]) -> None:
+        self.kept[source] = (chunks, kept)
+
+    def restore(
+        self, doc: Document, encoded: list[Chunk], vectors: Vectors
+    ) -> tuple[list[Chunk], Vectors]:
+        """The chunks of `doc` and their vectors, those it keeps (`keep`) in their places
+        and `vectors` (of `encoded`, in order) in the others; `(encoded, vectors)` when it
+        keeps none."""
+        if doc.source not in self.kept:
+            return encoded, vectors
+        chunks, kept = self.kept.pop(doc.source)
+        fresh = iter(np.asarray(vectors, np.float32))
+        restored = np.stack([kept[i] if i in kept else next(fresh) for i in range(len(chunks))])
+        return chunks, np.asarray(restored, np.float32)
+
+
+__all__ = [
+    "KINDS",
+    "MEASURING",
+    "EncodeQueue",
+    "Resolution",
+    "RunCounts",
+    "RunProgress",
+    "RunTarget",
+]

@@ -7,10 +7,15 @@ import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attnswitch.indexing.records import root_key
 from attnswitch.jobs.encode import peak_rss_mb
+
+if TYPE_CHECKING:
+    from attnswitch.jobs.encode_phase import AttentionCounts, Encoding
+    from attnswitch.jobs.options import RunOptions
+    from attnswitch.jobs.run_state import Resolution, RunCounts, RunProgress, RunTarget
 
 
 @dataclass(frozen=True)
@@ -87,52 +92,72 @@ class RunSummary:
         }
 
 
-def summarise(job: Any, status: str, started: float, calls_before: dict[str, Any]) -> RunSummary:
-    """The summary of `job` (a `run.RunJob`; not imported, since run imports this module)
-    ended with `status` (`started`: its perf_counter start; `calls_before`: the attention
-    counters before it ran)."""
+class FinishedRun(Protocol):
+    """What `summarise` reads of a run (`run.RunJob`, which imports this module)."""
+
+    @property
+    def target(self) -> RunTarget: ...
+    @property
+    def options(self) -> RunOptions: ...
+    @property
+    def counts(self) -> RunCounts: ...
+    @property
+    def progress(self) -> RunProgress: ...
+    @property
+    def encoding(self) -> Encoding: ...
+    @property
+    def resolved(self) -> Resolution: ...
+    def time_parts(self, wall: float) -> dict[str, float]: ...
+
+
+def summarise(
+    job: FinishedRun, status: str, started: float, calls_before: AttentionCounts
+) -> RunSummary:
+    """The summary of `job` ended with `status` (`started`: its perf_counter start;
+    `calls_before`: the attention counters before it ran)."""
     wall = time.perf_counter() - started
-    key = root_key(job.root)
-    st = job.store
+    target, counts, resolution = job.target, job.counts, job.resolved
+    key = root_key(target.root)
+    st = target.store
     indexed, stored_chunks = st.root_counts(key)
-    tokens = job.counts["tokens"]
-    encode_s = job.encode_s
-    report = job.engine_report(calls_before)
+    tokens = counts.tokens
+    encode_s = job.encoding.seconds
+    report = job.encoding.report(calls_before)
     device = report["device"]
     return RunSummary(
-        run_id=job.run_id,
+        run_id=target.run_id,
         status=status,
         root=key,
         db=st.location,
         files=job.progress.files_total,
-        new=job.counts["new"],
-        changed=job.counts["changed"],
-        unchanged=job.counts["unchanged"],
-        deleted=job.counts["deleted"],
-        skipped=job.counts["skipped"],
-        failed=job.counts["failed"],
+        new=counts.new,
+        changed=counts.changed,
+        unchanged=counts.unchanged,
+        deleted=counts.deleted,
+        skipped=counts.skipped,
+        failed=counts.failed,
         indexed=indexed,
-        chunks_encoded=job.counts["chunks"],
+        chunks_encoded=counts.chunks,
         tokens_encoded=tokens,
-        chunks_reused=job.counts["reused"],
-        chunks_quick=job.counts["quick"],
-        chunks_filled=job.counts["filled"],
-        chunks_unencoded=job.writer.store.unencoded_count(),
-        copied=job.counts["copied"],
-        moved=job.counts["moved"],
+        chunks_reused=counts.reused,
+        chunks_quick=counts.quick,
+        chunks_filled=counts.filled,
+        chunks_unencoded=target.writer.store.unencoded_count(),
+        copied=counts.copied,
+        moved=counts.moved,
         chunks_stored=stored_chunks,
         wall_s=wall,
         load_s=job.progress.load_s,
         encode_s=encode_s,
         tokens_per_s=tokens / encode_s if tokens and encode_s > 0 else None,
-        chunks_per_s=(job.counts["chunks"] + job.counts["filled_encoded"]) / encode_s
+        chunks_per_s=(counts.chunks + counts.filled_encoded) / encode_s
         if tokens and encode_s > 0
         else None,
-        model=job.config.describe(),
-        engine=_engine_used(job),
-        engine_reason=job.engine_reason,
-        precision=job.config.precision,
-        precision_reason=job.precision_reason,
+        model=resolution.config.describe(),
+        engine=str(report["engine"] or resolution.engine),  # the engine that encoded last
+        engine_reason=resolution.engine_reason,
+        precision=resolution.config.precision,
+        precision_reason=resolution.precision_reason,
         layout=job.options.encode.layout,
         device=device,
         backends=report["backends"],
@@ -141,19 +166,14 @@ def summarise(job: Any, status: str, started: float, calls_before: dict[str, Any
         peak_device_mb=report["peak_device_mb"],
         memory=report["memory"],
         cost=_cost(tokens, encode_s, device, job.options.hourly_usd),
-        skipped_by_reason=dict(Counter(d.skip.value for d in job.skips)),
-        skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in job.skips],
-        notes=job.notes,
-        config=job.fp,
+        skipped_by_reason=dict(Counter(d.skip.value for d in counts.skips if d.skip)),
+        skipped_files=[{"source": d.source, "reason": d.reason or ""} for d in counts.skips],
+        notes=counts.notes,
+        config=resolution.config.fingerprint,
         ray=report["ray"],
         measure_s=job.progress.measure_s,
         time_parts=job.time_parts(wall),
     )
-
-
-def _engine_used(job: Any) -> str:
-    """The engine that encoded last (the planned one unless it fell back)."""
-    return str(getattr(job.encoder, "engine", None) or job.engine_name)
 
 
 def _cost(

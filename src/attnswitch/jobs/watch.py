@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from attnswitch.documents.ingest import folder_id
 from attnswitch.documents.rules import IGNORE_FILES, rules_for
@@ -59,8 +59,16 @@ from attnswitch.indexing.records import root_key
 from attnswitch.indexing.store import Store, StoreBusyError
 from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.options import RunOptions
-from attnswitch.jobs.run import RunJob, check_root, drive
+from attnswitch.jobs.run import check_root, drive, local_job
 from attnswitch.jobs.summary import RunSummary
+
+if TYPE_CHECKING:
+    from watchfiles import Change
+
+    from attnswitch.engines.base import Encoder
+
+    # A batch of changes: (what changed, the path).
+    Changes = set[tuple[Change, str]]
 
 # Milliseconds a batch of changes is gathered for after its first event (watchfiles'
 # debounce), and between checks of the stop event.
@@ -97,7 +105,7 @@ class ChangeFilter:
         self.own, self.include_hidden = own, include_hidden
         self.folders, self.gitignore = folders, gitignore
 
-    def __call__(self, change: Any, path: str) -> bool:
+    def __call__(self, change: Change, path: str) -> bool:
         p = Path(path)
         if p in self.own:
             return False
@@ -112,7 +120,7 @@ class ChangeFilter:
             return False
         return _is_folder(p) or parent.lists(p.name)
 
-    def touches_folders(self, changes: set[tuple[Any, str]]) -> bool:
+    def touches_folders(self, changes: Changes) -> bool:
         """Whether `changes` may change which folders the walk enters: a watched folder
         changed, a folder appeared, or an ignore file changed."""
         return any(
@@ -122,7 +130,7 @@ class ChangeFilter:
             for _, p in changes
         )
 
-    def files_in(self, changes: set[tuple[Any, str]]) -> bool:
+    def files_in(self, changes: Changes) -> bool:
         """Whether `changes` hold a change to a file (anything but a folder: a removed
         path is judged by the name alone)."""
         return any(Path(p) not in self.folders and not _is_folder(Path(p)) for _, p in changes)
@@ -148,9 +156,9 @@ class _Watch:
         root: Path,
         store: Store,
         options: RunOptions,
-        encoder: Callable[[], Any],
+        encoder: Callable[[], Encoder],
         stop: threading.Event,
-        on_batch: Callable[[RunSummary, set[tuple[Any, str]]], None] | None,
+        on_batch: Callable[[RunSummary, Changes], None] | None,
         on_wait: Callable[[str, str], None] | None,
     ):
         self.root, self.store, self.options, self.encoder = root, store, options, encoder
@@ -210,17 +218,17 @@ class _Watch:
         except OSError:
             return False
 
-    def run(self, changes: set[tuple[Any, str]]) -> None:
+    def run(self, changes: Changes) -> None:
         """One run of the root, waiting while another process holds the store's run lock
         (none when stopped meanwhile); `_RootGone` when the root is not the folder listed."""
         announced = False
         while not self.stop.is_set():
             if not self.intact():
                 raise _RootGone
-            job = RunJob(self.root, self.store, self.options, self.encoder, None)
-            job.root_id = self.root_id  # a root swapped during the run is not walked
+            # a root swapped during the run is not walked (`root_id`)
+            job = local_job(self.root, self.store, self.options, self.encoder, None, self.root_id)
             try:
-                job.writer.check_unlocked()
+                job.target.writer.check_unlocked()
                 summary = drive(job, time.perf_counter())
             except StoreBusyError:
                 if not announced:
@@ -255,9 +263,9 @@ def watch(
     store: Store,
     options: RunOptions = RunOptions(),
     *,
-    get_encoder: Callable[[], Any] | None = None,
+    get_encoder: Callable[[], Encoder] | None = None,
     stop_event: threading.Event | None = None,
-    on_batch: Callable[[RunSummary, set[tuple[Any, str]]], None] | None = None,
+    on_batch: Callable[[RunSummary, Changes], None] | None = None,
     on_wait: Callable[[str, str], None] | None = None,
     debounce_ms: int = DEFAULT_DEBOUNCE_MS,
     force_polling: bool | None = None,
@@ -271,15 +279,15 @@ def watch(
 
     resolved = check_root(root).resolve()
     stop = stop_event or threading.Event()
-    loaded: list[Any] = []  # the encoder, once a run has loaded it
+    loaded: list[Encoder] = []  # the encoder, once a run has loaded it
 
-    def encoder() -> Any:
+    def encoder() -> Encoder:
         if not loaded:
             loaded.append(get_encoder() if get_encoder else _default_encoder(options))
         return loaded[0]
 
     state = _Watch(resolved, store, options, encoder, stop, on_batch, on_wait)
-    due: set[tuple[Any, str]] | None = set()  # the changes a run is owed for (None: none)
+    due: Changes | None = set()  # the changes a run is owed for (None: none)
     while state.list_folders():
         batches = watchfiles.watch(
             *state.filter.folders,
@@ -343,7 +351,7 @@ def options_of_index(store: Store, options: RunOptions) -> RunOptions:
     )
 
 
-def _default_encoder(options: RunOptions) -> Any:
+def _default_encoder(options: RunOptions) -> Encoder:
     """The encoder `run.run` would load for `options`."""
     from attnswitch.engines import ModelSpec
     from attnswitch.jobs.encode import load_encoder, resolve_precision
