@@ -56,23 +56,46 @@ def _interruptible(command: str, as_json: bool) -> Iterator[None]:
 
 
 def store_location(db: str | None) -> str | Path:
-    """What `--db` names (`Index.resolve`): a PostgreSQL URL as given, else the SQLite file."""
+    """What `--db` names (`Index.resolve`): a PostgreSQL URL as given, else the SQLite file;
+    with no `--db`, the index found from the current folder (`location.default_location`),
+    else `./.attnswitch/` (a reading command then fails naming where it looked)."""
     from attnswitch.indexing.index import Index
 
     return Index.resolve(db)
 
 
-def _no_index(command: str, location: Path, as_json: bool) -> typer.Exit:
-    """The one-line failure for a SQLite index that is not there; the caller raises it."""
-    from attnswitch.indexing.index import Index
+def run_store_location(folder: Path, db: str | None) -> str | Path:
+    """Where `run FOLDER` and `watch FOLDER` write (`location.run_location`): `--db`, else
+    the index found that already holds FOLDER or is the current folder's, else a new
+    `./.attnswitch/`."""
+    from attnswitch.indexing.location import run_location
 
+    return run_location(folder, db)
+
+
+def _no_index(command: str, location: Path, as_json: bool) -> typer.Exit:
+    """The one-line failure for a SQLite index that is not there; the caller raises it.
+    With no `--db` and none found, the line names every place looked
+    (`location.IndexNotFoundError`)."""
+    from attnswitch.indexing.location import NEW_INDEX, IndexNotFoundError, find_index
+
+    if location == NEW_INDEX:
+        try:
+            find_index()
+        except IndexNotFoundError as exc:
+            return _fail(command, _not_found(exc), as_json)
     return _fail(
         command,
         f"no index at {location}: run `attnswitch run FOLDER"
-        f"{'' if location == Index.resolve(None) else ' --db ' + str(location.parent)}`"
+        f"{'' if location == NEW_INDEX else ' --db ' + str(location.parent)}`"
         " first",
         as_json,
     )
+
+
+def _not_found(exc: Exception) -> str:
+    """`IndexNotFoundError`'s message as the CLI words it: "no index found: looked in ..."."""
+    return "no index found: " + str(exc).split("got none: ", 1)[-1]
 
 
 @contextlib.contextmanager
@@ -105,10 +128,13 @@ def open_index(location: str | Path, command: str, as_json: bool) -> Index:
     """The existing index at `location` (`Index.open`), or the command's one-line failure
     (no index there, or one that cannot be opened)."""
     from attnswitch.indexing.index import Index, IndexMissingError
+    from attnswitch.indexing.location import IndexNotFoundError
 
     with _opening(command, location, as_json):
         try:
             index = Index.open(location)
+        except IndexNotFoundError as exc:
+            raise _fail(command, _not_found(exc), as_json) from None
         except IndexMissingError as exc:
             raise _no_index(command, exc.path, as_json) from None
     _migrated(index.migrated)

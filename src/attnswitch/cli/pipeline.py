@@ -30,7 +30,12 @@ from typing import Annotated, Any
 
 import typer
 
-from attnswitch.cli.opening import _fail, _open_store, _store_errors, store_location
+from attnswitch.cli.opening import (
+    _fail,
+    _open_store,
+    _store_errors,
+    run_store_location,
+)
 from attnswitch.cli.options import (
     EngineOption,
     ExcludeOption,
@@ -316,7 +321,9 @@ def run_command(
         runner, ray_errors = _local_runner(path, options), ()
     from attnswitch.cli.run_output import RunReport, render_run
 
-    summary, log = _execute_run(path, store_location(db), runner, progress, as_json, ray_errors)
+    summary, log = _execute_run(
+        path, run_store_location(path, db), runner, progress, as_json, ray_errors
+    )
     report = RunReport(summary, log, startup_s)
     if as_json:
         print_json(report.to_dict())

@@ -135,7 +135,7 @@ def watch_command(
         _open_store,
         _run_options,
         _store_errors,
-        store_location,
+        run_store_location,
     )
     from attnswitch.errors import AttnswitchError
     from attnswitch.jobs.watch import options_of_index, watch
@@ -175,7 +175,7 @@ def watch_command(
             f"{time.strftime('%H:%M:%S')} {terminal_text(line)}", soft_wrap=True, highlight=False
         )
 
-    location = store_location(db)
+    location = run_store_location(path, db)
     stop = threading.Event()
     with (
         _store_errors("watch", location, as_json),

@@ -97,10 +97,15 @@ class Index(AbstractContextManager["Index"]):
     @staticmethod
     def resolve(location: str | os.PathLike[str] | None = None) -> Location:
         """What `location` names, as `--db` reads it: a PostgreSQL URL as given, else the
-        SQLite file (`store.resolve_path`: a data folder's `index.sqlite3`; None is
-        `./.attnswitch/`). Anything else is refused naming `db`."""
+        SQLite file (`store.resolve_path`: a data folder's `index.sqlite3`; None is the
+        index found from the current folder, else `./.attnswitch/`:
+        `location.default_location`). Anything else is refused naming `db`."""
         from attnswitch.indexing.store import resolve_path
 
+        if location is None:
+            from attnswitch.indexing.location import default_location
+
+            return default_location()
         if location is not None and not isinstance(location, (str, os.PathLike)):
             raise StoreInputError("db", "a path or a postgresql:// URL", repr(location))
         if is_url(location):
@@ -119,9 +124,14 @@ class Index(AbstractContextManager["Index"]):
         `create` (`IndexMissingError`); a PostgreSQL database is made ready whatever
         `create` says (its server holds it). `reconnect_for_s`: how long a PostgreSQL
         store tries a lost connection again (None: the store's default; 0: it fails at
-        once, for a server that answers 503 rather than hold a request)."""
+        once, for a server that answers 503 rather than hold a request). With no
+        `location` and no index found, `location.IndexNotFoundError` names where it looked."""
         resolved = cls.resolve(location)
         if isinstance(resolved, Path) and not create and not resolved.is_file():
+            from attnswitch.indexing.location import NEW_INDEX, find_index
+
+            if location is None or resolved == NEW_INDEX:
+                find_index()  # raises IndexNotFoundError, naming where it looked
             raise IndexMissingError(resolved)
         return cls(_connect(resolved, reconnect_for_s), resolved)
 
@@ -142,7 +152,9 @@ class Index(AbstractContextManager["Index"]):
         writer."""
         # the stores' own types differ from `Store`'s in details mypy holds to (`url`'s
         # type, `__enter__`'s); tests/indexing/test_store_contract.py checks them
-        return cast("Store", _connect(Index.resolve(location)))
+        # None keeps the rule for making an index: `./.attnswitch/` (`location.NEW_INDEX`)
+        where = Path(".attnswitch") if location is None else location
+        return cast("Store", _connect(Index.resolve(where)))
 
     def close(self) -> None:
         """Close the store's connection."""
