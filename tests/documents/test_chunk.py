@@ -286,3 +286,20 @@ def test_block_overlap_zero_is_the_default_and_refuses_a_full_window(tok) -> Non
     assert len(with_overlap) > len(default)
     with pytest.raises(ValueError, match="overlap: expected 0 <= overlap < max_tokens"):
         chunk_blocks(doc.blocks, tok, max_tokens=64, overlap=64)
+
+
+def test_a_heading_that_repeats_the_one_it_lies_under_is_in_the_path_once(tok) -> None:
+    blocks = [
+        Block(BlockKind.HEADING, "9.2. Remote Login", level=1),
+        Block(BlockKind.PARAGRAPH, "Use ssh to log in."),
+        Block(BlockKind.HEADING, "9.2.  Remote login", level=2),
+        Block(BlockKind.PARAGRAPH, "The client reads ~/.ssh/config."),
+        Block(BlockKind.HEADING, "Keys", level=3),
+        Block(BlockKind.PARAGRAPH, "Generate a key pair."),
+    ]
+    paths = [c.heading_path for c in chunk_blocks(blocks, tok, max_tokens=254)]
+    assert paths == [
+        ("9.2. Remote Login",),
+        ("9.2. Remote Login",),
+        ("9.2. Remote Login", "Keys"),
+    ]

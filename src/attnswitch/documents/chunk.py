@@ -25,7 +25,8 @@ Two ways (`CHUNKINGS`, the index config's `chunking`):
   the blocks they start in.
 
 `heading_path` is the titles of the headings a chunk lies under, outermost first
-(`("json", "Basic Usage")`, shown as "json › Basic Usage", `HEADING_SEPARATOR`);
+(`("json", "Basic Usage")`, shown as "json › Basic Usage", `HEADING_SEPARATOR`), a
+heading that repeats the one it lies under given once;
 `location` is the span of its blocks' locations (pages, rows...). `embed_prefix` is
 what the encoder reads before the chunk's text when the heading path is embedded with it
 (`embed_headings`): the path and a blank line, "" otherwise; the window then leaves
@@ -300,7 +301,9 @@ class _Run:
 def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[int]]]:
     """(heading path, block indices) of each section: a heading (or headings in a row)
     and the blocks up to the next heading; the path includes the section's own headings
-    (the innermost last)."""
+    (the innermost last). A heading that says what the heading it lies under says (a
+    document's title, then its first section of the same name, as pandoc and LibreOffice
+    write a page's `<title>` and `<h1>`) is in the path once."""
     out: list[tuple[tuple[str, ...], list[int]]] = []
     stack: list[tuple[int, str]] = []
     current: list[int] = []
@@ -312,7 +315,9 @@ def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[int]]
                 current = []
             while stack and stack[-1][0] >= (block.level or 1):
                 stack.pop()
-            stack.append((block.level or 1, " ".join(block.text.split())))
+            title = " ".join(block.text.split())
+            if not stack or stack[-1][1].casefold() != title.casefold():
+                stack.append((block.level or 1, title))
             after_heading = True
         else:
             after_heading = False

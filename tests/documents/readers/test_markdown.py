@@ -68,3 +68,50 @@ def test_dispatch_reads_each_registered_kind_and_refuses_others() -> None:
     with pytest.raises(Skipped) as caught:
         extract("spreadsheet-of-the-future", b"x", ReadOptions())
     assert caught.value.skip is Skip.UNSUPPORTED
+
+
+README = """<p align="center">
+  <img src="https://example.org/logo.png" alt="bc logo" width="200">
+</p>
+
+<h1 align="center">bc</h1>
+
+<img src="docs/shot.png" width="400"> An **arbitrary precision** calculator<br/>language.
+
+## Build <a name="build"></a>
+
+Run `make`, then <kbd>Enter</kbd>. See <a href="https://example.org/docs">the docs</a>.
+
+<!-- a comment -->
+<table><tr><th>flag</th><th>meaning</th></tr><tr><td>-q</td><td>quiet</td></tr></table>
+"""
+
+
+def test_html_in_markdown_gives_its_text_and_no_tags() -> None:
+    """A README's raw HTML block reads as the HTML reader reads it (an image and a comment
+    give nothing, `<h1>` is a heading, `<table>` a table); inline tags are dropped and the
+    words between them kept."""
+    got = [(b.kind, b.level, b.text) for b in markdown_blocks(README)]
+    assert got == [
+        (BlockKind.HEADING, 1, "bc"),
+        (BlockKind.PARAGRAPH, None, "An arbitrary precision calculator\nlanguage."),
+        (BlockKind.HEADING, 2, "Build"),
+        (BlockKind.PARAGRAPH, None, "Run make, then Enter. See the docs."),
+        (BlockKind.TABLE, None, "flag\tmeaning\n-q\tquiet"),
+    ]
+    assert markdown_blocks(README)[-1].rows == (("flag", "meaning"), ("-q", "quiet"))
+
+
+def test_a_gzipped_readme_is_read_as_markdown(tmp_path) -> None:
+    """`README.md.gz` is Markdown (its inner name chooses the reader): no `<img` in its
+    text, and the same blocks as the plain file."""
+    import gzip
+
+    from attnswitch.documents.ingest import load, scan
+
+    (tmp_path / "README.md").write_text(README)
+    (tmp_path / "README.md.gz").write_bytes(gzip.compress(README.encode()))
+    docs = {e.source: load(e) for e in scan(tmp_path)}
+    packed, plain = docs["README.md.gz"], docs["README.md"]
+    assert packed.kind == "markdown" and packed.compression == "gzip"
+    assert packed.blocks == plain.blocks and "<" not in packed.text
