@@ -76,7 +76,7 @@ README = """<p align="center">
 
 <h1 align="center">bc</h1>
 
-<img src="docs/shot.png" width="400"> An **arbitrary precision** calculator<br/>language.
+<img src="docs/shot.png" width="400"> An **arbitrary precision** calculator <br/> language.
 
 ## Build <a name="build"></a>
 
@@ -102,16 +102,31 @@ def test_html_in_markdown_gives_its_text_and_no_tags() -> None:
     assert markdown_blocks(README)[-1].rows == (("flag", "meaning"), ("-q", "quiet"))
 
 
-def test_a_gzipped_readme_is_read_as_markdown(tmp_path) -> None:
-    """`README.md.gz` is Markdown (its inner name chooses the reader): no `<img` in its
-    text, and the same blocks as the plain file."""
+def test_markdown_in_a_container_is_read_as_markdown(tmp_path) -> None:
+    """`README.md.gz` is Markdown (its inner name chooses the reader), and so are a mail's
+    `.md` and `.md.gz` attachments: no `<img` in their text, the same blocks as the plain
+    file's."""
+    import email.message
     import gzip
 
     from attnswitch.documents.ingest import load, scan
 
     (tmp_path / "README.md").write_text(README)
     (tmp_path / "README.md.gz").write_bytes(gzip.compress(README.encode()))
+    mail = email.message.EmailMessage()
+    mail["From"], mail["To"], mail["Subject"] = "a@example.org", "b@example.org", "readme"
+    mail.set_content("The readme is attached, twice.")
+    mail.add_attachment(README.encode(), "text", "markdown", filename="README.md")
+    mail.add_attachment(gzip.compress(README.encode()), "application", "gzip", filename="N.md.gz")
+    (tmp_path / "mail.eml").write_bytes(bytes(mail))
     docs = {e.source: load(e) for e in scan(tmp_path)}
-    packed, plain = docs["README.md.gz"], docs["README.md"]
+    plain = docs["README.md"]
+    texts = [(b.kind, b.level, b.text) for b in plain.blocks]
+    packed = docs["README.md.gz"]
     assert packed.kind == "markdown" and packed.compression == "gzip"
     assert packed.blocks == plain.blocks and "<" not in packed.text
+    mailed = docs["mail.eml"]
+    for part in ("README.md", "N.md.gz"):
+        got = [(b.kind, b.level, b.text) for b in mailed.blocks if b.location.part == part]
+        assert got == texts, part
+    assert "<" not in mailed.text

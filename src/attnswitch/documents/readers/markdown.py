@@ -27,6 +27,7 @@ from attnswitch.documents.readers.text import decoded_text
 
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]*>")
+_SPACED_BREAK = re.compile(r"[ \t]*\n[ \t]*")
 
 
 def read_markdown(data: bytes, options: ReadOptions) -> Extracted:
@@ -89,7 +90,10 @@ def markdown_blocks(text: str) -> list[Block]:
 
 
 def _block(kind: BlockKind, text: str, **extra: Any) -> Block | None:
-    text = text.strip("\n") if kind is BlockKind.CODE else text.strip()
+    if kind is BlockKind.CODE:
+        text = text.strip("\n")
+    else:  # no spaces left at a line break ("text <br> more")
+        text = _SPACED_BREAK.sub("\n", text).strip()
     return Block(kind, text, **extra) if text.strip() else None
 
 
