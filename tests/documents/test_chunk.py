@@ -10,6 +10,7 @@ import pytest
 from attnswitch.documents.chunk import (
     BLOCK_SEPARATOR,
     ROWS_PER_CHUNK,
+    SMALL_TABLE_TOKENS,
     chunk_blocks,
     chunk_document,
     heading_label,
@@ -91,27 +92,42 @@ def test_sentence_spans_keep_abbreviations_and_numbers() -> None:
     ]
 
 
-def test_a_table_chunk_holds_a_few_rows_each_with_its_header(tok) -> None:
+def test_a_table_chunk_holds_one_row_with_its_header(tok) -> None:
     rows = (("name", "type", "notes"),) + tuple(
         (f"column_{i}", "integer", f"the value of measurement {i} in units") for i in range(60)
     )
     table = Block(BlockKind.TABLE, "\n".join("\t".join(r) for r in rows), rows=rows, header=True)
     chunks = chunk_blocks([Block(BlockKind.HEADING, "Columns", level=1), table], tok, max_tokens=48)
     table_chunks = [c for c in chunks if "column_" in c.text]
-    assert len(table_chunks) >= 60 // ROWS_PER_CHUNK
-    seen = []
-    for c in table_chunks:
-        lines = c.text.split("\n")
-        assert len(lines) <= ROWS_PER_CHUNK and c.n_tokens <= 48
-        seen += lines
-    assert seen == [f"name: {a} | type: {b} | notes: {c}" for a, b, c in rows[1:]]
-    assert all(c.heading_path == ("Columns",) for c in table_chunks)
+    assert ROWS_PER_CHUNK == 1 and len(table_chunks) == 60
+    assert [c.text for c in table_chunks] == [
+        f"name: {a} | type: {b} | notes: {c}" for a, b, c in rows[1:]
+    ]
+    assert all(c.heading_path == ("Columns",) and c.n_tokens <= 48 for c in table_chunks)
     text = BLOCK_SEPARATOR.join(
         b.text for b in (Block(BlockKind.HEADING, "Columns", level=1), table)
     )
-    for c in table_chunks:  # each chunk spans its rows in the document's text
-        first = c.text.split("\n")[0].split(" | ")[0].removeprefix("name: ")
-        assert text[c.start : c.end].startswith(first + "\tinteger")
+    for c, row in zip(table_chunks, rows[1:], strict=True):  # each spans its row
+        assert text[c.start : c.end] == "\t".join(row)
+
+
+def test_a_small_table_of_a_document_stays_one_chunk_but_a_sheet_s_rows_do_not(tok) -> None:
+    rows = (("option", "meaning"), ("-v", "verbose"), ("-q", "quiet"), ("-n", "dry run"))
+    text = "\n".join("\t".join(r) for r in rows)
+    small = Block(BlockKind.TABLE, text, rows=rows, header=True)
+    (chunk,) = chunk_blocks([small], tok, max_tokens=254)
+    assert chunk.n_tokens <= SMALL_TABLE_TOKENS
+    assert chunk.text.split("\n") == [
+        "option: -v | meaning: verbose",
+        "option: -q | meaning: quiet",
+        "option: -n | meaning: dry run",
+    ]
+    sheet = Block(
+        BlockKind.TABLE, text, Location(sheet="flags", rows=(2, 4)), rows=rows, header=True
+    )
+    chunks = chunk_blocks([sheet], tok, max_tokens=254)
+    assert [c.text for c in chunks] == chunk.text.split("\n")
+    assert [c.location.rows for c in chunks] == [(2, 2), (3, 3), (4, 4)]
 
 
 def test_a_table_without_a_header_is_cut_only_when_longer_than_the_window(tok) -> None:
@@ -270,3 +286,20 @@ def test_block_overlap_zero_is_the_default_and_refuses_a_full_window(tok) -> Non
     assert len(with_overlap) > len(default)
     with pytest.raises(ValueError, match="overlap: expected 0 <= overlap < max_tokens"):
         chunk_blocks(doc.blocks, tok, max_tokens=64, overlap=64)
+
+
+def test_a_heading_that_repeats_the_one_it_lies_under_is_in_the_path_once(tok) -> None:
+    blocks = [
+        Block(BlockKind.HEADING, "9.2. Remote Login", level=1),
+        Block(BlockKind.PARAGRAPH, "Use ssh to log in."),
+        Block(BlockKind.HEADING, "9.2.  Remote login", level=2),
+        Block(BlockKind.PARAGRAPH, "The client reads ~/.ssh/config."),
+        Block(BlockKind.HEADING, "Keys", level=3),
+        Block(BlockKind.PARAGRAPH, "Generate a key pair."),
+    ]
+    paths = [c.heading_path for c in chunk_blocks(blocks, tok, max_tokens=254)]
+    assert paths == [
+        ("9.2. Remote Login",),
+        ("9.2. Remote Login",),
+        ("9.2. Remote Login", "Keys"),
+    ]

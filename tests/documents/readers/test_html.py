@@ -170,3 +170,41 @@ def test_a_page_nested_deeper_than_libxml2_reads_is_skipped_not_cut() -> None:
     assert caught.value.detail == (
         "html: more than libxml2 reads (Excessive depth in document: 2048)"
     )
+
+
+SPHINX_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
+<title>subprocess — Subprocess management</title></head><body><div role="main">
+<h1><code><span class="pre">subprocess</span></code> — Subprocess management<a
+ class="headerlink" href="#module-subprocess" title="Link to this heading">¶</a></h1>
+<p>The subprocess module allows you to spawn new processes.</p>
+<h2>Using the subprocess Module<a class="headerlink" href="#using" title="Link">¶</a></h2>
+<dl><dt id="subprocess.run">subprocess.run(args)<a class="headerlink" href="#subprocess.run"
+ title="Link to this definition">¶</a></dt><dd><p>Run the command described by args.</p></dd></dl>
+<h2 id="mk">Installation<a class="headerlink" href="#mk" title="Permanent link">#</a></h2>
+<p>MkDocs marks its headings with a hash sign.</p>
+<h2><a id="user-content-usage" class="anchor" href="#usage"><svg><path d="M7"></path></svg></a
+>Usage</h2><p>GitHub puts an anchor before each heading.</p>
+<h2>Options <a href="#table-3">#3</a> and <a href="other.html#x">¶</a></h2>
+<p>A link that says something is kept.</p>
+</div></body></html>"""
+
+
+def test_permalink_anchors_leave_no_mark_in_headings() -> None:
+    """Sphinx's `¶`, MkDocs' `#` and GitHub's icon anchors are dropped; a link to a place
+    in the page that says something, or a mark linking to another page, stays."""
+    from attnswitch.documents.readers.html import html_blocks
+
+    got = [(b.level, b.text) for b in html_blocks(SPHINX_PAGE)]
+    assert got == [
+        (1, "subprocess — Subprocess management"),
+        (None, "The subprocess module allows you to spawn new processes."),
+        (2, "Using the subprocess Module"),
+        (None, "subprocess.run(args)"),
+        (None, "Run the command described by args."),
+        (2, "Installation"),
+        (None, "MkDocs marks its headings with a hash sign."),
+        (2, "Usage"),
+        (None, "GitHub puts an anchor before each heading."),
+        (2, "Options #3 and ¶"),
+        (None, "A link that says something is kept."),
+    ]

@@ -4,14 +4,12 @@ the cache keeps the most recently used pages; a cache that cannot be written cos
 but the saving.
 
 Tesseract's calls are counted by a wrapper put first on PATH that logs its arguments and
-runs the real program."""
+runs the real program (`tesseract_calls`, conftest.py)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import stat
 from pathlib import Path
 
 import pytest
@@ -25,23 +23,6 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None, reason="needs Tesseract (Debian: tesseract-ocr)"
 )
-
-
-@pytest.fixture
-def tesseract_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A log of the page readings (OSD and recognition) Tesseract is asked for."""
-    real = shutil.which("tesseract")
-    assert real is not None
-    folder, log = tmp_path / "bin", tmp_path / "tesseract.log"
-    folder.mkdir()
-    wrapper = folder / "tesseract"
-    wrapper.write_text(
-        f'#!/bin/sh\ncase "$1" in stdin) echo "$@" >> "{log}";; esac\nexec "{real}" "$@"\n'
-    )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    log.touch()
-    return log
 
 
 def readings(log: Path) -> list[str]:

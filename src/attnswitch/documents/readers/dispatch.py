@@ -1,12 +1,18 @@
 """Reading a file of a known kind: the reader `registry.readers()` names for it, and
 mail attachments read like files of their own.
+
+Whatever the reader, a heading that repeats the heading right before it is given once
+(`distinct_headings`): a page converted to Word or OpenDocument (pandoc, LibreOffice)
+holds its `<title>` as a "Title" paragraph and its `<h1>` of the same words as "Heading
+1" (and often an `<h2>` of them again), which read "9.2. Remote Login › 9.2. Remote
+Login" in every heading path under them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from attnswitch.documents.readers.blocks import Extracted, ReadOptions
+from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, ReadOptions
 from attnswitch.documents.readers.registry import readers
 from attnswitch.documents.readers.skip import Skip, Skipped
 
@@ -17,7 +23,31 @@ def extract(kind: str, data: bytes, options: ReadOptions) -> Extracted:
     spec = readers().get(kind)
     if spec is None:
         raise Skipped(Skip.UNSUPPORTED, f"no reader for {kind}")
-    return spec.read(data, options)
+    extracted = spec.read(data, options)
+    blocks = distinct_headings(extracted.blocks)
+    if len(blocks) == len(extracted.blocks):
+        return extracted
+    return dataclasses.replace(extracted, blocks=blocks)
+
+
+def distinct_headings(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
+    """`blocks` less each heading whose words (case and spacing aside) are those of the
+    heading right before it; the first of the two is kept, at its level."""
+    out: list[Block] = []
+    for block in blocks:
+        if (
+            block.kind is BlockKind.HEADING
+            and out
+            and out[-1].kind is BlockKind.HEADING
+            and _words(out[-1].text) == _words(block.text)
+        ):
+            continue
+        out.append(block)
+    return tuple(out)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
 
 
 # Mail attached to mail attached to mail...: attachments are read this many levels deep.

@@ -14,6 +14,9 @@ Structure: the page is cut into blocks by its block elements (paragraphs, headin
 items, table rows, `<pre>`, ...); scripts, styles and other non-text elements are
 dropped; runs of whitespace collapse to one space except the line breaks of `<pre>` and
 `<br>`. The `<title>` is the first block unless a heading of the page says the same.
+Permalink anchors (a link to a place in the page showing only "¶", "#" or a like mark,
+as Sphinx, MkDocs and Jupyter put after each heading) are dropped, so headings read as
+their own words.
 
 Main content: trafilatura (`favor_recall`, tables kept) judges which text of the page is
 its content; navigation, headers, footers and sidebars are what it leaves out. Its own
@@ -93,6 +96,9 @@ _BLOCK_TAGS = (
 _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _CELL_TAGS = ("td", "th")
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object")
+# What a permalink anchor shows: Sphinx's and Jupyter's pilcrow, MkDocs' and VuePress'
+# hash sign, a section sign or a link symbol (GitHub's holds an icon, dropped as `<svg>`).
+PERMALINK_MARKS = frozenset({"", "¶", "#", "§", "🔗", "⚓", "⚓︎"})
 _WORD = re.compile(r"\w+")
 # lxml refuses a str that declares its encoding; the text is decoded already.
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
@@ -135,6 +141,13 @@ def read_html(data: bytes, options: ReadOptions) -> Extracted:
     (its header row first when it was made of `<th>` cells), any other block a
     paragraph."""
     found, encoding, detected = page_blocks(data)
+    return Extracted(tuple(as_blocks(found)), encoding, detected)
+
+
+def as_blocks(found: list[HtmlBlock]) -> list[Block]:
+    """`HtmlBlock`s as blocks: headings with their levels (the `<title>` as level 1), list
+    items, `<pre>` as code, runs of table rows as one table (its header row first when it
+    was made of `<th>` cells), any other block a paragraph."""
     blocks: list[Block] = []
     rows: list[HtmlBlock] = []
     for b in [*found, None]:
@@ -162,7 +175,7 @@ def read_html(data: bytes, options: ReadOptions) -> Extracted:
             blocks.append(Block(BlockKind.CODE, b.text))
         else:
             blocks.append(Block(BlockKind.PARAGRAPH, b.text))
-    return Extracted(tuple(blocks), encoding, detected)
+    return blocks
 
 
 def page_blocks(data: bytes, *, main_content: bool = True) -> tuple[list[HtmlBlock], str, bool]:
@@ -235,6 +248,8 @@ def _marked_text(markup: str) -> str:
     etree.strip_elements(
         root, etree.Comment, etree.ProcessingInstruction, *_DROP_TAGS, with_tail=False
     )
+    for anchor in [a for a in root.iter("a") if _permalink(a)]:
+        anchor.drop_tree()  # its tail (the text after it) stays
     for pre in root.iter("pre"):
         for el in pre.iter():
             if el.text:
@@ -255,6 +270,17 @@ def _marked_text(markup: str) -> str:
     for el in root.iter(*_CELL_TAGS):
         el.tail = (_HEAD_CELL if el.tag == "th" else _CELL) + (el.tail or "")
     return "".join(root.itertext())
+
+
+def _permalink(anchor) -> bool:
+    """Whether `<a>` element `anchor` is a heading's (or definition's) permalink: a link to
+    a place in its page (`href="#..."`) that shows only a mark (`PERMALINK_MARKS`), such
+    as Sphinx's `<a class="headerlink" href="#id">¶</a>`, which would otherwise end the
+    heading's text and every heading path under it."""
+    href = anchor.get("href") or ""
+    if "#" not in href or href.split("#", 1)[0].strip():
+        return False
+    return "".join(anchor.itertext()).strip() in PERMALINK_MARKS
 
 
 def _parser():

@@ -6,15 +6,28 @@ block per paragraph of an item, nested items their own blocks), fenced and inden
 (with the fence's language), tables (rows of cells, the header row first) and block
 quotes' paragraphs each become a block. Inline markup is dropped: a block's text is what
 a reader sees (`**bold**` is "bold", a link its text, an image its alt text, inline code
-its code). Raw HTML blocks are kept as their text. Decoding is the text reader's.
+its code). HTML in Markdown reads as the HTML reader reads a page (`html.html_blocks`,
+the whole of it): a raw HTML block gives its text as blocks (`<h1>` a heading, `<table>`
+a table) and no tags, an image or a comment nothing; inline HTML's tags are dropped
+(`<br>` a line break) and the text between them kept. So a README's centred logo
+(`<p align="center"><img src=...></p>`) leaves no `<img ...>` in the text. Decoding is
+the text reader's, wherever the file lies (a `README.md.gz` or a mail's `.md`
+attachment is read here, chosen by its inner name: `formats.detect`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from attnswitch.documents.readers.blocks import Block, BlockKind, Extracted, ReadOptions
+from attnswitch.documents.readers.html import as_blocks, html_blocks
+from attnswitch.documents.readers.skip import Skipped
 from attnswitch.documents.readers.text import decoded_text
+
+_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
+_SPACED_BREAK = re.compile(r"[ \t]*\n[ \t]*")
 
 
 def read_markdown(data: bytes, options: ReadOptions) -> Extracted:
@@ -52,7 +65,7 @@ def markdown_blocks(text: str) -> list[Block]:
             language = tok.info.strip().split()[0] if tok.info.strip() else None
             blocks.append(_block(BlockKind.CODE, tok.content.rstrip("\n"), language=language))
         elif kind == "html_block":
-            blocks.append(_block(BlockKind.PARAGRAPH, tok.content))
+            blocks += _html(tok.content)
         elif kind == "table_open":
             rows, header = [], False
         elif kind == "tr_open":
@@ -77,16 +90,31 @@ def markdown_blocks(text: str) -> list[Block]:
 
 
 def _block(kind: BlockKind, text: str, **extra: Any) -> Block | None:
-    text = text.strip("\n") if kind is BlockKind.CODE else text.strip()
+    if kind is BlockKind.CODE:
+        text = text.strip("\n")
+    else:  # no spaces left at a line break ("text <br> more")
+        text = _SPACED_BREAK.sub("\n", text).strip()
     return Block(kind, text, **extra) if text.strip() else None
+
+
+def _html(markup: str) -> list[Block]:
+    """The blocks of a raw HTML block: its text as the HTML reader finds it; its text
+    with the tags taken out where libxml2 refuses it (nested too deep)."""
+    try:
+        return as_blocks(html_blocks(markup))
+    except Skipped:
+        block = _block(BlockKind.PARAGRAPH, " ".join(_TAG.sub(" ", markup).split()))
+        return [] if block is None else [block]
 
 
 def _inline(token: Any) -> str:
     """The text a reader sees of an inline token: markup dropped, line breaks kept."""
     out = []
     for child in token.children or ():
-        if child.type in ("text", "code_inline", "html_inline"):
+        if child.type in ("text", "code_inline"):
             out.append(child.content)
+        elif child.type == "html_inline" and _BREAK.fullmatch(child.content.strip()):
+            out.append("\n")
         elif child.type in ("softbreak", "hardbreak"):
             out.append("\n")
         elif child.type == "image":

@@ -10,15 +10,23 @@
 
 Tesseract runs as its command-line program (`readers.tesseract`; Debian's `tesseract-ocr`
 with `tesseract-ocr-eng`), one thread per page, at most `ocr_timeout_s` per call. Each
-page is read with the language packs `readers.ocr_languages` picks: the chosen languages
-(`ocr_languages`, by default the system locale's and English), or, where Tesseract's
-script detection finds the page in a script none of them reads, the packs of that script.
+page is read with the language packs `readers.ocr_languages` picks (`read_best`): first
+with the chosen languages (`ocr_languages`, by default the system locale's and English);
+a reading whose words Tesseract is sure of (`SURE_CONFIDENCE`, its mean word
+confidence) is kept as it is, so a page in the chosen languages costs one Tesseract run.
+Otherwise Tesseract's script detection (OSD) finds the page's script, and where none of
+the chosen packs reads it, the page is read again with the packs of that script and the
+reading Tesseract is surer of is kept. OSD errs on screenshots and short text (an
+English installer screen taken for Arabic or Hebrew), which the first reading then
+survives; it ran before every page, and doubled the time an image took.
 Where OCR is off (`ReadOptions(ocr=False)`), or Tesseract or one of `ocr_languages` is
 not installed, nothing is recognised and the pages say so: an image is skipped
 (`Skip.NEEDS_OCR`) with the reason, and a PDF's pages are listed in `Extracted.failed`
 (or the PDF is skipped when no page has text); never silently empty. So is a page whose
 script no installed pack reads ("Tesseract has no data for the Korean script (Debian:
-tesseract-ocr-kor)"): it is not read as noise by the packs of another script. The text
+tesseract-ocr-kor)") and which the chosen packs do not read either (a mean word
+confidence under `READS_CONFIDENCE`): it is not read as noise by the packs of another
+script. The text
 Tesseract gives is cut into paragraph blocks at its blank lines. A page read before (the same image, packs
 and Tesseract build) is not read again: its text is kept by content (`readers.ocr_cache`).
 """
@@ -39,13 +47,22 @@ from attnswitch.documents.readers.ocr_cache import cached_text, keep_text, page_
 from attnswitch.documents.readers.ocr_languages import NoPack, OcrLanguages, resolve
 from attnswitch.documents.readers.skip import Skip, Skipped
 from attnswitch.documents.readers.tesseract import (
+    Reading,
     build,
     detect_script,
     installed_packs,
+    read_page,
     recognise_png,
 )
 
 _POINTS_PER_INCH = 72
+# Tesseract's mean word confidence (0-100) of a reading by the chosen packs that is kept
+# without finding the page's script. Pages read by packs of their script gave 91-96;
+# pages of other scripts read by English 28-47 (`tesseract.Reading`).
+SURE_CONFIDENCE = 80.0
+# The least mean word confidence of a reading by the chosen packs kept for a page whose
+# script (by OSD) no installed pack reads; under it the page is said to need that pack.
+READS_CONFIDENCE = 60.0
 
 
 class OcrUnavailable(Exception):
@@ -69,8 +86,8 @@ def ocr_languages(options: ReadOptions) -> OcrLanguages:
 
 def recognise(image, options: ReadOptions, languages: OcrLanguages | None = None) -> str:
     """The text Tesseract reads in a Pillow image with the packs `languages` picks for it
-    (None: `ocr_languages(options)`'s): the page's script found first where
-    `languages.detect`. `RuntimeError` when Tesseract fails or takes more than
+    (None: `ocr_languages(options)`'s): the best reading (`read_best`) where
+    `languages.detect`, else the chosen packs'. `RuntimeError` when Tesseract fails or takes more than
     `ocr_timeout_s`; `NoPack` when the page's script has no installed pack. The image goes
     to the `tesseract` program as a PNG on its standard input. A page read before (the same
     image, packs and Tesseract build) is not read again: its text comes from `ocr_cache`."""
@@ -82,10 +99,44 @@ def recognise(image, options: ReadOptions, languages: OcrLanguages | None = None
     key = page_key(data, languages)
     text = cached_text(key)
     if text is None:
-        script = detect_script(data, options.ocr_timeout_s) if languages.detect else None
-        text = recognise_png(data, languages.for_script(script), options.ocr_timeout_s)
+        if languages.detect:
+            text = read_best(data, languages, options.ocr_timeout_s)
+        else:
+            text = recognise_png(data, languages.for_script(None), options.ocr_timeout_s)
         keep_text(key, text)
     return text
+
+
+def read_best(png: bytes, languages: OcrLanguages, timeout_s: float) -> str:
+    """The text of a page image (PNG bytes) read as the module says: by the chosen packs,
+    kept when Tesseract is sure of it (`SURE_CONFIDENCE`) or it has no words; else the
+    page's script found (OSD) and, where `second_packs` names other packs, the page read
+    by them too and the reading of higher mean word confidence kept (the first on a tie).
+    `NoPack` when the script has no installed pack and the chosen packs do not read the
+    page either; `RuntimeError` when Tesseract fails or takes more than `timeout_s`."""
+    first = read_page(png, languages.for_script(None), timeout_s)
+    if first.confidence >= SURE_CONFIDENCE or not first.words:
+        return first.text
+    packs = second_packs(first, detect_script(png, timeout_s), languages)
+    if packs is None:
+        return first.text
+    second = read_page(png, packs, timeout_s)
+    return (second if second.confidence > first.confidence else first).text
+
+
+def second_packs(first: Reading, script: str | None, languages: OcrLanguages) -> str | None:
+    """After the chosen packs read a page as `first` (unsure: under `SURE_CONFIDENCE`) and
+    OSD found it in `script` (None: none found): the packs to read it with again, or None
+    to keep `first` (the chosen packs read the script, OSD found none, or the script has
+    no installed pack and `first` reads well enough: `READS_CONFIDENCE`); `NoPack` when
+    the script has no installed pack and `first` does not read."""
+    try:
+        packs = languages.for_script(script)
+    except NoPack:
+        if first.confidence >= READS_CONFIDENCE:
+            return None
+        raise
+    return None if packs == first.packs else packs
 
 
 def paragraphs(text: str, where: Location) -> list[Block]:

@@ -7,8 +7,9 @@ holds the same pages. OCR is most of such a read (2 to 9 s a page on one core,
 docs/results/ocr_languages.md), and Tesseract gives the same text for the same image, packs
 and program, so each page's text is kept under the key of what made it (`page_key`): the
 image's bytes (PNG, as rendered: the resolution is in them), the packs chosen and installed,
-script detection on or off, and Tesseract's build (`tesseract.build`: its version and its
-data files). Any change of those is another key; nothing stale is found.
+script detection on or off, Tesseract's build (`tesseract.build`: its version and its
+data files) and how a page is read (`READING`: the order of readings and OSD that
+`ocr.read_best` follows). Any change of those is another key; nothing stale is found.
 
 The texts live in one SQLite file in attnswitch's cache folder (`ocr.sqlite3`), shared by the
 read workers of every run (WAL; a writer waits for another). At most `MAX_PAGES` are kept,
@@ -33,6 +34,9 @@ from attnswitch.provenance import provenance_key
 FILE_NAME = "ocr.sqlite3"
 # About 3 KB of text a page: at most ~600 MB of cache.
 MAX_PAGES = 200_000
+# How `ocr.read_best` reads a page: 1, OSD first then the packs of the script; 2, the
+# chosen packs first, OSD only where Tesseract is unsure of their reading.
+READING = 2
 # Every this many pages kept, the oldest past MAX_PAGES are dropped.
 _PRUNE_EVERY = 1_000
 log = logging.getLogger(__name__)
@@ -43,6 +47,7 @@ def page_key(png: bytes, languages: OcrLanguages) -> str:
     return provenance_key(
         {
             "what": "ocr page",
+            "reading": READING,
             "png_sha256": hashlib.sha256(png).hexdigest(),
             "chosen": list(languages.chosen),
             "installed": sorted(languages.installed),

@@ -7,13 +7,16 @@
   installed makes OCR unavailable, and every scanned page says so.
 - Each page's script, found by Tesseract's orientation and script detection (OSD, the
   `osd` pack: Debian's tesseract-ocr-osd) unless `ReadOptions.ocr_detect` is off or the
-  pack is missing (then every page is read with the chosen languages). A page whose
+  pack is missing (then every page is read with the chosen languages); OSD is asked only
+  about a page the chosen packs read unsure, and a second reading by other packs is kept
+  only where Tesseract is surer of it (`ocr.read_best`). A page whose
   script a chosen pack reads (`PACK_SCRIPT`) is read with the chosen packs; any other
   with the installed packs of its script (`SCRIPT_PACKS`), then the chosen ones, which
   read the Latin words such pages hold (a Korean page under the default English:
   "kor+eng"). Where no pack of its script is installed the page is not read, and says
   which Debian package would read it (`NoPack`), rather than being read as noise by a
-  pack of another script. A page where OSD finds no script (blank, or too little text)
+  pack of another script, unless the chosen packs read it well (`ocr.READS_CONFIDENCE`:
+  OSD errs on screenshots and short text). A page where OSD finds no script (blank, or too little text)
   is read with the chosen languages.
 - OSD tells Han from Japanese (kana) and Korean (hangul), not simplified from traditional
   Chinese: a Han page that no chosen pack covers is read with both Chinese packs where
