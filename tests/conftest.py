@@ -82,6 +82,17 @@ def engine_settings() -> None:
     runtime.current().reset(encoders=False)
 
 
+@pytest.fixture(autouse=True)
+def no_user_index(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test sees the per-user default index of whoever runs the suite
+    (`indexing/location.py`): `ATTNSWITCH_DB` is cleared and `XDG_CONFIG_HOME` points at an
+    empty folder, so a config file there is set up by the test that wants one."""
+    monkeypatch.delenv("ATTNSWITCH_DB", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+
+
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty cache directory of this test's own (verdicts, autotune table)."""

@@ -42,12 +42,17 @@ def nonblank_path(value: str | Path) -> Path:
     return Path(value)
 
 
+DB_DEFAULT_HELP = (
+    "Default: the nearest .attnswitch/ in this folder or above, else $ATTNSWITCH_DB, else db "
+    "in ~/.config/attnswitch/config.toml; run and watch use an index found that way only "
+    "when it already holds their folder, else ./.attnswitch/."
+)
 DbOption = Annotated[
     Path | None,
     typer.Option(
         "--db",
-        help="Data folder of the index (default ./.attnswitch/), or the index file "
-        "itself (an existing file, or a new path with a suffix such as x.db).",
+        help="Data folder of the index, or the index file itself (an existing file, or a "
+        f"new path with a suffix such as x.db). {DB_DEFAULT_HELP}",
         show_default=False,
         parser=nonblank_path,
     ),
@@ -56,8 +61,8 @@ StoreOption = Annotated[
     str | None,
     typer.Option(
         "--db",
-        help="Data folder of the index (default ./.attnswitch/), or a PostgreSQL "
-        "server with pgvector: postgresql://USER@HOST/DB.",
+        help="Data folder of the index, or a PostgreSQL server with pgvector: "
+        f"postgresql://USER@HOST/DB. {DB_DEFAULT_HELP}",
         metavar="DIR|URL",
         show_default=False,
         parser=nonblank_location,

@@ -7,7 +7,8 @@ failing in one line) in `cli/opening.py`.
     attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
 
-`--db DIR` names the data folder (default `./.attnswitch/`); the index is
+`--db DIR` names the data folder (default: found as `indexing/location.py` says, else
+`./.attnswitch/`); the index is
 `DIR/index.sqlite3` (an existing file may also be named directly). `--db
 postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector instead
 (`store_postgres`); with `run --ray` its encoder actors then write their own documents.

@@ -2,8 +2,10 @@
 `attnswitch.index(folder, db=...)` and `attnswitch.search(query, db=..., k=..., mode=...,
 path=..., type=..., modified_after=..., modified_before=...)`.
 
-They do what `attnswitch run` and `attnswitch search` do, with the same defaults (the store
-`./.attnswitch/` unless `db` names a SQLite file or data folder, or a `postgresql://` URL),
+They do what `attnswitch run` and `attnswitch search` do, with the same defaults (`db` names a
+SQLite file or data folder, or a `postgresql://` URL; with none, the index is found as
+`indexing/location.py` says: the nearest `.attnswitch/` here or above, else the per-user
+default; `index` writes to a found index only when it holds `folder`, else to `./.attnswitch/`),
 and return what those commands print with `--json`: `search` a list of `search.Hit` (the
 shape of `/v1/search`'s hits; `Hit.to_dict()`), `index` the run's summary (`run.RunSummary`;
 `.to_dict()`). A bad argument raises `StoreInputError` (a `ValueError`) naming it.
@@ -37,7 +39,8 @@ open_indexes = OpenIndexes()
 
 def location_of(db: str | os.PathLike[str] | None) -> str | Path:
     """What `db` names, as `--db` reads it (`Index.resolve`): a PostgreSQL URL as given,
-    else the SQLite file (a data folder's `index.sqlite3`, default `./.attnswitch/`)."""
+    else the SQLite file (a data folder's `index.sqlite3`; None: the index found, else
+    `./.attnswitch/index.sqlite3`, `location.default_location`)."""
     return Index.resolve(db)
 
 
@@ -112,6 +115,7 @@ def index(
     """
     from attnswitch.documents.ingest import check_root_filesystem
     from attnswitch.documents.rules import FileRules
+    from attnswitch.indexing.location import run_location
     from attnswitch.jobs.options import RunOptions
     from attnswitch.jobs.run import run
 
@@ -134,7 +138,7 @@ def index(
         )
     except TypeError as exc:  # an unknown keyword: named by Python's message
         raise StoreInputError("options", "fields of RunOptions", str(exc)) from None
-    with Index.open_store(db) as store:
+    with Index.open_store(run_location(folder, db)) as store:
         return run(Path(folder), store, run_options, on_progress=on_progress)
 
 
