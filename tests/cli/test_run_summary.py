@@ -92,6 +92,10 @@ def test_the_printed_rows_are_the_summarys_fields(ran: Ran) -> None:
     assert rows["chunks"] == (
         f"{s.chunks_encoded:,} encoded ({s.chunks_stored:,} stored for this folder)"
     )
+    assert rows["searchable"] == (  # a plain run: the quick pass, then the full pass
+        f"after {s.searchable_s:,.1f} s (every file read, found by words and meaning); "
+        f"full vectors {s.full_pass_s:,.1f} s later (the full pass)"
+    )
     assert rows["tokens"] == f"{s.tokens_encoded:,} encoded"
     assert rows["wall time"].startswith(f"{s.wall_s:.1f} s")
     assert rows["throughput"].startswith(f"{s.tokens_per_s:,.0f} tokens/s")

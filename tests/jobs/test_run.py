@@ -7,6 +7,8 @@ from __future__ import annotations
 import mmap
 import os
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ import pytest
 from attnswitch.documents.chunk import chunk_document
 from attnswitch.documents.ingest import Skip, ingest
 from attnswitch.indexing.config import IndexMismatchError, chunk_tokenizer
+from attnswitch.indexing.sqlite_file import DB_NAME
 from attnswitch.indexing.store import SQLiteStore
 from attnswitch.jobs import encode as encode_module
 from attnswitch.jobs import run as run_module
@@ -214,25 +217,39 @@ class FailsOn:
         return self.encoder.encode(texts, **kw)
 
 
-def test_a_document_that_fails_to_encode_is_recorded_and_retried(
+def test_a_chunk_that_fails_to_encode_stays_searchable_and_is_retried(
     docs: Path, tmp_path: Path, encoder
 ) -> None:
+    """The full pass tries a failed call one text at a time; a text the encoder fails on
+    alone keeps its words and quick vector, and the next run encodes it. Texts failing one
+    after another are the encoder's fault: the run stops (docs/architecture.md, "Two
+    passes")."""
     with SQLiteStore(tmp_path / "db") as store:
         summary = run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
-        assert summary.status == "completed" and summary.failed == 1
-        (skip,) = summary.skipped_files
-        assert skip["source"] == "postgresql/tutorial-update.html"
-        assert skip["reason"].startswith("encode failed: RuntimeError: injected failure")
-        assert summary.indexed == 3
+        refused = chunks_with(tmp_path / "db" / DB_NAME, "UPDATE")
+        assert summary.status == "completed" and summary.indexed == 4
+        assert 0 < len(refused) < MAX_FAILURES_IN_ROW
+        assert summary.chunks_unencoded == len(refused)
+        assert summary.chunks_filled == summary.chunks_stored - len(refused)
+        hits = store.keyword("UPDATE", 5)  # still found by its words
+        assert hits and all("UPDATE" in store.chunks([i])[i].text for i, _ in hits)
         retry = run(docs, store, OPTIONS, get_encoder=lambda: encoder)
-        assert (retry.changed, retry.unchanged, retry.indexed) == (1, 3, 4)
-        # Documents failing one after another: the fault is not theirs, the run stops.
+        assert (retry.unchanged, retry.indexed, retry.chunks_unencoded) == (4, 4, 0)
+        assert retry.chunks_encoded + retry.chunks_reused == len(refused)
+        # Texts failing one after another: the fault is not theirs, the run stops.
         for i, page in enumerate(sorted((docs / "postgresql").iterdir())):
             page.write_text(f"<p>UPDATE number {i}</p>")
         with pytest.raises(RuntimeError, match="injected failure"):
             run(docs, store, OPTIONS, get_encoder=lambda: FailsOn(encoder, "UPDATE"))
         assert store.runs(limit=1)[0].status == "failed"
-        assert len(store.status().skipped_files) == MAX_FAILURES_IN_ROW - 1
+        assert store.unencoded_count() >= MAX_FAILURES_IN_ROW
+
+
+def chunks_with(db: Path, marker: str) -> list[str]:
+    """The texts of the chunks stored in the SQLite index `db` that contain `marker`."""
+    with closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT text FROM chunks WHERE instr(text, ?) > 0", (marker,))
+        return [text for (text,) in rows]
 
 
 class Leaky:

@@ -137,3 +137,39 @@ def test_a_job_outlives_a_postgres_restart_in_its_middle(
     with SQLiteStore(tmp_path / "reference") as store:
         run(folder, store, RunOptions.of(chunks_per_call=32), get_encoder=lambda: reference)
         assert_same_content(got, store_content(store, folder))
+
+
+def test_an_index_still_filling_in_says_so_in_search_and_the_index_view(
+    served_location, tmp_path, reference
+) -> None:
+    """After the quick pass only (issue 52), `/v1/search` answers with hits and a
+    `coverage_note`, the search keeps the vectors it encoded, and `/v1/index` has the
+    `coverage` that `status --json` has; once full, no note."""
+    folder = copy_corpus(tmp_path / "docs", TUTORIAL_PAGES)
+    with open_store(served_location) as store:
+        run(folder, store, RunOptions.of(quick=True), get_encoder=lambda: reference)
+        chunks = store.coverage().chunks
+    srv = start_server(tmp_path / "server", "--db", served_location)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            before = client.get("/v1/index").json()["coverage"]
+            assert (before["chunks"], before["full"], before["quick"]) == (chunks, 0.0, 1.0)
+            r = client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": "hybrid"})
+            assert r.status_code == 200, r.text
+            assert len(r.json()["data"]) == 5
+            note = r.json()["coverage_note"]
+            assert note and "full pass is not done" in note
+            after = client.get("/v1/index").json()["coverage"]
+            assert 0 < after["full_chunks"] < chunks  # the search's candidates, kept
+    finally:
+        srv.stop()
+    with open_store(served_location) as store:
+        run(folder, store, RunOptions.of(), get_encoder=lambda: reference)
+    srv = start_server(tmp_path / "server2", "--db", served_location)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            r = client.post("/v1/search", json={"query": QUERY, "k": 5, "mode": "hybrid"})
+            assert r.json()["coverage_note"] is None
+            assert client.get("/v1/index").json()["coverage"]["full"] == 1.0
+    finally:
+        srv.stop()

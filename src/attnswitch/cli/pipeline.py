@@ -69,7 +69,7 @@ class Chunking(str, enum.Enum):
 # ---- helpers ---------------------------------------------------------------------------
 
 # The index commands' shared helpers are in `cli/opening.py` (`cli/sync.py` imports
-# `_fail`, `_open_store`, `_store_errors` and `store_location` from here too).
+# `_fail`, `_open_store`, `_store_errors` and `store_location` from there).
 
 
 # ---- run -------------------------------------------------------------------------------

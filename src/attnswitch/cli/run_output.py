@@ -81,15 +81,24 @@ def chunks_text(s: RunSummary) -> str:
     """The chunks row: encoded and stored, and the two passes' figures when there are any
     (docs/architecture.md, "Two passes")."""
     text = f"{s.chunks_encoded:,} encoded ({s.chunks_stored:,} stored for this folder)"
-    if s.chunks_quick:
-        text += f"; {s.chunks_quick:,} stored with quick vectors (the quick pass)"
-    if s.chunks_filled:
-        text += f"; {s.chunks_filled:,} given their full vectors (the full pass)"
+    if s.chunks_quick and not s.full_pass_s:
+        text += f"; {s.chunks_quick:,} stored with quick vectors only (the quick pass)"
+    if s.chunks_filled > s.chunks_quick:
+        text += f"; {s.chunks_filled - s.chunks_quick:,} of them stored by an earlier quick pass"
     if s.chunks_unencoded:
         text += (
             f"; {s.chunks_unencoded:,} in the index still without a full vector "
             "(searchable; `attnswitch run` without --quick encodes them)"
         )
+    return text
+
+
+def passes_text(s: RunSummary) -> str:
+    """When the folder became searchable (the quick pass's end) and how long the full pass
+    took after it."""
+    text = f"after {s.searchable_s:,.1f} s (every file read, found by words and meaning)"
+    if s.full_pass_s:
+        text += f"; full vectors {s.full_pass_s:,.1f} s later (the full pass)"
     return text
 
 
@@ -109,6 +118,8 @@ def run_rows(report: RunReport) -> list[tuple[str, str]]:
         ("tokens", f"{s.tokens_encoded:,} encoded"),
         ("wall time", time_text(report)),
     ]
+    if s.searchable_s is not None:
+        rows.insert(4, ("searchable", passes_text(s)))
     if s.tokens_encoded:
         rows.append(
             (

@@ -50,7 +50,7 @@ def forget_command(
 ) -> None:
     """Remove a file or a folder from the index, with its chunks and vectors (the files
     themselves are left alone; a later run of their folder indexes them again)."""
-    from attnswitch.cli.pipeline import _fail, _open_store, _store_errors, store_location
+    from attnswitch.cli.opening import _fail, _open_store, _store_errors, store_location
     from attnswitch.indexing.forget import NotIndexedError, forget
 
     location = store_location(db)

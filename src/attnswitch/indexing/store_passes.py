@@ -106,6 +106,16 @@ class VectorPasses:
         )
         return [Unencoded(int(r[0]), (r[1] or "") + r[2], r[3], int(r[4])) for r in rows]
 
+    def unencoded_of(self, doc_id: int) -> list[Unencoded]:
+        """The chunks of document `doc_id` that have no full vector, in order."""
+        m = self._mark
+        rows = self._read(
+            "SELECT id, prefix, text, vector_key, n_tokens FROM chunks WHERE "
+            f"doc_id = {m} AND {self._vector_column} IS NULL ORDER BY ordinal",
+            (int(doc_id),),
+        )
+        return [Unencoded(int(r[0]), (r[1] or "") + r[2], r[3], int(r[4])) for r in rows]
+
     def _id_list(self, ids: list[int]) -> tuple[str, tuple[Any, ...]]:
         """`IN` a list of ids as SQL and its one parameter: SQLite's form (`json_each`);
         `PostgresStore` has its own (`= ANY`)."""

@@ -300,6 +300,10 @@ class IndexWriter:
         documents' first (`Store.unencoded`)."""
         return self.store.unencoded(limit)
 
+    def unencoded_of(self, doc_id: int) -> list[Unencoded]:
+        """The chunks of document `doc_id` without a full vector, in order."""
+        return self.store.unencoded_of(doc_id)
+
     def unencoded_count(self) -> int:
         """How many chunks have no full vector yet (`Store.unencoded_count`)."""
         return self.store.unencoded_count()

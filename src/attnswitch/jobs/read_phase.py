@@ -287,16 +287,16 @@ class ReadPhase:
         self.counts.add_kind(kind)
         if self.quick is not None:
             with record.phases.part("store"):
-                self.quick.write(
+                kept = self.quick.write(
                     doc,
                     chunks,
                     config=config.fingerprint,
                     run_id=self.target.run_id,
                     vector_fingerprint=config.vector_fingerprint,
                 )
-            self.counts.quick += len(chunks)
-            self.counts.failures_in_row = 0
-            record.advance(doc, chunks)
+            self.counts.quick += len(chunks) - kept
+            self.counts.reused += kept
+            record.stored(doc, chunks)
             return
         if self.keep_vectors:
             with record.phases.part("store"):

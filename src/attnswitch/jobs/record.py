@@ -83,9 +83,15 @@ class RunRecord:
     def written(self, doc: Document, chunks: list[Chunk]) -> None:
         """Account for a document whose `chunks` (those encoded) were committed."""
         c = self.counts
-        c.failures_in_row = 0
         c.chunks += len(chunks)
         c.tokens += sum(chunk.n_tokens for chunk in chunks)
+        self.stored(doc, chunks)
+
+    def stored(self, doc: Document, chunks: Sequence[Chunk]) -> None:
+        """Account for a document committed with `chunks` (the quick pass: with quick
+        vectors, encoded later): what its reading noted, and the progress."""
+        c = self.counts
+        c.failures_in_row = 0
         if doc.encoding_detected:
             c.notes.append(
                 {"source": doc.source, "note": f"not UTF-8: decoded as {doc.encoding} (detected)"}

@@ -285,7 +285,8 @@ class RunJob:
         )
         with self.phases.part("scan"):
             to_read = reading.prepare(self.listed)
-        if self.options.encode.quick:
+        two_passes = self.options.encode.quick or here is not None
+        if two_passes:
             started = time.perf_counter()  # the static model: made once per model, then loaded
             reading.quick = QuickPass(self.target.writer, self.spec)
             self.progress.load_s += time.perf_counter() - started
@@ -301,6 +302,8 @@ class RunJob:
                 to_read = reading.copy_deferred()
         finally:
             encoding.close()
+        if two_passes:
+            self.progress.searchable_s = time.perf_counter() - self.progress.started
         if not self.options.encode.quick and here is not None:
             self._full_pass(here)
         self.progress.stage = "done"
@@ -308,16 +311,23 @@ class RunJob:
 
     def _full_pass(self, encode: Callable[[list[str]], Vectors]) -> None:
         """Encode the chunks stored without a full vector (`passes.full_pass`)."""
-        counts = self.counts
+        counts, progress = self.counts, self.progress
 
         def called(done: FullPassCounts) -> None:
-            counts.filled = done.encoded + done.reused
-            self.on_progress(self.progress)
+            counts.filled = progress.fill_done = done.encoded + done.reused
+            progress.tokens = done.tokens  # over the encoder's seconds: tokens_per_s
+            progress.fill_s = time.perf_counter() - started
+            self.on_progress(progress)
 
         writer = self.target.writer
-        if writer.unencoded_count():
+        progress.fill_total = writer.unencoded_count()
+        if progress.fill_total:
+            started = time.perf_counter()
+            progress.stage, progress.tokens = "encoding", 0
+            self.on_progress(progress)
             done = full_pass(writer, encode, self.options.encode.chunks_per_call, called)
-            counts.filled = done.encoded + done.reused
+            progress.fill_s = time.perf_counter() - started
+            counts.filled = progress.fill_done = done.encoded + done.reused
             counts.filled_encoded = done.encoded
             counts.tokens += done.tokens
 

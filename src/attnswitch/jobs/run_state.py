@@ -69,7 +69,12 @@ class RunProgress:
     checked against torch float32 once: `measure_note` says what for and about how long,
     `measure_done` of `measure_total` (estimated seconds, or steps) are done, the current
     step named by `measure_step`; `measure_s` is the seconds it took. Then "scanning",
-    "reading", "loading model" (on Ray: "starting actors"), "encoding", and "done"."""
+    "reading", "loading model" (on Ray: "starting actors"), "encoding", and "done".
+
+    A run of two passes (`jobs/passes.py`) reads every file in the quick pass, then
+    encodes in the full pass: `searchable_s` is the seconds from the start until the quick
+    pass ended (None: not yet, or one pass), and `fill_done` of `fill_total` chunks have
+    been given their full vector by the full pass, in `fill_s` seconds."""
 
     files_total: int = 0
     files_done: int = 0
@@ -88,6 +93,10 @@ class RunProgress:
     measure_total: float = 0.0
     measure_step: str = ""
     measure_s: float = 0.0
+    searchable_s: float | None = None
+    fill_done: int = 0
+    fill_total: int = 0
+    fill_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:

@@ -33,7 +33,13 @@ class RunSummary:
     chunk of this run (same text for the encoder), not in `chunks_encoded`. `copied`: new
     or changed files whose content an indexed document has (counted in `new`/`changed`),
     given its chunks and vectors without being extracted or encoded; `moved`: stored
-    documents found at another path of the root (not counted as new or deleted)."""
+    documents found at another path of the root (not counted as new or deleted).
+    Two passes (`jobs/passes.py`): `chunks_quick` chunks were written by the quick pass
+    with a quick vector only (those that kept a stored full vector are in `chunks_reused`),
+    `chunks_filled` given their full vector by the full pass (encoded, in
+    `chunks_encoded`, or reused), `chunks_unencoded` of the index have none yet;
+    `searchable_s`: seconds from the start until every file read was searchable (the quick
+    pass's end; None: a run of one pass), `full_pass_s`: the full pass's seconds."""
 
     run_id: int
     status: str
@@ -81,6 +87,8 @@ class RunSummary:
     chunks_quick: int = 0
     chunks_filled: int = 0
     chunks_unencoded: int = 0
+    searchable_s: float | None = None
+    full_pass_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,12 +145,14 @@ def summarise(
         skipped=counts.skipped,
         failed=counts.failed,
         indexed=indexed,
-        chunks_encoded=counts.chunks,
+        chunks_encoded=counts.chunks + counts.filled_encoded,
         tokens_encoded=tokens,
-        chunks_reused=counts.reused,
+        chunks_reused=counts.reused + counts.filled - counts.filled_encoded,
         chunks_quick=counts.quick,
         chunks_filled=counts.filled,
         chunks_unencoded=target.writer.store.unencoded_count(),
+        searchable_s=job.progress.searchable_s,
+        full_pass_s=job.progress.fill_s,
         copied=counts.copied,
         moved=counts.moved,
         chunks_stored=stored_chunks,

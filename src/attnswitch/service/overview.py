@@ -44,7 +44,9 @@ Shown = Callable[[str], str]
 
 def index_summary(index: Index, shown: Shown) -> dict[str, Any]:
     """Documents, chunks, tokens, bytes of the indexed documents, the model, precision and
-    engine the index was built with, skipped files counted by reason, the last runs."""
+    engine the index was built with, how much has quick and full vectors (`coverage`,
+    `records.Coverage.to_dict`, as `status --json` has it), skipped files counted by
+    reason, the last runs."""
     st = index.status()
     config = index.config
     return {
@@ -65,6 +67,7 @@ def index_summary(index: Index, shown: Shown) -> dict[str, Any]:
             "max_tokens": config.max_tokens,
             "overlap": config.overlap,
         },
+        "coverage": index.coverage().to_dict(),
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "runs": [_run(r, shown) for r in index.runs(limit=RUNS_SHOWN)],

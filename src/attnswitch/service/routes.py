@@ -157,7 +157,8 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
             ) from None
         except TimeoutError:
             raise svc.search_timed_out() from None
-    hits, tokens, kept = await svc.search(body.query, body.k, deadline, body.mode, body.ef, where)
+    result, tokens = await svc.search(body.query, body.k, deadline, body.mode, body.ef, where)
+    hits, kept = result.hits, result.kept
     # never the server's absolute paths
     data = [
         dataclasses.replace(
@@ -182,6 +183,7 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
         "data": data,
         "model": svc.model,
         "note": note,
+        "coverage_note": result.coverage_note,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
 

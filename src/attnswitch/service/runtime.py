@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from attnswitch.service.index import SearchIndex
 from attnswitch.service.jobs import JobManager
 from attnswitch.service.lifecycle import Readiness
 from attnswitch.service.limits import CHARS_PER_TOKEN, token_prefix
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.searcher import SearchResult
 from attnswitch.service.memory import MemoryGuard
 from attnswitch.service.metrics import ServiceMetrics
 
@@ -387,11 +390,12 @@ class Service:
         mode: str = Mode.HYBRID,
         ef: int | None = None,
         where: Any = None,
-    ) -> tuple[list[Any], int, int | None]:
-        """The `k` best chunks for `query` (`requests.Mode`, ANN beam `ef`, only documents
-        the filter `where` keeps), the tokens its encoding took (none when the mode needs
-        no vector: the query is not encoded), and, when a filter found nothing, how many
-        documents it keeps (else None). Encoding, waiting for a search thread and the
+    ) -> tuple[SearchResult, int]:
+        """The answer for `query` (`searcher.SearchResult`: the `k` best chunks for
+        `requests.Mode`, ANN beam `ef`, only documents the filter `where` keeps; when a
+        filter found nothing, how many documents it keeps; what the search encoded of an
+        index not fully encoded yet) and the tokens the query's encoding took (none when
+        the mode needs no vector: the query is not encoded). Encoding, waiting for a search thread and the
         search itself all end by `deadline` (504); the search's own work stops there too
         (`index.SearchIndex.search`), so its thread is free again for the next."""
         from attnswitch.indexing.requests import SearchRequest
@@ -424,7 +428,7 @@ class Service:
             raise ServiceError(409, f"index: {exc}", code="index_mismatch") from None
         except TimeoutError:  # the request's deadline, or the search stopped at it
             raise self.search_timed_out() from None
-        return result.hits, tokens, result.kept
+        return result, tokens
 
     def search_timed_out(self) -> ServiceError:
         """The 504 of a search past its request's deadline, counted."""

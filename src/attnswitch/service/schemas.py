@@ -134,6 +134,12 @@ class SearchResponse(BaseModel):
     note: str | None = Field(
         None, description="Why there is no hit, when a filter was given and nothing passed it."
     )
+    coverage_note: str | None = Field(
+        None,
+        description="Set while the index's full pass is not done (chunks without the "
+        "transformer's vector): how many, and how many of this search's candidates it "
+        "encoded now (docs/architecture.md, 'Two passes').",
+    )
 
 
 class JobRequest(_Request):

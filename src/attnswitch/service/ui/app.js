@@ -60,6 +60,15 @@
     return m < 60 ? `${m} min ${Math.round(s % 60)} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
   }
 
+  /** The index's vectors (`coverage` of /v1/index): full ones, and while the full pass is not
+   * done, how many chunks are found by their quick vectors meanwhile. */
+  function coverageText(c) {
+    if (!c || !c.chunks) return "-";
+    const pct = (f) => `${Math.floor(f * 100)}%`;
+    if (c.full >= 1) return "every chunk has its full vector";
+    return `${pct(c.full)} with full vectors, ${pct(c.quick)} with quick vectors (the full pass is filling them in)`;
+  }
+
   const fmtTime = (t) => (t ? new Date(t * 1000).toLocaleString("en-GB") : "-");
 
   /** The API's answer: {ok, status, body, retryAfter}; a 401 shows the key form.
@@ -289,7 +298,8 @@
         : `No result for “${query.trim()}” in ${mode} mode.`);
       return;
     }
-    say("search-status", `${hits.length} result${hits.length > 1 ? "s" : ""} for “${query.trim()}” (${mode}).`);
+    const filling = answer.body.coverage_note ? ` Note: ${answer.body.coverage_note}.` : "";
+    say("search-status", `${hits.length} result${hits.length > 1 ? "s" : ""} for “${query.trim()}” (${mode}).${filling}`);
     $("hits").replaceChildren(...hits.map((hit) => renderHit(hit, query, mode)));
   }
 
@@ -433,6 +443,7 @@
     $("index-figures").replaceChildren(
       figure("Documents", fmtInt(ix.documents)),
       figure("Chunks", fmtInt(ix.chunks)),
+      figure("Vectors", coverageText(ix.coverage)),
       figure("Tokens", fmtInt(ix.tokens)),
       figure("Size of the documents", fmtBytes(ix.bytes)),
       figure("Model", m.name ? `${m.name} (${m.fingerprint}, dimension ${m.dim})` : "-"),
