@@ -79,17 +79,19 @@ _POLL_S = 0.25
 Loader = Callable[..., Document]
 
 
-def default_read_workers(cpus: int | None = None) -> int:
+def default_read_workers(cpus: int | None = None, *, beside_encoder: bool = True) -> int:
     """Worker processes for `cpus` usable CPUs (default: this process's): half of them,
     at least 1 and at most 8 -- the encoder uses the other half (measured:
-    docs/results/read_workers.md)."""
+    docs/results/read_workers.md); with no encoder beside them (the quick pass,
+    `jobs/passes.py`: the run's own process only chunks, encodes with the static model and
+    stores), all of them, at most 8."""
     if cpus is None:
         cpus = (
             len(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")
             else (os.cpu_count() or 1)
         )
-    return max(1, min(8, cpus // 2))
+    return max(1, min(8, cpus // 2 if beside_encoder else cpus))
 
 
 def read_in_pool(

@@ -274,18 +274,23 @@ class RunJob:
             )
         )
         here = encoding.encode_here
+        two_passes = self.options.encode.quick or here is not None
+        read = self.options.read
+        if two_passes and read.read_workers is None:  # no encoder beside the readers
+            read = dataclasses.replace(
+                read, read_workers=default_read_workers(beside_encoder=False)
+            )
         reading = ReadPhase(
             record,
             queue,
             self.source,
-            self.options.read,
+            read,
             self.tokenizer,
             None,
             keep_vectors=here is not None,
         )
         with self.phases.part("scan"):
             to_read = reading.prepare(self.listed)
-        two_passes = self.options.encode.quick or here is not None
         if two_passes:
             started = time.perf_counter()  # the static model: made once per model, then loaded
             reading.quick = QuickPass(self.target.writer, self.spec)
