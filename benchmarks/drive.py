@@ -8,7 +8,9 @@
 Each system runs as its own process on the same files, from nothing (a fresh index), with
 the defaults a user would have, timed from start to exit:
 
-- `attnswitch`: `attnswitch run DRIVE --db FRESH --json` from this checkout;
+- `attnswitch`: `attnswitch run DRIVE --db FRESH --quick --json` from this checkout (the
+  quick pass: every file searchable), the queries, then `attnswitch run DRIVE --db FRESH
+  --json` (the full pass) and the queries again; its seconds are both runs';
 - `before`: the same command from the revision `--before` (a git worktree of it, run with
   this venv), so the two versions are compared side by side on one machine;
 - `llamaindex`, `langchain`: `benchmarks/peers/*_recipe.py` in the peers' own venv
@@ -36,6 +38,7 @@ import json
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,34 +169,78 @@ def kind_of(path: str) -> str:
     return parts[1] if len(parts) > 2 else Path(path).suffix.lstrip(".")
 
 
-def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict], env: dict) -> dict:
+# Answers the queries in one process through the Python call, as a user's script would: the
+# first searches of a fresh process on this index (query-time encoding included), each timed.
+SEARCHES = """
+import json, sys, time
+import attnswitch
+db, queries = sys.argv[1], json.load(open(sys.argv[2]))
+ranked, seconds = [], []
+for q in queries:
+    started = time.perf_counter()
+    try:
+        hits = attnswitch.search(q["text"], db=db, k=10)
+    except Exception as exc:
+        print(f"search: {exc}", file=sys.stderr)
+        hits = []
+    seconds.append(time.perf_counter() - started)
+    ranked.append([h.path for h in hits])
+print(json.dumps({"ranked": ranked, "seconds": seconds}))
+"""
+
+
+def searched(db: Path, queries_file: Path, env: dict) -> tuple[list[list[str]], list[float]]:
+    """The files each query ranks (10 hits, hybrid) and each search's seconds."""
+    done = subprocess.run(
+        [sys.executable, "-c", SEARCHES, str(db), str(queries_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(done.stdout)
+    return answer["ranked"], answer["seconds"]
+
+
+def run_attnswitch(
+    drive: Path, work: Path, src: Path, queries_file: Path, env: dict, *, two_passes: bool
+) -> dict:
+    """One system's job over `drive` from a fresh index. `two_passes`: `run --quick` (the
+    folder searchable), the queries, then `run` (the full pass), the queries again; else
+    one `run` (a version before the two passes)."""
     db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
     env = dict(env, PYTHONPATH=str(src), ATTNSWITCH_CACHE_DIR=str(own_cache(db.parent)))
-    cli = [sys.executable, "-m", "attnswitch"]
-    seconds, done, sampler = timed(
-        [*cli, "run", str(drive), "--db", str(db), "--json", "--no-progress"], env, db
-    )
+    cli = [sys.executable, "-m", "attnswitch", "run", str(drive), "--db", str(db), "--json"]
+    quick = None
+    if two_passes:
+        quick_s, done, sampler = timed([*cli, "--quick", "--no-progress"], env, db)
+        ranked, search_s = searched(db, queries_file, env)
+        quick = {
+            "seconds": quick_s,
+            "summary": json.loads(done.stdout),
+            "peak_rss_mib": sampler.peak_mib(),
+            "samples": sampler.samples,
+            "ranked_files": ranked,
+            "search_s": search_s,
+        }
+    seconds, done, sampler = timed([*cli, "--no-progress"], env, db)
     summary = json.loads(done.stdout)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT source, status FROM documents").fetchall()
     read = {source for source, status in rows if status == "indexed"}
-    ranked = []
-    for q in queries:
-        found = subprocess.run(
-            [*cli, "search", q["text"], "--db", str(db), "--json", "-k", "10"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        hits = json.loads(found.stdout).get("data", []) if found.returncode == 0 else []
-        ranked.append([h["path"] for h in hits])
+    ranked, search_s = searched(db, queries_file, env)
     index_bytes = sum(p.stat().st_size for p in db.parent.iterdir() if p.is_file())
     shutil.rmtree(db.parent)
+    samples = sampler.samples
+    if quick is not None:  # one time line: the full pass's samples after the quick pass's
+        samples = quick.pop("samples") + [(t + quick["seconds"], *rest) for t, *rest in samples]
     return {
-        "seconds": seconds,
+        "seconds": seconds + (quick["seconds"] if quick else 0.0),
+        "quick": quick,
+        "full_pass_s": seconds if quick else None,
         "read": sorted(read),
         "ranked_files": ranked,
+        "search_s": search_s,
         "chunks": summary.get("chunks_stored"),
         "tokens": summary.get("tokens_encoded"),
         "stages": {
@@ -203,6 +250,8 @@ def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict], env:
                 "load_s",
                 "encode_s",
                 "measure_s",
+                "searchable_s",
+                "full_pass_s",
                 "chunks_reused",
                 "engine",
                 "precision",
@@ -210,10 +259,63 @@ def run_attnswitch(drive: Path, work: Path, src: Path, queries: list[dict], env:
                 "time_parts",
             )
         },
-        "peak_rss_mib": sampler.peak_mib(),
-        "samples": sampler.samples,
+        "peak_rss_mib": max(sampler.peak_mib(), quick["peak_rss_mib"] if quick else 0.0),
+        "samples": samples,
         "index_mb": index_bytes / 1e6,
     }
+
+
+def quick_pass_per_kind(drive: Path, work: Path, kinds: Counter, env: dict) -> dict:
+    """The quick pass's rate per kind of file: one `run --quick --include '*/KIND/**'` per
+    kind into a fresh index (every kind is a folder of its own, drive_build.py's layout),
+    each rate the kind's bytes over the run's own wall time less its model load and
+    measuring (`wall_s - load_s - measure_s`: what reading, chunking, OCR and storing took).
+    """
+    rates = {}
+    for kind in sorted(kinds):
+        files = [p for p in drive.glob(f"*/{kind}/**/*") if p.is_file()]
+        if not files:
+            continue
+        db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
+        run_env = dict(env, PYTHONPATH=str(ROOT / "src"))
+        run_env["ATTNSWITCH_CACHE_DIR"] = str(own_cache(db.parent))
+        cmd = [sys.executable, "-m", "attnswitch", "run", str(drive), "--db", str(db)]
+        _, done, sampler = timed(
+            [*cmd, "--quick", "--json", "--no-progress", "--include", f"*/{kind}/**"], run_env
+        )
+        shutil.rmtree(db.parent)
+        s = json.loads(done.stdout)
+        seconds = s["wall_s"] - s["load_s"] - s["measure_s"]
+        size = sum(p.stat().st_size for p in files)
+        rates[kind] = {
+            "files": len(files),
+            "mb": size / 1e6,
+            "seconds": seconds,
+            "mb_per_s": size / 1e6 / seconds if seconds > 0 else None,
+            "peak_rss_mib": sampler.peak_mib(),
+        }
+        print(f"quick pass, {kind}: {rates[kind]}", flush=True)
+    return rates
+
+
+def per_kind_table(rates: dict) -> list[str]:
+    if not rates:
+        return []
+    lines = [
+        "",
+        "The quick pass per kind (`run --quick --include '*/KIND/**'`, a fresh index each; "
+        "seconds are the run's own, less its model load and measuring):",
+        "",
+        "| kind | files | MB | seconds | MB/s | peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, r in rates.items():
+        rate = "–" if r["mb_per_s"] is None else f"{r['mb_per_s']:.3f}"
+        lines.append(
+            f"| {kind} | {r['files']} | {r['mb']:.2f} | {r['seconds']:.1f} | {rate} | "
+            f"{r['peak_rss_mib']:.0f} |"
+        )
+    return lines
 
 
 def run_peer(
@@ -327,6 +429,50 @@ def plot(rows: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def p50(values: list[float] | None) -> str:
+    return "–" if not values else f"{statistics.median(values):.2f}"
+
+
+def two_passes_table(rows: dict, n_bytes: int) -> list[str]:
+    """The two passes of each system that ran them: the quick pass (the drive searchable)
+    and what its first searches found, then the full pass; the quick pass's time beside
+    the faster peer's whole job, and both extrapolated to 10 GB of this mix."""
+    peers = [
+        r["seconds"]
+        for s, r in rows.items()
+        if s in ("llamaindex", "langchain") and not r.get("stopped")
+    ]
+    lines = []
+    for system, r in rows.items():
+        q = r.get("quick")
+        if not q:
+            continue
+        full_mrr = r["mrr"]["all"]
+        quick_rate = n_bytes / 1e6 / q["seconds"]
+        lines += [
+            "",
+            f"{system}, the two passes (`run --quick`, the queries through `attnswitch.search` "
+            "in one fresh process: first searches, query-time encoding included; then `run`, "
+            "the full pass, and the queries again):",
+            "",
+            "| pass | seconds | MB/s | peak RSS MiB | MRR@10 after it | x full | search p50 s "
+            "| 10 GB of this mix |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            f"| quick | {q['seconds']:.0f} | {quick_rate:.3f} | {q['peak_rss_mib']:.0f} | "
+            f"{q['mrr']['all']:.3f} | {q['mrr']['all'] / full_mrr if full_mrr else 0:.3f} | "
+            f"{p50(q.get('search_s'))} | {TEN_GB / 1e6 / quick_rate / 3600:.1f} h |",
+            f"| full | {r['full_pass_s']:.0f} | {n_bytes / 1e6 / r['full_pass_s']:.3f} | "
+            f"{r['peak_rss_mib']:.0f} | {full_mrr:.3f} | 1.000 | {p50(r.get('search_s'))} | "
+            f"{TEN_GB / n_bytes * r['full_pass_s'] / 3600:.1f} h |",
+        ]
+        if peers:
+            lines.append(
+                f"\nThe quick pass took {q['seconds'] / min(peers):.2f}x the faster peer's "
+                f"whole job ({min(peers):.0f} s)."
+            )
+    return lines
+
+
 def page(
     rows: dict, drive: Path, n_files: int, n_bytes: int, kinds: Counter, queries: list[dict]
 ) -> list[str]:
@@ -382,6 +528,7 @@ def page(
             m = rows[s]["mrr"].get(kind)
             cells += [str(got), "–" if m is None else f"{m:.2f}"]
         lines.append(f"| {kind} | {n} | " + " | ".join(cells) + " |")
+    lines += two_passes_table(rows, n_bytes)
     for system, r in rows.items():
         if "stages" in r and system in ("attnswitch", "before"):
             rate = n_bytes / r["seconds"]
@@ -409,6 +556,11 @@ def main() -> None:
         type=Path,
         help="keep each system's result here as it ends (SYSTEM.json); a system "
         "whose result is there already is read, not run again",
+    )
+    ap.add_argument(
+        "--per-kind",
+        action="store_true",
+        help="also time attnswitch's quick pass per kind of file (one run per kind)",
     )
     ap.add_argument(
         "--peer-timeout",
@@ -448,9 +600,10 @@ def main() -> None:
             continue
         load_before = settle()
         if system == "attnswitch":
-            r = run_attnswitch(drive, args.work, ROOT / "src", queries, env)
+            r = run_attnswitch(drive, args.work, ROOT / "src", queries_file, env, two_passes=True)
         elif system == "before":
-            r = run_attnswitch(drive, args.work, before_tree(args.before, args.work), queries, env)
+            tree = before_tree(args.before, args.work)
+            r = run_attnswitch(drive, args.work, tree, queries_file, env, two_passes=False)
         else:
             r = run_peer(
                 system,
@@ -463,6 +616,8 @@ def main() -> None:
                 args.peer_timeout,
             )
         r["mrr"] = mrr_at_10(r.pop("ranked_files"), queries)
+        if r.get("quick"):
+            r["quick"]["mrr"] = mrr_at_10(r["quick"].pop("ranked_files"), queries)
         r["load_before"], r["load_average"] = load_before, os.getloadavg()[0]
         rows[system] = r
         if kept is not None:
@@ -473,7 +628,11 @@ def main() -> None:
             f"{len(r['read'])} files read, MRR@10 {r['mrr']['all']:.3f}",
             flush=True,
         )
-    lines = page(rows, drive, len(files), n_bytes, kinds, queries)
+    per_kind = {}
+    if args.per_kind:
+        settle()
+        per_kind = quick_pass_per_kind(drive, args.work, kinds, env)
+    lines = page(rows, drive, len(files), n_bytes, kinds, queries) + per_kind_table(per_kind)
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
@@ -488,6 +647,7 @@ def main() -> None:
                     "bytes": n_bytes,
                     "kinds": kinds,
                     "systems": rows,
+                    "quick_pass_per_kind": per_kind,
                 },
                 indent=1,
                 default=str,

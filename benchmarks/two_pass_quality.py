@@ -23,7 +23,10 @@ key), then the queries are searched in order, each as `attnswitch search` does i
 - the first and the last in dense mode (no keyword list: the candidates a search encodes
   come from the quick list alone), which shows what the quick vectors find.
 `--python-docs N` adds the pages of Debian's python3-doc as benchmarks/search_quality.py
-does (the first N library pages and the FAQ, whose questions are the "questions" kind).
+does (the first N library pages and the FAQ, whose questions are the "questions" kind);
+`--paraphrases benchmarks/paraphrases_python_docs.json` adds 44 questions asked in other
+words than their pages ("get the three smallest numbers out of a big list quickly" ->
+heapq), the "paraphrases" kind.
 The full index's MRR@10 is the reference (ratio column). Search p50 is per query, in this
 process, the model loaded. Prints a table; writes `two_pass_quality.md` and `.json` to
 `--out` with the CPU model and its ISA flags.
@@ -134,6 +137,20 @@ def evaluate(
     }
 
 
+def paraphrases(path: Path, corpus: Path) -> list:
+    """The questions of `path` whose target file is in `corpus`, of the kind "paraphrases"
+    (written for this benchmark in other words than their pages: no heading or sentence of
+    the page, so keyword search gets no free match)."""
+    from search_quality import Query
+
+    wanted = json.loads(path.read_text())
+    return [
+        Query("paraphrases", q["text"], q["target"])
+        for q in wanted
+        if (corpus / q["target"]).is_file()
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "examples" / "corpus")
@@ -141,6 +158,13 @@ def main() -> None:
     ap.add_argument("--coverage", default="0,25,50,100")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--python-docs", type=int, default=0, metavar="N")
+    ap.add_argument(
+        "--paraphrases",
+        type=Path,
+        default=None,
+        help="a JSON list of {text, target} questions in other words than the documents "
+        "(benchmarks/paraphrases_python_docs.json for --python-docs), their own kind",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -151,6 +175,8 @@ def main() -> None:
         args.corpus = python_docs(work / "python-docs-pages", args.python_docs)
     corpus = Corpus("corpus", args.corpus)
     build_queries(corpus, args.per_kind)
+    if args.paraphrases:
+        corpus.queries += paraphrases(args.paraphrases, args.corpus)
     full_db, quick_db = work / "full" / "index.sqlite3", work / "quick" / "index.sqlite3"
     if not full_db.exists():
         build(args.corpus, full_db, quick=False)
