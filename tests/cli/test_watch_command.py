@@ -1,6 +1,8 @@
-"""`attnswitch watch` as a user runs it: a real process that indexes the folder, prints one
-JSON line per batch, follows a file added to it, and ends cleanly (exit 0) on SIGTERM; one
-that another run's lock and its folder deleted make wait (one line each), never exit."""
+"""`attnswitch watch` as a user runs it: a real process that says what it watches, indexes
+the folder, prints one JSON line per batch, fills in the full vectors between batches,
+follows a file added to it, and ends cleanly (exit 0) on SIGTERM; one that another run's
+lock and its folder deleted make wait (one line each), never exit; and the text it prints
+on a terminal's stdout."""
 
 from __future__ import annotations
 
@@ -47,17 +49,34 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
         line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
     )
     try:
-        first = json.loads(proc.stdout.readline())
-        assert (first["new"], first["status"]) == (2, "completed")
+        lines = Lines(proc)
+        start = lines.next("the start line")
+        assert start["status"] == "watching" and start["folder"] == str(folder)
+        assert start["rules"] == {"include": [], "exclude": [], "gitignore": False}
+        first = lines.batch("the catch-up run")
+        assert (first["new"], first["status"], first["chunks_unencoded"]) == (
+            2,
+            "completed",
+            first["chunks_stored"],
+        )  # the quick pass: searchable, the full vectors to come
+        assert lines.until_filled("the full pass after the catch-up")["left"] == 0
+        assert coverage(tmp_path / "data").full_fraction == 1.0
         (folder / "added.txt").write_text("A kingfisher dives for minnows.\n")
-        batch = json.loads(proc.stdout.readline())
+        batch = lines.batch("the added file")
         assert (batch["new"], batch["unchanged"]) == (1, 2)
+        assert lines.until_filled("the added file's vectors")["left"] == 0
+        assert coverage(tmp_path / "data").full_fraction == 1.0
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT_S) == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def coverage(db: Path):
+    with open_store(db) as store:
+        return store.coverage()
 
 
 class Lines:
@@ -93,8 +112,21 @@ class Lines:
         """The next `waiting` line, and the batches printed before it."""
         batches = []
         while (line := self.next(what)).get("status") != "waiting":
-            batches.append(line)
+            if line.get("status") != "filling":
+                batches.append(line)
         return line, batches
+
+    def batch(self, what: str) -> dict:
+        """The next batch's run summary (the full pass's lines skipped)."""
+        while (line := self.next(what)).get("status") == "filling":
+            pass
+        return line
+
+    def until_filled(self, what: str) -> dict:
+        """The next line of the full pass with no chunk left."""
+        while (line := self.next(what)).get("status") != "filling" or line["left"]:
+            assert line.get("status") == "filling", f"a batch, waiting for {what}: {line}"
+        return line
 
 
 def found(db: Path, word: str) -> set[str]:
@@ -130,7 +162,9 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
     holder = None
     try:
         lines = Lines(proc)
-        assert lines.next("the first run")["new"] == 2
+        assert lines.next("the start line")["status"] == "watching"
+        assert lines.batch("the first run")["new"] == 2
+        lines.until_filled("the full pass, before another run takes the lock")
         # another run of the same index holds its lock: one line, and the change waits
         holder = hold_run_lock_until_stdin_closes(data)
         (folder / "capybara.txt").write_text("The capybara bathes in the warm pond.\n")
@@ -141,7 +175,7 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
         )
         holder.stdin.close()
         assert holder.wait(WAIT_S) == 0
-        batch = lines.next("the change, once the other run ended")
+        batch = lines.batch("the change, once the other run ended")
         assert (batch["status"], batch["new"]) == ("completed", 1)
         assert found(data, "capybara") == {"capybara.txt"}
         # the folder deleted: one line; made again, its file is indexed
@@ -152,7 +186,7 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
         (folder / "later" / "ocelot.txt").write_text("The ocelot hunts at dusk.\n")
         batches = before
         while sum(b["deleted"] for b in batches) < 3 or not found(data, "ocelot"):
-            batches.append(lines.next("the file of the folder made again"))
+            batches.append(lines.batch("the file of the folder made again"))
         assert sum(b["deleted"] for b in batches) == 3
         assert all(b["status"] == "completed" for b in batches)
         assert proc.poll() is None
@@ -164,3 +198,68 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path) -> None:
+    """Without --json: a start line with the folder, the index and the rules in effect,
+    a line per batch, and the full pass's lines between batches (issue 53, point 3)."""
+    folder = tmp_path / "docs"
+    for source in SMALL[:2]:
+        (folder / source).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(CORPUS / source, folder / source)
+    (folder / ".gitignore").write_text("scratch/\n")
+    line = [
+        sys.executable,
+        "-m",
+        "attnswitch.cli",
+        "watch",
+        str(folder),
+        "--db",
+        str(tmp_path / "data"),
+        "--exclude",
+        "*.log",
+        "--gitignore",
+        "--debounce-ms",
+        "200",
+        "--read-workers",
+        "0",
+        *FAST[:4],
+    ]
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen(
+        line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        lines = TextLines(proc)
+        start = lines.next("the start line")
+        assert f"watching {folder} (" in start and str(tmp_path / "data") in start
+        assert "rules: not *.log; .gitignore files honoured" in start
+        batch = lines.next("the catch-up run")
+        assert "2 new, 0 changed" in batch and "searchable now" in batch
+        filled = lines.until("full vectors: every chunk has one", "the full pass")
+        assert "filled in by this watch" in filled
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(WAIT_S) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+class TextLines(Lines):
+    """The text lines a process prints (see `Lines`)."""
+
+    def next(self, what: str) -> str:  # type: ignore[override]
+        try:
+            line = self.lines.get(timeout=WAIT_S)
+        except queue.Empty:
+            pytest.fail(f"no line within {WAIT_S} s: {what}")
+        if line is None:
+            self.proc.wait(WAIT_S)
+            pytest.fail(f"watch ended before {what}: {self.proc.stderr.read()}")
+        return line
+
+    def until(self, text: str, what: str) -> str:
+        while text not in (line := self.next(what)):
+            pass
+        return line

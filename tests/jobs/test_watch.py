@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from attnswitch.indexing.location import open_store
-from attnswitch.jobs.run import RunOptions, RunSummary
+from attnswitch.jobs.run import RunOptions, RunSummary, run
 from attnswitch.jobs.watch import watch
 
 OPTIONS = RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, read_workers=0)
@@ -99,7 +99,7 @@ def test_watch_follows_adds_changes_moves_deletes_and_restarts(
         watcher.until(lambda: found(location, "okapi") == {"kept/okapi.txt"}, "a moved file")
         after_move = watcher.summaries[seen:]
         assert sum(s.moved for s in after_move) == 1
-        assert sum(s.chunks_encoded for s in after_move) == 0
+        assert sum(s.chunks_encoded + s.chunks_quick for s in after_move) == 0
 
         (docs / "kept" / "okapi.txt").unlink()
         watcher.until(lambda: not found(location, "okapi"), "a deleted file")
@@ -140,3 +140,76 @@ def test_watch_follows_folders_made_after_it_started(docs: Path, tmp_path: Path,
         )
     finally:
         watcher.close()
+
+
+def test_watch_fills_in_the_full_pass_between_changes(
+    docs: Path, tmp_path: Path, encoder, location
+) -> None:
+    """After `run --quick`, `watch` encodes the chunks left without a full vector between
+    batches, in slices, and a change made meanwhile is indexed (issue 52): at the end the
+    index holds the vectors one plain run gives, on both stores."""
+    from test_passes import assert_as_one_plain_run
+
+    with open_store(location) as store:
+        quick = run(
+            docs,
+            store,
+            RunOptions.of(max_tokens=32, overlap=4, chunks_per_call=8, quick=True),
+            get_encoder=lambda: encoder,
+        )
+    assert quick.chunks_unencoded == quick.chunks_stored > 0
+    events: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            with open_store(location) as store:
+                watch(
+                    docs,
+                    store,
+                    OPTIONS,
+                    get_encoder=lambda: encoder,
+                    stop_event=stop,
+                    debounce_ms=300,
+                    on_batch=lambda summary, _: events.put(("batch", summary)),
+                    on_fill=lambda counts, left: events.put(("fill", left)),
+                )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            events.put(("ended", None))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+
+    def next_event(what: str):
+        try:
+            kind, value = events.get(timeout=WAIT_S)
+        except queue.Empty:
+            pytest.fail(f"not seen within {WAIT_S} s: {what}")
+        assert kind != "ended", errors
+        return kind, value
+
+    try:
+        kind, summary = next_event("the catch-up run")
+        assert kind == "batch" and summary.unchanged == 4 and summary.new == 0
+        kind, left = next_event("a slice of the full pass")
+        assert kind == "fill"
+        (docs / "heron.txt").write_text("A grey heron waits in the shallows for fish.\n")
+        seen_batch = False
+        while not (seen_batch and kind == "fill" and left == 0):
+            kind, value = next_event("the change, then every vector")
+            if kind == "batch":
+                seen_batch = True
+                assert value.new == 1
+                assert found(location, "heron") == {"heron.txt"}
+            else:
+                left = value
+    finally:
+        stop.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive() and not errors
+    with open_store(location) as store:
+        assert store.unencoded_count() == 0
+    assert_as_one_plain_run(docs, location, tmp_path, encoder)

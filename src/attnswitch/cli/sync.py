@@ -6,8 +6,12 @@
 `forget` removes a file or a folder (every document below it) from the index, with its
 chunks and vectors; a path with no indexed document is refused with one line naming it.
 `watch` indexes FOLDER (catching up with whatever changed since the last run), then
-follows its changes until Ctrl-C or SIGTERM, printing one line per batch (with --json,
-one JSON object per line: the run's summary). It watches the folders a run walks (no link
+follows its changes until Ctrl-C or SIGTERM: it prints a start line (folder, index, rules in
+effect), one line per batch (files and chunks; a batch is searchable when its line prints)
+with the run's progress display on stderr for a batch that takes long, and, between
+batches, how the full pass goes (`cli/watch_output.py`; with --json, one JSON object per
+line: `{"status": "watching", ...}`, each batch's run summary, `{"status": "filling",
+...}`). It watches the folders a run walks (no link
 followed). When another run holds the index, or the folder is deleted (or replaced by a
 link or a file), it prints one line (with --json, `{"status": "waiting", ...}`) and waits
 for the lock, or for a folder there again, then catches up; it never exits for either.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -39,6 +44,14 @@ from attnswitch.cli.options import (
     nonblank_path,
 )
 from attnswitch.cli.output import jsonable, print_json, rich_console, terminal_text
+from attnswitch.cli.watch_output import (
+    BatchProgress,
+    FillLines,
+    batch_line,
+    start_line,
+)
+
+log = logging.getLogger(__name__)
 
 
 def forget_command(
@@ -155,17 +168,67 @@ def watch_command(
     )
     _check_folder(path, as_json)
 
+    batch_progress = BatchProgress(as_json)
+
     def report(summary: Any, changes: set) -> None:
+        batch_progress.end()
+        log.info(
+            "watch: batch of %d change(s): %d new, %d changed, %d moved, %d deleted, "
+            "%d skipped, %d chunks written, %.1f s",
+            len(changes),
+            summary.new,
+            summary.changed,
+            summary.moved,
+            summary.deleted,
+            summary.skipped,
+            summary.chunks_quick + summary.chunks_encoded,
+            summary.wall_s,
+        )
         if as_json:
             typer.echo(json.dumps(jsonable(summary.to_dict()), default=str))  # a line each
             return
-        s = summary
-        typer.echo(
-            f"{time.strftime('%H:%M:%S')} {s.new} new, {s.changed} changed, "
-            f"{s.moved} moved, {s.deleted} deleted, {s.copied} copies, "
-            f"{s.skipped} skipped; {s.chunks_encoded:,} chunks encoded "
-            f"({s.chunks_reused:,} reused); {s.indexed:,} documents indexed"
+        typer.echo(batch_line(summary))
+
+    def started(rules: Any, folders: int) -> None:
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "status": "watching",
+                        "folder": str(path),
+                        "index": str(location),
+                        "folders": folders,
+                        "rules": {
+                            "include": list(rules.include),
+                            "exclude": list(rules.exclude),
+                            "gitignore": rules.gitignore,
+                        },
+                    }
+                )
+            )
+            return
+        typer.echo(start_line(str(path), str(location), rules, folders))
+
+    fill_lines = FillLines(typer.echo)
+
+    def filled(counts: Any, left: int) -> None:
+        log.info(
+            "watch: full pass: %d encoded, %d reused, %d left", counts.encoded, counts.reused, left
         )
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "status": "filling",
+                        "encoded": counts.encoded,
+                        "reused": counts.reused,
+                        "refused": counts.refused,
+                        "left": left,
+                    }
+                )
+            )
+            return
+        fill_lines(counts, left)
 
     def waiting(reason: str, line: str) -> None:
         if as_json:
@@ -190,9 +253,13 @@ def watch_command(
                 stop_event=stop,
                 on_batch=report,
                 on_wait=waiting,
+                on_start=started,
+                on_progress=batch_progress,
+                on_fill=filled,
                 debounce_ms=debounce_ms,
             )
         except KeyboardInterrupt:
+            batch_progress.end()
             raise _fail("watch", "interrupted", as_json, 130) from None
         except AttnswitchError as exc:
             raise _fail("watch", str(exc), as_json) from None

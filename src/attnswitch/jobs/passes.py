@@ -114,11 +114,14 @@ def full_pass(
     encode: Callable[[list[str]], np.ndarray],
     chunks_per_call: int,
     on_call: Callable[[FullPassCounts], None] = lambda counts: None,
+    until: Callable[[], bool] = lambda: False,
 ) -> FullPassCounts:
     """Fill in the full vectors of every chunk stored without one (see the module doc):
     `encode(texts)` gives their vectors `[len(texts), dim]`; `on_call(counts)` after each
-    committed call. `MAX_FAILURES_IN_ROW` texts refused one after another raise the last
-    error: the encoder is at fault, not the texts."""
+    committed call. `until()`, asked after each call: stop there when True (what is left
+    is counted; `watch` fills in slices between changes). `MAX_FAILURES_IN_ROW` texts
+    refused one after another raise the last error: the encoder is at fault, not the
+    texts."""
     counts = FullPassCounts()
     tried: set[int] = set()  # ids of calls not all written (kept small: rare)
     refused_in_row = 0
@@ -157,6 +160,9 @@ def full_pass(
         if written < len(batch):  # re-chunked meanwhile, or refused: not asked for again
             tried.update(u.id for u in batch)
         on_call(counts)
+        if until():
+            counts.left = writer.unencoded_count()
+            return counts
 
 
 def _encoded_parts(

@@ -37,6 +37,15 @@ Waits, each announced once by `on_wait(reason, line)` and never an exit:
   link), whose folders are then watched and caught up with one run (its plan removes the
   files deleted meanwhile). A root replaced by another folder is the same: watched anew.
 
+Each run is the quick pass alone (`jobs/passes.py`): a change is searchable as soon as its
+own document is written, by its words and its quick vectors, and no batch waits on the
+transformer. The full pass is done between batches, in slices (`_Watch.fill`): whenever the
+watcher has no change to hand over, the chunks without a full vector (this watch's, or
+those an earlier `run --quick` or a killed run left) are encoded, the most recently
+modified documents first, for at most `FILL_SLICE_S` seconds under the run lock; then the
+watcher is asked again, so a change waits at most one slice, and the fill goes on after
+its batch. `on_fill(counts, left)` tells each slice.
+
 The model is loaded once, on first need, and kept across runs. The loop ends when
 `stop_event` is set (the CLI sets it on SIGTERM) or on Ctrl-C; a run in progress then
 finishes first, or is recorded "interrupted" by Ctrl-C.
@@ -58,7 +67,9 @@ from attnswitch.documents.walked import WalkedFolder, walked_folders
 from attnswitch.indexing.records import root_key
 from attnswitch.indexing.store import Store, StoreBusyError
 from attnswitch.indexing.writer import IndexWriter
+from attnswitch.documents.rules import FileRules
 from attnswitch.jobs.options import RunOptions
+from attnswitch.jobs.passes import FullPassCounts, full_pass
 from attnswitch.jobs.run import check_root, drive, local_job
 from attnswitch.jobs.summary import RunSummary
 
@@ -66,6 +77,8 @@ if TYPE_CHECKING:
     from watchfiles import Change
 
     from attnswitch.engines.base import Encoder
+    from attnswitch.jobs.encode import ChunkEncoder
+    from attnswitch.jobs.run_state import RunProgress
 
     # A batch of changes: (what changed, the path).
     Changes = set[tuple[Change, str]]
@@ -82,6 +95,9 @@ IDLE_YIELD_MS = 200
 # run's lock lasts before the stop event is looked at.
 ROOT_POLL_S = 0.5
 LOCK_POLL_S = 1.0
+# Seconds a slice of the full pass encodes for between two looks at the watcher: the
+# longest a change waits for the fill.
+FILL_SLICE_S = 5.0
 # `on_wait` reasons.
 WAIT_LOCK = "lock"
 WAIT_ROOT = "root"
@@ -160,12 +176,19 @@ class _Watch:
         stop: threading.Event,
         on_batch: Callable[[RunSummary, Changes], None] | None,
         on_wait: Callable[[str, str], None] | None,
+        on_progress: Callable[[RunProgress], None] | None = None,
+        on_fill: Callable[[FullPassCounts, int], None] | None = None,
     ):
         self.root, self.store, self.options, self.encoder = root, store, options, encoder
         self.stop, self.on_batch, self.on_wait = stop, on_batch, on_wait
+        self.on_progress, self.on_fill = on_progress, on_fill
         self.root_id: tuple[int, int] | None = None  # the root's (device, inode) listed
         self.filter = ChangeFilter(store.own_files(), options.read.include_hidden, {}, False)
+        self.rules = FileRules()  # the rules in effect, as listed last
         self.runs = 0
+        self.filling = True  # chunks may lack a full vector (looked at by the next slice)
+        self.filled = FullPassCounts()  # this watch's full pass so far
+        self._encoding: ChunkEncoder | None = None
 
     def list_folders(self) -> bool:
         """List the folders to watch (into `filter`), waiting while the root is gone;
@@ -210,6 +233,7 @@ class _Watch:
         )
         self.filter.folders = {f.path: f for f in folders}
         self.filter.gitignore = rules.gitignore
+        self.rules = rules
 
     def intact(self) -> bool:
         """Whether the root's path still leads to the folder listed."""
@@ -225,8 +249,15 @@ class _Watch:
         while not self.stop.is_set():
             if not self.intact():
                 raise _RootGone
-            # a root swapped during the run is not walked (`root_id`)
-            job = local_job(self.root, self.store, self.options, self.encoder, None, self.root_id)
+            # a root swapped during the run is not walked (`root_id`); the quick pass only
+            job = local_job(
+                self.root,
+                self.store,
+                self.options.replace(quick=True),
+                self.encoder,
+                self.on_progress,
+                self.root_id,
+            )
             try:
                 job.target.writer.check_unlocked()
                 summary = drive(job, time.perf_counter())
@@ -241,9 +272,58 @@ class _Watch:
                     raise
                 raise _RootGone from None
             self.runs += 1
+            self.filling = self.filling or summary.chunks_unencoded > 0
             if self.on_batch is not None:
                 self.on_batch(summary, changes)
             return
+
+    def fill(self) -> None:
+        """A slice of the full pass (see the module doc): the chunks without a full vector
+        encoded for at most `FILL_SLICE_S` seconds, under the run lock (none when another
+        process holds it: the next slice tries again). Nothing once none is left, until
+        the next run."""
+        if not self.filling or self.stop.is_set():
+            return
+        writer = IndexWriter(self.store, wait_s=0.0)
+        try:
+            writer.lock()
+        except StoreBusyError:
+            return
+        deadline = time.monotonic() + FILL_SLICE_S
+        try:
+            if not writer.unencoded_count():
+                self.filling = False
+                return
+            done = full_pass(
+                writer,
+                self._encoder().encode,
+                self.options.encode.chunks_per_call,
+                until=lambda: time.monotonic() >= deadline or self.stop.is_set(),
+            )
+        finally:
+            writer.unlock()
+        total = self.filled
+        total.encoded += done.encoded
+        total.tokens += done.tokens
+        total.reused += done.reused
+        total.refused += done.refused
+        total.left = done.left
+        # done, or only refused chunks left: wait for the next run to try them again
+        self.filling = done.left > 0 and done.encoded + done.reused > 0
+        if self.on_fill is not None:
+            self.on_fill(total, done.left)
+
+    def _encoder(self) -> ChunkEncoder:
+        """The model's encoder as a run drives it (`encode.ChunkEncoder`), made once."""
+        if self._encoding is None:
+            from attnswitch.jobs.encode import ChunkEncoder
+
+            self._encoding = ChunkEncoder(
+                self.encoder(),
+                self.options.encode.chunks_per_call,
+                self.options.encode.batch_tokens,
+            )
+        return self._encoding
 
     def _wait_for_lock(self) -> None:
         while not self.stop.is_set():
@@ -267,12 +347,19 @@ def watch(
     stop_event: threading.Event | None = None,
     on_batch: Callable[[RunSummary, Changes], None] | None = None,
     on_wait: Callable[[str, str], None] | None = None,
+    on_start: Callable[[FileRules, int], None] | None = None,
+    on_progress: Callable[[RunProgress], None] | None = None,
+    on_fill: Callable[[FullPassCounts, int], None] | None = None,
     debounce_ms: int = DEFAULT_DEBOUNCE_MS,
     force_polling: bool | None = None,
 ) -> int:
     """Keep `store` current with `root` until `stop_event` is set (see the module doc).
-    `on_batch(summary, changes)` is called after each run with the changes it follows (an
-    empty set for the catch-up run at the start); `on_wait(reason, line)` when a wait
+    `on_start(rules, folders)` is called once the folders to watch are first listed, with
+    the file rules in effect and how many folders are watched; `on_batch(summary,
+    changes)` after each run with the changes it follows (an empty set for the catch-up
+    run at the start); `on_progress(progress)` as each run goes (`run.run`'s);
+    `on_fill(counts, left)` after each slice of the full pass (this watch's counts so far,
+    and the chunks still without a full vector); `on_wait(reason, line)` when a wait
     begins (`WAIT_LOCK` or `WAIT_ROOT`, and one line saying what is waited for);
     `get_encoder` as for `run.run`, called once. Returns how many runs were made."""
     import watchfiles
@@ -286,9 +373,13 @@ def watch(
             loaded.append(get_encoder() if get_encoder else _default_encoder(options))
         return loaded[0]
 
-    state = _Watch(resolved, store, options, encoder, stop, on_batch, on_wait)
+    state = _Watch(resolved, store, options, encoder, stop, on_batch, on_wait, on_progress, on_fill)
     due: Changes | None = set()  # the changes a run is owed for (None: none)
+    started_once = False
     while state.list_folders():
+        if not started_once and on_start is not None:
+            on_start(state.rules, len(state.filter.folders))
+        started_once = True
         batches = watchfiles.watch(
             *state.filter.folders,
             watch_filter=state.filter,
@@ -316,6 +407,7 @@ def watch(
                             continue
                     elif due is None:
                         if state.intact():
+                            state.fill()  # no change to hand over: a slice of the full pass
                             continue
                         due = set()
                         break  # the root was replaced and no event told

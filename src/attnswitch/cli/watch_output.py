@@ -1,0 +1,111 @@
+"""What `attnswitch watch` prints: a start line (the folder, the index, the rules in effect),
+one line per batch (files and chunks), the full pass's progress between batches, and the
+run's progress display on batches that take long (`BatchProgress`).
+
+Lines go to stdout, each with the time; the progress display to stderr (a bar on a
+terminal, plain lines elsewhere: `cli/progress.py`). With `--json`, every line is a JSON
+object instead (`{"status": ...}`) and no progress is shown.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from attnswitch.cli import progress
+
+# A batch shows the run's progress display once it has taken this many seconds: a change
+# of a few files ends before, and prints its one line alone.
+LONG_BATCH_S = 2.0
+# Seconds between two lines about the full pass (its first and last slice always print).
+FILL_LINE_S = 60.0
+
+
+def stamped(line: str) -> str:
+    return f"{time.strftime('%H:%M:%S')} {line}"
+
+
+def rules_text(rules: Any) -> str:
+    """The file rules in effect (`documents.rules.FileRules`), in words."""
+    parts = []
+    if rules.include:
+        parts.append("only " + ", ".join(rules.include))
+    if rules.exclude:
+        parts.append("not " + ", ".join(rules.exclude))
+    if rules.gitignore:
+        parts.append(".gitignore files honoured")
+    return "; ".join(parts) if parts else "every file (no rules)"
+
+
+def start_line(folder: str, index: str, rules: Any, folders: int) -> str:
+    """The line `watch` starts with."""
+    return stamped(
+        f"watching {folder} ({folders:,} folder{'s' if folders != 1 else ''}) into {index}; "
+        f"rules: {rules_text(rules)}; Ctrl-C to stop"
+    )
+
+
+def batch_line(s: Any) -> str:
+    """One batch's line, from its run's summary (`jobs.summary.RunSummary`)."""
+    chunks = s.chunks_quick + s.chunks_encoded
+    return stamped(
+        f"{s.new} new, {s.changed} changed, {s.moved} moved, {s.deleted} deleted, "
+        f"{s.copied} copies, {s.skipped} skipped in {s.wall_s:,.1f} s: searchable now; "
+        f"{chunks:,} chunks written ({s.chunks_reused:,} kept a stored vector); "
+        f"{s.indexed:,} documents indexed"
+    )
+
+
+def fill_line(counts: Any, left: int) -> str:
+    """The full pass's progress (`jobs.passes.FullPassCounts` of this watch so far)."""
+    done = counts.encoded + counts.reused
+    if left == 0:
+        return stamped(f"full vectors: every chunk has one ({done:,} filled in by this watch)")
+    refused = f", {counts.refused:,} refused by the encoder" if counts.refused else ""
+    return stamped(
+        f"filling in full vectors between changes: {done:,} done, {left:,} left{refused}"
+    )
+
+
+class FillLines:
+    """Prints `fill_line` for the first slice, then at most every `FILL_LINE_S` seconds,
+    and when none is left."""
+
+    def __init__(self, echo: Any):
+        self.echo = echo
+        self._printed: float | None = None
+
+    def __call__(self, counts: Any, left: int) -> None:
+        now = time.monotonic()
+        if left == 0 or self._printed is None or now - self._printed >= FILL_LINE_S:
+            self.echo(fill_line(counts, left))
+            self._printed = None if left == 0 else now
+
+
+class BatchProgress:
+    """The run's progress display for a batch that lasts more than `LONG_BATCH_S` seconds
+    (`progress.pick`, on stderr), opened at the first event past that and closed by
+    `end()` when the batch's line prints."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self._display: Any = None
+        self._run: int | None = None  # id of the run's progress object
+
+    def __call__(self, p: Any) -> None:
+        if self.as_json:
+            return
+        if id(p) != self._run:  # another batch's run
+            self.end()
+            self._run = id(p)
+        if self._display is None:
+            if time.perf_counter() - p.started < LONG_BATCH_S:
+                return
+            self._display = progress.pick(None, False, sys.stderr).__enter__()
+        self._display.update(p)
+
+    def end(self) -> None:
+        if self._display is not None:
+            display, self._display = self._display, None
+            display.__exit__(None, None, None)
