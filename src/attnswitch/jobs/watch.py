@@ -62,12 +62,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnswitch.documents.ingest import folder_id
-from attnswitch.documents.rules import IGNORE_FILES, rules_for
+from attnswitch.documents.rules import IGNORE_FILES, FileRules, rules_for
 from attnswitch.documents.walked import WalkedFolder, walked_folders
 from attnswitch.indexing.records import root_key
 from attnswitch.indexing.store import Store, StoreBusyError
 from attnswitch.indexing.writer import IndexWriter
-from attnswitch.documents.rules import FileRules
 from attnswitch.jobs.options import RunOptions
 from attnswitch.jobs.passes import FullPassCounts, full_pass
 from attnswitch.jobs.run import check_root, drive, local_job
