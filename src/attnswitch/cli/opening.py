@@ -57,7 +57,7 @@ def _interruptible(command: str, as_json: bool) -> Iterator[None]:
 
 def store_location(db: str | None) -> str | Path:
     """What `--db` names (`Index.resolve`): a PostgreSQL URL as given, else the SQLite file;
-    with no `--db`, the index found from the current folder (`location.default_location`),
+    with no `--db`, the index found from the current folder (`index.default_location`),
     else `./.attnswitch/` (a reading command then fails naming where it looked)."""
     from attnswitch.indexing.index import Index
 
@@ -65,10 +65,10 @@ def store_location(db: str | None) -> str | Path:
 
 
 def run_store_location(folder: Path, db: str | None) -> str | Path:
-    """Where `run FOLDER` and `watch FOLDER` write (`location.run_location`): `--db`, else
+    """Where `run FOLDER` and `watch FOLDER` write (`index.run_location`): `--db`, else
     the index found that already holds FOLDER or is the current folder's, else a new
     `./.attnswitch/`."""
-    from attnswitch.indexing.location import run_location
+    from attnswitch.indexing.index import run_location
 
     return run_location(folder, db)
 
@@ -77,7 +77,7 @@ def _no_index(command: str, location: Path, as_json: bool) -> typer.Exit:
     """The one-line failure for a SQLite index that is not there; the caller raises it.
     With no `--db` and none found, the line names every place looked
     (`location.IndexNotFoundError`)."""
-    from attnswitch.indexing.location import NEW_INDEX, IndexNotFoundError, find_index
+    from attnswitch.indexing.index import NEW_INDEX, IndexNotFoundError, find_index
 
     if location == NEW_INDEX:
         try:
@@ -127,8 +127,7 @@ def _migrated(line: str | None) -> None:
 def open_index(location: str | Path, command: str, as_json: bool) -> Index:
     """The existing index at `location` (`Index.open`), or the command's one-line failure
     (no index there, or one that cannot be opened)."""
-    from attnswitch.indexing.index import Index, IndexMissingError
-    from attnswitch.indexing.location import IndexNotFoundError
+    from attnswitch.indexing.index import Index, IndexMissingError, IndexNotFoundError
 
     with _opening(command, location, as_json):
         try:

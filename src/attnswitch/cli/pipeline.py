@@ -7,7 +7,7 @@ failing in one line) in `cli/opening.py`.
     attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
     attnswitch status [--db DIR] [--json]
 
-`--db DIR` names the data folder (default: found as `indexing/location.py` says, else
+`--db DIR` names the data folder (default: found as `indexing/index.py` says, else
 `./.attnswitch/`); the index is
 `DIR/index.sqlite3` (an existing file may also be named directly). `--db
 postgresql://USER@HOST:PORT/DBNAME` uses a PostgreSQL server with pgvector instead

@@ -100,7 +100,7 @@ def hit_metadata(hit: dict[str, Any]) -> dict[str, Any]:
 
 def check_source(db: str | os.PathLike | None, url: str | None) -> None:
     """An adapter reads a local index (`db`, None for the index found as
-    `indexing/location.py` says: the nearest `.attnswitch/` here or above, else the per-user
+    `indexing/index.py` says: the nearest `.attnswitch/` here or above, else the per-user
     default) or a
     service (`url`), never both."""
     if db is not None and url is not None:

@@ -4,7 +4,7 @@ path=..., type=..., modified_after=..., modified_before=...)`.
 
 They do what `attnswitch run` and `attnswitch search` do, with the same defaults (`db` names a
 SQLite file or data folder, or a `postgresql://` URL; with none, the index is found as
-`indexing/location.py` says: the nearest `.attnswitch/` here or above, else the per-user
+`indexing/index.py` says: the nearest `.attnswitch/` here or above, else the per-user
 default; `index` writes to a found index only when it holds `folder`, else to `./.attnswitch/`),
 and return what those commands print with `--json`: `search` a list of `search.Hit` (the
 shape of `/v1/search`'s hits; `Hit.to_dict()`), `index` the run's summary (`run.RunSummary`;
@@ -40,7 +40,7 @@ open_indexes = OpenIndexes()
 def location_of(db: str | os.PathLike[str] | None) -> str | Path:
     """What `db` names, as `--db` reads it (`Index.resolve`): a PostgreSQL URL as given,
     else the SQLite file (a data folder's `index.sqlite3`; None: the index found, else
-    `./.attnswitch/index.sqlite3`, `location.default_location`)."""
+    `./.attnswitch/index.sqlite3`, `index.default_location`)."""
     return Index.resolve(db)
 
 
