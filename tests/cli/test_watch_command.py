@@ -30,21 +30,7 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
     for source in SMALL[:2]:
         (folder / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, folder / source)
-    line = [
-        sys.executable,
-        "-m",
-        "attnswitch.cli",
-        "watch",
-        str(folder),
-        "--db",
-        str(tmp_path / "data"),
-        "--json",
-        "--debounce-ms",
-        "200",
-        "--read-workers",
-        "0",
-        *FAST[:4],
-    ]  # --max-tokens, --overlap
+    line = watch_line(str(folder), str(tmp_path / "data"), "--json")
     proc = subprocess.Popen(
         line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
     )
@@ -77,6 +63,26 @@ def test_watch_indexes_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
 def coverage(db: Path):
     with open_store(db) as store:
         return store.coverage()
+
+
+def watch_line(folder, data, *options: str) -> list[str]:
+    """`attnswitch watch FOLDER --db DATA` in a fresh process, with short batches, no reader
+    processes and small chunks (`FAST`'s --max-tokens and --overlap), then `options`."""
+    return [
+        sys.executable,
+        "-m",
+        "attnswitch.cli",
+        "watch",
+        str(folder),
+        "--db",
+        str(data),
+        "--debounce-ms",
+        "200",
+        "--read-workers",
+        "0",
+        *FAST[:4],
+        *options,
+    ]
 
 
 class Lines:
@@ -141,21 +147,7 @@ def test_watch_waits_for_another_run_and_for_its_folder(tmp_path: Path) -> None:
     for source in SMALL[:2]:
         (folder / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, folder / source)
-    line = [
-        sys.executable,
-        "-m",
-        "attnswitch.cli",
-        "watch",
-        str(folder),
-        "--db",
-        str(data),
-        "--json",
-        "--debounce-ms",
-        "200",
-        "--read-workers",
-        "0",
-        *FAST[:4],
-    ]
+    line = watch_line(str(folder), str(data), "--json")
     proc = subprocess.Popen(
         line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
     )
@@ -208,23 +200,7 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         (folder / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, folder / source)
     (folder / ".gitignore").write_text("scratch/\n")
-    line = [
-        sys.executable,
-        "-m",
-        "attnswitch.cli",
-        "watch",
-        str(folder),
-        "--db",
-        str(tmp_path / "data"),
-        "--exclude",
-        "*.log",
-        "--gitignore",
-        "--debounce-ms",
-        "200",
-        "--read-workers",
-        "0",
-        *FAST[:4],
-    ]
+    line = watch_line(str(folder), str(tmp_path / "data"), "--exclude", "*.log", "--gitignore")
     env = dict(os.environ, COLUMNS="200")
     proc = subprocess.Popen(
         line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from attnswitch.documents.chunk import Chunk
@@ -54,22 +53,6 @@ def test_the_queue_is_full_at_chunks_per_call_and_take_empties_it() -> None:
     taken = queue.take()
     assert [(d.source, len(c), k) for d, c, k in taken] == [("a", 2, "new"), ("b", 1, "changed")]
     assert queue.pending == [] and not queue.full
-
-
-def test_kept_vectors_go_back_in_their_places() -> None:
-    queue = EncodeQueue(chunks_per_call=8)
-    doc = document("a")
-    chunks = [chunk("zero"), chunk("one"), chunk("two")]
-    kept = np.full(4, 1.0, np.float32)
-    queue.keep(doc.source, chunks, {1: kept})
-    fresh = np.stack([np.full(4, 0.0, np.float32), np.full(4, 2.0, np.float32)])
-    got_chunks, vectors = queue.restore(doc, [chunks[0], chunks[2]], fresh)
-    assert got_chunks == chunks
-    np.testing.assert_array_equal(vectors[:, 0], [0.0, 1.0, 2.0])
-    assert queue.kept == {}
-    # a document that keeps none is written as encoded
-    other = document("b")
-    assert queue.restore(other, chunks[:2], fresh)[1] is fresh
 
 
 class Elsewhere(LocalEncoding):

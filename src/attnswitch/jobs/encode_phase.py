@@ -8,8 +8,7 @@ and a document that fails on its own is recorded as failed (`RunRecord.fail`).
 
 `flush(queue, encoding, sink)` sends what is pending; `Encoding.finish` waits for what was
 sent. An encoding that encodes here (`encode_here`) also serves what needs vectors outside
-an encode call of documents: chunks that keep a stored vector next to fresh ones, and the
-full pass (`passes.full_pass`)."""
+an encode call of documents: the full pass (`passes.full_pass`)."""
 
 from __future__ import annotations
 
@@ -107,7 +106,7 @@ class Encoding(Protocol):
     @property
     def encode_here(self) -> Callable[[list[str]], Vectors] | None:
         """Vectors `[len(texts), dim]` of texts, in this process, for documents written
-        here: what keeping stored vectors beside fresh ones and the full pass need. None:
+        here: what the full pass needs (a run that has one does two passes). None:
         every chunk of a document goes to the encoder with it (Ray: an actor may write the
         document itself)."""
 

@@ -26,15 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import Document, SourceFile, digest
 from attnswitch.documents.readers.skip import Skip
 from attnswitch.documents.rules import meta_key as rules_meta_key
 from attnswitch.documents.rules import rules_for
 from attnswitch.indexing.config import META_KEY, IndexConfig, stored_config
-from attnswitch.indexing.records import StoredDocument, SyncPlan, indexed_sha, vector_key
+from attnswitch.indexing.records import StoredDocument, SyncPlan, indexed_sha
 from attnswitch.jobs.options import ReadOptions
 from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.record import RunRecord
@@ -105,9 +103,10 @@ def job_bytes(target: RunTarget, listed: list[SourceFile]) -> int:
 class ReadPhase:
     """The read phase of one run (see the module doc): finishes documents through `record`,
     queues the rest on `queue`, reads by `source` with `read`'s options, chunks with
-    `tokenizer`; `quick`: the quick pass's writer (`--quick`), else None; `keep_vectors`:
-    whether chunks take the vectors the store holds for their text (an encoding that
-    encodes here; `encode_phase.Encoding.encode_here`)."""
+    `tokenizer`; `quick`: the quick pass's writer (every run that encodes here, and
+    `--quick`; it gives a changed document's chunks the full vectors the store holds for
+    their text, `passes.QuickPass.write`), else None (Ray: documents go to the encoder
+    whole)."""
 
     def __init__(
         self,
@@ -117,10 +116,9 @@ class ReadPhase:
         read: ReadOptions,
         tokenizer: Tokenizer,
         quick: QuickPass | None,
-        keep_vectors: bool,
     ) -> None:
         self.record, self.queue, self.source, self.read = record, queue, source, read
-        self.tokenizer, self.quick, self.keep_vectors = tokenizer, quick, keep_vectors
+        self.tokenizer, self.quick = tokenizer, quick
         self.target, self.counts = record.target, record.counts
         self.config = record.resolution.config
         # the store rows of the files to read, once planned
@@ -298,27 +296,7 @@ class ReadPhase:
             self.counts.reused += kept
             record.stored(doc, chunks)
             return
-        if self.keep_vectors:
-            with record.phases.part("store"):
-                chunks = self.keep_stored(doc, chunks)
-            if not chunks:  # every vector kept: nothing to encode
-                record.write(doc, [], np.zeros((0, 1), np.float32))
-                return
         self.queue.add(doc, chunks, kind)
-
-    def keep_stored(self, doc: Document, chunks: list[Chunk]) -> list[Chunk]:
-        """The chunks of a new or changed document that still need encoding: those whose
-        vector the store holds, for any document (`IndexWriter.vectors_by_key`: same encoder
-        text and vector fingerprint; quoted mail, boilerplate, an edited copy), keep it,
-        remembered on the queue (`EncodeQueue.keep`) until the document is written."""
-        keys = [vector_key(self.config.vector_fingerprint, c.encoder_text) for c in chunks]
-        stored = self.target.writer.vectors_by_key(keys)
-        if not stored:
-            return chunks
-        kept = {i: stored[k] for i, k in enumerate(keys) if k in stored}
-        self.queue.keep(doc.source, chunks, kept)
-        self.counts.reused += len(kept)
-        return [c for i, c in enumerate(chunks) if i not in kept]
 
 
 __all__ = ["DocumentSource", "Read", "ReadPhase", "ReadRequest", "job_bytes", "list_root"]

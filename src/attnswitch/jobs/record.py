@@ -63,11 +63,8 @@ class RunRecord:
         self.advance(doc)
 
     def write(self, doc: Document, chunks: list[Chunk], vectors: Vectors | None) -> None:
-        """Write `doc` with the vectors of `chunks` (None: an encoder wrote it already); the
-        vectors it keeps from the store (`EncodeQueue.keep`) go back in their places."""
-        encoded = chunks
+        """Write `doc` with the vectors of `chunks` (None: an encoder wrote it already)."""
         if vectors is not None:
-            chunks, vectors = self.queue.restore(doc, chunks, vectors)
             config = self.resolution.config
             with self.phases.part("store"):
                 self.target.writer.write_document(
@@ -78,7 +75,7 @@ class RunRecord:
                     run_id=self.target.run_id,
                     vector_fingerprint=config.vector_fingerprint,
                 )
-        self.written(doc, encoded)
+        self.written(doc, chunks)
 
     def written(self, doc: Document, chunks: list[Chunk]) -> None:
         """Account for a document whose `chunks` (those encoded) were committed."""

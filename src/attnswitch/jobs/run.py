@@ -287,7 +287,6 @@ class RunJob:
             read,
             self.tokenizer,
             None,
-            keep_vectors=here is not None,
         )
         with self.phases.part("scan"):
             to_read = reading.prepare(self.listed)

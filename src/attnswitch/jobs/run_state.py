@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 
     # Vectors float32 `[N, dim]`, one per chunk or text.
     Vectors = npt.NDArray[np.float32]
-    # One vector float32 `[dim]`.
-    Vector = npt.NDArray[np.float32]
     # A document waiting for vectors: (document, the chunks to encode, "new" or "changed").
     Pending = tuple[Document, list[Chunk], str]
 
@@ -174,13 +172,10 @@ class RunTarget:
 class EncodeQueue:
     """The documents waiting for vectors, gathered several at a time until
     `chunks_per_call` chunks are pending (`full`), then taken all at once (`take`) for one
-    encode call. `kept`: per waiting document (by source), all its chunks and, by index,
-    the stored vectors it keeps (`read_phase.ReadPhase.keep_stored`), put back in their
-    places when it is written (`restore`)."""
+    encode call."""
 
     chunks_per_call: int
     pending: list[Pending] = field(default_factory=list)
-    kept: dict[str, tuple[list[Chunk], dict[int, Vector]]] = field(default_factory=dict)
 
     def add(self, doc: Document, chunks: list[Chunk], kind: str) -> None:
         self.pending.append((doc, chunks, kind))
@@ -193,22 +188,6 @@ class EncodeQueue:
         """Every pending document, the queue left empty."""
         taken, self.pending = self.pending, []
         return taken
-
-    def keep(self, source: str, chunks: list[Chunk], kept: dict[int, Vector]) -> None:
-        self.kept[source] = (chunks, kept)
-
-    def restore(
-        self, doc: Document, encoded: list[Chunk], vectors: Vectors
-    ) -> tuple[list[Chunk], Vectors]:
-        """The chunks of `doc` and their vectors, those it keeps (`keep`) in their places
-        and `vectors` (of `encoded`, in order) in the others; `(encoded, vectors)` when it
-        keeps none."""
-        if doc.source not in self.kept:
-            return encoded, vectors
-        chunks, kept = self.kept.pop(doc.source)
-        fresh = iter(np.asarray(vectors, np.float32))
-        restored = np.stack([kept[i] if i in kept else next(fresh) for i in range(len(chunks))])
-        return chunks, np.asarray(restored, np.float32)
 
 
 __all__ = [
