@@ -3,10 +3,13 @@ that need a chunk on a known page of a small file (a hit's `#page=N`)."""
 
 from __future__ import annotations
 
+import textwrap
+
 
 def text_pdf(pages: list[str]) -> bytes:
-    """A PDF of one page per text of `pages`, each text one line of Helvetica (ASCII,
-    without parentheses or backslashes), with a correct cross-reference table."""
+    """A PDF of one page per text of `pages`, each text in lines of Helvetica (ASCII,
+    without parentheses or backslashes; up to 60 lines of 90 characters a page), with a
+    correct cross-reference table."""
     count = len(pages)
     font = 3
     objects = [
@@ -18,7 +21,10 @@ def text_pdf(pages: list[str]) -> bytes:
     ]
     for i, text in enumerate(pages):
         assert text.isascii() and not set("()\\") & set(text), text
-        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+        lines = textwrap.wrap(text, 90) or [""]
+        assert len(lines) <= 60, f"page {i + 1}: {len(lines)} lines"
+        shown = " T* ".join(f"({line}) Tj" for line in lines)
+        stream = f"BT /F1 10 Tf 12 TL 54 750 Td {shown} ET".encode()
         objects.append(
             f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font "
             f"<< /F1 {font} 0 R >> >> /Contents {5 + 2 * i} 0 R >>".encode()
