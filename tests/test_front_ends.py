@@ -341,6 +341,8 @@ def test_the_http_schema_offers_the_modes_fields_and_bounds() -> None:
     assert list(where["properties"]) == list(FIELDS)
     for name in FIELDS:
         assert FIELD_HELP[name][1:] in where["properties"][name]["description"]
+        # the same fields flat, as the CLI, Python and MCP take them
+        assert FIELD_HELP[name][1:] in search[name]["description"]
 
 
 def test_the_mcp_tool_offers_the_modes_fields_and_bounds(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from attnswitch.documents.ingest import ingest
-from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.filters import SearchFilter, relative_paths
 from attnswitch.indexing.location import open_store
 from attnswitch.indexing.search import search
 from attnswitch.indexing.store import ChunkRecord, SQLiteStore, StoreInputError
@@ -101,11 +101,33 @@ def test_types_are_kinds_groups_or_extensions(value, kinds, extensions) -> None:
         ("/srv/drive/*.md", "a/deep.md", False),
         ("/srv/drive/reports", "reports/q1.pdf", True),
         ("/srv/other", "reports/q1.pdf", False),
+        # the path as hits show it: the folder's name (or more of the folders above) first
+        ("drive/reports", "reports/q1.pdf", True),
+        ("drive/reports/q1.pdf", "reports/q1.pdf", True),
+        ("drive", "reports/q1.pdf", True),
+        ("srv/drive/reports/", "reports/q1.pdf", True),
+        ("drive/reports/*.pdf", "reports/q1.pdf", True),
+        ("drive/*.md", "top.md", True),
+        ("drive/*.md", "a/deep.md", False),
+        ("rive/reports", "reports/q1.pdf", False),
+        ("other/reports", "reports/q1.pdf", False),
+        ("drive/reports", "drive-reports/q1.pdf", False),
+        ("drive/other", "reports/q1.pdf", False),
     ],
 )
 def test_paths_are_prefixes_or_gitignore_globs(pattern, source, passes) -> None:
     where = SearchFilter.of(path=pattern)
     assert where.matches("/srv/drive", source, "pdf") is passes
+
+
+def test_relative_paths_run_from_the_folder_and_each_folder_above() -> None:
+    assert relative_paths("/srv/team/drive", "Scans/a.pdf") == (
+        "Scans/a.pdf",
+        "drive/Scans/a.pdf",
+        "team/drive/Scans/a.pdf",
+        "srv/team/drive/Scans/a.pdf",
+    )
+    assert relative_paths("/", "a.txt") == ("a.txt",)
 
 
 def test_dates_are_inclusive_and_utc_unless_they_say() -> None:
@@ -172,6 +194,8 @@ FILTERS = [
     {"type": ".txt"},
     {"modified_after": "2024-06-01"},
     {"modified_before": "2024-12-31", "path": "far/"},
+    {"path": "drive/far"},  # as hits show it, the folder's name first
+    {"path": "drive/far/*.txt"},
 ]
 
 

@@ -118,6 +118,10 @@ async def exercise(session: ClientSession, indexed, allowed: Path, private: bool
         )
     )
     assert {h["path"] for h in only["hits"]} == {"postgresql/tutorial-start.html"}
+    # the path as a hit shows it, its folder's name first (issue 53, point 8)
+    shown = f"{indexed.folder.name}/{UPDATE_PAGE}"
+    narrowed = payload(await session.call_tool("search", {"query": QUESTION, "path": shown}))
+    assert narrowed["hits"] and {h["path"] for h in narrowed["hits"]} == {UPDATE_PAGE}
     none = payload(await session.call_tool("search", {"query": QUESTION, "type": "pdf"}))
     assert none["hits"] == [] and none["note"]
 

@@ -59,6 +59,12 @@ def test_search_gives_the_cli_s_hits(indexed, mode) -> None:
     [
         ({"type": "html"}, ["--type", "html"], {"postgresql"}),
         ({"path": "python-tutorial/"}, ["--path", "python-tutorial/"], {"python-tutorial"}),
+        # with the indexed folder's name first, as the page and the service show a path
+        (
+            {"path": "docs/python-tutorial/"},
+            ["--path", "docs/python-tutorial/"],
+            {"python-tutorial"},
+        ),
         (
             {"path": ["*.txt"], "type": "text"},
             ["--path", "*.txt", "--type", "text"],

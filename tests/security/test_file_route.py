@@ -15,12 +15,20 @@ store (SQLite and PostgreSQL).
 - A document is never active content of the service's origin: HTML is a download, every
   answer carries `Content-Security-Policy: sandbox` and `nosniff`; PDFs, images and plain
   text are shown in place.
+- A hit opens at its place (issue 53, point 7): a PDF's hit's `uri` is this route with
+  `#page=N`, the chunk's page; a chunk of an .eml's attachment gets the attachment alone,
+  its own bytes, type and name, under the same rules (an HTML attachment a download, a
+  message edited since refused), and the message's body the whole message.
+- A hit's path as the service shows it (its folder's name first) is a path filter, flat
+  as the CLI takes it or inside `filter` (issue 53, point 8).
 """
 
 from __future__ import annotations
 
+import email.policy
 import os
 import shutil
+from email.message import EmailMessage
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,6 +40,7 @@ from attnswitch.documents.rules import FileRules
 from attnswitch.indexing.location import open_store
 from attnswitch.jobs.run import RunOptions, run
 from attnswitch.service import launch
+from text_pdfs import text_pdf
 
 KEY = "test-key-file-route-3b9e"
 PAGE = (
@@ -48,6 +57,27 @@ NOTES = (
     "touched.txt",
     "rewritten.txt",
 )
+# Three pages of words found on one page each ("keeper3" only on page 3), long enough that
+# chunks start on every page; sent as `pages.pdf` and attached to `papers.eml`.
+WORDS = "harbour tide pier boat net keeper lighthouse chart depth pilot".split()
+PAGES = [" ".join(f"{WORDS[(7 * p + j) % 10]}{p + 1}" for j in range(300)) for p in range(3)]
+# Long enough that chunks start in it (a chunk that starts in the PDF runs on into it).
+CHART = (
+    "<html><body><script>window.pwned = 1</script><p>"
+    + " ".join(f"the chart of the bay, sounding {i}" for i in range(200))
+    + "</p></body></html>"
+)
+
+
+def _papers(pdf: bytes, subject: str) -> bytes:
+    """A message with a body, the PDF `pdf` as `tides.pdf` and an HTML page attached."""
+    message = EmailMessage(policy=email.policy.SMTP)
+    message["Subject"] = subject
+    message["From"] = "harbour@example.org"
+    message.set_content("The harbour master's papers: tide tables and the bay chart.")
+    message.add_attachment(pdf, maintype="application", subtype="pdf", filename="tides.pdf")
+    message.add_attachment(CHART, subtype="html", filename="chart.html")
+    return message.as_bytes()
 
 
 class Served(NamedTuple):
@@ -56,6 +86,7 @@ class Served(NamedTuple):
     swap: Path  # another indexed root, swapped for a link by one test
     outside: Path  # secrets outside every root
     chunks: dict[str, int]  # a chunk id of each indexed file, by its path below its root
+    located: dict[tuple[str, str | None, int | None], int]  # (path, part, page) -> a chunk id
 
 
 def _database(pg_cluster, name: str) -> str:
@@ -81,6 +112,9 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
             "and the lighthouse keeper's log\n"
         )
     shutil.copy2(CORPUS / "sqlite" / "copyright-release.pdf", docs / "release.pdf")
+    (docs / "pages.pdf").write_bytes(text_pdf(PAGES))
+    (docs / "papers.eml").write_bytes(_papers(text_pdf(PAGES), "Harbour papers"))
+    (docs / "edited.eml").write_bytes(_papers(text_pdf(PAGES[:1]), "Edited papers"))
     (docs / ".env").write_text(SECRET + " env\n")  # hidden: never indexed
     (docs / "vault.key").write_text(SECRET + " excluded\n")  # excluded by the rule below
     swap = base / "swap"
@@ -96,6 +130,7 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
         (base / "data").mkdir()
         location = str(base / "data")
     chunks: dict[str, int] = {}
+    located: dict[tuple[str, str | None, int | None], int] = {}
     with open_store(location) as store:
         for root, rules in ((docs, FileRules(exclude=("*.key",))), (swap, None)):
             summary = run(
@@ -105,12 +140,16 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
         rows = store.chunks(range(1, store.count() + 100))
         for cid, row in sorted(rows.items(), reverse=True):
             chunks[row.source] = cid
+            located[row.source, row.location.get("part"), row.location.get("page")] = cid
     assert set(chunks) == {
         "tides.html",
         "notes.txt",
         "linked.txt",
         "release.pdf",
         "passwd",
+        "pages.pdf",
+        "papers.eml",
+        "edited.eml",
         *NOTES,
     }, chunks
     keys = base / "keys"
@@ -119,7 +158,7 @@ def served(request, tmp_path_factory: pytest.TempPathFactory, encoder) -> Served
         base / "server", "--db", location, "--api-key-file", str(keys), timeout=STARTUP_TIMEOUT_S
     )
     try:
-        yield Served(srv, docs, swap, outside, chunks)
+        yield Served(srv, docs, swap, outside, chunks, located)
     finally:
         srv.stop()
 
@@ -240,3 +279,101 @@ def test_a_file_rewritten_to_the_indexed_size_and_time_is_not_served(served) -> 
     os.utime(rewritten, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert rewritten.stat().st_size == st.st_size and rewritten.read_bytes() != before
     assert_refused(get(served.srv, served.chunks["rewritten.txt"]))
+
+
+# -- at the place: a PDF's page, an attachment alone (issue 53, point 7) ---------------------
+
+
+def search(srv, body: dict) -> httpx.Response:
+    return httpx.post(
+        f"{srv.url}/v1/search",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=60,
+    )
+
+
+def test_a_pdf_hit_opens_at_its_page(served) -> None:
+    answer = search(
+        served.srv, {"query": "keeper3", "k": 1, "mode": "keyword", "path": "docs/pages.pdf"}
+    )
+    assert answer.status_code == 200, answer.text
+    (hit,) = answer.json()["data"]
+    page = hit["location"]["page"]
+    assert page == 3 and hit["path"] == "pages.pdf", hit
+    assert hit["uri"] == f"/v1/chunks/{hit['chunk_id']}/file#page=3"
+    assert {place[2] for place in served.located if place[0] == "pages.pdf"} == {1, 2, 3}
+    pdf = httpx.get(
+        served.srv.url + hit["uri"].split("#")[0],
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=60,
+    )
+    assert pdf.status_code == 200 and pdf.content == (served.docs / "pages.pdf").read_bytes()
+    assert pdf.headers["content-disposition"] == 'inline; filename="pages.pdf"'
+
+
+def test_a_hit_in_a_mail_attachment_gets_the_attachment_alone(served) -> None:
+    answer = search(
+        served.srv, {"query": "keeper2", "k": 10, "mode": "keyword", "path": "docs/papers.eml"}
+    )
+    assert answer.status_code == 200, answer.text
+    hits = [h for h in answer.json()["data"] if h["location"].get("part") == "tides.pdf"]
+    assert hits, answer.json()["data"]
+    hit = hits[0]
+    page = hit["location"]["page"]
+    assert hit["uri"] == f"/v1/chunks/{hit['chunk_id']}/file#page={page}"
+    served_pdf = get(served.srv, hit["chunk_id"])
+    assert served_pdf.status_code == 200, served_pdf.text
+    assert served_pdf.content == text_pdf(PAGES)  # its own bytes, not the message's
+    assert served_pdf.headers["content-type"] == "application/pdf"
+    assert served_pdf.headers["content-disposition"] == 'inline; filename="tides.pdf"'
+    assert served_pdf.headers["content-length"] == str(len(served_pdf.content))
+    assert served_pdf.headers["content-security-policy"] == "sandbox"
+    assert served_pdf.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_html_attachment_is_a_download_and_the_body_the_whole_message(served) -> None:
+    chart = served.located["papers.eml", "chart.html", None]
+    page = get(served.srv, chart)
+    assert page.status_code == 200 and page.text.rstrip() == CHART  # as set, plus a line end
+    assert page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-disposition"] == 'attachment; filename="chart.html"'
+    assert page.headers["content-security-policy"] == "sandbox"
+    body = served.located["papers.eml", "body", None]
+    whole = get(served.srv, body)
+    assert whole.status_code == 200
+    assert whole.content == (served.docs / "papers.eml").read_bytes()
+    assert whole.headers["content-disposition"].startswith('attachment; filename="papers.eml"')
+
+
+def test_an_attachment_of_a_message_edited_since_is_not_served(served) -> None:
+    edited = served.docs / "edited.eml"
+    attachment = served.located["edited.eml", "tides.pdf", 1]
+    with edited.open("ab") as f:
+        f.write(b"\r\n")
+    assert_refused(get(served.srv, attachment))
+
+
+# -- the path a hit shows is a path filter (issue 53, point 8) ------------------------------
+
+
+def test_the_shown_path_filters_flat_or_in_filter(served) -> None:
+    query = {"query": "harbour log the pier", "k": 3, "mode": "keyword"}
+    shown = {
+        tuple((h["root"], h["path"]) for h in search(served.srv, {**query, **body}).json()["data"])
+        for body in (
+            {"path": "docs/notes.txt"},
+            {"path": "notes.txt"},
+            {"filter": {"path": "docs/notes.txt"}},
+            {"path": ["docs/notes.*"]},
+        )
+    }
+    assert shown == {(("docs", "notes.txt"),)}, shown
+    both = search(served.srv, {**query, "path": "docs/", "filter": {"type": "text"}})
+    assert both.status_code == 422, both.text
+    error = both.json()["error"]
+    assert (error["param"], error["code"]) == ("filter", "invalid_filter")
+    assert error["message"].startswith("filter: expected the filter's fields either flat")
+    bad = search(served.srv, {**query, "type": "pdff"})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "type", bad.text
+    assert bad.json()["error"]["message"].startswith("type: expected ")

@@ -102,7 +102,8 @@ def test_the_cli_the_api_and_python_give_one_result_shape(
     """`/v1/search`, `attnswitch search --json` and `indexing.search.search` answer the same
     hits in the same shape (`indexing.search.Hit`): the same fields in the same order and
     the same values, but for `root`, which the service shows relative to its jobs root,
-    and `uri`, the file's `file://` URI, which the service leaves empty (no server path)."""
+    and `uri`, the file's `file://` URI, which the service gives as its file route (no
+    server path)."""
     from typer.testing import CliRunner
 
     from attnswitch.cli import app
@@ -129,7 +130,8 @@ def test_the_cli_the_api_and_python_give_one_result_shape(
             if key == "root":
                 assert c[key] == value and a[key] == Path(value).name  # outside the jobs root
             elif key == "uri":
-                assert c[key] == value == (Path(p["root"]) / p["path"]).as_uri() and a[key] == ""
+                assert c[key] == value == (Path(p["root"]) / p["path"]).as_uri()
+                assert a[key] == f"/v1/chunks/{p['chunk_id']}/file"
             elif isinstance(value, float):
                 assert a[key] == pytest.approx(value, abs=1e-5), key
                 assert c[key] == pytest.approx(value, abs=1e-5), key
@@ -227,6 +229,8 @@ def test_search_takes_a_filter_and_says_when_it_keeps_nothing(shared_client, cli
         ({"query": QUERY, "filter": {"kind": "pdf"}}, "filter.kind"),
         ({"query": QUERY, "filter": {"type": "pdff"}}, "filter.type"),
         ({"query": QUERY, "filter": {"modified_after": "soon"}}, "filter.modified_after"),
+        ({"query": QUERY, "modified_before": "soon"}, "modified_before"),
+        ({"query": QUERY, "path": "a/", "filter": {"path": "a/"}}, "filter"),
     ],
 )
 def test_an_unknown_field_or_a_bad_filter_is_a_422_naming_it(
@@ -236,6 +240,26 @@ def test_an_unknown_field_or_a_bad_filter_is_a_422_naming_it(
     assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert error["param"] == param and error["message"].startswith(f"{param}: expected "), error
+
+
+def test_the_filter_fields_are_taken_flat_as_the_cli_takes_them(shared_client, cli_indexed) -> None:
+    """`path`, `type`, `modified_after` and `modified_before` flat narrow as inside
+    `filter` do, the path as a hit shows it (its folder's name first) or from its folder."""
+    first = shared_client.post("/v1/search", json={"query": QUERY, "k": 10}).json()["data"]
+    keep = first[-1]
+    shown = f"{keep['root']}/{keep['path']}"
+    answers = [
+        shared_client.post("/v1/search", json={"query": QUERY, "k": 3, **body})
+        for body in (
+            {"path": shown, "type": ".txt", "modified_after": "1990-01-01"},
+            {"filter": {"path": [shown], "type": [".txt"], "modified_after": "1990-01-01"}},
+            {"path": keep["path"]},
+        )
+    ]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    hits = [[(h["root"], h["path"], h["chunk_id"]) for h in a.json()["data"]] for a in answers]
+    assert hits[0] and hits[0] == hits[1] == hits[2]
+    assert {path for _, path, _ in hits[0]} == {keep["path"]}
 
 
 def test_every_request_schema_refuses_unknown_fields(shared_client) -> None:

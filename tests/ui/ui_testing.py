@@ -7,9 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from text_pdfs import text_pdf
+
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 # Indexed by the shared server before the tests: four PostgreSQL tutorial pages, a page
-# holding a script, an empty file and a broken PDF (the last two skipped, with reasons).
+# holding a script, a PDF of three pages (`PDF_NAME`), an empty file and a broken PDF (the
+# last two skipped, with reasons).
 DOCS = (
     "postgresql/tutorial-start.html",
     "postgresql/tutorial-window.html",
@@ -28,6 +31,11 @@ SCRIPT_TEXT = (
     f'<img src=x onerror="window.{PWNED_FLAG} = true"> the {SCRIPT_WORD} end\n'
 )
 STARTUP_TIMEOUT_S = 180.0
+# A PDF of three pages, each of its own words ("lantern3" only on page 3): a hit on page 3
+# opens the file at that page.
+PDF_NAME = "harbour.pdf"
+_WORDS = "harbour tide pier boat net keeper lantern chart depth pilot".split()
+PDF_PAGES = [" ".join(f"{_WORDS[(7 * p + j) % 10]}{p + 1}" for j in range(300)) for p in range(3)]
 
 
 def chromium() -> str | None:
@@ -43,6 +51,7 @@ def make_jobs_root(root: Path) -> Path:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(CORPUS / source, dest)
     (root / "docs" / "script-notes.txt").write_text(SCRIPT_TEXT)
+    (root / "docs" / PDF_NAME).write_bytes(text_pdf(PDF_PAGES))
     (root / "docs" / "empty.txt").write_text("")
     (root / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\nnot a PDF body\n")
     return root

@@ -6,8 +6,13 @@ the keyword arguments of `attnswitch.search`) and on both stores.
   without a glob character is a folder or file prefix (`postgresql` or `postgresql/`
   matches `postgresql/x.html`, and the file `postgresql` itself); one with `*`, `?` or `[`
   is a glob in gitignore's syntax (`*.pdf` matches at any depth, `docs/**/*.md` below
-  `docs`), as `--include` reads it. Paths are matched relative to the indexed folder, with
-  `/` separators. A value that starts with `/` is an absolute path (`/home/me/drive/reports`,
+  `docs`), as `--include` reads it. A relative value is matched, with `/` separators,
+  against the document's path from its indexed folder and from each folder above that one
+  (`relative_paths`), so the path a hit shows passes whichever way an interface shows it:
+  the document `Scans/a.pdf` of the folder `/srv/team/drive` passes `Scans/`, `drive/Scans`
+  (the folder's name first, as the page and `also_at` show it) and `team/drive/Scans/*.pdf`
+  (a folder shown from the service's jobs root). A value that starts with `/` is an
+  absolute path (`/home/me/drive/reports`,
   `/home/me/drive/*.md` for the folder's top level only), matched against the indexed
   folder joined with the path, so a store holding several folders can be narrowed to one.
   Globs are compiled by `documents.globs` (RE2: matched in time linear in the path,
@@ -66,7 +71,8 @@ FIELDS = ("path", "type", "modified_after", "modified_before")
 # One line per field, which every front end shows (CLI help, HTTP and MCP schemas, the page).
 FIELD_HELP = MappingProxyType(
     {
-        "path": "folder prefixes or globs (gitignore syntax) a document's path must match",
+        "path": "folder prefixes or globs (gitignore syntax) a document's path must match, "
+        "from its indexed folder or with that folder's name first, as hits show it",
         "type": "kinds (pdf, mail, office, ...) or extensions (.md) a document must be",
         "modified_after": "only files modified at or after this ISO 8601 date or time (UTC)",
         "modified_before": "only files modified at or before this ISO 8601 date or time (UTC)",
@@ -168,10 +174,22 @@ class SearchFilter:
         if not self.paths:
             return True
         full = root.rstrip("/") + "/" + source
+        relative = relative_paths(root, source)
         return any(
-            _path_matches(p, spec, source, full)
+            _path_matches(p, spec, relative, full)
             for p, spec in zip(self.paths, self._specs, strict=True)
         )
+
+
+def relative_paths(root: str, source: str) -> tuple[str, ...]:
+    """The relative paths a relative `path` value is matched against: `source` (from the
+    folder `root`), then `source` from each folder above `root`, nearest first:
+    ("Scans/a.pdf", "drive/Scans/a.pdf", "team/drive/Scans/a.pdf", ...) for the root
+    `/srv/team/drive` (up to `srv/team/drive/Scans/a.pdf`)."""
+    names = [n for n in root.replace(os.sep, "/").split("/") if n]
+    return (source,) + tuple(
+        "/".join(names[i:]) + "/" + source for i in range(len(names) - 1, -1, -1)
+    )
 
 
 def _strings(name: str, value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -271,16 +289,21 @@ def _spec(pattern: str, name: str) -> GitIgnoreSpec | None:
     return globs.spec([compiled])
 
 
-def _path_matches(pattern: str, spec: GitIgnoreSpec | None, source: str, full: str) -> bool:
+def _path_matches(
+    pattern: str, spec: GitIgnoreSpec | None, relative: tuple[str, ...], full: str
+) -> bool:
+    """Whether `pattern` (its compiled `spec`, None for a prefix) keeps a document: an
+    absolute one tested on its `full` path, a relative one on any of its `relative`
+    paths (`relative_paths`)."""
     absolute = os.path.isabs(pattern)
-    target = full.lstrip("/") if absolute else source
+    targets = (full.lstrip("/"),) if absolute else relative
     if spec is not None:
-        return bool(spec.match_file(target))
+        return any(spec.match_file(t) for t in targets)
     prefix = (pattern.lstrip("/") if absolute else pattern).rstrip("/")
-    return target == prefix or target.startswith(prefix + "/")
+    return any(t == prefix or t.startswith(prefix + "/") for t in targets)
 
 
-__all__ = ["FIELDS", "GROUPS", "SearchFilter"]
+__all__ = ["FIELDS", "GROUPS", "SearchFilter", "relative_paths"]
 
 # What each field takes, for the front ends that build their inputs from FIELDS (options,
 # schemas, the page's controls): "paths" and "types" a text or a list of texts, any of

@@ -149,9 +149,10 @@ class Hit:
     """[start, end] character offsets in `snippet` of each query word found there (case
     ignored; a word also matches with a suffix: "update" marks "updates")."""
     uri: str = ""
-    """The original file as a `file://` URI (the indexed folder joined with `path`); the
-    service leaves it empty (no server path in its answers: the page opens a hit's file
-    through `GET /v1/chunks/{chunk_id}/file`)."""
+    """The original file as a `file://` URI (the indexed folder joined with `path`),
+    ending `#page=N` for a PDF whose chunk's page is known; from the service, the path
+    `/v1/chunks/{chunk_id}/file` that serves it (no server path in its answers; a mail
+    attachment alone there, also with `#page=N` when a PDF: `mail_parts`)."""
     also_at: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """The other places of this document's copies (the same bytes), each {"root", "path"}
     as `root` and `path` say them: copies are one result, not several."""
@@ -583,6 +584,8 @@ def _hits(
     in that query's `dense` and `keyword` lists (None: that list was not searched), and
     the snippet at the words of the query's text `query` (`passage`). `rows`: the chunk
     rows when the caller has read them (None: read here, in one statement)."""
+    from attnswitch.documents.readers.mail_parts import page_fragment
+
     terms = highlight_terms(query)
     if rows is None:
         rows = store.chunks({cid for hits in ranked for cid, _ in hits})
@@ -617,7 +620,8 @@ def _hits(
                     text=row.text,
                     snippet_start=offset,
                     highlights=marks,
-                    uri=file_uri(row.root, row.source),
+                    uri=file_uri(row.root, row.source)
+                    + page_fragment(row.source, row.location, attachments=False),
                     also_at=list((also or {}).get(int(cid), ())),
                 )
             )

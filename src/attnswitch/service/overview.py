@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from attnswitch.service.errors import ServiceError
 
 if TYPE_CHECKING:
+    from attnswitch.documents.readers.mail_parts import Attachment
     from attnswitch.indexing.index import Index
 
 MAX_AROUND = 10  # neighbours on each side of a chunk in context
@@ -149,12 +150,16 @@ INLINE_TYPES = frozenset(
 def chunk_file(index: Index, shown: Shown, chunk_id: int) -> dict[str, Any]:
     """What the index recorded of the file of the document that holds chunk `chunk_id`:
     {"root", "source" (where a store records it), "size", "mtime_ns", "sha256" (None: not
-    recorded), "label" (how answers name it), "name", "media_type", "inline"}; for
+    recorded), "label" (how answers name it), "name", "media_type", "inline", "attachment"
+    (the name of the mail attachment the chunk lies in, opened alone: `mail_parts.
+    attachment_name`; None: the whole file)}; for
     `open_chunk_file`, never an answer (it holds the server's path). 404 when no chunk has
     that id, `file_changed` when its document is no longer recorded under its folder as it
     resolves now (the folder swapped for a link, or the document forgotten meanwhile)."""
     import mimetypes
     from pathlib import PurePosixPath
+
+    from attnswitch.documents.readers.mail_parts import attachment_name
 
     found = index.chunks([chunk_id]).get(chunk_id)
     if found is None:
@@ -180,6 +185,7 @@ def chunk_file(index: Index, shown: Shown, chunk_id: int) -> dict[str, Any]:
         "name": name,
         "media_type": media_type,
         "inline": media_type in INLINE_TYPES,
+        "attachment": attachment_name(found.source, found.location),
     }
 
 
@@ -206,6 +212,25 @@ def open_chunk_file(found: dict[str, Any], chunk_id: int) -> BinaryIO:
             code="file_not_found",
             param="chunk_id",
         ) from None
+
+
+def read_attachment(file: BinaryIO, found: dict[str, Any]) -> Attachment | None:
+    """The attachment `found["attachment"]` (`chunk_file`) of the message open in `file`
+    (`open_chunk_file`: checked to be the file indexed), read from that descriptor (the
+    `found["size"]` bytes indexed); None when the message has no attachment of that name
+    (the whole file is served instead). Parses the message: call it off the event loop."""
+    import os
+
+    from attnswitch.documents.readers.mail_parts import find_attachment
+
+    data = os.pread(file.fileno(), found["size"], 0)
+    return find_attachment(data, found["attachment"])
+
+
+def attachment_shown_inline(attachment: Attachment) -> bool:
+    """Whether an attachment is shown in place: by the rule of whole files
+    (`INLINE_TYPES`), on its own media type."""
+    return attachment.media_type in INLINE_TYPES
 
 
 def _file_changed(chunk_id: int, label: str, how: str) -> ServiceError:

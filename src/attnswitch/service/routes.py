@@ -4,7 +4,8 @@
     GET  /readyz                200 ready; 503 warming up, draining or failed
     GET  /metrics               Prometheus text: the service's and attnswitch's metrics
     POST /v1/embeddings         OpenAI-compatible embeddings
-    POST /v1/search             {"query", "k", "mode", "ef"}: the k best chunks of the index
+    POST /v1/search             {"query", "k", "mode", "ef", "filter" or its fields flat}: the k
+                                best chunks of the index
     POST /v1/jobs               {"path"}: index a folder of the server (202, the job)
     GET  /v1/jobs/{id}          a job's status and progress
     POST /v1/jobs/{id}/cancel   cancel a queued or running job (never resumed); 409 if finished
@@ -36,7 +37,7 @@ from starlette.responses import JSONResponse, Response
 from attnswitch.indexing.records import MAX_CHUNK_ID
 from attnswitch.service import overview
 from attnswitch.service.errors import ServiceError
-from attnswitch.service.indexed_file import IndexedFileResponse
+from attnswitch.service.indexed_file import IndexedFileResponse, content_disposition
 from attnswitch.service.limits import check_items
 from attnswitch.service.runtime import Service
 from attnswitch.service.schemas import (
@@ -51,6 +52,7 @@ from attnswitch.service.schemas import (
     SearchResponse,
     errors,
     render_embeddings,
+    search_filter_values,
 )
 
 TimeoutHeader = Annotated[
@@ -89,6 +91,8 @@ async def gate(request: Request) -> None:
 health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(gate)], tags=["v1"])
 _COMMON = (400, 401, 408, 413, 422, 429, 503, 504)
+# On every file the service sends: never run as this origin's content, never sniffed.
+_FILE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
 
 
 @health.get("/livez", response_model=Health)
@@ -138,6 +142,7 @@ async def embeddings(
 
 @v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
 async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader = None) -> dict:
+    from attnswitch.documents.readers.mail_parts import page_fragment
     from attnswitch.indexing.filters import SearchFilter
     from attnswitch.indexing.store_errors import StoreInputError
 
@@ -145,13 +150,14 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
     deadline = svc.deadline(timeout)
     check_items([body.query], 1, "query", is_list=False)
     where = None
-    if body.filter is not None:
+    values, named = search_filter_values(body)  # `filter`'s fields, or the flat ones
+    if values is not None:
         try:
             # thousands of globs take seconds to compile: on a CPU thread, by the deadline
             async with asyncio.timeout_at(deadline):
-                where = await svc.in_cpu_pool(SearchFilter.from_mapping, body.filter.model_dump())
+                where = await svc.in_cpu_pool(SearchFilter.from_mapping, values)
         except StoreInputError as exc:  # "type: expected ..." -> "filter.type: expected ..."
-            param = "filter." + exc.argument.removeprefix("filter.")
+            param = named + exc.argument.removeprefix("filter.")
             raise ServiceError(
                 422, param + str(exc)[len(exc.argument) :], code="invalid_filter", param=param
             ) from None
@@ -164,7 +170,7 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
         dataclasses.replace(
             h,
             root=svc.jobs.shown(h.root),
-            uri="",
+            uri=f"/v1/chunks/{h.chunk_id}/file" + page_fragment(h.source, h.location),
             also_at=[{**a, "root": svc.jobs.shown(a["root"])} for a in h.also_at],
         )
         for h in hits
@@ -320,7 +326,10 @@ async def chunk_file(
     time and SHA-256 (else 404 `file_changed`; `file_not_found` when it is gone), sent from
     the descriptor that was checked; PDFs, images and plain text shown in place, everything
     else (HTML included) downloaded; never run as this origin's content (a sandbox
-    Content-Security-Policy, no type sniffing)."""
+    Content-Security-Policy, no type sniffing). A chunk of a mail attachment gets that
+    attachment alone (`mail_parts`), cut from the checked bytes of its message, with its
+    own media type and file name under the same rules. A hit's `uri` is this route, with
+    `#page=N` where the file is a PDF and the chunk's page is known."""
     found = await _view(request, overview.chunk_file, chunk_id)
     if found is None:
         raise ServiceError(
@@ -330,13 +339,28 @@ async def chunk_file(
             param="chunk_id",
         )
     file = await run_in_threadpool(overview.open_chunk_file, found, chunk_id)
+    if found["attachment"] is not None:
+        part = await run_in_threadpool(overview.read_attachment, file, found)
+        if part is not None:  # the attachment alone, from the bytes checked above
+            file.close()
+            return Response(
+                part.data,
+                media_type=part.media_type,
+                headers={
+                    "Content-Disposition": content_disposition(
+                        "inline" if overview.attachment_shown_inline(part) else "attachment",
+                        part.name,
+                    ),
+                    **_FILE_HEADERS,
+                },
+            )
     return IndexedFileResponse(
         file,
         found["size"],
         media_type=found["media_type"],
         filename=found["name"],
         inline=found["inline"],
-        headers={"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"},
+        headers=_FILE_HEADERS,
     )
 
 

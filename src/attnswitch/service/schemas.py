@@ -103,7 +103,8 @@ ModeName = Literal[MODES]  # type: ignore[valid-type]  # the names of `requests.
 
 # A search as HTTP takes it: the modes, the filter's fields and the bounds of `k` and `ef`
 # are those of `indexing.requests` (the one definition every front end derives from).
-class SearchRequest(_Request):
+# `SearchRequest` adds the filter's fields flat, as the CLI, Python and MCP take them.
+class _SearchRequest(_Request):
     query: str = Field(description="What to look for (truncated to the model's limit).")
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K, description="How many chunks to return.")
     mode: ModeName = Field(Mode.HYBRID.value, description=f"How chunks are ranked: {MODES_HELP}.")
@@ -121,6 +122,39 @@ class SearchRequest(_Request):
         description="Only documents that pass it; applied inside the index's query, "
         "so k hits come back when k chunks pass.",
     )
+
+
+SearchRequest = create_model(
+    "SearchRequest",
+    __base__=_SearchRequest,
+    __doc__="A search: the query, how many hits and how they are ranked, and which "
+    "documents may answer, as the fields of `filter` or the same fields flat (`path`, "
+    "`type`, `modified_after`, `modified_before`, as the CLI, Python and MCP take them), "
+    "not both.",
+    __module__=__name__,
+    **{name: _filter_field(name) for name in FIELDS},
+)
+
+
+def search_filter_values(body: Any) -> tuple[dict[str, Any] | None, str]:
+    """The filter fields of a `SearchRequest` and the prefix of their names in errors:
+    (`filter`'s fields, "filter.") when it has a `filter` object, (the flat fields that
+    are set, "") otherwise, (None, "") when it has neither. Both at once is a 422
+    `invalid_filter` naming `filter`: one search, one way to say its filter."""
+    from attnswitch.service.errors import ServiceError
+
+    flat = {name: getattr(body, name) for name in FIELDS if getattr(body, name) is not None}
+    if body.filter is not None:
+        if flat:
+            raise ServiceError(
+                422,
+                "filter: expected the filter's fields either flat or inside `filter`, "
+                f"got both ({', '.join(flat)} and filter)",
+                code="invalid_filter",
+                param="filter",
+            )
+        return body.filter.model_dump(), "filter."
+    return (flat or None), ""
 
 
 class SearchResponse(BaseModel):

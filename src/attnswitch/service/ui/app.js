@@ -101,16 +101,20 @@
     return answer;
   }
 
-  /** Open a hit's original file (`GET /v1/chunks/{id}/file`, with the key this tab holds):
-   * fetched as a blob and opened in a new tab (PDF, images, text) or saved under its name.
-   * A link could not carry the bearer key. */
+  /** Open a hit's original file at its place (its `uri`: `GET /v1/chunks/{id}/file`, a
+   * mail attachment alone there, `#page=N` for a PDF's page), with the key this tab holds:
+   * fetched as a blob and opened in a new tab (PDF, images, text; the blob's address
+   * keeps the page) or saved under its name. A link could not carry the bearer key. */
   async function openFile(hit, button) {
     const headers = {};
     const key = sessionStorage.getItem(KEY_STORAGE);
     if (key) headers.Authorization = `Bearer ${key}`;
+    const route = `/v1/chunks/${encodeURIComponent(hit.chunk_id)}/file`;
+    const uri = typeof hit.uri === "string" && hit.uri.startsWith(`${route}#`) ? hit.uri : route;
+    const place = uri.slice(route.length);  // "#page=N" or ""
     let response;
     try {
-      response = await fetch(`/v1/chunks/${encodeURIComponent(hit.chunk_id)}/file`, { headers, cache: "no-store" });
+      response = await fetch(route, { headers, cache: "no-store" });
     } catch (err) {
       say("search-status", "The server cannot be reached.", "bad");
       return;
@@ -122,14 +126,26 @@
       return;
     }
     const url = URL.createObjectURL(await response.blob());
-    const inline = (response.headers.get("Content-Disposition") || "").startsWith("inline");
-    const link = el("a", { href: url, rel: "noopener", target: "_blank" });
-    if (!inline) link.setAttribute("download", hit.path.split("/").pop());
+    const disposition = response.headers.get("Content-Disposition") || "";
+    const inline = disposition.startsWith("inline");
+    const link = el("a", { href: inline ? url + place : url, rel: "noopener", target: "_blank" });
+    if (!inline) link.setAttribute("download", fileName(disposition) || hit.path.split("/").pop());
     document.body.append(link);
     link.click();
     link.remove();
     button.dataset.opened = "true";
     setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  }
+
+  /** The file name a `Content-Disposition` value gives (`filename*=utf-8''...` or
+   * `filename="..."`, as the server writes them), "" for none. */
+  function fileName(disposition) {
+    const encoded = /filename\*=utf-8''([^;]+)/i.exec(disposition);
+    if (encoded) {
+      try { return decodeURIComponent(encoded[1]); } catch (err) { return ""; }
+    }
+    const plain = /filename="([^"]*)"/.exec(disposition);
+    return plain ? plain[1] : "";
   }
 
   // ---- start, key and navigation ------------------------------------------------------
