@@ -1,6 +1,7 @@
 """`attnswitch run`'s progress displays (cli/progress.py), driven with the run's own
 `RunProgress` events: plain lines without a terminal, a rich row on one that fits the
-terminal's width."""
+terminal's width; both with the share done and the time left of the same work (files,
+then the full pass's chunks: cli/pace.py), on a clock the test moves."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ def test_without_a_terminal_a_line_comes_at_each_stage_and_every_interval() -> N
     )
     ticks = [g for g in got if "torch: load and parity check (19%, about" in g]
     assert 2 <= len(ticks) <= 5, got
-    assert re.match(r"attnswitch run: reading: files 0/4 done, 0 read .* \(0% of bytes\)", got[-2])
-    assert re.match(r"attnswitch run: done: files 4/4 done, 4 read .* \(100% of bytes\)", got[-1])
+    assert re.match(r"attnswitch run: reading: files 0/4 done, 0 read .* \(0% of files\)", got[-2])
+    assert re.match(r"attnswitch run: done: files 4/4 done, 4 read .* \(100% of files\)", got[-1])
 
 
 def test_the_display_fits_the_stream_and_the_flags() -> None:
@@ -87,7 +88,7 @@ def test_without_progress_the_run_still_says_before_it_measures() -> None:
 
 
 class Clock:
-    """rich's time source, moved by the test: one second per update."""
+    """The time source of rich and of the run's pace, moved by the test."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -98,8 +99,8 @@ class Clock:
 
 def _screen(width: int, *states: RunProgress) -> list[str]:
     """The lines a terminal `width` columns wide shows: the bar's row for each state (each
-    given twice, a second apart, the second time 1 MB further), and what was printed above
-    it."""
+    given twice, two seconds apart, the second time 100 files and 2 MB further), and what
+    was printed above it."""
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)
@@ -107,8 +108,10 @@ def _screen(width: int, *states: RunProgress) -> list[str]:
     with ProgressBar(console, clock) as bar:
         for state in states:
             bar.update(state)
-            clock.now += 1.0
-            state.bytes_done += 1_000_000
+            clock.now += 2.0
+            state.bytes_done += 2_000_000
+            if state.files_total:
+                state.files_done += 100
             bar.update(state)
             console.print(bar.renderable())
     return console.export_text().splitlines()
@@ -133,13 +136,63 @@ def test_a_terminal_row_fits_its_width_and_keeps_its_counters(width: int) -> Non
     ), lines
     assert f"{MEASURING_TEXT}: picked openvino, fp32 (" in text
     row = next(line for line in lines if line.startswith("encoding"))
-    assert "1000/5678 done, 1234 read" in row
-    assert "1.0 MB/s" in row, row  # a megabyte committed in a second
-    assert "00:07" in row, row  # the ETA: 6.5 MB left at 1 MB/s, rounded up
+    assert "1100/5678 done, 1234 read" in row
+    assert "1.0 MB/s" in row, row  # two megabytes committed in two seconds
+    assert "1:32" in row, row  # the time left: 4,578 files at 50 files/s, rounded up
     if width >= 80:
-        assert "files 1000/5678 done, 1234 read" in row and "%" in row
+        assert "files 1100/5678 done, 1234 read" in row and " 19% " in row, row
     if width >= 120:
         assert "chunks 12,345" in row and "2,500 tok/s" in row
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_share_and_the_time_left_count_the_same_work(width: int) -> None:
+    """At 323 of 345 files, with every counted byte committed, the row says 93% and the
+    time left of 22 files; in the full pass, the share and time left of its chunks."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, record=True, force_terminal=False)
+    clock = Clock()
+    p = RunProgress(stage="reading", files_total=345, bytes_total=9_000_000)
+    with ProgressBar(console, clock) as bar:
+        bar.update(p)
+        clock.now += 323.0
+        p.files_done, p.files_read, p.bytes_done = 323, 330, 9_000_000
+        bar.update(p)
+        console.print(bar.renderable())
+        reading = console.export_text().splitlines()[-1]
+        assert " 93% " in reading and "100%" not in reading, reading
+        assert "0:22" in reading, reading  # 22 files at a file a second
+        p.files_done = p.files_read = 345
+        p.searchable_s, p.stage, p.fill_total = 330.0, "encoding", 3000
+        bar.update(p)
+        clock.now += 60.0
+        p.fill_done = 1000
+        bar.update(p)
+        console.print(bar.renderable())
+        full = console.export_text().splitlines()[-1]
+    assert "full vectors 1,000/3,000" in full and " 33% " in full, full
+    assert "2:00" in full and "17 chunks/s" in full, full  # 2,000 chunks at 16.7/s
+
+
+def test_lines_say_the_share_and_the_time_left_of_the_same_work() -> None:
+    clock = Clock()
+    lines = ProgressLines(io.StringIO(), clock=clock)  # not entered: no ticker
+    p = RunProgress(stage="reading", files_total=345, bytes_total=9_000_000)
+    lines.update(p)
+    clock.now += 323.0
+    p.files_done, p.files_read, p.bytes_done = 323, 330, 9_000_000
+    lines.update(p)
+    assert lines.line(p).endswith("(93% of files, about 0:22 left), 323 s")
+    p.files_done = 345
+    p.stage, p.fill_total, p.fill_done = "encoding", 3000, 0
+    lines.update(p)
+    clock.now += 60.0
+    p.fill_done = 1000
+    lines.update(p)
+    text = lines.line(p)
+    assert text.startswith("attnswitch run: encoding: full vectors 1,000/3,000  chunks"), text
+    assert text.endswith("(33% of chunks, about 2:00 left), 383 s"), text
 
 
 def test_a_terminal_shows_the_measurement_then_the_run_and_messages_above() -> None:

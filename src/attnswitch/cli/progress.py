@@ -3,11 +3,16 @@
 - `ProgressBar` (a terminal): one rich progress row, laid out by rich for the terminal's
   width (`columns_for`: from 60 columns up nothing is cut, narrower terminals drop the bar
   first): while engines are measured, the step and its ETA; then the run's stage, files
-  committed and files read of the total, MB/s committed and the ETA (rich's own speed
-  estimate, by bytes), and, where there is room, chunks and tokens/s;
+  committed and files read of the total (in the full pass, chunks given their full
+  vector), MB/s committed (chunks/s in the full pass) and the time left, and, where there
+  is room, chunks and tokens/s;
 - `ProgressLines` (no terminal: a pipe, a log file, CI): one plain line whenever the stage
   changes, and one every `interval` seconds between, so a log shows the run is alive;
 - `NoProgress`: no progress (`--no-progress`, and `--json` unless `--progress` is given).
+
+The bar, the percentage and the time left of a run count the same work (`cli/pace.py`):
+files, then the full pass's chunks; the percentage is rounded down (100% only when all is
+done) and the time left is at the rate over the last minute or more, not the last file's.
 
 All three print what the run says before it measures or checks an engine
 (`RunProgress.measure_note`: what for, about how long), once, on a line of its own. Each has
@@ -21,7 +26,10 @@ import functools
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
+
+from attnswitch.cli.pace import Pace, clock_text, percent_text, work
 
 MEASURING_TEXT = "measuring"
 LINE_INTERVAL_S = 5.0
@@ -38,10 +46,20 @@ def files_text(p: Any) -> str:
     return f"{p.files_done}/{p.files_total} done, {p.files_read} read"
 
 
+def counters_text(p: Any, wide: bool = True) -> str:
+    """What the run has done of its current pass (`pace.work`): files ("files 3/86 done,
+    5 read"), or in the full pass chunks given their full vector ("full vectors
+    1,200/2,928"); `wide`: with the unit's name first."""
+    w = work(p)
+    if w.unit == "chunks":
+        return ("full vectors " if wide else "vectors ") + f"{w.done:,}/{w.total:,}"
+    return ("files " if wide else "") + files_text(p)
+
+
 def run_detail(p: Any) -> str:
-    """The run's counters in words: files, chunks, tokens/s."""
+    """The run's counters in words: files (or the full pass's vectors), chunks, tokens/s."""
     rate = f"{_num(p.tokens_per_s)} tok/s" if p.tokens else "- tok/s"
-    return f"files {files_text(p)}  chunks {p.chunks:,}  {rate}"
+    return f"{counters_text(p)}  chunks {p.chunks:,}  {rate}"
 
 
 def _measuring(p: Any) -> bool:
@@ -99,10 +117,12 @@ class NoProgress(_Notes):
 
 def columns_for(width: int) -> list[Any]:
     """rich progress columns for a terminal `width` columns wide. Every row names its
-    stage, its counters (files; for a measurement, the step), MB/s and the ETA; from
-    `WITH_BAR` columns a bar and a percentage, from `WIDE` chunks and tokens/s too. The
-    `info` column takes what room is left and ends in an ellipsis where there is none."""
-    from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn
+    stage, its counters (files; for a measurement, the step), its rate and the time left;
+    from `WITH_BAR` columns a bar and a percentage, from `WIDE` chunks and tokens/s too.
+    The `info` column takes what room is left and ends in an ellipsis where there is none.
+    A run's row reads its percentage, rate and time left from its `Pace` (the task's
+    field `pace`); a measurement's, from rich's count of its steps."""
+    from rich.progress import BarColumn, TextColumn
     from rich.table import Column
 
     stage = TextColumn("{task.description}", table_column=Column(width=13, no_wrap=True))
@@ -112,30 +132,55 @@ def columns_for(width: int) -> list[Any]:
         style="dim",
         table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
     )
-    eta = TimeRemainingColumn(compact=True, elapsed_when_finished=True)
-    rate = _rich_classes()[0]()
+    rate_column, share, left = _rich_classes()[0]
     if width < WITH_BAR:
-        return [stage, counters, info, rate, eta]
+        return [stage, counters, info, rate_column(), left()]
     bar = BarColumn(bar_width=16 if width >= WIDE else 10)
-    return [stage, bar, TaskProgressColumn(), counters, info, rate, eta]
+    return [stage, bar, share(), counters, info, rate_column(), left()]
 
 
 @functools.cache
-def _rich_classes() -> tuple[type, type]:
-    """(Rate, Layout): the rich subclasses, made on first use so that importing this module
-    (as `attnswitch search` does) imports no rich.progress."""
+def _rich_classes() -> tuple[tuple[type, type, type], type]:
+    """((Rate, Share, Left), Layout): the rich subclasses, made on first use so that
+    importing this module (as `attnswitch search` does) imports no rich.progress."""
     from rich.filesize import decimal
     from rich.progress import Progress, ProgressColumn
     from rich.text import Text
 
     class Rate(ProgressColumn):
-        """MB/s of a task counted in bytes (rich's windowed speed estimate); blank for
-        others."""
+        """A run's rate over its pace's window: MB/s committed while files are the work,
+        chunks/s in the full pass; blank for a measurement, and until a rate is known."""
 
         def render(self, task: Any) -> Any:
-            if not task.fields.get("bytes") or task.speed is None:
+            pace = task.fields.get("pace")
+            if pace is None:
                 return Text("")
-            return Text(f"{decimal(int(task.speed))}/s")
+            if pace.work.unit == "files":
+                per_s = pace.bytes_rate()
+                return Text("" if per_s is None else f"{decimal(int(per_s))}/s")
+            per_s = pace.rate()
+            return Text("" if per_s is None else f"{per_s:,.0f} {pace.work.unit}/s")
+
+    class Share(ProgressColumn):
+        """The share done, rounded down (`pace.percent_text`)."""
+
+        def render(self, task: Any) -> Any:
+            pace = task.fields.get("pace")
+            done, total = (
+                (pace.work.done, pace.work.total)
+                if pace is not None
+                else (task.completed, task.total or 0)
+            )
+            return Text(f"{percent_text(done, total):>4}", style="progress.percentage")
+
+    class Left(ProgressColumn):
+        """The time left: a run's at its pace (`Pace.left_s`), a measurement's at rich's
+        estimate of its steps; "-:--" until known."""
+
+        def render(self, task: Any) -> Any:
+            pace = task.fields.get("pace")
+            left = pace.left_s() if pace is not None else task.time_remaining
+            return Text(clock_text(left), style="progress.remaining")
 
     class Layout(Progress):
         """rich's Progress with its columns chosen for the console's width at each refresh
@@ -149,16 +194,18 @@ def _rich_classes() -> tuple[type, type]:
             self.columns = tuple(columns_for(self._width_of.width))
             return super().make_tasks_table(tasks)
 
-    return Rate, Layout
+    return (Rate, Share, Left), Layout
 
 
 class ProgressBar(_Notes):
     """A rich progress row on stderr (or `console`, a rich Console): a measurement's while
-    one runs, then the run's (see the module doc). `clock`: rich's time source (tests)."""
+    one runs, then the run's (see the module doc). `clock`: the time source of rich and
+    of the run's `Pace` (tests)."""
 
-    def __init__(self, console: Any = None, clock: Any = None) -> None:
+    def __init__(self, console: Any = None, clock: Callable[[], float] | None = None) -> None:
         super().__init__()
         self._console, self._clock = console, clock
+        self._pace = Pace(clock or time.monotonic)
         self._bar: Any = None
         self._run: Any = None
         self._measure: Any = None
@@ -176,7 +223,7 @@ class ProgressBar(_Notes):
         )
         self._bar.start()
         self._run = self._bar.add_task(
-            "starting", total=None, counters="", info="", bytes=True, visible=False
+            "starting", total=None, counters="", info="", pace=self._pace, visible=False
         )
         return self
 
@@ -198,12 +245,13 @@ class ProgressBar(_Notes):
             if width >= WIDE
             else ""
         )
+        w = self._pace.observe(p)
         self._bar.update(
             self._run,
             description=p.stage,
-            total=max(p.bytes_total, 1),
-            completed=p.bytes_done if p.bytes_total else 1,
-            counters=("files " if width >= WITH_BAR else "") + files_text(p),
+            total=max(w.total, 1),
+            completed=w.done if w.total else 1,
+            counters=counters_text(p, wide=width >= WITH_BAR),
             info=info,
             visible=True,
         )
@@ -211,7 +259,7 @@ class ProgressBar(_Notes):
     def _update_measure(self, p: Any) -> None:
         if self._measure is None:
             self._measure = self._bar.add_task(
-                MEASURING_TEXT, total=p.measure_total, counters="", info="", bytes=False
+                MEASURING_TEXT, total=p.measure_total, counters="", info="", pace=None
             )
         task = self._measure
         if _measuring(p):  # a step lasts seconds: drawn now, not at the next refresh
@@ -238,16 +286,23 @@ class ProgressBar(_Notes):
 
 class ProgressLines(_Notes):
     """Plain lines on `stream`: at each change of stage, and every `interval` seconds
-    between (from a background thread, so a long step still shows the run is alive)."""
+    between (from a background thread, so a long step still shows the run is alive).
+    `clock`: the time source of the lines' seconds and of the run's `Pace` (tests)."""
 
-    def __init__(self, stream: TextIO, interval: float = LINE_INTERVAL_S):
+    def __init__(
+        self,
+        stream: TextIO,
+        interval: float = LINE_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         super().__init__()
-        self.stream, self.interval = stream, interval
+        self.stream, self.interval, self.clock = stream, interval, clock
+        self._pace = Pace(clock)
         self._lock = threading.Lock()
         self._last: Any = None
         self._stage: str | None = None
         self._printed = 0.0
-        self._started = time.monotonic()
+        self._started = clock()
         self._measure_started: float | None = None
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="attnswitch-progress", daemon=True)
@@ -257,8 +312,9 @@ class ProgressLines(_Notes):
         return self
 
     def line(self, p: Any) -> str:
-        """One line for the state `p`."""
-        now = time.monotonic()
+        """One line for the state `p` (its share done and time left: of the state last
+        given to `update`)."""
+        now = self.clock()
         elapsed = f"{now - self._started:.0f} s"
         if _measuring(p):
             spent = now - (self._measure_started or now)
@@ -268,17 +324,22 @@ class ProgressLines(_Notes):
                 f"attnswitch run: {MEASURING_TEXT}: {p.measure_step} "
                 f"({p.measure_done / p.measure_total:.0%}{eta}), {elapsed}"
             )
-        share = f" ({p.bytes_done / p.bytes_total:.0%} of bytes)" if p.bytes_total else ""
-        return f"attnswitch run: {p.stage}: {run_detail(p)}{share}, {elapsed}"
+        w, left = self._pace.work, self._pace.left_s()
+        share = percent_text(w.done, w.total) + f" of {w.unit}"
+        if left is not None and w.done < w.total:
+            share += f", about {clock_text(left)} left"
+        return f"attnswitch run: {p.stage}: {run_detail(p)} ({share}), {elapsed}"
 
     def update(self, p: Any) -> None:
         stage = MEASURING_TEXT if _measuring(p) else p.stage
         with self._lock:
             self.note(p, self._show_locked)
             if stage == MEASURING_TEXT and self._measure_started is None:
-                self._measure_started = time.monotonic()
+                self._measure_started = self.clock()
             if stage == "scanning" and not p.files_total:
                 return  # nothing to count yet (the engine is being chosen)
+            if stage != MEASURING_TEXT:
+                self._pace.observe(p)
             self._last = p
             if stage != self._stage:
                 self._stage = stage

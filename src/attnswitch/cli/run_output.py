@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from attnswitch.cli.cells import PathCell
 from attnswitch.cli.files_table import render_files
 from attnswitch.cli.output import rich_console, terminal_text
 
 if TYPE_CHECKING:
     from attnswitch.jobs.summary import RunSummary
-
-# rows of a table of files (skipped, with a note) shown; the rest are counted
 
 # the fields of `RunSummary` the table leaves out (the JSON has them): the run's number,
 # the files listed, the failures (counted in `skipped`), the config's fingerprint, the
@@ -30,6 +29,9 @@ if TYPE_CHECKING:
 NOT_SHOWN = frozenset(
     {"run_id", "files", "failed", "config", "measure_s", "chunks_reused", "copied", "moved"}
 )
+
+# the rows that hold a path, wrapped only after a `/` (`cells.PathCell`)
+PATH_ROWS = frozenset({"folder", "index"})
 
 # what each part of a run's wall time (`RunSummary.time_parts`) is called in its summary
 _PART_NAMES = MappingProxyType(
@@ -193,7 +195,10 @@ def render_run(report: RunReport) -> None:
     t.add_column(style="bold")
     t.add_column()
     for key, value in run_rows(report):  # the memory watch's markup is ours, its reason escaped
-        t.add_row(key, value if key == "memory watch" else terminal_text(value))
+        if key in PATH_ROWS:
+            t.add_row(key, PathCell(value))
+        else:
+            t.add_row(key, value if key == "memory watch" else terminal_text(value))
     console.print(t)
     if s.ray:
         render_kinds(console, s.ray["kinds"])

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attnswitch.cli.cells import NARROW, PathCell, source_width
 from attnswitch.cli.files_table import render_files
 from attnswitch.cli.opening import (
     _fail,
@@ -195,14 +196,20 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     from attnswitch.indexing.search import DENSE_WEIGHT, PHRASE_BONUS, where
 
     mode = Mode.parse(mode)
+    console = rich_console()
+    parts_shown = mode is Mode.HYBRID and console.width >= NARROW  # else --json has them
     caption = f"{mode.value} search" + ("" if not mode.needs_vector else f", encoded with {model}")
     if mode is Mode.HYBRID:
         caption += (
             f"; fused: {DENSE_WEIGHT:g} x cosine + {1 - DENSE_WEIGHT:g} x keyword, "
             f"each scaled to 0-1 over its list, +{PHRASE_BONUS:g} for the query's "
             f"words as one phrase (0 to {1 + PHRASE_BONUS:g}); "
-            "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
-            "higher is better; - : not among that list's best"
+            + (
+                "cosine: similarity to the query, -1 to 1; keyword: full-text score, "
+                "higher is better; - : not among that list's best"
+                if parts_shown
+                else f"each part's score and rank: --json, or a terminal {NARROW} columns wide"
+            )
         )
     t = Table(
         title=f"Search: {terminal_text(query)}",
@@ -214,31 +221,33 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
     t.add_column("#", justify="right")
     score_title = {Mode.HYBRID: "fused", Mode.DENSE: "cosine", Mode.KEYWORD: Mode.KEYWORD.value}
     t.add_column(score_title[mode], justify="right")
-    if mode is Mode.HYBRID:
+    if parts_shown:
         t.add_column("cosine (rank)", justify="right")
         t.add_column("keyword (rank)", justify="right")
-    t.add_column("source", overflow="fold", max_width=64)
+    places = [
+        f"{where(r['path'], r['location'], r['heading_path'])} #{r['ordinal']}" + _also_at(r)
+        for r in results
+    ]
+    least, most = source_width(console.width, parts_shown, places)
+    t.add_column("source", min_width=least, max_width=most)
     t.add_column("snippet", overflow="fold", ratio=1)
-    for r in results:
+    for r, place in zip(results, places):
         parts = (
             [
                 _part(r["dense_similarity"], r["dense_rank"], ".3f"),
                 _part(r["keyword_score"], r["keyword_rank"], ".3g"),
             ]
-            if mode is Mode.HYBRID
+            if parts_shown
             else []
         )
         t.add_row(
             str(r["rank"]),
             f"{r['score']:.4f}" if mode is Mode.HYBRID else f"{r['score']:.3f}",
             *parts,
-            terminal_text(
-                f"{where(r['path'], r['location'], r['heading_path'])} "
-                f"#{r['ordinal']}" + _also_at(r)
-            ),
+            PathCell(place),
             highlighted(r["snippet"], r["highlights"]),
         )
-    rich_console().print(t)
+    console.print(t)
 
 
 def _also_at(hit: dict) -> str:

@@ -65,13 +65,26 @@ def index_summary(index: Index, shown: Shown) -> dict[str, Any]:
             "engine": config.engine,
             "precision": config.precision,
             "dim": config.dim,
-            "max_tokens": config.max_tokens,
-            "overlap": config.overlap,
+            **chunking(config),
         },
         "coverage": index.coverage().to_dict(),
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "runs": [_run(r, shown) for r in index.runs(limit=RUNS_SHOWN)],
+    }
+
+
+def chunking(config: Any) -> dict[str, Any]:
+    """How the index cuts its documents (an `IndexConfig`'s): `chunking` ("blocks": at the
+    text's own sections, paragraphs and sentences, no overlap; "windows": fixed token
+    windows), `max_tokens` per chunk, `overlap`: the tokens neighbouring windows share (0
+    for blocks, whatever the unused option held), `embed_headings`: whether the encoder
+    reads each chunk's heading path."""
+    return {
+        "chunking": config.chunking,
+        "max_tokens": config.max_tokens,
+        "overlap": config.overlap if config.chunking == "windows" else 0,
+        "embed_headings": config.embed_headings,
     }
 
 

@@ -465,7 +465,7 @@
       figure("Model", m.name ? `${m.name} (${m.fingerprint}, dimension ${m.dim})` : "-"),
       figure("Precision", m.precision || "-"),
       figure("Engine", m.engine || "-"),
-      figure("Chunking", m.max_tokens ? `${m.max_tokens} tokens, overlap ${m.overlap}` : "-"),
+      figure("Chunking", chunkingText(m)),
       figure("Folders", ix.roots.join(", ") || "-"),
       figure("Skipped files", ix.skipped ? `${fmtInt(ix.skipped)}: ${reasons}` : "none"));
     $("runs").tBodies[0].replaceChildren(...ix.runs.map((r) => el("tr", {},
@@ -475,6 +475,17 @@
       el("td", {}, fmtInt(r.chunks_encoded)), el("td", {}, fmtNum(r.wall_s, 1)), el("td", {}, fmtNum(r.chunks_per_s, 1)))));
     state.skippedOffset = 0;
     loadSkipped(false);
+  }
+
+  // How the index cuts its documents (/v1/index's model): "blocks of up to 254 tokens
+  // (sections, paragraphs, sentences; no overlap)", or windows with their overlap.
+  function chunkingText(m) {
+    if (!m.max_tokens) return "-";
+    const headings = m.embed_headings ? ", heading path embedded" : "";
+    if (m.chunking === "windows") {
+      return `windows of ${m.max_tokens} tokens, overlap ${m.overlap}${headings}`;
+    }
+    return `blocks of up to ${m.max_tokens} tokens (sections, paragraphs, sentences; no overlap)${headings}`;
   }
 
   async function loadSkipped(more) {
