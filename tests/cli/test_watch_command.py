@@ -219,6 +219,8 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         "--exclude",
         "*.log",
         "--gitignore",
+        "--log",
+        str(tmp_path / "watch.log"),
         "--debounce-ms",
         "200",
         "--read-workers",
@@ -240,6 +242,11 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         assert "filled in by this watch" in filled
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT_S) == 0, proc.stderr.read()
+        logged = (tmp_path / "watch.log").read_text().splitlines()
+        assert f"watch start: folder={folder} " in logged[0]
+        assert "rules='not *.log; .gitignore files honoured'" in logged[0]
+        assert any("watch batch: changes=0 new=2 changed=0 " in line for line in logged)
+        assert "watch fill: " in logged[-1] and " left=0 " in logged[-1]
     finally:
         if proc.poll() is None:
             proc.kill()
