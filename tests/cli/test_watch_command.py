@@ -200,7 +200,15 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         (folder / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CORPUS / source, folder / source)
     (folder / ".gitignore").write_text("scratch/\n")
-    line = watch_line(str(folder), str(tmp_path / "data"), "--exclude", "*.log", "--gitignore")
+    line = watch_line(
+        str(folder),
+        str(tmp_path / "data"),
+        "--exclude",
+        "*.log",
+        "--gitignore",
+        "--log",
+        str(tmp_path / "watch.log"),
+    )
     env = dict(os.environ, COLUMNS="200")
     proc = subprocess.Popen(
         line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -216,6 +224,11 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         assert "filled in by this watch" in filled
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT_S) == 0, proc.stderr.read()
+        logged = (tmp_path / "watch.log").read_text().splitlines()
+        assert f"watch start: folder={folder} " in logged[0]
+        assert "rules='not *.log; .gitignore files honoured'" in logged[0]
+        assert any("watch batch: changes=0 new=2 changed=0 " in line for line in logged)
+        assert "watch fill: " in logged[-1] and " left=0 " in logged[-1]
     finally:
         if proc.poll() is None:
             proc.kill()

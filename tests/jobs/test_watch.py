@@ -143,12 +143,15 @@ def test_watch_follows_folders_made_after_it_started(docs: Path, tmp_path: Path,
 
 
 def test_watch_fills_in_the_full_pass_between_changes(
-    docs: Path, tmp_path: Path, encoder, location
+    docs: Path, tmp_path: Path, encoder, location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After `run --quick`, `watch` encodes the chunks left without a full vector between
     batches, in slices, and a change made meanwhile is indexed (issue 52): at the end the
-    index holds the vectors one plain run gives, on both stores."""
+    index holds the vectors one plain run gives, on both stores. Slices of one encode call
+    each (`FILL_SLICE_S` 0), so the change is made while chunks are still left."""
     from test_passes import assert_as_one_plain_run
+
+    monkeypatch.setattr("attnswitch.jobs.watch.FILL_SLICE_S", 0.0)
 
     with open_store(location) as store:
         quick = run(
@@ -195,7 +198,7 @@ def test_watch_fills_in_the_full_pass_between_changes(
         kind, summary = next_event("the catch-up run")
         assert kind == "batch" and summary.unchanged == 4 and summary.new == 0
         kind, left = next_event("a slice of the full pass")
-        assert kind == "fill"
+        assert kind == "fill" and left > 0  # the change below comes during the fill
         (docs / "heron.txt").write_text("A grey heron waits in the shallows for fish.\n")
         seen_batch = False
         while not (seen_batch and kind == "fill" and left == 0):
@@ -213,3 +216,69 @@ def test_watch_fills_in_the_full_pass_between_changes(
     with open_store(location) as store:
         assert store.unencoded_count() == 0
     assert_as_one_plain_run(docs, location, tmp_path, encoder)
+
+
+def test_a_change_is_searchable_when_its_own_document_is_written(
+    docs: Path, tmp_path: Path, encoder, location
+) -> None:
+    """Each document of a batch is committed as it is written, not at the end of the batch
+    (issue 53, point 3): with two files changed in one batch, the watcher is held in its
+    progress callback right after the first document is committed, and a search from
+    another connection finds that file (and not yet the other) before the batch has ended;
+    on both stores."""
+    words = {"axolotl.txt": "axolotl", "quokka.txt": "quokka"}
+    armed, held, go_on = threading.Event(), threading.Event(), threading.Event()
+    batches: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def progressed(p) -> None:
+        # the first document of the batch committed: hold the watcher until looked at
+        if armed.is_set() and not held.is_set() and p.chunks > 0:
+            held.set()
+            go_on.wait(WAIT_S)
+
+    def target() -> None:
+        try:
+            with open_store(location) as store:
+                watch(
+                    docs,
+                    store,
+                    OPTIONS,
+                    get_encoder=lambda: encoder,
+                    stop_event=stop,
+                    debounce_ms=300,
+                    on_batch=lambda summary, _: batches.put(summary),
+                    on_progress=progressed,
+                )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            batches.put(None)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    try:
+        catch_up = batches.get(timeout=WAIT_S)
+        assert catch_up is not None, errors
+        armed.set()
+        for name, word in words.items():
+            (docs / name).write_text(f"The {word} lives far from here.\n")
+        assert held.wait(WAIT_S), "no document of the batch committed"
+        assert batches.empty()  # the batch has not ended: its watcher is held
+        seen = {name for name, word in words.items() if found(location, word) == {name}}
+        assert len(seen) == 1, seen  # the first document written, alone
+        go_on.set()
+        done = batches.get(timeout=WAIT_S)
+        assert done is not None, errors
+        seen_after = {name for name, word in words.items() if found(location, word) == {name}}
+        if done.new < 2:  # the second file came in a batch of its own
+            done = batches.get(timeout=WAIT_S)
+            assert done is not None, errors
+            seen_after = {n for n, w in words.items() if found(location, w) == {n}}
+        assert seen_after == set(words)
+    finally:
+        go_on.set()
+        stop.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive() and not errors

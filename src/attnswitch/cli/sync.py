@@ -7,11 +7,12 @@
 chunks and vectors; a path with no indexed document is refused with one line naming it.
 `watch` indexes FOLDER (catching up with whatever changed since the last run), then
 follows its changes until Ctrl-C or SIGTERM: it prints a start line (folder, index, rules in
-effect), one line per batch (files and chunks; a batch is searchable when its line prints)
-with the run's progress display on stderr for a batch that takes long, and, between
-batches, how the full pass goes (`cli/watch_output.py`; with --json, one JSON object per
+effect), one line per batch (files and chunks; each file is searchable as soon as its
+document is written, the whole batch when its line prints) with the run's progress display
+(and its ETA) on stderr for a batch that takes long, and, between batches, how the full pass
+goes ("N of M chunks", with an ETA; `cli/watch_output.py`; with --json, one JSON object per
 line: `{"status": "watching", ...}`, each batch's run summary, `{"status": "filling",
-...}`). It watches the folders a run walks (no link
+...}`); `--log FILE` appends the same events to FILE, one `key=value` line each. It watches the folders a run walks (no link
 followed). When another run holds the index, or the folder is deleted (or replaced by a
 link or a file), it prints one line (with --json, `{"status": "waiting", ...}`) and waits
 for the lock, or for a folder there again, then catches up; it never exits for either.
@@ -48,6 +49,8 @@ from attnswitch.cli.watch_output import (
     BatchProgress,
     FillLines,
     batch_line,
+    log_to,
+    rules_text,
     start_line,
 )
 
@@ -135,6 +138,15 @@ def watch_command(
     debounce_ms: Annotated[
         int, typer.Option(min=1, help="Milliseconds a batch of changes is gathered for.")
     ] = 1600,
+    log_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            help="Append a line per batch (files, chunks, seconds), the start line and the "
+            "full pass's progress to this file.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Index a folder, then keep the index current as its files are added, changed, moved
@@ -173,15 +185,18 @@ def watch_command(
     def report(summary: Any, changes: set) -> None:
         batch_progress.end()
         log.info(
-            "watch: batch of %d change(s): %d new, %d changed, %d moved, %d deleted, "
-            "%d skipped, %d chunks written, %.1f s",
+            "watch batch: changes=%d new=%d changed=%d moved=%d deleted=%d copied=%d "
+            "skipped=%d chunks=%d reused=%d documents=%d seconds=%.1f",
             len(changes),
             summary.new,
             summary.changed,
             summary.moved,
             summary.deleted,
+            summary.copied,
             summary.skipped,
             summary.chunks_quick + summary.chunks_encoded,
+            summary.chunks_reused,
+            summary.indexed,
             summary.wall_s,
         )
         if as_json:
@@ -190,6 +205,13 @@ def watch_command(
         typer.echo(batch_line(summary))
 
     def started(rules: Any, folders: int) -> None:
+        log.info(
+            "watch start: folder=%s index=%s folders=%d rules=%r",
+            path,
+            location,
+            folders,
+            rules_text(rules),
+        )
         if as_json:
             typer.echo(
                 json.dumps(
@@ -213,7 +235,12 @@ def watch_command(
 
     def filled(counts: Any, left: int) -> None:
         log.info(
-            "watch: full pass: %d encoded, %d reused, %d left", counts.encoded, counts.reused, left
+            "watch fill: encoded=%d reused=%d refused=%d left=%d seconds=%.1f",
+            counts.encoded,
+            counts.reused,
+            counts.refused,
+            left,
+            counts.seconds,
         )
         if as_json:
             typer.echo(
@@ -244,6 +271,7 @@ def watch_command(
         _store_errors("watch", location, as_json),
         _open_store(location, "watch", as_json) as store,
         _stopped_by_sigterm(stop),
+        log_to(log_file, log),
     ):
         try:
             watch(

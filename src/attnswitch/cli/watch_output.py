@@ -4,13 +4,18 @@ run's progress display on batches that take long (`BatchProgress`).
 
 Lines go to stdout, each with the time; the progress display to stderr (a bar on a
 terminal, plain lines elsewhere: `cli/progress.py`). With `--json`, every line is a JSON
-object instead (`{"status": ...}`) and no progress is shown.
+object instead (`{"status": ...}`) and no progress is shown. With `--log FILE`, the same
+events are appended to FILE as one `key=value` line each (`log_to`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from attnswitch.cli import progress
@@ -57,14 +62,35 @@ def batch_line(s: Any) -> str:
     )
 
 
+def duration(seconds: float) -> str:
+    """`seconds` for a person: "45 s", "12 min", "3 h 05 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes:02d} min"
+
+
 def fill_line(counts: Any, left: int) -> str:
-    """The full pass's progress (`jobs.passes.FullPassCounts` of this watch so far)."""
+    """The full pass's progress (`jobs.passes.FullPassCounts` of this watch so far, and
+    the chunks still without a full vector): "N of M" chunks, and an ETA at the rate this
+    watch has filled them (over its filling time, not the batches' or the idle time)."""
     done = counts.encoded + counts.reused
     if left == 0:
-        return stamped(f"full vectors: every chunk has one ({done:,} filled in by this watch)")
+        took = f" in {duration(counts.seconds)}" if counts.seconds else ""
+        return stamped(
+            f"full vectors: every chunk has one ({done:,} filled in by this watch{took})"
+        )
+    total = done + left
     refused = f", {counts.refused:,} refused by the encoder" if counts.refused else ""
+    eta = ""
+    if done and counts.seconds > 0:
+        rate = done / counts.seconds
+        eta = f", about {duration(left / rate)} left at {rate:,.1f} chunks/s"
     return stamped(
-        f"filling in full vectors between changes: {done:,} done, {left:,} left{refused}"
+        f"filling in full vectors between changes: {done:,} of {total:,} chunks "
+        f"({done / total:.0%}){eta}{refused}"
     )
 
 
@@ -109,3 +135,26 @@ class BatchProgress:
         if self._display is not None:
             display, self._display = self._display, None
             display.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def log_to(path: Path | None, logger: logging.Logger) -> Iterator[None]:
+    """While inside, `logger`'s INFO records (watch's start, batch and fill lines: one
+    `key=value` line each) are appended to `path` with their time; nothing when None."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setLevel(logging.INFO)
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()

@@ -24,6 +24,7 @@ pass: the folder is searchable when the first ends (`RunProgress.searchable_s`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -100,13 +101,15 @@ class FullPassCounts:
     """What a full pass did: chunks `encoded` by the transformer (`tokens` of them),
     `reused` (a vector stored for the same text), `refused` (the encoder failed on their
     text alone), and `left` without a full vector when it stopped (0 when done; chunks
-    whose text changed under it, and refused ones, are left to the next)."""
+    whose text changed under it, and refused ones, are left to the next); `seconds` it
+    took (what a rate and an ETA are measured over)."""
 
     encoded: int = 0
     tokens: int = 0
     reused: int = 0
     refused: int = 0
     left: int = 0
+    seconds: float = 0.0
 
 
 def full_pass(
@@ -123,12 +126,14 @@ def full_pass(
     refused one after another raise the last error: the encoder is at fault, not the
     texts."""
     counts = FullPassCounts()
+    started = time.perf_counter()
     tried: set[int] = set()  # ids of calls not all written (kept small: rare)
     refused_in_row = 0
     while True:
         batch = [u for u in writer.unencoded(chunks_per_call) if u.id not in tried]
         if not batch:
             counts.left = writer.unencoded_count()
+            counts.seconds = time.perf_counter() - started
             return counts
         stored = writer.vectors_by_key([u.vector_key for u in batch if u.vector_key])
         reuse = [u for u in batch if u.vector_key in stored]
@@ -159,9 +164,11 @@ def full_pass(
             written += encoded
         if written < len(batch):  # re-chunked meanwhile, or refused: not asked for again
             tried.update(u.id for u in batch)
+        counts.seconds = time.perf_counter() - started
         on_call(counts)
         if until():
             counts.left = writer.unencoded_count()
+            counts.seconds = time.perf_counter() - started
             return counts
 
 

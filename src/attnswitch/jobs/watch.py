@@ -306,6 +306,7 @@ class _Watch:
         total.tokens += done.tokens
         total.reused += done.reused
         total.refused += done.refused
+        total.seconds += done.seconds
         total.left = done.left
         # done, or only refused chunks left: wait for the next run to try them again
         self.filling = done.left > 0 and done.encoded + done.reused > 0
