@@ -333,10 +333,10 @@ def run_command(
 
 
 def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
-    """The `RunOptions` of `command`'s options (`rules`: `options.file_rules`' triple, or
-    None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
+    """The `RunOptions` of `command`'s options (`rules`: `options.file_rules`' keywords of
+    a `RulesChange`, or None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
     with here (`options.ocr_languages_error`) exits 2 with one line."""
-    from attnswitch.documents.rules import FileRules
+    from attnswitch.documents.rules import RulesChange
     from attnswitch.errors import ConfigError
     from attnswitch.jobs.options import RunOptions
 
@@ -345,7 +345,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
             raise _fail(command, why, as_json, 2)
     try:
         if fields.get("rules") is not None:
-            fields["rules"] = FileRules(*fields["rules"])
+            fields["rules"] = RulesChange(**fields["rules"])
         return RunOptions.of(**fields)
     except ConfigError as exc:
         raise _fail(command, str(exc), as_json, 2) from None
