@@ -114,7 +114,9 @@ class FileRules:
     def to_dict(self) -> dict[str, Any]:
         """The rules as JSON values (lists for the patterns), as stored and as
         `status --json` shows them."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
 
     def forgets(self, rel: str) -> bool:
         """Whether `rel` (a file or folder below the root) is, or lies below, a forgotten
