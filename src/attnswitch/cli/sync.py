@@ -118,9 +118,10 @@ def unforget_command(
     as_json: JsonOption = False,
 ) -> None:
     """Take back a path `attnswitch forget` recorded (and those below it): the next run or
-    watch batch of its folder indexes it again."""
-    from attnswitch.cli.opening import _fail, _open_store, _store_errors, store_location
-    from attnswitch.indexing.forget import NotIndexedError, unforget
+    watch batch of its folder indexes it again. A path with nothing recorded changes
+    nothing; the paths still forgotten are listed."""
+    from attnswitch.cli.opening import _open_store, _store_errors, store_location
+    from attnswitch.indexing.forget import unforget
 
     location = store_location(db)
     with (

@@ -13,7 +13,8 @@ Unless `once`, the path is also recorded as forgotten in the stored rules of eac
 held it (`rules.FileRules.forgotten`, in the same hold of the run lock), so that no later
 run or `watch` of the root brings it back; forgetting a whole root records nothing (its
 rules would then list no file). `unforget(path, store)` takes a recorded path back (and
-those below it): the next run of its root indexes it again.
+those below it): the next run of its root indexes it again; a path with nothing recorded
+is no error (nothing changes).
 """
 
 from __future__ import annotations
@@ -86,18 +87,20 @@ def forget(path: str | os.PathLike[str], store: Store, *, once: bool = False) ->
 
 @dataclass(frozen=True)
 class Unforgotten:
-    """What `unforget` took back: the path, and per root the forgotten paths it took out
-    of the stored rules."""
+    """What `unforget` took back: the path, per root the forgotten paths it took out of
+    the stored rules (empty: none was recorded there), and the forgotten paths of the roots
+    above it, as "root/path", left as they were."""
 
     path: str
     taken_back: dict[str, tuple[str, ...]]
+    still_forgotten: tuple[str, ...] = ()
 
 
 def unforget(path: str | os.PathLike[str], store: Store) -> Unforgotten:
     """Take the file or folder `path` (and any forgotten path below it) out of the
     forgotten paths of the stored rules of the roots above it (looked up by path: a root
-    with no document left is found too); `NotIndexedError` naming it, and the forgotten
-    paths there are, when none was recorded."""
+    with no document left is found too). Nothing recorded there is no error: `taken_back`
+    is then empty and `still_forgotten` says what is recorded."""
     target = _target(path)
     taken: dict[str, tuple[str, ...]] = {}
     seen: list[str] = []
@@ -111,14 +114,9 @@ def unforget(path: str | os.PathLike[str], store: Store) -> Unforgotten:
             gone = tuple(
                 f for f in rules.forgotten if rel == "." or f == rel or f.startswith(rel + "/")
             )
-            seen += [f"{key}/{f}" for f in rules.forgotten]
+            seen += [f"{key}/{f}" for f in rules.forgotten if f not in gone]
             for f in gone:
                 set_forgotten(store, key, f, False)
             if gone:
                 taken[key] = gone
-    if not taken:
-        raise NotIndexedError(
-            f"{path}: expected a path recorded by `attnswitch forget` in {store.location}, "
-            f"got none there (forgotten: {', '.join(seen) or 'none'})"
-        )
-    return Unforgotten(str(target), taken)
+    return Unforgotten(str(target), taken, tuple(seen))
