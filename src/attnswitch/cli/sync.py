@@ -128,18 +128,21 @@ def unforget_command(
         _store_errors("unforget", location, as_json),
         _open_store(location, "unforget", as_json, existing=True) as store,
     ):
-        try:
-            done = unforget(path, store)
-        except NotIndexedError as exc:
-            raise _fail("unforget", str(exc), as_json) from None
+        done = unforget(path, store)
     if as_json:
         print_json(
             {
                 "path": done.path,
                 "taken_back": [{"root": r, "paths": list(p)} for r, p in done.taken_back.items()],
+                "still_forgotten": list(done.still_forgotten),
             }
         )
         return
+    if not done.taken_back:
+        typer.echo(
+            f"nothing forgotten at {done.path}; forgotten: "
+            + (", ".join(done.still_forgotten) or "none")
+        )
     for root, paths in done.taken_back.items():
         typer.echo(
             f"took back {', '.join(paths)} in {root}: the next run of it indexes "
