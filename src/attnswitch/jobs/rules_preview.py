@@ -68,7 +68,7 @@ class RulesPreview:
         return {
             "root": self.root,
             "rules": self.rules.to_dict(),
-            "changed": self.changed,
+            "rules_changed": self.changed,
             "brought_in": len(self.brought_in),
             "brought_in_folders": dict(top_folders(self.brought_in, 20)),
             "left_out": len(self.left_out),
@@ -130,7 +130,7 @@ class DryRun:
             **self.preview.to_dict(),
             "dry_run": True,
             "new": self.new,
-            "changed": self.changed,
+            "rules_changed": self.changed,
             "removed": self.removed,
             "unchanged": self.unchanged,
         }
