@@ -130,7 +130,7 @@ class DryRun:
             **self.preview.to_dict(),
             "dry_run": True,
             "new": self.new,
-            "rules_changed": self.changed,
+            "changed": self.changed,
             "removed": self.removed,
             "unchanged": self.unchanged,
         }
