@@ -36,7 +36,7 @@ SERVING = {"serve"}
 # drives it over stdio and HTTP in tests/integrations/test_mcp.py).
 WATCHING = {"watch", "mcp"}
 # Commands that change the index: each runs on a copy of it, so the others still find it.
-CHANGING = {"forget"}
+CHANGING = {"forget", "unforget"}
 SERVE_TIMEOUT_S = 180
 
 

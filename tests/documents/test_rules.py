@@ -13,7 +13,15 @@ from pathspec import GitIgnoreSpec
 
 from attnswitch.documents import globs
 from attnswitch.documents.ingest import scan
-from attnswitch.documents.rules import FileRules, meta_key
+from attnswitch.documents.rules import (
+    FileRules,
+    RulesChange,
+    describe,
+    meta_key,
+    rules_for,
+    set_forgotten,
+    stored_rules,
+)
 from attnswitch.errors import ConfigError
 from attnswitch.indexing.location import open_store
 from attnswitch.indexing.store import root_key
@@ -170,3 +178,48 @@ def test_globs_match_as_pathspec_reads_them() -> None:
 
 def _with(rules: FileRules) -> RunOptions:
     return OPTIONS.replace(rules=rules)
+
+
+def test_a_change_adds_to_the_stored_rules_and_says_what_it_removes() -> None:
+    stored = FileRules(include=("*.txt",), exclude=("build/",), gitignore=True, forgotten=("a",))
+    assert RulesChange(exclude=("Wiki export/", "build/")).apply(stored) == FileRules(
+        include=("*.txt",), exclude=("build/", "Wiki export/"), gitignore=True, forgotten=("a",)
+    )
+    assert RulesChange(include=("*.md",), gitignore=False).apply(stored) == FileRules(
+        include=("*.txt", "*.md"), exclude=("build/",), forgotten=("a",)
+    )
+    assert RulesChange(include_only=("*.pdf",)).apply(stored).include == ("*.pdf",)
+    assert RulesChange(clear=True, exclude=("x/",)).apply(stored) == FileRules(exclude=("x/",))
+    assert RulesChange().apply(stored) == stored
+    with pytest.raises(ConfigError, match="exclude: expected a list of glob patterns"):
+        RulesChange(exclude="*.log")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="include: "):
+        RulesChange(include_only=("[z-a]",))
+    with pytest.raises(ConfigError, match="forgotten: expected paths below the root"):
+        FileRules(forgotten=("/abs",))
+    assert describe(FileRules()) == "every file (no include, exclude or ignore rules)"
+    assert describe(stored) == (
+        "only *.txt; exclude build/; .gitignore/.ignore honoured; forgotten a"
+    )
+
+
+def test_forgotten_paths_are_not_walked(root: Path) -> None:
+    rules = FileRules(forgotten=("sub", "a.txt"))
+    sources = {e.source for e in scan(root, rules=rules) if e.skip is None}
+    assert sources == {"b.log", "build/out.txt"}
+    assert rules.forgets("sub/deeper/x") and not rules.forgets("subway.txt")
+
+
+def test_rules_stored_by_the_previous_version_still_apply(root: Path, location) -> None:
+    old = '{"exclude": ["*.log"], "gitignore": true, "include": [], "system_folders": false}'
+    key = root_key(root)
+    with open_store(location) as store:
+        store.set_meta(meta_key(key), old)
+        assert rules_for(store, key, None) == FileRules(exclude=("*.log",), gitignore=True)
+        assert rules_for(store, key, RulesChange(exclude=("build/",))) == FileRules(
+            exclude=("*.log", "build/"), gitignore=True
+        )
+        assert set_forgotten(store, key, "sub", True)
+        assert not set_forgotten(store, key, "sub/c.txt", True)  # below a forgotten one
+        assert stored_rules(store, key).forgotten == ("sub",)
+        assert set_forgotten(store, key, "sub", False) and not stored_rules(store, key).forgotten

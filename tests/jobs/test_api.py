@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import attnswitch
 from attnswitch.cli.pipeline import app
+from attnswitch.errors import ConfigError
 from attnswitch.indexing.store import StoreInputError
 from corpus_testing import copy_corpus
 
@@ -156,3 +157,26 @@ def test_the_python_calls_keep_their_names_once_the_stores_are_loaded() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
+
+
+def test_index_rules_add_up_as_the_cli_s(tmp_path: Path) -> None:
+    """`include`/`exclude`/`gitignore` change the stored rules as `run`'s options do: an
+    exclude given later keeps the stored gitignore rule; `clear_rules` drops them."""
+    root = tmp_path / "drive"
+    for name, text in {
+        ".gitignore": "private/\n",
+        "private/salaries.txt": "secret salary table",
+        "wiki/home.txt": "the wiki home page",
+        "notes.txt": "notes on the lighthouse budget",
+    }.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    db = tmp_path / "index"
+    options = {"max_tokens": 64, "overlap": 8, "read_workers": 0}
+    assert attnswitch.index(root, db, gitignore=True, **options).indexed == 2
+    later = attnswitch.index(root, db, exclude=["wiki/"], **options)
+    assert (later.new, later.deleted, later.indexed) == (0, 1, 1)
+    cleared = attnswitch.index(root, db, clear_rules=True, **options)
+    assert (cleared.new, cleared.indexed) == (2, 3)
+    with pytest.raises(ConfigError, match="exclude: expected a list of glob patterns"):
+        attnswitch.index(root, db, exclude="wiki/", **options)

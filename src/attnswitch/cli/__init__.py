@@ -631,12 +631,13 @@ def _register_commands() -> None:
     from attnswitch.cli.pipeline import run_command
     from attnswitch.cli.search_command import search_command, status_command
     from attnswitch.cli.serve import serve_command
-    from attnswitch.cli.sync import forget_command, watch_command
+    from attnswitch.cli.sync import forget_command, unforget_command, watch_command
 
     app.command("run", short_help=RUN_SHORT_HELP)(run_command)
     app.command("search")(search_command)
     app.command("status")(status_command)
     app.command("forget")(forget_command)
+    app.command("unforget")(unforget_command)
     app.command("watch")(watch_command)
     app.command("serve")(serve_command)
     app.command("mcp")(mcp_command)

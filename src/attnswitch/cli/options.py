@@ -131,9 +131,10 @@ IncludeOption = Annotated[
     list[str] | None,
     typer.Option(
         "--include",
-        help="Index only the files this glob matches (gitignore syntax, below the "
-        "folder: '*.pdf', 'docs/**'); repeatable. Kept with the index: later runs and watch "
-        "apply the same rules until new ones are given.",
+        help="Add a glob of files to index (gitignore syntax, below the folder: '*.pdf', "
+        "'docs/**'); repeatable. Once there is one, only the files an include glob matches "
+        "are indexed. Added to the rules kept with the index: later runs and watch apply "
+        "them until --include-only or --clear-rules replaces them.",
         show_default=False,
     ),
 ]
@@ -141,8 +142,9 @@ ExcludeOption = Annotated[
     list[str] | None,
     typer.Option(
         "--exclude",
-        help="Leave out the files and folders this glob matches (gitignore "
-        "syntax); repeatable; kept with the index.",
+        help="Add a glob of files and folders to leave out (gitignore syntax: 'Wiki "
+        "export/', '*.tmp'); repeatable. Added to the rules kept with the index (the "
+        "others stay); --clear-rules drops them all.",
         show_default=False,
     ),
 ]
@@ -150,22 +152,52 @@ GitignoreOption = Annotated[
     bool | None,
     typer.Option(
         "--gitignore/--no-gitignore",
-        help="Honour the .gitignore and .ignore files found in the "
-        "folder; kept with the index. System folders (recycle bins, lost+found, node_modules, "
-        "__pycache__, ...) are never walked; hidden ones only with hidden files.",
+        help="Honour (or, with --no-gitignore, stop honouring) the .gitignore and .ignore "
+        "files found in the folder; kept with the index. Default: as kept. System folders "
+        "(recycle bins, lost+found, node_modules, __pycache__, ...) are never walked; hidden "
+        "ones only with hidden files.",
         show_default=False,
+    ),
+]
+IncludeOnlyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--include-only",
+        help="Replace the include globs kept with the index by these (repeatable); "
+        "excludes, ignore files and forgotten paths stay.",
+        show_default=False,
+    ),
+]
+ClearRulesOption = Annotated[
+    bool,
+    typer.Option(
+        "--clear-rules",
+        help="Drop every rule kept with the index (includes, excludes, ignore files, "
+        "paths `forget` recorded) before the rules given here apply.",
     ),
 ]
 
 
 def file_rules(
-    include: list[str] | None, exclude: list[str] | None, gitignore: bool | None
-) -> tuple[tuple[str, ...], tuple[str, ...], bool] | None:
-    """The file rules the options give, as (include, exclude, gitignore), or None when none
-    was given (the rules stored with the index apply)."""
-    if not include and not exclude and gitignore is None:
+    include: list[str] | None,
+    exclude: list[str] | None,
+    gitignore: bool | None,
+    *,
+    include_only: list[str] | None = None,
+    clear: bool = False,
+) -> dict[str, Any] | None:
+    """The change to the stored file rules the options ask for, as the keywords of
+    `rules.RulesChange` (made, and its globs checked, by `pipeline._run_options`), or None
+    when none was given (the rules stored with the index apply as they are)."""
+    if not include and not exclude and gitignore is None and include_only is None and not clear:
         return None
-    return tuple(include or ()), tuple(exclude or ()), bool(gitignore)
+    return {
+        "include": tuple(include or ()),
+        "exclude": tuple(exclude or ()),
+        "gitignore": gitignore,
+        "include_only": None if include_only is None else tuple(include_only),
+        "clear": clear,
+    }
 
 
 ModeOption = Annotated[

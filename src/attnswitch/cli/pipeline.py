@@ -38,9 +38,11 @@ from attnswitch.cli.opening import (
     run_store_location,
 )
 from attnswitch.cli.options import (
+    ClearRulesOption,
     EngineOption,
     ExcludeOption,
     GitignoreOption,
+    IncludeOnlyOption,
     IncludeOption,
     JsonOption,
     OcrLanguagesOption,
@@ -162,6 +164,17 @@ def run_command(
     include: IncludeOption = None,
     exclude: ExcludeOption = None,
     gitignore: GitignoreOption = None,
+    include_only: IncludeOnlyOption = None,
+    clear_rules: ClearRulesOption = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="List what the run would add, change and remove under its rules (the "
+            "stored ones with the rule options given applied), and the files a change of "
+            "rules brings in; read, encode and write nothing.",
+        ),
+    ] = False,
     ocr: Annotated[
         bool,
         typer.Option(
@@ -279,6 +292,11 @@ def run_command(
     Resumable and idempotent: a killed run is finished by the next one; unchanged files are
     not read again; changed files replace their chunks; deleted files' chunks are removed.
     With --ray the same run is spread over a Ray cluster; the index stays here.
+
+    Which files are indexed is kept with the index: --include and --exclude add to the
+    rules kept, --no-gitignore, --include-only and --clear-rules say what they take away,
+    and `attnswitch forget` adds the paths it removes. The run prints the rules in effect,
+    and when a change of rules brings files in, how many and where, before reading them.
     """
     from attnswitch.observe.startup import process_age_s
 
@@ -303,10 +321,13 @@ def run_command(
         chunking=Chunking(chunking).value,
         read_workers=read_workers,
         read_timeout_s=read_timeout,
-        rules=file_rules(include, exclude, gitignore),
+        rules=file_rules(include, exclude, gitignore, include_only=include_only, clear=clear_rules),
         **({} if embed_headings is None else {"embed_headings": embed_headings}),
     )
     _check_folder(path, as_json)
+    if dry_run:
+        _dry_run(path, run_store_location(path, db), options, as_json)
+        return
     if use_ray or ray_address is not None:
         runner, ray_errors = _ray_runner(
             path,
@@ -322,21 +343,92 @@ def run_command(
         runner, ray_errors = _local_runner(path, options), ()
     from attnswitch.cli.run_output import RunReport, render_run
 
+    seen: list[Any] = []  # the run's `RulesPreview`, once the store is open
+
+    def before(store: Any) -> None:
+        seen.append(_announce_rules(path, store, options, as_json))
+
     summary, log = _execute_run(
-        path, run_store_location(path, db), runner, progress, as_json, ray_errors
+        path, run_store_location(path, db), runner, progress, as_json, ray_errors, before
     )
     report = RunReport(summary, log, startup_s)
     if as_json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), **({"rules": seen[0].to_dict()} if seen else {})})
     else:
         render_run(report)
 
 
+def _announce_rules(path: Path, store: Any, options: Any, as_json: bool) -> Any:
+    """The run's `rules_preview.RulesPreview`, once printed (not with --json: its object
+    carries it): the rules in effect, and the files a change of rules brings into the
+    index (how many, and their top folders) or leaves out, before any is read."""
+    from attnswitch.documents.rules import describe
+    from attnswitch.jobs.rules_preview import preview, where_text
+
+    seen = preview(path, store, options.read.rules, options)
+    if as_json:
+        return seen
+    note = " (changed by this run)" if seen.changed else ""
+    typer.echo(f"rules: {describe(seen.rules)}{note}", err=True)
+    if seen.brought_in:
+        typer.echo(
+            f"the new rules bring {len(seen.brought_in):,} file(s) into the index: "
+            f"{where_text(seen.brought_in)} (`run --dry-run` lists them)",
+            err=True,
+        )
+    if seen.left_out:
+        typer.echo(
+            f"the new rules leave {len(seen.left_out):,} file(s) out of the index: "
+            f"{where_text(seen.left_out)}",
+            err=True,
+        )
+    return seen
+
+
+def _dry_run(path: Path, location: str | Path, options: Any, as_json: bool) -> None:
+    """`run --dry-run`: what the run would add, change and remove (`rules_preview.dry_run`),
+    printed; nothing written (no store made where there is none)."""
+    from attnswitch.documents.rules import describe
+    from attnswitch.errors import AttnswitchError
+    from attnswitch.jobs.rules_preview import dry_run, where_text
+
+    with _store_errors("run", location, as_json):
+        try:
+            if isinstance(location, Path) and not location.is_file():
+                plan = dry_run(path, None, options)
+            else:
+                with _open_store(location, "run", as_json) as store:
+                    plan = dry_run(path, store, options)
+        except AttnswitchError as exc:
+            raise _fail("run", str(exc), as_json) from None
+    if as_json:
+        print_json(plan.to_dict())
+        return
+    seen = plan.preview
+    typer.echo(f"dry run of {seen.root}: nothing is read or written")
+    typer.echo(f"rules: {describe(seen.rules)}" + (" (changed)" if seen.changed else ""))
+    if seen.brought_in:
+        typer.echo(
+            f"brought in by the new rules: {len(seen.brought_in):,} file(s): "
+            f"{where_text(seen.brought_in)}"
+        )
+    if seen.left_out:
+        typer.echo(
+            f"left out by the new rules: {len(seen.left_out):,} file(s): "
+            f"{where_text(seen.left_out)}"
+        )
+    for label, sources in (("add", plan.new), ("change", plan.changed), ("remove", plan.removed)):
+        typer.echo(f"would {label} {len(sources):,} file(s)" + (":" if sources else ""))
+        for source in sources:
+            typer.echo(f"  {source}")
+    typer.echo(f"would leave {plan.unchanged:,} unchanged file(s) alone")
+
+
 def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
-    """The `RunOptions` of `command`'s options (`rules`: `options.file_rules`' triple, or
-    None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
+    """The `RunOptions` of `command`'s options (`rules`: `options.file_rules`' keywords of
+    a `RulesChange`, or None); a value out of range, a bad glob or an `--ocr-languages` that OCR cannot read
     with here (`options.ocr_languages_error`) exits 2 with one line."""
-    from attnswitch.documents.rules import FileRules
+    from attnswitch.documents.rules import RulesChange
     from attnswitch.errors import ConfigError
     from attnswitch.jobs.options import RunOptions
 
@@ -345,7 +437,7 @@ def _run_options(as_json: bool, command: str = "run", **fields: Any) -> Any:
             raise _fail(command, why, as_json, 2)
     try:
         if fields.get("rules") is not None:
-            fields["rules"] = FileRules(*fields["rules"])
+            fields["rules"] = RulesChange(**fields["rules"])
         return RunOptions.of(**fields)
     except ConfigError as exc:
         raise _fail(command, str(exc), as_json, 2) from None
@@ -386,8 +478,10 @@ def _execute_run(
     progress: bool | None,
     as_json: bool,
     more_errors: tuple[type[BaseException], ...],
+    before: Any = None,
 ) -> tuple[Any, Any]:
-    """Open the store, run `runner` on it with the progress display and the library log;
+    """Open the store, call `before(store)` (when given), then run `runner` on it with the
+    progress display and the library log;
     the run's summary (`RunSummary`) and what libraries logged
     (`run_output.LibraryLogReport`). An error meant for the user (`AttnswitchError`, an
     error about the store's file, and `more_errors`) ends the command with one line;
@@ -397,12 +491,14 @@ def _execute_run(
     display = progress_display(progress, as_json)
     with _store_errors("run", location, as_json):
         try:
-            with (
-                _open_store(location, "run", as_json) as store,
-                display,
-                LibraryLog(library_log_path(), display.show, f"attnswitch run {path}") as log,
-            ):
-                summary = runner(store, display.update)
+            with _open_store(location, "run", as_json) as store:
+                if before is not None:
+                    before(store)
+                with (
+                    display,
+                    LibraryLog(library_log_path(), display.show, f"attnswitch run {path}") as log,
+                ):
+                    summary = runner(store, display.update)
         except KeyboardInterrupt:
             raise _fail("run", "interrupted; run again to finish", as_json, 130) from None
         except (AttnswitchError, *more_errors) as exc:

@@ -279,6 +279,7 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
         runs = index.runs(limit=20)
         languages = index.languages()
         coverage = index.coverage()
+        rules = _rules_of(index, st.roots)
     last = runs[0] if runs else None
     report = {
         "index": st.path,
@@ -287,6 +288,7 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
         "tokens": st.tokens,
         "dim": st.dim,
         "roots": list(st.roots),
+        "rules": {root: r.to_dict() for root, r in rules.items()},
         "languages": languages,
         "coverage": {**coverage.to_dict(), "full_pass_eta_s": full_pass_eta_s(coverage, runs)},
         "skipped": st.skipped,
@@ -313,6 +315,15 @@ def status_command(db: StoreOption = None, as_json: JsonOption = False) -> None:
         print_json(report)
     else:
         _render_status(report, config)
+
+
+def _rules_of(index: Any, roots: Any) -> dict[str, Any]:
+    """The file rules stored for each root (`rules.FileRules`: what `run`, `watch` and
+    `forget` kept)."""
+    from attnswitch.documents.rules import stored_rules
+
+    store = index.writer().store  # only read: no lock taken
+    return {root: stored_rules(store, root) for root in roots}
 
 
 def full_pass_eta_s(coverage: Coverage, runs: list[Any]) -> float | None:
@@ -342,6 +353,17 @@ def coverage_text(c: dict[str, Any]) -> str:
     return text
 
 
+def _rules_text(rules: dict[str, dict[str, Any]]) -> str:
+    """The status table's rules row: each folder's rules in one line (`rules.describe`),
+    the folder named when there are several."""
+    from attnswitch.documents.rules import FileRules, describe
+
+    lines = [(root, describe(FileRules(**kept))) for root, kept in rules.items()]
+    if len(lines) == 1:
+        return terminal_text(lines[0][1])
+    return "\n".join(f"{terminal_text(root)}: {terminal_text(text)}" for root, text in lines) or "-"
+
+
 def _render_status(r: dict, config: Any) -> None:
     import datetime as dt
 
@@ -353,6 +375,7 @@ def _render_status(r: dict, config: Any) -> None:
     t.add_column(overflow="fold")
     t.add_row("index", terminal_text(r["index"]))
     t.add_row("folders", "\n".join(terminal_text(root) for root in r["roots"]) or "-")
+    t.add_row("rules", _rules_text(r["rules"]))
     t.add_row("documents", f"{r['documents']:,} indexed, {r['skipped']:,} skipped")
     t.add_row("chunks", f"{r['chunks']:,} ({r['tokens']:,} tokens, dimension {r['dim']})")
     t.add_row("vectors", coverage_text(r["coverage"]))

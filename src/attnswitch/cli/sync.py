@@ -1,10 +1,14 @@
 """The commands that keep an index in step with its folders: `forget` and `watch`.
 
-    attnswitch forget PATH [--db DIR] [--json]
+    attnswitch forget PATH [--once] [--db DIR] [--json]
+    attnswitch unforget PATH [--db DIR] [--json]
     attnswitch watch FOLDER [--db DIR] [the options of run] [--json]
 
 `forget` removes a file or a folder (every document below it) from the index, with its
-chunks and vectors; a path with no indexed document is refused with one line naming it.
+chunks and vectors, and records it as forgotten in the rules kept with the index, so that
+later runs and `watch` leave it out (`--once`: removed now only, a later run may index it
+again); a path with no indexed document is refused with one line naming it. `unforget`
+takes a forgotten path back: the next run (or `watch`'s next batch) indexes it again.
 `watch` indexes FOLDER (catching up with whatever changed since the last run), then
 follows its changes until Ctrl-C or SIGTERM: it prints a start line (folder, index, rules in
 effect), one line per batch (files and chunks; each file is searchable as soon as its
@@ -62,10 +66,20 @@ def forget_command(
         Path, typer.Argument(help="A file or folder of an indexed folder.", parser=nonblank_path)
     ],
     db: StoreOption = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="Remove it now only, without recording it in the rules: a later run or "
+            "watch of its folder indexes it again.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove a file or a folder from the index, with its chunks and vectors (the files
-    themselves are left alone; a later run of their folder indexes them again)."""
+    """Remove a file or a folder from the index, with its chunks and vectors, and keep it
+    out: the path is recorded in the rules kept with the index (`status` shows them), so
+    later runs and watch leave it out until `attnswitch unforget PATH`. The files
+    themselves are left alone."""
     from attnswitch.cli.opening import _fail, _open_store, _store_errors, store_location
     from attnswitch.indexing.forget import NotIndexedError, forget
 
@@ -75,18 +89,68 @@ def forget_command(
         _open_store(location, "forget", as_json, existing=True) as store,
     ):
         try:
-            done = forget(path, store)
+            done = forget(path, store, once=once)
         except NotIndexedError as exc:
             raise _fail("forget", str(exc), as_json) from None
     report = {
         "path": done.path,
         "documents": done.documents,
         "removed": [{"root": r, "documents": n} for r, n in done.removed.items()],
+        "recorded": list(done.recorded),
     }
     if as_json:
         print_json(report)
+        return
+    typer.echo(f"forgot {done.documents:,} document(s) at {done.path}")
+    if done.recorded:
+        typer.echo(
+            "kept out of later runs and watch of "
+            + ", ".join(done.recorded)
+            + f" (recorded in the rules; `attnswitch unforget {done.path}` takes it back)"
+        )
     else:
-        typer.echo(f"forgot {done.documents:,} document(s) at {done.path}")
+        typer.echo("not recorded in the rules: a later run of its folder indexes it again")
+
+
+def unforget_command(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A path `attnswitch forget` recorded.", parser=nonblank_path),
+    ],
+    db: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Take back a path `attnswitch forget` recorded (and those below it): the next run or
+    watch batch of its folder indexes it again. A path with nothing recorded changes
+    nothing; the paths still forgotten are listed."""
+    from attnswitch.cli.opening import _open_store, _store_errors, store_location
+    from attnswitch.indexing.forget import unforget
+
+    location = store_location(db)
+    with (
+        _store_errors("unforget", location, as_json),
+        _open_store(location, "unforget", as_json, existing=True) as store,
+    ):
+        done = unforget(path, store)
+    if as_json:
+        print_json(
+            {
+                "path": done.path,
+                "taken_back": [{"root": r, "paths": list(p)} for r, p in done.taken_back.items()],
+                "still_forgotten": list(done.still_forgotten),
+            }
+        )
+        return
+    if not done.taken_back:
+        typer.echo(
+            f"nothing forgotten at {done.path}; forgotten: "
+            + (", ".join(done.still_forgotten) or "none")
+        )
+    for root, paths in done.taken_back.items():
+        typer.echo(
+            f"took back {', '.join(paths)} in {root}: the next run of it indexes "
+            f"{'them' if len(paths) > 1 else 'it'} again"
+        )
 
 
 def watch_command(

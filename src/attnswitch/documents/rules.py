@@ -23,6 +23,17 @@ exclude pattern it refuses (longer than `globs.MAX_CHARS`, `[z-a]`, an unclosed 
 `ConfigError` naming `include` or `exclude`; such a line of an ignore file is left out with
 a logged warning naming the file and the line, and the file's other lines apply. The rules
 of a root are stored in the store's meta (`meta_key`) as JSON.
+
+`forgotten` holds the paths `attnswitch forget` removed (below the root, "/"-separated, not
+globs): a file there, or anything below a folder there, is not listed, so no later run or
+`watch` brings it back until `attnswitch unforget` takes the path out again.
+
+Stored rules change only by what a run is told (`RulesChange`, applied to the stored rules
+by `rules_for`): `include` and `exclude` patterns are added to the stored ones; `gitignore`
+True or False sets the ignore files on or off (None: as stored); `include_only` replaces
+the include patterns; `clear` drops every stored rule (forgotten paths too) before the
+rest applies. A run told nothing applies the stored rules as they are. `describe(rules)`
+says the rules in one line, as `run`, `watch` and `status` print them.
 """
 
 from __future__ import annotations
@@ -82,14 +93,35 @@ class FileRules:
     exclude: tuple[str, ...] = ()
     gitignore: bool = False
     system_folders: bool = False
+    forgotten: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("include", "exclude"):
+        for name in ("include", "exclude", "forgotten"):
             patterns = getattr(self, name)
             if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
-                raise ConfigError(f"{name}: expected a list of glob patterns, got {patterns!r}")
+                what = "paths below the root" if name == "forgotten" else "glob patterns"
+                raise ConfigError(f"{name}: expected a list of {what}, got {patterns!r}")
             object.__setattr__(self, name, tuple(patterns))
-            _spec(patterns, name)
+            if name != "forgotten":
+                _spec(patterns, name)
+        for path in self.forgotten:
+            if not path or path.startswith("/") or path.endswith("/") or ".." in path.split("/"):
+                raise ConfigError(
+                    f"forgotten: expected paths below the root (no leading or trailing "
+                    f"'/', no '..'), got {path!r}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rules as JSON values (lists for the patterns), as stored and as
+        `status --json` shows them."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
+
+    def forgets(self, rel: str) -> bool:
+        """Whether `rel` (a file or folder below the root) is, or lies below, a forgotten
+        path."""
+        return any(rel == f or rel.startswith(f + "/") for f in self.forgotten)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -172,12 +204,16 @@ class Walker:
             fnmatch.fnmatchcase(name, p) for p in SYSTEM_FOLDERS
         ):
             return SYSTEM_FOLDER
+        if self.rules.forgets(rel):
+            return EXCLUDED
         if self.exclude is not None and self.exclude.match_file(rel + "/"):
             return EXCLUDED
         return EXCLUDED if self._ignored(rel + "/") else None
 
     def listed(self, rel: str) -> bool:
         """Whether the file `rel` is part of the root under these rules."""
+        if self.rules.forgets(rel):
+            return False
         if self.exclude is not None and self.exclude.match_file(rel):
             return False
         if self.include is not None and not self.include.match_file(rel):
@@ -195,19 +231,103 @@ class Walker:
         return ignored
 
 
-def rules_for(store: Any, root: str, given: FileRules | None) -> FileRules:
-    """The rules a run of `root` (its `store.root_key`) applies: `given`, else those stored
-    for it by an earlier run (`meta_key`), else the defaults."""
-    if given is not None:
+@dataclass(frozen=True)
+class RulesChange:
+    """What a run is told to change in the stored rules of its root (see the module doc):
+    `include` and `exclude` patterns added; `gitignore` set (None: as stored);
+    `include_only` replacing the include patterns (None: kept); `clear` dropping every
+    stored rule first. The empty change (`RulesChange()`) keeps the stored rules."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    gitignore: bool | None = None
+    include_only: tuple[str, ...] | None = None
+    clear: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("include", "exclude", "include_only"):
+            patterns = getattr(self, name)
+            if patterns is None:
+                continue
+            if isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns):
+                raise ConfigError(f"{name}: expected a list of glob patterns, got {patterns!r}")
+            object.__setattr__(self, name, tuple(patterns))
+            _spec(patterns, "include" if name == "include_only" else name)
+
+    def apply(self, stored: FileRules) -> FileRules:
+        """The rules after this change to `stored` (a pattern already there is not added
+        twice)."""
+        base = FileRules() if self.clear else stored
+        include = base.include if self.include_only is None else self.include_only
+        return dataclasses.replace(
+            base,
+            include=_added(include, self.include),
+            exclude=_added(base.exclude, self.exclude),
+            gitignore=base.gitignore if self.gitignore is None else self.gitignore,
+        )
+
+
+def _added(patterns: tuple[str, ...], more: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*patterns, *more)))
+
+
+def describe(rules: FileRules) -> str:
+    """The rules in one line, as `run`, `watch` and `status` print them: "every file"
+    for the defaults, else what includes, excludes, ignore files and forgotten paths say,
+    "; "-separated."""
+    parts = []
+    if rules.include:
+        parts.append("only " + ", ".join(rules.include))
+    if rules.exclude:
+        parts.append("exclude " + ", ".join(rules.exclude))
+    if rules.gitignore:
+        parts.append(".gitignore/.ignore honoured")
+    if rules.forgotten:
+        parts.append("forgotten " + ", ".join(rules.forgotten))
+    if rules.system_folders:
+        parts.append("system folders walked")
+    return "; ".join(parts) or "every file (no include, exclude or ignore rules)"
+
+
+def stored_rules(store: Any, root: str) -> FileRules:
+    """The rules stored for `root` (its `store.root_key`), else the defaults
+    (`ConfigError` when what is stored cannot be read)."""
+    return rules_for(store, root, None)
+
+
+def set_forgotten(store: Any, root: str, rel: str, forgotten: bool) -> bool:
+    """Record (`forgotten`) or take back the forgotten path `rel` in the stored rules of
+    `root`; taking back also drops the forgotten paths below `rel`. Whether the stored
+    rules changed."""
+    rules = stored_rules(store, root)
+    if forgotten:
+        kept = rules.forgotten if rules.forgets(rel) else (*rules.forgotten, rel)
+    else:
+        kept = tuple(f for f in rules.forgotten if not (f == rel or f.startswith(rel + "/")))
+    if kept == rules.forgotten:
+        return False
+    store.set_meta(meta_key(root), dataclasses.replace(rules, forgotten=kept).to_json())
+    return True
+
+
+def rules_for(store: Any, root: str, given: FileRules | RulesChange | None) -> FileRules:
+    """The rules a run of `root` (its `store.root_key`) applies: the change `given` (a
+    `RulesChange`) applied to those stored for it by an earlier run (`meta_key`; the
+    defaults when none are), `given` itself when it is a whole `FileRules` (it replaces
+    them), the stored rules when None. Rules stored by an earlier version (without
+    `forgotten`) read as they were."""
+    if isinstance(given, FileRules):
         return given
     stored = store.meta(meta_key(root))
     if stored is None:
-        return FileRules()
-    try:
-        return FileRules.from_json(stored)
-    except (TypeError, ValueError) as exc:  # ConfigError is a ValueError
-        raise ConfigError(
-            f"{meta_key(root)}: expected the stored file rules of this root, "
-            f"got {stored!r} ({exc}); give --include/--exclude/--gitignore "
-            "again to replace them"
-        ) from None
+        rules = FileRules()
+    else:
+        try:
+            rules = FileRules.from_json(stored)
+        except (TypeError, ValueError) as exc:  # ConfigError is a ValueError
+            raise ConfigError(
+                f"{meta_key(root)}: expected the stored file rules of this root, "
+                f"got {stored!r} ({exc}); give --clear-rules (and the rules wanted) "
+                "to replace them"
+            ) from None
+    return rules if given is None else given.apply(rules)

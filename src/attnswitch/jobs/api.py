@@ -97,14 +97,20 @@ def index(
     include: list[str] | None = None,
     exclude: list[str] | None = None,
     gitignore: bool | None = None,
+    include_only: list[str] | None = None,
+    clear_rules: bool = False,
     ocr: bool = True,
     on_progress: Any = None,
     **options: Any,
 ) -> Any:
     """Index `folder` into the store at `db`, as `attnswitch run` does: new and changed files
     read, chunked, encoded and stored; deleted ones dropped; unchanged ones left alone; a
-    killed call finished by the next one. `include`/`exclude` (gitignore globs) and
-    `gitignore` are kept with the index for later runs (None: the stored rules). Other
+    killed call finished by the next one. Which files are indexed is kept with the index
+    for later runs, and changes only as the arguments say, as `run`'s options do
+    (`rules.RulesChange`): `include` and `exclude` (gitignore globs) are added to the
+    stored patterns, `gitignore` True or False turns the ignore files on or off (None: as
+    stored), `include_only` replaces the stored include patterns, `clear_rules` drops
+    every stored rule (the paths `forget` recorded too) before the others apply. Other
     keyword arguments are the fields of `RunOptions`' parts, by name (`RunOptions.of`:
     `max_tokens`, `overlap`, `read_workers`, `ocr_max_pages`, ...). `on_progress(progress)`
     is called as files are committed. Returns the run's summary (`run.RunSummary`;
@@ -114,7 +120,7 @@ def index(
         print(summary.indexed, summary.chunks_encoded)
     """
     from attnswitch.documents.ingest import check_root_filesystem
-    from attnswitch.documents.rules import FileRules
+    from attnswitch.documents.rules import RulesChange
     from attnswitch.indexing.location import run_location
     from attnswitch.jobs.options import RunOptions
     from attnswitch.jobs.run import run
@@ -127,12 +133,19 @@ def index(
         raise StoreInputError(
             "folder", "a folder of documents", str(exc).split(", got ", 1)[-1]
         ) from None
-    rules = (
-        None
-        if include is None and exclude is None and gitignore is None
-        else FileRules(tuple(include or ()), tuple(exclude or ()), bool(gitignore))
-    )
     try:
+        rules = (
+            None
+            if not (include or exclude or include_only is not None or clear_rules)
+            and gitignore is None
+            else RulesChange(
+                include or (),  # type: ignore[arg-type]  # a lone string: refused, named
+                exclude or (),  # type: ignore[arg-type]
+                gitignore,
+                include_only,  # type: ignore[arg-type]
+                clear_rules,
+            )
+        )
         run_options = RunOptions.of(
             model=model, engine=engine, precision=precision, ocr=ocr, rules=rules, **options
         )

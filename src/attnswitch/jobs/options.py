@@ -25,7 +25,7 @@ from typing import Any
 
 from attnswitch.documents.ingest import DEFAULT_MAX_BYTES
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES
-from attnswitch.documents.rules import FileRules
+from attnswitch.documents.rules import FileRules, RulesChange
 from attnswitch.errors import ConfigError
 from attnswitch.indexing.config import DEFAULT_CHUNKING, DEFAULT_EMBED_HEADINGS, DEFAULT_OVERLAP
 
@@ -43,10 +43,11 @@ LAYOUTS = ("padded", "packed")
 @dataclass(frozen=True)
 class ReadOptions:
     """Which files of the root are read, and how. max_bytes: larger files are skipped;
-    include_hidden: hidden files and folders are listed too; rules: which files are indexed
-    (`rules.FileRules`: include and exclude globs, ignore files, system folders), stored
-    with the index for the root (None: the rules stored for it by an earlier run, else the
-    defaults); ocr: recognise scanned PDF pages and images with Tesseract (`readers.ocr`);
+    include_hidden: hidden files and folders are listed too; rules: which files are indexed,
+    stored with the index for the root: a `rules.RulesChange` (patterns added to the stored
+    rules, ignore files set on or off, includes replaced, or all cleared first), a whole
+    `rules.FileRules` (replacing the stored rules), or None (the rules stored for it by an
+    earlier run, else the defaults); ocr: recognise scanned PDF pages and images with Tesseract (`readers.ocr`);
     ocr_max_pages: the most pages (scanned PDF pages, image frames) of one file that OCR
     recognises, the first ones, the rest counted in the document's `pages_failed`;
     ocr_languages: Tesseract's language packs OCR reads with ("eng+deu" or "eng,deu"; None:
@@ -61,7 +62,7 @@ class ReadOptions:
 
     max_bytes: int = DEFAULT_MAX_BYTES
     include_hidden: bool = False
-    rules: FileRules | None = None
+    rules: FileRules | RulesChange | None = None
     ocr: bool = True
     ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES
     ocr_languages: str | None = None

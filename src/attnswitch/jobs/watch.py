@@ -272,6 +272,8 @@ class _Watch:
                 raise _RootGone from None
             self.runs += 1
             self.filling = self.filling or summary.chunks_unencoded > 0
+            if self.options.read.rules is not None:  # the change is stored: later runs read
+                self.options = self.options.replace(rules=None)  # the rules (a `forget` too)
             if self.on_batch is not None:
                 self.on_batch(summary, changes)
             return
