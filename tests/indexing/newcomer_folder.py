@@ -16,13 +16,9 @@ PYTHON_PAGES = (
     "math.html",
     "cmath.html",
     "numbers.html",
-    "statistics.html",
     "ipaddress.html",
-    "socket.html",
     "socketserver.html",
     "http.server.html",
-    "urllib.request.html",
-    "ssl.html",
 )
 
 BC_README = """\
