@@ -109,7 +109,10 @@ class Hit:
     """dense: cosine similarity to the query, -1 to 1; keyword: full-text rank score; hybrid:
     0.8 times the dense similarity and 0.2 times the keyword score, each scaled to 0-1
     between the lowest and highest of its list (0 when not in it), plus 1 when the chunk
-    holds the query's words as one phrase (so 0 to 2). Higher is better."""
+    holds the query's words as one phrase (so 0 to 2). Higher is better; in hybrid the
+    order is the fused one after its guards (`diversity`: a keyword find lifted to rank 3,
+    a document's third and later chunks after the others' first two), so a lower score
+    may rank above a higher one."""
     path: str
     """The document's path relative to the indexed folder (`root`), with / separators."""
     root: str
@@ -364,7 +367,8 @@ def search(
             if config is None
             else config.languages
         )
-        # Copies of a document are one result: a list holding copies is read again, twice as
+        # Copies of a document are one result (and, grouped by document, a document's
+        # chunks): a list holding them is read again, twice as
         # long, until k distinct results are found or the lists are exhausted. Each round
         # reads its chunks and their documents once, in bulk: the store's statements per
         # search do not grow with k.
