@@ -110,3 +110,33 @@ def test_a_hit_shows_its_heading_path_and_location(
     assert plain.exit_code == 0, plain.output
     (row,) = [r for r in cells(plain.stdout, "│") if r[0] == "1"]
     assert row[2] == f"{label} #{hit['ordinal']}"
+
+
+def test_per_document_gives_one_passage_of_each_document(indexed: Indexed) -> None:
+    """`--per-document` (issue 53): k distinct documents, each with how many of its other
+    passages matched, the same in the table and `--json`; `attnswitch.search` agrees."""
+    import attnswitch
+
+    args = ("search", QUERY, "-k", "3", "--mode", "keyword", "--db", str(indexed.db))
+    answer = json.loads(invoke(*args, "--per-document", "--json").stdout)
+    found = answer["data"]
+    assert answer["group"] == "document"
+    assert len({h["path"] for h in found}) == len(found) == 3
+    assert any(h["more_in_document"] > 0 for h in found)
+    chunks = json.loads(invoke(*args, "--json").stdout)["data"]
+    assert all(h["more_in_document"] == 0 for h in chunks)
+    plain = invoke(*args, "--per-document")
+    assert plain.exit_code == 0, plain.output
+    from attnswitch.cli.search_command import _more
+
+    # the table wraps its cells: the line each row's source cell gets, checked as the
+    # table builds it
+    assert [_more(h) for h in found] == [
+        f"; {h['more_in_document']} more in this document" if h["more_in_document"] else ""
+        for h in found
+    ]
+    assert "more" in plain.stdout
+    hits = attnswitch.search(QUERY, indexed.db, 3, "keyword", group="document")
+    assert [(h.path, h.more_in_document) for h in hits] == [
+        (h["path"], h["more_in_document"]) for h in found
+    ]

@@ -54,6 +54,18 @@ def test_jobs_and_search_work_the_same_on_both_stores(served_location, tmp_path,
                     for g, w in zip(got, want):
                         assert g["score"] == pytest.approx(w.score, abs=1e-5)
                     assert served_location not in r.text
+                # by document (issue 53): k distinct documents, as the in-process search
+                body = {"query": QUERY, "k": 3, "mode": "hybrid", "group": "document"}
+                r = client.post("/v1/search", json=body)
+                assert r.status_code == 200, r.text
+                vector = reference.encode([QUERY])[0]
+                want = search(store, vector, 3, text=QUERY, mode="hybrid", group="document")
+                got = r.json()["data"]
+                assert len({h["path"] for h in got}) == len(got) == 3
+                assert [(h["path"], h["more_in_document"]) for h in got] == [
+                    (h.path, h.more_in_document) for h in want
+                ]
+                assert any(h["more_in_document"] > 0 for h in got)
                 got_content = store_content(store, folder)
                 # a row of this store
                 assert jobs_table.table(store).find(job["id"]).status == "completed"

@@ -1,6 +1,7 @@
 """The index's read commands: `search` and `status`, as plain typer-annotated functions.
 
-    attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--db DIR] [--json]
+    attnswitch search "QUERY" [-k 5] [--mode hybrid|dense|keyword] [--per-document] [--db DIR]
+        [--json]
     attnswitch status [--db DIR] [--json]
 
 Both open the index with `opening.open_index` (`Index.open`: the one place `--db` is
@@ -73,6 +74,14 @@ def search_command(
         ),
     ] = None,
     filters: FilterValues = MappingProxyType({}),
+    per_document: Annotated[
+        bool,
+        typer.Option(
+            "--per-document",
+            help="The best passage of each of the k best documents, with how many other "
+            "passages of it matched.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """The chunks that best match QUERY, with score, source and a snippet.
@@ -123,7 +132,7 @@ def search_command(
         option = filter_option_name(exc.argument)
         raise _fail("search", option + str(exc)[len(exc.argument) :], as_json, 2) from None
     try:
-        request = SearchRequest(query, k, mode, where, ef)
+        request = SearchRequest(query, k, mode, where, ef, "document" if per_document else "chunk")
     except StoreInputError as exc:  # a query of blanks
         raise _fail("search", str(exc).replace("query:", "QUERY:", 1), as_json, 2) from None
     with (
@@ -157,6 +166,7 @@ def search_command(
                 "query": query,
                 "k": k,
                 "mode": request.mode.value,
+                "group": request.group,
                 "index": str(location),
                 "filter": None if where is None else {**where.to_dict(), "documents": result.kept},
                 "query_engine": {
@@ -225,7 +235,9 @@ def _render_search(query: str, results: list[dict], model: str, mode: str) -> No
         t.add_column("cosine (rank)", justify="right")
         t.add_column("keyword (rank)", justify="right")
     places = [
-        f"{where(r['path'], r['location'], r['heading_path'])} #{r['ordinal']}" + _also_at(r)
+        f"{where(r['path'], r['location'], r['heading_path'])} #{r['ordinal']}"
+        + _also_at(r)
+        + _more(r)
         for r in results
     ]
     least, most = source_width(console.width, parts_shown, places)
@@ -258,6 +270,13 @@ def _also_at(hit: dict) -> str:
         for a in hit.get("also_at") or ()
     ]
     return f"; also at: {', '.join(places)}" if places else ""
+
+
+def _more(hit: dict) -> str:
+    """ "; 3 more in this document" for a hit grouped by document with other passages that
+    matched ("" otherwise)."""
+    n = hit.get("more_in_document") or 0
+    return f"; {n} more in this document" if n else ""
 
 
 def _part(score: float | None, rank: int | None, fmt: str) -> str:

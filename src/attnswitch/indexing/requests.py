@@ -1,4 +1,5 @@
-"""A search as one typed value: `SearchRequest` (query, k, mode, filter, ef) and `Mode`.
+"""A search as one typed value: `SearchRequest` (query, k, mode, filter, ef, group) and
+`Mode`.
 
 Every entry point (the CLI's `search`, `POST /v1/search`, MCP's `search` tool, the LangChain
 and LlamaIndex retrievers, `attnswitch.search`) builds a `SearchRequest` from its inputs and
@@ -20,6 +21,7 @@ from numbers import Integral
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
+from attnswitch.indexing.diversity import check_group
 from attnswitch.indexing.filters import FIELDS, SearchFilter
 from attnswitch.indexing.records import MAX_EF_SEARCH, MAX_K
 from attnswitch.indexing.store_errors import StoreInputError
@@ -115,12 +117,16 @@ class SearchRequest:
     mode: Mode = Mode.HYBRID
     where: SearchFilter | None = None
     ef: int | None = None
+    group: str = "chunk"
+    """"chunk": the best chunks; "document": the best chunk of each of the k best
+    documents, with how many other chunks of it matched (`Hit.more_in_document`)."""
 
     def __post_init__(self) -> None:
         check_query(self.query)
         object.__setattr__(self, "k", check_k(self.k))
         object.__setattr__(self, "mode", Mode.parse(self.mode))
         object.__setattr__(self, "ef", check_ef(self.ef))
+        object.__setattr__(self, "group", check_group(self.group))
         if self.where is not None and not isinstance(self.where, SearchFilter):
             raise StoreInputError("where", "a SearchFilter or None", repr(self.where))
 
@@ -136,12 +142,14 @@ class SearchRequest:
         type: str | Iterable[str] | None = None,
         modified_after: When | None = None,
         modified_before: When | None = None,
+        group: str | None = None,
     ) -> SearchRequest:
         """A request from flat filter values (each a value, a list of values or None)."""
         where = SearchFilter.of(
             path=path, type=type, modified_after=modified_after, modified_before=modified_before
         )
-        return cls(query, k, cast(Mode, mode), where, ef)  # a name: `__post_init__` parses it
+        # a name: `__post_init__` parses it
+        return cls(query, k, cast(Mode, mode), where, ef, check_group(group))
 
     @classmethod
     def from_mapping(
@@ -152,11 +160,13 @@ class SearchRequest:
         *,
         ef: int | None = None,
         filter: Mapping[str, Any] | None = None,
+        group: str | None = None,
     ) -> SearchRequest:
         """A request whose filter is a mapping with the keys of `filters.FIELDS` (an
         unknown key is refused as `filter.<key>`)."""
         where = SearchFilter.from_mapping(filter)
-        return cls(query, k, cast(Mode, mode), where, ef)  # a name: `__post_init__` parses it
+        # a name: `__post_init__` parses it
+        return cls(query, k, cast(Mode, mode), where, ef, check_group(group))
 
     @property
     def needs_vector(self) -> bool:
@@ -171,6 +181,7 @@ class SearchRequest:
             "mode": self.mode.value,
             "filter": None if self.where is None else self.where.to_dict(),
             "ef": self.ef,
+            "group": self.group,
         }
 
 

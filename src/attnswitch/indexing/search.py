@@ -49,7 +49,10 @@ from attnswitch.documents.chunk import heading_label
 from attnswitch.documents.readers.blocks import Location
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.ann import exact_top_k
+from attnswitch.indexing.copies import shown_order
+from attnswitch.indexing.diversity import PER_DOCUMENT, check_group, keep_keyword_finds, spread
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.records import StoredDocument
 from attnswitch.indexing.requests import Mode
 from attnswitch.indexing.store import (
     MAX_EF_SEARCH,
@@ -106,7 +109,10 @@ class Hit:
     """dense: cosine similarity to the query, -1 to 1; keyword: full-text rank score; hybrid:
     0.8 times the dense similarity and 0.2 times the keyword score, each scaled to 0-1
     between the lowest and highest of its list (0 when not in it), plus 1 when the chunk
-    holds the query's words as one phrase (so 0 to 2). Higher is better."""
+    holds the query's words as one phrase (so 0 to 2). Higher is better; in hybrid the
+    order is the fused one after its guards (`diversity`: a keyword find lifted to rank 3,
+    a document's third and later chunks after the others' first two), so a lower score
+    may rank above a higher one."""
     path: str
     """The document's path relative to the indexed folder (`root`), with / separators."""
     root: str
@@ -155,7 +161,13 @@ class Hit:
     attachment alone there, also with `#page=N` when a PDF: `mail_parts`)."""
     also_at: list[dict[str, str]] = dataclasses.field(default_factory=list)
     """The other places of this document's copies (the same bytes), each {"root", "path"}
-    as `root` and `path` say them: copies are one result, not several."""
+    as `root` and `path` say them: copies are one result, not several. The hit shows the
+    copy without a copy marker in its path ("(copy)", "Copy of", "(1)"), then the oldest,
+    then the shortest path, then alphabetically (`copies.shown_order`); these follow in that
+    order."""
+    more_in_document: int = 0
+    """Grouped by document (`group="document"`, `--per-document`): how many other passages
+    of this hit's document matched (among the candidates searched); 0 otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -305,6 +317,7 @@ def search(
     deadline: float | None = None,
     config: Any = None,
     extra_dense: Sequence[tuple[int, float]] = (),
+    group: str | None = None,
 ) -> list[Hit]:
     """The `k` best chunks of `store`, best first. `query` is the query's vector `[dim]`
     (dense and hybrid), `text` its text (keyword and hybrid); `mode` None is hybrid when
@@ -318,12 +331,19 @@ def search(
     it (`Index.config`; hybrid weighs by its model's languages), else read here.
     `extra_dense`: (chunk id, score) pairs the dense list takes besides the store's, on the
     same scale (chunks a search scored itself: `query_fill`); a chunk in both keeps its
-    better score.
+    better score. `group`: "chunk" (None, the default) the best chunks; "document" the
+    best chunk of each of the `k` best documents, each with how many other chunks of its
+    document the lists held (`Hit.more_in_document`): the lists are read longer until `k`
+    documents are found or they are exhausted, not cut from a list of `k` chunks. Hybrid
+    keeps the keyword list's finds that dense lacks and spreads a document's chunks
+    (`diversity`).
 
     The store's statements per search are a fixed number whatever `k` is, for each round
-    (one round unless copies of documents leave fewer than `k` distinct results): the
-    dense and keyword lists, their chunks, their documents and the kept ones' copies."""
+    (one round unless copies of documents, or grouping, leave fewer than `k` distinct
+    results): the dense and keyword lists, their chunks, their documents and the kept
+    ones' copies (and a shown copy's chunks when the lists lack them)."""
     k = check_k(k)
+    group = check_group(group)
     if ef is not None:  # also where no dense search will use it (mode "keyword")
         try:
             check_ef_search(ef)
@@ -348,7 +368,8 @@ def search(
             if config is None
             else config.languages
         )
-        # Copies of a document are one result: a list holding copies is read again, twice as
+        # Copies of a document are one result (and, grouped by document, a document's
+        # chunks): a list holding them is read again, twice as
         # long, until k distinct results are found or the lists are exhausted. Each round
         # reads its chunks and their documents once, in bulk: the store's statements per
         # search do not grow with k.
@@ -371,12 +392,23 @@ def search(
                 weights = dense_weights(languages, text, rows)
                 fused = fuse(dense, keyword, weights)
                 ranked = phrase_first(fused, {cid: row.text for cid, row in rows.items()}, text)
-            distinct, also = distinct_documents(store, ranked, k, deadline, rows)
+                ranked = keep_keyword_finds(ranked, dense, keyword)
+            found = distinct_documents(
+                store,
+                ranked,
+                k,
+                deadline,
+                rows,
+                group=group,
+                per_document=PER_DOCUMENT if kind is Mode.HYBRID else None,
+            )
             full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
-            if len(distinct) >= k or not full:
+            if len(found.kept) >= k or not full:
                 break
             n *= 2
-        return _hits(store, [distinct], [dense], [keyword], text, also, rows)[0]
+        return _hits(
+            store, [found.kept], [dense], [keyword], text, found.also, found.rows, found.more
+        )[0]
 
 
 def merged(
@@ -391,58 +423,133 @@ def merged(
     return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:n]
 
 
+@dataclass
+class Distinct:
+    """What `distinct_documents` keeps: `kept` (chunk id, score) best first; `also`, kept
+    chunk id -> its document's other places ({"root", "path"} each, in `copies.shown_order`);
+    `more`, kept chunk id -> how many other passages of its document the lists held (when
+    grouped by document); `rows`, the chunk rows of `kept` and of the lists."""
+
+    kept: list[tuple[int, float]]
+    also: dict[int, list[dict[str, str]]]
+    more: dict[int, int]
+    rows: dict[int, ChunkRow]
+
+
 def distinct_documents(
     store: Store,
     ranked: list[tuple[int, float]],
     k: int,
     deadline: float | None = None,
     rows: Mapping[int, ChunkRow] | None = None,
-) -> tuple[list[tuple[int, float]], dict[int, list[dict[str, str]]]]:
+    *,
+    group: str = "chunk",
+    per_document: int | None = None,
+) -> Distinct:
     """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
-    (the same bytes at other paths: `Store.copies_of`) left out after the first, and, for
-    each kept chunk whose document has copies, where they are ({"root", "path"} each).
-    `rows`: the chunk rows of `ranked` when the caller has read them (None: read here);
-    a chunk missing from them (deleted) is left out. The documents, then their copies, are
-    read in one statement each (`Store.lookup_many`, `Store.copies_of_many`), each looking
-    at the clock first (`deadline`, as `search`'s)."""
-    if rows is None:
-        rows = store.chunks(cid for cid, _ in ranked)
+    (the same bytes at other paths: `Store.copies_of`) folded into one: the passage is
+    shown at the copy `copies.shown_copy` picks (the same rule in every interface), the
+    other places in `also`. `group` "document": only each document's best passage, with
+    how many others of it `ranked` holds (`more`). `per_document`: a document's passages
+    after its first `per_document` rank after every other document's (`diversity.spread`;
+    None: rank order). `rows`: the chunk rows of `ranked` when the caller has read them
+    (None: read here); a chunk missing from them (deleted) is left out. The documents,
+    then their copies, are read in one statement each (`Store.lookup_many`,
+    `Store.copies_of_many`), each looking at the clock first (`deadline`, as `search`'s);
+    a shown copy whose chunk the lists lack is read by `Store.document_chunks`."""
+    rows = dict(store.chunks(cid for cid, _ in ranked) if rows is None else rows)
     present = [(cid, score, row) for cid, score in ranked if (row := rows.get(cid)) is not None]
     on_time(deadline)
     documents = store.lookup_many({(row.root, row.source) for _, _, row in present})
-    kept: list[tuple[int, float]] = []
-    places: dict[int, tuple[str, str]] = {}
-    seen: set[tuple[Any, ...]] = set()
-    for cid, score, row in present:
+
+    def document_key(row: ChunkRow) -> tuple[Any, ...]:
         doc = documents.get((row.root, row.source))
-        key = (doc.sha256, row.ordinal) if doc is not None and doc.sha256 else (cid,)
-        if key in seen:
+        if doc is not None and doc.sha256:
+            return ("content", doc.sha256, doc.config)
+        return ("place", row.root, row.source)
+
+    passages: list[tuple[int, float, tuple[Any, ...]]] = []  # (cid, score, document key)
+    places: dict[tuple[Any, ...], list[int]] = {}  # passage key -> its chunks, rank order
+    more: dict[tuple[Any, ...], int] = {}
+    for cid, score, row in present:
+        doc_key = document_key(row)
+        key = (doc_key, row.ordinal) if doc_key[0] == "content" else (cid,)
+        if key in places:
+            places[key].append(cid)
             continue
-        seen.add(key)
-        kept.append((cid, score))
-        places[cid] = (row.root, row.source)
-        if len(kept) == k:
-            break
+        places[key] = [cid]
+        if group == "document" and doc_key in more:
+            more[doc_key] += 1
+            continue
+        more.setdefault(doc_key, 0)
+        passages.append((cid, score, doc_key))
+    if per_document is not None and group != "document":
+        order = spread([(cid, doc_key) for cid, _, doc_key in passages], per_document)
+        passages = [passages[i] for i in order]
+    passages = passages[:k]
+    kept = [(cid, score) for cid, score, _ in passages]
+    counts = {cid: more[doc_key] for cid, _, doc_key in passages} if group == "document" else {}
     # kept chunk id -> its document's (sha256, config), where the document has a hash
     held = {
-        cid: (doc.sha256, doc.config)
-        for cid, place in places.items()
-        if (doc := documents.get(place)) is not None and doc.sha256
+        cid: (doc_key[1], doc_key[2]) for cid, _, doc_key in passages if doc_key[0] == "content"
     }
     if not held:
-        return kept, {}
+        return Distinct(kept, {}, counts, rows)
     on_time(deadline)
     copies = store.copies_of_many(held.values())
     also: dict[int, list[dict[str, str]]] = {}
-    for cid, content in held.items():
+    for i, (cid, score) in enumerate(kept):
+        if cid not in held:
+            continue
+        row = rows[cid]
+        docs = copies.get(held[cid], [])
+        if (doc := documents.get((row.root, row.source))) is not None and doc not in docs:
+            docs = [*docs, doc]
+        ordered = sorted(docs, key=shown_order)
+        shown = ordered[0] if ordered else None
+        if shown is not None and (shown.root, shown.source) != (row.root, row.source):
+            chosen = _copy_chunk(
+                store, shown, row, places.get((held_key(held[cid]), row.ordinal), []), rows
+            )
+            if chosen is not None:
+                kept[i] = (chosen, score)
+                if cid in counts:
+                    counts[chosen] = counts.pop(cid)
+                cid, row = chosen, rows[chosen]
         others = [
             {"root": c.root, "path": c.source}
-            for c in copies.get(content, ())
-            if (c.root, c.source) != places[cid]
+            for c in ordered
+            if (c.root, c.source) != (row.root, row.source)
         ]
         if others:
             also[cid] = others
-    return kept, also
+    return Distinct(kept, also, counts, rows)
+
+
+def held_key(content: tuple[str, str]) -> tuple[Any, ...]:
+    """The document key of a content hash and config (as `distinct_documents` keys it)."""
+    return ("content", *content)
+
+
+def _copy_chunk(
+    store: Store,
+    shown: StoredDocument,
+    row: ChunkRow,
+    candidates: Sequence[int],
+    rows: dict[int, ChunkRow],
+) -> int | None:
+    """The id of the chunk of the copy `shown` at `row`'s ordinal: one of `candidates`
+    (the lists' chunks of that passage) when they hold it, else read from the store
+    (added to `rows`); None when the copy has no such chunk (changed since)."""
+    for cid in candidates:
+        other = rows[cid]
+        if (other.root, other.source) == (shown.root, shown.source):
+            return cid
+    for other in store.document_chunks(shown.root, shown.source):
+        if other.ordinal == row.ordinal:
+            rows[other.id] = other
+            return other.id
+    return None
 
 
 def on_time(deadline: float | None) -> None:
@@ -579,6 +686,7 @@ def _hits(
     query: str | None = None,
     also: dict[int, list[dict[str, str]]] | None = None,
     rows: Mapping[int, ChunkRow] | None = None,
+    more: Mapping[int, int] | None = None,
 ) -> list[list[Hit]]:
     """The `Hit`s of each query's `ranked` (chunk id, score) list, with each chunk's place
     in that query's `dense` and `keyword` lists (None: that list was not searched), and
@@ -623,6 +731,7 @@ def _hits(
                     uri=file_uri(row.root, row.source)
                     + page_fragment(row.source, row.location, attachments=False),
                     also_at=list((also or {}).get(int(cid), ())),
+                    more_in_document=int((more or {}).get(int(cid), 0)),
                 )
             )
         out.append(found)

@@ -140,6 +140,7 @@ class Searcher:
                 deadline=deadline,
                 config=config,
                 extra_dense=() if filled is None else filled.extra,
+                group=request.group,
             )
             kept = (
                 None

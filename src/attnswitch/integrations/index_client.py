@@ -61,11 +61,14 @@ class SearchSpec:
     type: str | list[str] | None = None
     modified_after: Any = None
     modified_before: Any = None
+    group: str = "chunk"  # "document": the best chunk of each of the k best documents
 
     def __post_init__(self) -> None:
+        from attnswitch.indexing.diversity import check_group
         from attnswitch.indexing.filters import SearchFilter
 
         object.__setattr__(self, "k", check_k(self.k))
+        object.__setattr__(self, "group", check_group(self.group))
         object.__setattr__(self, "mode", Mode.parse(self.mode).value)
         SearchFilter.of(**self.filters())
 
@@ -84,6 +87,7 @@ class SearchSpec:
             "k": self.k,
             "mode": self.mode,
             **({"filter": given} if given else {}),
+            **({"group": self.group} if self.group != "chunk" else {}),
         }
 
 
@@ -125,7 +129,7 @@ def search_local(
     from attnswitch.jobs.api import location_of, search
 
     try:
-        hits = search(query, db, spec.k, spec.mode, **spec.filters())
+        hits = search(query, db, spec.k, spec.mode, group=spec.group, **spec.filters())
     except Exception as exc:
         if not is_store_error(exc):
             raise

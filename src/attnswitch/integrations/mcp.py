@@ -144,10 +144,12 @@ class IndexTools:
             )
         return Index.open(self.location)
 
-    def search(self, query: str, k: int, mode: str, filters: dict[str, Any]) -> dict[str, Any]:
+    def search(
+        self, query: str, k: int, mode: str, filters: dict[str, Any], group: str = "chunk"
+    ) -> dict[str, Any]:
         from attnswitch.jobs.api import search
 
-        hits = [h.to_dict() for h in search(query, self.db, k, mode, **filters)]
+        hits = [h.to_dict() for h in search(query, self.db, k, mode, group=group, **filters)]
         for hit in hits:
             hit["root"] = _shown_root(hit["root"], self.private)
             hit["also_at"] = [
@@ -327,6 +329,14 @@ def build_server(
         mode: Annotated[
             ModeName, Field(description=f"How passages are ranked: {MODES_HELP}.")
         ] = Mode.HYBRID.value,
+        group: Annotated[
+            Literal["chunk", "document"],
+            Field(
+                description='"chunk": the best passages; "document": the best passage of each '
+                "of the k best documents, with more_in_document (how many other passages of "
+                "it matched). Use document when the user wants which files, not passages."
+            ),
+        ] = "chunk",
         **filters: Any,
     ) -> dict[str, Any]:
         """Search the indexed documents for passages that answer a question or mention a
@@ -335,8 +345,9 @@ def build_server(
         period. Returns `hits`, best first: each with `text` (the passage), `where` (file,
         page or slide, section headings), `path` and `root` (the document), `chunk_id`
         (give it to get_document for the passages around it), `score`, `rank`,
-        `heading_path`, `location` and `snippet`; `note` says why nothing came back."""
-        return await _call(tools.search, query, k, mode, filters)
+        `heading_path`, `location`, `snippet`, `also_at` (copies) and `more_in_document`;
+        `note` says why nothing came back."""
+        return await _call(tools.search, query, k, mode, filters, group)
 
     server.tool()(_with_filter_parameters(search))
 

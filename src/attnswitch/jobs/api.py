@@ -56,6 +56,7 @@ def search(
     modified_before: Any = None,
     model: str | None = None,
     ef: int | None = None,
+    group: str | None = None,
 ) -> list[Hit]:
     """The `k` chunks of the index at `db` that best match `query`, best first.
 
@@ -65,7 +66,10 @@ def search(
     dates or datetimes, inclusive, UTC unless they say); lists mean any of them
     (`filters`). The query is encoded by the model, engine and precision the index was
     built with; `model` may name that model's folder. `ef`: the ANN search beam of a large
-    index. The request is checked (`requests.SearchRequest`) before the index is opened;
+    index. `group`: "chunk" (None, the default) the best chunks, "document" the best chunk
+    of each of the `k` best documents, with how many other chunks of it matched
+    (`Hit.more_in_document`). A hit whose document has copies shows the copy without a
+    copy marker in its path, then the oldest (`Hit.also_at`). The request is checked (`requests.SearchRequest`) before the index is opened;
     the index is `Index.open(db)`, kept open for the next call (`open_indexes`), searched
     by its `Searcher`.
 
@@ -82,6 +86,7 @@ def search(
         type=type,
         modified_after=modified_after,
         modified_before=modified_before,
+        group=group,
     )
     with open_indexes.using(db) as index:
         return index.searcher(model).search(request).hits

@@ -68,7 +68,7 @@ def _asset(name: str, media_type: str) -> Response:
 def search_controls() -> str:
     """The search form's controls as HTML: a radio per `Mode` (its help as the label's
     title, the default checked, `data-fused` on a mode that ranks by meaning and words),
-    then the Filters disclosure with a labelled input per filter field (`FIELD_HELP` as its
+    the "one per document" box (`group` "document": `requests.SearchRequest.group`), then the Filters disclosure with a labelled input per filter field (`FIELD_HELP` as its
     hint; a date for a time, else a text that takes a comma-separated list, `data-list`;
     the type names offered for `type`)."""
     from attnswitch.indexing.filters import FIELD_HELP, FIELD_VALUES, FIELDS, type_names
@@ -108,6 +108,9 @@ def search_controls() -> str:
             '<fieldset class="modes">',
             "  <legend>Mode</legend>",
             *radios,
+            '  <label title="The best passage of each document, with how many other '
+            'passages of it matched"><input type="checkbox" id="per-document" name="group" '
+            'value="document"> one per document</label>',
             "</fieldset>",
             '<details id="filters">',
             "  <summary>Filters</summary>",

@@ -4,8 +4,8 @@
     GET  /readyz                200 ready; 503 warming up, draining or failed
     GET  /metrics               Prometheus text: the service's and attnswitch's metrics
     POST /v1/embeddings         OpenAI-compatible embeddings
-    POST /v1/search             {"query", "k", "mode", "ef", "filter" or its fields flat}: the k
-                                best chunks of the index
+    POST /v1/search             {"query", "k", "mode", "ef", "group", "filter" or its fields
+                                flat}: the k best chunks of the index
     POST /v1/jobs               {"path"}: index a folder of the server (202, the job)
     GET  /v1/jobs/{id}          a job's status and progress
     POST /v1/jobs/{id}/cancel   cancel a queued or running job (never resumed); 409 if finished
@@ -163,7 +163,9 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
             ) from None
         except TimeoutError:
             raise svc.search_timed_out() from None
-    result, tokens = await svc.search(body.query, body.k, deadline, body.mode, body.ef, where)
+    result, tokens = await svc.search(
+        body.query, body.k, deadline, body.mode, body.ef, where, body.group
+    )
     hits, kept = result.hits, result.kept
     # never the server's absolute paths
     data = [

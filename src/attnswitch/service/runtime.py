@@ -390,9 +390,11 @@ class Service:
         mode: str = Mode.HYBRID,
         ef: int | None = None,
         where: Any = None,
+        group: str = "chunk",
     ) -> tuple[SearchResult, int]:
         """The answer for `query` (`searcher.SearchResult`: the `k` best chunks for
-        `requests.Mode`, ANN beam `ef`, only documents the filter `where` keeps; when a
+        `requests.Mode`, ANN beam `ef`, only documents the filter `where` keeps, grouped by
+        `group` ("chunk" or "document": `requests.SearchRequest.group`); when a
         filter found nothing, how many documents it keeps; what the search encoded of an
         index not fully encoded yet) and the tokens the query's encoding took (none when
         the mode needs no vector: the query is not encoded). Encoding, waiting for a search thread and the
@@ -402,7 +404,7 @@ class Service:
         from attnswitch.indexing.store_errors import StoreInputError
 
         try:
-            request = SearchRequest(query, k, mode, where, ef)
+            request = SearchRequest(query, k, mode, where, ef, group)
         except StoreInputError as exc:  # the schema admits only what the request does
             raise ServiceError(422, str(exc), code="invalid_type", param=exc.argument) from None
         vector, tokens = None, 0

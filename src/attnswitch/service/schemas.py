@@ -122,6 +122,11 @@ class _SearchRequest(_Request):
         description="Only documents that pass it; applied inside the index's query, "
         "so k hits come back when k chunks pass.",
     )
+    group: Literal["chunk", "document"] = Field(
+        "chunk",
+        description='"chunk": the k best chunks; "document": the best chunk of each of the '
+        "k best documents, with how many other chunks of it matched (more_in_document).",
+    )
 
 
 SearchRequest = create_model(

@@ -280,6 +280,8 @@
 
   $("q").addEventListener("input", scheduleSearch);
   for (const radio of MODE_RADIOS) radio.addEventListener("change", runSearch);
+  const PER_DOCUMENT = document.getElementById("per-document");
+  if (PER_DOCUMENT) PER_DOCUMENT.addEventListener("change", runSearch);
   for (const [id] of FILTERS) $(id).addEventListener($(id).type === "date" ? "change" : "input", scheduleSearch);
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -301,7 +303,10 @@
     }
     say("search-status", "Searching…");
     const filter = searchFilter();
-    const answer = await api("/v1/search", { json: filter ? { query, mode, k: 10, filter } : { query, mode, k: 10 } });
+    const body = { query, mode, k: 10 };
+    if (filter) body.filter = filter;
+    if (PER_DOCUMENT && PER_DOCUMENT.checked) body.group = "document";
+    const answer = await api("/v1/search", { json: body });
     if (seq !== state.searchSeq) return; // a newer search was sent meanwhile
     $("hits").replaceChildren();
     if (!answer.ok) {
@@ -346,6 +351,10 @@
       isFused(mode) ? el("p", { class: "where found" }, foundBy(hit)) : null,
       where.length ? el("p", { class: "where" }, where.join(" · ")) : null,
       el("p", { class: "text" }, marked(hit.snippet, hit.highlights)),
+      hit.more_in_document ? el("p", { class: "where more" },
+        `${hit.more_in_document} more passage${hit.more_in_document > 1 ? "s" : ""} in this document`) : null,
+      Array.isArray(hit.also_at) && hit.also_at.length ? el("p", { class: "where also" },
+        `also at: ${hit.also_at.map((a) => shownPath(a.root, a.path)).join(", ")}`) : null,
       el("div", { class: "row" },
         el("button", { type: "button", class: "open" }, "Show in context"),
         el("button", { type: "button", class: "file" }, "Open file")));
