@@ -217,7 +217,7 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         lines = TextLines(proc)
         start = lines.next("the start line")
         assert f"watching {folder} (" in start and str(tmp_path / "data") in start
-        assert "rules: not *.log; .gitignore files honoured" in start
+        assert "rules: exclude *.log; .gitignore/.ignore honoured" in start
         batch = lines.next("the catch-up run")
         assert "2 new, 0 changed" in batch and "searchable now" in batch
         filled = lines.until("full vectors: every chunk has one", "the full pass")
@@ -226,7 +226,7 @@ def test_watch_says_what_it_watches_each_batch_and_the_full_pass(tmp_path: Path)
         assert proc.wait(WAIT_S) == 0, proc.stderr.read()
         logged = (tmp_path / "watch.log").read_text().splitlines()
         assert f"watch start: folder={folder} " in logged[0]
-        assert "rules='not *.log; .gitignore files honoured'" in logged[0]
+        assert "rules='exclude *.log; .gitignore/.ignore honoured'" in logged[0]
         assert any("watch batch: changes=0 new=2 changed=0 " in line for line in logged)
         assert "watch fill: " in logged[-1] and " left=0 " in logged[-1]
     finally:

@@ -54,9 +54,9 @@ from attnswitch.cli.watch_output import (
     FillLines,
     batch_line,
     log_to,
-    rules_text,
     start_line,
 )
+from attnswitch.documents.rules import describe
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def watch_command(
             path,
             location,
             folders,
-            rules_text(rules),
+            describe(rules),
         )
         if as_json:
             typer.echo(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from attnswitch.cli import progress
+from attnswitch.documents.rules import describe
 
 # A batch shows the run's progress display once it has taken this many seconds: a change
 # of a few files ends before, and prints its one line alone.
@@ -31,23 +32,11 @@ def stamped(line: str) -> str:
     return f"{time.strftime('%H:%M:%S')} {line}"
 
 
-def rules_text(rules: Any) -> str:
-    """The file rules in effect (`documents.rules.FileRules`), in words."""
-    parts = []
-    if rules.include:
-        parts.append("only " + ", ".join(rules.include))
-    if rules.exclude:
-        parts.append("not " + ", ".join(rules.exclude))
-    if rules.gitignore:
-        parts.append(".gitignore files honoured")
-    return "; ".join(parts) if parts else "every file (no rules)"
-
-
 def start_line(folder: str, index: str, rules: Any, folders: int) -> str:
     """The line `watch` starts with."""
     return stamped(
         f"watching {folder} ({folders:,} folder{'s' if folders != 1 else ''}) into {index}; "
-        f"rules: {rules_text(rules)}; Ctrl-C to stop"
+        f"rules: {describe(rules)}; Ctrl-C to stop"
     )
 
 
