@@ -42,12 +42,16 @@ class _DrainingServer(uvicorn.Server):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A socket bound to (host, port), IPv4 or IPv6 as the host resolves."""
+    """A socket bound to (host, port), IPv4 or IPv6 as the host resolves, and listening:
+    from the "listening on" line, a connection waits in the backlog until uvicorn has
+    started and accepts it (a socket only bound refused it: a client that connected while
+    the app's start-up ran got ECONNREFUSED)."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        sock.listen(2048)  # uvicorn's default backlog; asyncio listens again with it
     except OSError:
         sock.close()
         raise
