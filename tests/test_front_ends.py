@@ -349,6 +349,7 @@ def test_the_mcp_tool_offers_the_modes_fields_and_bounds(tmp_path: Path) -> None
     pytest.importorskip("mcp", reason="the mcp extra")
     import asyncio
 
+    from attnswitch.indexing.diversity import GROUPS
     from attnswitch.indexing.filters import FIELD_HELP, FIELDS
     from attnswitch.indexing.records import MAX_K
     from attnswitch.indexing.requests import MODES
@@ -356,8 +357,9 @@ def test_the_mcp_tool_offers_the_modes_fields_and_bounds(tmp_path: Path) -> None
 
     tools = asyncio.run(build_server(tmp_path / "data").list_tools())
     schema = next(t for t in tools if t.name == "search").input_schema["properties"]
-    assert list(schema) == ["query", "k", "mode", *FIELDS]
+    assert list(schema) == ["query", "k", "mode", "group", *FIELDS]
     assert schema["mode"]["enum"] == list(MODES) and schema["k"]["maximum"] == MAX_K
+    assert schema["group"]["enum"] == list(GROUPS)
     for name in FIELDS:
         assert FIELD_HELP[name][1:] in schema[name]["description"]
 
@@ -404,5 +406,5 @@ def test_the_adapters_search_spec_takes_the_fields() -> None:
     from attnswitch.integrations.index_client import SearchSpec
 
     fields = [f.name for f in dataclasses.fields(SearchSpec)]
-    assert fields == ["k", "mode", *FIELDS]
+    assert fields == ["k", "mode", *FIELDS, "group"]
     assert list(SearchSpec().filters()) == list(FIELDS)

@@ -6,6 +6,7 @@ refused as pydantic's `ValidationError` naming the field."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -86,9 +87,36 @@ def test_filters_reach_the_index(indexed, served, where: str) -> None:
     assert AttnswitchRetriever(**source, modified_after="2100-01-01").invoke(QUESTION) == []
 
 
+@pytest.mark.parametrize("where", ["local", "served"])
+def test_grouped_by_document_one_document_each_with_how_many_more(
+    indexed, served, where: str
+) -> None:
+    source = {"db": indexed.db} if where == "local" else {"url": served}
+    chunks = AttnswitchRetriever(**source, k=100).invoke(QUESTION)
+    per_path = Counter(d.metadata["path"] for d in chunks)
+    assert max(per_path.values()) > 1  # some page has several matching chunks
+    assert all(d.metadata["more_in_document"] == 0 for d in chunks)
+
+    grouped = AttnswitchRetriever(**source, k=100, group="document")
+    for docs in (grouped.invoke(QUESTION), asyncio.run(grouped.ainvoke(QUESTION))):
+        paths = [d.metadata["path"] for d in docs]
+        assert len(paths) == len(set(paths)) and set(paths) == set(per_path)
+        assert paths[0] == UPDATE_PAGE and [d.metadata["rank"] for d in docs] == [
+            *range(1, len(docs) + 1)
+        ]
+        # every other chunk of a document that matched is counted on its one document
+        assert {d.metadata["path"]: d.metadata["more_in_document"] for d in docs} == {
+            path: n - 1 for path, n in per_path.items()
+        }
+    two = AttnswitchRetriever(**source, k=2, group="document").invoke(QUESTION)
+    assert len({d.metadata["path"] for d in two}) == 2
+    assert "UPDATE weather" in format_docs(two)
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
+        ({"group": "page"}, "group: expected one of chunk, document, got 'page'"),
         ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
         ({"k": 0}, "k: expected an integer from 1 to 100, got 0"),
         ({"k": 101}, "k: expected an integer from 1 to 100, got 101"),

@@ -7,6 +7,7 @@ the reader, and bad values refused naming the argument."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -63,9 +64,41 @@ def test_filters_reach_the_index(indexed, served, where: str) -> None:
     assert AttnswitchRetriever(**source, type=[".pdf", "docx"]).retrieve(QUESTION) == []
 
 
+@pytest.mark.parametrize("where", ["local", "served"])
+def test_grouped_by_document_one_node_per_document_with_how_many_more(
+    indexed, served, where: str
+) -> None:
+    source = {"db": indexed.db} if where == "local" else {"url": served}
+    chunks = AttnswitchRetriever(**source, k=100, mode="dense").retrieve(QUESTION)
+    per_path = Counter(n.node.metadata["path"] for n in chunks)
+    assert max(per_path.values()) > 1  # some page has several matching chunks
+    assert all(n.node.metadata["more_in_document"] == 0 for n in chunks)
+
+    grouped = AttnswitchRetriever(**source, k=100, mode="dense", group="document")
+    for nodes in (grouped.retrieve(QUESTION), asyncio.run(grouped.aretrieve(QUESTION))):
+        paths = [n.node.metadata["path"] for n in nodes]
+        assert len(paths) == len(set(paths)) and set(paths) == set(per_path)
+        assert {n.node.metadata["path"]: n.node.metadata["more_in_document"] for n in nodes} == {
+            path: count - 1 for path, count in per_path.items()
+        }
+        # each document's node is its best chunk: the one the ungrouped search ranked first
+        best = {}
+        for n in chunks:
+            best.setdefault(n.node.metadata["path"], n.node.node_id)
+        assert {n.node.metadata["path"]: n.node.node_id for n in nodes} == best
+    engine = RetrieverQueryEngine.from_args(
+        AttnswitchRetriever(**source, k=2, group="document"), llm=MockLLM()
+    )
+    response = engine.query(QUESTION)
+    assert len({n.node.metadata["path"] for n in response.source_nodes}) == 2
+    assert "UPDATE weather" in str(response)
+    assert "more_in_document" not in str(response)  # metadata for code, not for the LLM
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
+        ({"group": "page"}, "group: expected one of chunk, document, got 'page'"),
         ({"mode": "fuzzy"}, "mode: expected one of hybrid, dense, keyword, got 'fuzzy'"),
         ({"k": -1}, "k: expected an integer from 1 to 100, got -1"),
         ({"modified_before": "2024-13-40"}, "modified_before: expected"),

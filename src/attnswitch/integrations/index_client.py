@@ -4,12 +4,13 @@ a running `attnswitch serve` (`url=`, through `POST /v1/search` with its `filter
 Either way a search gives the hits as dicts in the one shape `Hit.to_dict()` defines (the
 same keys from both), best first.
 
-`SearchSpec` holds what a search asks besides its query (k, mode, the filters), checked
-when it is made by the checks of `indexing.requests.SearchRequest` (the one definition of
-a search: its modes, filter fields and the bounds of k), so a bad value is refused where
-the adapter is built, with the argument named (`StoreInputError`, a `ValueError`:
-"mode: expected one of hybrid, dense, keyword, got 'fuzzy'", "k: expected an integer
-from 1 to 100, got 0"). A search that cannot be made raises `IndexSearchError`, one line
+`SearchSpec` holds what a search asks besides its query (k, mode, the filters, the
+grouping), checked when it is made by the checks of `indexing.requests.SearchRequest`
+(the one definition of a search: its modes, filter fields, groupings and the bounds of
+k), so a bad value is refused where the adapter is built, with the argument named
+(`StoreInputError`, a `ValueError`: "mode: expected one of hybrid, dense, keyword, got
+'fuzzy'", "k: expected an integer from 1 to 100, got 0", "group: expected one of chunk,
+document, got 'page'"). A search that cannot be made raises `IndexSearchError`, one line
 saying what was wrong: a refusal by the server (`RemoteSearchError`, a subclass, with the
 server's own message), an answer that is not a search's answer (not JSON, or not the
 shape `/v1/search` gives: each hit checked against `Hit`, so a missing or wrongly typed
@@ -17,8 +18,8 @@ field is named, "data[0].chunk_id"), or a damaged local index (the CLI's line fo
 `store_errors.describe`). A server that cannot be reached raises httpx's error.
 
 `hit_metadata(hit)` is a hit's dict less its text: every field `Hit` has (path, root,
-heading_path, location, score, rank, chunk_id, snippet, also_at, ...), whatever fields it
-gains later, so that adapters never keep a hand-picked list.
+heading_path, location, score, rank, chunk_id, snippet, also_at, more_in_document, ...),
+whatever fields it gains later, so that adapters never keep a hand-picked list.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ class RemoteSearchError(IndexSearchError, ValueError):
 
 @dataclass(frozen=True)
 class SearchSpec:
-    """What a search asks besides its query: `k` hits, `mode` (a `requests.Mode` name), and
+    """What a search asks besides its query: `k` hits, `mode` (a `requests.Mode` name),
     the filters of `attnswitch.search` (`filters.FIELDS`: `path`, a folder prefix or glob;
     `type`, a kind or extension; the modification-time bounds, ISO dates; each a value or
-    a list, None for no filter). Checked on creation by the checks of
-    `requests.SearchRequest` (see the module doc)."""
+    a list, None for no filter) and `group` ("chunk": the `k` best chunks; "document": the
+    best chunk of each of the `k` best documents, with `more_in_document`). Checked on
+    creation by the checks of `requests.SearchRequest` (see the module doc)."""
 
     k: int = DEFAULT_K
     mode: str = Mode.HYBRID.value

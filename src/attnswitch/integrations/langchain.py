@@ -3,11 +3,13 @@
 - `AttnswitchRetriever`: a `BaseRetriever` over an attnswitch index, local (`db=`, a data
   folder, SQLite file or `postgresql://` URL; None is `./.attnswitch/`) or served (`url=`
   of a running `attnswitch serve`, with `api_key=` when it has keys). Fields: `k`, `mode`
-  ("hybrid", "dense", "keyword") and the filters of `attnswitch.search` (`path`, `type`,
-  `modified_after`, `modified_before`). Each hit becomes a `Document` whose
-  `page_content` is the chunk's text and whose metadata is every other field of the hit
-  (`Hit.to_dict()` less `text`: path, root, heading_path, location, score, rank,
-  chunk_id, snippet, ...). Sync (`invoke`) and async (`ainvoke`: httpx's async client for
+  ("hybrid", "dense", "keyword"), the filters of `attnswitch.search` (`path`, `type`,
+  `modified_after`, `modified_before`) and `group` ("chunk": the `k` best chunks;
+  "document": the best chunk of each of the `k` best documents). Each hit becomes a
+  `Document` whose `page_content` is the chunk's text and whose metadata is every other
+  field of the hit (`Hit.to_dict()` less `text`: path, root, heading_path, location,
+  score, rank, chunk_id, snippet, ..., and `more_in_document`, how many other chunks of
+  the document matched when grouped by document, 0 otherwise). Sync (`invoke`) and async (`ainvoke`: httpx's async client for
   `url=`, a worker thread for a local index).
 - `AttnswitchEmbeddings`: LangChain's `Embeddings` over attnswitch's engines
   (`attnswitch.encode`: `model`, `engine`, `precision`); vectors are L2-normalised.
@@ -57,8 +59,9 @@ def _document(hit: dict[str, Any]) -> Document:
 
 
 class AttnswitchRetriever(BaseRetriever):
-    """The `k` chunks of an attnswitch index that best match the query, as `Document`s
-    (see the module doc)."""
+    """The `k` chunks of an attnswitch index that best match the query, or with `group`
+    "document" the best chunk of each of the `k` best documents, as `Document`s (see the
+    module doc)."""
 
     db: str | os.PathLike | None = None
     url: str | None = None
@@ -69,6 +72,7 @@ class AttnswitchRetriever(BaseRetriever):
     type: str | list[str] | None = None
     modified_after: Any = None
     modified_before: Any = None
+    group: str = "chunk"
     timeout: float = index_client.DEFAULT_TIMEOUT_S
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -81,7 +85,10 @@ class AttnswitchRetriever(BaseRetriever):
 
     def _spec(self) -> index_client.SearchSpec:
         return index_client.SearchSpec(
-            self.k, self.mode, **{name: getattr(self, name) for name in FIELDS}
+            self.k,
+            self.mode,
+            **{name: getattr(self, name) for name in FIELDS},
+            group=self.group,
         )
 
     def _where(self) -> dict[str, Any]:

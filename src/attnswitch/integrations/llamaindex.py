@@ -2,10 +2,13 @@
 
 - `AttnswitchRetriever`: a `BaseRetriever` over an attnswitch index, local (`db=`) or
   served (`url=` of a running `attnswitch serve`, `api_key=` when it has keys), with `k`,
-  `mode` and the filters of `attnswitch.search` (`path`, `type`, `modified_after`,
-  `modified_before`). Each hit is a `NodeWithScore` (score: the hit's) of a `TextNode`
-  whose id is "attnswitch-chunk-<chunk_id>", whose text is the chunk's and whose metadata
-  is every other field of the hit (`Hit.to_dict()` less `text`). Only `path` and
+  `mode`, the filters of `attnswitch.search` (`path`, `type`, `modified_after`,
+  `modified_before`) and `group` ("chunk": the `k` best chunks; "document": the best
+  chunk of each of the `k` best documents). Each hit is a `NodeWithScore` (score: the
+  hit's) of a `TextNode` whose id is "attnswitch-chunk-<chunk_id>", whose text is the
+  chunk's and whose metadata is every other field of the hit (`Hit.to_dict()` less
+  `text`, with `more_in_document`: how many other chunks of the document matched when
+  grouped by document, 0 otherwise). Only `path` and
   `heading_path` go into what the LLM reads with the text, and no metadata into what an
   embedding model reads. Sync (`retrieve`) and async (`aretrieve`).
 - `AttnswitchEmbedding`: a `BaseEmbedding` over attnswitch's engines (`model`, `engine`,
@@ -62,8 +65,8 @@ def _node(hit: dict[str, Any]) -> NodeWithScore:
 
 
 class AttnswitchRetriever(BaseRetriever):
-    """The `k` chunks of an attnswitch index that best match the query (see the module
-    doc)."""
+    """The `k` chunks of an attnswitch index that best match the query, or with `group`
+    "document" the best chunk of each of the `k` best documents (see the module doc)."""
 
     def __init__(
         self,
@@ -77,6 +80,7 @@ class AttnswitchRetriever(BaseRetriever):
         type: str | list[str] | None = None,
         modified_after: Any = None,
         modified_before: Any = None,
+        group: str = "chunk",
         timeout: float = index_client.DEFAULT_TIMEOUT_S,
         **kwargs: Any,
     ):
@@ -88,6 +92,7 @@ class AttnswitchRetriever(BaseRetriever):
             type=type,
             modified_after=modified_after,
             modified_before=modified_before,
+            group=group,
         )
         self._where = {"db": db, "url": url, "api_key": api_key, "timeout": timeout}
         super().__init__(**kwargs)
