@@ -10,7 +10,7 @@ from cli_testing import invoke
 
 from attnswitch.cli import PANELS, app
 
-DOCUMENT_JOB = ("run", "search", "status", "watch", "forget", "serve", "mcp")
+DOCUMENT_JOB = ("run", "search", "status", "watch", "forget", "unforget", "serve", "mcp")
 KERNELS = ("engines", "doctor", "conformance")
 
 

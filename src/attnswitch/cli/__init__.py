@@ -60,6 +60,7 @@ PANELS = MappingProxyType(
             "status",
             "watch",
             "forget",
+            "unforget",
             "serve",
             "mcp",
         ),

@@ -108,7 +108,7 @@ def search_controls() -> str:
             '<fieldset class="modes">',
             "  <legend>Mode</legend>",
             *radios,
-            '  <label title="The best passage of each document, with how many other '
+            '  <label for="per-document" title="The best passage of each document, with how many other '
             'passages of it matched"><input type="checkbox" id="per-document" name="group" '
             'value="document"> one per document</label>',
             "</fieldset>",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
@@ -92,7 +93,9 @@ health = APIRouter(tags=["health"])
 v1 = APIRouter(prefix="/v1", dependencies=[Depends(gate)], tags=["v1"])
 _COMMON = (400, 401, 408, 413, 422, 429, 503, 504)
 # On every file the service sends: never run as this origin's content, never sniffed.
-_FILE_HEADERS = {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
+_FILE_HEADERS = MappingProxyType(
+    {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"}
+)
 
 
 @health.get("/livez", response_model=Health)
