@@ -92,13 +92,14 @@ def test_a_search_issues_the_same_statements_whatever_k(store, kind: str) -> Non
     vector = bag_of_words(text)
     options = SEARCHES[kind]
     search(store, vector, 3, text=text, **options)  # what the store keeps between searches
-    counts, found = {}, {}
+    counts, found, sent_by_k = {}, {}, {}
     for k in (1, 50, MAX_K):
         with statements(store) as sent:
             found[k] = search(store, vector, k, text=text, **options)
-        counts[k] = len(sent)
+        counts[k], sent_by_k[k] = len(sent), sent
         assert sum("'index'" in line for line in sent) <= 1  # the index config, once
-    assert counts[1] == counts[50] == counts[MAX_K] <= MOST_STATEMENTS, counts
+    # the statements themselves in the message: a count that differs says which one
+    assert counts[1] == counts[50] == counts[MAX_K] <= MOST_STATEMENTS, (counts, sent_by_k)
     assert [len(found[k]) for k in counts] == list(counts)
     if "where" in options:
         assert not {h.path for h in found[MAX_K]} & set(OTHERS)

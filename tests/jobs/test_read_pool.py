@@ -292,7 +292,8 @@ def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None
             env={**os.environ, **mark, "PATH": starts.path},
         )
         try:
-            _, worker = starts.next(timeout=120)  # a worker of the run runs Tesseract
+            _, worker = starts.next(timeout=300)  # a worker of the run runs Tesseract (a hang
+            # detector: a cold cache distils the quick model first, slow on a loaded machine)
         except TimeoutError:
             proc.kill()
             pytest.fail(f"the run never reached OCR: {proc.communicate()[1]}")
