@@ -45,6 +45,9 @@ from attnswitch.service.auth import KeyChecker, KeyFileError, hash_key, load_key
 from attnswitch.service.errors import ServiceError
 
 ROLES = ("reader", "admin")
+# What a reader does not get of an index summary (`/v1/index`, MCP's index_status): the
+# whole index's skipped files and runs.
+ADMIN_ONLY_FIELDS = ("skipped", "skipped_by_reason", "runs")
 _PRINCIPAL_FIELDS = ("name", "groups", "role", "keys")
 _GRANT_FIELDS = ("path", "groups")
 _DIGEST = re.compile(r"sha256:\s*([0-9a-fA-F]{64})", re.IGNORECASE)

@@ -41,7 +41,7 @@ from starlette.responses import JSONResponse, Response
 
 from attnswitch.indexing.records import MAX_CHUNK_ID
 from attnswitch.service import overview
-from attnswitch.service.access import principal_of, reader_of, require_admin
+from attnswitch.service.access import ADMIN_ONLY_FIELDS, principal_of, reader_of, require_admin
 from attnswitch.service.audit import audit_search
 from attnswitch.service.errors import ServiceError
 from attnswitch.service.indexed_file import IndexedFileResponse, content_disposition
@@ -327,10 +327,6 @@ async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict |
     svc = service(request)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(svc.index.executor, svc.index.view, fn, svc.jobs.shown, *args)
-
-
-# The whole-index views a reader does not get in /v1/index: skipped files and runs.
-ADMIN_ONLY_FIELDS = ("skipped", "skipped_by_reason", "runs")
 
 
 @v1.get("/index", responses=errors(401, 503))
