@@ -281,6 +281,14 @@ def test_a_readers_jobs_and_skipped_files_are_forbidden(access_server: Server) -
         assert server_info["role"] == "reader" and server_info["jobs"] is False
         summary = reader.get("/v1/index").json()
         assert not {"skipped", "skipped_by_reason", "runs"} & set(summary)
+        # a chunk the reader may not read answers as an unknown one does, in the same words
+        with client_of(access_server, ADMIN_KEY) as admin:
+            assert admin.get("/v1/chunks/1/context").status_code == 200
+            unknown = admin.get("/v1/chunks/424242/context")
+        for route in ("/v1/chunks/1/context", "/v1/chunks/1/file"):
+            r = reader.get(route)
+            assert r.status_code == unknown.status_code == 404
+            assert r.json() == json.loads(unknown.text.replace("424242", "1"))
 
 
 def test_an_admin_runs_jobs_and_sees_the_whole_index(access_server: Server) -> None:

@@ -380,7 +380,14 @@ def build_server(
         (give it to get_document for the passages around it), `score`, `rank`,
         `heading_path`, `location`, `snippet`, `also_at` (copies) and `more_in_document`;
         `note` says why nothing came back."""
-        return await _call(tools.search, query, k, mode, filters, group, _reader(ctx))
+        from attnswitch.service.audit import audit_search
+
+        principal, reader = _asker(ctx)
+        found = await _call(tools.search, query, k, mode, filters, group, reader)
+        audit_search(
+            principal, "mcp/search", query, k, str(mode), reader is not None, len(found["hits"])
+        )
+        return found
 
     server.tool()(_with_filter_parameters(search))
 
@@ -477,9 +484,12 @@ def run_stdio(server: MCPServer) -> None:
     anyio.run(serve_stdio, server)
 
 
-def _reader(ctx: Context | None) -> Any:
-    """The `indexing.access.Reader` of the call's principal (None: an admin, the keyless
-    server's one user, or stdio), which `BearerKeys` put on its HTTP request."""
+def _asker(ctx: Context | None) -> tuple[Any, Any]:
+    """The call's principal, which `BearerKeys` put on its HTTP request (stdio and a
+    keyless server: the local user, `access.LOCAL`), and its `indexing.access.Reader` (None:
+    an admin)."""
+    from attnswitch.service.access import LOCAL
+
     request = None
     if ctx is not None:
         try:
@@ -488,7 +498,14 @@ def _reader(ctx: Context | None) -> Any:
             request = None
     state = getattr(request, "scope", {}).get("state") or {}
     principal, access = state.get("principal"), state.get("access")
-    return None if principal is None or access is None else access.reader(principal)
+    if principal is None or access is None:
+        return LOCAL, None
+    return principal, access.reader(principal)
+
+
+def _reader(ctx: Context | None) -> Any:
+    """The `indexing.access.Reader` of the call's principal (`_asker`)."""
+    return _asker(ctx)[1]
 
 
 class BearerKeys:

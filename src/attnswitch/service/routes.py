@@ -87,6 +87,20 @@ def reader(request: Request) -> Any:
     return reader_of(request, service(request).access)
 
 
+def check_readable_chunk(request: Request, chunk_id: int) -> None:
+    """The call site for `Index.may_read` (issue 54): a chunk of a document the reader may
+    not read answers as an unknown chunk does (404 `chunk_not_found`, the same words), so
+    that nothing says it exists. Until the index can judge a reader's document, a reader
+    reads no chunk's context or file here (its search hits carry their text)."""
+    if reader(request) is not None:
+        raise ServiceError(
+            404,
+            f"chunk: expected the id of a chunk of the index, got {chunk_id}",
+            code="chunk_not_found",
+            param="chunk_id",
+        )
+
+
 async def admin_only(request: Request) -> None:
     """403 `forbidden` unless the caller is an admin (jobs, skipped files)."""
     require_admin(request, request.url.path)
@@ -356,6 +370,7 @@ async def chunk_context(
     chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)],
     around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2,
 ) -> dict:
+    check_readable_chunk(request, chunk_id)
     found = await _view(request, overview.chunk_context, chunk_id, around)
     if found is None:
         raise ServiceError(
@@ -389,6 +404,7 @@ async def chunk_file(
     attachment alone (`mail_parts`), cut from the checked bytes of its message, with its
     own media type and file name under the same rules. A hit's `uri` is this route, with
     `#page=N` where the file is a PDF and the chunk's page is known."""
+    check_readable_chunk(request, chunk_id)
     found = await _view(request, overview.chunk_file, chunk_id)
     if found is None:
         raise ServiceError(
