@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attnswitch.indexing.access import Reader
 from attnswitch.indexing.index import Index
 from attnswitch.indexing.open_indexes import OpenIndexes
 from attnswitch.indexing.requests import Mode, SearchRequest
@@ -57,7 +58,7 @@ def search(
     model: str | None = None,
     ef: int | None = None,
     group: str | None = None,
-    reader: Any = None,
+    reader: Reader | None = None,
 ) -> list[Hit]:
     """The `k` chunks of the index at `db` that best match `query`, best first.
 
@@ -70,8 +71,9 @@ def search(
     index. `group`: "chunk" (None, the default) the best chunks, "document" the best chunk
     of each of the `k` best documents, with how many other chunks of it matched
     (`Hit.more_in_document`). `reader` (an `indexing.access.Reader`; None: no one in
-    particular): only documents it may read (`SearchFilter.for_reader`). A hit whose document has copies shows the copy without a
-    copy marker in its path, then the oldest (`Hit.also_at`). The request is checked (`requests.SearchRequest`) before the index is opened;
+    particular): only documents it may read (`SearchFilter.for_reader`). A hit whose
+    document has copies shows the copy without a copy marker in its path, then the oldest
+    (`Hit.also_at`). The request is checked (`requests.SearchRequest`) before the index is opened;
     the index is `Index.open(db)`, kept open for the next call (`open_indexes`), searched
     by its `Searcher`.
 
