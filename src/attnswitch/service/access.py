@@ -266,7 +266,8 @@ class AccessControl:
         self.access_file = None if access_file is None else Path(access_file)
         self.api_key_file = None if api_key_file is None else Path(api_key_file)
         self.label = label
-        self._lock = threading.Lock()
+        # reentrant: a second SIGHUP may arrive while the handler of the first one reloads
+        self._lock = threading.RLock()
         self.current = self._load()
 
     def _load(self) -> Access:
