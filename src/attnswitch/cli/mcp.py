@@ -2,12 +2,13 @@
 speak the Model Context Protocol.
 
     attnswitch mcp [--db DIR|URL] [--allow-index ROOT ...]                  (stdio)
-    attnswitch mcp --http [--host 127.0.0.1] [--port 8765] [--api-key-file FILE] [--allow-no-auth]
+    attnswitch mcp --http [--host 127.0.0.1] [--port 8765] [--api-key-file FILE | --access-file FILE]
+                   [--allow-no-auth]
                    [--max-sessions N] [--session-idle-minutes MINUTES]
 
 Exit status: 0 after a clean stop, 2 for a refused configuration (the mcp extra missing, an
-allowed root that is not a folder, an unreadable key file, a non-loopback host without
-keys, session settings out of range), 1 when the address cannot be bound.
+allowed root that is not a folder, an unreadable key or access file or both given, a
+non-loopback host without keys, session settings out of range), 1 when the address cannot be bound.
 """
 
 from __future__ import annotations
@@ -61,7 +62,16 @@ def mcp_command(
     api_key_file: Annotated[
         Path | None,
         typer.Option(
-            help="With --http: bearer keys, as `attnswitch serve` reads them.",
+            help="With --http: bearer keys, as `attnswitch serve` reads them (each an admin's).",
+            show_default=False,
+            parser=nonblank_path,
+        ),
+    ] = None,
+    access_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --http: principals and their keys, as `attnswitch serve --access-file` "
+            "reads them: a reader finds only what it may read. Re-read on SIGHUP.",
             show_default=False,
             parser=nonblank_path,
         ),
@@ -105,6 +115,10 @@ def mcp_command(
     try:
         server = build_server(db, [str(p) for p in allow_index or ()], private=http)
         if not http:
+            if access_file is not None:
+                raise ValueError(
+                    "access-file: expected --http with it (stdio serves the local user), got stdio"
+                )
             run_stdio(server)
             return
         run_http(
@@ -112,6 +126,7 @@ def mcp_command(
             host,
             port,
             api_key_file=api_key_file,
+            access_file=access_file,
             allow_no_auth=allow_no_auth,
             max_sessions=max_sessions,
             session_idle_minutes=session_idle_minutes,

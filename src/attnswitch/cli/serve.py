@@ -2,10 +2,14 @@
 typer-annotated function (the CLI registers it; `python -m attnswitch.service` runs it
 alone).
 
-    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR|URL] [--api-key-file FILE] ...
+    attnswitch serve [--host 127.0.0.1] [--port 8000] [--db DIR|URL]
+                     [--api-key-file FILE | --access-file FILE] [--audit-log FILE] ...
+
+SIGHUP re-reads the access file (or key file); a file that cannot be used keeps the old one.
 
 Exit status: 0 after a clean stop, 2 for a refused configuration (bad option, unreadable
-key file, a non-loopback host without keys), 1 when the address cannot be bound.
+key or access file, both given, a non-loopback host without keys), 1 when the address
+cannot be bound.
 """
 
 from __future__ import annotations
@@ -43,7 +47,27 @@ def serve_command(
         Path | None,
         typer.Option(
             help="Bearer keys, one a line: 'sha256:<hex digest>' (or a bare 64-hex digest), or "
-            "a plain key (hashed when read). Default: no keys.",
+            "a plain key (hashed when read); every key is an admin's. Default: no keys.",
+            show_default=False,
+            parser=nonblank_path,
+        ),
+    ] = None,
+    access_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Principals and their keys (TOML: [[principal]] name, groups, role "
+            '"reader" or "admin", keys; [[grant]] path, groups): a reader finds only what it '
+            "may read. Not with --api-key-file. Re-read on SIGHUP.",
+            show_default=False,
+            parser=nonblank_path,
+        ),
+    ] = None,
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(
+            help="Append one JSON line per search: who, when, the query's SHA-256 and "
+            "length (never its text), k, results returned. Default: the logger "
+            "attnswitch.audit only.",
             show_default=False,
             parser=nonblank_path,
         ),
@@ -139,6 +163,8 @@ def serve_command(
             engine=engine,
             precision=None if precision is None else Precision(precision).value,
             api_key_file=api_key_file,
+            access_file=access_file,
+            audit_log=audit_log,
             allow_no_auth=allow_no_auth,
             jobs_root=jobs_root,
             max_body_bytes=max_body_bytes,

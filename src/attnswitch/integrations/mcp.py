@@ -18,9 +18,13 @@ Transports: stdio (`run_stdio`, the default: the client spawns `attnswitch mcp`)
 malformed message (not JSON, a batch, no method, an id that is not a string or an integer)
 is answered with a JSON-RPC error (`mcp_stdio`), and streamable HTTP (`run_http`, `--http`)
 at `http://HOST:PORT/mcp`, with the same authentication as `attnswitch serve`
-(`service.auth`): bearer keys from `--api-key-file` (hashed, compared in constant time);
-without keys a non-loopback host is refused unless `--allow-no-auth`, and a keyless
-loopback server refuses other Host names. At most `--max-sessions` HTTP sessions are open
+(`service.auth`, `service.access`): bearer keys from `--api-key-file` (every one an
+admin's) or principals from `--access-file` (re-read on SIGHUP), hashed, compared in
+constant time; without keys a non-loopback host is refused unless `--allow-no-auth`, and a
+keyless loopback server refuses other Host names. Each call runs as the key's principal: a
+reader's search keeps only what it may read, its `index_status` leaves out skipped files
+and runs, and `index_folder` is an admin's (a reader's call is a tool error); stdio is the
+local user, an admin. At most `--max-sessions` HTTP sessions are open
 at once (a new one past them is answered 503), and one idle for `--session-idle-minutes`
 is closed (`mcp_sessions`).
 
@@ -43,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
@@ -145,11 +149,19 @@ class IndexTools:
         return Index.open(self.location)
 
     def search(
-        self, query: str, k: int, mode: str, filters: dict[str, Any], group: str = "chunk"
+        self,
+        query: str,
+        k: int,
+        mode: str,
+        filters: dict[str, Any],
+        group: str = "chunk",
+        reader: Any = None,
     ) -> dict[str, Any]:
+        """`reader` (an `indexing.access.Reader`, None: an admin): only what it may read."""
         from attnswitch.jobs.api import search
 
-        hits = [h.to_dict() for h in search(query, self.db, k, mode, group=group, **filters)]
+        found = search(query, self.db, k, mode, group=group, reader=reader, **filters)
+        hits = [h.to_dict() for h in found]
         for hit in hits:
             hit["root"] = _shown_root(hit["root"], self.private)
             hit["also_at"] = [
@@ -160,8 +172,21 @@ class IndexTools:
         return {"hits": hits, "note": note}
 
     def get_document(
-        self, path: str | None, chunk_id: int | None, root: str | None, around: int, max_chars: int
+        self,
+        path: str | None,
+        chunk_id: int | None,
+        root: str | None,
+        around: int,
+        max_chars: int,
+        reader: Any = None,
     ) -> dict[str, Any]:
+        if reader is not None:
+            # the call site for `Index.may_read` (issue 54): until the index can tell what
+            # a reader may read, a reader reads no document here (refused, never shown)
+            raise ToolError(
+                f"get_document: expected an admin's key, got reader {reader.name!r} (a "
+                "reader's documents come with search)"
+            )
         if (path is None) == (chunk_id is None):
             raise ToolError(
                 "path, chunk_id: expected exactly one of them, got "
@@ -224,19 +249,26 @@ class IndexTools:
             "chunks": [{k: v for k, v in _chunk_dict(row).items() if k != "text"} for row in rows],
         }
 
-    def index_status(self) -> dict[str, Any]:
+    def index_status(self, reader: Any = None) -> dict[str, Any]:
+        """What the index holds; a reader's without skipped files and runs (the whole
+        index's, as `/v1/index` answers a reader)."""
+        from attnswitch.service.access import ADMIN_ONLY_FIELDS
         from attnswitch.service.overview import index_summary
 
         if isinstance(self.location, Path) and not self.location.is_file():
             return {"documents": 0, "chunks": 0, "note": "nothing indexed yet"}
         with self._index() as store:
             summary = index_summary(store, lambda r: _shown_root(r, self.private))
+        if reader is not None:  # counts of what it may read: `Index.readable_documents`
+            summary = {k: v for k, v in summary.items() if k not in ADMIN_ONLY_FIELDS}
         summary["index_folder_roots"] = [r.name if self.private else str(r) for r in self.roots]
         return summary
 
-    def index_folder(self, folder: str) -> dict[str, Any]:
+    def index_folder(self, folder: str, reader: Any = None) -> dict[str, Any]:
         from attnswitch.jobs.api import index
 
+        if reader is not None:  # as a job of `attnswitch serve`: an admin's
+            raise ToolError(f"index_folder: expected an admin's key, got reader {reader.name!r}")
         path = check_index_folder(folder, self.roots)
         summary = index(path, self.db).to_dict()
         return {k: v for k, v in summary.items() if k not in ("files", "root")} | {
@@ -337,6 +369,7 @@ def build_server(
                 "it matched). Use document when the user wants which files, not passages."
             ),
         ] = "chunk",
+        ctx: Context | None = None,
         **filters: Any,
     ) -> dict[str, Any]:
         """Search the indexed documents for passages that answer a question or mention a
@@ -347,7 +380,14 @@ def build_server(
         (give it to get_document for the passages around it), `score`, `rank`,
         `heading_path`, `location`, `snippet`, `also_at` (copies) and `more_in_document`;
         `note` says why nothing came back."""
-        return await _call(tools.search, query, k, mode, filters, group)
+        from attnswitch.service.audit import audit_search
+
+        principal, reader = _asker(ctx)
+        found = await _call(tools.search, query, k, mode, filters, group, reader)
+        audit_search(
+            principal, "mcp/search", query, k, str(mode), reader is not None, len(found["hits"])
+        )
+        return found
 
     server.tool()(_with_filter_parameters(search))
 
@@ -390,21 +430,24 @@ def build_server(
                 ge=1, le=MAX_CHARS, description="With path: the most characters of text returned."
             ),
         ] = DEFAULT_CHARS,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Read an indexed document: give `path` for the document's text as indexed (up to
         max_chars; `truncated` says when it was cut; `chunks` lists its passages with ids,
         headings and pages), or `chunk_id` for that passage with `around` passages before
         and after it (`chunks`, in order). Give exactly one of them. Use it after search,
         when a passage is not enough to answer."""
-        return await _call(tools.get_document, path, chunk_id, root, around, max_chars)
+        return await _call(
+            tools.get_document, path, chunk_id, root, around, max_chars, _reader(ctx)
+        )
 
     @server.tool()
-    async def index_status() -> dict[str, Any]:
+    async def index_status(ctx: Context | None = None) -> dict[str, Any]:
         """What the index holds: counts of documents, chunks and tokens, the indexed roots,
         the model it was built with, skipped files by reason and the last runs, and the
         roots index_folder may index. Use it to tell the user what can be searched, or
         why a document is missing."""
-        return await _call(tools.index_status)
+        return await _call(tools.index_status, _reader(ctx))
 
     if tools.roots:
 
@@ -419,13 +462,14 @@ def build_server(
                     "root).",
                 ),
             ],
+            ctx: Context | None = None,
         ) -> dict[str, Any]:
             """Index a folder of documents, or bring its index up to date (new and changed
             files read, deleted ones dropped, unchanged ones left alone), so that search
             finds them. Only folders inside the roots index_status lists are accepted. It
             can take minutes for a large folder. Returns the run's counts (files indexed,
             skipped, chunks encoded, seconds)."""
-            return await _call(tools.index_folder, folder)
+            return await _call(tools.index_folder, folder, _reader(ctx))
 
     return server
 
@@ -440,12 +484,38 @@ def run_stdio(server: MCPServer) -> None:
     anyio.run(serve_stdio, server)
 
 
-class BearerKeys:
-    """ASGI middleware: every request needs `Authorization: Bearer <key>` matching the
-    service's key file (`service.auth.KeyChecker`), else 401 in the service's error shape."""
+def _asker(ctx: Context | None) -> tuple[Any, Any]:
+    """The call's principal, which `BearerKeys` put on its HTTP request (stdio and a
+    keyless server: the local user, `access.LOCAL`), and its `indexing.access.Reader` (None:
+    an admin)."""
+    from attnswitch.service.access import LOCAL
 
-    def __init__(self, app: Any, checker: Any):
-        self.app, self.checker = app, checker
+    request = None
+    if ctx is not None:
+        try:
+            request = ctx.request_context.request
+        except ValueError:  # outside a request
+            request = None
+    state = getattr(request, "scope", {}).get("state") or {}
+    principal, access = state.get("principal"), state.get("access")
+    if principal is None or access is None:
+        return LOCAL, None
+    return principal, access.reader(principal)
+
+
+def _reader(ctx: Context | None) -> Any:
+    """The `indexing.access.Reader` of the call's principal (`_asker`)."""
+    return _asker(ctx)[1]
+
+
+class BearerKeys:
+    """ASGI middleware: every request needs `Authorization: Bearer <key>` of one of the
+    principals of `control` (`service.access.AccessControl`), else 401 in the service's
+    error shape; the request's principal and the access it was judged by go on its state
+    (`principal`, `access`), where the tools read them (`_reader`)."""
+
+    def __init__(self, app: Any, control: Any):
+        self.app, self.control = app, control
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -454,7 +524,10 @@ class BearerKeys:
             from attnswitch.service.errors import ServiceError, error_response
 
             try:
-                self.checker.check(Request(scope))
+                request = Request(scope)
+                access = self.control.current
+                request.state.principal = access.principal(request)
+                request.state.access = access
             except ServiceError as exc:
                 await error_response(exc.status, exc.message, exc.code, headers=exc.headers)(
                     scope, receive, send
@@ -466,19 +539,24 @@ class BearerKeys:
 def http_app(
     server: MCPServer,
     host: str,
-    api_key_file: str | os.PathLike | None,
+    api_key_file: str | os.PathLike | None = None,
     *,
+    access_file: str | os.PathLike | None = None,
+    control: Any = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
 ) -> Any:
-    """The streamable HTTP app at `MCP_PATH`, behind the service's authentication.
+    """The streamable HTTP app at `MCP_PATH`, behind the service's authentication: the keys
+    of `api_key_file` (admins) or the principals of `access_file`, or those of `control`
+    (an `AccessControl` the caller keeps, to reload it); none: a keyless loopback server.
 
     At most `max_sessions` sessions are open at once: an `initialize` past them is refused
     by the SDK's session manager (HTTP 503, a JSON-RPC error "Too many open sessions", and
     a warning on stderr) while the open ones go on; a session with no request in flight
     (no call, no open event stream) for `session_idle_minutes` is closed, and its id then
     answers 404, so that its client starts a new one (`mcp_sessions`)."""
-    from attnswitch.service.auth import KeyChecker, LoopbackHostMiddleware, load_keys
+    from attnswitch.service.access import AccessControl
+    from attnswitch.service.auth import LoopbackHostMiddleware
 
     max_sessions, idle_s = check_sessions(max_sessions, session_idle_minutes)
     app = server.streamable_http_app(
@@ -487,8 +565,10 @@ def http_app(
         max_sessions=max_sessions,
         session_idle_timeout=idle_s,
     )
-    if api_key_file is not None:
-        return BearerKeys(app, KeyChecker(load_keys(api_key_file)))
+    if control is None:
+        control = AccessControl(access_file, api_key_file, label="attnswitch mcp")
+    if not control.keyless:
+        return BearerKeys(app, control)
     return LoopbackHostMiddleware(app)
 
 
@@ -498,6 +578,7 @@ def run_http(
     port: int = 8765,
     *,
     api_key_file: str | os.PathLike | None = None,
+    access_file: str | os.PathLike | None = None,
     allow_no_auth: bool = False,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_idle_minutes: float = DEFAULT_IDLE_MINUTES,
@@ -505,18 +586,24 @@ def run_http(
 ) -> None:
     """Serve streamable HTTP until stopped. Refuses a non-loopback host without keys
     (`auth.check_bind`); binds the socket itself (port 0: a free one) and prints
-    "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving. Sessions:
-    see `http_app`."""
+    "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving. SIGHUP
+    re-reads the access (or key) file (`AccessControl.reload`). Sessions: see `http_app`."""
+    import signal
+
     import uvicorn
 
+    from attnswitch.service.access import AccessControl
     from attnswitch.service.auth import check_bind
     from attnswitch.service.server import bind
 
-    check_bind(host, api_key_file is not None, allow_no_auth)
+    check_bind(host, api_key_file is not None or access_file is not None, allow_no_auth)
+    control = AccessControl(access_file, api_key_file, label="attnswitch mcp")
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda signum, frame: control.reload())
     app = http_app(
         server,
         host,
-        api_key_file,
+        control=control,
         max_sessions=max_sessions,
         session_idle_minutes=session_idle_minutes,
     )

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attnswitch.indexing.access import Reader
 from attnswitch.indexing.index import Index
 from attnswitch.indexing.open_indexes import OpenIndexes
 from attnswitch.indexing.requests import Mode, SearchRequest
@@ -57,6 +58,7 @@ def search(
     model: str | None = None,
     ef: int | None = None,
     group: str | None = None,
+    reader: Reader | None = None,
 ) -> list[Hit]:
     """The `k` chunks of the index at `db` that best match `query`, best first.
 
@@ -68,8 +70,10 @@ def search(
     built with; `model` may name that model's folder. `ef`: the ANN search beam of a large
     index. `group`: "chunk" (None, the default) the best chunks, "document" the best chunk
     of each of the `k` best documents, with how many other chunks of it matched
-    (`Hit.more_in_document`). A hit whose document has copies shows the copy without a
-    copy marker in its path, then the oldest (`Hit.also_at`). The request is checked (`requests.SearchRequest`) before the index is opened;
+    (`Hit.more_in_document`). `reader` (an `indexing.access.Reader`; None: no one in
+    particular): only documents it may read (`SearchFilter.for_reader`). A hit whose
+    document has copies shows the copy without a copy marker in its path, then the oldest
+    (`Hit.also_at`). The request is checked (`requests.SearchRequest`) before the index is opened;
     the index is `Index.open(db)`, kept open for the next call (`open_indexes`), searched
     by its `Searcher`.
 
@@ -88,6 +92,12 @@ def search(
         modified_before=modified_before,
         group=group,
     )
+    if reader is not None:
+        from dataclasses import replace
+
+        from attnswitch.indexing.filters import SearchFilter
+
+        request = replace(request, where=SearchFilter.for_reader(request.where, reader))
     with open_indexes.using(db) as index:
         return index.searcher(model).search(request).hits
 

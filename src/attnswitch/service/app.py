@@ -65,7 +65,7 @@ def create_app(config: ServiceConfig | None = None, *, service: Service | None =
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s
     )
-    if service.keys is None and is_loopback(config.host):
+    if service.access.keyless and is_loopback(config.host):
         app.add_middleware(LoopbackHostMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)
     return app

@@ -114,22 +114,36 @@ def load_keys(path: str | os.PathLike) -> tuple[str, ...]:
 
 
 class KeyChecker:
-    """Checks bearer tokens against stored digests (constant time, see the module doc)."""
+    """Checks bearer tokens against stored digests (constant time, see the module doc).
+    `owners` (one per digest; default: the digests themselves) is what `identify` and
+    `check` give back for a matching key: the principal it belongs to (`access`)."""
 
-    def __init__(self, digests: tuple[str, ...]):
+    def __init__(self, digests: tuple[str, ...], owners: tuple[Any, ...] | None = None):
         if not digests:
             raise KeyFileError("api keys: expected at least one digest, got none")
+        if owners is not None and len(owners) != len(digests):
+            raise KeyFileError(
+                f"api keys: expected one owner per digest ({len(digests)}), got {len(owners)}"
+            )
         self._digests = tuple(bytes.fromhex(d) for d in digests)
+        self._owners = tuple(digests) if owners is None else tuple(owners)
+
+    def identify(self, token: str) -> Any | None:
+        """The owner of `token`'s digest, or None: every digest is compared, whichever
+        matches."""
+        presented = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        found = -1
+        for i, digest in enumerate(self._digests):
+            match = hmac.compare_digest(presented, digest)
+            found = (i & -match) | (found & (match - 1))  # i where it matches, else as was
+        return None if found < 0 else self._owners[found]
 
     def valid(self, token: str) -> bool:
-        presented = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
-        found = False
-        for digest in self._digests:
-            found |= hmac.compare_digest(presented, digest)
-        return found
+        return self.identify(token) is not None
 
-    def check(self, request: Request) -> None:
-        """Raise a 401 `ServiceError` unless the request carries a valid bearer key."""
+    def check(self, request: Request) -> Any:
+        """The owner of the request's bearer key; a 401 `ServiceError` unless it carries a
+        valid one."""
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -140,13 +154,15 @@ class KeyChecker:
                 code="missing_api_key",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not self.valid(token.strip()):
+        owner = self.identify(token.strip())
+        if owner is None:
             raise ServiceError(
                 401,
                 "authorization: expected a valid api key, got an unknown one",
                 code="invalid_api_key",
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        return owner
 
 
 def is_loopback(host: str) -> bool:

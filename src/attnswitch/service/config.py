@@ -35,7 +35,10 @@ class ServiceConfig:
     `--db`: a data folder or index file (None: ./.attnswitch/), or a PostgreSQL URL
     (`indexing.index.Index.open`). model/engine/precision: the encoder (None and
     "auto": the index's own when the data folder has one, else the packaged default).
-    api_key_file: hashed or plain bearer keys (see `auth`); None: no keys. allow_no_auth:
+    api_key_file: hashed or plain bearer keys (see `auth`), every one an admin's; None: no
+    keys. access_file: principals with their keys, groups and roles, and grants (see
+    `access`; not with api_key_file). audit_log: a file that gets one line per search
+    (`audit`; None: only the `attnswitch.audit` logger). allow_no_auth:
     permit a non-loopback host without keys. jobs_root: an existing folder; indexing jobs
     may only name folders inside it (None: no jobs). ui: serve the page at `/`
     (`page`)."""
@@ -47,6 +50,8 @@ class ServiceConfig:
     engine: str = "auto"
     precision: str | None = None
     api_key_file: Path | None = None
+    access_file: Path | None = None
+    audit_log: Path | None = None
     allow_no_auth: bool = False
     jobs_root: Path | None = None
     max_body_bytes: int = 2 * 2**20
@@ -114,6 +119,11 @@ class ServiceConfig:
         ):
             if getattr(self, name) == 0:
                 raise ConfigError(f"{name}: expected a number > 0, got 0")
+        if self.api_key_file is not None and self.access_file is not None:
+            raise ConfigError(
+                "access_file: expected --access-file or --api-key-file, got both (an access "
+                "file holds every key, with its principal)"
+            )
         if self.jobs_root is not None and not Path(self.jobs_root).is_dir():
             raise ConfigError(
                 f"jobs_root: expected an existing folder, got {str(self.jobs_root)!r}"

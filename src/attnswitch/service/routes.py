@@ -16,9 +16,14 @@
     GET  /v1/index/skipped      skipped files and why (?match=&offset=&limit=)
     GET  /v1/chunks/{id}/context  a chunk among its neighbours (?around=2)
     GET  /v1/hardware           `attnswitch doctor --json` without timings
+    GET  /v1/whoami             the caller's principal: name, groups, role (the page reads it)
 
 Every `/v1/` route checks the key (401) and then readiness (503 with Retry-After while
-warming up, draining or failed) before anything else, as one router dependency (`gate`).
+warming up, draining or failed) before anything else, as one router dependency (`gate`);
+the key's principal (`access`) is then on `request.state.principal`. Only an admin starts,
+cancels, lists or reads jobs and lists skipped files: a reader gets 403 `forbidden`. A
+reader's search is restricted to what it may read (`SearchFilter.for_reader`), and every
+search may write an audit line (`audit`).
 Every refusal has the JSON error shape of `errors`. A client may shorten its deadline with
 the header `X-Request-Timeout: <seconds>` (never beyond the server's `--request-timeout`).
 """
@@ -37,6 +42,8 @@ from starlette.responses import JSONResponse, Response
 
 from attnswitch.indexing.records import MAX_CHUNK_ID
 from attnswitch.service import overview
+from attnswitch.service.access import ADMIN_ONLY_FIELDS, principal_of, reader_of, require_admin
+from attnswitch.service.audit import audit_search
 from attnswitch.service.errors import ServiceError
 from attnswitch.service.indexed_file import IndexedFileResponse, content_disposition
 from attnswitch.service.limits import check_items
@@ -70,10 +77,34 @@ def service(request: Request) -> Service:
 
 
 async def authorized(request: Request) -> None:
-    """401 unless the request carries a valid key (when the service has keys)."""
-    svc = service(request)
-    if svc.keys is not None:
-        svc.keys.check(request)
+    """401 unless the request carries a valid key (when the service has keys); its
+    principal on `request.state.principal` (`access.AccessControl.identify`)."""
+    service(request).access.identify(request)
+
+
+def reader(request: Request) -> Any:
+    """The request's `indexing.access.Reader` (None: an admin, or a keyless server's one
+    user): what every answer that can reveal a document is filtered by."""
+    return reader_of(request, service(request).access)
+
+
+def check_readable_chunk(request: Request, chunk_id: int) -> None:
+    """The call site for `Index.may_read` (issue 54): a chunk of a document the reader may
+    not read answers as an unknown chunk does (404 `chunk_not_found`, the same words), so
+    that nothing says it exists. Until the index can judge a reader's document, a reader
+    reads no chunk's context or file here (its search hits carry their text)."""
+    if reader(request) is not None:
+        raise ServiceError(
+            404,
+            f"chunk: expected the id of a chunk of the index, got {chunk_id}",
+            code="chunk_not_found",
+            param="chunk_id",
+        )
+
+
+async def admin_only(request: Request) -> None:
+    """403 `forbidden` unless the caller is an admin (jobs, skipped files)."""
+    require_admin(request, request.url.path)
 
 
 async def ready(request: Request) -> None:
@@ -166,10 +197,22 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
             ) from None
         except TimeoutError:
             raise svc.search_timed_out() from None
+    asker = reader(request)
+    if asker is not None:  # the one call site: the stores keep only what `asker` may read
+        where = SearchFilter.for_reader(where, asker)
     result, tokens = await svc.search(
         body.query, body.k, deadline, body.mode, body.ef, where, body.group
     )
     hits, kept = result.hits, result.kept
+    audit_search(
+        principal_of(request),
+        "/v1/search",
+        body.query,
+        body.k,
+        str(body.mode),
+        asker is not None,
+        len(hits),
+    )
     # never the server's absolute paths
     data = [
         dataclasses.replace(
@@ -204,6 +247,7 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
     status_code=202,
     response_model=JobResponse,
     responses=errors(400, 401, 403, 408, 409, 413, 422, 503),
+    dependencies=[Depends(admin_only)],
 )
 async def create_job(body: JobRequest, request: Request) -> JSONResponse:
     svc = service(request)
@@ -211,17 +255,32 @@ async def create_job(body: JobRequest, request: Request) -> JSONResponse:
     return JSONResponse(job.to_dict(), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
-@v1.get("/jobs", response_model=JobList, responses=errors(401, 503))
+@v1.get(
+    "/jobs",
+    response_model=JobList,
+    responses=errors(401, 403, 503),
+    dependencies=[Depends(admin_only)],
+)
 async def list_jobs(request: Request) -> dict:
     return {"object": "list", "data": [j.to_dict() for j in service(request).jobs.recent()]}
 
 
-@v1.get("/jobs/{job_id}", response_model=JobResponse, responses=errors(401, 404, 503))
+@v1.get(
+    "/jobs/{job_id}",
+    response_model=JobResponse,
+    responses=errors(401, 403, 404, 503),
+    dependencies=[Depends(admin_only)],
+)
 async def get_job(job_id: str, request: Request) -> dict:
     return service(request).jobs.get(job_id).to_dict()
 
 
-@v1.post("/jobs/{job_id}/cancel", response_model=JobResponse, responses=errors(401, 404, 409, 503))
+@v1.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobResponse,
+    responses=errors(401, 403, 404, 409, 503),
+    dependencies=[Depends(admin_only)],
+)
 async def cancel_job(job_id: str, request: Request) -> dict:
     """Cancel a job: a running one stops at its next safe point, keeping every document it
     committed; its status becomes "cancelled" and no server resumes it (`jobs.JobManager.
@@ -249,11 +308,18 @@ async def models(request: Request) -> dict:
 
 @v1.get("/server", responses=errors(401, 503))
 async def server_info(request: Request) -> dict:
-    """What serves (the `ready` line of the log) and whether jobs are on."""
+    """What serves (the `ready` line of the log), whether the caller may use jobs (they
+    are on and it is an admin) and its role (the page hides what a reader may not use)."""
     from attnswitch._version import __version__
 
     svc = service(request)
-    return {**svc.serving(), "version": __version__, "jobs": svc.config.jobs_root is not None}
+    principal = principal_of(request)
+    return {
+        **svc.serving(),
+        "version": __version__,
+        "jobs": principal.admin and svc.config.jobs_root is not None,
+        "role": principal.role,
+    }
 
 
 def _empty_index() -> dict:
@@ -282,10 +348,15 @@ async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict |
 
 @v1.get("/index", responses=errors(401, 503))
 async def index_summary(request: Request) -> dict:
-    return await _view(request, overview.index_summary) or _empty_index()
+    """What is indexed; a reader gets it without `ADMIN_ONLY_FIELDS`."""
+    summary = await _view(request, overview.index_summary) or _empty_index()
+    if reader(request) is not None:
+        # counts of what the reader may read: the call site for `Index.readable_documents`
+        summary = {k: v for k, v in summary.items() if k not in ADMIN_ONLY_FIELDS}
+    return summary
 
 
-@v1.get("/index/skipped", responses=errors(401, 422, 503))
+@v1.get("/index/skipped", responses=errors(401, 403, 422, 503), dependencies=[Depends(admin_only)])
 async def skipped_files(
     request: Request,
     match: Annotated[str, Query(max_length=200)] = "",
@@ -302,6 +373,7 @@ async def chunk_context(
     chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)],
     around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2,
 ) -> dict:
+    check_readable_chunk(request, chunk_id)
     found = await _view(request, overview.chunk_context, chunk_id, around)
     if found is None:
         raise ServiceError(
@@ -335,6 +407,7 @@ async def chunk_file(
     attachment alone (`mail_parts`), cut from the checked bytes of its message, with its
     own media type and file name under the same rules. A hit's `uri` is this route, with
     `#page=N` where the file is a PDF and the chunk's page is known."""
+    check_readable_chunk(request, chunk_id)
     found = await _view(request, overview.chunk_file, chunk_id)
     if found is None:
         raise ServiceError(
@@ -367,6 +440,18 @@ async def chunk_file(
         inline=found["inline"],
         headers=_FILE_HEADERS,
     )
+
+
+@v1.get("/whoami", responses=errors(401, 503))
+async def whoami(request: Request) -> dict:
+    """The caller's principal (name, groups, role) and whether it may use jobs: what the
+    page shows and hides."""
+    svc = service(request)
+    principal = principal_of(request)
+    return {
+        **principal.to_dict(),
+        "jobs": principal.admin and svc.config.jobs_root is not None,
+    }
 
 
 @v1.get("/hardware", responses=errors(401, 503))

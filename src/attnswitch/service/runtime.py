@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnswitch.indexing.requests import Mode
-from attnswitch.service.auth import KeyChecker, load_keys
+from attnswitch.service.access import AccessControl
+from attnswitch.service.audit import open_audit_log
 from attnswitch.service.batching import Batcher, QueueFull
 from attnswitch.service.config import ServiceConfig
 from attnswitch.service.errors import ServiceError
@@ -77,7 +78,8 @@ class Service:
     def __init__(self, config: ServiceConfig):
         self.config = config
         self.readiness = Readiness()
-        self.keys = KeyChecker(load_keys(config.api_key_file)) if config.api_key_file else None
+        self.access = AccessControl(config.access_file, config.api_key_file)
+        open_audit_log(config.audit_log)
         self.model_pool = ThreadPoolExecutor(1, thread_name_prefix="attnswitch-model")
         self.cpu_pool = ThreadPoolExecutor(2, thread_name_prefix="attnswitch-cpu")
         self.metrics = ServiceMetrics(

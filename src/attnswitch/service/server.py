@@ -5,7 +5,8 @@ socket itself (port 0 picks a free one) and prints the address on stderr as
 
     attnswitch serve: listening on http://127.0.0.1:PORT
 
-before the model loads, so a caller can wait for `/readyz`. On SIGTERM (or Ctrl-C) the
+before the model loads, so a caller can wait for `/readyz`. SIGHUP re-reads the access file
+(or key file) without stopping (`access.AccessControl.reload`). On SIGTERM (or Ctrl-C) the
 service starts draining at once (`/readyz` 503, new requests 503), then uvicorn stops
 accepting connections, waits up to `drain_timeout_s` for the requests in flight, and runs
 the lifespan shutdown (see `lifecycle`). uvicorn then re-raises the signal, as it always does.
@@ -16,6 +17,7 @@ the body's deadline is the body limit middleware's (`limits`).
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 from types import FrameType
@@ -61,9 +63,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(config: ServiceConfig, *, log_level: str = "info", access_log: bool = False) -> None:
     """Serve until stopped (see the module doc)."""
-    check_bind(config.host, config.api_key_file is not None, config.allow_no_auth)
+    has_keys = config.api_key_file is not None or config.access_file is not None
+    check_bind(config.host, has_keys, config.allow_no_auth)
     service = Service(config)
     app = create_app(service=service)
+    if hasattr(signal, "SIGHUP"):  # re-read the access (or key) file, keeping it if bad
+        signal.signal(signal.SIGHUP, lambda signum, frame: service.access.reload())
     sock = bind(config.host, config.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

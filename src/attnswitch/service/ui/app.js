@@ -464,7 +464,10 @@
     const ix = answer.body;
     say("index-status", ix.documents ? "" : "Nothing is indexed yet.");
     const m = ix.model || {};
-    const reasons = Object.entries(ix.skipped_by_reason).map(([k, n]) => `${k} (${n})`).join(", ");
+    // a reader's /v1/index has no skipped files nor runs (admin views): hidden
+    const admin = state.server.role === "admin";
+    $("index-admin").hidden = !admin;
+    const reasons = Object.entries(ix.skipped_by_reason || {}).map(([k, n]) => `${k} (${n})`).join(", ");
     $("index-figures").replaceChildren(
       figure("Documents", fmtInt(ix.documents)),
       figure("Chunks", fmtInt(ix.chunks)),
@@ -476,7 +479,8 @@
       figure("Engine", m.engine || "-"),
       figure("Chunking", chunkingText(m)),
       figure("Folders", ix.roots.join(", ") || "-"),
-      figure("Skipped files", ix.skipped ? `${fmtInt(ix.skipped)}: ${reasons}` : "none"));
+      ...(admin ? [figure("Skipped files", ix.skipped ? `${fmtInt(ix.skipped)}: ${reasons}` : "none")] : []));
+    if (!admin) return;
     $("runs").tBodies[0].replaceChildren(...ix.runs.map((r) => el("tr", {},
       el("td", {}, `#${r.id}`), el("td", { class: r.status === "failed" ? "bad" : null }, r.status),
       el("td", {}, r.root || "-"), el("td", {}, fmtTime(r.started_at)), el("td", {}, fmtInt(r.files)),

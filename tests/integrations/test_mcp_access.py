@@ -1,0 +1,110 @@
+"""`attnswitch mcp --http --access-file`: each tool call runs as its key's principal, through
+the MCP SDK's own client. A reader's index_status leaves out the whole index's skipped files
+and runs, its index_folder and get_document are tool errors, its search is restricted to
+what it may read; an admin's calls are as before; an unknown key is 401."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_mcp import _args, error, payload
+
+pytest.importorskip("mcp", reason="the mcp extra")
+
+from mcp import ClientSession  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+READER_KEY = "mcp-reader-key-2a9d"
+ADMIN_KEY = "mcp-admin-key-c04e"
+STARTUP_TIMEOUT_S = 120.0
+ACCESS = f"""
+[[principal]]
+name = "alice"
+groups = ["staff"]
+role = "reader"
+keys = ["{READER_KEY}"]
+
+[[principal]]
+name = "root"
+role = "admin"
+keys = ["sha256:{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()}"]
+"""
+
+
+def start_http_with_access(db: Path, allowed: Path, workdir: Path) -> tuple[subprocess.Popen, str]:
+    """`attnswitch mcp --http --access-file` on a free loopback port; its URL, read from the
+    line it prints on stderr once it listens."""
+    (workdir / "access.toml").write_text(ACCESS)
+    log = workdir / "mcp.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, *_args(db, allowed), "--http", "--port", "0"]
+            + ["--access-file", str(workdir / "access.toml")],
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            env=dict(os.environ),
+        )
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.02)
+    return proc, found.group(1)
+
+
+def test_each_call_runs_as_its_keys_principal(indexed, tmp_path: Path) -> None:
+    import httpx
+    import httpx2
+
+    from attnswitch.indexing.filters import SearchFilter
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    proc, url = start_http_with_access(indexed.db, allowed, tmp_path)
+    try:
+        refused = httpx.post(url, json={}, headers={"Authorization": "Bearer nope"})
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "invalid_api_key"
+
+        async def call(key: str, tool: str, arguments: dict):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120) as h,
+                streamable_http_client(url, http_client=h) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await session.call_tool(tool, arguments)
+
+        async def main() -> None:
+            admin_status = payload(await call(ADMIN_KEY, "index_status", {}))
+            assert {"skipped", "skipped_by_reason", "runs"} <= set(admin_status)
+            reader_status = payload(await call(READER_KEY, "index_status", {}))
+            assert not {"skipped", "skipped_by_reason", "runs"} & set(reader_status)
+
+            assert error(await call(READER_KEY, "index_folder", {"folder": "."})) == (
+                "index_folder: expected an admin's key, got reader 'alice'"
+            )
+            assert error(await call(READER_KEY, "get_document", {"chunk_id": 1})).startswith(
+                "get_document: expected an admin's key, got reader 'alice'"
+            )
+            assert payload(await call(ADMIN_KEY, "get_document", {"chunk_id": 1}))["chunks"]
+            hits = payload(await call(ADMIN_KEY, "search", {"query": "update rows"}))["hits"]
+            assert hits
+            # the stores' filter (issue 54, point 3; until it is merged a reader's search
+            # fails closed): whatever the files allow alice, never more than the admin finds
+            if hasattr(SearchFilter, "for_reader"):
+                mine = payload(await call(READER_KEY, "search", {"query": "update rows"}))
+                assert {h["chunk_id"] for h in mine["hits"]} <= {h["chunk_id"] for h in hits}
+
+        asyncio.run(main())
+    finally:
+        proc.terminate()
+        proc.wait(30)
