@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from attnswitch.indexing.records import (
         ChunkRow,
         Coverage,
+        DocumentTotals,
         RunRecord,
         StoredDocument,
         StoreStatus,
@@ -243,6 +244,11 @@ class Index(AbstractContextManager["Index"]):
         """How many chunks have quick and full vectors (`Store.coverage`; docs/architecture.md,
         "Two passes")."""
         return self._store.coverage()
+
+    def totals_of(self, documents: Sequence[int]) -> DocumentTotals:
+        """Documents, tokens, bytes, folders and coverage of the indexed documents
+        `documents` (ids): a reader's view of the index (`Store.totals_of`)."""
+        return self._store.totals_of(documents)
 
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """The runs recorded, newest first (`Store.runs`)."""

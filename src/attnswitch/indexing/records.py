@@ -220,6 +220,19 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class DocumentTotals:
+    """What a set of indexed documents holds (a reader's view of the index: only the
+    documents it may read are counted): `documents`, model `tokens`, `bytes` of their
+    files as read, the folders (`roots`) they lie in, and their chunks' `coverage`."""
+
+    documents: int
+    tokens: int
+    bytes: int
+    roots: tuple[str, ...]
+    coverage: Coverage
+
+
+@dataclass(frozen=True)
 class Unencoded:
     """A stored chunk without its full vector: its id, the text the encoder reads
     (`prefix` + `text`, `Chunk.encoder_text`), its vector key (None: not known) and its

@@ -41,7 +41,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -63,6 +63,9 @@ from attnswitch.indexing.store import (
     check_ef_search,
     keyword_terms,
 )
+
+if TYPE_CHECKING:
+    from attnswitch.indexing.access import Reader
 
 # Words that open a question: interrogatives, auxiliaries and the asker ("how do I ...").
 QUESTION_OPENING = frozenset(
@@ -401,6 +404,7 @@ def search(
                 rows,
                 group=group,
                 per_document=PER_DOCUMENT if kind is Mode.HYBRID else None,
+                reader=None if where is None else where.reader,
             )
             full = any(lst is not None and len(lst) >= n for lst in (dense, keyword))
             if len(found.kept) >= k or not full:
@@ -445,6 +449,7 @@ def distinct_documents(
     *,
     group: str = "chunk",
     per_document: int | None = None,
+    reader: Reader | None = None,
 ) -> Distinct:
     """The first `k` of `ranked` (chunk id, score) with the chunks of a document's copies
     (the same bytes at other paths: `Store.copies_of`) folded into one: the passage is
@@ -452,7 +457,8 @@ def distinct_documents(
     other places in `also`. `group` "document": only each document's best passage, with
     how many others of it `ranked` holds (`more`). `per_document`: a document's passages
     after its first `per_document` rank after every other document's (`diversity.spread`;
-    None: rank order). `rows`: the chunk rows of `ranked` when the caller has read them
+    None: rank order). `reader` (None: an admin): only the copies it may read are shown
+    or listed (`Store.may_read`), so `also` names no place it may not read. `rows`: the chunk rows of `ranked` when the caller has read them
     (None: read here); a chunk missing from them (deleted) is left out. The documents,
     then their copies, are read in one statement each (`Store.lookup_many`,
     `Store.copies_of_many`), each looking at the clock first (`deadline`, as `search`'s);
@@ -503,8 +509,11 @@ def distinct_documents(
             continue
         row = rows[cid]
         docs = copies.get(held[cid], [])
-        if (doc := documents.get((row.root, row.source))) is not None and doc not in docs:
-            docs = [*docs, doc]
+        own = documents.get((row.root, row.source))
+        if reader is not None:  # the hit's own document passed the reader's filter
+            docs = [d for d in docs if d == own or store.may_read(reader, d.id)]
+        if own is not None and own not in docs:
+            docs = [*docs, own]
         ordered = sorted(docs, key=shown_order)
         shown = ordered[0] if ordered else None
         if shown is not None and (shown.root, shown.source) != (row.root, row.source):

@@ -78,6 +78,7 @@ from attnswitch.indexing.records import (
     ChunkRecord,
     ChunkRow,
     Coverage,
+    DocumentTotals,
     RunRecord,
     StoredDocument,
     StoreStatus,
@@ -126,6 +127,7 @@ __all__ = [
     "ChunkRecord",
     "ChunkRow",
     "Coverage",
+    "DocumentTotals",
     "RunRecord",
     "SQLiteStore",
     "Store",
@@ -198,6 +200,7 @@ class StoreReading(Protocol):
     ) -> list[list[tuple[int, float]]]: ...
     def quick_model(self) -> dict[str, Any] | None: ...
     def coverage(self) -> Coverage: ...
+    def totals_of(self, documents: Sequence[int]) -> DocumentTotals: ...
     def unencoded_count(self) -> int: ...
     def unencoded_among(self, ids: Sequence[int]) -> list[Unencoded]: ...
     def fill_vectors(self, ids: Sequence[int], keys: Sequence[str | None], vectors: Any) -> int: ...

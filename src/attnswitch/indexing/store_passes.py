@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from attnswitch.indexing.records import Coverage, Unencoded
+from attnswitch.indexing.records import Coverage, DocumentTotals, Unencoded
 from attnswitch.indexing.store_base import checked_vectors, stored_form
 from attnswitch.indexing.store_errors import StoreInputError
 
@@ -72,6 +72,38 @@ class VectorPasses:
             f"COALESCE(SUM(CASE WHEN {v} IS NULL THEN n_tokens ELSE 0 END), 0) FROM chunks"
         )
         return Coverage(int(chunks), int(quick), int(full), int(tokens))
+
+    def totals_of(self, documents: Sequence[int]) -> DocumentTotals:
+        """What the indexed documents `documents` (ids) hold: their count, tokens, bytes,
+        folders, and their chunks' coverage (three statements over those ids only)."""
+        wanted = sorted({int(i) for i in documents})
+        if not wanted:
+            return DocumentTotals(0, 0, 0, (), Coverage(0, 0, 0, 0))
+        condition, params = self._id_list(wanted)
+        v = self._vector_column
+        ((count, tokens, size),) = self._read(
+            "SELECT COUNT(*), COALESCE(SUM(n_tokens), 0), COALESCE(SUM(size), 0) FROM "
+            f"documents WHERE status = 'indexed' AND id {condition}",
+            params,
+        )
+        roots = self._read(
+            f"SELECT DISTINCT root FROM documents WHERE status = 'indexed' AND id {condition} "
+            "ORDER BY root",
+            params,
+        )
+        ((chunks, quick, full, unencoded),) = self._read(
+            f"SELECT COUNT(*), COUNT(quick), COUNT({v}), "
+            f"COALESCE(SUM(CASE WHEN {v} IS NULL THEN n_tokens ELSE 0 END), 0) FROM chunks "
+            f"WHERE doc_id {condition}",
+            params,
+        )
+        return DocumentTotals(
+            int(count),
+            int(tokens),
+            int(size),
+            tuple(r[0] for r in roots),
+            Coverage(int(chunks), int(quick), int(full), int(unencoded)),
+        )
 
     def unencoded_count(self) -> int:
         """How many chunks have no full vector yet (an index of those only: cheap when few)."""

@@ -180,13 +180,6 @@ class IndexTools:
         max_chars: int,
         reader: Any = None,
     ) -> dict[str, Any]:
-        if reader is not None:
-            # the call site for `Index.may_read` (issue 54): until the index can tell what
-            # a reader may read, a reader reads no document here (refused, never shown)
-            raise ToolError(
-                f"get_document: expected an admin's key, got reader {reader.name!r} (a "
-                "reader's documents come with search)"
-            )
         if (path is None) == (chunk_id is None):
             raise ToolError(
                 "path, chunk_id: expected exactly one of them, got "
@@ -204,11 +197,13 @@ class IndexTools:
             )
         with self._index() as store:
             if chunk_id is not None:
-                return self._chunk(store, chunk_id, around)
-            return self._document(store, path or "", root, max_chars)
+                return self._chunk(store, chunk_id, around, reader)
+            return self._document(store, path or "", root, max_chars, reader)
 
-    def _chunk(self, store: Any, chunk_id: int, around: int) -> dict[str, Any]:
+    def _chunk(self, store: Any, chunk_id: int, around: int, reader: Any) -> dict[str, Any]:
         found = store.chunks([chunk_id]).get(chunk_id)
+        if found is not None and not _readable(store, reader, found.root, found.source):
+            found = None  # answered as an unknown chunk: nothing says it exists
         if found is None:
             raise ToolError(
                 f"chunk_id: expected the id of a chunk of the index (from "
@@ -224,10 +219,16 @@ class IndexTools:
             "chunks": [_chunk_dict(r) for r in rows[lo : found.ordinal + around + 1]],
         }
 
-    def _document(self, store: Any, path: str, root: str | None, max_chars: int) -> dict[str, Any]:
+    def _document(
+        self, store: Any, path: str, root: str | None, max_chars: int, reader: Any
+    ) -> dict[str, Any]:
         path = path.strip().lstrip("/").replace("\\", "/")
         roots = [r for r in store.roots() if root is None or root in (r, _shown_root(r, True))]
-        found = [(r, rows) for r in roots if (rows := store.document_chunks(r, path))]
+        found = [
+            (r, rows)
+            for r in roots
+            if (rows := store.document_chunks(r, path)) and _readable(store, reader, r, path)
+        ]
         if not found:
             raise ToolError(
                 f"path: expected the path of an indexed document (as search "
@@ -250,17 +251,14 @@ class IndexTools:
         }
 
     def index_status(self, reader: Any = None) -> dict[str, Any]:
-        """What the index holds; a reader's without skipped files and runs (the whole
-        index's, as `/v1/index` answers a reader)."""
-        from attnswitch.service.access import ADMIN_ONLY_FIELDS
+        """What the index holds; a reader's counts only the documents it may read, without
+        skipped files and runs, as `/v1/index` answers a reader."""
         from attnswitch.service.overview import index_summary
 
         if isinstance(self.location, Path) and not self.location.is_file():
             return {"documents": 0, "chunks": 0, "note": "nothing indexed yet"}
-        with self._index() as store:
-            summary = index_summary(store, lambda r: _shown_root(r, self.private))
-        if reader is not None:  # counts of what it may read: `Index.readable_documents`
-            summary = {k: v for k, v in summary.items() if k not in ADMIN_ONLY_FIELDS}
+        with self._index() as store:  # a reader's: the documents it may read, no skips
+            summary = index_summary(store, lambda r: _shown_root(r, self.private), reader)
         summary["index_folder_roots"] = [r.name if self.private else str(r) for r in self.roots]
         return summary
 
@@ -280,6 +278,15 @@ def _where(hit: dict[str, Any]) -> str:
     from attnswitch.indexing.search import where
 
     return where(hit["path"], hit["location"], hit["heading_path"])
+
+
+def _readable(index: Any, reader: Any, root: str, source: str) -> bool:
+    """Whether `reader` (None: an admin) may read the document `source` of `root`
+    (`Index.may_read`); a document it may not read is answered as one not indexed."""
+    if reader is None:
+        return True
+    document = index.lookup(root, source)
+    return document is not None and bool(index.may_read(reader, document.id))
 
 
 def _chunk_dict(row: Any) -> dict[str, Any]:

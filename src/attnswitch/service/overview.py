@@ -16,7 +16,9 @@ from attnswitch.service.errors import ServiceError
 
 if TYPE_CHECKING:
     from attnswitch.documents.readers.mail_parts import Attachment
+    from attnswitch.indexing.access import Reader
     from attnswitch.indexing.index import Index
+    from attnswitch.indexing.records import ChunkRow
 
 MAX_AROUND = 10  # neighbours on each side of a chunk in context
 MAX_SKIPPED_PAGE = 200
@@ -43,13 +45,16 @@ RUN_FIGURES = (
 Shown = Callable[[str], str]
 
 
-def index_summary(index: Index, shown: Shown) -> dict[str, Any]:
+def index_summary(index: Index, shown: Shown, reader: Reader | None = None) -> dict[str, Any]:
     """Documents, chunks, tokens, bytes of the indexed documents, the model, precision and
     engine the index was built with, how much has quick and full vectors (`coverage`,
     `records.Coverage.to_dict`, as `status --json` has it), skipped files counted by
-    reason, the last runs."""
+    reason, the last runs. For a `reader` (None: an admin), the counts, folders and
+    coverage of the documents it may read only, without the skipped files and runs
+    (`ADMIN_ONLY_FIELDS`)."""
+    if reader is not None:
+        return _reader_summary(index, shown, reader)
     st = index.status()
-    config = index.config
     return {
         "documents": st.documents,
         "chunks": st.chunks,
@@ -57,20 +62,40 @@ def index_summary(index: Index, shown: Shown) -> dict[str, Any]:
         "bytes": index.indexed_bytes(),
         "dim": st.dim,
         "roots": [shown(r) for r in st.roots],
-        "model": None
-        if config is None
-        else {
-            "name": config.model_name,
-            "fingerprint": config.model_fingerprint[:12],
-            "engine": config.engine,
-            "precision": config.precision,
-            "dim": config.dim,
-            **chunking(config),
-        },
+        "model": _model(index.config),
         "coverage": index.coverage().to_dict(),
         "skipped": st.skipped,
         "skipped_by_reason": st.skipped_by_reason,
         "runs": [_run(r, shown) for r in index.runs(limit=RUNS_SHOWN)],
+    }
+
+
+def _model(config: Any) -> dict[str, Any] | None:
+    if config is None:
+        return None
+    return {
+        "name": config.model_name,
+        "fingerprint": config.model_fingerprint[:12],
+        "engine": config.engine,
+        "precision": config.precision,
+        "dim": config.dim,
+        **chunking(config),
+    }
+
+
+def _reader_summary(index: Index, shown: Shown, reader: Reader) -> dict[str, Any]:
+    """`index_summary` as `reader` sees it: what the documents it may read hold, and
+    nothing that counts the others (an index of no readable document reads as empty)."""
+    totals = index.totals_of(index.readable_documents(reader) or [])
+    return {
+        "documents": totals.documents,
+        "chunks": totals.coverage.chunks,
+        "tokens": totals.tokens,
+        "bytes": totals.bytes,
+        "dim": index.status().dim,
+        "roots": [shown(r) for r in totals.roots],
+        "model": _model(index.config),
+        "coverage": totals.coverage.to_dict(),
     }
 
 
@@ -119,10 +144,15 @@ def skipped_files(
     }
 
 
-def chunk_context(index: Index, shown: Shown, chunk_id: int, around: int) -> dict[str, Any]:
-    """The chunk `chunk_id` and up to `around` chunks before and after it in its document,
-    in order (404 when no chunk has that id)."""
+def readable_chunk(index: Index, chunk_id: int, reader: Reader | None) -> ChunkRow:
+    """The chunk `chunk_id`, when `reader` (None: an admin) may read its document; else,
+    and when no chunk has that id, 404 `chunk_not_found`, the same words either way, so
+    that nothing tells a reader a forbidden chunk exists."""
     found = index.chunks([chunk_id]).get(chunk_id)
+    if found is not None and reader is not None:
+        document = index.lookup(found.root, found.source)
+        if document is None or not index.may_read(reader, document.id):
+            found = None
     if found is None:
         raise ServiceError(
             404,
@@ -130,6 +160,15 @@ def chunk_context(index: Index, shown: Shown, chunk_id: int, around: int) -> dic
             code="chunk_not_found",
             param="chunk_id",
         )
+    return found
+
+
+def chunk_context(
+    index: Index, shown: Shown, chunk_id: int, around: int, reader: Reader | None = None
+) -> dict[str, Any]:
+    """The chunk `chunk_id` and up to `around` chunks before and after it in its document,
+    in order (404 when no chunk has that id, or `reader` may not read its document)."""
+    found = readable_chunk(index, chunk_id, reader)
     rows = index.document_chunks(found.root, found.source)
     lo = max(0, found.ordinal - around)
     return {
@@ -160,28 +199,23 @@ INLINE_TYPES = frozenset(
 )
 
 
-def chunk_file(index: Index, shown: Shown, chunk_id: int) -> dict[str, Any]:
+def chunk_file(
+    index: Index, shown: Shown, chunk_id: int, reader: Reader | None = None
+) -> dict[str, Any]:
     """What the index recorded of the file of the document that holds chunk `chunk_id`:
     {"root", "source" (where a store records it), "size", "mtime_ns", "sha256" (None: not
     recorded), "label" (how answers name it), "name", "media_type", "inline", "attachment"
     (the name of the mail attachment the chunk lies in, opened alone: `mail_parts.
     attachment_name`; None: the whole file)}; for
     `open_chunk_file`, never an answer (it holds the server's path). 404 when no chunk has
-    that id, `file_changed` when its document is no longer recorded under its folder as it
+    that id (or `reader` may not read its document), `file_changed` when its document is no longer recorded under its folder as it
     resolves now (the folder swapped for a link, or the document forgotten meanwhile)."""
     import mimetypes
     from pathlib import PurePosixPath
 
     from attnswitch.documents.readers.mail_parts import attachment_name
 
-    found = index.chunks([chunk_id]).get(chunk_id)
-    if found is None:
-        raise ServiceError(
-            404,
-            f"chunk: expected the id of a chunk of the index, got {chunk_id}",
-            code="chunk_not_found",
-            param="chunk_id",
-        )
+    found = readable_chunk(index, chunk_id, reader)
     label = f"{shown(found.root)}/{found.source}"
     document = index.lookup(found.root, found.source)
     if document is None:

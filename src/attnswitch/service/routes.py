@@ -88,20 +88,6 @@ def reader(request: Request) -> Any:
     return reader_of(request, service(request).access)
 
 
-def check_readable_chunk(request: Request, chunk_id: int) -> None:
-    """The call site for `Index.may_read` (issue 54): a chunk of a document the reader may
-    not read answers as an unknown chunk does (404 `chunk_not_found`, the same words), so
-    that nothing says it exists. Until the index can judge a reader's document, a reader
-    reads no chunk's context or file here (its search hits carry their text)."""
-    if reader(request) is not None:
-        raise ServiceError(
-            404,
-            f"chunk: expected the id of a chunk of the index, got {chunk_id}",
-            code="chunk_not_found",
-            param="chunk_id",
-        )
-
-
 async def admin_only(request: Request) -> None:
     """403 `forbidden` unless the caller is an admin (jobs, skipped files)."""
     require_admin(request, request.url.path)
@@ -174,6 +160,14 @@ async def embeddings(
     return Response(content, media_type="application/json")
 
 
+# A reader's coverage note: the index's count of chunks without a full vector would count
+# documents it may not read.
+READER_COVERAGE_NOTE = (
+    "the full pass is not done: some chunks had no full vector yet (found by keywords and "
+    "quick vectors meanwhile)"
+)
+
+
 @v1.post("/search", response_model=SearchResponse, responses=errors(*_COMMON, 409))
 async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader = None) -> dict:
     from attnswitch.documents.readers.mail_parts import page_fragment
@@ -223,6 +217,8 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
         )
         for h in hits
     ]
+    if asker is not None and values is None:
+        kept = None  # no filter of the asker's: nothing to say of what "the filter" kept
     note = (
         None
         if kept is None
@@ -237,7 +233,11 @@ async def search(body: SearchRequest, request: Request, timeout: TimeoutHeader =
         "data": data,
         "model": svc.model,
         "note": note,
-        "coverage_note": result.coverage_note,
+        "coverage_note": (
+            READER_COVERAGE_NOTE
+            if asker is not None and result.coverage_note
+            else result.coverage_note
+        ),
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
 
@@ -349,10 +349,12 @@ async def _view(request: Request, fn: Callable[..., dict], *args: Any) -> dict |
 @v1.get("/index", responses=errors(401, 503))
 async def index_summary(request: Request) -> dict:
     """What is indexed; a reader gets it without `ADMIN_ONLY_FIELDS`."""
-    summary = await _view(request, overview.index_summary) or _empty_index()
-    if reader(request) is not None:
-        # counts of what the reader may read: the call site for `Index.readable_documents`
-        summary = {k: v for k, v in summary.items() if k not in ADMIN_ONLY_FIELDS}
+    asker = reader(request)
+    summary = await _view(request, overview.index_summary, asker)
+    if summary is None:
+        summary = _empty_index()
+        if asker is not None:
+            summary = {k: v for k, v in summary.items() if k not in ADMIN_ONLY_FIELDS}
     return summary
 
 
@@ -373,8 +375,7 @@ async def chunk_context(
     chunk_id: Annotated[int, Path(ge=1, le=MAX_CHUNK_ID)],
     around: Annotated[int, Query(ge=0, le=overview.MAX_AROUND)] = 2,
 ) -> dict:
-    check_readable_chunk(request, chunk_id)
-    found = await _view(request, overview.chunk_context, chunk_id, around)
+    found = await _view(request, overview.chunk_context, chunk_id, around, reader(request))
     if found is None:
         raise ServiceError(
             404,
@@ -407,8 +408,7 @@ async def chunk_file(
     attachment alone (`mail_parts`), cut from the checked bytes of its message, with its
     own media type and file name under the same rules. A hit's `uri` is this route, with
     `#page=N` where the file is a PDF and the chunk's page is known."""
-    check_readable_chunk(request, chunk_id)
-    found = await _view(request, overview.chunk_file, chunk_id)
+    found = await _view(request, overview.chunk_file, chunk_id, reader(request))
     if found is None:
         raise ServiceError(
             404,
