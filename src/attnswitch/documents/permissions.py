@@ -158,19 +158,63 @@ def intern(steps: tuple[Step, ...]) -> Access:
 def of(path: str | os.PathLike[str]) -> Access:
     """The access of the file at `path` now (its real path's folders from `/` down, then
     the file); OSError when a step cannot be looked at."""
-    real = os.path.realpath(path)
-    parts = [p for p in real.split(os.sep) if p]
-    places = ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-    return intern(tuple(step(p) for p in places))
+    return intern(tuple(step(p) for p in _places(os.path.realpath(path))))
 
 
-def of_document(root: str, source: str) -> Access | None:
-    """`of` the document `source` of the folder `root`, None when the file or a folder on
-    its way cannot be looked at (gone, or refused to this process)."""
+def of_file(path: str | os.PathLike[str]) -> Access | None:
+    """`of(path)`, None when the file or a folder on its way cannot be looked at (gone, or
+    refused to this process): what a document records when it is read."""
     try:
-        return of(os.path.join(root, source))
-    except OSError:
+        return of(path)
+    except (OSError, ValueError):
         return None
+
+
+def of_many(paths: Iterable[str | os.PathLike[str]]) -> list[Access | None]:
+    """`of_file` of each of `paths`, each folder on their ways looked at once for all
+    of them (a run's unchanged files, whose access is read again without reading them)."""
+    steps: dict[str, Step | None] = {}
+    reals: dict[str, str | None] = {}
+
+    def cached(place: str) -> Step | None:
+        if place not in steps:
+            try:
+                steps[place] = step(place)
+            except (OSError, ValueError):
+                steps[place] = None
+        return steps[place]
+
+    out: list[Access | None] = []
+    for path in paths:
+        parent, name = os.path.split(os.fspath(path))
+        if parent not in reals:
+            try:
+                reals[parent] = os.path.realpath(parent)
+            except (OSError, ValueError):
+                reals[parent] = None
+        real = reals[parent]
+        if real is None:
+            out.append(None)
+            continue
+        file = os.path.join(real, name)
+        if os.path.islink(file):
+            out.append(of_file(file))
+            continue
+        chain = [cached(p) for p in _places(real)]
+        try:
+            chain.append(step(file))
+        except (OSError, ValueError):
+            out.append(None)
+            continue
+        out.append(None if None in chain else intern(tuple(s for s in chain if s is not None)))
+    return out
+
+
+def _places(real: str) -> list[str]:
+    """`/` and every folder below it down to `real` (an absolute, resolved path), then
+    `real` itself."""
+    parts = [p for p in real.split(os.sep) if p]
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def step(path: str) -> Step:
@@ -264,7 +308,8 @@ __all__ = [
     "Step",
     "intern",
     "of",
-    "of_document",
+    "of_file",
+    "of_many",
     "parse_acl",
     "step",
     "unix_groups",
