@@ -31,7 +31,8 @@ setup: $(STAMP)
 #   Debian's reference manual (debian-reference-en), whose words pypdf ran together;
 # - tests/ui drive the page of `attnswitch serve` in Debian's chromium (through
 #   Playwright, whose own browser download is not used);
-# - the index file is opened and written by the sqlite3 shell (sqlite3), as other tools would.
+# - the index file is opened and written by the sqlite3 shell (sqlite3), as other tools would;
+# - the permission tests set POSIX ACLs with setfacl (acl).
 # Tesseract's packs (Debian tesseract-ocr-<pack, '_' as '-'>) that make test installs and
 # docs/formats.md and docs/results/ocr_languages.md speak of.
 OCR_PACKS := osd eng deu fra spa rus chi_sim chi_tra jpn kor hin
@@ -46,6 +47,7 @@ system-packages:
 	  command -v xls2csv >/dev/null || pkgs="$$pkgs catdoc"; \
 	  command -v pdftotext >/dev/null || pkgs="$$pkgs poppler-utils"; \
 	  command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
+	  command -v setfacl >/dev/null || pkgs="$$pkgs acl"; \
 	  [ -f /usr/share/doc/debian-reference-common/docs/debian-reference.en.pdf ] || \
 	    pkgs="$$pkgs debian-reference-en"; \
 	  for pack in $(OCR_PACKS); do \

@@ -25,9 +25,20 @@ if TYPE_CHECKING:
 
 # the fields of `RunSummary` the table leaves out (the JSON has them): the run's number,
 # the files listed, the failures (counted in `skipped`), the config's fingerprint, the
-# measuring's seconds (a part of the wall time), and the reuse counts (`watch` prints them)
+# measuring's seconds (a part of the wall time), the reuse counts (`watch` prints them) and
+# the unchanged files whose recorded permissions were brought up to date
 NOT_SHOWN = frozenset(
-    {"run_id", "files", "failed", "config", "measure_s", "chunks_reused", "copied", "moved"}
+    {
+        "run_id",
+        "files",
+        "failed",
+        "config",
+        "measure_s",
+        "chunks_reused",
+        "copied",
+        "moved",
+        "permissions_changed",
+    }
 )
 
 # the rows that hold a path, wrapped only after a `/` (`cells.PathCell`)

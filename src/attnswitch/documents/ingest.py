@@ -66,7 +66,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnswitch.documents import beneath
+from attnswitch.documents import beneath, permissions
 from attnswitch.documents.filesystems import pseudo_devices
 from attnswitch.documents.readers.blocks import DEFAULT_OCR_MAX_PAGES, Block, ReadOptions
 from attnswitch.documents.readers.dispatch import extract, with_attachments
@@ -129,7 +129,9 @@ class Document:
     says why, one line per reason (`Extracted.failed`: "page 2: no text layer, and
     Tesseract has no data for the Korean script (Debian: tesseract-ocr-kor)").
     `blocks` are the document's blocks in reading order (`readers.blocks`; empty when
-    skipped) and `text` is their texts joined by blank lines.
+    skipped) and `text` is their texts joined by blank lines. `access` is who may read the
+    file, as its folders and the file said just before reading (`permissions.of_file`;
+    None when it could not be looked at).
     """
 
     root: str
@@ -148,6 +150,7 @@ class Document:
     compression: str | None = None
     blocks: tuple[Block, ...] = ()
     failed: tuple[str, ...] = ()
+    access: permissions.Access | None = None
 
     @property
     def ok(self) -> bool:
@@ -569,6 +572,7 @@ def load(
         # The stat taken just before reading: if the file changes after it, the stored
         # mtime is older than the file's and the next run reads it again.
         fields.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
+        fields.update(access=permissions.of_file(entry.path))
         compression = compression_of(data)
         found = detect(entry.path.name, data, max_bytes)
         kind = found.kind

@@ -32,6 +32,10 @@ the keyword arguments of `attnswitch.search`) and on both stores.
   `modified_before=2024-05-31` those changed up to 2024-05-31 00:00 UTC (give
   `2024-05-31T23:59:59` for the whole day).
 
+- `reader` (`access.Reader`, set by `SearchFilter.for_reader`, never by a user's filter
+  values): only the documents that reader may read (indexing/access.py); None: an admin's
+  search, every document.
+
 A filter is applied inside the store's query (`Store.dense(..., where=)` and
 `Store.keyword(..., where=)`), so a filtered search returns `k` hits when `k` chunks match.
 Bad values raise `StoreInputError` naming the field (`path`, `type`, `modified_after`,
@@ -40,6 +44,7 @@ Bad values raise `StoreInputError` naming the field (`path`, `type`, `modified_a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Iterable, Mapping
@@ -51,6 +56,8 @@ from attnswitch.indexing.store_errors import StoreInputError
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
+
+    from attnswitch.indexing.access import Reader
 
 # A modification-time bound as given: an ISO 8601 text, a `date` or a `datetime`.
 When = str | dt.date
@@ -96,6 +103,31 @@ class SearchFilter:
     after_ns: int | None = None
     before_ns: int | None = None
     _specs: tuple[GitIgnoreSpec | None, ...] = field(default=(), compare=False, repr=False)
+    reader: Reader | None = None
+    # the compiled specs of `reader.granted` (`for_reader`)
+    _granted: tuple[GitIgnoreSpec | None, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def for_reader(cls, where: SearchFilter | None, reader: Reader | None) -> SearchFilter | None:
+        """`where` narrowed to what `reader` may read (see indexing/access.py); `where`
+        unchanged when `reader` is None (an admin). A grant's path value `filters` cannot
+        read is a `StoreInputError` naming `granted[i]`."""
+        if reader is None:
+            return where
+        specs = tuple(_spec(p, f"granted[{i}]") for i, p in enumerate(reader.granted))
+        return dataclasses.replace(where or cls(), reader=reader, _granted=specs)
+
+    def granted(self, root: str, source: str) -> bool:
+        """Whether an access-file grant of the reader covers the document `source` of the
+        folder `root` (False without a reader or grants)."""
+        if self.reader is None or not self.reader.granted:
+            return False
+        full = root.rstrip("/") + "/" + source
+        relative = relative_paths(root, source)
+        return any(
+            _path_matches(p, spec, relative, full)
+            for p, spec in zip(self.reader.granted, self._granted, strict=True)
+        )
 
     @classmethod
     def of(

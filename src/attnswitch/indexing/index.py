@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.sqlite_file import DB_NAME, DEFAULT_DATA_DIR
 from attnswitch.indexing.store_errors import StoreInputError
 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from attnswitch.indexing.access import Reader
     from attnswitch.indexing.config import IndexConfig
-    from attnswitch.indexing.filters import SearchFilter
     from attnswitch.indexing.records import (
         ChunkRow,
         Coverage,
@@ -281,6 +282,17 @@ class Index(AbstractContextManager["Index"]):
     def allowed_documents(self, where: SearchFilter) -> list[int]:
         """The ids of the indexed documents `where` keeps (`Store.allowed_documents`)."""
         return self._store.allowed_documents(where)
+
+    def may_read(self, reader: Reader | None, document_id: int) -> bool:
+        """Whether `reader` (None: an admin) may read the indexed document `document_id`
+        (its recorded permissions or a grant, indexing/access.py; `Store.may_read`)."""
+        return self._store.may_read(reader, document_id)
+
+    def readable_documents(self, reader: Reader | None) -> list[int] | None:
+        """The ids of the indexed documents `reader` may read, None for an admin (every
+        one): what counts and lists shown to a reader are limited to."""
+        where = SearchFilter.for_reader(None, reader)
+        return None if where is None else self._store.allowed_documents(where)
 
     # -- writing ---------------------------------------------------------------------
 

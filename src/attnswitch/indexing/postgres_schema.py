@@ -11,6 +11,7 @@ from typing import Any
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.postgres_upgrades import reanalyze, to_halfvec
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS
+from attnswitch.indexing.store_access import ACCESS_INDEX, ACCESS_TABLE
 from attnswitch.indexing.store_base import DEDUP_INDEXES, LANGUAGE_INDEX, fill_vector_keys
 from attnswitch.indexing.store_errors import StoreConnectError
 
@@ -48,8 +49,10 @@ _SCHEMA = (
     n_tokens INTEGER NOT NULL DEFAULT 0,
     run_id BIGINT,
     updated_at DOUBLE PRECISION NOT NULL,
+    access TEXT,
     UNIQUE (root, source)
 )""",
+    ACCESS_TABLE,
     """CREATE TABLE IF NOT EXISTS chunks (
     id BIGSERIAL PRIMARY KEY,
     doc_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -121,6 +124,9 @@ _PASSES_UPGRADE = (
     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS quick halfvec",
     "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS prefix TEXT NOT NULL DEFAULT ''",
 )
+# Each document's permissions as read (schema version 11, `store_access`): the documents'
+# `access` column (the `access` table is made by `_SCHEMA`); NULL for those stored before.
+_ACCESS_UPGRADE = ("ALTER TABLE documents ADD COLUMN IF NOT EXISTS access TEXT",)
 # The chunks still without a full vector, by document (the full pass's queue).
 UNENCODED_INDEX = (
     "CREATE INDEX IF NOT EXISTS chunks_unencoded ON chunks (doc_id) WHERE embedding IS NULL"
@@ -138,7 +144,7 @@ _JOBS_STATUS_CHECK = (
 # documents' (or waits for that run's transaction to end).
 # The keyword index: GIN over the analyzer's terms.
 TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)"
-_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX)
+_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX, ACCESS_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 # The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
 HNSW_INDEX = (
@@ -249,6 +255,16 @@ def upgrade(conn: Any) -> bool:
                 conn.execute(statement)
         if not {"quick", "prefix"} <= have:
             for statement in _PASSES_UPGRADE:
+                conn.execute(statement)
+        documents = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'documents'"
+            )
+        }
+        if "access" not in documents:
+            for statement in _ACCESS_UPGRADE:
                 conn.execute(statement)
         to_halfvec(conn, HNSW_INDEX)
         _create_missing_indexes(conn, _INDEXES)

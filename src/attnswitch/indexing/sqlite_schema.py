@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
+from attnswitch.indexing.store_access import ACCESS_INDEX, ACCESS_TABLE
 from attnswitch.indexing.store_base import (
     DEDUP_INDEXES,
     LANGUAGE_INDEX,
@@ -93,8 +94,11 @@ SCHEMA = (
     n_tokens INTEGER NOT NULL DEFAULT 0,
     run_id INTEGER,
     updated_at REAL NOT NULL,
+    access TEXT,
     UNIQUE (root, source)
 )""",
+    # Each distinct permission chain of the documents, once (`store_access`).
+    ACCESS_TABLE,
     CHUNKS_TABLE.format(name="chunks"),
     """CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -173,7 +177,7 @@ END""",
 # The columns a table may lack in a file of an older schema version (its upgrade adds them).
 ADDED_COLUMNS = frozenset(
     ("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language", "quick", "prefix")
-)
+) | {("documents", "access")}
 
 # The jobs table's columns at version 5 (the copy of its rows into the wider table).
 JOB_COLUMNS_V5 = (
@@ -218,6 +222,10 @@ JOB_COLUMNS_V5 = (
 #    cannot drop a NOT NULL in place: the chunks table is made again and every row copied
 #    with its id (the keyword index and the HNSW graph are keyed by it, and stay as they
 #    are); the triggers are made again after.
+# 11: each document's permissions as read (docs/architecture.md, "Who may read"): the
+#    `access` table of distinct chains (made by `SCHEMA`) and the documents' `access`
+#    column, NULL for the documents stored before (read by admins only until the next run
+#    records theirs).
 FLOAT16_SINCE = 8
 UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
     {
@@ -255,6 +263,7 @@ UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
             "DROP TABLE chunks",
             "ALTER TABLE chunks_v10 RENAME TO chunks",
         ),
+        11: ("ALTER TABLE documents ADD COLUMN access TEXT",),
     }
 )
 
@@ -282,7 +291,13 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
                     "attnswitch_float16", 1, float16_of_float32, deterministic=True
                 )
                 conn.execute("UPDATE chunks SET vector = attnswitch_float16(vector)")
-    for statement in (*DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX, *CHUNK_TRIGGERS):
+    for statement in (
+        *DEDUP_INDEXES,
+        LANGUAGE_INDEX,
+        UNENCODED_INDEX,
+        ACCESS_INDEX,
+        *CHUNK_TRIGGERS,
+    ):
         conn.execute(statement)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")

@@ -21,7 +21,6 @@ import numpy as np
 
 from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
-from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.jobs_sql import JobsTable, SQLJobsTable
 from attnswitch.indexing.records import (
     RUN_LOCK_WAIT_S,
@@ -34,6 +33,7 @@ from attnswitch.indexing.records import (
     root_key,
     vector_key,
 )
+from attnswitch.indexing.store_access import StoreAccess
 from attnswitch.indexing.store_errors import (
     REBUILD,
     StoreBusyError,
@@ -65,10 +65,11 @@ STORED_ELEMENT = np.dtype(VECTOR_DTYPE).newbyteorder("<")
 NORM_KEPT = 2.0**-10
 
 
-class StoreBase(abc.ABC):
+class StoreBase(StoreAccess, abc.ABC):
     """What every store does the same way on top of its own hooks: the bulk lookups a plan
     makes (`writer.IndexWriter.plan` plans), skips, copies, moves, forgetting, the runs
-    table and the run lock, and the jobs table's repository.
+    table and the run lock, the jobs table's repository, and the documents' recorded
+    permissions (`store_access.StoreAccess`).
 
     A store subclass provides
     - `_conn`: its connection, whose `execute(sql, params)` takes `_mark` placeholders and
@@ -196,6 +197,8 @@ class StoreBase(abc.ABC):
                     run_id,
                 ),
             )
+            if status == "completed":
+                self.prune_access(conn)
         self._run_finished(status)
 
     def _run_finished(self, status: str) -> None:
@@ -328,23 +331,6 @@ class StoreBase(abc.ABC):
                 "language IS NOT NULL"
             ).fetchall()
         ]
-
-    def allowed_documents(self, where: SearchFilter) -> list[int]:
-        """The ids of the indexed documents `where` keeps (`filters.SearchFilter`): kinds
-        and times checked by SQL, paths and extensions here, on the rows SQL kept, each
-        after a look at the clock under a `deadline`."""
-        conditions, params = where.sql(self._mark)
-        rows = self._read(
-            f"SELECT d.id, d.root, d.source, d.kind FROM documents d "
-            f"WHERE {conditions} ORDER BY d.id",
-            params,
-        )
-        allowed = []
-        for r in rows:  # a filter of many paths can cost milliseconds a document
-            self._check_deadline()
-            if where.matches(r[1], r[2], r[3]):
-                allowed.append(int(r[0]))
-        return allowed
 
     # -- the stored state ---------------------------------------------------------------
 
@@ -528,15 +514,18 @@ class StoreBase(abc.ABC):
 
         def move() -> bool:
             with self._transaction() as conn:
+                access = self._keep_access(conn, doc.access)
                 return bool(
                     conn.execute(
                         f"UPDATE documents SET source = {m}, size = {m}, mtime_ns = {m}, "
-                        f"updated_at = {m} WHERE root = {m} AND source = {m}",
+                        f"updated_at = {m}, access = COALESCE({m}, access) "
+                        f"WHERE root = {m} AND source = {m}",
                         (
                             doc.source,
                             doc.size,
                             doc.mtime_ns,
                             time.time(),
+                            access,
                             root_key(root),
                             old_source,
                         ),
@@ -623,6 +612,7 @@ class StoreBase(abc.ABC):
             n_tokens=n_tokens,
             run_id=run_id,
             updated_at=time.time(),
+            access=doc.access.signature if doc.access is not None else None,
         )
 
 

@@ -137,6 +137,7 @@ class PostgresStore(StoreBase, VectorPasses):
     use as a context manager or call `close()`."""
 
     _mark = "%s"
+    _differs = "IS DISTINCT FROM"
     _vector_column = "embedding"
     _copied_columns = "vector_key, language, terms, quick, prefix"
 
@@ -218,6 +219,9 @@ class PostgresStore(StoreBase, VectorPasses):
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._retrying(lambda: self._conn.execute(sql, params).fetchall())
+
+    def _in_list(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(%s)", [list(values)]
 
     def _pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, tuple[Any, ...]]:
         """`StoreBase._pairs` as two text arrays unnested side by side."""
@@ -448,13 +452,17 @@ class PostgresStore(StoreBase, VectorPasses):
         self._fix_dim(conn, dim)
 
     def touch(self, doc: Document) -> None:
-        self._retrying(
-            lambda: self._conn.execute(
-                "UPDATE documents SET size = %s, mtime_ns = %s WHERE root = %s AND "
-                "source = %s AND sha256 IS NOT DISTINCT FROM %s",
-                (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256),
-            )
-        )
+        def touch() -> None:
+            with self._transaction() as conn:
+                access = self._keep_access(conn, doc.access)
+                conn.execute(
+                    "UPDATE documents SET size = %s, mtime_ns = %s, access = "
+                    "COALESCE(%s, access) WHERE root = %s AND source = %s AND "
+                    "sha256 IS NOT DISTINCT FROM %s",
+                    (doc.size, doc.mtime_ns, access, doc.root, doc.source, doc.sha256),
+                )
+
+        self._retrying(touch)
 
     def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int:
         key, sources = root_key(root), list(sources)
@@ -481,6 +489,7 @@ class PostgresStore(StoreBase, VectorPasses):
         n_tokens: int = 0,
     ) -> int:
         values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
+        self._keep_access(conn, doc.access)
         cols = ", ".join(values)
         marks = ", ".join(f"%({c})s" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root", "source"))

@@ -356,12 +356,15 @@ class SQLiteStore(StoreBase, VectorPasses):
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
 
     def touch(self, doc: Document) -> None:
-        """Record the size and mtime of an unchanged document, so `is_fresh` sees it."""
-        self._conn.execute(
-            "UPDATE documents SET size = ?, mtime_ns = ? WHERE root = ? AND "
-            "source = ? AND sha256 IS ?",
-            (doc.size, doc.mtime_ns, doc.root, doc.source, doc.sha256),
-        )
+        """Record the size, mtime and access of an unchanged document, so `is_fresh`
+        sees it."""
+        with self._transaction() as conn:
+            access = self._keep_access(conn, doc.access)
+            conn.execute(
+                "UPDATE documents SET size = ?, mtime_ns = ?, access = COALESCE(?, access) "
+                "WHERE root = ? AND source = ? AND sha256 IS ?",
+                (doc.size, doc.mtime_ns, access, doc.root, doc.source, doc.sha256),
+            )
 
     def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int:
         """Delete these documents of `root` and their chunks, in one transaction; returns
@@ -385,6 +388,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         n_tokens: int = 0,
     ) -> int:
         values = self._document_values(doc, status, config, run_id, n_chunks, n_tokens)
+        self._keep_access(conn, doc.access)
         cols = ", ".join(values)
         marks = ", ".join(f":{c}" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("root", "source"))

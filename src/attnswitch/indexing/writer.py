@@ -26,7 +26,9 @@ A writer wraps a store (`store.StoreWriting`, its primitives) and owns:
   SQLite store's HNSW graph up to date, `Store.sync_index`, as does the end of a `with`
   block that wrote);
 - document writes and deletes (`write_document`, `record_skip`, `touch`, `remove`,
-  `forget`), each committed whole in its own transaction by the store.
+  `forget`), each committed whole in its own transaction by the store; and the access of
+  unchanged documents (`refresh_access`: who may read them, read again without reading
+  the files).
 
 A Ray run on a server store writes from several processes under one writer: the driver's
 holds the lock and its encoder actors write their batches' documents through their own
@@ -47,12 +49,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Self
 
 import numpy as np
 
 from attnswitch.documents.ingest import Document, SourceFile
+from attnswitch.documents.permissions import Access
 from attnswitch.indexing.records import (
     RUN_LOCK_WAIT_S,
     ChunkLike,
@@ -324,6 +327,15 @@ class IndexWriter:
         fresh."""
         self._check_locked()
         self.store.touch(doc)
+
+    def refresh_access(
+        self, root: str | os.PathLike[str], accesses: Mapping[str, Access | None]
+    ) -> int:
+        """Record the access now of these stored documents of `root` (source -> access; a
+        chmod, chown or ACL change since they were read), nothing read again
+        (`Store.refresh_access`); how many changed."""
+        self._check_locked()
+        return self.store.refresh_access(root, accesses)
 
     def remove(self, root: str | os.PathLike[str], sources: Iterable[str]) -> int:
         """Delete these documents of `root` with their chunks, in one transaction; how many

@@ -4,7 +4,9 @@ what needs no encoder; queue the rest for the encode phase (`encode_phase`).
 - `list_root`: the root's files by the run's `DocumentSource` (read here: `run.LocalSource`;
   on a Ray cluster: `ray_run.RaySource`), less the store's own files;
 - `ReadPhase.prepare`: delete what left the root and plan what to read
-  (`IndexWriter.plan`: a file stored at its size, mtime and config is not read); with a
+  (`IndexWriter.plan`: a file stored at its size, mtime and config is not read, but who may
+  read it is looked at again, `IndexWriter.refresh_access`: a chmod, chown or ACL change
+  of it or a folder above it is recorded, counted as `permissions_changed`); with a
   source whose files are at hand, files that may be copies are hashed first
   (`reuse_identical`: unchanged, moved or copied without being read);
 - `ReadPhase.admit`: classify a read document against the store (skipped, unchanged, new
@@ -26,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from attnswitch.documents import permissions
 from attnswitch.documents.chunk import Chunk, chunk_document
 from attnswitch.documents.ingest import Document, SourceFile, digest
 from attnswitch.documents.readers.skip import Skip
@@ -145,6 +148,11 @@ class ReadPhase:
         if deleted:
             self.counts.deleted = target.writer.remove(plan.root, deleted)
         self.counts.unchanged += len(plan.fresh)
+        if plan.fresh and self.source.files_at_hand:
+            accesses = permissions.of_many(e.path for e in plan.fresh)
+            self.counts.permissions_changed += target.writer.refresh_access(
+                plan.root, {e.source: a for e, a in zip(plan.fresh, accesses, strict=True)}
+            )
         p = self.record.progress
         p.files_total = len(entries)
         p.files_done = p.files_read = len(entries) - len(to_read) - len(self.deferred)
@@ -201,7 +209,15 @@ class ReadPhase:
                 continue
             sha, size, mtime_ns = found
             doc = Document(
-                entry.root, entry.source, entry.path, size, mtime_ns, sha, kind=None, text=None
+                entry.root,
+                entry.source,
+                entry.path,
+                size,
+                mtime_ns,
+                sha,
+                kind=None,
+                text=None,
+                access=permissions.of_file(entry.path),
             )
             row = plan.stored.get(entry.source)
             if indexed_sha(row, fp) == sha:

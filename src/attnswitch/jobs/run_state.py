@@ -111,7 +111,8 @@ class RunCounts:
 
     Documents: `new`, `changed` (of them `copied`: given an indexed document's chunks and
     vectors without being read), `unchanged`, `deleted`, `moved`, `skipped` (of them
-    `failed`: the encoder failed on them alone). Chunks: `chunks` encoded by this run
+    `failed`: the encoder failed on them alone), `permissions_changed` (of the unchanged:
+    their recorded access brought up to date, nothing read). Chunks: `chunks` encoded by this run
     (`tokens` of them), `reused` (a stored vector, or one encoded for another chunk of the
     same call), `quick` (written with quick vectors only), `filled` (given their full
     vector by the full pass; `filled_encoded` of them by the encoder). `skips`: the skipped
@@ -133,6 +134,7 @@ class RunCounts:
     quick: int = 0
     filled: int = 0
     filled_encoded: int = 0
+    permissions_changed: int = 0
     skips: list[Document] = field(default_factory=list)
     notes: list[dict[str, str]] = field(default_factory=list)
     failures_in_row: int = 0

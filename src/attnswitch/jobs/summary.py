@@ -89,6 +89,7 @@ class RunSummary:
     chunks_unencoded: int = 0
     searchable_s: float | None = None
     full_pass_s: float = 0.0
+    permissions_changed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -155,6 +156,7 @@ def summarise(
         full_pass_s=job.progress.fill_s,
         copied=counts.copied,
         moved=counts.moved,
+        permissions_changed=counts.permissions_changed,
         chunks_stored=stored_chunks,
         wall_s=wall,
         load_s=job.progress.load_s,

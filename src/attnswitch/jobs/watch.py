@@ -25,7 +25,10 @@ folder, not hidden unless `include_hidden`, kept by the stored rules), or to an 
 file when the rules honour them, starts a run; a change to the store's own files, to a
 hidden name or to a file the rules leave out starts none. A change to a folder (added,
 removed, renamed) lists the folders again: when they differ, the watcher is set up again
-over the new list and a run catches up; when they do not, no run.
+over the new list and a run catches up; when they do not, no run, unless a watched folder
+itself was modified (a chmod, chown or setfacl: inotify's attribute event, as a file's
+is): who may read the files below it changed, and the run records it without reading
+them (`IndexWriter.refresh_access`, counted as `permissions_changed`).
 
 Waits, each announced once by `on_wait(reason, line)` and never an exit:
 
@@ -144,6 +147,14 @@ class ChangeFilter:
             or (self.gitignore and Path(p).name in IGNORE_FILES)
             for _, p in changes
         )
+
+    def folder_modified(self, changes: Changes) -> bool:
+        """Whether `changes` hold a watched folder's own change (a chmod, chown or ACL
+        change: inotify's attribute event), which changes who may read every file below
+        it: the run that follows records it (`IndexWriter.refresh_access`)."""
+        from watchfiles import Change as Changed
+
+        return any(c == Changed.modified and Path(p) in self.folders for c, p in changes)
 
     def files_in(self, changes: Changes) -> bool:
         """Whether `changes` hold a change to a file (anything but a folder: a removed
@@ -404,7 +415,11 @@ def watch(
                         due = (due or set()) | changes
                         if state.filter.touches_folders(changes) and state.relisted():
                             break  # watch the folders listed now; the first yield runs
-                        if owed is None and not state.filter.files_in(changes):
+                        if (
+                            owed is None
+                            and not state.filter.files_in(changes)
+                            and not state.filter.folder_modified(changes)
+                        ):
                             due = None  # folders changed, not which ones are walked
                             continue
                     elif due is None:
