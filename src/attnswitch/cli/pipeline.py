@@ -362,23 +362,24 @@ def _announce_rules(path: Path, store: Any, options: Any, as_json: bool) -> Any:
     """The run's `rules_preview.RulesPreview`, once printed (not with --json: its object
     carries it): the rules in effect, and the files a change of rules brings into the
     index (how many, and their top folders) or leaves out, before any is read."""
-    from attnswitch.documents.rules import describe
+    from attnswitch.documents.rules import FileRules, describe
     from attnswitch.jobs.rules_preview import preview, where_text
 
     seen = preview(path, store, options.read.rules, options)
     if as_json:
         return seen
-    note = " (changed by this run)" if seen.changed else ""
-    typer.echo(f"rules: {describe(seen.rules)}{note}", err=True)
+    if seen.changed or seen.rules != FileRules():  # nothing to say of the defaults
+        note = " (changed by this run)" if seen.changed else ""
+        typer.echo(f"attnswitch run: rules: {describe(seen.rules)}{note}", err=True)
     if seen.brought_in:
         typer.echo(
-            f"the new rules bring {len(seen.brought_in):,} file(s) into the index: "
+            f"attnswitch run: the new rules bring {len(seen.brought_in):,} file(s) into the index: "
             f"{where_text(seen.brought_in)} (`run --dry-run` lists them)",
             err=True,
         )
     if seen.left_out:
         typer.echo(
-            f"the new rules leave {len(seen.left_out):,} file(s) out of the index: "
+            f"attnswitch run: the new rules leave {len(seen.left_out):,} file(s) out of the index: "
             f"{where_text(seen.left_out)}",
             err=True,
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnswitch.documents.ingest import SourceFile, scan
+from attnswitch.documents.ingest import SourceFile, check_root_name, scan
 from attnswitch.documents.rules import FileRules, RulesChange, meta_key, rules_for
 from attnswitch.indexing.config import stored_config
 from attnswitch.indexing.records import root_key
@@ -95,8 +95,10 @@ def preview(
     options: RunOptions = RunOptions(),
 ) -> RulesPreview:
     """The rules a run of `root` with the change `change` applies, and what that change
-    brings in or leaves out (see the module doc)."""
+    brings in or leaves out (see the module doc). A root whose path is not UTF-8 is a
+    `RootNameError` (the store records roots as text), as the run itself says."""
     key = root_key(root)
+    check_root_name(key)
     text = None if store is None else store.meta(meta_key(key))
     stored = None if store is None or text is None else rules_for(store, key, None)
     rules = (
