@@ -22,6 +22,7 @@ the bar, or as a line of its own).
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 import threading
@@ -338,12 +339,23 @@ class ProgressLines(_Notes):
                 self._measure_started = self.clock()
             if stage == "scanning" and not p.files_total:
                 return  # nothing to count yet (the engine is being chosen)
+            previous = self._last
+            if previous is not None and work(previous).unit != work(p).unit:
+                # the quick pass ended between two lines: its end, before the full pass's
+                self._print(self._pass_done(previous))
             if stage != MEASURING_TEXT:
                 self._pace.observe(p)
-            self._last = p
+            self._last = copy.copy(p)  # the run updates its state in place
             if stage != self._stage:
                 self._stage = stage
                 self._print(self.line(p))
+
+    def _pass_done(self, p: Any) -> str:
+        """The line of a pass that has ended (its last state `p`): "done", all of its work."""
+        return (
+            f"attnswitch run: done: {run_detail(p)} (100% of {work(p).unit}), "
+            f"{self.clock() - self._started:.0f} s"
+        )
 
     def _tick(self) -> None:
         while not self._stop.wait(min(self.interval, 1.0)):

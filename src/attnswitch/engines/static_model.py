@@ -130,20 +130,29 @@ class StaticEncoder:
 def load_static(spec: ModelSpec, encoder: Encoder | None = None) -> tuple[StaticEncoder, str]:
     """The static model of `spec`'s model, made first when the cache has none (by
     `encoder`, or the model on its default engine in fp32), and what happened ("cached" or
-    "built (...)", as `export.Artifacts.ensure` says)."""
+    "built (...)", as `export.Artifacts.ensure` says; "built, not cached (...)" when the
+    cache could not be written)."""
     from model2vec import StaticModel
+    from safetensors import SafetensorError
 
     from attnswitch.engines.export import Artifacts
-
-    def make(folder: Path) -> None:
-        from attnswitch.engines import get_engine
-
-        build(encoder or get_engine(spec.path, precision="fp32"), folder)
-
-    key = static_key(spec)
-    folder, how = Artifacts(key).ensure(make)
     from attnswitch.provenance import provenance_key
 
+    def source() -> Encoder:
+        from attnswitch.engines import get_engine
+
+        return encoder or get_engine(spec.path, precision="fp32")
+
+    key = static_key(spec)
+    try:
+        folder, how = Artifacts(key).ensure(lambda folder: build(source(), folder))
+    except (OSError, SafetensorError) as exc:
+        # The cache could not be written (a full disk, a file-size limit, a read-only
+        # cache): the same model, made in memory for this process; the run goes on and
+        # says what failed where it writes its own files.
+        vectors, tokenizer = distill(source())
+        model = StaticModel(vectors, tokenizer, normalize=True, max_length=None)
+        return StaticEncoder(model, provenance_key(key)), f"built, not cached ({exc})"
     model = StaticModel.from_pretrained(folder, normalize=True, force_download=False)
     return StaticEncoder(model, provenance_key(key)), how
 
