@@ -6,7 +6,6 @@ what it may read; an admin's calls are as before; an unknown key is 401."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import subprocess
@@ -22,21 +21,12 @@ pytest.importorskip("mcp", reason="the mcp extra")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
+from access_testing import access_text  # noqa: E402
+
 READER_KEY = "mcp-reader-key-2a9d"
 ADMIN_KEY = "mcp-admin-key-c04e"
 STARTUP_TIMEOUT_S = 120.0
-ACCESS = f"""
-[[principal]]
-name = "alice"
-groups = ["staff"]
-role = "reader"
-keys = ["{READER_KEY}"]
-
-[[principal]]
-name = "root"
-role = "admin"
-keys = ["sha256:{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()}"]
-"""
+ACCESS = access_text(READER_KEY, ADMIN_KEY)
 
 
 def start_http_with_access(db: Path, allowed: Path, workdir: Path) -> tuple[subprocess.Popen, str]:

@@ -5,19 +5,15 @@ Each step waits for the watcher's batches (events), never a fixed sleep."""
 
 from __future__ import annotations
 
-import queue
-import threading
-import time
+import functools
 from pathlib import Path
 
-import pytest
-
+import watch_testing
 from attnswitch.documents.rules import RulesChange, meta_key, stored_rules
 from attnswitch.indexing.forget import forget, unforget
 from attnswitch.indexing.location import open_store
 from attnswitch.indexing.records import root_key
-from attnswitch.jobs.run import RunOptions, RunSummary
-from attnswitch.jobs.watch import watch
+from attnswitch.jobs.run import RunOptions
 
 # the watcher is given a rule of its own: it adds to the stored rules once
 OPTIONS = RunOptions.of(
@@ -27,54 +23,10 @@ OPTIONS = RunOptions.of(
     read_workers=0,
     rules=RulesChange(exclude=("*.tmp",)),
 )
-WAIT_S = 120  # the most one change may take to show (a loaded CI machine)
 
 
-class Watcher:
-    """`watch` on its own thread (and store connection), its batches in a queue."""
-
-    def __init__(self, root: Path, location, encoder):
-        self.batches: queue.Queue[RunSummary | None] = queue.Queue()
-        self.summaries: list[RunSummary] = []
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-
-        def target() -> None:
-            try:
-                with open_store(location) as store:
-                    watch(
-                        root,
-                        store,
-                        OPTIONS,
-                        get_encoder=lambda: encoder,
-                        stop_event=self.stop,
-                        debounce_ms=300,
-                        on_batch=lambda summary, _: self.batches.put(summary),
-                    )
-            except BaseException as exc:  # shown by the test waiting on it
-                self.error = exc
-                self.batches.put(None)
-
-        self.thread = threading.Thread(target=target, daemon=True)
-        self.thread.start()
-
-    def until(self, done, what: str) -> None:
-        """Take batches until `done()` holds (checked after each)."""
-        deadline = time.monotonic() + WAIT_S
-        while not done():
-            left = deadline - time.monotonic()
-            try:
-                summary = self.batches.get(timeout=max(left, 0.01))
-            except queue.Empty:
-                pytest.fail(f"not seen within {WAIT_S} s: {what}")
-            if summary is None:
-                raise AssertionError("the watcher failed") from self.error
-            self.summaries.append(summary)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(WAIT_S)
-        assert not self.thread.is_alive() and self.error is None
+# `watch` on a thread, with this file's options
+Watcher = functools.partial(watch_testing.Watcher, options=OPTIONS)
 
 
 def sources(location) -> set[str]:

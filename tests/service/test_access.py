@@ -19,6 +19,7 @@ import pytest
 from service_testing import PLAIN_KEY, Server, copy_corpus, start_server, wait_for_jobs
 from starlette.requests import Request
 
+from access_testing import access_text
 from attnswitch.errors import ConfigError
 from attnswitch.indexing.access import Reader
 from attnswitch.service.access import (
@@ -39,26 +40,12 @@ ADMIN_KEY = "admin-key-77c2"
 LATER_KEY = "later-key-0b3f"
 QUERY = "how do I update rows in a table"
 
-ACCESS = f"""
-[[principal]]
-name = "alice"
-groups = ["staff", "hr"]
-role = "reader"
-keys = ["{READER_KEY}"]
-
-[[principal]]
-name = "root"
-role = "admin"
-keys = ["sha256:{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()}"]
-
-[[grant]]
-path = "docs/postgresql"
-groups = ["hr"]
-
-[[grant]]
-path = "other/*.txt"
-groups = ["finance"]
-"""
+ACCESS = access_text(
+    READER_KEY,
+    ADMIN_KEY,
+    groups=("staff", "hr"),
+    grants=[("docs/postgresql", ["hr"]), ("other/*.txt", ["finance"])],
+)
 
 
 def request_with(key: str | None) -> Request:

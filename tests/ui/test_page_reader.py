@@ -4,7 +4,6 @@ may not use them: the routes answer it 403); an admin's page has all of them."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterator
 
@@ -12,22 +11,12 @@ import httpx
 import pytest
 from ui_testing import STARTUP_TIMEOUT_S, make_jobs_root
 
+from access_testing import access_text
 from attnswitch.service import launch
 
 READER_KEY = "ui-reader-key-61b0"
 ADMIN_KEY = "ui-admin-key-9e24"
-ACCESS = f"""
-[[principal]]
-name = "alice"
-groups = ["staff"]
-role = "reader"
-keys = ["{READER_KEY}"]
-
-[[principal]]
-name = "root"
-role = "admin"
-keys = ["sha256:{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()}"]
-"""
+ACCESS = access_text(READER_KEY, ADMIN_KEY)
 
 
 @pytest.fixture(scope="module")
