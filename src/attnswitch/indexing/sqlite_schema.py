@@ -222,7 +222,7 @@ JOB_COLUMNS_V5 = (
 #    cannot drop a NOT NULL in place: the chunks table is made again and every row copied
 #    with its id (the keyword index and the HNSW graph are keyed by it, and stay as they
 #    are); the triggers are made again after.
-# 11: each document's permissions as read (docs/architecture.md, "Who may read"): the
+# 11: each document's permissions as read (docs/architecture.md, "Who may read what"): the
 #    `access` table of distinct chains (made by `SCHEMA`) and the documents' `access`
 #    column, NULL for the documents stored before (read by admins only until the next run
 #    records theirs).
