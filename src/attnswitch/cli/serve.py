@@ -55,8 +55,8 @@ def serve_command(
     access_file: Annotated[
         Path | None,
         typer.Option(
-            help="Principals and their keys (TOML: [[principal]] name, groups, role "
-            '"reader" or "admin", keys; [[grant]] path, groups): a reader finds only what it '
+            help="Principals and their keys (TOML: \\[\\[principal]] name, groups, role "
+            '"reader" or "admin", keys; \\[\\[grant]] path, groups): a reader finds only what it '
             "may read. Not with --api-key-file. Re-read on SIGHUP.",
             show_default=False,
             parser=nonblank_path,
