@@ -4,8 +4,7 @@ group adm may enter holding a copy of a public file, a folder bin may read by an
 the readers daemon (groups daemon, adm) and bin (groups bin, staff), the files each may read
 are asked of the kernel (a forked child as that user calls os.access). A reader's search is
 the admin's restricted to those files, k readable hits still come back, its index counts
-only them, and no forbidden path or text appears in any answer. SQLite only: the store's
-own filtering on PostgreSQL is covered by tests/indexing/test_access_store.py."""
+only them, and no forbidden path or text appears in any answer. Both stores."""
 
 from __future__ import annotations
 
@@ -62,8 +61,8 @@ class Served:
     files: list[str]  # relative to the jobs root ("tree/...")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def served(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     require()
     for group in ("adm", "staff"):
         if not _has_group(group):
@@ -95,11 +94,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         files.append("tree/adm-only/start-copy.html")
         work = tmp_path_factory.mktemp("views")
         (work / "data").mkdir()
+        location = str(work / "data")
+        if request.param == "postgres":  # a fresh database on the session's cluster
+            import psycopg
+
+            cluster = request.getfixturevalue("pg_cluster")
+            with psycopg.connect(cluster.url, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "t_reader_views_{os.getpid()}"')
+            location = cluster.url.rsplit("/", 1)[0] + f"/t_reader_views_{os.getpid()}"
         (work / "access.toml").write_text(ACCESS, encoding="utf-8")
         srv = start_server(
             work / "server",
             "--db",
-            str(work / "data"),
+            location,
             "--access-file",
             str(work / "access.toml"),
             "--jobs-root",
