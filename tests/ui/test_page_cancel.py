@@ -62,8 +62,10 @@ def test_a_job_cancelled_in_the_page_ends_cancelled_and_keeps_its_documents(ui, 
         ".endsWith(': cancelled; the documents it committed are kept.')",
         timeout=TIMEOUT_MS,
     )
+    # the quick pass reads at reader speed: it may commit the whole folder before the
+    # click lands (the cancel then stops the full pass); either way nothing committed goes
     kept = committed(data, folder)
-    assert 2 <= kept < total, kept
+    assert 2 <= kept <= total, kept
     with open_store(data) as store:
         job = jobs_table.table(store).recent(1)[0]
         assert (job.path, job.status, job.resume) == ("many", "cancelled", False)
