@@ -12,13 +12,11 @@ key form.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from ui_testing import KEY, STARTUP_TIMEOUT_S, chromium, make_jobs_root
+from ui_testing import KEY, STARTUP_TIMEOUT_S, Page, chromium, index_docs, make_jobs_root
 
 from attnswitch.service import launch
 
@@ -62,35 +60,10 @@ def ui_server(
         timeout=STARTUP_TIMEOUT_S,
     )
     try:
-        with httpx.Client(
-            base_url=srv.url, timeout=60, headers={"Authorization": f"Bearer {KEY}"}
-        ) as client:
-            job = client.post("/v1/jobs", json={"path": "docs"}).json()
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            while job["status"] in ("queued", "running"):
-                assert time.monotonic() < deadline, f"indexing docs/ took too long: {job}"
-                time.sleep(0.1)
-                job = client.get(f"/v1/jobs/{job['id']}").json()
-            assert job["status"] == "completed", job
+        index_docs(srv.url, KEY)
         yield srv
     finally:
         srv.stop()
-
-
-class Page:
-    """A Playwright page on the server, with the console errors and page errors it saw."""
-
-    def __init__(self, page: object, url: str):
-        self.page = page
-        self.url = url
-        self.errors: list[str] = []
-        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-
-    def open(self, query: str = "") -> object:
-        self.page.goto(f"{self.url}/{query}")
-        self.page.wait_for_selector("#nav:not([hidden])")
-        return self.page
 
 
 def _context(browser: object, **options: object) -> object:

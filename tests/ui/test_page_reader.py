@@ -4,12 +4,10 @@ may not use them: the routes answer it 403); an admin's page has all of them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
-from ui_testing import STARTUP_TIMEOUT_S, make_jobs_root
+from ui_testing import STARTUP_TIMEOUT_S, Page, index_docs, make_jobs_root
 
 from access_testing import access_text
 from attnswitch.service import launch
@@ -39,33 +37,10 @@ def access_server(
         timeout=STARTUP_TIMEOUT_S,
     )
     try:
-        with httpx.Client(
-            base_url=srv.url, timeout=60, headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-        ) as client:
-            job = client.post("/v1/jobs", json={"path": "docs"}).json()
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            while job["status"] in ("queued", "running"):
-                assert time.monotonic() < deadline, f"indexing docs/ took too long: {job}"
-                time.sleep(0.1)
-                job = client.get(f"/v1/jobs/{job['id']}").json()
-            assert job["status"] == "completed", job
+        index_docs(srv.url, ADMIN_KEY)
         yield srv
     finally:
         srv.stop()
-
-
-class Page:
-    """A Playwright page on the server, with the console errors and page errors it saw."""
-
-    def __init__(self, page: object, url: str):
-        self.page, self.url, self.errors = page, url, []
-        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-
-    def open(self, query: str = "") -> object:
-        self.page.goto(f"{self.url}/{query}")
-        self.page.wait_for_selector("#nav:not([hidden])")
-        return self.page
 
 
 @pytest.fixture

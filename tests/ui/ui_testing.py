@@ -5,7 +5,10 @@ the key the tests type."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
+
+import httpx
 
 from text_pdfs import text_pdf
 
@@ -55,3 +58,34 @@ def make_jobs_root(root: Path) -> Path:
     (root / "docs" / "empty.txt").write_text("")
     (root / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\nnot a PDF body\n")
     return root
+
+
+def index_docs(url: str, key: str) -> None:
+    """Index the jobs root's `docs/` on the server at `url` by a job, as the admin of
+    `key`, and wait for it to complete."""
+    with httpx.Client(
+        base_url=url, timeout=60, headers={"Authorization": f"Bearer {key}"}
+    ) as client:
+        job = client.post("/v1/jobs", json={"path": "docs"}).json()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while job["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, f"indexing docs/ took too long: {job}"
+            time.sleep(0.1)
+            job = client.get(f"/v1/jobs/{job['id']}").json()
+        assert job["status"] == "completed", job
+
+
+class Page:
+    """A Playwright page on the server, with the console errors and page errors it saw."""
+
+    def __init__(self, page: object, url: str):
+        self.page = page
+        self.url = url
+        self.errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+
+    def open(self, query: str = "") -> object:
+        self.page.goto(f"{self.url}/{query}")
+        self.page.wait_for_selector("#nav:not([hidden])")
+        return self.page
