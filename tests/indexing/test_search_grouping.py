@@ -62,9 +62,22 @@ def test_the_rule_prefers_unmarked_then_oldest_then_shortest_then_alphabetical()
 def test_keyword_finds_are_kept_near_the_top() -> None:
     fused = [(i, 1.0 - i / 100) for i in range(1, 11)] + [(99, 0.2)]
     dense = [(i, 0.6) for i in range(1, 11)]
-    kept = keep_keyword_finds(fused, dense, [(5, 9.0), (99, 8.0)])
+    kept = keep_keyword_finds(fused, dense, [(99, 9.0), (5, 6.0)])
     assert [cid for cid, _ in kept][:4] == [1, 2, 99, 3]  # 5 is in dense: it does not move
     assert keep_keyword_finds(fused, dense, [(1, 9.0)]) == fused  # nothing to keep
+
+
+@pytest.mark.parametrize(("find", "held", "moves"), [(8.4, 6.0, True), (8.3, 6.0, False)])
+def test_a_keyword_find_moves_only_when_its_words_lead_what_dense_holds(
+    find: float, held: float, moves: bool
+) -> None:
+    """1.4 times the best keyword score among dense's own chunks, or it stays: dense's
+    candidates match the words about as well, and its judgement of meaning stands."""
+    fused = [(i, 1.0 - i / 100) for i in range(1, 11)] + [(99, 0.2)]
+    dense = [(i, 0.6) for i in range(1, 11)]
+    kept = keep_keyword_finds(fused, dense, [(99, find), (7, held), (3, held / 2)])
+    assert ([cid for cid, _ in kept][2] == 99) is moves
+    assert keep_keyword_finds(fused, dense[:2], [(99, 0.1), (7, 9.0)])[2][0] == 99  # 7 not held
 
 
 def test_spread_puts_every_documents_first_chunks_first() -> None:
