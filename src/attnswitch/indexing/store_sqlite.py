@@ -36,6 +36,7 @@ from attnswitch.indexing.records import (
     check_ef_search,
     root_key,
 )
+from attnswitch.indexing.sqlite_allowed import Allowed, AllowedChunks, dense_within
 from attnswitch.indexing.sqlite_file import (
     check_index_file,
     resolve_path,
@@ -96,6 +97,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         self._counted: tuple[int, int] | None = None  # (log position, chunks)
         self._encoded: tuple[int, int] | None = None  # (log position, with a full vector)
         self._quick: tuple[int, Any] | None = None  # (log position, quick ids and matrix)
+        self._allowed = AllowedChunks()  # what recent filters keep (sqlite_allowed)
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -541,6 +543,11 @@ class SQLiteStore(StoreBase, VectorPasses):
             )
         ]
 
+    def allowed_chunks(self, where: SearchFilter) -> Allowed:
+        """What `where` keeps (its documents; their chunks and vectors once read), kept
+        until the store changes (`sqlite_allowed.AllowedChunks`)."""
+        return self._allowed.of(self, where)
+
     def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of those of these chunk ids that are stored, by id."""
         ids = sorted({int(i) for i in ids})
@@ -575,12 +582,12 @@ class SQLiteStore(StoreBase, VectorPasses):
         exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
         search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
         when a write has been committed since. With `where`, among the chunks of the
-        documents it keeps only (`_dense_within`)."""
+        documents it keeps only (`sqlite_allowed.dense_within`)."""
         from attnswitch.indexing.ann import HnswIndex, exact_top_k
 
         ef = self.beam(ef)
         if where is not None:
-            return self._dense_within(queries, n, ef, where)
+            return dense_within(self, queries, n, ef, where)
         position = self._log_position()
         if self._dense is None or self._dense[0] != position:
             self._dense = None  # the old one is garbage before the new one loads
@@ -598,40 +605,6 @@ class SQLiteStore(StoreBase, VectorPasses):
             return exact_top_k(ids, matrix, queries, n)
         hits: list[list[tuple[int, float]]] = searcher.search(queries, n, ef)
         return hits
-
-    def _dense_within(
-        self, queries: np.ndarray, n: int, ef: int, where: SearchFilter
-    ) -> list[list[tuple[int, float]]]:
-        """`dense` among the chunks of the documents `where` keeps. Few of them (below
-        `exact_below`): an exact search of their vectors. Many: the graph searched for
-        more candidates than `n`, as many more as the filter is selective, doubled until
-        every query has `n` allowed chunks or the whole graph is returned; so `n` hits
-        come back whenever `n` chunks pass (hand-written: usearch's Python search takes
-        no predicate)."""
-        from attnswitch.indexing.ann import exact_top_k
-
-        allowed = {
-            int(r[0])
-            for r in self._conn.execute(
-                "SELECT id FROM chunks WHERE vector IS NOT NULL AND "
-                "doc_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(self.allowed_documents(where)),),
-            )
-        }
-        if not allowed:
-            return [[] for _ in range(len(queries))]
-        total = self.encoded()
-        if len(allowed) < self.exact_below or total < self.exact_below:
-            return exact_top_k(*self.vectors_of(allowed), queries, n)
-        want = min(int(n), len(allowed))
-        wide = min(total, max(2 * want, int(2 * want * total / len(allowed))))
-        while True:
-            self._check_deadline()
-            found = self.dense(queries, wide, ef)
-            kept = [[hit for hit in hits if hit[0] in allowed][:want] for hits in found]
-            if all(len(hits) == want for hits in kept) or wide >= total:
-                return kept
-            wide = min(total, 2 * wide)
 
     def quick(
         self, queries: np.ndarray, n: int, where: SearchFilter | None = None
@@ -661,7 +634,7 @@ class SQLiteStore(StoreBase, VectorPasses):
                 for r in self._conn.execute(
                     "SELECT id FROM chunks WHERE vector IS NULL AND "
                     "doc_id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(self.allowed_documents(where)),),
+                    (self.allowed_chunks(where).documents,),
                 )
             ]
             kept = np.isin(ids, np.asarray(allowed, np.int64))
@@ -717,7 +690,7 @@ class SQLiteStore(StoreBase, VectorPasses):
                 "chunks c ON c.id = chunks_terms.rowid WHERE chunks_terms MATCH ? AND "
                 f"c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY {rank}, "
                 "chunks_terms.rowid LIMIT ?",
-                (match, json.dumps(self.allowed_documents(where)), int(n)),
+                (match, self.allowed_chunks(where).documents, int(n)),
             ).fetchall()
         return [(int(r[0]), -float(r[1])) for r in rows]
 
