@@ -36,7 +36,12 @@ from attnswitch.indexing.records import (
     check_ef_search,
     root_key,
 )
-from attnswitch.indexing.sqlite_allowed import Allowed, AllowedChunks, dense_within
+from attnswitch.indexing.sqlite_allowed import (
+    Allowed,
+    AllowedChunks,
+    dense_within,
+    keyword_within,
+)
 from attnswitch.indexing.sqlite_file import (
     check_index_file,
     resolve_path,
@@ -678,20 +683,14 @@ class SQLiteStore(StoreBase, VectorPasses):
             for t in items
         )
         rank = f"bm25(chunks_terms, 1.0, {analyzer.STEM_WEIGHT})"
+        ranked = (
+            f"SELECT rowid, {rank} FROM chunks_terms WHERE chunks_terms "
+            f"MATCH ? ORDER BY {rank}, rowid LIMIT ?"
+        )
         if where is None:
-            rows = self._conn.execute(
-                f"SELECT rowid, {rank} FROM chunks_terms WHERE chunks_terms "
-                f"MATCH ? ORDER BY {rank}, rowid LIMIT ?",
-                (match, int(n)),
-            ).fetchall()
+            rows = self._conn.execute(ranked, (match, int(n))).fetchall()
         else:
-            rows = self._conn.execute(
-                f"SELECT chunks_terms.rowid, {rank} FROM chunks_terms JOIN "
-                "chunks c ON c.id = chunks_terms.rowid WHERE chunks_terms MATCH ? AND "
-                f"c.doc_id IN (SELECT value FROM json_each(?)) ORDER BY {rank}, "
-                "chunks_terms.rowid LIMIT ?",
-                (match, self.allowed_chunks(where).documents, int(n)),
-            ).fetchall()
+            rows = keyword_within(self, ranked, match, rank, int(n), where)
         return [(int(r[0]), -float(r[1])) for r in rows]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
