@@ -1,14 +1,18 @@
 """`attnswitch mcp`: an MCP server over the index (`integrations.mcp`), for assistants that
 speak the Model Context Protocol.
 
-    attnswitch mcp [--db DIR|URL] [--allow-index ROOT ...]                  (stdio)
+    attnswitch mcp [--db DIR|URL] [--allow-index ROOT ...] [--access-file FILE]   (stdio)
     attnswitch mcp --http [--host 127.0.0.1] [--port 8765] [--api-key-file FILE | --access-file FILE]
                    [--allow-no-auth]
                    [--max-sessions N] [--session-idle-minutes MINUTES]
 
+stdio with --access-file serves the principal whose key is in the environment variable
+ATTNSWITCH_API_KEY (an MCP client's `env` for the server); without it, the local user.
+
 Exit status: 0 after a clean stop, 2 for a refused configuration (the mcp extra missing, an
-allowed root that is not a folder, an unreadable key or access file or both given, a
-non-loopback host without keys, session settings out of range), 1 when the address cannot be bound.
+allowed root that is not a folder, an unreadable key or access file or both given, stdio
+with an access file and no key of it in ATTNSWITCH_API_KEY, a non-loopback host without
+keys, session settings out of range), 1 when the address cannot be bound.
 """
 
 from __future__ import annotations
@@ -70,8 +74,10 @@ def mcp_command(
     access_file: Annotated[
         Path | None,
         typer.Option(
-            help="With --http: principals and their keys, as `attnswitch serve --access-file` "
-            "reads them: a reader finds only what it may read. Re-read on SIGHUP.",
+            help="Principals and their keys, as `attnswitch serve --access-file` reads them: "
+            "a reader finds only what it may read. Re-read on SIGHUP. With --http each "
+            "request's bearer key names its principal; on stdio the key is read from the "
+            "environment variable ATTNSWITCH_API_KEY (the env an MCP client gives the server).",
             show_default=False,
             parser=nonblank_path,
         ),
@@ -103,6 +109,7 @@ def mcp_command(
     index_status, and index_folder under --allow-index roots. stdio by default."""
     try:
         from attnswitch.integrations.mcp import build_server, run_http, run_stdio
+        from attnswitch.integrations.mcp_env_key import ENV_KEY, EnvKeyPrincipal
     except ModuleNotFoundError as exc:
         typer.echo(
             f"attnswitch mcp: expected the mcp extra (pip install 'attnswitch[mcp]'), got {exc}",
@@ -113,13 +120,17 @@ def mcp_command(
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        server = build_server(db, [str(p) for p in allow_index or ()], private=http)
+        principal = None
+        if not http and access_file is not None:  # the key leaves the environment here
+            principal = EnvKeyPrincipal.start(access_file, os.environ.pop(ENV_KEY, None))
+        server = build_server(
+            db,
+            [str(p) for p in allow_index or ()],
+            private=http or principal is not None,
+            asker=None if principal is None else principal.asker,
+        )
         if not http:
-            if access_file is not None:
-                raise ValueError(
-                    "access-file: expected --http with it (stdio serves the local user), got stdio"
-                )
-            run_stdio(server)
+            run_stdio(server, reload=None if principal is None else principal.reload)
             return
         run_http(
             server,

@@ -22,9 +22,14 @@ at `http://HOST:PORT/mcp`, with the same authentication as `attnswitch serve`
 admin's) or principals from `--access-file` (re-read on SIGHUP), hashed, compared in
 constant time; without keys a non-loopback host is refused unless `--allow-no-auth`, and a
 keyless loopback server refuses other Host names. Each call runs as the key's principal: a
-reader's search keeps only what it may read, its `index_status` leaves out skipped files
-and runs, and `index_folder` is an admin's (a reader's call is a tool error); stdio is the
-local user, an admin. At most `--max-sessions` HTTP sessions are open
+reader's search keeps only what it may read, its `get_document` answers a document it may
+not read as one not indexed, its `index_status` counts only what it may read and leaves out
+skipped files and runs, and `index_folder` is an admin's (a reader's call is a tool error).
+stdio is the local user, an admin, unless `--access-file` is given: then it serves the
+principal whose key the client puts in the environment variable `ATTNSWITCH_API_KEY` (the
+`env` of the server's entry in an MCP client's configuration; `mcp_env_key`), shows roots
+by name only as HTTP does, and re-reads the file on SIGHUP; a missing or unknown key
+refuses to start. At most `--max-sessions` HTTP sessions are open
 at once (a new one past them is answered 503), and one idle for `--session-idle-minutes`
 is closed (`mcp_sessions`).
 
@@ -42,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -348,9 +354,12 @@ def build_server(
     db: str | os.PathLike | None = None,
     allow_index: list[str | os.PathLike] | None = None,
     private: bool = False,
+    asker: Callable[[], tuple[Any, Any]] | None = None,
 ) -> MCPServer:
     """The MCP server over the index at `db` (None: `./.attnswitch/`), its tools bound to
-    it; `index_folder` only with `allow_index` roots. `private`: show roots by name only."""
+    it; `index_folder` only with `allow_index` roots. `private`: show roots by name only.
+    `asker`: (principal, `Reader`) of a call that comes with no HTTP request (stdio with an
+    access file: `mcp_env_key.EnvKeyPrincipal.asker`); None: the local user, an admin."""
     from attnswitch._version import __version__
 
     tools = IndexTools(db, allowed_roots(allow_index), private)
@@ -389,7 +398,7 @@ def build_server(
         `note` says why nothing came back."""
         from attnswitch.service.audit import audit_search
 
-        principal, reader = _asker(ctx)
+        principal, reader = _asker(ctx, asker)
         found = await _call(tools.search, query, k, mode, filters, group, reader)
         audit_search(
             principal, "mcp/search", query, k, str(mode), reader is not None, len(found["hits"])
@@ -445,7 +454,7 @@ def build_server(
         and after it (`chunks`, in order). Give exactly one of them. Use it after search,
         when a passage is not enough to answer."""
         return await _call(
-            tools.get_document, path, chunk_id, root, around, max_chars, _reader(ctx)
+            tools.get_document, path, chunk_id, root, around, max_chars, _reader(ctx, asker)
         )
 
     @server.tool()
@@ -454,7 +463,7 @@ def build_server(
         the model it was built with, skipped files by reason and the last runs, and the
         roots index_folder may index. Use it to tell the user what can be searched, or
         why a document is missing."""
-        return await _call(tools.index_status, _reader(ctx))
+        return await _call(tools.index_status, _reader(ctx, asker))
 
     if tools.roots:
 
@@ -476,25 +485,31 @@ def build_server(
             finds them. Only folders inside the roots index_status lists are accepted. It
             can take minutes for a large folder. Returns the run's counts (files indexed,
             skipped, chunks encoded, seconds)."""
-            return await _call(tools.index_folder, folder, _reader(ctx))
+            return await _call(tools.index_folder, folder, _reader(ctx, asker))
 
     return server
 
 
-def run_stdio(server: MCPServer) -> None:
+def run_stdio(server: MCPServer, reload: Callable[[], Any] | None = None) -> None:
     """Serve on stdin/stdout until the client closes them; a malformed message is answered
-    with a JSON-RPC error (`mcp_stdio`)."""
+    with a JSON-RPC error (`mcp_stdio`). `reload` (the access file's,
+    `EnvKeyPrincipal.reload`) is called on SIGHUP."""
     import anyio
 
     from attnswitch.integrations.mcp_stdio import serve_stdio
 
+    if reload is not None and hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda signum, frame: reload())
     anyio.run(serve_stdio, server)
 
 
-def _asker(ctx: Context | None) -> tuple[Any, Any]:
-    """The call's principal, which `BearerKeys` put on its HTTP request (stdio and a
-    keyless server: the local user, `access.LOCAL`), and its `indexing.access.Reader` (None:
-    an admin)."""
+def _asker(
+    ctx: Context | None, local: Callable[[], tuple[Any, Any]] | None = None
+) -> tuple[Any, Any]:
+    """The call's principal, which `BearerKeys` put on its HTTP request, and its
+    `indexing.access.Reader` (None: an admin). A call without one (stdio) is `local()`'s
+    (stdio with an access file: the environment's key), else, as on a keyless server, the
+    local user (`access.LOCAL`)."""
     from attnswitch.service.access import LOCAL
 
     request = None
@@ -506,13 +521,13 @@ def _asker(ctx: Context | None) -> tuple[Any, Any]:
     state = getattr(request, "scope", {}).get("state") or {}
     principal, access = state.get("principal"), state.get("access")
     if principal is None or access is None:
-        return LOCAL, None
+        return (LOCAL, None) if local is None else local()
     return principal, access.reader(principal)
 
 
-def _reader(ctx: Context | None) -> Any:
+def _reader(ctx: Context | None, local: Callable[[], tuple[Any, Any]] | None = None) -> Any:
     """The `indexing.access.Reader` of the call's principal (`_asker`)."""
-    return _asker(ctx)[1]
+    return _asker(ctx, local)[1]
 
 
 class BearerKeys:
@@ -595,8 +610,6 @@ def run_http(
     (`auth.check_bind`); binds the socket itself (port 0: a free one) and prints
     "attnswitch mcp: listening on http://HOST:PORT/mcp" on stderr before serving. SIGHUP
     re-reads the access (or key) file (`AccessControl.reload`). Sessions: see `http_app`."""
-    import signal
-
     import uvicorn
 
     from attnswitch.service.access import AccessControl
