@@ -2,7 +2,7 @@
 admin (no filter) and as a reader who may read half of the documents, in each store.
 
     python benchmarks/reader_filter.py [--n 100000] [--per-doc 100] [--stores sqlite,postgres]
-                                       [--queries 100] [--json PATH] [--md PATH]
+                                       [--queries 100] [--json PATH] [--md PATH] [--plot PATH]
 
 The store holds `--n` synthetic 384-d chunks (`synthetic.clustered`, text of the shipped
 corpus' words, `--per-doc` chunks a document), loaded as `store_scale.py` loads them. Every
@@ -19,7 +19,9 @@ ratio reader / admin of the p50s, and the hits the reader got (k when k readable
 match). The issue's bound: the reader's p50 at most 1.2 times the admin's.
 
 PostgreSQL runs on a throwaway local cluster (tests/pg_local.py), indexes built after the
-load. Results go to `--json` and a Markdown table to `--md`, with the CPU named.
+load. Results go to `--json`, a Markdown table to `--md` and a bar chart of the ratios to
+`--plot` (PNG), with the CPU named; `--from-json PATH` redraws the table and the chart of
+an earlier run without measuring.
 """
 
 from __future__ import annotations
@@ -129,10 +131,9 @@ def run_postgres(folder: Path, n: int, per_doc: int, queries, texts) -> dict:
                 "modes": measure(store, queries, texts)}  # fmt: skip
 
 
-def table(results: list[dict], n: int) -> str:
+def table(results: list[dict], n: int, cpu: str) -> str:
     lines = [
-        f"Reader filter cost, {n:,} chunks, half of the documents forbidden; "
-        f"CPU: {cpu_description()}",
+        f"Reader filter cost, {n:,} chunks, half of the documents forbidden; CPU: {cpu}",
         "",
         "| store | mode | admin p50 ms | reader p50 ms | ratio | admin p95 | reader p95 |"
         " reader hits (min) |",
@@ -148,6 +149,31 @@ def table(results: list[dict], n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(results: list[dict], n: int, cpu: str, path: Path) -> None:
+    """Reader p50 / admin p50 per store and mode, the issue's bound drawn at 1.2."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.8 / len(MODES)
+    for i, mode in enumerate(MODES):
+        ratios = [next(m["ratio_p50"] for m in r["modes"] if m["mode"] == mode) for r in results]
+        xs = np.arange(len(results)) + (i - (len(MODES) - 1) / 2) * width
+        ax.bar(xs, ratios, width, label=mode)
+        for x, ratio in zip(xs, ratios, strict=True):
+            ax.text(x, ratio, f"{ratio:.2f}", ha="center", va="bottom", fontsize=8)
+    ax.axhline(1.2, color="#c44e52", linestyle="--", linewidth=1, label="bound 1.2")
+    ax.set_xticks(np.arange(len(results)), [r["store"] for r in results])
+    ax.set_ylabel("reader p50 / admin p50")
+    ax.set_title(f"{n:,} chunks, half forbidden; {cpu}", fontsize=8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -156,7 +182,14 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
+    ap.add_argument("--plot", type=Path)
+    ap.add_argument("--from-json", type=Path, help="redraw an earlier run's --json")
     args = ap.parse_args()
+    if args.from_json:
+        earlier = json.loads(args.from_json.read_text())
+        cpu = earlier.get("cpu", cpu_description())
+        report(earlier["results"], earlier["n"], cpu, args.md, args.plot)
+        return
     rng = np.random.default_rng(1)
     vocab = words(0)
     queries = clustered(args.queries, DIM, seed=7)
@@ -169,11 +202,21 @@ def main() -> None:
             print(f"{name}: loading {args.n:,} chunks", flush=True)
             results.append(runner(Path(tmp), args.n, args.per_doc, queries, texts))
             if args.json:
-                args.json.write_text(json.dumps({"n": args.n, "results": results}, indent=1))
-    text = table(results, args.n)
+                args.json.write_text(
+                    json.dumps(
+                        {"n": args.n, "cpu": cpu_description(), "results": results}, indent=1
+                    )
+                )
+    report(results, args.n, cpu_description(), args.md, args.plot)
+
+
+def report(results: list[dict], n: int, cpu: str, md: Path | None, chart: Path | None) -> None:
+    text = table(results, n, cpu)
     print(text)
-    if args.md:
-        args.md.write_text(text)
+    if md:
+        md.write_text(text)
+    if chart:
+        plot(results, n, cpu, chart)
 
 
 if __name__ == "__main__":

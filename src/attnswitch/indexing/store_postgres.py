@@ -640,6 +640,11 @@ class PostgresStore(StoreBase, VectorPasses):
         )
         from pgvector import HalfVector
 
+        # A filtered statement is never prepared: psycopg prepares a statement run five
+        # times, and PostgreSQL's generic plan for `doc_id = ANY($n)` then ranked the
+        # allowed chunks exactly instead of scanning the graph (34 ms against 10 ms at
+        # 100,000 chunks, half allowed: benchmarks/reader_filter.py).
+        prepare = None if docs is None else False
         out = []
         for q in (HalfVector(q) for q in np.asarray(queries, np.float32)):
             with self._conn.transaction():
@@ -648,14 +653,14 @@ class PostgresStore(StoreBase, VectorPasses):
                     self._conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 hits = [
                     (int(r[0]), -float(r[1]))
-                    for r in self._conn.execute(sql, (q, *extra, q, int(n)))
+                    for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=prepare)
                 ]
             if docs is not None and len(hits) < n and len(hits) < self._chunks_of(docs):
                 with self._conn.transaction():
                     self._conn.execute("SET LOCAL enable_indexscan = off")
                     hits = [
                         (int(r[0]), -float(r[1]))
-                        for r in self._conn.execute(sql, (q, *extra, q, int(n)))
+                        for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=False)
                     ]
             out.append(hits)
         return out
