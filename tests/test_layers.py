@@ -52,6 +52,7 @@ LAYERS = {
     "attnswitch.integrations.langchain": 9,
     "attnswitch.integrations.llamaindex": 9,
     "attnswitch.integrations.mcp": 9,
+    "attnswitch.integrations.mcp_env_key": 9,
     "attnswitch.cli": 10,
 }
 # The root module (`attnswitch/__init__.py`), above every layer; its other modules

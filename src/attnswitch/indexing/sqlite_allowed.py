@@ -16,23 +16,47 @@ time (`open_indexes`), so the cache takes no lock.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from attnswitch.indexing.ann import exact_top_k
-
-if TYPE_CHECKING:
-    from attnswitch.indexing.filters import SearchFilter
-    from attnswitch.indexing.store_sqlite import SQLiteStore
+from attnswitch.indexing.filters import SearchFilter
 
 ALLOWED_KEPT = 4  # filters per store (a server's few readers); each holds ids, few vectors
 # At least this share of the chunks allowed, keyword results are filtered here from the
 # plain ranking read wider; fewer, by SQL (a join per match costs about one microsecond,
 # the plain ranking's price again at 100,000 chunks, where Python's filter costs nothing).
 FILTER_HERE_ABOVE = 0.1
+
+
+class SQLiteStore(Protocol):
+    """What these searches use of `store_sqlite.SQLiteStore` (which imports this module)."""
+
+    exact_below: int
+    _conn: sqlite3.Connection
+
+    def data_version(self) -> int | None: ...
+
+    def allowed_documents(self, where: SearchFilter) -> list[int]: ...
+
+    def allowed_chunks(self, where: SearchFilter) -> Allowed: ...
+
+    def count(self) -> int: ...
+
+    def encoded(self) -> int: ...
+
+    def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def dense(
+        self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
+    ) -> list[list[tuple[int, float]]]: ...
+
+    def _check_deadline(self) -> None: ...
 
 
 @dataclass
