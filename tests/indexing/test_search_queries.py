@@ -101,7 +101,12 @@ def test_a_search_issues_the_same_statements_whatever_k(store, kind: str) -> Non
     # each statement's head in the message (a whole trace line is too long to survive
     # pytest's truncation): a count that differs says which one
     heads = {k: [_head(line) for line in sent] for k, sent in sent_by_k.items()}
-    assert counts[1] == counts[50] == counts[MAX_K] <= MOST_STATEMENTS, (counts, heads)
+    assert counts[50] == counts[MAX_K] <= MOST_STATEMENTS, (counts, heads)
+    # PostgreSQL's HNSW is approximate (its graph differs build to build): the 2 chunks of
+    # k = 1 may hold a copy's chunk but not the one of the copy shown, which is then read
+    # (`search._copy_chunk`): one statement more, and only with a copy as the hit
+    extra = counts[1] - counts[50]
+    assert extra == 0 or (extra == 1 and found[1][0].path in COPIES), (counts, heads)
     assert [len(found[k]) for k in counts] == list(counts)
     if "where" in options:
         assert not {h.path for h in found[MAX_K]} & set(OTHERS)
