@@ -91,9 +91,6 @@ class AllowedChunks:
             self._entries.popitem(last=False)
         return found
 
-    def clear(self) -> None:
-        self._entries.clear()
-
 
 def encoded_chunks(store: SQLiteStore, allowed: Allowed) -> np.ndarray:
     """`allowed.encoded`, read once: the ids `[N]` (ascending) of the chunks with a full
