@@ -202,18 +202,37 @@ def searched(db: Path, queries_file: Path, env: dict) -> tuple[list[list[str]], 
     return answer["ranked"], answer["seconds"]
 
 
+def keep_index(db: Path, where: Path | None) -> None:
+    """Copy the index folder of `db` (its store files, not the run's own cache) to
+    `where`, replacing what was there; nothing when `where` is None."""
+    if where is None:
+        return
+    shutil.rmtree(where, ignore_errors=True)
+    shutil.copytree(db.parent, where, ignore=shutil.ignore_patterns("cache"))
+
+
 def run_attnswitch(
-    drive: Path, work: Path, src: Path, queries_file: Path, env: dict, *, two_passes: bool
+    drive: Path,
+    work: Path,
+    src: Path,
+    queries_file: Path,
+    env: dict,
+    *,
+    two_passes: bool,
+    keep: Path | None = None,
 ) -> dict:
     """One system's job over `drive` from a fresh index. `two_passes`: `run --quick` (the
     folder searchable), the queries, then `run` (the full pass), the queries again; else
-    one `run` (a version before the two passes)."""
+    one `run` (a version before the two passes). `keep`: the index is copied to
+    `keep/quick` right after the quick pass (before its searches keep any vector) and to
+    `keep/full` at the end."""
     db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
     env = dict(env, PYTHONPATH=str(src), ATTNSWITCH_CACHE_DIR=str(own_cache(db.parent)))
     cli = [sys.executable, "-m", "attnswitch", "run", str(drive), "--db", str(db), "--json"]
     quick = None
     if two_passes:
         quick_s, done, sampler = timed([*cli, "--quick", "--no-progress"], env, db)
+        keep_index(db, keep / "quick" if keep else None)
         ranked, search_s = searched(db, queries_file, env)
         quick = {
             "seconds": quick_s,
@@ -230,6 +249,7 @@ def run_attnswitch(
     read = {source for source, status in rows if status == "indexed"}
     ranked, search_s = searched(db, queries_file, env)
     index_bytes = sum(p.stat().st_size for p in db.parent.iterdir() if p.is_file())
+    keep_index(db, keep / "full" if keep else None)
     shutil.rmtree(db.parent)
     samples = sampler.samples
     if quick is not None:  # one time line: the full pass's samples after the quick pass's
@@ -558,6 +578,12 @@ def main() -> None:
         "whose result is there already is read, not run again",
     )
     ap.add_argument(
+        "--keep",
+        type=Path,
+        help="keep attnswitch's index as the quick pass left it (KEEP/quick) and as the "
+        "full pass left it (KEEP/full), for benchmarks/two_pass_quality.py --drive",
+    )
+    ap.add_argument(
         "--per-kind",
         action="store_true",
         help="also time attnswitch's quick pass per kind of file (one run per kind)",
@@ -600,7 +626,9 @@ def main() -> None:
             continue
         load_before = settle()
         if system == "attnswitch":
-            r = run_attnswitch(drive, args.work, ROOT / "src", queries_file, env, two_passes=True)
+            r = run_attnswitch(
+                drive, args.work, ROOT / "src", queries_file, env, two_passes=True, keep=args.keep
+            )
         elif system == "before":
             tree = before_tree(args.before, args.work)
             r = run_attnswitch(drive, args.work, tree, queries_file, env, two_passes=False)

@@ -22,6 +22,10 @@ key), then the queries are searched in order, each as `attnswitch search` does i
   chunks without one are found by keyword alone);
 - the first and the last in dense mode (no keyword list: the candidates a search encodes
   come from the quick list alone), which shows what the quick vectors find.
+`--drive DRIVE` measures a drive of benchmarks/drive_build.py instead, with its own known
+items (DRIVE.meta/queries.json); `benchmarks/drive.py --keep DIR` leaves its quick and full
+indexes where `--work DIR` finds them, so the drive is not indexed twice. `--variants`
+names the variants to run (all by default).
 `--python-docs N` adds the pages of Debian's python3-doc as benchmarks/search_quality.py
 does (the first N library pages and the FAQ, whose questions are the "questions" kind);
 `--paraphrases benchmarks/paraphrases_python_docs.json` adds 44 questions asked in other
@@ -102,16 +106,24 @@ def cover(db: Path, vectors: dict[str, np.ndarray], percent: int, seed: int = 7)
 def evaluate(
     db: Path, queries: list, fill: int | None, fresh: bool = False, mode: str = "hybrid"
 ) -> dict:
+    from attnswitch.indexing.ann import HnswIndex
     from attnswitch.indexing.index import Index
     from attnswitch.indexing.requests import SearchRequest
 
     ranks, seconds, encoded = [], [], 0
+    if fresh:  # the graph built once, for every copy (a search with fill 0 keeps the index)
+        with Index.open(db) as index:
+            searcher = index.searcher()
+            searcher.fill = 0
+            searcher.search(SearchRequest.of(queries[0].text, HITS, "dense"))
     for batch in [[q] for q in queries] if fresh else [queries]:
         where = db
-        if fresh:  # this query alone on the index as it was given
+        if fresh:  # this query alone on the index as it was given, its saved graph with it
             where = db.with_name("fresh.sqlite3")
-            where.unlink(missing_ok=True)
-            shutil.copy2(db, where)
+            for made, copy in zip((db, *HnswIndex.paths(db)), (where, *HnswIndex.paths(where))):
+                copy.unlink(missing_ok=True)
+                if made.exists():
+                    shutil.copy2(made, copy)
         with Index.open(where) as index:
             searcher = index.searcher()
             if fill is not None:
@@ -151,6 +163,16 @@ def paraphrases(path: Path, corpus: Path) -> list:
     ]
 
 
+def drive_queries(drive: Path) -> list:
+    """The known items of a drive of benchmarks/drive_build.py, each of its kind of file."""
+    from search_quality import Query
+
+    listed = drive.parent / f"{drive.name}.meta" / "queries.json"
+    if not listed.is_file():
+        raise SystemExit(f"--drive: expected {listed} (drive_build.py), got no file")
+    return [Query(q["kind"], q["text"], q["target"]) for q in json.loads(listed.read_text())]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT / "examples" / "corpus")
@@ -158,6 +180,12 @@ def main() -> None:
     ap.add_argument("--coverage", default="0,25,50,100")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--python-docs", type=int, default=0, metavar="N")
+    ap.add_argument("--drive", type=Path, default=None, help="a drive of drive_build.py")
+    ap.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="the variants to run, by name, comma-separated (default: all)",
+    )
     ap.add_argument(
         "--paraphrases",
         type=Path,
@@ -173,8 +201,15 @@ def main() -> None:
         from search_quality import python_docs
 
         args.corpus = python_docs(work / "python-docs-pages", args.python_docs)
-    corpus = Corpus("corpus", args.corpus)
-    build_queries(corpus, args.per_kind)
+    variants = [v.strip() for v in args.variants.split(",")]
+    if set(variants) - set(VARIANTS):
+        raise SystemExit(f"--variants: expected names among {list(VARIANTS)}, got {variants}")
+    if args.drive:
+        args.corpus = args.drive.resolve()
+        corpus = Corpus("drive", args.corpus, drive_queries(args.corpus))
+    else:
+        corpus = Corpus("corpus", args.corpus)
+        build_queries(corpus, args.per_kind)
     if args.paraphrases:
         corpus.queries += paraphrases(args.paraphrases, args.corpus)
     full_db, quick_db = work / "full" / "index.sqlite3", work / "quick" / "index.sqlite3"
@@ -192,6 +227,8 @@ def main() -> None:
     print(f"full index: MRR@10 {reference['mrr_at_10']:.3f}", flush=True)
     for percent in (int(p) for p in args.coverage.split(",")):
         for n, (name, (fill, fresh, mode)) in enumerate(VARIANTS.items()):
+            if name not in variants:
+                continue
             db = work / f"c{percent}-{n}" / "index.sqlite3"
             shutil.rmtree(db.parent, ignore_errors=True)
             db.parent.mkdir(parents=True)
@@ -225,7 +262,12 @@ def main() -> None:
         "",
         f"Measured {meta['when']} on **{meta['cpu']}**, {meta['cores']} cores; "
         f"`{meta['command']}`: {meta['queries']} known-item queries on {meta['corpus']} "
-        "(benchmarks/search_quality.py's sets), file-level MRR@10, each variant as the "
+        + (
+            "(the drive's own, drive_build.py)"
+            if args.drive
+            else "(benchmarks/search_quality.py's sets)"
+        )
+        + ", file-level MRR@10, each variant as the "
         "script's docstring names it; search p50 per query in this process (a figure of a "
         "quiet machine only when nothing else ran).",
         "",

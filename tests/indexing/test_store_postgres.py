@@ -33,6 +33,32 @@ def one_line(message: str) -> bool:
     return "\n" not in message.strip() and "Traceback" not in message
 
 
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [(None, 30.0), ("", 30.0), (" 120 ", 120.0), ("0", 0.0), ("2.5", 2.5)]
+)
+def test_the_reconnect_window_comes_from_the_environment(raw: str | None, seconds: float) -> None:
+    from attnswitch.indexing.store_postgres import RECONNECT_ENV, reconnect_window
+
+    assert reconnect_window({} if raw is None else {RECONNECT_ENV: raw}) == seconds
+
+
+@pytest.mark.parametrize("raw", ["-1", "soon", "inf", "nan", "30s"])
+def test_a_reconnect_window_that_is_no_number_of_seconds_is_one_clear_error(raw: str) -> None:
+    from attnswitch.indexing.store_postgres import RECONNECT_ENV, reconnect_window
+
+    with pytest.raises(StoreInputError) as caught:
+        reconnect_window({RECONNECT_ENV: raw})
+    assert str(caught.value) == (
+        f"$ATTNSWITCH_PG_RECONNECT_S: expected seconds, 0 or more, got {raw!r}"
+    )
+
+
+def test_a_store_takes_its_reconnect_window_from_the_environment(pg_url, monkeypatch) -> None:
+    monkeypatch.setenv("ATTNSWITCH_PG_RECONNECT_S", "90")
+    with open_store(pg_url) as store:
+        assert store.reconnect_for_s == 90.0
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

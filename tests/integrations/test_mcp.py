@@ -11,12 +11,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from adapter_testing import PAGES, QUESTION, UPDATE_PAGE, copy_pages
+
+from mcp_http import start_mcp_http
 
 pytest.importorskip("mcp", reason="the mcp extra")
 
@@ -54,27 +55,9 @@ def start_http(db: Path, allowed: Path, workdir: Path) -> tuple[subprocess.Popen
     the line it prints on stderr once it listens (polled, as service/launch.py does)."""
     (workdir / "keys").write_text(KEY + "\n")
     log = workdir / "mcp.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                *_args(db, allowed),
-                "--http",
-                "--port",
-                "0",
-                "--api-key-file",
-                str(workdir / "keys"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=fh,
-            env=dict(os.environ),
-        )
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.02)
-    return proc, found.group(1)
+    command = [sys.executable, *_args(db, allowed), "--http", "--port", "0"]
+    command += ["--api-key-file", str(workdir / "keys")]
+    return start_mcp_http(command, log, STARTUP_TIMEOUT_S, dict(os.environ))
 
 
 def payload(result) -> dict:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from test_mcp import _args, error, payload
+
+from mcp_http import start_mcp_http
 
 pytest.importorskip("mcp", reason="the mcp extra")
 
@@ -34,20 +34,9 @@ def start_http_with_access(db: Path, allowed: Path, workdir: Path) -> tuple[subp
     line it prints on stderr once it listens."""
     (workdir / "access.toml").write_text(ACCESS)
     log = workdir / "mcp.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, *_args(db, allowed), "--http", "--port", "0"]
-            + ["--access-file", str(workdir / "access.toml")],
-            stdout=subprocess.DEVNULL,
-            stderr=fh,
-            env=dict(os.environ),
-        )
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.02)
-    return proc, found.group(1)
+    command = [sys.executable, *_args(db, allowed), "--http", "--port", "0"]
+    command += ["--access-file", str(workdir / "access.toml")]
+    return start_mcp_http(command, log, STARTUP_TIMEOUT_S, dict(os.environ))
 
 
 def test_each_call_runs_as_its_keys_principal(indexed, tmp_path: Path) -> None:

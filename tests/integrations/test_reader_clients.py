@@ -19,15 +19,14 @@ import asyncio
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
+from mcp_http import start_mcp_http
 from reader_tree import KEYS, QUERIES, READERS, Served, View, served_tree, strings, view_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("reader_clients")]
@@ -54,20 +53,10 @@ def mcp_url(tree: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     (its URL read from the line it prints on stderr once it listens)."""
     pytest.importorskip("mcp", reason="the mcp extra")
     log = tmp_path_factory.mktemp("mcp") / "mcp.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, *_mcp_args(tree), "--http", "--port", "0"],
-            stdout=subprocess.DEVNULL,
-            stderr=fh,
-            env=dict(os.environ),
-        )
+    command = [sys.executable, *_mcp_args(tree), "--http", "--port", "0"]
+    proc, url = start_mcp_http(command, log, STARTUP_TIMEOUT_S, dict(os.environ))
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.02)
-        yield found.group(1)
+        yield url
     finally:
         proc.terminate()
         proc.wait(30)

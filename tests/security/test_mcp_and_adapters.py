@@ -39,6 +39,8 @@ import pytest
 from security_testing import STARTUP_TIMEOUT_S, corrupt_index
 from typer.testing import CliRunner
 
+from mcp_http import start_mcp_http
+
 pytestmark = pytest.mark.xdist_group("security")
 
 REPLY_TIMEOUT_S = 60.0
@@ -69,20 +71,11 @@ def http_server(workdir: Path, *args: str):
     the URL read from the line it prints once it listens. Its log lines are not wrapped."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "mcp.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            mcp_command(workdir / "data", "--http", "--port", "0", *args),
-            stdout=subprocess.DEVNULL,
-            stderr=fh,
-            env={**os.environ, "COLUMNS": "1000"},
-        )
+    command = mcp_command(workdir / "data", "--http", "--port", "0", *args)
+    env = {**os.environ, "COLUMNS": "1000"}
+    proc, url = start_mcp_http(command, log, STARTUP_TIMEOUT_S, env)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not (found := re.search(r"listening on (http://\S+)", log.read_text())):
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.02)
-        yield found.group(1), log
+        yield url, log
     finally:
         proc.terminate()
         proc.wait(30)

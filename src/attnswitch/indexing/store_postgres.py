@@ -23,7 +23,8 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
 - One run at a time per database: a session advisory lock (released when the run ends or
   its process dies, `kill -9` included).
 - A connection lost under a write, a run's end or a single read (the server restarting) is
-  opened again with backoff for up to `RECONNECT_FOR_S` seconds (the run lock taken again),
+  opened again with backoff for up to `RECONNECT_FOR_S` seconds (`$ATTNSWITCH_PG_RECONNECT_S`
+  where set: a failover that takes longer; the run lock taken again),
   and the write, whose transaction was rolled back, is done again; past that the store
   raises `StoreConnectError`, and the next run finishes what was not committed.
 
@@ -40,7 +41,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,11 +96,27 @@ RUN_LOCK_WAIT_S = 2.0
 # seconds; then the store raises `StoreConnectError` (every document is committed whole or
 # not at all, so the next run finishes the job).
 RECONNECT_FOR_S = 30.0
+RECONNECT_ENV = "ATTNSWITCH_PG_RECONNECT_S"
 RECONNECT_FIRST_S = 0.25
 RECONNECT_MAX_S = 4.0
 # Under a deadline, a statement's `statement_timeout` is set again to the time left when
 # that has shrunk by more than this since it was last set (`_DeadlineConnection`).
 TIMEOUT_SLACK_MS = 50
+
+
+def reconnect_window(environ: Mapping[str, str]) -> float:
+    """Seconds a lost connection is tried again for: `$ATTNSWITCH_PG_RECONNECT_S` where
+    set (0 or more; 0: never), else `RECONNECT_FOR_S`."""
+    raw = environ.get(RECONNECT_ENV, "").strip()
+    if not raw:
+        return RECONNECT_FOR_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise StoreInputError(f"${RECONNECT_ENV}", "seconds, 0 or more", repr(raw))
+    return seconds
 
 
 def _array(value: Any) -> np.ndarray:
@@ -162,7 +179,7 @@ class PostgresStore(StoreBase, VectorPasses):
         self._dim: int | None = None
         # seconds a lost connection is tried again for (a server's search sets 0: it
         # answers 503 at once rather than holding the request)
-        self.reconnect_for_s = RECONNECT_FOR_S
+        self.reconnect_for_s = reconnect_window(os.environ)
         self._gone = False  # reconnecting failed for RECONNECT_FOR_S: no more waiting
         self.store_id = self.meta("store_id")
         if self.store_id is None:
