@@ -44,6 +44,15 @@ def test_a_bad_ef_names_the_flag(indexed: Indexed, ef: str) -> None:
     assert json.loads(as_json.stdout)["error"].startswith("--ef: expected")
 
 
+@pytest.mark.parametrize("fill", ["-1", "1001"])
+def test_a_bad_fill_names_the_flag(indexed: Indexed, fill: str) -> None:
+    plain = invoke("search", "rows", "--fill", fill, "--db", str(indexed.db))
+    assert plain.exit_code == 1
+    assert f"--fill: expected an integer from 0 to 1000, got {fill}" in plain.output
+    as_json = invoke("search", "rows", "--fill", fill, "--db", str(indexed.db), "--json")
+    assert json.loads(as_json.stdout)["error"].startswith("--fill: expected")
+
+
 def test_a_mistyped_path_says_it_does_not_exist(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-folder"
     result = invoke("run", str(missing), "--db", str(tmp_path / "db"))

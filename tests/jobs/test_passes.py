@@ -6,6 +6,7 @@ it resumes to the same index; filters and `forget` work before it is done."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,14 +14,22 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+from typer.testing import CliRunner
 
+from attnswitch.cli import app
 from attnswitch.indexing.index import Index
 from attnswitch.indexing.location import open_store
 from attnswitch.indexing.requests import SearchRequest
 from attnswitch.indexing.writer import IndexWriter
+from attnswitch.jobs import api
 from attnswitch.jobs.run import RunOptions, run
 
 OPTIONS = dict(max_tokens=32, overlap=4, chunks_per_call=8)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
 
 
 def vectors_by_chunk(location) -> dict[tuple[str, int], np.ndarray]:
@@ -113,6 +122,27 @@ def test_a_search_encodes_its_candidates_once_and_keeps_them(
     assert len(ids) == after + again.filled.written
     want = encoder.encode(encoder_texts(location, ids))
     np.testing.assert_allclose(kept, want, atol=2e-3)
+
+
+@pytest.mark.parametrize("front", ["python", "cli"])
+@pytest.mark.parametrize("fill", [0, 3])
+def test_a_search_encodes_at_most_the_fill_its_caller_gives(
+    more_docs: Path, location, encoder, front: str, fill: int
+) -> None:
+    """`attnswitch.search(fill=N)` and `attnswitch search --fill N`: N chunks encoded and
+    kept at most (0: none; the question's candidates lacking a full vector are more than 3)."""
+    quick_run(more_docs, location, encoder)
+    query = "how do I update rows in a table"
+    if front == "python":
+        hits = api.search(query, db=str(location), k=5, fill=fill)
+        assert hits[0].path == "postgresql/tutorial-update.html"
+    else:
+        done = invoke("search", query, "--db", str(location), "--fill", str(fill), "--json")
+        assert done.exit_code == 0, done.output
+        assert json.loads(done.stdout)["data"][0]["source"] == "postgresql/tutorial-update.html"
+    api.open_indexes.close()
+    with Index.open(location) as index:
+        assert index.coverage().full == fill
 
 
 def test_quick_then_full_gives_the_vectors_of_one_plain_run(

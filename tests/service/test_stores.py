@@ -179,6 +179,18 @@ def test_an_index_still_filling_in_says_so_in_search_and_the_index_view(
             assert 0 < after["full_chunks"] < chunks  # the search's candidates, kept
     finally:
         srv.stop()
+    srv = start_server(tmp_path / "server0", "--db", served_location, "--query-fill", "0")
+    try:  # a server told to encode nothing at query time: hits, the note, no vector kept
+        with httpx.Client(base_url=srv.url, timeout=120) as client:
+            r = client.post(
+                "/v1/search", json={"query": "joining two tables", "k": 5, "mode": "hybrid"}
+            )
+            assert r.status_code == 200 and r.json()["data"], r.text
+            assert "full pass is not done" in r.json()["coverage_note"]
+            kept = client.get("/v1/index").json()["coverage"]["full_chunks"]
+            assert kept == after["full_chunks"]
+    finally:
+        srv.stop()
     with open_store(served_location) as store:
         run(folder, store, RunOptions.of(), get_encoder=lambda: reference)
     srv = start_server(tmp_path / "server2", "--db", served_location)

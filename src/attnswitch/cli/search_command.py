@@ -73,6 +73,16 @@ def search_command(
             show_default=False,
         ),
     ] = None,
+    fill: Annotated[
+        int | None,
+        typer.Option(
+            "--fill",
+            help="While the full pass is not done: how many of its best candidates without "
+            "the transformer's vectors this search encodes and keeps, 0 to 1000 (default: "
+            "20; 0: none).",
+            show_default=False,
+        ),
+    ] = None,
     filters: FilterValues = MappingProxyType({}),
     per_document: Annotated[
         bool,
@@ -101,6 +111,7 @@ def search_command(
     from attnswitch.errors import AttnswitchError
     from attnswitch.indexing.filters import SearchFilter
     from attnswitch.indexing.index import IndexEmptyError
+    from attnswitch.indexing.query_fill import MAX_QUERY_FILL
     from attnswitch.indexing.records import MAX_EF_SEARCH
     from attnswitch.indexing.requests import SearchRequest
     from attnswitch.indexing.store_errors import StoreInputError, is_store_error
@@ -126,6 +137,12 @@ def search_command(
         raise _fail(
             "search", f"--ef: expected an integer from 1 to {MAX_EF_SEARCH}, got {ef}", as_json
         )
+    if fill is not None and not 0 <= fill <= MAX_QUERY_FILL:  # refused before the model loads
+        raise _fail(
+            "search",
+            f"--fill: expected an integer from 0 to {MAX_QUERY_FILL}, got {fill}",
+            as_json,
+        )
     try:
         where = SearchFilter.of(**filters)
     except StoreInputError as exc:  # named as the option: "--type: expected ..."
@@ -141,7 +158,7 @@ def search_command(
         open_index(location, "search", as_json) as index,
     ):
         try:
-            result = index.searcher(model).search(request)
+            result = index.searcher(model, fill=fill).search(request)
         except IndexEmptyError:
             raise _fail(
                 "search",

@@ -139,6 +139,13 @@ def serve_command(
             "own pool expiry: httpx and the OpenAI client keep 5 s)."
         ),
     ] = 20.0,
+    query_fill: Annotated[
+        int,
+        typer.Option(
+            help="While the full pass is not done: how many of its best candidates without "
+            "the transformer's vectors one search encodes and keeps, 0 to 1000 (0: none)."
+        ),
+    ] = 20,
     ui: Annotated[
         bool, typer.Option(help="Serve the page (search, index, jobs, hardware) at /.")
     ] = True,
@@ -177,6 +184,7 @@ def serve_command(
             header_timeout_s=header_timeout,
             body_timeout_s=body_timeout,
             keep_alive_s=keep_alive,
+            query_fill=query_fill,
             ui=ui,
         )
         serve(config, log_level=LogLevel(log_level).value, access_log=access_log)

@@ -307,12 +307,19 @@ class Index(AbstractContextManager["Index"]):
 
     # -- searching -------------------------------------------------------------------
 
-    def searcher(self, model: str | None = None) -> Searcher:
+    def searcher(self, model: str | None = None, *, fill: int | None = None) -> Searcher:
         """A `Searcher` over this index; `model` may name the index's model folder (the
-        query is encoded by the index's own model in any case)."""
+        query is encoded by the index's own model in any case); `fill`: the chunks without
+        a full vector one search may encode (None: `query_fill.QUERY_FILL`)."""
+        from attnswitch.indexing.query_fill import QUERY_FILL
         from attnswitch.indexing.searcher import Searcher
 
-        return Searcher(self._store, self.check_searchable, model=model)
+        return Searcher(
+            self._store,
+            self.check_searchable,
+            model=model,
+            fill=QUERY_FILL if fill is None else fill,
+        )
 
 
 def _connect(resolved: Location, reconnect_for_s: float | None = None) -> AnyStore:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attnswitch.indexing.store_errors import StoreInputError
+
 if TYPE_CHECKING:
     from attnswitch.engines.static_model import StaticEncoder
     from attnswitch.indexing.config import IndexConfig
@@ -37,8 +39,18 @@ log = logging.getLogger(__name__)
 # Chunks a search may encode at most, by default: about 20 chunks of 200 tokens take 0.1-0.6 s
 # on a 2-core CPU (docs/architecture.md, "Two passes").
 QUERY_FILL = 20
+# The most a setting may allow (about 1,000 chunks: 5-30 s of encoding on that CPU).
+MAX_QUERY_FILL = 1000
 # Candidates with both scores needed to map the quick scale onto the full one.
 MIN_PAIRS = 3
+
+
+def check_fill(fill: object, name: str = "fill") -> int:
+    """`fill` (the chunks without a full vector one search may encode) as an int from 0
+    to `MAX_QUERY_FILL`; else `StoreInputError` naming `name`."""
+    if isinstance(fill, bool) or not isinstance(fill, int) or not 0 <= fill <= MAX_QUERY_FILL:
+        raise StoreInputError(name, f"an integer from 0 to {MAX_QUERY_FILL}", repr(fill))
+    return fill
 
 
 @dataclass
@@ -172,4 +184,12 @@ def _calibrated(
     return [(c, float(slope * s + intercept)) for c, s in rest]
 
 
-__all__ = ["MIN_PAIRS", "QUERY_FILL", "Filled", "fill_candidates", "static_encoder"]
+__all__ = [
+    "MAX_QUERY_FILL",
+    "MIN_PAIRS",
+    "QUERY_FILL",
+    "Filled",
+    "check_fill",
+    "fill_candidates",
+    "static_encoder",
+]

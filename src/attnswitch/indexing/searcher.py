@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from attnswitch.indexing.query import QuerySteps
-from attnswitch.indexing.query_fill import QUERY_FILL, Filled, fill_candidates
+from attnswitch.indexing.query_fill import QUERY_FILL, Filled, check_fill, fill_candidates
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -94,7 +94,7 @@ class Searcher:
         self._store = store
         self._searchable = searchable
         self.model = model
-        self.fill = fill
+        self.fill = check_fill(fill)
 
     def search(
         self,

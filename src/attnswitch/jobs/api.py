@@ -30,6 +30,7 @@ from typing import Any
 from attnswitch.indexing.access import Reader
 from attnswitch.indexing.index import Index
 from attnswitch.indexing.open_indexes import OpenIndexes
+from attnswitch.indexing.query_fill import check_fill
 from attnswitch.indexing.requests import Mode, SearchRequest
 from attnswitch.indexing.search import Hit
 from attnswitch.indexing.store_errors import StoreInputError
@@ -59,6 +60,7 @@ def search(
     ef: int | None = None,
     group: str | None = None,
     reader: Reader | None = None,
+    fill: int | None = None,
 ) -> list[Hit]:
     """The `k` chunks of the index at `db` that best match `query`, best first.
 
@@ -71,7 +73,9 @@ def search(
     index. `group`: "chunk" (None, the default) the best chunks, "document" the best chunk
     of each of the `k` best documents, with how many other chunks of it matched
     (`Hit.more_in_document`). `reader` (an `indexing.access.Reader`; None: no one in
-    particular): only documents it may read (`SearchFilter.for_reader`). A hit whose
+    particular): only documents it may read (`SearchFilter.for_reader`). `fill`: while
+    the full pass is not done, how many of its best candidates without the transformer's
+    vector this search encodes and keeps (0 to 1000; None: 20). A hit whose
     document has copies shows the copy without a copy marker in its path, then the oldest
     (`Hit.also_at`). The request is checked (`requests.SearchRequest`) before the index is opened;
     the index is `Index.open(db)`, kept open for the next call (`open_indexes`), searched
@@ -92,6 +96,8 @@ def search(
         modified_before=modified_before,
         group=group,
     )
+    if fill is not None:
+        check_fill(fill)
     if reader is not None:
         from dataclasses import replace
 
@@ -99,7 +105,7 @@ def search(
 
         request = replace(request, where=SearchFilter.for_reader(request.where, reader))
     with open_indexes.using(db) as index:
-        return index.searcher(model).search(request).hits
+        return index.searcher(model, fill=fill).search(request).hits
 
 
 def index(

@@ -10,7 +10,9 @@ works are gathered into its next call), `request_timeout_s` the deadline of one 
 `header_timeout_s` how long a connection may take to send a request's headers and
 `body_timeout_s` its body (a client that trickles is closed; see `limits`),
 `keep_alive_s` how long an idle keep-alive connection stays open between requests,
-`memwatch_interval_s` how often the memory watchdog samples (`memory`).
+`memwatch_interval_s` how often the memory watchdog samples (`memory`), `query_fill` how
+many of its best candidates without a full vector one search may encode and keep while the
+full pass is not done (`indexing.query_fill`; 0: none).
 
 `keep_alive_s` is longer than the idle expiry of the common HTTP clients' pools (httpx and
 the OpenAI client: 5 s, aiohttp: 15 s). When the server's timer is the shorter one (uvicorn
@@ -26,6 +28,8 @@ from pathlib import Path
 
 from attnswitch.engines.base import check_precision_choice
 from attnswitch.errors import ConfigError
+from attnswitch.indexing.query_fill import QUERY_FILL, check_fill
+from attnswitch.indexing.store_errors import StoreInputError
 from attnswitch.service.schemas import MAX_INPUT_ITEMS
 
 
@@ -67,6 +71,7 @@ class ServiceConfig:
     job_chunks_per_call: int = 32
     ui: bool = True
     memwatch_interval_s: float = 10.0
+    query_fill: int = QUERY_FILL
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -119,6 +124,10 @@ class ServiceConfig:
         ):
             if getattr(self, name) == 0:
                 raise ConfigError(f"{name}: expected a number > 0, got 0")
+        try:
+            check_fill(self.query_fill, "query_fill")
+        except StoreInputError as exc:
+            raise ConfigError(str(exc)) from None
         if self.api_key_file is not None and self.access_file is not None:
             raise ConfigError(
                 "access_file: expected --access-file or --api-key-file, got both (an access "

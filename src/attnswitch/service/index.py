@@ -115,11 +115,19 @@ class SearchIndex:
     doc). `fingerprint` is the service model's fingerprint (`indexing.config.
     model_fingerprint`), set once the model loaded. `jobs`: whether this server indexes
     folders (`--jobs-root`), which decides what an answer on an empty index tells the user
-    to do."""
+    to do. `fill`: the chunks without a full vector one search may encode (`--query-fill`;
+    None: `query_fill.QUERY_FILL`)."""
 
-    def __init__(self, location: str | Path, jobs: bool = False, workers: int = SEARCH_WORKERS):
+    def __init__(
+        self,
+        location: str | Path,
+        jobs: bool = False,
+        workers: int = SEARCH_WORKERS,
+        fill: int | None = None,
+    ):
         self.location = location
         self.jobs = jobs
+        self.fill = fill
         self.fingerprint: str | None = None
         self.workers = workers
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="attnswitch-search")
@@ -147,7 +155,7 @@ class SearchIndex:
         with self._working(), self._unavailable_on_store_errors():
             on_time(deadline)
             index = self._current(deadline)
-            return index.searcher().search(request, vector=vector, deadline=deadline)
+            return index.searcher(fill=self.fill).search(request, vector=vector, deadline=deadline)
 
     def view(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(index, *args)` on this thread's `Index` (read-only views, `overview`; runs on

@@ -95,7 +95,9 @@ class Service:
             on_batch=self.metrics.record_batch,
         )
         self.memory = MemoryGuard(self.metrics.registry, config.memwatch_interval_s)
-        self.index = SearchIndex(config.store_location, jobs=config.jobs_folder is not None)
+        self.index = SearchIndex(
+            config.store_location, jobs=config.jobs_folder is not None, fill=config.query_fill
+        )
         self.jobs = JobManager(
             config.store_location, config.jobs_folder, self._job_encoder, self._run_options
         )
