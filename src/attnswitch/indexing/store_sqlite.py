@@ -39,6 +39,7 @@ from attnswitch.indexing.records import (
 from attnswitch.indexing.sqlite_allowed import (
     Allowed,
     AllowedChunks,
+    all_chunks,
     dense_within,
     keyword_within,
 )
@@ -633,16 +634,8 @@ class SQLiteStore(StoreBase, VectorPasses):
                 ).fetchall()
                 self._quick = (position, unpack_vectors(rows, int(model["dim"]), self.path))
         ids, matrix = self._quick[1]
-        if where is not None:
-            allowed = [
-                int(r[0])
-                for r in self._conn.execute(
-                    "SELECT id FROM chunks WHERE vector IS NULL AND "
-                    "doc_id IN (SELECT value FROM json_each(?))",
-                    (self.allowed_chunks(where).documents,),
-                )
-            ]
-            kept = np.isin(ids, np.asarray(allowed, np.int64))
+        if where is not None:  # the filter's chunk ids, kept between searches
+            kept = np.isin(ids, all_chunks(self, self.allowed_chunks(where)), assume_unique=True)
             ids, matrix = ids[kept], matrix[kept]
         return exact_top_k(ids, matrix, queries, n)
 
