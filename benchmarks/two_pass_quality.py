@@ -24,8 +24,8 @@ key), then the queries are searched in order, each as `attnswitch search` does i
   come from the quick list alone), which shows what the quick vectors find.
 `--drive DRIVE` measures a drive of benchmarks/drive_build.py instead, with its own known
 items (DRIVE.meta/queries.json); `benchmarks/drive.py --keep DIR` leaves its quick and full
-indexes where `--work DIR` finds them, so the drive is not indexed twice. `--variants`
-names the variants to run (all by default).
+indexes where `--work DIR` finds them, so the drive is not indexed twice. `--variant NAME`
+(again for more) runs only the variants named (all by default).
 `--python-docs N` adds the pages of Debian's python3-doc as benchmarks/search_quality.py
 does (the first N library pages and the FAQ, whose questions are the "questions" kind);
 `--paraphrases benchmarks/paraphrases_python_docs.json` adds 44 questions asked in other
@@ -182,9 +182,10 @@ def main() -> None:
     ap.add_argument("--python-docs", type=int, default=0, metavar="N")
     ap.add_argument("--drive", type=Path, default=None, help="a drive of drive_build.py")
     ap.add_argument(
-        "--variants",
-        default=",".join(VARIANTS),
-        help="the variants to run, by name, comma-separated (default: all)",
+        "--variant",
+        action="append",
+        dest="variants",
+        help="a variant to run, by name (again for more; default: all)",
     )
     ap.add_argument(
         "--paraphrases",
@@ -201,9 +202,9 @@ def main() -> None:
         from search_quality import python_docs
 
         args.corpus = python_docs(work / "python-docs-pages", args.python_docs)
-    variants = [v.strip() for v in args.variants.split(",")]
+    variants = args.variants or list(VARIANTS)
     if set(variants) - set(VARIANTS):
-        raise SystemExit(f"--variants: expected names among {list(VARIANTS)}, got {variants}")
+        raise SystemExit(f"--variant: expected names among {list(VARIANTS)}, got {variants}")
     if args.drive:
         args.corpus = args.drive.resolve()
         corpus = Corpus("drive", args.corpus, drive_queries(args.corpus))
