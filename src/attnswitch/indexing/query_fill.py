@@ -84,14 +84,15 @@ def fill_candidates(
     steps: QuerySteps | None = None,
 ) -> Filled | None:
     """Encode and store this search's best candidates that lack a full vector (see the
-    module doc); None when every chunk has one or `budget` is 0."""
+    module doc); None when every chunk has one. With `budget` 0 nothing is encoded and
+    the quick list is not read (no scores to map it by), but the count is told."""
     from attnswitch.indexing.search import keyword_text
 
-    if budget <= 0:
-        return None
     unencoded = store.unencoded_count()
     if unencoded == 0:
         return None
+    if budget <= 0:
+        return Filled([], [], 0, 0.0, unencoded)
     started = time.perf_counter()
     where = request.where
     keyword_ids: list[int] = []
