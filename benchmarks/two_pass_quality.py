@@ -91,14 +91,15 @@ def cover(db: Path, vectors: dict[str, np.ndarray], percent: int, seed: int = 7)
     from attnswitch.indexing.location import open_store
 
     with open_store(db) as store:
-        pending = store.unencoded(10**9)
+        # every chunk without a full vector (`unencoded` gives the newest documents' only)
+        pending = store._read("SELECT id, vector_key FROM chunks WHERE vector IS NULL ORDER BY id")
         picked = random.Random(seed).sample(pending, round(len(pending) * percent / 100))
-        picked = [u for u in picked if u.vector_key in vectors]
+        picked = [(cid, key) for cid, key in picked if key in vectors]
         if picked:
             store.fill_vectors(
-                [u.id for u in picked],
-                [u.vector_key for u in picked],
-                np.stack([vectors[u.vector_key] for u in picked]),
+                [cid for cid, _ in picked],
+                [key for _, key in picked],
+                np.stack([vectors[key] for _, key in picked]),
             )
         return len(picked)
 
