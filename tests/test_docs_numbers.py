@@ -56,6 +56,7 @@ DEFAULTS = ServiceConfig.__dataclass_fields__
         ("--header-timeout", "header_timeout_s", 1),
         ("--body-timeout", "body_timeout_s", 1),
         ("--port", "port", 1),
+        ("--query-fill", "query_fill", 1),
     ],
 )
 def test_option_defaults_are_the_config_defaults(option: str, field: str, unit: int) -> None:
