@@ -666,7 +666,7 @@ def main() -> None:
         args.md.write_text("\n".join(lines) + "\n")
     if args.plot:
         plot(rows, args.plot)
-    if args.json:
+    if args.json:  # paths in the checkout written relative to it (no machine's folders)
         args.json.write_text(
             json.dumps(
                 {
@@ -679,7 +679,7 @@ def main() -> None:
                 },
                 indent=1,
                 default=str,
-            )
+            ).replace(f"{ROOT}/", "")
         )
 
 
