@@ -201,6 +201,51 @@ with open_store(sys.argv[2]) as store:
 """
 
 
+# A quick pass that stops, once its first document is committed, in its progress callback
+# (reading stdin, which the test never writes): killed there, it is killed mid-pass.
+QUICK_PASS = """
+import sys
+from attnswitch.indexing.location import open_store
+from attnswitch.jobs.run import RunOptions, run
+
+def said(progress):
+    if progress.chunks > 0:
+        print("committed", flush=True)
+        sys.stdin.readline()
+
+with open_store(sys.argv[2]) as store:
+    run(sys.argv[1], store, RunOptions.of(quick=True, max_tokens=32, overlap=4,
+        chunks_per_call=8), on_progress=said)
+"""
+
+
+@pytest.mark.slow
+def test_a_quick_pass_killed_with_sigkill_resumes_to_the_same_index(
+    more_docs: Path, location, tmp_path: Path, encoder
+) -> None:
+    total = sum(1 for p in more_docs.rglob("*") if p.is_file())
+    proc = subprocess.Popen(
+        [sys.executable, "-c", QUICK_PASS, str(more_docs), str(location)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.stdout.readline() == "committed\n", proc.stderr.read()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open_store(location) as store:
+        at_kill = store.root_counts(more_docs)[0]
+        assert store.unencoded_count() > 0 and store.coverage().full == 0
+    assert 0 < at_kill < total, (at_kill, total)
+    summary = plain_run(more_docs, location, encoder)
+    assert summary.status == "completed"
+    assert (summary.new, summary.unchanged) == (total - at_kill, at_kill)
+    assert summary.chunks_unencoded == 0
+    assert_as_one_plain_run(more_docs, location, tmp_path, encoder)
+
+
 def test_a_full_pass_killed_with_sigkill_resumes_to_the_same_index(
     more_docs: Path, location, tmp_path: Path, encoder
 ) -> None:
