@@ -109,6 +109,7 @@ def evaluate(
 ) -> dict:
     from attnswitch.indexing.ann import HnswIndex
     from attnswitch.indexing.index import Index
+    from attnswitch.indexing.quick_graph import GRAPH_SUFFIX as QUICK_GRAPH
     from attnswitch.indexing.requests import SearchRequest
 
     ranks, seconds, encoded = [], [], 0
@@ -121,7 +122,9 @@ def evaluate(
         where = db
         if fresh:  # this query alone on the index as it was given, its saved graph with it
             where = db.with_name("fresh.sqlite3")
-            for made, copy in zip((db, *HnswIndex.paths(db)), (where, *HnswIndex.paths(where))):
+            graphs = (*HnswIndex.paths(db), *HnswIndex.paths(db, QUICK_GRAPH))
+            copies = (*HnswIndex.paths(where), *HnswIndex.paths(where, QUICK_GRAPH))
+            for made, copy in zip((db, *graphs), (where, *copies), strict=True):
                 copy.unlink(missing_ok=True)
                 if made.exists():
                     shutil.copy2(made, copy)

@@ -616,7 +616,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
             "DELETE FROM meta WHERE key IN ('store_id', 'analyzer'); "
             "PRAGMA user_version = 1; "
             "DROP INDEX chunks_vector_key; DROP INDEX documents_sha256; "
-            "DROP INDEX chunks_language; DROP INDEX chunks_unencoded; "
+            "DROP INDEX chunks_language; DROP INDEX chunks_unencoded; DROP INDEX chunks_quick_only; "
             "ALTER TABLE chunks DROP COLUMN quick; "
             "ALTER TABLE chunks DROP COLUMN prefix; "
             "ALTER TABLE chunks DROP COLUMN heading_path; "
@@ -644,7 +644,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

@@ -269,7 +269,7 @@ def test_a_float32_store_is_upgraded_in_place_keeping_chunks_vectors_and_answers
     )
     if not is_url(str(location)):
         with contextlib.closing(sqlite3.connect(location)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
         assert Path(location).stat().st_size <= old_size  # compacted (VACUUM)
     with open_store(location) as store:  # opened again: nothing left to convert
         assert stored_bytes(store) and answers(store, queries) == want

@@ -3,7 +3,8 @@
 - `exact_top_k(ids, matrix, queries, n)`: inner products of L2-normalised vectors, ties
   broken by chunk id (deterministic).
 - `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
-  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json`. It holds the vectors in
+  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json` (the store's quick
+  vectors have a graph of their own, `<db>.quick.hnsw`: `quick_graph.QuickVectors`). It holds the vectors in
   the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`: the stored values
   exactly, half the bytes of float32; usearch rounds a query to it too), and ranks by inner
   product. usearch was measured
@@ -24,7 +25,9 @@ changed since its save, its structure: `hnsw_file.graph_damage`), when the log n
 reaches back to `seq` (pruned), or when its size
 (after the replay) is not the store's chunk count or, with nothing to replay, its largest
 id is not the store's. A run saves the caught-up graph when it finishes
-(`SQLiteStore.finish_run`) and prunes the log.
+(`SQLiteStore.finish_run`) and prunes the log. A searching process keeps the graph it
+loaded and replays only what was logged since (`catch_up`), so a search during the full
+pass does not read the whole graph again after each write.
 
 Opening is cheap, so that a cold CLI search stays well under a second at a million
 chunks (docs/architecture.md, "Search at scale"): the checks cost the store's log
@@ -84,14 +87,17 @@ log = logging.getLogger(__name__)
 
 
 class GraphStore(Protocol):
-    """What `HnswIndex` reads of its store (`store_sqlite.SQLiteStore` has it): the file
-    the graph lies beside, the store's id and vector dimension (None before its first
-    vector), one read snapshot (`reading`), the chunk log (`chunk_log_state`,
+    """What `HnswIndex` reads of its store (`store_sqlite.SQLiteStore` has it, and
+    `quick_graph.QuickVectors` for the quick vectors): the file the graph lies beside and
+    the suffix of the graph's file name, the store's id and vector dimension (None before
+    its first vector), one read snapshot (`reading`), the chunk log (`chunk_log_state`,
     `chunk_log_ids`), the largest chunk id, and the vectors (float32 `[N, dim]` with their
-    chunk ids `[N]`) of given ids or of all chunks in batches."""
+    chunk ids `[N]`) of given ids, of all chunks in batches or at once."""
 
     @property
     def path(self) -> str | os.PathLike[str]: ...
+    @property
+    def graph_suffix(self) -> str: ...
     @property
     def store_id(self) -> str | None: ...
     @property
@@ -102,6 +108,7 @@ class GraphStore(Protocol):
     def max_chunk_id(self) -> int: ...
     def vectors_of(self, ids: Iterable[int]) -> tuple[Ids, Vectors]: ...
     def iter_vectors(self) -> Iterator[tuple[Ids, Vectors]]: ...
+    def vectors(self) -> tuple[Ids, Vectors]: ...
 
 
 def exact_top_k(
@@ -123,6 +130,17 @@ def exact_top_k(
         order = np.lexsort((ids[top], -row[top]))[:n]
         out.append([(int(ids[i]), float(row[i])) for i in top[order]])
     return out
+
+
+def nearest(
+    searcher: tuple[Ids, Vectors] | HnswIndex, queries: Vectors, n: int, ef: int
+) -> list[list[tuple[int, float]]]:
+    """The `n` nearest (chunk id, score) per row of `queries` from a vector set's searcher
+    (`SQLiteStore._current`): its vectors (ids, matrix), searched exactly, or its graph,
+    with a search beam of `ef`."""
+    if isinstance(searcher, tuple):
+        return exact_top_k(*searcher, queries, n)
+    return searcher.search(queries, n, ef)
 
 
 def file_crc32(path: Path) -> int:
@@ -160,18 +178,21 @@ class HnswIndex:
         seq: int,
         rebuilt: bool,
         mapped: bool = False,
+        suffix: str = ".hnsw",
     ) -> None:
         self.db_path = db_path
+        self.suffix = suffix  # the graph file's name: the database's and this
         self.index = index
         self.seq = seq
         self.rebuilt = rebuilt  # built from the vectors by this open (not loaded)
         self.mapped = mapped  # the saved file memory-mapped (read-only), not loaded
 
     @staticmethod
-    def paths(db_path: Path) -> tuple[Path, Path]:
-        """(graph file, header file) beside the database."""
-        return db_path.with_name(db_path.name + ".hnsw"), db_path.with_name(
-            db_path.name + ".hnsw.json"
+    def paths(db_path: Path, suffix: str = ".hnsw") -> tuple[Path, Path]:
+        """(graph file, header file) beside the database: the full vectors' graph, or with
+        `suffix` another vector set's (`quick_graph.GRAPH_SUFFIX`)."""
+        return db_path.with_name(db_path.name + suffix), db_path.with_name(
+            db_path.name + suffix + ".json"
         )
 
     @classmethod
@@ -189,7 +210,7 @@ class HnswIndex:
     ) -> HnswIndex:
         db_path = Path(store.path)
         dim = _dimension(store)
-        graph, header = cls.paths(db_path)
+        graph, header = cls.paths(db_path, store.graph_suffix)
         log_first, log_last, count = store.chunk_log_state()
         try:
             meta = json.loads(header.read_text())
@@ -230,7 +251,7 @@ class HnswIndex:
                 why = cls._sample_damage(index, meta, store) or ""
                 index = None if why else index
             if index is not None:
-                self = cls(db_path, index, meta["seq"], rebuilt=False, mapped=view)
+                self = cls(db_path, index, meta["seq"], False, view, suffix=store.graph_suffix)
                 if pending:
                     self._replay(store, log_last)
                 if len(self.index) == count:
@@ -238,8 +259,10 @@ class HnswIndex:
                 why = f"holding {len(self.index)} vectors, not the store's {count}"
         if meta is not None or graph.exists():
             log.warning(
-                "%s: the HNSW graph beside it is unusable (%s); rebuilt from the stored vectors",
+                "%s: the HNSW graph beside it is unusable (%s: %s); rebuilt from the stored "
+                "vectors",
                 db_path,
+                graph.name,
                 why,
             )
         return cls._build(store, db_path)
@@ -294,7 +317,7 @@ class HnswIndex:
         seq = store.chunk_log_state()[1]
         for ids, matrix in store.iter_vectors():
             index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
-        return cls(db_path, index, seq, rebuilt=True)
+        return cls(db_path, index, seq, rebuilt=True, suffix=store.graph_suffix)
 
     def _replay(self, store: GraphStore, upto: int) -> None:
         """Apply the logged inserts and deletes after `self.seq`: the net effect per chunk
@@ -307,6 +330,22 @@ class HnswIndex:
         if len(ids):
             self.index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
         self.seq = upto
+
+    def catch_up(self, store: GraphStore) -> bool:
+        """Bring this graph, loaded into memory, up to the store's committed state by
+        replaying the log since `self.seq`, in one read snapshot. False when it cannot: a
+        memory-mapped graph (read-only), a log pruned past `self.seq`, or a replay that
+        leaves another count than the store's; the caller then drops this graph and opens
+        it again (`open`)."""
+        if self.mapped:
+            return False
+        with store.reading():
+            first, last, count = store.chunk_log_state()
+            if last > self.seq:
+                if first is None or first > self.seq + 1:
+                    return False
+                self._replay(store, last)
+            return len(self.index) == count
 
     def __len__(self) -> int:
         return len(self.index)
@@ -343,7 +382,7 @@ class HnswIndex:
     def save(self, store: GraphStore) -> None:
         """Write the graph and its header atomically (a reader sees the old pair or the
         new one: the header names the graph's size, so a mix is rebuilt, not trusted)."""
-        graph, header = self.paths(self.db_path)
+        graph, header = self.paths(self.db_path, self.suffix)
         tmp = graph.with_name(graph.name + f".{os.getpid()}.tmp")
         self.index.save(str(tmp))
         os.replace(tmp, graph)
@@ -366,6 +405,6 @@ class HnswIndex:
         os.replace(tmp_header, header)
 
     @classmethod
-    def remove_files(cls, db_path: Path) -> None:
-        for path in cls.paths(db_path):
+    def remove_files(cls, db_path: Path, suffix: str = ".hnsw") -> None:
+        for path in cls.paths(db_path, suffix):
             path.unlink(missing_ok=True)

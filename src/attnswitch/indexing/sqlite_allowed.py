@@ -1,5 +1,6 @@
 """What a search filter keeps in a SQLite store, kept between searches (`AllowedChunks`),
-and the dense and keyword searches among it (`dense_within`, `keyword_within`).
+and the vector and keyword searches among it (`nearest_within` over the full vectors,
+`FullVectors`, or the quick-only chunks' quick vectors, `QuickOnly`; `keyword_within`).
 
 A filtered search (paths, kinds, times, a reader's permissions: `filters.SearchFilter`)
 needs the ids of the documents the filter keeps and of their chunks. Reading them is a
@@ -26,6 +27,7 @@ import numpy as np
 
 from attnswitch.indexing.ann import exact_top_k
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.quick_graph import QUICK_ONLY, QuickVectors
 
 ALLOWED_KEPT = 4  # filters per store (a server's few readers); each holds ids, few vectors
 # At least this share of the chunks allowed, keyword results are filtered here from the
@@ -56,6 +58,17 @@ class SQLiteStore(Protocol):
         self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
     ) -> list[list[tuple[int, float]]]: ...
 
+    def quick(
+        self,
+        queries: np.ndarray,
+        n: int,
+        where: SearchFilter | None = None,
+        ef: int | None = None,
+    ) -> list[list[tuple[int, float]]]: ...
+
+    @property
+    def quick_vectors(self) -> QuickVectors: ...
+
     def _check_deadline(self) -> None: ...
 
 
@@ -68,6 +81,66 @@ class Allowed:
     encoded: np.ndarray | None = None  # `[N]` ascending ids of their chunks with a vector
     chunks: np.ndarray | None = None  # `[M]` ascending ids of all their chunks
     exact: tuple[np.ndarray, np.ndarray] | None = None  # (ids `[N]`, vectors `[N, dim]`)
+    quick: np.ndarray | None = None  # `[K]` ascending ids of their quick-only chunks
+    # (ids `[K]`, quick vectors `[K, quick dim]`)
+    quick_exact: tuple[np.ndarray, np.ndarray] | None = None
+
+
+class VectorSet(Protocol):
+    """One kind of vector of a store as a filtered search reads it: the allowed chunks
+    that have it (ids ascending, kept in the filter's `Allowed`), how many chunks have it,
+    the allowed ones' vectors (kept too), and the unfiltered search of it."""
+
+    def allowed_ids(self, allowed: Allowed) -> np.ndarray: ...
+    def total(self) -> int: ...
+    def allowed_vectors(
+        self, allowed: Allowed, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]: ...
+
+
+class FullVectors:
+    """The chunks' full vectors (`store.dense`)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def allowed_ids(self, allowed: Allowed) -> np.ndarray:
+        return encoded_chunks(self.store, allowed)
+
+    def total(self) -> int:
+        return self.store.encoded()
+
+    def allowed_vectors(self, allowed: Allowed, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if allowed.exact is None:
+            allowed.exact = self.store.vectors_of(ids.tolist())
+        return allowed.exact
+
+    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]:
+        return self.store.dense(queries, n, ef)
+
+
+class QuickOnly:
+    """The quick vectors of the chunks without a full one (`store.quick`)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def allowed_ids(self, allowed: Allowed) -> np.ndarray:
+        if allowed.quick is None:
+            allowed.quick = _chunk_ids(self.store, allowed, f"{QUICK_ONLY} AND ")
+        return allowed.quick
+
+    def total(self) -> int:
+        return self.store.quick_vectors.count()
+
+    def allowed_vectors(self, allowed: Allowed, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if allowed.quick_exact is None:
+            allowed.quick_exact = self.store.quick_vectors.vectors_of(ids.tolist())
+        return allowed.quick_exact
+
+    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]:
+        return self.store.quick(queries, n, None, ef)
 
 
 class AllowedChunks:
@@ -117,29 +190,33 @@ def _chunk_ids(store: SQLiteStore, allowed: Allowed, condition: str) -> np.ndarr
     return np.fromiter((r[0] for r in rows), np.int64)
 
 
-def dense_within(
-    store: SQLiteStore, queries: np.ndarray, n: int, ef: int, where: SearchFilter
+def nearest_within(
+    store: SQLiteStore,
+    vectors: VectorSet,
+    queries: np.ndarray,
+    n: int,
+    ef: int,
+    where: SearchFilter,
 ) -> list[list[tuple[int, float]]]:
     """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` among the chunks
-    of the documents `where` keeps. Few of them (below `store.exact_below`): an exact
-    search of their vectors (kept with the filter's entry). Many: the graph searched for
-    more candidates than `n`, as many more as the filter is selective, doubled until every
-    query has `n` allowed chunks or the whole graph is returned; so `n` hits come back
-    whenever `n` chunks pass (hand-written: usearch's Python search takes no predicate)."""
+    of the documents `where` keeps that have `vectors`' kind of vector. Few of them (below
+    `store.exact_below`): an exact search of their vectors (kept with the filter's entry).
+    Many: the graph searched for more candidates than `n`, as many more as the filter is
+    selective, doubled until every query has `n` allowed chunks or the whole graph is
+    returned; so `n` hits come back whenever `n` chunks pass (hand-written: usearch's
+    Python search takes no predicate)."""
     allowed = store.allowed_chunks(where)
-    ids = encoded_chunks(store, allowed)
+    ids = vectors.allowed_ids(allowed)
     if len(ids) == 0:
         return [[] for _ in range(len(queries))]
-    total = store.encoded()
+    total = vectors.total()
     if len(ids) < store.exact_below or total < store.exact_below:
-        if allowed.exact is None:
-            allowed.exact = store.vectors_of(ids.tolist())
-        return exact_top_k(*allowed.exact, queries, n)
+        return exact_top_k(*vectors.allowed_vectors(allowed, ids), queries, n)
     want = min(int(n), len(ids))
     wide = min(total, max(2 * want, int(2 * want * total / len(ids))))
     while True:
         store._check_deadline()
-        found = store.dense(queries, wide, ef)
+        found = vectors.search(queries, wide, ef)
         kept = [_kept(ids, hits)[:want] for hits in found]
         if all(len(hits) == want for hits in kept) or wide >= total:
             return kept

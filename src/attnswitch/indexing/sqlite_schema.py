@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from attnswitch.indexing.quick_graph import QUICK_ONLY
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
 from attnswitch.indexing.store_access import ACCESS_INDEX, ACCESS_TABLE
 from attnswitch.indexing.store_base import (
@@ -58,6 +59,9 @@ CHUNK_COLUMNS_V9 = (
 UNENCODED_INDEX = (
     "CREATE INDEX IF NOT EXISTS chunks_unencoded ON chunks (doc_id) WHERE vector IS NULL"
 )
+# The chunks with a quick vector and no full one, by id: the quick graph's vector set
+# (`quick_graph.QuickVectors`), counted and its largest id found without reading a row.
+QUICK_ONLY_INDEX = f"CREATE INDEX IF NOT EXISTS chunks_quick_only ON chunks (id) WHERE {QUICK_ONLY}"
 
 JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -162,10 +166,11 @@ WHEN new.id IS NOT old.id OR new.text IS NOT old.text
     INSERT INTO terms_pending (chunk_id, text, language) VALUES (old.id, old.text, old.language);
     INSERT INTO terms_pending (chunk_id) VALUES (new.id);
 END""",
-    # A full vector written where there was none (the full pass, a search) or changed:
-    # logged, so the HNSW graph adds it when it next replays the log.
-    """CREATE TRIGGER IF NOT EXISTS chunks_encoded AFTER UPDATE OF vector ON chunks
-WHEN new.vector IS NOT old.vector BEGIN
+    # A full vector written where there was none (the full pass, a search) or changed, or a
+    # quick vector changed (another static model): logged, so the HNSW graphs (the full
+    # vectors' and the quick-only chunks') take the change when they next replay the log.
+    """CREATE TRIGGER IF NOT EXISTS chunks_encoded AFTER UPDATE OF vector, quick ON chunks
+WHEN new.vector IS NOT old.vector OR new.quick IS NOT old.quick BEGIN
     INSERT INTO chunk_log (chunk_id) VALUES (new.id);
 END""",
     """CREATE TRIGGER IF NOT EXISTS documents_removed AFTER DELETE ON documents BEGIN
@@ -226,6 +231,10 @@ JOB_COLUMNS_V5 = (
 #    `access` table of distinct chains (made by `SCHEMA`) and the documents' `access`
 #    column, NULL for the documents stored before (read by admins only until the next run
 #    records theirs).
+# 12: the quick vectors get an HNSW graph of their own (`quick_graph`): the partial index of
+#    the chunks it holds (`QUICK_ONLY_INDEX`, made after every upgrade), and the trigger
+#    that logs a changed full vector logs a changed quick vector too (dropped here, made
+#    again after).
 FLOAT16_SINCE = 8
 UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
     {
@@ -264,6 +273,7 @@ UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
             "ALTER TABLE chunks_v10 RENAME TO chunks",
         ),
         11: ("ALTER TABLE documents ADD COLUMN access TEXT",),
+        12: ("DROP TRIGGER IF EXISTS chunks_encoded",),
     }
 )
 
@@ -295,6 +305,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         *DEDUP_INDEXES,
         LANGUAGE_INDEX,
         UNENCODED_INDEX,
+        QUICK_ONLY_INDEX,
         ACCESS_INDEX,
         *CHUNK_TRIGGERS,
     ):

@@ -1,6 +1,8 @@
 """The SQLite store (`SQLiteStore`), the default: one file (stdlib sqlite3, WAL), keyword
 search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and by
-an HNSW graph kept beside the file above (`ann.HnswIndex`); and where a location's file is
+an HNSW graph kept beside the file above (`ann.HnswIndex`), the quick list the same way over
+the quick vectors of the chunks still without a full one (`quick_graph.QuickVectors`, a graph
+of its own); and where a location's file is
 (`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
 (`records.VECTOR_DTYPE`; a file of schema version 7 or older, float32, is converted when
 opened, then compacted), read back as float32."""
@@ -14,15 +16,18 @@ import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
 from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
+from attnswitch.indexing.ann import nearest
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.quick_graph import GRAPH_SUFFIX as QUICK_GRAPH
+from attnswitch.indexing.quick_graph import QuickVectors
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
     CHUNKS_CHANGED_IN,
@@ -39,9 +44,10 @@ from attnswitch.indexing.records import (
 from attnswitch.indexing.sqlite_allowed import (
     Allowed,
     AllowedChunks,
-    all_chunks,
-    dense_within,
+    FullVectors,
+    QuickOnly,
     keyword_within,
+    nearest_within,
 )
 from attnswitch.indexing.sqlite_file import (
     check_index_file,
@@ -64,6 +70,9 @@ from attnswitch.indexing.store_errors import (
 )
 from attnswitch.indexing.store_passes import VectorPasses, quick_rows
 
+if TYPE_CHECKING:
+    from attnswitch.indexing.ann import GraphStore, HnswIndex
+
 log = logging.getLogger(__name__)
 
 # Below this many chunks the SQLite store's dense search is exact (all vectors in memory,
@@ -82,6 +91,7 @@ class SQLiteStore(StoreBase, VectorPasses):
     the HNSW search beam above it (`EF_SEARCH`)."""
 
     url = None  # one writer: this process
+    graph_suffix = ".hnsw"  # the full vectors' graph beside the file (`ann.HnswIndex.paths`)
     _copied_columns = "vector_key, language, quick, prefix"
 
     def __init__(
@@ -102,7 +112,8 @@ class SQLiteStore(StoreBase, VectorPasses):
         self._dense: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
         self._counted: tuple[int, int] | None = None  # (log position, chunks)
         self._encoded: tuple[int, int] | None = None  # (log position, with a full vector)
-        self._quick: tuple[int, Any] | None = None  # (log position, quick ids and matrix)
+        self._quick: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
+        self.quick_vectors = QuickVectors(self)
         self._allowed = AllowedChunks()  # what recent filters keep (sqlite_allowed)
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -143,6 +154,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         from attnswitch.indexing.ann import HnswIndex
 
         HnswIndex.remove_files(self.path)
+        HnswIndex.remove_files(self.path, QUICK_GRAPH)
         before = self.path.stat().st_size
         try:
             self._conn.execute("VACUUM")
@@ -184,6 +196,7 @@ class SQLiteStore(StoreBase, VectorPasses):
             db,
             *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal", ".lock")),
             *HnswIndex.paths(db),
+            *HnswIndex.paths(db, QUICK_GRAPH),
         }
 
     @contextlib.contextmanager
@@ -425,21 +438,32 @@ class SQLiteStore(StoreBase, VectorPasses):
             self.sync_index()
 
     def sync_index(self) -> None:
-        """Bring the HNSW graph beside the file up to the committed chunks and save it, then
-        drop the log it no longer needs; below `exact_below` chunks there is no graph.
-        Called when a run completes (`close_run`) and when a writer's block that wrote
-        ends (`writer.IndexWriter`), under the run lock (one writer of the graph at a time)."""
+        """Bring the HNSW graphs beside the file (the full vectors' and the quick-only
+        chunks' quick vectors') up to the committed chunks and save them, then drop the log
+        neither needs; a set below `exact_below` chunks has no graph. Called when a run
+        completes (`close_run`) and when a writer's block that wrote ends
+        (`writer.IndexWriter`), under the run lock (one writer of the graphs at a time)."""
+        full = self._synced(self, self.encoded())
+        if full is not None:
+            self._dense = (full.seq, full)
+        quick = self._synced(self.quick_vectors, self.quick_vectors.count())
+        if quick is not None:
+            self._quick = (quick.seq, quick)
+        upto = min(self.chunk_log_state()[1] if g is None else g.seq for g in (full, quick))
+        self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
+
+    def _synced(self, vectors: GraphStore, count: int) -> HnswIndex | None:
+        """The graph of `vectors` (of `count` chunks) caught up and saved, or None, its
+        files removed, when `count` is below `exact_below` or the set has no dimension yet
+        (no vector of its kind was ever stored)."""
         from attnswitch.indexing.ann import HnswIndex
 
-        if self.encoded() < self.exact_below:
-            HnswIndex.remove_files(self.path)
-            upto = self.chunk_log_state()[1]
-        else:
-            graph = HnswIndex.open(self, writable=True)
-            graph.save(self)
-            upto = graph.seq
-            self._dense = (upto, graph)
-        self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
+        if count < self.exact_below or vectors.dim is None:
+            HnswIndex.remove_files(self.path, vectors.graph_suffix)
+            return None
+        graph = HnswIndex.open(vectors, writable=True)
+        graph.save(vectors)
+        return graph
 
     def _lock_run(self) -> None:
         if self._lock_fh is not None:
@@ -588,58 +612,64 @@ class SQLiteStore(StoreBase, VectorPasses):
         exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
         search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
         when a write has been committed since. With `where`, among the chunks of the
-        documents it keeps only (`sqlite_allowed.dense_within`)."""
-        from attnswitch.indexing.ann import HnswIndex, exact_top_k
-
+        documents it keeps only (`sqlite_allowed.nearest_within`)."""
         ef = self.beam(ef)
         if where is not None:
-            return dense_within(self, queries, n, ef, where)
+            return nearest_within(self, FullVectors(self), queries, n, ef, where)
+        self._dense = self._current(self._dense, self, self.encoded)
+        return nearest(self._dense[1], queries, n, ef)
+
+    def _current(
+        self,
+        cached: tuple[int, Any] | None,
+        vectors: GraphStore,
+        count: Callable[[], int],
+    ) -> tuple[int, Any]:
+        """(log position, searcher) of a vector set (the full vectors: the store; the
+        quick ones: `quick_vectors`) as committed now: `cached` while the log has not
+        moved; else below `exact_below` chunks its vectors (ids, matrix), above them its
+        graph, the one `cached` holds when it can replay what was logged since
+        (`HnswIndex.catch_up`), else opened again (and kept: `_keep`)."""
+        from attnswitch.indexing.ann import HnswIndex
+
         position = self._log_position()
-        if self._dense is None or self._dense[0] != position:
-            self._dense = None  # the old one is garbage before the new one loads
-            with self._without_deadline():
-                if self.encoded() < self.exact_below:
-                    searcher: Any = self.vectors()
-                else:
-                    searcher = HnswIndex.open(self)
-                    if not searcher.mapped:
-                        self._keep(searcher)
-                self._dense = (position, searcher)
-        searcher = self._dense[1]
-        if isinstance(searcher, tuple):
-            ids, matrix = searcher
-            return exact_top_k(ids, matrix, queries, n)
-        hits: list[list[tuple[int, float]]] = searcher.search(queries, n, ef)
-        return hits
+        if cached is not None and cached[0] == position:
+            return cached
+        with self._without_deadline(), self.reading():
+            position = self._log_position()
+            if count() < self.exact_below:
+                return position, vectors.vectors()
+            if cached is not None and isinstance(cached[1], HnswIndex):
+                if cached[1].catch_up(vectors):
+                    return position, cached[1]
+            cached = None  # the old graph is garbage before the new one loads
+            graph = HnswIndex.open(vectors)
+            if not graph.mapped:
+                self._keep(vectors, graph)
+            return position, graph
 
     def quick(
-        self, queries: np.ndarray, n: int, where: SearchFilter | None = None
+        self,
+        queries: np.ndarray,
+        n: int,
+        where: SearchFilter | None = None,
+        ef: int | None = None,
     ) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
         (normalised) among the chunks that have a quick vector and no full one (with
-        `where`, of the documents it keeps): exact, over those vectors, read once per log
-        position (a full vector written moves it, and takes its chunk out)."""
-        from attnswitch.indexing.ann import exact_top_k
-
-        model = self.quick_model()
-        if model is None:
+        `where`, of the documents it keeps), as `dense` ranks the full vectors: exact below
+        `exact_below` such chunks, else from their own HNSW graph (`quick_graph`), which a
+        full vector written takes its chunk out of."""
+        if self.quick_model() is None:
             return [[] for _ in range(len(queries))]
-        position = self._log_position()
-        if self._quick is None or self._quick[0] != position:
-            self._quick = None  # the old one is garbage before the new one loads
-            with self._without_deadline():
-                rows = self._conn.execute(
-                    "SELECT id, quick FROM chunks WHERE vector IS NULL AND quick IS NOT NULL "
-                    "ORDER BY id"
-                ).fetchall()
-                self._quick = (position, unpack_vectors(rows, int(model["dim"]), self.path))
-        ids, matrix = self._quick[1]
-        if where is not None:  # the filter's chunk ids, kept between searches
-            kept = np.isin(ids, all_chunks(self, self.allowed_chunks(where)), assume_unique=True)
-            ids, matrix = ids[kept], matrix[kept]
-        return exact_top_k(ids, matrix, queries, n)
+        ef = self.beam(ef)
+        vectors = self.quick_vectors
+        if where is not None:
+            return nearest_within(self, QuickOnly(self), queries, n, ef, where)
+        self._quick = self._current(self._quick, vectors, vectors.count)
+        return nearest(self._quick[1], queries, n, ef)
 
-    def _keep(self, graph: Any) -> None:
+    def _keep(self, vectors: GraphStore, graph: Any) -> None:
         """Save a graph this search rebuilt or caught up, so that the next search maps it
         instead of paying the same again; only when no run holds the store (a run saves its
         own when it ends) and the folder is writable."""
@@ -648,7 +678,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         except (StoreBusyError, OSError):
             return
         try:
-            graph.save(self)
+            graph.save(vectors)
         except OSError:
             pass
         finally:

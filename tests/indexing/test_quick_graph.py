@@ -1,0 +1,183 @@
+"""The SQLite store's quick list over its own HNSW graph (`quick_graph.QuickVectors`,
+`ann.HnswIndex`): saved beside the database when a run ends, searched with the recall of
+the full vectors' graph, kept in step as the full pass takes chunks out (replayed, by
+the searching process, from the chunk log), filtered, and gone once every chunk has its
+full vector; exact below the threshold."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnswitch.documents.ingest import ingest
+from attnswitch.indexing.ann import HnswIndex, exact_top_k
+from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.quick_graph import GRAPH_SUFFIX
+from attnswitch.indexing.store import ChunkRecord, SQLiteStore
+
+pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
+QUICK_DIM = 16
+FULL_DIM = 24
+PER_DOC = 60
+THRESHOLD = 100  # chunks: three documents of quick vectors go above it
+SOURCES = ("a/1.txt", "a/2.txt", "b/1.txt", "b/2.txt")
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+QUERIES = unit(np.random.default_rng(99).normal(size=(8, QUICK_DIM)))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    for source in SOURCES:
+        (folder / source).parent.mkdir(parents=True, exist_ok=True)
+        (folder / source).write_text(f"document {source} " * 30)
+    return folder
+
+
+def quick_pass(db: Path, root: Path, sources=SOURCES) -> None:
+    """Store `sources` as the quick pass does: chunks with quick vectors, no full ones."""
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        store.set_quick_model("static-test", QUICK_DIM)
+        run = store.begin_run(root)
+        docs = {d.source: d for d in ingest(root)}
+        for seed, source in enumerate(sources):
+            store.write_document(
+                docs[source],
+                [ChunkRecord(f"{source} {i}", 1, i, i + 1) for i in range(PER_DOC)],
+                None,
+                quick=np.random.default_rng(seed).normal(size=(PER_DOC, QUICK_DIM)),
+            )
+        store.finish_run(run)
+
+
+def fill(store: SQLiteStore, ids: list[int]) -> None:
+    """Write full vectors for chunks `ids` (as the full pass does)."""
+    keys = [
+        r[0]
+        for r in store._conn.execute(
+            f"SELECT vector_key FROM chunks WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id",
+            sorted(ids),
+        )
+    ]
+    vectors = np.random.default_rng(len(ids)).normal(size=(len(ids), FULL_DIM))
+    assert store.fill_vectors(sorted(ids), keys, vectors) == len(ids)
+
+
+def exact(store: SQLiteStore, queries: np.ndarray, n: int, among=None) -> list[list[int]]:
+    ids, matrix = store.quick_vectors.vectors()
+    if among is not None:
+        keep = np.isin(ids, list(among))
+        ids, matrix = ids[keep], matrix[keep]
+    return [[cid for cid, _ in hits] for hits in exact_top_k(ids, matrix, queries, n)]
+
+
+def found(store: SQLiteStore, queries: np.ndarray, n: int, where=None) -> list[list[int]]:
+    return [[cid for cid, _ in hits] for hits in store.quick(queries, n, where)]
+
+
+def assert_recall(got: list[list[int]], want: list[list[int]]) -> None:
+    """The graph finds at least 98% of the exact neighbours (the store's recall target)."""
+    hit = sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=True))
+    total = sum(len(w) for w in want)
+    assert hit >= 0.98 * total, f"recall {hit / total:.3f} < 0.98"
+
+
+def test_the_quick_pass_saves_a_graph_of_the_quick_vectors(tmp_path: Path, root: Path) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    graph, header = HnswIndex.paths(db, GRAPH_SUFFIX)
+    assert graph.is_file() and header.is_file()
+    assert not HnswIndex.paths(db)[0].exists()  # no full vector yet: no full graph
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        assert store.quick_vectors.count() == PER_DOC * len(SOURCES)
+        got = found(store, QUERIES, 10)
+        searcher = store._quick[1]
+        assert isinstance(searcher, HnswIndex) and not searcher.rebuilt and searcher.mapped
+        assert_recall(got, exact(store, QUERIES, 10))
+
+
+def test_below_the_threshold_the_quick_list_is_exact_and_has_no_graph(
+    tmp_path: Path, root: Path
+) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root, SOURCES[:1])  # 60 chunks, under THRESHOLD
+    assert not HnswIndex.paths(db, GRAPH_SUFFIX)[0].exists()
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        assert found(store, QUERIES, 10) == exact(store, QUERIES, 10)
+
+
+def test_chunks_the_full_pass_encodes_leave_the_quick_list_of_a_searching_process(
+    tmp_path: Path, root: Path
+) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    with SQLiteStore(db, exact_below=THRESHOLD) as reader:
+        first = found(reader, QUERIES, 10)
+        encoded = sorted({cid for hits in first for cid in hits[:3]})
+        with SQLiteStore(db, exact_below=THRESHOLD) as writer:  # another connection
+            fill(writer, encoded)
+        second = found(reader, QUERIES, 10)
+        assert not set(encoded) & {cid for hits in second for cid in hits}
+        assert reader.quick_vectors.count() == PER_DOC * len(SOURCES) - len(encoded)
+        assert_recall(second, exact(reader, QUERIES, 10))
+        # the searching process replays the log into the graph it loaded: no reload
+        graph = reader._quick[1]
+        with SQLiteStore(db, exact_below=THRESHOLD) as writer:
+            fill(writer, [cid for cid in range(1, 6) if cid not in encoded])
+        found(reader, QUERIES, 10)
+        assert reader._quick[1] is graph
+
+
+def test_a_filtered_quick_list_gives_n_allowed_chunks(tmp_path: Path, root: Path) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    where = SearchFilter.of(path="a/1.txt")
+    with SQLiteStore(db, exact_below=THRESHOLD // 2) as store:
+        allowed = {
+            r[0]
+            for r in store._conn.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "WHERE d.source = 'a/1.txt'"
+            )
+        }
+        got = found(store, QUERIES, 10, where)
+        assert all(len(hits) == 10 and set(hits) <= allowed for hits in got)
+        assert_recall(got, exact(store, QUERIES, 10, among=allowed))
+
+
+def test_the_graph_goes_when_every_chunk_has_its_full_vector(tmp_path: Path, root: Path) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        run = store.begin_run(root)
+        fill(store, [r[0] for r in store._conn.execute("SELECT id FROM chunks")])
+        store.finish_run(run)
+        assert found(store, QUERIES, 10) == [[] for _ in QUERIES]
+    assert not HnswIndex.paths(db, GRAPH_SUFFIX)[0].exists()
+    assert HnswIndex.paths(db)[0].exists()  # the full vectors' graph took over
+
+
+def test_a_quick_graph_of_another_state_is_rebuilt_not_trusted(tmp_path: Path, root: Path) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    graph, _ = HnswIndex.paths(db, GRAPH_SUFFIX)
+    # another program changes a quick vector: the trigger logs it, the graph replays it
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE chunks SET quick = NULL WHERE id = 1")
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        assert 1 not in {cid for hits in found(store, QUERIES, 240) for cid in hits}
+    graph.write_bytes(graph.read_bytes()[:-64])  # torn
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        got = found(store, QUERIES, 10)
+        assert store._quick[1].rebuilt
+        assert got == found(store, QUERIES, 10)
+        assert_recall(got, exact(store, QUERIES, 10))
