@@ -15,6 +15,13 @@ whole pages) and is written in one format, in about the mix of a team's drive:
 | `.docx`, `.odt`, `.epub`, `.pptx`, `.txt` | pandoc from that page |
 | PDF, legacy `.doc` | LibreOffice headless from that page (one call per batch) |
 | scanned PDF, PNG scan | pdftoppm renders pages of such a PDF (pages that render blank dropped), img2pdf re-assembles them |
+
+The converters run on every core: pandoc calls in a thread pool, each LibreOffice batch
+split over one headless LibreOffice per core (each with a profile of its own). A batch that
+runs past `OFFICE_BATCH_S` is stopped (the converter's whole process group) and its pages
+are converted one at a time, each within `OFFICE_PAGE_S`; a page LibreOffice cannot
+convert in that time (it has been seen to loop on one) is left out of the drive, and said
+so on stderr. File names and the manifest do not depend on the order conversions finish.
 | `.eml` | the standard library's `email`: a body of sections, a `.docx` or PDF attached |
 | `.ipynb` | nbformat: Markdown cells from paragraphs, code cells from `<pre>` blocks |
 | `.xlsx`, `.csv` | openpyxl / csv: one row per section (title, first sentence, page) |
@@ -34,12 +41,16 @@ import csv
 import email.message
 import html
 import json
+import os
 import random
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +84,11 @@ MIX = {
 PANDOC = {"docx": "docx", "odt": "odt", "epub": "epub", "pptx": "pptx", "txt": "plain"}
 OFFICE = {"pdf": "pdf:writer_web_pdf_Export", "doc": "doc:MS Word 97"}
 SECTIONS_PER_DOC = (2, 6)
+# Seconds a LibreOffice batch may take before its pages are converted one at a time, and
+# seconds one page may take then (a page of these manuals converts in about a second).
+OFFICE_BATCH_S = 300
+OFFICE_PAGE_S = 120
+WORKERS = os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -144,6 +160,8 @@ class DriveBuilder:
         self.pending: dict[str, list[tuple[Path, list[int]]]] = {k: [] for k in OFFICE}
         self.scans: list[tuple[Path, str, list[int]]] = []
         self.tmp = Path(tempfile.mkdtemp(prefix="drive-build-"))
+        self.pool = ThreadPoolExecutor(WORKERS)
+        self.converting: list[Future[None]] = []  # pandoc calls not yet waited for
         logs = [p for p in sorted(CHANGELOGS.glob("*/changelog*.gz")) if p.is_file()]
         self.rng.shuffle(logs)
         self.changelogs = iter(logs)
@@ -170,6 +188,7 @@ class DriveBuilder:
                 self.flush()
                 written, since = self.written(), 0
         self.flush()
+        self.pool.shutdown()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _pick(self) -> list[int]:
@@ -202,7 +221,8 @@ class DriveBuilder:
             path.write_text(self._page(picked), encoding="utf-8")
         elif kind in PANDOC:
             path = self._path(kind, kind)
-            self._pandoc(self._page(picked), PANDOC[kind], path)
+            page = self._page(picked)
+            self.converting.append(self.pool.submit(self._pandoc, page, PANDOC[kind], path))
         elif kind in OFFICE:
             self.pending[kind].append((self._tmp_page(picked, "page"), picked))
             return
@@ -286,27 +306,23 @@ class DriveBuilder:
         book.save(path)
 
     def flush(self) -> None:
-        """Converts the pending pages with LibreOffice (one call per format) and makes the
-        scans from the converted PDFs."""
+        """Waits for the pandoc calls, converts the pending pages with LibreOffice (each
+        format's batch split over `WORKERS` converters) and makes the scans from the
+        converted PDFs."""
+        for done in self.converting:
+            done.result()
+        self.converting.clear()
         for kind, pages in self.pending.items():
             if not pages:
                 continue
             target = OFFICE[kind]
-            subprocess.run(
-                [
-                    "soffice",
-                    "--headless",
-                    "--norestore",
-                    "--convert-to",
-                    target,
-                    "--outdir",
-                    str(self.tmp),
-                    *(str(p) for p, _ in pages),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=3600,
-            )
+            shares = [pages[i::WORKERS] for i in range(WORKERS)]
+            for job in [
+                self.pool.submit(self._office, target, [p for p, _ in share], i)
+                for i, share in enumerate(shares)
+                if share
+            ]:
+                job.result()
             for page, picked in pages:
                 made = page.with_suffix("." + target.split(":")[0])
                 if page.name.startswith("scan") or not made.is_file():
@@ -319,6 +335,17 @@ class DriveBuilder:
             if pdf.is_file():
                 self._scan(pdf, kind, picked)
         self.scans.clear()
+
+    def _office(self, target: str, pages: list[Path], worker: int) -> None:
+        """Convert `pages` to `target` with LibreOffice (profile `worker`), in one call;
+        past `OFFICE_BATCH_S`, one page at a time, leaving out a page that takes longer
+        than `OFFICE_PAGE_S` or fails."""
+        if _soffice(target, pages, self.tmp, worker, OFFICE_BATCH_S):
+            return
+        for page in pages:
+            if not _soffice(target, [page], self.tmp, worker, OFFICE_PAGE_S):
+                page.with_suffix("." + target.split(":")[0]).unlink(missing_ok=True)
+                print(f"{page.name}: LibreOffice did not convert it; left out", file=sys.stderr)
 
     def _scan(self, pdf: Path, kind: str, picked: list[int]) -> None:
         stem = self.tmp / "render"
@@ -346,6 +373,34 @@ class DriveBuilder:
         for p in self.tmp.glob("render*.png"):
             p.unlink()
         self._record(path, "scan" if kind == "scan" else "png", picked)
+
+
+def _soffice(target: str, pages: list[Path], out: Path, worker: int, timeout: float) -> bool:
+    """Run one headless LibreOffice over `pages` (its own profile, `worker`'s), in a process
+    group of its own so that a timeout stops all of it; whether it ended in time and well."""
+    profile = out / f"lo-profile-{worker}"
+    proc = subprocess.Popen(
+        [
+            "soffice",
+            f"-env:UserInstallation=file://{profile}",
+            "--headless",
+            "--norestore",
+            "--convert-to",
+            target,
+            "--outdir",
+            str(out),
+            *(str(p) for p in pages),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        return proc.wait(timeout) == 0
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return False
 
 
 def blank(png: Path, ink_below: int = 160, least_ink: float = 0.001) -> bool:
