@@ -16,7 +16,7 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
   vector) is searched as the dense list is, by a partial HNSW index of its own
   (`chunks_quick_hnsw`, `WHERE embedding IS NULL`), made when a run ends with at least
   `quick_exact_below` such chunks (`sync_index`; maintained row by row it made the quick
-  pass's inserts 8 times slower) and dropped below; without it the list is an exact scan.
+  pass's inserts 8 to 19 times slower) and dropped below; without it the list is an exact scan.
 - Keyword search is PostgreSQL full-text search over the analyzer's terms (`analyzer`,
   the same terms as the SQLite store's): a `tsvector` column written with each chunk (a
   literal, so PostgreSQL's parser never re-splits a term) with a GIN index, ranked by
@@ -42,6 +42,7 @@ Connection problems, a missing or older extension and a wrong URL raise
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -817,19 +818,21 @@ class PostgresStore(StoreBase, VectorPasses):
                     for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=prepare)
                 ]
 
-        scan = (f"hnsw.ef_search = {ef}",) if indexed else ()
+        scan: tuple[str, ...] = (f"hnsw.ef_search = {ef}",) if indexed else ()
         if indexed and docs is not None and self._iterative_scan():
             scan += ("hnsw.iterative_scan = relaxed_order",)
+        exactly = ("enable_indexscan = off",)
         out = []
-        for q in (HalfVector(q) for q in np.asarray(queries, np.float32)):
-            hits = self._retrying(lambda q=q: nearest(q, scan, prepare))
+        for row in np.asarray(queries, np.float32):
+            q = HalfVector(row)
+            hits = self._retrying(functools.partial(nearest, q, scan, prepare))
             if (
                 indexed
                 and docs is not None
                 and len(hits) < n
                 and len(hits) < self._chunks_of(among, docs)
             ):
-                hits = self._retrying(lambda q=q: nearest(q, ("enable_indexscan = off",), False))
+                hits = self._retrying(functools.partial(nearest, q, exactly, False))
             out.append(hits)
         return out
 
