@@ -135,7 +135,11 @@ def main() -> None:
                     print(
                         f"n={n:>7} {way:>5}: load {got['load_s']:7.2f} s"
                         + (f" + build {got['build_s']:6.2f} s" if "build_s" in got else "")
-                        + f"  = {total / base:4.2f}x the load without an index"
+                        + (
+                            f"  = {total / base:4.2f}x the load without an index"
+                            if base == base
+                            else ""
+                        )
                         + f"  (load average {got['load_before']:.2f} -> {got['load_after']:.2f})"
                     )
                     if "index_query_ms" in got:
