@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnswitch.indexing import analyzer
-from attnswitch.indexing.postgres_upgrades import reanalyze, to_halfvec
+from attnswitch.indexing.postgres_upgrades import reanalyze, to_halfvec, type_quick
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS
 from attnswitch.indexing.store_access import ACCESS_INDEX, ACCESS_TABLE
 from attnswitch.indexing.store_base import DEDUP_INDEXES, LANGUAGE_INDEX, fill_vector_keys
@@ -152,6 +152,22 @@ HNSW_INDEX = (
     f"halfvec_ip_ops) WITH (m = {HNSW_M}, "
     f"ef_construction = {HNSW_EF_CONSTRUCTION})"
 )
+# The quick list's chunks: a quick vector and no full vector yet (docs/architecture.md,
+# "The quick list at scale").
+QUICK_ONLY = "embedding IS NULL AND quick IS NOT NULL"
+# The partial HNSW index of their quick vectors (the quick column typed `halfvec(dim)` by
+# `PostgresStore.set_quick_model`), made by `PostgresStore.sync_index` when a run ends with
+# at least `QUICK_EXACT_BELOW` such chunks, not kept during the quick pass: maintaining it
+# made the quick pass's inserts 8.3x slower at 20,000 chunks of dimension 384 and 19.5x at
+# 100,000, where building it once the rows are in took 1.6x and 3.5x what the inserts did
+# (benchmarks/pg_quick_index.py).
+QUICK_HNSW = "chunks_quick_hnsw"
+QUICK_HNSW_INDEX = (
+    f"CREATE INDEX {QUICK_HNSW} ON chunks USING hnsw (quick halfvec_ip_ops) WITH "
+    f"(m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE embedding IS NULL"
+)
+# Below this many quick-only chunks the quick list is an exact scan and has no index.
+QUICK_EXACT_BELOW = 20_000
 
 
 def connect(url: str) -> Any:
@@ -215,6 +231,18 @@ def connect(url: str) -> Any:
     return conn
 
 
+def column_dim(conn: Any, column: str) -> int | None:
+    """The dimension the chunks' vector column `column` is typed with (`halfvec(384)`:
+    384), or None while it is untyped (`halfvec`) or absent. Reads the catalog only."""
+    found = conn.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+        "'chunks'::regclass AND attname = %s AND NOT attisdropped",
+        (column,),
+    ).fetchone()
+    typed = "" if found is None else str(found[0]).partition("(")[2].rstrip(")")
+    return int(typed) if typed.isdigit() else None
+
+
 def pgvector_version(conn: Any) -> tuple[int, ...]:
     """The version of the pgvector extension in `conn`'s database, as numbers ((0, 8, 5))."""
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
@@ -226,7 +254,9 @@ def upgrade(conn: Any) -> bool:
     them, filling in the stored chunks' vector keys (`store_base.fill_vector_keys`); True
     when it did (False: the columns were there). A jobs table made before jobs could be
     "cancelled" gets the wider CHECK (`_JOBS_STATUS_CHECK`). Vectors stored as `vector`
-    (float32) are converted to `halfvec` (`postgres_upgrades.to_halfvec`). The dedup indexes
+    (float32) are converted to `halfvec` (`postgres_upgrades.to_halfvec`), and an untyped
+    quick column gets the recorded static model's dimension (`postgres_upgrades.type_quick`,
+    which the quick list's HNSW index needs). The dedup indexes
     (`store_base.DEDUP_INDEXES`) and the keyword index are made here, once the columns they
     index exist, and only when missing (`_create_missing_indexes`)."""
     with conn.transaction():
@@ -267,6 +297,7 @@ def upgrade(conn: Any) -> bool:
             for statement in _ACCESS_UPGRADE:
                 conn.execute(statement)
         to_halfvec(conn, HNSW_INDEX)
+        type_quick(conn)
         _create_missing_indexes(conn, _INDEXES)
         row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
         if row is None or row[0] != analyzer.fingerprint():

@@ -1,9 +1,11 @@
 """The PostgreSQL store's upgrades that rewrite stored rows, each inside the caller's
 transaction (`postgres_schema.upgrade` holds the schema lock): vectors from float32 to
-float16 (`to_halfvec`) and the keyword index made again by a new analyzer (`reanalyze`)."""
+float16 (`to_halfvec`), the quick vectors' column typed with their dimension
+(`type_quick`) and the keyword index made again by a new analyzer (`reanalyze`)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -50,6 +52,48 @@ def to_halfvec(conn: Conn, hnsw_index: str) -> None:
         typed,
         typed,
         count[0] if count else 0,
+        time.monotonic() - started,
+    )
+
+
+def type_quick(conn: Conn) -> None:
+    """Give an untyped quick column (`halfvec`, as schema versions 10 to 12 made it) the
+    dimension of the static model recorded in meta "quick" (`type_quick_column`), inside
+    the caller's transaction. Nothing to do when the column is typed already, absent, or
+    no static model is recorded (`set_quick_model` types it)."""
+    found = conn.execute(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+        "'chunks'::regclass AND attname = 'quick' AND NOT attisdropped"
+    ).fetchone()
+    if found is None or found[0] != "halfvec":
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key = 'quick'").fetchone()
+    try:
+        dim = int(json.loads(row[0])["dim"]) if row else 0
+    except (ValueError, TypeError, KeyError):
+        dim = 0
+    if dim > 0:
+        type_quick_column(conn, dim)
+
+
+def type_quick_column(conn: Conn, dim: int) -> None:
+    """Type the chunks' quick column `halfvec(dim)` (pgvector indexes only a typed column),
+    inside the caller's transaction. With no quick vector stored the column is made again
+    (dropped and added: no row is rewritten); else its type is changed in place, every row
+    rewritten, a stored quick vector of another dimension (which no query of the model can
+    be compared with) dropped (NULL; the next quick pass of its document writes it)."""
+    stored = conn.execute("SELECT EXISTS (SELECT 1 FROM chunks WHERE quick IS NOT NULL)").fetchone()
+    started = time.monotonic()
+    if not (stored and stored[0]):
+        conn.execute(f"ALTER TABLE chunks DROP COLUMN quick, ADD COLUMN quick halfvec({dim})")
+        return
+    conn.execute(
+        f"ALTER TABLE chunks ALTER COLUMN quick TYPE halfvec({dim}) USING CASE WHEN "
+        f"vector_dims(quick) = {dim} THEN quick::halfvec({dim}) END"
+    )
+    log.info(
+        "quick vectors' column typed halfvec(%d) (for its HNSW index): %.1f s",
+        dim,
         time.monotonic() - started,
     )
 

@@ -12,6 +12,11 @@ and nodes can write to at once (Ray's encoder actors write their own documents):
   beam, else the store's `ef_search`, default `store.EF_SEARCH`), the query rounded to
   float16 too. A store made with `vector(dim)` (float32) is converted when opened
   (`upgrade`: the column's type changed in place, the HNSW index made again).
+- The quick list (`quick`: the static model's vectors of the chunks still without a full
+  vector) is searched as the dense list is, by a partial HNSW index of its own
+  (`chunks_quick_hnsw`, `WHERE embedding IS NULL`), made when a run ends with at least
+  `quick_exact_below` such chunks (`sync_index`; maintained row by row it made the quick
+  pass's inserts 8 to 19 times slower) and dropped below; without it the list is an exact scan.
 - Keyword search is PostgreSQL full-text search over the analyzer's terms (`analyzer`,
   the same terms as the SQLite store's): a `tsvector` column written with each chunk (a
   literal, so PostgreSQL's parser never re-splits a term) with a GIN index, ranked by
@@ -37,6 +42,7 @@ Connection problems, a missing or older extension and a wrong URL raise
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -53,13 +59,19 @@ from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.postgres_schema import (
     DIM_LOCK,
     HNSW_INDEX,
+    QUICK_EXACT_BELOW,
+    QUICK_HNSW,
+    QUICK_HNSW_INDEX,
+    QUICK_ONLY,
     RUN_LOCK,
+    column_dim,
     connect,
     describe,
     first_line,
     pgvector_version,
     upgrade,
 )
+from attnswitch.indexing.postgres_upgrades import type_quick_column
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
     EF_SEARCH,
@@ -158,8 +170,15 @@ class PostgresStore(StoreBase, VectorPasses):
     _vector_column = "embedding"
     _copied_columns = "vector_key, language, terms, quick, prefix"
 
-    def __init__(self, url: str, *, ef_search: int | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        ef_search: int | None = None,
+        quick_exact_below: int = QUICK_EXACT_BELOW,
+    ):
         self.url = url
+        self.quick_exact_below = quick_exact_below
         self.location = describe(url)
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
         self._conn = connect(url)
@@ -177,6 +196,7 @@ class PostgresStore(StoreBase, VectorPasses):
         # the vectors' dimension once known: the column's type is fixed by the first
         # vectors (`_fix_dim`), so a search reads it once, not twice a search
         self._dim: int | None = None
+        self._quick_dim: int | None = None  # the quick column's, once typed (`_fix_quick_dim`)
         # seconds a lost connection is tried again for (a server's search sets 0: it
         # answers 503 at once rather than holding the request)
         self.reconnect_for_s = reconnect_window(os.environ)
@@ -395,6 +415,8 @@ class PostgresStore(StoreBase, VectorPasses):
         with self._transaction() as conn:
             if matrix is not None and len(rows):
                 self._fix_dim(conn, matrix.shape[1])
+            if fast is not None and len(rows):
+                self._fix_quick_dim(conn, fast.shape[1])
             doc_id = self._upsert(
                 conn,
                 doc,
@@ -456,6 +478,40 @@ class PostgresStore(StoreBase, VectorPasses):
             (str(dim),),
         )
         self._dim = None  # read again, once committed
+
+    def set_quick_model(self, fingerprint: str, dim: int) -> None:
+        """`VectorPasses.set_quick_model` (quick vectors of another model dropped), then the
+        quick column typed `halfvec(dim)` (`_fix_quick_dim`)."""
+        super().set_quick_model(fingerprint, dim)
+        with self._transaction() as conn:
+            self._fix_quick_dim(conn, int(dim))
+
+    def _fix_quick_dim(self, conn: Any, dim: int) -> None:
+        """Type the quick column `halfvec(dim)` (what the quick list's HNSW index needs),
+        under the dimension lock, its index dropped first (`type_quick_column`); refused
+        (`StoreInputError` naming `quick`) while quick vectors of another dimension are
+        stored, which only `set_quick_model` drops."""
+        if self._quick_dim == dim:
+            return
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (DIM_LOCK,))
+        typed = column_dim(conn, "quick")
+        if typed == dim:
+            self._quick_dim = dim  # committed: kept (an ALTER below is checked again)
+            return
+        if (
+            typed is not None
+            and conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM chunks WHERE quick IS NOT NULL)"
+            ).fetchone()[0]
+        ):
+            raise StoreInputError(
+                "quick",
+                f"dimension {typed} (this store's quick vectors)",
+                f"{dim}: quick vectors of a static model of another dimension are "
+                "written after set_quick_model names it (which drops the stored ones)",
+            )
+        conn.execute(f"DROP INDEX IF EXISTS {QUICK_HNSW}")
+        type_quick_column(conn, int(dim))
 
     def _id_list(self, ids: list[int]) -> tuple[str, tuple[Any, ...]]:
         return "= ANY(%s)", (ids,)
@@ -538,6 +594,55 @@ class PostgresStore(StoreBase, VectorPasses):
 
     def _holds_run_lock(self) -> bool:
         return self._run_locked
+
+    def _run_finished(self, status: str) -> None:
+        if status == "completed":
+            self.sync_index()
+
+    def sync_index(self) -> None:
+        """Make the quick list's HNSW index (`QUICK_HNSW_INDEX`) when at least
+        `quick_exact_below` chunks have a quick vector and no full one and it is missing;
+        drop it when fewer have. Called when a run completes (`close_run`) and when a
+        writer's block that wrote ends (`writer.IndexWriter`), under the run lock. The
+        build holds a SHARE lock on the chunks: searches read on, writes wait for it."""
+        model = self.quick_model()
+        wanted = self.quick_exact_below
+        (count,) = self._one(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE {QUICK_ONLY} LIMIT %s) t",
+            (wanted,),
+        )
+        have = self._quick_indexed()
+        if model is None or count < wanted:
+            if have:
+                self._retrying(lambda: self._conn.execute(f"DROP INDEX IF EXISTS {QUICK_HNSW}"))
+            return
+        if have:
+            return
+        started = time.monotonic()
+
+        def build() -> None:
+            self._quick_dim = None  # the catalog read again
+            with self._transaction() as conn:
+                self._fix_quick_dim(conn, int(model["dim"]))
+                conn.execute(QUICK_HNSW_INDEX)
+
+        self._retrying(build)
+        log.info(
+            "%s: quick list's HNSW index made (%s or more chunks without a full vector, %.1f s)",
+            self.location,
+            f"{wanted:,}",
+            time.monotonic() - started,
+        )
+
+    def _quick_indexed(self) -> bool:
+        """Whether the quick list's HNSW index exists (the catalog only: no table lock)."""
+        return bool(
+            self._one(
+                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = "
+                "current_schema() AND indexname = %s)",
+                (QUICK_HNSW,),
+            )[0]
+        )
 
     def _unlock_run(self) -> None:
         if self._run_locked:
@@ -640,20 +745,58 @@ class PostgresStore(StoreBase, VectorPasses):
         ef = self.beam(ef)
         if self.dim is None:
             return [[] for _ in range(len(queries))]
-        # The index returns at most ef_search rows: the beam is at least n.
+        return self._nearest("embedding", "embedding IS NOT NULL", queries, n, ef, where)
+
+    def quick(
+        self,
+        queries: np.ndarray,
+        n: int,
+        where: SearchFilter | None = None,
+        ef: int | None = None,
+    ) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
+        (normalised) among the chunks that have a quick vector and no full one (with
+        `where`, of the documents it keeps), as `dense` ranks the full vectors: by their
+        partial HNSW index (`QUICK_HNSW`, beam `ef`) where `sync_index` made it, else
+        exactly (a scan of those chunks; ties by id)."""
+        ef = self.beam(ef)
+        if self.quick_model() is None:
+            return [[] for _ in range(len(queries))]
+        indexed = self._quick_indexed()
+        return self._nearest("quick", QUICK_ONLY, queries, n, ef, where, indexed=indexed)
+
+    def _nearest(
+        self,
+        column: str,
+        among: str,
+        queries: np.ndarray,
+        n: int,
+        ef: int,
+        where: SearchFilter | None,
+        *,
+        indexed: bool = True,
+    ) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, inner product) per row of `queries` by the vector
+        column `column` among the chunks of condition `among` (that of the column's HNSW
+        index; with `where`, of the documents it keeps), ties by id. `indexed`: by the
+        index, with beam `ef` widened to `n` (it returns at most its beam's rows), scanning
+        on past it with a filter (pgvector 0.8+) and answering exactly a filtered query
+        that still has fewer than `n` rows and than the chunks that pass; else exactly."""
         ef = min(max(ef, int(n)), MAX_EF_SEARCH)
         docs = None if where is None else self.allowed_documents(where)
         if docs == []:
             return [[] for _ in range(len(queries))]
         condition, extra = (
-            ("WHERE embedding IS NOT NULL ", ())
+            (f"WHERE {among} ", ())
             if docs is None
-            else ("WHERE embedding IS NOT NULL AND doc_id = ANY(%s) ", (docs,))
+            else (f"WHERE {among} AND doc_id = ANY(%s) ", (docs,))
         )
+        # The index serves `ORDER BY <distance> LIMIT`; an exact scan breaks ties by id.
+        order = f"{column} <#> %s" + ("" if indexed else ", id")
         sql = (
-            "SELECT id, d FROM (SELECT id, embedding <#> %s AS d FROM chunks "
+            f"SELECT id, d FROM (SELECT id, {column} <#> %s AS d FROM chunks "
             + condition
-            + "ORDER BY embedding <#> %s LIMIT %s) t ORDER BY d, id"
+            + f"ORDER BY {order} LIMIT %s) t ORDER BY d, id"
         )
         from pgvector import HalfVector
 
@@ -662,48 +805,35 @@ class PostgresStore(StoreBase, VectorPasses):
         # allowed chunks exactly instead of scanning the graph (34 ms against 10 ms at
         # 100,000 chunks, half allowed: benchmarks/reader_filter.py).
         prepare = None if docs is None else False
-        out = []
-        for q in (HalfVector(q) for q in np.asarray(queries, np.float32)):
-            with self._conn.transaction():
-                self._conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-                if docs is not None and self._iterative_scan():
-                    self._conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                hits = [
+
+        def nearest(
+            q: Any, settings: tuple[str, ...], prepare: bool | None
+        ) -> list[tuple[int, float]]:
+            # the settings hold for this query's transaction only (`SET LOCAL`)
+            with self._conn.transaction() if settings else contextlib.nullcontext():
+                for setting in settings:
+                    self._conn.execute(f"SET LOCAL {setting}")
+                return [
                     (int(r[0]), -float(r[1]))
                     for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=prepare)
                 ]
-            if docs is not None and len(hits) < n and len(hits) < self._chunks_of(docs):
-                with self._conn.transaction():
-                    self._conn.execute("SET LOCAL enable_indexscan = off")
-                    hits = [
-                        (int(r[0]), -float(r[1]))
-                        for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=False)
-                    ]
-            out.append(hits)
-        return out
 
-    def quick(
-        self, queries: np.ndarray, n: int, where: SearchFilter | None = None
-    ) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
-        (normalised) among the chunks that have a quick vector and no full one (with
-        `where`, of the documents it keeps): exact (a scan of those chunks; ties by id)."""
-        from pgvector import HalfVector
-
-        if self.quick_model() is None:
-            return [[] for _ in range(len(queries))]
-        docs = None if where is None else self.allowed_documents(where)
-        if docs == []:
-            return [[] for _ in range(len(queries))]
-        condition = "" if docs is None else "AND doc_id = ANY(%s) "
-        sql = (
-            "SELECT id, quick <#> %s AS d FROM chunks WHERE embedding IS NULL AND quick IS "
-            "NOT NULL " + condition + "ORDER BY d, id LIMIT %s"
-        )
+        scan: tuple[str, ...] = (f"hnsw.ef_search = {ef}",) if indexed else ()
+        if indexed and docs is not None and self._iterative_scan():
+            scan += ("hnsw.iterative_scan = relaxed_order",)
+        exactly = ("enable_indexscan = off",)
         out = []
-        for q in np.asarray(queries, np.float32):
-            params = (HalfVector(q), *(() if docs is None else (docs,)), int(n))
-            out.append([(int(r[0]), -float(r[1])) for r in self._read(sql, params)])
+        for row in np.asarray(queries, np.float32):
+            q = HalfVector(row)
+            hits = self._retrying(functools.partial(nearest, q, scan, prepare))
+            if (
+                indexed
+                and docs is not None
+                and len(hits) < n
+                and len(hits) < self._chunks_of(among, docs)
+            ):
+                hits = self._retrying(functools.partial(nearest, q, exactly, False))
+            out.append(hits)
         return out
 
     def _iterative_scan(self) -> bool:
@@ -712,11 +842,11 @@ class PostgresStore(StoreBase, VectorPasses):
             self._scan_on = pgvector_version(self._conn) >= (0, 8)
         return self._scan_on
 
-    def _chunks_of(self, docs: list[int]) -> int:
+    def _chunks_of(self, among: str, docs: list[int]) -> int:
+        """How many chunks of condition `among` the documents `docs` hold."""
         return int(
             self._conn.execute(
-                "SELECT COUNT(*) FROM chunks WHERE embedding IS NOT NULL AND doc_id = ANY(%s)",
-                (docs,),
+                f"SELECT COUNT(*) FROM chunks WHERE {among} AND doc_id = ANY(%s)", (docs,)
             ).fetchone()[0]
         )
 
