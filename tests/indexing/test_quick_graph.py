@@ -181,3 +181,31 @@ def test_a_quick_graph_of_another_state_is_rebuilt_not_trusted(tmp_path: Path, r
         assert store._quick[1].rebuilt
         assert got == found(store, QUERIES, 10)
         assert_recall(got, exact(store, QUERIES, 10))
+
+
+def test_a_writer_saves_the_quick_graph_mid_run_for_searches_during_the_full_pass(
+    tmp_path: Path, root: Path
+) -> None:
+    from attnswitch.indexing.writer import IndexWriter
+
+    db = tmp_path / "index.sqlite3"
+    graph, _ = HnswIndex.paths(db, GRAPH_SUFFIX)
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        writer = IndexWriter(store)
+        with writer:
+            writer.sync()  # nothing written yet: nothing made
+            assert not graph.exists()
+            writer.set_quick_model("static-test", QUICK_DIM)
+            docs = {d.source: d for d in ingest(root)}
+            for seed, source in enumerate(SOURCES):
+                writer.write_document(
+                    docs[source],
+                    [ChunkRecord(f"{source} {i}", 1, i, i + 1) for i in range(PER_DOC)],
+                    None,
+                    quick=np.random.default_rng(seed).normal(size=(PER_DOC, QUICK_DIM)),
+                )
+            writer.sync()
+            assert graph.exists()  # while the run lock is still held
+            with SQLiteStore(db, exact_below=THRESHOLD) as reader:
+                found(reader, QUERIES, 10)
+                assert reader._quick[1].mapped  # the saved graph, not one of its own

@@ -115,6 +115,14 @@ class IndexWriter:
             self._run_took_lock = False
             lock.close()
 
+    def sync(self) -> None:
+        """Bring the store's derived indexes up to date now, mid-run, when this writer has
+        written since it took the lock (`Store.sync_index`): a plain run does when its quick
+        pass ends, so that searches during the full pass find the quick vectors' graph
+        (SQLite) or index (PostgreSQL) rather than each making its own."""
+        if self._lock is not None and self._wrote:
+            self.store.sync_index()
+
     def __enter__(self) -> Self:
         self.lock()
         return self

@@ -309,6 +309,9 @@ class RunJob:
         if two_passes:
             self.progress.searchable_s = time.perf_counter() - self.progress.started
         if not self.options.encode.quick and here is not None:
+            if two_passes and self.target.writer.unencoded_count():
+                with self.phases.part("store"):  # the graphs searches use meanwhile
+                    self.target.writer.sync()
             self._full_pass(here)
         self.progress.stage = "done"
         self.on_progress(self.progress)
