@@ -285,15 +285,18 @@ def run_attnswitch(
     }
 
 
-def quick_pass_per_kind(drive: Path, work: Path, kinds: Counter, env: dict) -> dict:
-    """The quick pass's rate per kind of file: one `run --quick --include '*/KIND/**'` per
-    kind into a fresh index (every kind is a folder of its own, drive_build.py's layout),
+def quick_pass_per_kind(
+    drive: Path, work: Path, kinds: Counter, env: dict, under: str = "*"
+) -> dict:
+    """The quick pass's rate per kind of file: one `run --quick --include 'UNDER/KIND/**'`
+    per kind into a fresh index (every kind is a folder of its own in each team's folder,
+    drive_build.py's layout; `under`: every team's, or one's),
     each rate the kind's bytes over the run's own wall time less its model load and
     measuring (`wall_s - load_s - measure_s`: what reading, chunking, OCR and storing took).
     """
     rates = {}
     for kind in sorted(kinds):
-        files = [p for p in drive.glob(f"*/{kind}/**/*") if p.is_file()]
+        files = [p for p in drive.glob(f"{under}/{kind}/**/*") if p.is_file()]
         if not files:
             continue
         db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
@@ -301,7 +304,8 @@ def quick_pass_per_kind(drive: Path, work: Path, kinds: Counter, env: dict) -> d
         run_env["ATTNSWITCH_CACHE_DIR"] = str(own_cache(db.parent))
         cmd = [sys.executable, "-m", "attnswitch", "run", str(drive), "--db", str(db)]
         _, done, sampler = timed(
-            [*cmd, "--quick", "--json", "--no-progress", "--include", f"*/{kind}/**"], run_env
+            [*cmd, "--quick", "--json", "--no-progress", "--include", f"{under}/{kind}/**"],
+            run_env,
         )
         shutil.rmtree(db.parent)
         s = json.loads(done.stdout)
@@ -318,12 +322,12 @@ def quick_pass_per_kind(drive: Path, work: Path, kinds: Counter, env: dict) -> d
     return rates
 
 
-def per_kind_table(rates: dict) -> list[str]:
+def per_kind_table(rates: dict, under: str = "*") -> list[str]:
     if not rates:
         return []
     lines = [
         "",
-        "The quick pass per kind (`run --quick --include '*/KIND/**'`, a fresh index each; "
+        f"The quick pass per kind (`run --quick --include '{under}/KIND/**'`, a fresh index each; "
         "seconds are the run's own, less its model load and measuring):",
         "",
         "| kind | files | MB | seconds | MB/s | peak RSS MiB |",
@@ -427,7 +431,9 @@ def before_tree(rev: str, work: Path) -> Path:
     return tree / "src"
 
 
-def plot(rows: dict, path: Path) -> None:
+def plot(rows: dict, path: Path, baseline: tuple[str, float] | None = None) -> None:
+    """Each system's RSS and documents stored over its run; `baseline`: (label, MiB) drawn
+    across the memory plot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -440,6 +446,8 @@ def plot(rows: dict, path: Path) -> None:
         counted = [(s[0], s[2]) for s in r["samples"] if s[2] is not None]
         if counted:
             docs.plot([c[0] for c in counted], [c[1] for c in counted], label=system)
+    if baseline is not None:
+        rss.axhline(baseline[1], ls="--", c="grey", label=baseline[0])
     rss.set(xlabel="seconds", ylabel="RSS of the process tree (MiB)", title="Memory")
     docs.set(xlabel="seconds", ylabel="documents in the index", title="Progress")
     for ax in (rss, docs):

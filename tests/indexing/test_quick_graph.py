@@ -12,64 +12,30 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from quick_testing import SOURCES, assert_recall, fill, found, make_folder, queries, write_quick
 
-from attnswitch.documents.ingest import ingest
 from attnswitch.indexing.ann import HnswIndex, exact_top_k
 from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.quick_graph import GRAPH_SUFFIX
-from attnswitch.indexing.store import ChunkRecord, SQLiteStore
+from attnswitch.indexing.store import SQLiteStore
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
-QUICK_DIM = 16
-FULL_DIM = 24
 PER_DOC = 60
 THRESHOLD = 100  # chunks: three documents of quick vectors go above it
-SOURCES = ("a/1.txt", "a/2.txt", "b/1.txt", "b/2.txt")
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-
-
-QUERIES = unit(np.random.default_rng(99).normal(size=(8, QUICK_DIM)))
+QUERIES = queries(8)
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    for source in SOURCES:
-        (folder / source).parent.mkdir(parents=True, exist_ok=True)
-        (folder / source).write_text(f"document {source} " * 30)
-    return folder
+    return make_folder(tmp_path)
 
 
 def quick_pass(db: Path, root: Path, sources=SOURCES) -> None:
-    """Store `sources` as the quick pass does: chunks with quick vectors, no full ones."""
+    """Store `sources` as the quick pass does, in one run that completes."""
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        store.set_quick_model("static-test", QUICK_DIM)
         run = store.begin_run(root)
-        docs = {d.source: d for d in ingest(root)}
-        for seed, source in enumerate(sources):
-            store.write_document(
-                docs[source],
-                [ChunkRecord(f"{source} {i}", 1, i, i + 1) for i in range(PER_DOC)],
-                None,
-                quick=np.random.default_rng(seed).normal(size=(PER_DOC, QUICK_DIM)),
-            )
+        write_quick(store, root, PER_DOC, sources)
         store.finish_run(run)
-
-
-def fill(store: SQLiteStore, ids: list[int]) -> None:
-    """Write full vectors for chunks `ids` (as the full pass does)."""
-    keys = [
-        r[0]
-        for r in store._conn.execute(
-            f"SELECT vector_key FROM chunks WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id",
-            sorted(ids),
-        )
-    ]
-    vectors = np.random.default_rng(len(ids)).normal(size=(len(ids), FULL_DIM))
-    assert store.fill_vectors(sorted(ids), keys, vectors) == len(ids)
 
 
 def exact(store: SQLiteStore, queries: np.ndarray, n: int, among=None) -> list[list[int]]:
@@ -78,17 +44,6 @@ def exact(store: SQLiteStore, queries: np.ndarray, n: int, among=None) -> list[l
         keep = np.isin(ids, list(among))
         ids, matrix = ids[keep], matrix[keep]
     return [[cid for cid, _ in hits] for hits in exact_top_k(ids, matrix, queries, n)]
-
-
-def found(store: SQLiteStore, queries: np.ndarray, n: int, where=None) -> list[list[int]]:
-    return [[cid for cid, _ in hits] for hits in store.quick(queries, n, where)]
-
-
-def assert_recall(got: list[list[int]], want: list[list[int]]) -> None:
-    """The graph finds at least 98% of the exact neighbours (the store's recall target)."""
-    hit = sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=True))
-    total = sum(len(w) for w in want)
-    assert hit >= 0.98 * total, f"recall {hit / total:.3f} < 0.98"
 
 
 def test_the_quick_pass_saves_a_graph_of_the_quick_vectors(tmp_path: Path, root: Path) -> None:
@@ -195,15 +150,7 @@ def test_a_writer_saves_the_quick_graph_mid_run_for_searches_during_the_full_pas
         with writer:
             writer.sync()  # nothing written yet: nothing made
             assert not graph.exists()
-            writer.set_quick_model("static-test", QUICK_DIM)
-            docs = {d.source: d for d in ingest(root)}
-            for seed, source in enumerate(SOURCES):
-                writer.write_document(
-                    docs[source],
-                    [ChunkRecord(f"{source} {i}", 1, i, i + 1) for i in range(PER_DOC)],
-                    None,
-                    quick=np.random.default_rng(seed).normal(size=(PER_DOC, QUICK_DIM)),
-                )
+            write_quick(writer, root, PER_DOC)
             writer.sync()
             assert graph.exists()  # while the run lock is still held
             with SQLiteStore(db, exact_below=THRESHOLD) as reader:

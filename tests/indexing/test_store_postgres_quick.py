@@ -12,6 +12,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from quick_testing import (
+    QUICK_DIM,
+    SOURCES,
+    assert_recall,
+    fill,
+    found,
+    make_folder,
+    queries,
+    write_quick,
+)
 
 from attnswitch.documents.ingest import ingest
 from attnswitch.indexing.filters import SearchFilter
@@ -22,27 +32,14 @@ pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not insta
 from attnswitch.indexing.postgres_schema import QUICK_HNSW, column_dim  # noqa: E402
 from attnswitch.indexing.store_postgres import PostgresStore  # noqa: E402
 
-QUICK_DIM = 16
-FULL_DIM = 24
-PER_DOC = 750
-SOURCES = ("a/1.txt", "a/2.txt", "b/1.txt", "b/2.txt")  # 3,000 chunks
+PER_DOC = 750  # 3,000 chunks
 THRESHOLD = 1000  # quick-only chunks from which a run's end makes the index
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-
-
-QUERIES = unit(np.random.default_rng(99).normal(size=(20, QUICK_DIM)))
+QUERIES = queries(20)
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
-    for source in SOURCES:
-        (folder / source).parent.mkdir(parents=True, exist_ok=True)
-        (folder / source).write_text(f"document {source} " * 30)
-    return folder
+    return make_folder(tmp_path)
 
 
 def open_pg(url: str) -> PostgresStore:
@@ -50,19 +47,10 @@ def open_pg(url: str) -> PostgresStore:
 
 
 def quick_pass(url: str, root: Path, sources=SOURCES) -> None:
-    """Store `sources` as the quick pass does (chunks with quick vectors, no full ones),
-    in one run that completes."""
+    """Store `sources` as the quick pass does, in one run that completes."""
     with open_pg(url) as store:
-        store.set_quick_model("static-test", QUICK_DIM)
         run = store.begin_run(root)
-        docs = {d.source: d for d in ingest(root)}
-        for seed, source in enumerate(sources):
-            store.write_document(
-                docs[source],
-                [ChunkRecord(f"{source} {i}", 1, i, i + 1) for i in range(PER_DOC)],
-                None,
-                quick=np.random.default_rng(seed).normal(size=(PER_DOC, QUICK_DIM)),
-            )
+        write_quick(store, root, PER_DOC, sources)
         store.finish_run(run)
 
 
@@ -83,18 +71,6 @@ def exact(store: PostgresStore, queries: np.ndarray, n: int, among=None) -> list
     ids, matrix = quick_vectors(store, among)
     q = queries.astype(np.float16).astype(np.float32)  # pgvector rounds the query too
     return [[int(ids[j]) for j in np.argsort(-(matrix @ v), kind="stable")[:n]] for v in q]
-
-
-def found(store: PostgresStore, queries: np.ndarray, n: int, where=None) -> list[list[int]]:
-    return [[cid for cid, _ in hits] for hits in store.quick(queries, n, where)]
-
-
-def assert_recall(got: list[list[int]], want: list[list[int]]) -> None:
-    """The index finds at least 98% of the exact neighbours (the stores' recall target,
-    as tests/indexing/test_quick_graph.py holds the SQLite graph to)."""
-    hit = sum(len(set(g) & set(w)) for g, w in zip(got, want, strict=True))
-    total = sum(len(w) for w in want)
-    assert hit >= 0.98 * total, f"recall {hit / total:.3f} < 0.98"
 
 
 def indexed(store: PostgresStore) -> bool:
@@ -119,18 +95,6 @@ def use_the_index(store: PostgresStore) -> None:
     document's index (`chunks_unencoded`)."""
     store._conn.execute("SET enable_seqscan = off")
     store._conn.execute("SET enable_sort = off")
-
-
-def fill(store: PostgresStore, ids: list[int]) -> None:
-    """Write full vectors for chunks `ids` (as the full pass does)."""
-    keys = [
-        r[0]
-        for r in store._conn.execute(
-            "SELECT vector_key FROM chunks WHERE id = ANY(%s) ORDER BY id", (sorted(ids),)
-        )
-    ]
-    vectors = np.random.default_rng(len(ids)).normal(size=(len(ids), FULL_DIM))
-    assert store.fill_vectors(sorted(ids), keys, vectors) == len(ids)
 
 
 def test_a_run_makes_the_index_and_the_quick_list_searches_it(pg_url: str, root: Path) -> None:

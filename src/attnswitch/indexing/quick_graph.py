@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from attnswitch.indexing.store_base import unpack_vectors
+from attnswitch.indexing.sqlite_vectors import BATCH
+from attnswitch.indexing.sqlite_vectors import QUICK_ONLY as QUICK_VECTORS
 
 if TYPE_CHECKING:
     import sqlite3
 
 # The chunks of the set: a quick vector, and no full vector yet.
-QUICK_ONLY = "vector IS NULL AND quick IS NOT NULL"
+QUICK_ONLY = QUICK_VECTORS.condition
 GRAPH_SUFFIX = ".quick.hnsw"
-BATCH = 65536  # rows read at once when the graph is built
 
 
 class QuickSource(Protocol):
@@ -101,29 +101,11 @@ class QuickVectors:
 
     def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """(ids, quick vectors) of those of these chunk ids that are in the set, by id."""
-        wanted = sorted({int(i) for i in ids})
-        found: list[tuple[int, bytes]] = []
-        for start in range(0, len(wanted), 500):
-            part = wanted[start : start + 500]
-            found += self.store._conn.execute(
-                f"SELECT id, quick FROM chunks WHERE id IN ({', '.join('?' * len(part))}) "
-                f"AND {QUICK_ONLY} ORDER BY id",
-                part,
-            ).fetchall()
-        return unpack_vectors(found, self.dim or 0, self.path)
+        return QUICK_VECTORS.of(self.store._conn, ids, self.dim or 0, self.path)
 
     def iter_vectors(self, batch: int = BATCH) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The whole set in batches of `batch` rows, by id."""
-        last = -1
-        while True:
-            rows = self.store._conn.execute(
-                f"SELECT id, quick FROM chunks WHERE id > ? AND {QUICK_ONLY} ORDER BY id LIMIT ?",
-                (last, batch),
-            ).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield unpack_vectors(rows, self.dim or 0, self.path)
+        return QUICK_VECTORS.batches(self.store._conn, self.dim or 0, self.path, batch)
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """The whole set at once (for an exact search of a small one)."""

@@ -42,7 +42,6 @@ Connection problems, a missing or older extension and a wrong URL raise
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import time
@@ -56,6 +55,7 @@ import numpy as np
 from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.postgres_nearest import NearestVectors
 from attnswitch.indexing.postgres_schema import (
     DIM_LOCK,
     HNSW_INDEX,
@@ -68,14 +68,12 @@ from attnswitch.indexing.postgres_schema import (
     connect,
     describe,
     first_line,
-    pgvector_version,
     upgrade,
 )
 from attnswitch.indexing.postgres_upgrades import type_quick_column
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
     EF_SEARCH,
-    MAX_EF_SEARCH,
     MAX_QUERY_TERMS,
     MIGRATED,
     SCHEMA_VERSION,
@@ -161,7 +159,7 @@ class _DeadlineConnection:
         return getattr(self.raw, name)
 
 
-class PostgresStore(StoreBase, VectorPasses):
+class PostgresStore(StoreBase, VectorPasses, NearestVectors):
     """A PostgreSQL database with pgvector (see the module doc). `url` is a libpq URL;
     use as a context manager or call `close()`."""
 
@@ -732,123 +730,6 @@ class PostgresStore(StoreBase, VectorPasses):
             (root_key(root), source, list(set(keys))),
         )
         return {k: _array(v) for k, v in rows}
-
-    def dense(
-        self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
-    ) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, by
-        pgvector's HNSW index with a search beam of `ef` (default `ef_search`; ties by
-        chunk id). With `where`, among the chunks of the documents it keeps: the index
-        scans on past its beam until `n` rows pass (pgvector's iterative scan), and a
-        query that still has fewer than the chunks that pass is answered exactly (no index
-        scan), so `n` hits come back whenever `n` chunks pass."""
-        ef = self.beam(ef)
-        if self.dim is None:
-            return [[] for _ in range(len(queries))]
-        return self._nearest("embedding", "embedding IS NOT NULL", queries, n, ef, where)
-
-    def quick(
-        self,
-        queries: np.ndarray,
-        n: int,
-        where: SearchFilter | None = None,
-        ef: int | None = None,
-    ) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
-        (normalised) among the chunks that have a quick vector and no full one (with
-        `where`, of the documents it keeps), as `dense` ranks the full vectors: by their
-        partial HNSW index (`QUICK_HNSW`, beam `ef`) where `sync_index` made it, else
-        exactly (a scan of those chunks; ties by id)."""
-        ef = self.beam(ef)
-        if self.quick_model() is None:
-            return [[] for _ in range(len(queries))]
-        indexed = self._quick_indexed()
-        return self._nearest("quick", QUICK_ONLY, queries, n, ef, where, indexed=indexed)
-
-    def _nearest(
-        self,
-        column: str,
-        among: str,
-        queries: np.ndarray,
-        n: int,
-        ef: int,
-        where: SearchFilter | None,
-        *,
-        indexed: bool = True,
-    ) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, inner product) per row of `queries` by the vector
-        column `column` among the chunks of condition `among` (that of the column's HNSW
-        index; with `where`, of the documents it keeps), ties by id. `indexed`: by the
-        index, with beam `ef` widened to `n` (it returns at most its beam's rows), scanning
-        on past it with a filter (pgvector 0.8+) and answering exactly a filtered query
-        that still has fewer than `n` rows and than the chunks that pass; else exactly."""
-        ef = min(max(ef, int(n)), MAX_EF_SEARCH)
-        docs = None if where is None else self.allowed_documents(where)
-        if docs == []:
-            return [[] for _ in range(len(queries))]
-        condition, extra = (
-            (f"WHERE {among} ", ())
-            if docs is None
-            else (f"WHERE {among} AND doc_id = ANY(%s) ", (docs,))
-        )
-        # The index serves `ORDER BY <distance> LIMIT`; an exact scan breaks ties by id.
-        order = f"{column} <#> %s" + ("" if indexed else ", id")
-        sql = (
-            f"SELECT id, d FROM (SELECT id, {column} <#> %s AS d FROM chunks "
-            + condition
-            + f"ORDER BY {order} LIMIT %s) t ORDER BY d, id"
-        )
-        from pgvector import HalfVector
-
-        # A filtered statement is never prepared: psycopg prepares a statement run five
-        # times, and PostgreSQL's generic plan for `doc_id = ANY($n)` then ranked the
-        # allowed chunks exactly instead of scanning the graph (34 ms against 10 ms at
-        # 100,000 chunks, half allowed: benchmarks/reader_filter.py).
-        prepare = None if docs is None else False
-
-        def nearest(
-            q: Any, settings: tuple[str, ...], prepare: bool | None
-        ) -> list[tuple[int, float]]:
-            # the settings hold for this query's transaction only (`SET LOCAL`)
-            with self._conn.transaction() if settings else contextlib.nullcontext():
-                for setting in settings:
-                    self._conn.execute(f"SET LOCAL {setting}")
-                return [
-                    (int(r[0]), -float(r[1]))
-                    for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=prepare)
-                ]
-
-        scan: tuple[str, ...] = (f"hnsw.ef_search = {ef}",) if indexed else ()
-        if indexed and docs is not None and self._iterative_scan():
-            scan += ("hnsw.iterative_scan = relaxed_order",)
-        exactly = ("enable_indexscan = off",)
-        out = []
-        for row in np.asarray(queries, np.float32):
-            q = HalfVector(row)
-            hits = self._retrying(functools.partial(nearest, q, scan, prepare))
-            if (
-                indexed
-                and docs is not None
-                and len(hits) < n
-                and len(hits) < self._chunks_of(among, docs)
-            ):
-                hits = self._retrying(functools.partial(nearest, q, exactly, False))
-            out.append(hits)
-        return out
-
-    def _iterative_scan(self) -> bool:
-        """Whether the server's pgvector scans an HNSW index on past its beam (0.8+)."""
-        if self._scan_on is None:
-            self._scan_on = pgvector_version(self._conn) >= (0, 8)
-        return self._scan_on
-
-    def _chunks_of(self, among: str, docs: list[int]) -> int:
-        """How many chunks of condition `among` the documents `docs` hold."""
-        return int(
-            self._conn.execute(
-                f"SELECT COUNT(*) FROM chunks WHERE {among} AND doc_id = ANY(%s)", (docs,)
-            ).fetchone()[0]
-        )
 
     def keyword(
         self, text: str, n: int, where: SearchFilter | None = None

@@ -55,6 +55,7 @@ from attnswitch.indexing.sqlite_file import (
 )
 from attnswitch.indexing.sqlite_schema import ADDED_COLUMNS, FLOAT16_SINCE, SCHEMA, migrate
 from attnswitch.indexing.sqlite_terms import apply_pending, pending, reanalyze, remove_orphans
+from attnswitch.indexing.sqlite_vectors import BATCH, FULL
 from attnswitch.indexing.store_base import (
     StoreBase,
     checked_vectors,
@@ -580,30 +581,11 @@ class SQLiteStore(StoreBase, VectorPasses):
 
     def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of those of these chunk ids that are stored, by id."""
-        ids = sorted({int(i) for i in ids})
-        found: list[tuple[int, bytes]] = []
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            found += self._conn.execute(
-                f"SELECT id, vector FROM chunks WHERE id IN ({', '.join('?' * len(part))}) "
-                "AND vector IS NOT NULL ORDER BY id",
-                part,
-            ).fetchall()
-        return unpack_vectors(found, self.dim or 0, self.path)
+        return FULL.of(self._conn, ids, self.dim or 0, self.path)
 
-    def iter_vectors(self, batch: int = 65536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def iter_vectors(self, batch: int = BATCH) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """All (ids, vectors) in batches of `batch` rows, by id."""
-        last = -1
-        while True:
-            rows = self._conn.execute(
-                "SELECT id, vector FROM chunks WHERE id > ? AND vector IS NOT NULL "
-                "ORDER BY id LIMIT ?",
-                (last, batch),
-            ).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield unpack_vectors(rows, self.dim or 0, self.path)
+        return FULL.batches(self._conn, self.dim or 0, self.path, batch)
 
     def dense(
         self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
