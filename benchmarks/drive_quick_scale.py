@@ -114,9 +114,12 @@ def uninterrupted(drive: Path, work: Path, queries_file: Path) -> dict:
     seconds, done, sampler = timed(quick_cmd(drive, db), env, db)
     summary = json.loads(done.stdout)
     held = digest(db)
-    copy = db.parent / "searched"
-    shutil.copytree(db.parent, copy, ignore=shutil.ignore_patterns("cache", "searched"))
-    ranked, search_s = searched(copy / db.name, queries_file, env)
+    ranked: list = []
+    search_s: list = []
+    if json.loads(queries_file.read_text()):
+        copy = db.parent / "searched"
+        shutil.copytree(db.parent, copy, ignore=shutil.ignore_patterns("cache", "searched"))
+        ranked, search_s = searched(copy / db.name, queries_file, env)
     shutil.rmtree(db.parent)
     return {
         "load_before": load,
@@ -259,6 +262,11 @@ def main() -> None:
     ap.add_argument("--per-kind-under", default=None)
     ap.add_argument("--baseline-rss", type=Path)
     ap.add_argument("--encode-rate", action="append", default=[])
+    ap.add_argument(
+        "--no-queries",
+        action="store_true",
+        help="skip the known-item searches after the uninterrupted run",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     ap.add_argument("--plot", type=Path)
@@ -286,6 +294,8 @@ def main() -> None:
         "cpu": cpu_description(),
         "encode_rates": rates,
     }
+    if args.no_queries:
+        result["queries"] = []
     if not result["queries"]:
         queries_file = args.work / "no-queries.json"
         queries_file.write_text("[]")
