@@ -322,7 +322,8 @@ def main() -> None:
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        # paths in the checkout written relative to it (no machine's folders)
+        args.json.write_text(json.dumps(result, indent=1).replace(f"{ROOT}/", ""))
     if args.plot:
         baseline = result.get("baseline")
         plot(
