@@ -258,15 +258,33 @@ def test_opening_a_store_while_a_run_writes_takes_no_table_lock(pg_url: str) -> 
         writer.rollback()
 
 
+class _StoppingEncoder:
+    """`encoder`, calling `before()` ahead of each `encode`: the full pass encodes between
+    reading the chunks it fills (`unencoded`) and writing their vectors (`fill_vectors`)."""
+
+    def __init__(self, encoder, before):
+        self.encoder, self.before = encoder, before
+
+    def encode(self, texts, **kwargs):
+        self.before()
+        return self.encoder.encode(texts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+
+@pytest.mark.parametrize("during", ["quick", "full"])
 @pytest.mark.parametrize("away_s", [2.0, None])
 def test_a_run_outlives_a_postgres_restart_or_stops_resumably(
-    pg_cluster, pg_url, docs, encoder, monkeypatch, away_s
+    pg_cluster, pg_url, docs, encoder, monkeypatch, away_s, during
 ) -> None:
-    """PostgreSQL restarted in the middle of a run (issue 29): the store opens a new
-    connection with backoff and writes the document again, so a server back within
-    `RECONNECT_FOR_S` lets the run complete with every document; one that stays away
-    stops the run with `StoreConnectError` saying to run again, and the next run, with
-    the server back, finishes the index; no document is half-written either way."""
+    """PostgreSQL restarted in the middle of a run (issue 29): while the quick pass writes
+    documents, or while the full pass encodes chunks it read (their vectors written on a
+    connection that is gone). The store opens a new connection with backoff and writes
+    the document (or the vectors) again, so a server back within `RECONNECT_FOR_S` lets
+    the run complete with every document and vector; one that stays away stops the run
+    with `StoreConnectError` saying to run again, and the next run, with the server back,
+    finishes the index; no document is half-written either way."""
     from attnswitch.indexing import store_postgres
     from attnswitch.jobs.run import RunOptions, run
 
@@ -275,23 +293,29 @@ def test_a_run_outlives_a_postgres_restart_or_stops_resumably(
     total = len(list(docs.rglob("*.html")))
     state = {"stopped": False}
 
-    def restart_once(progress) -> None:
-        if not state["stopped"] and progress.chunks > 0:
+    def restart_once() -> None:
+        if not state["stopped"]:
             state["stopped"] = True
             pg_cluster.stop()
             if away_s is not None:
                 threading.Timer(away_s, pg_cluster.start_again).start()
 
+    def in_quick_pass(progress) -> None:
+        if during == "quick" and progress.chunks > 0:
+            restart_once()
+
+    def full_encoder():
+        return _StoppingEncoder(encoder, restart_once) if during == "full" else encoder
+
+    kwargs = {"get_encoder": full_encoder, "on_progress": in_quick_pass}
     try:
         with open_store(pg_url) as store:
             if away_s is not None:
-                summary = run(
-                    docs, store, options, get_encoder=lambda: encoder, on_progress=restart_once
-                )
+                summary = run(docs, store, options, **kwargs)
                 assert summary.status == "completed" and summary.indexed == total
             else:
                 with pytest.raises(StoreConnectError, match="run again when it is back"):
-                    run(docs, store, options, get_encoder=lambda: encoder, on_progress=restart_once)
+                    run(docs, store, options, **kwargs)
     finally:
         if away_s is None:
             pg_cluster.start_again()
@@ -303,5 +327,6 @@ def test_a_run_outlives_a_postgres_restart_or_stops_resumably(
             summary = run(docs, store, options, get_encoder=lambda: encoder)
             assert summary.status == "completed"
         assert store.root_counts(docs)[0] == total
+        assert store.unencoded_count() == 0
         for source in store.sources(docs):
             assert store.lookup(docs, source).n_chunks == len(store.document_chunks(docs, source))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -34,6 +34,7 @@ class NearestVectors:
         def quick_model(self) -> dict[str, Any] | None: ...
         def allowed_documents(self, where: SearchFilter) -> list[int]: ...
         def _retrying(self, fn: Callable[[], T]) -> T: ...
+        def _one(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
         def _quick_indexed(self) -> bool: ...
 
     def dense(
@@ -148,7 +149,5 @@ class NearestVectors:
     def _chunks_of(self, among: str, docs: list[int]) -> int:
         """How many chunks of condition `among` the documents `docs` hold."""
         return int(
-            self._conn.execute(
-                f"SELECT COUNT(*) FROM chunks WHERE {among} AND doc_id = ANY(%s)", (docs,)
-            ).fetchone()[0]
+            self._one(f"SELECT COUNT(*) FROM chunks WHERE {among} AND doc_id = ANY(%s)", (docs,))[0]
         )

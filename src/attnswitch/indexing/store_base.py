@@ -324,12 +324,12 @@ class StoreBase(StoreAccess, abc.ABC):
         of none), each once, sorted: one index seek a language (a loose index scan)."""
         return [
             r[0]
-            for r in self._conn.execute(
+            for r in self._read(
                 "WITH RECURSIVE seen(language) AS (SELECT min(language) FROM chunks UNION ALL "
                 "SELECT (SELECT min(language) FROM chunks WHERE language > seen.language) FROM "
                 "seen WHERE seen.language IS NOT NULL) SELECT language FROM seen WHERE "
                 "language IS NOT NULL"
-            ).fetchall()
+            )
         ]
 
     # -- the stored state ---------------------------------------------------------------
@@ -573,9 +573,9 @@ class StoreBase(StoreAccess, abc.ABC):
             "SELECT id, root, config, pid, started_at, ended_at, status, counts, summary"
             " FROM runs ORDER BY id DESC"
         )
-        rows = self._conn.execute(
+        rows = self._read(
             sql + (f" LIMIT {self._mark}" if limit else ""), (limit,) if limit else ()
-        ).fetchall()
+        )
         return [
             RunRecord(
                 int(r[0]),

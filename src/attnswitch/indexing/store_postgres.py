@@ -323,6 +323,12 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             lambda: super(PostgresStore, self).record_skip(doc, config=config, run_id=run_id)
         )
 
+    def open_run(self, root: str | os.PathLike[str] | None = None, config: str = "") -> int:
+        return self._retrying(lambda: super(PostgresStore, self).open_run(root, config))
+
+    def fill_vectors(self, ids: Sequence[int], keys: Sequence[str | None], vectors: Any) -> int:
+        return self._retrying(lambda: super(PostgresStore, self).fill_vectors(ids, keys, vectors))
+
     def close_run(
         self,
         run_id: int,
@@ -353,10 +359,12 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
     def set_meta(self, key: str, value: str) -> None:
         if key == "dim":
             raise StoreInputError("key", "a key other than 'dim' (the store keeps it)", "'dim'")
-        self._conn.execute(
-            "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
-            "value = excluded.value",
-            (key, value),
+        self._retrying(
+            lambda: self._conn.execute(
+                "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+                "value = excluded.value",
+                (key, value),
+            )
         )
 
     # -- writing --------------------------------------------------------------------
@@ -480,9 +488,13 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
     def set_quick_model(self, fingerprint: str, dim: int) -> None:
         """`VectorPasses.set_quick_model` (quick vectors of another model dropped), then the
         quick column typed `halfvec(dim)` (`_fix_quick_dim`)."""
-        super().set_quick_model(fingerprint, dim)
-        with self._transaction() as conn:
-            self._fix_quick_dim(conn, int(dim))
+
+        def typed() -> None:
+            with self._transaction() as conn:
+                self._fix_quick_dim(conn, int(dim))
+
+        self._retrying(lambda: super(PostgresStore, self).set_quick_model(fingerprint, dim))
+        self._retrying(typed)
 
     def _fix_quick_dim(self, conn: Any, dim: int) -> None:
         """Type the quick column `halfvec(dim)` (what the quick list's HNSW index needs),
@@ -654,13 +666,11 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         docs, tokens = self._one(
             "SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM documents WHERE status = 'indexed'"
         )
-        skipped = self._conn.execute(
+        skipped = self._read(
             "SELECT root, source, reason, skip FROM documents WHERE "
             "status = 'skipped' ORDER BY root, source"
-        ).fetchall()
-        roots = tuple(
-            r[0] for r in self._conn.execute("SELECT DISTINCT root FROM documents ORDER BY root")
         )
+        roots = tuple(r[0] for r in self._read("SELECT DISTINCT root FROM documents ORDER BY root"))
         runs = self.runs(limit=1)
         return StoreStatus(
             path=self.location,
@@ -681,9 +691,9 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """All vectors as (chunk ids int64 `[N]`, float32 `[N, dim]`), ordered by id."""
-        rows = self._conn.execute(
+        rows = self._read(
             "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
-        ).fetchall()
+        )
         dim = self.dim or 0
         if not rows:
             return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
@@ -693,7 +703,7 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         )
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
-        rows = self._conn.execute(
+        rows = self._read(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE c.id = ANY(%s)",
             ([int(i) for i in ids],),
@@ -701,7 +711,7 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         return {r[0]: ChunkRow.from_row(r) for r in rows}
 
     def document_chunks(self, root: str | os.PathLike[str], source: str) -> list[ChunkRow]:
-        rows = self._conn.execute(
+        rows = self._read(
             f"SELECT {CHUNK_SELECT} FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE d.root = %s AND d.source = %s ORDER BY c.ordinal",
             (root_key(root), source),
@@ -723,7 +733,7 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
     ) -> dict[str, np.ndarray]:
         """vector key -> stored vector of those of `keys` that one of the document's
         stored chunks has (see `SQLiteStore.stored_vectors`)."""
-        rows = self._conn.execute(
+        rows = self._read(
             "SELECT c.vector_key, c.embedding FROM chunks c JOIN documents d ON "
             "d.id = c.doc_id WHERE d.root = %s AND d.source = %s AND c.vector_key = ANY(%s) "
             "AND c.embedding IS NOT NULL",
@@ -743,7 +753,7 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         docs = None if where is None else self.allowed_documents(where)
         # ts_rank's weights of D, C, B, A: stems are D, words as written A
         weights = f"'{{{analyzer.STEM_WEIGHT}, 0, 0, 1}}'::float4[]"
-        rows = self._conn.execute(
+        rows = self._read(
             f"SELECT id, ts_rank({weights}, terms, q) AS r FROM chunks, "
             "CAST(%s AS tsquery) q WHERE terms @@ q "
             + ("" if docs is None else "AND doc_id = ANY(%s) ")
