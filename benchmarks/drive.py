@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -63,13 +64,18 @@ QUIET_WAIT_S = 300
 
 
 class TreeSampler(threading.Thread):
-    """Samples the RSS of a process and all its descendants, and (for attnswitch) the
-    documents its store holds, until the process ends."""
+    """Samples the memory of a process and all its descendants, and (for attnswitch) the
+    documents its store holds, until the process ends. Two sums over the tree: RSS,
+    which counts a page shared by several processes once in each (the libraries all
+    the readers load; a reader's child between its fork and its exec counts the
+    reader's whole memory again), and PSS, which shares each such page among them:
+    what the tree takes from the machine."""
 
     def __init__(self, pid: int, db: Path | None):
         super().__init__(daemon=True)
         self.proc, self.db = psutil.Process(pid), db
-        self.samples: list[tuple[float, float, int | None]] = []  # (s, RSS MiB, docs)
+        # (s, RSS MiB, docs, PSS MiB)
+        self.samples: list[tuple[float, float, int | None, float]] = []
         self.started = time.perf_counter()
         self.done = threading.Event()
 
@@ -79,14 +85,20 @@ class TreeSampler(threading.Thread):
                 procs = [self.proc, *self.proc.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
-            rss = 0
+            rss = pss = 0
             for p in procs:
                 try:
-                    rss += p.memory_info().rss
-                except psutil.NoSuchProcess:
-                    pass
+                    memory = p.memory_full_info()
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                rss, pss = rss + memory.rss, pss + memory.pss
             self.samples.append(
-                (time.perf_counter() - self.started, rss / 2**20, self._documents())
+                (
+                    time.perf_counter() - self.started,
+                    rss / 2**20,
+                    self._documents(),
+                    pss / 2**20,
+                )
             )
 
     def _documents(self) -> int | None:
@@ -99,7 +111,12 @@ class TreeSampler(threading.Thread):
             return None
 
     def peak_mib(self) -> float:
+        """The largest RSS sum sampled."""
         return max((s[1] for s in self.samples), default=0.0)
+
+    def peak_pss_mib(self) -> float:
+        """The largest PSS sum sampled."""
+        return max((s[3] for s in self.samples), default=0.0)
 
 
 class Stopped(Exception):
@@ -431,9 +448,9 @@ def before_tree(rev: str, work: Path) -> Path:
     return tree / "src"
 
 
-def plot(rows: dict, path: Path, baseline: tuple[str, float] | None = None) -> None:
-    """Each system's RSS and documents stored over its run; `baseline`: (label, MiB) drawn
-    across the memory plot."""
+def plot(rows: dict, path: Path, baselines: Sequence[tuple[str, float]] = ()) -> None:
+    """Each system's RSS (and PSS, where sampled) and documents stored over its run;
+    `baselines`: (label, MiB) lines drawn across the memory plot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -442,13 +459,16 @@ def plot(rows: dict, path: Path, baseline: tuple[str, float] | None = None) -> N
     fig, (rss, docs) = plt.subplots(1, 2, figsize=(12, 4.5))
     for system, r in rows.items():
         t = [s[0] for s in r["samples"]]
-        rss.plot(t, [s[1] for s in r["samples"]], label=system)
+        line = rss.plot(t, [s[1] for s in r["samples"]], label=f"{system}: RSS")[0]
+        if all(len(s) > 3 for s in r["samples"]):
+            pss = [s[3] for s in r["samples"]]
+            rss.plot(t, pss, ls=":", c=line.get_color(), label=f"{system}: PSS")
         counted = [(s[0], s[2]) for s in r["samples"] if s[2] is not None]
         if counted:
             docs.plot([c[0] for c in counted], [c[1] for c in counted], label=system)
-    if baseline is not None:
-        rss.axhline(baseline[1], ls="--", c="grey", label=baseline[0])
-    rss.set(xlabel="seconds", ylabel="RSS of the process tree (MiB)", title="Memory")
+    for (label, mib), style in zip(baselines, ("--", "-."), strict=False):
+        rss.axhline(mib, ls=style, c="grey", label=label)
+    rss.set(xlabel="seconds", ylabel="memory of the process tree (MiB)", title="Memory")
     docs.set(xlabel="seconds", ylabel="documents in the index", title="Progress")
     for ax in (rss, docs):
         ax.legend()

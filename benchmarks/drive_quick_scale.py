@@ -126,6 +126,7 @@ def uninterrupted(drive: Path, work: Path, queries_file: Path) -> dict:
         "seconds": seconds,
         "summary": summary,
         "peak_rss_mib": sampler.peak_mib(),
+        "peak_pss_mib": sampler.peak_pss_mib(),
         "samples": sampler.samples,
         "digest": held,
         "ranked_files": ranked,
@@ -171,6 +172,7 @@ def killed_and_resumed(drive: Path, work: Path, n_files: int, at: float) -> dict
         "resume_s": resume_s,
         "summary": summary,
         "peak_rss_mib": max(sampler.peak_mib(), resumed.peak_mib()),
+        "peak_pss_mib": max(sampler.peak_pss_mib(), resumed.peak_pss_mib()),
         "digest": held,
     }
 
@@ -191,10 +193,10 @@ def page(result: dict, drive: Path, per_kind: dict, under: str | None) -> list[s
         f"started: {u['load_before']:.2f}. Command: `attnswitch run DRIVE --quick --json` "
         "from a fresh index, alone on the machine.",
         "",
-        "| run | seconds | MB/s | peak RSS MiB | files indexed | chunks |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| run | seconds | MB/s | peak RSS MiB | peak PSS MiB | files indexed | chunks |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         f"| uninterrupted | {u['seconds']:.0f} | {rate:.3f} | {u['peak_rss_mib']:.0f} | "
-        f"{s['indexed']} | {s['chunks_stored']} |",
+        f"{u['peak_pss_mib']:.0f} | {s['indexed']} | {s['chunks_stored']} |",
     ]
     k = result.get("killed")
     if k:
@@ -202,7 +204,8 @@ def page(result: dict, drive: Path, per_kind: dict, under: str | None) -> list[s
             f"| killed at {k['killed_at']['documents']} files "
             f"({k['killed_at']['seconds']:.0f} s), then resumed | "
             f"{k['killed_at']['seconds'] + k['resume_s']:.0f} | – | {k['peak_rss_mib']:.0f} | "
-            f"{k['summary']['indexed']} (resume) | {k['summary']['chunks_stored']} (resume) |"
+            f"{k['peak_pss_mib']:.0f} | {k['summary']['indexed']} (resume) | "
+            f"{k['summary']['chunks_stored']} (resume) |"
         )
     lines += [
         "",
@@ -233,11 +236,18 @@ def page(result: dict, drive: Path, per_kind: dict, under: str | None) -> list[s
         ]
     baseline = result.get("baseline")
     if baseline:
-        ratio = u["peak_rss_mib"] / baseline["peak_rss_mib"]
+        lines += ["", f"Peak memory against {baseline['label']}:", ""]
+        for key, name in (("peak_rss_mib", "RSS"), ("peak_pss_mib", "PSS")):
+            lines.append(
+                f"- {name}: {u[key]:.0f} MiB against {baseline[key]:.0f} MiB "
+                f"({u[key] / baseline[key]:.2f}x);"
+            )
         lines += [
             "",
-            f"Peak RSS against {baseline['label']}: {u['peak_rss_mib']:.0f} MiB against "
-            f"{baseline['peak_rss_mib']:.0f} MiB ({ratio:.2f}x).",
+            "(The RSS of a process tree counts a page shared by several processes once in "
+            "each: the libraries every reader loads, and a reader's whole memory again in a "
+            "child between its fork and its exec. PSS shares such a page among them: what "
+            "the tree takes from the machine.)",
         ]
     lines += ["", "Extrapolated to 10 GB of this mix:", ""]
     lines.append(f"- the quick pass: {TEN_GB / 1e6 / rate / 3600:.1f} h at {rate:.3f} MB/s;")
@@ -310,6 +320,7 @@ def main() -> None:
         result["baseline"] = {
             "label": f"the {other['mb']:.0f} MB drive's run",
             "peak_rss_mib": other["uninterrupted"]["peak_rss_mib"],
+            "peak_pss_mib": other["uninterrupted"]["peak_pss_mib"],
         }
     per_kind = {}
     if args.per_kind_under:
@@ -329,7 +340,12 @@ def main() -> None:
         plot(
             {"quick pass": result["uninterrupted"]},
             args.plot,
-            None if baseline is None else (baseline["label"], baseline["peak_rss_mib"]),
+            ()
+            if baseline is None
+            else [
+                (f"{baseline['label']}: RSS", baseline["peak_rss_mib"]),
+                (f"{baseline['label']}: PSS", baseline["peak_pss_mib"]),
+            ],
         )
 
 

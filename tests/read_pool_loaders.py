@@ -48,3 +48,11 @@ def warning_load(entry, **kw):
     logging.getLogger("somelib").warning("somelib: odd bytes in %s", entry.source)
     warnings.warn(f"somelib: deprecated in {entry.source}", FutureWarning)  # noqa: B028
     return load(entry, **kw)
+
+
+def ocr_workers_load(entry, **kw):
+    """`load`, noting the scanned pages it may recognise at once (`ocr_workers`) in
+    `ocr_workers.log` beside the root."""
+    with open(Path(entry.root).parent / "ocr_workers.log", "a") as log:
+        log.write(f"{kw['ocr_workers']}\n")
+    return load(entry, **kw)

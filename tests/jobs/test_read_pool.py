@@ -21,10 +21,21 @@ import pytest
 from attnswitch.documents.ingest import Skip, load, scan
 from attnswitch.indexing.store import DB_NAME, SQLiteStore
 from attnswitch.jobs.options import ReadOptions
-from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
+from attnswitch.jobs.read_pool import (
+    default_read_workers,
+    ocr_pages_per_worker,
+    read_in_pool,
+    usable_cpus,
+)
 from attnswitch.jobs.run import RunOptions, run
 from corpus_testing import copy_corpus
-from read_pool_loaders import crashing_load, logging_load, stalling_load, warning_load
+from read_pool_loaders import (
+    crashing_load,
+    logging_load,
+    ocr_workers_load,
+    stalling_load,
+    warning_load,
+)
 from tesseract_starts import TesseractStarts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "documents" / "readers" / "fixtures"
@@ -155,12 +166,16 @@ def test_a_worker_killed_from_outside_skips_its_file_alone(
         assert by_source["a-scan.pdf"].ok
 
 
-@pytest.mark.parametrize("depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2), (8, 10, 1)])
+@pytest.mark.parametrize(
+    "depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2), (8, 10, 1), (None, 2**20, 4)]
+)
 def test_the_files_in_flight_are_bounded(
-    tmp_path: Path, depth: int, bytes_in_flight: int, bound: int
+    tmp_path: Path, depth: int | None, bytes_in_flight: int, bound: int
 ) -> None:
-    """Files of 100 bytes: at most `depth` files are in flight, and as many as fit in
-    `bytes_in_flight` (one always goes, even a larger one). The workers note each file
+    """Files of 100 bytes: at most `depth` files are in flight (by default twice the
+    workers: each file read is held in this process until taken, and a compressed one
+    holds several times its size on disk), and as many as fit in `bytes_in_flight`
+    (one always goes, even a larger one). The workers note each file
     they start, and this consumer each document it takes, in one log (appends of a line
     are atomic), so every prefix of it shows the files in flight then: started, not yet
     taken. The pool submits more only when the consumer asks for the next document, so
@@ -330,6 +345,23 @@ def processes_marked(mark: dict[str, str]) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return found
+
+
+@pytest.mark.parametrize(
+    "workers,cpus,pages", [(1, 1, 1), (1, 2, 2), (2, 2, 1), (3, 2, 1), (2, 8, 4), (8, 16, 2)]
+)
+def test_the_workers_share_the_cpus_for_ocr(workers: int, cpus: int, pages: int) -> None:
+    """A worker recognises its share of the CPUs' worth of scanned pages at once, at least
+    one: two workers on two CPUs run two Tesseracts, not four."""
+    assert ocr_pages_per_worker(workers, cpus) == pages
+
+
+def test_each_worker_is_told_its_share_of_ocr(tmp_path: Path) -> None:
+    root = text_files(tmp_path / "docs", [f"note-{i}.txt" for i in range(4)])
+    docs = list(read_in_pool(scan(root), MIB, workers=2, load_file=ocr_workers_load))
+    assert [d.ok for d in docs] == [True] * 4
+    told = (tmp_path / "ocr_workers.log").read_text().split()
+    assert told == [str(ocr_pages_per_worker(2, usable_cpus()))] * 4
 
 
 def test_the_default_workers_leave_half_the_cpus_to_the_encoder() -> None:

@@ -550,11 +550,12 @@ def load(
     ocr: bool = True,
     ocr_max_pages: int = DEFAULT_OCR_MAX_PAGES,
     ocr_languages: str | None = None,
+    ocr_workers: int = 0,
 ) -> Document:
     """Read, hash and extract one file. Never raises for a bad file. `ocr`: recognise
     scanned PDF pages and images (`readers.ocr`), at most `ocr_max_pages` of a file, in
     `ocr_languages` (Tesseract's packs, "eng+deu"; None: the locale's language and
-    English; `readers.ocr_languages`)."""
+    English; `readers.ocr_languages`), `ocr_workers` pages at once (0: one per CPU)."""
     fields = dict(
         root=entry.root,
         source=entry.source,
@@ -587,6 +588,7 @@ def load(
                         name=entry.path.name,
                         ocr_max_pages=ocr_max_pages,
                         ocr_languages=ocr_languages,
+                        ocr_workers=ocr_workers,
                     )
                 ),
             )

@@ -10,7 +10,10 @@ readers (python-docx, pypdf, trafilatura, openpyxl).
 Bounds: at most `depth` files are in flight (submitted and not yet taken by the consumer),
 and their sizes on disk add up to at most `bytes_in_flight` (one file is always admitted;
 `max_bytes` bounds each file, as in `ingest.load`). Files not yet submitted when the
-consumer stops are never read.
+consumer stops are never read. A file read and not yet taken is held in the consumer's
+process, extracted: a compressed file (gzip, the office formats' zip) holds several times
+its size on disk, so `depth` is twice the workers (one file reading and one waiting for
+each), no more: the workers stay busy, and the documents held stay few.
 
 The pool starts on the first file (none for an empty list: a re-run over unchanged files
 starts no process). Workers are started by the "spawn" method, a fresh interpreter each:
@@ -79,19 +82,30 @@ _POLL_S = 0.25
 Loader = Callable[..., Document]
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def default_read_workers(cpus: int | None = None, *, beside_encoder: bool = True) -> int:
     """Worker processes for `cpus` usable CPUs (default: this process's): half of them,
     at least 1 and at most 8 -- the encoder uses the other half (measured:
     docs/results/read_workers.md); with no encoder beside them (the quick pass,
     `jobs/passes.py`: the run's own process only chunks, encodes with the static model and
     stores), all of them, at most 8."""
-    if cpus is None:
-        cpus = (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1)
-        )
+    cpus = usable_cpus() if cpus is None else cpus
     return max(1, min(8, cpus // 2 if beside_encoder else cpus))
+
+
+def ocr_pages_per_worker(workers: int, cpus: int | None = None) -> int:
+    """Scanned pages one of `workers` workers recognises at once (`ocr_workers`): the
+    `cpus` (default: this process's) shared among them, at least 1. Each page is a
+    Tesseract process of about 60 MB with its rendered image: one per CPU per worker
+    would run `workers` times as many as there are CPUs, for no more speed."""
+    cpus = usable_cpus() if cpus is None else cpus
+    return max(1, cpus // max(1, workers))
 
 
 def read_in_pool(
@@ -105,13 +119,14 @@ def read_in_pool(
 ) -> Generator[Document, None, None]:
     """`load` each entry in `workers` processes, with `read.load_kwargs()`, each within
     `read.read_timeout_s`; yield the documents as they finish (see the module). depth:
-    files in flight (default: twice the workers, at least 8). `load_file`: the function a
+    files in flight (default: twice the workers). `load_file`: the function a
     worker calls, `ingest.load` or one with its signature (a module-level function, so it
-    pickles by name). `read.read_workers` is the caller's to turn into `workers`."""
+    pickles by name). `read.read_workers` is the caller's to turn into `workers`; each
+    recognises `ocr_pages_per_worker(workers)` scanned pages at once."""
     if workers < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
     timeout_s = read.read_timeout_s
-    depth = depth or max(8, 2 * workers)
+    depth = depth or 2 * workers
     todo = deque(entries)
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
     in_flight: dict[Future[_Read], SourceFile] = {}
@@ -119,7 +134,7 @@ def read_in_pool(
         min(workers, len(entries)) or 1,
         load_file,
         timeout_s,
-        read.load_kwargs(),
+        {**read.load_kwargs(), "ocr_workers": ocr_pages_per_worker(workers)},
     )
     try:
         while todo or suspects or in_flight:
