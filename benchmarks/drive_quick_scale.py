@@ -177,6 +177,69 @@ def killed_and_resumed(drive: Path, work: Path, n_files: int, at: float) -> dict
     }
 
 
+def phase_peaks(samples: list, files: int) -> dict:
+    """A run's peak RSS and PSS sums (MiB) while it read, until the store held all its
+    `files`, and after: the quick list's graph built and saved, the run's end."""
+    end = next(
+        (i for i, s in enumerate(samples) if s[2] is not None and s[2] >= files), len(samples)
+    )
+    return {
+        phase: {
+            "rss": max((s[1] for s in part), default=0.0),
+            "pss": max((s[3] for s in part if len(s) > 3), default=0.0),
+        }
+        for phase, part in (("reading", samples[:end]), ("after", samples[end:]))
+    }
+
+
+def baseline_of(path: Path) -> dict:
+    """What a smaller drive's run (this script's JSON at `path`) is compared with."""
+    other = json.loads(path.read_text())
+    u = other["uninterrupted"]
+    return {
+        "label": f"the {other['mb']:.0f} MB drive's run",
+        "peak_rss_mib": u["peak_rss_mib"],
+        "peak_pss_mib": u["peak_pss_mib"],
+        "phases": phase_peaks(u["samples"], other["files"]),
+    }
+
+
+def memory_lines(result: dict) -> list[str]:
+    """The peaks by phase, this run's and the baseline's, and their ratios."""
+    u, baseline = result["uninterrupted"], result.get("baseline")
+    rows = [("this run", phase_peaks(u["samples"], result["files"]))]
+    if baseline:
+        rows.append((baseline["label"], baseline["phases"]))
+    lines = [
+        "",
+        "Peak memory of the process tree by phase, MiB (reading: until the store held every "
+        "file; after: the quick list's HNSW graph built and saved, the run's end):",
+        "",
+        "| run | reading: RSS | reading: PSS | after: RSS | after: PSS |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, p in rows:
+        lines.append(
+            f"| {label} | {p['reading']['rss']:.0f} | {p['reading']['pss']:.0f} | "
+            f"{p['after']['rss']:.0f} | {p['after']['pss']:.0f} |"
+        )
+    if baseline:
+        mine, theirs = rows[0][1]["reading"], rows[1][1]["reading"]
+        lines += [
+            "",
+            f"While reading, against {baseline['label']}: RSS "
+            f"{mine['rss'] / theirs['rss']:.2f}x, PSS {mine['pss'] / theirs['pss']:.2f}x. "
+            f"Whole run: RSS {u['peak_rss_mib'] / baseline['peak_rss_mib']:.2f}x, PSS "
+            f"{u['peak_pss_mib'] / baseline['peak_pss_mib']:.2f}x.",
+            "",
+            "(The RSS of a process tree counts a page shared by several processes once in "
+            "each: the libraries every reader loads, and a reader's whole memory again in a "
+            "child between its fork and its exec. PSS shares such a page among them: what "
+            "the tree takes from the machine.)",
+        ]
+    return lines
+
+
 def page(result: dict, drive: Path, per_kind: dict, under: str | None) -> list[str]:
     u = result["uninterrupted"]
     s = u["summary"]
@@ -234,21 +297,7 @@ def page(result: dict, drive: Path, per_kind: dict, under: str | None) -> list[s
             + ("equal" if same else "not equal")
             + ").",
         ]
-    baseline = result.get("baseline")
-    if baseline:
-        lines += ["", f"Peak memory against {baseline['label']}:", ""]
-        for key, name in (("peak_rss_mib", "RSS"), ("peak_pss_mib", "PSS")):
-            lines.append(
-                f"- {name}: {u[key]:.0f} MiB against {baseline[key]:.0f} MiB "
-                f"({u[key] / baseline[key]:.2f}x);"
-            )
-        lines += [
-            "",
-            "(The RSS of a process tree counts a page shared by several processes once in "
-            "each: the libraries every reader loads, and a reader's whole memory again in a "
-            "child between its fork and its exec. PSS shares such a page among them: what "
-            "the tree takes from the machine.)",
-        ]
+    lines += memory_lines(result)
     lines += ["", "Extrapolated to 10 GB of this mix:", ""]
     lines.append(f"- the quick pass: {TEN_GB / 1e6 / rate / 3600:.1f} h at {rate:.3f} MB/s;")
     tokens = result["tokens"] * TEN_GB / (mb * 1e6)
@@ -280,7 +329,18 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument(
+        "--page-from",
+        type=Path,
+        help="write the page and plot again from this script's JSON, running nothing",
+    )
     args = ap.parse_args()
+    if args.page_from:
+        result = json.loads(args.page_from.read_text())
+        if args.baseline_rss:
+            result["baseline"] = baseline_of(args.baseline_rss)
+        publish(result, args.drive, args)
+        return
     if not 0 <= args.kill_at < 1:
         raise SystemExit(f"--kill-at: expected a fraction from 0 to below 1, got {args.kill_at}")
     rates = {}
@@ -316,23 +376,25 @@ def main() -> None:
         result["killed"] = killed_and_resumed(drive, args.work, len(files), args.kill_at)
         print(f"killed and resumed: {result['killed']['resume_s']:.0f} s to resume", flush=True)
     if args.baseline_rss:
-        other = json.loads(args.baseline_rss.read_text())
-        result["baseline"] = {
-            "label": f"the {other['mb']:.0f} MB drive's run",
-            "peak_rss_mib": other["uninterrupted"]["peak_rss_mib"],
-            "peak_pss_mib": other["uninterrupted"]["peak_pss_mib"],
-        }
+        result["baseline"] = baseline_of(args.baseline_rss)
     per_kind = {}
     if args.per_kind_under:
         per_kind = quick_pass_per_kind(
             drive, args.work, kinds, dict(os.environ), under=args.per_kind_under
         )
     result["per_kind"] = per_kind
-    lines = page(result, drive, per_kind, args.per_kind_under)
+    result["per_kind_under"] = args.per_kind_under
+    publish(result, drive, args)
+
+
+def publish(result: dict, drive: Path, args: argparse.Namespace) -> None:
+    """Print the page; write it, the JSON and the plot where asked."""
+    under = result.get("per_kind_under", args.per_kind_under)
+    lines = page(result, drive, result.get("per_kind") or {}, under)
     print("\n".join(lines))
     if args.md:
         args.md.write_text("\n".join(lines) + "\n")
-    if args.json:
+    if args.json and args.json != args.page_from:
         # paths in the checkout written relative to it (no machine's folders)
         args.json.write_text(json.dumps(result, indent=1).replace(f"{ROOT}/", ""))
     if args.plot:
