@@ -166,16 +166,12 @@ def test_a_worker_killed_from_outside_skips_its_file_alone(
         assert by_source["a-scan.pdf"].ok
 
 
-@pytest.mark.parametrize(
-    "depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2), (8, 10, 1), (None, 2**20, 4)]
-)
+@pytest.mark.parametrize("depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2), (8, 10, 1)])
 def test_the_files_in_flight_are_bounded(
-    tmp_path: Path, depth: int | None, bytes_in_flight: int, bound: int
+    tmp_path: Path, depth: int, bytes_in_flight: int, bound: int
 ) -> None:
-    """Files of 100 bytes: at most `depth` files are in flight (by default twice the
-    workers: each file read is held in this process until taken, and a compressed one
-    holds several times its size on disk), and as many as fit in `bytes_in_flight`
-    (one always goes, even a larger one). The workers note each file
+    """Files of 100 bytes: at most `depth` files are in flight, and as many as fit in
+    `bytes_in_flight` (one always goes, even a larger one). The workers note each file
     they start, and this consumer each document it takes, in one log (appends of a line
     are atomic), so every prefix of it shows the files in flight then: started, not yet
     taken. The pool submits more only when the consumer asks for the next document, so

@@ -12,8 +12,7 @@ and their sizes on disk add up to at most `bytes_in_flight` (one file is always 
 `max_bytes` bounds each file, as in `ingest.load`). Files not yet submitted when the
 consumer stops are never read. A file read and not yet taken is held in the consumer's
 process, extracted: a compressed file (gzip, the office formats' zip) holds several times
-its size on disk, so `depth` is twice the workers (one file reading and one waiting for
-each), no more: the workers stay busy, and the documents held stay few.
+its size on disk, which the bytes bound does not see.
 
 The pool starts on the first file (none for an empty list: a re-run over unchanged files
 starts no process). Workers are started by the "spawn" method, a fresh interpreter each:
@@ -119,14 +118,14 @@ def read_in_pool(
 ) -> Generator[Document, None, None]:
     """`load` each entry in `workers` processes, with `read.load_kwargs()`, each within
     `read.read_timeout_s`; yield the documents as they finish (see the module). depth:
-    files in flight (default: twice the workers). `load_file`: the function a
+    files in flight (default: twice the workers, at least 8). `load_file`: the function a
     worker calls, `ingest.load` or one with its signature (a module-level function, so it
     pickles by name). `read.read_workers` is the caller's to turn into `workers`; each
     recognises `ocr_pages_per_worker(workers)` scanned pages at once."""
     if workers < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
     timeout_s = read.read_timeout_s
-    depth = depth or 2 * workers
+    depth = depth or max(8, 2 * workers)
     todo = deque(entries)
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
     in_flight: dict[Future[_Read], SourceFile] = {}
