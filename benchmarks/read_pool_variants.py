@@ -24,11 +24,11 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from drive import ROOT, own_cache, settle, timed  # noqa: E402
+from drive import ROOT, settle, timed  # noqa: E402
+from drive_quick_scale import fresh_db  # noqa: E402
 from synthetic import cpu_description  # noqa: E402
 
 # name: (files in flight, scanned pages per worker, 0: one per CPU); the first is the
@@ -54,9 +54,7 @@ main()
 
 
 def one(drive: Path, work: Path, depth: int, ocr: int) -> dict:
-    db = Path(tempfile.mkdtemp(dir=work)) / "index.sqlite3"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    env["ATTNSWITCH_CACHE_DIR"] = str(own_cache(db.parent))
+    db, env = fresh_db(work)
     code = CHILD.format(depth=depth, ocr=ocr)
     cmd = [sys.executable, "-c", code, "run", str(drive), "--db", str(db), "--quick", "--json"]
     load = settle()
