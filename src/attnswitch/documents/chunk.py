@@ -51,7 +51,7 @@ import bisect
 import dataclasses
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from attnswitch.documents.readers.blocks import Block, BlockKind, Location
@@ -79,7 +79,7 @@ RECORD_SEPARATOR = " | "
 COUNT_BATCH_CHARS = 256 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """One chunk of a document: `text == document[start:end]` (except a table's chunks:
     the rows of a table with a header as "header: value" records, or a later chunk of a
@@ -95,7 +95,7 @@ class Chunk:
     end: int
     n_tokens: int
     heading_path: tuple[str, ...] = ()
-    location: Location = field(default_factory=Location)
+    location: Location = Location()  # frozen: one empty location shared by all
     embed_prefix: str = ""
 
     @property

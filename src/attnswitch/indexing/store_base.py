@@ -686,14 +686,39 @@ def stored_form(matrix: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(matrix, dtype=STORED_ELEMENT)
 
 
+# A chunk's values as a store writes them (`chunk_rows`): text, n_tokens, start, end,
+# heading path JSON, location JSON, vector key, language, prefix.
+ChunkValues = tuple[str, int, int, int, str, str, str | None, str, str]
+
+
+def _count(name: str, value: Any) -> int:
+    """`value` (a chunk's `name`) as an int >= 0, else `StoreInputError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise StoreInputError(name, "an int >= 0", repr(value))
+    return int(value)
+
+
+def token_total(chunks: Sequence[ChunkLike]) -> int:
+    """The model tokens of `chunks` (each `n_tokens` checked as `chunk_rows` checks it)."""
+    total = 0
+    for i, c in enumerate(chunks):
+        if not hasattr(c, "n_tokens"):
+            raise StoreInputError(
+                f"chunks[{i}]", "attributes text, n_tokens, start, end", type(c).__name__
+            )
+        total += _count(f"chunks[{i}].n_tokens", c.n_tokens)
+    return total
+
+
 def chunk_rows(
-    chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None
-) -> list[tuple[str, int, int, int, str, str, str | None, str, str]]:
+    chunks: Sequence[ChunkLike], vector_fingerprint: str | None = None, *, first: int = 0
+) -> list[ChunkValues]:
     """Each chunk's (text, n_tokens, start, end, heading path JSON, location JSON, vector
     key, language, prefix), checked; the language is `analyzer.detect_language`'s, the
-    prefix what the encoder reads before the text (`embed_prefix`, "" when none)."""
+    prefix what the encoder reads before the text (`embed_prefix`, "" when none). `first`:
+    the ordinal of `chunks[0]` in its document (errors name `chunks[first + i]`)."""
     rows = []
-    for i, c in enumerate(chunks):
+    for i, c in enumerate(chunks, start=first):
         try:
             text, n_tokens, start, end = c.text, c.n_tokens, c.start, c.end
         except AttributeError as exc:
@@ -705,8 +730,7 @@ def chunk_rows(
         if not isinstance(text, str):
             raise StoreInputError(f"chunks[{i}].text", "str", type(text).__name__)
         for name, value in (("n_tokens", n_tokens), ("start", start), ("end", end)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise StoreInputError(f"chunks[{i}].{name}", "an int >= 0", repr(value))
+            _count(f"chunks[{i}].{name}", value)
         if end < start:
             raise StoreInputError(f"chunks[{i}].end", f">= start {start}", end)
         path = tuple(getattr(c, "heading_path", None) or ())

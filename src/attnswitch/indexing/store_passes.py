@@ -202,9 +202,9 @@ class VectorPasses:
         return written
 
 
-def quick_rows(quick: Any, n: int, dim: int | None) -> np.ndarray | None:
-    """Quick vectors to store with `n` chunks: None (none), or float16 `[n, dim]`, each row
-    unit length or zero (a chunk with no token the static model knows)."""
+def checked_quick(quick: Any, n: int, dim: int | None) -> np.ndarray | None:
+    """Quick vectors given with `n` chunks as float32 `[n, dim]` (no copy of a float32
+    array), checked: None (none), else a numeric array of that shape, finite."""
     if quick is None:
         return None
     try:
@@ -218,9 +218,20 @@ def quick_rows(quick: Any, n: int, dim: int | None) -> np.ndarray | None:
         raise StoreInputError("quick", f"shape {want} (one row per chunk)", list(matrix.shape))
     if not np.isfinite(matrix).all():
         raise StoreInputError("quick", "finite values", "NaN or inf")
+    return matrix
+
+
+def stored_quick(matrix: np.ndarray) -> np.ndarray:
+    """`checked_quick`'s rows as stored: float16, each unit length or zero (a chunk with no
+    token the static model knows)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return stored_form(matrix)
+    return stored_form(np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0))
 
 
-__all__ = ["QUICK_META", "UNENCODED_DOCUMENTS", "VectorPasses", "quick_rows"]
+__all__ = [
+    "QUICK_META",
+    "UNENCODED_DOCUMENTS",
+    "VectorPasses",
+    "checked_quick",
+    "stored_quick",
+]

@@ -85,9 +85,6 @@ from attnswitch.indexing.records import (
 )
 from attnswitch.indexing.store_base import (
     StoreBase,
-    checked_vectors,
-    chunk_rows,
-    stored_form,
 )
 from attnswitch.indexing.store_errors import (
     StoreBusyError,
@@ -95,7 +92,8 @@ from attnswitch.indexing.store_errors import (
     StoreDeadlineError,
     StoreInputError,
 )
-from attnswitch.indexing.store_passes import VectorPasses, quick_rows
+from attnswitch.indexing.store_passes import VectorPasses
+from attnswitch.indexing.write_groups import document_rows
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -413,24 +411,23 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             )
         from pgvector import HalfVector
 
-        rows = chunk_rows(chunks, vector_fingerprint)
-        matrix = None if vectors is None else checked_vectors(vectors, len(rows))
-        stored = None if matrix is None else stored_form(matrix)
         model = self.quick_model() if quick is not None else None
-        fast = quick_rows(quick, len(rows), None if model is None else model["dim"])
+        prepared = document_rows(
+            chunks, vectors, quick, None if model is None else model["dim"], vector_fingerprint
+        )
         with self._transaction() as conn:
-            if matrix is not None and len(rows):
-                self._fix_dim(conn, matrix.shape[1])
-            if fast is not None and len(rows):
-                self._fix_quick_dim(conn, fast.shape[1])
+            if prepared.vectors is not None and len(chunks):
+                self._fix_dim(conn, prepared.vectors.shape[1])
+            if prepared.quick is not None and len(chunks):
+                self._fix_quick_dim(conn, prepared.quick.shape[1])
             doc_id = self._upsert(
                 conn,
                 doc,
                 "indexed",
                 config,
                 run_id,
-                n_chunks=len(rows),
-                n_tokens=sum(r[1] for r in rows),
+                n_chunks=len(chunks),
+                n_tokens=prepared.n_tokens,
             )
             conn.execute("DELETE FROM chunks WHERE doc_id = %s", (doc_id,))
             with conn.cursor().copy(
@@ -438,21 +435,22 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
                 "heading_path, location, vector_key, language, prefix, terms, embedding, "
                 "quick) FROM STDIN"
             ) as copy:
-                for i, row in enumerate(rows):
-                    terms = analyzer.tsvector_literal(
-                        analyzer.document_terms(row[0], row[7]),
-                        analyzer.document_stems(row[0], row[7]),
-                    )
-                    copy.write_row(
-                        (
-                            doc_id,
-                            i,
-                            *row,
-                            terms,
-                            None if stored is None else HalfVector(stored[i]),
-                            None if fast is None else HalfVector(fast[i]),
+                for group in prepared.groups():
+                    for i, row in enumerate(group.rows):
+                        terms = analyzer.tsvector_literal(
+                            analyzer.document_terms(row[0], row[7]),
+                            analyzer.document_stems(row[0], row[7]),
                         )
-                    )
+                        copy.write_row(
+                            (
+                                doc_id,
+                                group.first + i,
+                                *row,
+                                terms,
+                                None if group.vectors is None else HalfVector(group.vectors[i]),
+                                None if group.quick is None else HalfVector(group.quick[i]),
+                            )
+                        )
         return doc_id
 
     def _fix_dim(self, conn: Any, dim: int) -> None:

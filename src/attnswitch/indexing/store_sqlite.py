@@ -58,9 +58,6 @@ from attnswitch.indexing.sqlite_terms import apply_pending, pending, reanalyze, 
 from attnswitch.indexing.sqlite_vectors import BATCH, FULL
 from attnswitch.indexing.store_base import (
     StoreBase,
-    checked_vectors,
-    chunk_rows,
-    stored_form,
     unpack_vector,
     unpack_vectors,
 )
@@ -69,7 +66,8 @@ from attnswitch.indexing.store_errors import (
     StoreInputError,
     check_schema,
 )
-from attnswitch.indexing.store_passes import VectorPasses, quick_rows
+from attnswitch.indexing.store_passes import VectorPasses
+from attnswitch.indexing.write_groups import document_rows
 
 if TYPE_CHECKING:
     from attnswitch.indexing.ann import GraphStore, HnswIndex
@@ -324,39 +322,39 @@ class SQLiteStore(StoreBase, VectorPasses):
                 "a document with text (use record_skip)",
                 f"{doc.source!r} skipped: {doc.reason}",
             )
-        rows = chunk_rows(chunks, vector_fingerprint)
-        matrix = None if vectors is None else checked_vectors(vectors, len(rows))
-        stored = None if matrix is None else stored_form(matrix)
         model = self.quick_model() if quick is not None else None
-        fast = quick_rows(quick, len(rows), None if model is None else model["dim"])
+        prepared = document_rows(
+            chunks, vectors, quick, None if model is None else model["dim"], vector_fingerprint
+        )
         with self._transaction() as conn:
-            if matrix is not None and len(rows):
-                self._hold_dim(conn, matrix.shape[1])
+            if prepared.vectors is not None and len(chunks):
+                self._hold_dim(conn, prepared.vectors.shape[1])
             doc_id = self._upsert(
                 conn,
                 doc,
                 "indexed",
                 config,
                 run_id,
-                n_chunks=len(rows),
-                n_tokens=sum(r[1] for r in rows),
+                n_chunks=len(chunks),
+                n_tokens=prepared.n_tokens,
             )
             conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-            conn.executemany(
-                "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
-                " heading_path, location, vector_key, language, prefix, vector, quick) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
+            for group in prepared.groups():
+                conn.executemany(
+                    "INSERT INTO chunks (doc_id, ordinal, text, n_tokens, char_start, char_end,"
+                    " heading_path, location, vector_key, language, prefix, vector, quick) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        doc_id,
-                        i,
-                        *row,
-                        None if stored is None else stored[i].tobytes(),
-                        None if fast is None else fast[i].tobytes(),
-                    )
-                    for i, row in enumerate(rows)
-                ),
-            )
+                        (
+                            doc_id,
+                            group.first + i,
+                            *row,
+                            None if group.vectors is None else group.vectors[i].tobytes(),
+                            None if group.quick is None else group.quick[i].tobytes(),
+                        )
+                        for i, row in enumerate(group.rows)
+                    ),
+                )
         return doc_id
 
     def _packed(self, row: np.ndarray) -> Any:
