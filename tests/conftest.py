@@ -243,6 +243,18 @@ def encoder():
     return get_engine()
 
 
+@pytest.fixture(scope="session")
+def static_model_cached() -> None:
+    """The default model's static model (the quick pass's) made in the session's shared
+    cache: once for all the session's processes (under the cache entry's file lock), and
+    before a test that starts a run and times it with a hang detector, which then times
+    the run and not the distillation (minutes on a loaded machine)."""
+    from attnswitch.engines import ModelSpec
+    from attnswitch.engines.static_model import load_static
+
+    load_static(ModelSpec.load(None))
+
+
 @pytest.fixture
 def docs(tmp_path: Path) -> Path:
     """A copy of four short html pages."""

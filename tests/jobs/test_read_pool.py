@@ -275,7 +275,9 @@ def test_the_pool_stores_what_one_thread_stores_and_a_rerun_starts_no_worker(
 
 @needs_tesseract
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None:
+def test_a_stopped_run_leaves_no_worker_behind(
+    tmp_path: Path, how: int, static_model_cached: None
+) -> None:
     root = tmp_path / "scans"
     root.mkdir()
     for i in range(6):  # each seconds of OCR: the workers are busy when the run is stopped
@@ -303,8 +305,9 @@ def test_a_stopped_run_leaves_no_worker_behind(tmp_path: Path, how: int) -> None
             env={**os.environ, **mark, "PATH": starts.path},
         )
         try:
-            _, worker = starts.next(timeout=300)  # a worker of the run runs Tesseract (a hang
-            # detector: a cold cache distils the quick model first, slow on a loaded machine)
+            # a worker of the run runs Tesseract (a hang detector; the quick model is
+            # cached already: `static_model_cached`)
+            _, worker = starts.next(timeout=300)
         except TimeoutError:
             proc.kill()
             pytest.fail(f"the run never reached OCR: {proc.communicate()[1]}")
