@@ -72,6 +72,7 @@ from typing import Any
 from attnswitch.documents.ingest import Document, SourceFile, load
 from attnswitch.documents.readers.parent_death import die_with_parent
 from attnswitch.documents.readers.skip import Skip
+from attnswitch.jobs.heap import trim_heap
 from attnswitch.jobs.options import ReadOptions
 
 # The sizes on disk of the files in flight add up to at most this (one file always goes).
@@ -314,7 +315,9 @@ def _load_with_deadline(
 ) -> _Read:
     """`load_file(entry, **load_kw)` in a worker, what it logs and warns kept, ended by
     SIGALRM's default action (the process dies) after `timeout_s` seconds; `ticket` is
-    posted first, to say which file this worker reads."""
+    posted first, to say which file this worker reads. The memory the last file's
+    document took is given back first (`heap.trim_heap`)."""
+    trim_heap()
     if _started is not None:
         _started.put((os.getpid(), ticket))
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()

@@ -71,6 +71,7 @@ from attnswitch.indexing.store import Store
 from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.choose import choose
 from attnswitch.jobs.encode_phase import EncodeStart, Encoding, LocalEncoding, flush
+from attnswitch.jobs.heap import trim_heap
 from attnswitch.jobs.options import ReadOptions, RunOptions  # RunOptions: also imported from here
 from attnswitch.jobs.passes import FullPassCounts, QuickPass, full_pass
 from attnswitch.jobs.phases import Phases
@@ -299,6 +300,7 @@ class RunJob:
                 with closing(self.source.documents(reading.request(to_read))) as docs:
                     for doc, chunks in docs:
                         reading.admit(doc, chunks)
+                        trim_heap()  # what the documents before it took
                         if queue.full:
                             flush(queue, encoding, record)
                 flush(queue, encoding, record)
