@@ -7,9 +7,9 @@ for reuse, and the small allocations made beside a large document pin the pages 
 them, so after a drive's largest documents a process goes on holding about the most any of
 them needed. `malloc_trim(0)` hands every arena's free pages back (madvise): tens of
 microseconds a call here. A worker trims before each file it reads (`read_pool`), the run's
-process after each document it takes (`run.RunJob`). Measured 300 s into the 1 GB drive's
-quick pass (docs/results/drive.md, "1 GB"): the run's process held 276 MiB (PSS) with the
-trims against 358 without, each reading worker about 50 against about 80. Where the C
+process after each document it takes (`run.RunJob`). On the 50 MB drive, side by side
+with a checkout without the trims (docs/results/drive.md, "1 GB again"), the quick pass's
+reading peak was 40 MiB lower (661 MiB RSS against 701), its time within noise. Where the C
 library has no `malloc_trim` (musl, macOS) this does nothing.
 """
 
