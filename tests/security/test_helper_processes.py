@@ -301,7 +301,9 @@ def reading_tesseract(folder: Path, starts: Starts) -> str:
 
 @pytest.mark.slow
 @needs_tesseract
-def test_kill_9_of_a_run_in_tesseract_on_a_large_scan_leaves_nothing(tmp_path: Path) -> None:
+def test_kill_9_of_a_run_in_tesseract_on_a_large_scan_leaves_nothing(
+    tmp_path: Path, static_model_cached: None
+) -> None:
     """The run is killed once Tesseract reads the page (its script found, the whole page
     taken in): the worker dies with the run, and Tesseract with the worker (was: left
     reading the page for minutes, its parent 1)."""
