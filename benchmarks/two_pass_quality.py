@@ -109,7 +109,7 @@ def evaluate(
 ) -> dict:
     from attnswitch.indexing.ann import HnswIndex
     from attnswitch.indexing.index import Index
-    from attnswitch.indexing.quick_graph import GRAPH_SUFFIX as QUICK_GRAPH
+    from attnswitch.indexing.quick_graph import GRAPH_DIR as QUICK_GRAPH
     from attnswitch.indexing.requests import SearchRequest
 
     ranks, seconds, encoded = [], [], 0
@@ -122,12 +122,16 @@ def evaluate(
         where = db
         if fresh:  # this query alone on the index as it was given, its saved graph with it
             where = db.with_name("fresh.sqlite3")
-            graphs = (*HnswIndex.paths(db), *HnswIndex.paths(db, QUICK_GRAPH))
-            copies = (*HnswIndex.paths(where), *HnswIndex.paths(where, QUICK_GRAPH))
-            for made, copy in zip((db, *graphs), (where, *copies), strict=True):
+            for made, copy in zip(
+                (db, *HnswIndex.paths(db)), (where, *HnswIndex.paths(where)), strict=True
+            ):
                 copy.unlink(missing_ok=True)
                 if made.exists():
                     shutil.copy2(made, copy)
+            segments = where.with_name(where.name + QUICK_GRAPH)
+            shutil.rmtree(segments, ignore_errors=True)
+            if db.with_name(db.name + QUICK_GRAPH).is_dir():
+                shutil.copytree(db.with_name(db.name + QUICK_GRAPH), segments)
         with Index.open(where) as index:
             searcher = index.searcher()
             if fill is not None:

@@ -332,7 +332,7 @@ def test_a_graph_damaged_in_place_is_detected_logged_and_rebuilt(
     from attnswitch.indexing import ann
 
     if check == "sample":
-        monkeypatch.setattr(ann, "VERIFY_WHOLE_BELOW", 0)
+        monkeypatch.setattr(SQLiteStore, "verify_whole_below", 0)
         monkeypatch.setattr(ann, "VERIFY_SAMPLE", 4 * PER_DOC)
     db = indexed(tmp_path, root)
     graph, _ = HnswIndex.paths(db)
@@ -361,7 +361,7 @@ import json, sys
 import numpy as np
 from attnswitch.indexing import ann
 from attnswitch.indexing.store import SQLiteStore
-ann.VERIFY_WHOLE_BELOW = 0  # the large-graph path: memory-mapped, not checksummed
+SQLiteStore.verify_whole_below = 0  # the large-graph path: memory-mapped, not checksummed
 with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
     queries = np.random.default_rng(1).normal(size=(20, store.dim)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
@@ -409,7 +409,7 @@ def _large_graph(tmp_path: Path) -> Path:
 def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
     tmp_path: Path, damage: str
 ) -> None:
-    """Issue 41: a memory-mapped graph over `VERIFY_WHOLE_BELOW` used to be checked by a
+    """Issue 41: a memory-mapped graph over `verify_whole_below` used to be checked by a
     sample of its vectors only; damage to its graph section made usearch read wild
     addresses and the search died by SIGSEGV (exit 139). Its structure is now checked
     before usearch maps it (`hnsw_file.graph_damage`): the search, in a fresh process,
@@ -455,7 +455,7 @@ def test_the_structure_check_is_paid_once_per_saved_graph(
         checked.append(path)
         return hnsw_file.graph_damage(path, dim, item_bytes)
 
-    monkeypatch.setattr(ann, "VERIFY_WHOLE_BELOW", 0)
+    monkeypatch.setattr(SQLiteStore, "verify_whole_below", 0)
     monkeypatch.setattr(ann, "graph_damage", recording)
     db = indexed(tmp_path, root)
     graph, _ = HnswIndex.paths(db)

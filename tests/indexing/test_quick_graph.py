@@ -1,8 +1,9 @@
-"""The SQLite store's quick list over its own HNSW graph (`quick_graph.QuickVectors`,
-`ann.HnswIndex`): saved beside the database when a run ends, searched with the recall of
-the full vectors' graph, kept in step as the full pass takes chunks out (replayed, by
-the searching process, from the chunk log), filtered, and gone once every chunk has its
-full vector; exact below the threshold."""
+"""The SQLite store's quick list over its own HNSW graphs, one per segment of chunk ids
+(`quick_graph.QuickGraph`, each an `ann.HnswIndex`): saved beside the database when a run
+ends, one segment in memory at a time, searched with the recall of the full vectors'
+graph, kept in step as the full pass takes chunks out (replayed, by the searching process,
+from the chunk log), filtered, and gone once every chunk has its full vector; exact below
+the threshold."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import numpy as np
 import pytest
 from quick_testing import SOURCES, assert_recall, fill, found, make_folder, queries, write_quick
 
+from attnswitch.indexing import quick_graph
 from attnswitch.indexing.ann import HnswIndex, exact_top_k
 from attnswitch.indexing.filters import SearchFilter
-from attnswitch.indexing.quick_graph import GRAPH_SUFFIX
+from attnswitch.indexing.quick_graph import QuickGraph, segment_paths
 from attnswitch.indexing.store import SQLiteStore
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
@@ -49,14 +51,13 @@ def exact(store: SQLiteStore, queries: np.ndarray, n: int, among=None) -> list[l
 def test_the_quick_pass_saves_a_graph_of_the_quick_vectors(tmp_path: Path, root: Path) -> None:
     db = tmp_path / "index.sqlite3"
     quick_pass(db, root)
-    graph, header = HnswIndex.paths(db, GRAPH_SUFFIX)
-    assert graph.is_file() and header.is_file()
+    assert [p.name for p in segment_paths(db)] == ["0.hnsw", "0.hnsw.json"]
     assert not HnswIndex.paths(db)[0].exists()  # no full vector yet: no full graph
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         assert store.quick_vectors.count() == PER_DOC * len(SOURCES)
         got = found(store, QUERIES, 10)
         searcher = store._quick[1]
-        assert isinstance(searcher, HnswIndex) and not searcher.rebuilt and searcher.mapped
+        assert isinstance(searcher, QuickGraph) and not searcher.rebuilt and searcher.mapped
         assert_recall(got, exact(store, QUERIES, 10))
 
 
@@ -65,7 +66,7 @@ def test_below_the_threshold_the_quick_list_is_exact_and_has_no_graph(
 ) -> None:
     db = tmp_path / "index.sqlite3"
     quick_pass(db, root, SOURCES[:1])  # 60 chunks, under THRESHOLD
-    assert not HnswIndex.paths(db, GRAPH_SUFFIX)[0].exists()
+    assert not segment_paths(db)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         assert found(store, QUERIES, 10) == exact(store, QUERIES, 10)
 
@@ -117,14 +118,14 @@ def test_the_graph_goes_when_every_chunk_has_its_full_vector(tmp_path: Path, roo
         fill(store, [r[0] for r in store._conn.execute("SELECT id FROM chunks")])
         store.finish_run(run)
         assert found(store, QUERIES, 10) == [[] for _ in QUERIES]
-    assert not HnswIndex.paths(db, GRAPH_SUFFIX)[0].exists()
+    assert not segment_paths(db)
     assert HnswIndex.paths(db)[0].exists()  # the full vectors' graph took over
 
 
 def test_a_quick_graph_of_another_state_is_rebuilt_not_trusted(tmp_path: Path, root: Path) -> None:
     db = tmp_path / "index.sqlite3"
     quick_pass(db, root)
-    graph, _ = HnswIndex.paths(db, GRAPH_SUFFIX)
+    graph = segment_paths(db)[0]
     # another program changes a quick vector: the trigger logs it, the graph replays it
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("UPDATE chunks SET quick = NULL WHERE id = 1")
@@ -144,7 +145,7 @@ def test_a_writer_saves_the_quick_graph_mid_run_for_searches_during_the_full_pas
     from attnswitch.indexing.writer import IndexWriter
 
     db = tmp_path / "index.sqlite3"
-    graph, _ = HnswIndex.paths(db, GRAPH_SUFFIX)
+    graph, _ = HnswIndex.paths(db, f"{quick_graph.GRAPH_DIR}/0.hnsw")
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         writer = IndexWriter(store)
         with writer:
@@ -156,3 +157,96 @@ def test_a_writer_saves_the_quick_graph_mid_run_for_searches_during_the_full_pas
             with SQLiteStore(db, exact_below=THRESHOLD) as reader:
                 found(reader, QUERIES, 10)
                 assert reader._quick[1].mapped  # the saved graph, not one of its own
+
+
+@pytest.fixture
+def small_segments(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Segments of 64 ids: the four documents' 240 chunks span four (64, 64, 64, 48)."""
+    monkeypatch.setattr(quick_graph, "SEGMENT_IDS", 64)
+    return 64
+
+
+def test_the_graph_is_cut_into_segments_and_built_one_at_a_time(
+    tmp_path: Path, root: Path, small_segments: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weakref
+
+    graphs: weakref.WeakSet[HnswIndex] = weakref.WeakSet()
+    loaded_at_save: list[int] = []
+    init, save = HnswIndex.__init__, HnswIndex.save
+
+    def tracked_init(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        graphs.add(self)
+
+    def counted_save(self, store) -> None:
+        loaded_at_save.append(sum(not g.mapped for g in graphs))
+        save(self, store)
+
+    monkeypatch.setattr(HnswIndex, "__init__", tracked_init)
+    monkeypatch.setattr(HnswIndex, "save", counted_save)
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    assert loaded_at_save == [1, 1, 1, 1]  # each segment saved with no other in memory
+    names = [p.name for p in segment_paths(db)]
+    assert names == [f"{k}.hnsw{end}" for k in range(4) for end in ("", ".json")]
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        hits = store.quick(QUERIES, 10)
+        graph = store._quick[1]
+        assert isinstance(graph, QuickGraph) and graph.mapped
+        assert [len(g) for _, g in graph.parts] == [64, 64, 64, 48]
+        # merged across segments: score descending, then id
+        assert all(row == sorted(row, key=lambda h: (-h[1], h[0])) for row in hits)
+        assert_recall(found(store, QUERIES, 10), exact(store, QUERIES, 10))
+
+
+def test_the_segments_keep_step_with_the_full_pass_and_an_emptied_one_goes(
+    tmp_path: Path, root: Path, small_segments: int
+) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    with SQLiteStore(db, exact_below=THRESHOLD) as reader:
+        found(reader, QUERIES, 10)
+        with SQLiteStore(db, exact_below=THRESHOLD) as writer:
+            fill(writer, [3, 70, 200])  # one chunk out of three segments
+        assert 70 not in {cid for hits in found(reader, QUERIES, 240) for cid in hits}
+        graph = reader._quick[1]  # the mapped segments loaded, to replay
+        assert not graph.mapped
+        with SQLiteStore(db, exact_below=THRESHOLD) as writer:
+            fill(writer, [4, 71, 201])
+        assert 71 not in {cid for hits in found(reader, QUERIES, 240) for cid in hits}
+        assert reader._quick[1] is graph  # each segment replayed in place
+        with SQLiteStore(db, exact_below=THRESHOLD) as writer:
+            run = writer.begin_run(root)
+            fill(writer, [i for i in range(65, 129) if i not in (70, 71)])  # segment 1 emptied
+            writer.finish_run(run)
+        assert not {p.name for p in segment_paths(db)} & {"1.hnsw", "1.hnsw.json"}
+        got = found(reader, QUERIES, 10)
+        assert reader._quick[1] is not graph  # another set of segments: opened again
+        assert [p.segment for p, _ in reader._quick[1].parts] == [0, 2, 3]
+        assert not {cid for hits in got for cid in hits} & set(range(65, 129))
+        assert_recall(got, exact(reader, QUERIES, 10))
+
+
+def test_a_damaged_segment_is_rebuilt_alone(
+    tmp_path: Path, root: Path, small_segments: int
+) -> None:
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    graph = db.with_name(db.name + quick_graph.GRAPH_DIR) / "2.hnsw"
+    graph.write_bytes(graph.read_bytes()[:-64])  # torn
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        got = found(store, QUERIES, 10)
+        assert [g.rebuilt for _, g in store._quick[1].parts] == [False, False, True, False]
+        assert_recall(got, exact(store, QUERIES, 10))
+
+
+def test_the_segments_folder_is_the_stores_own(tmp_path: Path, root: Path) -> None:
+    from attnswitch.indexing.store import is_own
+
+    db = root / "index.sqlite3"  # a store inside the folder it indexes
+    quick_pass(db, root)
+    with SQLiteStore(db, exact_below=THRESHOLD) as store:
+        own = store.own_files()
+    assert segment_paths(db) and all(is_own(p.resolve(), own) for p in segment_paths(db))
+    assert not is_own((root / "a" / "1.txt").resolve(), own)

@@ -4,8 +4,8 @@
   broken by chunk id (deterministic).
 - `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
   the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json` (the store's quick
-  vectors have a graph of their own, `<db>.quick.hnsw`: `quick_graph.QuickVectors`). It holds the vectors in
-  the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`: the stored values
+  vectors have graphs of their own, one per segment of chunk ids: `quick_graph.QuickGraph`).
+  It holds the vectors in the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`: the stored values
   exactly, half the bytes of float32; usearch rounds a query to it too), and ranks by inner
   product. usearch was measured
   against hnswlib and faiss (`benchmarks/ann_libraries.py`, figures in
@@ -78,8 +78,9 @@ ITEM_BYTES = 2
 # vectors (`DTYPE`; a float32 graph is rebuilt); graphs of an older format are rebuilt
 INDEX_FORMAT = 4
 # A saved graph up to this size is checked against its CRC-32 whenever it is opened (a
-# read of the file: ~20 ms at this size); a larger one memory-mapped for a search is
-# checked by `VERIFY_SAMPLE` of its vectors instead, so that a cold search reads only the
+# read of the file: ~20 ms at this size; the store's `verify_whole_below`, which the quick
+# graph's segments set to 0); a larger one memory-mapped for a search is checked by
+# `VERIFY_SAMPLE` of its vectors instead, so that a cold search reads only the
 # pages it touches (a graph loaded into memory is always checked whole).
 VERIFY_WHOLE_BELOW = 64 * 2**20
 VERIFY_SAMPLE = 32
@@ -88,14 +89,19 @@ log = logging.getLogger(__name__)
 
 class GraphStore(Protocol):
     """What `HnswIndex` reads of its store (`store_sqlite.SQLiteStore` has it, and
-    `quick_graph.QuickVectors` for the quick vectors): the file the graph lies beside and
-    the suffix of the graph's file name, the store's id and vector dimension (None before
+    `quick_graph.QuickVectors` for a segment of the quick vectors): the file the graph lies
+    beside and the suffix of the graph's file name, the lowest chunk id the set may hold,
+    the size up to which a mapped graph's file is checked whole, the store's id and vector dimension (None before
     its first vector), one read snapshot (`reading`), the chunk log (`chunk_log_state`,
     `chunk_log_ids`), the largest chunk id, and the vectors (float32 `[N, dim]` with their
     chunk ids `[N]`) of given ids, of all chunks in batches or at once."""
 
     @property
     def path(self) -> str | os.PathLike[str]: ...
+    @property
+    def first_id(self) -> int: ...
+    @property
+    def verify_whole_below(self) -> int: ...
     @property
     def graph_suffix(self) -> str: ...
     @property
@@ -190,10 +196,9 @@ class HnswIndex:
     @staticmethod
     def paths(db_path: Path, suffix: str = ".hnsw") -> tuple[Path, Path]:
         """(graph file, header file) beside the database: the full vectors' graph, or with
-        `suffix` another vector set's (`quick_graph.GRAPH_SUFFIX`)."""
-        return db_path.with_name(db_path.name + suffix), db_path.with_name(
-            db_path.name + suffix + ".json"
-        )
+        `suffix` another vector set's (`quick_graph.QuickVectors.graph_suffix`)."""
+        graph = db_path.parent / (db_path.name + suffix)  # a suffix may name a folder
+        return graph, graph.with_name(graph.name + ".json")
 
     @classmethod
     def open(cls, store: GraphStore, *, writable: bool = False) -> HnswIndex:
@@ -238,7 +243,8 @@ class HnswIndex:
             view = not (writable or pending)
             index: usearch.index.Index | None = None
             # The file is checked before usearch reads it: usearch trusts what it restores.
-            why = cls._file_damage(graph, meta, dim, view) or ""
+            whole = meta["size"] <= store.verify_whole_below
+            why = cls._file_damage(graph, meta, dim, view, whole) or ""
             if not why:
                 try:
                     index = Index.restore(str(graph), view=view)
@@ -247,7 +253,7 @@ class HnswIndex:
             if index is not None and index.ndim != dim:
                 why = f"of dimension {index.ndim}"
                 index = None
-            if index is not None and view and meta["size"] > VERIFY_WHOLE_BELOW:
+            if index is not None and view and not whole:
                 why = cls._sample_damage(index, meta, store) or ""
                 index = None if why else index
             if index is not None:
@@ -268,14 +274,17 @@ class HnswIndex:
         return cls._build(store, db_path)
 
     @staticmethod
-    def _file_damage(graph: Path, meta: dict[str, Any], dim: int, view: bool) -> str | None:
+    def _file_damage(
+        graph: Path, meta: dict[str, Any], dim: int, view: bool, whole: bool
+    ) -> str | None:
         """Why the saved file is not safe to restore, or None: its CRC-32 is not the
-        header's (a graph to load, or one to map up to `VERIFY_WHOLE_BELOW` bytes); a larger
-        one to map has its structure checked (`hnsw_file.graph_damage`) unless its size and
-        mtime are still those it was saved with (so the check reads no more than the graph
-        section, once per saved graph: a cold search over an untouched graph reads only the
-        pages its walk touches). `_sample_damage` then checks such a graph's vectors."""
-        if not view or meta["size"] <= VERIFY_WHOLE_BELOW:
+        header's (a graph to load, or one to map that is checked `whole`: up to the store's
+        `verify_whole_below` bytes); another one to map has its structure checked
+        (`hnsw_file.graph_damage`) unless its size and mtime are still those it was saved
+        with (so the check reads no more than the graph section, once per saved graph: a
+        cold search over an untouched graph reads only the pages its walk touches).
+        `_sample_damage` then checks such a graph's vectors."""
+        if not view or whole:
             if file_crc32(graph) != meta.get("crc32"):
                 return "damaged (its bytes are not the ones saved)"
             return None
@@ -291,7 +300,7 @@ class HnswIndex:
         """Why a large mapped graph is not the one saved, or None: a sample of
         `VERIFY_SAMPLE` of its vectors must equal the store's."""
         ids, vectors = store.vectors_of(
-            np.random.default_rng().integers(1, meta["max_id"] + 1, VERIFY_SAMPLE)
+            np.random.default_rng().integers(store.first_id, meta["max_id"] + 1, VERIFY_SAMPLE)
         )
         if not len(ids):
             return None
@@ -384,6 +393,7 @@ class HnswIndex:
         new one: the header names the graph's size, so a mix is rebuilt, not trusted)."""
         graph, header = self.paths(self.db_path, self.suffix)
         tmp = graph.with_name(graph.name + f".{os.getpid()}.tmp")
+        graph.parent.mkdir(exist_ok=True)
         self.index.save(str(tmp))
         os.replace(tmp, graph)
         meta = {

@@ -1,35 +1,69 @@
-"""The quick vectors of a SQLite store as a vector set of their own (`QuickVectors`): what
-`ann.HnswIndex` builds, replays and saves its second graph from, and what the store's quick
-list searches (docs/architecture.md, "Two passes").
+"""The quick vectors of a SQLite store and their HNSW graph, in segments of chunk ids
+(docs/architecture.md, "Two passes").
 
 The set is the chunks that have a quick vector and no full one (`QUICK_ONLY`): the quick
 pass adds them, the full pass and query-time encoding take each out as its full vector is
 written. Both kinds of change are in the store's chunk log (the triggers log every insert,
 delete and change of either vector), so the graph of this set is kept in step exactly as the
-full vectors' graph is, from the same log: saved beside the database as `<db>.quick.hnsw`
-(`GRAPH_SUFFIX`) with its JSON header, replayed on open, rebuilt when it does not match.
-Its count and largest id are read from the partial index of these chunks only
-(`sqlite_schema.QUICK_ONLY_INDEX`), so opening the graph reads no vector.
+full vectors' graph is, from the same log.
+
+The set's graph is cut by chunk id into segments of `SEGMENT_IDS` ids (`QuickVectors` of
+one segment: ids in `(k * SEGMENT_IDS, (k + 1) * SEGMENT_IDS]`), each an `ann.HnswIndex` of
+its own, saved as `<db>.quick/<k>.hnsw` with its JSON header (`segment_paths`), replayed on
+open, rebuilt when it does not match, exactly as one graph is. `QuickGraph` searches them
+all and merges their hits. The segments are what keeps a run's memory flat: the graph is
+built and saved one segment at a time (`QuickGraph.sync`), so a run holds at most one
+segment's graph (about 60 MB at 384 dimensions) however large the drive, where one graph
+of the 1 GB drive's 572,779 chunks held 525 MB. A search maps each saved segment and
+walks each (a few hundred microseconds a segment), so a search's cost grows with the
+number of segments: 16 at a million chunks. Counts and largest ids of every segment come
+from one scan of the partial index of these chunks (`sqlite_schema.QUICK_ONLY_INDEX`), so
+opening the graph reads no vector.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from attnswitch.indexing.sqlite_vectors import BATCH
 from attnswitch.indexing.sqlite_vectors import QUICK_ONLY as QUICK_VECTORS
+from attnswitch.indexing.sqlite_vectors import VectorColumn
 
 if TYPE_CHECKING:
     import sqlite3
 
+    from attnswitch.indexing.ann import HnswIndex
+
 # The chunks of the set: a quick vector, and no full vector yet.
 QUICK_ONLY = QUICK_VECTORS.condition
-GRAPH_SUFFIX = ".quick.hnsw"
+# Chunk ids a segment spans: its graph holds at most this many vectors (~60 MB in memory
+# at 384 float16 dimensions while it is built).
+SEGMENT_IDS = 65_536
+# Rows read at once while a segment is built: enough to add on every core
+# (`ann.PARALLEL_FROM`), a fraction of the segment's memory.
+SEGMENT_BATCH = 16_384
+# The folder of the segments' files beside the database (`<db>.quick`), and the name of
+# the one graph earlier versions kept (removed when the segments are saved).
+GRAPH_DIR = ".quick"
+SINGLE_GRAPH = ".quick.hnsw"
+
+
+def segment_paths(db_path: Path) -> list[Path]:
+    """The saved segment files beside the database at `db_path` (graphs and headers)."""
+    folder = db_path.with_name(db_path.name + GRAPH_DIR)
+    return sorted(folder.glob("*.hnsw*")) if folder.is_dir() else []
+
+
+def remove_graph(db_path: Path) -> None:
+    """Remove every saved segment of the quick graph (and an earlier version's one graph)."""
+    shutil.rmtree(db_path.with_name(db_path.name + GRAPH_DIR), ignore_errors=True)
+    for end in ("", ".json"):
+        db_path.with_name(db_path.name + SINGLE_GRAPH + end).unlink(missing_ok=True)
 
 
 class QuickSource(Protocol):
@@ -42,23 +76,43 @@ class QuickSource(Protocol):
     def reading(self) -> contextlib.AbstractContextManager[None]: ...
     def quick_model(self) -> dict[str, Any] | None: ...
     def _log_position(self) -> int: ...
-    def chunk_log_ids(self, after: int, upto: int) -> list[int]: ...
 
 
 class QuickVectors:
-    """The quick-only chunks of one SQLite store, read as `ann.GraphStore` reads a store's
-    full vectors: ids int64 `[N]` with float32 vectors `[N, dim]` (the static model's
-    dimension), by id. `count` is kept per log position (every change to the set moves it)."""
+    """The quick-only chunks of one SQLite store, or of one segment of ids (`segment`),
+    read as `ann.GraphStore` reads a store's full vectors: ids int64 `[N]` with float32
+    vectors `[N, dim]` (the static model's dimension), by id. `count` and `max_chunk_id`
+    are kept per log position (every change to the set moves it)."""
 
-    graph_suffix = GRAPH_SUFFIX
+    first_id = 1
+    # A segment is checked as a large graph is (`ann.HnswIndex._file_damage`): by its
+    # structure and a sample of its vectors, not by a read of all its bytes at every open
+    # (a search opens every segment).
+    verify_whole_below = 0
 
-    def __init__(self, store: QuickSource) -> None:
+    def __init__(self, store: QuickSource, segment: int | None = None) -> None:
         self.store = store
-        self._counted: tuple[int, int] | None = None  # (log position, chunks in the set)
+        self.segment = segment
+        self._column = QUICK_VECTORS
+        self._ids = ""  # SQL: the segment's ids, for the chunk log
+        if segment is not None:
+            low, high = segment * SEGMENT_IDS, (segment + 1) * SEGMENT_IDS
+            self.first_id = low + 1
+            self._ids = f"chunk_id > {low} AND chunk_id <= {high}"
+            self._column = VectorColumn(
+                QUICK_VECTORS.column, f"{QUICK_ONLY} AND id > {low} AND id <= {high}"
+            )
+        # (log position, chunks in the set, largest id)
+        self._counted: tuple[int, int, int] | None = None
 
     @property
     def path(self) -> Path:
         return self.store.path
+
+    @property
+    def graph_suffix(self) -> str:
+        """The segment's graph file beside the database (`ann.HnswIndex.paths`)."""
+        return f"{GRAPH_DIR}/{self.segment}.hnsw"
 
     @property
     def store_id(self) -> str | None:
@@ -72,17 +126,42 @@ class QuickVectors:
     def reading(self) -> contextlib.AbstractContextManager[None]:
         return self.store.reading()
 
-    def count(self) -> int:
-        """How many chunks are in the set (a scan of its partial index), once per log
-        position."""
+    def _state(self) -> tuple[int, int]:
+        """(chunks in the set, largest id or 0): one scan of the set's partial index (of
+        the segment's ids only), once per log position."""
         with self.store.reading():
             position = self.store._log_position()
             if self._counted is None or self._counted[0] != position:
-                ((n,),) = self.store._conn.execute(
-                    f"SELECT COUNT(*) FROM chunks WHERE {QUICK_ONLY}"
+                ((n, top),) = self.store._conn.execute(
+                    f"SELECT COUNT(*), COALESCE(MAX(id), 0) FROM chunks "
+                    f"WHERE {self._column.condition}"
                 ).fetchall()
-                self._counted = (position, int(n))
-            return self._counted[1]
+                self._counted = (position, int(n), int(top))
+            return self._counted[1], self._counted[2]
+
+    def count(self) -> int:
+        """How many chunks are in the set."""
+        return self._state()[0]
+
+    def max_chunk_id(self) -> int:
+        """The largest id in the set (0 when empty)."""
+        return self._state()[1]
+
+    def segments(self) -> list[QuickVectors]:
+        """The segments of this set that hold chunks, by segment number: one scan of the
+        set's partial index gives each its count and largest id."""
+        with self.store.reading():
+            position = self.store._log_position()
+            rows = self.store._conn.execute(
+                f"SELECT (id - 1) / {SEGMENT_IDS}, COUNT(*), MAX(id) FROM chunks "
+                f"WHERE {QUICK_ONLY} GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        parts = []
+        for k, n, top in rows:
+            part = QuickVectors(self.store, int(k))
+            part._counted = (position, int(n), int(top))
+            parts.append(part)
+        return parts
 
     def chunk_log_state(self) -> tuple[int | None, int, int]:
         """(first logged position or None, last position ever logged, chunks in the set)."""
@@ -90,22 +169,24 @@ class QuickVectors:
         return first, self.store._log_position(), self.count()
 
     def chunk_log_ids(self, after: int, upto: int) -> list[int]:
-        return self.store.chunk_log_ids(after, upto)
-
-    def max_chunk_id(self) -> int:
-        """The largest id in the set (0 when empty): one descent of its partial index."""
-        ((top,),) = self.store._conn.execute(
-            f"SELECT COALESCE(MAX(id), 0) FROM chunks WHERE {QUICK_ONLY}"
-        ).fetchall()
-        return int(top)
+        """The chunk ids (of the segment) inserted, deleted or changed at log positions
+        (after, upto]."""
+        ids = f" AND {self._ids}" if self._ids else ""
+        return [
+            r[0]
+            for r in self.store._conn.execute(
+                f"SELECT DISTINCT chunk_id FROM chunk_log WHERE seq > ? AND seq <= ?{ids}",
+                (after, upto),
+            )
+        ]
 
     def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
         """(ids, quick vectors) of those of these chunk ids that are in the set, by id."""
-        return QUICK_VECTORS.of(self.store._conn, ids, self.dim or 0, self.path)
+        return self._column.of(self.store._conn, ids, self.dim or 0, self.path)
 
-    def iter_vectors(self, batch: int = BATCH) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The whole set in batches of `batch` rows, by id."""
-        return QUICK_VECTORS.batches(self.store._conn, self.dim or 0, self.path, batch)
+    def iter_vectors(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The whole set in batches of `SEGMENT_BATCH` rows, by id."""
+        return self._column.batches(self.store._conn, self.dim or 0, self.path, SEGMENT_BATCH)
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """The whole set at once (for an exact search of a small one)."""
@@ -115,4 +196,98 @@ class QuickVectors:
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-__all__ = ["GRAPH_SUFFIX", "QUICK_ONLY", "QuickVectors"]
+class QuickGraph:
+    """The quick set's graph: one `ann.HnswIndex` per segment that holds chunks, searched
+    together (`search`), caught up together (`catch_up`), saved together (`save`)."""
+
+    def __init__(self, parts: list[tuple[QuickVectors, HnswIndex]], seq: int) -> None:
+        self.parts = parts
+        self.seq = seq  # the log position every segment reflects
+
+    @classmethod
+    def open(cls, vectors: QuickVectors) -> QuickGraph:
+        """The graph of `vectors` current to the store's committed state, for searching:
+        each saved segment memory-mapped when it has nothing to replay, else loaded and
+        replayed, or rebuilt (`ann.HnswIndex.open`)."""
+        from attnswitch.indexing.ann import HnswIndex
+
+        with vectors.reading():
+            seq = vectors.store._log_position()
+            return cls([(part, HnswIndex.open(part)) for part in vectors.segments()], seq)
+
+    @classmethod
+    def sync(cls, vectors: QuickVectors) -> QuickGraph:
+        """Bring every segment's saved graph up to the committed state, one segment in
+        memory at a time (loaded or built, replayed, saved, dropped); remove the files of
+        segments that no longer hold chunks; then the graph as `open` maps it. For a
+        writer, under the run lock."""
+        from attnswitch.indexing.ann import HnswIndex
+
+        db_path = Path(vectors.path)
+        for end in ("", ".json"):  # an earlier version's single graph
+            db_path.with_name(db_path.name + SINGLE_GRAPH + end).unlink(missing_ok=True)
+        with vectors.reading():
+            parts = vectors.segments()
+            kept = {p.graph_suffix for p in parts}
+            for path in segment_paths(db_path):
+                if f"{GRAPH_DIR}/{path.name.removesuffix('.json')}" not in kept:
+                    path.unlink(missing_ok=True)
+            for part in parts:
+                graph = HnswIndex.open(part, writable=True)
+                graph.save(part)
+                del graph
+            return cls.open(vectors)
+
+    @property
+    def mapped(self) -> bool:
+        """Every segment memory-mapped (none loaded to replay or rebuild)."""
+        return all(graph.mapped for _, graph in self.parts)
+
+    @property
+    def rebuilt(self) -> bool:
+        """Some segment was built from the vectors by this open."""
+        return any(graph.rebuilt for _, graph in self.parts)
+
+    def __len__(self) -> int:
+        return sum(len(graph) for _, graph in self.parts)
+
+    def catch_up(self, vectors: QuickVectors) -> bool:
+        """Replay what was logged since into each segment (`ann.HnswIndex.catch_up`), in
+        one read snapshot. False when some segment cannot, or the set's segments are not
+        these any more (one emptied, or chunks in a new one): the caller opens it again."""
+        with vectors.reading():
+            parts = vectors.segments()
+            if [p.segment for p in parts] != [p.segment for p, _ in self.parts]:
+                return False
+            self.parts = [(part, graph) for part, (_, graph) in zip(parts, self.parts)]
+            if not all(graph.catch_up(part) for part, graph in self.parts):
+                return False
+            self.seq = vectors.store._log_position()
+            return True
+
+    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]:
+        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]` over
+        every segment: each segment's `n` best, merged by score descending, then id."""
+        merged: list[list[tuple[int, float]]] = [[] for _ in range(len(queries))]
+        for _, graph in self.parts:
+            for row, hits in zip(merged, graph.search(queries, n, ef), strict=True):
+                row.extend(hits)
+        return [sorted(row, key=lambda hit: (-hit[1], hit[0]))[:n] for row in merged]
+
+    def save(self, vectors: QuickVectors) -> None:
+        """Save the segments this process loaded (replayed or rebuilt); mapped ones are
+        their saved files already."""
+        for part, graph in self.parts:
+            if not graph.mapped:
+                graph.save(part)
+
+
+__all__ = [
+    "GRAPH_DIR",
+    "QUICK_ONLY",
+    "SEGMENT_IDS",
+    "QuickGraph",
+    "QuickVectors",
+    "remove_graph",
+    "segment_paths",
+]

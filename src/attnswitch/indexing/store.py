@@ -133,6 +133,7 @@ __all__ = [
     "DocumentTotals",
     "RunRecord",
     "SQLiteStore",
+    "is_own",
     "Store",
     "StoreBase",
     "StoreReading",
@@ -296,8 +297,18 @@ class Store(StoreReading, StoreWriting, Protocol):
     tests/indexing/test_store_contract.py holds both to its behaviour.
     """
 
-    def own_files(self) -> set[Path]: ...
+    def own_files(self) -> set[Path]:
+        """The files and folders this store keeps (everything in such a folder is its own
+        too: `is_own`)."""
+        ...
+
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
     def jobs_table(self) -> JobsTable: ...
+
+
+def is_own(path: Path, own: set[Path]) -> bool:
+    """Whether `path` is one of a store's own files or lies in one of its own folders
+    (`own`: `Store.own_files`)."""
+    return path in own or not own.isdisjoint(path.parents)

@@ -1,8 +1,8 @@
 """The SQLite store (`SQLiteStore`), the default: one file (stdlib sqlite3, WAL), keyword
 search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and by
 an HNSW graph kept beside the file above (`ann.HnswIndex`), the quick list the same way over
-the quick vectors of the chunks still without a full one (`quick_graph.QuickVectors`, a graph
-of its own); and where a location's file is
+the quick vectors of the chunks still without a full one (`quick_graph.QuickGraph`, graphs
+of their own, one per segment of chunk ids); and where a location's file is
 (`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
 (`records.VECTOR_DTYPE`; a file of schema version 7 or older, float32, is converted when
 opened, then compacted), read back as float32."""
@@ -24,10 +24,10 @@ import numpy as np
 
 from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
-from attnswitch.indexing.ann import nearest
+from attnswitch.indexing.ann import VERIFY_WHOLE_BELOW, nearest
 from attnswitch.indexing.filters import SearchFilter
-from attnswitch.indexing.quick_graph import GRAPH_SUFFIX as QUICK_GRAPH
-from attnswitch.indexing.quick_graph import QuickVectors
+from attnswitch.indexing.quick_graph import GRAPH_DIR as QUICK_GRAPH
+from attnswitch.indexing.quick_graph import QuickGraph, QuickVectors, remove_graph
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
     CHUNKS_CHANGED_IN,
@@ -91,6 +91,8 @@ class SQLiteStore(StoreBase, VectorPasses):
 
     url = None  # one writer: this process
     graph_suffix = ".hnsw"  # the full vectors' graph beside the file (`ann.HnswIndex.paths`)
+    first_id = 1  # the lowest chunk id its graph may hold (`ann.GraphStore`)
+    verify_whole_below = VERIFY_WHOLE_BELOW  # its graph's CRC-32 read at each open up to this
     _copied_columns = "vector_key, language, quick, prefix"
 
     def __init__(
@@ -153,7 +155,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         from attnswitch.indexing.ann import HnswIndex
 
         HnswIndex.remove_files(self.path)
-        HnswIndex.remove_files(self.path, QUICK_GRAPH)
+        remove_graph(self.path)
         before = self.path.stat().st_size
         try:
             self._conn.execute("VACUUM")
@@ -195,7 +197,7 @@ class SQLiteStore(StoreBase, VectorPasses):
             db,
             *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal", ".lock")),
             *HnswIndex.paths(db),
-            *HnswIndex.paths(db, QUICK_GRAPH),
+            db.with_name(db.name + QUICK_GRAPH),  # a folder: the files in it are its own too
         }
 
     @contextlib.contextmanager
@@ -445,16 +447,15 @@ class SQLiteStore(StoreBase, VectorPasses):
         full = self._synced(self, self.encoded())
         if full is not None:
             self._dense = (full.seq, full)
-        quick = self._synced(self.quick_vectors, self.quick_vectors.count())
+        quick = self._synced_quick()
         if quick is not None:
             self._quick = (quick.seq, quick)
         upto = min(self.chunk_log_state()[1] if g is None else g.seq for g in (full, quick))
         self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
 
     def _synced(self, vectors: GraphStore, count: int) -> HnswIndex | None:
-        """The graph of `vectors` (of `count` chunks) caught up and saved, or None, its
-        files removed, when `count` is below `exact_below` or the set has no dimension yet
-        (no vector of its kind was ever stored)."""
+        """The full vectors' graph (of `count` chunks) caught up and saved, or None, its
+        files removed, when `count` is below `exact_below` or the store has no vector yet."""
         from attnswitch.indexing.ann import HnswIndex
 
         if count < self.exact_below or vectors.dim is None:
@@ -463,6 +464,16 @@ class SQLiteStore(StoreBase, VectorPasses):
         graph = HnswIndex.open(vectors, writable=True)
         graph.save(vectors)
         return graph
+
+    def _synced_quick(self) -> QuickGraph | None:
+        """The quick graph's segments caught up and saved, one at a time
+        (`QuickGraph.sync`), and the graph mapped; or None, its files removed, below
+        `exact_below` quick-only chunks or before the first quick vector."""
+        vectors = self.quick_vectors
+        if vectors.count() < self.exact_below or vectors.dim is None:
+            remove_graph(self.path)
+            return None
+        return QuickGraph.sync(vectors)
 
     def _lock_run(self) -> None:
         if self._lock_fh is not None:
@@ -596,7 +607,9 @@ class SQLiteStore(StoreBase, VectorPasses):
         ef = self.beam(ef)
         if where is not None:
             return nearest_within(self, FullVectors(self), queries, n, ef, where)
-        self._dense = self._current(self._dense, self, self.encoded)
+        from attnswitch.indexing.ann import HnswIndex
+
+        self._dense = self._current(self._dense, self, self.encoded, HnswIndex.open)
         return nearest(self._dense[1], queries, n, ef)
 
     def _current(
@@ -604,14 +617,14 @@ class SQLiteStore(StoreBase, VectorPasses):
         cached: tuple[int, Any] | None,
         vectors: GraphStore,
         count: Callable[[], int],
+        open_graph: Callable[[Any], Any],
     ) -> tuple[int, Any]:
-        """(log position, searcher) of a vector set (the full vectors: the store; the
-        quick ones: `quick_vectors`) as committed now: `cached` while the log has not
-        moved; else below `exact_below` chunks its vectors (ids, matrix), above them its
-        graph, the one `cached` holds when it can replay what was logged since
-        (`HnswIndex.catch_up`), else opened again (and kept: `_keep`)."""
-        from attnswitch.indexing.ann import HnswIndex
-
+        """(log position, searcher) of a vector set (the full vectors: the store, whose
+        graph `HnswIndex.open` opens; the quick ones: `quick_vectors`, `QuickGraph.open`)
+        as committed now: `cached` while the log has not moved; else below `exact_below`
+        chunks its vectors (ids, matrix), above them its graph, the one `cached` holds when
+        it can replay what was logged since (`catch_up`), else opened again (and kept:
+        `_keep`)."""
         position = self._log_position()
         if cached is not None and cached[0] == position:
             return cached
@@ -619,11 +632,11 @@ class SQLiteStore(StoreBase, VectorPasses):
             position = self._log_position()
             if count() < self.exact_below:
                 return position, vectors.vectors()
-            if cached is not None and isinstance(cached[1], HnswIndex):
+            if cached is not None and not isinstance(cached[1], tuple):
                 if cached[1].catch_up(vectors):
                     return position, cached[1]
             cached = None  # the old graph is garbage before the new one loads
-            graph = HnswIndex.open(vectors)
+            graph = open_graph(vectors)
             if not graph.mapped:
                 self._keep(vectors, graph)
             return position, graph
@@ -638,15 +651,15 @@ class SQLiteStore(StoreBase, VectorPasses):
         """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, quick dim]`
         (normalised) among the chunks that have a quick vector and no full one (with
         `where`, of the documents it keeps), as `dense` ranks the full vectors: exact below
-        `exact_below` such chunks, else from their own HNSW graph (`quick_graph`), which a
-        full vector written takes its chunk out of."""
+        `exact_below` such chunks, else from their own HNSW graphs, one per segment of ids
+        (`quick_graph.QuickGraph`), which a full vector written takes its chunk out of."""
         if self.quick_model() is None:
             return [[] for _ in range(len(queries))]
         ef = self.beam(ef)
         vectors = self.quick_vectors
         if where is not None:
             return nearest_within(self, QuickOnly(self), queries, n, ef, where)
-        self._quick = self._current(self._quick, vectors, vectors.count)
+        self._quick = self._current(self._quick, vectors, vectors.count, QuickGraph.open)
         return nearest(self._quick[1], queries, n, ef)
 
     def _keep(self, vectors: GraphStore, graph: Any) -> None:

@@ -36,6 +36,7 @@ from attnswitch.documents.rules import meta_key as rules_meta_key
 from attnswitch.documents.rules import rules_for
 from attnswitch.indexing.config import META_KEY, IndexConfig, stored_config
 from attnswitch.indexing.records import StoredDocument, SyncPlan, indexed_sha
+from attnswitch.indexing.store import is_own
 from attnswitch.jobs.options import ReadOptions
 from attnswitch.jobs.phases import Phases
 from attnswitch.jobs.record import RunRecord
@@ -88,7 +89,9 @@ def list_root(source: DocumentSource, target: RunTarget, read: ReadOptions) -> l
     target.rules = rules_for(target.store, target.key, read.rules)
     own = target.store.own_files()
     holders = {parent for path in own for parent in path.parents}
-    return [e for e in source.listing(target, read) if e.path not in own and e.path not in holders]
+    return [
+        e for e in source.listing(target, read) if not is_own(e.path, own) and e.path not in holders
+    ]
 
 
 def job_bytes(target: RunTarget, listed: list[SourceFile]) -> int:

@@ -28,7 +28,7 @@ from attnswitch.documents.ingest import SourceFile, check_root_name, scan
 from attnswitch.documents.rules import FileRules, RulesChange, meta_key, rules_for
 from attnswitch.indexing.config import stored_config
 from attnswitch.indexing.records import root_key
-from attnswitch.indexing.store import Store
+from attnswitch.indexing.store import Store, is_own
 from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.options import RunOptions
 
@@ -85,7 +85,7 @@ def _listing(
         return listed
     own = store.own_files()
     holders = {parent for path in own for parent in path.parents}
-    return [e for e in listed if e.path not in own and e.path not in holders]
+    return [e for e in listed if not is_own(e.path, own) and e.path not in holders]
 
 
 def preview(

@@ -68,7 +68,7 @@ from attnswitch.documents.ingest import folder_id
 from attnswitch.documents.rules import IGNORE_FILES, FileRules, rules_for
 from attnswitch.documents.walked import WalkedFolder, walked_folders
 from attnswitch.indexing.records import root_key
-from attnswitch.indexing.store import Store, StoreBusyError
+from attnswitch.indexing.store import Store, StoreBusyError, is_own
 from attnswitch.indexing.writer import IndexWriter
 from attnswitch.jobs.options import RunOptions
 from attnswitch.jobs.passes import FullPassCounts, full_pass
@@ -125,7 +125,7 @@ class ChangeFilter:
 
     def __call__(self, change: Change, path: str) -> bool:
         p = Path(path)
-        if p in self.own:
+        if is_own(p, self.own):
             return False
         if p in self.folders:
             return True
