@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graph_damage_testing import DAMAGES, damage_graph
 
 from attnswitch.documents.ingest import ingest
-from attnswitch.indexing.ann import CONNECTIVITY, HnswIndex, exact_top_k
+from attnswitch.indexing.ann import HnswIndex, exact_top_k
 from attnswitch.indexing.store import ChunkRecord, SQLiteStore, StoreInputError
 from store_testing import as_float32_blobs
 
@@ -371,16 +372,6 @@ with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
 """
 
 
-def _graph_layout(graph: Path) -> tuple[int, int, int]:
-    """(offset of the node levels table, node count, base connectivity) of a usearch file
-    (layout in `indexing/hnsw_file.py`)."""
-    data = graph.read_bytes()
-    rows, cols = np.frombuffer(data[:8], "<u4")
-    start = 8 + int(rows) * int(cols) + 64
-    size, _, base, _, _ = np.frombuffer(data[start : start + 40], "<u8")
-    return start + 40, int(size), int(base)
-
-
 def _large_graph(tmp_path: Path) -> Path:
     """A store of 3,000 chunks (one document) with its graph saved."""
     folder = tmp_path / "big"
@@ -398,14 +389,7 @@ def _large_graph(tmp_path: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        "500 bytes flipped in the last 7%",
-        "neighbour slots past the end",
-        "counts past the connectivity",
-    ],
-)
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
     tmp_path: Path, damage: str
 ) -> None:
@@ -415,22 +399,7 @@ def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
     before usearch maps it (`hnsw_file.graph_damage`): the search, in a fresh process,
     ends normally with full results from a rebuilt graph."""
     db = _large_graph(tmp_path)
-    graph, _ = HnswIndex.paths(db)
-    data = bytearray(graph.read_bytes())
-    levels_at, size, base = _graph_layout(graph)
-    if damage.startswith("500"):
-        for seed in range(4):  # the issue replayed: it crashed usearch in some runs
-            for i in np.random.default_rng(seed).integers(int(len(data) * 0.93), len(data), 500):
-                data[i] ^= 0xFF
-    else:  # every node's level-0 list: its first slot far past the node count, or its count
-        levels = np.frombuffer(bytes(data[levels_at : levels_at + 2 * size]), "<i2")
-        sizes = 10 + 4 + 4 * base + levels.astype(np.int64) * (4 + 4 * CONNECTIVITY)
-        for offset in levels_at + 2 * size + np.concatenate(([0], np.cumsum(sizes[:-1]))):
-            if damage == "neighbour slots past the end":
-                data[offset + 14 : offset + 18] = np.uint32(0x7FFFFFF0).tobytes()
-            else:
-                data[offset + 10 : offset + 14] = np.uint32(0x00FFFFFF).tobytes()
-    graph.write_bytes(bytes(data))
+    damage_graph(HnswIndex.paths(db)[0], damage)
     out = subprocess.run(
         [sys.executable, "-c", DAMAGED_SEARCH, str(db), str(THRESHOLD)],
         capture_output=True,

@@ -8,11 +8,16 @@ the threshold."""
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from graph_damage_testing import DAMAGES, damage_graph
 from quick_testing import SOURCES, assert_recall, fill, found, make_folder, queries, write_quick
 
 from attnswitch.indexing import quick_graph
@@ -250,3 +255,36 @@ def test_the_segments_folder_is_the_stores_own(tmp_path: Path, root: Path) -> No
         own = store.own_files()
     assert segment_paths(db) and all(is_own(p.resolve(), own) for p in segment_paths(db))
     assert not is_own((root / "a" / "1.txt").resolve(), own)
+
+
+QUICK_SEARCH = """
+import json, sys
+from attnswitch.indexing.store import SQLiteStore
+from quick_testing import queries
+with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
+    hits = store.quick(queries(8), 10)
+    print(json.dumps({"each": min(len(h) for h in hits),
+                      "rebuilt": [g.rebuilt for _, g in store._quick[1].parts]}))
+"""
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_segment_with_a_damaged_structure_is_rebuilt_not_walked(
+    tmp_path: Path, root: Path, damage: str
+) -> None:
+    """A segment is never checked by its CRC-32 (a search opens every one), so damage to
+    its graph section is caught by the structure check, as for a large graph (issue 41):
+    the search, in a fresh process, ends normally over a rebuilt segment."""
+    db = tmp_path / "index.sqlite3"
+    quick_pass(db, root)
+    damage_graph(segment_paths(db)[0], damage)
+    out = subprocess.run(
+        [sys.executable, "-c", QUICK_SEARCH, str(db), str(THRESHOLD)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path])),
+    )
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    assert json.loads(out.stdout.splitlines()[-1]) == {"each": 10, "rebuilt": [True]}
+    assert "HNSW graph beside it is unusable" in out.stderr

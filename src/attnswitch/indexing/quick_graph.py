@@ -14,7 +14,10 @@ open, rebuilt when it does not match, exactly as one graph is. `QuickGraph` sear
 all and merges their hits. The segments are what keeps a run's memory flat: the graph is
 built and saved one segment at a time (`QuickGraph.sync`), so a run holds at most one
 segment's graph (about 60 MB at 384 dimensions) however large the drive, where one graph
-of the 1 GB drive's 572,779 chunks held 525 MB. A search maps each saved segment and
+of the 1 GB drive's 572,779 chunks held 525 MB. Segments are fixed ranges of ids rather
+than Lucene's merged segments of whatever was written together: a chunk's segment follows
+from its id, so no table of segments has to be kept in step with the files, and the set
+only shrinks once the quick pass is done (new chunks take new ids, in the last segments). A search maps each saved segment and
 walks each (a few hundred microseconds a segment), so a search's cost grows with the
 number of segments: 16 at a million chunks. Counts and largest ids of every segment come
 from one scan of the partial index of these chunks (`sqlite_schema.QUICK_ONLY_INDEX`), so
