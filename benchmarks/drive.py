@@ -69,13 +69,16 @@ class TreeSampler(threading.Thread):
     which counts a page shared by several processes once in each (the libraries all
     the readers load; a reader's child between its fork and its exec counts the
     reader's whole memory again), and PSS, which shares each such page among them:
-    what the tree takes from the machine."""
+    what the tree takes from the machine. The PSS is also split by who holds it: the
+    process itself, its Python descendants (attnswitch's reading workers) and the rest
+    (the programs readers run: LibreOffice, Tesseract, pandoc)."""
 
     def __init__(self, pid: int, db: Path | None):
         super().__init__(daemon=True)
         self.proc, self.db = psutil.Process(pid), db
-        # (s, RSS MiB, docs, PSS MiB)
-        self.samples: list[tuple[float, float, int | None, float]] = []
+        # (s, RSS MiB, docs, PSS MiB, PSS of the process, of its Python descendants, of
+        # the other descendants)
+        self.samples: list[tuple[float, float, int | None, float, float, float, float]] = []
         self.started = time.perf_counter()
         self.done = threading.Event()
 
@@ -85,19 +88,23 @@ class TreeSampler(threading.Thread):
                 procs = [self.proc, *self.proc.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
-            rss = pss = 0
+            rss = 0
+            pss = [0, 0, 0]  # the process, Python descendants, others
             for p in procs:
                 try:
                     memory = p.memory_full_info()
+                    group = 0 if p is self.proc else 1 if "python" in p.name() else 2
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-                rss, pss = rss + memory.rss, pss + memory.pss
+                rss += memory.rss
+                pss[group] += memory.pss
             self.samples.append(
                 (
                     time.perf_counter() - self.started,
                     rss / 2**20,
                     self._documents(),
-                    pss / 2**20,
+                    sum(pss) / 2**20,
+                    *(part / 2**20 for part in pss),
                 )
             )
 

@@ -192,6 +192,31 @@ def phase_peaks(samples: list, files: int) -> dict:
     }
 
 
+def holders_lines(label: str, samples: list, files: int) -> list[str]:
+    """Who held the reading phase's memory (samples split by holder, `drive.TreeSampler`):
+    each holder's PSS at the tree's reading peak and its own peak while reading."""
+    end = next(
+        (i for i, s in enumerate(samples) if s[2] is not None and s[2] >= files), len(samples)
+    )
+    reading = [s for s in samples[:end] if len(s) > 6]
+    if not reading:
+        return []
+    at_peak = max(reading, key=lambda s: s[3])
+    names = ("the run's process", "its reading workers", "the programs they run")
+    return [
+        "",
+        f"PSS by holder while reading ({label}), MiB: at the tree's peak "
+        f"({at_peak[0]:.0f} s in), and each holder's own peak.",
+        "",
+        "| holder | at the peak | own peak |",
+        "|---|---:|---:|",
+        *(
+            f"| {name} | {at_peak[4 + i]:.0f} | {max(s[4 + i] for s in reading):.0f} |"
+            for i, name in enumerate(names)
+        ),
+    ]
+
+
 def baseline_of(path: Path) -> dict:
     """What a smaller drive's run (this script's JSON at `path`) is compared with."""
     other = json.loads(path.read_text())
@@ -223,6 +248,7 @@ def memory_lines(result: dict) -> list[str]:
             f"| {label} | {p['reading']['rss']:.0f} | {p['reading']['pss']:.0f} | "
             f"{p['after']['rss']:.0f} | {p['after']['pss']:.0f} |"
         )
+    lines += holders_lines(rows[0][0], u["samples"], result["files"])
     if baseline:
         mine, theirs = rows[0][1]["reading"], rows[1][1]["reading"]
         lines += [
