@@ -5,9 +5,12 @@ Takes a SQLite index whose chunks have quick vectors (the 1 GB drive's quick pas
 chunks, none with a full vector yet). Variants, the only difference the segment size
 (`quick_graph.SEGMENT_IDS`), the same code otherwise:
 
-- `segments`: the default, `SEGMENT_IDS` ids a segment;
+- `segments`: the default, `SEGMENT_IDS` ids a segment, each walked with the beam
+  `QuickGraph.segment_beam` gives it (the store's beam over the root of the segments);
+- `segments, each walked with the whole beam`: the same graphs, each walked with the
+  store's beam (what the first version of the segments did);
 - `one graph`: one segment spanning every id, which is what the store built before the
-  segments (one `ann.HnswIndex` of the whole set).
+  segments (one `ann.HnswIndex` of the whole set, walked with the store's beam).
 
 Each round runs every variant, the order alternating, each step in a fresh process of its
 own against the same file:
@@ -61,9 +64,12 @@ def vm(key):
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
-step, db, segment_ids, queries_file, k = sys.argv[1:6]
+step, db, variant, queries_file, k = sys.argv[1:6]
+segment_ids, beam = variant.split(":")
 if segment_ids != "default":
     quick_graph.SEGMENT_IDS = int(segment_ids)
+if beam == "whole":
+    quick_graph.QuickGraph.segment_beam = lambda self, ef: ef
 out = {}
 with SQLiteStore(db) as store:
     if step == "build":
@@ -205,10 +211,16 @@ def main() -> None:
     draw = np.random.default_rng(7).choice(ids, args.queries, replace=False)
     k = 10
     load_before = os.getloadavg()[0]
-    variants = {"segments": "default", "one graph": str(ONE_GRAPH)}
+    variants = {
+        "segments": "default:split",
+        "segments, each walked with the whole beam": "default:whole",
+        "one graph": f"{ONE_GRAPH}:split",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         queries = Path(tmp) / "queries.npy"
-        exact = child("exact", args.db, "default", queries, k, ",".join(map(str, draw)))["exact"]
+        exact = child("exact", args.db, "default:split", queries, k, ",".join(map(str, draw)))[
+            "exact"
+        ]
         runs: dict[str, list[dict]] = {name: [] for name in variants}
         for r in range(args.rounds):
             order = list(variants) if r % 2 == 0 else list(variants)[::-1]
