@@ -5,9 +5,9 @@
 - `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
   the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json` (the store's quick
   vectors have graphs of their own, one per segment of chunk ids: `quick_graph.QuickGraph`).
-  It holds the vectors in the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`: the stored values
-  exactly, half the bytes of float32; usearch rounds a query to it too), and ranks by inner
-  product. usearch was measured
+  It holds the vectors in the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`:
+  the stored values exactly, half the bytes of float32; usearch rounds a query to it too),
+  and ranks by inner product. usearch was measured
   against hnswlib and faiss (`benchmarks/ann_libraries.py`, figures in
   docs/results/search.md): the same recall and query time, a slower build, but the only
   one that deletes for real (hnswlib only marks, faiss's HNSW cannot) and memory-maps its
@@ -91,10 +91,11 @@ class GraphStore(Protocol):
     """What `HnswIndex` reads of its store (`store_sqlite.SQLiteStore` has it, and
     `quick_graph.QuickVectors` for a segment of the quick vectors): the file the graph lies
     beside and the suffix of the graph's file name, the lowest chunk id the set may hold,
-    the size up to which a mapped graph's file is checked whole, the store's id and vector dimension (None before
-    its first vector), one read snapshot (`reading`), the chunk log (`chunk_log_state`,
-    `chunk_log_ids`), the largest chunk id, and the vectors (float32 `[N, dim]` with their
-    chunk ids `[N]`) of given ids, of all chunks in batches or at once."""
+    the size up to which a mapped graph's file is checked whole, the store's id and vector
+    dimension (None before its first vector), one read snapshot (`reading`), the chunk log
+    (`chunk_log_state`, `chunk_log_ids`), the largest chunk id, and the vectors (float32
+    `[N, dim]` with their chunk ids `[N]`) of given ids, of all chunks in batches or at
+    once."""
 
     @property
     def path(self) -> str | os.PathLike[str]: ...

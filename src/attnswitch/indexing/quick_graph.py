@@ -11,17 +11,17 @@ The set's graph is cut by chunk id into segments of `SEGMENT_IDS` ids (`QuickVec
 one segment: ids in `(k * SEGMENT_IDS, (k + 1) * SEGMENT_IDS]`), each an `ann.HnswIndex` of
 its own, saved as `<db>.quick/<k>.hnsw` with its JSON header (`segment_paths`), replayed on
 open, rebuilt when it does not match, exactly as one graph is. `QuickGraph` searches them
-all and merges their hits. The segments are what keeps a run's memory flat: the graph is
+all and merges their hits. The segments bound what building the graph takes: it is
 built and saved one segment at a time (`QuickGraph.sync`), so a run holds at most one
 segment's graph (about 60 MB at 384 dimensions) however large the drive, where one graph
 of the 1 GB drive's 572,779 chunks held 525 MB. Segments are fixed ranges of ids rather
 than Lucene's merged segments of whatever was written together: a chunk's segment follows
 from its id, so no table of segments has to be kept in step with the files, and the set
-only shrinks once the quick pass is done (new chunks take new ids, in the last segments). A search maps each saved segment and
-walks each (a few hundred microseconds a segment), so a search's cost grows with the
-number of segments: 16 at a million chunks. Counts and largest ids of every segment come
-from one scan of the partial index of these chunks (`sqlite_schema.QUICK_ONLY_INDEX`), so
-opening the graph reads no vector.
+only shrinks once the quick pass is done (new chunks take new ids, in the last segments).
+A search maps each saved segment and walks each (about 0.9 ms a full segment on the 1 GB
+drive, `QuickGraph.segment_beam`), so a search's cost grows with the number of segments: 16 at a million chunks. Counts and
+largest ids of every segment come from one scan of the partial index of these chunks
+(`sqlite_schema.QUICK_ONLY_INDEX`), so opening the graph reads no vector.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ def segment_paths(db_path: Path) -> list[Path]:
 def remove_graph(db_path: Path) -> None:
     """Remove every saved segment of the quick graph (and an earlier version's one graph)."""
     shutil.rmtree(db_path.with_name(db_path.name + GRAPH_DIR), ignore_errors=True)
+    _remove_single_graph(db_path)
+
+
+def _remove_single_graph(db_path: Path) -> None:
+    """Remove the one quick graph an earlier version kept (`SINGLE_GRAPH`) and its header."""
     for end in ("", ".json"):
         db_path.with_name(db_path.name + SINGLE_GRAPH + end).unlink(missing_ok=True)
 
@@ -228,8 +233,7 @@ class QuickGraph:
         from attnswitch.indexing.ann import HnswIndex
 
         db_path = Path(vectors.path)
-        for end in ("", ".json"):  # an earlier version's single graph
-            db_path.with_name(db_path.name + SINGLE_GRAPH + end).unlink(missing_ok=True)
+        _remove_single_graph(db_path)
         with vectors.reading():
             parts = vectors.segments()
             kept = {p.graph_suffix for p in parts}
@@ -287,7 +291,7 @@ class QuickGraph:
         of the nearest as well, and the segments' walks add up: on the 1 GB drive's quick
         vectors (nine segments, `benchmarks/quick_graph_segments.py`) the store's beam of
         512 in each segment took 17.6 ms a search with the pages in memory, 171 (this
-        rule) 8.1 ms, both finding 0.998 of the exact 10 nearest of stored points; near,
+        rule) 8.1 ms, finding 0.999 and 0.998 of the exact 10 nearest of stored points; near,
         not on, stored points 171 found 0.986 and 512 0.996."""
         return max(1, math.ceil(ef / math.sqrt(max(1, len(self.parts)))))
 
