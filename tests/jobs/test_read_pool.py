@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,47 @@ def test_a_worker_killed_from_outside_skips_its_file_alone(
         )
     else:
         assert by_source["a-scan.pdf"].ok
+
+
+def _until(condition, what: str, timeout_s: float = 60) -> None:
+    """Wait for `condition()` to hold (polled), failing with `what` after `timeout_s`."""
+    event = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        event.wait(0.05)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_worker_that_dies_between_two_waits_loses_only_its_file(
+    tmp_path: Path, depth: int
+) -> None:
+    """The worker is killed (as an OOM kill would) while the consumer holds the first
+    document, and the pool knows it is broken before the next file is submitted. Depth 1:
+    the worker was idle, nothing was in flight, so every file is read. Depth 2: it was
+    reading b-stall.txt, alone in flight, which is skipped; the rest are read."""
+    names = ["a-note.txt", "b-stall.txt" if depth == 2 else "b-note.txt", "c-note.txt"]
+    root = text_files(tmp_path / "docs", [*names, "d-note.txt"])
+    stream = read_in_pool(scan(root), MIB, workers=1, depth=depth, load_file=stalling_load)
+    first = next(stream)
+    assert first.source == "a-note.txt" and first.ok
+    started = tmp_path / "started.log"
+    _until(lambda: started.read_text().split()[-1] == names[depth - 1], "the worker's file")
+    (worker,) = workers_of_pools()
+    worker.kill()
+    # the executor reaps its dead worker after it has failed the futures in flight
+    _until(lambda: not psutil.pid_exists(worker.pid), "the pool to see its worker die")
+    docs = {d.source: d for d in stream}
+    assert sorted(docs) == [
+        "b-stall.txt" if depth == 2 else "b-note.txt",
+        "c-note.txt",
+        "d-note.txt",
+    ]
+    if depth == 2:
+        assert docs["b-stall.txt"].reason == (
+            "extraction crashed: the worker died of SIGKILL (killed: out of memory?)"
+        )
+    assert all(d.ok for source, d in docs.items() if "stall" not in source)
 
 
 @pytest.mark.parametrize("depth,bytes_in_flight,bound", [(3, 2**20, 3), (8, 250, 2), (8, 10, 1)])

@@ -140,8 +140,7 @@ def read_in_pool(
         while todo or suspects or in_flight:
             if suspects:
                 if not in_flight:
-                    entry = suspects.popleft()
-                    in_flight[pool.submit(entry)] = entry
+                    pool.put_in_flight(suspects, in_flight)
             else:
                 while (
                     todo
@@ -150,9 +149,9 @@ def read_in_pool(
                         not in_flight
                         or _bytes(in_flight.values()) + _size(todo[0]) <= bytes_in_flight
                     )
+                    and pool.put_in_flight(todo, in_flight)
                 ):
-                    entry = todo.popleft()
-                    in_flight[pool.submit(entry)] = entry
+                    pass
             done: set[Any] = set()
             while not done:  # in short waits: a stop sent to this thread gets in (service jobs)
                 done, _ = wait(in_flight, timeout=_POLL_S, return_when=FIRST_COMPLETED)
@@ -217,9 +216,31 @@ class _Pool:
         self._take_started()  # keeps the channel's pipe from filling up
         ticket = next(self.tickets)
         self.waiting[ticket] = entry
-        return self.executor.submit(
-            _load_with_deadline, self.load_file, entry, ticket, self.timeout_s, self.load_kw
-        )
+        try:
+            return self.executor.submit(
+                _load_with_deadline, self.load_file, entry, ticket, self.timeout_s, self.load_kw
+            )
+        except BrokenProcessPool:
+            del self.waiting[ticket]
+            raise
+
+    def put_in_flight(
+        self, waiting: deque[SourceFile], in_flight: dict[Future[_Read], SourceFile]
+    ) -> bool:
+        """Submit the first of `waiting` and add it to `in_flight`; False, leaving it
+        first, when a worker died since the caller last waited (the executor refuses new
+        work once it knows): the files in flight fail with the break, and the caller's
+        wait handles them. A death with nothing in flight (an idle worker killed from
+        outside) lost no file: the executor is replaced and the file submitted."""
+        try:
+            future = self.submit(waiting[0])
+        except BrokenProcessPool:
+            if in_flight:
+                return False
+            self.replace()
+            future = self.submit(waiting[0])
+        in_flight[future] = waiting.popleft()
+        return True
 
     def replace(self) -> _Death:
         """Drop the broken executor (the next `submit` starts another); how its worker
