@@ -56,3 +56,13 @@ def ocr_workers_load(entry, **kw):
     with open(Path(entry.root).parent / "ocr_workers.log", "a") as log:
         log.write(f"{kw['ocr_workers']}\n")
     return load(entry, **kw)
+
+
+def arenas_load(entry, **kw):
+    """`load`, noting the C heap's arenas after four threads of this worker allocated at
+    once (`heap_arenas.arenas_after_threads`) in `arenas.log` beside the root."""
+    from heap_arenas import arenas_after_threads
+
+    with open(Path(entry.root).parent / "arenas.log", "a") as log:
+        log.write(f"{arenas_after_threads()}\n")
+    return load(entry, **kw)

@@ -1,12 +1,16 @@
 """The `attnswitch` program (`cli/entry.py`): read-only commands end without the
 interpreter's teardown, with their whole output and their exit code; other commands exit as
-usual. Run as a user runs it: a fresh process, its output to a pipe."""
+usual. Run as a user runs it: a fresh process, its output to a pipe. The indexing commands'
+threads share one heap arena."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_testing import Indexed
@@ -63,3 +67,35 @@ def test_other_commands_exit_as_usual() -> None:
     done = _program("--version")
     assert done.returncode == 0 and done.stdout.startswith("attnswitch ")
     assert "teardown ran" in done.stderr
+
+
+# In a fresh interpreter: set the process up for a command, then count the heap's arenas
+# after four threads allocated at once (tests/heap_arenas.py).
+ARENAS = """
+import sys
+from attnswitch.cli.entry import set_up_process
+from heap_arenas import arenas_after_threads
+set_up_process(sys.argv[1:])
+print(arenas_after_threads(4))
+"""
+
+
+@pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="the arena limit is glibc's",
+)
+@pytest.mark.parametrize(
+    ("argv", "arenas"), [(["run", "x"], 1), (["watch", "x"], 1), (["serve"], 5)]
+)
+def test_the_indexing_commands_threads_share_one_arena(argv: list[str], arenas: int) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    tests = str(Path(__file__).resolve().parents[1])
+    environ["PYTHONPATH"] = os.pathsep.join([tests, environ.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", ARENAS, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environ,
+    ).stdout
+    assert int(out) == arenas

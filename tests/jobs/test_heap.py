@@ -1,16 +1,25 @@
 """`heap.trim_heap` gives a fragmented heap's free pages back to the system: the resident
 memory of a process whose freed blocks lie between blocks still held falls by most of
-what was freed (glibc; elsewhere it says it could not)."""
+what was freed (glibc; elsewhere it says it could not). `heap.limit_arenas` makes the
+threads started after it share the main arena, unless the environment sets
+`MALLOC_ARENA_MAX`."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from attnswitch.jobs.heap import trim_heap
+
+glibc_only = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="malloc_trim, mallopt and malloc_info are glibc's",
+)
 
 # In a fresh interpreter (this one's heap is the test session's): 64 MiB of 64 KiB blocks,
 # each followed by a small block still held, so the heap cannot shrink from its top; then
@@ -41,10 +50,7 @@ print(before, resident())
 """
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="malloc_trim is glibc's",
-)
+@glibc_only
 def test_a_trim_returns_the_freed_pages_of_a_fragmented_heap() -> None:
     out = subprocess.run(
         [sys.executable, "-c", FRAGMENTED], capture_output=True, text=True, check=True
@@ -56,3 +62,39 @@ def test_a_trim_returns_the_freed_pages_of_a_fragmented_heap() -> None:
 def test_it_says_whether_it_could() -> None:
     expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert trim_heap() is expected
+
+
+# In a fresh interpreter: limit the arenas (or not), then count them after four threads
+# allocated at once. Prints whether the limit was set, and the arenas.
+THREADS = """
+import sys
+from attnswitch.jobs.heap import limit_arenas
+from heap_arenas import arenas_after_threads
+limited = limit_arenas() if sys.argv[1] == "limit" else None
+print(limited, arenas_after_threads(4))
+"""
+
+
+@glibc_only
+@pytest.mark.parametrize(
+    "how,env,expected",
+    [
+        ("limit", None, "True 1"),  # the threads share the main arena
+        ("none", None, "None 5"),  # glibc: an arena for each thread, the main one besides
+        ("limit", "3", "False 3"),  # the user's MALLOC_ARENA_MAX holds
+    ],
+)
+def test_limited_arenas_are_shared_by_the_threads(how: str, env: str | None, expected: str) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if env is not None:
+        environ["MALLOC_ARENA_MAX"] = env
+    tests = str(Path(__file__).resolve().parents[1])
+    environ["PYTHONPATH"] = os.pathsep.join([tests, environ.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS, how],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environ,
+    ).stdout
+    assert out.split() == expected.split()

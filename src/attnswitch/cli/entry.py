@@ -12,6 +12,9 @@ file it made was written whole and renamed into place before use. So once the co
 returned, its output and logs are flushed and the process ends with `os._exit` and the
 command's exit code. Other commands (run, watch, serve, ...) exit as usual. Tests that
 invoke `app` in-process (typer's CliRunner) are untouched: only `main` ends the process.
+
+The indexing commands (`INDEXING`) start with their threads sharing one heap arena, which
+the run's heap trims can shrink (`jobs.heap`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import sys
 
 # The commands that write nothing, whose process may skip the interpreter's teardown.
 READ_ONLY = frozenset({"search", "status"})
+# The commands that index, whose threads share one heap arena (`jobs.heap.limit_arenas`).
+INDEXING = frozenset({"run", "watch"})
 
 
 def command_name(argv: list[str]) -> str | None:
@@ -30,8 +35,18 @@ def command_name(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
+def set_up_process(argv: list[str]) -> None:
+    """What the process running the command `argv` sets before anything starts a thread: an
+    indexing command's threads share one heap arena (`jobs.heap.limit_arenas`)."""
+    if command_name(argv) in INDEXING:
+        from attnswitch.jobs.heap import limit_arenas
+
+        limit_arenas()
+
+
 def main() -> None:
     """Run the `attnswitch` command line on `sys.argv`; never returns."""
+    set_up_process(sys.argv[1:])
     from attnswitch.cli import app
 
     try:

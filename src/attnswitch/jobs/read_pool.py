@@ -72,7 +72,7 @@ from typing import Any
 from attnswitch.documents.ingest import Document, SourceFile, load
 from attnswitch.documents.readers.parent_death import die_with_parent
 from attnswitch.documents.readers.skip import Skip
-from attnswitch.jobs.heap import trim_heap
+from attnswitch.jobs.heap import limit_arenas, trim_heap
 from attnswitch.jobs.options import ReadOptions
 
 # The sizes on disk of the files in flight add up to at most this (one file always goes).
@@ -305,9 +305,10 @@ _started: multiprocessing.queues.SimpleQueue[Any] | None = None
 def _start_worker(parent: int, started: multiprocessing.queues.SimpleQueue[Any]) -> None:
     """A worker's set-up: Ctrl-C is its parent's to handle; it dies with its parent (the
     process `parent`, which may have died while this one started); it posts the files it
-    starts on `started`."""
+    starts on `started`; its threads share one heap arena (`heap.limit_arenas`)."""
     global _started
     _started = started
+    limit_arenas()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
 
