@@ -31,7 +31,10 @@ Failures never stop the stream:
 - a worker that dies while reading (a crash in a C library, an out-of-memory kill) breaks
   the pool, failing every file in flight; the pool is replaced and, when more than one file
   was in flight, each is read again alone, so the file that kills its worker alone is the
-  one skipped ("extraction crashed: the worker died of SIGSEGV"); the others are read;
+  one skipped ("extraction crashed: the worker died of SIGSEGV"); the others are read.
+  A death the executor learns of before the next submit makes that submit refuse: the
+  file goes back to wait, and the files in flight fail as above (when none was, an idle
+  worker died: the pool is replaced and nothing is lost);
 - a file whose extraction takes more than `read.read_timeout_s` is stopped there: the worker's
   `SIGALRM` (default action, so it fires even while a C library holds the GIL) ends it,
   and the file is skipped ("extraction timed out: more than 600 s"). Each worker tells
@@ -149,9 +152,9 @@ def read_in_pool(
                         not in_flight
                         or _bytes(in_flight.values()) + _size(todo[0]) <= bytes_in_flight
                     )
-                    and pool.put_in_flight(todo, in_flight)
                 ):
-                    pass
+                    if not pool.put_in_flight(todo, in_flight):
+                        break  # the pool broke: the wait below fails the files in flight
             done: set[Any] = set()
             while not done:  # in short waits: a stop sent to this thread gets in (service jobs)
                 done, _ = wait(in_flight, timeout=_POLL_S, return_when=FIRST_COMPLETED)
