@@ -19,11 +19,13 @@ past a threshold glibc raises as it sees large blocks. After the 1 GB drive's 3.
 changelog, the run's process kept about 45 MiB in its threads' arenas for the rest of the
 run. `limit_arenas` makes every thread share the main arena, which the trim shrinks: the
 `attnswitch run` and `watch` processes and every reading worker call it when they start.
-Measured on the 1 GB drive's first three minutes (AMD EPYC, AVX-512 BF16): the run's
-process held 275 MiB after the changelog, against 320 with glibc's arenas; side by side on
-a 4.4 MB folder, the full pass encoded as fast (12,959 and 13,301 tokens/s against 12,471
-and 12,988, two rounds). The service keeps glibc's arenas: its searches run on many threads
-at once. A `MALLOC_ARENA_MAX` set in the environment is left as the user set it.
+Measured on an AMD EPYC with AVX-512 BF16 (docs/results/drive.md, "1 GB with one heap
+arena"): the run's process held 275 MiB after the changelog, against 320 with glibc's
+arenas, and the 1 GB quick pass's reading peak fell from 815 MiB RSS to 740. The full
+pass encoded as fast; the 50 MB quick pass took 98 s (median of three) against 89, within
+that machine's noise (79 to 112 s) but not yet ruled out as a cost. The service keeps
+glibc's arenas: its searches run on many threads at once. A `MALLOC_ARENA_MAX` set in the
+environment is left as the user set it.
 """
 
 from __future__ import annotations
