@@ -12,10 +12,10 @@ with a checkout without the trims (docs/results/drive.md, "1 GB again"), the qui
 reading peak was 40 MiB lower (661 MiB RSS against 701), its time within noise. Where the C
 library has no `malloc_trim` (musl, macOS) this does nothing.
 
-The trim cannot reach all of it: glibc gives each thread that allocates while another
-holds the main arena an arena of its own (up to eight per core), and `malloc_trim` returns
-the free pages inside a thread's arena but never shrinks its top, which `free` shrinks only
-past a threshold glibc raises as it sees large blocks. After the 1 GB drive's 3.4 MB
+The trim cannot reach all of it: glibc gives each thread an arena of its own when it first
+allocates (up to eight per core), and `malloc_trim` returns the free pages inside a
+thread's arena but never shrinks its top, which `free` shrinks only past a threshold glibc
+raises as it sees large blocks. After the 1 GB drive's 3.4 MB
 changelog, the run's process kept about 45 MiB in its threads' arenas for the rest of the
 run. `limit_arenas` makes every thread share the main arena, which the trim shrinks: the
 `attnswitch run` and `watch` processes and every reading worker call it when they start.
@@ -71,7 +71,7 @@ def limit_arenas() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt(_M_ARENA_MAX, 1) == 1
+    return bool(mallopt(_M_ARENA_MAX, 1) == 1)
 
 
 __all__ = ["limit_arenas", "trim_heap"]
