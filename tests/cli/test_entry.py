@@ -6,16 +6,14 @@ threads share one heap arena."""
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from cli_testing import Indexed
 
 from attnswitch.cli.entry import READ_ONLY, command_name
+from heap_arenas import glibc_only, in_fresh_interpreter
 
 # Runs the program in a fresh process with an atexit handler that reports the teardown.
 PROGRAM = """
@@ -80,22 +78,9 @@ print(arenas_after_threads(4))
 """
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="the arena limit is glibc's",
-)
+@glibc_only
 @pytest.mark.parametrize(
     ("argv", "arenas"), [(["run", "x"], 1), (["watch", "x"], 1), (["serve"], 5)]
 )
 def test_the_indexing_commands_threads_share_one_arena(argv: list[str], arenas: int) -> None:
-    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    tests = str(Path(__file__).resolve().parents[1])
-    environ["PYTHONPATH"] = os.pathsep.join([tests, environ.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", ARENAS, *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=environ,
-    ).stdout
-    assert int(out) == arenas
+    assert int(in_fresh_interpreter(ARENAS, *argv)) == arenas

@@ -6,20 +6,14 @@ threads started after it share the main arena, unless the environment sets
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from attnswitch.jobs.heap import trim_heap
-
-glibc_only = pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="malloc_trim, mallopt and malloc_info are glibc's",
-)
+from heap_arenas import glibc_only, in_fresh_interpreter
 
 # In a fresh interpreter (this one's heap is the test session's): 64 MiB of 64 KiB blocks,
 # each followed by a small block still held, so the heap cannot shrink from its top; then
@@ -85,16 +79,5 @@ print(limited, arenas_after_threads(4))
     ],
 )
 def test_limited_arenas_are_shared_by_the_threads(how: str, env: str | None, expected: str) -> None:
-    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    if env is not None:
-        environ["MALLOC_ARENA_MAX"] = env
-    tests = str(Path(__file__).resolve().parents[1])
-    environ["PYTHONPATH"] = os.pathsep.join([tests, environ.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", THREADS, how],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=environ,
-    ).stdout
+    out = in_fresh_interpreter(THREADS, how, arena_max=env)
     assert out.split() == expected.split()

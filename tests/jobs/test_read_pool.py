@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from attnswitch.jobs.read_pool import (
 )
 from attnswitch.jobs.run import RunOptions, run
 from corpus_testing import copy_corpus
+from heap_arenas import glibc_only
 from read_pool_loaders import (
     arenas_load,
     crashing_load,
@@ -169,10 +169,7 @@ def test_a_worker_killed_from_outside_skips_its_file_alone(
         assert by_source["a-scan.pdf"].ok
 
 
-@pytest.mark.skipif(
-    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-    reason="the arena limit is glibc's",
-)
+@glibc_only
 def test_a_workers_threads_share_one_arena(tmp_path: Path) -> None:
     root = text_files(tmp_path / "docs", ["note.txt"])
     docs = list(read_in_pool(scan(root), MIB, workers=1, load_file=arenas_load))
