@@ -66,3 +66,10 @@ def arenas_load(entry, **kw):
     with open(Path(entry.root).parent / "arenas.log", "a") as log:
         log.write(f"{arenas_after_threads()}\n")
     return load(entry, **kw)
+
+
+def pid_load(entry, **kw):
+    """`load`, noting the worker's process id in `pids.log` beside the root."""
+    with open(Path(entry.root).parent / "pids.log", "a") as log:
+        log.write(f"{os.getpid()}\n")
+    return load(entry, **kw)

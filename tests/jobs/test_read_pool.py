@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import pytest
 
 from attnswitch.documents.ingest import Skip, load, scan
 from attnswitch.indexing.store import DB_NAME, SQLiteStore
+from attnswitch.jobs import read_pool
 from attnswitch.jobs.options import ReadOptions
 from attnswitch.jobs.read_pool import (
     default_read_workers,
@@ -36,6 +38,7 @@ from read_pool_loaders import (
     crashing_load,
     logging_load,
     ocr_workers_load,
+    pid_load,
     stalling_load,
     warning_load,
 )
@@ -175,6 +178,21 @@ def test_a_workers_threads_share_one_arena(tmp_path: Path) -> None:
     docs = list(read_in_pool(scan(root), MIB, workers=1, load_file=arenas_load))
     assert docs[0].ok
     assert (tmp_path / "arenas.log").read_text().split() == ["1"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_worker_is_replaced_after_its_files(tmp_path: Path, monkeypatch, workers: int) -> None:
+    # Python 3.11-3.13's own executor can stop replacing workers here and wait forever.
+    monkeypatch.setattr(read_pool, "FILES_PER_WORKER", 3)
+    names = [f"note-{i:02d}.txt" for i in range(20)]
+    root = text_files(tmp_path / "docs", names)
+    docs = list(read_in_pool(scan(root), MIB, workers=workers, load_file=pid_load))
+    assert sorted(d.source for d in docs) == names
+    assert all(d.ok for d in docs)
+    files_by_worker = Counter((tmp_path / "pids.log").read_text().split())
+    assert sum(files_by_worker.values()) == 20
+    assert max(files_by_worker.values()) <= 3
+    assert not workers_of_pools()
 
 
 def _until(condition, what: str, timeout_s: float = 60) -> None:

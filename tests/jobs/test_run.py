@@ -4,10 +4,13 @@ a document whose encoding fails is recorded and retried."""
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 import shutil
 import sqlite3
+import time
+import weakref
 from contextlib import closing
 from pathlib import Path
 
@@ -362,6 +365,49 @@ def test_read_ahead_keeps_order_and_reads_at_most_depth_ahead(tmp_path, monkeypa
         d.text.startswith("document number")
         for d in run_module.read_ahead(entries, ReadOptions(max_bytes=2**20), depth=3)
     )
+
+
+class ListingWatched(run_module.LocalSource):
+    """The run's own source, keeping weak references to the entries it lists; once it has
+    given the run every document, it counts how many of them the run still holds."""
+
+    def __init__(self) -> None:
+        self.listed: list[weakref.ref] = []
+        self.held_at_end: int | None = None
+
+    def listing(self, target, read):
+        entries = super().listing(target, read)
+        self.listed = [weakref.ref(e) for e in entries]
+        return entries
+
+    def documents(self, request):
+        yield from super().documents(request)
+        gc.collect()
+        self.held_at_end = sum(ref() is not None for ref in self.listed)
+
+
+@pytest.mark.parametrize("read_workers", [0, 1], ids=["thread", "worker-process"])
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_a_run_lets_go_of_each_listed_file_once_it_is_read(
+    tmp_path: Path, encoder, read_workers: int, quick: bool
+) -> None:
+    # The listing is O(files) (about 680 bytes a file): a run holds only the files still
+    # to read.
+    root = tmp_path / "root"
+    root.mkdir()
+    for i in range(30):
+        (root / f"doc{i:02d}.txt").write_text(f"Document number {i} of the listing.\n")
+    options = RunOptions.of(
+        max_tokens=32, overlap=4, chunks_per_call=8, read_workers=read_workers, quick=quick
+    )
+    source = ListingWatched()
+    with SQLiteStore(tmp_path / "db") as store:
+        job = run_module.local_job(root, store, options, lambda: encoder)
+        job.source = source
+        summary = run_module.drive(job, time.perf_counter())
+    assert (summary.files, summary.indexed, summary.new) == (30, 30, 30)
+    assert len(source.listed) == 30
+    assert source.held_at_end == 0
 
 
 @pytest.mark.parametrize("forced", ["bf16", "fp32"])

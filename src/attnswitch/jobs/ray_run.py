@@ -278,7 +278,8 @@ class RaySource:
 
         config = request.config
         items = []
-        for e in request.entries:
+        while request.entries:
+            e = request.entries.popleft()
             known = indexed_sha(request.stored.get(e.source), config.fingerprint)
             items.append({"entry": pickle.dumps(e), "known": known})
         blocks = min(MAX_BLOCKS, math.ceil(len(items) / FILES_PER_BLOCK))

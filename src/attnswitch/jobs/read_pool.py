@@ -3,7 +3,9 @@
 `read_in_pool(entries, read, ...)` yields one `Document` per entry (`ingest.load` with the
 run's `options.ReadOptions`, `read.load_kwargs()`: read, hash,
 extract, OCR), each read in one of `workers` processes, in the order they finish: a slow
-file (a long scanned PDF under OCR) holds up only itself. Extraction in a process of its
+file (a long scanned PDF under OCR) holds up only itself. Entries given as a deque are
+taken off it as they are sent to a worker (`queue_of`): the caller holds no entry of a
+file once it is read. Extraction in a process of its
 own runs beside the encoder, where a thread would hold the GIL through the pure-Python
 readers (python-docx, pypdf, trafilatura, openpyxl).
 
@@ -48,6 +50,11 @@ What a library logs (WARNING and above) or warns in a worker comes back with the
 document and is logged again here, in the consumer's process, in order: a command's
 library log (`observe.liblog`) gets it as it would from a reader in its own process.
 
+A worker is replaced by a fresh one after `FILES_PER_WORKER` files, so what the readers'
+libraries cache and what their allocations leave behind cannot grow with the number of
+files (the drive's 1 GB against its 50 MB: docs/results/amd-epyc-avx512bf16/
+drive_quick_1gb_listing.md); a fresh worker costs about a second of CPU (its imports).
+
 On exit (the consumer done, an exception, Ctrl-C) the workers still busy are killed, so
 stopping a run never waits for an OCR to finish.
 """
@@ -80,6 +87,9 @@ from attnswitch.jobs.options import ReadOptions
 
 # The sizes on disk of the files in flight add up to at most this (one file always goes).
 DEFAULT_BYTES_IN_FLIGHT = 64 * 2**20
+# Files a worker reads before a fresh one replaces it (see the module): about what a worker
+# reads over a 50 MB drive, for about 1% more CPU than workers that live all the run.
+FILES_PER_WORKER = 500
 _POLL_S = 0.25
 
 Loader = Callable[..., Document]
@@ -111,8 +121,14 @@ def ocr_pages_per_worker(workers: int, cpus: int | None = None) -> int:
     return max(1, cpus // max(1, workers))
 
 
+def queue_of(entries: Iterable[SourceFile]) -> deque[SourceFile]:
+    """`entries` as the queue a reader drains: a deque is taken as it is (emptied as its
+    files are read), anything else copied into one."""
+    return entries if isinstance(entries, deque) else deque(entries)
+
+
 def read_in_pool(
-    entries: list[SourceFile],
+    entries: Iterable[SourceFile],
     read: ReadOptions = ReadOptions(),
     *,
     workers: int,
@@ -121,7 +137,8 @@ def read_in_pool(
     load_file: Loader = load,
 ) -> Generator[Document, None, None]:
     """`load` each entry in `workers` processes, with `read.load_kwargs()`, each within
-    `read.read_timeout_s`; yield the documents as they finish (see the module). depth:
+    `read.read_timeout_s`; yield the documents as they finish (see the module; a deque of
+    entries is drained, `queue_of`). depth:
     files in flight (default: twice the workers, at least 8). `load_file`: the function a
     worker calls, `ingest.load` or one with its signature (a module-level function, so it
     pickles by name). `read.read_workers` is the caller's to turn into `workers`; each
@@ -130,11 +147,11 @@ def read_in_pool(
         raise ValueError(f"workers: expected >= 1, got {workers}")
     timeout_s = read.read_timeout_s
     depth = depth or max(8, 2 * workers)
-    todo = deque(entries)
+    todo = queue_of(entries)
     suspects: deque[SourceFile] = deque()  # in flight when a worker died: read alone
     in_flight: dict[Future[_Read], SourceFile] = {}
     pool = _Pool(
-        min(workers, len(entries)) or 1,
+        min(workers, len(todo)) or 1,
         load_file,
         timeout_s,
         {**read.load_kwargs(), "ocr_workers": ocr_pages_per_worker(workers)},
@@ -210,11 +227,12 @@ class _Pool:
     def submit(self, entry: SourceFile) -> Future[_Read]:
         if self.executor is None:
             self.started = _context().SimpleQueue()
-            self.executor = ProcessPoolExecutor(
+            self.executor = _Executor(
                 self.workers,
                 mp_context=_context(),
                 initializer=_start_worker,
                 initargs=(os.getpid(), self.started),
+                max_tasks_per_child=FILES_PER_WORKER,
             )
         self._take_started()  # keeps the channel's pipe from filling up
         ticket = next(self.tickets)
@@ -286,6 +304,20 @@ class _Pool:
             self.started.close()
         self.started = None
         self.waiting, self.reading = {}, {}
+
+
+class _Executor(ProcessPoolExecutor):
+    """A `ProcessPoolExecutor` that keeps all its workers. Python's own, before the fix of
+    gh-115634 (3.11 to 3.13 have the bug), replaces a worker that reached
+    `max_tasks_per_child` only when no token of its idle-worker count is left, and a token
+    kept from an earlier task makes it spawn none: once every worker has gone, the
+    executor waits forever. Here a missing worker is always spawned, as the fix does. (Its
+    hook is private, as `_processes` below is; this module's tests replace workers on
+    every Python they run on.)"""
+
+    def _adjust_process_count(self) -> None:
+        while len(self._processes) < self._max_workers:  # type: ignore[attr-defined]
+            self._spawn_process()  # type: ignore[attr-defined]
 
 
 def _processes(executor: ProcessPoolExecutor) -> list[BaseProcess]:

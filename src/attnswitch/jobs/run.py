@@ -54,7 +54,7 @@ import dataclasses
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -83,7 +83,7 @@ from attnswitch.jobs.read_phase import (
     job_bytes,
     list_root,
 )
-from attnswitch.jobs.read_pool import default_read_workers, read_in_pool
+from attnswitch.jobs.read_pool import default_read_workers, queue_of, read_in_pool
 from attnswitch.jobs.record import MAX_FAILURES_IN_ROW, RunRecord
 from attnswitch.jobs.run_state import (
     MEASURING,
@@ -106,24 +106,24 @@ READ_AHEAD = 8
 
 
 def read_ahead(
-    entries: list[SourceFile], read: ReadOptions = ReadOptions(), depth: int = READ_AHEAD
+    entries: Iterable[SourceFile], read: ReadOptions = ReadOptions(), depth: int = READ_AHEAD
 ) -> Generator[Document, None, None]:
     """`load` each entry (with `read.load_kwargs()`), in order, on a background thread at
     most `depth` files ahead of the consumer: reading and extracting the next files overlaps
     with encoding (the engines release the GIL while they compute). Files not yet taken
-    when the consumer stops are not read."""
+    when the consumer stops are not read. A deque of entries is drained as they are sent
+    to be read (`read_pool.queue_of`)."""
     reading = read.load_kwargs()
+    todo = queue_of(entries)
     with ThreadPoolExecutor(1, thread_name_prefix="attnswitch-read") as pool:
         ahead: deque[Future[Document]] = deque(
-            pool.submit(load, e, **reading) for e in entries[:depth]
+            pool.submit(load, todo.popleft(), **reading) for _ in range(min(depth, len(todo)))
         )
-        rest = iter(entries[depth:])
         try:
             while ahead:
                 doc = ahead.popleft().result()
-                following = next(rest, None)
-                if following is not None:
-                    ahead.append(pool.submit(load, following, **reading))
+                if todo:
+                    ahead.append(pool.submit(load, todo.popleft(), **reading))
                 yield doc
         finally:
             for future in ahead:
@@ -159,7 +159,7 @@ class LocalSource:
                 yield doc, None
 
     @staticmethod
-    def _read(entries: list[SourceFile], read: ReadOptions) -> Generator[Document, None, None]:
+    def _read(entries: deque[SourceFile], read: ReadOptions) -> Generator[Document, None, None]:
         workers = default_read_workers() if read.read_workers is None else read.read_workers
         if workers == 0:
             return read_ahead(entries, read)
@@ -289,8 +289,10 @@ class RunJob:
             self.tokenizer,
             None,
         )
+        listed, self.listed = self.listed, None  # the plan holds what it needs of it
         with self.phases.part("scan"):
-            to_read = reading.prepare(self.listed)
+            to_read = reading.prepare(listed)
+        del listed
         if two_passes:
             started = time.perf_counter()  # the static model: made once per model, then loaded
             reading.quick = QuickPass(self.target.writer, self.spec)
@@ -305,7 +307,7 @@ class RunJob:
                             flush(queue, encoding, record)
                 flush(queue, encoding, record)
                 encoding.finish(record)
-                to_read = reading.copy_deferred()
+                to_read = deque(reading.copy_deferred())
         finally:
             encoding.close()
         if two_passes:
