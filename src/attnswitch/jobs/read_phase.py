@@ -59,7 +59,8 @@ class ReadRequest:
     taken to `on_read`. The source takes each entry off the front of `entries` as it sends
     it to be read, so a run holds the entries of the files still to read only: a listing
     takes about 680 bytes a file in memory (170 MB for the 250,000 files of 10 GB of a
-    shared drive, docs/results/amd-epyc-avx512bf16/drive_quick_1gb_listing.md)."""
+    shared drive; docs/results/drive.md, "1 GB with the listing let go and fresh reading
+    workers")."""
 
     entries: deque[SourceFile]
     read: ReadOptions

@@ -52,8 +52,9 @@ library log (`observe.liblog`) gets it as it would from a reader in its own proc
 
 A worker is replaced by a fresh one after `FILES_PER_WORKER` files, so what the readers'
 libraries cache and what their allocations leave behind cannot grow with the number of
-files (the drive's 1 GB against its 50 MB: docs/results/amd-epyc-avx512bf16/
-drive_quick_1gb_listing.md); a fresh worker costs about a second of CPU (its imports).
+files (the drive's 1 GB against its 50 MB: docs/results/drive.md, "1 GB with the listing
+let go and fresh reading workers"); a fresh worker costs about a second of CPU (its
+imports).
 
 On exit (the consumer done, an exception, Ctrl-C) the workers still busy are killed, so
 stopping a run never waits for an OCR to finish.
