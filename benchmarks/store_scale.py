@@ -2,7 +2,7 @@
 
     python benchmarks/store_scale.py [--n 1000000] [--stores sqlite,postgres]
                                      [--queries 200] [--ef 64,128,256]
-                                     [--json PATH] [--plot PATH]
+                                     [--two-speed] [--json PATH] [--plot PATH]
 
 For each store: load N chunks (`write_document`, 1,000 chunks per document; vectors from
 `synthetic.clustered`, text 24 words of the shipped corpus' vocabulary), build the indexes
@@ -25,6 +25,30 @@ one per core beyond the leader), then report:
   The store carries the default model's index config so the real command runs; the page
   cache is warm (the machine's memory is not flushed between runs).
 - the machine's load average when each store starts and ends.
+
+`--two-speed` measures instead the store's life under the two passes (issue 52;
+docs/architecture.md, "Two passes"), as a run writes it, with no index dropped or
+built by hand:
+
+1. the quick pass: every chunk written with a quick vector and no full one
+   (`write_document(..., vectors=None, quick=...)`; the quick vectors are the chunks'
+   vectors moved off them by noise, so the two lists differ as a static model's and the
+   transformer's do), then `sync_index` (SQLite: the quick graph's segments; PostgreSQL:
+   the quick list's HNSW index);
+2. search then: quick top-10 (p50, p99 warm; recall@10 against exact search over the
+   quick vectors) and keyword p50, and cold: a fresh process that imports the store,
+   opens it and answers one quick query, after the OS page cache is dropped (where the
+   benchmark runs as root; `cold_cache_dropped` says whether it was; PostgreSQL's shared
+   buffers are kept);
+3. the full pass: the chunks without a full vector read back as the full pass reads them
+   (`unencoded`, 10,000 at a time) and filled (`fill_vectors`), then `sync_index` (the
+   full vectors' graph; the quick list emptied);
+4. search then: dense (p50, p99, recall@10), keyword and hybrid p50, and cold dense.
+
+Each stage reports its seconds and chunks a second, the store's size on disk after it, and
+the benchmark process's anonymous resident memory (its heap and the graphs it builds; the
+vectors it writes are mapped from .npy files) at its peak during the stage and after it.
+PostgreSQL's server processes are not counted.
 
 PostgreSQL runs on a throwaway local cluster (`tests/pg_local.py`) with maintenance_work_mem
 4 GB (the 1M graph is built in memory) and shared_buffers 4 GB. Results are written to
@@ -72,6 +96,21 @@ with open_store(sys.argv[1]) as store:
     hits = search(store, np.load(sys.argv[2]), 10, mode="dense")
 print(time.perf_counter() - t0, len(hits))
 """
+
+# The first search of a fresh process without the model, by kind ("quick" or "dense"):
+# imports, opening the store, mapping its graphs, one top-10 query given as a vector.
+COLD_SEARCH = """
+import sys, time
+t0 = time.perf_counter()
+import numpy as np
+from attnswitch.indexing.location import open_store
+with open_store(sys.argv[1]) as store:
+    hits = getattr(store, sys.argv[3])(np.load(sys.argv[2])[None, :], 10)[0]
+print(time.perf_counter() - t0, len(hits))
+"""
+QUICK_NOISE = 0.35  # how far a chunk's quick vector lies from its full one (unit vectors)
+QUICK_FINGERPRINT = "store-scale-synthetic-static-model"
+FILL_BATCH = 10_000
 
 
 def documents(n: int, seed: int):
@@ -305,6 +344,229 @@ def run_postgres(
     }
 
 
+def quick_of(x: np.ndarray, seed: int) -> np.ndarray:
+    """Quick vectors for chunks whose full vectors are `x` (`[n, DIM]`, unit rows): each
+    row moved by Gaussian noise of norm about `QUICK_NOISE` and normalised again."""
+    rng = np.random.default_rng(seed)
+    moved = x + rng.normal(scale=QUICK_NOISE / np.sqrt(x.shape[1]), size=x.shape).astype(np.float32)
+    return moved / np.linalg.norm(moved, axis=1, keepdims=True)
+
+
+def saved_vectors(n: int, folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The n chunks' full vectors (`clustered`, seed 0, as the plain benchmark's) and
+    their quick vectors (`quick_of`, per block of `PER_DOC`), each `[n, DIM]` float32,
+    written to .npy files in `folder` and mapped read-only from them, so the benchmark's
+    data lies in the page cache and not in its own heap."""
+    x = clustered(n, DIM, seed=0)
+    np.save(folder / "full.npy", x)
+    quick = np.lib.format.open_memmap(folder / "quick.npy", "w+", np.float32, x.shape)
+    for d, start in enumerate(range(0, n, PER_DOC)):
+        quick[start : start + PER_DOC] = quick_of(x[start : start + PER_DOC], 10_000 + d)
+    quick.flush()
+    del x, quick
+    return tuple(np.load(folder / f"{kind}.npy", mmap_mode="r") for kind in ("full", "quick"))
+
+
+def anon_mib() -> float:
+    """This process's anonymous resident memory (`RssAnon`), MiB: its heap and the graphs
+    it builds, not the files it maps."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("/proc/self/status: expected an RssAnon line, got none")
+
+
+class AnonPeak:
+    """The highest `anon_mib` seen while in the `with` block, sampled every 0.1 s in a
+    thread (`peak`)."""
+
+    def __enter__(self) -> AnonPeak:
+        import threading
+
+        self.peak = anon_mib()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.1):
+            self.peak = max(self.peak, anon_mib())
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, anon_mib())
+
+
+def stage(name: str, chunks: int, call, disk) -> dict:
+    """Run `call()` as the stage `name` over `chunks` chunks: its seconds, chunks a second,
+    the store's MiB on disk after it (`disk()`) and the process's anonymous memory at its
+    peak during the stage and after it."""
+    with AnonPeak() as memory:
+        seconds = timed(call)
+    row = {
+        "stage": name,
+        "seconds": seconds,
+        "chunks_per_s": chunks / seconds if seconds else None,
+        "disk_mb": disk(),
+        "anon_peak_mb": memory.peak,
+        "anon_after_mb": anon_mib(),
+    }
+    print(f"  {name}: {json.dumps(row)}", flush=True)
+    return row
+
+
+def drop_page_cache() -> bool:
+    """Write dirty pages back and drop the OS page cache (Linux, as root): whether it was
+    dropped."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError:
+        return False
+    return True
+
+
+def cold_search(location: str, query: np.ndarray, kind: str, folder: Path, runs: int = 3) -> dict:
+    """`COLD_SEARCH` (a fresh process's first `kind` top-10), each run after the page
+    cache is dropped where this process may drop it: the median seconds
+    (`cold_<kind>_s`) and whether the cache was dropped (`cold_cache_dropped`)."""
+    path = folder / f"cold_{kind}.npy"
+    np.save(path, query)
+    times, dropped = [], []
+    for _ in range(runs):
+        dropped.append(drop_page_cache())
+        out = subprocess.run(
+            [sys.executable, "-c", COLD_SEARCH, location, str(path), kind],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert out[1] == str(K), out
+        times.append(float(out[0]))
+    return {f"cold_{kind}_s": float(np.median(times)), "cold_cache_dropped": all(dropped)}
+
+
+def latency(store, kind: str, queries: np.ndarray, truth: np.ndarray) -> dict:
+    """`kind` ("quick" or "dense") top-10, one query at a time: p50 and p99 ms, and
+    recall@10 against `truth` (row indices; chunk ids are 1..N in load order)."""
+    call = getattr(store, kind)
+    call(queries[:1], K)  # map the graphs (the warm state)
+    times, found = [], []
+    for q in queries:
+        start = time.perf_counter()
+        hits = call(q[None, :], K)[0]
+        times.append(time.perf_counter() - start)
+        found.append({cid - 1 for cid, _ in hits})
+    recall = float(
+        np.mean([len(f & set(t.tolist())) / K for f, t in zip(found, truth, strict=True)])
+    )
+    return {
+        f"{kind}_p50_ms": ms(times, 50),
+        f"{kind}_p99_ms": ms(times, 99),
+        f"{kind}_recall_at_10": recall,
+    }
+
+
+def text_latency(store, queries: np.ndarray, texts: list[str], hybrid: bool) -> dict:
+    """Keyword (and, with `hybrid`, hybrid) top-10 p50 ms over the first 50 queries."""
+    from attnswitch.indexing.search import search
+
+    kw, hy = [], []
+    for q, text in zip(queries[:50], texts[:50], strict=False):
+        kw.append(timed(lambda text=text: search(store, None, K, text=text, mode="keyword")))
+        if hybrid:
+            hy.append(timed(lambda q=q, text=text: search(store, q, K, text=text, mode="hybrid")))
+    return {"keyword_p50_ms": ms(kw, 50), **({"hybrid_p50_ms": ms(hy, 50)} if hybrid else {})}
+
+
+def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
+    """The store's life under the two passes (the module doc's `--two-speed`): the stages'
+    rows, and the searches after the quick pass (`after_quick`) and after the full pass
+    (`after_full`). `data`: "full" and "quick" vectors `[n, DIM]`, "queries" and
+    "quick_queries", their exact top-10 "truth" and "quick_truth", and "texts"."""
+    full, quick = data["full"], data["quick"]
+    n = len(full)
+    store.set_quick_model(QUICK_FINGERPRINT, DIM)
+
+    def quick_pass() -> None:
+        documents = synthetic_documents(full, PER_DOC, WORDS_PER_CHUNK, 0, 0)
+        for d, (doc, chunks, _) in enumerate(documents):
+            start = d * PER_DOC
+            store.write_document(doc, chunks, None, quick=quick[start : start + len(chunks)])
+
+    def full_pass() -> None:
+        while batch := store.unencoded(FILL_BATCH):
+            ids = np.array([u.id for u in batch])
+            store.fill_vectors(ids, [u.vector_key for u in batch], full[ids - 1])
+
+    stages = [
+        stage("quick pass: write", n, quick_pass, disk),
+        stage("quick pass: sync_index", n, store.sync_index, disk),
+    ]
+    after_quick = {
+        **latency(store, "quick", data["quick_queries"], data["quick_truth"]),
+        **text_latency(store, data["queries"], data["texts"], hybrid=False),
+        **cold_search(location, data["quick_queries"][0], "quick", folder),
+    }
+    print(f"  after the quick pass: {json.dumps(after_quick)}", flush=True)
+    stages += [
+        stage("full pass: read and fill", n, full_pass, disk),
+        stage("full pass: sync_index", n, store.sync_index, disk),
+    ]
+    after_full = {
+        **latency(store, "dense", data["queries"], data["truth"]),
+        **text_latency(store, data["queries"], data["texts"], hybrid=True),
+        **cold_search(location, data["queries"][0], "dense", folder),
+        "quick_hits_left": len(store.quick(data["quick_queries"][:1], K)[0]),
+    }
+    print(f"  after the full pass: {json.dumps(after_full)}", flush=True)
+    return {"stages": stages, "after_quick": after_quick, "after_full": after_full}
+
+
+def tree_mb(paths) -> float:
+    """MiB on disk of these files and folders (those that exist)."""
+    total = 0
+    for path in paths:
+        if path.is_dir():
+            total += sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        elif path.exists():
+            total += path.stat().st_size
+    return total / 2**20
+
+
+def two_speed_sqlite(folder: Path, data: dict, exact_below: int) -> dict:
+    from attnswitch.indexing.store import SQLiteStore
+
+    db = folder / "scale.sqlite3"
+    with SQLiteStore(db, exact_below=exact_below) as store:
+        set_default_model_config(store)
+        own = store.own_files()
+        return {"store": "sqlite", **two_speed(store, str(db), folder, data, lambda: tree_mb(own))}
+
+
+def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
+    del exact_below  # PostgreSQL's lists are exact below pgvector's own planner choice
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from attnswitch.indexing.store_postgres import PostgresStore
+    from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
+
+    settings = {
+        "maintenance_work_mem": "4GB",
+        "shared_buffers": "4GB",
+        "max_parallel_maintenance_workers": str(max(0, (os.cpu_count() or 1) - 1)),
+    }
+    with LocalCluster.start(folder / "pg", settings=settings) as cluster:
+        with PostgresStore(cluster.url) as store:
+            set_default_model_config(store)
+            conn = store._conn
+            disk = lambda: (  # noqa: E731
+                conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
+            )
+            return {"store": "postgres", **two_speed(store, cluster.url, folder, data, disk)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -322,9 +584,17 @@ def main() -> None:
         help="comma-separated search beams to sweep (dense p50/p99 and recall "
         "at each), besides the store's default",
     )
+    ap.add_argument(
+        "--two-speed",
+        action="store_true",
+        help="measure the store through the quick pass and then the full pass instead",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
+    if args.two_speed:
+        main_two_speed(args)
+        return
     x = clustered(args.n, DIM, seed=0)
     queries = clustered(args.queries, DIM, seed=1, centres_seed=0)
     truth = exact_top_k(x, queries, K)
@@ -401,6 +671,123 @@ def main() -> None:
             )
     if args.plot:
         plot(rows, args.n, args.plot)
+
+
+def main_two_speed(args: argparse.Namespace) -> None:
+    """`--two-speed`: each store through the two passes (`two_speed`), a table of the
+    stages and searches, the JSON after each store and the plot."""
+    from attnswitch.indexing.store import EXACT_BELOW
+
+    exact_below = EXACT_BELOW if args.exact_below is None else args.exact_below
+    runners = {"sqlite": two_speed_sqlite, "postgres": two_speed_postgres}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="attnswitch-scale-data-") as data_dir:
+        full, quick = saved_vectors(args.n, Path(data_dir))
+        queries = clustered(args.queries, DIM, seed=1, centres_seed=0)
+        quick_queries = quick_of(queries, 1)
+        vocab = words(3)
+        rng = np.random.default_rng(3)
+        data = {
+            "full": full,
+            "quick": quick,
+            "queries": queries,
+            "quick_queries": quick_queries,
+            "truth": exact_top_k(full, queries, K),
+            "quick_truth": exact_top_k(quick, quick_queries, K),
+            "texts": [
+                " ".join(vocab[j] for j in rng.integers(0, len(vocab), 3))
+                for _ in range(args.queries)
+            ],
+        }
+        for name in args.stores.split(","):
+            with tempfile.TemporaryDirectory(prefix="attnswitch-scale-") as tmp:
+                folder = Path(tmp)
+                folder.chmod(0o755)
+                load_before = os.getloadavg()
+                row = runners[name](folder, data, exact_below)
+                rows.append({**row, "loadavg_start": load_before, "loadavg_end": os.getloadavg()})
+            if args.json:
+                args.json.write_text(
+                    json.dumps(
+                        {
+                            "n": args.n,
+                            "dim": DIM,
+                            "cpu": cpu_description(),
+                            "two_speed": True,
+                            "rows": rows,
+                        },
+                        indent=1,
+                    )
+                )
+    print(f"\n{args.n:,} chunks x {DIM} dims, both kinds of vector; {cpu_description()}")
+    print(
+        f"{'store':>9} {'stage':>26} {'seconds':>9} {'chunks/s':>10} {'disk MiB':>9} "
+        f"{'anon peak MiB':>14} {'anon after MiB':>15}"
+    )
+    for r in rows:
+        for st in r["stages"]:
+            print(
+                f"{r['store']:>9} {st['stage']:>26} {st['seconds']:>9.1f} "
+                f"{st['chunks_per_s']:>10.0f} {st['disk_mb']:>9.0f} {st['anon_peak_mb']:>14.0f} "
+                f"{st['anon_after_mb']:>15.0f}"
+            )
+    for r in rows:
+        for when in ("after_quick", "after_full"):
+            print(
+                f"{r['store']}, {when.replace('_', ' the ')} pass: "
+                + ", ".join(
+                    f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                    for k, v in r[when].items()
+                )
+            )
+    if args.plot:
+        plot_two_speed(rows, args.n, args.plot)
+
+
+def plot_two_speed(rows: list[dict], n: int, path: Path) -> None:
+    """Left: each stage's seconds per store; right: search p50 and p99 after the quick
+    pass (quick list) and after the full pass (dense), per store."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (times, searches) = plt.subplots(1, 2, figsize=(11, 3.6))
+    names = [st["stage"] for st in rows[0]["stages"]] if rows else []
+    width = 0.8 / max(1, len(rows))
+    for i, r in enumerate(rows):
+        times.bar(
+            np.arange(len(names)) + width * (i - (len(rows) - 1) / 2),
+            [st["seconds"] for st in r["stages"]],
+            width,
+            label=r["store"],
+        )
+    times.set_xticks(
+        np.arange(len(names)), [name.replace(": ", ":\n") for name in names], fontsize=7
+    )
+    times.set_ylabel("seconds")
+    times.set_title(f"{n:,} chunks: the two passes' stages")
+    times.legend(fontsize=8)
+    labels = ["quick p50", "quick p99", "dense p50", "dense p99"]
+    keys = [
+        ("after_quick", "quick_p50_ms"),
+        ("after_quick", "quick_p99_ms"),
+        ("after_full", "dense_p50_ms"),
+        ("after_full", "dense_p99_ms"),
+    ]
+    for i, r in enumerate(rows):
+        searches.bar(
+            np.arange(len(keys)) + width * (i - (len(rows) - 1) / 2),
+            [r[when][key] for when, key in keys],
+            width,
+            label=r["store"],
+        )
+    searches.set_xticks(np.arange(len(keys)), labels)
+    searches.set_ylabel("ms per top-10 query (warm, one thread)")
+    searches.set_title("after the quick pass and after the full pass", fontsize=9)
+    searches.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def plot(rows: list[dict], n: int, path: Path) -> None:
