@@ -121,20 +121,12 @@ def documents(n: int, seed: int):
 def dense_stats(store, x_queries: np.ndarray, truth: np.ndarray, ef: int | None = None) -> dict:
     """Dense top-10 one query at a time with search beam `ef` (default the store's
     `ef_search`): p50 and p99 ms, and recall@10 against exact search."""
-    times, found = [], []
-    for q in x_queries:
-        start = time.perf_counter()
-        hits = store.dense(q[None, :], K, ef)[0]
-        times.append(time.perf_counter() - start)
-        found.append([cid - 1 for cid, _ in hits])  # chunk ids are 1..N in load order
-    recall = float(
-        np.mean([len(set(f) & set(t.tolist())) / K for f, t in zip(found, truth, strict=True)])
-    )
+    stats = latency(store, "dense", x_queries, truth, ef)
     return {
         "ef_search": store.ef_search if ef is None else ef,
-        "dense_p50_ms": ms(times, 50),
-        "dense_p99_ms": ms(times, 99),
-        "recall_at_10": recall,
+        "dense_p50_ms": stats["dense_p50_ms"],
+        "dense_p99_ms": stats["dense_p99_ms"],
+        "recall_at_10": stats["dense_recall_at_10"],
     }
 
 
@@ -202,14 +194,7 @@ def cli_cold(db: Path, runs: int = 3) -> dict:
     query = db.with_name("query.npy")
     np.save(query, clustered(1, DIM, seed=2, centres_seed=0)[0])
     for _ in range(runs):
-        out = subprocess.run(
-            [sys.executable, "-c", NO_MODEL, str(db), str(query)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        assert out[1] == str(K), out
-        no_model.append(float(out[0]))
+        no_model.append(fresh_search(NO_MODEL, str(db), str(query)))
         start = time.perf_counter()
         done = subprocess.run(
             [
@@ -417,6 +402,16 @@ def stage(name: str, chunks: int, call, disk) -> dict:
     return row
 
 
+def fresh_search(script: str, *args: str) -> float:
+    """Run `script` (`NO_MODEL`, `COLD_SEARCH`) with `args` in a fresh interpreter: the
+    seconds it prints, once its top-10 came back whole."""
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[1] == str(K), out
+    return float(out[0])
+
+
 def drop_page_cache() -> bool:
     """Write dirty pages back and drop the OS page cache (Linux, as root): whether it was
     dropped."""
@@ -437,26 +432,22 @@ def cold_search(location: str, query: np.ndarray, kind: str, folder: Path, runs:
     times, dropped = [], []
     for _ in range(runs):
         dropped.append(drop_page_cache())
-        out = subprocess.run(
-            [sys.executable, "-c", COLD_SEARCH, location, str(path), kind],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        assert out[1] == str(K), out
-        times.append(float(out[0]))
+        times.append(fresh_search(COLD_SEARCH, location, str(path), kind))
     return {f"cold_{kind}_s": float(np.median(times)), "cold_cache_dropped": all(dropped)}
 
 
-def latency(store, kind: str, queries: np.ndarray, truth: np.ndarray) -> dict:
-    """`kind` ("quick" or "dense") top-10, one query at a time: p50 and p99 ms, and
-    recall@10 against `truth` (row indices; chunk ids are 1..N in load order)."""
+def latency(
+    store, kind: str, queries: np.ndarray, truth: np.ndarray, ef: int | None = None
+) -> dict:
+    """`kind` ("quick" or "dense") top-10 with search beam `ef` (default the store's), one
+    query at a time: p50 and p99 ms, and recall@10 against `truth` (row indices; chunk ids
+    are 1..N in load order)."""
     call = getattr(store, kind)
-    call(queries[:1], K)  # map the graphs (the warm state)
+    call(queries[:1], K, ef=ef)  # map the graphs (the warm state)
     times, found = [], []
     for q in queries:
         start = time.perf_counter()
-        hits = call(q[None, :], K)[0]
+        hits = call(q[None, :], K, ef=ef)[0]
         times.append(time.perf_counter() - start)
         found.append({cid - 1 for cid, _ in hits})
     recall = float(
