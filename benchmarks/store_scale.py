@@ -538,7 +538,7 @@ def two_speed_sqlite(folder: Path, data: dict, exact_below: int) -> dict:
 
 
 def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
-    del exact_below  # PostgreSQL's lists are exact below pgvector's own planner choice
+    del exact_below  # SQLite's setting: PostgreSQL's quick list has its own (quick_exact_below)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from attnswitch.indexing.store_postgres import PostgresStore
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
