@@ -183,14 +183,13 @@ def build_synthetic(location: str | Path, n: int) -> None:
             set_default_model_config(store)
             store.sync_index()
         else:  # pgvector's indexes, built once the rows are in (as store_scale does)
-            from attnswitch.indexing.postgres_schema import HNSW_INDEX, TERMS_INDEX
+            from attnswitch.indexing.postgres_schema import TERMS_INDEX
+            from attnswitch.indexing.postgres_segments import seal
 
-            drop = lambda s: s._conn.execute(  # noqa: E731
-                "DROP INDEX chunks_embedding_hnsw; DROP INDEX chunks_terms"
-            )
+            drop = lambda s: s._conn.execute("DROP INDEX chunks_terms")  # noqa: E731
             load(store, n, after_first=drop)
             set_default_model_config(store)
-            store._conn.execute(HNSW_INDEX)
+            seal(store._conn, at=1)  # the vectors, all in the tail, made one segment
             store._conn.execute(TERMS_INDEX)
             store._conn.execute("VACUUM ANALYZE chunks")
 

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from attnswitch.documents.ingest import ingest
 from attnswitch.indexing.location import open_store
+from attnswitch.indexing.postgres_segments import layout, parts
 from attnswitch.indexing.store import ChunkRecord, StoreConnectError, StoreInputError
 
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
@@ -158,14 +159,20 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
     vectors = rng.normal(size=(300, 32))
     with open_store(pg_url) as store:
         store.write_document(doc, [ChunkRecord(f"c{i}", 1, 0, 1) for i in range(300)], vectors)
+        store.seal_at = 300
+        store.sync_index()  # the tail of 300 made the first segment
+        generation, segments = layout(store._conn)
+        assert generation == 1 and [(s.lo, s.hi, s.rows) for s in segments] == [(0, 1, 300)]
         q = vectors[17] / np.linalg.norm(vectors[17])
         # 300 rows are cheaper to scan exactly, as the planner knows; at scale it takes
         # the index (benchmarks/store_scale.py), here it is told to.
         store._conn.execute("SET enable_seqscan = off")
+        among, _tail = parts(generation, segments)
         plan = store._conn.execute(
-            "EXPLAIN SELECT id FROM chunks ORDER BY embedding <#> %s LIMIT 5", (HalfVector(q),)
-        ).fetchall()  # a float16 query, as `dense` sends it
-        assert "chunks_embedding_hnsw" in " ".join(r[0] for r in plan)
+            f"EXPLAIN SELECT id FROM chunks WHERE {among[0]} ORDER BY embedding <#> %s LIMIT 5",
+            (HalfVector(q),),
+        ).fetchall()  # a float16 query and the segment's condition, as `dense` sends them
+        assert "Index Scan using chunks_full_0_1" in " ".join(r[0] for r in plan)
         (best, score), *_ = store.dense(q[None, :].astype(np.float32), 5)[0]
         # the vector and the query both rounded to float16: each element within 2^-11
         assert store.chunks([best])[best].text == "c17"

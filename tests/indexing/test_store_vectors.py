@@ -87,8 +87,9 @@ def column_type(store) -> str:
 
 
 def hnsw_definition(store) -> str:
+    """The definition of the full vectors' first HNSW segment (`postgres_segments`)."""
     row = store._conn.execute(
-        "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_embedding_hnsw'"
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_full_0_1'"
     ).fetchone()
     return row[0] if row else ""
 
@@ -106,6 +107,8 @@ def test_vectors_are_stored_in_float16_and_read_back_as_float32(location, root: 
         np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=2.0**-10)
         if is_url(str(location)):
             assert column_type(store) == f"halfvec({DIM})"
+            store.seal_at = 1  # the tail made a segment at once
+            store.sync_index()
             assert "halfvec_ip_ops" in hnsw_definition(store)
             # pgvector's binary halfvec: u16 dimension, u16 unused, big-endian float16s
             assert {len(b) for b in stored_bytes(store).values()} == {4 + 2 * DIM}
@@ -174,14 +177,19 @@ def test_the_upgraded_file_is_compacted(root: Path, tmp_path: Path) -> None:
 def to_float32_layout(location, originals: dict[int, np.ndarray]) -> None:
     """Take a store written by this version back to the layout before float16 (SQLite
     schema version 7: float32 blobs; PostgreSQL: pgvector `vector(dim)` with a
-    `vector_ip_ops` HNSW index), each chunk holding its float32 vector as written then."""
+    `vector_ip_ops` HNSW index and no segments), each chunk holding its float32 vector as
+    written then."""
     if is_url(str(location)):
         import psycopg
         from pgvector.psycopg import register_vector
 
+        from attnswitch.indexing.postgres_segments import drop_all
+
         with psycopg.connect(str(location), autocommit=True) as conn:
             register_vector(conn)
-            conn.execute("DROP INDEX chunks_embedding_hnsw")
+            drop_all(conn)
+            conn.execute("ALTER TABLE chunks DROP COLUMN full_gen")
+            conn.execute("DELETE FROM meta WHERE key = 'full_gen'")
             conn.execute(
                 f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({DIM}) "
                 f"USING embedding::vector({DIM})"

@@ -1,8 +1,10 @@
 """Nearest-neighbour search of the PostgreSQL store's two vector columns (mixed into
-`store_postgres.PostgresStore`): `dense` over the full vectors (`embedding`, pgvector's HNSW
-index), `quick` over the quick vectors of the chunks still without a full one (their partial
-HNSW index, `postgres_schema.QUICK_HNSW`, once `PostgresStore.sync_index` made it; else an
-exact scan), both through one query shape (`_nearest`)."""
+`store_postgres.PostgresStore`): `dense` over the full vectors (`embedding`: pgvector's HNSW
+index of each segment, and an exact scan of the tail not yet in one, `postgres_segments`),
+`quick` over the quick vectors of the chunks still without a full one (their partial HNSW
+index, `postgres_schema.QUICK_HNSW`, once `PostgresStore.sync_index` made it; else an exact
+scan), both through one query shape (`_nearest`: each part's best rows, then the best of
+all, in one statement)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.postgres_schema import QUICK_ONLY, pgvector_version
+from attnswitch.indexing.postgres_segments import layout, parts
 from attnswitch.indexing.records import MAX_EF_SEARCH
 
 T = TypeVar("T")
@@ -40,16 +43,18 @@ class NearestVectors:
     def dense(
         self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
     ) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`, by
-        pgvector's HNSW index with a search beam of `ef` (default `ef_search`; ties by
-        chunk id). With `where`, among the chunks of the documents it keeps: the index
-        scans on past its beam until `n` rows pass (pgvector's iterative scan), and a
-        query that still has fewer than the chunks that pass is answered exactly (no index
-        scan), so `n` hits come back whenever `n` chunks pass."""
+        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]`: each
+        segment's by pgvector's HNSW index with a search beam of `ef` (default `ef_search`)
+        and the tail's exactly, the best `n` of them (ties by chunk id). With `where`,
+        among the chunks of the documents it keeps: the indexes scan on past their beam
+        until `n` rows pass (pgvector's iterative scan), and a query that still has fewer
+        than the chunks that pass is answered exactly (no index scan), so `n` hits come
+        back whenever `n` chunks pass."""
         ef = self.beam(ef)
         if self.dim is None:
             return [[] for _ in range(len(queries))]
-        return self._nearest("embedding", "embedding IS NOT NULL", queries, n, ef, where)
+        generation, segments = self._retrying(lambda: layout(self._conn))
+        return self._nearest("embedding", parts(generation, segments), queries, n, ef, where)
 
     def quick(
         self,
@@ -67,41 +72,39 @@ class NearestVectors:
         if self.quick_model() is None:
             return [[] for _ in range(len(queries))]
         indexed = self._quick_indexed()
-        return self._nearest("quick", QUICK_ONLY, queries, n, ef, where, indexed=indexed)
+        return self._nearest("quick", [(QUICK_ONLY, indexed)], queries, n, ef, where)
 
     def _nearest(
         self,
         column: str,
-        among: str,
+        among: list[tuple[str, bool]],
         queries: np.ndarray,
         n: int,
         ef: int,
         where: SearchFilter | None,
-        *,
-        indexed: bool = True,
     ) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, inner product) per row of `queries` by the vector
-        column `column` among the chunks of condition `among` (that of the column's HNSW
-        index; with `where`, of the documents it keeps), ties by id. `indexed`: by the
-        index, with beam `ef` widened to `n` (it returns at most its beam's rows), scanning
-        on past it with a filter (pgvector 0.8+) and answering exactly a filtered query
-        that still has fewer than `n` rows and than the chunks that pass; else exactly."""
+        column `column` among the chunks of the conditions `among` (each with whether an
+        HNSW index of the column has that condition as its predicate; with `where`, of the
+        documents it keeps), ties by id: each condition's best `n`, then the best `n` of
+        them, in one statement. An indexed condition is searched by its index, with beam
+        `ef` widened to `n` (it returns at most its beam's rows), scanning on past it with
+        a filter (pgvector 0.8+); the others exactly. A filtered query that still has
+        fewer than `n` rows and than the chunks that pass is answered exactly."""
         ef = min(max(ef, int(n)), MAX_EF_SEARCH)
         docs = None if where is None else self.allowed_documents(where)
         if docs == []:
             return [[] for _ in range(len(queries))]
-        condition, extra = (
-            (f"WHERE {among} ", ())
-            if docs is None
-            else (f"WHERE {among} AND doc_id = ANY(%s) ", (docs,))
-        )
-        # The index serves `ORDER BY <distance> LIMIT`; an exact scan breaks ties by id.
-        order = f"{column} <#> %s" + ("" if indexed else ", id")
-        sql = (
-            f"SELECT id, d FROM (SELECT id, {column} <#> %s AS d FROM chunks "
-            + condition
-            + f"ORDER BY {order} LIMIT %s) t ORDER BY d, id"
-        )
+        allowed = "" if docs is None else " AND doc_id = ANY(%s)"
+        # An index serves `ORDER BY <distance> LIMIT`; an exact scan breaks ties by id.
+        selects = [
+            f"(SELECT id, {column} <#> %s AS d FROM chunks WHERE {condition}{allowed} "
+            f"ORDER BY {column} <#> %s{'' if indexed else ', id'} LIMIT %s)"
+            for condition, indexed in among
+        ]
+        sql = f"SELECT id, d FROM ({' UNION ALL '.join(selects)}) t ORDER BY d, id LIMIT %s"
+        indexed = any(by_index for _, by_index in among)
+        whole = " OR ".join(f"({condition})" for condition, _ in among)
         from pgvector import HalfVector
 
         # A filtered statement is never prepared: psycopg prepares a statement run five
@@ -117,9 +120,10 @@ class NearestVectors:
             with self._conn.transaction() if settings else contextlib.nullcontext():
                 for setting in settings:
                     self._conn.execute(f"SET LOCAL {setting}")
+                each = (q, *(() if docs is None else (docs,)), q, int(n))
                 return [
                     (int(r[0]), -float(r[1]))
-                    for r in self._conn.execute(sql, (q, *extra, q, int(n)), prepare=prepare)
+                    for r in self._conn.execute(sql, each * len(among) + (int(n),), prepare=prepare)
                 ]
 
         scan: tuple[str, ...] = (f"hnsw.ef_search = {ef}",) if indexed else ()
@@ -134,7 +138,7 @@ class NearestVectors:
                 indexed
                 and docs is not None
                 and len(hits) < n
-                and len(hits) < self._chunks_of(among, docs)
+                and len(hits) < self._chunks_of(whole, docs)
             ):
                 hits = self._retrying(functools.partial(nearest, q, exactly, False))
             out.append(hits)

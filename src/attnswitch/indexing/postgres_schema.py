@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnswitch.indexing import analyzer
+from attnswitch.indexing.postgres_segments import HNSW_EF_CONSTRUCTION, HNSW_M, prepare
 from attnswitch.indexing.postgres_upgrades import reanalyze, to_halfvec, type_quick
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS
 from attnswitch.indexing.store_access import ACCESS_INDEX, ACCESS_TABLE
@@ -16,11 +17,6 @@ from attnswitch.indexing.store_base import DEDUP_INDEXES, LANGUAGE_INDEX, fill_v
 from attnswitch.indexing.store_errors import StoreConnectError
 
 CONNECT_TIMEOUT_S = 5
-# HNSW graph parameters: pgvector's default m=16, and ef_construction 128, not its default
-# 64: at 1M chunks and a beam of 128, a graph built with 64 gave recall@10 0.79, with 128
-# 0.96 (docs/results/search.md).
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 128
 # Keys of the advisory locks (any fixed bigints; "attnswitch" in ASCII, and + 1, + 2).
 RUN_LOCK = 0x6174746E737769
 SCHEMA_LOCK = RUN_LOCK + 1
@@ -69,6 +65,7 @@ _SCHEMA = (
     vector_key TEXT,
     quick halfvec,
     prefix TEXT NOT NULL DEFAULT '',
+    full_gen BIGINT NOT NULL DEFAULT 0,
     UNIQUE (doc_id, ordinal)
 )""",
     """CREATE TABLE IF NOT EXISTS runs (
@@ -127,6 +124,11 @@ _PASSES_UPGRADE = (
 # Each document's permissions as read (schema version 11, `store_access`): the documents'
 # `access` column (the `access` table is made by `_SCHEMA`); NULL for those stored before.
 _ACCESS_UPGRADE = ("ALTER TABLE documents ADD COLUMN IF NOT EXISTS access TEXT",)
+# The generation each full vector was written in (the HNSW index in segments,
+# `postgres_segments`); 0 for those stored before, which `prepare` makes a segment.
+_SEGMENTS_UPGRADE = (
+    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS full_gen BIGINT NOT NULL DEFAULT 0",
+)
 # The chunks still without a full vector, by document (the full pass's queue).
 UNENCODED_INDEX = (
     "CREATE INDEX IF NOT EXISTS chunks_unencoded ON chunks (doc_id) WHERE embedding IS NULL"
@@ -144,14 +146,14 @@ _JOBS_STATUS_CHECK = (
 # documents' (or waits for that run's transaction to end).
 # The keyword index: GIN over the analyzer's terms.
 TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)"
-_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX, ACCESS_INDEX)
-_VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
-# The HNSW index of the vectors (made by `_fix_dim` once the dimension is known).
-HNSW_INDEX = (
-    f"CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding "
-    f"halfvec_ip_ops) WITH (m = {HNSW_M}, "
-    f"ef_construction = {HNSW_EF_CONSTRUCTION})"
+_INDEXES = (
+    TERMS_INDEX,
+    *DEDUP_INDEXES,
+    LANGUAGE_INDEX,
+    UNENCODED_INDEX,
+    ACCESS_INDEX,
 )
+_VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 # The quick list's chunks: a quick vector and no full vector yet (docs/architecture.md,
 # "The quick list at scale").
 QUICK_ONLY = "embedding IS NULL AND quick IS NOT NULL"
@@ -296,7 +298,10 @@ def upgrade(conn: Any) -> bool:
         if "access" not in documents:
             for statement in _ACCESS_UPGRADE:
                 conn.execute(statement)
-        to_halfvec(conn, HNSW_INDEX)
+        if "full_gen" not in have:
+            for statement in _SEGMENTS_UPGRADE:
+                conn.execute(statement)
+        prepare(conn, converted=to_halfvec(conn))
         type_quick(conn)
         _create_missing_indexes(conn, _INDEXES)
         row = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()

@@ -23,19 +23,19 @@ log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own
 REANALYZE_BATCH = 500
 
 
-def to_halfvec(conn: Conn, hnsw_index: str) -> None:
+def to_halfvec(conn: Conn) -> bool:
     """Convert the chunks' vectors from `vector` (float32, before schema version 8) to
-    `halfvec` (float16) in place, inside the caller's transaction: the column's type is
-    changed (pgvector's cast rounds each element to nearest; PostgreSQL rewrites the
-    table, every chunk and its id kept, nothing encoded again) and the HNSW index made
-    again on it (`hnsw_index`, its CREATE INDEX statement). Nothing to do when the column
-    is `halfvec` already (or absent)."""
+    `halfvec` (float16) in place, inside the caller's transaction: their HNSW index
+    dropped and the column's type changed (pgvector's cast rounds each element to nearest;
+    PostgreSQL rewrites the table, every chunk and its id kept, nothing encoded again).
+    Whether it did (the caller indexes the vectors again: `postgres_segments.adopt_legacy`);
+    nothing to do when the column is `halfvec` already (or absent)."""
     found = conn.execute(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
         "'chunks'::regclass AND attname = 'embedding'"
     ).fetchone()
     if found is None or not found[0].startswith("vector"):
-        return
+        return False
     column: str = found[0]
     typed = column[len("vector") :]  # "(384)", or "" before the first vectors
     started = time.monotonic()
@@ -44,8 +44,6 @@ def to_halfvec(conn: Conn, hnsw_index: str) -> None:
         f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec{typed} "
         f"USING embedding::halfvec{typed}"
     )
-    if typed:
-        conn.execute(hnsw_index)
     count = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()
     log.info(
         "vectors converted from float32 (vector%s) to float16 (halfvec%s): %d chunks, %.1f s",
@@ -54,6 +52,7 @@ def to_halfvec(conn: Conn, hnsw_index: str) -> None:
         count[0] if count else 0,
         time.monotonic() - started,
     )
+    return True
 
 
 def type_quick(conn: Conn) -> None:

@@ -42,6 +42,8 @@ class VectorPasses:
 
     _mark: ClassVar[str]
     _vector_column: ClassVar[str]
+    # more of a filled chunk's columns set with its vector, as SQL (", column = value")
+    _filled_with: ClassVar[str] = ""
 
     # -- hooks of the store (`StoreBase` and the store's own) ---------------------------
 
@@ -195,7 +197,8 @@ class VectorPasses:
             self._hold_dim(conn, matrix.shape[1])
             for i, (chunk_id, key) in enumerate(zip(ids, keys, strict=True)):
                 written += conn.execute(
-                    f"UPDATE chunks SET {v} = {m} WHERE id = {m} AND {v} IS NULL AND "
+                    f"UPDATE chunks SET {v} = {m}{self._filled_with} WHERE id = {m} AND "
+                    f"{v} IS NULL AND "
                     f"vector_key IS NOT DISTINCT FROM {m}",
                     (self._packed(stored[i]), int(chunk_id), key),
                 ).rowcount

@@ -1,0 +1,233 @@
+"""The PostgreSQL store's HNSW index of the full vectors, kept in segments
+(docs/architecture.md, "The full vectors' segments in PostgreSQL").
+
+pgvector maintains an HNSW index row by row, and that bound a full pass: 124 chunks/s at
+100,000 chunks, against 3,234/s written with no graph to maintain (16x, at 20,000), where
+one CREATE INDEX over rows already in builds about 3,000 rows/s
+(docs/results/amd-epyc-avx512bf16/store_two_speed.md). So the full vectors are indexed as
+a log-structured merge tree indexes its writes:
+
+- every full vector is written with the store's current generation G (the chunks'
+  `full_gen`, `GENERATION_SQL`: meta "full_gen", 0 when unset);
+- the chunks of generations below G are covered, each once, by segments: partial HNSW
+  indexes named `chunks_full_<lo>_<hi>` (`WHERE full_gen >= lo AND full_gen < hi`) whose
+  ranges tile [0, G);
+- the chunks of generation G and above, the tail, are in no graph: PostgreSQL writes them
+  without touching one, and a search ranks them exactly (`parts`), found by a b-tree of
+  their own (`chunks_tail_<G>`, `WHERE ... full_gen >= G`, made again empty at each seal:
+  a b-tree over every generation misled the planner into ranking a whole segment exactly
+  instead of walking its graph, when its statistics were older than the segment). `seal` makes the tail a segment of its own once it holds `SEAL_AT`
+  chunks (one CREATE INDEX, and G moves on), so an exact scan never ranks more;
+- after a seal, the newest `FANIN` segments of one tier (`tier`: rows in powers of
+  `FANIN` past `SEAL_AT`) are merged into one, so a store holds O(log n) segments and each
+  vector is built into a graph O(log n) times.
+
+A vector written with a generation below G (a search's fill that read G before a seal
+committed) satisfies a segment's predicate, so PostgreSQL adds it to that segment's graph
+itself: no full vector is ever outside both a segment and the tail. Each seal and merge is
+one transaction (the new index made, the old ones dropped, G moved): a process killed
+during one leaves the segments it found.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
+
+# HNSW graph parameters (the quick list's index has the same): pgvector's default m=16,
+# and ef_construction 128, not its default 64: at 1M chunks and a beam of 128, a graph
+# built with 64 gave recall@10 0.79, with 128 0.96 (docs/results/search.md).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 128
+# The tail is sealed into a segment once it holds this many chunks: below, an exact scan
+# of it is as cheap as the quick list's exact scan (`postgres_schema.QUICK_EXACT_BELOW`).
+SEAL_AT = 20_000
+# How many segments of one tier are merged into one.
+FANIN = 4
+# The generation new full vectors are written with, as SQL (one row, one integer).
+GENERATION_SQL = "SELECT COALESCE((SELECT value::bigint FROM meta WHERE key = 'full_gen'), 0)"
+# The one HNSW index of the full vectors of a store made before segments.
+LEGACY_INDEX = "chunks_embedding_hnsw"
+_NAME = re.compile(r"chunks_full_(\d+)_(\d+)")
+_TAIL = re.compile(r"chunks_tail_(\d+)")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One partial HNSW index of the full vectors: generations [lo, hi); `rows`:
+    PostgreSQL's count of its entries when it was built (`pg_class.reltuples`)."""
+
+    lo: int
+    hi: int
+    rows: int
+
+    @property
+    def name(self) -> str:
+        return f"chunks_full_{self.lo}_{self.hi}"
+
+    @property
+    def condition(self) -> str:
+        """Its index's predicate, as a search's WHERE must repeat it for PostgreSQL to
+        use the index (literals: a parameter's generic plan could not)."""
+        return f"full_gen >= {self.lo} AND full_gen < {self.hi}"
+
+
+def layout(conn: Any) -> tuple[int, list[Segment]]:
+    """The generation G new full vectors get and the segments (oldest first), read in one
+    statement (one snapshot: a seal or merge committing meanwhile is seen whole or not)."""
+    generation, indexes = _catalog(conn)
+    segments = []
+    for name, rows in indexes:
+        found = _NAME.fullmatch(name)
+        if found:
+            segments.append(Segment(int(found[1]), int(found[2]), rows))
+    return generation, sorted(segments, key=lambda s: s.lo)
+
+
+def _catalog(conn: Any) -> tuple[int, list[tuple[str, int]]]:
+    """G, and each index of the chunks with its entries (`pg_class.reltuples`)."""
+    row = conn.execute(
+        f"SELECT ({GENERATION_SQL}), ARRAY(SELECT c.relname || ' ' || "
+        "GREATEST(c.reltuples, 0)::bigint FROM pg_index i JOIN pg_class c ON "
+        "c.oid = i.indexrelid WHERE i.indrelid = 'chunks'::regclass)"
+    ).fetchone()
+    return int(row[0]), [(name, int(rows)) for name, rows in (e.split(" ") for e in row[1])]
+
+
+def keep_tail_index(conn: Any) -> None:
+    """Make the tail's b-tree for the current generation when it is missing, and drop
+    those of other generations, inside the caller's transaction (the catalog read first:
+    CREATE INDEX takes a SHARE lock on the chunks even when the index exists)."""
+    generation, indexes = _catalog(conn)
+    tails = {int(found[1]) for name, _ in indexes if (found := _TAIL.fullmatch(name))}
+    if generation not in tails:
+        conn.execute(
+            f"CREATE INDEX chunks_tail_{generation} ON chunks (id) WHERE embedding IS NOT "
+            f"NULL AND full_gen >= {generation}"
+        )
+    for stale in tails - {generation}:
+        conn.execute(f"DROP INDEX IF EXISTS chunks_tail_{stale}")
+
+
+def parts(generation: int, segments: list[Segment]) -> list[tuple[str, bool]]:
+    """The conditions a dense search ranks the full vectors under, each with whether an
+    HNSW index serves it: one per segment, then the tail (exactly)."""
+    among = "embedding IS NOT NULL"
+    return [(f"{among} AND {s.condition}", True) for s in segments] + [
+        (f"{among} AND full_gen >= {generation}", False)
+    ]
+
+
+def tier(rows: int, seal_at: int = SEAL_AT) -> int:
+    """A segment's tier: 0 below `FANIN` x `seal_at` rows, 1 below `FANIN`^2 x, ..."""
+    level, size = 0, max(1, seal_at) * FANIN
+    while rows >= size:
+        level, size = level + 1, size * FANIN
+    return level
+
+
+def tail_size(conn: Any, generation: int, limit: int) -> int:
+    """How many full vectors of generation `generation` or later there are, counted up
+    to `limit`."""
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE embedding IS NOT NULL AND "
+        "full_gen >= %s LIMIT %s) t",
+        (generation, limit),
+    ).fetchone()
+    return int(count)
+
+
+def build(conn: Any, lo: int, hi: int) -> Segment:
+    """Make the segment of generations [lo, hi) (one CREATE INDEX: it holds a SHARE lock
+    on the chunks until the caller's transaction ends, so searches read on and writes wait)."""
+    segment = Segment(lo, hi, 0)
+    conn.execute(
+        f"CREATE INDEX {segment.name} ON chunks USING hnsw (embedding halfvec_ip_ops) WITH "
+        f"(m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE {segment.condition}"
+    )
+    (rows,) = conn.execute(
+        "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE relname = %s "
+        "AND relnamespace = current_schema()::regnamespace",
+        (segment.name,),
+    ).fetchone()
+    return Segment(lo, hi, int(rows))
+
+
+def set_generation(conn: Any, generation: int) -> None:
+    conn.execute(
+        "INSERT INTO meta VALUES ('full_gen', %s) ON CONFLICT (key) DO UPDATE SET "
+        "value = excluded.value",
+        (str(generation),),
+    )
+
+
+def seal(conn: Any, *, at: int = SEAL_AT) -> bool:
+    """Make the tail a segment when it holds at least `at` full vectors (`at` 1: whenever
+    it holds any), then merge the newest segments while `FANIN` of them share a tier; each
+    step one transaction on `conn` (autocommit), under the caller's run lock. Whether it
+    sealed."""
+    started = time.monotonic()
+    with conn.transaction():
+        generation, segments = layout(conn)
+        tail = tail_size(conn, generation, at)
+        if tail < max(1, at):
+            return False
+        sealed = build(conn, generation, generation + 1)
+        set_generation(conn, generation + 1)
+        keep_tail_index(conn)
+    segments.append(sealed)
+    log.info(
+        "full vectors' segment %s made (%s chunks, %.1f s)",
+        sealed.name,
+        f"{sealed.rows:,}",
+        time.monotonic() - started,
+    )
+    while len(segments) >= FANIN and len({tier(s.rows, at) for s in segments[-FANIN:]}) == 1:
+        merged = segments[-FANIN:]
+        started = time.monotonic()
+        with conn.transaction():
+            into = build(conn, merged[0].lo, merged[-1].hi)
+            for segment in merged:
+                conn.execute(f"DROP INDEX IF EXISTS {segment.name}")
+        segments[-FANIN:] = [into]
+        log.info(
+            "full vectors' segments %s merged into %s (%s chunks, %.1f s)",
+            ", ".join(s.name for s in merged),
+            into.name,
+            f"{into.rows:,}",
+            time.monotonic() - started,
+        )
+    return True
+
+
+def drop_all(conn: Any) -> None:
+    """Drop every segment (and a store's index from before segments), inside the caller's
+    transaction: the column is typed again for another dimension (no vector is stored)."""
+    conn.execute(f"DROP INDEX IF EXISTS {LEGACY_INDEX}")
+    for segment in layout(conn)[1]:
+        conn.execute(f"DROP INDEX IF EXISTS {segment.name}")
+
+
+def prepare(conn: Any, *, converted: bool) -> None:
+    """Make an opened store's full vectors ready for `parts`, inside the caller's
+    transaction: a store made before segments (one HNSW index, `LEGACY_INDEX`, over every
+    full vector, maintained row by row; or its float32 vectors just `converted` to float16,
+    that index dropped) gets its vectors as the segment of generation 0, and generation 1
+    next; and the tail's b-tree is made when missing (`keep_tail_index`)."""
+    legacy = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND "
+        "indexname = %s)",
+        (LEGACY_INDEX,),
+    ).fetchone()[0]
+    if legacy or converted:
+        generation, segments = layout(conn)
+        if generation == 0 and not segments and tail_size(conn, 0, 1):
+            build(conn, 0, 1)
+            set_generation(conn, 1)
+        conn.execute(f"DROP INDEX IF EXISTS {LEGACY_INDEX}")
+    keep_tail_index(conn)
