@@ -549,6 +549,7 @@ def two_speed_sqlite(folder: Path, data: dict, exact_below: int) -> dict:
 def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
     del exact_below  # SQLite's setting: PostgreSQL's quick list has its own (quick_exact_below)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from attnswitch.indexing.postgres_segments import layout, tail_size
     from attnswitch.indexing.store_postgres import PostgresStore
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
 
@@ -564,7 +565,12 @@ def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
             disk = lambda: (  # noqa: E731
                 conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
             )
-            return {"store": "postgres", **two_speed(store, cluster.url, folder, data, disk)}
+            result = two_speed(store, cluster.url, folder, data, disk)
+            generation, segments = layout(conn)
+            result["after_full"]["segments"] = [[s.lo, s.hi, s.rows] for s in segments]
+            result["after_full"]["tail"] = tail_size(conn, generation, len(data["full"]))
+            print(f"  full vectors' segments [lo, hi, rows]: {result['after_full']['segments']}")
+            return {"store": "postgres", **result}
 
 
 def main() -> None:

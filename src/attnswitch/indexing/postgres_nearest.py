@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from attnswitch.indexing.filters import SearchFilter
-from attnswitch.indexing.postgres_schema import QUICK_ONLY, pgvector_version
+from attnswitch.indexing.postgres_schema import QUICK_HNSW, QUICK_ONLY, pgvector_version
 from attnswitch.indexing.postgres_segments import layout, parts
 from attnswitch.indexing.records import MAX_EF_SEARCH
 
@@ -38,7 +38,6 @@ class NearestVectors:
         def allowed_documents(self, where: SearchFilter) -> list[int]: ...
         def _retrying(self, fn: Callable[[], T]) -> T: ...
         def _one(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
-        def _quick_indexed(self) -> bool: ...
 
     def dense(
         self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
@@ -143,6 +142,16 @@ class NearestVectors:
                 hits = self._retrying(functools.partial(nearest, q, exactly, False))
             out.append(hits)
         return out
+
+    def _quick_indexed(self) -> bool:
+        """Whether the quick list's HNSW index exists (the catalog only: no table lock)."""
+        return bool(
+            self._one(
+                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = "
+                "current_schema() AND indexname = %s)",
+                (QUICK_HNSW,),
+            )[0]
+        )
 
     def _iterative_scan(self) -> bool:
         """Whether the server's pgvector scans an HNSW index on past its beam (0.8+)."""

@@ -682,16 +682,6 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             time.monotonic() - started,
         )
 
-    def _quick_indexed(self) -> bool:
-        """Whether the quick list's HNSW index exists (the catalog only: no table lock)."""
-        return bool(
-            self._one(
-                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = "
-                "current_schema() AND indexname = %s)",
-                (QUICK_HNSW,),
-            )[0]
-        )
-
     def _unlock_run(self) -> None:
         if self._run_locked:
             if not (self._conn.closed or self._conn.broken):  # else its session is gone
