@@ -146,13 +146,7 @@ _JOBS_STATUS_CHECK = (
 # documents' (or waits for that run's transaction to end).
 # The keyword index: GIN over the analyzer's terms.
 TERMS_INDEX = "CREATE INDEX IF NOT EXISTS chunks_terms ON chunks USING gin (terms)"
-_INDEXES = (
-    TERMS_INDEX,
-    *DEDUP_INDEXES,
-    LANGUAGE_INDEX,
-    UNENCODED_INDEX,
-    ACCESS_INDEX,
-)
+_INDEXES = (TERMS_INDEX, *DEDUP_INDEXES, LANGUAGE_INDEX, UNENCODED_INDEX, ACCESS_INDEX)
 _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex')"
 # The quick list's chunks: a quick vector and no full vector yet (docs/architecture.md,
 # "The quick list at scale").
