@@ -224,14 +224,19 @@ def to_layout_before_segments(url: str) -> None:
         )
 
 
-def test_a_store_from_before_segments_gets_its_vectors_as_one(pg_url: str, root: Path) -> None:
+def test_a_store_from_before_segments_gets_its_vectors_as_one(
+    pg_url: str, root: Path, caplog
+) -> None:
     with open_pg(pg_url) as store, IndexWriter(store) as writer:
         write_quick(writer, root, PER_DOC)
         store.seal_at = 10_000  # every vector in the tail
         assert full_pass(store, writer, tiled=False)[-1] == (0, [])
         want = exact(store, 10)
     to_layout_before_segments(pg_url)
-    with open_pg(pg_url) as store:
+    with caplog.at_level("INFO"), open_pg(pg_url) as store:
+        assert any(
+            "from before segments made chunks_full_0_1" in r.getMessage() for r in caplog.records
+        )
         generation, segments = layout(store._conn)
         assert generation == 1
         assert [(s.lo, s.hi, s.rows) for s in segments] == [(0, 1, len(SOURCES) * PER_DOC)]

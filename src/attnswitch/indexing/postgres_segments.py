@@ -229,7 +229,14 @@ def prepare(conn: Any, *, converted: bool) -> None:
     if legacy or converted:
         generation, segments = layout(conn)
         if generation == 0 and not segments and tail_size(conn, 0, 1):
-            build(conn, 0, 1)
+            started = time.monotonic()
+            segment = build(conn, 0, 1)
             set_generation(conn, 1)
+            log.info(
+                "full vectors of a store from before segments made %s (%s chunks, %.1f s)",
+                segment.name,
+                f"{segment.rows:,}",
+                time.monotonic() - started,
+            )
         conn.execute(f"DROP INDEX IF EXISTS {LEGACY_INDEX}")
     keep_tail_index(conn)
