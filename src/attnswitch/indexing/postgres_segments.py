@@ -221,11 +221,7 @@ def prepare(conn: Any, *, converted: bool) -> None:
     full vector, maintained row by row; or its float32 vectors just `converted` to float16,
     that index dropped) gets its vectors as the segment of generation 0, and generation 1
     next; and the tail's b-tree is made when missing (`keep_tail_index`)."""
-    legacy = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND "
-        "indexname = %s)",
-        (LEGACY_INDEX,),
-    ).fetchone()[0]
+    legacy = any(name == LEGACY_INDEX for name, _ in _catalog(conn)[1])
     if legacy or converted:
         generation, segments = layout(conn)
         if generation == 0 and not segments and tail_size(conn, 0, 1):
