@@ -6,7 +6,7 @@ chunks, none with a full vector yet). Variants, the only difference the segment 
 (`quick_graph.SEGMENT_IDS`), the same code otherwise:
 
 - `segments`: the default, `SEGMENT_IDS` ids a segment, each walked with the beam
-  `QuickGraph.segment_beam` gives it (the store's beam over the root of the segments);
+  `segment_graph.SegmentGraph.segment_beam` gives it (the store's beam over the root of the segments);
 - `segments, each walked with the whole beam`: the same graphs, each walked with the
   store's beam (what the first version of the segments did);
 - `one graph`: one segment spanning every id, which is what the store built before the
@@ -57,7 +57,7 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 import numpy as np
-from attnswitch.indexing import quick_graph
+from attnswitch.indexing import quick_graph, segment_graph
 from attnswitch.indexing.store import SQLiteStore
 
 def vm(key):
@@ -69,7 +69,7 @@ segment_ids, beam = variant.split(":")
 if segment_ids != "default":
     quick_graph.SEGMENT_IDS = int(segment_ids)
 if beam == "whole":
-    quick_graph.QuickGraph.segment_beam = lambda self, ef: ef
+    segment_graph.SegmentGraph.segment_beam = lambda self, ef: ef
 out = {}
 with SQLiteStore(db) as store:
     if step == "build":

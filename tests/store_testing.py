@@ -1,7 +1,7 @@
 """Helpers shared by the store, run and service tests: the statements a store sends to its
 database, another process holding a store's run lock, an encoder that records what it is
-asked to encode, and a SQLite file's vectors taken back to the float32 blobs of schema
-version 7 and older."""
+asked to encode, a SQLite file's vectors taken back to the float32 blobs of schema
+version 7 and older, and where the graph of a SQLite store's first full vectors lies."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+# The graph a SQLite store's first `sync_index` makes of its full vectors (a completed run's,
+# or a writer's block's): the first segment's (`sqlite_segments`), beside the file.
+FIRST_SEGMENT = ".full/0_1.hnsw"
 
 
 @contextlib.contextmanager

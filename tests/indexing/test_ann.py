@@ -20,8 +20,9 @@ from graph_damage_testing import DAMAGES, damage_graph
 
 from attnswitch.documents.ingest import ingest
 from attnswitch.indexing.ann import HnswIndex, exact_top_k
+from attnswitch.indexing.sqlite_segments import FullSegment
 from attnswitch.indexing.store import ChunkRecord, SQLiteStore, StoreInputError
-from store_testing import as_float32_blobs
+from store_testing import FIRST_SEGMENT, as_float32_blobs
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
 DIM = 24
@@ -95,12 +96,12 @@ QUERIES = unit(np.random.default_rng(99).normal(size=(8, DIM)))
 
 def test_a_run_saves_the_graph_and_search_reads_it(tmp_path: Path, root: Path) -> None:
     db = indexed(tmp_path, root)
-    graph, header = HnswIndex.paths(db)
+    graph, header = HnswIndex.paths(db, FIRST_SEGMENT)
     meta = json.loads(header.read_text())
     assert graph.is_file() and meta["count"] == 3 * PER_DOC and meta["dim"] == DIM
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         assert meta["store_id"] == store.store_id
-        index = HnswIndex.open(store)
+        index = HnswIndex.open(FullSegment(store, 0, 1))
         assert not index.rebuilt and len(index) == 3 * PER_DOC
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
         for q in QUERIES[:3]:  # one query at a time, as search asks
@@ -116,8 +117,10 @@ def test_inserts_and_deletes_since_the_save_are_replayed(tmp_path: Path, root: P
         added = write(store, root, "d.txt", seed=7)
         write(store, root, "b.txt", seed=8)  # rewritten: same ordinals, new ids and vectors
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        index = HnswIndex.open(store)
-        assert not index.rebuilt and len(index) == 3 * PER_DOC == store.count()
+        index = HnswIndex.open(FullSegment(store, 0, 1))
+        # the segment keeps c.txt's; d.txt's and b.txt's new vectors are in the tail
+        assert not index.rebuilt and len(index) == PER_DOC and store.count() == 3 * PER_DOC
+        assert not any(index.index.contains(i) for i in gone)
         found = dense_ids(store, unit(added), 1)
         d_ids = [r.id for r in store.document_chunks(root, "d.txt")]
         assert [hits[0] for hits in found] == d_ids  # each new vector finds its own chunk
@@ -130,18 +133,21 @@ def test_a_clean_graph_is_memory_mapped_and_one_with_writes_to_replay_is_loaded(
     tmp_path: Path, root: Path
 ) -> None:
     db = indexed(tmp_path, root)
-    graph = str(HnswIndex.paths(db)[0].resolve())
+    graph = str(HnswIndex.paths(db, FIRST_SEGMENT)[0].resolve())
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        index = HnswIndex.open(store)
+        index = HnswIndex.open(FullSegment(store, 0, 1))
         assert index.mapped and not index.rebuilt
         maps = Path("/proc/self/maps")
         if maps.exists():  # Linux: the file itself is mapped into this process
             assert graph in maps.read_text()
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
-        write(store, root, "d.txt", seed=3)
-        replayed = HnswIndex.open(store)
-        assert not replayed.mapped and not replayed.rebuilt
-        assert len(replayed) == store.count() == 4 * PER_DOC
+        write(store, root, "d.txt", seed=3)  # into the tail: nothing the segment holds
+        quiet = HnswIndex.open(FullSegment(store, 0, 1))
+        assert quiet.mapped and len(quiet) == 3 * PER_DOC and store.count() == 4 * PER_DOC
+        store.remove(root, ["a.txt"])  # chunks the segment holds
+        replayed = HnswIndex.open(FullSegment(store, 0, 1))
+        assert not replayed.mapped and not replayed.rebuilt and len(replayed) == 2 * PER_DOC
+        assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
 
 
 @pytest.mark.parametrize(("ef", "n"), [(1, 10), (10, 10), (64, 10), (300, 5)])
@@ -200,7 +206,7 @@ def test_a_bad_search_beam_is_refused_by_name(tmp_path: Path, root: Path, ef: ob
 )
 def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage: str) -> None:
     db = indexed(tmp_path, root)
-    graph, header = HnswIndex.paths(db)
+    graph, header = HnswIndex.paths(db, FIRST_SEGMENT)
     meta = json.loads(header.read_text())
     if damage == "missing":
         graph.unlink()
@@ -210,7 +216,7 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
         header.write_text(json.dumps(meta))
     elif damage == "other store":
         other = indexed(tmp_path / "other", root, ("a.txt", "b.txt", "d.txt"))
-        for src, dst in zip(HnswIndex.paths(other), (graph, header), strict=True):
+        for src, dst in zip(HnswIndex.paths(other, FIRST_SEGMENT), (graph, header), strict=True):
             shutil.copy(src, dst)
     elif damage == "other dim":
         header.write_text(json.dumps({**meta, "dim": DIM * 2}))
@@ -230,8 +236,9 @@ def test_a_damaged_or_stale_graph_is_rebuilt(tmp_path: Path, root: Path, damage:
         )  # same count
         sql(db, "DROP TRIGGER chunks_indexed", "DROP TRIGGER chunks_unindexed", change)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        index = HnswIndex.open(store)
-        assert index.rebuilt and len(index) == store.count()
+        segment = FullSegment(store, 0, 1)
+        index = HnswIndex.open(segment)
+        assert index.rebuilt and len(index) == segment.count()
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
 
 
@@ -242,7 +249,7 @@ def test_below_the_threshold_search_is_exact_and_keeps_no_graph(tmp_path: Path, 
         store.remove(root, ["a.txt", "b.txt"])
         store.finish_run(run)
         assert store.count() == PER_DOC < THRESHOLD
-        assert not any(p.exists() for p in HnswIndex.paths(db))
+        assert not any(p.exists() for p in HnswIndex.paths(db, FIRST_SEGMENT))
         assert_recall(dense_ids(store, QUERIES, 5), exact(store, QUERIES, 5))
     assert sql(db, "SELECT COUNT(*) FROM chunk_log") == [(0,)]
 
@@ -253,7 +260,7 @@ def test_a_store_without_vectors_has_no_graph_and_says_so(tmp_path: Path) -> Non
     with SQLiteStore(tmp_path / "index.sqlite3", exact_below=0) as store:
         assert store.dim is None
         with pytest.raises(ValueError, match=r"index\.sqlite3: expected a store with vectors"):
-            HnswIndex.open(store)
+            HnswIndex.open(FullSegment(store, 0, 1))
 
 
 def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Path) -> None:
@@ -271,18 +278,20 @@ def test_a_store_made_before_keyword_search_is_migrated(tmp_path: Path, root: Pa
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         ((cid, _),) = store.keyword("b.txt 7", 1)
         assert store.chunks([cid])[cid].text == "b.txt 7"
-        assert HnswIndex.open(store).rebuilt  # the log it was saved against is gone
+        assert HnswIndex.open(
+            FullSegment(store, 0, 1)
+        ).rebuilt  # the log it was saved against is gone
 
 
 def test_a_search_that_rebuilt_the_graph_saves_it_for_the_next(tmp_path: Path, root: Path) -> None:
     db = indexed(tmp_path, root)
-    graph, header = HnswIndex.paths(db)
+    graph, header = HnswIndex.paths(db, FIRST_SEGMENT)
     graph.unlink()
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
     assert graph.is_file() and json.loads(header.read_text())["count"] == 3 * PER_DOC
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        index = HnswIndex.open(store)
+        index = HnswIndex.open(FullSegment(store, 0, 1))
         assert index.mapped and not index.rebuilt
         run = store.begin_run(root)  # a run holds the store: a search saves nothing
         graph.unlink()
@@ -297,10 +306,11 @@ import json, sys
 import numpy as np
 from attnswitch.indexing.ann import HnswIndex
 from attnswitch.indexing.search import search
+from attnswitch.indexing.sqlite_segments import FullSegment
 from attnswitch.indexing.store import SQLiteStore
 with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
     hits = search(store, np.ones(store.dim), 5, text="a.txt 3", mode="hybrid")
-    mapped = HnswIndex.open(store).mapped
+    mapped = HnswIndex.open(FullSegment(store, 0, 1)).mapped
 print(json.dumps({"hits": len(hits), "mapped": mapped,
                   "heavy": sorted(m for m in sys.argv[3].split(",") if m in sys.modules)}))
 """
@@ -333,10 +343,10 @@ def test_a_graph_damaged_in_place_is_detected_logged_and_rebuilt(
     from attnswitch.indexing import ann
 
     if check == "sample":
-        monkeypatch.setattr(SQLiteStore, "verify_whole_below", 0)
+        monkeypatch.setattr(FullSegment, "verify_whole_below", 0)
         monkeypatch.setattr(ann, "VERIFY_SAMPLE", 4 * PER_DOC)
     db = indexed(tmp_path, root)
-    graph, _ = HnswIndex.paths(db)
+    graph, _ = HnswIndex.paths(db, FIRST_SEGMENT)
     data = bytearray(graph.read_bytes())
     if damage == "zeroed tail":
         data[len(data) // 2 :] = bytes(len(data) - len(data) // 2)
@@ -348,8 +358,9 @@ def test_a_graph_damaged_in_place_is_detected_logged_and_rebuilt(
         caplog.at_level(logging.WARNING, logger="attnswitch.indexing.ann"),
         SQLiteStore(db, exact_below=THRESHOLD) as store,
     ):
-        index = HnswIndex.open(store)
-        assert index.rebuilt and len(index) == store.count()
+        segment = FullSegment(store, 0, 1)
+        index = HnswIndex.open(segment)
+        assert index.rebuilt and len(index) == segment.count()
         assert_recall(dense_ids(store, QUERIES, 10), exact(store, QUERIES, 10))
     assert any(
         "HNSW graph beside it is unusable" in r.getMessage() and str(db) in r.getMessage()
@@ -361,14 +372,15 @@ DAMAGED_SEARCH = """
 import json, sys
 import numpy as np
 from attnswitch.indexing import ann
+from attnswitch.indexing.sqlite_segments import FullSegment
 from attnswitch.indexing.store import SQLiteStore
-SQLiteStore.verify_whole_below = 0  # the large-graph path: memory-mapped, not checksummed
+FullSegment.verify_whole_below = 0  # the large-graph path: memory-mapped, not checksummed
 with SQLiteStore(sys.argv[1], exact_below=int(sys.argv[2])) as store:
     queries = np.random.default_rng(1).normal(size=(20, store.dim)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     hits = store.dense(queries, 10)
     print(json.dumps({"rows": len(hits), "each": min(len(h) for h in hits),
-                      "rebuilt": ann.HnswIndex.open(store).rebuilt}))
+                      "rebuilt": ann.HnswIndex.open(FullSegment(store, 0, 1)).rebuilt}))
 """
 
 
@@ -399,7 +411,7 @@ def test_a_large_graph_with_a_damaged_structure_is_rebuilt_not_walked(
     before usearch maps it (`hnsw_file.graph_damage`): the search, in a fresh process,
     ends normally with full results from a rebuilt graph."""
     db = _large_graph(tmp_path)
-    damage_graph(HnswIndex.paths(db)[0], damage)
+    damage_graph(HnswIndex.paths(db, FIRST_SEGMENT)[0], damage)
     out = subprocess.run(
         [sys.executable, "-c", DAMAGED_SEARCH, str(db), str(THRESHOLD)],
         capture_output=True,
@@ -424,14 +436,14 @@ def test_the_structure_check_is_paid_once_per_saved_graph(
         checked.append(path)
         return hnsw_file.graph_damage(path, dim, item_bytes)
 
-    monkeypatch.setattr(SQLiteStore, "verify_whole_below", 0)
+    monkeypatch.setattr(FullSegment, "verify_whole_below", 0)
     monkeypatch.setattr(ann, "graph_damage", recording)
     db = indexed(tmp_path, root)
-    graph, _ = HnswIndex.paths(db)
+    graph, _ = HnswIndex.paths(db, FIRST_SEGMENT)
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        assert HnswIndex.open(store).mapped and checked == []
+        assert HnswIndex.open(FullSegment(store, 0, 1)).mapped and checked == []
     stat = graph.stat()
     os.utime(graph, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
-        index = HnswIndex.open(store)
+        index = HnswIndex.open(FullSegment(store, 0, 1))
         assert index.mapped and not index.rebuilt and checked == [graph]

@@ -14,12 +14,12 @@ import pytest
 from quick_testing import FULL_DIM, SOURCES, make_folder, unit, write_quick
 
 from attnswitch.indexing.records import MAX_EF_SEARCH
+from attnswitch.indexing.segment_tiers import FANIN
 from attnswitch.indexing.writer import IndexWriter
 
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
 
 from attnswitch.indexing.postgres_segments import (  # noqa: E402
-    FANIN,
     LEGACY_INDEX,
     drop_all,
     layout,

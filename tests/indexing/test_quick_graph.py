@@ -1,5 +1,5 @@
 """The SQLite store's quick list over its own HNSW graphs, one per segment of chunk ids
-(`quick_graph.QuickGraph`, each an `ann.HnswIndex`): saved beside the database when a run
+(`segment_graph.SegmentGraph`, each an `ann.HnswIndex`): saved beside the database when a run
 ends, one segment in memory at a time, searched with the recall of the full vectors'
 graph, kept in step as the full pass takes chunks out (replayed, by the searching process,
 from the chunk log), filtered, and gone once every chunk has its full vector; exact below
@@ -23,8 +23,10 @@ from quick_testing import SOURCES, assert_recall, fill, found, make_folder, quer
 from attnswitch.indexing import quick_graph
 from attnswitch.indexing.ann import HnswIndex, exact_top_k
 from attnswitch.indexing.filters import SearchFilter
-from attnswitch.indexing.quick_graph import QuickGraph, segment_paths
+from attnswitch.indexing.quick_graph import segment_paths
+from attnswitch.indexing.segment_graph import SegmentGraph
 from attnswitch.indexing.store import SQLiteStore
+from store_testing import FIRST_SEGMENT
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
 PER_DOC = 60
@@ -57,12 +59,12 @@ def test_the_quick_pass_saves_a_graph_of_the_quick_vectors(tmp_path: Path, root:
     db = tmp_path / "index.sqlite3"
     quick_pass(db, root)
     assert [p.name for p in segment_paths(db)] == ["0.hnsw", "0.hnsw.json"]
-    assert not HnswIndex.paths(db)[0].exists()  # no full vector yet: no full graph
+    assert not HnswIndex.paths(db, FIRST_SEGMENT)[0].exists()  # no full vector: no full graph
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         assert store.quick_vectors.count() == PER_DOC * len(SOURCES)
         got = found(store, QUERIES, 10)
         searcher = store._quick[1]
-        assert isinstance(searcher, QuickGraph) and not searcher.rebuilt and searcher.mapped
+        assert isinstance(searcher, SegmentGraph) and not searcher.rebuilt and searcher.mapped
         assert_recall(got, exact(store, QUERIES, 10))
 
 
@@ -124,7 +126,7 @@ def test_the_graph_goes_when_every_chunk_has_its_full_vector(tmp_path: Path, roo
         store.finish_run(run)
         assert found(store, QUERIES, 10) == [[] for _ in QUERIES]
     assert not segment_paths(db)
-    assert HnswIndex.paths(db)[0].exists()  # the full vectors' graph took over
+    assert HnswIndex.paths(db, FIRST_SEGMENT)[0].exists()  # the full vectors' graph took over
 
 
 def test_a_quick_graph_of_another_state_is_rebuilt_not_trusted(tmp_path: Path, root: Path) -> None:
@@ -198,7 +200,7 @@ def test_the_graph_is_cut_into_segments_and_built_one_at_a_time(
     with SQLiteStore(db, exact_below=THRESHOLD) as store:
         hits = store.quick(QUERIES, 10)
         graph = store._quick[1]
-        assert isinstance(graph, QuickGraph) and graph.mapped
+        assert isinstance(graph, SegmentGraph) and graph.mapped
         assert [len(g) for _, g in graph.parts] == [64, 64, 64, 48]
         # merged across segments: score descending, then id
         assert all(row == sorted(row, key=lambda h: (-h[1], h[0])) for row in hits)

@@ -352,7 +352,7 @@ def test_a_schema_8_file_is_upgraded_once_and_answers_the_same(
     with SQLiteStore(db) as store:
         assert answers(store) == want
         assert store.migrated is None  # no chunk changed: nothing to tell the user
-    assert module_sql(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)] == [(12,)]
+    assert module_sql(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)] == [(13,)]
     triggers = module_sql(db, "SELECT sql FROM sqlite_master WHERE type = 'trigger'")
     assert triggers and not any("attnswitch_" in sql for (sql,) in triggers)
     module_sql(db, "DELETE FROM documents WHERE source = 'de.txt'")

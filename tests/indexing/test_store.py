@@ -644,7 +644,7 @@ def test_a_version_1_store_migrates_to_the_current_version(
         again = run(docs, store, options, get_encoder=lambda: encoder)
         assert again.unchanged == again.files and again.chunks_encoded == 0
     with sqlite3.connect(copy) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
 
 
 @pytest.mark.parametrize("held_s", [1.5, 60.0])

@@ -23,9 +23,10 @@ from attnswitch.indexing.hnsw_file import graph_damage
 from attnswitch.indexing.location import is_url, open_store
 from attnswitch.indexing.records import SCHEMA_VERSION, VECTOR_DTYPE, vector_key
 from attnswitch.indexing.search import search
+from attnswitch.indexing.sqlite_segments import FullSegment
 from attnswitch.indexing.store import ChunkRecord, SQLiteStore, StoreConnectError
 from attnswitch.indexing.store_errors import StoreCorruptError
-from store_testing import as_float32_blobs
+from store_testing import FIRST_SEGMENT, as_float32_blobs
 
 DIM = 24
 PER_DOC = 20
@@ -277,7 +278,7 @@ def test_a_float32_store_is_upgraded_in_place_keeping_chunks_vectors_and_answers
     )
     if not is_url(str(location)):
         with contextlib.closing(sqlite3.connect(location)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
         assert Path(location).stat().st_size <= old_size  # compacted (VACUUM)
     with open_store(location) as store:  # opened again: nothing left to convert
         assert stored_bytes(store) and answers(store, queries) == want
@@ -290,7 +291,7 @@ def test_a_float32_graph_beside_an_upgraded_store_is_replaced_by_a_float16_one(
     with SQLiteStore(db, exact_below=0) as store:
         written = write(store, root)
         originals = float32_near(*store.vectors())
-    graph, header = HnswIndex.paths(db)
+    graph, header = HnswIndex.paths(db, FIRST_SEGMENT)
     with monkeypatch.context() as m:  # the graph as the version before saved it
         m.setattr(ann, "DTYPE", "f32")
         m.setattr(ann, "INDEX_FORMAT", 3)
@@ -306,7 +307,7 @@ def test_a_float32_graph_beside_an_upgraded_store_is_replaced_by_a_float16_one(
         assert [hits[0][0] for hits in found] == sorted(written)[:5]
         with store.exclusive():
             store.sync_index()
-        index = HnswIndex.open(store)
+        index = HnswIndex.open(FullSegment(store, 0, 1))
         assert not index.rebuilt and str(index.index.dtype).lower().endswith("f16")
         ids, matrix = store.vectors()
         got = np.asarray(index.index.get(ids.astype(np.uint64)), np.float32)

@@ -24,7 +24,7 @@ from attnswitch.indexing.store import (
     root_key,
 )
 from attnswitch.indexing.writer import PLAN_BATCH, IndexWriter
-from store_testing import statements
+from store_testing import FIRST_SEGMENT, statements
 
 DIM = 8
 CONFIG = "cfg"
@@ -125,10 +125,10 @@ def test_a_block_that_wrote_saves_the_graph_and_one_that_failed_does_not(tmp_pat
                 doc = document(root, 1)
                 writer.write_document(doc, chunk(doc), np.ones((1, DIM)), config=CONFIG)
                 raise RuntimeError("stopped")
-        assert not any(p.exists() for p in HnswIndex.paths(store.path))
+        assert not any(p.exists() for p in HnswIndex.paths(store.path, FIRST_SEGMENT))
         with IndexWriter(store) as writer:
             doc = document(root, 2)
             writer.write_document(doc, chunk(doc), np.ones((1, DIM)), config=CONFIG)
-        assert all(p.exists() for p in HnswIndex.paths(store.path))
+        assert all(p.exists() for p in HnswIndex.paths(store.path, FIRST_SEGMENT))
         assert store.chunk_log_state()[0] is None  # the log the graph took in, pruned
         assert store.count() == 2

@@ -193,6 +193,7 @@ class HnswIndex:
         self.seq = seq
         self.rebuilt = rebuilt  # built from the vectors by this open (not loaded)
         self.mapped = mapped  # the saved file memory-mapped (read-only), not loaded
+        self.saved: dict[str, Any] | None = None  # the header of the file it was read from
 
     @staticmethod
     def paths(db_path: Path, suffix: str = ".hnsw") -> tuple[Path, Path]:
@@ -220,20 +221,15 @@ class HnswIndex:
         log_first, log_last, count = store.chunk_log_state()
         try:
             meta = json.loads(header.read_text())
-            pending = meta["seq"] < log_last
+            pending = meta["seq"] < log_last and not cls._quiet(
+                store, meta["seq"], log_first, log_last
+            )
             usable = (
                 meta.get("format") == INDEX_FORMAT
                 and meta["store_id"] == store.store_id
                 and meta["dim"] == dim
                 and graph.stat().st_size == meta["size"]
-                and (
-                    pending
-                    or (
-                        meta["seq"] == log_last
-                        and meta["count"] == count
-                        and meta["max_id"] == store.max_chunk_id()
-                    )
-                )
+                and (pending or (meta["count"] == count and meta["max_id"] == store.max_chunk_id()))
                 and (not pending or (log_first is not None and log_first <= meta["seq"] + 1))
             )
             why = "" if usable else "its header is of another store, format or state"
@@ -259,8 +255,10 @@ class HnswIndex:
                 index = None if why else index
             if index is not None:
                 self = cls(db_path, index, meta["seq"], False, view, suffix=store.graph_suffix)
+                self.saved = meta
                 if pending:
                     self._replay(store, log_last)
+                self.seq = log_last
                 if len(self.index) == count:
                     return self
                 why = f"holding {len(self.index)} vectors, not the store's {count}"
@@ -273,6 +271,18 @@ class HnswIndex:
                 why,
             )
         return cls._build(store, db_path)
+
+    @staticmethod
+    def _quiet(store: GraphStore, seq: int, log_first: int | None, log_last: int) -> bool:
+        """Whether nothing the store logged after `seq` concerns this graph (the store's
+        `chunk_log_ids` gives none: a set that tells which logged chunks may be in its
+        graph or belong in it, `sqlite_segments.FullSegment`), so that a graph saved at
+        `seq` is current without a replay; False when the log no longer reaches back."""
+        return (
+            log_first is not None
+            and log_first <= seq + 1
+            and not store.chunk_log_ids(seq, log_last)
+        )
 
     @staticmethod
     def _file_damage(
@@ -342,19 +352,23 @@ class HnswIndex:
         self.seq = upto
 
     def catch_up(self, store: GraphStore) -> bool:
-        """Bring this graph, loaded into memory, up to the store's committed state by
-        replaying the log since `self.seq`, in one read snapshot. False when it cannot: a
-        memory-mapped graph (read-only), a log pruned past `self.seq`, or a replay that
-        leaves another count than the store's; the caller then drops this graph and opens
-        it again (`open`)."""
-        if self.mapped:
-            return False
+        """Bring this graph up to the store's committed state by replaying the log since
+        `self.seq` (one read snapshot) into the graph loaded into memory; a memory-mapped
+        graph (read-only) only moves on to the log's end when nothing logged concerns it
+        (`_quiet`). False when it cannot: a mapped graph that something logged concerns, a
+        log pruned past `self.seq`, or a replay that leaves another count than the
+        store's; the caller then drops this graph and opens it again (`open`)."""
         with store.reading():
             first, last, count = store.chunk_log_state()
             if last > self.seq:
                 if first is None or first > self.seq + 1:
                     return False
-                self._replay(store, last)
+                if self.mapped:
+                    if store.chunk_log_ids(self.seq, last):
+                        return False
+                    self.seq = last
+                else:
+                    self._replay(store, last)
             return len(self.index) == count
 
     def __len__(self) -> int:
@@ -388,6 +402,18 @@ class HnswIndex:
             ]
             for q in range(len(queries))
         ]
+
+    def save_header(self, store: GraphStore) -> None:
+        """Move the saved header of a graph read from its file, unchanged since
+        (`mapped`), on to this graph's log position (`seq`): the next open need not look
+        at the log before it. Nothing for a graph loaded or built (`save` writes both)."""
+        if not self.mapped or self.saved is None or self.saved["seq"] == self.seq:
+            return
+        _, header = self.paths(self.db_path, self.suffix)
+        self.saved = {**self.saved, "seq": self.seq}
+        tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")
+        tmp_header.write_text(json.dumps(self.saved))
+        os.replace(tmp_header, header)
 
     def save(self, store: GraphStore) -> None:
         """Write the graph and its header atomically (a reader sees the old pair or the

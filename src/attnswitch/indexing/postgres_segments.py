@@ -19,9 +19,9 @@ a log-structured merge tree indexes its writes:
   instead of walking its graph, when its statistics were older than the segment).
   `seal` makes the tail a segment of its own once it holds `SEAL_AT` chunks (one CREATE
   INDEX, and G moves on), so an exact scan never ranks more;
-- after a seal, the newest `FANIN` segments of one tier (`tier`: rows in powers of
-  `FANIN` past `SEAL_AT`) are merged into one, so a store holds O(log n) segments and each
-  vector is built into a graph O(log n) times.
+- after a seal, the newest segments are merged into one while `FANIN` of them share a tier
+  (`segment_tiers.merge_count`: rows in powers of `FANIN` past `SEAL_AT`), so a store holds
+  O(log n) segments and each vector is built into a graph O(log n) times.
 
 A vector written with a generation below G (a search's fill that read G before a seal
 committed) satisfies a segment's predicate, so PostgreSQL adds it to that segment's graph
@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from attnswitch.indexing.segment_tiers import merge_count
+
 log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
 
 # HNSW graph parameters (the quick list's index has the same): pgvector's default m=16,
@@ -49,8 +51,6 @@ HNSW_EF_CONSTRUCTION = 128
 # each row: 34 ms for 10,000 rows written by the full pass's UPDATEs (new row versions,
 # scattered), against 1.4 ms for a segment of 20,000 walked by its graph.
 SEAL_AT = 5_000
-# How many segments of one tier are merged into one.
-FANIN = 4
 # The generation new full vectors are written with, as SQL (one row, one integer).
 GENERATION_SQL = "SELECT COALESCE((SELECT value::bigint FROM meta WHERE key = 'full_gen'), 0)"
 # The one HNSW index of the full vectors of a store made before segments.
@@ -125,14 +125,6 @@ def parts(generation: int, segments: list[Segment]) -> list[tuple[str, bool]]:
     ]
 
 
-def tier(rows: int, seal_at: int = SEAL_AT) -> int:
-    """A segment's tier: 0 below `FANIN` x `seal_at` rows, 1 below `FANIN`^2 x, ..."""
-    level, size = 0, max(1, seal_at) * FANIN
-    while rows >= size:
-        level, size = level + 1, size * FANIN
-    return level
-
-
 def tail_size(conn: Any, generation: int, limit: int) -> int:
     """How many full vectors of generation `generation` or later there are, counted up
     to `limit`."""
@@ -189,14 +181,14 @@ def seal(conn: Any, *, at: int = SEAL_AT) -> bool:
         f"{sealed.rows:,}",
         time.monotonic() - started,
     )
-    while len(segments) >= FANIN and len({tier(s.rows, at) for s in segments[-FANIN:]}) == 1:
-        merged = segments[-FANIN:]
+    while count := merge_count([s.rows for s in segments], at):
+        merged = segments[-count:]
         started = time.monotonic()
         with conn.transaction():
             into = build(conn, merged[0].lo, merged[-1].hi)
             for segment in merged:
                 conn.execute(f"DROP INDEX IF EXISTS {segment.name}")
-        segments[-FANIN:] = [into]
+        segments[-count:] = [into]
         log.info(
             "full vectors' segments %s merged into %s (%s chunks, %.1f s)",
             ", ".join(s.name for s in merged),

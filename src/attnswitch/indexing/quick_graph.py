@@ -10,16 +10,16 @@ full vectors' graph is, from the same log.
 The set's graph is cut by chunk id into segments of `SEGMENT_IDS` ids (`QuickVectors` of
 one segment: ids in `(k * SEGMENT_IDS, (k + 1) * SEGMENT_IDS]`), each an `ann.HnswIndex` of
 its own, saved as `<db>.quick/<k>.hnsw` with its JSON header (`segment_paths`), replayed on
-open, rebuilt when it does not match, exactly as one graph is. `QuickGraph` searches them
-all and merges their hits. The segments bound what building the graph takes: it is
-built and saved one segment at a time (`QuickGraph.sync`), so a run holds at most one
+open, rebuilt when it does not match, exactly as one graph is. `segment_graph.SegmentGraph`
+searches them all and merges their hits. The segments bound what building the graph takes: it is
+built and saved one segment at a time (`SegmentGraph.sync`), so a run holds at most one
 segment's graph (about 60 MB at 384 dimensions) however large the drive, where one graph
 of the 1 GB drive's 572,779 chunks held 525 MB. Segments are fixed ranges of ids rather
 than Lucene's merged segments of whatever was written together: a chunk's segment follows
 from its id, so no table of segments has to be kept in step with the files, and the set
 only shrinks once the quick pass is done (new chunks take new ids, in the last segments).
 A search maps each saved segment and walks each (about 0.9 ms a full segment on the 1 GB
-drive, `QuickGraph.segment_beam`), so a search's cost grows with the number of segments: 16 at a million chunks. Counts and
+drive, `SegmentGraph.segment_beam`), so a search's cost grows with the number of segments: 16 at a million chunks. Counts and
 largest ids of every segment come from one scan of the partial index of these chunks
 (`sqlite_schema.QUICK_ONLY_INDEX`), so opening the graph reads no vector.
 """
@@ -27,7 +27,6 @@ largest ids of every segment come from one scan of the partial index of these ch
 from __future__ import annotations
 
 import contextlib
-import math
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -35,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from attnswitch.indexing.segment_graph import segment_paths as saved_segments
 from attnswitch.indexing.sqlite_vectors import QUICK_ONLY as QUICK_VECTORS
 from attnswitch.indexing.sqlite_vectors import VectorColumn
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from attnswitch.indexing.ann import HnswIndex
 
 # The chunks of the set: a quick vector, and no full vector yet.
 QUICK_ONLY = QUICK_VECTORS.condition
@@ -59,17 +58,16 @@ SINGLE_GRAPH = ".quick.hnsw"
 
 def segment_paths(db_path: Path) -> list[Path]:
     """The saved segment files beside the database at `db_path` (graphs and headers)."""
-    folder = db_path.with_name(db_path.name + GRAPH_DIR)
-    return sorted(folder.glob("*.hnsw*")) if folder.is_dir() else []
+    return saved_segments(db_path, GRAPH_DIR)
 
 
 def remove_graph(db_path: Path) -> None:
     """Remove every saved segment of the quick graph (and an earlier version's one graph)."""
     shutil.rmtree(db_path.with_name(db_path.name + GRAPH_DIR), ignore_errors=True)
-    _remove_single_graph(db_path)
+    remove_single_graph(db_path)
 
 
-def _remove_single_graph(db_path: Path) -> None:
+def remove_single_graph(db_path: Path) -> None:
     """Remove the one quick graph an earlier version kept (`SINGLE_GRAPH`) and its header."""
     for end in ("", ".json"):
         db_path.with_name(db_path.name + SINGLE_GRAPH + end).unlink(missing_ok=True)
@@ -94,6 +92,7 @@ class QuickVectors:
     are kept per log position (every change to the set moves it)."""
 
     first_id = 1
+    graph_dir = GRAPH_DIR  # the folder of its segments' graphs (`segment_graph.SegmentedSet`)
     # A segment is checked as a large graph is (`ann.HnswIndex._file_damage`): by its
     # structure and a sample of its vectors, not by a read of all its bytes at every open
     # (a search opens every segment).
@@ -134,6 +133,9 @@ class QuickVectors:
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         return self.store.reading()
+
+    def log_position(self) -> int:
+        return self.store._log_position()
 
     def _state(self) -> tuple[int, int]:
         """(chunks in the set, largest id or 0): one scan of the set's partial index (of
@@ -205,110 +207,12 @@ class QuickVectors:
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-class QuickGraph:
-    """The quick set's graph: one `ann.HnswIndex` per segment that holds chunks, searched
-    together (`search`), caught up together (`catch_up`), saved together (`save`)."""
-
-    def __init__(self, parts: list[tuple[QuickVectors, HnswIndex]], seq: int) -> None:
-        self.parts = parts
-        self.seq = seq  # the log position every segment reflects
-
-    @classmethod
-    def open(cls, vectors: QuickVectors) -> QuickGraph:
-        """The graph of `vectors` current to the store's committed state, for searching:
-        each saved segment memory-mapped when it has nothing to replay, else loaded and
-        replayed, or rebuilt (`ann.HnswIndex.open`)."""
-        from attnswitch.indexing.ann import HnswIndex
-
-        with vectors.reading():
-            seq = vectors.store._log_position()
-            return cls([(part, HnswIndex.open(part)) for part in vectors.segments()], seq)
-
-    @classmethod
-    def sync(cls, vectors: QuickVectors) -> QuickGraph:
-        """Bring every segment's saved graph up to the committed state, one segment in
-        memory at a time (loaded or built, replayed, saved, dropped); remove the files of
-        segments that no longer hold chunks; then the graph as `open` maps it. For a
-        writer, under the run lock."""
-        from attnswitch.indexing.ann import HnswIndex
-
-        db_path = Path(vectors.path)
-        _remove_single_graph(db_path)
-        with vectors.reading():
-            parts = vectors.segments()
-            kept = {p.graph_suffix for p in parts}
-            for path in segment_paths(db_path):
-                if f"{GRAPH_DIR}/{path.name.removesuffix('.json')}" not in kept:
-                    path.unlink(missing_ok=True)
-            for part in parts:
-                graph = HnswIndex.open(part, writable=True)
-                graph.save(part)
-                del graph
-            return cls.open(vectors)
-
-    @property
-    def mapped(self) -> bool:
-        """Every segment memory-mapped (none loaded to replay or rebuild)."""
-        return all(graph.mapped for _, graph in self.parts)
-
-    @property
-    def rebuilt(self) -> bool:
-        """Some segment was built from the vectors by this open."""
-        return any(graph.rebuilt for _, graph in self.parts)
-
-    def __len__(self) -> int:
-        return sum(len(graph) for _, graph in self.parts)
-
-    def catch_up(self, vectors: QuickVectors) -> bool:
-        """Replay what was logged since into each segment (`ann.HnswIndex.catch_up`), in
-        one read snapshot. False when some segment cannot, or the set's segments are not
-        these any more (one emptied, or chunks in a new one): the caller opens it again."""
-        with vectors.reading():
-            parts = vectors.segments()
-            if [p.segment for p in parts] != [p.segment for p, _ in self.parts]:
-                return False
-            self.parts = [(part, graph) for part, (_, graph) in zip(parts, self.parts)]
-            if not all(graph.catch_up(part) for part, graph in self.parts):
-                return False
-            self.seq = vectors.store._log_position()
-            return True
-
-    def search(self, queries: np.ndarray, n: int, ef: int) -> list[list[tuple[int, float]]]:
-        """The `n` nearest (chunk id, inner product) per row of `queries` `[Q, dim]` over
-        every segment: each segment's `n` best, found with a beam of `segment_beam(ef)`,
-        merged by score descending, then id."""
-        merged: list[list[tuple[int, float]]] = [[] for _ in range(len(queries))]
-        beam = self.segment_beam(ef)
-        for _, graph in self.parts:
-            for row, hits in zip(merged, graph.search(queries, n, beam), strict=True):
-                row.extend(hits)
-        return [sorted(row, key=lambda hit: (-hit[1], hit[0]))[:n] for row in merged]
-
-    def segment_beam(self, ef: int) -> int:
-        """The beam each segment is walked with for a search beam of `ef` over the whole
-        set: `ef / sqrt(segments)`, rounded up (`ann.HnswIndex.search` widens it to `n`
-        still). A segment holds a fraction of the set, so a narrower beam finds its share
-        of the nearest as well, and the segments' walks add up: on the 1 GB drive's quick
-        vectors (nine segments, `benchmarks/quick_graph_segments.py`) the store's beam of
-        512 in each segment took 17.6 ms a search with the pages in memory, 171 (this
-        rule) 8.1 ms, finding 0.999 and 0.998 of the exact 10 nearest of stored points; near,
-        not on, stored points 171 found 0.986 and 512 0.996."""
-        return max(1, math.ceil(ef / math.sqrt(max(1, len(self.parts)))))
-
-    def save(self, vectors: QuickVectors) -> None:
-        """Save the segments this process loaded (replayed or rebuilt); mapped ones are
-        their saved files already."""
-        for part, graph in self.parts:
-            if not graph.mapped:
-                graph.save(part)
-
-
 __all__ = [
     "GRAPH_DIR",
     "QUICK_ONLY",
     "SEGMENT_IDS",
-    "QuickGraph",
     "QuickVectors",
     "remove_graph",
+    "remove_single_graph",
     "segment_paths",
 ]

@@ -41,7 +41,7 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 RUN_LOCK_WAIT_S = 5.0
 # The store schema's version (a SQLite file's user_version; a PostgreSQL store is upgraded
 # by what its catalog lacks, `postgres_schema.upgrade`).
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # The element of a stored vector, in both stores: IEEE float16, rounded to nearest from the
 # L2-normalised float32 vector (SQLite: a BLOB of little-endian float16; PostgreSQL:
 # pgvector's `halfvec(dim)`; the SQLite store's HNSW graph: usearch's "f16"). Half the

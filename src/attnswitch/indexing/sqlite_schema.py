@@ -19,6 +19,7 @@ import numpy as np
 
 from attnswitch.indexing.quick_graph import QUICK_ONLY
 from attnswitch.indexing.records import CHUNK_STRUCTURE_COLUMNS, SCHEMA_VERSION, vector_key
+from attnswitch.indexing.sqlite_vectors import FULL_TAIL
 from attnswitch.indexing.store_access import ACCESS_INDEX, ACCESS_TABLE
 from attnswitch.indexing.store_base import (
     DEDUP_INDEXES,
@@ -31,7 +32,9 @@ from attnswitch.indexing.store_base import (
 # search encodes the chunk), `quick` the quick vector (the static model's; NULL in a file
 # written before version 10 or by a run without one), `prefix` what the encoder reads
 # before `text` (`Chunk.embed_prefix`: "" unless headings are embedded), so that a chunk
-# stored without its full vector can be encoded later.
+# stored without its full vector can be encoded later. `full_gen`: the generation of the
+# segment of the full vectors' graph that holds the vector (`sqlite_segments`), NULL while
+# it is in the tail, which no graph holds.
 CHUNKS_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
     id INTEGER PRIMARY KEY,
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -47,6 +50,7 @@ CHUNKS_TABLE = """CREATE TABLE IF NOT EXISTS {name} (
     language TEXT,
     quick BLOB,
     prefix TEXT NOT NULL DEFAULT '',
+    full_gen INTEGER,
     UNIQUE (doc_id, ordinal)
 )"""
 # The columns of the chunks of a version-9 file (copied by version 10's rebuild).
@@ -62,6 +66,14 @@ UNENCODED_INDEX = (
 # The chunks with a quick vector and no full one, by id: the quick graph's vector set
 # (`quick_graph.QuickVectors`), counted and its largest id found without reading a row.
 QUICK_ONLY_INDEX = f"CREATE INDEX IF NOT EXISTS chunks_quick_only ON chunks (id) WHERE {QUICK_ONLY}"
+# The full vectors by segment generation, and those of the tail (no generation yet), by id
+# (`sqlite_segments`): a segment's or the tail's count, largest id and rows found without
+# reading the others.
+FULL_GEN_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS chunks_full_gen ON chunks (full_gen, id) "
+    "WHERE vector IS NOT NULL AND full_gen IS NOT NULL",
+    f"CREATE INDEX IF NOT EXISTS chunks_full_tail ON chunks (id) WHERE {FULL_TAIL}",
+)
 
 JOBS_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -132,9 +144,12 @@ SCHEMA = (
     """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_terms USING fts5(
     terms, stems, content='',
     tokenize="unicode61 remove_diacritics 0 categories 'L* M* N* Co Pc'")""",
+    # `had_vector`: the chunk had a full vector before this change (it was deleted, or its
+    # vector replaced), so a graph of full vectors may hold it (`sqlite_segments`).
     """CREATE TABLE IF NOT EXISTS chunk_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    chunk_id INTEGER NOT NULL
+    chunk_id INTEGER NOT NULL,
+    had_vector INTEGER NOT NULL DEFAULT 0
 )""",
     # The chunk changes the keyword index has yet to take, in order: an added chunk's id
     # (text NULL), a removed one's id with the text and language it had.
@@ -158,7 +173,7 @@ CHUNK_TRIGGERS = (
 END""",
     """CREATE TRIGGER IF NOT EXISTS chunks_unindexed AFTER DELETE ON chunks BEGIN
     INSERT INTO terms_pending (chunk_id, text, language) VALUES (old.id, old.text, old.language);
-    INSERT INTO chunk_log (chunk_id) VALUES (old.id);
+    INSERT INTO chunk_log (chunk_id, had_vector) VALUES (old.id, old.vector IS NOT NULL);
 END""",
     """CREATE TRIGGER IF NOT EXISTS chunks_reworded AFTER UPDATE OF id, text, language ON chunks
 WHEN new.id IS NOT old.id OR new.text IS NOT old.text
@@ -171,7 +186,8 @@ END""",
     # vectors' and the quick-only chunks') take the change when they next replay the log.
     """CREATE TRIGGER IF NOT EXISTS chunks_encoded AFTER UPDATE OF vector, quick ON chunks
 WHEN new.vector IS NOT old.vector OR new.quick IS NOT old.quick BEGIN
-    INSERT INTO chunk_log (chunk_id) VALUES (new.id);
+    INSERT INTO chunk_log (chunk_id, had_vector)
+    VALUES (new.id, old.vector IS NOT NULL AND new.vector IS NOT old.vector);
 END""",
     """CREATE TRIGGER IF NOT EXISTS documents_removed AFTER DELETE ON documents BEGIN
     DELETE FROM chunks WHERE doc_id = old.id;
@@ -181,8 +197,8 @@ END""",
 
 # The columns a table may lack in a file of an older schema version (its upgrade adds them).
 ADDED_COLUMNS = frozenset(
-    ("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language", "quick", "prefix")
-) | {("documents", "access")}
+    ("chunks", c) for c in (*CHUNK_STRUCTURE_COLUMNS, "language", "quick", "prefix", "full_gen")
+) | {("documents", "access"), ("chunk_log", "had_vector")}
 
 # The jobs table's columns at version 5 (the copy of its rows into the wider table).
 JOB_COLUMNS_V5 = (
@@ -235,7 +251,12 @@ JOB_COLUMNS_V5 = (
 #    the chunks it holds (`QUICK_ONLY_INDEX`, made after every upgrade), and the trigger
 #    that logs a changed full vector logs a changed quick vector too (dropped here, made
 #    again after).
+# 13: the full vectors' graph in segments (`sqlite_segments`): the chunks' `full_gen` and the
+#    log's `had_vector` (its two triggers dropped here, made again after); the stored
+#    vectors become the segment of generation 0 (`SEGMENTS_SINCE`: the one graph's files
+#    are moved to it by `sqlite_segments.convert_single_graph`).
 FLOAT16_SINCE = 8
+SEGMENTS_SINCE = 13
 UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
     {
         4: (
@@ -274,6 +295,15 @@ UPGRADES: Mapping[int, tuple[str, ...]] = MappingProxyType(
         ),
         11: ("ALTER TABLE documents ADD COLUMN access TEXT",),
         12: ("DROP TRIGGER IF EXISTS chunks_encoded",),
+        13: (
+            "ALTER TABLE chunks ADD COLUMN full_gen INTEGER",
+            "ALTER TABLE chunk_log ADD COLUMN had_vector INTEGER NOT NULL DEFAULT 0",
+            "DROP TRIGGER IF EXISTS chunks_unindexed",
+            "DROP TRIGGER IF EXISTS chunks_encoded",
+            "UPDATE chunks SET full_gen = 0 WHERE vector IS NOT NULL",
+            "INSERT OR REPLACE INTO meta SELECT 'full_segments', json_array(json_array(0, 1, "
+            "COUNT(*))) FROM chunks WHERE full_gen = 0 HAVING COUNT(*) > 0",
+        ),
     }
 )
 
@@ -306,6 +336,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         LANGUAGE_INDEX,
         UNENCODED_INDEX,
         QUICK_ONLY_INDEX,
+        *FULL_GEN_INDEXES,
         ACCESS_INDEX,
         *CHUNK_TRIGGERS,
     ):

@@ -58,5 +58,7 @@ class VectorColumn:
 
 
 FULL = VectorColumn("vector", "vector IS NOT NULL")
+# The full vectors in no segment of their graph yet (`sqlite_segments`: the tail).
+FULL_TAIL = "vector IS NOT NULL AND full_gen IS NULL"
 # The quick vectors of the chunks with no full vector yet (`quick_graph.QuickVectors`).
 QUICK_ONLY = VectorColumn("quick", "vector IS NULL AND quick IS NOT NULL")

@@ -1,8 +1,8 @@
 """The SQLite store (`SQLiteStore`), the default: one file (stdlib sqlite3, WAL), keyword
-search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and by
-an HNSW graph kept beside the file above (`ann.HnswIndex`), the quick list the same way over
-the quick vectors of the chunks still without a full one (`quick_graph.QuickGraph`, graphs
-of their own, one per segment of chunk ids); and where a location's file is
+search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and
+above by HNSW graphs kept beside the file, in segments sealed as the full vectors are
+written (`sqlite_segments`), the quick list the same way over the quick vectors of the
+chunks still without a full one (`quick_graph`, one graph per segment of chunk ids); and where a location's file is
 (`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
 (`records.VECTOR_DTYPE`; a file of schema version 7 or older, float32, is converted when
 opened, then compacted), read back as float32."""
@@ -18,16 +18,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
 from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
-from attnswitch.indexing.ann import VERIFY_WHOLE_BELOW, nearest
+from attnswitch.indexing.ann import nearest
 from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.quick_graph import GRAPH_DIR as QUICK_GRAPH
-from attnswitch.indexing.quick_graph import QuickGraph, QuickVectors, remove_graph
+from attnswitch.indexing.quick_graph import QuickVectors, remove_graph, remove_single_graph
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
     CHUNKS_CHANGED_IN,
@@ -41,6 +41,7 @@ from attnswitch.indexing.records import (
     check_ef_search,
     root_key,
 )
+from attnswitch.indexing.segment_graph import SegmentGraph
 from attnswitch.indexing.sqlite_allowed import (
     Allowed,
     AllowedChunks,
@@ -53,7 +54,24 @@ from attnswitch.indexing.sqlite_file import (
     check_index_file,
     resolve_path,
 )
-from attnswitch.indexing.sqlite_schema import ADDED_COLUMNS, FLOAT16_SINCE, SCHEMA, migrate
+from attnswitch.indexing.sqlite_schema import (
+    ADDED_COLUMNS,
+    FLOAT16_SINCE,
+    SCHEMA,
+    SEGMENTS_SINCE,
+    migrate,
+)
+from attnswitch.indexing.sqlite_segments import GRAPH_DIR as FULL_GRAPH
+from attnswitch.indexing.sqlite_segments import (
+    LAYOUT,
+    SEAL_AT,
+    FullGraph,
+    FullSegments,
+    convert_single_graph,
+    remove_graphs,
+    seal,
+    unseal,
+)
 from attnswitch.indexing.sqlite_terms import apply_pending, pending, reanalyze, remove_orphans
 from attnswitch.indexing.sqlite_vectors import BATCH, FULL
 from attnswitch.indexing.store_base import (
@@ -68,9 +86,6 @@ from attnswitch.indexing.store_errors import (
 )
 from attnswitch.indexing.store_passes import VectorPasses
 from attnswitch.indexing.write_groups import document_rows
-
-if TYPE_CHECKING:
-    from attnswitch.indexing.ann import GraphStore, HnswIndex
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +102,10 @@ class SQLiteStore(StoreBase, VectorPasses):
     """One SQLite database. Open with `SQLiteStore(path)` (see `resolve_path`), use as a
     context manager or call `close()`. Reads never block on a running writer (WAL).
     `exact_below`: chunks below which dense search is exact (`EXACT_BELOW`); `ef_search`:
-    the HNSW search beam above it (`EF_SEARCH`)."""
+    the HNSW search beam above it (`EF_SEARCH`); `seal_at`: full vectors in the tail
+    before it becomes a segment of their graph (`sqlite_segments.SEAL_AT`)."""
 
     url = None  # one writer: this process
-    graph_suffix = ".hnsw"  # the full vectors' graph beside the file (`ann.HnswIndex.paths`)
-    first_id = 1  # the lowest chunk id its graph may hold (`ann.GraphStore`)
-    verify_whole_below = VERIFY_WHOLE_BELOW  # its graph's CRC-32 read at each open up to this
     _copied_columns = "vector_key, language, quick, prefix"
 
     def __init__(
@@ -101,9 +114,13 @@ class SQLiteStore(StoreBase, VectorPasses):
         *,
         exact_below: int = EXACT_BELOW,
         ef_search: int | None = None,
+        seal_at: int = SEAL_AT,
     ):
         self.path = resolve_path(path)
         self.exact_below = exact_below
+        self.seal_at = seal_at
+        # full vectors this process wrote under the run lock since it last sealed (`_written`)
+        self._unsealed = 0
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
         if self.path.exists():
             check_index_file(self.path)  # before anything may write to it
@@ -115,6 +132,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         self._encoded: tuple[int, int] | None = None  # (log position, with a full vector)
         self._quick: tuple[int, Any] | None = None  # (log position, exact matrix or graph)
         self.quick_vectors = QuickVectors(self)
+        self.full_vectors = FullSegments(self)
         self._allowed = AllowedChunks()  # what recent filters keep (sqlite_allowed)
         try:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -138,6 +156,8 @@ class SQLiteStore(StoreBase, VectorPasses):
                     log.info("%s", self.migrated)
                 if 0 < version < FLOAT16_SINCE:
                     self._compact_float16()
+                if 0 < version < SEGMENTS_SINCE:
+                    convert_single_graph(self.path)
             if self.meta("analyzer") != analyzer.fingerprint():
                 with self._transaction() as conn:
                     reanalyze(conn, self.location)
@@ -152,9 +172,7 @@ class SQLiteStore(StoreBase, VectorPasses):
         when next needed) and VACUUM, so the file shrinks to its new rows (two chunks share
         a 4 KiB page where one did). Not done while another process holds the file: the
         space freed is then reused by the next chunks written."""
-        from attnswitch.indexing.ann import HnswIndex
-
-        HnswIndex.remove_files(self.path)
+        remove_graphs(self.path)
         remove_graph(self.path)
         before = self.path.stat().st_size
         try:
@@ -189,16 +207,11 @@ class SQLiteStore(StoreBase, VectorPasses):
         return int(version)
 
     def own_files(self) -> set[Path]:
-        """The files this store keeps (a run over a folder holding them leaves them out)."""
-        from attnswitch.indexing.ann import HnswIndex
-
+        """The files this store keeps (a run over a folder holding them leaves them out):
+        the graphs' folders' files are its own too."""
         db = self.path.resolve()
-        return {
-            db,
-            *(db.with_name(db.name + end) for end in ("-wal", "-shm", "-journal", ".lock")),
-            *HnswIndex.paths(db),
-            db.with_name(db.name + QUICK_GRAPH),  # a folder: the files in it are its own too
-        }
+        ends = ("-wal", "-shm", "-journal", ".lock", ".hnsw", ".hnsw.json", FULL_GRAPH, QUICK_GRAPH)
+        return {db, *(db.with_name(db.name + end) for end in ends)}
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -357,6 +370,8 @@ class SQLiteStore(StoreBase, VectorPasses):
                         for i, row in enumerate(group.rows)
                     ),
                 )
+        if prepared.vectors is not None:
+            self._written(len(chunks))
         return doc_id
 
     def _packed(self, row: np.ndarray) -> Any:
@@ -376,6 +391,7 @@ class SQLiteStore(StoreBase, VectorPasses):
                     f"{dim}: a model with another dimension needs another store",
                 )
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+        conn.execute("DELETE FROM meta WHERE key = ?", (LAYOUT,))  # graphs of no vector
 
     def touch(self, doc: Document) -> None:
         """Record the size, mtime and access of an unchanged document, so `is_fresh`
@@ -439,41 +455,57 @@ class SQLiteStore(StoreBase, VectorPasses):
             self.sync_index()
 
     def sync_index(self) -> None:
-        """Bring the HNSW graphs beside the file (the full vectors' and the quick-only
-        chunks' quick vectors') up to the committed chunks and save them, then drop the log
-        neither needs; a set below `exact_below` chunks has no graph. Called when a run
-        completes (`close_run`) and when a writer's block that wrote ends
-        (`writer.IndexWriter`), under the run lock (one writer of the graphs at a time)."""
-        full = self._synced(self, self.encoded())
-        if full is not None:
-            self._dense = (full.seq, full)
+        """Bring the HNSW graphs beside the file up to the committed chunks and save them:
+        the full vectors' tail sealed into a segment (`sqlite_segments.seal`: searches
+        between runs rank no tail; a run seals it while it writes once it holds `seal_at`)
+        and every segment caught up, or, below `exact_below` full vectors, no segment kept
+        (`sqlite_segments.unseal`); the quick-only chunks' quick
+        vectors' segments (none below `exact_below` such chunks); then drop the log neither
+        needs. Called when a run completes (`close_run`) and when a writer's block that
+        wrote ends (`writer.IndexWriter`), under the run lock (one writer of the graphs at
+        a time)."""
+        full = None
+        if self.encoded() < self.exact_below or self.dim is None:
+            unseal(self)
+        else:
+            self._seal(1)
+            full = SegmentGraph.sync(self.full_vectors)
+        self._dense = None
         quick = self._synced_quick()
         if quick is not None:
             self._quick = (quick.seq, quick)
-        upto = min(self.chunk_log_state()[1] if g is None else g.seq for g in (full, quick))
+        upto = min(self._log_position() if g is None else g.seq for g in (full, quick))
         self._conn.execute("DELETE FROM chunk_log WHERE seq <= ?", (upto,))
 
-    def _synced(self, vectors: GraphStore, count: int) -> HnswIndex | None:
-        """The full vectors' graph (of `count` chunks) caught up and saved, or None, its
-        files removed, when `count` is below `exact_below` or the store has no vector yet."""
-        from attnswitch.indexing.ann import HnswIndex
+    def _written(self, count: int) -> None:
+        """Note `count` full vectors written; under the run lock, seal the tail when this
+        process alone may have written `seal_at` since it last looked (a full pass keeps
+        its searches' exact scan of the tail bounded)."""
+        if not self._holds_run_lock():
+            return
+        self._unsealed += count
+        if self._unsealed >= self.seal_at:
+            self._seal(self.seal_at)
 
-        if count < self.exact_below or vectors.dim is None:
-            HnswIndex.remove_files(self.path, vectors.graph_suffix)
-            return None
-        graph = HnswIndex.open(vectors, writable=True)
-        graph.save(vectors)
-        return graph
+    def _seal(self, at: int) -> None:
+        self._unsealed = 0
+        seal(self, at=at)
 
-    def _synced_quick(self) -> QuickGraph | None:
+    def fill_vectors(self, ids: Sequence[int], keys: Sequence[str | None], vectors: Any) -> int:
+        written = super().fill_vectors(ids, keys, vectors)
+        self._written(written)
+        return written
+
+    def _synced_quick(self) -> SegmentGraph | None:
         """The quick graph's segments caught up and saved, one at a time
-        (`QuickGraph.sync`), and the graph mapped; or None, its files removed, below
+        (`SegmentGraph.sync`), and the graph mapped; or None, its files removed, below
         `exact_below` quick-only chunks or before the first quick vector."""
         vectors = self.quick_vectors
         if vectors.count() < self.exact_below or vectors.dim is None:
             remove_graph(self.path)
             return None
-        return QuickGraph.sync(vectors)
+        remove_single_graph(self.path)
+        return SegmentGraph.sync(vectors)
 
     def _lock_run(self) -> None:
         if self._lock_fh is not None:
@@ -600,27 +632,26 @@ class SQLiteStore(StoreBase, VectorPasses):
         self, queries: np.ndarray, n: int, ef: int | None = None, where: SearchFilter | None = None
     ) -> list[list[tuple[int, float]]]:
         """The `n` nearest (chunk id, cosine) per row of `queries` `[Q, dim]` (normalised):
-        exact below `exact_below` chunks, else from the HNSW graph (`ann.HnswIndex`) with a
-        search beam of `ef` (default `ef_search`); the graph is loaded once and reloaded
-        when a write has been committed since. With `where`, among the chunks of the
+        exact below `exact_below` chunks, else from the segments' HNSW graphs and the tail
+        (`sqlite_segments.FullGraph`) with a search beam of `ef` (default `ef_search`); the
+        searcher is opened once and caught up when a write has been committed since. With `where`, among the chunks of the
         documents it keeps only (`sqlite_allowed.nearest_within`)."""
         ef = self.beam(ef)
         if where is not None:
             return nearest_within(self, FullVectors(self), queries, n, ef, where)
-        from attnswitch.indexing.ann import HnswIndex
-
-        self._dense = self._current(self._dense, self, self.encoded, HnswIndex.open)
+        vectors = self.full_vectors
+        self._dense = self._current(self._dense, vectors, self.encoded, FullGraph.open)
         return nearest(self._dense[1], queries, n, ef)
 
     def _current(
         self,
         cached: tuple[int, Any] | None,
-        vectors: GraphStore,
+        vectors: Any,
         count: Callable[[], int],
         open_graph: Callable[[Any], Any],
     ) -> tuple[int, Any]:
-        """(log position, searcher) of a vector set (the full vectors: the store, whose
-        graph `HnswIndex.open` opens; the quick ones: `quick_vectors`, `QuickGraph.open`)
+        """(log position, searcher) of a vector set (the full vectors: `full_vectors`,
+        `FullGraph.open`; the quick ones: `quick_vectors`, `SegmentGraph.open`)
         as committed now: `cached` while the log has not moved; else below `exact_below`
         chunks its vectors (ids, matrix), above them its graph, the one `cached` holds when
         it can replay what was logged since (`catch_up`), else opened again (and kept:
@@ -652,17 +683,17 @@ class SQLiteStore(StoreBase, VectorPasses):
         (normalised) among the chunks that have a quick vector and no full one (with
         `where`, of the documents it keeps), as `dense` ranks the full vectors: exact below
         `exact_below` such chunks, else from their own HNSW graphs, one per segment of ids
-        (`quick_graph.QuickGraph`), which a full vector written takes its chunk out of."""
+        (`quick_graph`), which a full vector written takes its chunk out of."""
         if self.quick_model() is None:
             return [[] for _ in range(len(queries))]
         ef = self.beam(ef)
         vectors = self.quick_vectors
         if where is not None:
             return nearest_within(self, QuickOnly(self), queries, n, ef, where)
-        self._quick = self._current(self._quick, vectors, vectors.count, QuickGraph.open)
+        self._quick = self._current(self._quick, vectors, vectors.count, SegmentGraph.open)
         return nearest(self._quick[1], queries, n, ef)
 
-    def _keep(self, vectors: GraphStore, graph: Any) -> None:
+    def _keep(self, vectors: Any, graph: Any) -> None:
         """Save a graph this search rebuilt or caught up, so that the next search maps it
         instead of paying the same again; only when no run holds the store (a run saves its
         own when it ends) and the folder is writable."""

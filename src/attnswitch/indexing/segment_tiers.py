@@ -1,0 +1,40 @@
+"""When a store's segments of full vectors merge (docs/architecture.md, "The full vectors'
+segments"): the policy both stores share (`postgres_segments`, `sqlite_segments`).
+
+A segment's tier counts its vectors in powers of `FANIN` past the size a tail is sealed at;
+after each seal, the newest `FANIN` segments are merged into one while they share a tier, as
+a log-structured merge tree merges its runs. So a store holds O(log n) segments (at most
+`FANIN` - 1 a tier between merges, plus the segments a size cap keeps apart) and each
+vector is built into a graph O(log n) times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# How many segments of one tier are merged into one.
+FANIN = 4
+
+
+def tier(rows: int, seal_at: int) -> int:
+    """A segment's tier: 0 below `FANIN` x `seal_at` rows, 1 below `FANIN`^2 x, ..."""
+    level, size = 0, max(1, seal_at) * FANIN
+    while rows >= size:
+        level, size = level + 1, size * FANIN
+    return level
+
+
+def merge_count(rows: Sequence[int], seal_at: int, largest: int | None = None) -> int:
+    """How many of the newest segments to merge into one now, given every segment's
+    vectors `rows` (oldest first): `FANIN` when the newest `FANIN` share a tier (and, with
+    `largest`, hold at most that many together: a bound on what one build holds in
+    memory), else 0."""
+    newest = rows[-FANIN:]
+    if len(newest) < FANIN or len({tier(r, seal_at) for r in newest}) != 1:
+        return 0
+    if largest is not None and sum(newest) > largest:
+        return 0
+    return FANIN
+
+
+__all__ = ["FANIN", "merge_count", "tier"]
