@@ -42,7 +42,10 @@ built by hand:
    buffers are kept);
 3. the full pass: the chunks without a full vector read back as the full pass reads them
    (`unencoded`, 10,000 at a time) and filled (`fill_vectors`), then `sync_index` (the
-   full vectors' graph; the quick list emptied);
+   full vectors' graph; the quick list emptied). Halfway, with the run lock still held, a
+   fresh process's first dense search (seconds and peak RSS: what opening the full
+   vectors' graph costs a search during the pass) and the writer's own dense p50 and
+   recall against the vectors stored so far (`during_full`);
 4. search then: dense (p50, p99, recall@10), keyword and hybrid p50, and cold dense.
 
 Each stage reports its seconds and chunks a second, the store's size on disk after it, and
@@ -107,6 +110,14 @@ from attnswitch.indexing.location import open_store
 with open_store(sys.argv[1]) as store:
     hits = getattr(store, sys.argv[3])(np.load(sys.argv[2])[None, :], 10)[0]
 print(time.perf_counter() - t0, len(hits))
+"""
+# Appended to `COLD_SEARCH`: the process's peak RSS in MiB (VmHWM, its own since exec:
+# getrusage's ru_maxrss keeps the peak of the benchmark process it was forked from),
+# printed after its answer.
+RSS_AFTER = """
+from pathlib import Path
+status = Path("/proc/self/status").read_text().splitlines()
+print(next(int(l.split()[1]) for l in status if l.startswith("VmHWM:")) / 1024)
 """
 QUICK_NOISE = 0.35  # how far a chunk's quick vector lies from its full one (unit vectors)
 QUICK_FINGERPRINT = "store-scale-synthetic-static-model"
@@ -495,8 +506,8 @@ def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
             start = d * PER_DOC
             writer.write_document(doc, chunks, None, quick=quick[start : start + len(chunks)])
 
-    def full_pass() -> None:
-        while batch := store.unencoded(FILL_BATCH):
+    def full_pass(upto: int) -> None:
+        while store.encoded() < upto and (batch := store.unencoded(FILL_BATCH)):
             ids = np.array([u.id for u in batch])
             writer.fill_vectors(ids, [u.vector_key for u in batch], full[ids - 1])
 
@@ -510,8 +521,12 @@ def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
         **cold_search(location, data["quick_queries"][0], "quick", folder),
     }
     print(f"  after the quick pass: {json.dumps(after_quick)}", flush=True)
+    half = n // 2
+    stages.append(stage("full pass: first half", half, lambda: full_pass(half), disk))
+    during_full = fresh_during(store, location, data, folder)
+    print(f"  at half the full pass: {json.dumps(during_full)}", flush=True)
     stages += [
-        stage("full pass: read and fill", n, full_pass, disk),
+        stage("full pass: second half", n - half, lambda: full_pass(n), disk),
         stage("full pass: sync_index", n, store.sync_index, disk),
     ]
     writer.unlock(sync=False)
@@ -522,7 +537,47 @@ def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
         "quick_hits_left": len(store.quick(data["quick_queries"][:1], K)[0]),
     }
     print(f"  after the full pass: {json.dumps(after_full)}", flush=True)
-    return {"stages": stages, "after_quick": after_quick, "after_full": after_full}
+    return {
+        "stages": stages,
+        "after_quick": after_quick,
+        "during_full": during_full,
+        "after_full": after_full,
+    }
+
+
+def fresh_during(store, location: str, data: dict, folder: Path) -> dict:
+    """While the full pass holds the run lock, half its vectors written: a fresh process's
+    first dense top-10 (`COLD_SEARCH`, the page cache kept: what a search opening the store
+    then pays for the graphs, in seconds and its peak RSS), and this process's dense p50
+    and recall (the writer's own searches)."""
+    path = folder / "during_dense.npy"
+    np.save(path, data["queries"][0])
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", COLD_SEARCH + RSS_AFTER, location, str(path), "dense"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    wall = time.perf_counter() - start
+    encoded = store.encoded()
+    truth = exact_truth(store, data["queries"][:50])
+    return {
+        "encoded": encoded,
+        "fresh_dense_s": float(out[0]),
+        "fresh_wall_s": wall,
+        "fresh_rss_mib": float(out[2]),
+        **latency(store, "dense", data["queries"][:50], truth),
+    }
+
+
+def exact_truth(store, queries: np.ndarray) -> np.ndarray:
+    """The exact top-10 row indices (chunk id - 1) of `queries` among the full vectors
+    stored now."""
+    ids, matrix = store.vectors()
+    scores = queries @ matrix.T
+    top = np.argsort(-scores, axis=1)[:, :K]
+    return ids[top] - 1
 
 
 def tree_mb(paths) -> float:
@@ -738,7 +793,7 @@ def main_two_speed(args: argparse.Namespace) -> None:
                 f"{st['anon_after_mb']:>15.0f}"
             )
     for r in rows:
-        for when in ("after_quick", "after_full"):
+        for when in ("after_quick", "during_full", "after_full"):
             print(
                 f"{r['store']}, {when.replace('_', ' the ')} pass: "
                 + ", ".join(

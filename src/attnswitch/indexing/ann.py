@@ -2,9 +2,11 @@
 
 - `exact_top_k(ids, matrix, queries, n)`: inner products of L2-normalised vectors, ties
   broken by chunk id (deterministic).
-- `HnswIndex`: a usearch HNSW graph of a SQLite store's chunk vectors, persisted beside
-  the database as `<db>.hnsw` with a JSON header `<db>.hnsw.json` (the store's quick
-  vectors have graphs of their own, one per segment of chunk ids: `quick_graph.QuickGraph`).
+- `HnswIndex`: a usearch HNSW graph of a set of a SQLite store's chunk vectors (a
+  `GraphStore`: a segment of the full vectors, `sqlite_segments.FullSegment`, or of the
+  quick vectors, `quick_graph.QuickVectors`), persisted beside the database under the
+  set's suffix (`<db>.full/<lo>_<hi>.hnsw`, `<db>.quick/<k>.hnsw`) with a JSON header
+  (the same name and `.json`).
   It holds the vectors in the store's precision, float16 (`DTYPE`, `records.VECTOR_DTYPE`:
   the stored values exactly, half the bytes of float32; usearch rounds a query to it too),
   and ranks by inner product. usearch was measured
@@ -17,7 +19,9 @@ Keeping the index in step: every insert and delete of a chunk is appended to the
 `chunk_log` (by SQL triggers, in the writing transaction). The header records the log
 position (`seq`) the saved graph reflects, the store's id and dimension, the file's size,
 and the chunk count and largest chunk id it holds. Opening an index replays the log after
-`seq` (adds inserted chunks still present, removes deleted ones); it is rebuilt from the
+`seq` (adds inserted chunks still present, removes deleted ones), unless nothing logged
+since concerns the set (its `chunk_log_ids` gives none: `_quiet`), when the saved graph is
+current as it is and stays memory-mapped; it is rebuilt from the
 vectors, and logged, when the file or header is missing, unreadable, another store's or
 another dimension's, when the file's bytes are not the ones saved (its CRC-32, in the
 header; for a large memory-mapped graph a sample of its vectors and, when the file
@@ -221,15 +225,23 @@ class HnswIndex:
         log_first, log_last, count = store.chunk_log_state()
         try:
             meta = json.loads(header.read_text())
-            pending = meta["seq"] < log_last and not cls._quiet(
-                store, meta["seq"], log_first, log_last
-            )
+            behind = meta["seq"] < log_last
+            quiet = behind and cls._quiet(store, meta["seq"], log_first, log_last)
+            pending = behind and not quiet
+            current = meta["seq"] == log_last or quiet
             usable = (
                 meta.get("format") == INDEX_FORMAT
                 and meta["store_id"] == store.store_id
                 and meta["dim"] == dim
                 and graph.stat().st_size == meta["size"]
-                and (pending or (meta["count"] == count and meta["max_id"] == store.max_chunk_id()))
+                and (
+                    pending
+                    or (
+                        current
+                        and meta["count"] == count
+                        and meta["max_id"] == store.max_chunk_id()
+                    )
+                )
                 and (not pending or (log_first is not None and log_first <= meta["seq"] + 1))
             )
             why = "" if usable else "its header is of another store, format or state"
