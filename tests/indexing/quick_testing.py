@@ -16,6 +16,12 @@ from attnswitch.indexing.store import ChunkRecord
 QUICK_DIM = 16
 FULL_DIM = 24
 SOURCES = ("a/1.txt", "a/2.txt", "b/1.txt", "b/2.txt")
+# The full vectors' segments' tests (test_sqlite_segments.py, test_postgres_segments.py):
+# chunks a document (600 in all), the tail sealed at each `SEAL_AT`, `FILL_BATCH` vectors
+# a fill, and full-vector queries.
+SEGMENTS_PER_DOC = 150
+SEAL_AT = 100
+FILL_BATCH = 50
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -25,6 +31,11 @@ def unit(rows: np.ndarray) -> np.ndarray:
 def queries(n: int, seed: int = 99) -> np.ndarray:
     """`n` random unit queries `[n, QUICK_DIM]`."""
     return unit(np.random.default_rng(seed).normal(size=(n, QUICK_DIM)))
+
+
+def full_queries(n: int = 12, seed: int = 7) -> np.ndarray:
+    """`n` random unit queries `[n, FULL_DIM]`."""
+    return unit(np.random.default_rng(seed).normal(size=(n, FULL_DIM)))
 
 
 def make_folder(tmp_path: Path) -> Path:

@@ -11,7 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from quick_testing import FULL_DIM, SOURCES, make_folder, unit, write_quick
+from quick_testing import (
+    FILL_BATCH,
+    FULL_DIM,
+    SEAL_AT,
+    SEGMENTS_PER_DOC,
+    SOURCES,
+    full_queries,
+    make_folder,
+    unit,
+    write_quick,
+)
 
 from attnswitch.indexing.records import MAX_EF_SEARCH
 from attnswitch.indexing.segment_tiers import FANIN
@@ -26,10 +36,8 @@ from attnswitch.indexing.postgres_segments import (  # noqa: E402
 )
 from attnswitch.indexing.store_postgres import PostgresStore  # noqa: E402
 
-PER_DOC = 150  # 600 chunks
-SEAL_AT = 100
-BATCH = 50  # vectors a fill writes
-QUERIES = unit(np.random.default_rng(7).normal(size=(12, FULL_DIM)))
+PER_DOC, BATCH = SEGMENTS_PER_DOC, FILL_BATCH
+QUERIES = full_queries()
 
 
 @pytest.fixture

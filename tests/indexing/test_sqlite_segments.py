@@ -6,13 +6,26 @@ chunks change; a store made before segments takes its one graph as the first seg
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from quick_testing import FULL_DIM, SOURCES, assert_recall, make_folder, unit, write_quick
+from quick_testing import (
+    FILL_BATCH,
+    FULL_DIM,
+    SEAL_AT,
+    SEGMENTS_PER_DOC,
+    SOURCES,
+    assert_recall,
+    full_queries,
+    make_folder,
+    write_quick,
+)
 
 from attnswitch.indexing.ann import HnswIndex, exact_top_k
 from attnswitch.indexing.records import MAX_EF_SEARCH
@@ -23,10 +36,8 @@ from attnswitch.indexing.writer import IndexWriter
 
 pytest.importorskip("usearch", reason="usearch (the HNSW library) is not installed")
 
-PER_DOC = 150  # 600 chunks
-SEAL_AT = 100
-BATCH = 50  # vectors a fill writes
-QUERIES = unit(np.random.default_rng(7).normal(size=(12, FULL_DIM)))
+PER_DOC, BATCH = SEGMENTS_PER_DOC, FILL_BATCH
+QUERIES = full_queries()
 
 
 @pytest.fixture
@@ -35,7 +46,24 @@ def root(tmp_path: Path) -> Path:
 
 
 def open_store(db: Path) -> SQLiteStore:
+    """Graphs from the first vector on, the tail sealed at `SEAL_AT`."""
     return SQLiteStore(db, exact_below=0, seal_at=SEAL_AT)
+
+
+@contextlib.contextmanager
+def quick_passed(db: Path, root: Path) -> Iterator[tuple[SQLiteStore, IndexWriter]]:
+    """`open_store` and its writer holding the run lock, the quick pass written."""
+    with open_store(db) as store, IndexWriter(store) as writer:
+        write_quick(writer, root, PER_DOC)
+        yield store, writer
+
+
+def fill_next(store: SQLiteStore, writer, n: int, seed: int) -> None:
+    """Write the full vectors of the next `n` chunks the full pass would encode, through
+    `writer` (an `IndexWriter` or the store)."""
+    todo = store.unencoded(n)
+    vectors = np.random.default_rng(seed).normal(size=(len(todo), FULL_DIM))
+    assert writer.fill_vectors([u.id for u in todo], [u.vector_key for u in todo], vectors)
 
 
 def exact(store: SQLiteStore, n: int) -> list[list[int]]:
@@ -81,8 +109,7 @@ def test_a_full_pass_seals_its_tail_into_segments_that_merge_and_search_exactly(
     tmp_path: Path, root: Path
 ) -> None:
     db = tmp_path / "index.sqlite3"
-    with open_store(db) as store, IndexWriter(store) as writer:
-        write_quick(writer, root, PER_DOC)
+    with quick_passed(db, root) as (store, writer):
         seen = full_pass(store, writer)
         # 600 vectors, a seal at each 100: four of tier 0 merged into one of 400, then two
         assert FANIN == 4
@@ -105,26 +132,14 @@ def test_a_searching_process_keeps_its_segments_mapped_through_the_full_pass(
     tmp_path: Path, root: Path
 ) -> None:
     db = tmp_path / "index.sqlite3"
-    with open_store(db) as store, IndexWriter(store) as writer:
-        write_quick(writer, root, PER_DOC)
-        todo = store.unencoded(2 * SEAL_AT)
-        rng = np.random.default_rng(5)
-        writer.fill_vectors(
-            [u.id for u in todo],
-            [u.vector_key for u in todo],
-            rng.normal(size=(len(todo), FULL_DIM)),
-        )
+    with quick_passed(db, root) as (store, writer):
+        fill_next(store, writer, 2 * SEAL_AT, seed=5)
         assert [n for _, _, n in layout(store)] == [2 * SEAL_AT]
         with SQLiteStore(db, exact_below=0) as searcher:
             assert_recall(dense(searcher, 10), exact(searcher, 10))
             graph = searcher._dense[1]
             assert graph.mapped and not graph.rebuilt
-            todo = store.unencoded(BATCH)  # into the tail only
-            writer.fill_vectors(
-                [u.id for u in todo],
-                [u.vector_key for u in todo],
-                rng.normal(size=(BATCH, FULL_DIM)),
-            )
+            fill_next(store, writer, BATCH, seed=6)  # into the tail only
             assert_recall(dense(searcher, 10), exact(searcher, 10))
             assert searcher._dense[1] is graph and graph.mapped  # caught up, still mapped
             assert len(graph.tail[0]) == BATCH
@@ -144,12 +159,7 @@ def test_a_store_made_before_segments_takes_its_graph_as_the_first(
     with open_store(db) as store:
         run = store.begin_run(root)
         write_quick(store, root, PER_DOC)
-        todo = store.unencoded(10 * PER_DOC)
-        store.fill_vectors(
-            [u.id for u in todo],
-            [u.vector_key for u in todo],
-            np.random.default_rng(1).normal(size=(len(todo), FULL_DIM)),
-        )
+        fill_next(store, store, len(SOURCES) * PER_DOC, seed=1)
         store.finish_run(run)
         want = exact(store, 10)
     folder = db.with_name(db.name + ".full")
@@ -163,8 +173,6 @@ def test_a_store_made_before_segments_takes_its_graph_as_the_first(
     shutil.move(graph, db.with_name(db.name + ".hnsw"))
     shutil.move(header, db.with_name(db.name + ".hnsw.json"))
     folder.rmdir()
-    import sqlite3
-
     with sqlite3.connect(db) as conn:
         conn.executescript(
             "DROP INDEX chunks_full_gen; DROP INDEX chunks_full_tail; "
@@ -180,8 +188,6 @@ def test_a_store_made_before_segments_takes_its_graph_as_the_first(
 
 
 def layout_of(db: Path) -> list[tuple[int, int, int]]:
-    import sqlite3
-
     with sqlite3.connect(db) as conn:
         (raw,) = conn.execute("SELECT value FROM meta WHERE key = 'full_segments'").fetchone()
     return [tuple(s) for s in json.loads(raw)]

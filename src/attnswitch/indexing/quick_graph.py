@@ -26,20 +26,16 @@ largest ids of every segment come from one scan of the partial index of these ch
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from attnswitch.indexing.segment_graph import segment_paths as saved_segments
 from attnswitch.indexing.sqlite_vectors import QUICK_ONLY as QUICK_VECTORS
-from attnswitch.indexing.sqlite_vectors import VectorColumn
+from attnswitch.indexing.sqlite_vectors import VectorColumn, VectorSet, VectorSource
 
 if TYPE_CHECKING:
-    import sqlite3
+    pass
 
 
 # The chunks of the set: a quick vector, and no full vector yet.
@@ -73,49 +69,36 @@ def remove_single_graph(db_path: Path) -> None:
         db_path.with_name(db_path.name + SINGLE_GRAPH + end).unlink(missing_ok=True)
 
 
-class QuickSource(Protocol):
+class QuickSource(VectorSource, Protocol):
     """What `QuickVectors` reads of `store_sqlite.SQLiteStore`."""
 
-    path: Path
-    store_id: str | None
-    _conn: sqlite3.Connection
-
-    def reading(self) -> contextlib.AbstractContextManager[None]: ...
     def quick_model(self) -> dict[str, Any] | None: ...
-    def _log_position(self) -> int: ...
 
 
-class QuickVectors:
+class QuickVectors(VectorSet):
     """The quick-only chunks of one SQLite store, or of one segment of ids (`segment`),
-    read as `ann.GraphStore` reads a store's full vectors: ids int64 `[N]` with float32
-    vectors `[N, dim]` (the static model's dimension), by id. `count` and `max_chunk_id`
-    are kept per log position (every change to the set moves it)."""
+    as `sqlite_vectors.VectorSet` reads a set: float32 vectors of the static model's
+    dimension."""
 
-    first_id = 1
     graph_dir = GRAPH_DIR  # the folder of its segments' graphs (`segment_graph.SegmentedSet`)
     # A segment is checked as a large graph is (`ann.HnswIndex._file_damage`): by its
     # structure and a sample of its vectors, not by a read of all its bytes at every open
     # (a search opens every segment).
     verify_whole_below = 0
+    batch = SEGMENT_BATCH
 
     def __init__(self, store: QuickSource, segment: int | None = None) -> None:
-        self.store = store
-        self.segment = segment
-        self._column = QUICK_VECTORS
-        self._ids = ""  # SQL: the segment's ids, for the chunk log
+        column, self._ids = QUICK_VECTORS, ""  # `_ids`: SQL, the segment's ids in the log
         if segment is not None:
             low, high = segment * SEGMENT_IDS, (segment + 1) * SEGMENT_IDS
             self.first_id = low + 1
             self._ids = f"chunk_id > {low} AND chunk_id <= {high}"
-            self._column = VectorColumn(
+            column = VectorColumn(
                 QUICK_VECTORS.column, f"{QUICK_ONLY} AND id > {low} AND id <= {high}"
             )
-        # (log position, chunks in the set, largest id)
-        self._counted: tuple[int, int, int] | None = None
-
-    @property
-    def path(self) -> Path:
-        return self.store.path
+        super().__init__(store, column)
+        self.store: QuickSource = store
+        self.segment = segment
 
     @property
     def graph_suffix(self) -> str:
@@ -123,40 +106,9 @@ class QuickVectors:
         return f"{GRAPH_DIR}/{self.segment}.hnsw"
 
     @property
-    def store_id(self) -> str | None:
-        return self.store.store_id
-
-    @property
     def dim(self) -> int | None:
         model = self.store.quick_model()
         return None if model is None else int(model["dim"])
-
-    def reading(self) -> contextlib.AbstractContextManager[None]:
-        return self.store.reading()
-
-    def log_position(self) -> int:
-        return self.store._log_position()
-
-    def _state(self) -> tuple[int, int]:
-        """(chunks in the set, largest id or 0): one scan of the set's partial index (of
-        the segment's ids only), once per log position."""
-        with self.store.reading():
-            position = self.store._log_position()
-            if self._counted is None or self._counted[0] != position:
-                ((n, top),) = self.store._conn.execute(
-                    f"SELECT COUNT(*), COALESCE(MAX(id), 0) FROM chunks "
-                    f"WHERE {self._column.condition}"
-                ).fetchall()
-                self._counted = (position, int(n), int(top))
-            return self._counted[1], self._counted[2]
-
-    def count(self) -> int:
-        """How many chunks are in the set."""
-        return self._state()[0]
-
-    def max_chunk_id(self) -> int:
-        """The largest id in the set (0 when empty)."""
-        return self._state()[1]
 
     def segments(self) -> list[QuickVectors]:
         """The segments of this set that hold chunks, by segment number: one scan of the
@@ -174,11 +126,6 @@ class QuickVectors:
             parts.append(part)
         return parts
 
-    def chunk_log_state(self) -> tuple[int | None, int, int]:
-        """(first logged position or None, last position ever logged, chunks in the set)."""
-        ((first,),) = self.store._conn.execute("SELECT MIN(seq) FROM chunk_log").fetchall()
-        return first, self.store._log_position(), self.count()
-
     def chunk_log_ids(self, after: int, upto: int) -> list[int]:
         """The chunk ids (of the segment) inserted, deleted or changed at log positions
         (after, upto]."""
@@ -190,21 +137,6 @@ class QuickVectors:
                 (after, upto),
             )
         ]
-
-    def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, quick vectors) of those of these chunk ids that are in the set, by id."""
-        return self._column.of(self.store._conn, ids, self.dim or 0, self.path)
-
-    def iter_vectors(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The whole set in batches of `SEGMENT_BATCH` rows, by id."""
-        return self._column.batches(self.store._conn, self.dim or 0, self.path, SEGMENT_BATCH)
-
-    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """The whole set at once (for an exact search of a small one)."""
-        parts = list(self.iter_vectors())
-        if not parts:
-            return np.zeros(0, np.int64), np.zeros((0, self.dim or 0), np.float32)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 __all__ = [

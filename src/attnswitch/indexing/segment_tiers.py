@@ -17,10 +17,15 @@ FANIN = 4
 
 
 def tier(rows: int, seal_at: int) -> int:
-    """A segment's tier: 0 below `FANIN` x `seal_at` rows, 1 below `FANIN`^2 x, ..."""
-    level, size = 0, max(1, seal_at) * FANIN
-    while rows >= size:
-        level, size = level + 1, size * FANIN
+    """A segment's tier: the power of `FANIN` of its rows over `seal_at`, rounded down (0
+    from `seal_at` rows, 1 from `FANIN` x `seal_at`, ...; negative below `seal_at`, for the
+    small segments a store's sync seals, so that three of them are not merged with a large
+    one, whose build would cost the large one's rows every few syncs)."""
+    level, low = 0, max(1, seal_at)
+    while rows >= low * FANIN:
+        level, low = level + 1, low * FANIN
+    while rows < low and low > 1:
+        level, low = level - 1, max(1, low // FANIN)
     return level
 
 

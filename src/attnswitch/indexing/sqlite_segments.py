@@ -38,7 +38,6 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,7 +46,14 @@ import numpy as np
 from attnswitch.indexing.ann import VERIFY_WHOLE_BELOW
 from attnswitch.indexing.segment_graph import SegmentGraph
 from attnswitch.indexing.segment_tiers import merge_count
-from attnswitch.indexing.sqlite_vectors import FULL, FULL_TAIL, VectorColumn
+from attnswitch.indexing.sqlite_vectors import (
+    FULL,
+    FULL_TAIL,
+    VectorColumn,
+    VectorSet,
+    VectorSource,
+    joined,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -69,18 +75,12 @@ LAYOUT = "full_segments"
 SINGLE_GRAPH = ".hnsw"
 
 
-class FullSource(Protocol):
+class FullSource(VectorSource, Protocol):
     """What the full vectors' sets read of `store_sqlite.SQLiteStore`."""
-
-    path: Path
-    store_id: str | None
-    _conn: sqlite3.Connection
 
     @property
     def dim(self) -> int | None: ...
-    def reading(self) -> contextlib.AbstractContextManager[None]: ...
     def meta(self, key: str) -> str | None: ...
-    def _log_position(self) -> int: ...
     def _transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
 
 
@@ -97,29 +97,19 @@ def _set_layout(conn: sqlite3.Connection, segments: list[tuple[int, int, int]]) 
     )
 
 
-class FullSegment:
+class FullSegment(VectorSet):
     """The full vectors of one segment, generations [lo, hi) (with `tail`, the tail's
-    vectors that a seal makes that segment), read as `ann.GraphStore` reads a vector set:
-    ids int64 `[N]` with float32 vectors `[N, dim]`, by id. Count and largest id are
-    kept per log position."""
+    vectors that a seal makes that segment), as `sqlite_vectors.VectorSet` reads a set."""
 
-    first_id = 1
     # Its graph's CRC-32 read at each open up to this size; a larger one mapped for a
     # search is checked by its structure and a sample of its vectors (`ann.HnswIndex`).
     verify_whole_below = VERIFY_WHOLE_BELOW
 
     def __init__(self, store: FullSource, lo: int, hi: int, *, tail: bool = False) -> None:
-        self.store = store
+        among = f"vector IS NOT NULL AND full_gen >= {lo} AND full_gen < {hi}"
+        super().__init__(store, VectorColumn(FULL.column, FULL_TAIL if tail else among))
+        self.store: FullSource = store
         self.segment = (lo, hi)
-        among = (
-            FULL_TAIL if tail else f"vector IS NOT NULL AND full_gen >= {lo} AND full_gen < {hi}"
-        )
-        self._column = VectorColumn(FULL.column, among)
-        self._counted: tuple[int, int, int] | None = None  # (log position, count, largest id)
-
-    @property
-    def path(self) -> Path:
-        return self.store.path
 
     @property
     def graph_suffix(self) -> str:
@@ -127,37 +117,8 @@ class FullSegment:
         return f"{GRAPH_DIR}/{lo}_{hi}.hnsw"
 
     @property
-    def store_id(self) -> str | None:
-        return self.store.store_id
-
-    @property
     def dim(self) -> int | None:
         return self.store.dim
-
-    def reading(self) -> contextlib.AbstractContextManager[None]:
-        return self.store.reading()
-
-    def _state(self) -> tuple[int, int]:
-        with self.store.reading():
-            position = self.store._log_position()
-            if self._counted is None or self._counted[0] != position:
-                ((n, top),) = self.store._conn.execute(
-                    f"SELECT COUNT(*), COALESCE(MAX(id), 0) FROM chunks "
-                    f"WHERE {self._column.condition}"
-                ).fetchall()
-                self._counted = (position, int(n), int(top))
-            return self._counted[1], self._counted[2]
-
-    def count(self) -> int:
-        return self._state()[0]
-
-    def max_chunk_id(self) -> int:
-        return self._state()[1]
-
-    def chunk_log_state(self) -> tuple[int | None, int, int]:
-        """(first logged position or None, last position ever logged, vectors in it)."""
-        ((first,),) = self.store._conn.execute("SELECT MIN(seq) FROM chunk_log").fetchall()
-        return first, self.store._log_position(), self.count()
 
     def chunk_log_ids(self, after: int, upto: int) -> list[int]:
         """The chunk ids logged at positions (after, upto] that may be in this segment's
@@ -171,15 +132,6 @@ class FullSegment:
                 (after, upto, after, upto),
             )
         ]
-
-    def vectors_of(self, ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
-        return self._column.of(self.store._conn, ids, self.dim or 0, self.path)
-
-    def iter_vectors(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        return self._column.batches(self.store._conn, self.dim or 0, self.path)
-
-    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        return _joined(self.iter_vectors(), self.dim or 0)
 
 
 class FullSegments:
@@ -208,7 +160,7 @@ class FullSegments:
         """The tail's ids `[N]` and vectors `[N, dim]`, by id."""
         column = VectorColumn(FULL.column, FULL_TAIL)
         dim = self.store.dim or 0
-        return _joined(column.batches(self.store._conn, dim, self.path), dim)
+        return joined(column.batches(self.store._conn, dim, self.path), dim)
 
     def tail_size(self, limit: int) -> int:
         """How many vectors the tail holds, counted up to `limit`."""
@@ -219,18 +171,9 @@ class FullSegments:
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """Every full vector (for an exact search of a small store)."""
-        return _joined(
+        return joined(
             FULL.batches(self.store._conn, self.store.dim or 0, self.path), self.store.dim or 0
         )
-
-
-def _joined(
-    parts: Iterable[tuple[np.ndarray, np.ndarray]], dim: int
-) -> tuple[np.ndarray, np.ndarray]:
-    got = list(parts)
-    if not got:
-        return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-    return np.concatenate([p[0] for p in got]), np.concatenate([p[1] for p in got])
 
 
 class FullGraph:

@@ -2,8 +2,8 @@
 search by FTS5 over the analyzer's terms, dense search exact below `EXACT_BELOW` chunks and
 above by HNSW graphs kept beside the file, in segments sealed as the full vectors are
 written (`sqlite_segments`), the quick list the same way over the quick vectors of the
-chunks still without a full one (`quick_graph`, one graph per segment of chunk ids); and where a location's file is
-(`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
+chunks still without a full one (`quick_graph`, one graph per segment of chunk ids); and
+where a location's file is (`resolve_path`, `check_index_file`). Each chunk's vector is a BLOB of float16 elements
 (`records.VECTOR_DTYPE`; a file of schema version 7 or older, float32, is converted when
 opened, then compacted), read back as float32."""
 
@@ -455,13 +455,15 @@ class SQLiteStore(StoreBase, VectorPasses):
             self.sync_index()
 
     def sync_index(self) -> None:
-        """Bring the HNSW graphs beside the file up to the committed chunks and save them:
-        the full vectors' tail sealed into a segment (`sqlite_segments.seal`: searches
-        between runs rank no tail; a run seals it while it writes once it holds `seal_at`)
-        and every segment caught up, or, below `exact_below` full vectors, no segment kept
-        (`sqlite_segments.unseal`); the quick-only chunks' quick
-        vectors' segments (none below `exact_below` such chunks); then drop the log neither
-        needs. Called when a run completes (`close_run`) and when a writer's block that
+        """Bring the HNSW graphs beside the file up to the committed chunks and save them,
+        then drop the log neither set needs:
+        - the full vectors: the tail sealed into a segment and every segment caught up
+          (`sqlite_segments.seal`: searches between runs rank no tail; a run seals while
+          it writes, each `seal_at`), or no segment kept below `exact_below` of them
+          (`sqlite_segments.unseal`);
+        - the quick-only chunks' quick vectors: their segments (none below `exact_below`
+          such chunks).
+        Called when a run completes (`close_run`) and when a writer's block that
         wrote ends (`writer.IndexWriter`), under the run lock (one writer of the graphs at
         a time)."""
         full = None
