@@ -358,10 +358,14 @@ class HnswIndex:
         present = [int(i) for i in touched if self.index.contains(int(i))]
         if present:
             self.index.remove(np.asarray(present, np.uint64))
-        ids, matrix = store.vectors_of(touched)
+        self.add(*store.vectors_of(touched))
+        self.seq = upto
+
+    def add(self, ids: Ids, matrix: Vectors) -> None:
+        """Add chunks `ids` `[N]` with their vectors `[N, dim]` (on every core for a large
+        batch: `PARALLEL_FROM`)."""
         if len(ids):
             self.index.add(ids.astype(np.uint64), matrix, threads=_threads(len(ids)))
-        self.seq = upto
 
     def catch_up(self, store: GraphStore) -> bool:
         """Bring this graph up to the store's committed state by replaying the log since

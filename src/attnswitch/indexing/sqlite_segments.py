@@ -58,6 +58,7 @@ from attnswitch.indexing.sqlite_vectors import (
 if TYPE_CHECKING:
     import sqlite3
 
+    from attnswitch.indexing.ann import HnswIndex
 
 log = logging.getLogger("attnswitch.indexing.store_sqlite")  # the store's own log
 
@@ -267,7 +268,7 @@ def seal(store: FullSource, *, at: int = SEAL_AT) -> bool:
         merged = segments[-count:]
         started = time.monotonic()
         part = FullSegment(store, merged[0][0], merged[-1][1])
-        graph = HnswIndex.open(part, writable=True)
+        graph = _merged(store, merged, part)
         graph.save(part)
         into = (*part.segment, len(graph))
         del graph
@@ -288,6 +289,24 @@ def seal(store: FullSource, *, at: int = SEAL_AT) -> bool:
             time.monotonic() - started,
         )
     return True
+
+
+def _merged(store: FullSource, merged: list[tuple[int, int, int]], part: FullSegment) -> HnswIndex:
+    """The graph of `part`, the generations of the `merged` segments: the largest one's
+    graph loaded (or built, when it cannot be loaded as it is) and the others' vectors
+    added to it, so that the largest one's vectors are not built again; to be saved as
+    `part`'s."""
+    from attnswitch.indexing.ann import HnswIndex
+
+    lo, hi, _ = max(merged, key=lambda segment: segment[2])
+    with store.reading():
+        graph = HnswIndex.open(FullSegment(store, lo, hi), writable=True)
+        for other in merged:
+            if other[:2] != (lo, hi):
+                for ids, matrix in FullSegment(store, other[0], other[1]).iter_vectors():
+                    graph.add(ids, matrix)
+    graph.suffix = part.graph_suffix
+    return graph
 
 
 def unseal(store: FullSource) -> None:
