@@ -123,6 +123,9 @@ def test_a_full_pass_seals_its_tail_into_segments_that_merge_and_search_exactly(
         ]
         searcher = store._dense[1]
         assert isinstance(searcher, FullGraph) and len(searcher.graph.parts) == 3
+        # each seal moved the older segments' headers on: none looks back past the last
+        seqs = {json.loads(p.read_text())["seq"] for p in folder.glob("*.hnsw.json")}
+        assert seqs == {store._log_position()}
     with SQLiteStore(db, exact_below=0) as store:
         assert_recall(dense(store, 10), exact(store, 10))
         assert store._dense[1].mapped  # every segment read from its file

@@ -197,7 +197,6 @@ class HnswIndex:
         self.seq = seq
         self.rebuilt = rebuilt  # built from the vectors by this open (not loaded)
         self.mapped = mapped  # the saved file memory-mapped (read-only), not loaded
-        self.saved: dict[str, Any] | None = None  # the header of the file it was read from
 
     @staticmethod
     def paths(db_path: Path, suffix: str = ".hnsw") -> tuple[Path, Path]:
@@ -267,7 +266,6 @@ class HnswIndex:
                 index = None if why else index
             if index is not None:
                 self = cls(db_path, index, meta["seq"], False, view, suffix=store.graph_suffix)
-                self.saved = meta
                 if pending:
                     self._replay(store, log_last)
                 self.seq = log_last
@@ -419,17 +417,39 @@ class HnswIndex:
             for q in range(len(queries))
         ]
 
-    def save_header(self, store: GraphStore) -> None:
-        """Move the saved header of a graph read from its file, unchanged since
-        (`mapped`), on to this graph's log position (`seq`): the next open need not look
-        at the log before it. Nothing for a graph loaded or built (`save` writes both)."""
-        if not self.mapped or self.saved is None or self.saved["seq"] == self.seq:
-            return
-        _, header = self.paths(self.db_path, self.suffix)
-        self.saved = {**self.saved, "seq": self.seq}
+    @classmethod
+    def advance(cls, store: GraphStore) -> bool:
+        """Move the saved header of `store`'s graph on to the store's log position when
+        nothing logged since its save concerns the set (`_quiet`) and the header still
+        describes the set (its count and largest id) and the file beside it (its size),
+        without reading the graph: a process that opens it later looks at the log from
+        here only. Whether the saved pair is current now; False leaves it as it was (an
+        open replays or rebuilds it). For a writer, under the run lock."""
+        graph, header = cls.paths(Path(store.path), store.graph_suffix)
+        with store.reading():
+            log_first, log_last, count = store.chunk_log_state()
+            try:
+                meta = json.loads(header.read_text())
+                described = (
+                    meta.get("format") == INDEX_FORMAT
+                    and meta["store_id"] == store.store_id
+                    and meta["seq"] <= log_last
+                    and graph.stat().st_size == meta["size"]
+                    and meta["count"] == count
+                    and meta["max_id"] == store.max_chunk_id()
+                )
+            except (OSError, ValueError, KeyError, TypeError):
+                return False
+            if not described:
+                return False
+            if meta["seq"] == log_last:
+                return True
+            if not cls._quiet(store, meta["seq"], log_first, log_last):
+                return False
         tmp_header = header.with_name(header.name + f".{os.getpid()}.tmp")
-        tmp_header.write_text(json.dumps(self.saved))
+        tmp_header.write_text(json.dumps({**meta, "seq": log_last}))
         os.replace(tmp_header, header)
+        return True
 
     def save(self, store: GraphStore) -> None:
         """Write the graph and its header atomically (a reader sees the old pair or the

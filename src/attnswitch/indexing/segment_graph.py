@@ -69,7 +69,7 @@ class SegmentGraph:
         """Bring every segment's saved graph up to the committed state, one segment in
         memory at a time (loaded or built, replayed, saved, dropped; a segment that nothing
         logged since its save concerns keeps its file, and only its header moves on:
-        `ann.HnswIndex.save_header`); remove the files of segments that no longer hold
+        `ann.HnswIndex.advance`); remove the files of segments that no longer hold
         chunks; then the graph as `open` maps it. For a writer, under the run lock."""
         from attnswitch.indexing.ann import HnswIndex
 
@@ -80,12 +80,10 @@ class SegmentGraph:
                 if f"{vectors.graph_dir}/{path.name.removesuffix('.json')}" not in kept:
                     path.unlink(missing_ok=True)
             for part in parts:
-                graph = HnswIndex.open(part)
-                if graph.mapped:
-                    graph.save_header(part)
-                else:
+                if not HnswIndex.advance(part):
+                    graph = HnswIndex.open(part, writable=True)
                     graph.save(part)
-                del graph
+                    del graph
             return cls.open(vectors)
 
     @property

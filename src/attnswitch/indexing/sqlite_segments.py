@@ -264,6 +264,10 @@ def seal(store: FullSource, *, at: int = SEAL_AT) -> bool:
         f"{len(keys):,}",
         time.monotonic() - started,
     )
+    for part in FullSegments(store).segments()[:-1]:
+        # the newest (just sealed) is current; the others' headers move on when quiet, so
+        # that a process opening them later looks at the log since this seal only
+        HnswIndex.advance(part)
     while count := merge_count([n for _, _, n in segments], at, LARGEST):
         merged = segments[-count:]
         started = time.monotonic()
