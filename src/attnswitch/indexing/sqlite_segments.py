@@ -1,5 +1,5 @@
 """The SQLite store's full vectors and their HNSW graph, kept in segments sealed while the
-vectors are written (docs/architecture.md, "The full vectors' segments").
+vectors are written (docs/architecture.md, "The full vectors' segments in SQLite").
 
 One graph of every full vector was built or replayed in one piece: a full pass of 2 M chunks
 ended with 1,125 s and 2,353 MiB of building it, and each searching process built the
@@ -17,10 +17,11 @@ its writes:
 - `seal` makes the tail the segment [H, H + 1) once it holds `SEAL_AT` vectors: its graph
   is built from the tail's rows, then one transaction gives those rows generation H (an
   UPDATE the chunk log does not see: the graph is keyed by chunk id, and no vector changed)
-  and names the segment in the layout; then the newest segments are merged while
-  `segment_tiers.FANIN` of them share a tier (each merged graph built from its rows and
-  saved before the layout names it), up to `LARGEST` vectors a segment, which bounds what a
-  build holds in memory (about 1.2 KB a vector).
+  and names the segment in the layout, and its graph is saved; then the newest segments
+  are merged while `segment_tiers.FANIN` of them share a tier (the largest one's graph
+  loaded and the others' vectors added to it, saved before the layout names it), up to
+  `LARGEST` vectors a segment, which bounds what a merge holds in memory (about 1.2 KB a
+  vector).
 
 Only chunks whose rows change after a segment is built concern its graph: those deleted or
 whose vector is replaced (the chunk log's `had_vector`) and those that now belong to it. A
@@ -236,8 +237,9 @@ class FullGraph:
 
 def seal(store: FullSource, *, at: int = SEAL_AT) -> bool:
     """Make the tail a segment when it holds at least `at` full vectors (`at` 1: whenever
-    it holds any), then merge the newest segments while `segment_tiers.merge_count` says;
-    under the caller's run lock. Whether it sealed."""
+    it holds any), move the older segments' headers on (`ann.HnswIndex.advance`), then
+    merge the newest segments while `segment_tiers.merge_count` says; under the caller's
+    run lock. Whether it sealed."""
     from attnswitch.indexing.ann import HnswIndex
 
     vectors = FullSegments(store)
