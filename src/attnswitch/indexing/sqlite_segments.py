@@ -266,7 +266,7 @@ def seal(store: FullSource, *, at: int = SEAL_AT) -> bool:
         f"{len(keys):,}",
         time.monotonic() - started,
     )
-    for part in FullSegments(store).segments()[:-1]:
+    for part in vectors.segments()[:-1]:
         # the newest (just sealed) is current; the others' headers move on when quiet, so
         # that a process opening them later looks at the log since this seal only
         HnswIndex.advance(part)
