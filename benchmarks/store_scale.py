@@ -53,9 +53,12 @@ the benchmark process's anonymous resident memory (its heap and the graphs it bu
 vectors it writes are mapped from .npy files) at its peak during the stage and after it.
 PostgreSQL's server processes are not counted.
 
-PostgreSQL runs on a throwaway local cluster (`tests/pg_local.py`) with maintenance_work_mem
-4 GB (the 1M graph is built in memory) and shared_buffers 4 GB. Results are written to
-`--json` after each store, so a store that finished is kept if a later one does not.
+PostgreSQL runs on a throwaway local cluster (`tests/pg_local.py`) with shared_buffers 4 GB;
+the one-shot mode sets maintenance_work_mem 4 GB (its graph of every vector is built in
+memory), `--two-speed` leaves the server's default (64 MB), as a user's server has it: the
+store asks for what each of its builds needs (`postgres_segments.fit_build_memory`). Results
+are written to `--json` after each store, so a store that finished is kept if a later one
+does not.
 """
 
 from __future__ import annotations
@@ -609,7 +612,6 @@ def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
 
     settings = {
-        "maintenance_work_mem": "4GB",
         "shared_buffers": "4GB",
         "max_parallel_maintenance_workers": str(max(0, (os.cpu_count() or 1) - 1)),
     }
@@ -625,7 +627,12 @@ def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
             result["after_full"]["segments"] = [[s.lo, s.hi, s.rows] for s in segments]
             result["after_full"]["tail"] = tail_size(conn, generation, len(data["full"]))
             print(f"  full vectors' segments [lo, hi, rows]: {result['after_full']['segments']}")
-            return {"store": "postgres", **result}
+            (memory,) = conn.execute("SHOW maintenance_work_mem").fetchone()
+            return {
+                "store": "postgres",
+                "server": {**settings, "maintenance_work_mem": memory},
+                **result,
+            }
 
 
 def main() -> None:

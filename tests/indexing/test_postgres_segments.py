@@ -2,8 +2,9 @@
 writes to the tail and seals it every `seal_at` vectors, the segments tile the generations
 and merge `FANIN` at a time, and dense search over segments and tail is the exact answer at
 every stage, walking each segment's graph; a vector written with an old generation is
-found in its segment's graph; a seal that fails leaves what it found; a store from before
-segments gets its vectors as one; another dimension drops them."""
+found in its segment's graph; a seal that fails leaves what it found; a build asks for the
+memory its graph needs, for its own transaction; a store from before segments gets its
+vectors as one; another dimension drops them."""
 
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ from quick_testing import (
 )
 
 from attnswitch.indexing.records import MAX_EF_SEARCH
-from attnswitch.indexing.segment_tiers import FANIN
+from attnswitch.indexing.segment_tiers import FANIN, LARGEST
 from attnswitch.indexing.writer import IndexWriter
 
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
 
 from attnswitch.indexing.postgres_segments import (  # noqa: E402
     LEGACY_INDEX,
+    build_memory_kb,
     drop_all,
     layout,
 )
@@ -128,6 +130,20 @@ def test_a_full_pass_seals_its_tail_into_segments_that_merge_and_search_exactly(
         assert segment_scans(store) >= before + len(QUERIES) * len(segments)
 
 
+def test_segments_that_would_merge_past_the_largest_stay_apart(
+    pg_url: str, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnswitch.indexing import postgres_segments
+
+    monkeypatch.setattr(postgres_segments, "LARGEST", 3 * SEAL_AT)
+    with open_pg(pg_url) as store, IndexWriter(store) as writer:
+        write_quick(writer, root, PER_DOC)
+        generation, segments = full_pass(store, writer)[-1]
+        assert generation == 6
+        assert [(s.lo, s.hi, s.rows) for s in segments] == [(g, g + 1, SEAL_AT) for g in range(6)]
+        assert dense(store, 10) == exact(store, 10)
+
+
 def test_dense_search_is_exact_with_a_tail_and_with_a_filter(pg_url: str, root: Path) -> None:
     from attnswitch.indexing.filters import SearchFilter
 
@@ -215,6 +231,51 @@ def test_a_seal_that_fails_leaves_the_segments_and_generation_it_found(
         store.sync_index()  # the next seal makes it
         generation, segments = layout(store._conn)
         assert generation == 1 and [(s.lo, s.hi, s.rows) for s in segments] == [(0, 1, SEAL_AT)]
+
+
+def test_the_memory_a_build_asks_for_covers_its_graph_up_to_the_largest_segment() -> None:
+    # pgvector spilled a build of 384 dimensions at 64 MB after 43,391 vectors
+    assert build_memory_kb(43_391, 384) > 64 * 1024
+    assert build_memory_kb(43_391, 384) < 1.5 * 64 * 1024
+    assert build_memory_kb(2_000, 768) > build_memory_kb(2_000, 384) > build_memory_kb(1_000, 384)
+    assert build_memory_kb(4 * LARGEST, 384) == build_memory_kb(LARGEST, 384)
+
+
+SPILL = "no longer fits into maintenance_work_mem"
+
+
+@pytest.mark.parametrize("column", ["embedding", "quick"])
+def test_a_build_asks_for_the_memory_its_graph_needs_for_its_own_transaction(
+    pg_url: str, root: Path, column: str
+) -> None:
+    """Under a session's 1 MB, pgvector builds 2,400 vectors partly on disk; the store's
+    build (a seal of the full vectors' tail, or the quick list's index) asks for room for
+    them for its transaction only."""
+    import psycopg
+
+    with PostgresStore(pg_url, seal_at=10_000, quick_exact_below=10**6) as store:
+        with IndexWriter(store) as writer:
+            write_quick(writer, root, 600)
+            if column == "embedding":
+                full_pass(store, writer, tiled=False)
+        conn = store._conn
+        notices: list[str] = []
+        conn.add_notice_handler(lambda notice: notices.append(notice.message_primary or ""))
+        conn.execute("SET maintenance_work_mem = '1MB'")
+        with conn.transaction() as probe:  # the same build under the session's setting
+            conn.execute(f"CREATE INDEX spill_probe ON chunks USING hnsw ({column} halfvec_ip_ops)")
+            raise psycopg.Rollback(probe)
+        assert any(SPILL in n for n in notices), notices
+        notices.clear()
+        store.seal_at, store.quick_exact_below = 1, 1
+        store.sync_index()
+        assert not [n for n in notices if SPILL in n]
+        if column == "embedding":
+            assert [(s.lo, s.hi, s.rows) for s in layout(conn)[1]] == [(0, 1, 2_400)]
+        else:
+            assert store._quick_indexed()
+        (setting,) = conn.execute("SHOW maintenance_work_mem").fetchone()
+        assert setting == "1MB"
 
 
 def to_layout_before_segments(url: str) -> None:

@@ -20,8 +20,13 @@ a log-structured merge tree indexes its writes:
   `seal` makes the tail a segment of its own once it holds `SEAL_AT` chunks (one CREATE
   INDEX, and G moves on), so an exact scan never ranks more;
 - after a seal, the newest segments are merged into one while `FANIN` of them share a tier
-  (`segment_tiers.merge_count`: rows in powers of `FANIN` past `SEAL_AT`), so a store holds
-  O(log n) segments and each vector is built into a graph O(log n) times.
+  and hold at most `segment_tiers.LARGEST` rows together (`segment_tiers.merge_count`: rows
+  in powers of `FANIN` past `SEAL_AT`), so a store holds O(log n) segments and each vector
+  is built into a graph O(log n) times;
+- each build asks for the memory its graph needs (`build_memory_kb`, for its transaction
+  only, never less than the server's own `maintenance_work_mem`): past that setting
+  pgvector goes on building on disk, several times slower, and a server's default (64 MB)
+  holds some 43,000 vectors of 384 dimensions.
 
 A vector written with a generation below G (a search's fill that read G before a seal
 committed) satisfies a segment's predicate, so PostgreSQL adds it to that segment's graph
@@ -33,12 +38,13 @@ during one leaves the segments it found.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from attnswitch.indexing.segment_tiers import merge_count
+from attnswitch.indexing.segment_tiers import LARGEST, merge_count
 
 log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
 
@@ -51,6 +57,12 @@ HNSW_EF_CONSTRUCTION = 128
 # each row: 34 ms for 10,000 rows written by the full pass's UPDATEs (new row versions,
 # scattered), against 1.4 ms for a segment of 20,000 walked by its graph.
 SEAL_AT = 5_000
+# What pgvector's HNSW build (m = 16) holds a vector: its value, 2 bytes a dimension as
+# halfvec, and about 780 bytes of element and neighbour lists: 43,391 vectors of 384
+# dimensions filled 64 MB (1,547 bytes each: "hnsw graph no longer fits into
+# maintenance_work_mem after 43391 tuples"). A build asks for `BUILD_MARGIN` times that.
+BUILD_BYTES_A_VECTOR = 780
+BUILD_MARGIN = 1.2
 # The generation new full vectors are written with, as SQL (one row, one integer).
 GENERATION_SQL = "SELECT COALESCE((SELECT value::bigint FROM meta WHERE key = 'full_gen'), 0)"
 # The one HNSW index of the full vectors of a store made before segments.
@@ -136,10 +148,36 @@ def tail_size(conn: Any, generation: int, limit: int) -> int:
     return int(count)
 
 
-def build(conn: Any, lo: int, hi: int) -> Segment:
-    """Make the segment of generations [lo, hi) (one CREATE INDEX: it holds a SHARE lock
-    on the chunks until the caller's transaction ends, so searches read on and writes wait)."""
+def build_memory_kb(rows: int, dim: int) -> int:
+    """The `maintenance_work_mem` (kB) under which pgvector builds a graph of `rows`
+    vectors of `dim` dimensions in memory, for at most `segment_tiers.LARGEST` rows (a
+    store from before segments may build more in one, `prepare`)."""
+    need = min(rows, LARGEST) * (2 * dim + BUILD_BYTES_A_VECTOR) * BUILD_MARGIN
+    return math.ceil(need / 1024)
+
+
+def fit_build_memory(conn: Any, column: str, rows: int) -> None:
+    """Raise `maintenance_work_mem` for the caller's transaction to `build_memory_kb` of
+    `rows` vectors of the chunks' `column`, when the server's own setting is lower: past it
+    pgvector goes on building on disk (docs/architecture.md, "The full vectors' segments in
+    PostgreSQL": 2.2x slower at 100,000 vectors)."""
+    dim, have_kb = conn.execute(
+        "SELECT (SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass "
+        "AND attname = %s), (SELECT setting::bigint FROM pg_settings WHERE name = "
+        "'maintenance_work_mem')",
+        (column,),
+    ).fetchone()
+    want_kb = build_memory_kb(rows, max(1, int(dim)))
+    if want_kb > int(have_kb):
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{want_kb}kB",))
+
+
+def build(conn: Any, lo: int, hi: int, rows: int) -> Segment:
+    """Make the segment of generations [lo, hi), which holds about `rows` vectors (one
+    CREATE INDEX, given the memory for them: it holds a SHARE lock on the chunks until the
+    caller's transaction ends, so searches read on and writes wait)."""
     segment = Segment(lo, hi, 0)
+    fit_build_memory(conn, "embedding", rows)
     conn.execute(
         f"CREATE INDEX {segment.name} ON chunks USING hnsw (embedding halfvec_ip_ops) WITH "
         f"(m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE {segment.condition}"
@@ -168,10 +206,10 @@ def seal(conn: Any, *, at: int = SEAL_AT) -> bool:
     started = time.monotonic()
     with conn.transaction():
         generation, segments = layout(conn)
-        tail = tail_size(conn, generation, at)
+        tail = tail_size(conn, generation, max(at, LARGEST))
         if tail < max(1, at):
             return False
-        sealed = build(conn, generation, generation + 1)
+        sealed = build(conn, generation, generation + 1, tail)
         set_generation(conn, generation + 1)
         keep_tail_index(conn)
     segments.append(sealed)
@@ -181,11 +219,11 @@ def seal(conn: Any, *, at: int = SEAL_AT) -> bool:
         f"{sealed.rows:,}",
         time.monotonic() - started,
     )
-    while count := merge_count([s.rows for s in segments], at):
+    while count := merge_count([s.rows for s in segments], at, LARGEST):
         merged = segments[-count:]
         started = time.monotonic()
         with conn.transaction():
-            into = build(conn, merged[0].lo, merged[-1].hi)
+            into = build(conn, merged[0].lo, merged[-1].hi, sum(s.rows for s in merged))
             for segment in merged:
                 conn.execute(f"DROP INDEX IF EXISTS {segment.name}")
         segments[-count:] = [into]
@@ -216,9 +254,9 @@ def prepare(conn: Any, *, converted: bool) -> None:
     legacy = any(name == LEGACY_INDEX for name, _ in _catalog(conn)[1])
     if legacy or converted:
         generation, segments = layout(conn)
-        if generation == 0 and not segments and tail_size(conn, 0, 1):
+        if generation == 0 and not segments and (rows := tail_size(conn, 0, LARGEST)):
             started = time.monotonic()
-            segment = build(conn, 0, 1)
+            segment = build(conn, 0, 1, rows)
             set_generation(conn, 1)
             log.info(
                 "full vectors of a store from before segments made %s (%s chunks, %.1f s)",

@@ -3,9 +3,10 @@ segments"): the policy both stores share (`postgres_segments`, `sqlite_segments`
 
 A segment's tier counts its vectors in powers of `FANIN` past the size a tail is sealed at;
 after each seal, the newest `FANIN` segments are merged into one while they share a tier, as
-a log-structured merge tree merges its runs. So a store holds O(log n) segments (at most
-`FANIN` - 1 a tier between merges, plus the segments a size cap keeps apart) and each
-vector is built into a graph O(log n) times.
+a log-structured merge tree merges its runs, while together they hold at most `LARGEST`
+vectors. So a store holds O(log n) segments (at most `FANIN` - 1 a tier between merges,
+plus the segments the size cap keeps apart) and each vector is built into a graph O(log n)
+times.
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from collections.abc import Sequence
 
 # How many segments of one tier are merged into one.
 FANIN = 4
+# A merge makes no segment of more vectors than this, which bounds what one build holds in
+# memory: one usearch graph of 2 M held 2,353 MiB while it was built (SQLite's writer);
+# pgvector's build holds about 1.5 KB a 384-dimension vector (PostgreSQL's server,
+# `postgres_segments.build_memory_kb`). Past it a store keeps several top segments, each
+# walked by a search, instead of building most of the store again at each top merge.
+LARGEST = 2**21
 
 
 def tier(rows: int, seal_at: int) -> int:
@@ -42,4 +49,4 @@ def merge_count(rows: Sequence[int], seal_at: int, largest: int | None = None) -
     return FANIN
 
 
-__all__ = ["FANIN", "merge_count", "tier"]
+__all__ = ["FANIN", "LARGEST", "merge_count", "tier"]

@@ -20,8 +20,8 @@ its writes:
   and names the segment in the layout, and its graph is saved; then the newest segments
   are merged while `segment_tiers.FANIN` of them share a tier (the largest one's graph
   loaded and the others' vectors added to it, saved before the layout names it), up to
-  `LARGEST` vectors a segment, which bounds what a merge holds in memory (about 1.2 KB a
-  vector).
+  `segment_tiers.LARGEST` vectors a segment, which bounds what a merge holds in memory
+  (about 1.2 KB a vector).
 
 Only chunks whose rows change after a segment is built concern its graph: those deleted or
 whose vector is replaced (the chunk log's `had_vector`) and those that now belong to it. A
@@ -46,7 +46,7 @@ import numpy as np
 
 from attnswitch.indexing.ann import VERIFY_WHOLE_BELOW
 from attnswitch.indexing.segment_graph import SegmentGraph
-from attnswitch.indexing.segment_tiers import merge_count
+from attnswitch.indexing.segment_tiers import LARGEST, merge_count
 from attnswitch.indexing.sqlite_vectors import (
     FULL,
     FULL_TAIL,
@@ -67,9 +67,6 @@ log = logging.getLogger("attnswitch.indexing.store_sqlite")  # the store's own l
 # exactly (read back as float32: 16,384 x 384 is 24 MiB), below the store's own exact
 # threshold (`store_sqlite.EXACT_BELOW`).
 SEAL_AT = 16_384
-# A merge makes no segment of more vectors than this: one graph of 2 M held 2,353 MiB while
-# it was built.
-LARGEST = 2**21
 # The folder of the segments' graphs beside the database, and the meta key of the layout.
 GRAPH_DIR = ".full"
 LAYOUT = "full_segments"
@@ -351,7 +348,6 @@ def remove_graphs(db_path: Path) -> None:
 
 __all__ = [
     "GRAPH_DIR",
-    "LARGEST",
     "SEAL_AT",
     "FullGraph",
     "FullSegment",

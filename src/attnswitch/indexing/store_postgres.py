@@ -73,7 +73,13 @@ from attnswitch.indexing.postgres_schema import (
     first_line,
     upgrade,
 )
-from attnswitch.indexing.postgres_segments import GENERATION_SQL, SEAL_AT, drop_all, seal
+from attnswitch.indexing.postgres_segments import (
+    GENERATION_SQL,
+    SEAL_AT,
+    drop_all,
+    fit_build_memory,
+    seal,
+)
 from attnswitch.indexing.postgres_upgrades import type_quick_column
 from attnswitch.indexing.records import (
     CHUNK_SELECT,
@@ -87,6 +93,7 @@ from attnswitch.indexing.records import (
     check_ef_search,
     root_key,
 )
+from attnswitch.indexing.segment_tiers import LARGEST
 from attnswitch.indexing.store_base import (
     StoreBase,
 )
@@ -672,6 +679,11 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             self._quick_dim = None  # the catalog read again
             with self._transaction() as conn:
                 self._fix_quick_dim(conn, int(model["dim"]))
+                (rows,) = conn.execute(
+                    f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE {QUICK_ONLY} LIMIT %s) t",
+                    (LARGEST,),
+                ).fetchone()
+                fit_build_memory(conn, "quick", int(rows))
                 conn.execute(QUICK_HNSW_INDEX)
 
         self._retrying(build)
