@@ -509,10 +509,13 @@ def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
             start = d * PER_DOC
             writer.write_document(doc, chunks, None, quick=quick[start : start + len(chunks)])
 
+    filled = [0]  # full vectors written so far (the store starts with none)
+
     def full_pass(upto: int) -> None:
-        while store.encoded() < upto and (batch := store.unencoded(FILL_BATCH)):
+        while filled[0] < upto and (batch := store.unencoded(FILL_BATCH)):
             ids = np.array([u.id for u in batch])
             writer.fill_vectors(ids, [u.vector_key for u in batch], full[ids - 1])
+            filled[0] += len(batch)
 
     stages = [
         stage("quick pass: write", n, quick_pass, disk),
@@ -563,7 +566,7 @@ def fresh_during(store, location: str, data: dict, folder: Path) -> dict:
         check=True,
     ).stdout.split()
     wall = time.perf_counter() - start
-    encoded = store.encoded()
+    encoded = store.coverage().full  # both stores' (SQLite's `encoded` is its own)
     truth = exact_truth(store, data["queries"][:50])
     return {
         "encoded": encoded,

@@ -31,6 +31,7 @@ from attnswitch.indexing.writer import IndexWriter
 pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
 
 from attnswitch.indexing.postgres_segments import (  # noqa: E402
+    BUILD_MEMORY_LIMIT,
     LEGACY_INDEX,
     build_memory_kb,
     drop_all,
@@ -244,13 +245,14 @@ def test_the_memory_a_build_asks_for_covers_its_graph_up_to_the_largest_segment(
 SPILL = "no longer fits into maintenance_work_mem"
 
 
+@pytest.mark.parametrize("limit", [None, "1MB"])
 @pytest.mark.parametrize("column", ["embedding", "quick"])
 def test_a_build_asks_for_the_memory_its_graph_needs_for_its_own_transaction(
-    pg_url: str, root: Path, column: str
+    pg_url: str, root: Path, column: str, limit: str | None
 ) -> None:
     """Under a session's 1 MB, pgvector builds 2,400 vectors partly on disk; the store's
     build (a seal of the full vectors' tail, or the quick list's index) asks for room for
-    them for its transaction only."""
+    them for its transaction only, up to the limit a database or role sets."""
     import psycopg
 
     with PostgresStore(pg_url, seal_at=10_000, quick_exact_below=10**6) as store:
@@ -267,9 +269,11 @@ def test_a_build_asks_for_the_memory_its_graph_needs_for_its_own_transaction(
             raise psycopg.Rollback(probe)
         assert any(SPILL in n for n in notices), notices
         notices.clear()
+        if limit:
+            conn.execute(f"SET {BUILD_MEMORY_LIMIT} = '{limit}'")
         store.seal_at, store.quick_exact_below = 1, 1
         store.sync_index()
-        assert not [n for n in notices if SPILL in n]
+        assert any(SPILL in n for n in notices) == bool(limit), notices
         if column == "embedding":
             assert [(s.lo, s.hi, s.rows) for s in layout(conn)[1]] == [(0, 1, 2_400)]
         else:

@@ -63,6 +63,8 @@ SEAL_AT = 5_000
 # maintenance_work_mem after 43391 tuples"). A build asks for `BUILD_MARGIN` times that.
 BUILD_BYTES_A_VECTOR = 780
 BUILD_MARGIN = 1.2
+# The setting (a database's or role's, in PostgreSQL's units) that bounds what a build asks.
+BUILD_MEMORY_LIMIT = "attnswitch.build_memory_limit"
 # The generation new full vectors are written with, as SQL (one row, one integer).
 GENERATION_SQL = "SELECT COALESCE((SELECT value::bigint FROM meta WHERE key = 'full_gen'), 0)"
 # The one HNSW index of the full vectors of a store made before segments.
@@ -158,16 +160,21 @@ def build_memory_kb(rows: int, dim: int) -> int:
 
 def fit_build_memory(conn: Any, column: str, rows: int) -> None:
     """Raise `maintenance_work_mem` for the caller's transaction to `build_memory_kb` of
-    `rows` vectors of the chunks' `column`, when the server's own setting is lower: past it
-    pgvector goes on building on disk (docs/architecture.md, "The full vectors' segments in
-    PostgreSQL": 2.2x slower at 100,000 vectors)."""
-    dim, have_kb = conn.execute(
+    `rows` vectors of the chunks' `column`, when the server's own setting is lower (past it
+    pgvector goes on building on disk: docs/architecture.md, "The full vectors' segments in
+    PostgreSQL"), and at most to `BUILD_MEMORY_LIMIT` where the database or role sets it
+    (`ALTER DATABASE ... SET attnswitch.build_memory_limit = '1GB'`)."""
+    dim, have_kb, limit_kb = conn.execute(
         "SELECT (SELECT atttypmod FROM pg_attribute WHERE attrelid = 'chunks'::regclass "
         "AND attname = %s), (SELECT setting::bigint FROM pg_settings WHERE name = "
-        "'maintenance_work_mem')",
-        (column,),
+        "'maintenance_work_mem'), pg_size_bytes(NULLIF(current_setting(%s, true), '')) / 1024",
+        (column, BUILD_MEMORY_LIMIT),
     ).fetchone()
-    want_kb = build_memory_kb(rows, max(1, int(dim)))
+    if dim is None or int(dim) < 1:  # untyped: pgvector builds no graph of it
+        return
+    want_kb = build_memory_kb(rows, int(dim))
+    if limit_kb is not None:
+        want_kb = min(want_kb, int(limit_kb))
     if want_kb > int(have_kb):
         conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{want_kb}kB",))
 
