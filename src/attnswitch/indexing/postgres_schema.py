@@ -151,6 +151,8 @@ _VECTOR_KEY_SQL = "encode(sha256(convert_to(%s || E'\\n' || text, 'UTF8')), 'hex
 # The quick list's chunks: a quick vector and no full vector yet (docs/architecture.md,
 # "The quick list at scale").
 QUICK_ONLY = "embedding IS NULL AND quick IS NOT NULL"
+# How many chunks are in the quick list, counted up to a limit (the one parameter).
+QUICK_ONLY_COUNT = f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE {QUICK_ONLY} LIMIT %s) t"
 # The partial HNSW index of their quick vectors (the quick column typed `halfvec(dim)` by
 # `PostgresStore.set_quick_model`), made by `PostgresStore.sync_index` when a run ends with
 # at least `QUICK_EXACT_BELOW` such chunks, not kept during the quick pass: maintaining it

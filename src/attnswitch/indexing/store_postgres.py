@@ -65,7 +65,7 @@ from attnswitch.indexing.postgres_schema import (
     QUICK_EXACT_BELOW,
     QUICK_HNSW,
     QUICK_HNSW_INDEX,
-    QUICK_ONLY,
+    QUICK_ONLY_COUNT,
     RUN_LOCK,
     column_dim,
     connect,
@@ -94,9 +94,7 @@ from attnswitch.indexing.records import (
     root_key,
 )
 from attnswitch.indexing.segment_tiers import LARGEST
-from attnswitch.indexing.store_base import (
-    StoreBase,
-)
+from attnswitch.indexing.store_base import StoreBase
 from attnswitch.indexing.store_errors import (
     StoreBusyError,
     StoreConnectError,
@@ -662,10 +660,7 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         drop it when fewer have."""
         model = self.quick_model()
         wanted = self.quick_exact_below
-        (count,) = self._one(
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE {QUICK_ONLY} LIMIT %s) t",
-            (wanted,),
-        )
+        (count,) = self._one(QUICK_ONLY_COUNT, (wanted,))
         have = self._quick_indexed()
         if model is None or count < wanted:
             if have:
@@ -679,11 +674,8 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             self._quick_dim = None  # the catalog read again
             with self._transaction() as conn:
                 self._fix_quick_dim(conn, int(model["dim"]))
-                (rows,) = conn.execute(
-                    f"SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE {QUICK_ONLY} LIMIT %s) t",
-                    (LARGEST,),
-                ).fetchone()
-                fit_build_memory(conn, "quick", int(rows))
+                (rows,) = conn.execute(QUICK_ONLY_COUNT, (LARGEST,)).fetchone()
+                fit_build_memory(conn, "quick", int(rows))  # its graph built in memory
                 conn.execute(QUICK_HNSW_INDEX)
 
         self._retrying(build)
