@@ -2,7 +2,8 @@
 
     python benchmarks/store_scale.py [--n 1000000] [--stores sqlite,postgres]
                                      [--queries 200] [--ef 64,128,256]
-                                     [--two-speed] [--json PATH] [--plot PATH]
+                                     [--two-speed [--fill-types-column]]
+                                     [--json PATH] [--plot PATH]
 
 For each store: load N chunks (`write_document`, 1,000 chunks per document; vectors from
 `synthetic.clustered`, text 24 words of the shipped corpus' vocabulary), build the indexes
@@ -30,11 +31,14 @@ one per core beyond the leader), then report:
 docs/architecture.md, "Two passes"), as a run writes it, with no index dropped or
 built by hand:
 
-1. the quick pass: every chunk written with a quick vector and no full one
-   (`write_document(..., vectors=None, quick=...)`; the quick vectors are the chunks'
-   vectors moved off them by noise, so the two lists differ as a static model's and the
-   transformer's do), then `sync_index` (SQLite: the quick graph's segments; PostgreSQL:
-   the quick list's HNSW index);
+1. the quick pass: the full vectors' dimension told first, as a run's quick pass tells it
+   (`IndexWriter.expect_dim`: PostgreSQL types its column while it is empty; with
+   `--fill-types-column` it is not told, and the first fill types the column, as for a
+   store a version before it wrote), then every chunk written with a quick vector and no
+   full one (`write_document(..., vectors=None, quick=...)`; the quick vectors are the
+   chunks' vectors moved off them by noise, so the two lists differ as a static model's
+   and the transformer's do), then `sync_index` (SQLite: the quick graph's segments;
+   PostgreSQL: the quick list's HNSW index);
 2. search then: quick top-10 (p50, p99 warm; recall@10 against exact search over the
    quick vectors) and keyword p50, and cold: a fresh process that imports the store,
    opens it and answers one quick query, after the OS page cache is dropped (where the
@@ -490,11 +494,14 @@ def text_latency(store, queries: np.ndarray, texts: list[str], hybrid: bool) -> 
     return {"keyword_p50_ms": ms(kw, 50), **({"hybrid_p50_ms": ms(hy, 50)} if hybrid else {})}
 
 
-def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
+def two_speed(
+    store, location: str, folder: Path, data: dict, disk, expect_dim: bool = True
+) -> dict:
     """The store's life under the two passes (the module doc's `--two-speed`): the stages'
     rows, and the searches after the quick pass (`after_quick`) and after the full pass
     (`after_full`). `data`: "full" and "quick" vectors `[n, DIM]`, "queries" and
-    "quick_queries", their exact top-10 "truth" and "quick_truth", and "texts"."""
+    "quick_queries", their exact top-10 "truth" and "quick_truth", and "texts".
+    `expect_dim`: the full vectors' dimension told before the quick pass writes."""
     from attnswitch.indexing.writer import IndexWriter
 
     full, quick = data["full"], data["quick"]
@@ -502,6 +509,8 @@ def two_speed(store, location: str, folder: Path, data: dict, disk) -> dict:
     writer = IndexWriter(store)  # the run lock held through both passes, as a run holds it
     writer.lock()
     writer.set_quick_model(QUICK_FINGERPRINT, DIM)
+    if expect_dim:  # as a run's quick pass does (jobs/passes.py, `QuickPass`)
+        writer.expect_dim(DIM)
 
     def quick_pass() -> None:
         documents = synthetic_documents(full, PER_DOC, WORDS_PER_CHUNK, 0, 0)
@@ -597,17 +606,18 @@ def tree_mb(paths) -> float:
     return total / 2**20
 
 
-def two_speed_sqlite(folder: Path, data: dict, exact_below: int) -> dict:
+def two_speed_sqlite(folder: Path, data: dict, exact_below: int, expect_dim: bool) -> dict:
     from attnswitch.indexing.store import SQLiteStore
 
     db = folder / "scale.sqlite3"
     with SQLiteStore(db, exact_below=exact_below) as store:
         set_default_model_config(store)
         own = store.own_files()
-        return {"store": "sqlite", **two_speed(store, str(db), folder, data, lambda: tree_mb(own))}
+        result = two_speed(store, str(db), folder, data, lambda: tree_mb(own), expect_dim)
+        return {"store": "sqlite", **result}
 
 
-def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
+def two_speed_postgres(folder: Path, data: dict, exact_below: int, expect_dim: bool) -> dict:
     del exact_below  # SQLite's setting: PostgreSQL's quick list has its own (quick_exact_below)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from attnswitch.indexing.postgres_segments import layout, tail_size
@@ -625,7 +635,7 @@ def two_speed_postgres(folder: Path, data: dict, exact_below: int) -> dict:
             disk = lambda: (  # noqa: E731
                 conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
             )
-            result = two_speed(store, cluster.url, folder, data, disk)
+            result = two_speed(store, cluster.url, folder, data, disk, expect_dim)
             generation, segments = layout(conn)
             result["after_full"]["segments"] = [[s.lo, s.hi, s.rows] for s in segments]
             result["after_full"]["tail"] = tail_size(conn, generation, len(data["full"]))
@@ -659,6 +669,12 @@ def main() -> None:
         "--two-speed",
         action="store_true",
         help="measure the store through the quick pass and then the full pass instead",
+    )
+    ap.add_argument(
+        "--fill-types-column",
+        action="store_true",
+        help="--two-speed: do not tell the store the full vectors' dimension before the "
+        "quick pass (its first fill types the column)",
     )
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
@@ -775,7 +791,7 @@ def main_two_speed(args: argparse.Namespace) -> None:
                 folder = Path(tmp)
                 folder.chmod(0o755)
                 load_before = os.getloadavg()
-                row = runners[name](folder, data, exact_below)
+                row = runners[name](folder, data, exact_below, not args.fill_types_column)
                 rows.append({**row, "loadavg_start": load_before, "loadavg_end": os.getloadavg()})
             if args.json:
                 args.json.write_text(
@@ -785,6 +801,7 @@ def main_two_speed(args: argparse.Namespace) -> None:
                             "dim": DIM,
                             "cpu": cpu_description(),
                             "two_speed": True,
+                            "expect_dim": not args.fill_types_column,
                             "rows": rows,
                         },
                         indent=1,

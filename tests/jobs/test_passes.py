@@ -92,6 +92,12 @@ def test_the_quick_pass_stores_quick_vectors_only(more_docs: Path, location, enc
         assert coverage.unencoded_tokens > 0
         hits = index.searcher().search(SearchRequest.of("release the copyright", 3, "keyword")).hits
         assert hits and hits[0].source == "sqlite/copyright-release.pdf"
+    with open_store(location) as store:
+        assert store.dim is None  # the store's dimension: its first full vector's
+        if isinstance(location, str):  # PostgreSQL typed its column ahead of them
+            from attnswitch.indexing.postgres_schema import column_dim
+
+            assert column_dim(store._conn, "embedding") == encoder.dim
 
 
 def test_a_search_encodes_its_candidates_once_and_keeps_them(

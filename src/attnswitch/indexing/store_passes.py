@@ -167,6 +167,11 @@ class VectorPasses:
             return None
         return model if isinstance(model, dict) else None
 
+    def expect_dim(self, dim: int) -> None:
+        """Told the full vectors' dimension `dim` before the first is written
+        (`Store.expect_dim`). Nothing to prepare in SQLite, whose vector column has no
+        type; `PostgresStore` types its column."""
+
     def set_quick_model(self, fingerprint: str, dim: int) -> None:
         """Record the static model whose quick vectors are written from now on. Quick
         vectors of another model are dropped first (a query could not be compared with

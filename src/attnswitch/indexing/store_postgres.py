@@ -59,6 +59,7 @@ import numpy as np
 from attnswitch.documents.ingest import Document
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.filters import SearchFilter
+from attnswitch.indexing.postgres_columns import expect_full_dim, fix_full_dim
 from attnswitch.indexing.postgres_nearest import NearestVectors
 from attnswitch.indexing.postgres_schema import (
     DIM_LOCK,
@@ -76,7 +77,6 @@ from attnswitch.indexing.postgres_schema import (
 from attnswitch.indexing.postgres_segments import (
     GENERATION_SQL,
     SEAL_AT,
-    drop_all,
     fit_build_memory,
     seal,
 )
@@ -477,33 +477,21 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         return doc_id
 
     def _fix_dim(self, conn: Any, dim: int) -> None:
-        """Hold the store to one dimension: the first vectors set it (typing the column);
-        another one is refused while vectors exist."""
-        stored = self.dim
-        if stored == dim:
+        """Hold the store to one dimension: the first vectors set it (`fix_full_dim`)."""
+        if self.dim == dim:
             return
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (DIM_LOCK,))
-        self._dim = None
-        stored = self.dim  # another writer may have set it meanwhile
-        if stored == dim:
-            return
-        if (
-            stored is not None
-            and self._one("SELECT EXISTS (SELECT 1 FROM chunks WHERE embedding IS NOT NULL)")[0]
-        ):
-            raise StoreInputError(
-                "vectors",
-                f"dimension {stored} (this store's)",
-                f"{dim}: a model with another dimension needs another store",
-            )
-        drop_all(conn)  # the segments are made again as vectors come (`seal`)
-        conn.execute(f"ALTER TABLE chunks ALTER COLUMN embedding TYPE halfvec({int(dim)})")
-        conn.execute(
-            "INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET "
-            "value = excluded.value",
-            (str(dim),),
-        )
         self._dim = None  # read again, once committed
+        fix_full_dim(conn, dim)
+
+    def expect_dim(self, dim: int) -> None:
+        """The full vectors' column typed `halfvec(dim)` while the store holds none
+        (`postgres_columns.expect_full_dim`), so that their first fill does not type it."""
+
+        def typed() -> None:
+            with self._transaction() as conn:
+                expect_full_dim(conn, int(dim))
+
+        self._retrying(typed)
 
     def set_quick_model(self, fingerprint: str, dim: int) -> None:
         """`VectorPasses.set_quick_model` (quick vectors of another model dropped), then the

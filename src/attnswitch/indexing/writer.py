@@ -37,7 +37,8 @@ connections (`jobs/ray_encoders.py`).
 Quick and full vectors (docs/architecture.md, "Two passes"): a chunk may hold a quick
 vector (the static model's), a full one (the transformer's), or both. The quick pass writes
 documents, chunks, terms and quick vectors (`write_document(..., vectors=None,
-quick=...)`, after `set_quick_model`); the full pass reads the chunks still without a
+quick=...)`, after `set_quick_model`, and tells the store the full vectors' dimension
+ahead of them: `expect_dim`); the full pass reads the chunks still without a
 full vector (`unencoded`, the most recently modified documents first) and fills theirs in
 (`fill_vectors`), both under the run lock. The plan stays the same (a document with quick
 vectors only is unchanged, not read again). A search may fill the vectors of its best
@@ -299,6 +300,14 @@ class IndexWriter:
             run_id=self._run(run_id),
             vector_fingerprint=vector_fingerprint,
         )
+
+    def expect_dim(self, dim: int) -> None:
+        """Tell the store the full vectors' dimension before any is written, so that it
+        prepares for them while it holds few chunks (`Store.expect_dim`: PostgreSQL types
+        its column; typing it under millions of quick-only chunks rewrote them all). The
+        store's dimension is still set by its first full vector."""
+        self._check_locked()
+        self.store.expect_dim(dim)
 
     def set_quick_model(self, fingerprint: str, dim: int) -> None:
         """Name the static model whose quick vectors are written from now on (quick

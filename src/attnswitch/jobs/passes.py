@@ -56,6 +56,7 @@ class QuickPass:
         self.writer = writer
         self.static: StaticEncoder = load_static(spec, encoder)[0]
         writer.set_quick_model(self.static.fingerprint, self.static.dim)
+        writer.expect_dim(spec.dim)  # the full pass's vectors, typed for while chunks are few
 
     def write(
         self,
