@@ -30,12 +30,15 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import tempfile
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 USER = "attnswitch"
 RUN_AS = "nobody"
@@ -186,6 +189,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 @dataclass
 class LocalCluster:
     """A running cluster (see the module doc); `url` connects to its `postgres` database."""
@@ -193,6 +200,8 @@ class LocalCluster:
     server: Server
     folder: Path
     port: int
+    # the SIGTERM handler `__enter__` replaced (None: it replaced none)
+    _sigterm: Any = field(default=None, init=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -275,9 +284,19 @@ class LocalCluster:
         )
 
     def __enter__(self) -> LocalCluster:
+        # SIGTERM (`kill`, `timeout`) leaves the `with` block as an exception would, so the
+        # server stops with the process that started it instead of outliving it; a handler
+        # the process set itself is left alone.
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        ):
+            self._sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
         self.stop()
 
     def log(self) -> str:

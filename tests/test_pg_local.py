@@ -1,12 +1,17 @@
 """The throwaway PostgreSQL cluster (`tests/pg_local.py`) wherever its binaries live: as root
 the server runs as an unprivileged user, who cannot enter a checkout under a folder only
-root can enter (mode 700), so such an installation is staged to a folder that user can read."""
+root can enter (mode 700), so such an installation is staged to a folder that user can read;
+a process stopped by SIGTERM stops the server it started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -110,3 +115,44 @@ def test_a_staged_folder_another_user_could_change_is_refused() -> None:
 )
 def test_settings_are_quoted_for_postgresql_conf(value: str, expected: str) -> None:
     assert pg_local._conf_value(value) == expected
+
+
+# A process that starts a cluster, prints its server's pid file and waits on its stdin.
+HOLDS_A_CLUSTER = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[2])
+import pg_local
+
+with pg_local.LocalCluster.start(Path(sys.argv[1])) as cluster:
+    print(cluster.folder / "data" / "postmaster.pid", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_process_stopped_by_sigterm_stops_its_server() -> None:
+    """A benchmark stopped by `kill` or `timeout` leaves no server behind: SIGTERM leaves
+    the cluster's `with` block as an exception would."""
+    folder = Path(tempfile.mkdtemp(prefix="attnswitch-pg-sigterm-"))
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDS_A_CLUSTER, str(folder), str(Path(__file__).parent)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    server_pid = None
+    try:
+        pid_file = Path(child.stdout.readline().strip())
+        server_pid = int(pid_file.read_text().split()[0])  # the server is up
+        child.send_signal(signal.SIGTERM)
+        assert child.wait() == 128 + signal.SIGTERM
+        assert not pid_file.exists()  # the server stopped (`pg_ctl stop -w` waited for it)
+        server_pid = None
+    finally:
+        child.kill()
+        child.wait()
+        if server_pid is not None:  # left running: stop it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server_pid, signal.SIGINT)
+        pg_local.remove(folder)
