@@ -10,8 +10,10 @@ a log-structured merge tree indexes its writes:
 - every full vector is written with the store's current generation G (the chunks'
   `full_gen`, `GENERATION_SQL`: meta "full_gen", 0 when unset);
 - the chunks of generations below G are covered, each once, by segments: partial HNSW
-  indexes named `chunks_full_<lo>_<hi>` (`WHERE full_gen >= lo AND full_gen < hi`) whose
-  ranges tile [0, G);
+  indexes named `chunks_full_<lo>_<hi>` (`WHERE embedding IS NOT NULL AND full_gen >= lo
+  AND full_gen < hi`) whose ranges tile [0, G), each with its rows when it was built as
+  its comment (`COMMENT ON INDEX`: PostgreSQL's own count, `pg_class.reltuples`, is
+  overwritten by each ANALYZE with an estimate from a sample);
 - the chunks of generation G and above, the tail, are in no graph: PostgreSQL writes them
   without touching one, and a search ranks them exactly (`parts`), found by a b-tree of
   their own (`chunks_tail_<G>`, `WHERE ... full_gen >= G`, made again empty at each seal:
@@ -44,6 +46,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from attnswitch.indexing import postgres_statistics
 from attnswitch.indexing.segment_tiers import LARGEST, merge_count
 
 log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
@@ -75,8 +78,9 @@ _TAIL = re.compile(r"chunks_tail_(\d+)")
 
 @dataclass(frozen=True)
 class Segment:
-    """One partial HNSW index of the full vectors: generations [lo, hi); `rows`:
-    PostgreSQL's count of its entries when it was built (`pg_class.reltuples`)."""
+    """One partial HNSW index of the full vectors: generations [lo, hi); `rows`: its
+    entries when it was built (its comment; for a segment made before comments,
+    PostgreSQL's count now, `pg_class.reltuples`)."""
 
     lo: int
     hi: int
@@ -88,8 +92,9 @@ class Segment:
 
     @property
     def condition(self) -> str:
-        """Its index's predicate, as a search's WHERE must repeat it for PostgreSQL to
-        use the index (literals: a parameter's generic plan could not)."""
+        """Its generations, as a search's WHERE must repeat them (with `embedding IS NOT
+        NULL`, `parts`) for PostgreSQL to use the index (literals: a parameter's generic
+        plan could not)."""
         return f"full_gen >= {self.lo} AND full_gen < {self.hi}"
 
 
@@ -106,11 +111,13 @@ def layout(conn: Any) -> tuple[int, list[Segment]]:
 
 
 def _catalog(conn: Any) -> tuple[int, list[tuple[str, int]]]:
-    """G, and each index of the chunks with its entries (`pg_class.reltuples`)."""
+    """G, and each index of the chunks with its entries: a segment's comment (`build`),
+    else PostgreSQL's count (`pg_class.reltuples`)."""
     row = conn.execute(
-        f"SELECT ({GENERATION_SQL}), ARRAY(SELECT c.relname || ' ' || "
-        "GREATEST(c.reltuples, 0)::bigint FROM pg_index i JOIN pg_class c ON "
-        "c.oid = i.indexrelid WHERE i.indrelid = 'chunks'::regclass)"
+        f"SELECT ({GENERATION_SQL}), ARRAY(SELECT c.relname || ' ' || COALESCE(substring("
+        "obj_description(c.oid, 'pg_class') FROM '^[0-9]+$'), GREATEST(c.reltuples, 0)::bigint"
+        "::text) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = 'chunks'::regclass)"
     ).fetchone()
     return int(row[0]), [(name, int(rows)) for name, rows in (e.split(" ") for e in row[1])]
 
@@ -182,18 +189,21 @@ def fit_build_memory(conn: Any, column: str, rows: int) -> None:
 def build(conn: Any, lo: int, hi: int, rows: int) -> Segment:
     """Make the segment of generations [lo, hi), which holds about `rows` vectors (one
     CREATE INDEX, given the memory for them: it holds a SHARE lock on the chunks until the
-    caller's transaction ends, so searches read on and writes wait)."""
+    caller's transaction ends, so searches read on and writes wait), its entries (counted
+    by the build) kept as its comment."""
     segment = Segment(lo, hi, 0)
     fit_build_memory(conn, "embedding", rows)
     conn.execute(
         f"CREATE INDEX {segment.name} ON chunks USING hnsw (embedding halfvec_ip_ops) WITH "
-        f"(m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE {segment.condition}"
+        f"(m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+        f"WHERE embedding IS NOT NULL AND {segment.condition}"
     )
     (rows,) = conn.execute(
         "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE relname = %s "
         "AND relnamespace = current_schema()::regnamespace",
         (segment.name,),
     ).fetchone()
+    conn.execute(f"COMMENT ON INDEX {segment.name} IS '{int(rows)}'")
     return Segment(lo, hi, int(rows))
 
 
@@ -208,8 +218,9 @@ def set_generation(conn: Any, generation: int) -> None:
 def seal(conn: Any, *, at: int = SEAL_AT) -> bool:
     """Make the tail a segment when it holds at least `at` full vectors (`at` 1: whenever
     it holds any), then merge the newest segments while `FANIN` of them share a tier; each
-    step one transaction on `conn` (autocommit), under the caller's run lock. Whether it
-    sealed."""
+    step one transaction on `conn` (autocommit), under the caller's run lock. Then analyse
+    the chunks when the planner's statistics count too few or too many full vectors
+    (`postgres_statistics.keep`: the builds' locks starve autovacuum). Whether it sealed."""
     started = time.monotonic()
     with conn.transaction():
         generation, segments = layout(conn)
@@ -241,6 +252,7 @@ def seal(conn: Any, *, at: int = SEAL_AT) -> bool:
             f"{into.rows:,}",
             time.monotonic() - started,
         )
+    postgres_statistics.keep(conn, sum(s.rows for s in segments))
     return True
 
 
