@@ -45,11 +45,8 @@ def stored_dim(conn: Any) -> int | None:
 
 def full_stored(conn: Any) -> bool:
     """Whether any chunk has a full vector."""
-    return bool(
-        conn.execute("SELECT EXISTS (SELECT 1 FROM chunks WHERE embedding IS NOT NULL)").fetchone()[
-            0
-        ]
-    )
+    sql = "SELECT EXISTS (SELECT 1 FROM chunks WHERE embedding IS NOT NULL)"
+    return bool(conn.execute(sql).fetchone()[0])
 
 
 def fix_full_dim(conn: Any, dim: int) -> None:
