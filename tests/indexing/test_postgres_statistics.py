@@ -1,6 +1,6 @@
 """The PostgreSQL store's chunks analysed through a full pass (`postgres_statistics`): with
 autovacuum kept off the chunks (as each seal's lock keeps it off through a long pass), the
-planner's count of full vectors follows the store's within `DRIFT` after every fill, from
+planner's count of full vectors follows the store's within `DRIFT` at every seal, from
 O(log n) ANALYZEs; a segment's rows are its build's count, whatever ANALYZE estimates."""
 
 from __future__ import annotations

@@ -92,10 +92,14 @@ class Segment:
 
     @property
     def condition(self) -> str:
-        """Its generations, as a search's WHERE must repeat them (with `embedding IS NOT
-        NULL`, `parts`) for PostgreSQL to use the index (literals: a parameter's generic
-        plan could not)."""
+        """Its generations, as SQL."""
         return f"full_gen >= {self.lo} AND full_gen < {self.hi}"
+
+    @property
+    def predicate(self) -> str:
+        """Its index's predicate, which a search's WHERE repeats (`parts`) for PostgreSQL
+        to use the index (literals: a parameter's generic plan could not)."""
+        return f"embedding IS NOT NULL AND {self.condition}"
 
 
 def layout(conn: Any) -> tuple[int, list[Segment]]:
@@ -140,9 +144,8 @@ def keep_tail_index(conn: Any) -> None:
 def parts(generation: int, segments: list[Segment]) -> list[tuple[str, bool]]:
     """The conditions a dense search ranks the full vectors under, each with whether an
     HNSW index serves it: one per segment, then the tail (exactly)."""
-    among = "embedding IS NOT NULL"
-    return [(f"{among} AND {s.condition}", True) for s in segments] + [
-        (f"{among} AND full_gen >= {generation}", False)
+    return [(s.predicate, True) for s in segments] + [
+        (f"embedding IS NOT NULL AND full_gen >= {generation}", False)
     ]
 
 
@@ -196,7 +199,7 @@ def build(conn: Any, lo: int, hi: int, rows: int) -> Segment:
     conn.execute(
         f"CREATE INDEX {segment.name} ON chunks USING hnsw (embedding halfvec_ip_ops) WITH "
         f"(m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-        f"WHERE embedding IS NOT NULL AND {segment.condition}"
+        f"WHERE {segment.predicate}"
     )
     (rows,) = conn.execute(
         "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE relname = %s "
