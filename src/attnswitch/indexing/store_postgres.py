@@ -57,7 +57,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from attnswitch.documents.ingest import Document
-from attnswitch.indexing import analyzer
+from attnswitch.indexing import analyzer, postgres_vacuum
 from attnswitch.indexing.filters import SearchFilter
 from attnswitch.indexing.postgres_columns import expect_full_dim, fix_full_dim
 from attnswitch.indexing.postgres_nearest import NearestVectors
@@ -623,9 +623,11 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         list's index made or dropped (`_sync_quick`). Called when a run completes
         (`close_run`) and when a writer's block that wrote ends (`writer.IndexWriter`),
         under the run lock. Each build holds a SHARE lock on the chunks: searches read on,
-        writes wait for it."""
+        writes wait for it. Then the chunks are vacuumed when autovacuum's rule says so and
+        the quick list's graph is gone (`_vacuum`)."""
         self._seal()
         self._sync_quick()
+        self._vacuum()
 
     def _written(self, count: int) -> None:
         """Note `count` full vectors written; under the run lock, seal the tail when this
@@ -637,10 +639,16 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         self._unsealed += count
         if self._unsealed >= self.seal_at:
             self._seal()
+            self._vacuum()
 
     def _seal(self) -> None:
         self._unsealed = 0
         self._retrying(lambda: seal(self._conn, at=self.seal_at))
+
+    def _vacuum(self) -> None:
+        """VACUUM the chunks the fills left dead row versions in, as autovacuum would had
+        the seals' locks not cancelled it (`postgres_vacuum.keep`)."""
+        self._retrying(lambda: postgres_vacuum.keep(self._conn))
 
     def _sync_quick(self) -> None:
         """Make the quick list's HNSW index (`QUICK_HNSW_INDEX`) when at least
