@@ -68,14 +68,20 @@ def planned_rows(store: PostgresStore, where: str) -> float:
     return float(doc[0]["Plan"]["Plan Rows"])
 
 
-def analyses(store: PostgresStore) -> int:
-    """How many times the chunks were analysed by hand (not by autovacuum)."""
+def chunks_stat(store: PostgresStore, column: str) -> int:
+    """One of the chunks' counters in `pg_stat_user_tables` (`analyze_count`,
+    `vacuum_count`: by hand, not by autovacuum), this session's own counts flushed first."""
     store._conn.execute("SELECT pg_stat_force_next_flush()")
     store._conn.execute("SELECT pg_stat_clear_snapshot()")
     (count,) = store._conn.execute(
-        "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'chunks'"
+        f"SELECT {column} FROM pg_stat_user_tables WHERE relname = 'chunks'"
     ).fetchone()
     return int(count)
+
+
+def analyses(store: PostgresStore) -> int:
+    """How many times the chunks were analysed by hand (not by autovacuum)."""
+    return chunks_stat(store, "analyze_count")
 
 
 @pytest.mark.parametrize("typed_ahead", [True, False], ids=["typed-ahead", "typed-by-fill"])

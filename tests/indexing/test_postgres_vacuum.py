@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from quick_testing import FILL_BATCH, SEAL_AT, SEGMENTS_PER_DOC, make_folder, write_quick
-from test_postgres_statistics import fill_some
+from test_postgres_statistics import chunks_stat, fill_some
 
 from attnswitch.indexing import analyzer
 from attnswitch.indexing.writer import IndexWriter
@@ -59,12 +59,7 @@ def versions_found(store: PostgresStore) -> tuple[int, int]:
 
 def vacuums(store: PostgresStore) -> int:
     """How many times the chunks were vacuumed by hand (not by autovacuum)."""
-    store._conn.execute("SELECT pg_stat_force_next_flush()")
-    store._conn.execute("SELECT pg_stat_clear_snapshot()")
-    (count,) = store._conn.execute(
-        "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'chunks'"
-    ).fetchone()
-    return int(count)
+    return chunks_stat(store, "vacuum_count")
 
 
 def starved(store: PostgresStore, root: Path, writer: IndexWriter) -> None:
