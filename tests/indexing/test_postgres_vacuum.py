@@ -2,7 +2,8 @@
 autovacuum kept off the chunks (as each seal's lock keeps it off through a long pass), the
 dead row versions the fills leave stay within autovacuum's rule at every seal when the
 quick list has no graph, and are all removed when the `sync_index` that ends the pass drops
-it; no VACUUM runs while the graph is there, nor inside a transaction."""
+it; no VACUUM runs while the graph is there, inside a transaction, or for dead versions
+that came with no seal."""
 
 from __future__ import annotations
 
@@ -126,3 +127,19 @@ def test_no_vacuum_inside_a_transaction(pg_url: str, tmp_path: Path) -> None:
             assert not keep(store._conn)
         assert keep(store._conn)
         assert versions_found(store) == (CHUNKS, CHUNKS)
+
+
+def test_dead_versions_no_seal_starved_are_left_to_autovacuum(pg_url: str, tmp_path: Path) -> None:
+    # a forget's dead versions (some in the segments' graphs, whose repair a VACUUM pays)
+    # came with no seal to cancel autovacuum: the writer leaves them to it
+    with (
+        PostgresStore(pg_url, seal_at=SEAL_AT, quick_exact_below=10 * CHUNKS) as store,
+        IndexWriter(store) as writer,
+    ):
+        root = make_folder(tmp_path)
+        starved(store, root, writer)
+        before = vacuums(store)
+        assert writer.forget(root, "a") == 2
+        store.sync_index()
+        assert vacuums(store) == before
+        assert versions_found(store) == (CHUNKS, CHUNKS // 2)

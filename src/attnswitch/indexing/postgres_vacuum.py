@@ -11,8 +11,9 @@ chunks the terms' GIN gave 65,672 versions for 32,836 live matches, the search r
 the heap pages and took 202 ms p50 against 93 after the quick pass; one VACUUM (9.1 s)
 took it to 113 (docs/results/amd-epyc-avx512bf16/store_two_speed.md).
 
-So the writer does autovacuum's work on autovacuum's own rule (`keep`, after each seal
-and each `sync_index`): it vacuums the chunks once their dead versions pass the server's
+So the writer does autovacuum's work on autovacuum's own rule (`keep`, after its seals
+and at each `sync_index` after one: `PostgresStore._vacuum`; dead versions that came with
+no seal, a `forget`'s say, are left to autovacuum, in the background): it vacuums the chunks once their dead versions pass the server's
 `autovacuum_vacuum_threshold` + `autovacuum_vacuum_scale_factor` x their rows (50 + 0.2 x
 rows by default), but not while the quick list's HNSW graph is there. A filled chunk's old
 version is in that graph, and pgvector's VACUUM repairs the graph around every element it

@@ -189,6 +189,8 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         self.seal_at = seal_at
         # full vectors this process wrote under the run lock since it last sealed (`_written`)
         self._unsealed = 0
+        # whether this process sealed since it last vacuumed the chunks (`_vacuum`)
+        self._starved = False
         self.location = describe(url)
         self.ef_search = check_ef_search(EF_SEARCH if ef_search is None else ef_search)
         self._conn = connect(url)
@@ -623,8 +625,8 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
         list's index made or dropped (`_sync_quick`). Called when a run completes
         (`close_run`) and when a writer's block that wrote ends (`writer.IndexWriter`),
         under the run lock. Each build holds a SHARE lock on the chunks: searches read on,
-        writes wait for it. Then the chunks are vacuumed when autovacuum's rule says so and
-        the quick list's graph is gone (`_vacuum`)."""
+        writes wait for it. Then, after seals, the chunks are vacuumed when autovacuum's
+        rule says so and the quick list's graph is gone (`_vacuum`)."""
         self._seal()
         self._sync_quick()
         self._vacuum()
@@ -643,12 +645,17 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
 
     def _seal(self) -> None:
         self._unsealed = 0
-        self._retrying(lambda: seal(self._conn, at=self.seal_at))
+        if self._retrying(lambda: seal(self._conn, at=self.seal_at)):
+            self._starved = True
 
     def _vacuum(self) -> None:
         """VACUUM the chunks the fills left dead row versions in, as autovacuum would had
-        the seals' locks not cancelled it (`postgres_vacuum.keep`)."""
-        self._retrying(lambda: postgres_vacuum.keep(self._conn))
+        the seals' locks not cancelled it (`postgres_vacuum.keep`); only after this process
+        sealed: other dead versions (a `forget`'s, a changed document's, some of them in
+        the segments' graphs, whose repair a VACUUM pays) are autovacuum's, in the
+        background."""
+        if self._starved and self._retrying(lambda: postgres_vacuum.keep(self._conn)):
+            self._starved = False
 
     def _sync_quick(self) -> None:
         """Make the quick list's HNSW index (`QUICK_HNSW_INDEX`) when at least
