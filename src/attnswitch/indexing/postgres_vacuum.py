@@ -9,19 +9,20 @@ few seconds: through a long pass the dead versions pile up, one a filled chunk. 
 search reads each match's versions, dead ones included: right after a pass over 1,000,000
 chunks the terms' GIN gave 65,672 versions for 32,836 live matches, the search read twice
 the heap pages and took 202 ms p50 against 93 after the quick pass; one VACUUM (9.1 s)
-took it to 113 (docs/results/amd-epyc-avx512bf16/store_two_speed.md).
+took it to 113 (docs/results/intel-xeon-amx/store_dead_versions.md).
 
-So the writer does autovacuum's work on autovacuum's own rule (`keep`, after its seals
-and at each `sync_index` after one: `PostgresStore._vacuum`; dead versions that came with
-no seal, a `forget`'s say, are left to autovacuum, in the background): it vacuums the chunks once their dead versions pass the server's
-`autovacuum_vacuum_threshold` + `autovacuum_vacuum_scale_factor` x their rows (50 + 0.2 x
-rows by default), but not while the quick list's HNSW graph is there. A filled chunk's old
-version is in that graph, and pgvector's VACUUM repairs the graph around every element it
-removes, at about the rate it inserts row by row: at 20,000 chunks half filled, one VACUUM
-took 89.0 s with the graph and 0.2 s without it. The graph is dropped at the `sync_index`
-that finds fewer than `quick_exact_below` chunks without a full vector, which ends a full
-pass, so a pass's dead versions are removed there, in one VACUUM of the pages the pass
-changed and of every index of the chunks once.
+So the writer does autovacuum's work, on autovacuum's own rule (`keep`, after its seals
+and at each `sync_index` after one: `PostgresStore._vacuum`): it vacuums the chunks once
+their dead versions pass the server's `autovacuum_vacuum_threshold` +
+`autovacuum_vacuum_scale_factor` x their rows (50 + 0.2 x rows by default), but not while
+the quick list's HNSW graph is there. A filled chunk's old version is in that graph, and
+pgvector's VACUUM repairs the graph around every element it removes, at about the rate it
+inserts row by row: at 20,000 chunks half filled, one VACUUM took 89.0 s with the graph
+and 0.2 s without it. The graph is dropped at the `sync_index` that finds fewer than
+`quick_exact_below` chunks without a full vector, which ends a full pass, so a pass's dead
+versions are removed there, in one VACUUM of the pages the pass changed and of every index
+of the chunks once. Dead versions that came with no seal (a `forget`'s, say, some of them
+in the segments' graphs) are left to autovacuum, in the background.
 """
 
 from __future__ import annotations
