@@ -649,11 +649,8 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             self._starved = True
 
     def _vacuum(self) -> None:
-        """VACUUM the chunks the fills left dead row versions in, as autovacuum would had
-        the seals' locks not cancelled it (`postgres_vacuum.keep`); only after this process
-        sealed: other dead versions (a `forget`'s, a changed document's, some of them in
-        the segments' graphs, whose repair a VACUUM pays) are autovacuum's, in the
-        background."""
+        """`postgres_vacuum.keep`, once this process has sealed (its seals cancelled
+        autovacuum); other dead versions, a `forget`'s say, are autovacuum's."""
         if self._starved and self._retrying(lambda: postgres_vacuum.keep(self._conn)):
             self._starved = False
 
