@@ -114,7 +114,7 @@ def run_way(way: str, n: int) -> dict:
     from pg_local import LocalCluster  # tests/pg_local.py: test infrastructure
 
     if way == "not_vacuuming":
-        postgres_vacuum.keep = lambda conn: False
+        postgres_vacuum.keep = lambda conn, quick_graph: False
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     vocab = words(3)
     rng = np.random.default_rng(3)

@@ -31,8 +31,6 @@ import logging
 import time
 from typing import Any
 
-from attnswitch.indexing.postgres_schema import QUICK_HNSW
-
 log = logging.getLogger("attnswitch.indexing.store_postgres")  # the store's own log
 
 # The chunks' dead row versions as the server's statistics count them, their rows
@@ -43,11 +41,6 @@ DEAD_SQL = (
     "current_setting('autovacuum_vacuum_scale_factor')::float8 "
     "FROM pg_class c WHERE c.oid = 'chunks'::regclass"
 )
-# Whether the quick list's HNSW graph (`QUICK_HNSW`) is there (the catalog only).
-GRAPHED_SQL = (
-    "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() "
-    "AND indexname = %s)"
-)
 
 
 def due(dead: int, rows: float, threshold: float, scale: float) -> bool:
@@ -56,20 +49,20 @@ def due(dead: int, rows: float, threshold: float, scale: float) -> bool:
     return dead > threshold + scale * rows
 
 
-def keep(conn: Any) -> bool:
+def keep(conn: Any, quick_graph: bool) -> bool:
     """VACUUM the chunks when their dead row versions are `due` and the quick list's graph
-    is not there (on `conn`, autocommit, outside a transaction: a VACUUM cannot run inside
-    one; its SHARE UPDATE EXCLUSIVE lock lets searches and fills go on). Whether it did."""
+    is not there (`quick_graph`, as `PostgresStore._quick_indexed` finds it), on `conn`
+    (autocommit) outside a transaction: a VACUUM cannot run inside one; its SHARE UPDATE
+    EXCLUSIVE lock lets searches and fills go on. Whether it did."""
+
     from psycopg.pq import TransactionStatus
 
-    if conn.info.transaction_status != TransactionStatus.IDLE:
+    if quick_graph or conn.info.transaction_status != TransactionStatus.IDLE:
         return False
     if conn.info.server_version >= 150000:  # this session's own fills counted first
         conn.execute("SELECT pg_stat_force_next_flush()")
     dead, rows, threshold, scale = conn.execute(DEAD_SQL).fetchone()
     if not due(int(dead), float(rows), float(threshold), float(scale)):
-        return False
-    if conn.execute(GRAPHED_SQL, (QUICK_HNSW,)).fetchone()[0]:
         return False
     started = time.monotonic()
     conn.execute("VACUUM chunks")

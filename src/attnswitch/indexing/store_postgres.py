@@ -649,9 +649,10 @@ class PostgresStore(StoreBase, VectorPasses, NearestVectors):
             self._starved = True
 
     def _vacuum(self) -> None:
-        """`postgres_vacuum.keep`, once this process has sealed (its seals cancelled
-        autovacuum); other dead versions, a `forget`'s say, are autovacuum's."""
-        if self._starved and self._retrying(lambda: postgres_vacuum.keep(self._conn)):
+        """`postgres_vacuum.keep` once this process sealed (its seals cancel autovacuum)."""
+        if self._starved and self._retrying(
+            lambda: postgres_vacuum.keep(self._conn, self._quick_indexed())
+        ):
             self._starved = False
 
     def _sync_quick(self) -> None:
